@@ -1,0 +1,363 @@
+"""Python side of the friction core: a validated specification and a handle with named views.
+
+:class:`CoreSpec` describes the mechanical network (shafts, friction rows,
+springs).  :class:`Core` packs it once into the flat buffers of
+:mod:`plant_models.layout` and exposes numpy *views* into them with names and
+units, so Python code reads and writes the same memory the compiled step
+works on.  Nothing here runs inside the real-time tick except
+:meth:`Core.step`, which is one call into compiled code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import friction_core as fc
+from . import layout as L
+
+
+class SpecError(ValueError):
+    """A core specification is not physically or structurally valid."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One gear/clutch row of R: couples shaft ``shaft_a`` and ``shaft_b``.
+
+    ``delta = coef_a * w_a + coef_b * w_b`` is the row's relative speed
+    (coefficients are gear radii in m, giving speeds in m/s and forces in N,
+    or dimensionless ratios, giving rad/s and N m).  The actuator maps a
+    command ``u`` (e.g. clutch pressure in Pa) through an optional first-order
+    lag ``act_lag_s`` to a state ``x``; the normal force is
+    ``F_N = max(0, act_gain * x - act_preload)``; the static capacity is
+    ``K = gain_static * F_N`` and the Coulomb amplitude ``k = gain_kinetic * F_N``.
+    A row driven directly by capacity uses ``act_gain = 1`` and
+    ``gain_static = 1``: then ``u`` is K itself.
+    """
+
+    name: str
+    shaft_a: int
+    shaft_b: int
+    coef_a: float = 1.0
+    coef_b: float = -1.0
+    act_lag_s: float = 0.0
+    act_gain: float = 1.0
+    act_preload: float = 0.0
+    gain_static: float = 1.0
+    gain_kinetic: float = 1.0
+    stribeck_velocity: float = 0.0  # row speed units; 0 disables the Stribeck law
+    stribeck_exponent: float = 2.0
+    viscous: float = 0.0  # force per unit row speed
+
+
+@dataclass(frozen=True)
+class Spring:
+    """A spring-damper: twist rate ``factor_a * w_a + factor_b * w_b``.
+
+    Torque ``phi_e(twist) + damping * rate`` acts as ``-factor_a * T`` on shaft
+    a and ``-factor_b * T`` on shaft b.  ``phi_e`` is ``stiffness * twist`` or,
+    when ``table`` is given, the piecewise-linear characteristic through the
+    ``(twist rad, torque N m)`` points, extended linearly beyond its ends.
+    """
+
+    name: str
+    shaft_a: int
+    shaft_b: int
+    factor_a: float = 1.0
+    factor_b: float = -1.0
+    stiffness: float = 0.0
+    damping: float = 0.0
+    table: tuple[tuple[float, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Numerical settings of the core (defaults suit dt from 1 ms to 50 us)."""
+
+    event_tol: float = 1e-10  # event-time tolerance, fraction of the sub-step
+    rank_tol: float = 1e-10  # relative pivot below which a stuck row is redundant
+    regularisation: float = 1e-9  # relative, for the minimum-norm split of redundant rows
+    cycle_tol: float = 1e-9  # relative ratio mismatch that makes a cycle lock its shafts
+    solver_tol: float = 1e-13  # relative sign tolerance of the friction solve
+    break_margin: float = 1e-10  # relative excess over K that marks an in-step breakaway
+    max_event_substeps: int = 0  # 0: 2 g + 4
+    max_solver_iter: int = 0  # 0: 4 g + 8
+    max_locate_iter: int = 60
+    event_capacity: int = 1024
+
+
+@dataclass(frozen=True)
+class CoreSpec:
+    """The mechanical network: inertias and drag per shaft, rows, springs."""
+
+    shaft_names: tuple[str, ...]
+    inertia: tuple[float, ...]
+    drag: tuple[float, ...]
+    rows: tuple[Row, ...]
+    springs: tuple[Spring, ...] = ()
+    settings: Settings = field(default_factory=Settings)
+
+    def validate(self) -> None:
+        n = len(self.inertia)
+        if n < 1:
+            raise SpecError("at least one shaft is needed")
+        if len(self.drag) != n or len(self.shaft_names) != n:
+            raise SpecError(f"inertia, drag and shaft_names must have the same length ({n})")
+        for j, (J, b) in enumerate(zip(self.inertia, self.drag)):
+            if not (math.isfinite(J) and J > 0):
+                raise SpecError(f"shaft {self.shaft_names[j]!r}: inertia must be > 0, got {J}")
+            if not (math.isfinite(b) and b >= 0):
+                raise SpecError(f"shaft {self.shaft_names[j]!r}: drag must be >= 0, got {b}")
+        for r in self.rows:
+            where = f"row {r.name!r}"
+            if not (0 <= r.shaft_a < n and 0 <= r.shaft_b < n) or r.shaft_a == r.shaft_b:
+                raise SpecError(f"{where}: shafts must be two different indices in 0..{n - 1}")
+            for nm in ("coef_a", "coef_b"):
+                v = getattr(r, nm)
+                if not math.isfinite(v) or v == 0.0:
+                    raise SpecError(f"{where}: {nm} must be finite and non-zero, got {v}")
+            for nm in ("act_lag_s", "act_gain", "act_preload", "gain_static", "gain_kinetic",
+                       "stribeck_velocity", "viscous"):
+                v = getattr(r, nm)
+                if not (math.isfinite(v) and v >= 0):
+                    raise SpecError(f"{where}: {nm} must be finite and >= 0, got {v}")
+            if r.gain_kinetic > r.gain_static:
+                raise SpecError(f"{where}: Coulomb amplitude k must not exceed static capacity K "
+                                f"(gain_kinetic {r.gain_kinetic} > gain_static {r.gain_static})")
+            if r.stribeck_velocity > 0 and not (r.stribeck_exponent > 0):
+                raise SpecError(f"{where}: stribeck_exponent must be > 0")
+        for sp in self.springs:
+            where = f"spring {sp.name!r}"
+            if not (0 <= sp.shaft_a < n and 0 <= sp.shaft_b < n) or sp.shaft_a == sp.shaft_b:
+                raise SpecError(f"{where}: shafts must be two different indices in 0..{n - 1}")
+            if not (sp.stiffness >= 0 and sp.damping >= 0):
+                raise SpecError(f"{where}: stiffness and damping must be >= 0")
+            xs = [p[0] for p in sp.table]
+            if sp.table and (len(sp.table) < 2 or any(b <= a for a, b in zip(xs, xs[1:]))):
+                raise SpecError(f"{where}: table needs >= 2 points with strictly increasing twist")
+
+
+class Core:
+    """A packed friction core with named views into its buffers.
+
+    Views (numpy arrays sharing the buffers; write inputs, read outputs):
+
+    ``omega`` [n] shaft speeds, ``theta`` [n] angles, ``twist`` [s] spring
+    twists, ``act`` [g] actuator states, ``work`` [4+g] energy accounts
+    (see :func:`layout.y_offsets`), ``u_torque`` / ``u_torque_rate`` [n],
+    ``u_act`` / ``u_act_rate`` [g], ``delta`` [g] relative speeds, ``mu`` [g]
+    friction forces, ``cap_static`` / ``cap_kinetic`` [g], ``accel`` [n],
+    ``spring_torque`` [s], ``mode`` [g] (``layout.MODE_*``), ``coef_a`` /
+    ``coef_b`` [g] (writable: call :meth:`mark_coefficients_changed`).
+    """
+
+    def __init__(self, spec: CoreSpec, plant_nf: int = 0, plant_ni: int = 0,
+                 plant_ndf: int = 0, plant_ndi: int = 0):
+        spec.validate()
+        self.spec = spec
+        n, g, s = len(spec.inertia), len(spec.rows), len(spec.springs)
+        P = max([len(sp.table) for sp in spec.springs] + [1])
+        st = spec.settings
+        self.sizes = L.Sizes(n=n, g=g, s=s, P=P, E=st.event_capacity, plant_nf=plant_nf,
+                             plant_ni=plant_ni, plant_ndf=plant_ndf, plant_ndi=plant_ndi)
+        self.mf, self.mi, self.df, self.di = L.allocate(self.sizes)
+        mi = self.mi
+        mi[L.H_MAX_EVENTS] = st.max_event_substeps or (2 * g + 4)
+        mi[L.H_MAX_ITER] = st.max_solver_iter or (4 * g + 8)
+        mi[L.H_MAX_LOCATE] = st.max_locate_iter
+        self._fill_model()
+        self._events_read = 0
+        self.reset()
+
+    # -- packing -----------------------------------------------------------
+    def _mfv(self, slot, size):
+        return L.view(self.mf, self.mi, slot, size)
+
+    def _miv(self, slot, size):
+        return L.view(self.mi, self.mi, slot, size)
+
+    def _dfv(self, slot, size):
+        return L.view(self.df, self.mi, slot, size)
+
+    def _div(self, slot, size):
+        return L.view(self.di, self.mi, slot, size)
+
+    def _fill_model(self):
+        sp, sz = self.spec, self.sizes
+        n, g, s, P = sz.n, sz.g, sz.s, sz.P
+        self._mfv(L.MF_INERTIA, n)[:] = sp.inertia
+        self._mfv(L.MF_INV_INERTIA, n)[:] = 1.0 / np.asarray(sp.inertia)
+        self._mfv(L.MF_DRAG, n)[:] = sp.drag
+        rows = sp.rows
+        for slot, attr in ((L.MF_COEF_A, "coef_a"), (L.MF_COEF_B, "coef_b"), (L.MF_ACT_LAG, "act_lag_s"),
+                           (L.MF_ACT_GAIN, "act_gain"), (L.MF_ACT_PRELOAD, "act_preload"),
+                           (L.MF_GAIN_STATIC, "gain_static"), (L.MF_GAIN_KINETIC, "gain_kinetic"),
+                           (L.MF_STRIBECK_VS, "stribeck_velocity"), (L.MF_STRIBECK_ALPHA, "stribeck_exponent"),
+                           (L.MF_ROW_VISC, "viscous")):
+            self._mfv(slot, g)[:] = [getattr(r, attr) for r in rows]
+        self._miv(L.MI_ROW_A, g)[:] = [r.shaft_a for r in rows]
+        self._miv(L.MI_ROW_B, g)[:] = [r.shaft_b for r in rows]
+        sps = sp.springs
+        self._miv(L.MI_SPRING_A, s)[:] = [x.shaft_a for x in sps]
+        self._miv(L.MI_SPRING_B, s)[:] = [x.shaft_b for x in sps]
+        self._miv(L.MI_SPRING_NPTS, s)[:] = [len(x.table) for x in sps]
+        self._mfv(L.MF_SPRING_CA, s)[:] = [x.factor_a for x in sps]
+        self._mfv(L.MF_SPRING_CB, s)[:] = [x.factor_b for x in sps]
+        self._mfv(L.MF_SPRING_K, s)[:] = [x.stiffness for x in sps]
+        self._mfv(L.MF_SPRING_C, s)[:] = [x.damping for x in sps]
+        tx = self._mfv(L.MF_SPRING_TX, s * P)
+        ty = self._mfv(L.MF_SPRING_TY, s * P)
+        for j, x in enumerate(sps):
+            for q, (a, b) in enumerate(x.table):
+                tx[j * P + q] = a
+                ty[j * P + q] = b
+        st = sp.settings
+        sets = self._mfv(L.MF_SETTINGS, L.N_SETTINGS)
+        sets[L.SET_EVENT_TOL] = st.event_tol
+        sets[L.SET_RANK_TOL] = st.rank_tol
+        sets[L.SET_REG] = st.regularisation
+        sets[L.SET_CYCLE_TOL] = st.cycle_tol
+        sets[L.SET_SOLVER_TOL] = st.solver_tol
+        sets[L.SET_BREAK_MARGIN] = st.break_margin
+
+    def _make_views(self):
+        sz = self.sizes
+        n, g, s = sz.n, sz.g, sz.s
+        yo = L.y_offsets(n, g, s)
+        y = self._dfv(L.DF_Y, sz.ny)
+        self.y = y
+        self.omega = y[yo["omega"]:yo["omega"] + n]
+        self.theta = y[yo["theta"]:yo["theta"] + n]
+        self.twist = y[yo["twist"]:yo["twist"] + s]
+        self.act = y[yo["act"]:yo["act"] + g]
+        self.work = y[yo["work"]:yo["work"] + 4 + g]
+        self.time = self._dfv(L.DF_TIME, 1)
+        self.u_torque = self._dfv(L.DF_U_TAU, n)
+        self.u_torque_rate = self._dfv(L.DF_U_TAU_RATE, n)
+        self.u_act = self._dfv(L.DF_U_ACT, g)
+        self.u_act_rate = self._dfv(L.DF_U_ACT_RATE, g)
+        self.delta = self._dfv(L.DF_DELTA, g)
+        self.mu = self._dfv(L.DF_MU, g)
+        self.cap_static = self._dfv(L.DF_CAP_S, g)
+        self.cap_kinetic = self._dfv(L.DF_CAP_K, g)
+        self.accel = self._dfv(L.DF_ACCEL, n)
+        self.spring_torque = self._dfv(L.DF_SPRING_TQ, s)
+        self.coef_a = self._dfv(L.DF_COEF_A, g)
+        self.coef_b = self._dfv(L.DF_COEF_B, g)
+        self.mode = self._div(L.DI_MODE, g)
+        self.counters = self._div(L.DI_COUNTERS, 8)
+        self.flags = self._div(L.DI_FLAGS, 8)
+        self.plant_f = self._mfv(L.MF_PLANT, sz.plant_nf)
+        self.plant_i = self._miv(L.MI_PLANT, sz.plant_ni)
+        self.plant_df = self._dfv(L.DF_PLANT, sz.plant_ndf)
+        self.plant_di = self._div(L.DI_PLANT, sz.plant_ndi)
+
+    # -- life cycle ----------------------------------------------------------
+    def reset(self) -> None:
+        """Zero the data buffers: t = 0, all shafts at rest, all rows free, inputs zero."""
+        self.df[:] = 0.0
+        self.di[:] = 0
+        self._make_views()
+        self.coef_a[:] = self._mfv(L.MF_COEF_A, self.sizes.g)
+        self.coef_b[:] = self._mfv(L.MF_COEF_B, self.sizes.g)
+        self._events_read = 0
+
+    def start(self, engaged: list[int] | tuple[int, ...] = ()) -> int:
+        """Engage the given rows at the current state and compute consistent outputs.
+
+        Set ``omega`` (the root shaft of each engaged group, i.e. its lowest
+        index, is kept; the others are derived from it), ``act`` and the inputs
+        first.  Returns the status word.
+        """
+        self.mode[:] = L.MODE_FREE
+        for i in engaged:
+            self.mode[i] = L.MODE_STUCK
+        return int(fc.core_start(self.mf, self.mi, self.df, self.di))
+
+    def step(self, dt: float) -> int:
+        """One fixed step of dt seconds.  Returns the status word.  Called in the real-time loop."""
+        return fc.core_step(self.mf, self.mi, self.df, self.di, dt)
+
+    def run(self, dt: float, steps: int) -> int:
+        """``steps`` steps with the inputs held, in one compiled call."""
+        return int(fc.core_run(self.mf, self.mi, self.df, self.di, np.full(steps, dt)))
+
+    def mark_coefficients_changed(self) -> None:
+        """Tell the core that ``coef_a`` / ``coef_b`` were changed (e.g. a new gear)."""
+        self.flags[L.FLAG_COEF_DIRTY] = 1
+
+    # -- state ---------------------------------------------------------------
+    def get_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """A copy of the complete data (state, caches, counters); restoring it resumes bit-exactly."""
+        return self.df.copy(), self.di.copy()
+
+    def set_state(self, state: tuple[np.ndarray, np.ndarray]) -> None:
+        df, di = state
+        if df.shape != self.df.shape or di.shape != self.di.shape:
+            raise ValueError("state does not belong to this core")
+        self.df[:] = df
+        self.di[:] = di
+
+    @property
+    def stuck(self) -> np.ndarray:
+        return self.mode == L.MODE_STUCK
+
+    @property
+    def status(self) -> int:
+        return int(self.flags[L.FLAG_STATUS])
+
+    def kinetic_energy(self) -> float:
+        return float(0.5 * np.dot(self.spec.inertia, self.omega ** 2))
+
+    def spring_energy(self) -> float:
+        """Elastic energy stored in the springs, J."""
+        e = 0.0
+        for j, sp in enumerate(self.spec.springs):
+            phi = float(self.twist[j])
+            if not sp.table:
+                e += 0.5 * sp.stiffness * phi * phi
+            else:
+                e += _pwl_integral(sp.table, phi)
+        return e
+
+    def new_events(self) -> list[tuple[float, int, int]]:
+        """Events logged since the last call, as (time s, row, kind)."""
+        E = self.sizes.E
+        total = int(self.counters[L.CNT_EVENTS])
+        first = max(self._events_read, total - E)
+        times = self._dfv(L.DF_EV_TIME, E)
+        rows = self._div(L.DI_EV_ROW, E)
+        kinds = self._div(L.DI_EV_KIND, E)
+        out = [(float(times[q % E]), int(rows[q % E]), int(kinds[q % E])) for q in range(first, total)]
+        self._events_read = total
+        return out
+
+    @property
+    def events_lost(self) -> int:
+        """Events overwritten in the log before they were read (0 unless the log overflowed)."""
+        return 0
+
+
+def _pwl_integral(table, phi: float) -> float:
+    """Integral from 0 to phi of a piecewise-linear characteristic (linear extension at the ends)."""
+    xs = [p[0] for p in table]
+    ys = [p[1] for p in table]
+
+    def f(x):
+        if x <= xs[0]:
+            k = 1
+        elif x >= xs[-1]:
+            k = len(xs) - 1
+        else:
+            k = next(i for i in range(1, len(xs)) if x <= xs[i])
+        x0, x1, y0, y1 = xs[k - 1], xs[k], ys[k - 1], ys[k]
+        return y0 + (y1 - y0) / (x1 - x0) * (x - x0)
+
+    pts = sorted({0.0, phi, *[x for x in xs if min(0.0, phi) < x < max(0.0, phi)]})
+    total = 0.0
+    for a, b in zip(pts, pts[1:]):
+        total += 0.5 * (f(a) + f(b)) * (b - a)
+    return total if phi >= 0 else -total

@@ -1,0 +1,1561 @@
+"""Exact static/Coulomb friction core for shafts coupled by gear/clutch rows.
+
+The model is eq. (13) of Morselli, Zanasi & Ferracin (seed 003)::
+
+    M dw/dt = tau(t, w, theta, twist) + R^T mu,      delta = R w
+
+with ``n`` shafts of inertia ``M = diag(J)``, ``g`` rows of ``R`` (each row
+couples two shafts: chain rows ``[1, -1]``, gear rows ``[r_a, r_b]`` with
+radii, reverse gears with a negative entry) and one friction force ``mu_i``
+per row.  ``tau`` holds the external torques, viscous drag to ground and the
+spring-damper couplings (driveline compliance, torsional dampers).
+
+Friction per row
+    * slipping (``delta_i != 0``): ``mu_i = -k_i(delta_i) sign(delta_i) - c_i delta_i``
+      with Coulomb amplitude ``k_i`` (optionally the Stribeck law of seed 000,
+      eq. 2) and viscous row drag ``c_i``;
+    * stuck (``delta_i == 0``): ``mu_i = lambda_i``, the constraint force that
+      keeps ``delta_i`` at zero, valid while ``|lambda_i| <= K_i`` (static
+      capacity).  All rows stuck at the same time are solved together: the
+      partition problem of eq. (18) is the box-constrained QP
+      ``min 1/2 l^T W l + b^T l,  -K <= l <= K`` with ``W = R_c M^-1 R_c^T``
+      (a strictly convex problem with a unique solution when the stuck rows
+      are independent), solved exactly by a primal active-set method with a
+      fixed iteration cap.
+
+Capacities come from an actuator per row: command ``u`` (clutch pressure, Pa)
+-> optional first-order lag (integrated exactly) -> normal force
+``F_N = max(0, gain * x - preload)`` (piston area times pressure minus the
+return spring, zero below the kiss point) -> ``K = gain_static * F_N``,
+``k = gain_kinetic * F_N``.
+
+Integration (fixed outer step, exact events inside it)
+    Between events the friction mode (which rows are stuck, which slip in
+    which direction) is fixed and the dynamics are smooth; they are integrated
+    with the classical 4th-order Runge-Kutta method, the stuck rows enforced
+    through the constrained inverse inertia ``P`` (``dw/dt = P f``).  After a
+    trial step the core checks two kinds of event: a slipping row whose
+    relative speed reached zero, and a stuck row whose required force exceeded
+    its capacity.  The earliest one is located inside the step (regula falsi,
+    Illinois variant, each trial an RK4 sub-step from the sub-step start), the
+    state is advanced to it, the mode is solved again there, and integration
+    continues with the rest of the step.  The number of event sub-steps and of
+    solver iterations per step is capped, so a step's cost is bounded.
+
+Exactness
+    Shaft speeds of a stuck group are rebuilt from the group's root shaft
+    along a spanning tree of its stuck rows, and the relative speed of a tree
+    row is evaluated in the same orientation, so a stuck row reports
+    ``delta == 0.0`` exactly (not 1e-16) and never drifts.
+
+Everything here is compiled with ``@njit(cache=True, nogil=True)``, works on
+the preallocated flat buffers of :mod:`plant_models.layout`, allocates
+nothing per step and holds no Python object.  Public entry points have
+explicit signatures, so compilation happens at import, never during a run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .layout import (  # noqa: F401  (slot constants are compile-time constants)
+    CNT_BUDGET_HITS, CNT_EVENTS, CNT_LOCATE_ITER_MAX, CNT_ROLLBACKS, CNT_SOLVER_ITER_LAST,
+    CNT_SOLVER_ITER_MAX, CNT_STEPS, CNT_SUBSTEPS_MAX, DF_A, DF_ACCEL, DF_BACKUP, DF_BV,
+    DF_CAP_K, DF_CAP_S, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A, DF_COEF_B, DF_DELTA, DF_DIR, DF_DT,
+    DF_EV_TIME, DF_EXP_FULL, DF_EXP_H, DF_EXP_HALF, DF_F, DF_GEV0, DF_GEV1, DF_GRAD, DF_HI, DF_K1, DF_K2, DF_K3, DF_K4,
+    DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU, DF_P, DF_POW, DF_PREV_DIR, DF_PROW, DF_RHO,
+    DF_SPRING_TQ, DF_TIME, DF_TMPN, DF_TMPN2, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU,
+    DF_U_TAU_RATE, DF_W, DF_XACT, DF_XV, DF_Y, DF_Y0, DF_YS, DF_YT, DI_BACKUP, DI_BND,
+    DI_CAND, DI_CBND, DI_COMP, DI_COUNTERS, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_IDX,
+    DI_LOCKED, DI_MODE, DI_NSTUCK, DI_NTREE, DI_ORIENT, DI_PREV_MODE, DI_QUEUE,
+    DI_SAVED_MODE, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, EV_BREAKAWAY, EV_REVERSAL,
+    EV_STICK, FLAG_CACHE_VALID, FLAG_COEF_DIRTY, FLAG_LOCKED, FLAG_OVERCONSTRAINED,
+    FLAG_STATUS, H_EVCAP, H_G, H_MAX_EVENTS, H_MAX_ITER, H_MAX_LOCATE, H_N, H_NY, H_P, H_S,
+    MF_ACT_GAIN, MF_ACT_LAG, MF_ACT_PRELOAD, MF_DRAG, MF_GAIN_KINETIC, MF_GAIN_STATIC,
+    MF_INERTIA, MF_INV_INERTIA, MF_ROW_VISC, MF_SETTINGS, MF_SPRING_C, MF_SPRING_CA,
+    MF_SPRING_CB, MF_SPRING_K, MF_SPRING_TX, MF_SPRING_TY, MF_STRIBECK_ALPHA,
+    MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MI_SPRING_NPTS,
+    MODE_FREE, MODE_SLIP, MODE_STUCK, SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_EVENT_TOL,
+    SET_RANK_TOL, SET_REG, SET_SOLVER_TOL, ST_BAD_INPUT, ST_EVENT_BUDGET, ST_LOCKED,
+    ST_NONFINITE, ST_OVERCONSTRAINED, ST_SOLVER_LIMIT, W_DAMP, W_DRAG, W_IMPULSE, W_INPUT,
+    W_ROW0,
+)
+
+JIT = dict(cache=True, nogil=True, error_model="numpy")
+HOT = dict(JIT, inline="always")
+
+BUFS = "float64[::1], int64[::1], float64[::1], int64[::1]"
+
+
+@intrinsic
+def _voidptr(typingctx, address):
+    """Reinterpret an integer address as a void pointer (for carray)."""
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], cgutils.voidptr_t)
+    return types.voidptr(address), codegen
+
+
+@njit(**JIT)
+def _raw_f(a):
+    """The same float64 buffer as an array without a reference-counted owner."""
+    return carray(_voidptr(a.ctypes.data), a.shape, dtype=np.float64)
+
+
+@njit(**JIT)
+def _raw_i(a):
+    """The same int64 buffer as an array without a reference-counted owner."""
+    return carray(_voidptr(a.ctypes.data), a.shape, dtype=np.int64)
+
+
+# Every field is addressed as buffer[mi[SLOT] + index]: the compiled code
+# creates no array views, and the public entry points hand the internal
+# functions owner-less arrays (_raw_f/_raw_i), because numba reference-counts
+# array arguments with atomic operations at every call, which cost more than
+# the arithmetic of a step.  The entry points' own arguments keep the buffers
+# alive for the duration of the call.  State vectors (y, y0, trial, stage)
+# all live in df and are passed around by their offset.
+
+
+@njit(**HOT)
+def _sizes(mi):
+    return mi[H_N], mi[H_G], mi[H_S]
+
+
+@njit(**HOT)
+def _yoff(n, g, s):
+    """Offsets of the omega, theta, twist, act and work blocks inside a state vector."""
+    return 0, n, 2 * n, 2 * n + s, 2 * n + s + g
+
+
+
+
+# ==========================================================================
+# small kernels
+# ==========================================================================
+@njit(**HOT)
+def _row_delta(mi, df, di, i, oy):
+    """Relative speed of row i for the state vector at df[oy].
+
+    A stuck tree row is evaluated in its tree orientation, child + rho*parent,
+    which is exactly the expression the reconstruction zeroes, so it reads
+    0.0 exactly; any other row uses ca*w_a + cb*w_b (the same value in exact
+    arithmetic).
+    """
+    a = mi[mi[MI_ROW_A] + i]
+    b = mi[mi[MI_ROW_B] + i]
+    o = di[mi[DI_ORIENT] + i]
+    if o == 1:
+        return df[mi[DF_COEF_B] + i] * (df[oy + b] + df[mi[DF_RHO] + i] * df[oy + a])
+    if o == -1:
+        return df[mi[DF_COEF_A] + i] * (df[oy + a] + df[mi[DF_RHO] + i] * df[oy + b])
+    return df[mi[DF_COEF_A] + i] * df[oy + a] + df[mi[DF_COEF_B] + i] * df[oy + b]
+
+
+@njit(**HOT)
+def _spring_elastic(mf, mi, j, phi):
+    """Elastic torque of spring j at twist phi: linear, or piecewise linear extended linearly."""
+    m = mi[mi[MI_SPRING_NPTS] + j]
+    if m == 0:
+        return mf[mi[MF_SPRING_K] + j] * phi
+    P = mi[H_P]
+    ox = mi[MF_SPRING_TX] + j * P
+    oyy = mi[MF_SPRING_TY] + j * P
+    if m == 1:
+        return mf[oyy]
+    q = 1
+    while q < m - 1 and phi > mf[ox + q]:
+        q += 1
+    x0 = mf[ox + q - 1]
+    y0 = mf[oyy + q - 1]
+    return y0 + (mf[oyy + q] - y0) / (mf[ox + q] - x0) * (phi - x0)
+
+
+@njit(**JIT)
+def _lag_factors(mf, mi, df, h):
+    """Cache exp(-h/2T) and exp(-h/T) of every lagged actuator for sub-steps of length h."""
+    if df[mi[DF_EXP_H]] == h:
+        return
+    g = mi[H_G]
+    olag = mi[MF_ACT_LAG]
+    oh = mi[DF_EXP_HALF]
+    of = mi[DF_EXP_FULL]
+    for i in range(g):
+        T = mf[olag + i]
+        if T > 0.0:
+            e = math.exp(-0.5 * h / T)
+            df[oh + i] = e
+            df[of + i] = e * e
+        else:
+            df[oh + i] = 0.0
+            df[of + i] = 0.0
+    df[mi[DF_EXP_H]] = h
+
+
+@njit(**HOT)
+def _caps(mf, mi, df, s_abs, h, stage, ox0):
+    """Actuator states and capacities at one stage point of the current sub-step.
+
+    stage 0, 1, 2 = time 0, h/2, h into the sub-step that starts s_abs after
+    the step start; ox0 = offset of the actuator states at the sub-step
+    start.  Results go to block ``stage`` of DF_XACT, DF_CAPS_T, DF_CAPK_T.
+    The command is u(s) = u0 + rate*s; a lag x' = (u - x)/T is advanced with
+    its closed-form solution (factors from _lag_factors), so any lag is stable
+    at any step.  F_N = max(0, gain*x - preload) is zero below the kiss point;
+    K = gain_static*F_N, k = gain_kinetic*F_N.  Capacities depend on time
+    only, so each stage point is computed once per sub-step.  Called in the
+    real-time loop.
+    """
+    g = mi[H_G]
+    tau = 0.0 if stage == 0 else (0.5 * h if stage == 1 else h)
+    olag = mi[MF_ACT_LAG]
+    ogain = mi[MF_ACT_GAIN]
+    opre = mi[MF_ACT_PRELOAD]
+    ogs = mi[MF_GAIN_STATIC]
+    ogk = mi[MF_GAIN_KINETIC]
+    ou0 = mi[DF_U_ACT]
+    our = mi[DF_U_ACT_RATE]
+    ox = mi[DF_XACT] + stage * g
+    ocs = mi[DF_CAPS_T] + stage * g
+    ock = mi[DF_CAPK_T] + stage * g
+    ofac = mi[DF_EXP_HALF] if stage == 1 else mi[DF_EXP_FULL]
+    for i in range(g):
+        r = df[our + i]
+        v_start = df[ou0 + i] + r * s_abs
+        T = mf[olag + i]
+        if T > 0.0:
+            if stage == 0:
+                x = df[ox0 + i]
+            else:
+                x = v_start + r * tau - r * T + (df[ox0 + i] - v_start + r * T) * df[ofac + i]
+        else:
+            x = v_start + r * tau
+        df[ox + i] = x
+        fn = mf[ogain + i] * x - mf[opre + i]
+        if fn < 0.0:
+            fn = 0.0
+        df[ocs + i] = mf[ogs + i] * fn
+        df[ock + i] = mf[ogk + i] * fn
+
+@njit(**HOT)
+def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
+    """Generalised force on the shafts without the stuck rows' constraint forces.
+
+    Uses the capacities of the given stage point (computed by _caps).  Fills
+    DF_F, DF_MU (friction force of every non-stuck row), DF_PROW (its power),
+    DF_DT (its relative speed) and DF_POW (input, drag, damping power).
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    tau = 0.0 if stage == 0 else (0.5 * h if stage == 1 else h)
+    of = mi[DF_F]
+    odrag = mi[MF_DRAG]
+    out = mi[DF_U_TAU]
+    outr = mi[DF_U_TAU_RATE]
+    p_in = 0.0
+    p_drag = 0.0
+    for j in range(n):
+        w = df[oy + j]
+        tq = df[out + j] + df[outr + j] * (s_abs + tau)
+        b = mf[odrag + j]
+        df[of + j] = tq - b * w
+        p_in += tq * w
+        p_drag -= b * w * w
+    p_damp = 0.0
+    if s > 0:
+        osa = mi[MI_SPRING_A]
+        osb = mi[MI_SPRING_B]
+        osca = mi[MF_SPRING_CA]
+        oscb = mi[MF_SPRING_CB]
+        osc = mi[MF_SPRING_C]
+        otw = oy + 2 * n
+        for j in range(s):
+            a = mi[osa + j]
+            b = mi[osb + j]
+            fa = mf[osca + j]
+            fb = mf[oscb + j]
+            rate = fa * df[oy + a] + fb * df[oy + b]
+            c = mf[osc + j]
+            tq = _spring_elastic(mf, mi, j, df[otw + j]) + c * rate
+            df[of + a] -= fa * tq
+            df[of + b] -= fb * tq
+            p_damp -= c * rate * rate
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    omu = mi[DF_MU]
+    oprow = mi[DF_PROW]
+    odt = mi[DF_DT]
+    ocs = mi[DF_CAPS_T] + stage * g
+    ock = mi[DF_CAPK_T] + stage * g
+    ovs = mi[MF_STRIBECK_VS]
+    oal = mi[MF_STRIBECK_ALPHA]
+    ovisc = mi[MF_ROW_VISC]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    for i in range(g):
+        if di[omode + i] == MODE_STUCK:
+            df[omu + i] = 0.0
+            df[oprow + i] = 0.0
+            continue
+        d = _row_delta(mi, df, di, i, oy)
+        df[odt + i] = d
+        sg = df[odir + i]
+        if sg == 0.0:
+            sg = 1.0 if d > 0.0 else (-1.0 if d < 0.0 else 0.0)
+        kin = df[ock + i]
+        vs = mf[ovs + i]
+        if vs > 0.0:  # Stribeck law, seed 000 eq. (2)
+            kin += (df[ocs + i] - kin) * math.exp(-(abs(d / vs) ** mf[oal + i]))
+        m_i = -kin * sg - mf[ovisc + i] * d
+        df[omu + i] = m_i
+        df[oprow + i] = m_i * d
+        df[of + mi[ora + i]] += df[oca + i] * m_i
+        df[of + mi[orb + i]] += df[ocb + i] * m_i
+    op = mi[DF_POW]
+    df[op] = p_in
+    df[op + 1] = p_drag
+    df[op + 2] = p_damp
+
+
+@njit(**HOT)
+def _accel(mf, mi, df, di, oacc):
+    """Shaft accelerations from DF_F: P f with stuck rows, M^-1 f without."""
+    n = mi[H_N]
+    of = mi[DF_F]
+    if di[mi[DI_NSTUCK]] == 0:
+        oinv = mi[MF_INV_INERTIA]
+        for j in range(n):
+            df[oacc + j] = df[of + j] * mf[oinv + j]
+    else:
+        oP = mi[DF_P]
+        for r in range(n):
+            a = 0.0
+            for c in range(n):
+                a += df[oP + r * n + c] * df[of + c]
+            df[oacc + r] = a
+
+
+@njit(**HOT)
+def _deriv_finish(mf, mi, df, di, oy, ody):
+    """Derivative of the state at df[oy] from the last _forces evaluation (at that state)."""
+    n, g, s = _sizes(mi)
+    oo, ot, otw, oa, ow = _yoff(n, g, s)
+    _accel(mf, mi, df, di, ody)
+    for j in range(n):
+        df[ody + ot + j] = df[oy + j]
+    if s > 0:
+        osa = mi[MI_SPRING_A]
+        osb = mi[MI_SPRING_B]
+        osca = mi[MF_SPRING_CA]
+        oscb = mi[MF_SPRING_CB]
+        for j in range(s):
+            df[ody + otw + j] = mf[osca + j] * df[oy + mi[osa + j]] + mf[oscb + j] * df[oy + mi[osb + j]]
+    oprow = mi[DF_PROW]
+    for i in range(g):
+        df[ody + ow + W_ROW0 + i] = df[oprow + i]
+    op = mi[DF_POW]
+    df[ody + ow + W_INPUT] = df[op]
+    df[ody + ow + W_DRAG] = df[op + 1]
+    df[ody + ow + W_DAMP] = df[op + 2]
+    df[ody + ow + W_IMPULSE] = 0.0
+
+
+@njit(**HOT)
+def _deriv(mf, mi, df, di, s_abs, h, stage, oy, ox0, ody):
+    """Time derivative of the state at df[oy] in the current (fixed) friction mode."""
+    _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0)
+    _deriv_finish(mf, mi, df, di, oy, ody)
+
+
+# ==========================================================================
+# stuck set: caches, tree and exact reconstruction
+# ==========================================================================
+@njit(**JIT)
+def _fill_rows(mi, df, di, olist, m, oA):
+    """Dense m x n rows of R (into df[oA]) for the row indices listed at di[olist]."""
+    n = mi[H_N]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    for k in range(m):
+        i = di[olist + k]
+        for c in range(n):
+            df[oA + k * n + c] = 0.0
+        df[oA + k * n + mi[ora + i]] += df[oca + i]
+        df[oA + k * n + mi[orb + i]] += df[ocb + i]
+
+
+@njit(**JIT)
+def _delassus(mf, mi, df, oA, m, oW):
+    """W = A M^-1 A^T (m x m, stride m)."""
+    n = mi[H_N]
+    oinv = mi[MF_INV_INERTIA]
+    for r in range(m):
+        for c in range(r, m):
+            acc = 0.0
+            for q in range(n):
+                acc += df[oA + r * n + q] * mf[oinv + q] * df[oA + c * n + q]
+            df[oW + r * m + c] = acc
+            df[oW + c * m + r] = acc
+
+
+@njit(**JIT)
+def _cholesky(df, di, oW, m, oidx, k, oLc, reg):
+    """Cholesky factor (k x k, stride k, at df[oLc]) of W[idx, idx] + reg*I.
+
+    idx = di[oidx : oidx+k].  Returns False at a pivot that is not positive.
+    """
+    for r in range(k):
+        ir = di[oidx + r]
+        for c in range(r + 1):
+            acc = df[oW + ir * m + di[oidx + c]]
+            if r == c:
+                acc += reg
+            for q in range(c):
+                acc -= df[oLc + r * k + q] * df[oLc + c * k + q]
+            if r == c:
+                if acc <= 0.0:
+                    return False
+                df[oLc + r * k + r] = math.sqrt(acc)
+            else:
+                df[oLc + r * k + c] = acc / df[oLc + c * k + c]
+    return True
+
+
+@njit(**JIT)
+def _chol_solve(df, oLc, k, stride, ox):
+    """Solve (Lc Lc^T) x = x in place (Lc: k x k lower triangular, given row stride)."""
+    for r in range(k):
+        acc = df[ox + r]
+        for q in range(r):
+            acc -= df[oLc + r * stride + q] * df[ox + q]
+        df[ox + r] = acc / df[oLc + r * stride + r]
+    for r in range(k - 1, -1, -1):
+        acc = df[ox + r]
+        for q in range(r + 1, k):
+            acc -= df[oLc + q * stride + r] * df[ox + q]
+        df[ox + r] = acc / df[oLc + r * stride + r]
+
+
+@njit(**JIT)
+def _build_tree(mf, mi, df, di):
+    """Spanning forest of the stuck rows, cycle consistency and locked groups.
+
+    A group whose stuck rows close a cycle with a ratio product other than the
+    identity (e.g. two different gears between the same two shafts) can only
+    turn at zero speed: it is marked locked.  Returns True if any shaft is
+    locked.
+    """
+    n, g, s = _sizes(mi)
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    oor = mi[DI_ORIENT]
+    orho = mi[DF_RHO]
+    otp = mi[DI_TREE_P]
+    otc = mi[DI_TREE_C]
+    otr = mi[DI_TREE_R]
+    ocomp = mi[DI_COMP]
+    olock = mi[DI_LOCKED]
+    oq = mi[DI_QUEUE]
+    ogain = mi[DF_TMPN]
+    ost = mi[DI_STUCK]
+    ns = di[mi[DI_NSTUCK]]
+    ctol = mf[mi[MF_SETTINGS] + SET_CYCLE_TOL]
+    for i in range(g):
+        di[oor + i] = 0
+    for v in range(n):
+        di[ocomp + v] = -1
+        di[olock + v] = 0
+    ntree = 0
+    any_locked = False
+    for root in range(n):
+        if di[ocomp + root] != -1:
+            continue
+        di[ocomp + root] = root
+        df[ogain + root] = 1.0
+        qh = 0
+        qt = 1
+        di[oq] = root
+        while qh < qt:
+            v = di[oq + qh]
+            qh += 1
+            for k in range(ns):
+                i = di[ost + k]
+                if di[oor + i] != 0:
+                    continue
+                if mi[ora + i] == v:
+                    other = mi[orb + i]
+                    cv = df[oca + i]
+                    co = df[ocb + i]
+                    o = 1
+                elif mi[orb + i] == v:
+                    other = mi[ora + i]
+                    cv = df[ocb + i]
+                    co = df[oca + i]
+                    o = -1
+                else:
+                    continue
+                if di[ocomp + other] == -1:
+                    di[ocomp + other] = root
+                    di[oor + i] = o
+                    rho = cv / co
+                    df[orho + i] = rho
+                    df[ogain + other] = -rho * df[ogain + v]
+                    di[otp + ntree] = v
+                    di[otc + ntree] = other
+                    di[otr + ntree] = i
+                    ntree += 1
+                    di[oq + qt] = other
+                    qt += 1
+                else:
+                    di[oor + i] = 2  # seen, not a tree row
+    for k in range(ns):
+        i = di[ost + k]
+        if di[oor + i] == 2:
+            di[oor + i] = 0
+            ta = df[oca + i] * df[ogain + mi[ora + i]]
+            tb = df[ocb + i] * df[ogain + mi[orb + i]]
+            if abs(ta + tb) > ctol * (abs(ta) + abs(tb)):
+                root = di[ocomp + mi[ora + i]]
+                for v in range(n):
+                    if di[ocomp + v] == root:
+                        di[olock + v] = 1
+                any_locked = True
+    di[mi[DI_NTREE]] = ntree
+    return any_locked
+
+
+@njit(**JIT)
+def _reconstruct(mf, mi, df, di, oy):
+    """Rebuild the speeds of stuck groups from their roots so stuck rows read exactly zero."""
+    if di[mi[DI_NSTUCK]] == 0:
+        return
+    n = mi[H_N]
+    olock = mi[DI_LOCKED]
+    if di[mi[DI_FLAGS] + FLAG_LOCKED] == 1:
+        for v in range(n):
+            if di[olock + v] == 1:
+                df[oy + v] = 0.0
+    otp = mi[DI_TREE_P]
+    otc = mi[DI_TREE_C]
+    otr = mi[DI_TREE_R]
+    orho = mi[DF_RHO]
+    for e in range(di[mi[DI_NTREE]]):
+        c = di[otc + e]
+        if di[olock + c] == 1:
+            continue
+        df[oy + c] = -(df[orho + di[otr + e]] * df[oy + di[otp + e]])
+
+
+@njit(**JIT)
+def _build_cache(mf, mi, df, di):
+    """Constrained inverse inertia P, force map L and spanning tree of the stuck list.
+
+    Redundant stuck rows (R_nu not of full row rank) are detected by an
+    incremental Cholesky factorisation with a relative pivot test: P comes
+    from an independent subset (the motion is unique), and the forces of all
+    stuck rows are the minimum-norm split, computed with a small relative
+    regularisation (as if each redundant clutch had the same tiny tangential
+    compliance).  Returns status bits (overconstrained, locked).
+    """
+    n, g, s = _sizes(mi)
+    st = 0
+    m = di[mi[DI_NSTUCK]]
+    ofl = mi[DI_FLAGS]
+    di[ofl + FLAG_CACHE_VALID] = 1
+    di[ofl + FLAG_OVERCONSTRAINED] = 0
+    di[ofl + FLAG_LOCKED] = 0
+    if m == 0:
+        _build_tree(mf, mi, df, di)
+        return 0
+    oset = mi[MF_SETTINGS]
+    oinv = mi[MF_INV_INERTIA]
+    oA = mi[DF_A]
+    oW = mi[DF_W]
+    oLc = mi[DF_CH]
+    oP = mi[DF_P]
+    oL = mi[DF_L]
+    oidx = mi[DI_IDX]
+    ox = mi[DF_XV]
+    _fill_rows(mi, df, di, mi[DI_STUCK], m, oA)
+    _delassus(mf, mi, df, oA, m, oW)
+    # greedy independent subset: extend a factor (stride g) row by row
+    r = 0
+    rtol = mf[oset + SET_RANK_TOL]
+    for k in range(m):
+        di[oidx + r] = k
+        for c in range(r):
+            a = df[oW + k * m + di[oidx + c]]
+            for q in range(c):
+                a -= df[oLc + r * g + q] * df[oLc + c * g + q]
+            df[oLc + r * g + c] = a / df[oLc + c * g + c]
+        d = df[oW + k * m + k]
+        for q in range(r):
+            d -= df[oLc + r * g + q] * df[oLc + r * g + q]
+        if d > rtol * df[oW + k * m + k]:
+            df[oLc + r * g + r] = math.sqrt(d)
+            r += 1
+    # P = M^-1 - Z^T (A_I M^-1 A_I^T)^-1 Z,  Z = A_I M^-1
+    for a in range(n):
+        for b in range(n):
+            df[oP + a * n + b] = mf[oinv + a] if a == b else 0.0
+    for col in range(n):
+        for q in range(r):
+            df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+        _chol_solve(df, oLc, r, g, ox)
+        for a in range(n):
+            acc = 0.0
+            for q in range(r):
+                acc += df[oA + di[oidx + q] * n + a] * df[ox + q]
+            df[oP + a * n + col] -= acc * mf[oinv + a]
+    if r == n:
+        for a in range(n * n):
+            df[oP + a] = 0.0
+    # L = -(W + reg I)^-1 A M^-1 for all stuck rows (reg only when redundant)
+    wmax = 0.0
+    for k in range(m):
+        wmax = max(wmax, df[oW + k * m + k])
+    reg = 0.0
+    if r < m:
+        reg = mf[oset + SET_REG] * wmax
+        di[ofl + FLAG_OVERCONSTRAINED] = 1
+        st |= ST_OVERCONSTRAINED
+    for k in range(m):
+        di[oidx + k] = k
+    if not _cholesky(df, di, oW, m, oidx, m, oLc, reg):
+        _cholesky(df, di, oW, m, oidx, m, oLc, 1e-8 * wmax + 1e-300)
+        di[ofl + FLAG_OVERCONSTRAINED] = 1
+        st |= ST_OVERCONSTRAINED
+    for col in range(n):
+        for k in range(m):
+            df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
+        _chol_solve(df, oLc, m, m, ox)
+        for k in range(m):
+            df[oL + k * n + col] = -df[ox + k]
+    if _build_tree(mf, mi, df, di):
+        st |= ST_LOCKED
+        di[ofl + FLAG_LOCKED] = 1
+    return st
+
+
+@njit(**HOT)
+def _stuck_lambda(mi, df, di):
+    """Constraint force of each stuck row (stuck-list order, into DF_LAMW) from DF_F."""
+    n = mi[H_N]
+    oL = mi[DF_L]
+    of = mi[DF_F]
+    olam = mi[DF_LAMW]
+    for k in range(di[mi[DI_NSTUCK]]):
+        acc = 0.0
+        for c in range(n):
+            acc += df[oL + k * n + c] * df[of + c]
+        df[olam + k] = acc
+
+
+@njit(**JIT)
+def _project(mf, mi, df, di, oy):
+    """Project the speeds onto the stuck constraints, w <- P M w (an inelastic impulse).
+
+    The kinetic energy it removes is booked as impulse work, so the energy
+    balance stays closed.
+    """
+    if di[mi[DI_NSTUCK]] == 0:
+        return
+    n, g, s = _sizes(mi)
+    oo, ot, otw, oa, ow = _yoff(n, g, s)
+    oJ = mi[MF_INERTIA]
+    oP = mi[DF_P]
+    otmp = mi[DF_TMPN2]
+    ke0 = 0.0
+    for j in range(n):
+        w = df[oy + j]
+        df[otmp + j] = mf[oJ + j] * w
+        ke0 += 0.5 * mf[oJ + j] * w * w
+    for r in range(n):
+        acc = 0.0
+        for c in range(n):
+            acc += df[oP + r * n + c] * df[otmp + c]
+        df[oy + r] = acc
+    _reconstruct(mf, mi, df, di, oy)
+    ke1 = 0.0
+    for j in range(n):
+        ke1 += 0.5 * mf[oJ + j] * df[oy + j] * df[oy + j]
+    df[oy + ow + W_IMPULSE] += ke1 - ke0
+
+
+# ==========================================================================
+# box-constrained friction solve (partition problem, eq. 18 of seed 003)
+# ==========================================================================
+@njit(**JIT)
+def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, ox, ograd):
+    """Exact solution of min 1/2 l^T W l + b^T l subject to lo <= l <= hi.
+
+    This is eq. (18) of seed 003: its KKT conditions say that a free row has
+    zero relative acceleration (W l + b)_k = 0 with |l_k| <= K_k, and a row at
+    +K (-K) has a relative acceleration <= 0 (>= 0), i.e. it slips against
+    its friction force.  W is positive definite for independent rows, so the
+    solution is unique.
+
+    Primal active-set method (Nocedal & Wright, Alg. 16.3) on a box, warm
+    started from the bound states di[obnd] (-1 lower, 0 free, +1 upper): each
+    iteration solves the free rows exactly (Cholesky), then either blocks at
+    a bound or releases the bound row with the most violated multiplier.  The
+    objective decreases strictly, so no working set repeats.  On exit
+    df[ograd] = W l + b.  Returns the iteration count, or -1 when max_iter
+    was reached (the iterate is then feasible but not proven optimal).
+    """
+    for k in range(m):
+        bk = di[obnd + k]
+        if bk == 1:
+            df[olam + k] = df[ohi + k]
+        elif bk == -1:
+            df[olam + k] = df[olo + k]
+        else:
+            if df[olam + k] > df[ohi + k]:
+                df[olam + k] = df[ohi + k]
+            if df[olam + k] < df[olo + k]:
+                df[olam + k] = df[olo + k]
+    it = 0
+    while it < max_iter:
+        it += 1
+        nf = 0
+        for k in range(m):
+            if di[obnd + k] == 0:
+                di[oidx + nf] = k
+                nf += 1
+        if nf > 0:
+            if not _cholesky(df, di, oW, m, oidx, nf, oLc, 0.0):
+                wmax = 0.0
+                for k in range(m):
+                    wmax = max(wmax, df[oW + k * m + k])
+                _cholesky(df, di, oW, m, oidx, nf, oLc, 1e-10 * wmax + 1e-300)
+            for q in range(nf):
+                kq = di[oidx + q]
+                acc = -df[ob + kq]
+                for k in range(m):
+                    if di[obnd + k] != 0:
+                        acc -= df[oW + kq * m + k] * df[olam + k]
+                df[ox + q] = acc
+            _chol_solve(df, oLc, nf, nf, ox)
+            # ratio test on the segment from lam to the subspace minimiser
+            alpha = 1.0
+            block = -1
+            side = 0
+            for q in range(nf):
+                kq = di[oidx + q]
+                xq = df[ox + q]
+                lq = df[olam + kq]
+                step = xq - lq
+                if xq > df[ohi + kq] and step > 0.0:
+                    a = (df[ohi + kq] - lq) / step
+                    if a < alpha:
+                        alpha = a
+                        block = kq
+                        side = 1
+                elif xq < df[olo + kq] and step < 0.0:
+                    a = (df[olo + kq] - lq) / step
+                    if a < alpha:
+                        alpha = a
+                        block = kq
+                        side = -1
+            if alpha < 0.0:
+                alpha = 0.0
+            for q in range(nf):
+                kq = di[oidx + q]
+                df[olam + kq] = df[olam + kq] + alpha * (df[ox + q] - df[olam + kq])
+            if block >= 0:
+                di[obnd + block] = side
+                df[olam + block] = df[ohi + block] if side == 1 else df[olo + block]
+                continue
+        # optimal on this working set: check the multipliers of the bound rows
+        for k in range(m):
+            acc = df[ob + k]
+            for c in range(m):
+                acc += df[oW + k * m + c] * df[olam + c]
+            df[ograd + k] = acc
+        worst = -1
+        wval = 0.0
+        for k in range(m):
+            bk = di[obnd + k]
+            if bk == 0:
+                continue
+            thr = tol * (abs(df[ob + k]) + df[oW + k * m + k] * df[ohi + k]) + 1e-300
+            gk = df[ograd + k]
+            viol = 0.0
+            if bk == 1 and gk > thr:
+                viol = gk
+            elif bk == -1 and gk < -thr:
+                viol = -gk
+            if viol > wval:
+                wval = viol
+                worst = k
+        if worst < 0:
+            return it
+        di[obnd + worst] = 0
+    for k in range(m):
+        acc = df[ob + k]
+        for c in range(m):
+            acc += df[oW + k * m + c] * df[olam + c]
+        df[ograd + k] = acc
+    return -1
+
+
+# ==========================================================================
+# mode solve
+# ==========================================================================
+@njit(**JIT)
+def _log_event(mi, df, di, t, row, kind):
+    E = mi[H_EVCAP]
+    oc = mi[DI_COUNTERS]
+    k = di[oc + CNT_EVENTS] % E
+    df[mi[DF_EV_TIME] + k] = t
+    di[mi[DI_EV_ROW] + k] = row
+    di[mi[DI_EV_KIND] + k] = kind
+    di[oc + CNT_EVENTS] += 1
+
+
+@njit(**JIT)
+def _set_stuck_list(mi, di):
+    g = mi[H_G]
+    omode = mi[DI_MODE]
+    ost = mi[DI_STUCK]
+    m = 0
+    for i in range(g):
+        if di[omode + i] == MODE_STUCK:
+            di[ost + m] = i
+            m += 1
+    di[mi[DI_NSTUCK]] = m
+
+
+@njit(**JIT)
+def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
+    """Save the modes, give non-stuck rows the direction of their slip; say if a full solve is due.
+
+    A full solve is due when a stuck row lost its capacity, a non-stuck row
+    with capacity has exactly zero relative speed (a candidate), the caches
+    are invalid, or the caller asks for it.
+    """
+    n, g, s = _sizes(mi)
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    opm = mi[DI_PREV_MODE]
+    opd = mi[DF_PREV_DIR]
+    ocs = mi[DF_CAPS_T]
+    for i in range(g):
+        di[opm + i] = di[omode + i]
+        df[opd + i] = df[odir + i]
+    _caps(mf, mi, df, s_abs, 0.0, 0, oy + 2 * n + s)
+    need = force_full or di[mi[DI_FLAGS] + FLAG_CACHE_VALID] == 0
+    for i in range(g):
+        if di[omode + i] == MODE_STUCK:
+            if df[ocs + i] <= 0.0:
+                need = True
+            continue
+        d = _row_delta(mi, df, di, i, oy)
+        if d > 0.0:
+            di[omode + i] = MODE_SLIP
+            df[odir + i] = 1.0
+        elif d < 0.0:
+            di[omode + i] = MODE_SLIP
+            df[odir + i] = -1.0
+        elif df[ocs + i] > 0.0:
+            need = True
+        elif di[omode + i] != MODE_SLIP:
+            di[omode + i] = MODE_FREE
+            df[odir + i] = 0.0
+    return need
+
+
+@njit(**JIT)
+def _mode_full(mf, mi, df, di, s_abs, oy, t_abs):
+    """Solve which rows stay stuck (box-constrained QP); log transitions; rebuild caches.
+
+    Call _mode_prepare first.  Candidates are the rows with static capacity
+    that are stuck or have exactly zero relative speed.  A row at a bound
+    with a non-zero relative acceleration breaks away in that direction.
+    When a breaking row's force drops from K to k < K, the solve is repeated
+    with it slipping, so cascades resolve in the same instant.  Returns
+    status bits.
+    """
+    n, g, s = _sizes(mi)
+    st = 0
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    opm = mi[DI_PREV_MODE]
+    opd = mi[DF_PREV_DIR]
+    obnd = mi[DI_BND]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    ovs = mi[MF_STRIBECK_VS]
+    of = mi[DF_F]
+    olreq = mi[DF_LAMBDA_REQ]
+    olam = mi[DF_LAMW]
+    ocand = mi[DI_CAND]
+    ocb = mi[DI_CBND]
+    oidx = mi[DI_IDX]
+    oA = mi[DF_A]
+    oW = mi[DF_W]
+    oLc = mi[DF_CH]
+    obv = mi[DF_BV]
+    oxv = mi[DF_XV]
+    ograd = mi[DF_GRAD]
+    olo = mi[DF_LO]
+    ohi = mi[DF_HI]
+    oinv = mi[MF_INV_INERTIA]
+    oset = mi[MF_SETTINGS]
+    ocnt = mi[DI_COUNTERS]
+    ofl = mi[DI_FLAGS]
+    max_iter = mi[H_MAX_ITER]
+    tol = mf[oset + SET_SOLVER_TOL]
+    ox0 = oy + 2 * n + s
+    m = 0
+    for i in range(g):
+        cap = df[ocs + i]
+        if cap > 0.0 and (di[omode + i] == MODE_STUCK or _row_delta(mi, df, di, i, oy) == 0.0):
+            was = di[opm + i] == MODE_STUCK
+            di[ocand + m] = i
+            di[ocb + m] = di[obnd + i] if was else 0
+            df[olam + m] = df[olreq + i] if was else 0.0
+            m += 1
+        elif di[omode + i] == MODE_STUCK:  # no capacity left: released
+            di[omode + i] = MODE_FREE
+            df[odir + i] = 0.0
+    for k in range(m):
+        di[omode + di[ocand + k]] = MODE_STUCK  # excluded from the free force below
+    passes = 0
+    while m > 0 and passes <= g:
+        passes += 1
+        _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
+        _fill_rows(mi, df, di, ocand, m, oA)
+        _delassus(mf, mi, df, oA, m, oW)
+        for k in range(m):
+            acc = 0.0
+            for c in range(n):
+                acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
+            df[obv + k] = acc
+            cap = df[ocs + di[ocand + k]]
+            df[olo + k] = -cap
+            df[ohi + k] = cap
+            di[oidx + k] = k
+        # redundant candidates: minimum-norm split through a small regularisation
+        wmax = 0.0
+        for k in range(m):
+            wmax = max(wmax, df[oW + k * m + k])
+        redundant = not _cholesky(df, di, oW, m, oidx, m, oLc, 0.0)
+        if not redundant:
+            for k in range(m):
+                piv = df[oLc + k * m + k]
+                if piv * piv <= mf[oset + SET_RANK_TOL] * df[oW + k * m + k]:
+                    redundant = True
+        reg = 0.0
+        if redundant:
+            reg = mf[oset + SET_REG] * wmax
+            for k in range(m):
+                df[oW + k * m + k] += reg
+            st |= ST_OVERCONSTRAINED
+        it = _box_qp(df, di, oW, obv, olo, ohi, m, olam, ocb, max_iter, tol, oLc, oidx, oxv, ograd)
+        if it < 0:
+            st |= ST_SOLVER_LIMIT
+            it = max_iter
+        di[ocnt + CNT_SOLVER_ITER_LAST] = it
+        if it > di[ocnt + CNT_SOLVER_ITER_MAX]:
+            di[ocnt + CNT_SOLVER_ITER_MAX] = it
+        # a row at a bound whose relative acceleration points away from zero breaks away
+        nleave = 0
+        drop = False
+        keep = 0
+        for k in range(m):
+            i = di[ocand + k]
+            bk = di[ocb + k]
+            gk = df[ograd + k]
+            thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
+            if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
+                di[omode + i] = MODE_SLIP
+                df[odir + i] = 1.0 if gk > 0.0 else -1.0
+                nleave += 1
+                if df[ock + i] < df[ocs + i] and mf[ovs + i] <= 0.0:
+                    drop = True
+            else:
+                di[ocand + keep] = i
+                di[ocb + keep] = bk
+                df[olam + keep] = df[olam + k]
+                df[olreq + i] = df[olam + k]
+                keep += 1
+        m = keep
+        if nleave == 0 or not drop:
+            break
+    for i in range(g):
+        di[obnd + i] = 0
+    for k in range(m):
+        di[obnd + di[ocand + k]] = di[ocb + k]
+    changed = di[ofl + FLAG_CACHE_VALID] == 0
+    for i in range(g):
+        now = di[omode + i]
+        was = di[opm + i]
+        if now == MODE_STUCK and was != MODE_STUCK:
+            _log_event(mi, df, di, t_abs, i, EV_STICK)
+            changed = True
+        elif was == MODE_STUCK and now != MODE_STUCK:
+            _log_event(mi, df, di, t_abs, i, EV_BREAKAWAY)
+            changed = True
+        elif was == MODE_SLIP and now == MODE_SLIP and df[opd + i] != 0.0 and df[odir + i] == -df[opd + i]:
+            _log_event(mi, df, di, t_abs, i, EV_REVERSAL)
+    _set_stuck_list(mi, di)
+    if changed:
+        st |= _build_cache(mf, mi, df, di)
+        _reconstruct(mf, mi, df, di, oy)
+    else:
+        if di[ofl + FLAG_OVERCONSTRAINED] == 1:
+            st |= ST_OVERCONSTRAINED
+        if di[ofl + FLAG_LOCKED] == 1:
+            st |= ST_LOCKED
+    return st
+
+
+@njit(**JIT)
+def _cache_status(mi, di):
+    st = 0
+    ofl = mi[DI_FLAGS]
+    if di[ofl + FLAG_OVERCONSTRAINED] == 1:
+        st |= ST_OVERCONSTRAINED
+    if di[ofl + FLAG_LOCKED] == 1:
+        st |= ST_LOCKED
+    return st
+
+
+# ==========================================================================
+# integration with events inside a step
+# ==========================================================================
+@njit(**JIT)
+def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
+    """One classical RK4 sub-step of length h from df[oy0] (k1 at df[ok1] given) into df[oyout].
+
+    The actuator block is not integrated: its states follow the closed form
+    (stage points from _caps, which this computes for h).
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oo, ot, otw, oa, ow = _yoff(n, g, s)
+    ok2 = mi[DF_K2]
+    ok3 = mi[DF_K3]
+    ok4 = mi[DF_K4]
+    oys = mi[DF_YS]
+    ox0 = oy0 + oa
+    _lag_factors(mf, mi, df, h)
+    _caps(mf, mi, df, s_abs, h, 1, ox0)
+    _caps(mf, mi, df, s_abs, h, 2, ox0)
+    hh = 0.5 * h
+    for q in range(oa):
+        df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
+    for q in range(ow, ny):
+        df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
+    _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok2)
+    for q in range(oa):
+        df[oys + q] = df[oy0 + q] + hh * df[ok2 + q]
+    _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok3)
+    for q in range(oa):
+        df[oys + q] = df[oy0 + q] + h * df[ok3 + q]
+    _deriv(mf, mi, df, di, s_abs, h, 2, oys, ox0, ok4)
+    h6 = h / 6.0
+    for q in range(oa):
+        df[oyout + q] = df[oy0 + q] + h6 * (df[ok1 + q] + 2.0 * (df[ok2 + q] + df[ok3 + q]) + df[ok4 + q])
+    for q in range(ow, ny):
+        df[oyout + q] = df[oy0 + q] + h6 * (df[ok1 + q] + 2.0 * (df[ok2 + q] + df[ok3 + q]) + df[ok4 + q])
+    oxa = mi[DF_XACT] + 2 * g
+    for i in range(g):
+        df[oyout + oa + i] = df[oxa + i]
+    _reconstruct(mf, mi, df, di, oyout)
+
+@njit(**HOT)
+def _event_values(mf, mi, df, di, oy, stage, ogev):
+    """Event function of each row from the last _forces evaluation (made at df[oy], at stage).
+
+    Positive before the row's event, <= 0 once it happened.  Slipping row
+    with friction: dir*delta (reaching zero is the event).  Stuck row:
+    K*(1 + margin) - |lambda| (exceeding the capacity is the event; the small
+    margin keeps the located point unambiguous for the solve that follows,
+    which uses K itself).  Rows that cannot have an event: +inf.
+    """
+    g = mi[H_G]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    odt = mi[DF_DT]
+    ocs = mi[DF_CAPS_T] + stage * g
+    ock = mi[DF_CAPK_T] + stage * g
+    ost = mi[DI_STUCK]
+    olam = mi[DF_LAMW]
+    margin = mf[mi[MF_SETTINGS] + SET_BREAK_MARGIN]
+    for i in range(g):
+        v = np.inf
+        if di[omode + i] == MODE_SLIP and (df[ocs + i] > 0.0 or df[ock + i] > 0.0):
+            v = df[odir + i] * df[odt + i]
+        df[ogev + i] = v
+    m = di[mi[DI_NSTUCK]]
+    if m > 0:
+        _stuck_lambda(mi, df, di)
+        for k in range(m):
+            i = di[ost + k]
+            df[ogev + i] = df[ocs + i] * (1.0 + margin) - abs(df[olam + k])
+
+@njit(**HOT)
+def _start_consistent(mi, df, di):
+    """Does the mode still fit the state at a sub-step start?  (Uses the stage-0 evaluation.)
+
+    Every stuck row must have capacity and a force within it (DF_LAMW); every
+    slipping row must move in its direction; a free row must not have both
+    speed and capacity; a row at zero speed with capacity is a candidate for
+    sticking.  If not, the caller runs the mode solve first.
+    """
+    g = mi[H_G]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    odt = mi[DF_DT]
+    ocs = mi[DF_CAPS_T]
+    ost = mi[DI_STUCK]
+    olam = mi[DF_LAMW]
+    for k in range(di[mi[DI_NSTUCK]]):
+        cap = df[ocs + di[ost + k]]
+        if cap <= 0.0 or abs(df[olam + k]) > cap:
+            return False
+    for i in range(g):
+        md = di[omode + i]
+        if md == MODE_STUCK:
+            continue
+        d = df[odt + i]
+        if d == 0.0:
+            if df[ocs + i] > 0.0:
+                return False
+        elif md == MODE_SLIP:
+            if df[odir + i] * d < 0.0:
+                return False
+        elif df[ocs + i] > 0.0:
+            return False
+    return True
+
+@njit(**JIT)
+def _integrate_substep(mf, mi, df, di, s_abs, h, check_start):
+    """Integrate DF_Y from s_abs over at most h, stopping just past the first event.
+
+    Returns (time advanced, code): code 0 = reached the end with no event (the
+    last force evaluation is at the final state), 1 = stopped at an event,
+    2 = the mode does not fit the state at the start (a mode solve is due
+    first; nothing was advanced).  The event time is found by regula falsi
+    (Illinois) on the event function of the earliest row, each trial an RK4
+    sub-step from the sub-step start, with a bisection safeguard.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oa = 2 * n + s
+    oy = mi[DF_Y]
+    ok1 = mi[DF_K1]
+    oyt = mi[DF_YT]
+    oy0 = mi[DF_Y0]
+    og0 = mi[DF_GEV0]
+    og1 = mi[DF_GEV1]
+    ocnt = mi[DI_COUNTERS]
+    for q in range(ny):
+        df[oy0 + q] = df[oy + q]
+    ox0 = oy0 + oa
+    # one evaluation at the start serves RK4's first stage and the consistency check
+    _caps(mf, mi, df, s_abs, h, 0, ox0)
+    _forces(mf, mi, df, di, s_abs, h, 0, oy0, ox0)
+    _event_values(mf, mi, df, di, oy0, 0, og0)
+    if check_start and not _start_consistent(mi, df, di):
+        return 0.0, 2
+    _deriv_finish(mf, mi, df, di, oy0, ok1)
+    _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyt)
+    _forces(mf, mi, df, di, s_abs, h, 2, oyt, ox0)
+    _event_values(mf, mi, df, di, oyt, 2, og1)
+    first = -1
+    sfirst = h
+    for i in range(g):
+        g1 = df[og1 + i]
+        g0 = df[og0 + i]
+        if g1 <= 0.0 and g1 < g0:
+            a = g0 if g0 > 0.0 else 0.0
+            si = h * a / (a - g1)
+            if first < 0 or si < sfirst:
+                first = i
+                sfirst = si
+    if first < 0:
+        for q in range(ny):
+            df[oy + q] = df[oyt + q]
+        return h, 0
+    tol = mf[mi[MF_SETTINGS] + SET_EVENT_TOL] * h
+    lo = 0.0
+    hi = h
+    flo = df[og0 + first]
+    if flo < 0.0:
+        flo = 0.0
+    fhi = df[og1 + first]
+    side = 0
+    maxit = mi[H_MAX_LOCATE]
+    it = 0
+    width_mark = hi - lo
+    while hi - lo > tol and it < maxit and flo > 0.0:
+        it += 1
+        c = (lo * fhi - hi * flo) / (fhi - flo)
+        if it % 4 == 0:
+            if hi - lo > 0.5 * width_mark:
+                c = 0.5 * (lo + hi)  # regula falsi stalled: bisect
+            width_mark = hi - lo
+        if not (c > lo and c < hi):
+            c = 0.5 * (lo + hi)
+        _rk4(mf, mi, df, di, s_abs, c, oy0, ok1, oyt)
+        _forces(mf, mi, df, di, s_abs, c, 2, oyt, ox0)
+        _event_values(mf, mi, df, di, oyt, 2, og1)
+        fc_ = df[og1 + first]
+        if fc_ > 0.0:
+            lo = c
+            flo = fc_
+            if side == -1:
+                fhi *= 0.5
+            side = -1
+        else:
+            hi = c
+            fhi = fc_
+            if side == 1:
+                flo *= 0.5
+            side = 1
+    if it > di[ocnt + CNT_LOCATE_ITER_MAX]:
+        di[ocnt + CNT_LOCATE_ITER_MAX] = it
+    _rk4(mf, mi, df, di, s_abs, hi, oy0, ok1, oyt)
+    for q in range(ny):
+        df[oy + q] = df[oyt + q]
+    return hi, 1
+
+@njit(**JIT)
+def _handle_event(mf, mi, df, di, s_abs, t_abs):
+    """At an event: project rows that reached zero speed onto exactly zero, then solve the mode."""
+    n, g, s = _sizes(mi)
+    oy = mi[DF_Y]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    osv = mi[DI_SAVED_MODE]
+    _caps(mf, mi, df, s_abs, 0.0, 0, oy + 2 * n + s)
+    crossed = False
+    for i in range(g):
+        di[osv + i] = di[omode + i]
+        if di[omode + i] == MODE_SLIP and (df[ocs + i] > 0.0 or df[ock + i] > 0.0):
+            if df[odir + i] * _row_delta(mi, df, di, i, oy) <= 0.0:
+                di[omode + i] = MODE_STUCK
+                crossed = True
+    if crossed:
+        # momentum-consistent projection onto delta = 0 for the stuck and the crossing rows;
+        # afterwards the crossing rows read exactly zero and the solve takes them as candidates
+        _set_stuck_list(mi, di)
+        _build_cache(mf, mi, df, di)
+        _project(mf, mi, df, di, oy)
+        for i in range(g):
+            di[omode + i] = di[osv + i]
+        _set_stuck_list(mi, di)
+        di[mi[DI_FLAGS] + FLAG_CACHE_VALID] = 0
+    # the mode solve takes each crossing row's direction from before the crossing, so a
+    # reversal is recognised; _mode_prepare keeps MODE_SLIP rows at zero speed as they are
+    _mode_prepare(mf, mi, df, di, s_abs, oy, True)
+    return _mode_full(mf, mi, df, di, s_abs, oy, t_abs)
+
+
+@njit(**JIT)
+def _outputs(mf, mi, df, di, s_abs, fresh):
+    """Outputs at the end of the step (inputs of this step held).
+
+    ``fresh``: the last evaluation (forces, capacities at stage 2, stuck
+    forces) was made at the final state, so it is reused.
+    """
+    n, g, s = _sizes(mi)
+    oy = mi[DF_Y]
+    stage = 2
+    if not fresh:
+        stage = 0
+        _caps(mf, mi, df, s_abs, 0.0, 0, oy + 2 * n + s)
+        _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, oy + 2 * n + s)
+        _stuck_lambda(mi, df, di)
+    _accel(mf, mi, df, di, mi[DF_ACCEL])
+    ocs = mi[DF_CAPS_T] + stage * g
+    ock = mi[DF_CAPK_T] + stage * g
+    ocso = mi[DF_CAP_S]
+    ocko = mi[DF_CAP_K]
+    odelta = mi[DF_DELTA]
+    odt = mi[DF_DT]
+    olreq = mi[DF_LAMBDA_REQ]
+    omu = mi[DF_MU]
+    olam = mi[DF_LAMW]
+    omode = mi[DI_MODE]
+    ost = mi[DI_STUCK]
+    for i in range(g):
+        df[ocso + i] = df[ocs + i]
+        df[ocko + i] = df[ock + i]
+        if di[omode + i] != MODE_STUCK:
+            df[olreq + i] = 0.0
+            df[odelta + i] = df[odt + i]
+    for k in range(di[mi[DI_NSTUCK]]):
+        i = di[ost + k]
+        df[olreq + i] = df[olam + k]
+        df[omu + i] = df[olam + k]
+        df[odelta + i] = _row_delta(mi, df, di, i, oy)
+    if s > 0:
+        osa = mi[MI_SPRING_A]
+        osb = mi[MI_SPRING_B]
+        osca = mi[MF_SPRING_CA]
+        oscb = mi[MF_SPRING_CB]
+        osc = mi[MF_SPRING_C]
+        ostq = mi[DF_SPRING_TQ]
+        otw = oy + 2 * n
+        for j in range(s):
+            rate = mf[osca + j] * df[oy + mi[osa + j]] + mf[oscb + j] * df[oy + mi[osb + j]]
+            df[ostq + j] = _spring_elastic(mf, mi, j, df[otw + j]) + mf[osc + j] * rate
+
+# ==========================================================================
+# step and start
+# ==========================================================================
+@njit(**JIT)
+def _backup(mi, df, di):
+    """Save what a roll-back restores (state, directions, coefficients, time, modes)."""
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    obk = mi[DF_BACKUP]
+    obki = mi[DI_BACKUP]
+    odir = mi[DF_DIR]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    omode = mi[DI_MODE]
+    obnd = mi[DI_BND]
+    for q in range(ny):
+        df[obk + q] = df[oy + q]
+    for i in range(g):
+        df[obk + ny + i] = df[odir + i]
+        df[obk + ny + g + i] = df[oca + i]
+        df[obk + ny + 2 * g + i] = df[ocb + i]
+        di[obki + i] = di[omode + i]
+        di[obki + g + i] = di[obnd + i]
+    df[obk + ny + 3 * g] = df[mi[DF_TIME]]
+
+
+@njit(**JIT)
+def _step(mf, mi, df, di, dt):
+    """Implementation of core_step (on owner-less buffers)."""
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    ot = mi[DF_TIME]
+    ofl = mi[DI_FLAGS]
+    ocnt = mi[DI_COUNTERS]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    ok = dt > 0.0 and math.isfinite(dt)
+    out = mi[DF_U_TAU]
+    outr = mi[DF_U_TAU_RATE]
+    oua = mi[DF_U_ACT]
+    ouar = mi[DF_U_ACT_RATE]
+    for j in range(n):
+        ok = ok and math.isfinite(df[out + j]) and math.isfinite(df[outr + j])
+    for i in range(g):
+        ok = (ok and math.isfinite(df[oua + i]) and math.isfinite(df[ouar + i])
+              and math.isfinite(df[oca + i]) and math.isfinite(df[ocb + i]))
+    if not ok:
+        di[ofl + FLAG_STATUS] = ST_BAD_INPUT
+        return ST_BAD_INPUT
+    # the backup is taken lazily, before the first change of modes or coefficients;
+    # a step without events can be rolled back from DF_Y0 alone
+    backed_up = False
+    st = 0
+    t0 = df[ot]
+    if di[ofl + FLAG_COEF_DIRTY] == 1:
+        # a plant changed row coefficients (e.g. a new gear preselected): a stuck row
+        # whose relative speed is not zero under the new ratio starts slipping
+        _backup(mi, df, di)
+        backed_up = True
+        di[ofl + FLAG_COEF_DIRTY] = 0
+        ora = mi[MI_ROW_A]
+        orb = mi[MI_ROW_B]
+        for i in range(g):
+            if di[omode + i] == MODE_STUCK:
+                wa = df[oca + i] * df[oy + mi[ora + i]]
+                wb = df[ocb + i] * df[oy + mi[orb + i]]
+                if abs(wa + wb) > 1e-12 * (abs(wa) + abs(wb)):
+                    di[omode + i] = MODE_SLIP
+                    df[odir + i] = 1.0 if wa + wb > 0.0 else -1.0
+                    _log_event(mi, df, di, t0, i, EV_BREAKAWAY)
+        _set_stuck_list(mi, di)
+        st |= _build_cache(mf, mi, df, di)
+        _reconstruct(mf, mi, df, di, oy)
+    if di[ofl + FLAG_CACHE_VALID] == 0:
+        if not backed_up:
+            _backup(mi, df, di)
+            backed_up = True
+        _mode_prepare(mf, mi, df, di, 0.0, oy, True)
+        st |= _mode_full(mf, mi, df, di, 0.0, oy, t0)
+    st |= _cache_status(mi, di)
+    check_start = True
+    used = 0.0
+    nsub = 0
+    fresh = False
+    max_events = mi[H_MAX_EVENTS]
+    while True:
+        remaining = dt - used
+        if remaining <= 1e-12 * dt:
+            break
+        if nsub >= max_events:
+            # out of budget: finish the step without locating further events
+            st |= ST_EVENT_BUDGET
+            di[ocnt + CNT_BUDGET_HITS] += 1
+            _mode_prepare(mf, mi, df, di, used, oy, False)
+            oy0 = mi[DF_Y0]
+            ok1 = mi[DF_K1]
+            for q in range(ny):
+                df[oy0 + q] = df[oy + q]
+            _caps(mf, mi, df, used, remaining, 0, oy0 + 2 * n + s)
+            _deriv(mf, mi, df, di, used, remaining, 0, oy0, oy0 + 2 * n + s, ok1)
+            _rk4(mf, mi, df, di, used, remaining, oy0, ok1, oy)
+            fresh = False
+            break
+        h_used, code = _integrate_substep(mf, mi, df, di, used, remaining, check_start)
+        check_start = False
+        if code == 0:
+            fresh = True
+            break
+        if not backed_up:
+            # DF_Y0 still holds the state at the step start
+            oy0 = mi[DF_Y0]
+            for q in range(ny):
+                df[oy0 + q], df[oy + q] = df[oy + q], df[oy0 + q]
+            _backup(mi, df, di)
+            for q in range(ny):
+                df[oy0 + q], df[oy + q] = df[oy + q], df[oy0 + q]
+            backed_up = True
+        nsub += 1
+        if code == 2:
+            # the mode no longer fits the state: solve it here, then integrate
+            if _mode_prepare(mf, mi, df, di, used, oy, False):
+                st |= _mode_full(mf, mi, df, di, used, oy, t0 + used)
+            continue
+        used += h_used
+        st |= _handle_event(mf, mi, df, di, used, t0 + used)
+    if nsub > di[ocnt + CNT_SUBSTEPS_MAX]:
+        di[ocnt + CNT_SUBSTEPS_MAX] = nsub
+    df[ot] = t0 + dt
+    _outputs(mf, mi, df, di, dt, fresh)
+    finite = True
+    for q in range(ny):
+        if not math.isfinite(df[oy + q]):
+            finite = False
+            break
+    if not finite:
+        if backed_up:
+            obk = mi[DF_BACKUP]
+            obki = mi[DI_BACKUP]
+            obnd = mi[DI_BND]
+            for q in range(ny):
+                df[oy + q] = df[obk + q]
+            for i in range(g):
+                df[odir + i] = df[obk + ny + i]
+                df[oca + i] = df[obk + ny + g + i]
+                df[ocb + i] = df[obk + ny + 2 * g + i]
+                di[omode + i] = di[obki + i]
+                di[obnd + i] = di[obki + g + i]
+        else:
+            oy0 = mi[DF_Y0]
+            for q in range(ny):
+                df[oy + q] = df[oy0 + q]
+        df[ot] = t0
+        _set_stuck_list(mi, di)
+        _build_cache(mf, mi, df, di)
+        _outputs(mf, mi, df, di, 0.0, False)
+        di[ocnt + CNT_ROLLBACKS] += 1
+        st = ST_NONFINITE
+    di[ocnt + CNT_STEPS] += 1
+    di[ofl + FLAG_STATUS] = st
+    return st
+
+@njit(**JIT)
+def _start(mf, mi, df, di):
+    """Implementation of core_start.  Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged.
+
+    The speeds of each engaged group are rebuilt from its root shaft (the
+    lowest index), the mode is solved and the outputs are computed, so they
+    are valid before the first step.  Engagement at the start is not logged
+    as an event; a requested row that cannot hold is logged as a breakaway.
+    Returns the status word.
+    """
+    n, g, s = _sizes(mi)
+    oy = mi[DF_Y]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    for i in range(g):
+        if di[omode + i] != MODE_STUCK:
+            di[omode + i] = MODE_FREE
+            df[odir + i] = 0.0
+    _set_stuck_list(mi, di)
+    st = _build_cache(mf, mi, df, di)
+    _reconstruct(mf, mi, df, di, oy)
+    t = df[mi[DF_TIME]]
+    ocnt = mi[DI_COUNTERS]
+    before = di[ocnt + CNT_EVENTS]
+    _mode_prepare(mf, mi, df, di, 0.0, oy, True)
+    st |= _mode_full(mf, mi, df, di, 0.0, oy, t)
+    E = mi[H_EVCAP]
+    okind = mi[DI_EV_KIND]
+    orow = mi[DI_EV_ROW]
+    otime = mi[DF_EV_TIME]
+    keep = before
+    for q in range(before, di[ocnt + CNT_EVENTS]):
+        k = q % E
+        if di[okind + k] != EV_STICK:
+            kk = keep % E
+            di[okind + kk] = di[okind + k]
+            di[orow + kk] = di[orow + k]
+            df[otime + kk] = df[otime + k]
+            keep += 1
+    di[ocnt + CNT_EVENTS] = keep
+    _outputs(mf, mi, df, di, 0.0, False)
+    di[mi[DI_FLAGS] + FLAG_STATUS] = st
+    return st
+
+
+# ==========================================================================
+# public entry points (explicit signatures: compiled at import, never in a run)
+# ==========================================================================
+@njit("int64(" + BUFS + ", float64)", **JIT)
+def core_step(mf, mi, df, di, dt):
+    """Advance the core by one fixed step of dt seconds.  Returns the status word.
+
+    Reads DF_U_TAU / DF_U_ACT (+ rates); writes DF_DELTA, DF_MU, DF_CAP_S,
+    DF_CAP_K, DF_ACCEL, DF_SPRING_TQ, DF_LAMBDA_REQ and the event log.  Bad
+    inputs (non-finite, dt <= 0) leave the state untouched; a step that would
+    produce a non-finite state is rolled back.  Called in the real-time loop.
+    """
+    return _step(_raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di), dt)
+
+
+@njit("int64(" + BUFS + ")", **JIT)
+def core_start(mf, mi, df, di):
+    """Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged (see _start)."""
+    return _start(_raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di))
+
+
+@njit("int64(" + BUFS + ", float64[::1])", **JIT)
+def core_run(mf, mi, df, di, dts):
+    """Take len(dts) steps with the inputs held; returns the OR of the status words.
+
+    For benchmarks and tests that need many steps without Python in the loop.
+    """
+    rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
+    st = 0
+    for k in range(dts.shape[0]):
+        st |= _step(rmf, rmi, rdf, rdi, dts[k])
+    return st
