@@ -1,0 +1,103 @@
+"""The one small interface every transport implements (python-can's BusABC in spirit).
+
+The real-time loop calls, each tick, ``read`` on every adapter, steps the
+plant, then ``write`` on every adapter (read -> update -> write).  Both must
+return quickly and never block: receiving happens in the background into a
+latest-value mailbox (or with non-blocking polls), and sending uses
+non-blocking calls.  All name look-ups (signal names to plant indices, DBC
+signals, message layouts) happen once in ``open``.
+
+Adapters are chosen by name in the I/O config (``[[adapters]] type = "zmq"``)
+through :func:`register_adapter` / :func:`create_adapter`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from plant_models.plant import Plant
+
+
+@dataclass
+class LoopContext:
+    """What the loop shares with its adapters.
+
+    ``feed_watchdog(now_ns)`` is called by an adapter when it applied a valid
+    command (it keeps the command watchdog from tripping).  ``status()``
+    returns the loop's status dict (timing telemetry, watchdog, counters), for
+    adapters that publish it.  ``control(request)`` executes a control request
+    (start/stop/step/...) and returns the reply dict; adapters that carry a
+    control channel forward requests to it.
+    """
+
+    period_s: float
+    feed_watchdog: Callable[[int], None]
+    status: Callable[[], dict]
+    control: Callable[[dict], dict] | None = None
+    log: Any = None
+    extra: dict = field(default_factory=dict)
+
+
+class AdapterError(RuntimeError):
+    """An adapter could not be opened (bad endpoint, missing interface, bad DBC, ...)."""
+
+
+class Adapter(ABC):
+    """A transport between the plant's ports and the outside world."""
+
+    type_name: str = ""
+
+    def __init__(self, name: str, options: dict):
+        self.name = name
+        self.options = options
+
+    @abstractmethod
+    def open(self, plant: Plant, ctx: LoopContext) -> None:
+        """Resolve signal mappings, open sockets/buses, start background receivers."""
+
+    @abstractmethod
+    def read(self, tick: int, now_ns: int) -> None:
+        """Apply the newest valid commands to ``plant.u``.  Non-blocking.  Called in the real-time loop."""
+
+    @abstractmethod
+    def write(self, tick: int, now_ns: int) -> None:
+        """Publish ``plant.y`` (if due this tick).  Non-blocking.  Called in the real-time loop."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Stop background work, flush recordings, release resources.  Idempotent."""
+
+    def poll_control(self, now_ns: int) -> None:
+        """Serve pending control requests (called between ticks, outside the timed part)."""
+
+    def status(self) -> dict:
+        """Counters for the status channel (received, rejected by reason, sent, ...)."""
+        return {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+_ADAPTERS: dict[str, Callable[[str, dict], Adapter]] = {}
+
+
+def register_adapter(type_name: str, factory: Callable[[str, dict], Adapter]) -> None:
+    _ADAPTERS[type_name] = factory
+
+
+def adapter_types() -> list[str]:
+    return sorted(_ADAPTERS)
+
+
+def create_adapter(type_name: str, name: str, options: dict) -> Adapter:
+    try:
+        factory = _ADAPTERS[type_name]
+    except KeyError:
+        raise AdapterError(f"unknown adapter type {type_name!r}; known types: {', '.join(adapter_types()) or 'none'}") from None
+    return factory(name, options)

@@ -1,0 +1,199 @@
+"""Reading TOML configuration files with errors that name the file, the key and the problem.
+
+Every user-facing file (plant configs, scenarios, I/O configs) is read
+through :class:`ConfigReader`, so a mistake produces one clear line such as::
+
+    configs/powershift.toml: [clutch].piston_area_m2: must be > 0, got -0.01
+
+and never a traceback.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A configuration or scenario file is missing, unreadable or invalid.
+
+    ``str(err)`` is the complete message for the user: ``file: key: problem``.
+    """
+
+    def __init__(self, source: str, key: str, problem: str):
+        self.source = source
+        self.key = key
+        self.problem = problem
+        where = f"{source}: {key}: " if key else f"{source}: "
+        super().__init__(where + problem)
+
+
+def load_toml(path: str | Path) -> dict:
+    """Parse a TOML file; a missing file or a syntax error becomes a ConfigError."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(str(path), "", "file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(str(path), "", "is a directory, not a file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), "", f"not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(str(path), "", f"cannot be read ({exc.strerror})") from None
+
+
+_MISSING = object()
+
+
+class ConfigReader:
+    """Typed access to a parsed TOML table with error messages that carry the key path.
+
+    ``reader.sub("clutch").number("piston_area_m2", positive=True)`` reports
+    ``file: [clutch].piston_area_m2: ...`` on any problem.  Unknown keys can be
+    rejected with :meth:`reject_unknown`, so typos do not pass silently.
+    """
+
+    def __init__(self, data: dict, source: str, prefix: str = ""):
+        if not isinstance(data, dict):
+            raise ConfigError(source, prefix or "(top level)", "must be a table")
+        self.data = data
+        self.source = source
+        self.prefix = prefix
+        self._used: set[str] = set()
+
+    # -- paths and errors ------------------------------------------------------
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}" if self.prefix else name
+
+    def error(self, name: str, problem: str) -> ConfigError:
+        return ConfigError(self.source, self.key(name), problem)
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def raw(self, name: str, default: Any = _MISSING) -> Any:
+        self._used.add(name)
+        if name not in self.data:
+            if default is _MISSING:
+                raise self.error(name, "is required but missing")
+            return default
+        return self.data[name]
+
+    # -- typed getters -----------------------------------------------------------
+    def sub(self, name: str, required: bool = True) -> "ConfigReader":
+        self._used.add(name)
+        if name not in self.data:
+            if required:
+                raise ConfigError(self.source, f"[{self.key(name)}]", "table is required but missing")
+            return ConfigReader({}, self.source, self.key(name))
+        val = self.data[name]
+        if not isinstance(val, dict):
+            raise ConfigError(self.source, self.key(name), "must be a table")
+        return ConfigReader(val, self.source, self.key(name))
+
+    def number(self, name: str, default: Any = _MISSING, *, positive: bool = False,
+               nonnegative: bool = False, lo: float | None = None, hi: float | None = None) -> float:
+        val = self.raw(name, default)
+        return _check_number(self, name, val, positive, nonnegative, lo, hi)
+
+    def integer(self, name: str, default: Any = _MISSING, *, lo: int | None = None, hi: int | None = None) -> int:
+        val = self.raw(name, default)
+        if isinstance(val, bool) or not isinstance(val, int):
+            raise self.error(name, f"must be an integer, got {_describe(val)}")
+        if lo is not None and val < lo:
+            raise self.error(name, f"must be >= {lo}, got {val}")
+        if hi is not None and val > hi:
+            raise self.error(name, f"must be <= {hi}, got {val}")
+        return val
+
+    def string(self, name: str, default: Any = _MISSING, choices: Iterable[str] | None = None) -> str:
+        val = self.raw(name, default)
+        if not isinstance(val, str):
+            raise self.error(name, f"must be a string, got {_describe(val)}")
+        if choices is not None:
+            choices = list(choices)
+            if val not in choices:
+                raise self.error(name, f"must be one of {', '.join(repr(c) for c in choices)}, got {val!r}")
+        return val
+
+    def boolean(self, name: str, default: Any = _MISSING) -> bool:
+        val = self.raw(name, default)
+        if not isinstance(val, bool):
+            raise self.error(name, f"must be true or false, got {_describe(val)}")
+        return val
+
+    def numbers(self, name: str, length: int | None = None, default: Any = _MISSING, *,
+                positive: bool = False, nonnegative: bool = False) -> list[float]:
+        val = self.raw(name, default)
+        if not isinstance(val, list):
+            raise self.error(name, f"must be a list of numbers, got {_describe(val)}")
+        if length is not None and len(val) != length:
+            raise self.error(name, f"must have {length} entries, got {len(val)}")
+        return [_check_number(self, f"{name}[{k}]", v, positive, nonnegative, None, None) for k, v in enumerate(val)]
+
+    def reject_unknown(self, allowed: Iterable[str] | None = None) -> None:
+        """Raise on keys that were not read (or are not in ``allowed``)."""
+        known = set(allowed) if allowed is not None else self._used
+        for k in self.data:
+            if k not in known:
+                raise self.error(k, "unknown key (check the spelling; see the default config for the keys)")
+
+
+def _describe(val: Any) -> str:
+    if isinstance(val, bool):
+        return f"boolean {val}"
+    if isinstance(val, (int, float)):
+        return f"number {val}"
+    if isinstance(val, str):
+        return f"string {val!r}"
+    if isinstance(val, list):
+        return "a list"
+    if isinstance(val, dict):
+        return "a table"
+    return type(val).__name__
+
+
+def _check_number(reader: ConfigReader, name: str, val: Any, positive: bool, nonnegative: bool,
+                  lo: float | None, hi: float | None) -> float:
+    if isinstance(val, bool) or not isinstance(val, (int, float)):
+        raise reader.error(name, f"must be a number, got {_describe(val)}")
+    x = float(val)
+    if not math.isfinite(x):
+        raise reader.error(name, f"must be finite, got {val}")
+    if positive and not x > 0:
+        raise reader.error(name, f"must be > 0, got {val}")
+    if nonnegative and not x >= 0:
+        raise reader.error(name, f"must be >= 0, got {val}")
+    if lo is not None and x < lo:
+        raise reader.error(name, f"must be >= {lo}, got {val}")
+    if hi is not None and x > hi:
+        raise reader.error(name, f"must be <= {hi}, got {val}")
+    return x
+
+
+def repo_root() -> Path:
+    """The project directory (the parent of the plant_models package)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def resolve_config(name_or_path: str | Path, folder: str = "configs", suffix: str = ".toml") -> Path:
+    """A path as given if it exists, else ``<project>/<folder>/<name>.toml``.
+
+    Lets users write ``gearbox-hil simulate powershift`` as well as a path.
+    """
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    cand = repo_root() / folder / (p.name if p.suffix else p.name + suffix)
+    if cand.exists():
+        return cand
+    return p

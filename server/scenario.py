@@ -1,0 +1,244 @@
+"""Scenario files: time histories of a plant's inputs.
+
+A scenario is a TOML file::
+
+    description = "Powershift single swap (seed 003, section 5)"
+    duration_s = 3.5
+    dt_s = 0.001                  # default step; the CLI's --dt overrides it
+    interpolation = "linear"      # or "hold" (zero-order hold at the step start)
+
+    [inputs]
+    engine_torque = 600.0                                 # constant
+    p_c1 = [[0.0, 16.0], [0.5, 16.0], [0.7, 0.0]]          # piecewise linear
+    p_c2 = [[0.0, 0.0], [0.5, 0.0], [0.5, 4.0], [0.7, 16.0]]  # a step: two points at 0.5 s
+    force_1 = { sine = { amplitude = 11.0, frequency_hz = 0.45 } }
+
+Inputs not listed keep their declared defaults.  Integer inputs (gear
+selectors) are piecewise constant: a point holds until the next one.
+
+Sampling (the same for ``gearbox-hil simulate`` and for a scenario loaded
+into the server, so lockstep runs equal offline runs bit for bit): step k
+runs from t_k = k*dt to t_k+1; its input is the value just after t_k (so a
+step at t_k applies from step k on), and with ``interpolation = "linear"`` its
+rate is (u(t_k+1 -) - u(t_k +)) / dt, a first-order hold that is exact for
+ramps whose breakpoints lie on the step grid.  Past the last point the last
+value holds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
+from plant_models.plant import Plant
+
+BLOCK = 4096  # steps generated per table refill
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One input's time history: constant, piecewise linear, or sine."""
+
+    kind: str  # "const", "pwl", "sine"
+    times: tuple[float, ...] = ()
+    values: tuple[float, ...] = ()
+    amplitude: float = 0.0
+    frequency_hz: float = 0.0
+    phase_rad: float = 0.0
+    offset: float = 0.0
+
+    def value_range(self) -> tuple[float, float]:
+        if self.kind == "sine":
+            return self.offset - abs(self.amplitude), self.offset + abs(self.amplitude)
+        return min(self.values), max(self.values)
+
+    def sample(self, t: np.ndarray, side: str, integer: bool) -> np.ndarray:
+        """Values at times t; side="right" gives u(t+), side="left" u(t-)."""
+        if self.kind == "const":
+            return np.full(t.shape, self.values[0])
+        if self.kind == "sine":
+            return self.offset + self.amplitude * np.sin(2.0 * math.pi * self.frequency_hz * t + self.phase_rad)
+        ts = np.asarray(self.times)
+        vs = np.asarray(self.values)
+        if integer:
+            # piecewise constant: the last point at or before t (strictly before for u(t-))
+            i = np.searchsorted(ts, t, side="right" if side == "right" else "left") - 1
+            return vs[np.clip(i, 0, len(vs) - 1)]
+        i = np.searchsorted(ts, t, side=side)
+        out = np.empty(t.shape)
+        before = i == 0
+        after = i >= len(ts)
+        mid = ~(before | after)
+        out[before] = vs[0]
+        out[after] = vs[-1]
+        j = i[mid]
+        t0, t1 = ts[j - 1], ts[j]
+        v0, v1 = vs[j - 1], vs[j]
+        w = (t[mid] - t0) / (t1 - t0)
+        out[mid] = v0 + w * (v1 - v0)
+        return out
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A parsed scenario (independent of a plant until :meth:`compile`)."""
+
+    source: str
+    description: str
+    duration: float
+    dt: float | None
+    interpolation: str
+    profiles: dict[str, Profile]
+
+    def compile(self, plant: Plant, dt: float | None = None) -> "CompiledScenario":
+        """Check the scenario against the plant's declared inputs and fix the step."""
+        step = dt if dt is not None else self.dt
+        if step is None:
+            raise ConfigError(self.source, "dt_s", "no step given (set dt_s in the scenario or pass --dt)")
+        check_dt(step, self.source, "dt_s" if dt is None else "--dt")
+        for name, prof in self.profiles.items():
+            key = f"inputs.{name}"
+            try:
+                sig = plant.input_signal(name)
+            except KeyError:
+                raise ConfigError(self.source, key, f"not an input of the {plant.kind} plant; its inputs are "
+                                  + ", ".join(s.name for s in plant.inputs)) from None
+            lo, hi = prof.value_range()
+            if lo < sig.lo or hi > sig.hi:
+                raise ConfigError(self.source, key, f"values span [{lo:g}, {hi:g}] {sig.unit}, outside the "
+                                  f"declared range [{sig.lo:g}, {sig.hi:g}]")
+            if sig.integer:
+                if prof.kind == "sine":
+                    raise ConfigError(self.source, key, "an integer input cannot be a sine")
+                if any(v != round(v) for v in prof.values):
+                    raise ConfigError(self.source, key, "an integer input needs whole-number values")
+        return CompiledScenario(self, plant, step)
+
+
+class CompiledScenario:
+    """A scenario bound to a plant and a step: writes the plant's inputs for step k.
+
+    Tables of values and rates are generated in vectorised blocks, so
+    :meth:`apply` is two array copies (no per-signal Python work per tick).
+    """
+
+    def __init__(self, scenario: Scenario, plant: Plant, dt: float):
+        self.scenario = scenario
+        self.dt = float(dt)
+        self.n_steps = int(round(scenario.duration / self.dt))
+        self.n_in = plant.n_in
+        self._names = [s.name for s in plant.inputs]
+        self._defaults = np.array([s.default for s in plant.inputs], dtype=float)
+        self._entries = []  # (input index, profile, integer)
+        for name, prof in scenario.profiles.items():
+            k = plant.input_index(name)
+            self._entries.append((k, prof, plant.inputs[k].integer))
+        self._linear = scenario.interpolation == "linear"
+        self._U = np.empty((BLOCK, self.n_in))
+        self._R = np.empty((BLOCK, self.n_in))
+        self._k0 = -BLOCK
+
+    def _fill(self, k0: int) -> None:
+        ks = np.arange(k0, k0 + BLOCK, dtype=float)
+        t0 = ks * self.dt
+        t1 = (ks + 1.0) * self.dt
+        self._U[:] = self._defaults
+        self._R[:] = 0.0
+        for k, prof, integer in self._entries:
+            v0 = prof.sample(t0, "right", integer)
+            self._U[:, k] = v0
+            if self._linear and not integer and prof.kind != "const":
+                self._R[:, k] = (prof.sample(t1, "left", integer) - v0) / self.dt
+        self._k0 = k0
+
+    def inputs_at(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(values, rates) applied during step k (views into the current table)."""
+        if not (self._k0 <= k < self._k0 + BLOCK):
+            self._fill((k // BLOCK) * BLOCK)
+        j = k - self._k0
+        return self._U[j], self._R[j]
+
+    def apply(self, plant: Plant, k: int) -> None:
+        """Write the inputs of step k into the plant."""
+        u, r = self.inputs_at(k)
+        plant.u[:] = u
+        plant.u_rate[:] = r
+
+    def initial_inputs(self) -> dict[str, float]:
+        """Input values at t = 0 by name (for a plant reset)."""
+        u, _ = self.inputs_at(0)
+        return {name: float(u[i]) for i, name in enumerate(self._names)}
+
+    def time_of(self, k: int) -> float:
+        return k * self.dt
+
+
+def check_dt(dt: float, source: str, key: str) -> None:
+    if not (isinstance(dt, (int, float)) and math.isfinite(dt) and 5e-5 <= dt <= 1e-2):
+        raise ConfigError(source, key, f"step must be between 5e-05 and 0.01 s, got {dt}")
+
+
+def _profile(inp: ConfigReader, name: str) -> Profile:
+    val = inp.raw(name)
+    if isinstance(val, bool):
+        raise inp.error(name, "must be a number, a list of [time, value] points or a {sine = {...}} table")
+    if isinstance(val, (int, float)):
+        if not math.isfinite(val):
+            raise inp.error(name, f"must be finite, got {val}")
+        return Profile("const", values=(float(val),))
+    if isinstance(val, dict):
+        tab = ConfigReader(val, inp.source, inp.key(name))
+        sine = tab.sub("sine")
+        p = Profile("sine", amplitude=sine.number("amplitude"), frequency_hz=sine.number("frequency_hz", nonnegative=True),
+                    phase_rad=sine.number("phase_rad", 0.0), offset=sine.number("offset", 0.0))
+        sine.reject_unknown()
+        tab.reject_unknown()
+        return p
+    if isinstance(val, list):
+        if not val:
+            raise inp.error(name, "needs at least one [time, value] point")
+        ts, vs = [], []
+        for j, pt in enumerate(val):
+            if (not isinstance(pt, list) or len(pt) != 2
+                    or any(isinstance(x, bool) or not isinstance(x, (int, float)) for x in pt)):
+                raise inp.error(f"{name}[{j}]", f"must be a [time, value] pair of numbers, got {pt!r}")
+            t, v = float(pt[0]), float(pt[1])
+            if not (math.isfinite(t) and math.isfinite(v)):
+                raise inp.error(f"{name}[{j}]", f"must be finite, got {pt!r}")
+            if t < 0:
+                raise inp.error(f"{name}[{j}]", f"time must be >= 0, got {t}")
+            if ts and t < ts[-1]:
+                raise inp.error(f"{name}[{j}]", f"times must not decrease ({t} after {ts[-1]})")
+            if len(ts) >= 2 and t == ts[-1] == ts[-2]:
+                raise inp.error(f"{name}[{j}]", f"at most two points may share a time ({t})")
+            ts.append(t)
+            vs.append(v)
+        return Profile("pwl", times=tuple(ts), values=tuple(vs))
+    raise inp.error(name, "must be a number, a list of [time, value] points or a {sine = {...}} table")
+
+
+def parse_scenario(data: dict, source: str) -> Scenario:
+    cfg = ConfigReader(data, source)
+    desc = cfg.string("description", "")
+    duration = cfg.number("duration_s", positive=True)
+    if duration > 24 * 3600:
+        raise cfg.error("duration_s", f"must be at most one day, got {duration}")
+    dt = None
+    if cfg.has("dt_s"):
+        dt = cfg.number("dt_s", positive=True)
+        check_dt(dt, source, "dt_s")
+    interp = cfg.string("interpolation", "linear", choices=("linear", "hold"))
+    inp = cfg.sub("inputs", required=False)
+    profiles = {name: _profile(inp, name) for name in inp.data}
+    cfg.reject_unknown()
+    return Scenario(source, desc, duration, dt, interp, profiles)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario file (a path, or the name of a file in scenarios/)."""
+    p = resolve_config(path, folder="scenarios")
+    return parse_scenario(load_toml(p), str(p))
