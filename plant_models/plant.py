@@ -39,6 +39,7 @@ class Signal:
     default: float = 0.0
     doc: str = ""
     integer: bool = False
+    allowed: tuple[float, ...] = ()  # if given, the only accepted values (e.g. gear numbers)
 
     def check(self, value: float) -> str | None:
         """Why ``value`` is not acceptable for this input, or None."""
@@ -53,13 +54,15 @@ class Signal:
             return f"{self.name}: {value} outside [{self.lo}, {self.hi}] {self.unit}"
         if self.integer and v != round(v):
             return f"{self.name}: must be a whole number, got {value}"
+        if self.allowed and v not in self.allowed:
+            return f"{self.name}: {value} is not one of {', '.join(f'{a:g}' for a in self.allowed)}"
         return None
 
 
 def signal_table(signals) -> list[dict]:
     """Plain-data description of signals (for status replies and docs)."""
     return [dict(name=s.name, unit=s.unit, min=s.lo, max=s.hi, default=s.default, doc=s.doc,
-                 integer=s.integer) for s in signals]
+                 integer=s.integer, allowed=list(s.allowed)) for s in signals]
 
 
 class Plant(ABC):
