@@ -1,0 +1,584 @@
+"""Dual-clutch transmission (DCT) driveline (seed 000, sections 3-4).
+
+Mechanical scheme (five shafts, four friction rows, one spring)::
+
+                 C1                S_odd (gear 1/3/5/7)
+    engine (0) ====== odd input (1) -------+
+        |                                   \\
+        |        C2                S_even    +== output (3) ~~driveshaft~~ vehicle (4)
+        +========== even input (2) --------+   (wheel speed)    k, c         J_v, b_v
+                           (gear 2/4/6)
+
+* Shaft 0, ``engine``: crankshaft, flywheel and clutch drum.  Engine torque acts here.
+* Shafts 1 and 2, ``odd``/``even``: the two concentric input shafts with their clutch
+  hubs and fixed gears.
+* Shaft 3, ``output``: the layshafts, final drive and differential, reflected to
+  wheel speed.
+* Shaft 4, ``vehicle``: the vehicle mass on the wheels, ``m r_w^2`` plus the wheels;
+  vehicle drag ``b_v`` (seed 000) and the road load act here.
+
+Rows of R (all in torque units: coefficients 1 and a ratio, forces in N m):
+
+* ``C1`` [engine, odd] = (1, -1) and ``C2`` [engine, even] = (1, -1): the wet
+  clutches, pressure -> capacity exactly as in the Powershift (seed 003,
+  section 5) with gear radius 1.
+* ``S_odd`` [odd, output] = (1, -i_gear i_final) and ``S_even`` likewise: the
+  synchronizer and dog clutch of the gear preselected on that shaft.  While
+  the row slips its capacity is the cone synchronizer's (referred to the input
+  shaft: cone torque / i_gear); once it sticks the dog teeth hold it
+  (``dog_capacity_N_m``, far above any driveline torque); in neutral it is 0.
+  Selecting another gear rewrites the row's coefficient inside the compiled
+  step and flags it to the core, which releases the row if its relative speed
+  is no longer zero.
+
+Spring ``driveshaft`` [output, vehicle]: half-shaft torsional stiffness and
+damping at the wheel.
+
+Seed 000 puts a compliance on each branch (k1, b1 / k3, b3) and models the
+gear ratios as fixed gains R1, R3.  This plant uses the layout of real DCTs
+instead: both input shafts drive one output through the preselected gears
+(synchronizers with their own friction), and the compliance sits once, in the
+half-shafts, where the dominant driveline ("shuffle") mode comes from.
+
+Sign conventions (stated in the signal docs too): speeds positive forward.
+``slip_c1 = w_engine - w_odd`` (positive when the engine drives);
+``torque_c1`` is the torque the clutch passes from the engine to its input
+shaft (positive in traction), bounded by ``+-capacity_c1``; the clutch
+energies count dissipated work (>= 0).  ``road_load`` positive resists
+forward motion; ``driveshaft_torque`` positive drives the vehicle forward.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from numba import njit
+
+from . import layout as L
+from .config import ConfigReader
+from .core import CoreSpec, Row, Settings, Spring
+from .friction_core import BUFS, JIT, _raw_f, _raw_i, _step
+from .plant import BAR, Plant, Signal, pressure_capacity_gains
+from .powershift import settings_from_config
+
+# -- state layout ------------------------------------------------------------
+# shafts
+SH_ENGINE = 0  # engine, rad/s
+SH_ODD = 1  # odd input shaft, rad/s
+SH_EVEN = 2  # even input shaft, rad/s
+SH_OUT = 3  # transmission output at wheel speed, rad/s
+SH_VEH = 4  # vehicle (wheels), rad/s
+N_SHAFTS = 5
+# rows
+ROW_C1 = 0  # clutch 1 [engine, odd], N m
+ROW_C2 = 1  # clutch 2 [engine, even], N m
+ROW_S_ODD = 2  # synchronizer/dog of the odd shaft [odd, output], N m at the input shaft
+ROW_S_EVEN = 3  # synchronizer/dog of the even shaft [even, output], N m at the input shaft
+N_ROWS = 4
+MAX_GEARS = 9
+
+# plant float parameters (offsets inside the MF_PLANT block)
+PF_RATIO = 0  # [MAX_GEARS + 1] ratio of gear 0..MAX_GEARS (index 0 unused), w_in / w_layshaft
+PF_FINAL = PF_RATIO + MAX_GEARS + 1  # final drive ratio
+PF_WHEEL_RADIUS = PF_FINAL + 1  # dynamic wheel radius, m
+PF_SYNC_CAP = PF_WHEEL_RADIUS + 1  # [MAX_GEARS + 1] synchronizer capacity per gear, N m at the input shaft
+PF_DOG_CAP = PF_SYNC_CAP + MAX_GEARS + 1  # dog clutch capacity, N m at the input shaft
+PF_N_GEARS = PF_DOG_CAP + 1  # number of forward gears
+PF_LEN = PF_N_GEARS + 1
+# plant int data (DI_PLANT block)
+PD_SEL_ODD = 0  # gear in effect on the odd shaft (0 = neutral)
+PD_SEL_EVEN = 1  # gear in effect on the even shaft
+PD_LEN = 2
+
+# inputs
+IN_P_C1 = 0  # clutch 1 pressure command, bar
+IN_P_C2 = 1  # clutch 2 pressure command, bar
+IN_ENGINE = 2  # engine torque, N m
+IN_GEAR_ODD = 3  # gear selected on the odd shaft
+IN_GEAR_EVEN = 4  # gear selected on the even shaft
+IN_ROAD = 5  # road load at the wheels, N m (positive resists forward motion)
+N_IN = 6
+# outputs
+OUT_W_ENGINE = 0
+OUT_W_ODD = 1
+OUT_W_EVEN = 2
+OUT_W_OUT = 3
+OUT_W_WHEEL = 4
+OUT_VSPEED = 5
+OUT_SLIP_C1 = 6
+OUT_SLIP_C2 = 7
+OUT_TQ_C1 = 8
+OUT_TQ_C2 = 9
+OUT_STUCK_C1 = 10
+OUT_STUCK_C2 = 11
+OUT_CAP_C1 = 12
+OUT_CAP_C2 = 13
+OUT_P_C1 = 14
+OUT_P_C2 = 15
+OUT_E_C1 = 16
+OUT_E_C2 = 17
+OUT_SYNC_ODD = 18
+OUT_SYNC_EVEN = 19
+OUT_GEAR = 20
+OUT_RATIO = 21
+OUT_DRIVESHAFT = 22
+OUT_SEL_ODD = 23
+OUT_SEL_EVEN = 24
+OUT_STATUS = 25
+N_OUT = 26
+
+# plant status bit (above the core's bits, see layout.STATUS_NAMES)
+ST_GEAR_REJECTED = 256  # a gear command was not valid for its shaft: the previous selection was kept
+
+
+@dataclass(frozen=True)
+class DctClutchParams:
+    """One wet clutch: pressure -> normal force -> torque capacity (seed 003, section 5)."""
+
+    piston_area_m2: float
+    return_spring_N: float
+    friction_static: float
+    friction_kinetic: float
+    surfaces: int
+    mean_radius_m: float
+    pressure_lag_s: float
+    viscous_N_m_s_per_rad: float
+    stribeck_velocity_rad_s: float
+    stribeck_exponent: float
+
+    def capacity_at(self, pressure_bar: float) -> float:
+        """Static torque capacity at a settled pressure, N m."""
+        fn = max(0.0, self.piston_area_m2 * pressure_bar * BAR - self.return_spring_N)
+        return fn * self.friction_static * self.surfaces * self.mean_radius_m
+
+
+@dataclass(frozen=True)
+class DctParams:
+    """Validated DCT parameters (see configs/dct.toml for their meaning and sources)."""
+
+    engine_inertia: float  # kg m^2
+    engine_drag: float  # N m s/rad
+    odd_inertia: float  # kg m^2
+    even_inertia: float  # kg m^2
+    input_drag: float  # N m s/rad, each input shaft
+    gear_ratios: tuple[float, ...]  # gear 1..N, w_input / w_layshaft
+    final_drive: float  # w_layshaft / w_wheel
+    output_inertia: float  # kg m^2 at wheel speed
+    output_drag: float  # N m s/rad at wheel speed
+    vehicle_mass: float  # kg
+    wheel_radius: float  # m
+    wheel_inertia: float  # kg m^2, all wheels
+    vehicle_drag: float  # N m s/rad at the wheels
+    driveshaft_stiffness: float  # N m/rad at the wheel
+    driveshaft_damping: float  # N m s/rad at the wheel
+    clutches: tuple[DctClutchParams, DctClutchParams]
+    cone_torque: tuple[float, ...]  # synchronizer torque of gear 1..N at the layshaft, N m
+    cone_kinetic_ratio: float  # Coulomb / static friction of the cone
+    dog_capacity: float  # N m at the input shaft
+    vehicle_speed0_km_h: float
+    engine_speed0: float  # rad/s
+    clutch_engaged0: str  # "c1", "c2" or "none"
+    settings: Settings
+
+    @property
+    def vehicle_inertia(self) -> float:
+        """Vehicle mass reflected to the wheels plus the wheels, kg m^2."""
+        return self.vehicle_mass * self.wheel_radius ** 2 + self.wheel_inertia
+
+    @staticmethod
+    def from_config(cfg: ConfigReader) -> "DctParams":
+        eng = cfg.sub("engine")
+        engine_inertia = eng.number("inertia_kg_m2", positive=True)
+        engine_drag = eng.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)
+        eng.reject_unknown()
+        ins = cfg.sub("input_shafts")
+        odd_inertia = ins.number("odd_inertia_kg_m2", positive=True)
+        even_inertia = ins.number("even_inertia_kg_m2", positive=True)
+        input_drag = ins.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)
+        ins.reject_unknown()
+        gr = cfg.sub("gears")
+        ratios = gr.numbers("ratios", positive=True)
+        if not 2 <= len(ratios) <= MAX_GEARS:
+            raise gr.error("ratios", f"must list 2 to {MAX_GEARS} forward gear ratios (gear 1 first), got {len(ratios)}")
+        for k in range(1, len(ratios)):
+            if not ratios[k] < ratios[k - 1]:
+                raise gr.error(f"ratios[{k}]", f"gear {k + 1} must have a smaller ratio than gear {k} "
+                               f"({ratios[k]} >= {ratios[k - 1]})")
+        final = gr.number("final_drive", positive=True)
+        gr.reject_unknown()
+        out = cfg.sub("output")
+        output_inertia = out.number("inertia_kg_m2", positive=True)
+        output_drag = out.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)
+        out.reject_unknown()
+        veh = cfg.sub("vehicle")
+        mass = veh.number("mass_kg", positive=True)
+        r_w = veh.number("wheel_radius_m", positive=True)
+        j_w = veh.number("wheel_inertia_kg_m2", 0.0, nonnegative=True)
+        b_v = veh.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)
+        veh.reject_unknown()
+        ds = cfg.sub("driveshaft")
+        k_ds = ds.number("stiffness_N_m_per_rad", positive=True)
+        c_ds = ds.number("damping_N_m_s_per_rad", 0.0, nonnegative=True)
+        ds.reject_unknown()
+        clutches = _clutches_from_config(cfg)
+        sy = cfg.sub("synchronizer")
+        cone_raw = sy.raw("cone_torque_N_m")
+        if isinstance(cone_raw, list):
+            cone = sy.numbers("cone_torque_N_m", len(ratios), positive=True)
+        else:
+            cone = [sy.number("cone_torque_N_m", positive=True)] * len(ratios)
+        cone_ratio = sy.number("kinetic_to_static", 1.0, positive=True, hi=1.0)
+        dog = sy.number("dog_capacity_N_m", positive=True)
+        sy.reject_unknown()
+        ini = cfg.sub("initial")
+        v0 = ini.number("vehicle_speed_km_h", 0.0, lo=-50.0, hi=300.0)
+        w0 = ini.number("engine_speed_rad_s", lo=0.0, hi=1000.0)
+        c0 = ini.string("clutch_engaged", "none", choices=("c1", "c2", "none"))
+        ini.reject_unknown()
+        settings = settings_from_config(cfg)
+        return DctParams(engine_inertia, engine_drag, odd_inertia, even_inertia, input_drag, tuple(ratios), final,
+                         output_inertia, output_drag, mass, r_w, j_w, b_v, k_ds, c_ds, clutches, tuple(cone),
+                         cone_ratio, dog, v0, w0, c0, settings)
+
+
+def _clutches_from_config(cfg: ConfigReader) -> tuple[DctClutchParams, DctClutchParams]:
+    """[clutch] holds the common data; optional [clutch.c1] / [clutch.c2] override single values."""
+    base = cfg.sub("clutch")
+    overrides = (base.sub("c1", required=False), base.sub("c2", required=False))
+    out = []
+    for over in overrides:
+        def get(name, kind="number", **kw):
+            src = over if over.has(name) else base
+            return getattr(src, kind)(name, **kw)
+
+        c = DctClutchParams(
+            piston_area_m2=get("piston_area_m2", positive=True),
+            return_spring_N=get("return_spring_N", nonnegative=True),
+            friction_static=get("friction_static", positive=True),
+            friction_kinetic=get("friction_kinetic", nonnegative=True),
+            surfaces=get("surfaces", "integer", lo=1),
+            mean_radius_m=get("mean_radius_m", positive=True),
+            pressure_lag_s=get("pressure_lag_s", nonnegative=True),
+            viscous_N_m_s_per_rad=get("viscous_N_m_s_per_rad", default=0.0, nonnegative=True),
+            stribeck_velocity_rad_s=get("stribeck_velocity_rad_s", default=0.0, nonnegative=True),
+            stribeck_exponent=get("stribeck_exponent", default=2.0, positive=True),
+        )
+        if c.friction_kinetic > c.friction_static:
+            src = over if over.has("friction_kinetic") else base
+            raise src.error("friction_kinetic", f"must not exceed friction_static ({c.friction_static})")
+        over.reject_unknown()
+        out.append(c)
+    base.reject_unknown()
+    return out[0], out[1]
+
+
+def _build_spec(p: DctParams) -> CoreSpec:
+    rows = []
+    for name, shaft, c in (("C1", SH_ODD, p.clutches[0]), ("C2", SH_EVEN, p.clutches[1])):
+        gs, gk = pressure_capacity_gains(c.mean_radius_m, c.surfaces, c.friction_static, c.friction_kinetic, 1.0)
+        rows.append(Row(name, SH_ENGINE, shaft, 1.0, -1.0, act_lag_s=c.pressure_lag_s, act_gain=c.piston_area_m2,
+                        act_preload=c.return_spring_N, gain_static=gs, gain_kinetic=gk,
+                        stribeck_velocity=c.stribeck_velocity_rad_s, stribeck_exponent=c.stribeck_exponent,
+                        viscous=c.viscous_N_m_s_per_rad))
+    # synchronizer rows are driven in capacity units (N m at the input shaft) by the plant step;
+    # their initial coefficients are gears 1 and 2, replaced as soon as a gear is selected
+    for name, shaft, gear in (("S_odd", SH_ODD, 1), ("S_even", SH_EVEN, 2)):
+        rows.append(Row(name, shaft, SH_OUT, 1.0, -p.gear_ratios[gear - 1] * p.final_drive, act_gain=1.0,
+                        gain_static=1.0, gain_kinetic=p.cone_kinetic_ratio))
+    spring = Spring("driveshaft", SH_OUT, SH_VEH, 1.0, -1.0, stiffness=p.driveshaft_stiffness,
+                    damping=p.driveshaft_damping)
+    return CoreSpec(shaft_names=("engine", "odd", "even", "output", "vehicle"),
+                    inertia=(p.engine_inertia, p.odd_inertia, p.even_inertia, p.output_inertia, p.vehicle_inertia),
+                    drag=(p.engine_drag, p.input_drag, p.input_drag, p.output_drag, p.vehicle_drag),
+                    rows=tuple(rows), springs=(spring,), settings=p.settings)
+
+
+def _signals(n_gears: int, clutch_max_capacity: float):
+    odd = tuple(float(g) for g in range(0, n_gears + 1) if g == 0 or g % 2 == 1)
+    even = tuple(float(g) for g in range(0, n_gears + 1) if g % 2 == 0)
+    inputs = (
+        Signal("p_c1", "bar", 0.0, 25.0, 0.0, "clutch 1 (odd gears) pressure command"),
+        Signal("p_c2", "bar", 0.0, 25.0, 0.0, "clutch 2 (even gears) pressure command"),
+        Signal("engine_torque", "N m", -300.0, 1000.0, 0.0, "engine torque on the engine shaft (net of engine friction)"),
+        Signal("gear_odd", "-", 0, max(odd), 0, "gear selected on the odd shaft (0 = neutral)", integer=True,
+               allowed=odd),
+        Signal("gear_even", "-", 0, max(even), 0, "gear selected on the even shaft (0 = neutral)", integer=True,
+               allowed=even),
+        Signal("road_load", "N m", -2.0e4, 2.0e4, 0.0,
+               "road load torque at the wheels (rolling resistance, grade); positive resists forward motion"),
+    )
+    cap_hi = max(1.0e4, 2.0 * clutch_max_capacity)
+    outputs = (
+        Signal("w_engine", "rad/s", -200.0, 1200.0, 0.0, "engine speed"),
+        Signal("w_odd", "rad/s", -1500.0, 1500.0, 0.0, "odd input shaft speed"),
+        Signal("w_even", "rad/s", -1500.0, 1500.0, 0.0, "even input shaft speed"),
+        Signal("w_out", "rad/s", -500.0, 500.0, 0.0, "transmission output speed at wheel speed (before the half-shafts)"),
+        Signal("w_wheel", "rad/s", -500.0, 500.0, 0.0, "wheel speed"),
+        Signal("vehicle_speed", "km/h", -500.0, 500.0, 0.0, "vehicle speed, w_wheel * wheel radius"),
+        Signal("slip_c1", "rad/s", -1500.0, 1500.0, 0.0, "clutch 1 slip w_engine - w_odd"),
+        Signal("slip_c2", "rad/s", -1500.0, 1500.0, 0.0, "clutch 2 slip w_engine - w_even"),
+        Signal("torque_c1", "N m", -cap_hi, cap_hi, 0.0, "torque clutch 1 passes from the engine to the odd shaft"),
+        Signal("torque_c2", "N m", -cap_hi, cap_hi, 0.0, "torque clutch 2 passes from the engine to the even shaft"),
+        Signal("stuck_c1", "-", 0, 1, 0, "clutch 1 stuck (1) or slipping/open (0)", integer=True),
+        Signal("stuck_c2", "-", 0, 1, 0, "clutch 2 stuck (1) or slipping/open (0)", integer=True),
+        Signal("capacity_c1", "N m", 0.0, cap_hi, 0.0, "clutch 1 static torque capacity"),
+        Signal("capacity_c2", "N m", 0.0, cap_hi, 0.0, "clutch 2 static torque capacity"),
+        Signal("pressure_c1", "bar", 0.0, 30.0, 0.0, "clutch 1 actual pressure (after the valve lag)"),
+        Signal("pressure_c2", "bar", 0.0, 30.0, 0.0, "clutch 2 actual pressure (after the valve lag)"),
+        Signal("energy_c1", "J", 0.0, 1.0e9, 0.0, "friction energy dissipated in clutch 1 since reset"),
+        Signal("energy_c2", "J", 0.0, 1.0e9, 0.0, "friction energy dissipated in clutch 2 since reset"),
+        Signal("sync_odd_locked", "-", 0, 1, 0, "odd shaft gear engaged: synchronizer stuck, dog teeth in",
+               integer=True),
+        Signal("sync_even_locked", "-", 0, 1, 0, "even shaft gear engaged: synchronizer stuck, dog teeth in",
+               integer=True),
+        Signal("gear", "-", 0, n_gears, 0, "engaged gear: its clutch and synchronizer both stuck (0 = none or both)",
+               integer=True),
+        Signal("ratio", "-", -100.0, 100.0, 0.0, "overall ratio w_engine / w_wheel (0 below 0.1 rad/s wheel speed)"),
+        Signal("driveshaft_torque", "N m", -5.0e4, 5.0e4, 0.0, "half-shaft torque at the wheels; positive drives"),
+        Signal("selected_odd", "-", 0, n_gears, 0, "gear in effect on the odd shaft (after command checks)",
+               integer=True),
+        Signal("selected_even", "-", 0, n_gears, 0, "gear in effect on the even shaft (after command checks)",
+               integer=True),
+        Signal("status", "-", 0, 2 ** 16, 0, "core status bits, plus 256 = gear command rejected", integer=True),
+    )
+    assert len(inputs) == N_IN and len(outputs) == N_OUT
+    return inputs, outputs
+
+
+# -- compiled step ----------------------------------------------------------------
+@njit(**JIT)
+def _gear_command(mf, mi, df, di, side):
+    """The gear to apply on one shaft (0 odd, 1 even) this step and whether the command was rejected.
+
+    A command that is not a whole number of the shaft's parity within the
+    gearbox keeps the previous selection.  Called in the real-time loop.
+    """
+    op = mi[L.DF_PLANT]
+    opf = mi[L.MF_PLANT]
+    prev = di[mi[L.DI_PLANT] + PD_SEL_ODD + side]
+    u = df[op + IN_GEAR_ODD + side]
+    n_gears = mf[opf + PF_N_GEARS]
+    if not (u >= 0.0 and u <= n_gears and u == math.floor(u)):
+        return prev, True
+    g = int(u)
+    if g != 0 and g % 2 != 1 - side:
+        return prev, True
+    return g, False
+
+
+@njit(**JIT)
+def _dct_inputs(mf, mi, df, di):
+    """Map the plant inputs to the core: pressures, torques, gear selection, synchronizer capacity.
+
+    Returns plant status bits.  Called in the real-time loop.
+    """
+    op = mi[L.DF_PLANT]
+    opf = mi[L.MF_PLANT]
+    opd = mi[L.DI_PLANT]
+    oua = mi[L.DF_U_ACT]
+    ouar = mi[L.DF_U_ACT_RATE]
+    out = mi[L.DF_U_TAU]
+    outr = mi[L.DF_U_TAU_RATE]
+    ocb = mi[L.DF_COEF_B]
+    omode = mi[L.DI_MODE]
+    df[oua + ROW_C1] = df[op + IN_P_C1] * BAR
+    df[ouar + ROW_C1] = df[op + N_IN + IN_P_C1] * BAR
+    df[oua + ROW_C2] = df[op + IN_P_C2] * BAR
+    df[ouar + ROW_C2] = df[op + N_IN + IN_P_C2] * BAR
+    df[out + SH_ENGINE] = df[op + IN_ENGINE]
+    df[outr + SH_ENGINE] = df[op + N_IN + IN_ENGINE]
+    df[out + SH_VEH] = -df[op + IN_ROAD]
+    df[outr + SH_VEH] = -df[op + N_IN + IN_ROAD]
+    for k in (IN_P_C1, IN_P_C2, IN_ENGINE, IN_ROAD):
+        if not (math.isfinite(df[op + k]) and math.isfinite(df[op + N_IN + k])):
+            # the core rejects the step (ST_BAD_INPUT); leave the gear selection untouched too
+            return 0
+    st = 0
+    final = mf[opf + PF_FINAL]
+    for side in range(2):
+        row = ROW_S_ODD + side
+        g, rejected = _gear_command(mf, mi, df, di, side)
+        if rejected:
+            st |= ST_GEAR_REJECTED
+        changed = g != di[opd + PD_SEL_ODD + side]
+        di[opd + PD_SEL_ODD + side] = g
+        if changed and g != 0:
+            coef = -mf[opf + PF_RATIO + g] * final
+            if df[ocb + row] != coef:
+                df[ocb + row] = coef
+                di[mi[L.DI_FLAGS] + L.FLAG_COEF_DIRTY] = 1
+        # neutral: no capacity; a gear whose row is stuck and unchanged: dog teeth in;
+        # otherwise the cone synchronizes (a freshly selected gear always starts on the cone)
+        if g == 0:
+            cap = 0.0
+        elif di[omode + row] == L.MODE_STUCK and not changed:
+            cap = mf[opf + PF_DOG_CAP]
+        else:
+            cap = mf[opf + PF_SYNC_CAP + g]
+        df[oua + row] = cap
+        df[ouar + row] = 0.0
+    return st
+
+
+@njit(**JIT)
+def _dct_outputs(mf, mi, df, di, st):
+    """Write the plant outputs from the core state.  Called in the real-time loop."""
+    n = mi[L.H_N]
+    g = mi[L.H_G]
+    s = mi[L.H_S]
+    oy = mi[L.DF_PLANT] + 2 * N_IN
+    opf = mi[L.MF_PLANT]
+    opd = mi[L.DI_PLANT]
+    ow = mi[L.DF_Y]
+    omode = mi[L.DI_MODE]
+    omu = mi[L.DF_MU]
+    ocap = mi[L.DF_CAP_S]
+    oact = ow + 2 * n + s
+    owork = ow + 2 * n + s + g + L.W_ROW0
+    w_e = df[ow + SH_ENGINE]
+    w_v = df[ow + SH_VEH]
+    df[oy + OUT_W_ENGINE] = w_e
+    df[oy + OUT_W_ODD] = df[ow + SH_ODD]
+    df[oy + OUT_W_EVEN] = df[ow + SH_EVEN]
+    df[oy + OUT_W_OUT] = df[ow + SH_OUT]
+    df[oy + OUT_W_WHEEL] = w_v
+    df[oy + OUT_VSPEED] = w_v * mf[opf + PF_WHEEL_RADIUS] * 3.6
+    for c in range(2):
+        row = ROW_C1 + c
+        df[oy + OUT_SLIP_C1 + c] = w_e - df[ow + SH_ODD + c]
+        df[oy + OUT_TQ_C1 + c] = -df[omu + row]  # the row force acts as -mu on the driven shaft side
+        df[oy + OUT_STUCK_C1 + c] = 1.0 if di[omode + row] == L.MODE_STUCK else 0.0
+        df[oy + OUT_CAP_C1 + c] = df[ocap + row]
+        df[oy + OUT_P_C1 + c] = df[oact + row] / BAR
+        df[oy + OUT_E_C1 + c] = 0.0 - df[owork + row]  # work is <= 0; 0.0 - avoids -0.0
+    gear = 0
+    for side in range(2):
+        sel = di[opd + PD_SEL_ODD + side]
+        locked = sel != 0 and di[omode + ROW_S_ODD + side] == L.MODE_STUCK
+        df[oy + OUT_SYNC_ODD + side] = 1.0 if locked else 0.0
+        df[oy + OUT_SEL_ODD + side] = float(sel)
+        if locked and di[omode + ROW_C1 + side] == L.MODE_STUCK:
+            gear = sel if gear == 0 else -1
+    df[oy + OUT_GEAR] = float(gear) if gear > 0 else 0.0
+    df[oy + OUT_RATIO] = w_e / w_v if abs(w_v) > 0.1 else 0.0
+    df[oy + OUT_DRIVESHAFT] = df[mi[L.DF_SPRING_TQ]]
+    df[oy + OUT_STATUS] = float(st)
+
+
+@njit("int64(" + BUFS + ", float64)", **JIT)
+def dct_step(mf, mi, df, di, dt):
+    """Map the inputs to the core, take one step, write the outputs.  Called in the real-time loop."""
+    rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
+    pst = _dct_inputs(rmf, rmi, rdf, rdi)
+    st = _step(rmf, rmi, rdf, rdi, dt)
+    if st != L.ST_BAD_INPUT:
+        st |= pst
+    _dct_outputs(rmf, rmi, rdf, rdi, st)
+    return st
+
+
+@njit("int64(" + BUFS + ", int64)", **JIT)
+def dct_refresh(mf, mi, df, di, st):
+    """Map inputs and recompute outputs without stepping (after a reset)."""
+    rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
+    pst = _dct_inputs(rmf, rmi, rdf, rdi)
+    _dct_outputs(rmf, rmi, rdf, rdi, st | pst)
+    return pst
+
+
+class DctPlant(Plant):
+    """Dual-clutch transmission in a simplified vehicle driveline (seed 000, section 4)."""
+
+    kind = "dct"
+    description = "Dual-clutch transmission: engine, two wet clutches, odd/even input shafts with synchronizers, " \
+                  "half-shaft compliance and vehicle (Biagiotti & Zanasi)"
+    extra_status_names = {ST_GEAR_REJECTED: "gear_command_rejected"}
+
+    def __init__(self, params: DctParams, source: str = ""):
+        self.params = params
+        spec = _build_spec(params)
+        n_gears = len(params.gear_ratios)
+        inputs, outputs = _signals(n_gears, max(c.capacity_at(25.0) for c in params.clutches))
+        super().__init__(spec, inputs, outputs, dct_step, plant_nf=PF_LEN, plant_ni=0, plant_ndi=PD_LEN,
+                         source=source)
+        pf = self.core.plant_f
+        pf[PF_FINAL] = params.final_drive
+        pf[PF_WHEEL_RADIUS] = params.wheel_radius
+        pf[PF_DOG_CAP] = params.dog_capacity
+        pf[PF_N_GEARS] = n_gears
+        for k, (ratio, cone) in enumerate(zip(params.gear_ratios, params.cone_torque)):
+            pf[PF_RATIO + k + 1] = ratio
+            # cone torque acts at the idler (layshaft side), which turns at w_input / ratio
+            pf[PF_SYNC_CAP + k + 1] = cone / ratio
+        self.reset()
+
+    @classmethod
+    def from_config(cls, cfg: ConfigReader) -> "DctPlant":
+        return cls(DctParams.from_config(cfg), source=cfg.source)
+
+    # -- helpers for tests, docs and scenario design -----------------------------
+    def total_ratio(self, gear: int) -> float:
+        """w_input / w_wheel of forward gear 1..N (gear ratio times final drive)."""
+        return self.params.gear_ratios[gear - 1] * self.params.final_drive
+
+    def sync_capacity(self, gear: int) -> float:
+        """Synchronizer capacity of a gear, N m at the input shaft."""
+        return self.params.cone_torque[gear - 1] / self.params.gear_ratios[gear - 1]
+
+    def clutch_capacity(self, clutch: int, pressure_bar: float) -> float:
+        """Static capacity of clutch 1 or 2 at a settled pressure, N m."""
+        return self.params.clutches[clutch - 1].capacity_at(pressure_bar)
+
+    # -- life cycle ----------------------------------------------------------------
+    def _initial_state(self) -> None:
+        p = self.params
+        c = self.core
+        sel = (int(self.u[IN_GEAR_ODD]), int(self.u[IN_GEAR_EVEN]))
+        c.plant_di[PD_SEL_ODD] = sel[0]
+        c.plant_di[PD_SEL_EVEN] = sel[1]
+        w_wheel = p.vehicle_speed0_km_h / 3.6 / p.wheel_radius
+        w_in = [None, None]
+        for side in range(2):
+            if sel[side]:
+                c.coef_b[ROW_S_ODD + side] = -self.total_ratio(sel[side])
+                w_in[side] = self.total_ratio(sel[side]) * w_wheel
+        w_engine = p.engine_speed0
+        if p.clutch_engaged0 != "none":
+            side = 0 if p.clutch_engaged0 == "c1" else 1
+            if sel[side]:
+                w_engine = w_in[side]
+        # a shaft in neutral turns with the engine (its open wet clutch drags it along)
+        w_in = [w_engine if w is None else w for w in w_in]
+        c.omega[:] = (w_engine, w_in[0], w_in[1], w_wheel, w_wheel)
+        # half-shafts preloaded with the vehicle's steady resistance at the initial speed
+        resist = float(self.u[IN_ROAD]) + p.vehicle_drag * w_wheel
+        c.twist[0] = resist / p.driveshaft_stiffness
+        c.act[ROW_C1] = self.u[IN_P_C1] * BAR
+        c.act[ROW_C2] = self.u[IN_P_C2] * BAR
+        c.u_act[:2] = c.act[:2]
+        # gears selected at reset start engaged: dog teeth in
+        for side in range(2):
+            row = ROW_S_ODD + side
+            cap = p.dog_capacity if sel[side] else 0.0
+            c.act[row] = cap
+            c.u_act[row] = cap
+
+    def _engaged_rows(self) -> list[int]:
+        p = self.params
+        rows = [ROW_S_ODD + side for side in range(2) if self.core.plant_di[PD_SEL_ODD + side]]
+        if p.clutch_engaged0 == "c1":
+            rows.append(ROW_C1)
+        elif p.clutch_engaged0 == "c2":
+            rows.append(ROW_C2)
+        return rows
+
+    def _start_fn(self) -> int:
+        c = self.core
+        # engaged synchronizers hold with the dog capacity already during the start solve
+        for row in self._engaged_rows():
+            c.mode[row] = L.MODE_STUCK
+        dct_refresh(self.mf, self.mi, self.df, self.di, 0)
+        st = c.start(self._engaged_rows())
+        st |= int(dct_refresh(self.mf, self.mi, self.df, self.di, st))
+        return st
