@@ -116,6 +116,13 @@ class Scenario:
                     raise ConfigError(self.source, key, "an integer input cannot be a sine")
                 if any(v != round(v) for v in prof.values):
                     raise ConfigError(self.source, key, "an integer input needs whole-number values")
+            if sig.allowed:
+                if prof.kind == "sine":
+                    raise ConfigError(self.source, key, "an input with a set of allowed values cannot be a sine")
+                bad = [v for v in prof.values if v not in sig.allowed]
+                if bad:
+                    raise ConfigError(self.source, key, f"{bad[0]:g} is not an allowed value; allowed: "
+                                      + ", ".join(f"{a:g}" for a in sig.allowed))
         return CompiledScenario(self, plant, step)
 
 
