@@ -627,9 +627,12 @@ class ServoActuatorPlant(Plant):
 
     def new_events(self) -> list[dict]:
         """Stick / breakaway / hard-stop events since the last call (not for the real-time tick)."""
-        return [dict(time=t, source=EVENT_SOURCES[r] if 0 <= r < 3 else str(r), row=r,
-                     type=EVENT_NAMES.get(k, str(k)))
-                for t, r, k in self.core.new_events()]
+        out = []
+        for t, r, k in self.core.new_events():
+            src = EVENT_SOURCES[r] if 0 <= r < len(EVENT_SOURCES) else str(r)
+            # 'clutch' names the element for tools written for the clutch plants
+            out.append(dict(time=t, clutch=src, source=src, row=r, type=EVENT_NAMES.get(k, str(k))))
+        return out
 
     def describe(self) -> dict:
         d = super().describe()
