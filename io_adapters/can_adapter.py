@@ -1,0 +1,479 @@
+"""The CAN adapter: a DBC message set on any python-can bus, driven by the loop's tick.
+
+Configured in the I/O file as ``[[adapters]] type = "can"`` (see
+``docs/can.md``)::
+
+    [[adapters]]
+    type = "can"
+    name = "can"
+    interface = "virtual"          # any python-can interface: socketcan, pcan, kvaser, vector, ...
+    channel = "gearbox-hil"        # vcan0 / can0 / PCAN_USBBUS1 / 0 ...
+    bitrate = 500000
+    fd = false                     # CAN FD (then data_bitrate)
+    message_set = "io_can_powershift.toml"   # default: io_can_<plant kind>.toml
+    record = "runs/can.blf"        # optional: .blf, .asc, ... (python-can loggers)
+    [adapters.share]               # optional: cross-process virtual CAN on loopback
+    port = 54701
+
+Per tick (read -> step -> write):
+
+* ``read`` takes the values that the receive thread validated since the
+  last tick out of a latest-value mailbox (one compiled call, under a lock
+  it only *tries* to take: if the receive thread holds it, the values wait
+  one tick), updates the freshness of every command message and feeds the
+  loop's command watchdog only while every required command message is
+  fresh.  A rejected or stale command never reaches the plant.
+* ``write`` packs the messages whose cycle is due this tick (one compiled
+  call, precompiled layouts, alive counter and CRC) and sends them with a
+  zero timeout, so a full transmit queue is counted, never waited for.
+
+Receiving runs in a background thread: it blocks in ``bus.recv``, checks
+every frame (ID, length, CRC-8 SAE J1850, alive counter, ranges) in
+compiled code and posts accepted values to the mailbox.  Rejected frames
+are counted by reason and logged (rate-limited), never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from plant_models.config import ConfigError, ConfigReader
+from plant_models.plant import Plant
+
+from . import can_layout as CL
+from .base import Adapter, AdapterError, LoopContext, register_adapter
+from .can_config import AUX_INDEX, AUX_SOURCES, MessageSet, load_message_set
+
+DEFAULT_CHANNEL = "gearbox-hil"
+
+_A_TICK = AUX_INDEX["hil.tick"]
+_A_OVERRUNS = AUX_INDEX["hil.overruns"]
+_A_WATCHDOG = AUX_INDEX["hil.watchdog"]
+_A_FRESH = AUX_INDEX["can.commands_fresh"]
+_A_UNKNOWN = AUX_INDEX["can.unknown_ids"]
+_A_TX_ERRORS = AUX_INDEX["can.tx_errors"]
+
+
+@CL.njit(**CL.JIT)
+def _refresh_aux(aux, counts, timeouts):
+    """Totals of the receive counters for the diagnostic frame.  Called in the real-time loop."""
+    crc = cnt = dlc = rng = ok = 0
+    for m in range(counts.shape[0]):
+        crc += counts[m, CL.RX_CRC]
+        cnt += counts[m, CL.RX_COUNTER_FROZEN] + counts[m, CL.RX_COUNTER_JUMP]
+        dlc += counts[m, CL.RX_DLC]
+        rng += counts[m, CL.RX_RANGE]
+        ok += counts[m, CL.RX_OK]
+    tmo = 0
+    for m in range(timeouts.shape[0]):
+        tmo += timeouts[m]
+    aux[4] = crc
+    aux[5] = cnt
+    aux[6] = dlc
+    aux[8] = rng
+    aux[9] = tmo
+    aux[10] = ok
+
+
+assert [n for n, _ in AUX_SOURCES[4:11]] == ["can.crc_errors", "can.counter_errors", "can.dlc_errors",
+                                             "can.unknown_ids", "can.range_errors", "can.timeouts", "can.rx_ok"]
+
+
+class _RateLimitedLog:
+    """Logs the first few occurrences of each kind of problem, then every 1000th."""
+
+    def __init__(self, log: logging.Logger, first: int = 5, every: int = 1000):
+        self.log = log
+        self.first = first
+        self.every = every
+        self.seen: dict = {}
+
+    def __call__(self, key, text: str) -> None:
+        n = self.seen.get(key, 0) + 1
+        self.seen[key] = n
+        if n <= self.first or n % self.every == 0:
+            self.log.warning("%s%s", text, f" ({n} so far)" if n > self.first else "")
+
+
+class CanAdapter(Adapter):
+    """DBC message set <-> plant ports over a python-can bus (see the module docstring)."""
+
+    type_name = "can"
+
+    def __init__(self, name: str, options: dict):
+        super().__init__(name, options)
+        self._bus = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._recorder = None
+        self._share = None
+        self._closed = False
+        self._opened = False
+
+    # -- configuration ------------------------------------------------------------------
+    def _reader(self) -> ConfigReader:
+        opts = {k: v for k, v in self.options.items() if k not in ("type", "name", "_source")}
+        source = str(self.options.get("_source", "I/O config"))
+        return ConfigReader(opts, source, f"adapters.{self.name}")
+
+    def open(self, plant: Plant, ctx: LoopContext) -> None:
+        """Resolve the message set against the plant, open the bus, start receiving."""
+        import can
+
+        self.plant = plant
+        self.ctx = ctx
+        self.log = ctx.log if isinstance(ctx.log, logging.Logger) else logging.getLogger("gearbox_hil.can")
+        cfg = self._reader()
+        self.interface = cfg.string("interface", "virtual")
+        channel = cfg.raw("channel", DEFAULT_CHANNEL)
+        if isinstance(channel, bool) or not isinstance(channel, (str, int)):
+            raise cfg.error("channel", f"must be a string or an integer, got {channel!r}")
+        self.channel = channel
+        bitrate = cfg.integer("bitrate", 500000, lo=10000, hi=1000000)
+        fd = cfg.boolean("fd", False)
+        data_bitrate = cfg.integer("data_bitrate", 2000000, lo=bitrate, hi=15000000) if fd else None
+        bus_options = cfg.raw("bus_options", {})
+        if not isinstance(bus_options, dict):
+            raise cfg.error("bus_options", "must be a table of extra python-can bus arguments")
+        filters = cfg.boolean("receive_filters", False)
+        ms_name = cfg.string("message_set", f"io_can_{plant.kind}.toml")
+        record = cfg.string("record", "")
+        share_cfg = cfg.sub("share", required=False) if cfg.has("share") else None
+        share = None
+        if share_cfg is not None:
+            share = dict(host=share_cfg.string("host", "127.0.0.1"),
+                         port=share_cfg.integer("port", 54701, lo=0, hi=65535),
+                         allow_non_loopback=share_cfg.boolean("allow_non_loopback", False))
+            share_cfg.reject_unknown()
+            if self.interface != "virtual":
+                raise cfg.error("share", f"shares a virtual bus only (interface is {self.interface!r}; "
+                                "other processes open a real or vcan interface directly)")
+        cfg.reject_unknown()
+
+        self.ms: MessageSet = load_message_set(ms_name, plant, ctx.period_s)
+        for note in self.ms.notes:
+            self.log.debug("CAN message set: %s", note)
+        if not fd:
+            fd_msgs = [m.name for m in self.ms.rx.messages + self.ms.tx.messages if m.fd or m.length > 8]
+            if fd_msgs:
+                raise cfg.error("fd", f"messages {', '.join(fd_msgs)} are CAN FD frames; set fd = true")
+        self._allocate()
+
+        kwargs = dict(bus_options)
+        kwargs.update(interface=self.interface, channel=channel, bitrate=bitrate)
+        if fd:
+            kwargs.update(fd=True, data_bitrate=data_bitrate)
+        if filters:
+            kwargs["can_filters"] = [dict(can_id=m.frame_id, can_mask=0x1FFFFFFF if m.extended else 0x7FF,
+                                          extended=m.extended) for m in self.ms.rx.messages]
+        try:
+            self._bus = can.Bus(**kwargs)
+        except Exception as exc:  # python-can backends raise many types (CanError, OSError, ImportError, ...)
+            raise AdapterError(f"{self.name}: cannot open CAN interface {self.interface!r} channel {channel!r}: "
+                               f"{exc}") from None
+        try:
+            if record:
+                from .can_recorder import FrameRecorder, RecorderError
+                try:
+                    self._recorder = FrameRecorder(record, log=self.log)
+                except RecorderError as exc:
+                    raise AdapterError(f"{self.name}: {exc}") from None
+            if share is not None:
+                from .can_share import LoopbackShare, ShareError
+                try:
+                    self._share = LoopbackShare(channel, log=self.log, **share)
+                except ShareError as exc:
+                    raise AdapterError(f"{self.name}: {exc}") from None
+        except Exception:
+            self.close()
+            raise
+        self._bind_loop(ctx)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._rx_loop, name=f"can-rx-{self.name}", daemon=True)
+        self._thread.start()
+        self._opened = True
+        self.log.info("CAN %s: %s channel %r, %d command and %d sensor messages from %s", self.name, self.interface,
+                      channel, self.ms.rx.n_msg, self.ms.tx.n_msg, Path(self.ms.dbc_path).name)
+
+    def _allocate(self) -> None:
+        rx, tx = self.ms.rx, self.ms.tx
+        nr, nt = rx.n_msg, tx.n_msg
+        self._lock = threading.Lock()
+        # receive side: thread -> mailbox -> tick
+        self._rx_buf = np.zeros(CL.MAX_PAYLOAD, dtype=np.uint8)
+        self._cnt_state = np.zeros((max(nr, 1), CL.CNT_COLS), dtype=np.int64)
+        self._counts = np.zeros((max(nr, 1), CL.RX_COLS), dtype=np.int64)
+        self._values = np.zeros(rx.n_sig, dtype=np.float64)
+        self._seq = np.zeros(max(nr, 1), dtype=np.int64)
+        self._detail = np.zeros(3, dtype=np.int64)
+        self._seen = np.zeros(max(nr, 1), dtype=np.int64)
+        self._last_tick = np.full(max(nr, 1), -1, dtype=np.int64)
+        self._stale = np.ones(max(nr, 1), dtype=np.int64)  # never received: stale, not a timeout
+        self._timeouts = np.zeros(max(nr, 1), dtype=np.int64)
+        self._lut = self.ms.frame_ids()
+        self._rx_fd = [m.fd for m in rx.messages]
+        self.unknown_ids = 0
+        self.error_frames = 0
+        self.bus_errors = 0
+        self.mailbox_busy = 0
+        self.rx_frames = 0
+        self.commands_fresh = False
+        self.last_reject = ""
+        # transmit side
+        self._aux = np.zeros(len(AUX_SOURCES), dtype=np.float64)
+        self._tx_buf = np.zeros((max(nt, 1), CL.MAX_PAYLOAD), dtype=np.uint8)
+        self._tx_counter = np.zeros(max(nt, 1), dtype=np.int64)
+        self._due = np.zeros(max(nt, 1), dtype=np.int64)
+        self._saturated = np.zeros(max(nt, 1), dtype=np.int64)
+        self._tx_sent = np.zeros(max(nt, 1), dtype=np.int64)
+        self.tx_errors = 0
+        self._tx_msgs = []
+        self._tx_views = []
+        import can
+        for k, m in enumerate(tx.messages):
+            self._tx_msgs.append(can.Message(arbitration_id=m.frame_id, is_extended_id=m.extended, is_fd=m.fd,
+                                             data=bytearray(m.length), is_rx=False))
+            self._tx_views.append(memoryview(self._tx_buf[k, :m.length]))
+        self._rx_names = [m.name for m in rx.messages]
+        self._rate_log = _RateLimitedLog(self.log)
+
+    def _bind_loop(self, ctx: LoopContext) -> None:
+        """Find the loop's overrun counter and watchdog flag (numpy arrays) for the status frame."""
+        self._overruns_arr = None
+        self._overruns_idx = 0
+        self._wd_flag = None
+        tel = ctx.extra.get("telemetry") if isinstance(ctx.extra, dict) else None
+        if tel is not None and hasattr(tel, "counters"):
+            from server import telemetry as T  # the loop's telemetry layout
+            self._overruns_arr = tel.counters
+            self._overruns_idx = T.C_OVERRUNS
+        wd = ctx.extra.get("watchdog") if isinstance(ctx.extra, dict) else None
+        if wd is not None and hasattr(wd, "tripped_flag"):
+            self._wd_flag = wd.tripped_flag
+
+    # -- receive thread -----------------------------------------------------------------
+    def _rx_loop(self) -> None:
+        import can
+
+        bus = self._bus
+        while not self._stop.is_set():
+            try:
+                msg = bus.recv(0.05)
+            except can.CanError as exc:
+                if self._stop.is_set():
+                    break
+                self.bus_errors += 1
+                self._rate_log("bus", f"CAN {self.name}: receive error: {exc}")
+                time.sleep(0.01)
+                continue
+            except Exception as exc:  # a backend failing in an unexpected way must not kill the thread
+                if self._stop.is_set():
+                    break
+                self.bus_errors += 1
+                self._rate_log("bus", f"CAN {self.name}: receive failed: {type(exc).__name__}: {exc}")
+                time.sleep(0.01)
+                continue
+            if msg is None:
+                continue
+            try:
+                self._on_frame(msg)
+            except Exception as exc:  # defensive: one odd frame must not stop reception
+                self.bus_errors += 1
+                self._rate_log("frame", f"CAN {self.name}: frame not processed: {type(exc).__name__}: {exc}")
+
+    def _on_frame(self, msg) -> None:
+        """Check one received frame and post it to the mailbox.  Runs in the receive thread."""
+        self.rx_frames += 1
+        if self._recorder is not None:
+            self._recorder.put_rx(msg)
+        if msg.is_error_frame:
+            self.error_frames += 1
+            self._rate_log("error_frame", f"CAN {self.name}: error frame on the bus")
+            return
+        m = self._lut.get((msg.arbitration_id, bool(msg.is_extended_id)), -1)
+        if m < 0:
+            self.unknown_ids += 1
+            text = f"frame ID 0x{msg.arbitration_id:X} is not in the message set"
+            self.last_reject = text
+            self._rate_log(("unknown", msg.arbitration_id), f"CAN {self.name}: {text}")
+            return
+        data = msg.data
+        n = len(data) if data is not None else 0
+        lay = self.ms.rx.messages[m]
+        if msg.is_remote_frame or n > CL.MAX_PAYLOAD or bool(msg.is_fd) != self._rx_fd[m]:
+            with self._lock:
+                self._counts[m, CL.RX_DLC] += 1
+            kind = "remote frame" if msg.is_remote_frame else ("CAN FD frame" if msg.is_fd else "classic frame")
+            self._reject(m, CL.RX_DLC, f"{lay.name} (0x{lay.frame_id:X}): {kind} where the DBC has a "
+                         f"{'CAN FD' if lay.fd else 'classic'} data frame")
+            return
+        if n:
+            self._rx_buf[:n] = np.frombuffer(data, dtype=np.uint8, count=n)
+        with self._lock:
+            verdict = CL.rx_frame(m, self._rx_buf, n, self.ms.rx.M, self.ms.rx.S, self.ms.rx.SF, self.ms.rx.SEG,
+                                  self.ms.rx.ALLOW, CL.CRC8_J1850_TABLE, self._cnt_state, self._counts,
+                                  self._values, self._seq, self._detail)
+        if verdict != CL.RX_OK:
+            self._reject(m, verdict, self._explain(m, verdict))
+
+    def _explain(self, m: int, verdict: int) -> str:
+        lay = self.ms.rx.messages[m]
+        d0, d1 = int(self._detail[0]), int(self._detail[1])
+        head = f"{lay.name} (0x{lay.frame_id:X})"
+        if verdict == CL.RX_DLC:
+            return f"{head}: {d1} data bytes, the DBC says {d0}"
+        if verdict == CL.RX_CRC:
+            return f"{head}: wrong checksum 0x{d1:02X}, expected 0x{d0:02X}"
+        if verdict == CL.RX_COUNTER_FROZEN:
+            return f"{head}: alive counter frozen at {d1}"
+        if verdict == CL.RX_COUNTER_JUMP:
+            return f"{head}: alive counter jumped to {d1}, expected {d0}"
+        if verdict == CL.RX_RANGE:
+            s = int(self._detail[2])
+            sig = lay.signals[s - int(self.ms.rx.M[m, CL.M_SIG0])]
+            phys = d1 * sig.scale + sig.offset
+            lo = sig.raw_lo * sig.scale + sig.offset
+            hi = sig.raw_hi * sig.scale + sig.offset
+            port = self.plant.inputs[sig.target].name
+            what = f"not an allowed value of {port}" if sig.allowed_raw and sig.raw_lo <= d1 <= sig.raw_hi \
+                else f"outside [{min(lo, hi):g}, {max(lo, hi):g}]"
+            return f"{head}: {sig.name} = {phys:g} is {what}"
+        return f"{head}: rejected ({CL.RX_REASONS[verdict]})"
+
+    def _reject(self, m: int, verdict: int, text: str) -> None:
+        self.last_reject = text
+        self._rate_log((m, verdict), f"CAN {self.name}: {text}")
+
+    # -- real-time path --------------------------------------------------------------------
+    def read(self, tick: int, now_ns: int) -> None:
+        """Apply commands validated since the last tick; feed the watchdog while all are fresh.
+
+        Called in the real-time loop.
+        """
+        rx = self.ms.rx
+        if self._lock.acquire(False):
+            try:
+                r = CL.rx_apply(tick, True, rx.M, rx.S, self._values, self._seq, self._seen, self._last_tick,
+                                self._stale, self._timeouts, self.plant.u, self.plant.u_rate)
+            finally:
+                self._lock.release()
+        else:
+            self.mailbox_busy += 1
+            r = CL.rx_apply(tick, False, rx.M, rx.S, self._values, self._seq, self._seen, self._last_tick,
+                            self._stale, self._timeouts, self.plant.u, self.plant.u_rate)
+        fresh = r & 1 == 1
+        self.commands_fresh = fresh
+        if fresh:
+            self.ctx.feed_watchdog(now_ns)
+
+    def write(self, tick: int, now_ns: int) -> None:
+        """Send the messages due this tick.  Non-blocking.  Called in the real-time loop."""
+        tx = self.ms.tx
+        aux = self._aux
+        aux[_A_TICK] = tick
+        if self._overruns_arr is not None:
+            aux[_A_OVERRUNS] = self._overruns_arr[self._overruns_idx]
+        if self._wd_flag is not None:
+            aux[_A_WATCHDOG] = self._wd_flag[0]
+        aux[_A_FRESH] = 1.0 if self.commands_fresh else 0.0
+        aux[_A_UNKNOWN] = self.unknown_ids
+        aux[_A_TX_ERRORS] = self.tx_errors
+        _refresh_aux(aux, self._counts, self._timeouts)
+        n_due = CL.tx_pack(tick, tx.M, tx.S, tx.SF, tx.SEG, self.plant.y, aux, CL.CRC8_J1850_TABLE,
+                           self._tx_counter, self._tx_buf, self._due, self._saturated)
+        if n_due == 0:
+            return
+        bus = self._bus
+        rec = self._recorder
+        for i in range(n_due):
+            k = self._due[i]
+            msg = self._tx_msgs[k]
+            msg.data[:] = self._tx_views[k]
+            msg.timestamp = time.time()
+            try:
+                bus.send(msg, 0.0)
+            except Exception:  # CanError, OSError: counted (and visible in status), never raised into the loop
+                self.tx_errors += 1
+                continue
+            self._tx_sent[k] += 1
+            if rec is not None:
+                rec.put_tx(msg.timestamp, msg.arbitration_id, msg.is_extended_id, msg.is_fd, bytes(msg.data))
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop receiving, close the share and the bus, then flush and close the recording.  Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2.0)
+        if self._share is not None:
+            self._share.close()
+        if self._bus is not None:
+            try:
+                self._bus.shutdown()
+            except Exception as exc:
+                self.log.warning("CAN %s: shutting the bus down: %s", self.name, exc)
+        if self._recorder is not None:
+            self._recorder.close()
+
+    # -- reporting ------------------------------------------------------------------------------
+    def status(self) -> dict:
+        """Counters for the status channel: every rejection reason, timeouts, transmit counts."""
+        if not self._opened and self._bus is None:
+            return {"type": "can", "open": False}
+        c = self._counts
+        rx_msgs = {}
+        for k, m in enumerate(self.ms.rx.messages):
+            rx_msgs[m.name] = {"accepted": int(c[k, CL.RX_OK]), "crc": int(c[k, CL.RX_CRC]),
+                               "counter_frozen": int(c[k, CL.RX_COUNTER_FROZEN]),
+                               "counter_jump": int(c[k, CL.RX_COUNTER_JUMP]), "dlc": int(c[k, CL.RX_DLC]),
+                               "out_of_range": int(c[k, CL.RX_RANGE]), "lost": int(c[k, CL.RX_LOST]),
+                               "timeouts": int(self._timeouts[k]), "stale": bool(self._stale[k]),
+                               "required": m.required}
+        n = self.ms.rx.n_msg
+        rejected = {"crc": int(c[:n, CL.RX_CRC].sum()), "counter_frozen": int(c[:n, CL.RX_COUNTER_FROZEN].sum()),
+                    "counter_jump": int(c[:n, CL.RX_COUNTER_JUMP].sum()), "dlc": int(c[:n, CL.RX_DLC].sum()),
+                    "unknown_id": int(self.unknown_ids), "out_of_range": int(c[:n, CL.RX_RANGE].sum())}
+        tx_msgs = {m.name: {"sent": int(self._tx_sent[k]), "saturated": int(self._saturated[k])}
+                   for k, m in enumerate(self.ms.tx.messages)}
+        out = {
+            "type": "can",
+            "interface": self.interface,
+            "channel": self.channel,
+            "message_set": self.ms.source,
+            "dbc": self.ms.dbc_path,
+            "commands_fresh": bool(self.commands_fresh),
+            "rx": {"frames": int(self.rx_frames), "accepted": int(c[:n, CL.RX_OK].sum()), "rejected": rejected,
+                   "rejected_total": sum(rejected.values()), "lost": int(c[:n, CL.RX_LOST].sum()),
+                   "timeouts": int(self._timeouts[:n].sum()), "error_frames": int(self.error_frames),
+                   "bus_errors": int(self.bus_errors), "mailbox_busy": int(self.mailbox_busy),
+                   "last_reject": self.last_reject, "messages": rx_msgs},
+            "tx": {"frames": int(self._tx_sent.sum()), "errors": int(self.tx_errors),
+                   "saturated": int(self._saturated.sum()), "messages": tx_msgs},
+        }
+        if self._recorder is not None:
+            out["recording"] = self._recorder.status()
+        if self._share is not None:
+            out["share"] = self._share.status()
+        return out
+
+    @property
+    def share_url(self) -> str | None:
+        """Where other processes connect (``can.Bus(interface="remote", channel=...)``), if shared."""
+        return self._share.url if self._share is not None else None
+
+
+def _factory(name: str, options: dict) -> Adapter:
+    return CanAdapter(name, options)
+
+
+register_adapter("can", _factory)
+
+__all__ = ["CanAdapter", "ConfigError"]

@@ -1,0 +1,410 @@
+"""CAN message sets: a DBC file plus the mapping of its signals to plant ports.
+
+A message set is a TOML file in ``configs/`` (``io_can_<plant>.toml``)::
+
+    dbc = "powershift.dbc"            # relative to this file
+
+    [defaults]
+    timeout_cycles = 3                # a command is stale after 3 missed cycles
+    max_delta_counter = 1             # accepted alive-counter step (1 = no lost frame)
+
+    [rx.TCU_ClutchCmdA]               # TCU -> plant: DBC message name
+    checksum = "ClutchCmdA_CRC"       # CRC-8 SAE J1850 byte (optional)
+    counter = "ClutchCmdA_Counter"    # alive counter (optional)
+    data_id = 0x0100                  # E2E data ID (default: the frame ID)
+    [rx.TCU_ClutchCmdA.signals]
+    PressureCmd_C1 = "p_c1"           # DBC signal = plant input
+
+    [tx.HIL_SpeedsA]                  # plant -> TCU
+    checksum = "SpeedsA_CRC"
+    counter = "SpeedsA_Counter"
+    [tx.HIL_SpeedsA.signals]
+    EngineSpeed = "w_1"               # DBC signal = plant output or status source
+
+Everything is resolved once, when the server starts (:func:`load_message_set`):
+DBC messages and signals by name, plant ports by name, unit conversions
+(the DBC may carry rpm where the plant speaks rad/s), accepted raw ranges
+(the DBC's range intersected with the plant's declared range and allowed
+values), cycle times in ticks (from the DBC's ``GenMsgCycleTime``), start
+offsets (``GenMsgStartDelayTime``, else staggered) and receive timeouts.
+The result is a pair of :class:`~io_adapters.can_layout.CompiledLayout`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
+from plant_models.plant import Plant
+
+from .can_layout import (SOURCE_AUX, SOURCE_PLANT, CompiledLayout, MessageLayout, SignalLayout, compile_layout,
+                         raw_bounds, raw_range)
+
+# Values a transmitted signal can carry besides plant outputs (index = position).
+AUX_SOURCES = (
+    ("hil.tick", "loop tick number since start"),
+    ("hil.overruns", "ticks that missed their deadline"),
+    ("hil.watchdog", "command watchdog: 0 = commands fresh, 1 = tripped (safe state)"),
+    ("can.commands_fresh", "1 when every required command message is fresh"),
+    ("can.crc_errors", "received frames rejected for a wrong checksum"),
+    ("can.counter_errors", "received frames rejected for a frozen or jumping alive counter"),
+    ("can.dlc_errors", "received frames rejected for a wrong length"),
+    ("can.unknown_ids", "received frames with an ID outside the message set"),
+    ("can.range_errors", "received frames rejected for a value out of range"),
+    ("can.timeouts", "command messages that went stale"),
+    ("can.rx_ok", "received frames accepted"),
+    ("can.tx_errors", "frames the bus refused to send"),
+)
+AUX_INDEX = {name: k for k, (name, _) in enumerate(AUX_SOURCES)}
+
+# unit -> (quantity, SI factor); plant value = DBC value * f_dbc / f_plant
+_UNITS = {
+    "rad/s": ("angular speed", 1.0), "rpm": ("angular speed", 2.0 * math.pi / 60.0),
+    "1/min": ("angular speed", 2.0 * math.pi / 60.0), "u/min": ("angular speed", 2.0 * math.pi / 60.0),
+    "deg/s": ("angular speed", math.pi / 180.0),
+    "pa": ("pressure", 1.0), "hpa": ("pressure", 100.0), "mbar": ("pressure", 100.0), "kpa": ("pressure", 1e3),
+    "bar": ("pressure", 1e5), "mpa": ("pressure", 1e6), "psi": ("pressure", 6894.757293168361),
+    "n m": ("torque", 1.0), "nm": ("torque", 1.0), "n.m": ("torque", 1.0), "n*m": ("torque", 1.0),
+    "knm": ("torque", 1e3), "k n m": ("torque", 1e3),
+    "m/s": ("speed", 1.0), "km/h": ("speed", 1.0 / 3.6), "kph": ("speed", 1.0 / 3.6), "mph": ("speed", 0.44704),
+    "j": ("energy", 1.0), "kj": ("energy", 1e3), "mj": ("energy", 1e6),
+    "s": ("time", 1.0), "ms": ("time", 1e-3), "us": ("time", 1e-6),
+    "rad": ("angle", 1.0), "deg": ("angle", math.pi / 180.0),
+    "w": ("power", 1.0), "kw": ("power", 1e3),
+    "-": ("dimensionless", 1.0), "": ("dimensionless", 1.0), "1": ("dimensionless", 1.0),
+}
+
+
+def _norm_unit(unit: str | None) -> str:
+    return re.sub(r"\s+", " ", (unit or "").strip().lower())
+
+
+def unit_gain(dbc_unit: str | None, plant_unit: str) -> float | None:
+    """Factor ``g`` with plant value = g * DBC value, or None if the units are unknown or incompatible."""
+    a, b = _norm_unit(dbc_unit), _norm_unit(plant_unit)
+    if a == b:
+        return 1.0
+    if a in _UNITS and b in _UNITS and _UNITS[a][0] == _UNITS[b][0]:
+        return _UNITS[a][1] / _UNITS[b][1]
+    return None
+
+
+@dataclass
+class MessageSet:
+    """A resolved message set: both directions compiled, plus what docs and status need."""
+
+    source: str
+    dbc_path: str
+    db: object  # cantools.database.can.Database
+    rx: CompiledLayout
+    tx: CompiledLayout
+    notes: list[str]
+
+    def frame_ids(self) -> dict[tuple[int, bool], int]:
+        """(frame ID, extended) -> receive row (for the receive thread's look-up)."""
+        return {(m.frame_id, m.extended): k for k, m in enumerate(self.rx.messages)}
+
+
+def load_dbc(path: Path, source: str, key: str):
+    """Load a DBC with cantools; any problem becomes a ConfigError naming the file."""
+    import cantools
+
+    try:
+        return cantools.database.load_file(str(path), database_format="dbc", strict=True)
+    except FileNotFoundError:
+        raise ConfigError(source, key, f"DBC file {path} not found") from None
+    except Exception as exc:  # cantools raises several unrelated types for bad files
+        raise ConfigError(source, key, f"DBC file {path} cannot be read: {exc}") from None
+
+
+def load_message_set(path_or_name: str | Path, plant: Plant, period_s: float) -> MessageSet:
+    """Read a message-set file and resolve it against ``plant`` for a loop of ``period_s``.
+
+    Raises ConfigError (file, key, problem) for anything that does not fit:
+    unknown DBC message or signal, unknown plant port, incompatible units, a
+    cycle time that is not a whole number of ticks, a mapped input whose
+    plant range the DBC signal cannot carry, and so on.
+    """
+    path = resolve_config(path_or_name)
+    data = load_toml(path)
+    cfg = ConfigReader(data, str(path))
+    dbc_name = cfg.string("dbc")
+    dbc_path = Path(dbc_name)
+    if not dbc_path.is_absolute():
+        dbc_path = path.parent / dbc_path
+    db = load_dbc(dbc_path, str(path), "dbc")
+    defaults = cfg.sub("defaults", required=False)
+    timeout_cycles = defaults.number("timeout_cycles", 3.0, positive=True)
+    max_delta = defaults.integer("max_delta_counter", 1, lo=1)
+    defaults.reject_unknown()
+    notes: list[str] = []
+    rx_tab = cfg.sub("rx", required=False)
+    tx_tab = cfg.sub("tx", required=False)
+    rx = [_message(rx_tab, name, db, plant, period_s, "rx", timeout_cycles, max_delta, notes) for name in rx_tab.data]
+    tx = [_message(tx_tab, name, db, plant, period_s, "tx", timeout_cycles, max_delta, notes) for name in tx_tab.data]
+    cfg.reject_unknown()
+    seen: dict[tuple[int, bool], str] = {}
+    for m in rx:
+        k = (m.frame_id, m.extended)
+        if k in seen:
+            raise ConfigError(str(path), f"rx.{m.name}", f"frame ID 0x{m.frame_id:X} is already received as {seen[k]}")
+        seen[k] = m.name
+    _stagger(tx)
+    return MessageSet(str(path), str(dbc_path), db, compile_layout(rx), compile_layout(tx), notes)
+
+
+def _stagger(tx: list[MessageLayout]) -> None:
+    """Spread messages without an explicit start delay over the ticks of their cycle.
+
+    Sending all messages of a cycle in one tick would make that tick the
+    slowest and bunch the frames on the bus; message k starts at tick
+    ``k mod period`` instead (the DBC's GenMsgStartDelayTime wins if set).
+    """
+    for k, m in enumerate(tx):
+        if m.offset_ticks < 0 and m.period_ticks > 0:
+            m.offset_ticks = k % m.period_ticks
+        m.offset_ticks = max(m.offset_ticks, 0)
+
+
+def _ticks(ms: float, period_s: float, reader: ConfigReader, key: str, what: str) -> int:
+    ticks = ms * 1e-3 / period_s
+    n = round(ticks)
+    if n < 1 or abs(ticks - n) > 1e-6 * max(ticks, 1.0):
+        raise reader.error(key, f"{what} {ms:g} ms is not a whole number of {period_s * 1e3:g} ms ticks")
+    return n
+
+
+def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, direction: str,
+             timeout_cycles: float, max_delta_default: int, notes: list[str]) -> MessageLayout:
+    mc = tab.sub(name)
+    try:
+        msg = db.get_message_by_name(name)
+    except KeyError:
+        raise tab.error(name, f"no message {name!r} in the DBC; its messages are "
+                        + ", ".join(sorted(m.name for m in db.messages))) from None
+    if msg.is_multiplexed():
+        raise tab.error(name, "multiplexed messages are not supported")
+    if msg.is_container:
+        raise tab.error(name, "container messages are not supported")
+    sig_names = [s.name for s in msg.signals]
+
+    def sig_index(key: str) -> int:
+        if not mc.has(key):
+            return -1
+        sname = mc.string(key)
+        if sname not in sig_names:
+            raise mc.error(key, f"message {name} has no signal {sname!r}; its signals are {', '.join(sig_names)}")
+        return sig_names.index(sname)
+
+    crc_i = sig_index("checksum")
+    cnt_i = sig_index("counter")
+    if crc_i >= 0 and cnt_i == crc_i:
+        raise mc.error("counter", "the counter and the checksum must be different signals")
+    data_id = mc.integer("data_id", msg.frame_id & 0xFFFF, lo=0, hi=0xFFFF)
+    max_delta = mc.integer("max_delta_counter", max_delta_default, lo=1)
+    cycle_ms = msg.cycle_time or 0
+    if mc.has("cycle_ms"):
+        cycle_ms = mc.number("cycle_ms", positive=True)
+    layouts: list[SignalLayout] = []
+    for s in msg.signals:
+        if s.is_float:
+            lo_b, hi_b = 0, 0
+        else:
+            lo_b, hi_b = raw_bounds(s.length, s.is_signed)
+        layouts.append(SignalLayout(s.name, s.start, s.length, s.byte_order == "little_endian", s.is_signed,
+                                    float(s.scale), float(s.offset), lo_b, hi_b))
+    counter_mod = 16
+    if cnt_i >= 0:
+        cs = msg.signals[cnt_i]
+        if cs.is_signed or cs.scale != 1 or cs.offset != 0 or cs.is_float:
+            raise mc.error("counter", f"{cs.name} must be an unsigned raw integer (scale 1, offset 0)")
+        counter_mod = (int(cs.maximum) if cs.maximum is not None else (1 << cs.length) - 1) + 1
+        if counter_mod < 2:
+            raise mc.error("counter", f"{cs.name} must count at least 0..1")
+    if crc_i >= 0:
+        cs = msg.signals[crc_i]
+        if cs.length != 8 or cs.is_signed or cs.start % 8 != (0 if cs.byte_order == "little_endian" else 7):
+            raise mc.error("checksum", f"{cs.name} must be an unsigned 8-bit signal filling one byte")
+    sigs = mc.sub("signals", required=False)
+    for sname in sigs.data:
+        if sname not in sig_names:
+            raise sigs.error(sname, f"message {name} has no signal {sname!r}; its signals are {', '.join(sig_names)}")
+        j = sig_names.index(sname)
+        if j in (crc_i, cnt_i):
+            raise sigs.error(sname, "is the message's checksum or counter; the adapter fills and checks it")
+        dbc_sig = msg.signals[j]
+        if dbc_sig.is_float:
+            raise sigs.error(sname, "IEEE float signals are not supported; use a scaled integer signal")
+        port, factor, bias = _mapping_entry(sigs, sname)
+        lay = layouts[j]
+        if direction == "rx":
+            _resolve_rx(sigs, sname, dbc_sig, lay, plant, port, factor, bias)
+        else:
+            _resolve_tx(sigs, sname, dbc_sig, lay, plant, port, factor, bias, notes, name)
+    required = mc.boolean("required", True) if direction == "rx" else False
+    period_ticks = offset_ticks = timeout_ticks = 0
+    if direction == "tx":
+        if not cycle_ms:
+            raise mc.error("cycle_ms", f"message {name} has no GenMsgCycleTime in the DBC; give cycle_ms here")
+        period_ticks = _ticks(cycle_ms, period_s, mc, "cycle_ms", "cycle time")
+        offset_ticks = -1
+        delay = msg.dbc.attributes.get("GenMsgStartDelayTime") if msg.dbc is not None else None
+        if mc.has("start_delay_ms"):
+            offset_ticks = round(mc.number("start_delay_ms", nonnegative=True) * 1e-3 / period_s)
+        elif delay is not None:
+            offset_ticks = round(float(delay.value) * 1e-3 / period_s)
+    else:
+        if mc.has("timeout_ms"):
+            timeout_ms = mc.number("timeout_ms", positive=True)
+        elif cycle_ms:
+            timeout_ms = timeout_cycles * cycle_ms
+        else:
+            raise mc.error("timeout_ms", f"message {name} has no GenMsgCycleTime in the DBC; give timeout_ms here")
+        timeout_ticks = max(1, math.ceil(timeout_ms * 1e-3 / period_s - 1e-9))
+    mc.reject_unknown()
+    return MessageLayout(name=name, frame_id=msg.frame_id, extended=bool(msg.is_extended_frame), fd=bool(msg.is_fd),
+                         length=msg.length, signals=layouts, crc_signal=crc_i, counter_signal=cnt_i,
+                         counter_modulus=counter_mod, data_id=data_id, max_delta=max_delta,
+                         period_ticks=period_ticks, offset_ticks=offset_ticks, timeout_ticks=timeout_ticks,
+                         required=required)
+
+
+def _mapping_entry(sigs: ConfigReader, sname: str) -> tuple[str, float | None, float]:
+    val = sigs.raw(sname)
+    if isinstance(val, str):
+        return val, None, 0.0
+    if isinstance(val, dict):
+        t = ConfigReader(val, sigs.source, sigs.key(sname))
+        port = t.string("port")
+        factor = t.number("factor") if t.has("factor") else None
+        if factor == 0:
+            raise t.error("factor", "must not be 0")
+        bias = t.number("bias", 0.0)
+        t.reject_unknown()
+        return port, factor, bias
+    raise sigs.error(sname, "must be a port name or a table { port = ..., factor = ..., bias = ... }")
+
+
+def _gain(sigs: ConfigReader, sname: str, dbc_unit, port_unit: str, port: str, factor) -> float:
+    if factor is not None:
+        return float(factor)
+    g = unit_gain(dbc_unit, port_unit)
+    if g is None:
+        raise sigs.error(sname, f"unit {dbc_unit or '(none)'!r} of the DBC signal does not convert to unit "
+                         f"{port_unit!r} of {port}; give {{ port = \"{port}\", factor = ... }} "
+                         "(plant value = factor * DBC value + bias)")
+    return g
+
+
+def _resolve_rx(sigs, sname, dbc_sig, lay: SignalLayout, plant: Plant, port, factor, bias) -> None:
+    try:
+        k = plant.input_index(port)
+    except KeyError as exc:
+        raise sigs.error(sname, str(exc.args[0])) from None
+    ps = plant.inputs[k]
+    gain = _gain(sigs, sname, dbc_sig.unit, ps.unit, port, factor)
+    # accepted range in DBC units: the DBC's own range and the plant's declared range
+    a, b = (ps.lo - bias) / gain, (ps.hi - bias) / gain
+    lo, hi = min(a, b), max(a, b)
+    if dbc_sig.minimum is not None:
+        lo = max(lo, float(dbc_sig.minimum))
+    if dbc_sig.maximum is not None:
+        hi = min(hi, float(dbc_sig.maximum))
+    rlo, rhi = raw_range(lay.length, lay.signed, lay.scale, lay.offset, lo, hi)
+    if rlo > rhi:
+        raise sigs.error(sname, f"the DBC signal cannot carry any value of {port} "
+                         f"([{ps.lo:g}, {ps.hi:g}] {ps.unit})")
+    step = gain * lay.scale
+    if ps.integer and not (_whole(step) and _whole(gain * lay.offset + bias)):
+        raise sigs.error(sname, f"{port} takes whole numbers; the signal's scaling (factor {lay.scale:g}, "
+                         f"offset {lay.offset:g}) gives fractions")
+    allowed: list[int] = []
+    for v in ps.allowed:
+        x = ((v - bias) / gain - lay.offset) / lay.scale
+        r = round(x)
+        if abs(x - r) > 1e-9 or not rlo <= r <= rhi:
+            raise sigs.error(sname, f"allowed value {v:g} of {port} is not representable in the DBC signal")
+        allowed.append(int(r))
+    lay.raw_lo, lay.raw_hi = rlo, rhi
+    lay.target = k
+    lay.gain, lay.bias = gain, bias
+    lay.allowed_raw = tuple(allowed)
+
+
+def _resolve_tx(sigs, sname, dbc_sig, lay: SignalLayout, plant: Plant, port, factor, bias, notes, msg_name) -> None:
+    if port in AUX_INDEX:
+        lay.source, lay.target, unit = SOURCE_AUX, AUX_INDEX[port], "-"
+        lo_p = hi_p = None
+    else:
+        try:
+            k = plant.output_index(port)
+        except KeyError as exc:
+            raise sigs.error(sname, str(exc.args[0]) + "; or a status source: " + ", ".join(AUX_INDEX)) from None
+        ps = plant.outputs[k]
+        lay.source, lay.target, unit = SOURCE_PLANT, k, ps.unit
+        lo_p, hi_p = ps.lo, ps.hi
+    gain = _gain(sigs, sname, dbc_sig.unit, unit, port, factor)
+    lay.gain, lay.bias = gain, bias
+    lo = float(dbc_sig.minimum) if dbc_sig.minimum is not None else None
+    hi = float(dbc_sig.maximum) if dbc_sig.maximum is not None else None
+    lay.raw_lo, lay.raw_hi = raw_range(lay.length, lay.signed, lay.scale, lay.offset, lo, hi)
+    if lay.raw_lo > lay.raw_hi:
+        raise sigs.error(sname, "the DBC range is empty")
+    if lo_p is not None:
+        phys = sorted(((lo_p - bias) / gain, (hi_p - bias) / gain))
+        carry = sorted((lay.raw_lo * lay.scale + lay.offset, lay.raw_hi * lay.scale + lay.offset))
+        if phys[0] < carry[0] - 1e-9 or phys[1] > carry[1] + 1e-9:
+            notes.append(f"{msg_name}.{sname} carries [{carry[0]:g}, {carry[1]:g}] {dbc_sig.unit or ''}; "
+                         f"{port} spans [{phys[0]:g}, {phys[1]:g}] in those units and saturates outside")
+
+
+def _whole(x: float) -> bool:
+    return abs(x - round(x)) < 1e-9
+
+
+def message_table_markdown(ms_path: str | Path) -> str:
+    """Markdown tables of a message set (for docs/can.md): messages, then signals with their mapping.
+
+    Needs no plant: the mapping is shown as written in the message-set file.
+    """
+    path = resolve_config(ms_path)
+    data = load_toml(path)
+    cfg = ConfigReader(data, str(path))
+    dbc_path = Path(cfg.string("dbc"))
+    if not dbc_path.is_absolute():
+        dbc_path = path.parent / dbc_path
+    db = load_dbc(dbc_path, str(path), "dbc")
+    lines = [f"Generated from `configs/{dbc_path.name}` and `configs/{path.name}`.", "",
+             "| direction | message | ID | DLC | cycle, ms | sender | E2E (checksum, counter, data ID) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = []
+    for direction in ("rx", "tx"):
+        for name, tab in (data.get(direction) or {}).items():
+            msg = db.get_message_by_name(name)
+            cyc = tab.get("cycle_ms", msg.cycle_time or "")
+            e2e = "-"
+            if "checksum" in tab or "counter" in tab:
+                e2e = f"{tab.get('checksum', '-')}, {tab.get('counter', '-')}, 0x{tab.get('data_id', msg.frame_id):04X}"
+            arrow = "TCU -> plant" if direction == "rx" else "plant -> TCU"
+            lines.append(f"| {arrow} | {name} | 0x{msg.frame_id:03X} | {msg.length} | {cyc} | "
+                         f"{', '.join(msg.senders)} | {e2e} |")
+            rows.append((direction, name, msg, tab))
+    lines += ["", "| message | signal | bits (start\\|length, order) | factor, offset | range | unit | plant port |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for direction, name, msg, tab in rows:
+        mapping = tab.get("signals", {})
+        for s in msg.signals:
+            port = mapping.get(s.name, "")
+            if isinstance(port, dict):
+                port = f"{port.get('port')} (x {port.get('factor', 1)})"
+            if s.name in (tab.get("checksum"), tab.get("counter")):
+                port = "(E2E)"
+            order = "Intel" if s.byte_order == "little_endian" else "Motorola"
+            sign = ", signed" if s.is_signed else ""
+            rng = f"{s.minimum:g} .. {s.maximum:g}" if s.minimum is not None and s.maximum is not None else ""
+            lines.append(f"| {name} | {s.name} | {s.start}\\|{s.length}, {order}{sign} | {s.scale:g}, {s.offset:g} | "
+                         f"{rng} | {s.unit or ''} | {port} |")
+    return "\n".join(lines) + "\n"

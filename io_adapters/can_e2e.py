@@ -1,0 +1,103 @@
+"""End-to-end protection for the other side of the bus (TCU emulators, tests, tools).
+
+Plain Python with cantools, independent of the compiled codec the plant
+server uses (:mod:`io_adapters.can_layout`), so the two check each other.
+The protection is the one documented there: CRC-8 SAE J1850 (poly 0x1D,
+init 0xFF, final XOR 0xFF) over the data ID (low byte, high byte) and the
+payload without the checksum byte, plus an alive counter.
+
+Example::
+
+    db = cantools.database.load_file("configs/powershift.dbc")
+    tx = E2EEncoder(db.get_message_by_name("TCU_ClutchCmdA"), "ClutchCmdA_CRC", "ClutchCmdA_Counter", 0x0100)
+    frame = tx.encode({"PressureCmd_C1": 16.0, ...})   # counter advanced, CRC set
+"""
+
+from __future__ import annotations
+
+
+def _table() -> list[int]:
+    out = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1D) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+        out.append(crc)
+    return out
+
+
+_TABLE = _table()
+
+
+def crc8_sae_j1850(data: bytes, data_id: int | None = None, skip_byte: int | None = None) -> int:
+    """CRC-8 SAE J1850 of ``data`` (without ``skip_byte``), preceded by the 16-bit data ID if given."""
+    crc = 0xFF
+    prefix = b"" if data_id is None else bytes((data_id & 0xFF, (data_id >> 8) & 0xFF))
+    for b in prefix:
+        crc = _TABLE[crc ^ b]
+    for i, b in enumerate(data):
+        if i != skip_byte:
+            crc = _TABLE[crc ^ b]
+    return crc ^ 0xFF
+
+
+def _byte_of(signal) -> int:
+    if signal.length != 8 or signal.start % 8 != (0 if signal.byte_order == "little_endian" else 7):
+        raise ValueError(f"{signal.name} is not a whole-byte checksum signal")
+    return signal.start // 8
+
+
+class E2EEncoder:
+    """Encodes one DBC message with cantools and protects it (alive counter, then CRC)."""
+
+    def __init__(self, message, crc_signal: str, counter_signal: str, data_id: int | None = None):
+        self.message = message
+        self.crc_signal = crc_signal
+        self.counter_signal = counter_signal
+        self.data_id = message.frame_id & 0xFFFF if data_id is None else data_id
+        cs = message.get_signal_by_name(counter_signal)
+        self.modulus = int(cs.maximum if cs.maximum is not None else (1 << cs.length) - 1) + 1
+        self.crc_byte = _byte_of(message.get_signal_by_name(crc_signal))
+        self.counter = 0
+
+    def encode(self, values: dict, counter: int | None = None, corrupt_crc: bool = False) -> bytes:
+        """Payload with the next (or the given) alive counter and a correct (or deliberately wrong) CRC."""
+        c = self.counter if counter is None else counter
+        self.counter = (c + 1) % self.modulus
+        full = dict(values)
+        full[self.counter_signal] = c
+        full[self.crc_signal] = 0
+        data = bytearray(self.message.encode(full, scaling=True, strict=False))
+        crc = crc8_sae_j1850(bytes(data), self.data_id, self.crc_byte)
+        data[self.crc_byte] = crc ^ 0x5A if corrupt_crc else crc
+        return bytes(data)
+
+
+class E2EDecoder:
+    """Checks and decodes one protected DBC message (the receiving side of :class:`E2EEncoder`)."""
+
+    def __init__(self, message, crc_signal: str, counter_signal: str, data_id: int | None = None):
+        self.message = message
+        self.crc_signal = crc_signal
+        self.counter_signal = counter_signal
+        self.data_id = message.frame_id & 0xFFFF if data_id is None else data_id
+        self.crc_byte = _byte_of(message.get_signal_by_name(crc_signal))
+        cs = message.get_signal_by_name(counter_signal)
+        self.modulus = int(cs.maximum if cs.maximum is not None else (1 << cs.length) - 1) + 1
+        self.last: int | None = None
+        self.crc_errors = 0
+        self.counter_errors = 0
+
+    def decode(self, data: bytes) -> dict | None:
+        """Decoded signals, or None if the CRC is wrong or the counter did not advance by 1."""
+        if crc8_sae_j1850(bytes(data), self.data_id, self.crc_byte) != data[self.crc_byte]:
+            self.crc_errors += 1
+            return None
+        values = self.message.decode(bytes(data), decode_choices=False)
+        c = int(values[self.counter_signal])
+        ok = self.last is None or (c - self.last) % self.modulus == 1
+        self.last = c
+        if not ok:
+            self.counter_errors += 1
+            return None
+        return values

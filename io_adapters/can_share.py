@@ -1,0 +1,111 @@
+"""Cross-process virtual CAN without vcan: the adapter's virtual bus offered on loopback.
+
+python-can's ``virtual`` bus connects buses inside one process only, and
+SocketCAN's vcan needs a kernel module that some CI kernels (and many
+containers) lack.  :class:`LoopbackShare` runs a python-can-remote server
+(a websocket bridge) inside the plant server, bound to 127.0.0.1, that
+opens one more virtual bus on the adapter's channel for each connecting
+process.  A TCU emulator, a test or CANoe-less tooling in another process
+then uses an ordinary python-can bus::
+
+    bus = can.Bus(interface="remote", channel="ws://127.0.0.1:54701/")
+
+python-can-remote listens on 0.0.0.0 unless told otherwise; this class
+binds to loopback and refuses any other address unless the configuration
+says ``allow_non_loopback = true``: the bridge has no authentication, and a
+CAN bus that drives clutch pressures must not be reachable from the network
+by accident.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import threading
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 54701
+
+
+class ShareError(RuntimeError):
+    """The loopback bridge cannot be started (bad host, port in use, package missing)."""
+
+
+def is_loopback(host: str) -> bool:
+    """True if every address ``host`` resolves to is a loopback address."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except socket.gaierror:
+        return False
+    addrs = {info[4][0] for info in infos}
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+class LoopbackShare:
+    """A python-can-remote server exposing a virtual CAN channel of this process.
+
+    Parameters
+    ----------
+    channel
+        The python-can virtual channel to share (the adapter's channel).
+    host, port
+        Listening address; ``port = 0`` picks a free port (see :attr:`port`).
+    allow_non_loopback
+        Permit a host that is not a loopback address.
+    rx_queue_size
+        Frames buffered per connected client before the bus reports the
+        client's queue full (a stalled client must not grow memory forever).
+    """
+
+    def __init__(self, channel, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, allow_non_loopback: bool = False,
+                 rx_queue_size: int = 10000, log: logging.Logger | None = None):
+        self.log = log or logging.getLogger(__name__)
+        if not allow_non_loopback and not is_loopback(host):
+            raise ShareError(f"share host {host!r} is not a loopback address; the bridge has no authentication "
+                             "(set allow_non_loopback = true to expose it anyway)")
+        if allow_non_loopback and not is_loopback(host):
+            self.log.warning("CAN share listens on %s: any host that reaches it can drive the plant's CAN bus", host)
+        try:
+            from can_remote import RemoteServer
+        except ImportError:
+            raise ShareError("the CAN share needs the python-can-remote package (pip install python-can-remote)") \
+                from None
+        # The server overrides whatever bus configuration a client asks for.
+        config = dict(interface="virtual", channel=channel, receive_own_messages=False, rx_queue_size=rx_queue_size)
+        try:
+            self._server = RemoteServer(host=host, port=port, **config)
+        except OSError as exc:
+            raise ShareError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        self.host = host
+        self.port = int(self._server.server_port)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs=dict(poll_interval=0.1),
+                                        name="can-share", daemon=True)
+        self._thread.start()
+        self._closed = False
+        self.log.info("CAN share: other processes connect with can.Bus(interface='remote', channel=%r)", self.url)
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.host}:{self.port}/"
+
+    def clients(self) -> int:
+        return len(self._server.clients)
+
+    def close(self) -> None:
+        """Stop accepting, disconnect every client, release the port.  Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._server.shutdown()
+        for proto in list(self._server.clients):
+            proto.running = False
+            try:
+                proto.close()  # websocket close handshake; the client's reply ends the handler thread
+            except OSError:
+                pass
+        self._server.server_close()
+        self._thread.join(timeout=2.0)
+
+    def status(self) -> dict:
+        return {"url": self.url, "clients": self.clients()}
