@@ -130,7 +130,15 @@ class PowershiftParams:
             raise cfg.error("clutches", f"optional per-clutch overrides: a list of {N_CLUTCH} tables")
         clutches = []
         for i in range(N_CLUTCH):
-            over = ConfigReader(per[i], cfg.source, f"clutches[{i}]") if per else None
+            # overrides of single values for clutch i: a [clutch.cN] sub-table, or entry i of the list
+            over = None
+            if base.has(f"c{i + 1}"):
+                if per:
+                    raise base.error(f"c{i + 1}", "give per-clutch overrides either as [clutch.cN] tables "
+                                     "or as the clutches list, not both")
+                over = base.sub(f"c{i + 1}")
+            elif per:
+                over = ConfigReader(per[i], cfg.source, f"clutches[{i}]")
 
             def get(name, kind="number", **kw):
                 if over is not None and over.has(name):

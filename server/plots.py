@@ -1,0 +1,219 @@
+"""PNG figures of an offline run, in the style of the papers.
+
+* Powershift (seed 003, figs. 5-10): axle speeds; the speed ratio of each
+  stage and the overall ratio (reverse sign, as the paper plots them, with
+  the engaged gear); each clutch's friction torque (solid) against its
+  bounds +-K (dashed).
+* DCT (seed 000, figs. 10-11): the speeds of the shafts at the double
+  clutch and the clutch slips; the clutch torques against +-capacity; the
+  overall ratio and engaged gear, the half-shaft torque and vehicle speed.
+* Chain (seed 004, figs. 5-7): velocities, relative velocities, and the
+  friction forces against +-K.
+
+Any other plant gets its speed-like outputs and any ``torque_X`` /
+``capacity_X`` pairs.  Figures are drawn with matplotlib's object API on the
+Agg canvas (no display, no global pyplot state).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from plant_models.plant import Plant
+
+DPI = 100
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
+
+
+def _figure(rows: int, height_per_row: float = 1.9, width: float = 8.0):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, max(2.6, 0.9 + height_per_row * rows)), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = [fig.add_subplot(rows, 1, k + 1) for k in range(rows)]
+    for ax in axes[1:]:
+        ax.sharex(axes[0])
+    for ax in axes:
+        ax.grid(True, linewidth=0.4, alpha=0.6)
+    for ax in axes[:-1]:
+        ax.tick_params(labelbottom=False)
+    axes[-1].set_xlabel("time [s]")
+    return fig, axes
+
+
+def _save(fig, path: Path, title: str) -> Path:
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.savefig(path)
+    return path
+
+
+def _ratio(num: np.ndarray, den: np.ndarray, min_den: float = 1e-3) -> np.ndarray:
+    """num / den, NaN where |den| is too small to give a meaningful ratio."""
+    out = np.full(num.shape, np.nan)
+    ok = np.abs(den) > min_den
+    out[ok] = num[ok] / den[ok]
+    return out
+
+
+def _friction_panel(ax, t, force, bound, label: str, unit: str, color: str = "tab:blue") -> None:
+    """Friction (solid) against its static bounds +-K (dashed), as seed 003 figs. 8-10."""
+    ax.plot(t, force, color=color, linewidth=1.2, label=f"{label}")
+    ax.plot(t, bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8, label=f"$\\pm K$")
+    ax.plot(t, -bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8)
+    ax.set_ylabel(f"{label} [{unit}]")
+    fmax = float(np.nanmax(np.abs(force))) if force.size else 0.0
+    kmax = float(np.nanmax(bound)) if bound.size else 0.0
+    # show the bounds, but keep the friction readable when K is far above it
+    lim = max(fmax, min(kmax, 4.0 * fmax), 1e-9)
+    ax.set_ylim(-1.15 * lim, 1.15 * lim)
+    ax.legend(loc="upper right", fontsize=7, ncol=2)
+
+
+def _gear_twin(ax, t, gear, label="engaged gear") -> None:
+    tw = ax.twinx()
+    tw.step(t, gear, where="post", color="0.45", linewidth=0.9, label=label)
+    tw.set_ylabel(label, color="0.35")
+    top = max(1.0, float(np.nanmax(gear)) if gear.size else 1.0)
+    tw.set_ylim(-0.3, top + 0.6)
+    tw.yaxis.get_major_locator().set_params(integer=True)
+
+
+# -- Powershift ---------------------------------------------------------------------
+def _powershift(trace, out: Path, title: str) -> list[Path]:
+    t = trace.time
+    files = []
+    fig, (ax,) = _figure(1, 3.2)
+    for j in range(4):
+        ax.plot(t, trace.column(f"w_{j + 1}"), color=COLORS[j], label=f"$\\omega_{j + 1}$")
+    ax.set_ylabel("axle speed [rad/s]")
+    ax.legend(loc="upper left", fontsize=8, ncol=4)
+    files.append(_save(fig, out / "speeds.png", f"{title}\naxle speeds (seed 003 fig. 5)"))
+
+    fig, axes = _figure(3)
+    for k, ax in enumerate(axes):
+        r = _ratio(-trace.column(f"w_{k + 2}"), trace.column(f"w_{k + 1}"))
+        ax.plot(t, r, color=COLORS[k])
+        ax.set_ylabel(f"$-\\omega_{k + 2}/\\omega_{k + 1}$")
+    files.append(_save(fig, out / "stage_ratios.png", f"{title}\nspeed ratios, reverse sign (seed 003 fig. 6)"))
+
+    fig, (ax,) = _figure(1, 3.2)
+    ax.plot(t, trace.column("ratio"), color="tab:blue", label="$-\\omega_4/\\omega_1$")
+    ax.set_ylabel("overall ratio $-\\omega_4/\\omega_1$")
+    _gear_twin(ax, t, trace.column("gear"))
+    files.append(_save(fig, out / "overall_ratio.png", f"{title}\noverall ratio, reverse sign (seed 003 fig. 7)"))
+
+    for name, group, fig_no in (("friction_c1_c2", (1, 2), 8), ("friction_c3_c5", (3, 4, 5), 9),
+                                ("friction_c6_c8", (6, 7, 8), 10)):
+        fig, axes = _figure(len(group))
+        for ax, c in zip(axes, group):
+            _friction_panel(ax, t, trace.column(f"torque_c{c}"), trace.column(f"capacity_c{c}"), f"clutch {c}",
+                            "N m", COLORS[(c - 1) % len(COLORS)])
+        files.append(_save(fig, out / f"{name}.png",
+                           f"{title}\nfriction torque (solid) and $\\pm K$ (dashed), seed 003 fig. {fig_no}"))
+    return files
+
+
+# -- DCT -----------------------------------------------------------------------------------
+def _dct(trace, out: Path, title: str) -> list[Path]:
+    t = trace.time
+    files = []
+    fig, axes = _figure(2, 2.4)
+    for nm, lab, col in (("w_engine", "engine", "k"), ("w_odd", "odd shaft (C1)", "tab:blue"),
+                         ("w_even", "even shaft (C2)", "tab:orange")):
+        axes[0].plot(t, trace.column(nm), color=col, label=lab)
+    axes[0].set_ylabel("speed [rad/s]")
+    axes[0].legend(loc="best", fontsize=8, ncol=3)
+    axes[1].plot(t, trace.column("slip_c1"), color="tab:blue", label="C1: $\\omega_e-\\omega_{odd}$")
+    axes[1].plot(t, trace.column("slip_c2"), color="tab:orange", label="C2: $\\omega_e-\\omega_{even}$")
+    axes[1].set_ylabel("clutch slip [rad/s]")
+    axes[1].legend(loc="best", fontsize=8)
+    files.append(_save(fig, out / "speeds.png", f"{title}\nshafts at the double clutch and clutch slips "
+                                                 "(seed 000 fig. 10)"))
+
+    fig, axes = _figure(2, 2.4)
+    for ax, c, col in zip(axes, (1, 2), ("tab:blue", "tab:orange")):
+        _friction_panel(ax, t, trace.column(f"torque_c{c}"), trace.column(f"capacity_c{c}"), f"C{c} torque",
+                        "N m", col)
+    files.append(_save(fig, out / "clutch_friction.png", f"{title}\nclutch torque (solid) and $\\pm K$ (dashed), "
+                                                          "seed 000 fig. 11"))
+
+    fig, axes = _figure(3, 2.0)
+    axes[0].plot(t, trace.column("ratio"), color="tab:blue")
+    axes[0].set_ylabel("$\\omega_e/\\omega_{wheel}$")
+    _gear_twin(axes[0], t, trace.column("gear"))
+    axes[1].plot(t, trace.column("driveshaft_torque"), color="tab:red")
+    axes[1].set_ylabel("half-shaft torque [N m]")
+    axes[2].plot(t, trace.column("vehicle_speed"), color="tab:green")
+    axes[2].set_ylabel("vehicle speed [km/h]")
+    files.append(_save(fig, out / "ratio.png", f"{title}\noverall ratio, engaged gear and output"))
+    return files
+
+
+# -- chain ---------------------------------------------------------------------------------
+def _chain(plant, trace, out: Path, title: str) -> list[Path]:
+    t = trace.time
+    n = sum(1 for nm in trace.names if nm.startswith("v_"))
+    contacts = [nm[len("friction_"):] for nm in trace.names if nm.startswith("friction_")]
+    vunit = plant.output_signal("v_1").unit
+    funit = plant.output_signal(f"friction_{contacts[0]}").unit if contacts else ""
+    files = []
+    fig, (ax,) = _figure(1, 3.2)
+    for j in range(n):
+        ax.plot(t, trace.column(f"v_{j + 1}"), color=COLORS[j % len(COLORS)], label=f"$v_{{{j + 1}}}$")
+    ax.set_ylabel(f"velocity [{vunit}]")
+    ax.legend(loc="best", fontsize=8, ncol=min(n, 6))
+    files.append(_save(fig, out / "velocities.png", f"{title}\nvelocities (seed 004 fig. 5)"))
+
+    fig, axes = _figure(len(contacts), 1.5)
+    for k, (ax, c) in enumerate(zip(axes, contacts)):
+        a, b = c.split("_")
+        ax.plot(t, trace.column(f"slip_{c}"), color=COLORS[k % len(COLORS)])
+        ax.set_ylabel(f"$v_{{{a}}}-v_{{{b}}}$")
+    files.append(_save(fig, out / "relative_velocities.png", f"{title}\nrelative velocities (seed 004 fig. 6)"))
+
+    fig, axes = _figure(len(contacts), 1.6)
+    for k, (ax, c) in enumerate(zip(axes, contacts)):
+        a, b = c.split("_")
+        _friction_panel(ax, t, trace.column(f"friction_{c}"), trace.column(f"static_limit_{c}"),
+                        f"$\\tau_{{{a}{b}}}$", funit, COLORS[k % len(COLORS)])
+    files.append(_save(fig, out / "friction.png", f"{title}\nfriction (solid) and $\\pm K$ (dashed), seed 004 fig. 7"))
+    return files
+
+
+# -- anything else ---------------------------------------------------------------------------
+def _generic(plant, trace, out: Path, title: str) -> list[Path]:
+    t = trace.time
+    files = []
+    speeds = [s.name for s in plant.outputs if s.unit in ("rad/s", "m/s")][:8]
+    if speeds:
+        fig, (ax,) = _figure(1, 3.2)
+        for k, nm in enumerate(speeds):
+            ax.plot(t, trace.column(nm), color=COLORS[k % len(COLORS)], label=nm)
+        ax.set_ylabel("speed")
+        ax.legend(loc="best", fontsize=8, ncol=4)
+        files.append(_save(fig, out / "speeds.png", f"{title}\nspeeds"))
+    pairs = [nm[len("torque_"):] for nm in trace.names
+             if nm.startswith("torque_") and f"capacity_{nm[len('torque_'):]}" in trace.names][:8]
+    if pairs:
+        fig, axes = _figure(len(pairs), 1.6)
+        for k, (ax, c) in enumerate(zip(axes, pairs)):
+            _friction_panel(ax, t, trace.column(f"torque_{c}"), trace.column(f"capacity_{c}"), c,
+                            plant.output_signal(f"torque_{c}").unit, COLORS[k % len(COLORS)])
+        files.append(_save(fig, out / "friction.png", f"{title}\nfriction (solid) and $\\pm K$ (dashed)"))
+    return files
+
+
+def plot_trace(plant: Plant, trace, out_dir: str | Path, title: str = "") -> list[Path]:
+    """Write the figures for this plant's trace into ``out_dir``; returns the PNG paths."""
+    out = Path(out_dir)
+    if plant.kind == "powershift":
+        return _powershift(trace, out, title)
+    if plant.kind == "dct":
+        return _dct(trace, out, title)
+    if plant.kind == "chain":
+        return _chain(plant, trace, out, title)
+    return _generic(plant, trace, out, title)
