@@ -30,6 +30,14 @@ class LoopContext:
     adapters that publish it.  ``control(request)`` executes a control request
     (start/stop/step/...) and returns the reply dict; adapters that carry a
     control channel forward requests to it.
+
+    ``tick_info`` is a small int64 array the loop updates every tick, cheap
+    for adapters to read in ``read``/``write``: ``[0]`` 1 while the command
+    watchdog is tripped, ``[1]`` the status word of the last plant step,
+    ``[2]`` 1 while a loaded scenario drives the inputs (commands are then
+    rejected with reason ``scenario_active``).  ``mode`` is the loop mode
+    (``realtime``, ``lockstep`` or ``afap``); in lockstep and afap the
+    ``now_ns`` the loop passes is simulated time.
     """
 
     period_s: float
@@ -38,6 +46,8 @@ class LoopContext:
     control: Callable[[dict], dict] | None = None
     log: Any = None
     extra: dict = field(default_factory=dict)
+    tick_info: Any = None
+    mode: str = "realtime"
 
 
 class AdapterError(RuntimeError):
@@ -71,6 +81,18 @@ class Adapter(ABC):
 
     def poll_control(self, now_ns: int) -> None:
         """Serve pending control requests (called between ticks, outside the timed part)."""
+
+    def wait_handles(self) -> list:
+        """Sockets or file descriptors the loop may wait on while idle (paused, stopped, lockstep).
+
+        When one becomes readable the loop calls :meth:`poll_control` at once
+        instead of after its idle timeout.  Accepts what ``zmq.Poller``
+        accepts: zmq sockets and plain file descriptors.
+        """
+        return []
+
+    def publish_events(self, events: list[dict]) -> None:
+        """Plant events (clutch stick/breakaway/reversal) since the last call; called between ticks."""
 
     def status(self) -> dict:
         """Counters for the status channel (received, rejected by reason, sent, ...)."""

@@ -1,0 +1,371 @@
+"""Python client of the gearbox-hil server, for controller developers and CI scripts.
+
+>>> from io_adapters.client import HilClient
+>>> with HilClient("tcp://127.0.0.1:5555") as hil:          # the control endpoint
+...     hil.subscribe()                                     # the state stream
+...     hil.set_inputs(p_c1=16.0, engine_torque=400.0)      # partial update by name
+...     s = hil.latest_state(timeout_s=1.0)                 # newest state
+...     print(s.tick, s.t, s.y["w_1"], s.y["gear"])
+
+Lockstep (server started with ``--mode lockstep``): ``hil.step(10, inputs={...})``
+applies the inputs, advances 10 ticks and returns the outputs after them.
+
+Only the control endpoint is needed: the client asks the server for the
+state and command endpoints (``describe``).  Everything here follows
+docs/protocol.md; a client in another language can be written from that
+document alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+from urllib.parse import urlsplit
+
+import msgpack
+import zmq
+
+from .codec import PROTOCOL_VERSION, encode, schema_id
+
+__all__ = ["HilClient", "State", "StepResult", "ServerError"]
+
+
+class ServerError(RuntimeError):
+    """The server answered a control request with an error.
+
+    Attributes
+    ----------
+    code : str
+        The error code (``bad_request``, ``out_of_range``, ``wrong_mode``, ...; docs/protocol.md).
+    message : str
+        What exactly was wrong, for a human.
+    """
+
+    def __init__(self, cmd: str, code: str, message: str):
+        super().__init__(f"{cmd}: {code}: {message}")
+        self.cmd = cmd
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class State:
+    """One state message.
+
+    Attributes
+    ----------
+    seq : int
+        Message sequence number (1, 2, ...; a gap means messages were dropped).
+    tick : int
+        Plant steps taken since the last reset.
+    t : float
+        Simulation time after those steps, s.
+    ack : int
+        ``seq`` of the last command message the server applied (0: none yet).
+    watchdog : bool
+        The command watchdog is tripped.
+    status_word : int
+        Status bits of the last plant step (0: nothing special).
+    y : dict
+        Output values by signal name, in their declared units.
+    received_ns : int
+        ``time.monotonic_ns()`` when the client received the message.
+    """
+
+    seq: int
+    tick: int
+    t: float
+    ack: int
+    watchdog: bool
+    status_word: int
+    y: dict[str, float]
+    received_ns: int = 0
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The reply to a lockstep ``step``: where the plant is after the steps, and its outputs."""
+
+    tick: int
+    t: float
+    status_word: int
+    status_or: int
+    watchdog: bool
+    y: dict[str, float] = field(default_factory=dict)
+    scenario_finished: bool | None = None
+
+
+class HilClient:
+    """Connection to one gearbox-hil server.
+
+    Parameters
+    ----------
+    control
+        The server's control endpoint, e.g. ``"tcp://127.0.0.1:5555"``.
+    timeout_s
+        How long a control request may take before :class:`TimeoutError`.
+        Lockstep steps of many ticks may need more (pass ``timeout_s`` to
+        :meth:`step`).
+    context
+        A zmq context to share; by default the process-wide one.
+    """
+
+    def __init__(self, control: str = "tcp://127.0.0.1:5555", timeout_s: float = 5.0,
+                 context: zmq.Context | None = None):
+        self.control_endpoint = control
+        self.timeout_s = float(timeout_s)
+        self._zctx = context or zmq.Context.instance()
+        self._req: zmq.Socket | None = None
+        self._push: zmq.Socket | None = None
+        self._sub: zmq.Socket | None = None
+        self._ids = itertools.count(1)
+        self._cmd_seq = itertools.count(1)
+        self.plant: dict = {}
+        self.endpoints: dict[str, str] = {}
+        self.input_names: list[str] = []
+        self.output_names: list[str] = []
+        self.last_command_seq = 0
+
+    # ------------------------------------------------------------------ connection
+    def connect(self) -> "HilClient":
+        """Open the control socket and ask the server for its plant and endpoints."""
+        self._req = self._zctx.socket(zmq.REQ)
+        self._req.setsockopt(zmq.LINGER, 0)
+        self._req.setsockopt(zmq.REQ_RELAXED, 1)  # a timed-out request does not wedge the socket
+        self._req.setsockopt(zmq.REQ_CORRELATE, 1)  # and its late reply is discarded
+        self._req.connect(self.control_endpoint)
+        rep = self.request("describe")
+        self.plant = rep["plant"]
+        self.input_names = list(self.plant["input_names"])
+        self.output_names = list(self.plant["output_names"])
+        self.endpoints = {k: self._reachable(v) for k, v in self.plant.get("endpoints", {}).items()}
+        return self
+
+    def _reachable(self, endpoint: str) -> str:
+        """A bound endpoint as this client can reach it (``0.0.0.0``/``*`` become the control host)."""
+        u = urlsplit(endpoint)
+        if u.scheme == "tcp" and u.hostname in ("0.0.0.0", "*", "::", None):
+            host = urlsplit(self.control_endpoint).hostname or "127.0.0.1"
+            return f"tcp://{host}:{u.port}"
+        return endpoint
+
+    def close(self) -> None:
+        """Close all sockets (idempotent)."""
+        for s in (self._req, self._push, self._sub):
+            if s is not None:
+                s.close(0)
+        self._req = self._push = self._sub = None
+
+    def __enter__(self) -> "HilClient":
+        return self.connect() if self._req is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ control
+    def request(self, cmd: str, timeout_s: float | None = None, **args: Any) -> dict:
+        """Send one control request and return its reply.
+
+        Raises
+        ------
+        ServerError
+            The server replied with ``ok: false``.
+        TimeoutError
+            No reply within the timeout.
+        """
+        if self._req is None:
+            raise RuntimeError("not connected; call connect() first")
+        rid = next(self._ids)
+        msg = {"v": PROTOCOL_VERSION, "cmd": cmd, "id": rid}
+        msg.update(args)
+        self._req.send(encode(msg))
+        t = self.timeout_s if timeout_s is None else timeout_s
+        if not self._req.poll(int(t * 1000)):
+            raise TimeoutError(f"{cmd}: no reply from {self.control_endpoint} within {t:g} s")
+        rep = msgpack.unpackb(self._req.recv(), raw=False)
+        if not rep.get("ok"):
+            err = rep.get("error", {})
+            raise ServerError(cmd, err.get("code", "?"), err.get("message", ""))
+        return rep
+
+    def ping(self) -> dict:
+        return self.request("ping")
+
+    def describe(self) -> dict:
+        """The plant's signals (names, units, ranges, defaults), the server's mode, period and endpoints."""
+        return self.request("describe")["plant"]
+
+    def status(self) -> dict:
+        """State, timing telemetry (TET, lateness, overruns, rate), watchdog, scenario and adapter counters."""
+        return self.request("status")["status"]
+
+    def start(self) -> dict:
+        return self.request("start")
+
+    def pause(self) -> dict:
+        return self.request("pause")
+
+    def stop(self) -> dict:
+        """Stop ticking; the next :meth:`start` begins a fresh run from t = 0."""
+        return self.request("stop")
+
+    def shutdown(self) -> dict:
+        """End the server process (it prints its timing summary)."""
+        return self.request("shutdown")
+
+    def reset(self, inputs: Mapping[str, float] | None = None) -> dict:
+        """Plant back to t = 0 (inputs to their defaults, then ``inputs``)."""
+        return self.request("reset", inputs=dict(inputs)) if inputs else self.request("reset")
+
+    def step(self, n: int = 1, inputs: Mapping[str, float] | None = None, outputs: bool = True,
+             timeout_s: float | None = None) -> StepResult:
+        """Lockstep: apply ``inputs`` (if any), advance ``n`` ticks, return the state after them."""
+        args: dict[str, Any] = {"n": int(n), "outputs": outputs}
+        if inputs:
+            args["set"] = dict(inputs)
+        rep = self.request("step", timeout_s=timeout_s, **args)
+        return StepResult(tick=rep["tick"], t=rep["t"], status_word=rep["status_word"], status_or=rep["status_or"],
+                          watchdog=rep["watchdog"], y=rep.get("y", {}), scenario_finished=rep.get("scenario_finished"))
+
+    def set_inputs_acked(self, values: Mapping[str, float] | None = None, **kw: float) -> dict:
+        """Set inputs through the control channel and wait for the server's confirmation."""
+        upd = dict(values or {})
+        upd.update(kw)
+        return self.request("set", set=upd)
+
+    def get(self) -> dict:
+        """Current inputs ``u`` and outputs ``y`` by name, with ``tick`` and ``t``."""
+        return self.request("get")
+
+    def get_params(self, names: list[str] | None = None) -> dict[str, dict]:
+        """Tunable parameters: ``{name: {value, unit, min, max, doc}}``."""
+        return self.request("get_params", names=names)["params"] if names else self.request("get_params")["params"]
+
+    def set_params(self, values: Mapping[str, float]) -> dict[str, dict]:
+        """Change parameters at run time (all validated first; nothing changes on an error)."""
+        return self.request("set_params", params=dict(values))["params"]
+
+    def load_scenario(self, path: str | None = None, scenario: Mapping | None = None,
+                      dt_s: float | None = None) -> dict:
+        """Load a scenario (a file on the server, or its content as a dict); the plant resets to t = 0."""
+        args: dict[str, Any] = {}
+        if path is not None:
+            args["path"] = path
+        if scenario is not None:
+            args["scenario"] = dict(scenario)
+        if dt_s is not None:
+            args["dt_s"] = dt_s
+        return self.request("load_scenario", **args)["scenario"]
+
+    def unload_scenario(self) -> dict:
+        return self.request("unload_scenario")
+
+    def clear_watchdog(self) -> bool:
+        """End a watchdog trip (needed with ``recovery = "manual"``); returns whether it was tripped."""
+        return bool(self.request("clear_watchdog")["was_tripped"])
+
+    # ------------------------------------------------------------------ commands (fire and forget)
+    def set_inputs(self, values: Mapping[str, float] | None = None, **kw: float) -> int:
+        """Send a partial input update on the command socket; returns its ``seq``.
+
+        The server applies it at its next tick (or rejects it, counting the
+        reason in its status); :attr:`State.ack` reports the last applied ``seq``.
+        """
+        self._ensure_push()
+        upd = dict(values or {})
+        upd.update(kw)
+        seq = next(self._cmd_seq)
+        self._push.send(encode({"v": PROTOCOL_VERSION, "seq": seq, "set": upd}), zmq.NOBLOCK)
+        self.last_command_seq = seq
+        return seq
+
+    def send_raw_command(self, payload: bytes) -> None:
+        """Send arbitrary bytes on the command socket (for testing the server's input checks)."""
+        self._ensure_push()
+        self._push.send(payload, zmq.NOBLOCK)
+
+    def _ensure_push(self) -> None:
+        if self._push is None:
+            self._push = self._zctx.socket(zmq.PUSH)
+            self._push.setsockopt(zmq.LINGER, 0)
+            self._push.setsockopt(zmq.SNDHWM, 1000)
+            self._push.connect(self.endpoints["command"])
+
+    # ------------------------------------------------------------------ streams
+    def subscribe(self, topics: tuple[str, ...] = ("state",), hwm: int = 100_000) -> None:
+        """Subscribe to the state socket's topics: ``"state"``, ``"status"``, ``"event"``."""
+        if self._sub is None:
+            self._sub = self._zctx.socket(zmq.SUB)
+            self._sub.setsockopt(zmq.LINGER, 0)
+            self._sub.setsockopt(zmq.RCVHWM, hwm)
+            self._sub.connect(self.endpoints["state"])
+        for t in topics:
+            self._sub.setsockopt(zmq.SUBSCRIBE, t.encode())
+
+    def _decode(self, topic: bytes, payload: bytes, now: int) -> State | dict:
+        msg = msgpack.unpackb(payload, raw=False)
+        if topic != b"state":
+            msg["topic"] = topic.decode()
+            return msg
+        y = msg["y"]
+        if isinstance(y, list):
+            if msg.get("schema") != schema_id(self.output_names):
+                raise ValueError("state message schema does not match the plant's outputs; reconnect")
+            y = dict(zip(self.output_names, y))
+        return State(seq=msg["seq"], tick=msg["tick"], t=msg["t"], ack=msg["ack"], watchdog=msg["wd"],
+                     status_word=msg["st"], y=y, received_ns=now)
+
+    def recv(self, timeout_s: float | None = None) -> State | dict | None:
+        """The next message of a subscribed topic (a :class:`State`, or a dict with ``topic``); None on timeout."""
+        if self._sub is None:
+            raise RuntimeError("call subscribe() first")
+        t = self.timeout_s if timeout_s is None else timeout_s
+        if not self._sub.poll(int(t * 1000)):
+            return None
+        topic, payload = self._sub.recv_multipart()
+        return self._decode(topic, payload, time.monotonic_ns())
+
+    def recv_state(self, timeout_s: float | None = None) -> State | None:
+        """The next state message (other topics are skipped); None on timeout."""
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        while True:
+            rem = deadline - time.monotonic()
+            if rem <= 0:
+                return None
+            m = self.recv(rem)
+            if isinstance(m, State):
+                return m
+            if m is None:
+                return None
+
+    def latest_state(self, timeout_s: float | None = None) -> State | None:
+        """The newest state: drains everything queued, waiting up to ``timeout_s`` if nothing is."""
+        s = self.recv_state(timeout_s)
+        if s is None:
+            return None
+        while self._sub.poll(0):
+            topic, payload = self._sub.recv_multipart()
+            if topic == b"state":
+                s = self._decode(topic, payload, time.monotonic_ns())
+        return s
+
+    def states(self, timeout_s: float | None = None) -> Iterator[State]:
+        """State messages as they arrive, until none comes within ``timeout_s``."""
+        while True:
+            s = self.recv_state(timeout_s)
+            if s is None:
+                return
+            yield s
+
+    def wait_for(self, predicate, timeout_s: float) -> State | None:
+        """The first state for which ``predicate(state)`` is true, or None after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rem = deadline - time.monotonic()
+            if rem <= 0:
+                return None
+            s = self.recv_state(rem)
+            if s is not None and predicate(s):
+                return s

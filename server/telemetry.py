@@ -1,0 +1,291 @@
+"""Timing telemetry of the real-time loop: TET, wake-up lateness, overruns, missed ticks, rate.
+
+What dSPACE calls turnaround time and VeriStand the loop duration is the
+*task execution time* (TET) here: from the tick's wake-up to the end of its
+last adapter write (read -> step -> write).  *Lateness* is the wake-up time
+minus the tick's absolute deadline.  An *overrun* is a tick that ended after
+the next deadline; with the default policy the deadlines it covered are
+skipped (*missed ticks*), never caught up in a burst.
+
+Per tick, :func:`record_tick` (one compiled call, no allocation, no Python
+object) adds the tick to log-linear histograms (100 ns resolution below
+100 us, 1 us below 1 ms, 10 us below 10 ms, 100 us below 100 ms, 1 ms below
+1 s) that are kept twice: since the start of the run, and for the current
+status window (reset by :meth:`Telemetry.window`).  Percentiles are read from
+the histograms outside the tick and are reported as the upper edge of their
+bin, so they never understate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+JIT = dict(cache=True, nogil=True)
+
+# histogram rows
+H_LAT = 0  # lateness since the run started
+H_LAT_WIN = 1  # lateness in the current window
+H_TET = 2
+H_TET_WIN = 3
+H_STEP = 4  # plant step alone
+H_STEP_WIN = 5
+N_HIST = 6
+
+# bins: (upper bound ns, width ns) of each decade, then one overflow bin
+_DECADES = ((100_000, 100), (1_000_000, 1_000), (10_000_000, 10_000), (100_000_000, 100_000),
+            (1_000_000_000, 1_000_000))
+N_BINS = 1000 + 900 * 4 + 1
+OVERFLOW_BIN = N_BINS - 1
+
+# counters (int64)
+C_TICKS = 0
+C_LAT_SUM = 1  # ns
+C_LAT_MAX = 2
+C_TET_SUM = 3
+C_TET_MAX = 4
+C_STEP_SUM = 5
+C_STEP_MAX = 6
+C_WIN_TICKS = 7
+C_WIN_LAT_MAX = 8
+C_WIN_TET_MAX = 9
+C_WIN_STEP_MAX = 10
+C_OVERRUNS = 11
+C_MISSED = 12
+C_OVERRUNS_GRACE = 13  # overruns during the start-up grace period (not counted against the stop policy)
+C_WIN_OVERRUNS = 14
+C_STATUS_NONZERO = 15  # ticks whose plant status word was not 0
+C_STATUS_BITS = 16  # [8] ticks with status bit b set
+C_SAMPLES = 24  # number of samples written into the sample ring so far
+C_LAT_TIMED = 25  # ticks whose lateness is meaningful (wall-clock mode)
+C_WIN_LAT_TIMED = 26
+N_COUNTERS = 32
+
+
+@njit("int64(int64)", **JIT)
+def bin_of(x_ns):
+    """Histogram bin of a duration in ns (negative durations count as 0)."""
+    if x_ns < 0:
+        return 0
+    if x_ns < 100_000:
+        return x_ns // 100
+    if x_ns < 1_000_000:
+        return 1000 + (x_ns - 100_000) // 1_000
+    if x_ns < 10_000_000:
+        return 1900 + (x_ns - 1_000_000) // 10_000
+    if x_ns < 100_000_000:
+        return 2800 + (x_ns - 10_000_000) // 100_000
+    if x_ns < 1_000_000_000:
+        return 3700 + (x_ns - 100_000_000) // 1_000_000
+    return 4600
+
+
+def bin_upper_edges_ns() -> np.ndarray:
+    """Upper edge (ns) of every bin; the overflow bin's edge is infinite."""
+    edges = []
+    lo = 0
+    for hi, width in _DECADES:
+        edges.extend(range(lo + width, hi + 1, width))
+        lo = hi
+    edges.append(math.inf)
+    out = np.asarray(edges, dtype=float)
+    assert len(out) == N_BINS
+    return out
+
+
+_EDGES = bin_upper_edges_ns()
+
+
+@njit("void(int64[::1], int64[:, ::1], int64[:, ::1], int64, int64, int64, int64, boolean)", **JIT)
+def record_tick(c, hist, samples, lateness_ns, tet_ns, step_ns, status, timed):
+    """Add one tick to the counters and histograms.  Called in the real-time loop.
+
+    ``timed`` is False in lockstep and as-fast-as-possible modes, where a tick
+    has no deadline and lateness is not recorded.
+    """
+    c[C_TICKS] += 1
+    c[C_WIN_TICKS] += 1
+    if timed:
+        b = bin_of(lateness_ns)
+        hist[H_LAT, b] += 1
+        hist[H_LAT_WIN, b] += 1
+        c[C_LAT_SUM] += lateness_ns
+        c[C_LAT_TIMED] += 1
+        c[C_WIN_LAT_TIMED] += 1
+        if lateness_ns > c[C_LAT_MAX]:
+            c[C_LAT_MAX] = lateness_ns
+        if lateness_ns > c[C_WIN_LAT_MAX]:
+            c[C_WIN_LAT_MAX] = lateness_ns
+    b = bin_of(tet_ns)
+    hist[H_TET, b] += 1
+    hist[H_TET_WIN, b] += 1
+    c[C_TET_SUM] += tet_ns
+    if tet_ns > c[C_TET_MAX]:
+        c[C_TET_MAX] = tet_ns
+    if tet_ns > c[C_WIN_TET_MAX]:
+        c[C_WIN_TET_MAX] = tet_ns
+    b = bin_of(step_ns)
+    hist[H_STEP, b] += 1
+    hist[H_STEP_WIN, b] += 1
+    c[C_STEP_SUM] += step_ns
+    if step_ns > c[C_STEP_MAX]:
+        c[C_STEP_MAX] = step_ns
+    if step_ns > c[C_WIN_STEP_MAX]:
+        c[C_WIN_STEP_MAX] = step_ns
+    if status != 0:
+        c[C_STATUS_NONZERO] += 1
+        for bit in range(8):
+            if status & (1 << bit):
+                c[C_STATUS_BITS + bit] += 1
+    n = samples.shape[0]
+    if n > 0:
+        j = c[C_SAMPLES] % n
+        samples[j, 0] = lateness_ns
+        samples[j, 1] = tet_ns
+        samples[j, 2] = step_ns
+        c[C_SAMPLES] += 1
+
+
+def percentile_ns(hist_row: np.ndarray, q: float) -> float:
+    """The q-th percentile (0..100) of a histogram row, as the upper edge of its bin (ns); NaN if empty."""
+    total = int(hist_row.sum())
+    if total == 0:
+        return math.nan
+    rank = max(1, math.ceil(q / 100.0 * total))
+    k = int(np.searchsorted(np.cumsum(hist_row), rank))
+    return float(_EDGES[min(k, N_BINS - 1)])
+
+
+def _stats_us(hist_row: np.ndarray, count: int, total_ns: int | None, max_ns: int) -> dict:
+    if count == 0:
+        return {"p50": None, "p99": None, "p999": None, "max": None, "mean": None}
+
+    def us(x):
+        return None if (x is None or not math.isfinite(x)) else round(x / 1000.0, 3)
+
+    def pct(q):  # a bin's upper edge may lie above the largest value seen
+        return min(percentile_ns(hist_row, q), float(max_ns))
+
+    return {"p50": us(pct(50.0)), "p99": us(pct(99.0)), "p999": us(pct(99.9)), "max": us(float(max_ns)),
+            "mean": us(total_ns / count) if total_ns is not None else None}
+
+
+class Telemetry:
+    """Counters and histograms of one run, with the status-window bookkeeping.
+
+    Parameters
+    ----------
+    period_ns
+        The loop period, for the target rate.
+    sample_capacity
+        Length of an optional ring of raw per-tick samples (lateness, TET,
+        step time in ns) for benchmarks; 0 keeps none.
+    """
+
+    def __init__(self, period_ns: int, sample_capacity: int = 0):
+        self.period_ns = int(period_ns)
+        self.counters = np.zeros(N_COUNTERS, dtype=np.int64)
+        self.hist = np.zeros((N_HIST, N_BINS), dtype=np.int64)
+        self.samples = np.zeros((max(int(sample_capacity), 0), 3), dtype=np.int64)
+        self.run_ns = 0  # wall time spent running (paused time excluded), ns
+        self.run_ticks_at_window = 0
+        self.window_start_ns = 0
+        self.window_run_ns = 0
+        self.last_window: dict = {}
+
+    def reset(self) -> None:
+        self.counters[:] = 0
+        self.hist[:] = 0
+        self.samples[:] = 0
+        self.run_ns = 0
+        self.window_run_ns = 0
+        self.last_window = {}
+
+    def sample_array(self) -> np.ndarray:
+        """The recorded raw samples in tick order, shape (n, 3): lateness, TET, step time (ns)."""
+        n = self.samples.shape[0]
+        k = int(self.counters[C_SAMPLES])
+        if n == 0 or k == 0:
+            return np.zeros((0, 3), dtype=np.int64)
+        if k <= n:
+            return self.samples[:k].copy()
+        j = k % n
+        return np.concatenate([self.samples[j:], self.samples[:j]])
+
+    def add_run_time(self, ns: int) -> None:
+        """Account wall time spent in the running state (for the actual rate)."""
+        self.run_ns += ns
+        self.window_run_ns += ns
+
+    def summary(self) -> dict:
+        """Timing since the run started (plain data for the status channel)."""
+        c = self.counters
+        ticks = int(c[C_TICKS])
+        timed = int(c[C_LAT_TIMED])
+        run_s = self.run_ns / 1e9
+        return {
+            "ticks": ticks,
+            "run_time_s": round(run_s, 6),
+            "rate_hz_target": round(1e9 / self.period_ns, 3),
+            "rate_hz_actual": round(ticks / run_s, 3) if run_s > 0 else None,
+            "lateness_us": _stats_us(self.hist[H_LAT], timed, int(c[C_LAT_SUM]), int(c[C_LAT_MAX])),
+            "tet_us": _stats_us(self.hist[H_TET], ticks, int(c[C_TET_SUM]), int(c[C_TET_MAX])),
+            "step_us": _stats_us(self.hist[H_STEP], ticks, int(c[C_STEP_SUM]), int(c[C_STEP_MAX])),
+            "overruns": int(c[C_OVERRUNS]),
+            "overruns_in_grace": int(c[C_OVERRUNS_GRACE]),
+            "missed_ticks": int(c[C_MISSED]),
+            "missed_fraction": round(int(c[C_MISSED]) / (ticks + int(c[C_MISSED])), 6) if ticks else 0.0,
+            "plant_status_nonzero_ticks": int(c[C_STATUS_NONZERO]),
+            "plant_status_bit_ticks": {str(1 << b): int(c[C_STATUS_BITS + b]) for b in range(8)
+                                       if c[C_STATUS_BITS + b]},
+        }
+
+    def window(self) -> dict:
+        """Timing of the window since the last call, then start a new window."""
+        c = self.counters
+        ticks = int(c[C_WIN_TICKS])
+        run_s = self.window_run_ns / 1e9
+        out = {
+            "ticks": ticks,
+            "duration_s": round(run_s, 6),
+            "rate_hz": round(ticks / run_s, 3) if run_s > 0 else None,
+            "lateness_us": _stats_us(self.hist[H_LAT_WIN], int(c[C_WIN_LAT_TIMED]), None, int(c[C_WIN_LAT_MAX])),
+            "tet_us": _stats_us(self.hist[H_TET_WIN], ticks, None, int(c[C_WIN_TET_MAX])),
+            "overruns": int(c[C_WIN_OVERRUNS]),
+        }
+        for k in (C_WIN_TICKS, C_WIN_LAT_MAX, C_WIN_TET_MAX, C_WIN_STEP_MAX, C_WIN_OVERRUNS, C_WIN_LAT_TIMED):
+            c[k] = 0
+        self.hist[H_LAT_WIN] = 0
+        self.hist[H_TET_WIN] = 0
+        self.hist[H_STEP_WIN] = 0
+        self.window_run_ns = 0
+        self.last_window = out
+        return out
+
+
+def format_summary(s: dict, mode: str) -> str:
+    """The timing summary printed at shutdown (plain text, one item per line)."""
+
+    def st(d: dict) -> str:
+        if d.get("p50") is None:
+            return "n/a"
+        return (f"p50 {d['p50']:.1f}  p99 {d['p99']:.1f}  p99.9 {d['p999']:.1f}  max {d['max']:.1f}"
+                + (f"  mean {d['mean']:.1f}" if d.get("mean") is not None else "") + " us")
+
+    rate = s.get("rate_hz_actual")
+    lines = [
+        f"timing summary ({mode} mode)",
+        f"  ticks            {s['ticks']} in {s['run_time_s']:.3f} s running",
+        f"  rate             {rate if rate is None else f'{rate:.2f}'} Hz actual / {s['rate_hz_target']:.2f} Hz target",
+        f"  wake-up lateness {st(s['lateness_us'])}",
+        f"  TET              {st(s['tet_us'])}",
+        f"  plant step       {st(s['step_us'])}",
+        f"  overruns         {s['overruns']} (+{s['overruns_in_grace']} during start-up grace), "
+        f"missed ticks {s['missed_ticks']} ({100.0 * s['missed_fraction']:.3f} %)",
+    ]
+    if s.get("plant_status_nonzero_ticks"):
+        lines.append(f"  plant status     {s['plant_status_nonzero_ticks']} ticks with a non-zero status word "
+                     f"{s['plant_status_bit_ticks']}")
+    return "\n".join(lines)
