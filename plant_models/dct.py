@@ -128,6 +128,9 @@ OUT_SEL_EVEN = 24
 OUT_STATUS = 25
 N_OUT = 26
 
+RATIO_MIN_WHEEL_SPEED = 1.0  # rad/s (~1.1 km/h): below it the ratio output reads 0
+RATIO_LIMIT = 100.0  # the ratio output is limited to +-RATIO_LIMIT (a launch slips through huge values)
+
 # plant status bit (above the core's bits, see layout.STATUS_NAMES)
 ST_GEAR_REJECTED = 256  # a gear command was not valid for its shaft: the previous selection was kept
 
@@ -334,7 +337,8 @@ def _signals(n_gears: int, clutch_max_capacity: float):
                integer=True),
         Signal("gear", "-", 0, n_gears, 0, "engaged gear: its clutch and synchronizer both stuck (0 = none or both)",
                integer=True),
-        Signal("ratio", "-", -100.0, 100.0, 0.0, "overall ratio w_engine / w_wheel (0 below 0.1 rad/s wheel speed)"),
+        Signal("ratio", "-", -RATIO_LIMIT, RATIO_LIMIT, 0.0,
+               "overall ratio w_engine / w_wheel; 0 below 1 rad/s wheel speed, limited to +-100"),
         Signal("driveshaft_torque", "N m", -5.0e4, 5.0e4, 0.0, "half-shaft torque at the wheels; positive drives"),
         Signal("selected_odd", "-", 0, n_gears, 0, "gear in effect on the odd shaft (after command checks)",
                integer=True),
@@ -461,7 +465,8 @@ def _dct_outputs(mf, mi, df, di, st):
         if locked and di[omode + ROW_C1 + side] == L.MODE_STUCK:
             gear = sel if gear == 0 else -1
     df[oy + OUT_GEAR] = float(gear) if gear > 0 else 0.0
-    df[oy + OUT_RATIO] = w_e / w_v if abs(w_v) > 0.1 else 0.0
+    ratio = w_e / w_v if abs(w_v) > RATIO_MIN_WHEEL_SPEED else 0.0
+    df[oy + OUT_RATIO] = min(max(ratio, -RATIO_LIMIT), RATIO_LIMIT)
     df[oy + OUT_DRIVESHAFT] = df[mi[L.DF_SPRING_TQ]]
     df[oy + OUT_STATUS] = float(st)
 

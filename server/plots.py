@@ -142,7 +142,8 @@ def _dct(trace, out: Path, title: str) -> list[Path]:
                                                           "seed 000 fig. 11"))
 
     fig, axes = _figure(3, 2.0)
-    axes[0].plot(t, trace.column("ratio"), color="tab:blue")
+    # the ratio is only meaningful once the wheels turn (a launch slips through huge values)
+    axes[0].plot(t, _ratio(trace.column("w_engine"), trace.column("w_wheel"), 2.0), color="tab:blue")
     axes[0].set_ylabel("$\\omega_e/\\omega_{wheel}$")
     _gear_twin(axes[0], t, trace.column("gear"))
     axes[1].plot(t, trace.column("driveshaft_torque"), color="tab:red")
