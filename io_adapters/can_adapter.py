@@ -114,12 +114,42 @@ class CanAdapter(Adapter):
         self._share = None
         self._closed = False
         self._opened = False
+        self._parse_options()
 
     # -- configuration ------------------------------------------------------------------
-    def _reader(self) -> ConfigReader:
-        opts = {k: v for k, v in self.options.items() if k not in ("type", "name", "_source")}
-        source = str(self.options.get("_source", "I/O config"))
-        return ConfigReader(opts, source, f"adapters.{self.name}")
+    def _parse_options(self) -> None:
+        """Validate the adapter's table of the I/O config (keys as in the module docstring).
+
+        Raises ConfigError with the key and the problem; the runtime adds the
+        file and the ``adapters[i]`` prefix.
+        """
+        opts = {k: v for k, v in self.options.items() if k not in ("type", "name", "enabled")}
+        cfg = ConfigReader(opts, f"adapter {self.name!r}")
+        self.interface = cfg.string("interface", "virtual")
+        channel = cfg.raw("channel", DEFAULT_CHANNEL)
+        if isinstance(channel, bool) or not isinstance(channel, (str, int)):
+            raise cfg.error("channel", f"must be a string or an integer, got {channel!r}")
+        self.channel = channel
+        self.bitrate = cfg.integer("bitrate", 500000, lo=10000, hi=1000000)
+        self.fd = cfg.boolean("fd", False)
+        self.data_bitrate = cfg.integer("data_bitrate", 2000000, lo=self.bitrate, hi=15000000) if self.fd else None
+        self.bus_options = cfg.raw("bus_options", {})
+        if not isinstance(self.bus_options, dict):
+            raise cfg.error("bus_options", "must be a table of extra python-can bus arguments")
+        self.receive_filters = cfg.boolean("receive_filters", False)
+        self.message_set_name = cfg.string("message_set", "") or None
+        self.record_path = cfg.string("record", "")
+        self.share_options = None
+        if cfg.has("share"):
+            sc = cfg.sub("share")
+            self.share_options = dict(host=sc.string("host", "127.0.0.1"),
+                                      port=sc.integer("port", 54701, lo=0, hi=65535),
+                                      allow_non_loopback=sc.boolean("allow_non_loopback", False))
+            sc.reject_unknown()
+            if self.interface != "virtual":
+                raise cfg.error("share", f"shares a virtual bus only (interface is {self.interface!r}; "
+                                "other processes open a real or vcan interface directly)")
+        cfg.reject_unknown()
 
     def open(self, plant: Plant, ctx: LoopContext) -> None:
         """Resolve the message set against the plant, open the bus, start receiving."""
@@ -128,47 +158,22 @@ class CanAdapter(Adapter):
         self.plant = plant
         self.ctx = ctx
         self.log = ctx.log if isinstance(ctx.log, logging.Logger) else logging.getLogger("gearbox_hil.can")
-        cfg = self._reader()
-        self.interface = cfg.string("interface", "virtual")
-        channel = cfg.raw("channel", DEFAULT_CHANNEL)
-        if isinstance(channel, bool) or not isinstance(channel, (str, int)):
-            raise cfg.error("channel", f"must be a string or an integer, got {channel!r}")
-        self.channel = channel
-        bitrate = cfg.integer("bitrate", 500000, lo=10000, hi=1000000)
-        fd = cfg.boolean("fd", False)
-        data_bitrate = cfg.integer("data_bitrate", 2000000, lo=bitrate, hi=15000000) if fd else None
-        bus_options = cfg.raw("bus_options", {})
-        if not isinstance(bus_options, dict):
-            raise cfg.error("bus_options", "must be a table of extra python-can bus arguments")
-        filters = cfg.boolean("receive_filters", False)
-        ms_name = cfg.string("message_set", f"io_can_{plant.kind}.toml")
-        record = cfg.string("record", "")
-        share_cfg = cfg.sub("share", required=False) if cfg.has("share") else None
-        share = None
-        if share_cfg is not None:
-            share = dict(host=share_cfg.string("host", "127.0.0.1"),
-                         port=share_cfg.integer("port", 54701, lo=0, hi=65535),
-                         allow_non_loopback=share_cfg.boolean("allow_non_loopback", False))
-            share_cfg.reject_unknown()
-            if self.interface != "virtual":
-                raise cfg.error("share", f"shares a virtual bus only (interface is {self.interface!r}; "
-                                "other processes open a real or vcan interface directly)")
-        cfg.reject_unknown()
-
+        ms_name = self.message_set_name or f"io_can_{plant.kind}.toml"
+        channel, fd = self.channel, self.fd
         self.ms: MessageSet = load_message_set(ms_name, plant, ctx.period_s)
         for note in self.ms.notes:
             self.log.debug("CAN message set: %s", note)
         if not fd:
             fd_msgs = [m.name for m in self.ms.rx.messages + self.ms.tx.messages if m.fd or m.length > 8]
             if fd_msgs:
-                raise cfg.error("fd", f"messages {', '.join(fd_msgs)} are CAN FD frames; set fd = true")
+                raise AdapterError(f"{self.name}: messages {', '.join(fd_msgs)} are CAN FD frames; set fd = true")
         self._allocate()
 
-        kwargs = dict(bus_options)
-        kwargs.update(interface=self.interface, channel=channel, bitrate=bitrate)
+        kwargs = dict(self.bus_options)
+        kwargs.update(interface=self.interface, channel=channel, bitrate=self.bitrate)
         if fd:
-            kwargs.update(fd=True, data_bitrate=data_bitrate)
-        if filters:
+            kwargs.update(fd=True, data_bitrate=self.data_bitrate)
+        if self.receive_filters:
             kwargs["can_filters"] = [dict(can_id=m.frame_id, can_mask=0x1FFFFFFF if m.extended else 0x7FF,
                                           extended=m.extended) for m in self.ms.rx.messages]
         try:
@@ -177,16 +182,16 @@ class CanAdapter(Adapter):
             raise AdapterError(f"{self.name}: cannot open CAN interface {self.interface!r} channel {channel!r}: "
                                f"{exc}") from None
         try:
-            if record:
+            if self.record_path:
                 from .can_recorder import FrameRecorder, RecorderError
                 try:
-                    self._recorder = FrameRecorder(record, log=self.log)
+                    self._recorder = FrameRecorder(self.record_path, log=self.log)
                 except RecorderError as exc:
                     raise AdapterError(f"{self.name}: {exc}") from None
-            if share is not None:
+            if self.share_options is not None:
                 from .can_share import LoopbackShare, ShareError
                 try:
-                    self._share = LoopbackShare(channel, log=self.log, **share)
+                    self._share = LoopbackShare(channel, log=self.log, **self.share_options)
                 except ShareError as exc:
                     raise AdapterError(f"{self.name}: {exc}") from None
         except Exception:
@@ -243,18 +248,25 @@ class CanAdapter(Adapter):
         self._rate_log = _RateLimitedLog(self.log)
 
     def _bind_loop(self, ctx: LoopContext) -> None:
-        """Find the loop's overrun counter and watchdog flag (numpy arrays) for the status frame."""
-        self._overruns_arr = None
+        """Find the loop's per-tick flags and overrun counter (numpy arrays, cheap to read per tick).
+
+        ``ctx.tick_info`` carries the watchdog-tripped and scenario-active
+        flags.  The overrun count lives in the loop's telemetry counters,
+        offered as ``ctx.extra["telemetry"]`` (or found on the loop that owns
+        ``ctx.status``); without it the status frame reports 0 overruns.
+        """
+        self._tick_info = ctx.tick_info if isinstance(ctx.tick_info, np.ndarray) else np.zeros(4, dtype=np.int64)
+        self._overruns_arr = np.zeros(1, dtype=np.int64)
         self._overruns_idx = 0
-        self._wd_flag = None
         tel = ctx.extra.get("telemetry") if isinstance(ctx.extra, dict) else None
-        if tel is not None and hasattr(tel, "counters"):
-            from server import telemetry as T  # the loop's telemetry layout
+        if tel is None:
+            tel = getattr(getattr(ctx.status, "__self__", None), "telemetry", None)
+        if tel is not None and isinstance(getattr(tel, "counters", None), np.ndarray):
+            from server.telemetry import C_OVERRUNS
             self._overruns_arr = tel.counters
-            self._overruns_idx = T.C_OVERRUNS
-        wd = ctx.extra.get("watchdog") if isinstance(ctx.extra, dict) else None
-        if wd is not None and hasattr(wd, "tripped_flag"):
-            self._wd_flag = wd.tripped_flag
+            self._overruns_idx = C_OVERRUNS
+        self._prev_tick = -1
+        self.scenario_ignored = 0
 
     # -- receive thread -----------------------------------------------------------------
     def _rx_loop(self) -> None:
@@ -353,22 +365,31 @@ class CanAdapter(Adapter):
     def read(self, tick: int, now_ns: int) -> None:
         """Apply commands validated since the last tick; feed the watchdog while all are fresh.
 
+        While a scenario drives the inputs (``tick_info[2]``) commands are
+        taken from the mailbox but not applied, and counted as ignored.
         Called in the real-time loop.
         """
         rx = self.ms.rx
+        if tick < self._prev_tick:  # the plant was reset: ages restart, no timeout is counted
+            self._last_tick[:] = -1
+            self._stale[:] = 1
+        self._prev_tick = tick
+        apply = self._tick_info[2] == 0
         if self._lock.acquire(False):
             try:
-                r = CL.rx_apply(tick, True, rx.M, rx.S, self._values, self._seq, self._seen, self._last_tick,
+                r = CL.rx_apply(tick, True, apply, rx.M, rx.S, self._values, self._seq, self._seen, self._last_tick,
                                 self._stale, self._timeouts, self.plant.u, self.plant.u_rate)
             finally:
                 self._lock.release()
         else:
             self.mailbox_busy += 1
-            r = CL.rx_apply(tick, False, rx.M, rx.S, self._values, self._seq, self._seen, self._last_tick,
+            r = CL.rx_apply(tick, False, apply, rx.M, rx.S, self._values, self._seq, self._seen, self._last_tick,
                             self._stale, self._timeouts, self.plant.u, self.plant.u_rate)
         fresh = r & 1 == 1
         self.commands_fresh = fresh
-        if fresh:
+        if not apply:
+            self.scenario_ignored += r >> 1
+        elif fresh:
             self.ctx.feed_watchdog(now_ns)
 
     def write(self, tick: int, now_ns: int) -> None:
@@ -376,10 +397,8 @@ class CanAdapter(Adapter):
         tx = self.ms.tx
         aux = self._aux
         aux[_A_TICK] = tick
-        if self._overruns_arr is not None:
-            aux[_A_OVERRUNS] = self._overruns_arr[self._overruns_idx]
-        if self._wd_flag is not None:
-            aux[_A_WATCHDOG] = self._wd_flag[0]
+        aux[_A_OVERRUNS] = self._overruns_arr[self._overruns_idx]
+        aux[_A_WATCHDOG] = self._tick_info[0]
         aux[_A_FRESH] = 1.0 if self.commands_fresh else 0.0
         aux[_A_UNKNOWN] = self.unknown_ids
         aux[_A_TX_ERRORS] = self.tx_errors
@@ -454,6 +473,7 @@ class CanAdapter(Adapter):
                    "rejected_total": sum(rejected.values()), "lost": int(c[:n, CL.RX_LOST].sum()),
                    "timeouts": int(self._timeouts[:n].sum()), "error_frames": int(self.error_frames),
                    "bus_errors": int(self.bus_errors), "mailbox_busy": int(self.mailbox_busy),
+                   "ignored_scenario_active": int(self.scenario_ignored),
                    "last_reject": self.last_reject, "messages": rx_msgs},
             "tx": {"frames": int(self._tx_sent.sum()), "errors": int(self.tx_errors),
                    "saturated": int(self._saturated.sum()), "messages": tx_msgs},

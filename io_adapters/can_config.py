@@ -238,6 +238,9 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
         dbc_sig = msg.signals[j]
         if dbc_sig.is_float:
             raise sigs.error(sname, "IEEE float signals are not supported; use a scaled integer signal")
+        if dbc_sig.length > 52:
+            raise sigs.error(sname, f"{dbc_sig.length} bits: mapped signals carry at most 52 bits "
+                             "(the integers a float64 holds exactly)")
         port, factor, bias = _mapping_entry(sigs, sname)
         lay = layouts[j]
         if direction == "rx":

@@ -237,19 +237,21 @@ def rx_frame(m, data, n, M, S, SF, SEG, ALLOW, crc_table, cnt_state, counts, val
 
 
 @njit(**JIT)
-def rx_apply(tick, take, M, S, values, seq, seen, last_tick, stale, timeouts, u, u_rate):
+def rx_apply(tick, take, apply, M, S, values, seq, seen, last_tick, stale, timeouts, u, u_rate):
     """Apply new mailbox values to the plant inputs and update message freshness.
 
-    ``take`` is False when the mailbox lock was busy: nothing is copied this
-    tick, freshness is still updated.  A message is stale when no valid frame
+    ``take`` is False when the mailbox lock was busy: nothing is taken this
+    tick, freshness is still updated.  With ``apply`` False new values are
+    taken (and count as fresh) but not written to the plant (a scenario
+    drives the inputs).  A message is stale when no valid frame
     arrived for more than ``M_TIMEOUT`` ticks (or none ever did); each change
     from fresh to stale counts one timeout.
 
     Returns
     -------
     int
-        ``2 * messages applied + 1`` if every required message is fresh,
-        ``2 * messages applied`` otherwise.  Called in the real-time loop.
+        ``2 * messages taken + 1`` if every required message is fresh,
+        ``2 * messages taken`` otherwise.  Called in the real-time loop.
     """
     applied = 0
     fresh = 1
@@ -259,11 +261,12 @@ def rx_apply(tick, take, M, S, values, seq, seen, last_tick, stale, timeouts, u,
             seen[m] = seq[m]
             last_tick[m] = tick
             s0 = M[m, M_SIG0]
-            for s in range(s0, s0 + M[m, M_NSIG]):
-                t = S[s, S_TARGET]
-                if t >= 0:
-                    u[t] = values[s]
-                    u_rate[t] = 0.0
+            if apply:
+                for s in range(s0, s0 + M[m, M_NSIG]):
+                    t = S[s, S_TARGET]
+                    if t >= 0:
+                        u[t] = values[s]
+                        u_rate[t] = 0.0
             applied += 1
         if last_tick[m] < 0 or tick - last_tick[m] > M[m, M_TIMEOUT]:
             if stale[m] == 0:

@@ -1,0 +1,154 @@
+"""The compiled CAN codec against cantools, and the CRC against published check values.
+
+cantools is the reference: every frame the compiled packer builds must be
+byte-for-byte what ``Message.encode`` builds from the same values, and
+every frame must unpack to what ``Message.decode`` returns, for Intel and
+Motorola signals, signed and unsigned, crossing byte boundaries, of 1 to 52
+bits (the widest a float64 carries exactly), in classic and 64-byte FD frames.
+"""
+
+from __future__ import annotations
+
+import cantools
+import numpy as np
+import pytest
+
+from io_adapters import can_e2e
+from io_adapters import can_layout as CL
+
+TEST_DBC = """VERSION ""
+NS_ :
+BS_:
+BU_: A B
+BO_ 291 Mixed: 8 A
+ SG_ MotoA : 7|12@0+ (1,0) [0|4095] "" B
+ SG_ Flag : 8|1@1+ (1,0) [0|1] "" B
+ SG_ IntelSigned : 17|10@1- (0.5,-3) [-259|252.5] "rpm" B
+ SG_ MotoSigned : 39|13@0- (0.1,2) [-407.6|411.5] "" B
+ SG_ IntelTail : 48|16@1+ (0.01,-100) [-100|555.35] "" B
+BO_ 2566844926 Extended: 8 A
+ SG_ Wide : 0|52@1+ (1,0) [0|0] "" B
+ SG_ Top : 63|1@1+ (1,0) [0|0] "" B
+BO_ 1110 Fd64: 64 A
+ SG_ Lo : 0|16@1- (1,0) [0|0] "" B
+ SG_ Far : 500|11@1+ (2,1) [0|0] "" B
+ SG_ MotoFar : 263|40@0- (1,0) [0|0] "" B
+"""
+
+
+def _layouts(db):
+    """Every signal mapped to the value of the same index (all signals of all messages in order)."""
+    msgs = []
+    k = 0
+    for m in db.messages:
+        sigs = []
+        for s in m.signals:
+            lo, hi = CL.raw_bounds(s.length, s.is_signed)
+            sigs.append(CL.SignalLayout(s.name, s.start, s.length, s.byte_order == "little_endian", s.is_signed,
+                                        float(s.scale), float(s.offset), lo, hi, target=k, source=CL.SOURCE_AUX))
+            k += 1
+        msgs.append(CL.MessageLayout(m.name, m.frame_id, m.is_extended_frame, m.is_fd, m.length, sigs,
+                                     period_ticks=1, timeout_ticks=10))
+    return CL.compile_layout(msgs)
+
+
+@pytest.fixture(scope="module")
+def db():
+    return cantools.database.load_string(TEST_DBC, database_format="dbc", strict=True)
+
+
+def test_crc8_sae_j1850_check_values():
+    """AUTOSAR's CRC-8 SAE J1850 test vectors (SWS CRC Library) and the catalogue check value 0x4B."""
+    vectors = {"00000000": 0x59, "F20183": 0x37, "0FAA0055": 0x79, "00FF5511": 0xB8,
+               "332255AABBCCDDEEFF": 0xCB, "926B55": 0x8C, "FFFFFFFF": 0x74, b"123456789".hex(): 0x4B}
+    for hexdata, crc in vectors.items():
+        data = bytes.fromhex(hexdata)
+        arr = np.frombuffer(data, dtype=np.uint8)
+        assert CL.crc8_j1850(arr, len(data), -1, -1, CL.CRC8_J1850_TABLE) == crc
+        assert can_e2e.crc8_sae_j1850(data) == crc
+
+
+def test_crc_covers_the_data_id_and_skips_the_crc_byte():
+    payload = bytes([0x00, 0x1A, 0x40, 0x06, 0x00, 0x64, 0x00, 0x00])
+    arr = np.frombuffer(payload, dtype=np.uint8)
+    expected = can_e2e.crc8_sae_j1850(bytes([0x00, 0x01]) + payload[1:])  # data ID 0x0100 low byte first
+    assert CL.crc8_j1850(arr, 8, 0, 0x0100, CL.CRC8_J1850_TABLE) == expected
+    assert can_e2e.crc8_sae_j1850(payload, 0x0100, 0) == expected
+    changed = bytes([0xEE]) + payload[1:]  # the CRC byte itself does not enter the CRC
+    assert can_e2e.crc8_sae_j1850(changed, 0x0100, 0) == expected
+
+
+def test_motorola_bit_positions_follow_the_dbc_sawtooth():
+    # a 12-bit Motorola signal with start bit 7: MSB is bit 7 of byte 0, LSB bit 4 of byte 1
+    pos = CL.signal_bit_positions(7, 12, little_endian=False)
+    assert pos[-1] == 7 and pos[0] == 12
+    assert CL.segments(pos) == [(1, 4, 4, 0), (0, 0, 8, 4)]
+    assert CL.segments(CL.signal_bit_positions(12, 10, True)) == [(1, 4, 4, 0), (2, 0, 6, 4)]
+
+
+def test_pack_matches_cantools_encode(db):
+    lay = _layouts(db)
+    rng = np.random.default_rng(7)
+    buf = np.zeros((lay.n_msg, CL.MAX_PAYLOAD), dtype=np.uint8)
+    due = np.zeros(lay.n_msg, dtype=np.int64)
+    sat = np.zeros(lay.n_msg, dtype=np.int64)
+    counter = np.zeros(lay.n_msg, dtype=np.int64)
+    for trial in range(300):
+        aux = np.zeros(lay.n_sig)
+        expected = []
+        s = 0
+        for k, m in enumerate(db.messages):
+            values = {}
+            for sig in m.signals:
+                lo, hi = CL.raw_bounds(sig.length, sig.is_signed)
+                if sig.minimum is not None:
+                    lo, hi = CL.raw_range(sig.length, sig.is_signed, sig.scale, sig.offset, sig.minimum, sig.maximum)
+                raw = int(rng.integers(lo, hi, endpoint=True)) if trial else hi  # first trial: the extremes
+                aux[s] = raw * sig.scale + sig.offset
+                values[sig.name] = raw if (sig.scale == 1 and sig.offset == 0) else raw * sig.scale + sig.offset
+                s += 1
+            expected.append(m.encode(values, strict=False))
+        n = CL.tx_pack(trial, lay.M, lay.S, lay.SF, lay.SEG, np.zeros(1), aux, CL.CRC8_J1850_TABLE, counter, buf,
+                       due, sat)
+        assert n == lay.n_msg and sat.sum() == 0
+        for k, m in enumerate(db.messages):
+            assert bytes(buf[k, :m.length]) == expected[k], (m.name, trial)
+
+
+def test_unpack_matches_cantools_decode(db):
+    lay = _layouts(db)
+    rng = np.random.default_rng(11)
+    counts = np.zeros((lay.n_msg, CL.RX_COLS), dtype=np.int64)
+    cnt_state = np.zeros((lay.n_msg, CL.CNT_COLS), dtype=np.int64)
+    values = np.zeros(lay.n_sig)
+    seq = np.zeros(lay.n_msg, dtype=np.int64)
+    detail = np.zeros(3, dtype=np.int64)
+    for trial in range(300):
+        for k, m in enumerate(db.messages):
+            data = rng.integers(0, 256, m.length, dtype=np.uint8)
+            verdict = CL.rx_frame(k, data, m.length, lay.M, lay.S, lay.SF, lay.SEG, lay.ALLOW, CL.CRC8_J1850_TABLE,
+                                  cnt_state, counts, values, seq, detail)
+            assert verdict == CL.RX_OK
+            ref = m.decode(bytes(data), decode_choices=False, scaling=True)
+            s0 = lay.M[k, CL.M_SIG0]
+            for j, sig in enumerate(m.signals):
+                assert values[s0 + j] == pytest.approx(float(ref[sig.name]), rel=1e-12, abs=1e-9), (m.name, sig.name)
+
+
+def test_tx_pack_clamps_to_the_dbc_range_and_counts_it(db):
+    m = db.get_message_by_name("Mixed")
+    lay = _layouts(cantools.database.load_string(TEST_DBC.split("BO_ 2566844926")[0], database_format="dbc"))
+    sig = m.get_signal_by_name("IntelSigned")  # [-259, 252.5] rpm at 0.5 rpm/bit, offset -3
+    j = [s.name for s in m.signals].index("IntelSigned")
+    lay.S[j, CL.S_RAW_LO], lay.S[j, CL.S_RAW_HI] = CL.raw_range(sig.length, sig.is_signed, sig.scale, sig.offset,
+                                                                 sig.minimum, sig.maximum)
+    buf = np.zeros((1, CL.MAX_PAYLOAD), dtype=np.uint8)
+    due = np.zeros(1, dtype=np.int64)
+    sat = np.zeros(1, dtype=np.int64)
+    aux = np.zeros(lay.n_sig)
+    for value, expect, n_sat in ((1e6, 252.5, 1), (-1e6, -259.0, 2), (np.nan, -3.0, 3), (10.2, 10.0, 3)):
+        aux[j] = value
+        CL.tx_pack(0, lay.M, lay.S, lay.SF, lay.SEG, np.zeros(1), aux, CL.CRC8_J1850_TABLE,
+                   np.zeros(1, dtype=np.int64), buf, due, sat)
+        got = m.decode(bytes(buf[0, :8]), decode_choices=False)["IntelSigned"]
+        assert got == expect and sat[0] == n_sat
