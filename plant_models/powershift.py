@@ -225,7 +225,7 @@ def _signals():
                     Signal(f"stuck_c{c}", "-", 0, 1, 0, f"clutch {c} stuck (1) or slipping/open (0)", integer=True),
                     Signal(f"capacity_c{c}", "N m", 0.0, 1.0e5, 0.0, f"clutch {c} static torque capacity"),
                     Signal(f"pressure_c{c}", "bar", -10.0, 50.0, 0.0, f"clutch {c} actual pressure (after the lag)"),
-                    Signal(f"energy_c{c}", "J", -1.0e9, 1.0e9, 0.0, f"clutch {c} friction work (negative: dissipated)")]
+                    Signal(f"energy_c{c}", "J", 0.0, 1.0e9, 0.0, f"friction energy dissipated in clutch {c} since reset")]
     outputs.append(Signal("status", "-", 0, 2 ** 16, 0, "core status bits (see docs/method.md)", integer=True))
     return tuple(inputs), tuple(outputs)
 
@@ -269,7 +269,7 @@ def _ps_outputs(mf, mi, df, di, st):
         df[base + 2] = 1.0 if di[omode + i] == L.MODE_STUCK else 0.0
         df[base + 3] = df[ocap + i] * rc
         df[base + 4] = df[oact + i] / BAR
-        df[base + 5] = df[owork + i]
+        df[base + 5] = 0.0 - df[owork + i]  # dissipated energy >= 0 (the work of friction is <= 0)
     df[oy + OUT_STATUS] = float(st)
 
 
