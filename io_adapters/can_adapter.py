@@ -227,6 +227,7 @@ class CanAdapter(Adapter):
         self.bus_errors = 0
         self.mailbox_busy = 0
         self.rx_frames = 0
+        self.rx_handled = 0
         self.commands_fresh = False
         self.last_reject = ""
         # transmit side
@@ -297,6 +298,18 @@ class CanAdapter(Adapter):
             except Exception as exc:  # defensive: one odd frame must not stop reception
                 self.bus_errors += 1
                 self._rate_log("frame", f"CAN {self.name}: frame not processed: {type(exc).__name__}: {exc}")
+            self.rx_handled += 1  # after the mailbox post: a frame counted here is visible to the next tick
+        # Closing: frames the bus already holds go to the recording (not to the plant), so none is lost.
+        if self._recorder is not None:
+            while True:
+                try:
+                    msg = bus.recv(0.0)
+                except Exception:
+                    break
+                if msg is None:
+                    break
+                self.rx_frames += 1
+                self._recorder.put_rx(msg)
 
     def _on_frame(self, msg) -> None:
         """Check one received frame and post it to the mailbox.  Runs in the receive thread."""

@@ -134,7 +134,7 @@ class Harness:
 
     def wait_frames(self, n: int) -> None:
         """Wait until the adapter's receive thread has handled ``n`` frames in total."""
-        wait_until(lambda: self.adapter.rx_frames >= n, what=f"{n} received frames")
+        wait_until(lambda: self.adapter.rx_handled >= n, what=f"{n} received frames")
 
     def close(self) -> None:
         self.adapter.close()

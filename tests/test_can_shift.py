@@ -23,9 +23,9 @@ def drive(h: Harness, tcu, seconds: float) -> None:
     """TCU task every 10 ms, plant tick every 1 ms; each command cycle is received before the next tick."""
     cycles = int(round(seconds / 0.01))
     for c in range(cycles):
-        before = h.adapter.rx_frames
+        before = h.adapter.rx_handled
         tcu.cycle(c * 0.01, 0.01)
-        wait_until(lambda: h.adapter.rx_frames >= before + 3, what="the command cycle")
+        wait_until(lambda: h.adapter.rx_handled >= before + 3, what="the command cycle")
         h.run(10)
     tcu.receive()
 
