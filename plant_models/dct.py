@@ -53,6 +53,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from numba import njit
 
 from . import layout as L
@@ -556,9 +557,6 @@ class DctPlant(Plant):
         # a shaft in neutral turns with the engine (its open wet clutch drags it along)
         w_in = [w_engine if w is None else w for w in w_in]
         c.omega[:] = (w_engine, w_in[0], w_in[1], w_wheel, w_wheel)
-        # half-shafts preloaded with the vehicle's steady resistance at the initial speed
-        resist = float(self.u[IN_ROAD]) + p.vehicle_drag * w_wheel
-        c.twist[0] = resist / p.driveshaft_stiffness
         c.act[ROW_C1] = self.u[IN_P_C1] * BAR
         c.act[ROW_C2] = self.u[IN_P_C2] * BAR
         c.u_act[:2] = c.act[:2]
@@ -568,6 +566,51 @@ class DctPlant(Plant):
             cap = p.dog_capacity if sel[side] else 0.0
             c.act[row] = cap
             c.u_act[row] = cap
+        c.twist[0] = self._quasi_steady_driveshaft_torque(sel, w_wheel) / p.driveshaft_stiffness
+
+    def _quasi_steady_driveshaft_torque(self, sel, w_wheel: float) -> float:
+        """Half-shaft torque at which the output side and the vehicle accelerate alike, N m.
+
+        At reset the shafts geared to the output (engaged synchronizers, and
+        the engine through an engaged clutch) and the vehicle start with the
+        same acceleration, so the driveline starts without a shuffle
+        transient: with J_G, F_G the inertia and torque of the output group
+        at wheel speed and J_v, F_v those of the vehicle,
+        T = (J_v F_G - J_G F_v) / (J_G + J_v).
+        """
+        p = self.params
+        c = self.core
+        w = c.omega
+        # speed factor r_j = w_j / w_wheel of each shaft geared to the output
+        r = {SH_OUT: 1.0}
+        for side in range(2):
+            if sel[side]:
+                r[SH_ODD + side] = self.total_ratio(sel[side])
+        if p.clutch_engaged0 != "none" and sel[0 if p.clutch_engaged0 == "c1" else 1]:
+            r[SH_ENGINE] = r[SH_ODD if p.clutch_engaged0 == "c1" else SH_EVEN]
+        # generalised forces: inputs, drags, and the friction of the rows that slip at reset
+        f = np.zeros(N_SHAFTS)
+        f[SH_ENGINE] = float(self.u[IN_ENGINE])
+        f[SH_VEH] = -float(self.u[IN_ROAD])
+        f -= np.asarray(c.spec.drag) * w
+        engaged = set(self._engaged_rows())
+        for i, row in enumerate(c.spec.rows):
+            if i in engaged:
+                continue
+            delta = c.coef_a[i] * w[row.shaft_a] + c.coef_b[i] * w[row.shaft_b]
+            fn = max(0.0, row.act_gain * c.act[i] - row.act_preload)
+            kin = row.gain_kinetic * fn
+            if row.stribeck_velocity > 0.0:
+                kin += (row.gain_static - row.gain_kinetic) * fn * np.exp(
+                    -abs(delta / row.stribeck_velocity) ** row.stribeck_exponent)
+            mu = -kin * np.sign(delta) - row.viscous * delta
+            f[row.shaft_a] += c.coef_a[i] * mu
+            f[row.shaft_b] += c.coef_b[i] * mu
+        J = c.spec.inertia
+        J_g = sum(J[j] * rj * rj for j, rj in r.items())
+        F_g = sum(f[j] * rj for j, rj in r.items())
+        J_v = J[SH_VEH]
+        return (J_v * F_g - J_g * f[SH_VEH]) / (J_g + J_v)
 
     def _engaged_rows(self) -> list[int]:
         p = self.params
