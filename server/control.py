@@ -176,7 +176,10 @@ class ControlHandler:
         lp = self.loop
         inputs = {}
         if "inputs" in req:
-            self._require_no_scenario("reset with inputs")
+            if lp.scenario_loaded is not None:
+                raise ControlError("scenario_active", "reset with inputs: a reset replays the loaded scenario "
+                                   f"({lp.scenario_info['source']}), which sets the inputs; send unload_scenario "
+                                   "first")
             inputs = self._validated_inputs(req["inputs"])
         lp.reset_plant(inputs)
         return {"tick": lp.tick, "t": lp.plant.time, "status_word": int(lp.tick_info[1])}
@@ -281,19 +284,18 @@ class ControlHandler:
             raise ControlError("scenario_error", str(exc)) from None
         if step != lp.dt:
             lp.set_step(step)
-        lp.scenario = compiled
+        lp.scenario_loaded = compiled
         lp.scenario_info = {"source": sc.source, "description": sc.description, "n_steps": compiled.n_steps,
                             "dt_s": compiled.dt, "duration_s": sc.duration, "finished": False}
-        lp.tick_info[2] = 1
         lp.reset_plant()
-        lp._update_wd_live()
         return {"scenario": dict(lp.scenario_info), "tick": lp.tick, "period_s": lp.dt}
 
     def _unload_scenario(self, req):
         lp = self.loop
-        if lp.scenario is None:
-            raise ControlError("bad_state", "unload_scenario: no scenario is driving the inputs")
+        if lp.scenario_loaded is None:
+            raise ControlError("bad_state", "unload_scenario: no scenario is loaded")
         lp.scenario = None
+        lp.scenario_loaded = None
         lp.scenario_info = None
         lp.tick_info[2] = 0
         lp.plant.u_rate[:] = 0.0

@@ -134,7 +134,8 @@ class Loop:
         self.watchdog.tripped_flag = self.tick_info[TI_WATCHDOG:TI_WATCHDOG + 1]
         self._wd_live = False
         self._step_ns = 0
-        self.scenario = None  # CompiledScenario driving the inputs, or None
+        self.scenario = None  # CompiledScenario driving the inputs now, or None
+        self.scenario_loaded = None  # the loaded scenario (kept after it finished, so a reset replays it)
         self.scenario_info: dict | None = None
         self.exit_code = 0
         self.stop_reason = ""
@@ -229,8 +230,13 @@ class Loop:
         self.ctx.period_s = self.dt
 
     def reset_plant(self, inputs: dict[str, float] | None = None) -> None:
-        """Back to t = 0: the scenario's initial inputs if one is loaded, else the configured ones."""
-        if self.scenario is not None:
+        """Back to t = 0: a loaded scenario starts over, else the configured initial inputs apply."""
+        if self.scenario_loaded is not None:
+            self.scenario = self.scenario_loaded
+            self.tick_info[TI_SCENARIO] = 1
+            if self.scenario_info is not None:
+                self.scenario_info["finished"] = False
+                self.scenario_info.pop("finished_at_tick", None)
             self.plant.reset(self.scenario.initial_inputs())
         else:
             merged = dict(self.initial_inputs)
@@ -241,6 +247,7 @@ class Loop:
         self.plant.new_events()  # drop events of the previous run
         self.watchdog.reset()
         self._pending_set = None
+        self._update_wd_live()
 
     # ------------------------------------------------------------------ the tick
     def _tick(self, now_ns: int) -> int:
@@ -270,6 +277,8 @@ class Loop:
         self._step_ns = time.monotonic_ns() - t0
         self.tick = k + 1
         self.tick_info[TI_STATUS] = st
+        if sc is not None and k + 1 >= sc.n_steps:
+            self._release_scenario()
         for a in self.adapters:
             a.write(k + 1, now_ns)
         return st

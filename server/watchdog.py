@@ -9,7 +9,8 @@ valid command arrives for ``timeout``, the watchdog *trips*: every
 supervised input is held at its last commanded value for ``hold``, then
 ramps linearly to its safe value (by default its declared default, so
 pressures and torques go to 0) in ``ramp`` time; integer inputs (gear
-selectors) jump at the end of the hold.  The ramp is applied as a
+selectors) keep their value until every other input has arrived, then jump
+(clutches open before a gear goes to neutral).  The ramp is applied as a
 first-order hold (value and rate per step), so the plant sees an exact
 straight line.  With ``recovery = "auto"`` the next valid command ends the
 trip and commands take over again from where the watchdog left the inputs;
@@ -78,19 +79,22 @@ def start_ramp(held, safe, ramp_s, cur, cur_rate, max_rate):
         max_rate[i] = abs(safe[i] - held[i]) / ramp_s[i] if ramp_s[i] > 0.0 else 0.0
 
 
-@njit("int64(float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64)",
-      **JIT)
-def ramp_inputs(u, u_rate, cur, cur_rate, safe, max_rate, supervised, dt):
+@njit("int64(float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], "
+      "float64[::1], float64)", **JIT)
+def ramp_inputs(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, dt):
     """Advance the ramp of every supervised input by one step; returns how many are still moving.
 
     ``cur`` is the watchdog's own value of each input at the start of the
-    step and ``cur_rate`` the rate it applied in the previous step; the input
+    step and ``cur_rate`` the rate it applied in the previous step; an input
     arrives at ``safe`` exactly, at the end of the step in which it gets
-    there.  ``max_rate <= 0`` means a jump.  Called in the real-time loop.
+    there.  ``max_rate <= 0`` means a jump.  Inputs marked in ``last``
+    (discrete ones such as gear selectors) keep their held value until every
+    other input has arrived, then jump: clutches open before a gear goes to
+    neutral.  Called in the real-time loop.
     """
     moving = 0
     for i in range(u.shape[0]):
-        if supervised[i] == 0.0:
+        if supervised[i] == 0.0 or last[i] != 0.0:
             continue
         s = safe[i]
         before = s - cur[i]
@@ -115,6 +119,13 @@ def ramp_inputs(u, u_rate, cur, cur_rate, safe, max_rate, supervised, dt):
         cur_rate[i] = r
         u[i] = x
         u_rate[i] = r
+    for i in range(u.shape[0]):
+        if supervised[i] == 0.0 or last[i] == 0.0:
+            continue
+        if moving == 0:
+            cur[i] = safe[i]
+        u[i] = cur[i]
+        u_rate[i] = 0.0
     return moving
 
 
@@ -135,6 +146,7 @@ class CommandWatchdog:
         n = plant.n_in
         self.safe = np.array([s.default for s in plant.inputs], dtype=float)
         self.ramp_s = np.array([0.0 if s.integer else cfg.ramp_s for s in plant.inputs], dtype=float)
+        self.last = np.array([1.0 if s.integer else 0.0 for s in plant.inputs], dtype=float)
         self.supervised = np.ones(n, dtype=float)
         for name, pol in cfg.inputs:
             k = plant.input_index(name)
@@ -215,7 +227,7 @@ class CommandWatchdog:
             start_ramp(self.held, self.safe, self.ramp_s, self.cur, self.cur_rate, self.max_rate)
         # RAMP, and SAFE (keeps holding the safe values against manual-mode commands)
         if ramp_inputs(self.plant.u, self.plant.u_rate, self.cur, self.cur_rate, self.safe, self.max_rate,
-                       self.supervised, dt) == 0 and self.phase == RAMP:
+                       self.supervised, self.last, dt) == 0 and self.phase == RAMP:
             self.phase = SAFE
 
     # -- reporting -------------------------------------------------------------------

@@ -1,0 +1,296 @@
+#!/usr/bin/env python3
+"""A controller closing a Powershift clutch-to-clutch swap against the plant server over ZeroMQ.
+
+Gear 1 (clutches 1, 3, 6; ratio 1/48) to gear 3 (clutches 2, 3, 6; ratio
+1/32): the first stage swaps from clutch 1 (gear pair 1:3) to clutch 2
+(pair 1:2), as in section 5 of seed 003.  The controller reads the plant's
+outputs and writes pressure and torque commands, the way a TCU would:
+
+1. *hold*: gear 1 at full pressure until ``shift_at_s``;
+2. *torque phase*: clutch 2 fills to just above its kiss point and ramps
+   up while clutch 1 ramps down, handing the torque over;
+3. *inertia phase*: clutch 2 pressure keeps rising at ``sync_rate`` until
+   the measured slip of clutch 2 falls below ``sync_slip`` (closed loop on
+   the plant's speeds);
+4. *lock*: clutch 2 to full pressure once it sticks.
+
+Realtime (the server's default)::
+
+    gearbox-hil serve powershift &
+    python examples/closed_loop_swap.py --plot out/demo/closed_loop_swap.png --shutdown
+
+The controller then reacts to every state message (1 kHz) and sends a
+command whenever its outputs change (at least every 20 ms, which also feeds
+the server's command watchdog).  With ``--lockstep`` (server started with
+``--mode lockstep``) it steps the plant itself, ``period`` ticks per
+controller update, and the run is deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from io_adapters.client import HilClient  # noqa: E402
+
+TRACE_SIGNALS = ("w_1", "w_2", "w_out", "ratio", "gear", "pressure_c1", "pressure_c2", "torque_c1", "torque_c2",
+                 "slip_c1", "slip_c2", "stuck_c1", "stuck_c2")
+
+
+@dataclass
+class SwapPlan:
+    """Set points of the swap (pressures in bar, torques in N m, times in s)."""
+
+    shift_at_s: float = 0.5
+    duration_s: float = 1.5
+    off_clutch: int = 1
+    on_clutch: int = 2
+    held_clutches: tuple[int, ...] = (3, 6)
+    full_bar: float = 16.0
+    fill_bar: float = 2.0  # kiss point of clutch 2 is 1.5 bar
+    torque_phase_bar: float = 7.0  # clutch 2 at the end of the torque phase
+    torque_phase_s: float = 0.1  # clutch 1 ramps 16 -> 0 and clutch 2 fill -> torque_phase_bar in this time
+    sync_rate_bar_s: float = 40.0  # clutch 2 pressure rise during the inertia phase
+    sync_slip_rad_s: float = 0.5  # slip of clutch 2 below which it is taken as synchronised
+    lock_s: float = 0.05  # clutch 2 to full pressure in this time once synchronised
+    engine_torque: float = 300.0
+    load_torque: float = 3500.0
+
+
+@dataclass
+class SwapController:
+    """Pressure commands from the plant's outputs; the same logic in realtime and lockstep."""
+
+    plan: SwapPlan = field(default_factory=SwapPlan)
+    phase: str = "hold"
+    t_sync: float | None = None
+    p_on_at_sync: float = 0.0
+    timeline: list = field(default_factory=list)  # (t, phase)
+
+    def initial_inputs(self) -> dict[str, float]:
+        p = self.plan
+        u = {f"p_c{c}": p.full_bar for c in (p.off_clutch, *p.held_clutches)}
+        u.update(engine_torque=p.engine_torque, load_torque=p.load_torque)
+        return u
+
+    def _enter(self, phase: str, t: float) -> None:
+        self.phase = phase
+        self.timeline.append((round(t, 6), phase))
+
+    def update(self, t: float, y: dict[str, float]) -> dict[str, float]:
+        """The commands for the plant state ``y`` at time ``t`` (s)."""
+        p = self.plan
+        off, on = f"p_c{p.off_clutch}", f"p_c{p.on_clutch}"
+        if not self.timeline:
+            self._enter("hold", t)
+        tau = t - p.shift_at_s
+        if tau < 0.0:
+            return {off: p.full_bar, on: 0.0}
+        if self.phase == "hold":
+            self._enter("torque", t)
+        p_off = max(0.0, p.full_bar * (1.0 - tau / p.torque_phase_s))
+        if self.phase == "torque":
+            if tau < p.torque_phase_s:
+                frac = tau / p.torque_phase_s
+                return {off: p_off, on: p.fill_bar + frac * (p.torque_phase_bar - p.fill_bar)}
+            self._enter("inertia", t)
+        slip = abs(y[f"slip_c{p.on_clutch}"])
+        stuck = y[f"stuck_c{p.on_clutch}"] >= 0.5
+        if self.phase == "inertia":
+            p_on = min(p.full_bar, p.torque_phase_bar + p.sync_rate_bar_s * (tau - p.torque_phase_s))
+            if not (stuck or slip < p.sync_slip_rad_s):
+                return {off: 0.0, on: p_on}
+            self.t_sync = t
+            self.p_on_at_sync = p_on
+            self._enter("lock", t)
+        frac = min(1.0, (t - self.t_sync) / p.lock_s)
+        return {off: 0.0, on: self.p_on_at_sync + frac * (p.full_bar - self.p_on_at_sync)}
+
+
+@dataclass
+class RunResult:
+    """What the controller saw."""
+
+    trace: list[dict] = field(default_factory=list)  # one row per state received: t and TRACE_SIGNALS
+    gear_changes: list[tuple[float, int, float]] = field(default_factory=list)  # (t, gear, ratio)
+    timeline: list = field(default_factory=list)
+    commands_sent: int = 0
+    states_received: int = 0
+    seq_gaps: int = 0
+
+    @property
+    def gears(self) -> list[int]:
+        return [g for _, g, _ in self.gear_changes]
+
+
+def _observe(res: RunResult, t: float, y: dict[str, float], last_gear: list) -> None:
+    res.trace.append({"t": t, **{k: y[k] for k in TRACE_SIGNALS}})
+    g = int(round(y["gear"]))
+    if g != last_gear[0]:
+        res.gear_changes.append((t, g, y["ratio"]))
+        last_gear[0] = g
+
+
+def run_realtime(hil: HilClient, ctl: SwapController, timeout_s: float = 10.0,
+                 heartbeat_s: float = 0.02) -> RunResult:
+    """Close the loop on the state stream of a server in realtime mode."""
+    res = RunResult()
+    hil.subscribe(("state",))
+    hil.reset(ctl.initial_inputs())
+    # States queued before the reset are stale: the first state that acknowledges a command sent after
+    # the reset is the first one of the new run.
+    seq = hil.set_inputs(ctl.initial_inputs())
+    first = hil.wait_for(lambda s: s.ack >= seq, timeout_s)
+    if first is None:
+        raise TimeoutError("no state acknowledging our command (is the server running and started?)")
+    last_sent: dict[str, float] = {}
+    last_send_wall = 0.0
+    last_gear = [-1]
+    prev_seq = first.seq
+    deadline = time.monotonic() + timeout_s + ctl.plan.duration_s
+    while time.monotonic() < deadline:
+        s = hil.latest_state(timeout_s=1.0)
+        if s is None:
+            raise TimeoutError("the state stream stopped")
+        res.states_received += 1
+        if s.seq != prev_seq + 1:
+            res.seq_gaps += 1
+        prev_seq = s.seq
+        t = s.t
+        _observe(res, t, s.y, last_gear)
+        if t >= ctl.plan.duration_s:
+            break
+        cmd = ctl.update(t, s.y)
+        now = time.monotonic()
+        if cmd != last_sent or now - last_send_wall >= heartbeat_s:
+            hil.set_inputs(cmd)
+            res.commands_sent += 1
+            last_sent = cmd
+            last_send_wall = now
+    res.timeline = list(ctl.timeline)
+    return res
+
+
+def run_lockstep(hil: HilClient, ctl: SwapController, period_ticks: int = 2) -> RunResult:
+    """Close the loop by stepping a server in lockstep mode (deterministic)."""
+    res = RunResult()
+    r = hil.reset(ctl.initial_inputs())
+    t = r["t"]
+    y = hil.get()["y"]
+    last_gear = [-1]
+    _observe(res, t, y, last_gear)
+    while t < ctl.plan.duration_s:
+        cmd = ctl.update(t, y)
+        step = hil.step(period_ticks, inputs=cmd)
+        res.commands_sent += 1
+        res.states_received += 1
+        t, y = step.t, step.y
+        _observe(res, t, y, last_gear)
+    res.timeline = list(ctl.timeline)
+    return res
+
+
+def write_csv(res: RunResult, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["t", *TRACE_SIGNALS])
+        w.writeheader()
+        w.writerows(res.trace)
+
+
+def plot(res: RunResult, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [r["t"] for r in res.trace]
+    col = {k: [r[k] for r in res.trace] for k in TRACE_SIGNALS}
+    fig, ax = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    ax[0].plot(t, col["w_1"], label="engine w_1")
+    ax[0].plot(t, [-v for v in col["w_2"]], label="countershaft -w_2")
+    ax[0].set_ylabel("speed [rad/s]")
+    ax0b = ax[0].twinx()
+    ax0b.plot(t, col["w_out"], "k--", label="output w_out")
+    ax0b.set_ylabel("output speed [rad/s]")
+    ax[0].legend(loc="upper right")
+    ax[1].plot(t, col["pressure_c1"], label="clutch 1 (off-going)")
+    ax[1].plot(t, col["pressure_c2"], label="clutch 2 (on-coming)")
+    ax[1].set_ylabel("clutch pressure [bar]")
+    ax[1].legend(loc="center right")
+    ax[2].plot(t, col["torque_c1"], label="clutch 1")
+    ax[2].plot(t, col["torque_c2"], label="clutch 2")
+    ax[2].set_ylabel("clutch torque [N m]")
+    ax[2].legend(loc="center right")
+    ax[3].plot(t, col["ratio"], label="ratio -w_4/w_1")
+    ax[3].set_ylabel("overall ratio [-]")
+    ax3b = ax[3].twinx()
+    ax3b.step(t, col["gear"], "r", where="post", label="gear")
+    ax3b.set_ylabel("gear")
+    ax[3].set_xlabel("simulation time [s]")
+    for tt, ph in res.timeline:
+        for a in ax:
+            a.axvline(tt, color="0.8", lw=0.8)
+        ax[0].annotate(ph, (tt, ax[0].get_ylim()[1]), fontsize=8, va="top")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--control", default="tcp://127.0.0.1:5555", help="the server's control endpoint")
+    ap.add_argument("--lockstep", action="store_true", help="step the server (started with --mode lockstep)")
+    ap.add_argument("--shift-at", type=float, default=0.5, help="start of the swap, s after the reset")
+    ap.add_argument("--duration", type=float, default=1.5, help="simulated time to run, s")
+    ap.add_argument("--plot", type=Path, help="write a PNG of the swap here")
+    ap.add_argument("--csv", type=Path, help="write the received trace here")
+    ap.add_argument("--shutdown", action="store_true", help="shut the server down at the end")
+    ap.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for the server")
+    args = ap.parse_args(argv)
+
+    ctl = SwapController(SwapPlan(shift_at_s=args.shift_at, duration_s=args.duration))
+    with HilClient(args.control, timeout_s=args.timeout) as hil:
+        plant = hil.describe()
+        if plant["kind"] != "powershift":
+            print(f"this example drives the powershift plant; the server runs {plant['kind']}", file=sys.stderr)
+            return 2
+        print(f"connected to {args.control}: {plant['kind']} plant, {plant['mode']} mode at "
+              f"{plant['rate_hz']:g} Hz")
+        res = run_lockstep(hil, ctl) if args.lockstep else run_realtime(hil, ctl, timeout_s=args.timeout)
+        for t, ph in res.timeline:
+            print(f"  t = {t:6.3f} s  {ph} phase")
+        for t, g, r in res.gear_changes:
+            print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {r:.5f} = 1/{1 / r:.1f})" if g and r else
+                                                    "  (clutches slipping)"))
+        print(f"  {res.states_received} states received ({res.seq_gaps} gaps), {res.commands_sent} commands sent")
+        status = hil.status()
+        if args.csv:
+            write_csv(res, args.csv)
+        if args.plot:
+            plot(res, args.plot, f"Powershift swap clutch {ctl.plan.off_clutch} -> {ctl.plan.on_clutch}, "
+                 f"closed over ZeroMQ ({plant['mode']})")
+            print(f"  plot written to {args.plot}")
+        tm = status["timing"]
+        if tm["lateness_us"]["p99"] is not None:
+            print(f"  server timing so far: {tm['ticks']} ticks, rate {tm['rate_hz_actual']:.1f} Hz, "
+                  f"TET p99 {tm['tet_us']['p99']:.1f} us, lateness p99 {tm['lateness_us']['p99']:.1f} us, "
+                  f"overruns {tm['overruns']}")
+        if args.shutdown:
+            hil.shutdown()
+    shifted = len(res.gears) >= 2 and res.gears[0] == 1 and res.gears[-1] == 3
+    print("shift gear 1 -> gear 3: " + ("done" if shifted else "NOT completed"))
+    return 0 if shifted else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
