@@ -197,8 +197,20 @@ class PowershiftTcu:
         self.update(t, dt)
         self.send()
 
+    def wait_for_plant(self, timeout_s: float = 30.0) -> bool:
+        """Wait until the plant's speed frames arrive (a TCU waits for its sensors before it drives)."""
+        end = time.monotonic() + timeout_s
+        while self.result.engine_rpm is None:
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.005)
+            self.receive()
+        return True
+
     def run(self, duration_s: float, period_s: float = 0.01) -> ShiftResult:
-        """Run the TCU task on absolute deadlines for ``duration_s``."""
+        """Wait for the plant, then run the TCU task on absolute deadlines for ``duration_s``."""
+        if not self.wait_for_plant():
+            return self.result
         period_ns = int(period_s * 1e9)
         start = time.monotonic_ns()
         deadline = start

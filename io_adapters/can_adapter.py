@@ -198,6 +198,7 @@ class CanAdapter(Adapter):
             self.close()
             raise
         self._bind_loop(ctx)
+        self._warm_up()
         self._stop.clear()
         self._thread = threading.Thread(target=self._rx_loop, name=f"can-rx-{self.name}", daemon=True)
         self._thread.start()
@@ -248,6 +249,20 @@ class CanAdapter(Adapter):
         self._rx_names = [m.name for m in rx.messages]
         self._rate_log = _RateLimitedLog(self.log)
 
+    def _warm_up(self) -> None:
+        """Call every compiled function once on scratch copies, so the first tick loads no machine code."""
+        rx, tx = self.ms.rx, self.ms.tx
+        cnt, counts, values, seq = (self._cnt_state.copy(), self._counts.copy(), self._values.copy(),
+                                    self._seq.copy())
+        CL.rx_frame(0, np.zeros(CL.MAX_PAYLOAD, dtype=np.uint8), 0, rx.M, rx.S, rx.SF, rx.SEG, rx.ALLOW,
+                    CL.CRC8_J1850_TABLE, cnt, counts, values, seq, self._detail.copy())
+        u, u_rate = self.plant.u.copy(), self.plant.u_rate.copy()
+        CL.rx_apply(0, True, False, rx.M, rx.S, values, seq, self._seen.copy(), self._last_tick.copy(),
+                    self._stale.copy(), self._timeouts.copy(), u, u_rate)
+        CL.tx_pack(-1, tx.M, tx.S, tx.SF, tx.SEG, self.plant.y, self._aux.copy(), CL.CRC8_J1850_TABLE,
+                   self._tx_counter.copy(), self._tx_buf.copy(), self._due.copy(), self._saturated.copy())
+        _refresh_aux(self._aux.copy(), counts, self._timeouts.copy())
+
     def _bind_loop(self, ctx: LoopContext) -> None:
         """Find the loop's per-tick flags and overrun counter (numpy arrays, cheap to read per tick).
 
@@ -268,6 +283,13 @@ class CanAdapter(Adapter):
             self._overruns_idx = C_OVERRUNS
         self._prev_tick = -1
         self.scenario_ignored = 0
+        self._period_s = ctx.period_s
+
+    def _retime(self) -> None:
+        """Cycle times and timeouts in ticks of the loop's new period (rare: between runs)."""
+        self._period_s = self.ctx.period_s
+        for note in CL.retime(self.ms.rx, self._period_s) + CL.retime(self.ms.tx, self._period_s):
+            self.log.warning("CAN %s: %s", self.name, note)
 
     # -- receive thread -----------------------------------------------------------------
     def _rx_loop(self) -> None:
@@ -383,6 +405,8 @@ class CanAdapter(Adapter):
         Called in the real-time loop.
         """
         rx = self.ms.rx
+        if self.ctx.period_s != self._period_s:  # the loop changed its step between runs (lockstep scenario)
+            self._retime()
         if tick < self._prev_tick:  # the plant was reset: ages restart, no timeout is counted
             self._last_tick[:] = -1
             self._stale[:] = 1
@@ -495,6 +519,7 @@ class CanAdapter(Adapter):
             out["recording"] = self._recorder.status()
         if self._share is not None:
             out["share"] = self._share.status()
+            out["endpoints"] = {"share": self._share.url}  # listed by `gearbox-hil serve` and its ready file
         return out
 
     @property

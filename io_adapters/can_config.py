@@ -249,6 +249,8 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
             _resolve_tx(sigs, sname, dbc_sig, lay, plant, port, factor, bias, notes, name)
     required = mc.boolean("required", True) if direction == "rx" else False
     period_ticks = offset_ticks = timeout_ticks = 0
+    start_delay_ms = None
+    timeout_ms = 0.0
     if direction == "tx":
         if not cycle_ms:
             raise mc.error("cycle_ms", f"message {name} has no GenMsgCycleTime in the DBC; give cycle_ms here")
@@ -256,9 +258,11 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
         offset_ticks = -1
         delay = msg.dbc.attributes.get("GenMsgStartDelayTime") if msg.dbc is not None else None
         if mc.has("start_delay_ms"):
-            offset_ticks = round(mc.number("start_delay_ms", nonnegative=True) * 1e-3 / period_s)
+            start_delay_ms = mc.number("start_delay_ms", nonnegative=True)
         elif delay is not None:
-            offset_ticks = round(float(delay.value) * 1e-3 / period_s)
+            start_delay_ms = float(delay.value)
+        if start_delay_ms is not None:
+            offset_ticks = round(start_delay_ms * 1e-3 / period_s)
     else:
         if mc.has("timeout_ms"):
             timeout_ms = mc.number("timeout_ms", positive=True)
@@ -272,7 +276,8 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
                          length=msg.length, signals=layouts, crc_signal=crc_i, counter_signal=cnt_i,
                          counter_modulus=counter_mod, data_id=data_id, max_delta=max_delta,
                          period_ticks=period_ticks, offset_ticks=offset_ticks, timeout_ticks=timeout_ticks,
-                         required=required)
+                         required=required, cycle_ms=float(cycle_ms or 0.0), start_delay_ms=start_delay_ms,
+                         timeout_ms=timeout_ms)
 
 
 def _mapping_entry(sigs: ConfigReader, sname: str) -> tuple[str, float | None, float]:

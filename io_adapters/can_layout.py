@@ -412,6 +412,9 @@ class MessageLayout:
     offset_ticks: int = 0
     timeout_ticks: int = 0
     required: bool = True
+    cycle_ms: float = 0.0  # the times in ms the tick counts above come from (see :func:`retime`)
+    start_delay_ms: float | None = None  # None: staggered
+    timeout_ms: float = 0.0
 
 
 @dataclass
@@ -491,6 +494,30 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
     SEG = np.array(seg_rows if seg_rows else [(0, 0, 0, 0)], dtype=np.int64).reshape(-1, SEG_COLS)
     ALLOW = np.array(allow if allow else [0], dtype=np.int64)
     return CompiledLayout(M, S, SF, SEG, ALLOW, messages)
+
+
+def retime(layout: CompiledLayout, period_s: float) -> list[str]:
+    """Recompute the tick counts of every message for a new loop period, in place.
+
+    Cycle times that are no whole number of ticks are rounded (to at least
+    one tick); the returned notes name them.  Not for the tick itself: the
+    loop changes its period only between runs.
+    """
+    notes = []
+    for k, m in enumerate(layout.messages):
+        if m.cycle_ms > 0 and layout.M[k, M_PERIOD] > 0:
+            exact = m.cycle_ms * 1e-3 / period_s
+            n = max(1, round(exact))
+            if abs(exact - n) > 1e-6 * exact:
+                notes.append(f"{m.name}: cycle {m.cycle_ms:g} ms sent every {n} ticks of {period_s * 1e3:g} ms")
+            layout.M[k, M_PERIOD] = n
+            if m.start_delay_ms is not None:
+                layout.M[k, M_OFFSET] = round(m.start_delay_ms * 1e-3 / period_s)
+            else:
+                layout.M[k, M_OFFSET] = k % n
+        if m.timeout_ms > 0:
+            layout.M[k, M_TIMEOUT] = max(1, math.ceil(m.timeout_ms * 1e-3 / period_s - 1e-9))
+    return notes
 
 
 def raw_bounds(length: int, signed: bool) -> tuple[int, int]:

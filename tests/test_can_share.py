@@ -1,0 +1,82 @@
+"""Cross-process virtual CAN without vcan: a server process and a TCU process close a shift.
+
+``gearbox-hil serve`` runs the Powershift plant with the CAN adapter on a
+virtual bus shared on loopback (python-can-remote, port chosen by the
+kernel, reported in the ready file); the ECU emulator runs as a second
+process on ``can.Bus(interface="remote")`` and closes a shift on the speeds
+it receives.  Nothing but 127.0.0.1 is ever bound.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from can_support import ROOT
+from io_adapters.can_share import LoopbackShare, ShareError, is_loopback
+from server_support import ServerProcess
+
+CAN_SHARED = """
+[watchdog]
+timeout_ms = 100.0
+
+[[adapters]]
+type = "can"
+name = "can"
+interface = "virtual"
+channel = "gearbox-hil-share-test"
+[adapters.share]
+port = 0
+"""
+
+
+def test_share_binds_loopback_only():
+    share = LoopbackShare("share-bind-test", port=0)
+    try:
+        host, port = share._server.socket.getsockname()
+        assert host == "127.0.0.1" and port == share.port > 0
+        assert share.url == f"ws://127.0.0.1:{share.port}/"
+    finally:
+        share.close()
+    assert is_loopback("localhost") and is_loopback("127.0.0.2") and not is_loopback("0.0.0.0")
+    with pytest.raises(ShareError, match=r"share host '0\.0\.0\.0' is not a loopback address; the bridge has no "
+                                         r"authentication \(set allow_non_loopback = true to expose it anyway\)"):
+        LoopbackShare("share-bind-test", host="0.0.0.0", port=0)
+
+
+def test_share_needs_a_virtual_interface():
+    from io_adapters.can_adapter import CanAdapter
+    from plant_models.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"share: shares a virtual bus only \(interface is 'socketcan'"):
+        CanAdapter("can", {"interface": "socketcan", "channel": "vcan0", "share": {"port": 0}})
+
+
+def test_two_processes_close_a_shift_over_the_loopback_share(tmp_path):
+    with ServerProcess(tmp_path, "powershift", extra=CAN_SHARED) as srv:
+        url = srv.info["endpoints"]["can.share"]
+        assert url.startswith("ws://127.0.0.1:")
+        ecu = subprocess.run([sys.executable, str(ROOT / "examples" / "ecu_emulator.py"), "--interface", "remote",
+                              "--channel", url, "--duration", "1.2", "--shift-at", "0.4", "--json"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert ecu.returncode == 0, ecu.stdout + ecu.stderr
+        r = json.loads(ecu.stdout.strip().splitlines()[-1])
+        with srv.client() as c:
+            st = c.status()
+        srv.shutdown()
+    # the TCU closed the shift on the speeds it received from the other process
+    assert [p for _, p in r["phases"]] == ["hold", "torque", "inertia", "lock"]
+    assert r["closed_at_s"] is not None
+    assert r["gear_actual"] == 3 and r["stuck"] == {"1": 0, "2": 1, "3": 1, "4": 0, "5": 0, "6": 1, "7": 0, "8": 0}
+    assert r["shaft2_rpm"] == pytest.approx(-r["engine_rpm"] / 2.0, abs=1.0)
+    assert r["e2e_errors"] == 0 and r["frames_received"] > 250
+    assert r["watchdog_state"] == 0 and r["commands_fresh"] == 1
+    assert all(v == 0 for v in r["rx_diag"].values())
+    # the server accepted every command the TCU sent
+    can_status = next(a for a in st["adapters"].values() if a.get("type") == "can") \
+        if isinstance(st.get("adapters"), dict) else next(a for a in st["adapters"] if a.get("type") == "can")
+    assert can_status["rx"]["accepted"] == r["commands_sent"]
+    assert can_status["rx"]["rejected_total"] == 0
