@@ -341,9 +341,9 @@ def _signals(n_gears: int, clutch_max_capacity: float):
         Signal("ratio", "-", -RATIO_LIMIT, RATIO_LIMIT, 0.0,
                "overall ratio w_engine / w_wheel; 0 below 1 rad/s wheel speed, limited to +-100"),
         Signal("driveshaft_torque", "N m", -5.0e4, 5.0e4, 0.0, "half-shaft torque at the wheels; positive drives"),
-        Signal("selected_odd", "-", 0, n_gears, 0, "gear in effect on the odd shaft (after command checks)",
+        Signal("selected_odd", "-", 0, max(odd), 0, "gear in effect on the odd shaft (after command checks)",
                integer=True),
-        Signal("selected_even", "-", 0, n_gears, 0, "gear in effect on the even shaft (after command checks)",
+        Signal("selected_even", "-", 0, max(even), 0, "gear in effect on the even shaft (after command checks)",
                integer=True),
         Signal("status", "-", 0, 2 ** 16, 0, "core status bits, plus 256 = gear command rejected", integer=True),
     )
