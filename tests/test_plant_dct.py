@@ -313,3 +313,28 @@ def test_a_launch_slips_the_clutch_then_locks_it():
     expected = k + 0.02 * tr.column("slip_c1")[slipping]
     np.testing.assert_allclose(tr.column("torque_c1")[slipping], expected, rtol=1e-12)
     assert tr.column("gear")[-1] == 1 and tr.column("vehicle_speed")[-1] > 10.0
+
+
+def test_non_finite_input_leaves_the_state_untouched():
+    """A NaN pressure or torque is refused by the core: no step, no change of state or gear selection."""
+    plant, inputs = cruising_in_first()
+    plant.reset(dict(inputs, gear_even=0))
+    plant.step(1e-3)
+    for name in ("p_c1", "p_c2", "engine_torque", "road_load"):
+        df0, di0 = plant.get_state()
+        k = plant.input_index(name)
+        good = plant.u[k]
+        plant.u[k] = math.nan
+        plant.u[plant.input_index("gear_even")] = 2.0  # a valid new selection in the same refused step
+        assert plant.step(1e-3) == L.ST_BAD_INPUT
+        df1, di1 = plant.get_state()
+        core = plant.core
+        state = slice(int(plant.mi[L.DF_Y]), int(plant.mi[L.DF_Y]) + len(core.y))
+        assert np.array_equal(df1[state], df0[state])
+        assert np.array_equal(di1[int(plant.mi[L.DI_MODE]):int(plant.mi[L.DI_MODE]) + 4],
+                              di0[int(plant.mi[L.DI_MODE]):int(plant.mi[L.DI_MODE]) + 4])
+        assert plant.output_dict()["selected_even"] == 0 and plant.output_dict()["status"] == L.ST_BAD_INPUT
+        assert core.coef_b[ROW_S_EVEN] == -plant.total_ratio(2)  # the spec's initial value, untouched
+        plant.u[k] = good
+        plant.u[plant.input_index("gear_even")] = 0.0
+        assert plant.step(1e-3) == 0
