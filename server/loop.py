@@ -142,6 +142,7 @@ class Loop:
         self.recent_events: list[dict] = []
         self.events_total = 0
         self.first_tick_ns = 0
+        self.next_deadline_ns = 0  # realtime: the first deadline not yet run (or skipped) when ticking stopped
         self.started_ns = time.monotonic_ns()
         self._out = out or (lambda s: print(s, flush=True))
         self._shutdown = False
@@ -440,6 +441,7 @@ class Loop:
                 self.request_shutdown("duration reached")
             self.telemetry.add_run_time(end - last_end)
             last_end = end
+        self.next_deadline_ns = deadline
 
     def _overrun_stop(self) -> None:
         msg = (f"stopped after {self.telemetry.counters[C_OVERRUNS]} overruns "

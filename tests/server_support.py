@@ -69,7 +69,8 @@ class ServerProcess:
         return HilClient(self.control, timeout_s=timeout_s).connect()
 
     def output(self) -> str:
-        self._logfh.flush()
+        if not self._logfh.closed:
+            self._logfh.flush()
         return self.log.read_text() if self.log.exists() else ""
 
     def shutdown(self, timeout_s: float = 60.0) -> dict:
