@@ -110,7 +110,7 @@ class SwapController:
             self.t_sync = t
             self.p_on_at_sync = p_on
             self._enter("lock", t)
-        frac = min(1.0, (t - self.t_sync) / p.lock_s)
+        frac = min(1.0, max(0.0, (t - self.t_sync) / p.lock_s))
         return {off: 0.0, on: self.p_on_at_sync + frac * (p.full_bar - self.p_on_at_sync)}
 
 
@@ -164,6 +164,9 @@ def run_realtime(hil: HilClient, ctl: SwapController, timeout_s: float = 10.0,
             res.seq_gaps += 1
         prev_seq = s.seq
         t = s.t
+        if res.trace and t < res.trace[-1]["t"]:
+            raise RuntimeError(f"the plant was reset by another client at t = {res.trace[-1]['t']:.3f} s; "
+                               "run one controller per server")
         _observe(res, t, s.y, last_gear)
         if t >= ctl.plan.duration_s:
             break
@@ -238,7 +241,7 @@ def plot(res: RunResult, path: Path, title: str) -> None:
     for tt, ph in res.timeline:
         for a in ax:
             a.axvline(tt, color="0.8", lw=0.8)
-        ax[0].annotate(ph, (tt, ax[0].get_ylim()[1]), fontsize=8, va="top")
+        ax[0].annotate(ph, (tt, ax[0].get_ylim()[1]), fontsize=8, va="top", ha="right", rotation=90)
     fig.suptitle(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,19 +277,19 @@ def main(argv: list[str] | None = None) -> int:
                                                     "  (clutches slipping)"))
         print(f"  {res.states_received} states received ({res.seq_gaps} gaps), {res.commands_sent} commands sent")
         status = hil.status()
-        if args.csv:
-            write_csv(res, args.csv)
-        if args.plot:
-            plot(res, args.plot, f"Powershift swap clutch {ctl.plan.off_clutch} -> {ctl.plan.on_clutch}, "
-                 f"closed over ZeroMQ ({plant['mode']})")
-            print(f"  plot written to {args.plot}")
-        tm = status["timing"]
-        if tm["lateness_us"]["p99"] is not None:
-            print(f"  server timing so far: {tm['ticks']} ticks, rate {tm['rate_hz_actual']:.1f} Hz, "
-                  f"TET p99 {tm['tet_us']['p99']:.1f} us, lateness p99 {tm['lateness_us']['p99']:.1f} us, "
-                  f"overruns {tm['overruns']}")
-        if args.shutdown:
+        if args.shutdown:  # before plotting: a silent controller would trip the server's command watchdog
             hil.shutdown()
+    tm = status["timing"]
+    if tm["lateness_us"]["p99"] is not None:
+        print(f"  server timing so far: {tm['ticks']} ticks, rate {tm['rate_hz_actual']:.1f} Hz, "
+              f"TET p99 {tm['tet_us']['p99']:.1f} us, lateness p99 {tm['lateness_us']['p99']:.1f} us, "
+              f"overruns {tm['overruns']}")
+    if args.csv:
+        write_csv(res, args.csv)
+    if args.plot:
+        plot(res, args.plot, f"Powershift swap clutch {ctl.plan.off_clutch} -> {ctl.plan.on_clutch}, "
+             f"closed over ZeroMQ ({plant['mode']})")
+        print(f"  plot written to {args.plot}")
     shifted = len(res.gears) >= 2 and res.gears[0] == 1 and res.gears[-1] == 3
     print("shift gear 1 -> gear 3: " + ("done" if shifted else "NOT completed"))
     return 0 if shifted else 1
