@@ -82,7 +82,8 @@ class LoopConfig:
     max_overruns: int = 10
     startup_grace_s: float = 1.0
     duration_s: float = 0.0  # 0: until stopped.  Wall time running (realtime) or simulated time (lockstep, afap)
-    status_interval_s: float = 0.5  # live status line; 0 disables it
+    status_interval_s: float = 0.5  # length of a status window (recent rate, TET, lateness); 0 disables windows
+    status_line: bool = True  # print the live status line once per window
     status_outputs: tuple[str, ...] = ()  # outputs shown in the status line; empty: speeds and gear
     service_budget_us: float = 300.0  # slack needed before the deadline to serve a control request
     gc_interval_s: float = 1.0  # young-generation collection in the slack; 0 disables it
@@ -579,7 +580,9 @@ class Loop:
     def _print_status_line(self) -> None:
         if self.state != RUNNING:
             return
-        line = self.status_line()
+        line = self.status_line()  # also closes the status window
+        if not self.cfg.status_line:
+            return
         if self._tty:
             sys.stdout.write("\r" + line[:200] + "\x1b[K")
             sys.stdout.flush()
@@ -587,7 +590,7 @@ class Loop:
             self._out(line)
 
     def end_status_line(self) -> None:
-        if self._tty and self.cfg.status_interval_s > 0:
+        if self._tty and self.cfg.status_interval_s > 0 and self.cfg.status_line:
             sys.stdout.write("\n")
             sys.stdout.flush()
 

@@ -67,6 +67,7 @@ def _loop_config(cfg: ConfigReader) -> LoopConfig:
         startup_grace_s=lp.number("startup_grace_s", d.startup_grace_s, nonnegative=True),
         duration_s=lp.number("duration_s", d.duration_s, nonnegative=True),
         status_interval_s=lp.number("status_interval_s", d.status_interval_s, nonnegative=True),
+        status_line=lp.boolean("status_line", d.status_line),
         status_outputs=tuple(outputs),
         service_budget_us=lp.number("service_budget_us", d.service_budget_us, lo=0.0, hi=100_000.0),
         gc_interval_s=lp.number("gc_interval_s", d.gc_interval_s, nonnegative=True),

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("--duration", "", f"must be >= 0 s, got {args.duration:g}")
     overrides = dict(mode=args.mode, rate_hz=args.rate, wait=args.wait, duration_s=args.duration)
     if args.quiet:
-        overrides["status_interval_s"] = 0.0
+        overrides["status_line"] = False
     loop = runtime.build(args.config, args.io, **overrides)
     try:
         loop.open()

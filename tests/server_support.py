@@ -30,7 +30,7 @@ control_endpoint = "tcp://127.0.0.1:*"
 
 def write_io(path: Path, loop: str = "", extra: str = "", adapters: str = FREE_PORTS) -> Path:
     """An I/O config with the given [loop] body and extra tables, ZeroMQ on free loopback ports."""
-    text = "[loop]\nstatus_interval_s = 0.0\n" + loop + "\n" + extra + "\n" + adapters
+    text = "[loop]\nstatus_line = false\n" + loop + "\n" + extra + "\n" + adapters
     path.write_text(text)
     return path
 
