@@ -47,41 +47,14 @@ from plant_models.plant import Plant
 
 from . import can_layout as CL
 from .base import Adapter, AdapterError, LoopContext, register_adapter
-from .can_config import AUX_INDEX, AUX_SOURCES, MessageSet, load_message_set
+from .can_config import AUX_SOURCES, MessageSet, load_message_set
 
 DEFAULT_CHANNEL = "gearbox-hil"
 
-_A_TICK = AUX_INDEX["hil.tick"]
-_A_OVERRUNS = AUX_INDEX["hil.overruns"]
-_A_WATCHDOG = AUX_INDEX["hil.watchdog"]
-_A_FRESH = AUX_INDEX["can.commands_fresh"]
-_A_UNKNOWN = AUX_INDEX["can.unknown_ids"]
-_A_TX_ERRORS = AUX_INDEX["can.tx_errors"]
-
-
-@CL.njit(**CL.JIT)
-def _refresh_aux(aux, counts, timeouts):
-    """Totals of the receive counters for the diagnostic frame.  Called in the real-time loop."""
-    crc = cnt = dlc = rng = ok = 0
-    for m in range(counts.shape[0]):
-        crc += counts[m, CL.RX_CRC]
-        cnt += counts[m, CL.RX_COUNTER_FROZEN] + counts[m, CL.RX_COUNTER_JUMP]
-        dlc += counts[m, CL.RX_DLC]
-        rng += counts[m, CL.RX_RANGE]
-        ok += counts[m, CL.RX_OK]
-    tmo = 0
-    for m in range(timeouts.shape[0]):
-        tmo += timeouts[m]
-    aux[4] = crc
-    aux[5] = cnt
-    aux[6] = dlc
-    aux[8] = rng
-    aux[9] = tmo
-    aux[10] = ok
-
-
-assert [n for n, _ in AUX_SOURCES[4:11]] == ["can.crc_errors", "can.counter_errors", "can.dlc_errors",
-                                             "can.unknown_ids", "can.range_errors", "can.timeouts", "can.rx_ok"]
+assert [n for n, _ in AUX_SOURCES] == [
+    "hil.tick", "hil.overruns", "hil.watchdog", "can.commands_fresh", "can.crc_errors", "can.counter_errors",
+    "can.dlc_errors", "can.unknown_ids", "can.range_errors", "can.timeouts", "can.rx_ok", "can.tx_errors",
+] and len(AUX_SOURCES) == CL.N_AUX  # the compiled code fills them in this order
 
 
 class _RateLimitedLog:
@@ -207,61 +180,38 @@ class CanAdapter(Adapter):
                       channel, self.ms.rx.n_msg, self.ms.tx.n_msg, Path(self.ms.dbc_path).name)
 
     def _allocate(self) -> None:
+        from plant_models import layout as L
+
         rx, tx = self.ms.rx, self.ms.tx
-        nr, nt = rx.n_msg, tx.n_msg
+        p = self.plant
+        u_off = int(p.mi[L.DF_PLANT])
+        self.codec = CL.Codec(rx, tx, p.n_in, u_off, u_off + 2 * p.n_in)
         self._lock = threading.Lock()
-        # receive side: thread -> mailbox -> tick
-        self._rx_buf = np.zeros(CL.MAX_PAYLOAD, dtype=np.uint8)
-        self._cnt_state = np.zeros((max(nr, 1), CL.CNT_COLS), dtype=np.int64)
-        self._counts = np.zeros((max(nr, 1), CL.RX_COLS), dtype=np.int64)
-        self._values = np.zeros(rx.n_sig, dtype=np.float64)
-        self._seq = np.zeros(max(nr, 1), dtype=np.int64)
-        self._detail = np.zeros(3, dtype=np.int64)
-        self._seen = np.zeros(max(nr, 1), dtype=np.int64)
-        self._last_tick = np.full(max(nr, 1), -1, dtype=np.int64)
-        self._stale = np.ones(max(nr, 1), dtype=np.int64)  # never received: stale, not a timeout
-        self._timeouts = np.zeros(max(nr, 1), dtype=np.int64)
         self._lut = self.ms.frame_ids()
         self._rx_fd = [m.fd for m in rx.messages]
-        self.unknown_ids = 0
         self.error_frames = 0
         self.bus_errors = 0
-        self.mailbox_busy = 0
         self.rx_frames = 0
         self.rx_handled = 0
-        self.commands_fresh = False
         self.last_reject = ""
-        # transmit side
-        self._aux = np.zeros(len(AUX_SOURCES), dtype=np.float64)
-        self._tx_buf = np.zeros((max(nt, 1), CL.MAX_PAYLOAD), dtype=np.uint8)
-        self._tx_counter = np.zeros(max(nt, 1), dtype=np.int64)
-        self._due = np.zeros(max(nt, 1), dtype=np.int64)
-        self._saturated = np.zeros(max(nt, 1), dtype=np.int64)
-        self._tx_sent = np.zeros(max(nt, 1), dtype=np.int64)
-        self.tx_errors = 0
+        self._tx_sent = np.zeros(max(tx.n_msg, 1), dtype=np.int64)
         self._tx_msgs = []
         self._tx_views = []
         import can
         for k, m in enumerate(tx.messages):
             self._tx_msgs.append(can.Message(arbitration_id=m.frame_id, is_extended_id=m.extended, is_fd=m.fd,
                                              data=bytearray(m.length), is_rx=False))
-            self._tx_views.append(memoryview(self._tx_buf[k, :m.length]))
-        self._rx_names = [m.name for m in rx.messages]
+            self._tx_views.append(memoryview(self.codec.tx_buf[k, :m.length]))
         self._rate_log = _RateLimitedLog(self.log)
 
     def _warm_up(self) -> None:
         """Call every compiled function once on scratch copies, so the first tick loads no machine code."""
-        rx, tx = self.ms.rx, self.ms.tx
-        cnt, counts, values, seq = (self._cnt_state.copy(), self._counts.copy(), self._values.copy(),
-                                    self._seq.copy())
-        CL.rx_frame(0, np.zeros(CL.MAX_PAYLOAD, dtype=np.uint8), 0, rx.M, rx.S, rx.SF, rx.SEG, rx.ALLOW,
-                    CL.CRC8_J1850_TABLE, cnt, counts, values, seq, self._detail.copy())
-        u, u_rate = self.plant.u.copy(), self.plant.u_rate.copy()
-        CL.rx_apply(0, True, False, rx.M, rx.S, values, seq, self._seen.copy(), self._last_tick.copy(),
-                    self._stale.copy(), self._timeouts.copy(), u, u_rate)
-        CL.tx_pack(-1, tx.M, tx.S, tx.SF, tx.SEG, self.plant.y, self._aux.copy(), CL.CRC8_J1850_TABLE,
-                   self._tx_counter.copy(), self._tx_buf.copy(), self._due.copy(), self._saturated.copy())
-        _refresh_aux(self._aux.copy(), counts, self._timeouts.copy())
+        c = self.codec
+        ci, cf, cb, df = c.ci.copy(), c.cf.copy(), c.cb.copy(), self.plant.df.copy()
+        if c.rx.n_msg:
+            CL.rx_frame(0, 0, ci, cf, cb)
+        CL.rx_apply(0, True, ci, cf, df, np.ones(4, dtype=np.int64))
+        CL.tx_pack(-1, ci, cf, cb, df, np.zeros(4, dtype=np.int64), np.zeros(1, dtype=np.int64), 0)
 
     def _bind_loop(self, ctx: LoopContext) -> None:
         """Find the loop's per-tick flags and overrun counter (numpy arrays, cheap to read per tick).
@@ -281,9 +231,9 @@ class CanAdapter(Adapter):
             from server.telemetry import C_OVERRUNS
             self._overruns_arr = tel.counters
             self._overruns_idx = C_OVERRUNS
-        self._prev_tick = -1
-        self.scenario_ignored = 0
         self._period_s = ctx.period_s
+        self._feed = ctx.feed_watchdog
+        self.codec.adapter[CL.A_PREV_TICK] = -1
 
     def _retime(self) -> None:
         """Cycle times and timeouts in ticks of the loop's new period (rare: between runs)."""
@@ -344,7 +294,7 @@ class CanAdapter(Adapter):
             return
         m = self._lut.get((msg.arbitration_id, bool(msg.is_extended_id)), -1)
         if m < 0:
-            self.unknown_ids += 1
+            self.codec.adapter[CL.A_UNKNOWN] += 1
             text = f"frame ID 0x{msg.arbitration_id:X} is not in the message set"
             self.last_reject = text
             self._rate_log(("unknown", msg.arbitration_id), f"CAN {self.name}: {text}")
@@ -354,23 +304,22 @@ class CanAdapter(Adapter):
         lay = self.ms.rx.messages[m]
         if msg.is_remote_frame or n > CL.MAX_PAYLOAD or bool(msg.is_fd) != self._rx_fd[m]:
             with self._lock:
-                self._counts[m, CL.RX_DLC] += 1
+                self.codec.counts[m, CL.RX_DLC] += 1
             kind = "remote frame" if msg.is_remote_frame else ("CAN FD frame" if msg.is_fd else "classic frame")
             self._reject(m, CL.RX_DLC, f"{lay.name} (0x{lay.frame_id:X}): {kind} where the DBC has a "
                          f"{'CAN FD' if lay.fd else 'classic'} data frame")
             return
-        if n:
-            self._rx_buf[:n] = np.frombuffer(data, dtype=np.uint8, count=n)
+        c = self.codec
         with self._lock:
-            verdict = CL.rx_frame(m, self._rx_buf, n, self.ms.rx.M, self.ms.rx.S, self.ms.rx.SF, self.ms.rx.SEG,
-                                  self.ms.rx.ALLOW, CL.CRC8_J1850_TABLE, self._cnt_state, self._counts,
-                                  self._values, self._seq, self._detail)
+            if n:
+                c.rx_buf[:n] = np.frombuffer(data, dtype=np.uint8, count=n)
+            verdict = CL.rx_frame(m, n, c.ci, c.cf, c.cb)
         if verdict != CL.RX_OK:
             self._reject(m, verdict, self._explain(m, verdict))
 
     def _explain(self, m: int, verdict: int) -> str:
         lay = self.ms.rx.messages[m]
-        d0, d1 = int(self._detail[0]), int(self._detail[1])
+        d0, d1 = int(self.codec.detail[0]), int(self.codec.detail[1])
         head = f"{lay.name} (0x{lay.frame_id:X})"
         if verdict == CL.RX_DLC:
             return f"{head}: {d1} data bytes, the DBC says {d0}"
@@ -381,7 +330,7 @@ class CanAdapter(Adapter):
         if verdict == CL.RX_COUNTER_JUMP:
             return f"{head}: alive counter jumped to {d1}, expected {d0}"
         if verdict == CL.RX_RANGE:
-            s = int(self._detail[2])
+            s = int(self.codec.detail[2])
             sig = lay.signals[s - int(self.ms.rx.M[m, CL.M_SIG0])]
             phys = d1 * sig.scale + sig.offset
             lo = sig.raw_lo * sig.scale + sig.offset
@@ -404,57 +353,38 @@ class CanAdapter(Adapter):
         taken from the mailbox but not applied, and counted as ignored.
         Called in the real-time loop.
         """
-        rx = self.ms.rx
+        c = self.codec
         if self.ctx.period_s != self._period_s:  # the loop changed its step between runs (lockstep scenario)
             self._retime()
-        if tick < self._prev_tick:  # the plant was reset: ages restart, no timeout is counted
-            self._last_tick[:] = -1
-            self._stale[:] = 1
-        self._prev_tick = tick
-        apply = self._tick_info[2] == 0
         if self._lock.acquire(False):
             try:
-                r = CL.rx_apply(tick, True, apply, rx.M, rx.S, self._values, self._seq, self._seen, self._last_tick,
-                                self._stale, self._timeouts, self.plant.u, self.plant.u_rate)
+                fresh = CL.rx_apply(tick, True, c.ci, c.cf, self.plant.df, self._tick_info)
             finally:
                 self._lock.release()
         else:
-            self.mailbox_busy += 1
-            r = CL.rx_apply(tick, False, apply, rx.M, rx.S, self._values, self._seq, self._seen, self._last_tick,
-                            self._stale, self._timeouts, self.plant.u, self.plant.u_rate)
-        fresh = r & 1 == 1
-        self.commands_fresh = fresh
-        if not apply:
-            self.scenario_ignored += r >> 1
-        elif fresh:
-            self.ctx.feed_watchdog(now_ns)
+            fresh = CL.rx_apply(tick, False, c.ci, c.cf, self.plant.df, self._tick_info)
+        if fresh:
+            self._feed(now_ns)
 
     def write(self, tick: int, now_ns: int) -> None:
         """Send the messages due this tick.  Non-blocking.  Called in the real-time loop."""
-        tx = self.ms.tx
-        aux = self._aux
-        aux[_A_TICK] = tick
-        aux[_A_OVERRUNS] = self._overruns_arr[self._overruns_idx]
-        aux[_A_WATCHDOG] = self._tick_info[0]
-        aux[_A_FRESH] = 1.0 if self.commands_fresh else 0.0
-        aux[_A_UNKNOWN] = self.unknown_ids
-        aux[_A_TX_ERRORS] = self.tx_errors
-        _refresh_aux(aux, self._counts, self._timeouts)
-        n_due = CL.tx_pack(tick, tx.M, tx.S, tx.SF, tx.SEG, self.plant.y, aux, CL.CRC8_J1850_TABLE,
-                           self._tx_counter, self._tx_buf, self._due, self._saturated)
+        c = self.codec
+        n_due = CL.tx_pack(tick, c.ci, c.cf, c.cb, self.plant.df, self._tick_info, self._overruns_arr,
+                           self._overruns_idx)
         if n_due == 0:
             return
         bus = self._bus
         rec = self._recorder
+        due = c.due
         for i in range(n_due):
-            k = self._due[i]
+            k = due[i]
             msg = self._tx_msgs[k]
             msg.data[:] = self._tx_views[k]
             msg.timestamp = time.time()
             try:
                 bus.send(msg, 0.0)
             except Exception:  # CanError, OSError: counted (and visible in status), never raised into the loop
-                self.tx_errors += 1
+                c.adapter[CL.A_TX_ERRORS] += 1
                 continue
             self._tx_sent[k] += 1
             if rec is not None:
@@ -484,20 +414,21 @@ class CanAdapter(Adapter):
         """Counters for the status channel: every rejection reason, timeouts, transmit counts."""
         if not self._opened and self._bus is None:
             return {"type": "can", "open": False}
-        c = self._counts
+        cd = self.codec
+        c = cd.counts
         rx_msgs = {}
         for k, m in enumerate(self.ms.rx.messages):
             rx_msgs[m.name] = {"accepted": int(c[k, CL.RX_OK]), "crc": int(c[k, CL.RX_CRC]),
                                "counter_frozen": int(c[k, CL.RX_COUNTER_FROZEN]),
                                "counter_jump": int(c[k, CL.RX_COUNTER_JUMP]), "dlc": int(c[k, CL.RX_DLC]),
                                "out_of_range": int(c[k, CL.RX_RANGE]), "lost": int(c[k, CL.RX_LOST]),
-                               "timeouts": int(self._timeouts[k]), "stale": bool(self._stale[k]),
+                               "timeouts": int(cd.timeouts[k]), "stale": bool(cd.stale[k]),
                                "required": m.required}
         n = self.ms.rx.n_msg
         rejected = {"crc": int(c[:n, CL.RX_CRC].sum()), "counter_frozen": int(c[:n, CL.RX_COUNTER_FROZEN].sum()),
                     "counter_jump": int(c[:n, CL.RX_COUNTER_JUMP].sum()), "dlc": int(c[:n, CL.RX_DLC].sum()),
-                    "unknown_id": int(self.unknown_ids), "out_of_range": int(c[:n, CL.RX_RANGE].sum())}
-        tx_msgs = {m.name: {"sent": int(self._tx_sent[k]), "saturated": int(self._saturated[k])}
+                    "unknown_id": int(cd.adapter[CL.A_UNKNOWN]), "out_of_range": int(c[:n, CL.RX_RANGE].sum())}
+        tx_msgs = {m.name: {"sent": int(self._tx_sent[k]), "saturated": int(cd.saturated[k])}
                    for k, m in enumerate(self.ms.tx.messages)}
         out = {
             "type": "can",
@@ -505,15 +436,15 @@ class CanAdapter(Adapter):
             "channel": self.channel,
             "message_set": self.ms.source,
             "dbc": self.ms.dbc_path,
-            "commands_fresh": bool(self.commands_fresh),
+            "commands_fresh": bool(cd.adapter[CL.A_FRESH]),
             "rx": {"frames": int(self.rx_frames), "accepted": int(c[:n, CL.RX_OK].sum()), "rejected": rejected,
                    "rejected_total": sum(rejected.values()), "lost": int(c[:n, CL.RX_LOST].sum()),
-                   "timeouts": int(self._timeouts[:n].sum()), "error_frames": int(self.error_frames),
-                   "bus_errors": int(self.bus_errors), "mailbox_busy": int(self.mailbox_busy),
-                   "ignored_scenario_active": int(self.scenario_ignored),
+                   "timeouts": int(cd.timeouts[:n].sum()), "error_frames": int(self.error_frames),
+                   "bus_errors": int(self.bus_errors), "mailbox_busy": int(cd.adapter[CL.A_BUSY]),
+                   "ignored_scenario_active": int(cd.adapter[CL.A_IGNORED]),
                    "last_reject": self.last_reject, "messages": rx_msgs},
-            "tx": {"frames": int(self._tx_sent.sum()), "errors": int(self.tx_errors),
-                   "saturated": int(self._saturated.sum()), "messages": tx_msgs},
+            "tx": {"frames": int(self._tx_sent.sum()), "errors": int(cd.adapter[CL.A_TX_ERRORS]),
+                   "saturated": int(cd.saturated.sum()), "messages": tx_msgs},
         }
         if self._recorder is not None:
             out["recording"] = self._recorder.status()

@@ -38,6 +38,11 @@ import numpy as np
 from numba import njit
 
 JIT = dict(cache=True, nogil=True)
+# The functions the tick calls keep the GIL.  A nogil call releases the GIL on entry and must win it
+# back on exit; with the receive thread (and, in-process, share or TCU threads) waiting for it, the
+# tick then waits up to a switch interval for a few microseconds of work (bench/bench_can.py measured
+# it).  Holding the GIL for their ~1-3 us also keeps the mailbox copy atomic w.r.t. those threads.
+JIT_TICK = dict(cache=True, nogil=False)
 
 MAX_PAYLOAD = 64  # bytes, CAN FD
 
@@ -100,6 +105,67 @@ CNT_LAST = 0
 CNT_VALID = 1
 CNT_COLS = 2
 
+# -- the flat buffers of a codec (MuJoCo style, as plant_models/layout.py) ---------------------
+# ci (int64): a header of sizes and offset slots, then the tables and the counters.
+# cf (float64): signal scalings, the receive mailbox, the auxiliary transmit values.
+# cb (uint8): the CRC table, the receive frame, one 64-byte row per transmit message.
+CI_NRX = 0  # receive messages
+CI_NTX = 1  # transmit messages
+CI_N_IN = 2  # plant inputs
+CI_P_U = 3  # offset of the plant inputs in the plant's df (their rates follow at + n_in)
+CI_P_Y = 4  # offset of the plant outputs in df
+CI_RX_M = 10  # offset slots (ci[slot] = offset of the field)
+CI_RX_S = 11
+CI_RX_SEG = 12
+CI_RX_ALLOW = 13
+CI_TX_M = 14
+CI_TX_S = 15
+CI_TX_SEG = 16
+CI_CNT = 17  # [n_rx * CNT_COLS] counter-check memory
+CI_COUNTS = 18  # [n_rx * RX_COLS] verdict counters
+CI_SEQ = 19  # [n_rx] mailbox sequence numbers (receive thread)
+CI_SEEN = 20  # [n_rx] last sequence number the tick took
+CI_LAST = 21  # [n_rx] tick of the last valid frame, -1 = none yet
+CI_STALE = 22  # [n_rx] 1 = stale
+CI_TIMEOUTS = 23  # [n_rx] fresh -> stale transitions
+CI_TXCNT = 24  # [n_tx] next alive counter
+CI_DUE = 25  # [n_tx] rows due this tick
+CI_SAT = 26  # [n_tx] clamped or non-finite values
+CI_DETAIL = 27  # [3] why the last frame was rejected
+CI_ADAPTER = 28  # [A_COLS] adapter counters
+CI_F_RX_SF = 29  # offsets into cf
+CI_F_VALUES = 30
+CI_F_TX_SF = 31
+CI_F_AUX = 32
+CI_HEADER = 40
+
+A_UNKNOWN = 0  # frames with an ID outside the message set
+A_TX_ERRORS = 1  # frames the bus refused
+A_FRESH = 2  # 1 while every required command message is fresh (and applied)
+A_BUSY = 3  # ticks that found the mailbox lock taken
+A_IGNORED = 4  # valid command messages taken but not applied (a scenario drives the inputs)
+A_PREV_TICK = 5  # the tick number of the last read
+A_COLS = 8
+
+CB_CRC = 0  # [256] CRC-8 SAE J1850 table
+CB_RX = 256  # [64] the frame being checked
+CB_TX = 320  # [n_tx * 64] transmit payloads
+
+# auxiliary transmit values (io_adapters/can_config.py AUX_SOURCES names them in this order)
+AUX_TICK = 0
+AUX_OVERRUNS = 1
+AUX_WATCHDOG = 2
+AUX_FRESH = 3
+AUX_CRC = 4
+AUX_COUNTER = 5
+AUX_DLC = 6
+AUX_UNKNOWN = 7
+AUX_RANGE = 8
+AUX_TIMEOUTS = 9
+AUX_RX_OK = 10
+AUX_TX_ERRORS = 11
+N_AUX = 12
+
 
 def _crc8_table(poly: int) -> np.ndarray:
     table = np.zeros(256, dtype=np.uint8)
@@ -119,224 +185,328 @@ def crc8_j1850(data, n, skip_byte, data_id, table):
     """CRC-8 SAE J1850 over the data ID (low, high byte) and ``data[:n]`` without ``skip_byte``.
 
     Init 0xFF, final XOR 0xFF.  ``data_id < 0`` leaves the data ID out (used
-    by the check-value test).  Called in the real-time loop.
+    by the check-value test).
     """
+    return _crc8(data, 0, n, skip_byte, data_id, table, 0)
+
+
+@njit(**JIT)
+def _crc8(buf, d0, n, skip_byte, data_id, table, t0):
+    """CRC-8 SAE J1850 of ``buf[d0:d0 + n]`` (table at ``table[t0:t0 + 256]``).  Called in the real-time loop."""
     crc = 0xFF
     if data_id >= 0:
-        crc = table[crc ^ (data_id & 0xFF)]
-        crc = table[crc ^ ((data_id >> 8) & 0xFF)]
+        crc = table[t0 + (crc ^ (data_id & 0xFF))]
+        crc = table[t0 + (crc ^ ((data_id >> 8) & 0xFF))]
     for i in range(n):
         if i != skip_byte:
-            crc = table[crc ^ data[i]]
+            crc = table[t0 + (crc ^ buf[d0 + i])]
     return crc ^ 0xFF
 
 
 @njit(**JIT)
-def unpack_raw(data, s, S, SEG):
-    """Raw integer value of signal ``s`` in ``data``.  Called in the real-time loop."""
+def _unpack(buf, d0, ci, oS, oSEG, s):
+    """Raw integer value of signal row ``s`` in the payload at ``buf[d0:]``.  Called in the real-time loop."""
     raw = 0
-    g0 = S[s, S_SEG0]
-    for g in range(g0, g0 + S[s, S_NSEG]):
-        nb = SEG[g, SEG_NBITS]
-        raw |= ((data[SEG[g, SEG_BYTE]] >> SEG[g, SEG_SHIFT]) & ((1 << nb) - 1)) << SEG[g, SEG_RAWSHIFT]
-    if S[s, S_SIGNED] == 1:
-        n = S[s, S_LEN]
+    r = oS + s * S_COLS
+    g0 = ci[r + S_SEG0]
+    for g in range(g0, g0 + ci[r + S_NSEG]):
+        q = oSEG + g * SEG_COLS
+        nb = ci[q + SEG_NBITS]
+        raw |= ((buf[d0 + ci[q + SEG_BYTE]] >> ci[q + SEG_SHIFT]) & ((1 << nb) - 1)) << ci[q + SEG_RAWSHIFT]
+    if ci[r + S_SIGNED] == 1:
+        n = ci[r + S_LEN]
         if (raw >> (n - 1)) & 1:
             raw -= 1 << n
     return raw
 
 
 @njit(**JIT)
-def pack_raw(data, s, raw, S, SEG):
-    """OR the raw value of signal ``s`` into ``data`` (bits must be clear).  Called in the real-time loop."""
-    raw &= (1 << S[s, S_LEN]) - 1  # two's complement of negative values
-    g0 = S[s, S_SEG0]
-    for g in range(g0, g0 + S[s, S_NSEG]):
-        nb = SEG[g, SEG_NBITS]
-        part = (raw >> SEG[g, SEG_RAWSHIFT]) & ((1 << nb) - 1)
-        b = SEG[g, SEG_BYTE]
-        data[b] = data[b] | (part << SEG[g, SEG_SHIFT])
+def _pack(buf, d0, ci, oS, oSEG, s, raw):
+    """OR the raw value of signal row ``s`` into the payload at ``buf[d0:]`` (bits must be clear).
+
+    Called in the real-time loop.
+    """
+    r = oS + s * S_COLS
+    raw &= (1 << ci[r + S_LEN]) - 1  # two's complement of negative values
+    g0 = ci[r + S_SEG0]
+    for g in range(g0, g0 + ci[r + S_NSEG]):
+        q = oSEG + g * SEG_COLS
+        nb = ci[q + SEG_NBITS]
+        part = (raw >> ci[q + SEG_RAWSHIFT]) & ((1 << nb) - 1)
+        b = d0 + ci[q + SEG_BYTE]
+        buf[b] = buf[b] | (part << ci[q + SEG_SHIFT])
 
 
 @njit(**JIT)
-def rx_frame(m, data, n, M, S, SF, SEG, ALLOW, crc_table, cnt_state, counts, values, seq, detail):
-    """Check one received frame of message ``m`` and, if valid, post its values to the mailbox.
+def rx_frame(m, n, ci, cf, cb):
+    """Check the frame of receive message ``m`` in the receive buffer (``n`` bytes); post it if valid.
 
-    Parameters
-    ----------
-    m : message row; data : uint8 payload buffer; n : received length, bytes.
-    cnt_state : int64 (n_msg, CNT_COLS), the counter check's memory.
-    counts : int64 (n_msg, RX_COLS), verdict counters (incremented here).
-    values : float64 (n_sig,), mailbox of plant-unit values; seq : int64 (n_msg,),
-        bumped once per accepted frame so the tick sees new data.
-    detail : int64 (3,), what went wrong: (expected, received, signal index).
+    Checks, in this order: length, CRC-8, alive counter, the range (and
+    allowed values) of every mapped signal.  A valid frame's values, in plant
+    units, go to the mailbox and its sequence number advances, so the tick
+    sees new data; a rejected frame changes no mailbox value.  The counter of
+    the verdict advances; ``detail`` says what was wrong (expected,
+    received, signal row).
 
     Returns
     -------
     int
-        ``RX_OK`` or the reason of the rejection.  A rejected frame changes no
-        mailbox value.  Runs in the receive thread, under the mailbox lock.
+        ``RX_OK`` or the reason of the rejection.  Runs in the receive thread,
+        under the mailbox lock.
     """
-    if n != M[m, M_LEN]:
-        counts[m, RX_DLC] += 1
-        detail[0] = M[m, M_LEN]
-        detail[1] = n
+    oM = ci[CI_RX_M] + m * M_COLS
+    oS = ci[CI_RX_S]
+    oSEG = ci[CI_RX_SEG]
+    oC = ci[CI_COUNTS] + m * RX_COLS
+    oK = ci[CI_CNT] + m * CNT_COLS
+    od = ci[CI_DETAIL]
+    d0 = CB_RX
+    if n != ci[oM + M_LEN]:
+        ci[oC + RX_DLC] += 1
+        ci[od] = ci[oM + M_LEN]
+        ci[od + 1] = n
         return RX_DLC
-    cb = M[m, M_CRC_BYTE]
-    if cb >= 0:
-        crc = crc8_j1850(data, n, cb, M[m, M_DATA_ID], crc_table)
-        if crc != data[cb]:
-            counts[m, RX_CRC] += 1
-            detail[0] = crc
-            detail[1] = data[cb]
+    cb_byte = ci[oM + M_CRC_BYTE]
+    if cb_byte >= 0:
+        crc = _crc8(cb, d0, n, cb_byte, ci[oM + M_DATA_ID], cb, CB_CRC)
+        if crc != cb[d0 + cb_byte]:
+            ci[oC + RX_CRC] += 1
+            ci[od] = crc
+            ci[od + 1] = cb[d0 + cb_byte]
             return RX_CRC
-    cs = M[m, M_CNT_SIG]
+    cs = ci[oM + M_CNT_SIG]
     if cs >= 0:
-        c = unpack_raw(data, cs, S, SEG)
-        if cnt_state[m, CNT_VALID] == 1:
-            delta = (c - cnt_state[m, CNT_LAST]) % M[m, M_CNT_MOD]
-            detail[0] = (cnt_state[m, CNT_LAST] + 1) % M[m, M_CNT_MOD]
-            detail[1] = c
+        c = _unpack(cb, d0, ci, oS, oSEG, cs)
+        mod = ci[oM + M_CNT_MOD]
+        if ci[oK + CNT_VALID] == 1:
+            delta = (c - ci[oK + CNT_LAST]) % mod
+            ci[od] = (ci[oK + CNT_LAST] + 1) % mod
+            ci[od + 1] = c
             if delta == 0:
-                counts[m, RX_COUNTER_FROZEN] += 1
+                ci[oC + RX_COUNTER_FROZEN] += 1
                 return RX_COUNTER_FROZEN
-            cnt_state[m, CNT_LAST] = c
-            if delta > M[m, M_MAX_DELTA]:
-                counts[m, RX_COUNTER_JUMP] += 1
+            ci[oK + CNT_LAST] = c
+            if delta > ci[oM + M_MAX_DELTA]:
+                ci[oC + RX_COUNTER_JUMP] += 1
                 return RX_COUNTER_JUMP
-            counts[m, RX_LOST] += delta - 1
+            ci[oC + RX_LOST] += delta - 1
         else:
-            cnt_state[m, CNT_LAST] = c
-            cnt_state[m, CNT_VALID] = 1
-    s0 = M[m, M_SIG0]
-    for s in range(s0, s0 + M[m, M_NSIG]):
-        if S[s, S_TARGET] < 0:
+            ci[oK + CNT_LAST] = c
+            ci[oK + CNT_VALID] = 1
+    s0 = ci[oM + M_SIG0]
+    s1 = s0 + ci[oM + M_NSIG]
+    oA = ci[CI_RX_ALLOW]
+    for s in range(s0, s1):
+        r = oS + s * S_COLS
+        if ci[r + S_TARGET] < 0:
             continue
-        raw = unpack_raw(data, s, S, SEG)
-        bad = raw < S[s, S_RAW_LO] or raw > S[s, S_RAW_HI]
-        na = S[s, S_NALLOW]
+        raw = _unpack(cb, d0, ci, oS, oSEG, s)
+        bad = raw < ci[r + S_RAW_LO] or raw > ci[r + S_RAW_HI]
+        na = ci[r + S_NALLOW]
         if not bad and na > 0:
             bad = True
-            a0 = S[s, S_ALLOW0]
+            a0 = oA + ci[r + S_ALLOW0]
             for a in range(a0, a0 + na):
-                if ALLOW[a] == raw:
+                if ci[a] == raw:
                     bad = False
         if bad:
-            counts[m, RX_RANGE] += 1
-            detail[0] = s
-            detail[1] = raw
-            detail[2] = s
+            ci[oC + RX_RANGE] += 1
+            ci[od] = s
+            ci[od + 1] = raw
+            ci[od + 2] = s
             return RX_RANGE
-    for s in range(s0, s0 + M[m, M_NSIG]):
-        if S[s, S_TARGET] >= 0:
-            raw = unpack_raw(data, s, S, SEG)
-            values[s] = SF[s, SF_GAIN] * (raw * SF[s, SF_SCALE] + SF[s, SF_OFFSET]) + SF[s, SF_BIAS]
-    seq[m] += 1
-    counts[m, RX_OK] += 1
+    oSF = ci[CI_F_RX_SF]
+    oV = ci[CI_F_VALUES]
+    for s in range(s0, s1):
+        if ci[oS + s * S_COLS + S_TARGET] >= 0:
+            raw = _unpack(cb, d0, ci, oS, oSEG, s)
+            f = oSF + s * SF_COLS
+            cf[oV + s] = cf[f + SF_GAIN] * (raw * cf[f + SF_SCALE] + cf[f + SF_OFFSET]) + cf[f + SF_BIAS]
+    ci[ci[CI_SEQ] + m] += 1
+    ci[oC + RX_OK] += 1
     return RX_OK
 
 
-@njit(**JIT)
-def rx_apply(tick, take, apply, M, S, values, seq, seen, last_tick, stale, timeouts, u, u_rate):
+@njit(**JIT_TICK)
+def rx_apply(tick, take, ci, cf, df, tick_info):
     """Apply new mailbox values to the plant inputs and update message freshness.
 
     ``take`` is False when the mailbox lock was busy: nothing is taken this
-    tick, freshness is still updated.  With ``apply`` False new values are
-    taken (and count as fresh) but not written to the plant (a scenario
-    drives the inputs).  A message is stale when no valid frame
-    arrived for more than ``M_TIMEOUT`` ticks (or none ever did); each change
-    from fresh to stale counts one timeout.
+    tick, freshness is still updated.  While ``tick_info[2]`` is set (a
+    scenario drives the inputs) new values are taken (and count as fresh and
+    as ignored) but not written to the plant.  A message is stale when no
+    valid frame arrived for more than its timeout in ticks (or none ever
+    did); each change from fresh to stale counts one timeout.  A tick number
+    lower than the last one means the plant was reset: message ages restart
+    without counting timeouts.  ``df`` is the plant's data buffer: inputs at
+    ``ci[CI_P_U]``, their rates ``n_in`` further.
 
     Returns
     -------
     int
-        ``2 * messages taken + 1`` if every required message is fresh,
-        ``2 * messages taken`` otherwise.  Called in the real-time loop.
+        1 if every required message is fresh (feed the watchdog), else 0.
+        Called in the real-time loop.
     """
     applied = 0
     fresh = 1
     n_req = 0
-    for m in range(M.shape[0]):
-        if take and seq[m] != seen[m]:
-            seen[m] = seq[m]
-            last_tick[m] = tick
-            s0 = M[m, M_SIG0]
+    oS = ci[CI_RX_S]
+    oV = ci[CI_F_VALUES]
+    oseq = ci[CI_SEQ]
+    oseen = ci[CI_SEEN]
+    olast = ci[CI_LAST]
+    ostale = ci[CI_STALE]
+    otmo = ci[CI_TIMEOUTS]
+    oad = ci[CI_ADAPTER]
+    ou = ci[CI_P_U]
+    our = ou + ci[CI_N_IN]
+    apply = tick_info[2] == 0
+    nrx = ci[CI_NRX]
+    if tick < ci[oad + A_PREV_TICK]:
+        for m in range(nrx):
+            ci[olast + m] = -1
+            ci[ostale + m] = 1
+    ci[oad + A_PREV_TICK] = tick
+    for m in range(nrx):
+        oM = ci[CI_RX_M] + m * M_COLS
+        if take and ci[oseq + m] != ci[oseen + m]:
+            ci[oseen + m] = ci[oseq + m]
+            ci[olast + m] = tick
             if apply:
-                for s in range(s0, s0 + M[m, M_NSIG]):
-                    t = S[s, S_TARGET]
+                s0 = ci[oM + M_SIG0]
+                for s in range(s0, s0 + ci[oM + M_NSIG]):
+                    t = ci[oS + s * S_COLS + S_TARGET]
                     if t >= 0:
-                        u[t] = values[s]
-                        u_rate[t] = 0.0
+                        df[ou + t] = cf[oV + s]
+                        df[our + t] = 0.0
             applied += 1
-        if last_tick[m] < 0 or tick - last_tick[m] > M[m, M_TIMEOUT]:
-            if stale[m] == 0:
-                stale[m] = 1
-                timeouts[m] += 1
+        last = ci[olast + m]
+        if last < 0 or tick - last > ci[oM + M_TIMEOUT]:
+            if ci[ostale + m] == 0:
+                ci[ostale + m] = 1
+                ci[otmo + m] += 1
         else:
-            stale[m] = 0
-        if M[m, M_REQUIRED] == 1:
+            ci[ostale + m] = 0
+        if ci[oM + M_REQUIRED] == 1:
             n_req += 1
-            if stale[m] == 1:
+            if ci[ostale + m] == 1:
                 fresh = 0
     if n_req == 0:
         fresh = 0
-    return 2 * applied + fresh
+    if not take:
+        ci[oad + A_BUSY] += 1
+    if not apply:
+        ci[oad + A_IGNORED] += applied
+        fresh = 0  # commands do not drive the plant now: nothing to feed the watchdog for
+    ci[oad + A_FRESH] = fresh
+    return fresh
 
 
 @njit(**JIT)
-def tx_pack(tick, M, S, SF, SEG, y, aux, crc_table, counter, buf, due, saturated):
-    """Pack every message due at ``tick`` into its row of ``buf``; list them in ``due``.
+def _refresh_aux(ci, cf, tick, tick_info, tel, tel_idx):
+    """Loop and adapter status as values for transmit signals (see can_config.AUX_SOURCES).
 
-    Values come from the plant outputs ``y`` or the auxiliary values ``aux``
-    (loop and adapter status), are converted to DBC units, rounded to the
-    nearest raw value and clamped to the DBC range (``saturated[m]`` counts
-    clamped or non-finite values).  The alive counter advances per frame and
+    Called in the real-time loop.
+    """
+    oa = ci[CI_F_AUX]
+    oad = ci[CI_ADAPTER]
+    crc = cnt = dlc = rng = ok = 0
+    oC = ci[CI_COUNTS]
+    for m in range(ci[CI_NRX]):
+        r = oC + m * RX_COLS
+        crc += ci[r + RX_CRC]
+        cnt += ci[r + RX_COUNTER_FROZEN] + ci[r + RX_COUNTER_JUMP]
+        dlc += ci[r + RX_DLC]
+        rng += ci[r + RX_RANGE]
+        ok += ci[r + RX_OK]
+    tmo = 0
+    for m in range(ci[CI_NRX]):
+        tmo += ci[ci[CI_TIMEOUTS] + m]
+    cf[oa + AUX_TICK] = tick
+    cf[oa + AUX_OVERRUNS] = tel[tel_idx]
+    cf[oa + AUX_WATCHDOG] = tick_info[0]
+    cf[oa + AUX_FRESH] = ci[oad + A_FRESH]
+    cf[oa + AUX_CRC] = crc
+    cf[oa + AUX_COUNTER] = cnt
+    cf[oa + AUX_DLC] = dlc
+    cf[oa + AUX_UNKNOWN] = ci[oad + A_UNKNOWN]
+    cf[oa + AUX_RANGE] = rng
+    cf[oa + AUX_TIMEOUTS] = tmo
+    cf[oa + AUX_RX_OK] = ok
+    cf[oa + AUX_TX_ERRORS] = ci[oad + A_TX_ERRORS]
+
+
+@njit(**JIT_TICK)
+def tx_pack(tick, ci, cf, cb, df, tick_info, tel, tel_idx):
+    """Pack every transmit message due at ``tick`` into its row of the transmit buffer.
+
+    Values come from the plant outputs (``df`` at ``ci[CI_P_Y]``) or the
+    auxiliary values (loop and adapter status, refreshed here from
+    ``tick_info``, the loop's telemetry counters ``tel[tel_idx]`` = overruns
+    and the receive counters), are converted to DBC units, rounded to the
+    nearest raw value and clamped to the DBC range (clamped or non-finite
+    values are counted per message).  The alive counter advances per frame;
     the CRC is computed last.
 
     Returns
     -------
     int
-        Number of due messages (``due[:n]`` holds their rows).  Called in the real-time loop.
+        Number of due messages; their rows are listed at ``ci[CI_DUE]``.
+        Called in the real-time loop.
     """
+    _refresh_aux(ci, cf, tick, tick_info, tel, tel_idx)
     n_due = 0
-    for m in range(M.shape[0]):
-        period = M[m, M_PERIOD]
-        if period <= 0 or tick < M[m, M_OFFSET] or (tick - M[m, M_OFFSET]) % period != 0:
+    oS = ci[CI_TX_S]
+    oSEG = ci[CI_TX_SEG]
+    oSF = ci[CI_F_TX_SF]
+    oy = ci[CI_P_Y]
+    oa = ci[CI_F_AUX]
+    odue = ci[CI_DUE]
+    osat = ci[CI_SAT]
+    ocnt = ci[CI_TXCNT]
+    for m in range(ci[CI_NTX]):
+        oM = ci[CI_TX_M] + m * M_COLS
+        period = ci[oM + M_PERIOD]
+        off = ci[oM + M_OFFSET]
+        if period <= 0 or tick < off or (tick - off) % period != 0:
             continue
-        n = M[m, M_LEN]
+        n = ci[oM + M_LEN]
+        d0 = CB_TX + m * MAX_PAYLOAD
         for i in range(n):
-            buf[m, i] = 0
-        s0 = M[m, M_SIG0]
-        for s in range(s0, s0 + M[m, M_NSIG]):
-            t = S[s, S_TARGET]
+            cb[d0 + i] = 0
+        s0 = ci[oM + M_SIG0]
+        for s in range(s0, s0 + ci[oM + M_NSIG]):
+            r = oS + s * S_COLS
+            t = ci[r + S_TARGET]
             if t < 0:
                 continue
-            v = y[t] if S[s, S_SOURCE] == SOURCE_PLANT else aux[t]
-            x = ((v - SF[s, SF_BIAS]) / SF[s, SF_GAIN] - SF[s, SF_OFFSET]) / SF[s, SF_SCALE]
-            lo = S[s, S_RAW_LO]
-            hi = S[s, S_RAW_HI]
+            v = df[oy + t] if ci[r + S_SOURCE] == SOURCE_PLANT else cf[oa + t]
+            f = oSF + s * SF_COLS
+            x = ((v - cf[f + SF_BIAS]) / cf[f + SF_GAIN] - cf[f + SF_OFFSET]) / cf[f + SF_SCALE]
+            lo = ci[r + S_RAW_LO]
+            hi = ci[r + S_RAW_HI]
             if not math.isfinite(x):
                 raw = 0 if lo <= 0 <= hi else lo
-                saturated[m] += 1
+                ci[osat + m] += 1
             elif x < lo:
                 raw = lo
-                saturated[m] += 1
+                ci[osat + m] += 1
             elif x > hi:
                 raw = hi
-                saturated[m] += 1
+                ci[osat + m] += 1
             else:
                 raw = int(math.floor(x + 0.5))
                 if raw > hi:
                     raw = hi
-            pack_raw(buf[m], s, raw, S, SEG)
-        cs = M[m, M_CNT_SIG]
+            _pack(cb, d0, ci, oS, oSEG, s, raw)
+        cs = ci[oM + M_CNT_SIG]
         if cs >= 0:
-            pack_raw(buf[m], cs, counter[m], S, SEG)
-            counter[m] = (counter[m] + 1) % M[m, M_CNT_MOD]
-        cb = M[m, M_CRC_BYTE]
-        if cb >= 0:
-            buf[m, cb] = crc8_j1850(buf[m], n, cb, M[m, M_DATA_ID], crc_table)
-        due[n_due] = m
+            _pack(cb, d0, ci, oS, oSEG, cs, ci[ocnt + m])
+            ci[ocnt + m] = (ci[ocnt + m] + 1) % ci[oM + M_CNT_MOD]
+        cbb = ci[oM + M_CRC_BYTE]
+        if cbb >= 0:
+            cb[d0 + cbb] = _crc8(cb, d0, n, cbb, ci[oM + M_DATA_ID], cb, CB_CRC)
+        ci[odue + n_due] = m
         n_due += 1
     return n_due
 
@@ -494,6 +664,117 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
     SEG = np.array(seg_rows if seg_rows else [(0, 0, 0, 0)], dtype=np.int64).reshape(-1, SEG_COLS)
     ALLOW = np.array(allow if allow else [0], dtype=np.int64)
     return CompiledLayout(M, S, SF, SEG, ALLOW, messages)
+
+
+class Codec:
+    """Both directions of a message set in three flat buffers, with named views for Python code.
+
+    The compiled functions take ``(ci, cf, cb)`` (plus the plant's ``df``):
+    a handful of arrays instead of a dozen tables, because every array
+    argument costs time at each call from the tick.  After construction the
+    ``M``, ``S``, ``SF``, ``SEG`` and ``ALLOW`` of ``rx`` and ``tx`` are
+    views into the buffers, so :func:`retime` and status reports read and
+    write the same memory as the compiled code.
+
+    Parameters
+    ----------
+    rx, tx
+        The compiled receive and transmit tables.
+    n_in
+        Number of plant inputs.
+    u_offset, y_offset
+        Offsets of the plant inputs and outputs in the plant's ``df``.
+    """
+
+    def __init__(self, rx: CompiledLayout, tx: CompiledLayout, n_in: int, u_offset: int, y_offset: int):
+        self.rx, self.tx = rx, tx
+        nr, nt = rx.n_msg, tx.n_msg
+        sizes = [
+            (CI_RX_M, rx.M.size), (CI_RX_S, rx.S.size), (CI_RX_SEG, rx.SEG.size), (CI_RX_ALLOW, rx.ALLOW.size),
+            (CI_TX_M, tx.M.size), (CI_TX_S, tx.S.size), (CI_TX_SEG, tx.SEG.size),
+            (CI_CNT, nr * CNT_COLS), (CI_COUNTS, nr * RX_COLS), (CI_SEQ, nr), (CI_SEEN, nr), (CI_LAST, nr),
+            (CI_STALE, nr), (CI_TIMEOUTS, nr), (CI_TXCNT, nt), (CI_DUE, nt), (CI_SAT, nt), (CI_DETAIL, 3),
+            (CI_ADAPTER, A_COLS),
+        ]
+        off = CI_HEADER
+        slots = {}
+        for slot, size in sizes:
+            slots[slot] = off
+            off += max(size, 1)
+        ci = np.zeros(off, dtype=np.int64)
+        for slot, o in slots.items():
+            ci[slot] = o
+        ci[CI_NRX], ci[CI_NTX], ci[CI_N_IN], ci[CI_P_U], ci[CI_P_Y] = nr, nt, n_in, u_offset, y_offset
+        fsizes = [(CI_F_RX_SF, rx.SF.size), (CI_F_VALUES, rx.n_sig), (CI_F_TX_SF, tx.SF.size), (CI_F_AUX, N_AUX)]
+        foff = 0
+        for slot, size in fsizes:
+            ci[slot] = foff
+            foff += max(size, 1)
+        cf = np.zeros(foff, dtype=np.float64)
+        cb = np.zeros(CB_TX + max(nt, 1) * MAX_PAYLOAD, dtype=np.uint8)
+        cb[CB_CRC:CB_CRC + 256] = CRC8_J1850_TABLE
+        self.ci, self.cf, self.cb = ci, cf, cb
+
+        def iv(slot, shape):
+            o = ci[slot]
+            n = int(np.prod(shape))
+            return ci[o:o + n].reshape(shape)
+
+        def fv(slot, shape):
+            o = ci[slot]
+            n = int(np.prod(shape))
+            return cf[o:o + n].reshape(shape)
+
+        for lay, sl in ((rx, (CI_RX_M, CI_RX_S, CI_RX_SEG, CI_RX_ALLOW, CI_F_RX_SF)),
+                        (tx, (CI_TX_M, CI_TX_S, CI_TX_SEG, None, CI_F_TX_SF))):
+            v = iv(sl[0], lay.M.shape)
+            v[:] = lay.M
+            lay.M = v
+            v = iv(sl[1], lay.S.shape)
+            v[:] = lay.S
+            lay.S = v
+            v = iv(sl[2], lay.SEG.shape)
+            v[:] = lay.SEG
+            lay.SEG = v
+            if sl[3] is not None:
+                v = iv(sl[3], lay.ALLOW.shape)
+                v[:] = lay.ALLOW
+                lay.ALLOW = v
+            v = fv(sl[4], lay.SF.shape)
+            v[:] = lay.SF
+            lay.SF = v
+        # named views of the state
+        self.cnt_state = iv(CI_CNT, (nr, CNT_COLS))
+        self.counts = iv(CI_COUNTS, (nr, RX_COLS))
+        self.seq = iv(CI_SEQ, (nr,))
+        self.seen = iv(CI_SEEN, (nr,))
+        self.last_tick = iv(CI_LAST, (nr,))
+        self.stale = iv(CI_STALE, (nr,))
+        self.timeouts = iv(CI_TIMEOUTS, (nr,))
+        self.tx_counter = iv(CI_TXCNT, (nt,))
+        self.due = iv(CI_DUE, (nt,))
+        self.saturated = iv(CI_SAT, (nt,))
+        self.detail = iv(CI_DETAIL, (3,))
+        self.adapter = iv(CI_ADAPTER, (A_COLS,))
+        self.values = fv(CI_F_VALUES, (rx.n_sig,))
+        self.aux = fv(CI_F_AUX, (N_AUX,))
+        self.rx_buf = cb[CB_RX:CB_RX + MAX_PAYLOAD]
+        self.tx_buf = cb[CB_TX:CB_TX + nt * MAX_PAYLOAD].reshape(nt, MAX_PAYLOAD)
+        self.last_tick[:] = -1
+        self.stale[:] = 1  # never received: stale, but not a timeout
+
+    def receive(self, m: int, data) -> int:
+        """Copy a payload into the receive buffer and check it (:func:`rx_frame`); returns the verdict."""
+        n = len(data)
+        if n > MAX_PAYLOAD:
+            return RX_DLC
+        if n:
+            self.rx_buf[:n] = np.frombuffer(bytes(data), dtype=np.uint8)
+        return rx_frame(m, n, self.ci, self.cf, self.cb)
+
+    def payload(self, m: int) -> bytes:
+        """The packed payload of transmit message ``m`` (after :func:`tx_pack`)."""
+        return bytes(self.tx_buf[m, :self.tx.M[m, M_LEN]])
 
 
 def retime(layout: CompiledLayout, period_s: float) -> list[str]:

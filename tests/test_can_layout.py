@@ -36,7 +36,7 @@ BO_ 1110 Fd64: 64 A
 """
 
 
-def _layouts(db):
+def _layouts(db, source=CL.SOURCE_PLANT):
     """Every signal mapped to the value of the same index (all signals of all messages in order)."""
     msgs = []
     k = 0
@@ -45,11 +45,19 @@ def _layouts(db):
         for s in m.signals:
             lo, hi = CL.raw_bounds(s.length, s.is_signed)
             sigs.append(CL.SignalLayout(s.name, s.start, s.length, s.byte_order == "little_endian", s.is_signed,
-                                        float(s.scale), float(s.offset), lo, hi, target=k, source=CL.SOURCE_AUX))
+                                        float(s.scale), float(s.offset), lo, hi, target=k, source=source))
             k += 1
         msgs.append(CL.MessageLayout(m.name, m.frame_id, m.is_extended_frame, m.is_fd, m.length, sigs,
                                      period_ticks=1, timeout_ticks=10))
     return CL.compile_layout(msgs)
+
+
+def _codec(rx, tx, n_values):
+    """A codec on a stand-in plant data buffer: inputs at 0, their rates, then outputs at 2 * n_values."""
+    return CL.Codec(rx, tx, n_values, 0, 2 * n_values), np.zeros(3 * n_values)
+
+
+NO_LOOP = (np.zeros(4, dtype=np.int64), np.zeros(1, dtype=np.int64), 0)  # tick_info, telemetry, index
 
 
 @pytest.fixture(scope="module")
@@ -87,68 +95,59 @@ def test_motorola_bit_positions_follow_the_dbc_sawtooth():
 
 
 def test_pack_matches_cantools_encode(db):
-    lay = _layouts(db)
+    tx = _layouts(db)
+    codec, df = _codec(CL.compile_layout([]), tx, tx.n_sig)
+    y = df[2 * tx.n_sig:]
     rng = np.random.default_rng(7)
-    buf = np.zeros((lay.n_msg, CL.MAX_PAYLOAD), dtype=np.uint8)
-    due = np.zeros(lay.n_msg, dtype=np.int64)
-    sat = np.zeros(lay.n_msg, dtype=np.int64)
-    counter = np.zeros(lay.n_msg, dtype=np.int64)
     for trial in range(300):
-        aux = np.zeros(lay.n_sig)
         expected = []
         s = 0
-        for k, m in enumerate(db.messages):
+        for m in db.messages:
             values = {}
             for sig in m.signals:
                 lo, hi = CL.raw_bounds(sig.length, sig.is_signed)
                 if sig.minimum is not None:
                     lo, hi = CL.raw_range(sig.length, sig.is_signed, sig.scale, sig.offset, sig.minimum, sig.maximum)
                 raw = int(rng.integers(lo, hi, endpoint=True)) if trial else hi  # first trial: the extremes
-                aux[s] = raw * sig.scale + sig.offset
+                y[s] = raw * sig.scale + sig.offset
                 values[sig.name] = raw if (sig.scale == 1 and sig.offset == 0) else raw * sig.scale + sig.offset
                 s += 1
             expected.append(m.encode(values, strict=False))
-        n = CL.tx_pack(trial, lay.M, lay.S, lay.SF, lay.SEG, np.zeros(1), aux, CL.CRC8_J1850_TABLE, counter, buf,
-                       due, sat)
-        assert n == lay.n_msg and sat.sum() == 0
+        n = CL.tx_pack(trial, codec.ci, codec.cf, codec.cb, df, *NO_LOOP)
+        assert n == tx.n_msg and list(codec.due[:n]) == list(range(n)) and codec.saturated.sum() == 0
         for k, m in enumerate(db.messages):
-            assert bytes(buf[k, :m.length]) == expected[k], (m.name, trial)
+            assert codec.payload(k) == expected[k], (m.name, trial)
 
 
 def test_unpack_matches_cantools_decode(db):
-    lay = _layouts(db)
+    rx = _layouts(db)
+    codec, df = _codec(rx, CL.compile_layout([]), rx.n_sig)
     rng = np.random.default_rng(11)
-    counts = np.zeros((lay.n_msg, CL.RX_COLS), dtype=np.int64)
-    cnt_state = np.zeros((lay.n_msg, CL.CNT_COLS), dtype=np.int64)
-    values = np.zeros(lay.n_sig)
-    seq = np.zeros(lay.n_msg, dtype=np.int64)
-    detail = np.zeros(3, dtype=np.int64)
     for trial in range(300):
         for k, m in enumerate(db.messages):
-            data = rng.integers(0, 256, m.length, dtype=np.uint8)
-            verdict = CL.rx_frame(k, data, m.length, lay.M, lay.S, lay.SF, lay.SEG, lay.ALLOW, CL.CRC8_J1850_TABLE,
-                                  cnt_state, counts, values, seq, detail)
-            assert verdict == CL.RX_OK
-            ref = m.decode(bytes(data), decode_choices=False, scaling=True)
-            s0 = lay.M[k, CL.M_SIG0]
+            data = rng.integers(0, 256, m.length, dtype=np.uint8).tobytes()
+            assert codec.receive(k, data) == CL.RX_OK
+            ref = m.decode(data, decode_choices=False, scaling=True)
+            s0 = rx.M[k, CL.M_SIG0]
             for j, sig in enumerate(m.signals):
-                assert values[s0 + j] == pytest.approx(float(ref[sig.name]), rel=1e-12, abs=1e-9), (m.name, sig.name)
+                want = float(ref[sig.name])
+                assert codec.values[s0 + j] == pytest.approx(want, rel=1e-12, abs=1e-9), (m.name, sig.name)
+        # the tick takes the values into the plant inputs
+        CL.rx_apply(trial, True, codec.ci, codec.cf, df, NO_LOOP[0])
+        assert np.array_equal(df[:rx.n_sig], codec.values)
+    assert codec.counts[:, CL.RX_OK].tolist() == [300] * rx.n_msg
 
 
 def test_tx_pack_clamps_to_the_dbc_range_and_counts_it(db):
     m = db.get_message_by_name("Mixed")
-    lay = _layouts(cantools.database.load_string(TEST_DBC.split("BO_ 2566844926")[0], database_format="dbc"))
+    tx = _layouts(cantools.database.load_string(TEST_DBC.split("BO_ 2566844926")[0], database_format="dbc"))
     sig = m.get_signal_by_name("IntelSigned")  # [-259, 252.5] rpm at 0.5 rpm/bit, offset -3
     j = [s.name for s in m.signals].index("IntelSigned")
-    lay.S[j, CL.S_RAW_LO], lay.S[j, CL.S_RAW_HI] = CL.raw_range(sig.length, sig.is_signed, sig.scale, sig.offset,
-                                                                 sig.minimum, sig.maximum)
-    buf = np.zeros((1, CL.MAX_PAYLOAD), dtype=np.uint8)
-    due = np.zeros(1, dtype=np.int64)
-    sat = np.zeros(1, dtype=np.int64)
-    aux = np.zeros(lay.n_sig)
+    tx.S[j, CL.S_RAW_LO], tx.S[j, CL.S_RAW_HI] = CL.raw_range(sig.length, sig.is_signed, sig.scale, sig.offset,
+                                                               sig.minimum, sig.maximum)
+    codec, df = _codec(CL.compile_layout([]), tx, tx.n_sig)
     for value, expect, n_sat in ((1e6, 252.5, 1), (-1e6, -259.0, 2), (np.nan, -3.0, 3), (10.2, 10.0, 3)):
-        aux[j] = value
-        CL.tx_pack(0, lay.M, lay.S, lay.SF, lay.SEG, np.zeros(1), aux, CL.CRC8_J1850_TABLE,
-                   np.zeros(1, dtype=np.int64), buf, due, sat)
-        got = m.decode(bytes(buf[0, :8]), decode_choices=False)["IntelSigned"]
-        assert got == expect and sat[0] == n_sat
+        df[2 * tx.n_sig + j] = value
+        CL.tx_pack(0, codec.ci, codec.cf, codec.cb, df, *NO_LOOP)
+        got = m.decode(codec.payload(0), decode_choices=False)["IntelSigned"]
+        assert got == expect and codec.saturated[0] == n_sat
