@@ -369,3 +369,37 @@ class HilClient:
             s = self.recv_state(rem)
             if s is not None and predicate(s):
                 return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m io_adapters.client [--control ENDPOINT] ping|describe|status|shutdown``: one request, JSON out.
+
+    Exit code 0 on success, 1 on an error reply or a timeout (usable as a
+    container health check).
+    """
+    import argparse
+    import json
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m io_adapters.client", description=main.__doc__.split("\n")[0])
+    ap.add_argument("request", choices=("ping", "describe", "status", "shutdown"))
+    ap.add_argument("--control", default="tcp://127.0.0.1:5555", help="the server's control endpoint")
+    ap.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the reply")
+    args = ap.parse_args(argv)
+    c = HilClient(args.control, timeout_s=args.timeout)
+    c._req = c._zctx.socket(zmq.REQ)
+    c._req.setsockopt(zmq.LINGER, 0)
+    c._req.connect(args.control)
+    try:
+        rep = c.request(args.request)
+    except (ServerError, TimeoutError) as exc:
+        print(f"{args.request}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        c.close()
+    print(json.dumps(rep, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Benchmark of the real-time loop: wake-up lateness, TET, missed ticks and CPU, against the machine's baseline.
+
+Runs, in this order and in one invocation:
+
+1. the baseline: ``cyclictest`` (rt-tests) at the same period and the same
+   scheduling policy, for the same duration, so the machine's own timer and
+   scheduling noise is measured next to the loop (without rt-tests: a
+   minimal Python sleeper on absolute deadlines, reported as such);
+2. the loop: the Powershift plant with the ZeroMQ adapter publishing every
+   tick (no subscriber), the configured wait strategy, for the duration.
+
+Percentiles are exact (from every tick's sample, not from the histogram).
+CPU is the process's user + system time over the run, in % of one core.
+
+    python bench/bench_loop.py --duration 60 --rate 1000 --wait sleep_spin
+    python bench/bench_loop.py --duration 60 --rate 1000 --wait sleep_spin --fifo 80
+    python bench/bench_loop.py --duration 30 --rate 10000 --wait spin
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from io_adapters.zmq_adapter import ZmqAdapter  # noqa: E402
+from plant_models.registry import load_plant  # noqa: E402
+from server.loop import Loop, LoopConfig  # noqa: E402
+from server.rtsetup import RealtimeConfig  # noqa: E402
+
+
+def pct(x: np.ndarray) -> dict:
+    x = np.asarray(x, dtype=float)
+    return {"p50": float(np.percentile(x, 50)), "p99": float(np.percentile(x, 99)),
+            "p999": float(np.percentile(x, 99.9)), "max": float(x.max()), "mean": float(x.mean()), "n": int(x.size)}
+
+
+def cyclictest_baseline(period_us: int, loops: int, fifo: int) -> dict:
+    """cyclictest's wake-up latency at this period (us), from its 1-us histogram."""
+    exe = shutil.which("cyclictest")
+    if exe is None:
+        return python_sleeper_baseline(period_us, loops)
+    with tempfile.TemporaryDirectory() as d:
+        hist = Path(d) / "hist.txt"
+        cmd = [exe, "-q", "-m", "-i", str(period_us), "-l", str(loops), "-h", "20000", f"--histfile={hist}"]
+        if fifo > 0:
+            cmd += ["-p", str(fifo)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        counts = {}
+        overflows = 0
+        mx = float("nan")
+        for line in hist.read_text().splitlines():
+            if line.startswith("#"):
+                m = re.match(r"# Histogram Overflows: (\d+)", line)
+                if m:
+                    overflows = int(m.group(1))
+                m = re.match(r"# Max Latencies: (\d+)", line)
+                if m:
+                    mx = float(m.group(1))
+                continue
+            parts = line.split()
+            if len(parts) >= 2 and parts[0].isdigit():
+                counts[int(parts[0])] = int(parts[1])
+        del out
+    us = np.array(sorted(counts), dtype=float)
+    n = np.array([counts[int(k)] for k in us], dtype=float)
+    total = n.sum() + overflows
+    cum = np.cumsum(n)
+
+    def q(p):
+        k = np.searchsorted(cum, p / 100.0 * total)
+        return float(us[k]) if k < len(us) else float("inf")
+
+    return {"tool": f"cyclictest -m -i {period_us}" + (f" -p {fifo}" if fifo else "") + " (SCHED_"
+            + ("FIFO" if fifo else "OTHER") + ", 1 us histogram)",
+            "p50": q(50), "p99": q(99), "p999": q(99.9), "max": mx,
+            "n": int(total), "overflows_over_20ms": overflows}
+
+
+def python_sleeper_baseline(period_us: int, loops: int) -> dict:
+    """A minimal sleeper: time.sleep to absolute deadlines, lateness in us (used without rt-tests)."""
+    period = period_us * 1000
+    lat = np.empty(loops)
+    nxt = time.monotonic_ns() + period
+    for k in range(loops):
+        rem = nxt - time.monotonic_ns()
+        if rem > 0:
+            time.sleep(rem / 1e9)
+        lat[k] = (time.monotonic_ns() - nxt) / 1000.0
+        nxt += period
+    return {"tool": "python sleeper (time.sleep to absolute deadlines)", **pct(lat)}
+
+
+def run_loop(args) -> dict:
+    n = int(args.duration * args.rate) + 10
+    rt = RealtimeConfig(sched_fifo_priority=args.fifo, cpu_affinity=tuple(args.cpu),
+                        allow_fifo_with_spin=args.allow_fifo_spin, lock_memory=args.fifo > 0)
+    cfg = LoopConfig(mode="realtime", rate_hz=args.rate, wait=args.wait, spin_margin_us=args.spin_margin_us,
+                     duration_s=args.duration, status_interval_s=0.5, status_line=False, sample_capacity=n,
+                     startup_grace_s=1.0, realtime=rt)
+    zmq = ZmqAdapter("zmq", {"state_endpoint": "tcp://127.0.0.1:*", "command_endpoint": "tcp://127.0.0.1:*",
+                             "control_endpoint": "tcp://127.0.0.1:*", "status_publish_s": 1.0})
+    loop = Loop(load_plant("powershift"), [zmq], cfg,
+                initial_inputs={"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0,
+                                "load_torque": 3500.0})
+    loop.open()
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    w0 = time.monotonic()
+    try:
+        loop.run()
+    finally:
+        loop.close()
+    wall = time.monotonic() - w0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    s = loop.telemetry.sample_array() / 1000.0  # us
+    tm = loop.telemetry.summary()
+    return {
+        "lateness_us": pct(s[:, 0]), "tet_us": pct(s[:, 1]), "step_us": pct(s[:, 2]),
+        "ticks": tm["ticks"], "missed_ticks": tm["missed_ticks"], "overruns": tm["overruns"],
+        "overruns_in_grace": tm["overruns_in_grace"],
+        "missed_pct": 100.0 * tm["missed_ticks"] / max(1, tm["ticks"] + tm["missed_ticks"]),
+        "rate_hz_actual": tm["rate_hz_actual"], "cpu_pct_of_one_core": 100.0 * cpu / wall,
+        "realtime": loop.status()["realtime"], "vol_ctx_switches": r1.ru_nvcsw - r0.ru_nvcsw,
+        "invol_ctx_switches": r1.ru_nivcsw - r0.ru_nivcsw,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds of each run")
+    ap.add_argument("--rate", type=float, default=1000.0)
+    ap.add_argument("--wait", default="sleep_spin", choices=("sleep", "sleep_spin", "spin"))
+    ap.add_argument("--spin-margin-us", type=float, default=200.0)
+    ap.add_argument("--fifo", type=int, default=0, help="SCHED_FIFO priority for both runs (0: SCHED_OTHER)")
+    ap.add_argument("--allow-fifo-spin", action="store_true")
+    ap.add_argument("--cpu", type=int, nargs="*", default=[], help="pin the loop to these CPUs")
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--json", type=Path, help="write the results here")
+    args = ap.parse_args()
+
+    res = {"args": vars(args) | {"json": str(args.json) if args.json else None},
+           "load_avg_before": os.getloadavg(), "cpus": os.cpu_count()}
+    period_us = int(round(1e6 / args.rate))
+    if not args.no_baseline:
+        print(f"baseline: {args.duration:g} s at {period_us} us ...", flush=True)
+        res["baseline"] = cyclictest_baseline(period_us, int(args.duration * args.rate), args.fifo)
+    print(f"loop: {args.duration:g} s at {args.rate:g} Hz, wait {args.wait}, fifo {args.fifo} ...", flush=True)
+    res["loop"] = run_loop(args)
+    res["load_avg_after"] = os.getloadavg()
+    L = res["loop"]
+    print(json.dumps(res, indent=2))
+    print("\n| quantity | p50 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- |")
+    if "baseline" in res:
+        b = res["baseline"]
+        print(f"| baseline lateness ({b['tool']}) | {b['p50']:.0f} | {b['p99']:.0f} | {b['p999']:.0f} | {b['max']:.0f} |")
+    for k in ("lateness_us", "tet_us", "step_us"):
+        v = L[k]
+        print(f"| loop {k} | {v['p50']:.1f} | {v['p99']:.1f} | {v['p999']:.1f} | {v['max']:.1f} |")
+    print(f"\nticks {L['ticks']}, missed {L['missed_ticks']} ({L['missed_pct']:.3f} %), overruns {L['overruns']} "
+          f"(+{L['overruns_in_grace']} in grace), CPU {L['cpu_pct_of_one_core']:.1f} % of one core, "
+          f"load avg {res['load_avg_before'][0]:.2f} -> {res['load_avg_after'][0]:.2f}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
