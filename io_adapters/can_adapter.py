@@ -57,6 +57,37 @@ assert [n for n, _ in AUX_SOURCES] == [
 ] and len(AUX_SOURCES) == CL.N_AUX  # the compiled code fills them in this order
 
 
+def _tx_message_class():
+    """A can.Message whose deep copy is cheap (python-can's virtual bus deep-copies every frame it sends).
+
+    ``Message.__deepcopy__`` rebuilds the message through its keyword
+    constructor and deep-copies channel and data, about 4x the cost of
+    filling the slots directly.  Receivers get plain ``can.Message`` objects.
+    """
+    import can
+
+    class TxMessage(can.Message):
+        __slots__ = ()
+
+        def __deepcopy__(self, memo):
+            m = can.Message.__new__(can.Message)
+            m.timestamp = self.timestamp
+            m.arbitration_id = self.arbitration_id
+            m.is_extended_id = self.is_extended_id
+            m.is_remote_frame = self.is_remote_frame
+            m.is_error_frame = self.is_error_frame
+            m.channel = self.channel
+            m.dlc = self.dlc
+            m.data = bytearray(self.data)
+            m.is_fd = self.is_fd
+            m.is_rx = self.is_rx
+            m.bitrate_switch = self.bitrate_switch
+            m.error_state_indicator = self.error_state_indicator
+            return m
+
+    return TxMessage
+
+
 class _RateLimitedLog:
     """Logs the first few occurrences of each kind of problem, then every 1000th."""
 
@@ -197,10 +228,10 @@ class CanAdapter(Adapter):
         self._tx_sent = np.zeros(max(tx.n_msg, 1), dtype=np.int64)
         self._tx_msgs = []
         self._tx_views = []
-        import can
+        tx_message = _tx_message_class()
         for k, m in enumerate(tx.messages):
-            self._tx_msgs.append(can.Message(arbitration_id=m.frame_id, is_extended_id=m.extended, is_fd=m.fd,
-                                             data=bytearray(m.length), is_rx=False))
+            self._tx_msgs.append(tx_message(arbitration_id=m.frame_id, is_extended_id=m.extended, is_fd=m.fd,
+                                            data=bytearray(m.length), is_rx=False))
             self._tx_views.append(memoryview(self.codec.tx_buf[k, :m.length]))
         self._rate_log = _RateLimitedLog(self.log)
 
@@ -380,7 +411,6 @@ class CanAdapter(Adapter):
             k = due[i]
             msg = self._tx_msgs[k]
             msg.data[:] = self._tx_views[k]
-            msg.timestamp = time.time()
             try:
                 bus.send(msg, 0.0)
             except Exception:  # CanError, OSError: counted (and visible in status), never raised into the loop
@@ -388,7 +418,7 @@ class CanAdapter(Adapter):
                 continue
             self._tx_sent[k] += 1
             if rec is not None:
-                rec.put_tx(msg.timestamp, msg.arbitration_id, msg.is_extended_id, msg.is_fd, bytes(msg.data))
+                rec.put_tx(time.time(), msg.arbitration_id, msg.is_extended_id, msg.is_fd, bytes(msg.data))
 
     # -- life cycle ---------------------------------------------------------------------------
     def close(self) -> None:
