@@ -217,6 +217,7 @@ class ZmqAdapter(Adapter):
                     rep.send(encode(reply), zmq.NOBLOCK)
                 except zmq.ZMQError as exc:  # the peer vanished; REP recovers on the next request
                     log.warning("%s: control reply not sent: %s", self.name, exc)
+                return  # one piece of work per call: the loop checks its slack between calls
         if self.status_publish_s > 0 and self._pub is not None:
             now = time.monotonic()
             if now - self._last_status_pub >= self.status_publish_s:

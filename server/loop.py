@@ -168,7 +168,10 @@ class Loop:
         self._wait = {"sleep": self._wait_sleep, "sleep_spin": self._wait_sleep_spin,
                       "spin": self._wait_spin}[cfg.wait]
         self._spin_margin_ns = int(cfg.spin_margin_us * 1000)
-        self._service_budget_ns = int(cfg.service_budget_us * 1000)
+        # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
+        # rates still serve requests; a request served less than 50 ms apart from the last is never starved.
+        self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
+        self._last_service = 0
         from .control import ControlHandler  # noqa: E402  (control needs Loop's names)
         self._control = ControlHandler(self)
         self.reset_plant()
@@ -414,6 +417,8 @@ class Loop:
             now = mono()
             if deadline - now > self._service_budget_ns:
                 self._service(now, deadline)
+            elif now - self._last_service > 50_000_000:  # never starve control requests (e.g. at 10 kHz)
+                self._service(now, deadline, force=True)
                 if self.state != RUNNING or self._shutdown:
                     break
             wait(deadline)
@@ -520,12 +525,16 @@ class Loop:
         self._service(now, 0)
 
     # ------------------------------------------------------------------ between ticks
-    def _service(self, now: int, deadline: int) -> None:
-        """Housekeeping between ticks, each item only while the slack allows (deadline 0: no deadline)."""
+    def _service(self, now: int, deadline: int, force: bool = False) -> None:
+        """Housekeeping between ticks, each item only while the slack allows (deadline 0: no deadline).
+
+        ``force`` serves the adapters once even without slack (an overrun is then counted).
+        """
         budget = self._service_budget_ns
         mono = time.monotonic_ns
+        self._last_service = now
         for a in self.adapters:
-            if deadline and deadline - mono() < budget:
+            if deadline and not force and deadline - mono() < budget:
                 return
             try:
                 a.poll_control(self.sim_ns() if self.mode != "realtime" else mono())

@@ -96,6 +96,7 @@ def bin_upper_edges_ns() -> np.ndarray:
 
 
 _EDGES = bin_upper_edges_ns()
+_EDGES_LIST = _EDGES.tolist()  # Python floats: summaries are built from plain numbers, not numpy scalars
 
 
 @njit("void(int64[::1], int64[:, ::1], int64[:, ::1], int64, int64, int64, int64, boolean)", **JIT)
@@ -148,14 +149,50 @@ def record_tick(c, hist, samples, lateness_ns, tet_ns, step_ns, status, timed):
         c[C_SAMPLES] += 1
 
 
+@njit("int64(int64[::1], float64)", **JIT)
+def percentile_bin(hist_row, q):
+    """Bin holding the q-th percentile (0..100) of a histogram row (the nearest-rank definition); -1 if empty."""
+    total = 0
+    for b in range(hist_row.shape[0]):
+        total += hist_row[b]
+    if total == 0:
+        return -1
+    rank = max(1, int(math.ceil(q / 100.0 * total)))
+    acc = 0
+    for b in range(hist_row.shape[0]):
+        acc += hist_row[b]
+        if acc >= rank:
+            return b
+    return hist_row.shape[0] - 1
+
+
+@njit("void(int64[::1], float64[::1], int64[::1])", **JIT)
+def percentile_bins(hist_row, qs, out):
+    """Bins of several ascending percentiles in one pass (-1 if the row is empty)."""
+    total = 0
+    for b in range(hist_row.shape[0]):
+        total += hist_row[b]
+    j = 0
+    acc = 0
+    for b in range(hist_row.shape[0]):
+        if j >= qs.shape[0]:
+            break
+        acc += hist_row[b]
+        while j < qs.shape[0] and total > 0 and acc >= max(1, int(math.ceil(qs[j] / 100.0 * total))):
+            out[j] = b
+            j += 1
+    while j < qs.shape[0]:
+        out[j] = -1 if total == 0 else hist_row.shape[0] - 1
+        j += 1
+
+
+_QS = np.array([50.0, 99.0, 99.9])
+
+
 def percentile_ns(hist_row: np.ndarray, q: float) -> float:
     """The q-th percentile (0..100) of a histogram row, as the upper edge of its bin (ns); NaN if empty."""
-    total = int(hist_row.sum())
-    if total == 0:
-        return math.nan
-    rank = max(1, math.ceil(q / 100.0 * total))
-    k = int(np.searchsorted(np.cumsum(hist_row), rank))
-    return float(_EDGES[min(k, N_BINS - 1)])
+    b = percentile_bin(hist_row, q)
+    return math.nan if b < 0 else float(_EDGES[b])
 
 
 def _stats_us(hist_row: np.ndarray, count: int, total_ns: int | None, max_ns: int) -> dict:
@@ -165,10 +202,12 @@ def _stats_us(hist_row: np.ndarray, count: int, total_ns: int | None, max_ns: in
     def us(x):
         return None if (x is None or not math.isfinite(x)) else round(x / 1000.0, 3)
 
-    def pct(q):  # a bin's upper edge may lie above the largest value seen
-        return min(percentile_ns(hist_row, q), float(max_ns))
-
-    return {"p50": us(pct(50.0)), "p99": us(pct(99.0)), "p999": us(pct(99.9)), "max": us(float(max_ns)),
+    bins = np.empty(3, dtype=np.int64)
+    percentile_bins(hist_row, _QS, bins)
+    # a bin's upper edge may lie above the largest value seen
+    mx = float(max_ns)
+    p50, p99, p999 = (min(_EDGES_LIST[b], mx) if b >= 0 else math.nan for b in bins.tolist())
+    return {"p50": us(p50), "p99": us(p99), "p999": us(p999), "max": us(float(max_ns)),
             "mean": us(total_ns / count) if total_ns is not None else None}
 
 
