@@ -1,0 +1,97 @@
+"""The CAN adapter in the real-time loop (server.loop.Loop): stale commands put the plant in its safe state.
+
+A TCU (this test's thread) sends the three required command messages every
+10 ms.  When one of them (TCU_ClutchCmdB) stops, the adapter stops feeding
+the loop's command watchdog although ClutchCmdA keeps arriving; the
+watchdog trips, holds, then ramps every input to its safe value, so clutch
+1 loses its 16 bar.  The TCU sees all of it on CAN: HIL_Status reports the
+tripped watchdog and stale commands, HIL_ClutchPressA the falling pressure.
+When ClutchCmdB comes back, commands drive the plant again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import can
+import cantools
+
+from can_support import ROOT
+from io_adapters.can_adapter import CanAdapter
+from io_adapters.can_e2e import E2EDecoder, E2EEncoder
+from plant_models.registry import load_plant
+from server.loop import Loop, LoopConfig
+from server.watchdog import WatchdogConfig
+
+DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
+
+
+def test_stale_command_message_trips_the_watchdog_and_recovers():
+    channel = f"loop-{uuid.uuid4().hex[:8]}"
+    plant = load_plant("powershift")
+    adapter = CanAdapter("can", {"interface": "virtual", "channel": channel})
+    loop = Loop(plant, [adapter], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=3.0, status_interval_s=0.0),
+                WatchdogConfig(timeout_s=0.1, hold_s=0.05, ramp_s=0.1))
+    loop.open()
+    bus = can.Bus(interface="virtual", channel=channel)
+    msg = DBC.get_message_by_name
+    enc = {0x100: E2EEncoder(msg("TCU_ClutchCmdA"), "ClutchCmdA_CRC", "ClutchCmdA_Counter", 0x0100),
+           0x101: E2EEncoder(msg("TCU_ClutchCmdB"), "ClutchCmdB_CRC", "ClutchCmdB_Counter", 0x0101),
+           0x110: E2EEncoder(msg("ENG_Torque"), "EngTorque_CRC", "EngTorque_Counter", 0x0110)}
+    values = {0x100: {"PressureCmd_C1": 16.0, "PressureCmd_C2": 0.0, "PressureCmd_C3": 16.0, "PressureCmd_C4": 0.0},
+              0x101: {"PressureCmd_C5": 0.0, "PressureCmd_C6": 16.0, "PressureCmd_C7": 0.0, "PressureCmd_C8": 0.0},
+              0x110: {"EngineTorque": 100.0}}
+    dec = {0x300: E2EDecoder(msg("HIL_Status"), "Status_CRC", "Status_Counter", 0x0300),
+           0x210: E2EDecoder(msg("HIL_ClutchPressA"), "PressA_CRC", "PressA_Counter", 0x0210)}
+    seen = []  # (phase, frame name, decoded values)
+    runner = threading.Thread(target=loop.run, daemon=True)
+    runner.start()
+    try:
+        t0 = time.monotonic()
+        deadline = t0
+        while time.monotonic() - t0 < 2.4:
+            t = time.monotonic() - t0
+            phase = "all" if t < 0.8 else ("b_missing" if t < 1.6 else "back")
+            for fid, e in enc.items():
+                if fid == 0x101 and phase == "b_missing":
+                    continue
+                bus.send(can.Message(arbitration_id=fid, is_extended_id=False, data=e.encode(values[fid])))
+            while (m := bus.recv(0.0)) is not None:
+                if m.arbitration_id in dec:
+                    v = dec[m.arbitration_id].decode(bytes(m.data))
+                    assert v is not None, "E2E check of a plant frame failed"
+                    seen.append((phase, m.arbitration_id, v))
+            deadline += 0.01
+            time.sleep(max(0.0, deadline - time.monotonic()))
+    finally:
+        loop.request_shutdown("test over")
+        runner.join(timeout=10)
+        status = loop.status()
+        loop.close()
+        bus.shutdown()
+
+    def status_frames(phase):
+        return [v for p, fid, v in seen if p == phase and fid == 0x300]
+
+    def pressures(phase):
+        return [v["Pressure_C1"] for p, fid, v in seen if p == phase and fid == 0x210]
+
+    # all commands fresh: watchdog quiet, clutch 1 at its 16 bar (after the 30 ms valve lag)
+    assert all(v["WatchdogState"] == 0 for v in status_frames("all")[1:])
+    assert pressures("all")[-1] == 16.0
+    # ClutchCmdB missing: commands stale, watchdog tripped, clutch 1 ramped to 0 bar although ClutchCmdA still says 16
+    b_missing = status_frames("b_missing")
+    assert any(v["WatchdogState"] == 1 and v["CommandsFresh"] == 0 for v in b_missing)
+    assert b_missing[-1]["WatchdogState"] == 1
+    assert pressures("b_missing")[-1] < 0.5
+    # back: the next valid commands end the trip (recovery = "auto") and drive the plant again
+    assert status_frames("back")[-1]["WatchdogState"] == 0 and status_frames("back")[-1]["CommandsFresh"] == 1
+    assert pressures("back")[-1] == 16.0
+    assert status_frames("back")[-1]["Tick"] > status_frames("all")[-1]["Tick"] + 1000
+    # the loop publishes the adapter's counters: one timeout of ClutchCmdB, nothing rejected
+    can_status = status["adapters"]["can"]
+    assert can_status["rx"]["messages"]["TCU_ClutchCmdB"]["timeouts"] == 1
+    assert can_status["rx"]["rejected_total"] == 0
+    assert status["watchdog"]["trips"] == 1 and status["watchdog"]["recoveries"] == 1
