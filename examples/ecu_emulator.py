@@ -235,13 +235,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=1.5, help="seconds to run")
     ap.add_argument("--shift-at", type=float, default=0.5, help="start of the shift, s")
     ap.add_argument("--engine-torque", type=float, default=200.0, help="engine torque, N m")
+    ap.add_argument("--connect-timeout", type=float, default=30.0, help="keep trying to open the bus this long, s")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
-    try:
-        bus = can.Bus(interface=args.interface, channel=args.channel, bitrate=args.bitrate)
-    except Exception as exc:
-        print(f"ecu_emulator: cannot open {args.interface} {args.channel}: {exc}", file=sys.stderr)
-        return 2
+    end = time.monotonic() + args.connect_timeout
+    while True:  # the server may still be starting
+        try:
+            bus = can.Bus(interface=args.interface, channel=args.channel, bitrate=args.bitrate)
+            break
+        except Exception as exc:
+            if time.monotonic() > end:
+                print(f"ecu_emulator: cannot open {args.interface} {args.channel}: {exc}", file=sys.stderr)
+                return 2
+            time.sleep(0.2)
     try:
         tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque)
         res = tcu.run(args.duration)
