@@ -280,14 +280,14 @@ class ControlHandler:
                                    f"server period {lp.dt} s; in realtime mode start the server with "
                                    f"--rate {1.0 / step:g}")
             compiled = sc.compile(lp.plant, step)
+            spare = sc.compile(lp.plant, step)
         except ConfigError as exc:
             raise ControlError("scenario_error", str(exc)) from None
         if step != lp.dt:
             lp.set_step(step)
-        lp.scenario_loaded = compiled
         lp.scenario_info = {"source": sc.source, "description": sc.description, "n_steps": compiled.n_steps,
                             "dt_s": compiled.dt, "duration_s": sc.duration, "finished": False}
-        lp.reset_plant()
+        lp.load_scenario(compiled, spare)
         return {"scenario": dict(lp.scenario_info), "tick": lp.tick, "period_s": lp.dt}
 
     def _unload_scenario(self, req):
@@ -296,6 +296,9 @@ class ControlHandler:
             raise ControlError("bad_state", "unload_scenario: no scenario is loaded")
         lp.scenario = None
         lp.scenario_loaded = None
+        lp._sc_spare = None
+        lp._sc_pair = (None, None)
+        lp._sc_swap_at = -1
         lp.scenario_info = None
         lp.tick_info[2] = 0
         lp.plant.u_rate[:] = 0.0

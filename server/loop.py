@@ -49,6 +49,7 @@ from plant_models.plant import Plant
 
 from . import rtsetup
 from .params import Param, ParamTable
+from .scenario import BLOCK as SCENARIO_BLOCK
 from .simulate import offline_step
 from .telemetry import (C_MISSED, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry, format_summary,
                         record_tick)
@@ -137,6 +138,12 @@ class Loop:
         self._step_ns = 0
         self.scenario = None  # CompiledScenario driving the inputs now, or None
         self.scenario_loaded = None  # the loaded scenario (kept after it finished, so a reset replays it)
+        # A second copy of the loaded scenario whose input table is filled for the next block between
+        # ticks (realtime), so the tick never computes a block itself (about 1 ms every 4096 ticks).
+        self._sc_spare = None
+        self._sc_pair = (None, None)
+        self._sc_swap_at = -1
+        self.scenario_prefetches = 0  # scenario table blocks filled between ticks
         self.scenario_info: dict | None = None
         self.exit_code = 0
         self.stop_reason = ""
@@ -172,6 +179,7 @@ class Loop:
         # rates still serve requests; a request served less than 50 ms apart from the last is never starved.
         self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
         self._last_service = 0
+        self._prefetch_ns = self.period_ns // 2
         from .control import ControlHandler  # noqa: E402  (control needs Loop's names)
         self._control = ControlHandler(self)
         self.reset_plant()
@@ -236,8 +244,10 @@ class Loop:
 
     def reset_plant(self, inputs: dict[str, float] | None = None) -> None:
         """Back to t = 0: a loaded scenario starts over, else the configured initial inputs apply."""
+        self._sc_swap_at = -1
         if self.scenario_loaded is not None:
             self.scenario = self.scenario_loaded
+            self._sc_spare = self._sc_pair[1]
             self.tick_info[TI_SCENARIO] = 1
             if self.scenario_info is not None:
                 self.scenario_info["finished"] = False
@@ -267,6 +277,9 @@ class Loop:
                 plant.u[idx[j]] = val[j]
                 plant.u_rate[idx[j]] = 0.0
             self._pending_set = None
+        if k == self._sc_swap_at:
+            self.scenario, self._sc_spare = self._sc_spare, self.scenario
+            self._sc_swap_at = -1
         sc = self.scenario
         if sc is not None and k < sc.n_steps:
             # exactly the offline simulator's step, so lockstep equals `gearbox-hil simulate` bit for bit
@@ -540,6 +553,9 @@ class Loop:
                 a.poll_control(self.sim_ns() if self.mode != "realtime" else mono())
             except Exception:
                 log.exception("adapter %s failed while serving control requests", a.name)
+        if (self._sc_spare is not None and self.scenario is not None and self._sc_swap_at < 0
+                and deadline and deadline - mono() >= self._prefetch_ns):
+            self._prefetch_scenario_block()
         if now - self._last_events >= 20_000_000 and (not deadline or deadline - mono() >= budget):
             self._last_events = now
             self._collect_events()
@@ -551,6 +567,25 @@ class Loop:
                 and (not deadline or deadline - mono() >= budget)):
             self._last_gc = now
             gc.collect(1)
+
+    def load_scenario(self, compiled, spare) -> None:
+        """Let ``compiled`` drive the inputs from t = 0 (``spare``: an identical copy used for prefetching)."""
+        self.scenario_loaded = compiled
+        self._sc_pair = (compiled, spare)
+        self._prefetch_ns = self.period_ns // 2  # refined by the first measured prefetch
+        self.reset_plant()
+
+    def _prefetch_scenario_block(self) -> None:
+        """Fill the spare scenario's table for the next block (between ticks, realtime)."""
+        nxt = (self.tick // SCENARIO_BLOCK + 1) * SCENARIO_BLOCK
+        if nxt >= self.scenario.n_steps:
+            return
+        t0 = time.monotonic_ns()
+        self._sc_spare.inputs_at(nxt)
+        took = time.monotonic_ns() - t0
+        self._prefetch_ns = max(self._prefetch_ns // 2, took + took // 2)
+        self._sc_swap_at = nxt
+        self.scenario_prefetches += 1
 
     def _collect_events(self) -> None:
         events = self.plant.new_events()

@@ -146,3 +146,37 @@ def test_gc_is_disabled_while_running_and_restored_after():
     was = gc.isenabled()
     run_loop(probe, duration_s=0.05)
     assert probe.seen is False and gc.isenabled() == was
+
+
+def test_a_scenario_played_in_realtime_equals_the_offline_run_across_table_blocks():
+    from server.scenario import BLOCK, parse_scenario
+    from server.simulate import run_offline
+
+    content = {"duration_s": 1.0, "inputs": {
+        "engine_torque": 300.0, "load_torque": 3500.0, "p_c3": 16.0, "p_c6": 16.0,
+        "p_c1": [[0.0, 16.0], [0.5, 16.0], [0.6, 0.0]], "p_c2": [[0.0, 0.0], [0.5, 2.0], [0.6, 7.0], [0.7, 16.0]]}}
+    rate = 5000.0
+    n = int(round(content["duration_s"] * rate))
+    assert n > BLOCK  # the run crosses a block of the scenario's input table
+
+    class Snapshot(SlowTicks):
+        def write(self, tick, now_ns):
+            if tick == n:
+                self.y = self.plant.y.copy()
+                loop.request_shutdown("scenario done")
+
+    snap = Snapshot(every=0, slow_s=0.0)
+    loop = Loop(load_plant("powershift"), [snap], LoopConfig(mode="realtime", rate_hz=rate, duration_s=60.0,
+                                                             status_interval_s=0.0))
+    rep = loop.control({"v": 1, "cmd": "load_scenario", "scenario": content})
+    assert rep["ok"], rep
+    loop.open()
+    try:
+        loop.run()
+    finally:
+        loop.close()
+    plant = load_plant("powershift")
+    ref = run_offline(plant, parse_scenario(content, "inline").compile(plant, 1.0 / rate))
+    assert np.array_equal(snap.y, ref.values[-1])
+    assert loop.status()["scenario"]["finished"] is True
+    assert loop.scenario_prefetches >= 1  # the next block was filled between ticks, not in a tick
