@@ -416,3 +416,24 @@ def message_table_markdown(ms_path: str | Path) -> str:
             lines.append(f"| {name} | {s.name} | {s.start}\\|{s.length}, {order}{sign} | {s.scale:g}, {s.offset:g} | "
                          f"{rng} | {s.unit or ''} | {port} |")
     return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m io_adapters.can_config io_can_powershift`` prints the message-set tables of docs/can.md."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m io_adapters.can_config MESSAGE_SET [...]", file=sys.stderr)
+        return 2
+    try:
+        for name in args:
+            sys.stdout.write(message_table_markdown(name))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,18 @@
+"""docs/can.md shows the message sets as they are: its tables equal the ones generated from the files."""
+
+from __future__ import annotations
+
+from can_support import ROOT
+from io_adapters.can_config import message_table_markdown
+
+
+def test_message_set_tables_in_the_docs_are_current():
+    doc = (ROOT / "docs" / "can.md").read_text()
+    for name in ("io_can_powershift", "io_can_dct"):
+        table = message_table_markdown(name)
+        assert table in doc, f"docs/can.md is out of date for {name}: python -m io_adapters.can_config {name}"
+
+
+def test_docs_give_the_vcan_setup():
+    doc = (ROOT / "docs" / "can.md").read_text()
+    assert "ip link add dev vcan0 type vcan" in doc and "ip link set up vcan0" in doc
