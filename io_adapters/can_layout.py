@@ -828,3 +828,26 @@ def raw_range(length: int, signed: bool, scale: float, offset: float, lo: float 
     if b is not None:
         rhi = min(rhi, math.floor(b + 1e-9))
     return rlo, rhi
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every kernel of this module on a one-message codec.
+
+    For ``python -m server.warmup`` and container builds, so a server's first
+    start does not compile.  The adapter also calls its kernels once in
+    ``open``, outside the tick.
+    """
+    sig = SignalLayout("v", 16, 12, True, False, 0.01, 0.0, 0, 4000, target=0)
+    crc = SignalLayout("crc", 0, 8, True, False, 1.0, 0.0, 0, 255)
+    cnt = SignalLayout("cnt", 8, 4, True, False, 1.0, 0.0, 0, 15)
+    rx = compile_layout([MessageLayout("rx", 0x100, False, False, 8, [crc, cnt, sig], crc_signal=0, counter_signal=1,
+                                       timeout_ticks=30)])
+    tx = compile_layout([MessageLayout("tx", 0x200, False, False, 8, [crc, cnt, sig], crc_signal=0, counter_signal=1,
+                                       period_ticks=10)])
+    codec = Codec(rx, tx, 1, 0, 2)
+    df = np.zeros(3)
+    codec.receive(0, bytes(8))
+    tick_info = np.zeros(4, dtype=np.int64)
+    rx_apply(0, True, codec.ci, codec.cf, df, tick_info)
+    tx_pack(0, codec.ci, codec.cf, codec.cb, df, tick_info, np.zeros(1, dtype=np.int64), 0)
+    crc8_j1850(codec.rx_buf, 8, -1, -1, CRC8_J1850_TABLE)
