@@ -10,13 +10,15 @@
 * Chain (seed 004, figs. 5-7): velocities, relative velocities, and the
   friction forces against +-K.
 
-Any other plant gets its speed-like outputs and any ``torque_X`` /
-``capacity_X`` pairs.  Figures are drawn with matplotlib's object API on the
+Any other plant gets its speed-like outputs, its friction signals against
+their bounds where they are named alike (``torque_X`` / ``capacity_X``,
+``X_torque`` / ``X_capacity_static``), and a grid of all its outputs.  Figures are drawn with matplotlib's object API on the
 Agg canvas (no display, no global pyplot state).
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +48,9 @@ def _figure(rows: int, height_per_row: float = 1.9, width: float = 8.0):
 
 def _save(fig, path: Path, title: str) -> Path:
     if title:
-        fig.suptitle(title, fontsize=10)
+        width = int(fig.get_figwidth() * 13)  # characters that fit at 10 pt
+        lines = [textwrap.fill(line, width) for line in title.splitlines()]
+        fig.suptitle("\n".join(lines), fontsize=10)
     fig.savefig(path)
     return path
 
@@ -186,10 +190,23 @@ def _chain(plant, trace, out: Path, title: str) -> list[Path]:
 
 
 # -- anything else ---------------------------------------------------------------------------
+def _bound_of(name: str, names: list[str]) -> str | None:
+    """The capacity signal that bounds a friction signal, by the naming conventions of the plants."""
+    candidates = []
+    if name.startswith("torque_"):
+        candidates.append("capacity_" + name[len("torque_"):])
+    if name.endswith("_torque"):
+        stem = name[: -len("_torque")]
+        candidates += [f"{stem}_capacity_static", f"{stem}_capacity"]
+    return next((c for c in candidates if c in names), None)
+
+
 def _generic(plant, trace, out: Path, title: str) -> list[Path]:
+    """Speeds, friction against its bounds (where a plant names them alike), and every output."""
     t = trace.time
     files = []
-    speeds = [s.name for s in plant.outputs if s.unit in ("rad/s", "m/s")][:8]
+    unit = dict(zip(trace.names, trace.units))
+    speeds = [nm for nm in trace.names if unit[nm] in ("rad/s", "m/s", "deg/s")][:8]
     if speeds:
         fig, (ax,) = _figure(1, 3.2)
         for k, nm in enumerate(speeds):
@@ -197,14 +214,32 @@ def _generic(plant, trace, out: Path, title: str) -> list[Path]:
         ax.set_ylabel("speed")
         ax.legend(loc="best", fontsize=8, ncol=4)
         files.append(_save(fig, out / "speeds.png", f"{title}\nspeeds"))
-    pairs = [nm[len("torque_"):] for nm in trace.names
-             if nm.startswith("torque_") and f"capacity_{nm[len('torque_'):]}" in trace.names][:8]
+    pairs = [(nm, b) for nm in trace.names if (b := _bound_of(nm, trace.names))][:8]
     if pairs:
         fig, axes = _figure(len(pairs), 1.6)
-        for k, (ax, c) in enumerate(zip(axes, pairs)):
-            _friction_panel(ax, t, trace.column(f"torque_{c}"), trace.column(f"capacity_{c}"), c,
-                            plant.output_signal(f"torque_{c}").unit, COLORS[k % len(COLORS)])
+        for k, (ax, (nm, b)) in enumerate(zip(axes, pairs)):
+            _friction_panel(ax, t, trace.column(nm), trace.column(b), nm, unit[nm], COLORS[k % len(COLORS)])
         files.append(_save(fig, out / "friction.png", f"{title}\nfriction (solid) and $\\pm K$ (dashed)"))
+    # trace columns are the plant's outputs in declaration order
+    shown = [(nm, unit[nm], sig.integer) for nm, sig in zip(trace.names, plant.outputs) if nm != "status"][:24]
+    if shown:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        rows = (len(shown) + 1) // 2
+        fig = Figure(figsize=(10.0, 0.9 + 1.45 * rows), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(fig)
+        for k, (nm, un, integer) in enumerate(shown):
+            ax = fig.add_subplot(rows, 2, k + 1)
+            col = trace.column(nm)
+            if integer:
+                ax.step(t, col, where="post", color=COLORS[k % len(COLORS)], linewidth=1.0)
+            else:
+                ax.plot(t, col, color=COLORS[k % len(COLORS)], linewidth=1.0)
+            ax.set_title(f"{nm} [{un}]", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(True, linewidth=0.4, alpha=0.6)
+        files.append(_save(fig, out / "outputs.png", f"{title}\nall outputs"))
     return files
 
 

@@ -178,3 +178,17 @@ def test_the_installed_command_reports_errors_without_a_traceback(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "chain: 4000 steps of 0.001 s" in res.stdout and (tmp_path / "trace.csv").exists()
+
+
+def test_other_plants_get_speeds_friction_and_an_output_grid(tmp_path):
+    """A plant kind without its own figures: speeds, friction against its bounds, every output."""
+    from server.plots import plot_trace
+
+    plant, tr = offline(CHAIN[0], CHAIN[1], dt=0.004)
+    plant.kind = "other"  # instance attribute: this plant only
+    # rename the chain's friction signals the way other plants name theirs
+    tr.names = [n.replace("friction_", "torque_").replace("static_limit_", "capacity_") for n in tr.names]
+    files = plot_trace(plant, tr, tmp_path, title="a long title " * 20)
+    assert [f.name for f in files] == ["speeds.png", "friction.png", "outputs.png"]
+    for f in files:
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
