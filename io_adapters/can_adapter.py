@@ -328,7 +328,7 @@ class CanAdapter(Adapter):
             self.codec.adapter[CL.A_UNKNOWN] += 1
             text = f"frame ID 0x{msg.arbitration_id:X} is not in the message set"
             self.last_reject = text
-            self._rate_log(("unknown", msg.arbitration_id), f"CAN {self.name}: {text}")
+            self._rate_log("unknown", f"CAN {self.name}: {text}")  # one key: random IDs must not grow memory
             return
         data = msg.data
         n = len(data) if data is not None else 0
