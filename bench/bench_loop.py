@@ -85,7 +85,8 @@ def cyclictest_baseline(period_us: int, loops: int, fifo: int) -> dict:
         k = np.searchsorted(cum, p / 100.0 * total)
         return float(us[k]) if k < len(us) else float("inf")
 
-    return {"tool": f"cyclictest -m -i {period_us}" + (f" -p {fifo}" if fifo else "") + " (SCHED_"
+    over = {str(th): int(n[us > th].sum() + overflows) for th in (50, 100, 500, 1000, 5000)}
+    return {"over_us": over, "tool": f"cyclictest -m -i {period_us}" + (f" -p {fifo}" if fifo else "") + " (SCHED_"
             + ("FIFO" if fifo else "OTHER") + ", 1 us histogram)",
             "p50": q(50), "p99": q(99), "p999": q(99.9), "max": mx,
             "n": int(total), "overflows_over_20ms": overflows}
@@ -105,11 +106,22 @@ def python_sleeper_baseline(period_us: int, loops: int) -> dict:
     return {"tool": "python sleeper (time.sleep to absolute deadlines)", **pct(lat)}
 
 
+def steal_s() -> float:
+    """CPU time stolen by the hypervisor from all CPUs so far (/proc/stat), s; NaN where unavailable."""
+    try:
+        with open("/proc/stat") as fh:
+            f = fh.readline().split()
+        return int(f[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def run_loop(args) -> dict:
     n = int(args.duration * args.rate) + 10
     rt = RealtimeConfig(sched_fifo_priority=args.fifo, cpu_affinity=tuple(args.cpu),
                         allow_fifo_with_spin=args.allow_fifo_spin, lock_memory=args.fifo > 0)
     cfg = LoopConfig(mode="realtime", rate_hz=args.rate, wait=args.wait, spin_margin_us=args.spin_margin_us,
+                     spin_margin_adapt=not args.fixed_margin,
                      duration_s=args.duration, status_interval_s=0.5, status_line=False, sample_capacity=n,
                      startup_grace_s=1.0, realtime=rt)
     zmq = ZmqAdapter("zmq", {"state_endpoint": "tcp://127.0.0.1:*", "command_endpoint": "tcp://127.0.0.1:*",
@@ -119,17 +131,27 @@ def run_loop(args) -> dict:
                                 "load_torque": 3500.0})
     loop.open()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
+    st0 = steal_s()
     w0 = time.monotonic()
     try:
         loop.run()
     finally:
         loop.close()
     wall = time.monotonic() - w0
+    steal = steal_s() - st0
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     s = loop.telemetry.sample_array() / 1000.0  # us
     tm = loop.telemetry.summary()
+    late = s[:, 0]
+    # Ticks woken more than 500 us late, grouped into episodes (late ticks less than 50 ms apart): a few
+    # long episodes are machine stalls (host, hypervisor), many short ones would be the loop's own doing.
+    idx = np.flatnonzero(late > 500.0)
+    episodes = int(1 + np.count_nonzero(np.diff(idx) > 50 * args.rate / 1000.0)) if idx.size else 0
     return {
+        "late_ticks_over_us": {str(th): int(np.count_nonzero(late > th)) for th in (50, 100, 500, 1000, 5000)},
+        "late_episodes_over_500us": episodes,
+        "hypervisor_steal_pct": 100.0 * steal / (wall * (os.cpu_count() or 1)),
         "lateness_us": pct(s[:, 0]), "tet_us": pct(s[:, 1]), "step_us": pct(s[:, 2]),
         "ticks": tm["ticks"], "missed_ticks": tm["missed_ticks"], "overruns": tm["overruns"],
         "overruns_in_grace": tm["overruns_in_grace"],
@@ -146,6 +168,7 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--wait", default="sleep_spin", choices=("sleep", "sleep_spin", "spin"))
     ap.add_argument("--spin-margin-us", type=float, default=200.0)
+    ap.add_argument("--fixed-margin", action="store_true", help="do not adapt the spin margin")
     ap.add_argument("--fifo", type=int, default=0, help="SCHED_FIFO priority for both runs (0: SCHED_OTHER)")
     ap.add_argument("--allow-fifo-spin", action="store_true")
     ap.add_argument("--cpu", type=int, nargs="*", default=[], help="pin the loop to these CPUs")
@@ -171,7 +194,11 @@ def main() -> int:
     for k in ("lateness_us", "tet_us", "step_us"):
         v = L[k]
         print(f"| loop {k} | {v['p50']:.1f} | {v['p99']:.1f} | {v['p999']:.1f} | {v['max']:.1f} |")
-    print(f"\nticks {L['ticks']}, missed {L['missed_ticks']} ({L['missed_pct']:.3f} %), overruns {L['overruns']} "
+    print(f"\nticks woken late by more than 50/100/500/1000/5000 us: loop {list(L['late_ticks_over_us'].values())}"
+          + (f", baseline {list(res['baseline'].get('over_us', {}).values())}" if "baseline" in res else "")
+          + f"; loop episodes over 500 us: {L['late_episodes_over_500us']}; hypervisor steal "
+          f"{L['hypervisor_steal_pct']:.2f} % of the CPUs")
+    print(f"ticks {L['ticks']}, missed {L['missed_ticks']} ({L['missed_pct']:.3f} %), overruns {L['overruns']} "
           f"(+{L['overruns_in_grace']} in grace), CPU {L['cpu_pct_of_one_core']:.1f} % of one core, "
           f"load avg {res['load_avg_before'][0]:.2f} -> {res['load_avg_after'][0]:.2f}")
     if args.json:

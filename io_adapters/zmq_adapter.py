@@ -100,7 +100,6 @@ class ZmqAdapter(Adapter):
         self.sent = 0
         self.send_errors = 0
         self.requests = 0
-        self._countdown = 1
         self._last_status_pub = 0.0
         self._tick_info = ctx.tick_info
         z = self._zctx = zmq.Context()
@@ -187,10 +186,8 @@ class ZmqAdapter(Adapter):
 
     def write(self, tick: int, now_ns: int) -> None:
         """Publish the state if due this tick.  Called in the real-time loop."""
-        self._countdown -= 1
-        if self._countdown > 0:
+        if tick % self.publish_every:  # decimated: ticks that are multiples of publish_every
             return
-        self._countdown = self.publish_every
         self.seq += 1
         ti = self._tick_info
         buf = self.encoder.encode(self.seq, tick, self.plant.time, self.ack, ti[0] != 0, ti[1], self.plant.y)

@@ -78,6 +78,7 @@ class LoopConfig:
     rate_hz: float = 1000.0
     wait: str = "sleep_spin"
     spin_margin_us: float = 200.0  # sleep_spin: wake this early, then spin to the deadline
+    spin_margin_adapt: bool = True  # adapt the margin to the measured sleep overshoot (20 us .. 2x the above)
     autostart: bool = True
     overrun_policy: str = "skip"
     max_overruns: int = 10
@@ -175,8 +176,11 @@ class Loop:
         self._wait = {"sleep": self._wait_sleep, "sleep_spin": self._wait_sleep_spin,
                       "spin": self._wait_spin}[cfg.wait]
         self._spin_margin_ns = int(cfg.spin_margin_us * 1000)
+        self._adapt_margin = cfg.spin_margin_adapt
+        self._margin_min_ns = 20_000
+        self._margin_max_ns = max(2 * self._spin_margin_ns, self._margin_min_ns)
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
-        # rates still serve requests; a request served less than 50 ms apart from the last is never starved.
+        # rates still serve requests; and no request waits more than 50 ms (see _run_realtime).
         self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
         self._last_service = 0
         self._prefetch_ns = self.period_ns // 2
@@ -201,7 +205,7 @@ class Loop:
             Param("watchdog.hold_s", "s", 0.0, 3600.0, "hold time after a trip, before the ramp",
                   lambda: wd.hold_ns / 1e9, lambda v: wd.set_times(hold_s=v)),
             Param("watchdog.ramp_s", "s", 0.0, 3600.0, "ramp time to the safe values (inputs without an override)",
-                  lambda: wd.cfg.ramp_s if not wd.ramp_s.size else float(max(wd.ramp_s.max(), 0.0)),
+                  lambda: wd.default_ramp_s,
                   lambda v: wd.set_times(ramp_s=v)),
         ]
 
@@ -325,10 +329,22 @@ class Loop:
             time.sleep(rem / 1e9)
 
     def _wait_sleep_spin(self, deadline: int) -> None:
-        rem = deadline - self._spin_margin_ns - time.monotonic_ns()
+        mono = time.monotonic_ns
+        margin = self._spin_margin_ns
+        target = deadline - margin
+        rem = target - mono()
         if rem > 0:
             time.sleep(rem / 1e9)
-        mono = time.monotonic_ns
+            if self._adapt_margin:
+                # Track the sleep's overshoot: jump up to a late wake-up (plus 25 % and 10 us), then decay
+                # towards the recent overshoots over about a thousand sleeps, within [min, max].
+                over = mono() - target
+                need = over + (over >> 2) + 10_000
+                if need > margin:
+                    margin = need if need < self._margin_max_ns else self._margin_max_ns
+                else:
+                    margin -= (margin - need) >> 10
+                self._spin_margin_ns = margin if margin > self._margin_min_ns else self._margin_min_ns
         while mono() < deadline:
             pass
 
@@ -655,7 +671,8 @@ class Loop:
             "window": self.telemetry.last_window,
             "watchdog": self.watchdog.status(now, self._wd_live),
             "scenario": dict(self.scenario_info) if self.scenario_info else None,
-            "realtime": self._rt.as_dict() if self._rt is not None else None,
+            "realtime": (dict(self._rt.as_dict(), spin_margin_us=round(self._spin_margin_ns / 1000.0, 1))
+                         if self._rt is not None else None),
             "adapters": {a.name: _safe_status(a) for a in self.adapters},
             "startup_s": round((self.first_tick_ns - self.started_ns) / 1e9, 6) if self.first_tick_ns else None,
         }

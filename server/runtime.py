@@ -61,6 +61,7 @@ def _loop_config(cfg: ConfigReader) -> LoopConfig:
     out = LoopConfig(
         mode=mode, rate_hz=rate, wait=wait,
         spin_margin_us=lp.number("spin_margin_us", d.spin_margin_us, lo=0.0, hi=10_000.0),
+        spin_margin_adapt=lp.boolean("spin_margin_adapt", d.spin_margin_adapt),
         autostart=lp.boolean("autostart", d.autostart),
         overrun_policy=lp.string("overrun_policy", d.overrun_policy, choices=OVERRUN_POLICIES),
         max_overruns=lp.integer("max_overruns", d.max_overruns, lo=1),

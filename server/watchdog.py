@@ -160,6 +160,7 @@ class CommandWatchdog:
         self.timeout_ns = int(round(cfg.timeout_s * 1e9))
         self.hold_ns = int(round(cfg.hold_s * 1e9))
         self.enabled = cfg.enabled
+        self.default_ramp_s = cfg.ramp_s  # of the inputs without their own ramp_ms
         self.phase = OK
         self.armed = False
         self.last_feed_ns = 0
@@ -175,6 +176,7 @@ class CommandWatchdog:
         if hold_s is not None:
             self.hold_ns = int(round(hold_s * 1e9))
         if ramp_s is not None:
+            self.default_ramp_s = ramp_s
             names = {name for name, _ in self.cfg.inputs}
             for k, s in enumerate(self.plant.inputs):
                 if s.name not in names and not s.integer:

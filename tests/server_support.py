@@ -39,10 +39,11 @@ class ServerProcess:
     """``gearbox-hil serve`` in a subprocess; use as a context manager."""
 
     def __init__(self, tmp: Path, plant: str = "powershift", mode: str = "realtime", loop: str = "",
-                 extra: str = "", args: tuple[str, ...] = (), ready_timeout_s: float = 300.0):
+                 extra: str = "", args: tuple[str, ...] = (), ready_timeout_s: float = 300.0,
+                 adapters: str = FREE_PORTS):
         self.tmp = Path(tmp)
         self.tmp.mkdir(parents=True, exist_ok=True)
-        self.io = write_io(self.tmp / f"io_{mode}.toml", loop, extra)
+        self.io = write_io(self.tmp / f"io_{mode}.toml", loop, extra, adapters)
         self.ready = self.tmp / f"ready_{mode}.json"
         self.summary = self.tmp / f"summary_{mode}.json"
         self.log = self.tmp / f"server_{mode}.log"

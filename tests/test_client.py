@@ -1,0 +1,97 @@
+"""The Python client: endpoint discovery, array-format states decoded by name, errors and timeouts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import zmq
+
+from io_adapters.client import HilClient, ServerError, State
+from server_support import ServerProcess
+
+ARRAY_FORMAT = """
+[[adapters]]
+type = "zmq"
+name = "zmq"
+state_endpoint = "tcp://127.0.0.1:*"
+command_endpoint = "tcp://127.0.0.1:*"
+control_endpoint = "tcp://127.0.0.1:*"
+state_format = "array"
+publish_every = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = ServerProcess(tmp_path_factory.mktemp("client"), mode="lockstep")
+    yield srv
+    srv.shutdown()
+
+
+def test_client_discovers_endpoints_and_reads_the_plant(server):
+    with server.client() as hil:
+        assert set(hil.endpoints) == {"state", "command", "control"}
+        assert hil.endpoints["control"] == server.control
+        d = hil.describe()
+        assert d["kind"] == "powershift" and d["mode"] == "lockstep" and d["protocol"] == 1
+        assert hil.input_names == [s["name"] for s in d["inputs"]]
+        assert {"unit", "min", "max", "default"} <= set(d["inputs"][0])
+        assert hil.ping()["server"] == "gearbox-hil"
+
+
+def test_state_stream_in_lockstep_carries_every_published_tick_and_the_ack(server):
+    with server.client() as hil:
+        hil.subscribe(("state",))
+        time.sleep(0.3)  # let the subscription reach the server before the first message
+        hil.reset({"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0})  # gear 1 engaged and held from t = 0
+        seq = hil.set_inputs(engine_torque=200.0)
+        r = hil.step(5)
+        states = []
+        while len(states) < 5:
+            s = hil.recv_state(timeout_s=30.0)
+            assert s is not None
+            if s.tick >= 1 and (not states or s.tick > states[-1].tick):
+                states.append(s)
+        assert [s.tick for s in states][-1] == 5 and isinstance(states[-1], State)
+        assert states[-1].ack == seq and states[-1].y == r.y  # the command applied in the first tick
+        assert states[-1].y["gear"] == 1.0
+        assert hil.get()["u"]["engine_torque"] == 200.0
+
+
+def test_errors_are_typed_and_the_socket_survives_them(server):
+    with server.client() as hil:
+        with pytest.raises(ServerError) as ei:
+            hil.set_params({"row.C1.gain_static": -1.0})
+        assert ei.value.code == "param_error" and "row.C1.gain_static" in ei.value.message
+        with pytest.raises(ServerError) as ei:
+            hil.load_scenario(path="no/such/file.toml")
+        assert ei.value.code == "scenario_error" and "file not found" in ei.value.message
+        assert hil.ping()["ok"] is True  # the REQ socket is still usable
+
+
+def test_a_missing_server_is_a_timeout_not_a_hang():
+    ctx = zmq.Context.instance()
+    s = ctx.socket(zmq.ROUTER)  # a peer that accepts connections and never answers
+    port = s.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        hil = HilClient(f"tcp://127.0.0.1:{port}", timeout_s=0.3)
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match="no reply"):
+            hil.connect()
+        assert time.monotonic() - t0 < 10.0
+        hil.close()
+    finally:
+        s.close(0)
+
+
+def test_array_format_states_decode_by_name_after_the_schema_check(tmp_path):
+    with ServerProcess(tmp_path, mode="lockstep", adapters=ARRAY_FORMAT) as srv:
+        with srv.client() as hil:
+            hil.subscribe(("state",))
+            time.sleep(0.3)  # let the subscription reach the server before the first message
+            r = hil.step(4, inputs={"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0})
+            s = hil.wait_for(lambda st: st.tick == 4, 30.0)
+            assert s is not None and s.y == r.y  # names restored from the schema-checked order
+            assert hil.status()["adapters"]["zmq"]["state_sent"] == 2  # every second tick
+        srv.shutdown()
