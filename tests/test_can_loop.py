@@ -90,6 +90,10 @@ def test_stale_command_message_trips_the_watchdog_and_recovers():
     assert status_frames("back")[-1]["WatchdogState"] == 0 and status_frames("back")[-1]["CommandsFresh"] == 1
     assert pressures("back")[-1] == 16.0
     assert status_frames("back")[-1]["Tick"] > status_frames("all")[-1]["Tick"] + 1000
+    # the status frame's Overruns reads the loop's own overrun counter (it can only grow after the frame)
+    from server.telemetry import C_OVERRUNS
+    assert adapter._overruns_arr is loop.telemetry.counters and adapter._overruns_idx == C_OVERRUNS
+    assert status_frames("back")[-1]["Overruns"] <= status["timing"]["overruns"]
     # the loop publishes the adapter's counters: one timeout of ClutchCmdB, nothing rejected
     can_status = status["adapters"]["can"]
     assert can_status["rx"]["messages"]["TCU_ClutchCmdB"]["timeouts"] == 1
