@@ -94,8 +94,9 @@ def test_stale_command_message_trips_the_watchdog_and_recovers():
     from server.telemetry import C_OVERRUNS
     assert adapter._overruns_arr is loop.telemetry.counters and adapter._overruns_idx == C_OVERRUNS
     assert status_frames("back")[-1]["Overruns"] <= status["timing"]["overruns"]
-    # the loop publishes the adapter's counters: one timeout of ClutchCmdB, nothing rejected
+    # the loop publishes the adapter's counters: ClutchCmdB timed out (once, unless this test's own thread
+    # stalled for 30 ms on a loaded machine), nothing rejected
     can_status = status["adapters"]["can"]
-    assert can_status["rx"]["messages"]["TCU_ClutchCmdB"]["timeouts"] == 1
+    assert can_status["rx"]["messages"]["TCU_ClutchCmdB"]["timeouts"] >= 1
     assert can_status["rx"]["rejected_total"] == 0
-    assert status["watchdog"]["trips"] == 1 and status["watchdog"]["recoveries"] == 1
+    assert status["watchdog"]["trips"] >= 1 and status["watchdog"]["recoveries"] == status["watchdog"]["trips"]
