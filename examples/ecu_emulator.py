@@ -19,6 +19,12 @@ to clutch 2 (gear pair 1:2):
    threshold: the shift is closed on measured speeds, as a TCU closes it;
 4. *lock*: clutch 2 to full pressure.
 
+DCT (``--plant dct``): a launch in 1st gear as in the paper's scenario
+(scenarios/dct_upshift.toml): 1st gear preselected on the odd shaft; once
+the plant reports the synchronizer locked, engine torque to 200 N m and
+clutch 1 from the kiss point to 5 bar in 0.2 s; when the plant reports 1st
+gear engaged (clutch 1 stuck), 12 bar.
+
 Run against a server that shares its virtual bus on loopback::
 
     gearbox-hil serve powershift --io configs/io_can_share.toml
@@ -46,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from io_adapters.can_e2e import E2EDecoder, E2EEncoder  # noqa: E402
 
 DBC_POWERSHIFT = ROOT / "configs" / "powershift.dbc"
+DBC_DCT = ROOT / "configs" / "dct.dbc"
 
 
 @dataclass
@@ -227,8 +234,88 @@ class PowershiftTcu:
         return self.result
 
 
+class DctTcu:
+    """TCU + engine and road-load rest-bus of the DCT message set: a launch in 1st gear (module docstring).
+
+    ``engaged_at_s`` is when the plant reported 1st gear engaged (from HIL_DctState).
+    """
+
+    def __init__(self, bus: can.BusABC, dbc: str | Path = DBC_DCT, launch_at_s: float = 0.3):
+        self.bus = bus
+        self.db = cantools.database.load_file(str(dbc))
+        msg = self.db.get_message_by_name
+        self.cmd = E2EEncoder(msg("TCU_DctCmd"), "DctCmd_CRC", "DctCmd_Counter", 0x0100)
+        self.eng = E2EEncoder(msg("ENG_Torque"), "EngTorque_CRC", "EngTorque_Counter", 0x0110)
+        self.load = E2EEncoder(msg("ENV_RoadLoad"), "RoadLoad_CRC", "RoadLoad_Counter", 0x0120)
+        self.dec = {}
+        for name, prefix, did in (("HIL_DctSpeeds", "DctSpeeds", 0x200), ("HIL_DctOutput", "DctOutput", 0x201),
+                                  ("HIL_DctState", "DctState", 0x220), ("HIL_Status", "Status", 0x300)):
+            m = msg(name)
+            self.dec[m.frame_id] = (name, E2EDecoder(m, f"{prefix}_CRC", f"{prefix}_Counter", did))
+        self.rx: dict = {}
+        self.e2e_errors = 0
+        self.frames_received = 0
+        self.commands_sent = 0
+        self.launch_at_s = launch_at_s
+        self.p_c1 = 0.0
+        self.engaged_at_s: float | None = None
+
+    def receive(self) -> None:
+        """Take every frame waiting on the bus (non-blocking) and keep the newest values per message."""
+        while (m := self.bus.recv(0.0)) is not None:
+            if m.arbitration_id in self.dec:
+                name, dec = self.dec[m.arbitration_id]
+                self.frames_received += 1
+                v = dec.decode(bytes(m.data))
+                if v is None:
+                    self.e2e_errors += 1
+                else:
+                    self.rx[name] = v
+
+    def cycle(self, t: float, dt: float = 0.01) -> int:
+        """One 10 ms task at TCU time ``t`` (s): read, decide, send; returns the number of frames sent."""
+        self.receive()
+        state = self.rx.get("HIL_DctState")
+        f = min(max((t - self.launch_at_s) / 0.2, 0.0), 1.0)
+        if t >= self.launch_at_s and state is not None and state["SyncOddLocked"] == 1:  # 1st gear in
+            if state["GearActual"] == 1 and self.engaged_at_s is None:
+                self.engaged_at_s = round(t, 4)
+            self.p_c1 = 12.0 if self.engaged_at_s is not None else 1.0 + 4.0 * f
+        frames = [(self.cmd, {"GearOddCmd": 1, "GearEvenCmd": 0, "PressureCmd_C1": self.p_c1, "PressureCmd_C2": 0.0}),
+                  (self.eng, {"EngineTorque": 200.0 * f})]
+        if round(t / dt) % 10 == 0:
+            frames.append((self.load, {"RoadLoad": 55.0 * f}))
+        for enc, values in frames:
+            self.bus.send(can.Message(arbitration_id=enc.message.frame_id, is_extended_id=False,
+                                      data=enc.encode(values)))
+        self.commands_sent += len(frames)
+        return len(frames)
+
+    def run(self, duration_s: float, period_s: float = 0.01) -> dict:
+        """Wait for the plant's frames, then run the task on absolute deadlines for ``duration_s``."""
+        end = time.monotonic() + 30.0
+        while "HIL_DctSpeeds" not in self.rx and time.monotonic() < end:
+            time.sleep(0.005)
+            self.receive()
+        period_ns = int(period_s * 1e9)
+        deadline = time.monotonic_ns()
+        k = 0
+        while k * period_s < duration_s:
+            self.cycle(k * period_s, period_s)
+            k += 1
+            deadline += period_ns
+            rem = deadline - time.monotonic_ns()
+            if rem > 0:
+                time.sleep(rem / 1e9)
+        time.sleep(3 * period_s)
+        self.receive()
+        return {"engaged_at_s": self.engaged_at_s, "frames_received": self.frames_received,
+                "e2e_errors": self.e2e_errors, "commands_sent": self.commands_sent, **self.rx}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--plant", choices=("powershift", "dct"), default="powershift", help="message set to drive")
     ap.add_argument("--interface", default="remote", help="python-can interface (remote, socketcan, pcan, ...)")
     ap.add_argument("--channel", default="ws://127.0.0.1:54701/", help="channel (share URL, vcan0, can0, ...)")
     ap.add_argument("--bitrate", type=int, default=500000)
@@ -249,10 +336,18 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             time.sleep(0.2)
     try:
-        tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque)
-        res = tcu.run(args.duration)
+        if args.plant == "dct":
+            out = DctTcu(bus).run(args.duration)
+        else:
+            tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque)
+            res = tcu.run(args.duration)
     finally:
         bus.shutdown()
+    if args.plant == "dct":
+        print(json.dumps(out) if args.json else f"1st gear engaged at {out['engaged_at_s']} s; "
+              f"frames received {out['frames_received']}, E2E errors {out['e2e_errors']}; last state "
+              f"{out.get('HIL_DctState')}; speeds {out.get('HIL_DctSpeeds')}")
+        return 0 if out["engaged_at_s"] is not None else 1
     if args.json:
         print(json.dumps(res.as_dict()))
     else:
