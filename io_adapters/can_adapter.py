@@ -476,6 +476,9 @@ class CanAdapter(Adapter):
             "tx": {"frames": int(self._tx_sent.sum()), "errors": int(cd.adapter[CL.A_TX_ERRORS]),
                    "saturated": int(cd.saturated.sum()), "messages": tx_msgs},
         }
+        # the loop's shutdown summary lists adapters by these two keys
+        out["applied"] = out["rx"]["accepted"]
+        out["rejected"] = {"total": out["rx"]["rejected_total"], "by_reason": dict(rejected)}
         if self._recorder is not None:
             out["recording"] = self._recorder.status()
         if self._share is not None:
