@@ -42,6 +42,21 @@ def is_loopback(host: str) -> bool:
     return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
 
 
+def _websocket_only(base):
+    """python-can-remote's request handler without its trace web page.
+
+    The page handler joins the request path to its package folder unchecked,
+    so ``GET /../../../etc/passwd`` would read any file the server can; the
+    bridge serves CAN over websocket and nothing else (404 otherwise).
+    """
+
+    class WebsocketOnlyHandler(base):
+        def send_trace_webpage(self):
+            self.send_error(404)
+
+    return WebsocketOnlyHandler
+
+
 class LoopbackShare:
     """A python-can-remote server exposing a virtual CAN channel of this process.
 
@@ -68,6 +83,7 @@ class LoopbackShare:
             self.log.warning("CAN share listens on %s: any host that reaches it can drive the plant's CAN bus", host)
         try:
             from can_remote import RemoteServer
+            from can_remote.server import ClientRequestHandler
         except ImportError:
             raise ShareError("the CAN share needs the python-can-remote package (pip install python-can-remote)") \
                 from None
@@ -77,6 +93,7 @@ class LoopbackShare:
             self._server = RemoteServer(host=host, port=port, **config)
         except OSError as exc:
             raise ShareError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        self._server.RequestHandlerClass = _websocket_only(ClientRequestHandler)
         self.host = host
         self.port = int(self._server.server_port)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs=dict(poll_interval=0.1),

@@ -47,6 +47,21 @@ def test_share_binds_loopback_only():
         LoopbackShare("share-bind-test", host="0.0.0.0", port=0)
 
 
+def test_share_serves_no_files():
+    """python-can-remote's trace page would read any file (path traversal); the share answers 404."""
+    import http.client
+
+    share = LoopbackShare("share-files-test", port=0)
+    try:
+        for path in ("/", "/index.html", "/" + "../" * 20 + "etc/hostname"):
+            c = http.client.HTTPConnection("127.0.0.1", share.port, timeout=10)
+            c.request("GET", path)
+            assert c.getresponse().status == 404, path
+            c.close()
+    finally:
+        share.close()
+
+
 def test_share_needs_a_virtual_interface():
     from io_adapters.can_adapter import CanAdapter
     from plant_models.config import ConfigError
