@@ -65,8 +65,11 @@ OUT_DF_TQ = 10  # tau_23, N m
 OUT_DF_SLIP = 11  # w2 - w3, rad/s
 OUT_DF_STUCK = 12
 OUT_SYNC = 13  # 1 when all three shafts turn together
-OUT_STATUS = 14
-N_OUT = 15
+OUT_ENGINE_IN = 14  # C1 in effect at the end of the step, N m
+OUT_CLUTCH_IN = 15  # k12 in effect at the end of the step, N m
+OUT_LOAD_IN = 16  # load torque in effect at the end of the step, N m
+OUT_STATUS = 17
+N_OUT = 18
 
 ROW_CLUTCH = 0
 ROW_DAMPER_FRICTION = 1
@@ -173,6 +176,9 @@ def _signals():
         Signal("damper_slip", "rad/s", -4000.0, 4000.0, 0.0, "w2 - w3"),
         Signal("damper_friction_stuck", "-", 0, 1, 0, "damper friction stuck (1) or slipping (0)", integer=True),
         Signal("synchronised", "-", 0, 1, 0, "1 when all three inertias turn together", integer=True),
+        Signal("engine_torque_applied", "N m", -2000.0, 5000.0, 0.0, "C1 in effect at the end of the step"),
+        Signal("clutch_capacity_applied", "N m", 0.0, 1.0e4, 0.0, "k12 in effect at the end of the step"),
+        Signal("load_torque_applied", "N m", -1.0e4, 1.0e4, 0.0, "load torque in effect at the end of the step"),
         Signal("status", "-", 0, 2 ** 16, 0, "core status bits (see docs/method.md)", integer=True),
     )
     return inputs, outputs
@@ -199,8 +205,8 @@ def _dc_inputs(mf, mi, df, di):
 
 
 @njit(**JIT)
-def _dc_outputs(mf, mi, df, di, st):
-    """Plant outputs from the core state.  Called in the real-time loop."""
+def _dc_outputs(mf, mi, df, di, st, h):
+    """Plant outputs from the core state, h s after the step start.  Called in the real-time loop."""
     n = mi[L.H_N]
     g = mi[L.H_G]
     s = mi[L.H_S]
@@ -224,6 +230,14 @@ def _dc_outputs(mf, mi, df, di, st):
     df[oy + OUT_DF_SLIP] = df[odelta + ROW_DAMPER_FRICTION]
     df[oy + OUT_DF_STUCK] = 1.0 if d_stuck else 0.0
     df[oy + OUT_SYNC] = 1.0 if (c_stuck and d_stuck) else 0.0
+    # the inputs as the core applied them at the end of the step (value + rate * dt of the hold)
+    out = mi[L.DF_U_TAU]
+    outr = mi[L.DF_U_TAU_RATE]
+    oua = mi[L.DF_U_ACT]
+    ouar = mi[L.DF_U_ACT_RATE]
+    df[oy + OUT_ENGINE_IN] = df[out] + df[outr] * h
+    df[oy + OUT_CLUTCH_IN] = df[oua + ROW_CLUTCH] + df[ouar + ROW_CLUTCH] * h
+    df[oy + OUT_LOAD_IN] = -(df[out + 2] + df[outr + 2] * h)
     df[oy + OUT_STATUS] = float(st)
 
 
@@ -233,7 +247,7 @@ def damper_step(mf, mi, df, di, dt):
     rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
     _dc_inputs(rmf, rmi, rdf, rdi)
     st = _step(rmf, rmi, rdf, rdi, dt)
-    _dc_outputs(rmf, rmi, rdf, rdi, st)
+    _dc_outputs(rmf, rmi, rdf, rdi, st, dt)
     return st
 
 
@@ -242,7 +256,7 @@ def damper_refresh(mf, mi, df, di, st):
     """Map inputs and recompute outputs without stepping (after a reset)."""
     rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
     _dc_inputs(rmf, rmi, rdf, rdi)
-    _dc_outputs(rmf, rmi, rdf, rdi, st)
+    _dc_outputs(rmf, rmi, rdf, rdi, st, 0.0)
     return 0
 
 
@@ -276,3 +290,9 @@ class DamperClutchPlant(Plant):
         st = self.core.start([])
         damper_refresh(self.mf, self.mi, self.df, self.di, st)
         return st
+
+    def plot_figures(self, trace, out_dir, title: str = "") -> list:
+        """PNG figures of an offline run in the paper's style (seed 004 figs. 11-12); see damper_plots."""
+        from .damper_plots import plot
+
+        return plot(self, trace, out_dir, title)

@@ -132,8 +132,11 @@ OUT_FRICTION_TQ = 8  # T_FR, N m (the torque the transmission friction exerts, o
 OUT_STOP_TQ = 9  # torque carried by a hard stop, N m (0 off the stops)
 OUT_STUCK = 10  # 1 while the surface is at rest (friction sticking or held on a stop)
 OUT_AT_STOP = 11  # -1 on the lower stop, +1 on the upper stop, 0 between
-OUT_STATUS = 12
-N_OUT = 13
+OUT_COMMAND_IN = 12  # Com in effect at the end of the step, deg
+OUT_SUPPLY_IN = 13  # PSR in effect at the end of the step, MPa
+OUT_LOAD_IN = 14  # T_LD in effect at the end of the step, N m
+OUT_STATUS = 15
+N_OUT = 16
 
 # --------------------------------------------------------------------------
 # plant state (float, after the io block)
@@ -301,6 +304,10 @@ def _signals(p: ServoParams):
                "torque the hard stop carries (positive: pushed into the upper stop)"),
         Signal("stuck", "-", 0, 1, 0, "1 while the surface is at rest", integer=True),
         Signal("at_stop", "-", -1, 1, 0, "-1 on the lower stop, +1 on the upper stop, 0 between", integer=True),
+        Signal("position_command_applied", "deg", lo_deg - span, hi_deg + span, 0.0,
+               "position command in effect at the end of the step"),
+        Signal("supply_pressure_applied", "MPa", 0.0, 40.0, 0.0, "supply pressure in effect at the end of the step"),
+        Signal("load_torque_applied", "N m", -1.0e6, 1.0e6, 0.0, "load torque in effect at the end of the step"),
         Signal("status", "-", 0, 2 ** 16, 0, "step status bits (bad_input 32, nonfinite_rolled_back 16)",
                integer=True),
     )
@@ -322,8 +329,8 @@ def _log(mi, df, di, t, source, kind):
 
 
 @njit(**JIT)
-def _outputs(mf, mi, df, di, com, status):
-    """Write the plant outputs from the state.  Called in the real-time loop."""
+def _outputs(mf, mi, df, di, h, status):
+    """Write the plant outputs from the state, h s after the step start.  Called in the real-time loop."""
     op = mi[L.DF_PLANT]
     oy = op + 2 * N_IN
     os_ = oy + N_OUT
@@ -331,6 +338,10 @@ def _outputs(mf, mi, df, di, com, status):
     oyc = mi[L.DF_Y]
     w = df[oyc]
     x = df[oyc + 1]
+    com = df[op + IN_COMMAND] + df[op + N_IN + IN_COMMAND] * h
+    df[oy + OUT_COMMAND_IN] = com
+    df[oy + OUT_SUPPLY_IN] = max(df[op + IN_SUPPLY] + df[op + N_IN + IN_SUPPLY] * h, 0.0)
+    df[oy + OUT_LOAD_IN] = df[op + IN_LOAD] + df[op + N_IN + IN_LOAD] * h
     df[oy + OUT_POSITION] = x / DEG
     df[oy + OUT_RATE] = w / DEG
     df[oy + OUT_ERROR] = com - x / DEG
@@ -533,7 +544,7 @@ def _servo_step(mf, mi, df, di, dt):
         df[ot] = t0 + dt
     di[mi[L.DI_COUNTERS] + L.CNT_STEPS] += 1
     di[ofl + L.FLAG_STATUS] = st
-    _outputs(mf, mi, df, di, com0 + com_r * dt, st)
+    _outputs(mf, mi, df, di, dt if st == L.ST_OK else 0.0, st)
     return st
 
 
@@ -551,8 +562,7 @@ def servo_step(mf, mi, df, di, dt):
 def servo_refresh(mf, mi, df, di):
     """Recompute the outputs from the state without stepping (after a reset)."""
     rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
-    op = rmi[L.DF_PLANT]
-    _outputs(rmf, rmi, rdf, rdi, rdf[op + IN_COMMAND], 0)
+    _outputs(rmf, rmi, rdf, rdi, 0.0, 0)
     return 0
 
 
@@ -638,3 +648,9 @@ class ServoActuatorPlant(Plant):
         d = super().describe()
         d["transmission"] = "reversible" if self.params.reversible else "irreversible"
         return d
+
+    def plot_figures(self, trace, out_dir, title: str = "") -> list:
+        """PNG figures of an offline run in the paper's style (seed 002 figs. 6-17); see servo_plots."""
+        from .servo_plots import plot
+
+        return plot(self, trace, out_dir, title)

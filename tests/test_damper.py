@@ -400,3 +400,15 @@ def test_characteristic_errors(points, message):
     with pytest.raises(ConfigError, match="damper.characteristic_deg_N_m") as exc:
         DamperClutchPlant.from_config(ConfigReader(data, "damper_two_stage.toml"))
     assert message in str(exc.value)
+
+
+def test_offline_run_and_figures(tmp_path):
+    from server.simulate import run_offline
+
+    plant = load_plant("damper")
+    sc = load_scenario(SCENARIO)
+    trace = run_offline(plant, sc.compile(plant))
+    assert trace.column("engine_torque_applied")[-1] == 300.0 and trace.column("clutch_capacity_applied")[-1] == 0.0
+    files = plant.plot_figures(trace, tmp_path, sc.description)
+    assert [f.name for f in files] == ["damper_speeds.png", "damper_torques.png"]
+    assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 20000 for f in files)

@@ -354,3 +354,16 @@ def test_config_rejects_unknown_keys_and_a_too_long_internal_step():
     data["numerics"]["internal_step_s"] = 5e-4
     with pytest.raises(ConfigError, match=r"numerics.internal_step_s: too long for the first stage"):
         ServoActuatorPlant.from_config(ConfigReader(data, "servo.toml"))
+
+
+def test_offline_run_and_figures(tmp_path, irr):
+    """The simulator's run loop serves the plant; the plant's own figures are written."""
+    from server.simulate import events_document, run_offline
+
+    sc = load_scenario("servo_deploy_pressure_drop")
+    trace = run_offline(irr, sc.compile(irr))
+    doc = events_document(irr, trace, "servo_irreversible", sc.source, 1e-3)
+    assert doc["events"][0] == dict(time=doc["events"][0]["time"], clutch="transmission", type="breakaway")
+    files = irr.plot_figures(trace, tmp_path, sc.description)
+    assert [f.name for f in files] == ["servo.png", "servo_friction.png"]
+    assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 20000 for f in files)

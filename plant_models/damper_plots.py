@@ -1,0 +1,103 @@
+"""Figures of a damper-clutch run in the style of seed 004 (figs. 11-12), plus the frictions and the damper.
+
+``plot(plant, trace, out_dir, title)`` takes the offline simulator's trace
+(``time``, ``column(name)``) and writes PNGs with matplotlib's object API on
+the Agg canvas (no display, no global pyplot state).  Not used by the
+real-time loop.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")
+
+
+def figure(rows: int, height_per_row: float = 1.9, width: float = 8.0):
+    """A constrained-layout figure with ``rows`` stacked axes sharing the time axis."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, max(2.6, 0.9 + height_per_row * rows)), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = [fig.add_subplot(rows, 1, k + 1) for k in range(rows)]
+    for ax in axes[1:]:
+        ax.sharex(axes[0])
+    for ax in axes:
+        ax.grid(True, linewidth=0.4, alpha=0.6)
+    for ax in axes[:-1]:
+        ax.tick_params(labelbottom=False)
+    axes[-1].set_xlabel("time [s]")
+    return fig, axes
+
+
+def save(fig, path: Path, title: str) -> Path:
+    if title:
+        width = int(fig.get_figwidth() * 13)
+        fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.splitlines()), fontsize=10)
+    fig.savefig(path)
+    return path
+
+
+def mark_events(ax, t, flag, color="0.5", label=None):
+    """Shade the intervals where an integer flag is 1."""
+    import numpy as np
+
+    on = np.asarray(flag) > 0.5
+    if not on.any():
+        return
+    edges = np.flatnonzero(np.diff(on.astype(int)))
+    starts = [0] if on[0] else []
+    starts += [e + 1 for e in edges if not on[e]]
+    ends = [e + 1 for e in edges if on[e]] + ([len(t) - 1] if on[-1] else [])
+    for k, (a, b) in enumerate(zip(starts, ends)):
+        ax.axvspan(t[a], t[b], color=color, alpha=0.12, linewidth=0, label=label if k == 0 else None)
+
+
+def plot(plant, trace, out_dir, title: str = "") -> list[Path]:
+    out = Path(out_dir)
+    t = trace.time
+    c = trace.column
+    files = []
+
+    # seed 004 fig. 11 (inputs) and fig. 12 (speeds)
+    fig, (a1, a2) = figure(2, 2.6)
+    a1.plot(t, c("clutch_capacity_applied"), color=COLORS[0], label="$k_{12}$")
+    a1.plot(t, c("engine_torque_applied"), color=COLORS[1], label="$C_1$")
+    a1.set_ylabel("torque [N m]")
+    a1.legend(loc="upper right", fontsize=8)
+    for k, (nm, lab) in enumerate((("w_engine", "$\\omega_1$"), ("w_disk", "$\\omega_2$"),
+                                   ("w_transmission", "$\\omega_3$"))):
+        a2.plot(t, c(nm), color=COLORS[k], label=lab, linewidth=1.2)
+    mark_events(a2, t, c("synchronised"), label="all synchronised")
+    a2.set_ylabel("speed [rad/s]")
+    a2.legend(loc="upper left", fontsize=8)
+    files.append(save(fig, out / "damper_speeds.png", f"{title}\ninputs and angular velocities (seed 004 figs. 11-12)"))
+
+    # frictions against their bounds, the damper spring
+    fig, (b1, b2, b3) = figure(3, 1.8)
+    k12 = c("clutch_capacity_static")
+    b1.plot(t, c("clutch_torque"), color=COLORS[0], label="$\\tau_{12}$")
+    b1.plot(t, k12, color=COLORS[0], linestyle="--", linewidth=0.9, label="$\\pm K_{12}$")
+    b1.plot(t, -k12, color=COLORS[0], linestyle="--", linewidth=0.9)
+    mark_events(b1, t, c("clutch_stuck"), label="stuck")
+    b1.set_ylabel("clutch [N m]")
+    b1.legend(loc="upper right", fontsize=7, ncol=3)
+    k23 = float(plant.params.damper_friction_N_m * plant.params.damper_static_to_kinetic)
+    b2.plot(t, c("damper_friction_torque"), color=COLORS[1], label="$\\tau_{23}$")
+    b2.axhline(k23, color=COLORS[1], linestyle="--", linewidth=0.9, label="$\\pm K_{23}$")
+    b2.axhline(-k23, color=COLORS[1], linestyle="--", linewidth=0.9)
+    mark_events(b2, t, c("damper_friction_stuck"), label="stuck")
+    b2.set_ylabel("damper friction [N m]")
+    b2.set_ylim(-1.3 * k23 if k23 > 0 else -1, 1.3 * k23 if k23 > 0 else 1)
+    b2.legend(loc="upper right", fontsize=7, ncol=3)
+    b3.plot(t, c("damper_torque"), color=COLORS[2], label="$\\phi$")
+    b3.set_ylabel("spring [N m]")
+    tw = b3.twinx()
+    tw.plot(t, c("damper_twist"), color=COLORS[3], linewidth=0.9, linestyle="--", label="$\\theta_d$")
+    tw.set_ylabel("twist [deg]", color=COLORS[3])
+    b3.legend(loc="upper left", fontsize=7)
+    files.append(save(fig, out / "damper_torques.png",
+                      f"{title}\nfriction torques (solid) with their static bounds (dashed); damper spring"))
+    return files
