@@ -3,12 +3,13 @@
 
 Runs, in this order and in one invocation:
 
-1. the baseline: ``cyclictest`` (rt-tests) at the same period and the same
-   scheduling policy, for the same duration, so the machine's own timer and
-   scheduling noise is measured next to the loop (without rt-tests: a
-   minimal Python sleeper on absolute deadlines, reported as such);
-2. the loop: the Powershift plant with the ZeroMQ adapter publishing every
-   tick (no subscriber), the configured wait strategy, for the duration.
+1. the loop: the Powershift plant with the ZeroMQ adapter publishing every
+   tick (no subscriber), the configured wait strategy, for the duration;
+2. the baseline, by default *during* the loop: ``cyclictest`` (rt-tests) at
+   the same period and the same scheduling policy, so the machine's own timer
+   and scheduling noise (host stalls included) is measured next to the loop
+   over the same seconds (without rt-tests: a minimal Python sleeper on
+   absolute deadlines, run before the loop and reported as such).
 
 Percentiles are exact (from every tick's sample, not from the histogram).
 CPU is the process's user + system time over the run, in % of one core.
@@ -49,33 +50,44 @@ def pct(x: np.ndarray) -> dict:
             "p999": float(np.percentile(x, 99.9)), "max": float(x.max()), "mean": float(x.mean()), "n": int(x.size)}
 
 
-def cyclictest_baseline(period_us: int, loops: int, fifo: int) -> dict:
-    """cyclictest's wake-up latency at this period (us), from its 1-us histogram."""
+def start_cyclictest(period_us: int, loops: int, fifo: int, hist: Path) -> subprocess.Popen | None:
+    """Start cyclictest in the background (None without rt-tests)."""
     exe = shutil.which("cyclictest")
     if exe is None:
-        return python_sleeper_baseline(period_us, loops)
-    with tempfile.TemporaryDirectory() as d:
+        return None
+    cmd = [exe, "-q", "-m", "-i", str(period_us), "-l", str(loops), "-h", "20000", f"--histfile={hist}"]
+    if fifo > 0:
+        cmd += ["-p", str(fifo)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def cyclictest_baseline(period_us: int, loops: int, fifo: int, proc=None, hist: Path | None = None) -> dict:
+    """cyclictest's wake-up latency at this period (us), from its 1-us histogram.
+
+    With ``proc``/``hist``, collects a run started earlier by :func:`start_cyclictest`; else runs it now.
+    """
+    if proc is None:
+        d = tempfile.mkdtemp()
         hist = Path(d) / "hist.txt"
-        cmd = [exe, "-q", "-m", "-i", str(period_us), "-l", str(loops), "-h", "20000", f"--histfile={hist}"]
-        if fifo > 0:
-            cmd += ["-p", str(fifo)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        counts = {}
-        overflows = 0
-        mx = float("nan")
-        for line in hist.read_text().splitlines():
-            if line.startswith("#"):
-                m = re.match(r"# Histogram Overflows: (\d+)", line)
-                if m:
-                    overflows = int(m.group(1))
-                m = re.match(r"# Max Latencies: (\d+)", line)
-                if m:
-                    mx = float(m.group(1))
-                continue
-            parts = line.split()
-            if len(parts) >= 2 and parts[0].isdigit():
-                counts[int(parts[0])] = int(parts[1])
-        del out
+        proc = start_cyclictest(period_us, loops, fifo, hist)
+        if proc is None:
+            return python_sleeper_baseline(period_us, loops)
+    proc.wait()
+    counts = {}
+    overflows = 0
+    mx = float("nan")
+    for line in hist.read_text().splitlines():
+        if line.startswith("#"):
+            m = re.match(r"# Histogram Overflows: (\d+)", line)
+            if m:
+                overflows = int(m.group(1))
+            m = re.match(r"# Max Latencies: (\d+)", line)
+            if m:
+                mx = float(m.group(1))
+            continue
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].isdigit():
+            counts[int(parts[0])] = int(parts[1])
     us = np.array(sorted(counts), dtype=float)
     n = np.array([counts[int(k)] for k in us], dtype=float)
     total = n.sum() + overflows
@@ -172,18 +184,29 @@ def main() -> int:
     ap.add_argument("--fifo", type=int, default=0, help="SCHED_FIFO priority for both runs (0: SCHED_OTHER)")
     ap.add_argument("--allow-fifo-spin", action="store_true")
     ap.add_argument("--cpu", type=int, nargs="*", default=[], help="pin the loop to these CPUs")
-    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--baseline", default="concurrent", choices=("concurrent", "before", "none"),
+                    help="cyclictest during the loop (default), before it, or not at all")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
 
     res = {"args": vars(args) | {"json": str(args.json) if args.json else None},
            "load_avg_before": os.getloadavg(), "cpus": os.cpu_count()}
     period_us = int(round(1e6 / args.rate))
-    if not args.no_baseline:
+    loops = int(args.duration * args.rate)
+    proc = hist = None
+    if args.baseline == "before":
         print(f"baseline: {args.duration:g} s at {period_us} us ...", flush=True)
-        res["baseline"] = cyclictest_baseline(period_us, int(args.duration * args.rate), args.fifo)
+        res["baseline"] = cyclictest_baseline(period_us, loops, args.fifo)
+    elif args.baseline == "concurrent":
+        # the same stalls hit both: cyclictest runs during the loop (it sleeps ~all the time)
+        hist = Path(tempfile.mkdtemp()) / "hist.txt"
+        proc = start_cyclictest(period_us, loops, args.fifo, hist)
     print(f"loop: {args.duration:g} s at {args.rate:g} Hz, wait {args.wait}, fifo {args.fifo} ...", flush=True)
     res["loop"] = run_loop(args)
+    if args.baseline == "concurrent":
+        res["baseline"] = (cyclictest_baseline(period_us, loops, args.fifo, proc, hist) if proc is not None
+                           else python_sleeper_baseline(period_us, loops))
+        res["baseline"]["tool"] += ", concurrent with the loop"
     res["load_avg_after"] = os.getloadavg()
     L = res["loop"]
     print(json.dumps(res, indent=2))

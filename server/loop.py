@@ -179,6 +179,7 @@ class Loop:
         self._adapt_margin = cfg.spin_margin_adapt
         self._margin_min_ns = 20_000
         self._margin_max_ns = max(2 * self._spin_margin_ns, self._margin_min_ns)
+        self._overshoot_q = self._spin_margin_ns
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
         # rates still serve requests; and no request waits more than 50 ms (see _run_realtime).
         self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
@@ -336,15 +337,15 @@ class Loop:
         if rem > 0:
             time.sleep(rem / 1e9)
             if self._adapt_margin:
-                # Track the sleep's overshoot: jump up to a late wake-up (plus 25 % and 10 us), then decay
-                # towards the recent overshoots over about a thousand sleeps, within [min, max].
-                over = mono() - target
-                need = over + (over >> 2) + 10_000
-                if need > margin:
-                    margin = need if need < self._margin_max_ns else self._margin_max_ns
-                else:
-                    margin -= (margin - need) >> 10
-                self._spin_margin_ns = margin if margin > self._margin_min_ns else self._margin_min_ns
+                # Track the 99th percentile of the sleep's overshoot (stochastic quantile estimate: up
+                # 99 steps when above it, down 1 step when below), so that rare stalls move it little;
+                # spin that long plus 15 us.
+                q = self._overshoot_q
+                q = q + 3_960 if mono() - target > q else q - 40
+                q = min(max(q, 0), self._margin_max_ns)
+                self._overshoot_q = q
+                margin = q + 15_000
+                self._spin_margin_ns = min(max(margin, self._margin_min_ns), self._margin_max_ns)
         while mono() < deadline:
             pass
 
