@@ -277,6 +277,14 @@ class DamperClutchPlant(Plant):
     def from_config(cls, cfg: ConfigReader) -> "DamperClutchPlant":
         return cls(DamperParams.from_config(cfg), source=cfg.source)
 
+    def tunable_parameters(self) -> list:
+        """The damper friction k23 (read afresh at every step) for a running server."""
+        from server.params import Param
+
+        pf = self.core.plant_f
+        return [Param("damper.friction_torque", "N m", 0.0, 1.0e5, "k23, Coulomb amplitude of the damper friction",
+                      lambda: float(pf[PF_K23]), lambda v: pf.__setitem__(PF_K23, v))]
+
     def _initial_state(self) -> None:
         c = self.core
         c.omega[:] = self.params.initial_speeds

@@ -100,8 +100,7 @@ PF_RQ = 10  # pressure-flow coefficient R_Q = G_P/G_Q, Pa s/m^3
 PF_CLEAK = 11  # leakage coefficient C_L, m^3/(s Pa)
 # -- motor and transmission
 PF_DIS = 12  # motor displacement referred to the surface, m^3/rad
-PF_JM = 13  # inertia of the surface-motor assembly J_M, kg m^2
-PF_CM = 14  # viscous coefficient C_M, N m s/rad
+# (J_M and C_M are the core's inertia and drag of the 'surface' shaft: MF_INERTIA, MF_DRAG)
 PF_TFR0 = 15  # load-independent friction torque T_FR0, N m
 PF_ETO = 16  # efficiency with opposing load EtO, -
 PF_ETA = 17  # efficiency with aiding load EtA, -
@@ -416,7 +415,7 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
     dis = mf[opf + PF_DIS]
     den = 1.0 + rq * mf[opf + PF_CLEAK]
     d_valve = dis * dis * rq / den  # velocity-proportional torque of the valve loss, N m s/rad
-    d_tot = d_valve + mf[opf + PF_CM]
+    d_tot = d_valve + mf[mi[L.MF_DRAG]]
     t_drive = dis * ps / den - tld  # active torque without the velocity-proportional part
     act = t_drive - d_tot * w  # Table 1, statement 1
     # -- friction (statements 2-10)
@@ -425,7 +424,7 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
     fdo = tfr0 + (1.0 / mf[opf + PF_ETO] - 1.0) * a_tld
     fda = tfr0 + (1.0 - mf[opf + PF_ETA]) * a_tld
     fsd = mf[opf + PF_FSD]
-    jm = mf[opf + PF_JM]
+    jm = mf[mi[L.MF_INERTIA]]
     if w != 0.0:
         tfr = fdo if w > 0.0 else -fdo
         if w * tld < 0.0:
@@ -601,8 +600,6 @@ class ServoActuatorPlant(Plant):
         pf[PF_RQ] = p.pressure_flow_Pa_s_per_m3
         pf[PF_CLEAK] = p.leakage_m3_per_s_Pa
         pf[PF_DIS] = p.displacement_m3_per_rad
-        pf[PF_JM] = p.inertia_kg_m2
-        pf[PF_CM] = p.viscous_N_m_s_per_rad
         pf[PF_TFR0] = p.friction_load_independent_N_m
         pf[PF_ETO] = p.efficiency_opposing
         pf[PF_ETA] = p.efficiency_aiding
@@ -615,6 +612,32 @@ class ServoActuatorPlant(Plant):
     @classmethod
     def from_config(cls, cfg: ConfigReader) -> "ServoActuatorPlant":
         return cls(ServoParams.from_config(cfg), source=cfg.source)
+
+    def tunable_parameters(self) -> list:
+        """Friction and controller parameters a running server may change (read afresh every sub-step).
+
+        The viscous coefficient C_M is the core's drag of shaft 'surface' (``shaft.surface.drag``).
+        """
+        from server.params import Param
+
+        pf = self.core.plant_f
+
+        def slot(idx):
+            return (lambda: float(pf[idx])), (lambda v: pf.__setitem__(idx, v))
+
+        out = []
+        for name, unit, lo, hi, doc, idx in (
+                ("friction.efficiency_opposing", "-", 1e-3, 1.0, "EtO, efficiency with an opposing load (eq. 3)",
+                 PF_ETO),
+                ("friction.efficiency_aiding", "-", -10.0, 1.0,
+                 "EtA, efficiency with an aiding load (eq. 4); <= 0 irreversible", PF_ETA),
+                ("friction.static_to_dynamic_ratio", "-", 1.0, 10.0, "FSD, static / dynamic friction", PF_FSD),
+                ("friction.load_independent", "N m", 0.0, 1.0e7, "T_FR0, load-independent friction torque",
+                 PF_TFR0),
+                ("controller.gain", "A/rad", 0.0, 100.0, "servo-amplifier gain (proportional law)", PF_AMP_GAIN)):
+            get, set_ = slot(idx)
+            out.append(Param(name, unit, lo, hi, doc, get, set_))
+        return out
 
     def _bind_views(self) -> None:
         super()._bind_views()
