@@ -28,6 +28,7 @@ type = "can"
 name = "can"
 interface = "virtual"
 channel = "gearbox-hil-share-test"
+record = "{record}"
 [adapters.share]
 port = 0
 """
@@ -71,7 +72,11 @@ def test_share_needs_a_virtual_interface():
 
 
 def test_two_processes_close_a_shift_over_the_loopback_share(tmp_path):
-    with ServerProcess(tmp_path, "powershift", extra=CAN_SHARED) as srv:
+    """... and the server's BLF recording, closed at its shutdown, holds every frame of both directions."""
+    import can
+
+    record = tmp_path / "can.blf"
+    with ServerProcess(tmp_path, "powershift", extra=CAN_SHARED.format(record=record.as_posix())) as srv:
         url = srv.info["endpoints"]["can.share"]
         assert url.startswith("ws://127.0.0.1:")
         ecu = subprocess.run([sys.executable, str(ROOT / "examples" / "ecu_emulator.py"), "--interface", "remote",
@@ -81,7 +86,7 @@ def test_two_processes_close_a_shift_over_the_loopback_share(tmp_path):
         r = json.loads(ecu.stdout.strip().splitlines()[-1])
         with srv.client() as c:
             st = c.status()
-        srv.shutdown()
+        final = srv.shutdown()
     # the TCU closed the shift on the speeds it received from the other process
     assert [p for _, p in r["phases"]] == ["hold", "torque", "inertia", "lock"]
     assert r["closed_at_s"] is not None
@@ -95,3 +100,8 @@ def test_two_processes_close_a_shift_over_the_loopback_share(tmp_path):
         if isinstance(st.get("adapters"), dict) else next(a for a in st["adapters"] if a.get("type") == "can")
     assert can_status["rx"]["accepted"] == r["commands_sent"]
     assert can_status["rx"]["rejected_total"] == 0
+    # the recording, written by the server and closed at its shutdown, holds every frame it sent and received
+    end = final["adapters"]["can"]
+    frames = list(can.BLFReader(str(record)))
+    assert sum(1 for m in frames if m.is_rx) == end["rx"]["frames"] == r["commands_sent"]
+    assert sum(1 for m in frames if not m.is_rx) == end["tx"]["frames"] > 100
