@@ -172,6 +172,26 @@ def test_load_step_moves_the_reversible_servo_but_not_the_irreversible_one(rev, 
     w = col(irr, y, "rate")
     first = np.argmax(w < 0.0)
     assert 0.07 < t[first] < 0.2 and err[first] < 0.0
+    assert np.all(err[(t > 0.12) & (t < 0.2)] < 0.0)
+    t, y, _ = run_scenario(rev, "servo_load_step_ramp")
+    assert np.all(col(rev, y, "position_error")[(t > 0.12) & (t < 0.2)] > 0.0)  # the load leads: brake
+    # without load both errors take the sign of the ramp slope
+    for plant in (rev, irr):
+        t, y, _ = run_scenario(plant, "servo_load_step_ramp")
+        assert np.all(col(plant, y, "position_error")[t > 0.3] < 0.0)
+
+
+def test_ramp_tracking_reversible_leads_with_aiding_load(rev, irr):
+    """Figs. 14-15: the reversible servo lags less than the irreversible one; with the load aiding a slow
+    ramp (ramping down against a positive load) the reversible position even leads the command."""
+    t, y, _ = run_scenario(rev, "servo_ramp_tracking")
+    e_rev = col(rev, y, "position_error")
+    t, y, _ = run_scenario(irr, "servo_ramp_tracking")
+    e_irr = col(irr, y, "position_error")
+    up = (t > 0.2) & (t < 0.5)
+    down = (t > 0.6) & (t < 0.9)
+    assert 0.0 < e_rev[up].mean() < e_irr[up].mean()  # opposing load: both lag, the reversible less
+    assert e_rev[down].mean() > 0.0 > e_irr[down].mean()  # aiding: reversible leads, irreversible lags
 
 
 def test_reversible_servo_is_back_driven_when_the_supply_pressure_drops(rev):
