@@ -118,14 +118,15 @@ def main() -> None:
         base = r["core_step"]["median"]
         for what in ("core_step", "plant.step", "offline_step"):
             p = r[what]
-            print(f"| {config} ({scenario}, {r['steps']}, {r['events']}) | {what} | {p['median']:.2f} | {p['p90']:.2f} | "
-                  f"{p['p99']:.2f} | {p['p99.9']:.2f} | {p['max']:.1f} | {p['median'] / base:.2f} |")
+            print(f"| {config} ({scenario}, {r['steps']}, {r['events']}) | {what} | {p['median']:.2f} | "
+                  f"{p['p90']:.2f} | {p['p99']:.2f} | {p['p99.9']:.2f} | {p['max']:.1f} | {p['median'] / base:.2f} |")
         summary.append((config, r))
     print()
     print("| plant | run_offline wall (median) | simulated | real-time factor |")
     print("| --- | --- | --- | --- |")
     for config, r in summary:
-        print(f"| {config} | {r['run_wall_s'] * 1e3:.1f} ms | {r['steps'] * r['dt']:g} s | {r['realtime_factor']:.0f} |")
+        print(f"| {config} | {r['run_wall_s'] * 1e3:.1f} ms | {r['steps'] * r['dt']:g} s | "
+              f"{r['realtime_factor']:.0f} |")
 
 
 if __name__ == "__main__":

@@ -204,7 +204,8 @@ class DctParams:
         gr = cfg.sub("gears")
         ratios = gr.numbers("ratios", positive=True)
         if not 2 <= len(ratios) <= MAX_GEARS:
-            raise gr.error("ratios", f"must list 2 to {MAX_GEARS} forward gear ratios (gear 1 first), got {len(ratios)}")
+            raise gr.error("ratios", f"must list 2 to {MAX_GEARS} forward gear ratios (gear 1 first), "
+                           f"got {len(ratios)}")
         for k in range(1, len(ratios)):
             if not ratios[k] < ratios[k - 1]:
                 raise gr.error(f"ratios[{k}]", f"gear {k + 1} must have a smaller ratio than gear {k} "
@@ -304,7 +305,8 @@ def _signals(n_gears: int, clutch_max_capacity: float):
     inputs = (
         Signal("p_c1", "bar", 0.0, 25.0, 0.0, "clutch 1 (odd gears) pressure command"),
         Signal("p_c2", "bar", 0.0, 25.0, 0.0, "clutch 2 (even gears) pressure command"),
-        Signal("engine_torque", "N m", -300.0, 1000.0, 0.0, "engine torque on the engine shaft (net of engine friction)"),
+        Signal("engine_torque", "N m", -300.0, 1000.0, 0.0,
+               "engine torque on the engine shaft (net of engine friction)"),
         Signal("gear_odd", "-", 0, max(odd), 0, "gear selected on the odd shaft (0 = neutral)", integer=True,
                allowed=odd),
         Signal("gear_even", "-", 0, max(even), 0, "gear selected on the even shaft (0 = neutral)", integer=True,
@@ -317,7 +319,8 @@ def _signals(n_gears: int, clutch_max_capacity: float):
         Signal("w_engine", "rad/s", -200.0, 1200.0, 0.0, "engine speed"),
         Signal("w_odd", "rad/s", -1500.0, 1500.0, 0.0, "odd input shaft speed"),
         Signal("w_even", "rad/s", -1500.0, 1500.0, 0.0, "even input shaft speed"),
-        Signal("w_out", "rad/s", -500.0, 500.0, 0.0, "transmission output speed at wheel speed (before the half-shafts)"),
+        Signal("w_out", "rad/s", -500.0, 500.0, 0.0,
+               "transmission output speed at wheel speed (before the half-shafts)"),
         Signal("w_wheel", "rad/s", -500.0, 500.0, 0.0, "wheel speed"),
         Signal("vehicle_speed", "km/h", -500.0, 500.0, 0.0, "vehicle speed, w_wheel * wheel radius"),
         Signal("slip_c1", "rad/s", -1500.0, 1500.0, 0.0, "clutch 1 slip w_engine - w_odd"),

@@ -23,7 +23,6 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-import numpy as np
 from numba import njit
 
 from . import layout as L
@@ -35,7 +34,8 @@ from .plant import BAR, Plant, Signal, pressure_capacity_gains
 N_AXLES = 4
 N_CLUTCH = 8
 STAGES = ((0, 1), (2, 3, 4), (5, 6, 7))  # clutch indices of the three stages
-PAPER_R = ((1, 3, 0, 0), (1, 2, 0, 0), (0, 1, 4, 0), (0, 1, 3, 0), (0, 1, 2, 0), (0, 0, 1, 4), (0, 0, 1, 2), (0, 0, 1, 1))
+PAPER_R = ((1, 3, 0, 0), (1, 2, 0, 0), (0, 1, 4, 0), (0, 1, 3, 0), (0, 1, 2, 0), (0, 0, 1, 4), (0, 0, 1, 2),
+           (0, 0, 1, 1))
 
 # plant float parameters (offsets inside the MF_PLANT block)
 PF_RC = 0  # [8] radius of the gear each clutch locks, m
@@ -212,7 +212,8 @@ def _build_spec(p: PowershiftParams) -> tuple[CoreSpec, list[float]]:
 def _signals():
     inputs = [Signal(f"p_c{i + 1}", "bar", 0.0, 40.0, 0.0, f"clutch {i + 1} pressure command") for i in range(N_CLUTCH)]
     inputs += [Signal("engine_torque", "N m", -1000.0, 5000.0, 0.0, "engine torque on axle 1"),
-               Signal("load_torque", "N m", -1.0e5, 1.0e5, 0.0, "load torque on axle 4; positive resists forward motion")]
+               Signal("load_torque", "N m", -1.0e5, 1.0e5, 0.0,
+                      "load torque on axle 4; positive resists forward motion")]
     outputs = [Signal(f"w_{j + 1}", "rad/s", -1000.0, 1000.0, 0.0, f"speed of axle {j + 1}") for j in range(N_AXLES)]
     outputs += [Signal("w_out", "rad/s", -1000.0, 1000.0, 0.0, "output speed, forward positive (-w_4)"),
                 Signal("gear", "-", 0, 18, 0, "engaged forward gear 1..18 (all three clutches stuck), 0 = none",
@@ -225,7 +226,8 @@ def _signals():
                     Signal(f"stuck_c{c}", "-", 0, 1, 0, f"clutch {c} stuck (1) or slipping/open (0)", integer=True),
                     Signal(f"capacity_c{c}", "N m", 0.0, 1.0e5, 0.0, f"clutch {c} static torque capacity"),
                     Signal(f"pressure_c{c}", "bar", -10.0, 50.0, 0.0, f"clutch {c} actual pressure (after the lag)"),
-                    Signal(f"energy_c{c}", "J", 0.0, 1.0e9, 0.0, f"friction energy dissipated in clutch {c} since reset")]
+                    Signal(f"energy_c{c}", "J", 0.0, 1.0e9, 0.0,
+                           f"friction energy dissipated in clutch {c} since reset")]
     outputs.append(Signal("status", "-", 0, 2 ** 16, 0, "core status bits (see docs/method.md)", integer=True))
     return tuple(inputs), tuple(outputs)
 

@@ -12,7 +12,8 @@
 
 Any other plant gets its speed-like outputs, its friction signals against
 their bounds where they are named alike (``torque_X`` / ``capacity_X``,
-``X_torque`` / ``X_capacity_static``), and a grid of all its outputs.  Figures are drawn with matplotlib's object API on the
+``X_torque`` / ``X_capacity_static``), and a grid of all its outputs.
+Figures are drawn with matplotlib's object API on the
 Agg canvas (no display, no global pyplot state).
 """
 

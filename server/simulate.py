@@ -91,6 +91,7 @@ def offline_step(plant: Plant, compiled: CompiledScenario, k: int) -> int:
 
     Returns the step's status word.  This is the whole per-step sequence of
     an offline run; the lockstep mode of the server must call exactly this.
+    Called in the real-time loop (lockstep mode).
     """
     compiled.apply(plant, k)
     return plant.step(compiled.dt)
