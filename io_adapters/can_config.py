@@ -7,6 +7,7 @@ A message set is a TOML file in ``configs/`` (``io_can_<plant>.toml``)::
     [defaults]
     timeout_cycles = 3                # a command is stale after 3 missed cycles
     max_delta_counter = 1             # accepted alive-counter step (1 = no lost frame)
+    crc_variant = "sae_j1850"         # or "autosar_p01" (E2E profile 1: init 0x00, no final XOR)
 
     [rx.TCU_ClutchCmdA]               # TCU -> plant: DBC message name
     checksum = "ClutchCmdA_CRC"       # CRC-8 SAE J1850 byte (optional)
@@ -40,8 +41,8 @@ from pathlib import Path
 from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
 from plant_models.plant import Plant
 
-from .can_layout import (SOURCE_AUX, SOURCE_PLANT, CompiledLayout, MessageLayout, SignalLayout, compile_layout,
-                         raw_bounds, raw_range)
+from .can_layout import (CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT, CompiledLayout, MessageLayout, SignalLayout,
+                         compile_layout, raw_bounds, raw_range)
 
 # Values a transmitted signal can carry besides plant outputs (index = position).
 AUX_SOURCES = (
@@ -139,12 +140,15 @@ def load_message_set(path_or_name: str | Path, plant: Plant, period_s: float) ->
     defaults = cfg.sub("defaults", required=False)
     timeout_cycles = defaults.number("timeout_cycles", 3.0, positive=True)
     max_delta = defaults.integer("max_delta_counter", 1, lo=1)
+    crc_variant = defaults.string("crc_variant", "sae_j1850", choices=sorted(CRC_VARIANTS))
     defaults.reject_unknown()
     notes: list[str] = []
     rx_tab = cfg.sub("rx", required=False)
     tx_tab = cfg.sub("tx", required=False)
-    rx = [_message(rx_tab, name, db, plant, period_s, "rx", timeout_cycles, max_delta, notes) for name in rx_tab.data]
-    tx = [_message(tx_tab, name, db, plant, period_s, "tx", timeout_cycles, max_delta, notes) for name in tx_tab.data]
+    rx = [_message(rx_tab, name, db, plant, period_s, "rx", timeout_cycles, max_delta, crc_variant, notes)
+          for name in rx_tab.data]
+    tx = [_message(tx_tab, name, db, plant, period_s, "tx", timeout_cycles, max_delta, crc_variant, notes)
+          for name in tx_tab.data]
     cfg.reject_unknown()
     seen: dict[tuple[int, bool], str] = {}
     for m in rx:
@@ -178,7 +182,7 @@ def _ticks(ms: float, period_s: float, reader: ConfigReader, key: str, what: str
 
 
 def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, direction: str,
-             timeout_cycles: float, max_delta_default: int, notes: list[str]) -> MessageLayout:
+             timeout_cycles: float, max_delta_default: int, crc_default: str, notes: list[str]) -> MessageLayout:
     mc = tab.sub(name)
     try:
         msg = db.get_message_by_name(name)
@@ -204,6 +208,7 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
     if crc_i >= 0 and cnt_i == crc_i:
         raise mc.error("counter", "the counter and the checksum must be different signals")
     data_id = mc.integer("data_id", msg.frame_id & 0xFFFF, lo=0, hi=0xFFFF)
+    crc_init, crc_xor = CRC_VARIANTS[mc.string("crc_variant", crc_default, choices=sorted(CRC_VARIANTS))]
     max_delta = mc.integer("max_delta_counter", max_delta_default, lo=1)
     cycle_ms = msg.cycle_time or 0
     if mc.has("cycle_ms"):
@@ -274,7 +279,8 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
     mc.reject_unknown()
     return MessageLayout(name=name, frame_id=msg.frame_id, extended=bool(msg.is_extended_frame), fd=bool(msg.is_fd),
                          length=msg.length, signals=layouts, crc_signal=crc_i, counter_signal=cnt_i,
-                         counter_modulus=counter_mod, data_id=data_id, max_delta=max_delta,
+                         counter_modulus=counter_mod, data_id=data_id, crc_init=crc_init, crc_xor=crc_xor,
+                         max_delta=max_delta,
                          period_ticks=period_ticks, offset_ticks=offset_ticks, timeout_ticks=timeout_ticks,
                          required=required, cycle_ms=float(cycle_ms or 0.0), start_delay_ms=start_delay_ms,
                          timeout_ms=timeout_ms)

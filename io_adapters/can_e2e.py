@@ -29,16 +29,23 @@ def _table() -> list[int]:
 _TABLE = _table()
 
 
-def crc8_sae_j1850(data: bytes, data_id: int | None = None, skip_byte: int | None = None) -> int:
-    """CRC-8 SAE J1850 of ``data`` (without ``skip_byte``), preceded by the 16-bit data ID if given."""
-    crc = 0xFF
+CRC_VARIANTS = {"sae_j1850": (0xFF, 0xFF), "autosar_p01": (0x00, 0x00)}  # (initial value, final XOR)
+
+
+def crc8_sae_j1850(data: bytes, data_id: int | None = None, skip_byte: int | None = None, init: int = 0xFF,
+                   xorout: int = 0xFF) -> int:
+    """CRC-8 (poly 0x1D) of ``data`` (without ``skip_byte``), preceded by the 16-bit data ID if given.
+
+    The defaults are CRC-8 SAE J1850; ``init = xorout = 0`` is what AUTOSAR E2E profile 1 computes.
+    """
+    crc = init
     prefix = b"" if data_id is None else bytes((data_id & 0xFF, (data_id >> 8) & 0xFF))
     for b in prefix:
         crc = _TABLE[crc ^ b]
     for i, b in enumerate(data):
         if i != skip_byte:
             crc = _TABLE[crc ^ b]
-    return crc ^ 0xFF
+    return crc ^ xorout
 
 
 def _byte_of(signal) -> int:
@@ -50,8 +57,10 @@ def _byte_of(signal) -> int:
 class E2EEncoder:
     """Encodes one DBC message with cantools and protects it (alive counter, then CRC)."""
 
-    def __init__(self, message, crc_signal: str, counter_signal: str, data_id: int | None = None):
+    def __init__(self, message, crc_signal: str, counter_signal: str, data_id: int | None = None,
+                 crc_variant: str = "sae_j1850"):
         self.message = message
+        self.crc_init, self.crc_xor = CRC_VARIANTS[crc_variant]
         self.crc_signal = crc_signal
         self.counter_signal = counter_signal
         self.data_id = message.frame_id & 0xFFFF if data_id is None else data_id
@@ -68,7 +77,7 @@ class E2EEncoder:
         full[self.counter_signal] = c
         full[self.crc_signal] = 0
         data = bytearray(self.message.encode(full, scaling=True, strict=False))
-        crc = crc8_sae_j1850(bytes(data), self.data_id, self.crc_byte)
+        crc = crc8_sae_j1850(bytes(data), self.data_id, self.crc_byte, self.crc_init, self.crc_xor)
         data[self.crc_byte] = crc ^ 0x5A if corrupt_crc else crc
         return bytes(data)
 
@@ -76,8 +85,10 @@ class E2EEncoder:
 class E2EDecoder:
     """Checks and decodes one protected DBC message (the receiving side of :class:`E2EEncoder`)."""
 
-    def __init__(self, message, crc_signal: str, counter_signal: str, data_id: int | None = None):
+    def __init__(self, message, crc_signal: str, counter_signal: str, data_id: int | None = None,
+                 crc_variant: str = "sae_j1850"):
         self.message = message
+        self.crc_init, self.crc_xor = CRC_VARIANTS[crc_variant]
         self.crc_signal = crc_signal
         self.counter_signal = counter_signal
         self.data_id = message.frame_id & 0xFFFF if data_id is None else data_id
@@ -90,7 +101,8 @@ class E2EDecoder:
 
     def decode(self, data: bytes) -> dict | None:
         """Decoded signals, or None if the CRC is wrong or the counter did not advance by 1."""
-        if crc8_sae_j1850(bytes(data), self.data_id, self.crc_byte) != data[self.crc_byte]:
+        crc = crc8_sae_j1850(bytes(data), self.data_id, self.crc_byte, self.crc_init, self.crc_xor)
+        if crc != data[self.crc_byte]:
             self.crc_errors += 1
             return None
         values = self.message.decode(bytes(data), decode_choices=False)

@@ -59,7 +59,17 @@ M_PERIOD = 8  # cycle time, ticks (transmit) / 0 = not cyclic
 M_OFFSET = 9  # first tick of the cycle (transmit)
 M_TIMEOUT = 10  # ticks without a valid frame before the message is stale (receive)
 M_REQUIRED = 11  # 1: the command watchdog needs this message fresh (receive)
-M_COLS = 12
+M_CRC_INIT = 12  # CRC initial value (0xFF: CRC-8 SAE J1850; 0x00: AUTOSAR E2E profile 1)
+M_CRC_XOR = 13  # CRC final XOR (0xFF; 0x00)
+M_COLS = 14
+
+CRC_VARIANTS = {"sae_j1850": (0xFF, 0xFF), "autosar_p01": (0x00, 0x00)}
+"""Initial value and final XOR of the CRC-8 (polynomial 0x1D) per variant name.
+
+``sae_j1850`` is CRC-8 SAE J1850 as AUTOSAR's ``Crc_CalculateCRC8`` computes
+it in one call; ``autosar_p01`` is what E2E profile 1 computes when it
+chains those calls (start value 0x00, no final XOR; CRC-8/GSM-A parameters).
+"""
 
 # -- per-signal tables ----------------------------------------------------------
 S_SEG0 = 0  # first segment
@@ -181,26 +191,26 @@ CRC8_J1850_TABLE = _crc8_table(0x1D)
 
 
 @njit(**JIT)
-def crc8_j1850(data, n, skip_byte, data_id, table):
-    """CRC-8 SAE J1850 over the data ID (low, high byte) and ``data[:n]`` without ``skip_byte``.
+def crc8_j1850(data, n, skip_byte, data_id, table, init=0xFF, xorout=0xFF):
+    """CRC-8 (polynomial 0x1D) over the data ID (low, high byte) and ``data[:n]`` without ``skip_byte``.
 
-    Init 0xFF, final XOR 0xFF.  ``data_id < 0`` leaves the data ID out (used
-    by the check-value test).
+    Init 0xFF, final XOR 0xFF: CRC-8 SAE J1850 (see :data:`CRC_VARIANTS`).
+    ``data_id < 0`` leaves the data ID out (used by the check-value tests).
     """
-    return _crc8(data, 0, n, skip_byte, data_id, table, 0)
+    return _crc8(data, 0, n, skip_byte, data_id, table, 0, init, xorout)
 
 
 @njit(**JIT)
-def _crc8(buf, d0, n, skip_byte, data_id, table, t0):
-    """CRC-8 SAE J1850 of ``buf[d0:d0 + n]`` (table at ``table[t0:t0 + 256]``).  Called in the real-time loop."""
-    crc = 0xFF
+def _crc8(buf, d0, n, skip_byte, data_id, table, t0, init, xorout):
+    """CRC-8 (poly 0x1D, table at ``table[t0:t0 + 256]``) of ``buf[d0:d0 + n]``.  Called in the real-time loop."""
+    crc = init
     if data_id >= 0:
         crc = table[t0 + (crc ^ (data_id & 0xFF))]
         crc = table[t0 + (crc ^ ((data_id >> 8) & 0xFF))]
     for i in range(n):
         if i != skip_byte:
             crc = table[t0 + (crc ^ buf[d0 + i])]
-    return crc ^ 0xFF
+    return crc ^ xorout
 
 
 @njit(**JIT)
@@ -268,7 +278,7 @@ def rx_frame(m, n, ci, cf, cb):
         return RX_DLC
     cb_byte = ci[oM + M_CRC_BYTE]
     if cb_byte >= 0:
-        crc = _crc8(cb, d0, n, cb_byte, ci[oM + M_DATA_ID], cb, CB_CRC)
+        crc = _crc8(cb, d0, n, cb_byte, ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT], ci[oM + M_CRC_XOR])
         if crc != cb[d0 + cb_byte]:
             ci[oC + RX_CRC] += 1
             ci[od] = crc
@@ -278,6 +288,11 @@ def rx_frame(m, n, ci, cf, cb):
     if cs >= 0:
         c = _unpack(cb, d0, ci, oS, oSEG, cs)
         mod = ci[oM + M_CNT_MOD]
+        if c >= mod:  # e.g. 15 where the counter runs 0..14 (E2E profile 1): invalid, never a valid step
+            ci[oC + RX_COUNTER_JUMP] += 1
+            ci[od] = (ci[oK + CNT_LAST] + 1) % mod
+            ci[od + 1] = c
+            return RX_COUNTER_JUMP
         if ci[oK + CNT_VALID] == 1:
             delta = (c - ci[oK + CNT_LAST]) % mod
             ci[od] = (ci[oK + CNT_LAST] + 1) % mod
@@ -505,7 +520,8 @@ def tx_pack(tick, ci, cf, cb, df, tick_info, tel, tel_idx):
             ci[ocnt + m] = (ci[ocnt + m] + 1) % ci[oM + M_CNT_MOD]
         cbb = ci[oM + M_CRC_BYTE]
         if cbb >= 0:
-            cb[d0 + cbb] = _crc8(cb, d0, n, cbb, ci[oM + M_DATA_ID], cb, CB_CRC)
+            cb[d0 + cbb] = _crc8(cb, d0, n, cbb, ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT],
+                                 ci[oM + M_CRC_XOR])
         ci[odue + n_due] = m
         n_due += 1
     return n_due
@@ -577,6 +593,8 @@ class MessageLayout:
     counter_signal: int = -1
     counter_modulus: int = 16
     data_id: int = 0
+    crc_init: int = 0xFF
+    crc_xor: int = 0xFF
     max_delta: int = 1
     period_ticks: int = 0
     offset_ticks: int = 0
@@ -631,6 +649,8 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
         M[k, M_OFFSET] = msg.offset_ticks
         M[k, M_TIMEOUT] = msg.timeout_ticks
         M[k, M_REQUIRED] = 1 if msg.required else 0
+        M[k, M_CRC_INIT] = msg.crc_init
+        M[k, M_CRC_XOR] = msg.crc_xor
         for j, sig in enumerate(msg.signals):
             if not 1 <= sig.length <= 63:
                 raise ValueError(f"{msg.name}.{sig.name}: length {sig.length} bits is not supported (1..63)")

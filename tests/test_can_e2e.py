@@ -223,3 +223,34 @@ def test_scenario_active_commands_are_taken_not_applied(rig):
     h.tick_info[2] = 0
     tcu.send({"PressureCmd_C1": 3.0})
     assert h.plant.input_dict()["p_c1"] == 3.0
+
+
+def test_autosar_profile_1_variant(tmp_path):
+    """crc_variant = "autosar_p01": profile 1 CRCs pass, SAE J1850 ones fail, counter 15 of a 0..14 counter fails."""
+    dbc = tmp_path / "p01.dbc"
+    dbc.write_text((ROOT / "configs" / "powershift.dbc").read_text().replace(
+        'SG_ ClutchCmdA_Counter : 8|4@1+ (1,0) [0|15]', 'SG_ ClutchCmdA_Counter : 8|4@1+ (1,0) [0|14]'))
+    ms = tmp_path / "io_can_p01.toml"
+    ms.write_text((ROOT / "configs" / "io_can_powershift.toml").read_text().replace(
+        'dbc = "powershift.dbc"', f'dbc = "{dbc.as_posix()}"').replace(
+        "max_delta_counter = 1 ", 'max_delta_counter = 1\ncrc_variant = "autosar_p01" '))
+    p01_db = cantools.database.load_file(str(dbc))
+    with Harness(options={"message_set": str(ms)}) as h:
+        tcu = Tcu(h)
+        try:
+            tcu.enc = E2EEncoder(p01_db.get_message_by_name("TCU_ClutchCmdA"), "ClutchCmdA_CRC",
+                                 "ClutchCmdA_Counter", 0x0100, crc_variant="autosar_p01")
+            tcu.send(counter=13)
+            assert h.plant.input_dict()["p_c1"] == 12.5
+            tcu.send({"PressureCmd_C1": 20.0}, counter=14)
+            tcu.send({"PressureCmd_C1": 21.0}, counter=0)  # 14 -> 0: the counter runs 0..14
+            assert h.plant.input_dict()["p_c1"] == 21.0
+            tcu.send({"PressureCmd_C1": 22.0}, counter=15)
+            assert h.adapter.last_reject == "TCU_ClutchCmdA (0x100): alive counter jumped to 15, expected 1"
+            j1850 = E2EEncoder(p01_db.get_message_by_name("TCU_ClutchCmdA"), "ClutchCmdA_CRC", "ClutchCmdA_Counter",
+                               0x0100)
+            tcu.send_raw(j1850.encode(dict(PRESSURES, PressureCmd_C1=23.0), counter=1))
+            assert rejected(h)["crc"] == 1 and rejected(h)["counter_jump"] == 1
+            assert h.plant.input_dict()["p_c1"] == 21.0
+        finally:
+            tcu.close()

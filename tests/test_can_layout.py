@@ -76,6 +76,22 @@ def test_crc8_sae_j1850_check_values():
         assert can_e2e.crc8_sae_j1850(data) == crc
 
 
+def test_crc_variant_of_autosar_e2e_profile_1():
+    """E2E profile 1 chains Crc_CalculateCRC8 so that the CRC starts at 0x00 with no final XOR.
+
+    Check value 0x37 (CRC-8/GSM-A parameters); the profile 1 vectors (data ID 0x123, DataIDMode BOTH,
+    eight zero bytes with the counter 0 or 1 in byte 1) are those of the autosar-e2e package's tests.
+    """
+    init, xorout = CL.CRC_VARIANTS["autosar_p01"]
+    check = np.frombuffer(b"123456789", dtype=np.uint8)
+    assert CL.crc8_j1850(check, 9, -1, -1, CL.CRC8_J1850_TABLE, init, xorout) == 0x37
+    for counter, crc in ((0, 0xCC), (1, 0x91)):
+        frame = bytes([0, counter, 0, 0, 0, 0, 0, 0])
+        arr = np.frombuffer(frame, dtype=np.uint8)
+        assert CL.crc8_j1850(arr, 8, 0, 0x123, CL.CRC8_J1850_TABLE, init, xorout) == crc
+        assert can_e2e.crc8_sae_j1850(frame, 0x123, 0, init, xorout) == crc
+
+
 def test_crc_covers_the_data_id_and_skips_the_crc_byte():
     payload = bytes([0x00, 0x1A, 0x40, 0x06, 0x00, 0x64, 0x00, 0x00])
     arr = np.frombuffer(payload, dtype=np.uint8)
