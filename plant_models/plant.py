@@ -78,6 +78,8 @@ class Plant(ABC):
 
     kind: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    # plant-specific status bits (above the core's ST_* bits) and their names
+    extra_status_names: ClassVar[dict[int, str]] = {}
 
     def __init__(self, spec: CoreSpec, inputs: tuple[Signal, ...], outputs: tuple[Signal, ...],
                  step_fn: Callable, plant_nf: int = 0, plant_ni: int = 0, plant_nstate: int = 0,
@@ -174,6 +176,12 @@ class Plant(ABC):
     def step(self, dt: float) -> int:
         """One fixed step; returns the status word.  Called in the real-time loop."""
         return self._step_fn(self.mf, self.mi, self.df, self.di, dt)
+
+    def status_names(self, status: int) -> list[str]:
+        """Names of the status bits set in a step's status word (core and plant bits)."""
+        names = L.status_names(status)
+        names += [name for bit, name in self.extra_status_names.items() if status & bit]
+        return names
 
     @property
     def time(self) -> float:
