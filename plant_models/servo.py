@@ -491,6 +491,7 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
 
 @njit(**JIT)
 def _servo_step(mf, mi, df, di, dt):
+    """Implementation of servo_step on owner-less buffers.  Called in the real-time loop."""
     op = mi[L.DF_PLANT]
     opf = mi[L.MF_PLANT]
     ot = mi[L.DF_TIME]
