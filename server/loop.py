@@ -167,6 +167,7 @@ class Loop:
         self._last_events = 0
         self._status_line_outputs = self._pick_status_outputs(cfg.status_outputs)
         self._tty = sys.stdout.isatty()
+        self._status_line_broken = False
         self._rt: rtsetup.RealtimeSettings | None = None
         self._opened: list[Adapter] = []
         self.params = ParamTable(plant, extra=self._loop_params())
@@ -178,7 +179,9 @@ class Loop:
         self._spin_margin_ns = int(cfg.spin_margin_us * 1000)
         self._adapt_margin = cfg.spin_margin_adapt
         self._margin_min_ns = 20_000
-        self._margin_max_ns = max(2 * self._spin_margin_ns, self._margin_min_ns)
+        # At most half a period: a margin near the period is a pure spin, which under SCHED_FIFO triggers
+        # the kernel's real-time throttling.
+        self._margin_max_ns = max(min(2 * self._spin_margin_ns, self.period_ns // 2), self._margin_min_ns)
         self._overshoot_q = self._spin_margin_ns
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
         # rates still serve requests; and no request waits more than 50 ms (see _run_realtime).
@@ -642,13 +645,16 @@ class Loop:
         if self.state != RUNNING:
             return
         line = self.status_line()  # also closes the status window
-        if not self.cfg.status_line:
+        if not self.cfg.status_line or self._status_line_broken:
             return
-        if self._tty:
-            sys.stdout.write("\r" + line[:200] + "\x1b[K")
-            sys.stdout.flush()
-        else:
-            self._out(line)
+        try:
+            if self._tty:
+                sys.stdout.write("\r" + line[:200] + "\x1b[K")
+                sys.stdout.flush()
+            else:
+                self._out(line)
+        except (OSError, ValueError):  # stdout closed (a pipe whose reader went away): keep running
+            self._status_line_broken = True
 
     def end_status_line(self) -> None:
         if self._tty and self.cfg.status_interval_s > 0 and self.cfg.status_line:
