@@ -78,7 +78,7 @@ class LoopConfig:
     rate_hz: float = 1000.0
     wait: str = "sleep_spin"
     spin_margin_us: float = 200.0  # sleep_spin: wake this early, then spin to the deadline
-    spin_margin_adapt: bool = True  # adapt the margin to the measured sleep overshoot (20 us .. 2x the above)
+    spin_margin_adapt: bool = True  # spin only as long as the measured sleep overshoot needs (20 us .. the above)
     autostart: bool = True
     overrun_policy: str = "skip"
     max_overruns: int = 10
@@ -181,7 +181,9 @@ class Loop:
         self._margin_min_ns = 20_000
         # At most half a period: a margin near the period is a pure spin, which under SCHED_FIFO triggers
         # the kernel's real-time throttling.
-        self._margin_max_ns = max(min(2 * self._spin_margin_ns, self.period_ns // 2), self._margin_min_ns)
+        self._margin_max_ns = max(min(self._spin_margin_ns, self.period_ns // 2), self._margin_min_ns)
+        if self._adapt_margin:
+            self._spin_margin_ns = self._margin_max_ns
         self._overshoot_q = self._spin_margin_ns
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
         # rates still serve requests; and no request waits more than 50 ms (see _run_realtime).
