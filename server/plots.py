@@ -253,4 +253,8 @@ def plot_trace(plant: Plant, trace, out_dir: str | Path, title: str = "") -> lis
         return _dct(trace, out, title)
     if plant.kind == "chain":
         return _chain(plant, trace, out, title)
+    # plants that draw their own figures in their paper's style
+    hook = getattr(plant, "plot_figures", None)
+    if callable(hook):
+        return hook(trace, out, title)
     return _generic(plant, trace, out, title)
