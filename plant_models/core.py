@@ -169,7 +169,6 @@ class Core:
         mi[L.H_MAX_ITER] = st.max_solver_iter or (4 * g + 8)
         mi[L.H_MAX_LOCATE] = st.max_locate_iter
         self._fill_model()
-        self._events_read = 0
         self.reset()
 
     # -- packing -----------------------------------------------------------
@@ -264,6 +263,7 @@ class Core:
         self.coef_a[:] = self._mfv(L.MF_COEF_A, self.sizes.g)
         self.coef_b[:] = self._mfv(L.MF_COEF_B, self.sizes.g)
         self._events_read = 0
+        self._events_lost = 0
 
     def start(self, engaged: list[int] | tuple[int, ...] = ()) -> int:
         """Engage the given rows at the current state and compute consistent outputs.
@@ -300,6 +300,8 @@ class Core:
             raise ValueError("state does not belong to this core")
         self.df[:] = df
         self.di[:] = di
+        # events logged before the restored point count as read; later ones are reported again
+        self._events_read = int(self.counters[L.CNT_EVENTS])
 
     @property
     def stuck(self) -> np.ndarray:
@@ -332,13 +334,15 @@ class Core:
         rows = self._div(L.DI_EV_ROW, E)
         kinds = self._div(L.DI_EV_KIND, E)
         out = [(float(times[q % E]), int(rows[q % E]), int(kinds[q % E])) for q in range(first, total)]
+        self._events_lost += first - self._events_read
         self._events_read = total
         return out
 
     @property
     def events_lost(self) -> int:
-        """Events overwritten in the log before they were read (0 unless the log overflowed)."""
-        return 0
+        """Events overwritten in the ring log (capacity ``Settings.event_capacity``) before
+        :meth:`new_events` read them, counted since the last :meth:`reset`."""
+        return self._events_lost
 
 
 def _pwl_integral(table, phi: float) -> float:

@@ -35,12 +35,17 @@ Integration (fixed outer step, exact events inside it)
     with the classical 4th-order Runge-Kutta method, the stuck rows enforced
     through the constrained inverse inertia ``P`` (``dw/dt = P f``).  After a
     trial step the core checks two kinds of event: a slipping row whose
-    relative speed reached zero, and a stuck row whose required force exceeded
-    its capacity.  The earliest one is located inside the step (regula falsi,
-    Illinois variant, each trial an RK4 sub-step from the sub-step start), the
-    state is advanced to it, the mode is solved again there, and integration
-    continues with the rest of the step.  The number of event sub-steps and of
-    solver iterations per step is capped, so a step's cost is bounded.
+    relative speed reached zero (also when it dipped through zero and back
+    within the step, seen on the RK4 dense output), and a stuck row whose
+    required force exceeded its capacity.  The earliest one is located inside
+    the step (regula falsi, Illinois variant, each trial an RK4 sub-step from
+    the sub-step start, switching to whichever row a trial shows crossing
+    first), the state is advanced to it, the mode is solved again there, and
+    integration continues with the rest of the step.  Kiss points (a clutch's
+    normal force crossing zero, a kink of its friction force in time) end a
+    sub-step too; they depend on time only and are located on the
+    actuator's closed form.  The number of event sub-steps and of solver
+    iterations per step is capped, so a step's cost is bounded.
 
 Exactness
     Shaft speeds of a stuck group are rebuilt from the group's root shaft
@@ -56,7 +61,10 @@ explicit signatures, so compilation happens at import, never during a run.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 from numba import carray, njit, types
@@ -67,7 +75,8 @@ from .layout import (  # noqa: F401  (slot constants are compile-time constants)
     CNT_BUDGET_HITS, CNT_EVENTS, CNT_LOCATE_ITER_MAX, CNT_ROLLBACKS, CNT_SOLVER_ITER_LAST,
     CNT_SOLVER_ITER_MAX, CNT_STEPS, CNT_SUBSTEPS_MAX, DF_A, DF_ACCEL, DF_BACKUP, DF_BV,
     DF_CAP_K, DF_CAP_S, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A, DF_COEF_B, DF_DELTA, DF_DIR, DF_DT,
-    DF_EV_TIME, DF_EXP_FULL, DF_EXP_H, DF_EXP_HALF, DF_F, DF_GEV0, DF_GEV1, DF_GRAD, DF_HI, DF_K1, DF_K2, DF_K3, DF_K4,
+    DF_EV_TIME, DF_EXP_FULL, DF_EXP_H, DF_EXP_HALF, DF_F, DF_GEV0, DF_GEV1, DF_GEVC, DF_GRAD, DF_HI,
+    DF_K1, DF_K2, DF_K3, DF_K4, DF_SPLIT_C, DF_SPLIT_G,
     DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU, DF_P, DF_POW, DF_PREV_DIR, DF_PROW, DF_RHO,
     DF_SPRING_TQ, DF_TIME, DF_TMPN, DF_TMPN2, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU,
     DF_U_TAU_RATE, DF_W, DF_XACT, DF_XV, DF_Y, DF_Y0, DF_YS, DF_YT, DI_BACKUP, DI_BND,
@@ -85,6 +94,51 @@ from .layout import (  # noqa: F401  (slot constants are compile-time constants)
     ST_NONFINITE, ST_OVERCONSTRAINED, ST_SOLVER_LIMIT, W_DAMP, W_DRAG, W_IMPULSE, W_INPUT,
     W_ROW0,
 )
+
+def _drop_stale_plant_caches() -> None:
+    """Delete the cached kernels of the plant modules when the core's sources changed.
+
+    numba checks a cached function against its own source file only.  The
+    plants' compiled steps inline ``_step`` from this module, so after a
+    change here their caches would keep running the old core.  The hash of
+    this file and of ``layout.py`` is kept next to the caches; when it
+    differs, the other modules' cache files in this package's cache folder
+    (``__pycache__``, or its mirror under ``NUMBA_CACHE_DIR``) are removed
+    and compile again on import.
+    """
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in ("friction_core.py", "layout.py"):
+        try:
+            digest.update((here / name).read_bytes())
+        except OSError:
+            return
+    stamp = digest.hexdigest()
+    folders = [here / "__pycache__"]
+    user_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if user_dir:
+        folders.append(Path(user_dir) / here.relative_to(here.anchor))
+    for folder in folders:
+        marker = folder / "core_sources.sha256"
+        try:
+            if marker.read_text() == stamp:
+                continue
+        except OSError:
+            pass
+        for f in list(folder.glob("*.nbi")) + list(folder.glob("*.nbc")):
+            if not f.name.startswith(("friction_core.", "layout.")):
+                try:
+                    f.unlink()
+                except OSError:
+                    pass
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            marker.write_text(stamp)
+        except OSError:
+            pass
+
+
+_drop_stale_plant_caches()
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 HOT = dict(JIT, inline="always")
@@ -154,6 +208,24 @@ def _row_delta(mi, df, di, i, oy):
     if o == -1:
         return df[mi[DF_COEF_A] + i] * (df[oy + a] + df[mi[DF_RHO] + i] * df[oy + b])
     return df[mi[DF_COEF_A] + i] * df[oy + a] + df[mi[DF_COEF_B] + i] * df[oy + b]
+
+
+@njit(**HOT)
+def _slip(mi, df, di, i, oy):
+    """Relative speed of row i with rounding noise read as exactly zero.
+
+    Right after a breakaway, or for a row leaving a closed cycle of stuck
+    rows, the relative speed is the rounding error of a vanishing sum
+    (a few ulp of the shaft speed terms) and its sign means nothing; it is
+    taken as 0.0 so that the direction the friction solve chose stands.
+    Used for mode decisions only, not in the dynamics.
+    """
+    d = _row_delta(mi, df, di, i, oy)
+    ta = df[mi[DF_COEF_A] + i] * df[oy + mi[mi[MI_ROW_A] + i]]
+    tb = df[mi[DF_COEF_B] + i] * df[oy + mi[mi[MI_ROW_B] + i]]
+    if abs(d) <= 8.881784197001252e-16 * (abs(ta) + abs(tb)):  # 4 ulp
+        return 0.0
+    return d
 
 
 @njit(**HOT)
@@ -562,10 +634,9 @@ def _build_cache(mf, mi, df, di):
 
     Redundant stuck rows (R_nu not of full row rank) are detected by an
     incremental Cholesky factorisation with a relative pivot test: P comes
-    from an independent subset (the motion is unique), and the forces of all
-    stuck rows are the minimum-norm split, computed with a small relative
-    regularisation (as if each redundant clutch had the same tiny tangential
-    compliance).  Returns status bits (overconstrained, locked).
+    from an independent subset I (the motion is unique), and the forces of
+    all stuck rows are the minimum-norm split of the force the subset needs
+    (exact, see below).  Returns status bits (overconstrained, locked).
     """
     n, g, s = _sizes(mi)
     st = 0
@@ -620,27 +691,67 @@ def _build_cache(mf, mi, df, di):
     if r == n:
         for a in range(n * n):
             df[oP + a] = 0.0
-    # L = -(W + reg I)^-1 A M^-1 for all stuck rows (reg only when redundant)
-    wmax = 0.0
-    for k in range(m):
-        wmax = max(wmax, df[oW + k * m + k])
-    reg = 0.0
-    if r < m:
-        reg = mf[oset + SET_REG] * wmax
+    if r == m:
+        # independent rows: L = -W^-1 A M^-1 (the factor of W is the one just built)
+        for col in range(n):
+            for k in range(m):
+                df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
+            _chol_solve(df, oLc, m, g, ox)
+            for k in range(m):
+                df[oL + k * n + col] = -df[ox + k]
+    else:
+        # redundant rows: A = C A_I with C = W[:, I] W_II^-1.  The independent subset alone
+        # needs lambda_I = L_I f, L_I = -W_II^-1 A_I M^-1; every split with the same effect
+        # satisfies C^T lambda = lambda_I, and the one of minimum norm is
+        # lambda = C (C^T C)^-1 lambda_I.  Exact, no regularisation.
         di[ofl + FLAG_OVERCONSTRAINED] = 1
         st |= ST_OVERCONSTRAINED
-    for k in range(m):
-        di[oidx + k] = k
-    if not _cholesky(df, di, oW, m, oidx, m, oLc, reg):
-        _cholesky(df, di, oW, m, oidx, m, oLc, 1e-8 * wmax + 1e-300)
-        di[ofl + FLAG_OVERCONSTRAINED] = 1
-        st |= ST_OVERCONSTRAINED
-    for col in range(n):
+        oC = mi[DF_SPLIT_C]
+        oG = mi[DF_SPLIT_G]
         for k in range(m):
-            df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
-        _chol_solve(df, oLc, m, m, ox)
+            for q in range(r):
+                df[ox + q] = df[oW + k * m + di[oidx + q]]
+            _chol_solve(df, oLc, r, g, ox)
+            for q in range(r):
+                df[oC + k * g + q] = df[ox + q]
+        # L_I into the first r rows of L
+        for col in range(n):
+            for q in range(r):
+                df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+            _chol_solve(df, oLc, r, g, ox)
+            for q in range(r):
+                df[oL + q * n + col] = -df[ox + q]
+        # G = C^T C and its factor (in place, stride g)
+        for a in range(r):
+            for b in range(a + 1):
+                acc = 0.0
+                for k in range(m):
+                    acc += df[oC + k * g + a] * df[oC + k * g + b]
+                df[oG + a * g + b] = acc
+        for a in range(r):
+            for b in range(a + 1):
+                acc = df[oG + a * g + b]
+                for q in range(b):
+                    acc -= df[oG + a * g + q] * df[oG + b * g + q]
+                if a == b:
+                    df[oG + a * g + a] = math.sqrt(acc if acc > 0.0 else 1e-300)
+                else:
+                    df[oG + a * g + b] = acc / df[oG + b * g + b]
+        # Y = G^-1 L_I (in place in the first r rows of L), then L = C Y into A, then copy
+        for col in range(n):
+            for q in range(r):
+                df[ox + q] = df[oL + q * n + col]
+            _chol_solve(df, oG, r, g, ox)
+            for q in range(r):
+                df[oL + q * n + col] = df[ox + q]
         for k in range(m):
-            df[oL + k * n + col] = -df[ox + k]
+            for col in range(n):
+                acc = 0.0
+                for q in range(r):
+                    acc += df[oC + k * g + q] * df[oL + q * n + col]
+                df[oA + k * n + col] = acc
+        for k in range(m * n):
+            df[oL + k] = df[oA + k]
     if _build_tree(mf, mi, df, di):
         st |= ST_LOCKED
         di[ofl + FLAG_LOCKED] = 1
@@ -675,21 +786,24 @@ def _project(mf, mi, df, di, oy):
     oJ = mi[MF_INERTIA]
     oP = mi[DF_P]
     otmp = mi[DF_TMPN2]
-    ke0 = 0.0
+    ow0 = mi[DF_TMPN]
     for j in range(n):
         w = df[oy + j]
+        df[ow0 + j] = w
         df[otmp + j] = mf[oJ + j] * w
-        ke0 += 0.5 * mf[oJ + j] * w * w
     for r in range(n):
         acc = 0.0
         for c in range(n):
             acc += df[oP + r * n + c] * df[otmp + c]
         df[oy + r] = acc
     _reconstruct(mf, mi, df, di, oy)
-    ke1 = 0.0
+    # an M-orthogonal projection removes exactly 1/2 |w0 - w1|_M^2 (computed so, not as a
+    # difference of two large energies, it cannot come out positive by rounding)
+    loss = 0.0
     for j in range(n):
-        ke1 += 0.5 * mf[oJ + j] * df[oy + j] * df[oy + j]
-    df[oy + ow + W_IMPULSE] += ke1 - ke0
+        dw = df[ow0 + j] - df[oy + j]
+        loss += mf[oJ + j] * dw * dw
+    df[oy + ow + W_IMPULSE] -= 0.5 * loss
 
 
 # ==========================================================================
@@ -860,7 +974,7 @@ def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
             if df[ocs + i] <= 0.0:
                 need = True
             continue
-        d = _row_delta(mi, df, di, i, oy)
+        d = _slip(mi, df, di, i, oy)
         if d > 0.0:
             di[omode + i] = MODE_SLIP
             df[odir + i] = 1.0
@@ -876,7 +990,7 @@ def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
 
 
 @njit(**JIT)
-def _mode_full(mf, mi, df, di, s_abs, oy, t_abs):
+def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
     """Solve which rows stay stuck (box-constrained QP); log transitions; rebuild caches.
 
     Call _mode_prepare first.  Candidates are the rows with static capacity
@@ -920,7 +1034,9 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs):
     m = 0
     for i in range(g):
         cap = df[ocs + i]
-        if cap > 0.0 and (di[omode + i] == MODE_STUCK or _row_delta(mi, df, di, i, oy) == 0.0):
+        if i == forced:
+            continue  # set slipping by the caller (see _enforce_capacity)
+        if cap > 0.0 and (di[omode + i] == MODE_STUCK or _slip(mi, df, di, i, oy) == 0.0):
             was = di[opm + i] == MODE_STUCK
             di[ocand + m] = i
             di[ocb + m] = di[obnd + i] if was else 0
@@ -1022,6 +1138,55 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs):
 
 
 @njit(**JIT)
+def _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs):
+    """After a mode solve: a stuck row whose force still exceeds K (1 + margin) is made to slip.
+
+    The solve decides a row at its bound by the sign of its slip
+    acceleration, with a rounding tolerance; for nearly dependent stuck rows
+    (a small Schur complement) the acceleration that a force excess of the
+    event margin produces can fall below that tolerance, and the row would
+    stay stuck above its capacity.  The row with the largest relative excess
+    is then taken out (slipping against its force, as at a breakaway) and
+    the others are solved again, at most g times.  Returns status bits.
+    """
+    n, g, s = _sizes(mi)
+    st = 0
+    ost = mi[DI_STUCK]
+    olam = mi[DF_LAMW]
+    ocs = mi[DF_CAPS_T]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    margin = mf[mi[MF_SETTINGS] + SET_BREAK_MARGIN]
+    ox0 = oy + 2 * n + s
+    for _ in range(g):
+        m = di[mi[DI_NSTUCK]]
+        if m == 0:
+            break
+        _caps(mf, mi, df, s_abs, 0.0, 0, ox0)
+        _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
+        _stuck_lambda(mi, df, di)
+        worst = -1
+        wrel = 0.0
+        wsign = 0.0
+        for k in range(m):
+            i = di[ost + k]
+            lam = df[olam + k]
+            cap = df[ocs + i]
+            rel = (abs(lam) - cap * (1.0 + margin)) / (cap + 1e-300)
+            if rel > wrel:
+                worst = i
+                wrel = rel
+                wsign = 1.0 if lam > 0.0 else -1.0
+        if worst < 0:
+            break
+        _mode_prepare(mf, mi, df, di, s_abs, oy, True)
+        di[omode + worst] = MODE_SLIP
+        df[odir + worst] = -wsign
+        st |= _mode_full(mf, mi, df, di, s_abs, oy, t_abs, worst)
+    return st
+
+
+@njit(**JIT)
 def _cache_status(mi, di):
     st = 0
     ofl = mi[DI_FLAGS]
@@ -1036,11 +1201,12 @@ def _cache_status(mi, di):
 # integration with events inside a step
 # ==========================================================================
 @njit(**JIT)
-def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
+def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
     """One classical RK4 sub-step of length h from df[oy0] (k1 at df[ok1] given) into df[oyout].
 
     The actuator block is not integrated: its states follow the closed form
-    (stage points from _caps, which this computes for h).
+    (stage points from _caps, computed here for h unless ``caps_ready`` says
+    the caller already did).
     """
     n, g, s = _sizes(mi)
     ny = mi[H_NY]
@@ -1050,13 +1216,12 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
     ok4 = mi[DF_K4]
     oys = mi[DF_YS]
     ox0 = oy0 + oa
-    _lag_factors(mf, mi, df, h)
-    _caps(mf, mi, df, s_abs, h, 1, ox0)
-    _caps(mf, mi, df, s_abs, h, 2, ox0)
+    if not caps_ready:
+        _lag_factors(mf, mi, df, h)
+        _caps(mf, mi, df, s_abs, h, 1, ox0)
+        _caps(mf, mi, df, s_abs, h, 2, ox0)
     hh = 0.5 * h
     for q in range(oa):
-        df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
-    for q in range(ow, ny):
         df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
     _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok2)
     for q in range(oa):
@@ -1074,6 +1239,7 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
     for i in range(g):
         df[oyout + oa + i] = df[oxa + i]
     _reconstruct(mf, mi, df, di, oyout)
+
 
 @njit(**HOT)
 def _event_values(mf, mi, df, di, oy, stage, ogev):
@@ -1106,14 +1272,20 @@ def _event_values(mf, mi, df, di, oy, stage, ogev):
             i = di[ost + k]
             df[ogev + i] = df[ocs + i] * (1.0 + margin) - abs(df[olam + k])
 
+
 @njit(**HOT)
-def _start_consistent(mi, df, di):
+def _start_consistent(mi, df, di, oy):
     """Does the mode still fit the state at a sub-step start?  (Uses the stage-0 evaluation.)
 
-    Every stuck row must have capacity and a force within it (DF_LAMW); every
-    slipping row must move in its direction; a free row must not have both
-    speed and capacity; a row at zero speed with capacity is a candidate for
-    sticking.  If not, the caller runs the mode solve first.
+    Returns 0 when it does; 2 when a stuck row lost its capacity or needs
+    more force than its capacity (the inputs jumped between steps: a full
+    mode solve is due); 3 when a slipping row with friction moves against
+    its direction (its zero crossing was missed: after an exhausted event
+    budget, or a state written from outside), which is handled like an
+    event now; 1 for the other misfits, which _mode_prepare sorts out (a
+    row without friction moving against its direction, a free row with
+    speed and capacity, a row at zero speed that acquired capacity; the
+    last one makes _mode_prepare ask for the full solve itself).
     """
     g = mi[H_G]
     omode = mi[DI_MODE]
@@ -1122,24 +1294,215 @@ def _start_consistent(mi, df, di):
     ocs = mi[DF_CAPS_T]
     ost = mi[DI_STUCK]
     olam = mi[DF_LAMW]
+    ock = mi[DF_CAPK_T]
     for k in range(di[mi[DI_NSTUCK]]):
         cap = df[ocs + di[ost + k]]
         if cap <= 0.0 or abs(df[olam + k]) > cap:
-            return False
+            return 2
+    misfit = 0
     for i in range(g):
         md = di[omode + i]
         if md == MODE_STUCK:
             continue
         d = df[odt + i]
+        if d != 0.0 and df[odir + i] * d <= 0.0:
+            d = _slip(mi, df, di, i, oy)  # a wrong sign may be rounding noise at zero
         if d == 0.0:
             if df[ocs + i] > 0.0:
-                return False
+                misfit = 1
         elif md == MODE_SLIP:
             if df[odir + i] * d < 0.0:
-                return False
+                if df[ocs + i] > 0.0 or df[ock + i] > 0.0:
+                    return 3
+                misfit = 1
         elif df[ocs + i] > 0.0:
-            return False
-    return True
+            misfit = 1
+    return misfit
+
+
+@njit(**JIT)
+def _act_normal_force(mf, mi, df, i, s_abs, tau, ox0):
+    """Unclamped normal force gain*x - preload of row i, tau into the sub-step starting s_abs after the step start.
+
+    The same closed form as _caps, with the exponential taken directly.
+    """
+    r = df[mi[DF_U_ACT_RATE] + i]
+    v = df[mi[DF_U_ACT] + i] + r * s_abs
+    T = mf[mi[MF_ACT_LAG] + i]
+    if T > 0.0:
+        x = v + r * tau - r * T + (df[ox0 + i] - v + r * T) * math.exp(-tau / T)
+    else:
+        x = v + r * tau
+    return mf[mi[MF_ACT_GAIN] + i] * x - mf[mi[MF_ACT_PRELOAD] + i]
+
+
+@njit(**HOT)
+def _kiss_scan(mf, mi, df, s_abs, h, ox0):
+    """End of the sub-step at the first kiss point (normal force crossing zero) inside it, else h.
+
+    The friction force has a kink where a clutch's normal force reaches zero
+    (a slipping row's Coulomb force starts or stops growing; a free row at
+    zero speed acquires capacity), so RK4 must not step across it.  The
+    crossing depends on time only (closed-form actuator), so it is located
+    on the closed form, without integrating.  Uses the stage points
+    DF_XACT of the full sub-step (caps already computed for h).  The
+    returned time is on the far side of the crossing (normal force zero or
+    of the new sign), so the next sub-step does not find it again.
+    """
+    g = mi[H_G]
+    ogain = mi[MF_ACT_GAIN]
+    opre = mi[MF_ACT_PRELOAD]
+    ogs = mi[MF_GAIN_STATIC]
+    ogk = mi[MF_GAIN_KINETIC]
+    ox = mi[DF_XACT]
+    tol = mf[mi[MF_SETTINGS] + SET_EVENT_TOL] * h
+    maxit = mi[H_MAX_LOCATE]
+    best = h
+    for i in range(g):
+        gn = mf[ogain + i]
+        if gn == 0.0 or (mf[ogs + i] == 0.0 and mf[ogk + i] == 0.0):
+            continue
+        pre = mf[opre + i]
+        f0 = gn * df[ox + i] - pre
+        f1 = gn * df[ox + g + i] - pre
+        f2 = gn * df[ox + 2 * g + i] - pre
+        scale = abs(gn * df[ox + i]) + abs(pre) + 1e-300
+        eps = 1e-9 * scale
+        if f0 > eps:
+            s0 = 1.0
+        elif f0 < -eps:
+            s0 = -1.0
+        else:
+            continue  # at the kiss point already (the sub-step starts on the kink)
+        # "crossed" means clearly on the new side, so that rounding in the actuator's
+        # closed form cannot put the sub-step end back on the old side
+        shift = 1e-13 * scale * s0  # root of F + shift: just past the kiss point
+        if s0 * (f1 + shift) < 0.0:
+            hi = 0.5 * h
+            fhi = f1 + shift
+        elif s0 * (f2 + shift) < 0.0:
+            hi = h
+            fhi = f2 + shift
+        else:
+            continue
+        lo = 0.0
+        flo = f0 + shift
+        side = 0
+        it = 0
+        while hi - lo > tol and it < maxit:
+            it += 1
+            c = (lo * fhi - hi * flo) / (fhi - flo)
+            if not (c > lo and c < hi) or it % 4 == 0:
+                c = 0.5 * (lo + hi)
+            fc = _act_normal_force(mf, mi, df, i, s_abs, c, ox0) + shift
+            if s0 * fc > 0.0:
+                lo = c
+                flo = fc
+                if side == -1:
+                    fhi *= 0.5
+                side = -1
+            else:
+                hi = c
+                fhi = fc
+                if side == 1:
+                    flo *= 0.5
+                side = 1
+        if hi < best:
+            best = hi
+    return best
+
+
+@njit(**HOT)
+def _first_crossing(g, oga, ogb, t_a, t_b, df):
+    """The row whose event function went from >= 0 (at t_a) to <= 0 (at t_b) first, by linear estimate.
+
+    Returns (row, estimated time), row -1 if none.
+    """
+    first = -1
+    sfirst = t_b
+    for i in range(g):
+        gb = df[ogb + i]
+        ga = df[oga + i]
+        if gb <= 0.0 and gb < ga and ga >= 0.0:
+            si = t_a + (t_b - t_a) * ga / (ga - gb)
+            if first < 0 or si < sfirst:
+                first = i
+                sfirst = si
+    return first, sfirst
+
+
+@njit(**JIT)
+def _dip_time(mf, mi, df, di, ok1, h):
+    """Time of a suspected double zero crossing of a slipping row inside the sub-step, or -1.
+
+    A slipping row can reach zero relative speed and leave it again within
+    one sub-step, so its event function is positive at both ends.  The cubic
+    Hermite interpolant of the event function (values and slopes at both
+    ends, from the RK4 start derivative k1 and the acceleration at the
+    trial end) shows such a dip; the caller confirms it with an RK4
+    sub-step to the dip's minimum.  Uses the end-of-trial evaluation in
+    DF_F and DF_GEV0 / DF_GEV1.
+    """
+    g = mi[H_G]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    og0 = mi[DF_GEV0]
+    og1 = mi[DF_GEV1]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    oacc = mi[DF_TMPN]
+    have_end = False
+    best = -1.0
+    for i in range(g):
+        if di[omode + i] != MODE_SLIP:
+            continue
+        g0 = df[og0 + i]
+        g1 = df[og1 + i]
+        if not (g0 >= 0.0 and g1 > 0.0 and g1 < np.inf):
+            continue
+        if not have_end:
+            _accel(mf, mi, df, di, oacc)
+            have_end = True
+        a = mi[ora + i]
+        b = mi[orb + i]
+        dirn = df[odir + i]
+        ca = df[oca + i]
+        cb = df[ocb + i]
+        s0 = dirn * (ca * df[ok1 + a] + cb * df[ok1 + b]) * h
+        s1 = dirn * (ca * df[oacc + a] + cb * df[oacc + b]) * h
+        if s0 >= 0.0 and s1 <= 0.0:
+            continue  # no interior minimum
+        # p(u) = c3 u^3 + c2 u^2 + s0 u + g0 on u in [0, 1]
+        c3 = 2.0 * (g0 - g1) + s0 + s1
+        c2 = 3.0 * (g1 - g0) - 2.0 * s0 - s1
+        # critical points: 3 c3 u^2 + 2 c2 u + s0 = 0
+        for r in range(2):
+            if abs(c3) <= 1e-14 * (abs(c2) + abs(s0)):
+                if r == 1 or c2 == 0.0:
+                    continue
+                u = -s0 / (2.0 * c2)
+            else:
+                disc = c2 * c2 - 3.0 * c3 * s0
+                if disc < 0.0:
+                    break
+                sq = math.sqrt(disc)
+                u = (-c2 - sq) / (3.0 * c3) if r == 0 else (-c2 + sq) / (3.0 * c3)
+            if u > 0.0 and u < 1.0:
+                val = ((c3 * u + c2) * u + s0) * u + g0
+                if val < 0.0 and (best < 0.0 or u * h < best):
+                    best = u * h
+    return best
+
+
+@njit(**JIT)
+def _trial(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, ox0, ogev, caps_ready):
+    """RK4 from the sub-step start over c into df[oyt], then the forces and event functions there."""
+    _rk4(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, caps_ready)
+    _forces(mf, mi, df, di, s_abs, c, 2, oyt, ox0)
+    _event_values(mf, mi, df, di, oyt, 2, ogev)
+
 
 @njit(**JIT)
 def _integrate_substep(mf, mi, df, di, s_abs, h, check_start):
@@ -1147,10 +1510,19 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start):
 
     Returns (time advanced, code): code 0 = reached the end with no event (the
     last force evaluation is at the final state), 1 = stopped at an event,
-    2 = the mode does not fit the state at the start (a mode solve is due
-    first; nothing was advanced).  The event time is found by regula falsi
-    (Illinois) on the event function of the earliest row, each trial an RK4
-    sub-step from the sub-step start, with a bisection safeguard.
+    2 / 4 / 5 = the mode does not fit the state at the start (nothing was
+    advanced; 4: a stuck row is over its capacity, a full mode solve is
+    due; 5: a slipping row crossed zero unseen, handle it as an event),
+    3 = stopped at a kiss point (no mode change by itself; the caller checks
+    the mode there).
+
+    Events: a row's event function changing sign over the trial, or a
+    slipping row's relative speed dipping through zero and back inside it
+    (see _dip_time).  The earliest event of any row is located by regula
+    falsi (Illinois) on the event function of the row that crosses first,
+    each trial an RK4 sub-step from the sub-step start, with a bisection
+    safeguard; whenever a trial shows another row crossing earlier, the
+    search switches to that row, so the located event is the first one.
     """
     n, g, s = _sizes(mi)
     ny = mi[H_NY]
@@ -1161,6 +1533,7 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start):
     oy0 = mi[DF_Y0]
     og0 = mi[DF_GEV0]
     og1 = mi[DF_GEV1]
+    ogc = mi[DF_GEVC]
     ocnt = mi[DI_COUNTERS]
     for q in range(ny):
         df[oy0 + q] = df[oy + q]
@@ -1169,66 +1542,81 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start):
     _caps(mf, mi, df, s_abs, h, 0, ox0)
     _forces(mf, mi, df, di, s_abs, h, 0, oy0, ox0)
     _event_values(mf, mi, df, di, oy0, 0, og0)
-    if check_start and not _start_consistent(mi, df, di):
-        return 0.0, 2
+    if check_start:
+        misfit = _start_consistent(mi, df, di, oy0)
+        if misfit != 0:
+            return 0.0, 2 if misfit == 1 else (4 if misfit == 2 else 5)
     _deriv_finish(mf, mi, df, di, oy0, ok1)
-    _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyt)
-    _forces(mf, mi, df, di, s_abs, h, 2, oyt, ox0)
-    _event_values(mf, mi, df, di, oyt, 2, og1)
-    first = -1
-    sfirst = h
-    for i in range(g):
-        g1 = df[og1 + i]
-        g0 = df[og0 + i]
-        if g1 <= 0.0 and g1 < g0:
-            a = g0 if g0 > 0.0 else 0.0
-            si = h * a / (a - g1)
-            if first < 0 or si < sfirst:
-                first = i
-                sfirst = si
+    _lag_factors(mf, mi, df, h)
+    _caps(mf, mi, df, s_abs, h, 1, ox0)
+    _caps(mf, mi, df, s_abs, h, 2, ox0)
+    hk = _kiss_scan(mf, mi, df, s_abs, h, ox0)
+    end_code = 0 if hk == h else 3
+    _trial(mf, mi, df, di, s_abs, hk, oy0, ok1, oyt, ox0, og1, hk == h)
+    first, sfirst = _first_crossing(g, og0, og1, 0.0, hk, df)
+    hi = hk
+    if first < 0:
+        tdip = _dip_time(mf, mi, df, di, ok1, hk)
+        if tdip > 0.0:
+            _trial(mf, mi, df, di, s_abs, tdip, oy0, ok1, oyt, ox0, ogc, False)
+            first, sfirst = _first_crossing(g, og0, ogc, 0.0, tdip, df)
+            if first >= 0:
+                hi = tdip
+                for i in range(g):
+                    df[og1 + i] = df[ogc + i]
+            else:
+                # not confirmed by the integration: take the sub-step as it was
+                _trial(mf, mi, df, di, s_abs, hk, oy0, ok1, oyt, ox0, og1, False)
     if first < 0:
         for q in range(ny):
             df[oy + q] = df[oyt + q]
-        return h, 0
+        return hk, end_code
     tol = mf[mi[MF_SETTINGS] + SET_EVENT_TOL] * h
     lo = 0.0
-    hi = h
-    flo = df[og0 + first]
-    if flo < 0.0:
-        flo = 0.0
-    fhi = df[og1 + first]
+    row = first
+    flo = df[og0 + row]
+    fhi = df[og1 + row]
     side = 0
     maxit = mi[H_MAX_LOCATE]
     it = 0
     width_mark = hi - lo
-    while hi - lo > tol and it < maxit and flo > 0.0:
+    while hi - lo > tol and it < maxit:
         it += 1
-        c = (lo * fhi - hi * flo) / (fhi - flo)
+        if flo > 0.0:
+            c = (lo * fhi - hi * flo) / (fhi - flo)
+        else:
+            c = 0.5 * (lo + hi)
         if it % 4 == 0:
             if hi - lo > 0.5 * width_mark:
                 c = 0.5 * (lo + hi)  # regula falsi stalled: bisect
             width_mark = hi - lo
         if not (c > lo and c < hi):
             c = 0.5 * (lo + hi)
-        _rk4(mf, mi, df, di, s_abs, c, oy0, ok1, oyt)
-        _forces(mf, mi, df, di, s_abs, c, 2, oyt, ox0)
-        _event_values(mf, mi, df, di, oyt, 2, og1)
-        fc_ = df[og1 + first]
-        if fc_ > 0.0:
+        _trial(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, ox0, ogc, False)
+        nrow, snrow = _first_crossing(g, og0, ogc, lo, c, df)
+        if nrow >= 0:
+            hi = c
+            for i in range(g):
+                df[og1 + i] = df[ogc + i]
+            if nrow != row:
+                row = nrow
+                side = 0
+                flo = df[og0 + row]
+            elif side == 1:
+                flo *= 0.5
+            fhi = df[ogc + row]
+            side = 1
+        else:
             lo = c
-            flo = fc_
+            for i in range(g):
+                df[og0 + i] = df[ogc + i]
+            flo = df[ogc + row]
             if side == -1:
                 fhi *= 0.5
             side = -1
-        else:
-            hi = c
-            fhi = fc_
-            if side == 1:
-                flo *= 0.5
-            side = 1
     if it > di[ocnt + CNT_LOCATE_ITER_MAX]:
         di[ocnt + CNT_LOCATE_ITER_MAX] = it
-    _rk4(mf, mi, df, di, s_abs, hi, oy0, ok1, oyt)
+    _rk4(mf, mi, df, di, s_abs, hi, oy0, ok1, oyt, False)
     for q in range(ny):
         df[oy + q] = df[oyt + q]
     return hi, 1
@@ -1248,7 +1636,7 @@ def _handle_event(mf, mi, df, di, s_abs, t_abs):
     for i in range(g):
         di[osv + i] = di[omode + i]
         if di[omode + i] == MODE_SLIP and (df[ocs + i] > 0.0 or df[ock + i] > 0.0):
-            if df[odir + i] * _row_delta(mi, df, di, i, oy) <= 0.0:
+            if df[odir + i] * _slip(mi, df, di, i, oy) <= 0.0:
                 di[omode + i] = MODE_STUCK
                 crossed = True
     if crossed:
@@ -1264,7 +1652,8 @@ def _handle_event(mf, mi, df, di, s_abs, t_abs):
     # the mode solve takes each crossing row's direction from before the crossing, so a
     # reversal is recognised; _mode_prepare keeps MODE_SLIP rows at zero speed as they are
     _mode_prepare(mf, mi, df, di, s_abs, oy, True)
-    return _mode_full(mf, mi, df, di, s_abs, oy, t_abs)
+    st = _mode_full(mf, mi, df, di, s_abs, oy, t_abs, -1)
+    return st | _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs)
 
 
 @njit(**JIT)
@@ -1299,12 +1688,15 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
         df[ocko + i] = df[ock + i]
         if di[omode + i] != MODE_STUCK:
             df[olreq + i] = 0.0
-            df[odelta + i] = df[odt + i]
+            df[odelta + i] = df[odt + i] + 0.0  # + 0.0: a zero reads +0.0, never -0.0
+    oor = mi[DI_ORIENT]
     for k in range(di[mi[DI_NSTUCK]]):
         i = di[ost + k]
         df[olreq + i] = df[olam + k]
         df[omu + i] = df[olam + k]
-        df[odelta + i] = _row_delta(mi, df, di, i, oy)
+        # tree rows read exactly zero by construction; the other stuck rows (redundant ones,
+        # consistent cycles) hold because the tree does, up to the rounding of their own sum
+        df[odelta + i] = _row_delta(mi, df, di, i, oy) + 0.0 if di[oor + i] != 0 else 0.0
     if s > 0:
         osa = mi[MI_SPRING_A]
         osb = mi[MI_SPRING_B]
@@ -1399,7 +1791,8 @@ def _step(mf, mi, df, di, dt):
             _backup(mi, df, di)
             backed_up = True
         _mode_prepare(mf, mi, df, di, 0.0, oy, True)
-        st |= _mode_full(mf, mi, df, di, 0.0, oy, t0)
+        st |= _mode_full(mf, mi, df, di, 0.0, oy, t0, -1)
+        st |= _enforce_capacity(mf, mi, df, di, 0.0, oy, t0)
     st |= _cache_status(mi, di)
     check_start = True
     used = 0.0
@@ -1421,7 +1814,7 @@ def _step(mf, mi, df, di, dt):
                 df[oy0 + q] = df[oy + q]
             _caps(mf, mi, df, used, remaining, 0, oy0 + 2 * n + s)
             _deriv(mf, mi, df, di, used, remaining, 0, oy0, oy0 + 2 * n + s, ok1)
-            _rk4(mf, mi, df, di, used, remaining, oy0, ok1, oy)
+            _rk4(mf, mi, df, di, used, remaining, oy0, ok1, oy, False)
             fresh = False
             break
         h_used, code = _integrate_substep(mf, mi, df, di, used, remaining, check_start)
@@ -1439,12 +1832,21 @@ def _step(mf, mi, df, di, dt):
                 df[oy0 + q], df[oy + q] = df[oy + q], df[oy0 + q]
             backed_up = True
         nsub += 1
-        if code == 2:
+        if code == 2 or code == 4:
             # the mode no longer fits the state: solve it here, then integrate
-            if _mode_prepare(mf, mi, df, di, used, oy, False):
-                st |= _mode_full(mf, mi, df, di, used, oy, t0 + used)
+            if _mode_prepare(mf, mi, df, di, used, oy, code == 4):
+                st |= _mode_full(mf, mi, df, di, used, oy, t0 + used, -1)
+                st |= _enforce_capacity(mf, mi, df, di, used, oy, t0 + used)
+            continue
+        if code == 5:
+            # a missed zero crossing: handled as an event here
+            st |= _handle_event(mf, mi, df, di, used, t0 + used)
             continue
         used += h_used
+        if code == 3:
+            # a kiss point: the mode is checked (and solved if it no longer fits) there
+            check_start = True
+            continue
         st |= _handle_event(mf, mi, df, di, used, t0 + used)
     if nsub > di[ocnt + CNT_SUBSTEPS_MAX]:
         di[ocnt + CNT_SUBSTEPS_MAX] = nsub
@@ -1507,7 +1909,8 @@ def _start(mf, mi, df, di):
     ocnt = mi[DI_COUNTERS]
     before = di[ocnt + CNT_EVENTS]
     _mode_prepare(mf, mi, df, di, 0.0, oy, True)
-    st |= _mode_full(mf, mi, df, di, 0.0, oy, t)
+    st |= _mode_full(mf, mi, df, di, 0.0, oy, t, -1)
+    st |= _enforce_capacity(mf, mi, df, di, 0.0, oy, t)
     E = mi[H_EVCAP]
     okind = mi[DI_EV_KIND]
     orow = mi[DI_EV_ROW]

@@ -149,6 +149,9 @@ DF_EXP_FULL = 110  # [g] lag factor exp(-h/T)
 DF_EXP_H = 111  # [1] sub-step length h the lag factors belong to
 DF_POW = 112  # [3] input, drag and damping power at the last evaluation
 DF_DT = 113  # [g] relative speed of each non-stuck row at the last evaluation
+DF_GEVC = 114  # [g] event functions at a trial point of the event search
+DF_SPLIT_C = 115  # [g*g] redundant stuck rows: coefficients C of A = C A_I (stride g)
+DF_SPLIT_G = 116  # [g*g] Cholesky factor of C^T C (stride g)
 
 # --------------------------------------------------------------------------
 # data int fields
@@ -292,7 +295,7 @@ def _fields(sz: Sizes):
         (DF_BV, g), (DF_XV, g), (DF_LAMW, g), (DF_GRAD, g), (DF_LO, g), (DF_HI, g), (DF_TMPN, n), (DF_TMPN2, n),
         (DF_GEV0, g), (DF_GEV1, g), (DF_BACKUP, ny + 3 * g + 1), (DF_EV_TIME, E), (DF_PLANT, sz.plant_ndf),
         (DF_PREV_DIR, g), (DF_XACT, 3 * g), (DF_PROW, g), (DF_EXP_HALF, g), (DF_EXP_FULL, g), (DF_EXP_H, 1),
-        (DF_POW, 3), (DF_DT, g),
+        (DF_POW, 3), (DF_DT, g), (DF_GEVC, g), (DF_SPLIT_C, g * g), (DF_SPLIT_G, g * g),
     ]
     di = [
         (DI_MODE, g), (DI_BND, g), (DI_STUCK, g), (DI_NSTUCK, 1), (DI_ORIENT, g), (DI_TREE_P, n), (DI_TREE_C, n),
