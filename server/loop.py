@@ -376,6 +376,7 @@ class Loop:
             self._rt = rtsetup.apply(self.cfg.realtime, log)
             # Other threads (e.g. a CAN receive thread) must hand the GIL back quickly.
             sys.setswitchinterval(min(switch, max(self.dt / 10.0, 5e-5)))
+            self._warm_up()
             gc.collect()
             gc.freeze()
             gc.disable()
@@ -398,6 +399,18 @@ class Loop:
                 self._rt.restore()
             self._restore_signal_handlers(handlers)
         return self.exit_code
+
+    def _warm_up(self) -> None:
+        """Run the between-tick code paths once before the first deadline (nothing changes state).
+
+        The first call of a code path pays page faults and lazy initialisation (a few ms after
+        start-up); paying them here keeps them out of the first ticks.
+        """
+        self.status()
+        self.status_line()
+        self.telemetry.reset()
+        for a in self.adapters:
+            a.status()
 
     def request_shutdown(self, reason: str = "", code: int | None = None) -> None:
         """Ask the loop to end after the current tick (safe from signal handlers and other threads)."""

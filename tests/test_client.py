@@ -46,17 +46,22 @@ def test_state_stream_in_lockstep_carries_every_published_tick_and_the_ack(serve
         time.sleep(0.3)  # let the subscription reach the server before the first message
         hil.reset({"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0})  # gear 1 engaged and held from t = 0
         seq = hil.set_inputs(engine_torque=200.0)
-        r = hil.step(5)
-        states = []
-        while len(states) < 5:
-            s = hil.recv_state(timeout_s=30.0)
-            assert s is not None
-            if s.tick >= 1 and (not states or s.tick > states[-1].tick):
-                states.append(s)
-        assert [s.tick for s in states][-1] == 5 and isinstance(states[-1], State)
-        assert states[-1].ack == seq and states[-1].y == r.y  # the command applied in the first tick
-        assert states[-1].y["gear"] == 1.0
-        assert hil.get()["u"]["engine_torque"] == 200.0
+        # The command socket is not ordered with the control socket: step until a tick has applied it.
+        for _ in range(200):
+            r = hil.step(1)
+            if hil.get()["u"]["engine_torque"] == 200.0:
+                break
+        else:
+            pytest.fail("the command was never applied")
+        k = r.tick
+        s = hil.wait_for(lambda st: st.tick == k, 30.0)
+        assert isinstance(s, State) and s.ack == seq and s.y == r.y and s.t == r.t
+        before = hil.wait_for(lambda st: False, 0.05)  # nothing else is published without steps
+        assert before is None
+        r5 = hil.step(5)
+        ticks = [hil.recv_state(30.0).tick for _ in range(5)]
+        assert ticks == list(range(k + 1, k + 6)) and r5.tick == k + 5  # every tick, in order, none lost
+        assert r5.y["gear"] == 1.0
 
 
 def test_errors_are_typed_and_the_socket_survives_them(server):
