@@ -26,7 +26,7 @@ import time
 
 import zmq
 
-from plant_models.config import ConfigError, ConfigReader
+from plant_models.config import ConfigReader
 from plant_models.plant import Plant
 
 from .base import Adapter, AdapterError, LoopContext, register_adapter
@@ -102,19 +102,15 @@ class ZmqAdapter(Adapter):
         self.requests = 0
         self._last_status_pub = 0.0
         self._tick_info = ctx.tick_info
-        z = self._zctx = zmq.Context()
-        try:
-            self._pub = self._socket(zmq.PUB, "state_endpoint")
-            self._pub.setsockopt(zmq.SNDHWM, self.send_hwm)
-            self._pull = self._socket(zmq.PULL, "command_endpoint")
-            self._pull.setsockopt(zmq.RCVHWM, self.receive_hwm)
-            self._pull.setsockopt(zmq.MAXMSGSIZE, max(16 * self.max_command_bytes, 1 << 16))
-            self._rep = self._socket(zmq.REP, "control_endpoint")
-            self._rep.setsockopt(zmq.MAXMSGSIZE, 4 * self.max_request_bytes)
+        self._zctx = zmq.Context()
+        try:  # options before bind: they apply to the connections peers make later
+            self._pub = self._socket(zmq.PUB, "state_endpoint", {zmq.SNDHWM: self.send_hwm})
+            self._pull = self._socket(zmq.PULL, "command_endpoint", {
+                zmq.RCVHWM: self.receive_hwm, zmq.MAXMSGSIZE: max(16 * self.max_command_bytes, 1 << 16)})
+            self._rep = self._socket(zmq.REP, "control_endpoint", {zmq.MAXMSGSIZE: 4 * self.max_request_bytes})
         except BaseException:
             self.close()
             raise
-        del z
         self._events_flag = zmq.EVENTS
         self._pollin = zmq.POLLIN
         # The command socket's notification fd is readable when its events may have changed; polling it
@@ -128,10 +124,12 @@ class ZmqAdapter(Adapter):
         log.info("%s: state %s, commands %s, control %s", self.name, self.endpoints["state"],
                  self.endpoints["command"], self.endpoints["control"])
 
-    def _socket(self, kind: int, key: str):
+    def _socket(self, kind: int, key: str, options: dict):
         endpoint = self.endpoints_cfg[key]
         s = self._zctx.socket(kind)
         s.setsockopt(zmq.LINGER, 0)
+        for opt, value in options.items():
+            s.setsockopt(opt, value)
         try:
             s.bind(endpoint)
         except zmq.ZMQError as exc:
@@ -267,4 +265,4 @@ def _factory(name: str, options: dict) -> ZmqAdapter:
 
 register_adapter("zmq", _factory)
 
-__all__ = ["ZmqAdapter", "ConfigError"]
+__all__ = ["ZmqAdapter"]
