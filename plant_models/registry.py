@@ -8,34 +8,42 @@ from typing import Callable
 from .config import ConfigError, ConfigReader, load_toml, resolve_config
 from .plant import Plant
 
+# Built-in plants: kind -> (module, class).  A module is imported only when a
+# config asks for its kind, so starting a server compiles/loads one plant only.
+BUILTIN = {
+    "powershift": ("plant_models.powershift", "PowershiftPlant"),
+    "dct": ("plant_models.dct", "DctPlant"),
+    "chain": ("plant_models.chain", "ChainPlant"),
+    "damper": ("plant_models.damper", "DamperClutchPlant"),
+    "servo": ("plant_models.servo", "ServoActuatorPlant"),
+    "kinematic": ("plant_models.kinematic", "KinematicClutchPlant"),
+}
+
 _PLANTS: dict[str, Callable[[ConfigReader], Plant]] = {}
 
 
 def register(kind: str, factory: Callable[[ConfigReader], Plant]) -> None:
-    """Make a plant class available to configs under ``plant = kind``."""
+    """Make a plant class available to configs under ``plant = kind`` (for plants outside this package)."""
     _PLANTS[kind] = factory
 
 
+def _available_builtin() -> list[str]:
+    import importlib.util
+
+    return [kind for kind, (mod, _) in BUILTIN.items() if importlib.util.find_spec(mod) is not None]
+
+
 def plant_kinds() -> list[str]:
-    _load_builtin()
-    return sorted(_PLANTS)
+    return sorted(set(_PLANTS) | set(_available_builtin()))
 
 
-def _load_builtin() -> None:
-    if _PLANTS:
-        return
-    from .powershift import PowershiftPlant
-    register("powershift", PowershiftPlant.from_config)
-    for mod, cls in (("dct", "DctPlant"), ("chain", "ChainPlant"), ("damper", "DamperClutchPlant"),
-                     ("servo", "ServoActuatorPlant"), ("kinematic", "KinematicClutchPlant")):
-        try:
-            m = __import__(f"plant_models.{mod}", fromlist=[cls])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"plant_models.{mod}":
-                raise
-            continue
-        klass = getattr(m, cls)
-        register(klass.kind, klass.from_config)
+def _factory(kind: str) -> Callable[[ConfigReader], Plant]:
+    if kind not in _PLANTS:
+        import importlib
+
+        modname, clsname = BUILTIN[kind]
+        _PLANTS[kind] = getattr(importlib.import_module(modname), clsname).from_config
+    return _PLANTS[kind]
 
 
 def load_plant(path_or_name: str | Path) -> Plant:
@@ -43,12 +51,11 @@ def load_plant(path_or_name: str | Path) -> Plant:
 
     Raises ConfigError with file, key and problem for any mistake in the file.
     """
-    _load_builtin()
     path = resolve_config(path_or_name)
     data = load_toml(path)
     cfg = ConfigReader(data, str(path))
-    kind = cfg.string("plant", choices=sorted(_PLANTS))
-    plant = _PLANTS[kind](cfg)
+    kind = cfg.string("plant", choices=plant_kinds())
+    plant = _factory(kind)(cfg)
     cfg.reject_unknown()
     return plant
 

@@ -2,7 +2,7 @@
 
 ``python -m server.warmup`` loads every plant config in ``configs/`` (files
 with a ``plant = ...`` key), resets the plant and takes a few steps, and
-imports the loop's compiled kernels.  numba writes its cache next to the
+imports the loop's compiled kernels and those of the ZeroMQ and CAN codecs.  numba writes its cache next to the
 sources (``__pycache__``) or to ``NUMBA_CACHE_DIR``; the container image runs
 this at build time.  The cache is specific to the CPU model it was built on:
 on a different CPU numba compiles again at the first start.
@@ -48,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warmup: {cfg.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         print(f"warmup: {cfg.name} ({plant.kind}) ready in {time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
+    from io_adapters import can_layout, codec  # noqa: F401  (the CAN and ZeroMQ codecs' kernels)
+
+    can_layout.warm_up()
+    print(f"warmup: CAN codec kernels ready in {time.perf_counter() - t:.1f} s")
     print(f"warmup: done in {time.perf_counter() - t0:.1f} s")
     return 1 if failed else 0
 
