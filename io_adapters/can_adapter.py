@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_models.config import ConfigError, ConfigReader
+from plant_models.config import ConfigError, ConfigReader, resolve_config
 from plant_models.plant import Plant
 
 from . import can_layout as CL
@@ -118,6 +118,7 @@ class CanAdapter(Adapter):
         self._share = None
         self._closed = False
         self._opened = False
+        self._idle_reason = ""  # set when the plant has no message set: the adapter does nothing
         self._parse_options()
 
     # -- configuration ------------------------------------------------------------------
@@ -163,6 +164,11 @@ class CanAdapter(Adapter):
         self.ctx = ctx
         self.log = ctx.log if isinstance(ctx.log, logging.Logger) else logging.getLogger("gearbox_hil.can")
         ms_name = self.message_set_name or f"io_can_{plant.kind}.toml"
+        if self.message_set_name is None and not resolve_config(ms_name).exists():
+            # the built-in defaults enable CAN for every plant; plants without a message set run without it
+            self._idle_reason = f"no CAN message set for the {plant.kind} plant (configs/{ms_name})"
+            self.log.warning("CAN %s: idle: %s", self.name, self._idle_reason)
+            return
         channel, fd = self.channel, self.fd
         self.ms: MessageSet = load_message_set(ms_name, plant, ctx.period_s)
         for note in self.ms.notes:
@@ -384,6 +390,8 @@ class CanAdapter(Adapter):
         taken from the mailbox but not applied, and counted as ignored.
         Called in the real-time loop.
         """
+        if self._idle_reason:
+            return
         c = self.codec
         if self.ctx.period_s != self._period_s:  # the loop changed its step between runs (lockstep scenario)
             self._retime()
@@ -399,6 +407,8 @@ class CanAdapter(Adapter):
 
     def write(self, tick: int, now_ns: int) -> None:
         """Send the messages due this tick.  Non-blocking.  Called in the real-time loop."""
+        if self._idle_reason:
+            return
         c = self.codec
         n_due = CL.tx_pack(tick, c.ci, c.cf, c.cb, self.plant.df, self._tick_info, self._overruns_arr,
                            self._overruns_idx)
@@ -442,6 +452,8 @@ class CanAdapter(Adapter):
     # -- reporting ------------------------------------------------------------------------------
     def status(self) -> dict:
         """Counters for the status channel: every rejection reason, timeouts, transmit counts."""
+        if self._idle_reason:
+            return {"type": "can", "open": False, "idle": self._idle_reason}
         if not self._opened and self._bus is None:
             return {"type": "can", "open": False}
         cd = self.codec
