@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: sets up .venv on first use, starts the real-time plant server
-# on its built-in defaults (Powershift plant, 1 kHz, loopback ZeroMQ, no
-# hardware), and lets the example controller close a clutch-to-clutch shift
+# on its built-in defaults (Powershift plant, 1 kHz, loopback ZeroMQ, CAN on
+# a virtual bus, no hardware), and lets the example controller close a
+# clutch-to-clutch shift
 # (gear 1 -> gear 3) over ZeroMQ.  The controller prints the shift as it sees
 # it and writes a plot and its trace to out/demo/; the server then shuts down
 # and prints its timing summary (TET, wake-up lateness, overruns, rate).
