@@ -57,10 +57,11 @@ import numpy as np
 from numba import njit
 
 from . import layout as L
+from .clutch import WetClutch, read_wet_clutch
 from .config import ConfigReader
 from .core import CoreSpec, Row, Settings, Spring
 from .friction_core import BUFS, JIT, _raw_f, _raw_i, _step
-from .plant import BAR, Plant, Signal, pressure_capacity_gains
+from .plant import BAR, Plant, Signal
 from .powershift import settings_from_config
 
 # -- state layout ------------------------------------------------------------
@@ -137,27 +138,6 @@ ST_GEAR_REJECTED = 256  # a gear command was not valid for its shaft: the previo
 
 
 @dataclass(frozen=True)
-class DctClutchParams:
-    """One wet clutch: pressure -> normal force -> torque capacity (seed 003, section 5)."""
-
-    piston_area_m2: float
-    return_spring_N: float
-    friction_static: float
-    friction_kinetic: float
-    surfaces: int
-    mean_radius_m: float
-    pressure_lag_s: float
-    viscous_N_m_s_per_rad: float
-    stribeck_velocity_rad_s: float
-    stribeck_exponent: float
-
-    def capacity_at(self, pressure_bar: float) -> float:
-        """Static torque capacity at a settled pressure, N m."""
-        fn = max(0.0, self.piston_area_m2 * pressure_bar * BAR - self.return_spring_N)
-        return fn * self.friction_static * self.surfaces * self.mean_radius_m
-
-
-@dataclass(frozen=True)
 class DctParams:
     """Validated DCT parameters (see configs/dct.toml for their meaning and sources)."""
 
@@ -176,7 +156,7 @@ class DctParams:
     vehicle_drag: float  # N m s/rad at the wheels
     driveshaft_stiffness: float  # N m/rad at the wheel
     driveshaft_damping: float  # N m s/rad at the wheel
-    clutches: tuple[DctClutchParams, DctClutchParams]
+    clutches: tuple[WetClutch, WetClutch]
     cone_torque: tuple[float, ...]  # synchronizer torque of gear 1..N at the layshaft, N m
     cone_kinetic_ratio: float  # Coulomb / static friction of the cone
     dog_capacity: float  # N m at the input shaft
@@ -247,33 +227,13 @@ class DctParams:
                          cone_ratio, dog, v0, w0, c0, settings)
 
 
-def _clutches_from_config(cfg: ConfigReader) -> tuple[DctClutchParams, DctClutchParams]:
+def _clutches_from_config(cfg: ConfigReader) -> tuple[WetClutch, WetClutch]:
     """[clutch] holds the common data; optional [clutch.c1] / [clutch.c2] override single values."""
     base = cfg.sub("clutch")
-    overrides = (base.sub("c1", required=False), base.sub("c2", required=False))
     out = []
-    for over in overrides:
-        def get(name, kind="number", **kw):
-            src = over if over.has(name) else base
-            return getattr(src, kind)(name, **kw)
-
-        c = DctClutchParams(
-            piston_area_m2=get("piston_area_m2", positive=True),
-            return_spring_N=get("return_spring_N", nonnegative=True),
-            friction_static=get("friction_static", positive=True),
-            friction_kinetic=get("friction_kinetic", nonnegative=True),
-            surfaces=get("surfaces", "integer", lo=1),
-            mean_radius_m=get("mean_radius_m", positive=True),
-            pressure_lag_s=get("pressure_lag_s", nonnegative=True),
-            viscous_N_m_s_per_rad=get("viscous_N_m_s_per_rad", default=0.0, nonnegative=True),
-            stribeck_velocity_rad_s=get("stribeck_velocity_rad_s", default=0.0, nonnegative=True),
-            stribeck_exponent=get("stribeck_exponent", default=2.0, positive=True),
-        )
-        if c.friction_kinetic > c.friction_static:
-            src = over if over.has("friction_kinetic") else base
-            raise src.error("friction_kinetic", f"must not exceed friction_static ({c.friction_static})")
+    for over in (base.sub("c1", required=False), base.sub("c2", required=False)):
+        out.append(read_wet_clutch(base, over, speed_unit="rad_s", viscous_unit="N_m_s_per_rad"))
         over.reject_unknown()
-        out.append(c)
     base.reject_unknown()
     return out[0], out[1]
 
@@ -281,11 +241,7 @@ def _clutches_from_config(cfg: ConfigReader) -> tuple[DctClutchParams, DctClutch
 def _build_spec(p: DctParams) -> CoreSpec:
     rows = []
     for name, shaft, c in (("C1", SH_ODD, p.clutches[0]), ("C2", SH_EVEN, p.clutches[1])):
-        gs, gk = pressure_capacity_gains(c.mean_radius_m, c.surfaces, c.friction_static, c.friction_kinetic, 1.0)
-        rows.append(Row(name, SH_ENGINE, shaft, 1.0, -1.0, act_lag_s=c.pressure_lag_s, act_gain=c.piston_area_m2,
-                        act_preload=c.return_spring_N, gain_static=gs, gain_kinetic=gk,
-                        stribeck_velocity=c.stribeck_velocity_rad_s, stribeck_exponent=c.stribeck_exponent,
-                        viscous=c.viscous_N_m_s_per_rad))
+        rows.append(c.row(name, SH_ENGINE, shaft, 1.0, -1.0))  # torque units: force radius 1
     # synchronizer rows are driven in capacity units (N m at the input shaft) by the plant step;
     # their initial coefficients are gears 1 and 2, replaced as soon as a gear is selected
     for name, shaft, gear in (("S_odd", SH_ODD, 1), ("S_even", SH_EVEN, 2)):

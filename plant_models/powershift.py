@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from numba import njit
 
 from . import layout as L
+from .clutch import WetClutch, read_wet_clutch
 from .config import ConfigReader
-from .core import CoreSpec, Row, Settings
+from .core import CoreSpec, Settings
 from .friction_core import BUFS, JIT, _raw_f, _raw_i, _step
-from .plant import BAR, Plant, Signal, pressure_capacity_gains
+from .plant import BAR, Plant, Signal
 
 N_AXLES = 4
 N_CLUTCH = 8
@@ -79,26 +80,12 @@ def gear_table() -> list[tuple[tuple[int, int, int], float]]:
 
 
 @dataclass(frozen=True)
-class ClutchParams:
-    piston_area_m2: float
-    return_spring_N: float
-    friction_static: float
-    friction_kinetic: float
-    surfaces: int
-    mean_radius_m: float
-    pressure_lag_s: float
-    stribeck_velocity_m_s: float
-    stribeck_exponent: float
-    viscous_N_s_per_m: float
-    side: str  # "a" or "b": which shaft of the row carries the clutch
-
-
-@dataclass(frozen=True)
 class PowershiftParams:
     inertia: tuple[float, ...]
     drag: tuple[float, ...]
     R: tuple[tuple[float, ...], ...]  # gear radii, m
-    clutches: tuple[ClutchParams, ...]
+    clutches: tuple[WetClutch, ...]
+    sides: tuple[str, ...]  # "a" or "b": which shaft of each row carries the clutch
     engine_speed0: float
     engaged0: tuple[int, ...]  # 0-based clutch indices engaged at t = 0
     settings: Settings
@@ -129,6 +116,7 @@ class PowershiftParams:
         if not isinstance(per, list) or (per and len(per) != N_CLUTCH):
             raise cfg.error("clutches", f"optional per-clutch overrides: a list of {N_CLUTCH} tables")
         clutches = []
+        sides = []
         for i in range(N_CLUTCH):
             # overrides of single values for clutch i: a [clutch.cN] sub-table, or entry i of the list
             over = None
@@ -140,27 +128,9 @@ class PowershiftParams:
             elif per:
                 over = ConfigReader(per[i], cfg.source, f"clutches[{i}]")
 
-            def get(name, kind="number", **kw):
-                if over is not None and over.has(name):
-                    return getattr(over, kind)(name, **kw)
-                return getattr(base, kind)(name, **kw)
-
-            c = ClutchParams(
-                piston_area_m2=get("piston_area_m2", positive=True),
-                return_spring_N=get("return_spring_N", nonnegative=True),
-                friction_static=get("friction_static", positive=True),
-                friction_kinetic=get("friction_kinetic", nonnegative=True),
-                surfaces=get("surfaces", "integer", lo=1),
-                mean_radius_m=get("mean_radius_m", positive=True),
-                pressure_lag_s=get("pressure_lag_s", nonnegative=True),
-                stribeck_velocity_m_s=get("stribeck_velocity_m_s", default=0.0, nonnegative=True),
-                stribeck_exponent=get("stribeck_exponent", default=2.0, positive=True),
-                viscous_N_s_per_m=get("viscous_N_s_per_m", default=0.0, nonnegative=True),
-                side=get("side", "string", default="b", choices=("a", "b")),
-            )
-            if c.friction_kinetic > c.friction_static:
-                src = over if (over is not None and over.has("friction_kinetic")) else base
-                raise src.error("friction_kinetic", f"must not exceed friction_static ({c.friction_static})")
+            c = read_wet_clutch(base, over, speed_unit="m_s", viscous_unit="N_s_per_m")
+            side_src = over if over is not None and over.has("side") else base
+            sides.append(side_src.string("side", "b", choices=("a", "b")))
             if over is not None:
                 over.reject_unknown()
             clutches.append(c)
@@ -173,7 +143,7 @@ class PowershiftParams:
             raise ini.error("engaged", f"must be a list of clutch numbers 1..{N_CLUTCH}, got {eng!r}")
         ini.reject_unknown()
         settings = settings_from_config(cfg)
-        return PowershiftParams(inertia, drag, tuple(R), tuple(clutches), w0, tuple(v - 1 for v in eng), settings)
+        return PowershiftParams(inertia, drag, tuple(R), tuple(clutches), tuple(sides), w0, tuple(v - 1 for v in eng), settings)
 
 
 def settings_from_config(cfg: ConfigReader) -> Settings:
@@ -195,14 +165,10 @@ def settings_from_config(cfg: ConfigReader) -> Settings:
 def _build_spec(p: PowershiftParams) -> tuple[CoreSpec, list[float]]:
     rows = []
     rcs = []
-    for i, (r, c) in enumerate(zip(p.R, p.clutches)):
+    for i, (r, c, side) in enumerate(zip(p.R, p.clutches, p.sides)):
         a, b = [k for k, v in enumerate(r) if v != 0]
-        rc = abs(r[b] if c.side == "b" else r[a])
-        gs, gk = pressure_capacity_gains(c.mean_radius_m, c.surfaces, c.friction_static, c.friction_kinetic, rc)
-        rows.append(Row(f"C{i + 1}", a, b, r[a], r[b], act_lag_s=c.pressure_lag_s, act_gain=c.piston_area_m2,
-                        act_preload=c.return_spring_N, gain_static=gs, gain_kinetic=gk,
-                        stribeck_velocity=c.stribeck_velocity_m_s, stribeck_exponent=c.stribeck_exponent,
-                        viscous=c.viscous_N_s_per_m))
+        rc = abs(r[b] if side == "b" else r[a])  # radius of the gear the clutch locks
+        rows.append(c.row(f"C{i + 1}", a, b, r[a], r[b], force_radius_m=rc))
         rcs.append(rc)
     spec = CoreSpec(shaft_names=tuple(f"axle{j + 1}" for j in range(N_AXLES)), inertia=p.inertia, drag=p.drag,
                     rows=tuple(rows), settings=p.settings)
