@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .damper_plots import COLORS, figure, mark_events, save
+from .figures import COLORS, figure, mark_events, save
 
 
 def friction_limits(params, load: np.ndarray, direction: float) -> tuple[np.ndarray, np.ndarray]:

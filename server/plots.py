@@ -19,41 +19,15 @@ Agg canvas (no display, no global pyplot state).
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from plant_models.plant import Plant
 
-DPI = 100
-COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
-
-
-def _figure(rows: int, height_per_row: float = 1.9, width: float = 8.0):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, max(2.6, 0.9 + height_per_row * rows)), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = [fig.add_subplot(rows, 1, k + 1) for k in range(rows)]
-    for ax in axes[1:]:
-        ax.sharex(axes[0])
-    for ax in axes:
-        ax.grid(True, linewidth=0.4, alpha=0.6)
-    for ax in axes[:-1]:
-        ax.tick_params(labelbottom=False)
-    axes[-1].set_xlabel("time [s]")
-    return fig, axes
-
-
-def _save(fig, path: Path, title: str) -> Path:
-    if title:
-        width = int(fig.get_figwidth() * 13)  # characters that fit at 10 pt
-        lines = [textwrap.fill(line, width) for line in title.splitlines()]
-        fig.suptitle("\n".join(lines), fontsize=10)
-    fig.savefig(path)
-    return path
+from plant_models.figures import COLORS, DPI  # noqa: F401  (re-exported for plot modules)
+from plant_models.figures import figure as _figure
+from plant_models.figures import save as _save
 
 
 def _ratio(num: np.ndarray, den: np.ndarray, min_den: float = 1e-3) -> np.ndarray:
@@ -67,7 +41,7 @@ def _ratio(num: np.ndarray, den: np.ndarray, min_den: float = 1e-3) -> np.ndarra
 def _friction_panel(ax, t, force, bound, label: str, unit: str, color: str = "tab:blue") -> None:
     """Friction (solid) against its static bounds +-K (dashed), as seed 003 figs. 8-10."""
     ax.plot(t, force, color=color, linewidth=1.2, label=f"{label}")
-    ax.plot(t, bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8, label=f"$\\pm K$")
+    ax.plot(t, bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8, label="$\\pm K$")
     ax.plot(t, -bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8)
     ax.set_ylabel(f"{label} [{unit}]")
     fmax = float(np.nanmax(np.abs(force))) if force.size else 0.0
