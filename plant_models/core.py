@@ -87,6 +87,7 @@ class Settings:
     max_solver_iter: int = 0  # 0: 4 g + 8
     max_locate_iter: int = 60
     event_capacity: int = 1024
+    reuse_end_evaluation: bool = True  # start a step from the last one's end evaluation when nothing changed
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ class Core:
         mi[L.H_MAX_EVENTS] = st.max_event_substeps or (2 * g + 4)
         mi[L.H_MAX_ITER] = st.max_solver_iter or (4 * g + 8)
         mi[L.H_MAX_LOCATE] = st.max_locate_iter
+        mi[L.H_REUSE] = 1 if st.reuse_end_evaluation else 0
         self._fill_model()
         self.reset()
 

@@ -67,8 +67,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from numba import carray, njit, types
-from numba.core import cgutils
+from numba import njit, types
 from numba.extending import intrinsic
 
 from .layout import (  # noqa: F401  (slot constants are compile-time constants)
@@ -76,20 +75,20 @@ from .layout import (  # noqa: F401  (slot constants are compile-time constants)
     CNT_SOLVER_ITER_MAX, CNT_STEPS, CNT_SUBSTEPS_MAX, DF_A, DF_ACCEL, DF_BACKUP, DF_BV,
     DF_CAP_K, DF_CAP_S, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A, DF_COEF_B, DF_DELTA, DF_DIR, DF_DT,
     DF_EV_TIME, DF_EXP_FULL, DF_EXP_H, DF_EXP_HALF, DF_F, DF_GEV0, DF_GEV1, DF_GEVC, DF_GRAD, DF_HI,
-    DF_K1, DF_K2, DF_K3, DF_K4, DF_SPLIT_C, DF_SPLIT_G,
+    DF_K1, DF_K2, DF_K3, DF_K4, DF_REUSE_MF, DF_REUSE_U, DF_REUSE_Y, DF_SPLIT_C, DF_SPLIT_G,
     DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU, DF_P, DF_POW, DF_PREV_DIR, DF_PROW, DF_RHO,
     DF_SPRING_TQ, DF_TIME, DF_TMPN, DF_TMPN2, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU,
     DF_U_TAU_RATE, DF_W, DF_XACT, DF_XV, DF_Y, DF_Y0, DF_YS, DF_YT, DI_BACKUP, DI_BND,
     DI_CAND, DI_CBND, DI_COMP, DI_COUNTERS, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_IDX,
     DI_LOCKED, DI_MODE, DI_NSTUCK, DI_NTREE, DI_ORIENT, DI_PREV_MODE, DI_QUEUE,
     DI_SAVED_MODE, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, EV_BREAKAWAY, EV_REVERSAL,
-    EV_STICK, FLAG_CACHE_VALID, FLAG_COEF_DIRTY, FLAG_LOCKED, FLAG_OVERCONSTRAINED,
+    EV_STICK, FLAG_CACHE_VALID, FLAG_COEF_DIRTY, FLAG_LOCKED, FLAG_OVERCONSTRAINED, FLAG_REUSE, H_REUSE,
     FLAG_STATUS, H_EVCAP, H_G, H_MAX_EVENTS, H_MAX_ITER, H_MAX_LOCATE, H_N, H_NY, H_P, H_S,
     MF_ACT_GAIN, MF_ACT_LAG, MF_ACT_PRELOAD, MF_DRAG, MF_GAIN_KINETIC, MF_GAIN_STATIC,
     MF_INERTIA, MF_INV_INERTIA, MF_ROW_VISC, MF_SETTINGS, MF_SPRING_C, MF_SPRING_CA,
     MF_SPRING_CB, MF_SPRING_K, MF_SPRING_TX, MF_SPRING_TY, MF_STRIBECK_ALPHA,
     MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MI_SPRING_NPTS,
-    MODE_FREE, MODE_SLIP, MODE_STUCK, SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_EVENT_TOL,
+    MODE_FREE, MODE_SLIP, MODE_STUCK, N_SETTINGS, SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_EVENT_TOL,
     SET_RANK_TOL, SET_REG, SET_SOLVER_TOL, ST_BAD_INPUT, ST_EVENT_BUDGET, ST_LOCKED,
     ST_NONFINITE, ST_OVERCONSTRAINED, ST_SOLVER_LIMIT, W_DAMP, W_DRAG, W_IMPULSE, W_INPUT,
     W_ROW0,
@@ -142,37 +141,43 @@ _drop_stale_plant_caches()
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 HOT = dict(JIT, inline="always")
+JIT_SUMS = dict(JIT, fastmath={"reassoc"})  # for bit-exact comparisons by summed differences only
 
 BUFS = "float64[::1], int64[::1], float64[::1], int64[::1]"
 
 
 @intrinsic
-def _voidptr(typingctx, address):
-    """Reinterpret an integer address as a void pointer (for carray)."""
+def _data_ptr(typingctx, arr):
+    """The data pointer of a contiguous array (a typed pointer: indexing it is a plain load/store)."""
+    sig = types.CPointer(arr.dtype)(arr)
+
     def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], cgutils.voidptr_t)
-    return types.voidptr(address), codegen
+        return context.make_array(signature.args[0])(context, builder, args[0]).data
+    return sig, codegen
 
 
 @njit(**JIT)
 def _raw_f(a):
-    """The same float64 buffer as an array without a reference-counted owner."""
-    return carray(_voidptr(a.ctypes.data), a.shape, dtype=np.float64)
+    """The float64 buffer as a raw pointer: indexed without a reference-counted owner or a
+    negative-index fix-up (every index the core uses is non-negative)."""
+    return _data_ptr(a)
 
 
 @njit(**JIT)
 def _raw_i(a):
-    """The same int64 buffer as an array without a reference-counted owner."""
-    return carray(_voidptr(a.ctypes.data), a.shape, dtype=np.int64)
+    """The int64 buffer as a raw pointer (see _raw_f)."""
+    return _data_ptr(a)
 
 
 # Every field is addressed as buffer[mi[SLOT] + index]: the compiled code
 # creates no array views, and the public entry points hand the internal
-# functions owner-less arrays (_raw_f/_raw_i), because numba reference-counts
-# array arguments with atomic operations at every call, which cost more than
-# the arithmetic of a step.  The entry points' own arguments keep the buffers
-# alive for the duration of the call.  State vectors (y, y0, trial, stage)
-# all live in df and are passed around by their offset.
+# functions raw typed pointers to the four buffers (_raw_f/_raw_i).  An array
+# argument costs a reference-count update (an atomic operation) at every call
+# and every array index a negative-index fix-up (a shift, a mask and an add);
+# together they cost more than the arithmetic of a step.  A pointer has
+# neither.  The entry points' own array arguments keep the buffers alive for
+# the duration of the call.  State vectors (y, y0, trial, stage) all live in
+# df and are passed around by their offset.
 
 
 @njit(**HOT)
@@ -247,7 +252,7 @@ def _spring_elastic(mf, mi, j, phi):
     return y0 + (mf[oyy + q] - y0) / (mf[ox + q] - x0) * (phi - x0)
 
 
-@njit(**JIT)
+@njit(**HOT)
 def _lag_factors(mf, mi, df, h):
     """Cache exp(-h/2T) and exp(-h/T) of every lagged actuator for sub-steps of length h."""
     if df[mi[DF_EXP_H]] == h:
@@ -314,6 +319,79 @@ def _caps(mf, mi, df, s_abs, h, stage, ox0):
         df[ock + i] = mf[ogk + i] * fn
 
 @njit(**HOT)
+def _caps_substep(mf, mi, df, s_abs, h, ox0):
+    """Actuator states and capacities at all three stage points (0, h/2, h) of a sub-step.
+
+    The same values as _caps for stages 0, 1 and 2 (call _lag_factors(h)
+    first), in one pass; a row whose command is held (rate 0) and whose
+    actuator has settled (no lag, or the state equals the command) has the
+    same capacity at all three points and is computed once.  Returns True
+    when some row's normal force changes sign between the stage points (a
+    kiss point may lie inside: see _kiss_scan).  Called in the real-time loop.
+    """
+    g = mi[H_G]
+    olag = mi[MF_ACT_LAG]
+    ogain = mi[MF_ACT_GAIN]
+    opre = mi[MF_ACT_PRELOAD]
+    ogs = mi[MF_GAIN_STATIC]
+    ogk = mi[MF_GAIN_KINETIC]
+    ou0 = mi[DF_U_ACT]
+    our = mi[DF_U_ACT_RATE]
+    ox = mi[DF_XACT]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    oeh = mi[DF_EXP_HALF]
+    oef = mi[DF_EXP_FULL]
+    hh = 0.5 * h
+    kiss = False
+    for i in range(g):
+        r = df[our + i]
+        v = df[ou0 + i] + r * s_abs
+        T = mf[olag + i]
+        gn = mf[ogain + i]
+        pre = mf[opre + i]
+        if T > 0.0:
+            x0 = df[ox0 + i]
+            if r == 0.0 and x0 == v:
+                x1 = x0
+                x2 = x0
+            else:
+                c = x0 - v + r * T
+                x1 = v + r * hh - r * T + c * df[oeh + i]
+                x2 = v + r * h - r * T + c * df[oef + i]
+        else:
+            x0 = v
+            x1 = v + r * hh
+            x2 = v + r * h
+        df[ox + i] = x0
+        df[ox + g + i] = x1
+        df[ox + 2 * g + i] = x2
+        f0 = gn * x0 - pre
+        gs = mf[ogs + i]
+        gk = mf[ogk + i]
+        fn = f0 if f0 > 0.0 else 0.0
+        df[ocs + i] = gs * fn
+        df[ock + i] = gk * fn
+        if x1 == x0 and x2 == x0:
+            df[ocs + g + i] = df[ocs + i]
+            df[ock + g + i] = df[ock + i]
+            df[ocs + 2 * g + i] = df[ocs + i]
+            df[ock + 2 * g + i] = df[ock + i]
+            continue
+        f1 = gn * x1 - pre
+        f2 = gn * x2 - pre
+        if (f0 > 0.0) != (f1 > 0.0) or (f0 > 0.0) != (f2 > 0.0):
+            kiss = True
+        fn = f1 if f1 > 0.0 else 0.0
+        df[ocs + g + i] = gs * fn
+        df[ock + g + i] = gk * fn
+        fn = f2 if f2 > 0.0 else 0.0
+        df[ocs + 2 * g + i] = gs * fn
+        df[ock + 2 * g + i] = gk * fn
+    return kiss
+
+
+@njit(**HOT)
 def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     """Generalised force on the shafts without the stuck rows' constraint forces.
 
@@ -370,12 +448,25 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     orb = mi[MI_ROW_B]
     oca = mi[DF_COEF_A]
     ocb = mi[DF_COEF_B]
+    oor = mi[DI_ORIENT]
+    orho = mi[DF_RHO]
     for i in range(g):
         if di[omode + i] == MODE_STUCK:
             df[omu + i] = 0.0
             df[oprow + i] = 0.0
             continue
-        d = _row_delta(mi, df, di, i, oy)
+        # _row_delta with the offsets hoisted out of the loop
+        ca = df[oca + i]
+        cb = df[ocb + i]
+        wa = df[oy + mi[ora + i]]
+        wb = df[oy + mi[orb + i]]
+        o = di[oor + i]
+        if o == 0:
+            d = ca * wa + cb * wb
+        elif o == 1:
+            d = cb * (wb + df[orho + i] * wa)
+        else:
+            d = ca * (wa + df[orho + i] * wb)
         df[odt + i] = d
         sg = df[odir + i]
         if sg == 0.0:
@@ -387,8 +478,8 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
         m_i = -kin * sg - mf[ovisc + i] * d
         df[omu + i] = m_i
         df[oprow + i] = m_i * d
-        df[of + mi[ora + i]] += df[oca + i] * m_i
-        df[of + mi[orb + i]] += df[ocb + i] * m_i
+        df[of + mi[ora + i]] += ca * m_i
+        df[of + mi[orb + i]] += cb * m_i
     op = mi[DF_POW]
     df[op] = p_in
     df[op + 1] = p_drag
@@ -606,7 +697,7 @@ def _build_tree(mf, mi, df, di):
     return any_locked
 
 
-@njit(**JIT)
+@njit(**HOT)
 def _reconstruct(mf, mi, df, di, oy):
     """Rebuild the speeds of stuck groups from their roots so stuck rows read exactly zero."""
     if di[mi[DI_NSTUCK]] == 0:
@@ -1200,7 +1291,7 @@ def _cache_status(mi, di):
 # ==========================================================================
 # integration with events inside a step
 # ==========================================================================
-@njit(**JIT)
+@njit(**HOT)
 def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
     """One classical RK4 sub-step of length h from df[oy0] (k1 at df[ok1] given) into df[oyout].
 
@@ -1221,13 +1312,20 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
         _caps(mf, mi, df, s_abs, h, 1, ox0)
         _caps(mf, mi, df, s_abs, h, 2, ox0)
     hh = 0.5 * h
-    for q in range(oa):
+    # stage states: speeds and spring twists (the angles are not read at the stage points)
+    for q in range(n):
+        df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
+    for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
     _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok2)
-    for q in range(oa):
+    for q in range(n):
+        df[oys + q] = df[oy0 + q] + hh * df[ok2 + q]
+    for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + hh * df[ok2 + q]
     _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok3)
-    for q in range(oa):
+    for q in range(n):
+        df[oys + q] = df[oy0 + q] + h * df[ok3 + q]
+    for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + h * df[ok3 + q]
     _deriv(mf, mi, df, di, s_abs, h, 2, oys, ox0, ok4)
     h6 = h / 6.0
@@ -1239,6 +1337,12 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
     for i in range(g):
         df[oyout + oa + i] = df[oxa + i]
     _reconstruct(mf, mi, df, di, oyout)
+
+
+@njit(**JIT)
+def _rk4_call(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
+    """_rk4 as a called function, for the rare paths (event location's last step, budget exhausted)."""
+    _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, False)
 
 
 @njit(**HOT)
@@ -1431,7 +1535,7 @@ def _first_crossing(g, oga, ogb, t_a, t_b, df):
     return first, sfirst
 
 
-@njit(**JIT)
+@njit(**HOT)
 def _dip_time(mf, mi, df, di, ok1, h):
     """Time of a suspected double zero crossing of a slipping row inside the sub-step, or -1.
 
@@ -1504,11 +1608,12 @@ def _trial(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, ox0, ogev, caps_ready):
     _event_values(mf, mi, df, di, oyt, 2, ogev)
 
 
-@njit(**JIT)
-def _integrate_substep(mf, mi, df, di, s_abs, h, check_start):
+@njit(**HOT)
+def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
     """Integrate DF_Y from s_abs over at most h, stopping just past the first event.
 
-    Returns (time advanced, code): code 0 = reached the end with no event (the
+    ``reuse``: the previous step's end evaluation (see _reuse_valid) serves as
+    the first stage.  Returns (time advanced, code): code 0 = reached the end with no event (the
     last force evaluation is at the final state), 1 = stopped at an event,
     2 / 4 / 5 = the mode does not fit the state at the start (nothing was
     advanced; 4: a stuck row is over its capacity, a full mode solve is
@@ -1539,18 +1644,23 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start):
         df[oy0 + q] = df[oy + q]
     ox0 = oy0 + oa
     # one evaluation at the start serves RK4's first stage and the consistency check
-    _caps(mf, mi, df, s_abs, h, 0, ox0)
-    _forces(mf, mi, df, di, s_abs, h, 0, oy0, ox0)
-    _event_values(mf, mi, df, di, oy0, 0, og0)
+    _lag_factors(mf, mi, df, h)
+    kiss = _caps_substep(mf, mi, df, s_abs, h, ox0)
+    if reuse:
+        # the last step ended with an evaluation at this very state and these inputs: its
+        # forces, event functions and derivative (in DF_K1) are this sub-step's first stage
+        for i in range(g):
+            df[og0 + i] = df[og1 + i]
+    else:
+        _forces(mf, mi, df, di, s_abs, h, 0, oy0, ox0)
+        _event_values(mf, mi, df, di, oy0, 0, og0)
     if check_start:
         misfit = _start_consistent(mi, df, di, oy0)
         if misfit != 0:
             return 0.0, 2 if misfit == 1 else (4 if misfit == 2 else 5)
-    _deriv_finish(mf, mi, df, di, oy0, ok1)
-    _lag_factors(mf, mi, df, h)
-    _caps(mf, mi, df, s_abs, h, 1, ox0)
-    _caps(mf, mi, df, s_abs, h, 2, ox0)
-    hk = _kiss_scan(mf, mi, df, s_abs, h, ox0)
+    if not reuse:
+        _deriv_finish(mf, mi, df, di, oy0, ok1)
+    hk = _kiss_scan(mf, mi, df, s_abs, h, ox0) if kiss else h
     end_code = 0 if hk == h else 3
     _trial(mf, mi, df, di, s_abs, hk, oy0, ok1, oyt, ox0, og1, hk == h)
     first, sfirst = _first_crossing(g, og0, og1, 0.0, hk, df)
@@ -1616,7 +1726,7 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start):
             side = -1
     if it > di[ocnt + CNT_LOCATE_ITER_MAX]:
         di[ocnt + CNT_LOCATE_ITER_MAX] = it
-    _rk4(mf, mi, df, di, s_abs, hi, oy0, ok1, oyt, False)
+    _rk4_call(mf, mi, df, di, s_abs, hi, oy0, ok1, oyt)
     for q in range(ny):
         df[oy + q] = df[oyt + q]
     return hi, 1
@@ -1656,7 +1766,7 @@ def _handle_event(mf, mi, df, di, s_abs, t_abs):
     return st | _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs)
 
 
-@njit(**JIT)
+@njit(**HOT)
 def _outputs(mf, mi, df, di, s_abs, fresh):
     """Outputs at the end of the step (inputs of this step held).
 
@@ -1671,7 +1781,14 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
         _caps(mf, mi, df, s_abs, 0.0, 0, oy + 2 * n + s)
         _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, oy + 2 * n + s)
         _stuck_lambda(mi, df, di)
-    _accel(mf, mi, df, di, mi[DF_ACCEL])
+        _accel(mf, mi, df, di, mi[DF_ACCEL])
+    else:
+        # the derivative at the final state: the accelerations, and the next step's first stage
+        ok1 = mi[DF_K1]
+        _deriv_finish(mf, mi, df, di, oy, ok1)
+        oacc = mi[DF_ACCEL]
+        for j in range(n):
+            df[oacc + j] = df[ok1 + j]
     ocs = mi[DF_CAPS_T] + stage * g
     ock = mi[DF_CAPK_T] + stage * g
     ocso = mi[DF_CAP_S]
@@ -1713,6 +1830,12 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
 # step and start
 # ==========================================================================
 @njit(**JIT)
+def _outputs_call(mf, mi, df, di, s_abs, fresh):
+    """_outputs as a called function, for the rare paths (start, roll-back)."""
+    _outputs(mf, mi, df, di, s_abs, fresh)
+
+
+@njit(**JIT)
 def _backup(mi, df, di):
     """Save what a roll-back restores (state, directions, coefficients, time, modes)."""
     n, g, s = _sizes(mi)
@@ -1736,6 +1859,71 @@ def _backup(mi, df, di):
     df[obk + ny + 3 * g] = df[mi[DF_TIME]]
 
 
+@njit(**JIT_SUMS)
+def _reuse_valid(mf, mi, df):
+    """Is the last step's end evaluation valid for this step's start?  (A bit-exact test.)
+
+    It is when the state, the input values (torques, commands of unlagged
+    actuators) and the model floats are exactly those that evaluation used;
+    the caller checks the flags (modes, caches, coefficients).  The model
+    floats are compared because plants and the server may retune drag,
+    gains or lags between steps; a changed copy is refreshed here.  The
+    differences are summed (vectorised: this function may reassociate sums;
+    a NaN or inf difference makes the sum non-zero too).  Called in the
+    real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    ory = mi[DF_REUSE_Y]
+    oru = mi[DF_REUSE_U]
+    acc = 0.0
+    for q in range(ny):
+        acc += abs(df[oy + q] - df[ory + q])
+    out = mi[DF_U_TAU]
+    for j in range(n):
+        acc += abs(df[out + j] - df[oru + j])
+    oua = mi[DF_U_ACT]
+    olag = mi[MF_ACT_LAG]
+    for i in range(g):
+        if mf[olag + i] <= 0.0:
+            acc += abs(df[oua + i] - df[oru + n + i])
+    om = mi[MF_INERTIA]
+    orm = mi[DF_REUSE_MF]
+    nm = mi[MF_SETTINGS] + N_SETTINGS - om
+    macc = 0.0
+    for q in range(nm):
+        macc += abs(mf[om + q] - df[orm + q])
+    if macc != 0.0:
+        for q in range(nm):
+            df[orm + q] = mf[om + q]
+        return False
+    return acc == 0.0
+
+
+@njit(**HOT)
+def _reuse_store(mf, mi, df, di, s_abs, h):
+    """Remember what the end evaluation of the sub-step (s_abs, h) used (its derivative is in DF_K1).
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    ory = mi[DF_REUSE_Y]
+    oru = mi[DF_REUSE_U]
+    for q in range(ny):
+        df[ory + q] = df[oy + q]
+    out = mi[DF_U_TAU]
+    outr = mi[DF_U_TAU_RATE]
+    for j in range(n):
+        df[oru + j] = df[out + j] + df[outr + j] * (s_abs + h)  # as _forces computed it
+    oxa = mi[DF_XACT] + 2 * g
+    for i in range(g):
+        df[oru + n + i] = df[oxa + i]
+    di[mi[DI_FLAGS] + FLAG_REUSE] = 1
+
+
 @njit(**JIT)
 def _step(mf, mi, df, di, dt):
     """Implementation of core_step (on owner-less buffers)."""
@@ -1749,19 +1937,26 @@ def _step(mf, mi, df, di, dt):
     odir = mi[DF_DIR]
     oca = mi[DF_COEF_A]
     ocb = mi[DF_COEF_B]
-    ok = dt > 0.0 and math.isfinite(dt)
     out = mi[DF_U_TAU]
     outr = mi[DF_U_TAU_RATE]
     oua = mi[DF_U_ACT]
     ouar = mi[DF_U_ACT_RATE]
+    # x - x is 0 for a finite x and NaN for inf or NaN: one test for all inputs
+    probe = 0.0
     for j in range(n):
-        ok = ok and math.isfinite(df[out + j]) and math.isfinite(df[outr + j])
+        probe += (df[out + j] - df[out + j]) + (df[outr + j] - df[outr + j])
     for i in range(g):
-        ok = (ok and math.isfinite(df[oua + i]) and math.isfinite(df[ouar + i])
-              and math.isfinite(df[oca + i]) and math.isfinite(df[ocb + i]))
+        probe += ((df[oua + i] - df[oua + i]) + (df[ouar + i] - df[ouar + i])
+                  + (df[oca + i] - df[oca + i]) + (df[ocb + i] - df[ocb + i]))
+    ok = dt > 0.0 and math.isfinite(dt) and probe == 0.0
     if not ok:
         di[ofl + FLAG_STATUS] = ST_BAD_INPUT
         return ST_BAD_INPUT
+    reuse = False
+    if di[ofl + FLAG_REUSE] == 1:
+        di[ofl + FLAG_REUSE] = 0
+        reuse = (mi[H_REUSE] == 1 and di[ofl + FLAG_COEF_DIRTY] == 0 and di[ofl + FLAG_CACHE_VALID] == 1
+                 and _reuse_valid(mf, mi, df))
     # the backup is taken lazily, before the first change of modes or coefficients;
     # a step without events can be rolled back from DF_Y0 alone
     backed_up = False
@@ -1798,6 +1993,8 @@ def _step(mf, mi, df, di, dt):
     used = 0.0
     nsub = 0
     fresh = False
+    last_s = 0.0
+    last_h = 0.0
     max_events = mi[H_MAX_EVENTS]
     while True:
         remaining = dt - used
@@ -1814,13 +2011,16 @@ def _step(mf, mi, df, di, dt):
                 df[oy0 + q] = df[oy + q]
             _caps(mf, mi, df, used, remaining, 0, oy0 + 2 * n + s)
             _deriv(mf, mi, df, di, used, remaining, 0, oy0, oy0 + 2 * n + s, ok1)
-            _rk4(mf, mi, df, di, used, remaining, oy0, ok1, oy, False)
+            _rk4_call(mf, mi, df, di, used, remaining, oy0, ok1, oy)
             fresh = False
             break
-        h_used, code = _integrate_substep(mf, mi, df, di, used, remaining, check_start)
+        h_used, code = _integrate_substep(mf, mi, df, di, used, remaining, check_start, reuse)
         check_start = False
+        reuse = False
         if code == 0:
             fresh = True
+            last_s = used
+            last_h = h_used
             break
         if not backed_up:
             # DF_Y0 still holds the state at the step start
@@ -1877,9 +2077,11 @@ def _step(mf, mi, df, di, dt):
         df[ot] = t0
         _set_stuck_list(mi, di)
         _build_cache(mf, mi, df, di)
-        _outputs(mf, mi, df, di, 0.0, False)
+        _outputs_call(mf, mi, df, di, 0.0, False)
         di[ocnt + CNT_ROLLBACKS] += 1
         st = ST_NONFINITE
+    elif fresh and mi[H_REUSE] == 1:
+        _reuse_store(mf, mi, df, di, last_s, last_h)
     di[ocnt + CNT_STEPS] += 1
     di[ofl + FLAG_STATUS] = st
     return st
@@ -1925,7 +2127,7 @@ def _start(mf, mi, df, di):
             df[otime + kk] = df[otime + k]
             keep += 1
     di[ocnt + CNT_EVENTS] = keep
-    _outputs(mf, mi, df, di, 0.0, False)
+    _outputs_call(mf, mi, df, di, 0.0, False)
     di[mi[DI_FLAGS] + FLAG_STATUS] = st
     return st
 

@@ -42,6 +42,7 @@ H_PLANT_NI = 9  # length of the plant's int parameter block in mi
 H_PLANT_NDF = 10  # length of the plant's float data block in df (io + state)
 H_PLANT_NDI = 11  # length of the plant's int data block in di
 H_MAX_LOCATE = 12  # max. iterations of one event-time search
+H_REUSE = 13  # 1: a step may start from the previous step's end evaluation (see DF_REUSE_*)
 
 # --------------------------------------------------------------------------
 # model float fields (offset slots in mi)
@@ -152,6 +153,9 @@ DF_DT = 113  # [g] relative speed of each non-stuck row at the last evaluation
 DF_GEVC = 114  # [g] event functions at a trial point of the event search
 DF_SPLIT_C = 115  # [g*g] redundant stuck rows: coefficients C of A = C A_I (stride g)
 DF_SPLIT_G = 116  # [g*g] Cholesky factor of C^T C (stride g)
+DF_REUSE_Y = 117  # [ny] state at the last step's end evaluation
+DF_REUSE_U = 118  # [n + g] torques and unlagged actuator states that evaluation used
+DF_REUSE_MF = 119  # [model block] copy of the model floats it used (MF_INERTIA .. MF_SETTINGS)
 
 # --------------------------------------------------------------------------
 # data int fields
@@ -188,6 +192,7 @@ FLAG_CACHE_VALID = 1  # DF_P / DF_L / tree match the stuck list
 FLAG_STATUS = 2  # status word of the last step
 FLAG_OVERCONSTRAINED = 3  # stuck rows are redundant (rank deficient)
 FLAG_LOCKED = 4  # some component is held at zero speed
+FLAG_REUSE = 5  # the last step ended with an evaluation at its final state (DF_REUSE_* hold its inputs)
 
 # counters inside DI_COUNTERS
 CNT_STEPS = 0  # steps taken
@@ -275,6 +280,11 @@ class Sizes:
         return y_offsets(self.n, self.g, self.s)["ny"]
 
 
+def model_block_len(sz: Sizes) -> int:
+    """Length of the model floats from MF_INERTIA to the end of MF_SETTINGS (contiguous, in this order)."""
+    return 3 * sz.n + 10 * sz.g + 4 * sz.s + 2 * sz.s * sz.P + N_SETTINGS
+
+
 def _fields(sz: Sizes):
     n, g, s, P, E, ny = sz.n, sz.g, sz.s, sz.P, sz.E, sz.ny
     mf = [
@@ -296,6 +306,7 @@ def _fields(sz: Sizes):
         (DF_GEV0, g), (DF_GEV1, g), (DF_BACKUP, ny + 3 * g + 1), (DF_EV_TIME, E), (DF_PLANT, sz.plant_ndf),
         (DF_PREV_DIR, g), (DF_XACT, 3 * g), (DF_PROW, g), (DF_EXP_HALF, g), (DF_EXP_FULL, g), (DF_EXP_H, 1),
         (DF_POW, 3), (DF_DT, g), (DF_GEVC, g), (DF_SPLIT_C, g * g), (DF_SPLIT_G, g * g),
+        (DF_REUSE_Y, ny), (DF_REUSE_U, n + g), (DF_REUSE_MF, model_block_len(sz)),
     ]
     di = [
         (DI_MODE, g), (DI_BND, g), (DI_STUCK, g), (DI_NSTUCK, 1), (DI_ORIENT, g), (DI_TREE_P, n), (DI_TREE_C, n),
