@@ -148,7 +148,10 @@ BUFS = "float64[::1], int64[::1], float64[::1], int64[::1]"
 
 @intrinsic
 def _data_ptr(typingctx, arr):
-    """The data pointer of a contiguous array (a typed pointer: indexing it is a plain load/store)."""
+    """The data pointer of a contiguous array (a typed pointer: indexing it is a plain load/store).
+
+    Called in the real-time loop.
+    """
     sig = types.CPointer(arr.dtype)(arr)
 
     def codegen(context, builder, signature, args):
@@ -159,13 +162,13 @@ def _data_ptr(typingctx, arr):
 @njit(**JIT)
 def _raw_f(a):
     """The float64 buffer as a raw pointer: indexed without a reference-counted owner or a
-    negative-index fix-up (every index the core uses is non-negative)."""
+    negative-index fix-up (every index the core uses is non-negative).  Called in the real-time loop."""
     return _data_ptr(a)
 
 
 @njit(**JIT)
 def _raw_i(a):
-    """The int64 buffer as a raw pointer (see _raw_f)."""
+    """The int64 buffer as a raw pointer (see _raw_f).  Called in the real-time loop."""
     return _data_ptr(a)
 
 
@@ -182,12 +185,16 @@ def _raw_i(a):
 
 @njit(**HOT)
 def _sizes(mi):
+    """(n shafts, g rows, s springs).  Called in the real-time loop."""
     return mi[H_N], mi[H_G], mi[H_S]
 
 
 @njit(**HOT)
 def _yoff(n, g, s):
-    """Offsets of the omega, theta, twist, act and work blocks inside a state vector."""
+    """Offsets of the omega, theta, twist, act and work blocks inside a state vector.
+
+    Called in the real-time loop.
+    """
     return 0, n, 2 * n, 2 * n + s, 2 * n + s + g
 
 
@@ -203,7 +210,7 @@ def _row_delta(mi, df, di, i, oy):
     A stuck tree row is evaluated in its tree orientation, child + rho*parent,
     which is exactly the expression the reconstruction zeroes, so it reads
     0.0 exactly; any other row uses ca*w_a + cb*w_b (the same value in exact
-    arithmetic).
+    arithmetic).  Called in the real-time loop.
     """
     a = mi[mi[MI_ROW_A] + i]
     b = mi[mi[MI_ROW_B] + i]
@@ -223,7 +230,7 @@ def _slip(mi, df, di, i, oy):
     rows, the relative speed is the rounding error of a vanishing sum
     (a few ulp of the shaft speed terms) and its sign means nothing; it is
     taken as 0.0 so that the direction the friction solve chose stands.
-    Used for mode decisions only, not in the dynamics.
+    Used for mode decisions only, not in the dynamics.  Called in the real-time loop.
     """
     d = _row_delta(mi, df, di, i, oy)
     ta = df[mi[DF_COEF_A] + i] * df[oy + mi[mi[MI_ROW_A] + i]]
@@ -235,7 +242,10 @@ def _slip(mi, df, di, i, oy):
 
 @njit(**HOT)
 def _spring_elastic(mf, mi, j, phi):
-    """Elastic torque of spring j at twist phi: linear, or piecewise linear extended linearly."""
+    """Elastic torque of spring j at twist phi: linear, or piecewise linear extended linearly.
+
+    Called in the real-time loop.
+    """
     m = mi[mi[MI_SPRING_NPTS] + j]
     if m == 0:
         return mf[mi[MF_SPRING_K] + j] * phi
@@ -254,7 +264,10 @@ def _spring_elastic(mf, mi, j, phi):
 
 @njit(**HOT)
 def _lag_factors(mf, mi, df, h):
-    """Cache exp(-h/2T) and exp(-h/T) of every lagged actuator for sub-steps of length h."""
+    """Cache exp(-h/2T) and exp(-h/T) of every lagged actuator for sub-steps of length h.
+
+    Called in the real-time loop.
+    """
     if df[mi[DF_EXP_H]] == h:
         return
     g = mi[H_G]
@@ -488,7 +501,7 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
 
 @njit(**HOT)
 def _accel(mf, mi, df, di, oacc):
-    """Shaft accelerations from DF_F: P f with stuck rows, M^-1 f without."""
+    """Shaft accelerations from DF_F: P f with stuck rows, M^-1 f without.  Called in the real-time loop."""
     n = mi[H_N]
     of = mi[DF_F]
     if di[mi[DI_NSTUCK]] == 0:
@@ -506,7 +519,10 @@ def _accel(mf, mi, df, di, oacc):
 
 @njit(**HOT)
 def _deriv_finish(mf, mi, df, di, oy, ody):
-    """Derivative of the state at df[oy] from the last _forces evaluation (at that state)."""
+    """Derivative of the state at df[oy] from the last _forces evaluation (at that state).
+
+    Called in the real-time loop.
+    """
     n, g, s = _sizes(mi)
     oo, ot, otw, oa, ow = _yoff(n, g, s)
     _accel(mf, mi, df, di, ody)
@@ -531,7 +547,7 @@ def _deriv_finish(mf, mi, df, di, oy, ody):
 
 @njit(**HOT)
 def _deriv(mf, mi, df, di, s_abs, h, stage, oy, ox0, ody):
-    """Time derivative of the state at df[oy] in the current (fixed) friction mode."""
+    """Time derivative of the state at df[oy] in the current (fixed) friction mode.  Called in the real-time loop."""
     _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0)
     _deriv_finish(mf, mi, df, di, oy, ody)
 
@@ -541,7 +557,7 @@ def _deriv(mf, mi, df, di, s_abs, h, stage, oy, ox0, ody):
 # ==========================================================================
 @njit(**JIT)
 def _fill_rows(mi, df, di, olist, m, oA):
-    """Dense m x n rows of R (into df[oA]) for the row indices listed at di[olist]."""
+    """Dense m x n rows of R (into df[oA]) for the row indices listed at di[olist].  Called in the real-time loop."""
     n = mi[H_N]
     ora = mi[MI_ROW_A]
     orb = mi[MI_ROW_B]
@@ -557,7 +573,7 @@ def _fill_rows(mi, df, di, olist, m, oA):
 
 @njit(**JIT)
 def _delassus(mf, mi, df, oA, m, oW):
-    """W = A M^-1 A^T (m x m, stride m)."""
+    """W = A M^-1 A^T (m x m, stride m).  Called in the real-time loop."""
     n = mi[H_N]
     oinv = mi[MF_INV_INERTIA]
     for r in range(m):
@@ -573,7 +589,7 @@ def _delassus(mf, mi, df, oA, m, oW):
 def _cholesky(df, di, oW, m, oidx, k, oLc, reg):
     """Cholesky factor (k x k, stride k, at df[oLc]) of W[idx, idx] + reg*I.
 
-    idx = di[oidx : oidx+k].  Returns False at a pivot that is not positive.
+    idx = di[oidx : oidx+k].  Returns False at a pivot that is not positive.  Called in the real-time loop.
     """
     for r in range(k):
         ir = di[oidx + r]
@@ -594,7 +610,10 @@ def _cholesky(df, di, oW, m, oidx, k, oLc, reg):
 
 @njit(**JIT)
 def _chol_solve(df, oLc, k, stride, ox):
-    """Solve (Lc Lc^T) x = x in place (Lc: k x k lower triangular, given row stride)."""
+    """Solve (Lc Lc^T) x = x in place (Lc: k x k lower triangular, given row stride).
+
+    Called in the real-time loop.
+    """
     for r in range(k):
         acc = df[ox + r]
         for q in range(r):
@@ -614,7 +633,7 @@ def _build_tree(mf, mi, df, di):
     A group whose stuck rows close a cycle with a ratio product other than the
     identity (e.g. two different gears between the same two shafts) can only
     turn at zero speed: it is marked locked.  Returns True if any shaft is
-    locked.
+    locked.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     ora = mi[MI_ROW_A]
@@ -699,7 +718,10 @@ def _build_tree(mf, mi, df, di):
 
 @njit(**HOT)
 def _reconstruct(mf, mi, df, di, oy):
-    """Rebuild the speeds of stuck groups from their roots so stuck rows read exactly zero."""
+    """Rebuild the speeds of stuck groups from their roots so stuck rows read exactly zero.
+
+    Called in the real-time loop.
+    """
     if di[mi[DI_NSTUCK]] == 0:
         return
     n = mi[H_N]
@@ -727,7 +749,7 @@ def _build_cache(mf, mi, df, di):
     incremental Cholesky factorisation with a relative pivot test: P comes
     from an independent subset I (the motion is unique), and the forces of
     all stuck rows are the minimum-norm split of the force the subset needs
-    (exact, see below).  Returns status bits (overconstrained, locked).
+    (exact, see below).  Returns status bits (overconstrained, locked).  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     st = 0
@@ -851,7 +873,10 @@ def _build_cache(mf, mi, df, di):
 
 @njit(**HOT)
 def _stuck_lambda(mi, df, di):
-    """Constraint force of each stuck row (stuck-list order, into DF_LAMW) from DF_F."""
+    """Constraint force of each stuck row (stuck-list order, into DF_LAMW) from DF_F.
+
+    Called in the real-time loop.
+    """
     n = mi[H_N]
     oL = mi[DF_L]
     of = mi[DF_F]
@@ -868,7 +893,7 @@ def _project(mf, mi, df, di, oy):
     """Project the speeds onto the stuck constraints, w <- P M w (an inelastic impulse).
 
     The kinetic energy it removes is booked as impulse work, so the energy
-    balance stays closed.
+    balance stays closed.  Called in the real-time loop.
     """
     if di[mi[DI_NSTUCK]] == 0:
         return
@@ -916,7 +941,7 @@ def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, o
     a bound or releases the bound row with the most violated multiplier.  The
     objective decreases strictly, so no working set repeats.  On exit
     df[ograd] = W l + b.  Returns the iteration count, or -1 when max_iter
-    was reached (the iterate is then feasible but not proven optimal).
+    was reached (the iterate is then feasible but not proven optimal).  Called in the real-time loop.
     """
     for k in range(m):
         bk = di[obnd + k]
@@ -1019,6 +1044,7 @@ def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, o
 # ==========================================================================
 @njit(**JIT)
 def _log_event(mi, df, di, t, row, kind):
+    """Append an event to the ring log (overwriting the oldest when full).  Called in the real-time loop."""
     E = mi[H_EVCAP]
     oc = mi[DI_COUNTERS]
     k = di[oc + CNT_EVENTS] % E
@@ -1030,6 +1056,7 @@ def _log_event(mi, df, di, t, row, kind):
 
 @njit(**JIT)
 def _set_stuck_list(mi, di):
+    """Rebuild the list of stuck rows from the row modes.  Called in the real-time loop."""
     g = mi[H_G]
     omode = mi[DI_MODE]
     ost = mi[DI_STUCK]
@@ -1047,7 +1074,7 @@ def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
 
     A full solve is due when a stuck row lost its capacity, a non-stuck row
     with capacity has exactly zero relative speed (a candidate), the caches
-    are invalid, or the caller asks for it.
+    are invalid, or the caller asks for it.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     omode = mi[DI_MODE]
@@ -1089,7 +1116,7 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
     with a non-zero relative acceleration breaks away in that direction.
     When a breaking row's force drops from K to k < K, the solve is repeated
     with it slipping, so cascades resolve in the same instant.  Returns
-    status bits.
+    status bits.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     st = 0
@@ -1238,7 +1265,7 @@ def _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs):
     event margin produces can fall below that tolerance, and the row would
     stay stuck above its capacity.  The row with the largest relative excess
     is then taken out (slipping against its force, as at a breakaway) and
-    the others are solved again, at most g times.  Returns status bits.
+    the others are solved again, at most g times.  Returns status bits.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     st = 0
@@ -1279,6 +1306,7 @@ def _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs):
 
 @njit(**JIT)
 def _cache_status(mi, di):
+    """Status bits of the cached stuck set (over-constrained, locked).  Called in the real-time loop."""
     st = 0
     ofl = mi[DI_FLAGS]
     if di[ofl + FLAG_OVERCONSTRAINED] == 1:
@@ -1297,7 +1325,7 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
 
     The actuator block is not integrated: its states follow the closed form
     (stage points from _caps, computed here for h unless ``caps_ready`` says
-    the caller already did).
+    the caller already did).  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     ny = mi[H_NY]
@@ -1341,7 +1369,10 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
 
 @njit(**JIT)
 def _rk4_call(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
-    """_rk4 as a called function, for the rare paths (event location's last step, budget exhausted)."""
+    """_rk4 as a called function, for the rare paths (event location's last step, budget exhausted).
+
+    Called in the real-time loop.
+    """
     _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, False)
 
 
@@ -1353,7 +1384,7 @@ def _event_values(mf, mi, df, di, oy, stage, ogev):
     with friction: dir*delta (reaching zero is the event).  Stuck row:
     K*(1 + margin) - |lambda| (exceeding the capacity is the event; the small
     margin keeps the located point unambiguous for the solve that follows,
-    which uses K itself).  Rows that cannot have an event: +inf.
+    which uses K itself).  Rows that cannot have an event: +inf.  Called in the real-time loop.
     """
     g = mi[H_G]
     omode = mi[DI_MODE]
@@ -1389,7 +1420,7 @@ def _start_consistent(mi, df, di, oy):
     event now; 1 for the other misfits, which _mode_prepare sorts out (a
     row without friction moving against its direction, a free row with
     speed and capacity, a row at zero speed that acquired capacity; the
-    last one makes _mode_prepare ask for the full solve itself).
+    last one makes _mode_prepare ask for the full solve itself).  Called in the real-time loop.
     """
     g = mi[H_G]
     omode = mi[DI_MODE]
@@ -1428,7 +1459,7 @@ def _start_consistent(mi, df, di, oy):
 def _act_normal_force(mf, mi, df, i, s_abs, tau, ox0):
     """Unclamped normal force gain*x - preload of row i, tau into the sub-step starting s_abs after the step start.
 
-    The same closed form as _caps, with the exponential taken directly.
+    The same closed form as _caps, with the exponential taken directly.  Called in the real-time loop.
     """
     r = df[mi[DF_U_ACT_RATE] + i]
     v = df[mi[DF_U_ACT] + i] + r * s_abs
@@ -1451,7 +1482,7 @@ def _kiss_scan(mf, mi, df, s_abs, h, ox0):
     on the closed form, without integrating.  Uses the stage points
     DF_XACT of the full sub-step (caps already computed for h).  The
     returned time is on the far side of the crossing (normal force zero or
-    of the new sign), so the next sub-step does not find it again.
+    of the new sign), so the next sub-step does not find it again.  Called in the real-time loop.
     """
     g = mi[H_G]
     ogain = mi[MF_ACT_GAIN]
@@ -1520,7 +1551,7 @@ def _kiss_scan(mf, mi, df, s_abs, h, ox0):
 def _first_crossing(g, oga, ogb, t_a, t_b, df):
     """The row whose event function went from >= 0 (at t_a) to <= 0 (at t_b) first, by linear estimate.
 
-    Returns (row, estimated time), row -1 if none.
+    Returns (row, estimated time), row -1 if none.  Called in the real-time loop.
     """
     first = -1
     sfirst = t_b
@@ -1545,7 +1576,7 @@ def _dip_time(mf, mi, df, di, ok1, h):
     ends, from the RK4 start derivative k1 and the acceleration at the
     trial end) shows such a dip; the caller confirms it with an RK4
     sub-step to the dip's minimum.  Uses the end-of-trial evaluation in
-    DF_F and DF_GEV0 / DF_GEV1.
+    DF_F and DF_GEV0 / DF_GEV1.  Called in the real-time loop.
     """
     g = mi[H_G]
     omode = mi[DI_MODE]
@@ -1602,7 +1633,10 @@ def _dip_time(mf, mi, df, di, ok1, h):
 
 @njit(**JIT)
 def _trial(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, ox0, ogev, caps_ready):
-    """RK4 from the sub-step start over c into df[oyt], then the forces and event functions there."""
+    """RK4 from the sub-step start over c into df[oyt], then the forces and event functions there.
+
+    Called in the real-time loop.
+    """
     _rk4(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, caps_ready)
     _forces(mf, mi, df, di, s_abs, c, 2, oyt, ox0)
     _event_values(mf, mi, df, di, oyt, 2, ogev)
@@ -1627,7 +1661,7 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
     falsi (Illinois) on the event function of the row that crosses first,
     each trial an RK4 sub-step from the sub-step start, with a bisection
     safeguard; whenever a trial shows another row crossing earlier, the
-    search switches to that row, so the located event is the first one.
+    search switches to that row, so the located event is the first one.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     ny = mi[H_NY]
@@ -1733,7 +1767,10 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
 
 @njit(**JIT)
 def _handle_event(mf, mi, df, di, s_abs, t_abs):
-    """At an event: project rows that reached zero speed onto exactly zero, then solve the mode."""
+    """At an event: project rows that reached zero speed onto exactly zero, then solve the mode.
+
+    Called in the real-time loop.
+    """
     n, g, s = _sizes(mi)
     oy = mi[DF_Y]
     omode = mi[DI_MODE]
@@ -1771,7 +1808,7 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
     """Outputs at the end of the step (inputs of this step held).
 
     ``fresh``: the last evaluation (forces, capacities at stage 2, stuck
-    forces) was made at the final state, so it is reused.
+    forces) was made at the final state, so it is reused.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     oy = mi[DF_Y]
@@ -1831,13 +1868,16 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
 # ==========================================================================
 @njit(**JIT)
 def _outputs_call(mf, mi, df, di, s_abs, fresh):
-    """_outputs as a called function, for the rare paths (start, roll-back)."""
+    """_outputs as a called function, for the rare paths (start, roll-back).  Called in the real-time loop."""
     _outputs(mf, mi, df, di, s_abs, fresh)
 
 
 @njit(**JIT)
 def _backup(mi, df, di):
-    """Save what a roll-back restores (state, directions, coefficients, time, modes)."""
+    """Save what a roll-back restores (state, directions, coefficients, time, modes).
+
+    Called in the real-time loop.
+    """
     n, g, s = _sizes(mi)
     ny = mi[H_NY]
     oy = mi[DF_Y]
@@ -1926,7 +1966,7 @@ def _reuse_store(mf, mi, df, di, s_abs, h):
 
 @njit(**JIT)
 def _step(mf, mi, df, di, dt):
-    """Implementation of core_step (on owner-less buffers)."""
+    """Implementation of core_step (on owner-less buffers).  Called in the real-time loop."""
     n, g, s = _sizes(mi)
     ny = mi[H_NY]
     oy = mi[DF_Y]
