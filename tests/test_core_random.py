@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from reference_solutions import RefNetwork, RefRow, ReferenceSolver
 
@@ -131,6 +131,10 @@ def build(net):
 
 @FAST
 @given(networks(), st.sampled_from([1e-3, 2.5e-4, 5e-5]))
+# A stiff viscous row that locks in the third step: the balance residual is 2.3e-7 of the
+# energies at 1 ms and falls 16x per halving of dt (4th order), i.e. 0.076 (dt * rate)^4.
+@example({"J": [1.0, 0.125], "drag": [0.0, 0.0], "rows": [(0, 1, -1.0, -3.0, 1.0, 1.0, 0.5)],
+          "tau": [0.0, 0.0], "rate": [0.0, 0.0], "w0": [0.0, 0.0625], "engaged": [False]}, 1e-3)
 def test_random_networks_keep_the_friction_laws_and_create_no_energy(net, dt):
     c = build(net)
     st0 = c.start([i for i, e in enumerate(net["engaged"]) if e])
@@ -156,11 +160,12 @@ def test_random_networks_keep_the_friction_laws_and_create_no_energy(net, dt):
     w = c.work
     assert np.all(w[L.W_ROW0:] <= 1e-12) and w[L.W_IMPULSE] <= 0.0
     # no energy created: what the friction and the impulses took out is <= 0, and the balance
-    # closes to the integration error, which grows as (dt * fastest viscous rate)^5 per step
+    # closes to the integration error of RK4, 4th order in (dt * fastest viscous rate); the
+    # constant observed over these networks is below 0.1
     J = np.asarray(net["J"])
     rate_max = max([visc * (ca * ca / J[a] + cb * cb / J[b]) for a, b, ca, cb, _, _, visc in net["rows"]]
                    + list(np.asarray(net["drag"]) / J))
-    tol = 1e-7 + 0.05 * (dt * rate_max) ** 4
+    tol = 1e-7 + 0.25 * (dt * rate_max) ** 4
     gain = c.kinetic_energy() - e0
     residual = gain - w.sum()
     assert abs(residual) <= tol * (e0 + abs(gain) + np.abs(w).sum()) + 1e-12
