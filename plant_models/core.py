@@ -36,6 +36,14 @@ class Row:
     ``K = gain_static * F_N`` and the Coulomb amplitude ``k = gain_kinetic * F_N``.
     A row driven directly by capacity uses ``act_gain = 1`` and
     ``gain_static = 1``: then ``u`` is K itself.
+
+    A *kinematic* row (seed 001), ``kinematic_shift_time > 0``, is driven by an
+    engage command instead: ``u >= kinematic_threshold`` engages it.  Engaging
+    prescribes its relative speed to fall linearly to zero over the shift
+    time, with whatever force that takes; engaged, it holds zero relative
+    speed up to ``kinematic_capacity`` (row force units); disengaging ramps
+    the force it can hold from the force held at the command to zero over the
+    shift time.  Its actuator, friction-gain and Stribeck fields are ignored.
     """
 
     name: str
@@ -51,6 +59,13 @@ class Row:
     stribeck_velocity: float = 0.0  # row speed units; 0 disables the Stribeck law
     stribeck_exponent: float = 2.0
     viscous: float = 0.0  # force per unit row speed
+    kinematic_shift_time: float = 0.0  # s; > 0 makes the row a kinematic clutch
+    kinematic_capacity: float = 1.0e9  # row force units: the most an engaged kinematic row holds
+    kinematic_threshold: float = 0.5  # command units: a kinematic row is engaged while u >= this
+
+    @property
+    def kinematic(self) -> bool:
+        return self.kinematic_shift_time > 0.0
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,12 @@ class CoreSpec:
                                 f"(gain_kinetic {r.gain_kinetic} > gain_static {r.gain_static})")
             if r.stribeck_velocity > 0 and not (r.stribeck_exponent > 0):
                 raise SpecError(f"{where}: stribeck_exponent must be > 0")
+            for nm in ("kinematic_shift_time", "kinematic_capacity", "kinematic_threshold"):
+                v = getattr(r, nm)
+                if not (math.isfinite(v) and v >= 0):
+                    raise SpecError(f"{where}: {nm} must be finite and >= 0, got {v}")
+            if r.kinematic and not r.kinematic_capacity > 0:
+                raise SpecError(f"{where}: a kinematic row needs kinematic_capacity > 0")
         for sp in self.springs:
             where = f"spring {sp.name!r}"
             if not (0 <= sp.shaft_a < n and 0 <= sp.shaft_b < n) or sp.shaft_a == sp.shaft_b:
@@ -197,8 +218,16 @@ class Core:
                            (L.MF_ACT_GAIN, "act_gain"), (L.MF_ACT_PRELOAD, "act_preload"),
                            (L.MF_GAIN_STATIC, "gain_static"), (L.MF_GAIN_KINETIC, "gain_kinetic"),
                            (L.MF_STRIBECK_VS, "stribeck_velocity"), (L.MF_STRIBECK_ALPHA, "stribeck_exponent"),
-                           (L.MF_ROW_VISC, "viscous")):
+                           (L.MF_ROW_VISC, "viscous"), (L.MF_KIN_SHIFT, "kinematic_shift_time"),
+                           (L.MF_KIN_CAP, "kinematic_capacity"), (L.MF_KIN_THRESH, "kinematic_threshold")):
             self._mfv(slot, g)[:] = [getattr(r, attr) for r in rows]
+        # a kinematic row's capacity is set by its phase: u is K itself, K = k, no lag, no Stribeck
+        for i, r in enumerate(rows):
+            if r.kinematic:
+                for slot, v in ((L.MF_ACT_LAG, 0.0), (L.MF_ACT_GAIN, 1.0), (L.MF_ACT_PRELOAD, 0.0),
+                                (L.MF_GAIN_STATIC, 1.0), (L.MF_GAIN_KINETIC, 1.0), (L.MF_STRIBECK_VS, 0.0)):
+                    self._mfv(slot, g)[i] = v
+        self.mi[L.H_NKIN] = sum(1 for r in rows if r.kinematic)
         self._miv(L.MI_ROW_A, g)[:] = [r.shaft_a for r in rows]
         self._miv(L.MI_ROW_B, g)[:] = [r.shaft_b for r in rows]
         sps = sp.springs
@@ -249,6 +278,9 @@ class Core:
         self.coef_a = self._dfv(L.DF_COEF_A, g)
         self.coef_b = self._dfv(L.DF_COEF_B, g)
         self.mode = self._div(L.DI_MODE, g)
+        self.kinematic_phase = self._div(L.DI_KIN_PHASE, g)
+        self.drive = self._div(L.DI_DRIVE, g)
+        self.drive_accel = self._dfv(L.DF_DRIVE_ACC, g)
         self.counters = self._div(L.DI_COUNTERS, 8)
         self.flags = self._div(L.DI_FLAGS, 8)
         self.plant_f = self._mfv(L.MF_PLANT, sz.plant_nf)

@@ -91,7 +91,9 @@ from .layout import (  # noqa: F401  (slot constants are compile-time constants)
     MODE_FREE, MODE_SLIP, MODE_STUCK, N_SETTINGS, SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_EVENT_TOL,
     SET_RANK_TOL, SET_REG, SET_SOLVER_TOL, ST_BAD_INPUT, ST_EVENT_BUDGET, ST_LOCKED,
     ST_NONFINITE, ST_OVERCONSTRAINED, ST_SOLVER_LIMIT, W_DAMP, W_DRAG, W_IMPULSE, W_INPUT,
-    W_ROW0,
+    W_ROW0, DF_DRIVE_ACC, DI_DRIVE, DF_KIN_T0, DF_KIN_HOLD, DI_KIN_PHASE, DF_KIN_CMD, DF_DRV_WS,
+    DI_DRV_LIST, MF_KIN_SHIFT, MF_KIN_CAP, MF_KIN_THRESH, H_NKIN, KIN_DISENGAGED, KIN_ENGAGING,
+    KIN_ENGAGED, KIN_DISENGAGING, ST_DRIVE_REDUNDANT, FLAG_DRIVE_REDUNDANT,
 )
 
 def _drop_stale_plant_caches() -> None:
@@ -463,6 +465,9 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     ocb = mi[DF_COEF_B]
     oor = mi[DI_ORIENT]
     orho = mi[DF_RHO]
+    odrv = mi[DI_DRIVE]
+    odl = mi[DI_DRV_LIST]
+    nd = 0
     for i in range(g):
         if di[omode + i] == MODE_STUCK:
             df[omu + i] = 0.0
@@ -481,6 +486,10 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
         else:
             d = ca * (wa + df[orho + i] * wb)
         df[odt + i] = d
+        if di[odrv + i] == 1:
+            di[odl + nd] = i  # force from the prescribed acceleration, below
+            nd += 1
+            continue
         sg = df[odir + i]
         if sg == 0.0:
             sg = 1.0 if d > 0.0 else (-1.0 if d < 0.0 else 0.0)
@@ -493,10 +502,111 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
         df[oprow + i] = m_i * d
         df[of + mi[ora + i]] += ca * m_i
         df[of + mi[orb + i]] += cb * m_i
+    if nd > 0:
+        _drive_forces(mf, mi, df, di, nd)
     op = mi[DF_POW]
     df[op] = p_in
     df[op + 1] = p_drag
     df[op + 2] = p_damp
+
+
+@njit(**HOT)
+def _drive_forces(mf, mi, df, di, nd):
+    """Forces of the driven rows in DI_DRV_LIST: the constraint forces that give them their
+    prescribed relative accelerations (seed 001's kinematic clutch while engaging).
+
+    With the other forces f in DF_F and the stuck set's projector P (M^-1
+    when nothing is stuck), driven rows D need R_D P (f + R_D^T mu) = a, a
+    small dense system (nd x nd, usually 1 x 1) solved by Gaussian
+    elimination with partial pivoting.  A driven row whose relative speed the
+    stuck rows already fix (a zero pivot) cannot be prescribed: all driven
+    forces are then zero and FLAG_DRIVE_REDUNDANT is set.  Adds the forces to
+    DF_F and writes DF_MU and DF_PROW.  Called in the real-time loop.
+    """
+    n = mi[H_N]
+    g = mi[H_G]
+    of = mi[DF_F]
+    odl = mi[DI_DRV_LIST]
+    ows = mi[DF_DRV_WS]
+    opv = ows  # [nd*n] P r_k^T
+    oD = ows + g * n  # [nd*nd]
+    ob = oD + g * g  # [nd]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    oinv = mi[MF_INV_INERTIA]
+    oP = mi[DF_P]
+    oacc = mi[DF_DRIVE_ACC]
+    stuck = di[mi[DI_NSTUCK]] > 0
+    for k in range(nd):
+        i = di[odl + k]
+        a = mi[ora + i]
+        b = mi[orb + i]
+        ca = df[oca + i]
+        cb = df[ocb + i]
+        acc = 0.0
+        for r in range(n):
+            if stuck:
+                v = df[oP + r * n + a] * ca + df[oP + r * n + b] * cb
+            else:
+                v = 0.0
+                if r == a:
+                    v = ca * mf[oinv + a]
+                elif r == b:
+                    v = cb * mf[oinv + b]
+            df[opv + k * n + r] = v
+            acc += v * df[of + r]
+        df[ob + k] = df[oacc + i] - acc
+    scale = 0.0
+    for k in range(nd):
+        for q in range(nd):
+            iq = di[odl + q]
+            v = df[oca + iq] * df[opv + k * n + mi[ora + iq]] + df[ocb + iq] * df[opv + k * n + mi[orb + iq]]
+            df[oD + q * nd + k] = v
+        scale = max(scale, abs(df[oD + k * nd + k]))
+    ok = scale > 0.0
+    for c in range(nd):
+        if not ok:
+            break
+        piv = c
+        for r in range(c + 1, nd):
+            if abs(df[oD + r * nd + c]) > abs(df[oD + piv * nd + c]):
+                piv = r
+        if abs(df[oD + piv * nd + c]) <= 1e-12 * scale:
+            ok = False
+            break
+        if piv != c:
+            for q in range(nd):
+                df[oD + c * nd + q], df[oD + piv * nd + q] = df[oD + piv * nd + q], df[oD + c * nd + q]
+            df[ob + c], df[ob + piv] = df[ob + piv], df[ob + c]
+        for r in range(c + 1, nd):
+            fac = df[oD + r * nd + c] / df[oD + c * nd + c]
+            for q in range(c, nd):
+                df[oD + r * nd + q] -= fac * df[oD + c * nd + q]
+            df[ob + r] -= fac * df[ob + c]
+    omu = mi[DF_MU]
+    oprow = mi[DF_PROW]
+    odt = mi[DF_DT]
+    if not ok:
+        di[mi[DI_FLAGS] + FLAG_DRIVE_REDUNDANT] = 1
+        for k in range(nd):
+            i = di[odl + k]
+            df[omu + i] = 0.0
+            df[oprow + i] = 0.0
+        return
+    for c in range(nd - 1, -1, -1):
+        v = df[ob + c]
+        for q in range(c + 1, nd):
+            v -= df[oD + c * nd + q] * df[ob + q]
+        df[ob + c] = v / df[oD + c * nd + c]
+    for k in range(nd):
+        i = di[odl + k]
+        m_i = df[ob + k]
+        df[omu + i] = m_i
+        df[oprow + i] = m_i * df[odt + i]
+        df[of + mi[ora + i]] += df[oca + i] * m_i
+        df[of + mi[orb + i]] += df[ocb + i] * m_i
 
 
 @njit(**HOT)
@@ -1149,12 +1259,25 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
     max_iter = mi[H_MAX_ITER]
     tol = mf[oset + SET_SOLVER_TOL]
     ox0 = oy + 2 * n + s
+    odrv = mi[DI_DRIVE]
+    omk = mi[DI_DRV_LIST]  # 1: a driven candidate (prescribed acceleration, unbounded force)
+    oacc_t = mi[DF_DRIVE_ACC]
     m = 0
+    for i in range(g):
+        di[omk + i] = 0
     for i in range(g):
         cap = df[ocs + i]
         if i == forced:
             continue  # set slipping by the caller (see _enforce_capacity)
-        if cap > 0.0 and (di[omode + i] == MODE_STUCK or _slip(mi, df, di, i, oy) == 0.0):
+        if di[odrv + i] == 1 and di[omode + i] != MODE_STUCK and _slip(mi, df, di, i, oy) != 0.0:
+            # its force enters the solve as an equality with its prescribed acceleration, so
+            # the stuck rows' forces account for it; it is not stuck afterwards
+            di[omk + i] = 1
+            di[ocand + m] = i
+            di[ocb + m] = 0
+            df[olam + m] = df[mi[DF_MU] + i]
+            m += 1
+        elif cap > 0.0 and (di[omode + i] == MODE_STUCK or _slip(mi, df, di, i, oy) == 0.0):
             was = di[opm + i] == MODE_STUCK
             di[ocand + m] = i
             di[ocb + m] = di[obnd + i] if was else 0
@@ -1177,6 +1300,9 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
                 acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
             df[obv + k] = acc
             cap = df[ocs + di[ocand + k]]
+            if di[omk + di[ocand + k]] == 1:
+                df[obv + k] -= df[oacc_t + di[ocand + k]]
+                cap = np.inf
             df[olo + k] = -cap
             df[ohi + k] = cap
             di[oidx + k] = k
@@ -1211,6 +1337,12 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
             i = di[ocand + k]
             bk = di[ocb + k]
             gk = df[ograd + k]
+            if di[omk + i] == 1:
+                di[ocand + keep] = i
+                di[ocb + keep] = 0
+                df[olam + keep] = df[olam + k]
+                keep += 1
+                continue
             thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
             if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
                 di[omode + i] = MODE_SLIP
@@ -1227,6 +1359,17 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
         m = keep
         if nleave == 0 or not drop:
             break
+    # driven candidates slip again (their direction was set by _mode_prepare)
+    keep = 0
+    for k in range(m):
+        i = di[ocand + k]
+        if di[omk + i] == 1:
+            di[omode + i] = MODE_SLIP
+        else:
+            di[ocand + keep] = i
+            di[ocb + keep] = di[ocb + k]
+            keep += 1
+    m = keep
     for i in range(g):
         di[obnd + i] = 0
     for k in range(m):
@@ -1864,6 +2007,130 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
             df[ostq + j] = _spring_elastic(mf, mi, j, df[otw + j]) + mf[osc + j] * rate
 
 # ==========================================================================
+# kinematic rows (seed 001): phases on top of the friction rows
+# ==========================================================================
+@njit(**JIT)
+def _kin_begin(mf, mi, df, di, t):
+    """Take the engage commands of the kinematic rows, advance their phases, and put each
+    row's torque capacity in place of its command for this step (_kin_end restores it).
+
+    A kinematic row is a friction row whose capacity the phase sets: zero when
+    disengaged; MF_KIN_CAP when engaging or engaged; while engaging it is also
+    driven (DI_DRIVE), its relative speed falling linearly to zero over the
+    shift time (a_close = -delta/shift_time, the article's equation), and its
+    zero crossing is an ordinary stick event located inside the step; when
+    disengaging, the capacity ramps from the force held at the command to zero
+    over the shift time (its end is a kiss point located inside the step).
+    The command is the row's actuator input u: engaged while u >= MF_KIN_THRESH.
+    Returns True when a prescription changed (the mode must be solved again).
+    Called in the real-time loop.
+    """
+    g = mi[H_G]
+    oy = mi[DF_Y]
+    osh = mi[MF_KIN_SHIFT]
+    ocap = mi[MF_KIN_CAP]
+    oth = mi[MF_KIN_THRESH]
+    oua = mi[DF_U_ACT]
+    ouar = mi[DF_U_ACT_RATE]
+    ocmd = mi[DF_KIN_CMD]
+    oph = mi[DI_KIN_PHASE]
+    ot0 = mi[DF_KIN_T0]
+    ohold = mi[DF_KIN_HOLD]
+    odrv = mi[DI_DRIVE]
+    oacc = mi[DF_DRIVE_ACC]
+    omode = mi[DI_MODE]
+    omu = mi[DF_MU]
+    changed = False
+    for i in range(g):
+        T = mf[osh + i]
+        if T <= 0.0:
+            continue
+        u = df[oua + i]
+        df[ocmd + i] = u
+        df[ocmd + g + i] = df[ouar + i]
+        cmd = u >= mf[oth + i]
+        ph = di[oph + i]
+        stuck = di[omode + i] == MODE_STUCK
+        if cmd and (ph == KIN_DISENGAGED or ph == KIN_DISENGAGING):
+            d = 0.0 if stuck else _slip(mi, df, di, i, oy)
+            if d == 0.0:
+                ph = KIN_ENGAGED
+                di[odrv + i] = 0
+            else:
+                ph = KIN_ENGAGING
+                df[oacc + i] = -d / T
+                di[odrv + i] = 1
+            df[ot0 + i] = t
+            changed = True
+        elif not cmd and (ph == KIN_ENGAGING or ph == KIN_ENGAGED):
+            ph = KIN_DISENGAGING
+            df[ohold + i] = abs(df[omu + i])
+            df[ot0 + i] = t
+            di[odrv + i] = 0
+            changed = True
+        elif ph == KIN_ENGAGED and di[odrv + i] == 1:
+            di[odrv + i] = 0  # the stick event ended the engagement (a stuck row is not driven)
+        elif ph == KIN_DISENGAGING and t - df[ot0 + i] >= T * (1.0 - 1e-12):
+            ph = KIN_DISENGAGED
+        di[oph + i] = ph
+        if ph == KIN_ENGAGING or ph == KIN_ENGAGED:
+            df[oua + i] = mf[ocap + i]
+            df[ouar + i] = 0.0
+        elif ph == KIN_DISENGAGING:
+            rate = df[ohold + i] / T
+            v = df[ohold + i] - rate * (t - df[ot0 + i])
+            df[oua + i] = v if v > 0.0 else 0.0
+            df[ouar + i] = -rate if v > 0.0 else 0.0
+        else:
+            df[oua + i] = 0.0
+            df[ouar + i] = 0.0
+    return changed
+
+
+@njit(**JIT)
+def _kin_start(mf, mi, df, di):
+    """Phases at a start: rows that start stuck are engaged, the others disengaged; capacities
+    in place of the commands as in _kin_begin.  Called by _start."""
+    g = mi[H_G]
+    osh = mi[MF_KIN_SHIFT]
+    oua = mi[DF_U_ACT]
+    ouar = mi[DF_U_ACT_RATE]
+    ocmd = mi[DF_KIN_CMD]
+    oph = mi[DI_KIN_PHASE]
+    for i in range(g):
+        if mf[osh + i] <= 0.0:
+            continue
+        df[ocmd + i] = df[oua + i]
+        df[ocmd + g + i] = df[ouar + i]
+        di[mi[DI_DRIVE] + i] = 0
+        if di[mi[DI_MODE] + i] == MODE_STUCK:
+            di[oph + i] = KIN_ENGAGED
+            df[oua + i] = mf[mi[MF_KIN_CAP] + i]
+        else:
+            di[oph + i] = KIN_DISENGAGED
+            df[oua + i] = 0.0
+        df[ouar + i] = 0.0
+
+
+@njit(**JIT)
+def _kin_end(mf, mi, df, di):
+    """Give the kinematic rows their callers' commands back (see _kin_begin); an engagement
+    that ended with a stick event in this step reads as engaged.  Called in the real-time loop."""
+    g = mi[H_G]
+    osh = mi[MF_KIN_SHIFT]
+    oua = mi[DF_U_ACT]
+    ouar = mi[DF_U_ACT_RATE]
+    ocmd = mi[DF_KIN_CMD]
+    oph = mi[DI_KIN_PHASE]
+    for i in range(g):
+        if mf[osh + i] > 0.0:
+            df[oua + i] = df[ocmd + i]
+            df[ouar + i] = df[ocmd + g + i]
+            if di[oph + i] == KIN_ENGAGING and di[mi[DI_MODE] + i] == MODE_STUCK:
+                di[oph + i] = KIN_ENGAGED  # reported at once; _kin_begin then clears the drive
+
+
+# ==========================================================================
 # step and start
 # ==========================================================================
 @njit(**JIT)
@@ -1992,6 +2259,10 @@ def _step(mf, mi, df, di, dt):
     if not ok:
         di[ofl + FLAG_STATUS] = ST_BAD_INPUT
         return ST_BAD_INPUT
+    di[ofl + FLAG_DRIVE_REDUNDANT] = 0
+    nkin = mi[H_NKIN]
+    if nkin > 0 and _kin_begin(mf, mi, df, di, df[ot]):
+        di[ofl + FLAG_CACHE_VALID] = 0
     reuse = False
     if di[ofl + FLAG_REUSE] == 1:
         di[ofl + FLAG_REUSE] = 0
@@ -2122,6 +2393,10 @@ def _step(mf, mi, df, di, dt):
         st = ST_NONFINITE
     elif fresh and mi[H_REUSE] == 1:
         _reuse_store(mf, mi, df, di, last_s, last_h)
+    if di[ofl + FLAG_DRIVE_REDUNDANT] == 1:
+        st |= ST_DRIVE_REDUNDANT
+    if nkin > 0:
+        _kin_end(mf, mi, df, di)
     di[ocnt + CNT_STEPS] += 1
     di[ofl + FLAG_STATUS] = st
     return st
@@ -2144,6 +2419,8 @@ def _start(mf, mi, df, di):
         if di[omode + i] != MODE_STUCK:
             di[omode + i] = MODE_FREE
             df[odir + i] = 0.0
+    if mi[H_NKIN] > 0:
+        _kin_start(mf, mi, df, di)
     _set_stuck_list(mi, di)
     st = _build_cache(mf, mi, df, di)
     _reconstruct(mf, mi, df, di, oy)
@@ -2168,6 +2445,8 @@ def _start(mf, mi, df, di):
             keep += 1
     di[ocnt + CNT_EVENTS] = keep
     _outputs_call(mf, mi, df, di, 0.0, False)
+    if mi[H_NKIN] > 0:
+        _kin_end(mf, mi, df, di)
     di[mi[DI_FLAGS] + FLAG_STATUS] = st
     return st
 

@@ -43,6 +43,7 @@ H_PLANT_NDF = 10  # length of the plant's float data block in df (io + state)
 H_PLANT_NDI = 11  # length of the plant's int data block in di
 H_MAX_LOCATE = 12  # max. iterations of one event-time search
 H_REUSE = 13  # 1: a step may start from the previous step's end evaluation (see DF_REUSE_*)
+H_NKIN = 14  # number of kinematic rows (MF_KIN_SHIFT > 0)
 
 # --------------------------------------------------------------------------
 # model float fields (offset slots in mi)
@@ -68,6 +69,9 @@ MF_SPRING_TX = 37  # [s*P] characteristic breakpoints: twist, rad
 MF_SPRING_TY = 38  # [s*P] characteristic breakpoints: torque, N m
 MF_SETTINGS = 39  # [8] solver settings, see SET_*
 MF_PLANT = 40  # [plant nf] plant parameters
+MF_KIN_SHIFT = 41  # [g] shift time of a kinematic row, s (0: a friction row)
+MF_KIN_CAP = 42  # [g] force an engaged kinematic row holds at most, row force units
+MF_KIN_THRESH = 43  # [g] a kinematic row is commanded engaged while its command u >= this
 
 # settings inside MF_SETTINGS
 SET_EVENT_TOL = 0  # event-time tolerance, fraction of the step
@@ -183,8 +187,25 @@ DI_IDX = 139  # [g] index scratch of the solver
 DI_CBND = 140  # [g] bound states of the candidates during a solve
 DI_PREV_MODE = 141  # [g] row modes before the current mode solve
 DI_SAVED_MODE = 142  # [g] row modes before an event projection
+# -- kinematic rows (seed 001) and prescribed relative accelerations
+DF_DRIVE_ACC = 143  # [g] prescribed relative acceleration of a driven row, row speed units/s
+DI_DRIVE = 144  # [g] 1: the row is driven (its force is whatever gives DF_DRIVE_ACC) while not stuck
+DF_KIN_T0 = 145  # [g] start time of the current engaging / disengaging phase, s
+DF_KIN_HOLD = 146  # [g] force held when disengaging started (>= 0), row force units
+DI_KIN_PHASE = 147  # [g] phase of a kinematic row, see KIN_*
+DF_KIN_CMD = 148  # [2g] the caller's actuator command and rate of kinematic rows, kept during a step
+DF_DRV_WS = 149  # [g*n + g*g + g] workspace of the driven-row solve
+DI_DRV_LIST = 56  # [g] driven rows of the current evaluation, then candidate marks of a mode solve
 
 N_SLOTS = 150
+
+# kinematic row phases (seed 001)
+KIN_DISENGAGED = 0  # no torque
+KIN_ENGAGING = 1  # relative speed prescribed to fall linearly to zero over the shift time
+KIN_ENGAGED = 2  # held at zero relative speed (a stuck row with capacity MF_KIN_CAP)
+KIN_DISENGAGING = 3  # the held force ramps to zero over the shift time
+KIN_PHASE_NAMES = {KIN_DISENGAGED: "disengaged", KIN_ENGAGING: "engaging", KIN_ENGAGED: "engaged",
+                   KIN_DISENGAGING: "disengaging"}
 
 # flags inside DI_FLAGS
 FLAG_COEF_DIRTY = 0  # a plant changed row coefficients since the last step
@@ -193,6 +214,7 @@ FLAG_STATUS = 2  # status word of the last step
 FLAG_OVERCONSTRAINED = 3  # stuck rows are redundant (rank deficient)
 FLAG_LOCKED = 4  # some component is held at zero speed
 FLAG_REUSE = 5  # the last step ended with an evaluation at its final state (DF_REUSE_* hold its inputs)
+FLAG_DRIVE_REDUNDANT = 6  # a driven row could not be prescribed during the current step
 
 # counters inside DI_COUNTERS
 CNT_STEPS = 0  # steps taken
@@ -223,6 +245,7 @@ ST_EVENT_BUDGET = 4  # more events in one step than the sub-step budget
 ST_SOLVER_LIMIT = 8  # friction solve stopped at its iteration limit
 ST_NONFINITE = 16  # non-finite result: the step was rolled back
 ST_BAD_INPUT = 32  # non-finite input: the step was not taken
+ST_DRIVE_REDUNDANT = 64  # a driven row's relative speed is fixed by stuck rows: its prescription is dropped
 STATUS_NAMES = {
     ST_OVERCONSTRAINED: "overconstrained",
     ST_LOCKED: "locked",
@@ -230,6 +253,7 @@ STATUS_NAMES = {
     ST_SOLVER_LIMIT: "solver_limit",
     ST_NONFINITE: "nonfinite_rolled_back",
     ST_BAD_INPUT: "bad_input",
+    ST_DRIVE_REDUNDANT: "drive_redundant",
 }
 
 
@@ -293,6 +317,7 @@ def _fields(sz: Sizes):
         (MF_STRIBECK_VS, g), (MF_STRIBECK_ALPHA, g), (MF_ROW_VISC, g),
         (MF_SPRING_CA, s), (MF_SPRING_CB, s), (MF_SPRING_K, s), (MF_SPRING_C, s),
         (MF_SPRING_TX, s * P), (MF_SPRING_TY, s * P), (MF_SETTINGS, N_SETTINGS), (MF_PLANT, sz.plant_nf),
+        (MF_KIN_SHIFT, g), (MF_KIN_CAP, g), (MF_KIN_THRESH, g),
     ]
     mi = [(MI_ROW_A, g), (MI_ROW_B, g), (MI_SPRING_A, s), (MI_SPRING_B, s), (MI_SPRING_NPTS, s), (MI_PLANT, sz.plant_ni)]
     df = [
@@ -307,12 +332,14 @@ def _fields(sz: Sizes):
         (DF_PREV_DIR, g), (DF_XACT, 3 * g), (DF_PROW, g), (DF_EXP_HALF, g), (DF_EXP_FULL, g), (DF_EXP_H, 1),
         (DF_POW, 3), (DF_DT, g), (DF_GEVC, g), (DF_SPLIT_C, g * g), (DF_SPLIT_G, g * g),
         (DF_REUSE_Y, ny), (DF_REUSE_U, n + g), (DF_REUSE_MF, model_block_len(sz)),
+        (DF_DRIVE_ACC, g), (DF_KIN_T0, g), (DF_KIN_HOLD, g), (DF_KIN_CMD, 2 * g), (DF_DRV_WS, g * n + g * g + g),
     ]
     di = [
         (DI_MODE, g), (DI_BND, g), (DI_STUCK, g), (DI_NSTUCK, 1), (DI_ORIENT, g), (DI_TREE_P, n), (DI_TREE_C, n),
         (DI_TREE_R, n), (DI_NTREE, 1), (DI_LOCKED, n), (DI_CAND, g), (DI_COMP, n), (DI_FLAGS, 8), (DI_COUNTERS, 8),
         (DI_EV_ROW, E), (DI_EV_KIND, E), (DI_BACKUP, 2 * g), (DI_QUEUE, n), (DI_PLANT, sz.plant_ndi),
         (DI_IDX, g), (DI_CBND, g), (DI_PREV_MODE, g), (DI_SAVED_MODE, g),
+        (DI_DRIVE, g), (DI_KIN_PHASE, g), (DI_DRV_LIST, g),
     ]
     return mf, mi, df, di
 
