@@ -37,6 +37,14 @@ class WetClutch:
     stribeck_velocity: float
     stribeck_exponent: float
     viscous: float
+    model: str = "friction"  # or "kinematic" (seed 001)
+    shift_time_s: float = 0.0  # kinematic: engagement / disengagement time
+    kinematic_capacity_N_m: float = 1.0e6  # kinematic: most torque the engaged clutch holds
+    engage_pressure_bar: float = 0.0  # kinematic: engaged while the command is at least this
+
+    @property
+    def kiss_point_bar(self) -> float:
+        return self.return_spring_N / self.piston_area_m2 / BAR
 
     def capacity_at(self, pressure_bar: float, force_radius_m: float = 1.0) -> float:
         """Static capacity at a settled pressure: N m for torque rows, N at ``force_radius_m`` for gear rows."""
@@ -48,6 +56,11 @@ class WetClutch:
         """The core row of this clutch (its capacity driven by the pressure command in Pa)."""
         gs, gk = pressure_capacity_gains(self.mean_radius_m, self.surfaces, self.friction_static,
                                          self.friction_kinetic, force_radius_m)
+        if self.model == "kinematic":
+            return Row(name, shaft_a, shaft_b, coef_a, coef_b, viscous=self.viscous,
+                       kinematic_shift_time=self.shift_time_s,
+                       kinematic_capacity=self.kinematic_capacity_N_m / force_radius_m,
+                       kinematic_threshold=self.engage_pressure_bar * BAR)
         return Row(name, shaft_a, shaft_b, coef_a, coef_b, act_lag_s=self.pressure_lag_s,
                    act_gain=self.piston_area_m2, act_preload=self.return_spring_N, gain_static=gs,
                    gain_kinetic=gk, stribeck_velocity=self.stribeck_velocity,
@@ -79,7 +92,16 @@ def read_wet_clutch(base: ConfigReader, over: ConfigReader | None, *, speed_unit
         stribeck_velocity=get(f"stribeck_velocity_{speed_unit}", default=0.0, nonnegative=True),
         stribeck_exponent=get("stribeck_exponent", default=2.0, positive=True),
         viscous=get(f"viscous_{viscous_unit}", default=0.0, nonnegative=True),
+        model=get("model", "string", default="friction", choices=("friction", "kinematic")),
     )
+    if c.model == "kinematic":
+        from dataclasses import replace
+
+        kiss = c.kiss_point_bar
+        c = replace(c, shift_time_s=get("shift_time_s", positive=True),
+                    kinematic_capacity_N_m=get("kinematic_capacity_N_m", default=1.0e6, positive=True),
+                    engage_pressure_bar=get("engage_pressure_bar", default=kiss if kiss > 0 else 1.0, positive=True))
+    # (the kinematic keys on a friction clutch are left unread: reject_unknown names them)
     if c.friction_kinetic > c.friction_static:
         src = over if over is not None and over.has("friction_kinetic") else base
         raise src.error("friction_kinetic", f"must not exceed friction_static ({c.friction_static})")

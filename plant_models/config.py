@@ -51,6 +51,47 @@ def load_toml(path: str | Path) -> dict:
         raise ConfigError(str(path), "", f"cannot be read ({exc.strerror})") from None
 
 
+def _merge(base: dict, over: dict) -> dict:
+    """Tables merge key by key (recursively); any other value in ``over`` replaces the base's."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_plant_toml(path: str | Path) -> dict:
+    """Parse a plant config, resolving ``extends = "other.toml"`` (a path relative to the file).
+
+    A config that extends another holds only what it changes: its tables are
+    merged into the other file's key by key.  Chains are followed; a cycle,
+    a missing base or a non-string ``extends`` is a ConfigError.
+    """
+    seen: list[Path] = []
+    layers = []
+    p = Path(path)
+    while True:
+        key = p.resolve()
+        if key in seen:
+            raise ConfigError(str(p), "extends", "configs extend each other in a cycle: "
+                              + " -> ".join(str(x.name) for x in seen + [key]))
+        seen.append(key)
+        data = load_toml(p)
+        layers.append(data)
+        base = data.get("extends")
+        if base is None:
+            break
+        if not isinstance(base, str) or not base:
+            raise ConfigError(str(p), "extends", f"must be the file name of another config, got {base!r}")
+        nxt = p.parent / base
+        if not nxt.exists():
+            raise ConfigError(str(p), "extends", f"no such config {str(nxt)!r}")
+        p = nxt
+    merged: dict = {}
+    for data in reversed(layers):
+        merged = _merge(merged, {k: v for k, v in data.items() if k != "extends"})
+    return merged
+
+
 _MISSING = object()
 
 

@@ -414,7 +414,9 @@ def _dct_outputs(mf, mi, df, di, st):
         df[oy + OUT_TQ_C1 + c] = -df[omu + row]  # the row force acts as -mu on the driven shaft side
         df[oy + OUT_STUCK_C1 + c] = 1.0 if di[omode + row] == L.MODE_STUCK else 0.0
         df[oy + OUT_CAP_C1 + c] = df[ocap + row]
-        df[oy + OUT_P_C1 + c] = df[oact + row] / BAR
+        # a kinematic clutch (seed 001) has no pressure state: report its command
+        df[oy + OUT_P_C1 + c] = (df[oact + row] if mf[mi[L.MF_KIN_SHIFT] + row] <= 0.0
+                                 else df[mi[L.DF_U_ACT] + row]) / BAR
         df[oy + OUT_E_C1 + c] = 0.0 - df[owork + row]  # work is <= 0; 0.0 - avoids -0.0
     gear = 0
     for side in range(2):

@@ -236,7 +236,8 @@ def _ps_outputs(mf, mi, df, di, st):
         df[base + 1] = df[omu + i] * rc
         df[base + 2] = 1.0 if di[omode + i] == L.MODE_STUCK else 0.0
         df[base + 3] = df[ocap + i] * rc
-        df[base + 4] = df[oact + i] / BAR
+        # a kinematic clutch (seed 001) has no pressure state: report its command
+        df[base + 4] = (df[oact + i] if mf[mi[L.MF_KIN_SHIFT] + i] <= 0.0 else df[mi[L.DF_U_ACT] + i]) / BAR
         df[base + 5] = 0.0 - df[owork + i]  # dissipated energy >= 0 (the work of friction is <= 0)
     df[oy + OUT_STATUS] = float(st)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from .config import ConfigError, ConfigReader, load_toml, resolve_config
+from .config import ConfigError, ConfigReader, load_plant_toml, resolve_config
 from .plant import Plant
 
 # Built-in plants: kind -> (module, class).  A module is imported only when a
@@ -52,7 +52,7 @@ def load_plant(path_or_name: str | Path) -> Plant:
     Raises ConfigError with file, key and problem for any mistake in the file.
     """
     path = resolve_config(path_or_name)
-    data = load_toml(path)
+    data = load_plant_toml(path)
     cfg = ConfigReader(data, str(path))
     kind = cfg.string("plant", choices=plant_kinds())
     plant = _factory(kind)(cfg)

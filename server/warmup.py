@@ -24,7 +24,8 @@ def plant_configs(folder: Path | None = None) -> list[Path]:
     out = []
     for p in sorted(folder.glob("*.toml")):
         try:
-            if "plant" in load_toml(p):
+            data = load_toml(p)
+            if "plant" in data or "extends" in data:
                 out.append(p)
         except ConfigError:
             continue

@@ -18,6 +18,8 @@ SCENARIOS = {
     "powershift_swaps.toml": "powershift.toml",
     "dct_upshift.toml": "dct.toml",
     "chain_4mass.toml": "chain.toml",
+    "powershift_kinematic_swap.toml": "powershift_kinematic.toml",
+    "dct_kinematic_upshift.toml": "dct_kinematic.toml",
 }
 _runs: dict = {}
 
