@@ -51,6 +51,13 @@ class WetClutch:
         fn = max(0.0, self.piston_area_m2 * pressure_bar * BAR - self.return_spring_N)
         return fn * self.friction_static * self.surfaces * self.mean_radius_m / force_radius_m
 
+    def max_capacity(self, pressure_bar: float) -> float:
+        """The most torque the clutch holds, N m: at ``pressure_bar`` for a friction clutch, its
+        ``kinematic_capacity_N_m`` for a kinematic one (for the ranges of capacity outputs)."""
+        if self.model == "kinematic":
+            return self.kinematic_capacity_N_m
+        return self.capacity_at(pressure_bar)
+
     def row(self, name: str, shaft_a: int, shaft_b: int, coef_a: float, coef_b: float,
             force_radius_m: float = 1.0) -> Row:
         """The core row of this clutch (its capacity driven by the pressure command in Pa)."""

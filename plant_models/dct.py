@@ -466,7 +466,7 @@ class DctPlant(Plant):
         self.params = params
         spec = _build_spec(params)
         n_gears = len(params.gear_ratios)
-        inputs, outputs = _signals(n_gears, max(c.capacity_at(25.0) for c in params.clutches))
+        inputs, outputs = _signals(n_gears, max(c.max_capacity(25.0) for c in params.clutches))
         super().__init__(spec, inputs, outputs, dct_step, plant_nf=PF_LEN, plant_ni=0, plant_ndi=PD_LEN,
                          source=source)
         pf = self.core.plant_f

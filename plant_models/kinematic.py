@@ -175,7 +175,7 @@ class KinematicClutchPlant(Plant):
     """Two shafts and a kinematic clutch (seed 001): engagement in a prescribed shift time."""
 
     kind = "kinematic"
-    description = "Kinematic (functional) clutch between a driving and a driven shaft (Tiller, seed 001)"
+    description = "Kinematic (functional) clutch between a driving and a driven shaft ('Clutch Modeling - Part II', seed 001)"
     extra_status_names: dict = {}
 
     def __init__(self, params: KinematicParams | None = None, source: str = ""):

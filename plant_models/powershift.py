@@ -175,7 +175,7 @@ def _build_spec(p: PowershiftParams) -> tuple[CoreSpec, list[float]]:
     return spec, rcs
 
 
-def _signals():
+def _signals(capacity_hi_N_m: float = 1.0e5):
     inputs = [Signal(f"p_c{i + 1}", "bar", 0.0, 40.0, 0.0, f"clutch {i + 1} pressure command") for i in range(N_CLUTCH)]
     inputs += [Signal("engine_torque", "N m", -1000.0, 5000.0, 0.0, "engine torque on axle 1"),
                Signal("load_torque", "N m", -1.0e5, 1.0e5, 0.0,
@@ -190,7 +190,7 @@ def _signals():
         outputs += [Signal(f"slip_c{c}", "rad/s", -2000.0, 2000.0, 0.0, f"clutch {c} slip speed across its plates"),
                     Signal(f"torque_c{c}", "N m", -1.0e5, 1.0e5, 0.0, f"clutch {c} friction torque"),
                     Signal(f"stuck_c{c}", "-", 0, 1, 0, f"clutch {c} stuck (1) or slipping/open (0)", integer=True),
-                    Signal(f"capacity_c{c}", "N m", 0.0, 1.0e5, 0.0, f"clutch {c} static torque capacity"),
+                    Signal(f"capacity_c{c}", "N m", 0.0, capacity_hi_N_m, 0.0, f"clutch {c} static torque capacity"),
                     Signal(f"pressure_c{c}", "bar", -10.0, 50.0, 0.0, f"clutch {c} actual pressure (after the lag)"),
                     Signal(f"energy_c{c}", "J", 0.0, 1.0e9, 0.0,
                            f"friction energy dissipated in clutch {c} since reset")]
@@ -288,7 +288,7 @@ class PowershiftPlant(Plant):
     def __init__(self, params: PowershiftParams, source: str = ""):
         self.params = params
         spec, rcs = _build_spec(params)
-        inputs, outputs = _signals()
+        inputs, outputs = _signals(max([1.0e5] + [c.max_capacity(0.0) for c in params.clutches if c.model == "kinematic"]))
         super().__init__(spec, inputs, outputs, powershift_step, plant_nf=PF_LEN, plant_ni=PI_LEN, source=source)
         self.gears = gear_table()
         pf = self.core.plant_f
