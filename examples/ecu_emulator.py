@@ -229,8 +229,13 @@ class PowershiftTcu:
             rem = deadline - time.monotonic_ns()
             if rem > 0:
                 time.sleep(rem / 1e9)
+        # the server's view of this TCU as last reported while it was still commanding: once it
+        # stops, its commands go stale after 3 cycles and the status frames rightly say so
+        self.receive()
+        wd, fresh = self.result.watchdog_state, self.result.commands_fresh
         time.sleep(3 * period_s)
         self.receive()
+        self.result.watchdog_state, self.result.commands_fresh = wd, fresh
         return self.result
 
 
