@@ -11,7 +11,7 @@ piston through a first-order lag.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .config import ConfigReader
 from .core import Row
@@ -102,8 +102,6 @@ def read_wet_clutch(base: ConfigReader, over: ConfigReader | None, *, speed_unit
         model=get("model", "string", default="friction", choices=("friction", "kinematic")),
     )
     if c.model == "kinematic":
-        from dataclasses import replace
-
         kiss = c.kiss_point_bar
         c = replace(c, shift_time_s=get("shift_time_s", positive=True),
                     kinematic_capacity_N_m=get("kinematic_capacity_N_m", default=1.0e6, positive=True),

@@ -2028,11 +2028,8 @@ def _kin_begin(mf, mi, df, di, t):
     g = mi[H_G]
     oy = mi[DF_Y]
     osh = mi[MF_KIN_SHIFT]
-    ocap = mi[MF_KIN_CAP]
     oth = mi[MF_KIN_THRESH]
     oua = mi[DF_U_ACT]
-    ouar = mi[DF_U_ACT_RATE]
-    ocmd = mi[DF_KIN_CMD]
     oph = mi[DI_KIN_PHASE]
     ot0 = mi[DF_KIN_T0]
     ohold = mi[DF_KIN_HOLD]
@@ -2045,10 +2042,7 @@ def _kin_begin(mf, mi, df, di, t):
         T = mf[osh + i]
         if T <= 0.0:
             continue
-        u = df[oua + i]
-        df[ocmd + i] = u
-        df[ocmd + g + i] = df[ouar + i]
-        cmd = u >= mf[oth + i]
+        cmd = df[oua + i] >= mf[oth + i]
         ph = di[oph + i]
         stuck = di[omode + i] == MODE_STUCK
         if cmd and (ph == KIN_DISENGAGED or ph == KIN_DISENGAGING):
@@ -2073,43 +2067,50 @@ def _kin_begin(mf, mi, df, di, t):
         elif ph == KIN_DISENGAGING and t - df[ot0 + i] >= T * (1.0 - 1e-12):
             ph = KIN_DISENGAGED
         di[oph + i] = ph
-        if ph == KIN_ENGAGING or ph == KIN_ENGAGED:
-            df[oua + i] = mf[ocap + i]
-            df[ouar + i] = 0.0
-        elif ph == KIN_DISENGAGING:
-            rate = df[ohold + i] / T
-            v = df[ohold + i] - rate * (t - df[ot0 + i])
-            df[oua + i] = v if v > 0.0 else 0.0
-            df[ouar + i] = -rate if v > 0.0 else 0.0
-        else:
-            df[oua + i] = 0.0
-            df[ouar + i] = 0.0
+        _kin_capacity(mf, mi, df, di, i, t)
     return changed
+
+
+@njit(**JIT)
+def _kin_capacity(mf, mi, df, di, i, t):
+    """Save kinematic row i's command (for _kin_end) and put its phase's capacity in its place.
+
+    Called in the real-time loop.
+    """
+    g = mi[H_G]
+    oua = mi[DF_U_ACT]
+    ouar = mi[DF_U_ACT_RATE]
+    ocmd = mi[DF_KIN_CMD]
+    df[ocmd + i] = df[oua + i]
+    df[ocmd + g + i] = df[ouar + i]
+    ph = di[mi[DI_KIN_PHASE] + i]
+    v = 0.0
+    rate = 0.0
+    if ph == KIN_ENGAGING or ph == KIN_ENGAGED:
+        v = mf[mi[MF_KIN_CAP] + i]
+    elif ph == KIN_DISENGAGING:
+        hold = df[mi[DF_KIN_HOLD] + i]
+        r = hold / mf[mi[MF_KIN_SHIFT] + i]
+        v = hold - r * (t - df[mi[DF_KIN_T0] + i])
+        if v > 0.0:
+            rate = -r  # the ramp's zero inside a step is a kiss point, located there
+        else:
+            v = 0.0
+    df[oua + i] = v
+    df[ouar + i] = rate
 
 
 @njit(**JIT)
 def _kin_start(mf, mi, df, di):
     """Phases at a start: rows that start stuck are engaged, the others disengaged; capacities
     in place of the commands as in _kin_begin.  Called by _start."""
-    g = mi[H_G]
-    osh = mi[MF_KIN_SHIFT]
-    oua = mi[DF_U_ACT]
-    ouar = mi[DF_U_ACT_RATE]
-    ocmd = mi[DF_KIN_CMD]
-    oph = mi[DI_KIN_PHASE]
-    for i in range(g):
-        if mf[osh + i] <= 0.0:
+    t = df[mi[DF_TIME]]
+    for i in range(mi[H_G]):
+        if mf[mi[MF_KIN_SHIFT] + i] <= 0.0:
             continue
-        df[ocmd + i] = df[oua + i]
-        df[ocmd + g + i] = df[ouar + i]
         di[mi[DI_DRIVE] + i] = 0
-        if di[mi[DI_MODE] + i] == MODE_STUCK:
-            di[oph + i] = KIN_ENGAGED
-            df[oua + i] = mf[mi[MF_KIN_CAP] + i]
-        else:
-            di[oph + i] = KIN_DISENGAGED
-            df[oua + i] = 0.0
-        df[ouar + i] = 0.0
+        di[mi[DI_KIN_PHASE] + i] = KIN_ENGAGED if di[mi[DI_MODE] + i] == MODE_STUCK else KIN_DISENGAGED
+        _kin_capacity(mf, mi, df, di, i, t)
 
 
 @njit(**JIT)

@@ -176,7 +176,6 @@ class KinematicClutchPlant(Plant):
 
     kind = "kinematic"
     description = "Kinematic (functional) clutch between a driving and a driven shaft ('Clutch Modeling - Part II', seed 001)"
-    extra_status_names: dict = {}
 
     def __init__(self, params: KinematicParams | None = None, source: str = ""):
         self.params = params = params or KinematicParams()
