@@ -165,6 +165,8 @@ def test_kinematic_clutch_replaces_a_friction_clutch_in_the_powershift():
     expect = slip[k0] * (1.0 - (t[eng] - 0.5) / 0.3)
     assert np.max(np.abs(slip[eng] - expect)) <= 1e-9 * abs(slip[k0])
     assert tr.column("gear")[0] == 1 and tr.column("gear")[-1] == 3
+    # a kinematic clutch has no pressure state: its pressure output is the command
+    assert tr.column("pressure_c2")[-1] == 16.0 and tr.column("pressure_c1")[-1] == 0.0
     # clutches 3 and 6 stay stuck throughout: the driven row is solved together with them
     assert np.all(tr.column("stuck_c3") == 1.0) and np.all(tr.column("stuck_c6") == 1.0)
 
@@ -205,6 +207,10 @@ def test_config_errors_name_the_key(tmp_path):
                    '[clutch.c1]\nshift_time_s = 0.3\n')
     with pytest.raises(ConfigError, match=r"shift_time_s"):
         load_plant(bad)  # a friction clutch has no shift time
+    for line, problem in (('extends = "missing.toml"\n', "no such config"), ("extends = 3\n", "must be the file name")):
+        bad.write_text(line)
+        with pytest.raises(ConfigError, match=problem):
+            load_plant(bad)
     cyc = tmp_path / "a.toml"
     cyc.write_text('extends = "a.toml"\n')
     with pytest.raises(ConfigError, match="cycle"):
@@ -213,7 +219,27 @@ def test_config_errors_name_the_key(tmp_path):
     k.write_text('plant = "kinematic"\n[shafts]\ninertia_kg_m2 = [1.0, 2.0]\n[clutch]\nshift_time_s = 0.0\n')
     with pytest.raises(ConfigError, match=r"shift_time_s"):
         load_plant(k)
+    k.write_text('plant = "kinematic"\n[shafts]\ninertia_kg_m2 = [1.0, 2.0]\n[clutch]\nshift_time_s = 0.5\n'
+                 '[initial]\nspeeds_rad_s = [1.0, 2.0]\nengaged = true\n')
+    with pytest.raises(ConfigError, match=r"engaged.*equal initial speeds"):
+        load_plant(k)
     assert math.isfinite(KinematicParams().shift_time_s)
+
+
+def test_a_clutch_that_starts_engaged_holds_until_released():
+    plant = KinematicClutchPlant(KinematicParams(initial_speeds=(4.0, 4.0), engaged0=True))
+    plant.reset({"engage": 1, "drive_torque": 6.0})
+    y = plant.output_dict()
+    assert y["phase"] == L.KIN_ENGAGED and y["stuck"] == 1.0
+    for _ in range(200):
+        plant.step(1e-3)
+    y = plant.output_dict()
+    assert y["slip"] == 0.0 and y["w_input"] > 4.0
+    plant.set_input("engage", 0)
+    for _ in range(900):  # shift time 0.8 s: the held torque is out after it
+        plant.step(1e-3)
+    y = plant.output_dict()
+    assert y["phase"] == L.KIN_DISENGAGED and y["clutch_torque"] == 0.0 and y["slip"] > 0.0
 
 
 def test_served_in_lockstep_with_its_signals_declared_and_equal_to_the_offline_run(tmp_path):
