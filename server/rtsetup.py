@@ -58,14 +58,14 @@ class RealtimeSettings:
             try:
                 policy, prio = self._old_sched
                 os.sched_setscheduler(0, policy, os.sched_param(prio))
-            except OSError:
-                pass
+            except OSError as exc:
+                self.warnings.append(f"could not restore the scheduling policy: {exc.strerror}")
             self._old_sched = None
         if self._old_affinity is not None:
             try:
                 os.sched_setaffinity(0, self._old_affinity)
-            except OSError:
-                pass
+            except OSError as exc:
+                self.warnings.append(f"could not restore the CPU affinity: {exc.strerror}")
             self._old_affinity = None
         if self._old_slack is not None:
             _prctl(PR_SET_TIMERSLACK, self._old_slack)

@@ -39,7 +39,7 @@ def vcan_problem() -> str | None:
             s.bind((VCAN,))
             return None
         except OSError:
-            pass
+            pass  # AF_CAN exists but vcan0 does not: try to create it (needs CAP_NET_ADMIN)
         for cmd in (["ip", "link", "add", "dev", VCAN, "type", "vcan"], ["ip", "link", "set", "up", VCAN]):
             try:
                 subprocess.run(cmd, check=False, capture_output=True, timeout=5)
