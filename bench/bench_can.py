@@ -51,9 +51,9 @@ sys.path.insert(0, str(ROOT))
 import can  # noqa: E402
 import cantools  # noqa: E402
 
-import io_adapters.can_adapter  # noqa: E402,F401
+import io_adapters.can.adapter  # noqa: E402,F401
 from io_adapters.base import Adapter  # noqa: E402
-from io_adapters.can_e2e import E2EEncoder, crc8_sae_j1850  # noqa: E402
+from io_adapters.can.e2e import E2EEncoder, crc8_sae_j1850  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.loop import Loop, LoopConfig  # noqa: E402
 from server.telemetry import C_OVERRUNS  # noqa: E402
@@ -187,7 +187,7 @@ def message_set_with_speed_cycle(cycle_ms: float, folder: Path) -> Path:
 
 
 def run_once(seconds: float, speed_cycle_ms: float, share: bool, folder: Path,
-             adapter_cls=io_adapters.can_adapter.CanAdapter) -> dict:
+             adapter_cls=io_adapters.can.adapter.CanAdapter) -> dict:
     plant = load_plant("powershift")
     channel = f"bench-{uuid.uuid4().hex[:8]}"
     opts = {"interface": "virtual", "channel": channel,
@@ -238,7 +238,7 @@ def run_once(seconds: float, speed_cycle_ms: float, share: bool, folder: Path,
             "flips": result.get("flips", 0), "status": status, "overruns": int(loop.telemetry.counters[C_OVERRUNS])}
 
 
-class NaiveCantoolsAdapter(io_adapters.can_adapter.CanAdapter):
+class NaiveCantoolsAdapter(io_adapters.can.adapter.CanAdapter):
     """Baseline: the same frames with cantools' dict codec in the tick (what the precompiled layouts replace).
 
     Reception, E2E checks and the bus are the adapter's; ``read`` decodes the

@@ -48,8 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from plant_models import friction_core as fc  # noqa: E402
-from plant_models import layout as L  # noqa: E402
+from plant_models.core import kernels as fc  # noqa: E402
+from plant_models.core import layout as L  # noqa: E402
 
 BAR = 1.0e5  # Pa per bar
 
@@ -150,7 +150,7 @@ def powershift_core_in_gear():
     """
     from plant_models.config import ConfigReader, load_toml, resolve_config
     from plant_models.core import Core
-    from plant_models.powershift import PowershiftParams, _build_spec
+    from plant_models.plants.powershift import PowershiftParams, _build_spec
 
     path = resolve_config("powershift")
     spec, _ = _build_spec(PowershiftParams.from_config(ConfigReader(load_toml(path), str(path))))
@@ -178,8 +178,8 @@ def core_in_gear(repeat: int, npc: float) -> tuple[str, dict, str]:
 
 
 def compiled_loop(repeat: int, npc: float) -> list[tuple[str, dict, str]]:
-    from plant_models.dct import dct_step
-    from plant_models.powershift import powershift_step
+    from plant_models.plants.dct import dct_step
+    from plant_models.plants.powershift import powershift_step
     from plant_models.registry import load_plant
 
     rows = [core_in_gear(repeat, npc)]
@@ -206,7 +206,7 @@ def compiled_loop(repeat: int, npc: float) -> list[tuple[str, dict, str]]:
 
 def realtime_factor(repeat: int) -> dict:
     """10 s of the Powershift swaps scenario (held after its 3.5 s) at 1 kHz in one compiled loop."""
-    from plant_models.powershift import powershift_step
+    from plant_models.plants.powershift import powershift_step
     from plant_models.registry import load_plant
 
     steps = 10000
@@ -345,7 +345,7 @@ def shift_inputs(plant, dt: float, n: int):
 
 
 def alternatives(repeat: int) -> list[dict]:
-    from plant_models.powershift import powershift_step
+    from plant_models.plants.powershift import powershift_step
     from test_core_accuracy import _c_plant, event_errors, run_shift, shift_reference, trajectory_error
 
     ref = shift_reference()
@@ -386,7 +386,7 @@ def alternatives(repeat: int) -> list[dict]:
 # 5: accuracy against the reference
 # ----------------------------------------------------------------------------
 def accuracy() -> list[dict]:
-    from reference_solutions import CHAIN4_V0, ReferenceSolver, chain4_network
+    from references.reference_solutions import CHAIN4_V0, ReferenceSolver, chain4_network
     from test_core_accuracy import (engagement_reference, event_errors, orders, run_chain4, run_engagement,
                                     run_shift, shift_reference, trajectory_error)
 

@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from io_adapters.zmq_adapter import ZmqAdapter  # noqa: E402
+from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.loop import Loop, LoopConfig  # noqa: E402
 from server.rtsetup import RealtimeConfig  # noqa: E402

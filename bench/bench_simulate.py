@@ -30,10 +30,10 @@ import time
 
 import numpy as np
 
-from plant_models import friction_core as fc
-from plant_models.chain import chain_refresh
-from plant_models.dct import dct_refresh
-from plant_models.powershift import powershift_refresh
+from plant_models.core import kernels as fc
+from plant_models.plants.chain import chain_refresh
+from plant_models.plants.dct import dct_refresh
+from plant_models.plants.powershift import powershift_refresh
 from plant_models.config import repo_root
 from plant_models.registry import load_plant
 from server.scenario import load_scenario

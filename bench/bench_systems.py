@@ -24,11 +24,11 @@ import time
 
 import numpy as np
 
-from plant_models import friction_core as fc
+from plant_models.core import kernels as fc
 from plant_models.config import repo_root
-from plant_models.damper import damper_refresh
+from plant_models.plants.damper import damper_refresh
 from plant_models.registry import load_plant
-from plant_models.servo import ServoActuatorPlant
+from plant_models.plants.servo import ServoActuatorPlant
 from server.scenario import load_scenario
 
 

@@ -36,7 +36,7 @@ import zmq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from io_adapters.client import HilClient  # noqa: E402
+from io_adapters.zmq.client import HilClient  # noqa: E402
 
 ECHO = """
 import sys, zmq

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from io_adapters.client import HilClient  # noqa: E402
+from io_adapters.zmq.client import HilClient  # noqa: E402
 
 TRACE_SIGNALS = ("w_1", "w_2", "w_out", "ratio", "gear", "pressure_c1", "pressure_c2", "torque_c1", "torque_c2",
                  "slip_c1", "slip_c2", "stuck_c1", "stuck_c2")

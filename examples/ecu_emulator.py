@@ -49,7 +49,7 @@ import cantools
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from io_adapters.can_e2e import E2EDecoder, E2EEncoder  # noqa: E402
+from io_adapters.can.e2e import E2EDecoder, E2EEncoder  # noqa: E402
 
 DBC_POWERSHIFT = ROOT / "configs" / "powershift.dbc"
 DBC_DCT = ROOT / "configs" / "dct.dbc"

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from plant_models.config import repo_root
-from plant_models.kinematic_plots import plot_experiment
+from server.plots.kinematic import plot_experiment
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
 from server.simulate import run_offline

@@ -15,24 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
+from .errors import ConfigError  # noqa: F401  (re-exported: the config readers raise it)
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
-
-
-class ConfigError(ValueError):
-    """A configuration or scenario file is missing, unreadable or invalid.
-
-    ``str(err)`` is the complete message for the user: ``file: key: problem``.
-    """
-
-    def __init__(self, source: str, key: str, problem: str):
-        self.source = source
-        self.key = key
-        self.problem = problem
-        where = f"{source}: {key}: " if key else f"{source}: "
-        super().__init__(where + problem)
 
 
 def load_toml(path: str | Path) -> dict:

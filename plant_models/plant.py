@@ -18,8 +18,9 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
-from . import layout as L
+from .core import layout as L
 from .core import Core, CoreSpec
+from .errors import InputError
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,28 @@ class Signal:
     integer: bool = False
     allowed: tuple[float, ...] = ()  # if given, the only accepted values (e.g. gear numbers)
 
+    def validate(self, value) -> float:
+        """``value`` as a float when it is acceptable for this input; else raise :class:`InputError`.
+
+        Booleans, strings and other non-numbers are ``wrong_type``; the
+        message names the signal and says exactly what is wrong.
+        """
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError("wrong_type", f"{self.name}: expected a number, got {_type_name(value)}")
+        try:
+            v = float(value)
+        except OverflowError:
+            raise InputError("out_of_range", f"{self.name}: {value} outside [{self.lo:g}, {self.hi:g}] {self.unit}") from None
+        if not math.isfinite(v):
+            raise InputError("not_finite", f"{self.name}: not finite ({value})")
+        if v < self.lo or v > self.hi:
+            raise InputError("out_of_range", f"{self.name}: {value} outside [{self.lo:g}, {self.hi:g}] {self.unit}")
+        if self.integer and v != round(v):
+            raise InputError("not_allowed", f"{self.name}: must be a whole number, got {value}")
+        if self.allowed and v not in self.allowed:
+            raise InputError("not_allowed", f"{self.name}: {value} is not one of {', '.join(f'{a:g}' for a in self.allowed)}")
+        return v
+
     def check(self, value: float) -> str | None:
         """Why ``value`` is not acceptable for this input, or None."""
         if isinstance(value, bool):
@@ -57,6 +80,23 @@ class Signal:
         if self.allowed and v not in self.allowed:
             return f"{self.name}: {value} is not one of {', '.join(f'{a:g}' for a in self.allowed)}"
         return None
+
+
+def _type_name(value) -> str:
+    """The type of a rejected value in the words of the wire formats (msgpack/TOML), for messages."""
+    if value is None:
+        return "nil"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "map"
+    return type(value).__name__
 
 
 def signal_table(signals) -> list[dict]:
@@ -105,6 +145,20 @@ class Plant(ABC):
         self.y = blk[2 * self.n_in:2 * self.n_in + self.n_out]
         self.plant_state = blk[2 * self.n_in + self.n_out:]
         self.mf, self.mi, self.df, self.di = self.core.mf, self.core.mi, self.core.df, self.core.di
+
+    @property
+    def input_offset(self) -> int:
+        """Index in ``df`` of input 0; the inputs' rates follow at ``input_offset + n_in``.
+
+        For compiled transports (the CAN codec) that write commands into the
+        data buffer by offset instead of through the ``u`` view.
+        """
+        return int(self.mi[L.DF_PLANT])
+
+    @property
+    def output_offset(self) -> int:
+        """Index in ``df`` of output 0 (compiled transports read ``y`` there)."""
+        return self.input_offset + 2 * self.n_in
 
     # -- ports -------------------------------------------------------------
     def input_index(self, name: str) -> int:

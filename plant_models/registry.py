@@ -11,12 +11,12 @@ from .plant import Plant
 # Built-in plants: kind -> (module, class).  A module is imported only when a
 # config asks for its kind, so starting a server compiles/loads one plant only.
 BUILTIN = {
-    "powershift": ("plant_models.powershift", "PowershiftPlant"),
-    "dct": ("plant_models.dct", "DctPlant"),
-    "chain": ("plant_models.chain", "ChainPlant"),
-    "damper": ("plant_models.damper", "DamperClutchPlant"),
-    "servo": ("plant_models.servo", "ServoActuatorPlant"),
-    "kinematic": ("plant_models.kinematic", "KinematicClutchPlant"),
+    "powershift": ("plant_models.plants.powershift", "PowershiftPlant"),
+    "dct": ("plant_models.plants.dct", "DctPlant"),
+    "chain": ("plant_models.plants.chain", "ChainPlant"),
+    "damper": ("plant_models.plants.damper", "DamperClutchPlant"),
+    "servo": ("plant_models.plants.servo", "ServoActuatorPlant"),
+    "kinematic": ("plant_models.plants.kinematic", "KinematicClutchPlant"),
 }
 
 _PLANTS: dict[str, Callable[[ConfigReader], Plant]] = {}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from io_adapters.codec import PROTOCOL_VERSION, InputValidator, schema_id
+from io_adapters.zmq.protocol import PROTOCOL_VERSION, InputValidator, schema_id
 from plant_models.config import ConfigError
 
 from .params import ParamError
@@ -28,7 +28,7 @@ log = logging.getLogger("gearbox_hil.control")
 
 SERVER_NAME = "gearbox-hil"
 
-# Error codes of control replies (in addition to the input reasons of io_adapters.codec.REASONS).
+# Error codes of control replies (in addition to the input reasons of io_adapters.zmq.protocol.REASONS).
 ERROR_CODES = ("oversized", "malformed", "bad_message", "bad_version", "unknown_command", "bad_request",
                "wrong_mode", "bad_state", "unknown_signal", "wrong_type", "not_finite", "out_of_range",
                "not_allowed", "scenario_active", "param_error", "scenario_error", "internal")

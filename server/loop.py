@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from io_adapters.base import Adapter, LoopContext
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.plant import Plant
 
 from . import rtsetup

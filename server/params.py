@@ -28,7 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from plant_models import layout as L
+from plant_models.core import layout as L
+from plant_models.errors import ParamError
 from plant_models.plant import Plant
 
 
@@ -44,10 +45,6 @@ class Param:
     get: Callable[[], float]
     set: Callable[[float], None]
     kind: str = "float"  # "float" or "bool"
-
-
-class ParamError(ValueError):
-    """A set_params request that cannot be applied (nothing was changed)."""
 
 
 class ParamTable:

@@ -5,7 +5,7 @@ the tables ``[loop]``, ``[realtime]``, ``[watchdog]`` (with optional
 ``[watchdog.inputs.<name>]``), ``[initial_inputs]`` and any number of
 ``[[adapters]]``, each chosen by ``type`` from the adapter registry and
 given the rest of its table as options.  Adapter modules are found by name:
-type ``"can"`` is provided by ``io_adapters.can_adapter``, imported when the
+type ``"can"`` is provided by ``io_adapters.can.adapter``, imported when the
 config asks for it.  Every mistake in the file is reported as
 ``file: key: problem``.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from io_adapters.base import Adapter, AdapterError, adapter_types, create_adapter
-from io_adapters.codec import check_input
+from io_adapters.zmq.protocol import check_input
 from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
@@ -203,14 +203,14 @@ def _resolve_watchdog(io: IoConfig, plant: Plant) -> WatchdogConfig:
 
 
 def _import_adapter_module(typ: str) -> None:
-    """Make adapter type ``typ`` available: built-in ``io_adapters.<typ>_adapter`` modules register on import."""
+    """Make adapter type ``typ`` available: built-in ``io_adapters.<typ>.adapter`` modules register on import."""
     if typ in adapter_types():
         return
-    modname = f"io_adapters.{typ}_adapter"
+    modname = f"io_adapters.{typ}.adapter"
     try:
         importlib.import_module(modname)
     except ModuleNotFoundError as exc:
-        if exc.name != modname:
+        if exc.name not in (modname, modname.rsplit(".", 1)[0]):
             raise
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.config import ConfigError
 from plant_models.plant import Plant
 from plant_models.registry import load_plant

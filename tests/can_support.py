@@ -18,7 +18,7 @@ from pathlib import Path
 import can
 import pytest
 
-import io_adapters.can_adapter  # noqa: F401  (registers adapter type "can")
+import io_adapters.can.adapter  # noqa: F401  (registers adapter type "can")
 from io_adapters.base import LoopContext, create_adapter
 from plant_models.registry import load_plant
 

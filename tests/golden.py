@@ -1,6 +1,6 @@
 """Golden traces: fingerprints of every shipped scenario's offline run, fixed before the renovation.
 
-``python -m tests.golden --write`` recomputes ``tests/data/golden_traces.json``
+``python tests/golden.py --write`` recomputes ``tests/data/golden_traces.json``
 (only when a change of the numbers is intended and explained).  A fingerprint
 is the SHA-256 of the trace's float64 bytes (time column then every output,
 row by row, little-endian) and of the events as ``repr(time) clutch type``
@@ -76,8 +76,9 @@ def fingerprint(config: str, scenario: str, dt: float | None) -> dict:
 
 def main(argv: list[str]) -> int:
     if argv != ["--write"]:
-        print("usage: python -m tests.golden --write", file=sys.stderr)
+        print("usage: python tests/golden.py --write", file=sys.stderr)
         return 2
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages first
     out = {case_id(*c): fingerprint(*c) for c in CASES}
     GOLDEN_FILE.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN_FILE.write_text(json.dumps(out, indent=1) + "\n")

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from io_adapters.client import HilClient
+from io_adapters.zmq.client import HilClient
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ import pytest
 
 from can_support import ROOT
 from io_adapters.base import AdapterError, LoopContext
-from io_adapters.can_adapter import CanAdapter
-from io_adapters.can_config import load_message_set, unit_gain
+from io_adapters.can.adapter import CanAdapter
+from io_adapters.can.message_set import load_message_set, unit_gain
 from plant_models.config import ConfigError
 from plant_models.registry import load_plant
 

@@ -17,7 +17,7 @@ import cantools
 import pytest
 
 from can_support import BACKENDS, ROOT, Harness, load_example, wait_until
-from io_adapters.can_e2e import E2EEncoder
+from io_adapters.can.e2e import E2EEncoder
 
 DBC = cantools.database.load_file(str(ROOT / "configs" / "dct.dbc"))
 CMD = DBC.get_message_by_name("TCU_DctCmd")

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from can_support import ROOT
-from io_adapters.can_config import message_table_markdown
+from io_adapters.can.message_set import message_table_markdown
 
 
 def test_message_set_tables_in_the_docs_are_current():
     doc = (ROOT / "docs" / "can.md").read_text()
     for name in ("io_can_powershift", "io_can_dct"):
         table = message_table_markdown(name)
-        assert table in doc, f"docs/can.md is out of date for {name}: python -m io_adapters.can_config {name}"
+        assert table in doc, f"docs/can.md is out of date for {name}: python -m io_adapters.can.message_set {name}"
 
 
 def test_docs_give_the_vcan_setup():

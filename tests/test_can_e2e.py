@@ -13,7 +13,7 @@ import cantools
 import pytest
 
 from can_support import BACKENDS, Harness, ROOT
-from io_adapters.can_e2e import E2EDecoder, E2EEncoder
+from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 
 DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
 CMD_A = DBC.get_message_by_name("TCU_ClutchCmdA")

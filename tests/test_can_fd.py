@@ -13,7 +13,7 @@ import pytest
 
 from can_support import Harness
 from io_adapters.base import AdapterError
-from io_adapters.can_e2e import E2EDecoder, E2EEncoder
+from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 
 FD_DBC = """VERSION ""
 NS_ :

@@ -13,8 +13,8 @@ import cantools
 import numpy as np
 import pytest
 
-from io_adapters import can_e2e
-from io_adapters import can_layout as CL
+from io_adapters.can import e2e as can_e2e
+from io_adapters.can import frames as CL
 
 TEST_DBC = """VERSION ""
 NS_ :

@@ -19,8 +19,8 @@ import can
 import cantools
 
 from can_support import ROOT
-from io_adapters.can_adapter import CanAdapter
-from io_adapters.can_e2e import E2EDecoder, E2EEncoder
+from io_adapters.can.adapter import CanAdapter
+from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 from plant_models.registry import load_plant
 from server.loop import Loop, LoopConfig
 from server.watchdog import WatchdogConfig

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from can_support import ROOT
-from io_adapters.can_share import LoopbackShare, ShareError, is_loopback
+from io_adapters.can.share import LoopbackShare, ShareError, is_loopback
 from server_support import ServerProcess
 
 CAN_SHARED = """
@@ -64,7 +64,7 @@ def test_share_serves_no_files():
 
 
 def test_share_needs_a_virtual_interface():
-    from io_adapters.can_adapter import CanAdapter
+    from io_adapters.can.adapter import CanAdapter
     from plant_models.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"share: shares a virtual bus only \(interface is 'socketcan'"):

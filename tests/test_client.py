@@ -7,7 +7,7 @@ import time
 import pytest
 import zmq
 
-from io_adapters.client import HilClient, ServerError, State
+from io_adapters.zmq.client import HilClient, ServerError, State
 from server_support import ServerProcess
 
 ARRAY_FORMAT = """

@@ -3,7 +3,7 @@
 The reference integrates the chain in transformed coordinates z = T^-1 v:
 main dynamics (seed 000 eq. 16) and relative dynamics (eq. 17) with the
 frictions of stuck contacts from eq. (19), exactly resolved at every event
-(plant_models.congruence.friction_exact), with scipy's DOP853 between events
+(references.congruence.friction_exact), with scipy's DOP853 between events
 located by solve_ivp.  The core integrates the original coordinates with
 the general R formulation and its box-QP partition solve.  Same equations,
 different formulation and numerics: the trajectories and events must agree.
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from plant_models import layout as L
-from plant_models.congruence import (CongruenceChain, friction_exact, friction_published, relative_inverse_inertia,
+from plant_models.core import layout as L
+from references.congruence import (CongruenceChain, friction_exact, friction_published, relative_inverse_inertia,
                                      transform)
 from plant_models.core import Core, CoreSpec, Row
 

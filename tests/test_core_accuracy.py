@@ -24,10 +24,10 @@ import math
 
 import numpy as np
 import pytest
-from reference_solutions import (CHAIN4_K, CHAIN4_MASS, CHAIN4_V0, RefNetwork, RefRow, ReferenceSolver,
+from references.reference_solutions import (CHAIN4_K, CHAIN4_MASS, CHAIN4_V0, RefNetwork, RefRow, ReferenceSolver,
                                  chain4_force, chain4_network, network_from_spec, piecewise_linear)
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.core import Core, CoreSpec, Row
 from plant_models.plant import BAR
 from plant_models.registry import load_plant

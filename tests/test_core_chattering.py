@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.registry import load_plant
 
 N_STEPS = 100_000

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 
 
 def paper_stuck_force(J1, J2, t1, t2):

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.core import Core, CoreSpec, Row, Spring
 from plant_models.plant import BAR
 from plant_models.registry import load_plant

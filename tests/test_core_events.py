@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from reference_solutions import RefNetwork, RefRow, ReferenceSolver
+from references.reference_solutions import RefNetwork, RefRow, ReferenceSolver
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.core import Core, CoreSpec, Row, Settings
 
 

@@ -13,13 +13,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-from reference_solutions import ReferenceSolver, network_from_spec
+from references.reference_solutions import ReferenceSolver, network_from_spec
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.config import ConfigReader, load_toml, resolve_config
 from plant_models.core import Core, CoreSpec, Row
 from plant_models.plant import BAR
-from plant_models.powershift import PowershiftParams, PowershiftPlant
+from plant_models.plants.powershift import PowershiftParams, PowershiftPlant
 
 
 def powershift(engaged, pressures_bar, engine=0.0, load=0.0, engine_speed=None):

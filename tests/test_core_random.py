@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
-from reference_solutions import RefNetwork, RefRow, ReferenceSolver
+from references.reference_solutions import RefNetwork, RefRow, ReferenceSolver
 
-from plant_models import friction_core as fc
-from plant_models import layout as L
+from plant_models.core import kernels as fc
+from plant_models.core import layout as L
 from plant_models.core import Core, CoreSpec, Row
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

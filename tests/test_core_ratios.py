@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.config import ConfigReader, load_toml, resolve_config
-from plant_models.powershift import STAGES, PowershiftParams, PowershiftPlant
+from plant_models.plants.powershift import STAGES, PowershiftParams, PowershiftPlant
 
 
 @pytest.mark.parametrize("ca,cb", [(0.03, 0.09), (0.09, 0.03), (1.0, -3.7), (-2.5, -0.4), (0.04, -0.12),

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.core import Core, CoreSpec, Row, Settings, Spring
 from plant_models.registry import load_plant
 
@@ -56,7 +56,7 @@ def data_except_inputs(core):
 def test_bad_input_is_rejected_and_leaves_the_state_untouched(what):
     plant = shifting_powershift()
     c = plant.core
-    from plant_models.friction_core import core_step
+    from plant_models.core.kernels import core_step
 
     before = data_except_inputs(c)
     saved = c.get_state()

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.config import ConfigError, ConfigReader
-from plant_models.damper import DEG, DamperClutchPlant, DamperParams
+from plant_models.plants.damper import DEG, DamperClutchPlant, DamperParams
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
 

@@ -1,7 +1,7 @@
 """Every shipped scenario gives, bit for bit, the trace and events it gave before the renovation.
 
 The fingerprints in ``tests/data/golden_traces.json`` were computed by
-``python -m tests.golden --write`` on the code before the core was split
+``python tests/golden.py --write`` on the code before the core was split
 into a package; any change in any bit of any output at any step, or in any
 event time, fails here.  Regenerate only for an intended, explained change
 of the numbers.
@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.golden import CASES, GOLDEN_FILE, case_id, fingerprint
+from golden import CASES, GOLDEN_FILE, case_id, fingerprint
 
 GOLDEN = json.loads(GOLDEN_FILE.read_text())
 

@@ -19,10 +19,10 @@ import math
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.config import ConfigError, repo_root
 from plant_models.core import Core, CoreSpec, Row
-from plant_models.kinematic import KinematicClutchPlant, KinematicParams
+from plant_models.plants.kinematic import KinematicClutchPlant, KinematicParams
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
 from server.simulate import run_offline

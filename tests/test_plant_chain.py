@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from plant_models.chain import ChainPlant
+from plant_models.plants.chain import ChainPlant
 from plant_models.config import ConfigError, ConfigReader, load_toml, repo_root
 from plant_models.registry import load_plant
-from reference_solutions import CHAIN4_V0, ReferenceSolver, chain4_network
+from references.reference_solutions import CHAIN4_V0, ReferenceSolver, chain4_network
 from server.scenario import load_scenario, parse_scenario
 from server.simulate import run_offline
 

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.config import ConfigReader, load_toml, repo_root
-from plant_models.dct import ROW_S_EVEN, ROW_S_ODD, ST_GEAR_REJECTED, DctPlant
-from reference_solutions import ReferenceSolver, network_from_spec
+from plant_models.plants.dct import ROW_S_EVEN, ROW_S_ODD, ST_GEAR_REJECTED, DctPlant
+from references.reference_solutions import ReferenceSolver, network_from_spec
 from server.scenario import parse_scenario
 from server.simulate import run_offline
 

@@ -8,10 +8,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.config import ConfigError, ConfigReader, load_toml, repo_root
 from plant_models.plant import BAR
-from plant_models.powershift import PowershiftPlant, gear_table
+from plant_models.plants.powershift import PowershiftPlant, gear_table
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
 from server.simulate import run_offline

@@ -12,7 +12,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from io_adapters.client import ServerError
+from io_adapters.zmq.client import ServerError
 from server.simulate import read_trace_csv
 
 from server_support import ROOT, ServerProcess, wait_until

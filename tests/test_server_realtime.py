@@ -13,7 +13,7 @@ import time
 import msgpack
 import pytest
 
-from io_adapters.client import ServerError
+from io_adapters.zmq.client import ServerError
 from server_support import ROOT, ServerProcess, wait_until
 
 sys.path.insert(0, str(ROOT / "examples"))

@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 
-from plant_models import layout as L
+from plant_models.core import layout as L
 from plant_models.config import ConfigError, ConfigReader
 from plant_models.registry import load_plant
-from plant_models.servo import DEG, ServoActuatorPlant, ServoParams
+from plant_models.plants.servo import DEG, ServoActuatorPlant, ServoParams
 from server.scenario import load_scenario
 
 DT = 1.0e-3

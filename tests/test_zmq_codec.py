@@ -9,7 +9,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from io_adapters.codec import (PROTOCOL_VERSION, CommandDecoder, InputValidator, ProtocolError, RejectLog,
+from io_adapters.zmq.protocol import (PROTOCOL_VERSION, CommandDecoder, InputValidator, ProtocolError, RejectLog,
                                StateEncoder, decode_request, schema_id)
 from plant_models.plant import Signal
 

@@ -45,9 +45,9 @@ import numpy as np
 from plant_models.config import ConfigError, ConfigReader, resolve_config
 from plant_models.plant import Plant
 
-from . import can_layout as CL
-from .base import Adapter, AdapterError, LoopContext, register_adapter
-from .can_config import AUX_SOURCES, MessageSet, load_message_set
+from . import frames as CL
+from ..base import Adapter, AdapterError, LoopContext, register_adapter
+from .message_set import AUX_SOURCES, MessageSet, load_message_set
 
 DEFAULT_CHANNEL = "gearbox-hil"
 
@@ -193,13 +193,13 @@ class CanAdapter(Adapter):
                                f"{exc}") from None
         try:
             if self.record_path:
-                from .can_recorder import FrameRecorder, RecorderError
+                from .recorder import FrameRecorder, RecorderError
                 try:
                     self._recorder = FrameRecorder(self.record_path, log=self.log)
                 except RecorderError as exc:
                     raise AdapterError(f"{self.name}: {exc}") from None
             if self.share_options is not None:
-                from .can_share import LoopbackShare, ShareError
+                from .share import LoopbackShare, ShareError
                 try:
                     self._share = LoopbackShare(channel, log=self.log, **self.share_options)
                 except ShareError as exc:
@@ -217,7 +217,7 @@ class CanAdapter(Adapter):
                       channel, self.ms.rx.n_msg, self.ms.tx.n_msg, Path(self.ms.dbc_path).name)
 
     def _allocate(self) -> None:
-        from plant_models import layout as L
+        from plant_models.core import layout as L
 
         rx, tx = self.ms.rx, self.ms.tx
         p = self.plant

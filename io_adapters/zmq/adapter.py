@@ -29,8 +29,8 @@ import zmq
 from plant_models.config import ConfigReader
 from plant_models.plant import Plant
 
-from .base import Adapter, AdapterError, LoopContext, register_adapter
-from .codec import (PROTOCOL_VERSION, CommandDecoder, ProtocolError, RejectLog, StateEncoder, decode_request,
+from ..base import Adapter, AdapterError, LoopContext, register_adapter
+from .protocol import (PROTOCOL_VERSION, CommandDecoder, ProtocolError, RejectLog, StateEncoder, decode_request,
                     encode)
 
 log = logging.getLogger("gearbox_hil.zmq")

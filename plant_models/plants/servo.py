@@ -71,11 +71,11 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from . import layout as L
-from .config import ConfigReader
-from .core import CoreSpec, Settings
-from .friction_core import BUFS, JIT, _raw_f, _raw_i
-from .plant import Plant, Signal
+from ..core import layout as L
+from ..config import ConfigReader
+from ..core import CoreSpec, Settings
+from ..core.kernels import BUFS, JIT, _raw_f, _raw_i
+from ..plant import Plant, Signal
 
 DEG = math.pi / 180.0  # rad per degree
 MPA = 1.0e6  # Pa per MPa
@@ -675,6 +675,6 @@ class ServoActuatorPlant(Plant):
 
     def plot_figures(self, trace, out_dir, title: str = "") -> list:
         """PNG figures of an offline run in the paper's style (seed 002 figs. 6-17); see servo_plots."""
-        from .servo_plots import plot
+        from server.plots.servo import plot
 
         return plot(self, trace, out_dir, title)

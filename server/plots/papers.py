@@ -25,9 +25,9 @@ import numpy as np
 
 from plant_models.plant import Plant
 
-from plant_models.figures import COLORS, DPI  # noqa: F401  (re-exported for plot modules)
-from plant_models.figures import figure as _figure
-from plant_models.figures import save as _save
+from .figures import COLORS, DPI  # noqa: F401  (re-exported for plot modules)
+from .figures import figure as _figure
+from .figures import save as _save
 
 
 def _ratio(num: np.ndarray, den: np.ndarray, min_den: float = 1e-3) -> np.ndarray:

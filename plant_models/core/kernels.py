@@ -54,7 +54,7 @@ Exactness
     ``delta == 0.0`` exactly (not 1e-16) and never drifts.
 
 Everything here is compiled with ``@njit(cache=True, nogil=True)``, works on
-the preallocated flat buffers of :mod:`plant_models.layout`, allocates
+the preallocated flat buffers of :mod:`plant_models.core.layout`, allocates
 nothing per step and holds no Python object.  Public entry points have
 explicit signatures, so compilation happens at import, never during a run.
 """
@@ -102,23 +102,23 @@ def _drop_stale_plant_caches() -> None:
     numba checks a cached function against its own source file only.  The
     plants' compiled steps inline ``_step`` from this module, so after a
     change here their caches would keep running the old core.  The hash of
-    this file and of ``layout.py`` is kept next to the caches; when it
-    differs, the other modules' cache files in this package's cache folder
-    (``__pycache__``, or its mirror under ``NUMBA_CACHE_DIR``) are removed
-    and compile again on import.
+    this package's sources is kept next to the plants' caches; when it
+    differs, their cache files are removed and compile again on import.
     """
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in ("friction_core.py", "layout.py"):
+    for path in sorted(here.glob("*.py")):
         try:
-            digest.update((here / name).read_bytes())
+            digest.update(path.read_bytes())
         except OSError:
             return
     stamp = digest.hexdigest()
-    folders = [here / "__pycache__"]
+    plants = here.parent / "plants"
+    folders = [plants / "__pycache__"]
     user_dir = os.environ.get("NUMBA_CACHE_DIR")
     if user_dir:
-        folders.append(Path(user_dir) / here.relative_to(here.anchor))
+        # numba names a package's cache folder after the package and a hash of its path
+        folders += [p for p in Path(user_dir).glob("plants_*") if p.is_dir()]
     for folder in folders:
         marker = folder / "core_sources.sha256"
         try:
@@ -127,11 +127,10 @@ def _drop_stale_plant_caches() -> None:
         except OSError:
             pass
         for f in list(folder.glob("*.nbi")) + list(folder.glob("*.nbc")):
-            if not f.name.startswith(("friction_core.", "layout.")):
-                try:
-                    f.unlink()
-                except OSError:
-                    pass
+            try:
+                f.unlink()
+            except OSError:
+                pass
         try:
             folder.mkdir(parents=True, exist_ok=True)
             marker.write_text(stamp)

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from . import layout as L
-from .config import ConfigReader
-from .core import CoreSpec, Row, Settings
-from .friction_core import BUFS, JIT, _raw_f, _raw_i, _step
-from .plant import Plant, Signal
+from ..core import layout as L
+from ..config import ConfigReader
+from ..core import CoreSpec, Row, Settings
+from ..core.kernels import BUFS, JIT, _raw_f, _raw_i, _step
+from ..plant import Plant, Signal
 from .powershift import settings_from_config
 
 MAX_BODIES = 64

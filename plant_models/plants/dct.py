@@ -56,12 +56,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from . import layout as L
+from ..core import layout as L
 from .clutch import WetClutch, read_wet_clutch
-from .config import ConfigReader
-from .core import CoreSpec, Row, Settings, Spring
-from .friction_core import BUFS, JIT, _raw_f, _raw_i, _step
-from .plant import BAR, Plant, Signal
+from ..config import ConfigReader
+from ..core import CoreSpec, Row, Settings, Spring
+from ..core.kernels import BUFS, JIT, _raw_f, _raw_i, _step
+from ..plant import BAR, Plant, Signal
 from .powershift import settings_from_config
 
 # -- state layout ------------------------------------------------------------

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .config import ConfigReader
-from .core import Row
-from .plant import BAR, pressure_capacity_gains
+from ..config import ConfigReader
+from ..core import Row
+from ..plant import BAR, pressure_capacity_gains
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ DBC messages and signals by name, plant ports by name, unit conversions
 (the DBC's range intersected with the plant's declared range and allowed
 values), cycle times in ticks (from the DBC's ``GenMsgCycleTime``), start
 offsets (``GenMsgStartDelayTime``, else staggered) and receive timeouts.
-The result is a pair of :class:`~io_adapters.can_layout.CompiledLayout`.
+The result is a pair of :class:`~io_adapters.can.frames.CompiledLayout`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
 from plant_models.plant import Plant
 
-from .can_layout import (CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT, CompiledLayout, MessageLayout, SignalLayout,
+from .frames import (CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT, CompiledLayout, MessageLayout, SignalLayout,
                          compile_layout, raw_bounds, raw_range)
 
 # Values a transmitted signal can carry besides plant outputs (index = position).
@@ -425,12 +425,12 @@ def message_table_markdown(ms_path: str | Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m io_adapters.can_config io_can_powershift`` prints the message-set tables of docs/can.md."""
+    """``python -m io_adapters.can.message_set io_can_powershift`` prints the message-set tables of docs/can.md."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        print("usage: python -m io_adapters.can_config MESSAGE_SET [...]", file=sys.stderr)
+        print("usage: python -m io_adapters.can.message_set MESSAGE_SET [...]", file=sys.stderr)
         return 2
     try:
         for name in args:

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from . import layout as L
+from ..core import layout as L
 from .clutch import WetClutch, read_wet_clutch
-from .config import ConfigReader
-from .core import CoreSpec, Settings
-from .friction_core import BUFS, JIT, _raw_f, _raw_i, _step
-from .plant import BAR, Plant, Signal
+from ..config import ConfigReader
+from ..core import CoreSpec, Settings
+from ..core.kernels import BUFS, JIT, _raw_f, _raw_i, _step
+from ..plant import BAR, Plant, Signal
 
 N_AXLES = 4
 N_CLUTCH = 8

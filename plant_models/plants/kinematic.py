@@ -35,11 +35,11 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from . import layout as L
-from .config import ConfigReader
-from .core import CoreSpec, Row, Settings
-from .friction_core import BUFS, JIT, _raw_f, _raw_i, _step
-from .plant import Plant, Signal
+from ..core import layout as L
+from ..config import ConfigReader
+from ..core import CoreSpec, Row, Settings
+from ..core.kernels import BUFS, JIT, _raw_f, _raw_i, _step
+from ..plant import Plant, Signal
 from .powershift import settings_from_config
 
 # inputs
@@ -198,6 +198,6 @@ class KinematicClutchPlant(Plant):
 
     def plot_figures(self, trace, out_dir, title: str = "") -> list:
         """Speeds, reaction torque and phase of an offline run (the article's figures 3-5)."""
-        from .kinematic_plots import plot
+        from server.plots.kinematic import plot
 
         return plot(self, trace, out_dir, title)

@@ -1,7 +1,7 @@
 """End-to-end protection for the other side of the bus (TCU emulators, tests, tools).
 
 Plain Python with cantools, independent of the compiled codec the plant
-server uses (:mod:`io_adapters.can_layout`), so the two check each other.
+server uses (:mod:`io_adapters.can.frames`), so the two check each other.
 The protection is the one documented there: CRC-8 SAE J1850 (poly 0x1D,
 init 0xFF, final XOR 0xFF) over the data ID (low byte, high byte) and the
 payload without the checksum byte, plus an alive counter.

@@ -1,6 +1,6 @@
 """Python client of the gearbox-hil server, for controller developers and CI scripts.
 
->>> from io_adapters.client import HilClient
+>>> from io_adapters.zmq.client import HilClient
 >>> with HilClient("tcp://127.0.0.1:5555") as hil:          # the control endpoint
 ...     hil.subscribe()                                     # the state stream
 ...     hil.set_inputs(p_c1=16.0, engine_torque=400.0)      # partial update by name
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 import msgpack
 import zmq
 
-from .codec import PROTOCOL_VERSION, encode, schema_id
+from .protocol import PROTOCOL_VERSION, encode, schema_id
 
 __all__ = ["HilClient", "State", "StepResult", "ServerError"]
 
@@ -372,7 +372,7 @@ class HilClient:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m io_adapters.client [--control ENDPOINT] ping|describe|status|shutdown``: one request, JSON out.
+    """``python -m io_adapters.zmq.client [--control ENDPOINT] ping|describe|status|shutdown``: one request, JSON out.
 
     Exit code 0 on success, 1 on an error reply or a timeout (usable as a
     container health check).
@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     import json
     import sys
 
-    ap = argparse.ArgumentParser(prog="python -m io_adapters.client", description=main.__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m io_adapters.zmq.client", description=main.__doc__.split("\n")[0])
     ap.add_argument("request", choices=("ping", "describe", "status", "shutdown"))
     ap.add_argument("--control", default="tcp://127.0.0.1:5555", help="the server's control endpoint")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the reply")

@@ -2,7 +2,7 @@
 
 :class:`CoreSpec` describes the mechanical network (shafts, friction rows,
 springs).  :class:`Core` packs it once into the flat buffers of
-:mod:`plant_models.layout` and exposes numpy *views* into them with names and
+:mod:`plant_models.core.layout` and exposes numpy *views* into them with names and
 units, so Python code reads and writes the same memory the compiled step
 works on.  Nothing here runs inside the real-time tick except
 :meth:`Core.step`, which is one call into compiled code.
@@ -15,12 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import friction_core as fc
+from . import kernels as fc
 from . import layout as L
-
-
-class SpecError(ValueError):
-    """A core specification is not physically or structurally valid."""
+from ..errors import SpecError
 
 
 @dataclass(frozen=True)

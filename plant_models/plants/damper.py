@@ -34,11 +34,11 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from . import layout as L
-from .config import ConfigReader
-from .core import CoreSpec, Row, Settings, Spring
-from .friction_core import BUFS, JIT, _raw_f, _raw_i, _step
-from .plant import Plant, Signal
+from ..core import layout as L
+from ..config import ConfigReader
+from ..core import CoreSpec, Row, Settings, Spring
+from ..core.kernels import BUFS, JIT, _raw_f, _raw_i, _step
+from ..plant import Plant, Signal
 from .powershift import settings_from_config
 
 DEG = math.pi / 180.0  # rad per degree
@@ -301,6 +301,6 @@ class DamperClutchPlant(Plant):
 
     def plot_figures(self, trace, out_dir, title: str = "") -> list:
         """PNG figures of an offline run in the paper's style (seed 004 figs. 11-12); see damper_plots."""
-        from .damper_plots import plot
+        from server.plots.damper import plot
 
         return plot(self, trace, out_dir, title)

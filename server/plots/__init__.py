@@ -1,0 +1,3 @@
+from .papers import plot_trace
+
+__all__ = ["plot_trace"]
