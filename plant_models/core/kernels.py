@@ -141,7 +141,11 @@ def _drop_stale_plant_caches() -> None:
 _drop_stale_plant_caches()
 
 JIT = dict(cache=True, nogil=True, error_model="numpy")
-HOT = dict(JIT, inline="always")
+# The functions of the real-time path are plain calls, not numba's IR-level inlining
+# (``inline="always"``): LLVM inlines them where it pays when it links a caller,
+# the step runs as fast (bench/bench_core.py), and compiling the core takes
+# about a fifth of the time (IR inlining re-typed every inlined body at every call site).
+HOT = JIT
 JIT_SUMS = dict(JIT, fastmath={"reassoc"})  # for bit-exact comparisons by summed differences only
 
 BUFS = "float64[::1], int64[::1], float64[::1], int64[::1]"
