@@ -5,6 +5,11 @@ named views into the flat buffers; plant kernels reach the compiled step
 through :mod:`plant_models.core.api` only.
 """
 
-from .handle import Core, CoreSpec, Row, Settings, SpecError, Spring
+from .cache import drop_stale_caches
+
+drop_stale_caches()  # before any kernel of the core is loaded from numba's cache
+
+from .handle import Core  # noqa: E402
+from .spec import CoreSpec, Row, Settings, SpecError, Spring  # noqa: E402
 
 __all__ = ["Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring"]

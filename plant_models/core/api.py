@@ -3,7 +3,7 @@
 A plant's compiled step maps its inputs into the core's buffers, calls
 :func:`core_step` and maps the core's state to its outputs, all on raw
 pointers to the four flat buffers (``raw_f``/``raw_i``), so the step holds
-no Python object and pays no reference counting (see :mod:`.kernels`).
+no Python object and pays no reference counting (see :mod:`.jit`).
 
 ``JIT`` are the compile options every kernel uses and ``BUFS`` the numba
 signature of the four buffers ``(mf, mi, df, di)``.  ``L`` is the buffer
@@ -14,8 +14,10 @@ types are re-exported so a plant module needs no other import from the core.
 from __future__ import annotations
 
 from . import layout as L
-from .handle import Core, CoreSpec, Row, Settings, SpecError, Spring
-from .kernels import BUFS, JIT, _raw_f as raw_f, _raw_i as raw_i, _step as core_step
+from .handle import Core
+from .spec import CoreSpec, Row, Settings, SpecError, Spring
+from .jit import BUFS, JIT, raw_f, raw_i
+from .step import _step as core_step
 
 __all__ = ["BUFS", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring", "core_step",
            "raw_f", "raw_i"]

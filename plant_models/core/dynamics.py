@@ -1,0 +1,669 @@
+"""Stage 1 of the method: the dynamics at a fixed friction mode.
+
+With the mode fixed (which rows are stuck, which slip in which direction)
+the motion is smooth: this module evaluates the time derivative of the
+state vector ``y = [omega | theta | twist | act | work]`` for the
+port-Hamiltonian model of Morselli, Zanasi & Ferracin (eq. 13)::
+
+    M dw/dt = tau(t, w, theta, twist) + R^T mu,      delta = R w
+
+* actuator states and capacities along a sub-step (first-order lag
+  integrated exactly, normal force ``max(0, gain x - preload)``, static
+  capacity ``K`` and Coulomb amplitude ``k``), kiss points included;
+* the generalised force without the stuck rows' constraint forces: inputs,
+  drag, spring-dampers, slipping rows' Coulomb/Stribeck/viscous forces,
+  driven rows (prescribed relative acceleration);
+* the accelerations ``P f`` through the constrained inverse inertia of the
+  stuck set (built by :mod:`.modes`);
+* the kinematic clutch rows ("Clutch Modeling - Part II: Kinematic
+  Clutches"): their phases turn an engage command into the capacity the
+  rows above see.
+
+Everything works on raw pointers into the flat buffers of :mod:`.layout`
+and is called in the real-time loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from .jit import JIT
+from .layout import (
+    DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL, DF_EXP_H,
+    DF_EXP_HALF, DF_F, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW, DF_RHO, DF_TIME, DF_U_ACT,
+    DF_U_ACT_RATE, DF_U_TAU, DF_U_TAU_RATE, DF_XACT, DF_Y, DI_DRIVE, DI_DRV_LIST, DI_FLAGS, DI_KIN_PHASE, DI_MODE,
+    DI_NSTUCK, DI_ORIENT, FLAG_DRIVE_REDUNDANT, H_G, H_N, H_P, H_S, KIN_DISENGAGED, KIN_DISENGAGING, KIN_ENGAGED,
+    KIN_ENGAGING, MF_ACT_GAIN, MF_ACT_LAG, MF_ACT_PRELOAD, MF_DRAG, MF_GAIN_KINETIC, MF_GAIN_STATIC, MF_INV_INERTIA,
+    MF_KIN_CAP, MF_KIN_SHIFT, MF_KIN_THRESH, MF_ROW_VISC, MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MF_SPRING_K,
+    MF_SPRING_TX, MF_SPRING_TY, MF_STRIBECK_ALPHA, MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B,
+    MI_SPRING_NPTS, MODE_STUCK, W_DAMP, W_DRAG, W_IMPULSE, W_INPUT, W_ROW0,
+)
+
+# Every field is addressed as buffer[mi[SLOT] + index]: the compiled code
+# creates no array views, and the public entry points hand the internal
+# functions raw typed pointers to the four buffers (_raw_f/_raw_i).  An array
+# argument costs a reference-count update (an atomic operation) at every call
+# and every array index a negative-index fix-up (a shift, a mask and an add);
+# together they cost more than the arithmetic of a step.  A pointer has
+# neither.  The entry points' own array arguments keep the buffers alive for
+# the duration of the call.  State vectors (y, y0, trial, stage) all live in
+# df and are passed around by their offset.
+
+
+@njit(**JIT)
+def _sizes(mi):
+    """(n shafts, g rows, s springs).  Called in the real-time loop."""
+    return mi[H_N], mi[H_G], mi[H_S]
+
+
+@njit(**JIT)
+def _yoff(n, g, s):
+    """Offsets of the omega, theta, twist, act and work blocks inside a state vector.
+
+    Called in the real-time loop.
+    """
+    return 0, n, 2 * n, 2 * n + s, 2 * n + s + g
+
+
+
+
+# ==========================================================================
+# small kernels
+# ==========================================================================
+@njit(**JIT)
+def _row_delta(mi, df, di, i, oy):
+    """Relative speed of row i for the state vector at df[oy].
+
+    A stuck tree row is evaluated in its tree orientation, child + rho*parent,
+    which is exactly the expression the reconstruction zeroes, so it reads
+    0.0 exactly; any other row uses ca*w_a + cb*w_b (the same value in exact
+    arithmetic).  Called in the real-time loop.
+    """
+    a = mi[mi[MI_ROW_A] + i]
+    b = mi[mi[MI_ROW_B] + i]
+    o = di[mi[DI_ORIENT] + i]
+    if o == 1:
+        return df[mi[DF_COEF_B] + i] * (df[oy + b] + df[mi[DF_RHO] + i] * df[oy + a])
+    if o == -1:
+        return df[mi[DF_COEF_A] + i] * (df[oy + a] + df[mi[DF_RHO] + i] * df[oy + b])
+    return df[mi[DF_COEF_A] + i] * df[oy + a] + df[mi[DF_COEF_B] + i] * df[oy + b]
+
+
+@njit(**JIT)
+def _slip(mi, df, di, i, oy):
+    """Relative speed of row i with rounding noise read as exactly zero.
+
+    Right after a breakaway, or for a row leaving a closed cycle of stuck
+    rows, the relative speed is the rounding error of a vanishing sum
+    (a few ulp of the shaft speed terms) and its sign means nothing; it is
+    taken as 0.0 so that the direction the friction solve chose stands.
+    Used for mode decisions only, not in the dynamics.  Called in the real-time loop.
+    """
+    d = _row_delta(mi, df, di, i, oy)
+    ta = df[mi[DF_COEF_A] + i] * df[oy + mi[mi[MI_ROW_A] + i]]
+    tb = df[mi[DF_COEF_B] + i] * df[oy + mi[mi[MI_ROW_B] + i]]
+    if abs(d) <= 8.881784197001252e-16 * (abs(ta) + abs(tb)):  # 4 ulp
+        return 0.0
+    return d
+
+
+@njit(**JIT)
+def _spring_elastic(mf, mi, j, phi):
+    """Elastic torque of spring j at twist phi: linear, or piecewise linear extended linearly.
+
+    Called in the real-time loop.
+    """
+    m = mi[mi[MI_SPRING_NPTS] + j]
+    if m == 0:
+        return mf[mi[MF_SPRING_K] + j] * phi
+    P = mi[H_P]
+    ox = mi[MF_SPRING_TX] + j * P
+    oyy = mi[MF_SPRING_TY] + j * P
+    if m == 1:
+        return mf[oyy]
+    q = 1
+    while q < m - 1 and phi > mf[ox + q]:
+        q += 1
+    x0 = mf[ox + q - 1]
+    y0 = mf[oyy + q - 1]
+    return y0 + (mf[oyy + q] - y0) / (mf[ox + q] - x0) * (phi - x0)
+
+
+@njit(**JIT)
+def _lag_factors(mf, mi, df, h):
+    """Cache exp(-h/2T) and exp(-h/T) of every lagged actuator for sub-steps of length h.
+
+    Called in the real-time loop.
+    """
+    if df[mi[DF_EXP_H]] == h:
+        return
+    g = mi[H_G]
+    olag = mi[MF_ACT_LAG]
+    oh = mi[DF_EXP_HALF]
+    of = mi[DF_EXP_FULL]
+    for i in range(g):
+        T = mf[olag + i]
+        if T > 0.0:
+            e = math.exp(-0.5 * h / T)
+            df[oh + i] = e
+            df[of + i] = e * e
+        else:
+            df[oh + i] = 0.0
+            df[of + i] = 0.0
+    df[mi[DF_EXP_H]] = h
+
+
+@njit(**JIT)
+def _caps(mf, mi, df, s_abs, h, stage, ox0):
+    """Actuator states and capacities at one stage point of the current sub-step.
+
+    stage 0, 1, 2 = time 0, h/2, h into the sub-step that starts s_abs after
+    the step start; ox0 = offset of the actuator states at the sub-step
+    start.  Results go to block ``stage`` of DF_XACT, DF_CAPS_T, DF_CAPK_T.
+    The command is u(s) = u0 + rate*s; a lag x' = (u - x)/T is advanced with
+    its closed-form solution (factors from _lag_factors), so any lag is stable
+    at any step.  F_N = max(0, gain*x - preload) is zero below the kiss point;
+    K = gain_static*F_N, k = gain_kinetic*F_N.  Capacities depend on time
+    only, so each stage point is computed once per sub-step.  Called in the
+    real-time loop.
+    """
+    g = mi[H_G]
+    tau = 0.0 if stage == 0 else (0.5 * h if stage == 1 else h)
+    olag = mi[MF_ACT_LAG]
+    ogain = mi[MF_ACT_GAIN]
+    opre = mi[MF_ACT_PRELOAD]
+    ogs = mi[MF_GAIN_STATIC]
+    ogk = mi[MF_GAIN_KINETIC]
+    ou0 = mi[DF_U_ACT]
+    our = mi[DF_U_ACT_RATE]
+    ox = mi[DF_XACT] + stage * g
+    ocs = mi[DF_CAPS_T] + stage * g
+    ock = mi[DF_CAPK_T] + stage * g
+    ofac = mi[DF_EXP_HALF] if stage == 1 else mi[DF_EXP_FULL]
+    for i in range(g):
+        r = df[our + i]
+        v_start = df[ou0 + i] + r * s_abs
+        T = mf[olag + i]
+        if T > 0.0:
+            if stage == 0:
+                x = df[ox0 + i]
+            else:
+                x = v_start + r * tau - r * T + (df[ox0 + i] - v_start + r * T) * df[ofac + i]
+        else:
+            x = v_start + r * tau
+        df[ox + i] = x
+        fn = mf[ogain + i] * x - mf[opre + i]
+        if fn < 0.0:
+            fn = 0.0
+        df[ocs + i] = mf[ogs + i] * fn
+        df[ock + i] = mf[ogk + i] * fn
+
+@njit(**JIT)
+def _caps_substep(mf, mi, df, s_abs, h, ox0):
+    """Actuator states and capacities at all three stage points (0, h/2, h) of a sub-step.
+
+    The same values as _caps for stages 0, 1 and 2 (call _lag_factors(h)
+    first), in one pass; a row whose command is held (rate 0) and whose
+    actuator has settled (no lag, or the state equals the command) has the
+    same capacity at all three points and is computed once.  Returns True
+    when some row's normal force changes sign between the stage points (a
+    kiss point may lie inside: see _kiss_scan).  Called in the real-time loop.
+    """
+    g = mi[H_G]
+    olag = mi[MF_ACT_LAG]
+    ogain = mi[MF_ACT_GAIN]
+    opre = mi[MF_ACT_PRELOAD]
+    ogs = mi[MF_GAIN_STATIC]
+    ogk = mi[MF_GAIN_KINETIC]
+    ou0 = mi[DF_U_ACT]
+    our = mi[DF_U_ACT_RATE]
+    ox = mi[DF_XACT]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    oeh = mi[DF_EXP_HALF]
+    oef = mi[DF_EXP_FULL]
+    hh = 0.5 * h
+    kiss = False
+    for i in range(g):
+        r = df[our + i]
+        v = df[ou0 + i] + r * s_abs
+        T = mf[olag + i]
+        gn = mf[ogain + i]
+        pre = mf[opre + i]
+        if T > 0.0:
+            x0 = df[ox0 + i]
+            if r == 0.0 and x0 == v:
+                x1 = x0
+                x2 = x0
+            else:
+                c = x0 - v + r * T
+                x1 = v + r * hh - r * T + c * df[oeh + i]
+                x2 = v + r * h - r * T + c * df[oef + i]
+        else:
+            x0 = v
+            x1 = v + r * hh
+            x2 = v + r * h
+        df[ox + i] = x0
+        df[ox + g + i] = x1
+        df[ox + 2 * g + i] = x2
+        f0 = gn * x0 - pre
+        gs = mf[ogs + i]
+        gk = mf[ogk + i]
+        fn = f0 if f0 > 0.0 else 0.0
+        df[ocs + i] = gs * fn
+        df[ock + i] = gk * fn
+        if x1 == x0 and x2 == x0:
+            df[ocs + g + i] = df[ocs + i]
+            df[ock + g + i] = df[ock + i]
+            df[ocs + 2 * g + i] = df[ocs + i]
+            df[ock + 2 * g + i] = df[ock + i]
+            continue
+        f1 = gn * x1 - pre
+        f2 = gn * x2 - pre
+        if (f0 > 0.0) != (f1 > 0.0) or (f0 > 0.0) != (f2 > 0.0):
+            kiss = True
+        fn = f1 if f1 > 0.0 else 0.0
+        df[ocs + g + i] = gs * fn
+        df[ock + g + i] = gk * fn
+        fn = f2 if f2 > 0.0 else 0.0
+        df[ocs + 2 * g + i] = gs * fn
+        df[ock + 2 * g + i] = gk * fn
+    return kiss
+
+
+@njit(**JIT)
+def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
+    """Generalised force on the shafts without the stuck rows' constraint forces.
+
+    Uses the capacities of the given stage point (computed by _caps).  Fills
+    DF_F, DF_MU (friction force of every non-stuck row), DF_PROW (its power),
+    DF_DT (its relative speed) and DF_POW (input, drag, damping power).
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    tau = 0.0 if stage == 0 else (0.5 * h if stage == 1 else h)
+    of = mi[DF_F]
+    odrag = mi[MF_DRAG]
+    out = mi[DF_U_TAU]
+    outr = mi[DF_U_TAU_RATE]
+    p_in = 0.0
+    p_drag = 0.0
+    for j in range(n):
+        w = df[oy + j]
+        tq = df[out + j] + df[outr + j] * (s_abs + tau)
+        b = mf[odrag + j]
+        df[of + j] = tq - b * w
+        p_in += tq * w
+        p_drag -= b * w * w
+    p_damp = 0.0
+    if s > 0:
+        osa = mi[MI_SPRING_A]
+        osb = mi[MI_SPRING_B]
+        osca = mi[MF_SPRING_CA]
+        oscb = mi[MF_SPRING_CB]
+        osc = mi[MF_SPRING_C]
+        otw = oy + 2 * n
+        for j in range(s):
+            a = mi[osa + j]
+            b = mi[osb + j]
+            fa = mf[osca + j]
+            fb = mf[oscb + j]
+            rate = fa * df[oy + a] + fb * df[oy + b]
+            c = mf[osc + j]
+            tq = _spring_elastic(mf, mi, j, df[otw + j]) + c * rate
+            df[of + a] -= fa * tq
+            df[of + b] -= fb * tq
+            p_damp -= c * rate * rate
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    omu = mi[DF_MU]
+    oprow = mi[DF_PROW]
+    odt = mi[DF_DT]
+    ocs = mi[DF_CAPS_T] + stage * g
+    ock = mi[DF_CAPK_T] + stage * g
+    ovs = mi[MF_STRIBECK_VS]
+    oal = mi[MF_STRIBECK_ALPHA]
+    ovisc = mi[MF_ROW_VISC]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    oor = mi[DI_ORIENT]
+    orho = mi[DF_RHO]
+    odrv = mi[DI_DRIVE]
+    odl = mi[DI_DRV_LIST]
+    nd = 0
+    for i in range(g):
+        if di[omode + i] == MODE_STUCK:
+            df[omu + i] = 0.0
+            df[oprow + i] = 0.0
+            continue
+        # _row_delta with the offsets hoisted out of the loop
+        ca = df[oca + i]
+        cb = df[ocb + i]
+        wa = df[oy + mi[ora + i]]
+        wb = df[oy + mi[orb + i]]
+        o = di[oor + i]
+        if o == 0:
+            d = ca * wa + cb * wb
+        elif o == 1:
+            d = cb * (wb + df[orho + i] * wa)
+        else:
+            d = ca * (wa + df[orho + i] * wb)
+        df[odt + i] = d
+        if di[odrv + i] == 1:
+            di[odl + nd] = i  # force from the prescribed acceleration, below
+            nd += 1
+            continue
+        sg = df[odir + i]
+        if sg == 0.0:
+            sg = 1.0 if d > 0.0 else (-1.0 if d < 0.0 else 0.0)
+        kin = df[ock + i]
+        vs = mf[ovs + i]
+        if vs > 0.0:  # Stribeck law, seed 000 eq. (2)
+            kin += (df[ocs + i] - kin) * math.exp(-(abs(d / vs) ** mf[oal + i]))
+        m_i = -kin * sg - mf[ovisc + i] * d
+        df[omu + i] = m_i
+        df[oprow + i] = m_i * d
+        df[of + mi[ora + i]] += ca * m_i
+        df[of + mi[orb + i]] += cb * m_i
+    if nd > 0:
+        _drive_forces(mf, mi, df, di, nd)
+    op = mi[DF_POW]
+    df[op] = p_in
+    df[op + 1] = p_drag
+    df[op + 2] = p_damp
+
+
+@njit(**JIT)
+def _drive_forces(mf, mi, df, di, nd):
+    """Forces of the driven rows in DI_DRV_LIST: the constraint forces that give them their
+    prescribed relative accelerations (seed 001's kinematic clutch while engaging).
+
+    With the other forces f in DF_F and the stuck set's projector P (M^-1
+    when nothing is stuck), driven rows D need R_D P (f + R_D^T mu) = a, a
+    small dense system (nd x nd, usually 1 x 1) solved by Gaussian
+    elimination with partial pivoting.  A driven row whose relative speed the
+    stuck rows already fix (a zero pivot) cannot be prescribed: all driven
+    forces are then zero and FLAG_DRIVE_REDUNDANT is set.  Adds the forces to
+    DF_F and writes DF_MU and DF_PROW.  Called in the real-time loop.
+    """
+    n = mi[H_N]
+    g = mi[H_G]
+    of = mi[DF_F]
+    odl = mi[DI_DRV_LIST]
+    ows = mi[DF_DRV_WS]
+    opv = ows  # [nd*n] P r_k^T
+    oD = ows + g * n  # [nd*nd]
+    ob = oD + g * g  # [nd]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    oinv = mi[MF_INV_INERTIA]
+    oP = mi[DF_P]
+    oacc = mi[DF_DRIVE_ACC]
+    stuck = di[mi[DI_NSTUCK]] > 0
+    for k in range(nd):
+        i = di[odl + k]
+        a = mi[ora + i]
+        b = mi[orb + i]
+        ca = df[oca + i]
+        cb = df[ocb + i]
+        acc = 0.0
+        for r in range(n):
+            if stuck:
+                v = df[oP + r * n + a] * ca + df[oP + r * n + b] * cb
+            else:
+                v = 0.0
+                if r == a:
+                    v = ca * mf[oinv + a]
+                elif r == b:
+                    v = cb * mf[oinv + b]
+            df[opv + k * n + r] = v
+            acc += v * df[of + r]
+        df[ob + k] = df[oacc + i] - acc
+    scale = 0.0
+    for k in range(nd):
+        for q in range(nd):
+            iq = di[odl + q]
+            v = df[oca + iq] * df[opv + k * n + mi[ora + iq]] + df[ocb + iq] * df[opv + k * n + mi[orb + iq]]
+            df[oD + q * nd + k] = v
+        scale = max(scale, abs(df[oD + k * nd + k]))
+    ok = scale > 0.0
+    for c in range(nd):
+        if not ok:
+            break
+        piv = c
+        for r in range(c + 1, nd):
+            if abs(df[oD + r * nd + c]) > abs(df[oD + piv * nd + c]):
+                piv = r
+        if abs(df[oD + piv * nd + c]) <= 1e-12 * scale:
+            ok = False
+            break
+        if piv != c:
+            for q in range(nd):
+                df[oD + c * nd + q], df[oD + piv * nd + q] = df[oD + piv * nd + q], df[oD + c * nd + q]
+            df[ob + c], df[ob + piv] = df[ob + piv], df[ob + c]
+        for r in range(c + 1, nd):
+            fac = df[oD + r * nd + c] / df[oD + c * nd + c]
+            for q in range(c, nd):
+                df[oD + r * nd + q] -= fac * df[oD + c * nd + q]
+            df[ob + r] -= fac * df[ob + c]
+    omu = mi[DF_MU]
+    oprow = mi[DF_PROW]
+    odt = mi[DF_DT]
+    if not ok:
+        di[mi[DI_FLAGS] + FLAG_DRIVE_REDUNDANT] = 1
+        for k in range(nd):
+            i = di[odl + k]
+            df[omu + i] = 0.0
+            df[oprow + i] = 0.0
+        return
+    for c in range(nd - 1, -1, -1):
+        v = df[ob + c]
+        for q in range(c + 1, nd):
+            v -= df[oD + c * nd + q] * df[ob + q]
+        df[ob + c] = v / df[oD + c * nd + c]
+    for k in range(nd):
+        i = di[odl + k]
+        m_i = df[ob + k]
+        df[omu + i] = m_i
+        df[oprow + i] = m_i * df[odt + i]
+        df[of + mi[ora + i]] += df[oca + i] * m_i
+        df[of + mi[orb + i]] += df[ocb + i] * m_i
+
+
+@njit(**JIT)
+def _accel(mf, mi, df, di, oacc):
+    """Shaft accelerations from DF_F: P f with stuck rows, M^-1 f without.  Called in the real-time loop."""
+    n = mi[H_N]
+    of = mi[DF_F]
+    if di[mi[DI_NSTUCK]] == 0:
+        oinv = mi[MF_INV_INERTIA]
+        for j in range(n):
+            df[oacc + j] = df[of + j] * mf[oinv + j]
+    else:
+        oP = mi[DF_P]
+        for r in range(n):
+            a = 0.0
+            for c in range(n):
+                a += df[oP + r * n + c] * df[of + c]
+            df[oacc + r] = a
+
+
+@njit(**JIT)
+def _deriv_finish(mf, mi, df, di, oy, ody):
+    """Derivative of the state at df[oy] from the last _forces evaluation (at that state).
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    oo, ot, otw, oa, ow = _yoff(n, g, s)
+    _accel(mf, mi, df, di, ody)
+    for j in range(n):
+        df[ody + ot + j] = df[oy + j]
+    if s > 0:
+        osa = mi[MI_SPRING_A]
+        osb = mi[MI_SPRING_B]
+        osca = mi[MF_SPRING_CA]
+        oscb = mi[MF_SPRING_CB]
+        for j in range(s):
+            df[ody + otw + j] = mf[osca + j] * df[oy + mi[osa + j]] + mf[oscb + j] * df[oy + mi[osb + j]]
+    oprow = mi[DF_PROW]
+    for i in range(g):
+        df[ody + ow + W_ROW0 + i] = df[oprow + i]
+    op = mi[DF_POW]
+    df[ody + ow + W_INPUT] = df[op]
+    df[ody + ow + W_DRAG] = df[op + 1]
+    df[ody + ow + W_DAMP] = df[op + 2]
+    df[ody + ow + W_IMPULSE] = 0.0
+
+
+@njit(**JIT)
+def _deriv(mf, mi, df, di, s_abs, h, stage, oy, ox0, ody):
+    """Time derivative of the state at df[oy] in the current (fixed) friction mode.  Called in the real-time loop."""
+    _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0)
+    _deriv_finish(mf, mi, df, di, oy, ody)
+
+
+@njit(**JIT)
+def _act_normal_force(mf, mi, df, i, s_abs, tau, ox0):
+    """Unclamped normal force gain*x - preload of row i, tau into the sub-step starting s_abs after the step start.
+
+    The same closed form as _caps, with the exponential taken directly.  Called in the real-time loop.
+    """
+    r = df[mi[DF_U_ACT_RATE] + i]
+    v = df[mi[DF_U_ACT] + i] + r * s_abs
+    T = mf[mi[MF_ACT_LAG] + i]
+    if T > 0.0:
+        x = v + r * tau - r * T + (df[ox0 + i] - v + r * T) * math.exp(-tau / T)
+    else:
+        x = v + r * tau
+    return mf[mi[MF_ACT_GAIN] + i] * x - mf[mi[MF_ACT_PRELOAD] + i]
+
+# ==========================================================================
+# kinematic rows (seed 001): phases on top of the friction rows
+# ==========================================================================
+@njit(**JIT)
+def _kin_begin(mf, mi, df, di, t):
+    """Take the engage commands of the kinematic rows, advance their phases, and put each
+    row's torque capacity in place of its command for this step (_kin_end restores it).
+
+    A kinematic row is a friction row whose capacity the phase sets: zero when
+    disengaged; MF_KIN_CAP when engaging or engaged; while engaging it is also
+    driven (DI_DRIVE), its relative speed falling linearly to zero over the
+    shift time (a_close = -delta/shift_time, the article's equation), and its
+    zero crossing is an ordinary stick event located inside the step; when
+    disengaging, the capacity ramps from the force held at the command to zero
+    over the shift time (its end is a kiss point located inside the step).
+    The command is the row's actuator input u: engaged while u >= MF_KIN_THRESH.
+    Returns True when a prescription changed (the mode must be solved again).
+    Called in the real-time loop.
+    """
+    g = mi[H_G]
+    oy = mi[DF_Y]
+    osh = mi[MF_KIN_SHIFT]
+    oth = mi[MF_KIN_THRESH]
+    oua = mi[DF_U_ACT]
+    oph = mi[DI_KIN_PHASE]
+    ot0 = mi[DF_KIN_T0]
+    ohold = mi[DF_KIN_HOLD]
+    odrv = mi[DI_DRIVE]
+    oacc = mi[DF_DRIVE_ACC]
+    omode = mi[DI_MODE]
+    omu = mi[DF_MU]
+    changed = False
+    for i in range(g):
+        T = mf[osh + i]
+        if T <= 0.0:
+            continue
+        cmd = df[oua + i] >= mf[oth + i]
+        ph = di[oph + i]
+        stuck = di[omode + i] == MODE_STUCK
+        if cmd and (ph == KIN_DISENGAGED or ph == KIN_DISENGAGING):
+            d = 0.0 if stuck else _slip(mi, df, di, i, oy)
+            if d == 0.0:
+                ph = KIN_ENGAGED
+                di[odrv + i] = 0
+            else:
+                ph = KIN_ENGAGING
+                df[oacc + i] = -d / T
+                di[odrv + i] = 1
+            df[ot0 + i] = t
+            changed = True
+        elif not cmd and (ph == KIN_ENGAGING or ph == KIN_ENGAGED):
+            ph = KIN_DISENGAGING
+            df[ohold + i] = abs(df[omu + i])
+            df[ot0 + i] = t
+            di[odrv + i] = 0
+            changed = True
+        elif ph == KIN_ENGAGED and di[odrv + i] == 1:
+            di[odrv + i] = 0  # the stick event ended the engagement (a stuck row is not driven)
+        elif ph == KIN_DISENGAGING and t - df[ot0 + i] >= T * (1.0 - 1e-12):
+            ph = KIN_DISENGAGED
+        di[oph + i] = ph
+        _kin_capacity(mf, mi, df, di, i, t)
+    return changed
+
+
+@njit(**JIT)
+def _kin_capacity(mf, mi, df, di, i, t):
+    """Save kinematic row i's command (for _kin_end) and put its phase's capacity in its place.
+
+    Called in the real-time loop.
+    """
+    g = mi[H_G]
+    oua = mi[DF_U_ACT]
+    ouar = mi[DF_U_ACT_RATE]
+    ocmd = mi[DF_KIN_CMD]
+    df[ocmd + i] = df[oua + i]
+    df[ocmd + g + i] = df[ouar + i]
+    ph = di[mi[DI_KIN_PHASE] + i]
+    v = 0.0
+    rate = 0.0
+    if ph == KIN_ENGAGING or ph == KIN_ENGAGED:
+        v = mf[mi[MF_KIN_CAP] + i]
+    elif ph == KIN_DISENGAGING:
+        hold = df[mi[DF_KIN_HOLD] + i]
+        r = hold / mf[mi[MF_KIN_SHIFT] + i]
+        v = hold - r * (t - df[mi[DF_KIN_T0] + i])
+        if v > 0.0:
+            rate = -r  # the ramp's zero inside a step is a kiss point, located there
+        else:
+            v = 0.0
+    df[oua + i] = v
+    df[ouar + i] = rate
+
+
+@njit(**JIT)
+def _kin_start(mf, mi, df, di):
+    """Phases at a start: rows that start stuck are engaged, the others disengaged; capacities
+    in place of the commands as in _kin_begin.  Called by _start."""
+    t = df[mi[DF_TIME]]
+    for i in range(mi[H_G]):
+        if mf[mi[MF_KIN_SHIFT] + i] <= 0.0:
+            continue
+        di[mi[DI_DRIVE] + i] = 0
+        di[mi[DI_KIN_PHASE] + i] = KIN_ENGAGED if di[mi[DI_MODE] + i] == MODE_STUCK else KIN_DISENGAGED
+        _kin_capacity(mf, mi, df, di, i, t)
+
+
+@njit(**JIT)
+def _kin_end(mf, mi, df, di):
+    """Give the kinematic rows their callers' commands back (see _kin_begin); an engagement
+    that ended with a stick event in this step reads as engaged.  Called in the real-time loop."""
+    g = mi[H_G]
+    osh = mi[MF_KIN_SHIFT]
+    oua = mi[DF_U_ACT]
+    ouar = mi[DF_U_ACT_RATE]
+    ocmd = mi[DF_KIN_CMD]
+    oph = mi[DI_KIN_PHASE]
+    for i in range(g):
+        if mf[osh + i] > 0.0:
+            df[oua + i] = df[ocmd + i]
+            df[ouar + i] = df[ocmd + g + i]
+            if di[oph + i] == KIN_ENGAGING and di[mi[DI_MODE] + i] == MODE_STUCK:
+                di[oph + i] = KIN_ENGAGED  # reported at once; _kin_begin then clears the drive

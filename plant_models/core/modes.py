@@ -1,0 +1,836 @@
+"""Stage 2 of the method: which rows stay stuck.
+
+All rows stuck at the same time are solved together: the partition problem
+of Morselli, Zanasi & Ferracin (eq. 18) is the box-constrained QP
+``min 1/2 l^T W l + b^T l,  -K <= l <= K`` with ``W = R_c M^-1 R_c^T``,
+strictly convex when the stuck rows are independent and solved exactly by a
+primal active-set method with a fixed iteration cap (:func:`_box_qp`).
+
+The stuck set is cached: the constrained inverse inertia ``P``, the force
+map of the stuck rows, and a spanning forest of the stuck rows from which
+the speeds of each stuck group are rebuilt from its root shaft, so that a
+stuck row reads ``delta == 0.0`` exactly and never drifts
+(:func:`_build_tree`, :func:`_reconstruct`).  Redundant rows get the
+minimum-norm split of their force; cycles with inconsistent ratios lock
+their shafts.  Transitions are logged in the event ring.
+
+Everything works on raw pointers into the flat buffers of :mod:`.layout`
+and is called in the real-time loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .jit import JIT
+from .dynamics import _caps, _forces, _sizes, _slip, _yoff
+from .layout import (
+    CNT_EVENTS, CNT_SOLVER_ITER_LAST, CNT_SOLVER_ITER_MAX, DF_A, DF_BV, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A,
+    DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_EV_TIME, DF_F, DF_GRAD, DF_HI, DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU,
+    DF_P, DF_PREV_DIR, DF_RHO, DF_SPLIT_C, DF_SPLIT_G, DF_TMPN, DF_TMPN2, DF_W, DF_XV, DI_BND, DI_CAND, DI_CBND,
+    DI_COMP, DI_COUNTERS, DI_DRIVE, DI_DRV_LIST, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_IDX, DI_LOCKED, DI_MODE,
+    DI_NSTUCK, DI_NTREE, DI_ORIENT, DI_PREV_MODE, DI_QUEUE, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, EV_BREAKAWAY,
+    EV_REVERSAL, EV_STICK, FLAG_CACHE_VALID, FLAG_LOCKED, FLAG_OVERCONSTRAINED, H_EVCAP, H_G, H_MAX_ITER, H_N,
+    MF_INERTIA, MF_INV_INERTIA, MF_SETTINGS, MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MODE_FREE, MODE_SLIP, MODE_STUCK,
+    SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_RANK_TOL, SET_REG, SET_SOLVER_TOL, ST_LOCKED, ST_OVERCONSTRAINED,
+    ST_SOLVER_LIMIT, W_IMPULSE,
+)
+
+# ==========================================================================
+# stuck set: caches, tree and exact reconstruction
+# ==========================================================================
+@njit(**JIT)
+def _fill_rows(mi, df, di, olist, m, oA):
+    """Dense m x n rows of R (into df[oA]) for the row indices listed at di[olist].  Called in the real-time loop."""
+    n = mi[H_N]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    for k in range(m):
+        i = di[olist + k]
+        for c in range(n):
+            df[oA + k * n + c] = 0.0
+        df[oA + k * n + mi[ora + i]] += df[oca + i]
+        df[oA + k * n + mi[orb + i]] += df[ocb + i]
+
+
+@njit(**JIT)
+def _delassus(mf, mi, df, oA, m, oW):
+    """W = A M^-1 A^T (m x m, stride m).  Called in the real-time loop."""
+    n = mi[H_N]
+    oinv = mi[MF_INV_INERTIA]
+    for r in range(m):
+        for c in range(r, m):
+            acc = 0.0
+            for q in range(n):
+                acc += df[oA + r * n + q] * mf[oinv + q] * df[oA + c * n + q]
+            df[oW + r * m + c] = acc
+            df[oW + c * m + r] = acc
+
+
+@njit(**JIT)
+def _cholesky(df, di, oW, m, oidx, k, oLc, reg):
+    """Cholesky factor (k x k, stride k, at df[oLc]) of W[idx, idx] + reg*I.
+
+    idx = di[oidx : oidx+k].  Returns False at a pivot that is not positive.  Called in the real-time loop.
+    """
+    for r in range(k):
+        ir = di[oidx + r]
+        for c in range(r + 1):
+            acc = df[oW + ir * m + di[oidx + c]]
+            if r == c:
+                acc += reg
+            for q in range(c):
+                acc -= df[oLc + r * k + q] * df[oLc + c * k + q]
+            if r == c:
+                if acc <= 0.0:
+                    return False
+                df[oLc + r * k + r] = math.sqrt(acc)
+            else:
+                df[oLc + r * k + c] = acc / df[oLc + c * k + c]
+    return True
+
+
+@njit(**JIT)
+def _chol_solve(df, oLc, k, stride, ox):
+    """Solve (Lc Lc^T) x = x in place (Lc: k x k lower triangular, given row stride).
+
+    Called in the real-time loop.
+    """
+    for r in range(k):
+        acc = df[ox + r]
+        for q in range(r):
+            acc -= df[oLc + r * stride + q] * df[ox + q]
+        df[ox + r] = acc / df[oLc + r * stride + r]
+    for r in range(k - 1, -1, -1):
+        acc = df[ox + r]
+        for q in range(r + 1, k):
+            acc -= df[oLc + q * stride + r] * df[ox + q]
+        df[ox + r] = acc / df[oLc + r * stride + r]
+
+
+@njit(**JIT)
+def _build_tree(mf, mi, df, di):
+    """Spanning forest of the stuck rows, cycle consistency and locked groups.
+
+    A group whose stuck rows close a cycle with a ratio product other than the
+    identity (e.g. two different gears between the same two shafts) can only
+    turn at zero speed: it is marked locked.  Returns True if any shaft is
+    locked.  Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    oor = mi[DI_ORIENT]
+    orho = mi[DF_RHO]
+    otp = mi[DI_TREE_P]
+    otc = mi[DI_TREE_C]
+    otr = mi[DI_TREE_R]
+    ocomp = mi[DI_COMP]
+    olock = mi[DI_LOCKED]
+    oq = mi[DI_QUEUE]
+    ogain = mi[DF_TMPN]
+    ost = mi[DI_STUCK]
+    ns = di[mi[DI_NSTUCK]]
+    ctol = mf[mi[MF_SETTINGS] + SET_CYCLE_TOL]
+    for i in range(g):
+        di[oor + i] = 0
+    for v in range(n):
+        di[ocomp + v] = -1
+        di[olock + v] = 0
+    ntree = 0
+    any_locked = False
+    for root in range(n):
+        if di[ocomp + root] != -1:
+            continue
+        di[ocomp + root] = root
+        df[ogain + root] = 1.0
+        qh = 0
+        qt = 1
+        di[oq] = root
+        while qh < qt:
+            v = di[oq + qh]
+            qh += 1
+            for k in range(ns):
+                i = di[ost + k]
+                if di[oor + i] != 0:
+                    continue
+                if mi[ora + i] == v:
+                    other = mi[orb + i]
+                    cv = df[oca + i]
+                    co = df[ocb + i]
+                    o = 1
+                elif mi[orb + i] == v:
+                    other = mi[ora + i]
+                    cv = df[ocb + i]
+                    co = df[oca + i]
+                    o = -1
+                else:
+                    continue
+                if di[ocomp + other] == -1:
+                    di[ocomp + other] = root
+                    di[oor + i] = o
+                    rho = cv / co
+                    df[orho + i] = rho
+                    df[ogain + other] = -rho * df[ogain + v]
+                    di[otp + ntree] = v
+                    di[otc + ntree] = other
+                    di[otr + ntree] = i
+                    ntree += 1
+                    di[oq + qt] = other
+                    qt += 1
+                else:
+                    di[oor + i] = 2  # seen, not a tree row
+    for k in range(ns):
+        i = di[ost + k]
+        if di[oor + i] == 2:
+            di[oor + i] = 0
+            ta = df[oca + i] * df[ogain + mi[ora + i]]
+            tb = df[ocb + i] * df[ogain + mi[orb + i]]
+            if abs(ta + tb) > ctol * (abs(ta) + abs(tb)):
+                root = di[ocomp + mi[ora + i]]
+                for v in range(n):
+                    if di[ocomp + v] == root:
+                        di[olock + v] = 1
+                any_locked = True
+    di[mi[DI_NTREE]] = ntree
+    return any_locked
+
+
+@njit(**JIT)
+def _reconstruct(mf, mi, df, di, oy):
+    """Rebuild the speeds of stuck groups from their roots so stuck rows read exactly zero.
+
+    Called in the real-time loop.
+    """
+    if di[mi[DI_NSTUCK]] == 0:
+        return
+    n = mi[H_N]
+    olock = mi[DI_LOCKED]
+    if di[mi[DI_FLAGS] + FLAG_LOCKED] == 1:
+        for v in range(n):
+            if di[olock + v] == 1:
+                df[oy + v] = 0.0
+    otp = mi[DI_TREE_P]
+    otc = mi[DI_TREE_C]
+    otr = mi[DI_TREE_R]
+    orho = mi[DF_RHO]
+    for e in range(di[mi[DI_NTREE]]):
+        c = di[otc + e]
+        if di[olock + c] == 1:
+            continue
+        df[oy + c] = -(df[orho + di[otr + e]] * df[oy + di[otp + e]])
+
+
+@njit(**JIT)
+def _build_cache(mf, mi, df, di):
+    """Constrained inverse inertia P, force map L and spanning tree of the stuck list.
+
+    Redundant stuck rows (R_nu not of full row rank) are detected by an
+    incremental Cholesky factorisation with a relative pivot test: P comes
+    from an independent subset I (the motion is unique), and the forces of
+    all stuck rows are the minimum-norm split of the force the subset needs
+    (exact, see below).  Returns status bits (overconstrained, locked).  Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    st = 0
+    m = di[mi[DI_NSTUCK]]
+    ofl = mi[DI_FLAGS]
+    di[ofl + FLAG_CACHE_VALID] = 1
+    di[ofl + FLAG_OVERCONSTRAINED] = 0
+    di[ofl + FLAG_LOCKED] = 0
+    if m == 0:
+        _build_tree(mf, mi, df, di)
+        return 0
+    oset = mi[MF_SETTINGS]
+    oinv = mi[MF_INV_INERTIA]
+    oA = mi[DF_A]
+    oW = mi[DF_W]
+    oLc = mi[DF_CH]
+    oP = mi[DF_P]
+    oL = mi[DF_L]
+    oidx = mi[DI_IDX]
+    ox = mi[DF_XV]
+    _fill_rows(mi, df, di, mi[DI_STUCK], m, oA)
+    _delassus(mf, mi, df, oA, m, oW)
+    # greedy independent subset: extend a factor (stride g) row by row
+    r = 0
+    rtol = mf[oset + SET_RANK_TOL]
+    for k in range(m):
+        di[oidx + r] = k
+        for c in range(r):
+            a = df[oW + k * m + di[oidx + c]]
+            for q in range(c):
+                a -= df[oLc + r * g + q] * df[oLc + c * g + q]
+            df[oLc + r * g + c] = a / df[oLc + c * g + c]
+        d = df[oW + k * m + k]
+        for q in range(r):
+            d -= df[oLc + r * g + q] * df[oLc + r * g + q]
+        if d > rtol * df[oW + k * m + k]:
+            df[oLc + r * g + r] = math.sqrt(d)
+            r += 1
+    # P = M^-1 - Z^T (A_I M^-1 A_I^T)^-1 Z,  Z = A_I M^-1
+    for a in range(n):
+        for b in range(n):
+            df[oP + a * n + b] = mf[oinv + a] if a == b else 0.0
+    for col in range(n):
+        for q in range(r):
+            df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+        _chol_solve(df, oLc, r, g, ox)
+        for a in range(n):
+            acc = 0.0
+            for q in range(r):
+                acc += df[oA + di[oidx + q] * n + a] * df[ox + q]
+            df[oP + a * n + col] -= acc * mf[oinv + a]
+    if r == n:
+        for a in range(n * n):
+            df[oP + a] = 0.0
+    if r == m:
+        # independent rows: L = -W^-1 A M^-1 (the factor of W is the one just built)
+        for col in range(n):
+            for k in range(m):
+                df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
+            _chol_solve(df, oLc, m, g, ox)
+            for k in range(m):
+                df[oL + k * n + col] = -df[ox + k]
+    else:
+        # redundant rows: A = C A_I with C = W[:, I] W_II^-1.  The independent subset alone
+        # needs lambda_I = L_I f, L_I = -W_II^-1 A_I M^-1; every split with the same effect
+        # satisfies C^T lambda = lambda_I, and the one of minimum norm is
+        # lambda = C (C^T C)^-1 lambda_I.  Exact, no regularisation.
+        di[ofl + FLAG_OVERCONSTRAINED] = 1
+        st |= ST_OVERCONSTRAINED
+        oC = mi[DF_SPLIT_C]
+        oG = mi[DF_SPLIT_G]
+        for k in range(m):
+            for q in range(r):
+                df[ox + q] = df[oW + k * m + di[oidx + q]]
+            _chol_solve(df, oLc, r, g, ox)
+            for q in range(r):
+                df[oC + k * g + q] = df[ox + q]
+        # L_I into the first r rows of L
+        for col in range(n):
+            for q in range(r):
+                df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+            _chol_solve(df, oLc, r, g, ox)
+            for q in range(r):
+                df[oL + q * n + col] = -df[ox + q]
+        # G = C^T C and its factor (in place, stride g)
+        for a in range(r):
+            for b in range(a + 1):
+                acc = 0.0
+                for k in range(m):
+                    acc += df[oC + k * g + a] * df[oC + k * g + b]
+                df[oG + a * g + b] = acc
+        for a in range(r):
+            for b in range(a + 1):
+                acc = df[oG + a * g + b]
+                for q in range(b):
+                    acc -= df[oG + a * g + q] * df[oG + b * g + q]
+                if a == b:
+                    df[oG + a * g + a] = math.sqrt(acc if acc > 0.0 else 1e-300)
+                else:
+                    df[oG + a * g + b] = acc / df[oG + b * g + b]
+        # Y = G^-1 L_I (in place in the first r rows of L), then L = C Y into A, then copy
+        for col in range(n):
+            for q in range(r):
+                df[ox + q] = df[oL + q * n + col]
+            _chol_solve(df, oG, r, g, ox)
+            for q in range(r):
+                df[oL + q * n + col] = df[ox + q]
+        for k in range(m):
+            for col in range(n):
+                acc = 0.0
+                for q in range(r):
+                    acc += df[oC + k * g + q] * df[oL + q * n + col]
+                df[oA + k * n + col] = acc
+        for k in range(m * n):
+            df[oL + k] = df[oA + k]
+    if _build_tree(mf, mi, df, di):
+        st |= ST_LOCKED
+        di[ofl + FLAG_LOCKED] = 1
+    return st
+
+
+@njit(**JIT)
+def _stuck_lambda(mi, df, di):
+    """Constraint force of each stuck row (stuck-list order, into DF_LAMW) from DF_F.
+
+    Called in the real-time loop.
+    """
+    n = mi[H_N]
+    oL = mi[DF_L]
+    of = mi[DF_F]
+    olam = mi[DF_LAMW]
+    for k in range(di[mi[DI_NSTUCK]]):
+        acc = 0.0
+        for c in range(n):
+            acc += df[oL + k * n + c] * df[of + c]
+        df[olam + k] = acc
+
+
+@njit(**JIT)
+def _project(mf, mi, df, di, oy):
+    """Project the speeds onto the stuck constraints, w <- P M w (an inelastic impulse).
+
+    The kinetic energy it removes is booked as impulse work, so the energy
+    balance stays closed.  Called in the real-time loop.
+    """
+    if di[mi[DI_NSTUCK]] == 0:
+        return
+    n, g, s = _sizes(mi)
+    oo, ot, otw, oa, ow = _yoff(n, g, s)
+    oJ = mi[MF_INERTIA]
+    oP = mi[DF_P]
+    otmp = mi[DF_TMPN2]
+    ow0 = mi[DF_TMPN]
+    for j in range(n):
+        w = df[oy + j]
+        df[ow0 + j] = w
+        df[otmp + j] = mf[oJ + j] * w
+    for r in range(n):
+        acc = 0.0
+        for c in range(n):
+            acc += df[oP + r * n + c] * df[otmp + c]
+        df[oy + r] = acc
+    _reconstruct(mf, mi, df, di, oy)
+    # an M-orthogonal projection removes exactly 1/2 |w0 - w1|_M^2 (computed so, not as a
+    # difference of two large energies, it cannot come out positive by rounding)
+    loss = 0.0
+    for j in range(n):
+        dw = df[ow0 + j] - df[oy + j]
+        loss += mf[oJ + j] * dw * dw
+    df[oy + ow + W_IMPULSE] -= 0.5 * loss
+
+
+# ==========================================================================
+# box-constrained friction solve (partition problem, eq. 18 of seed 003)
+# ==========================================================================
+@njit(**JIT)
+def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, ox, ograd):
+    """Exact solution of min 1/2 l^T W l + b^T l subject to lo <= l <= hi.
+
+    This is eq. (18) of seed 003: its KKT conditions say that a free row has
+    zero relative acceleration (W l + b)_k = 0 with |l_k| <= K_k, and a row at
+    +K (-K) has a relative acceleration <= 0 (>= 0), i.e. it slips against
+    its friction force.  W is positive definite for independent rows, so the
+    solution is unique.
+
+    Primal active-set method (Nocedal & Wright, Alg. 16.3) on a box, warm
+    started from the bound states di[obnd] (-1 lower, 0 free, +1 upper): each
+    iteration solves the free rows exactly (Cholesky), then either blocks at
+    a bound or releases the bound row with the most violated multiplier.  The
+    objective decreases strictly, so no working set repeats.  On exit
+    df[ograd] = W l + b.  Returns the iteration count, or -1 when max_iter
+    was reached (the iterate is then feasible but not proven optimal).  Called in the real-time loop.
+    """
+    for k in range(m):
+        bk = di[obnd + k]
+        if bk == 1:
+            df[olam + k] = df[ohi + k]
+        elif bk == -1:
+            df[olam + k] = df[olo + k]
+        else:
+            if df[olam + k] > df[ohi + k]:
+                df[olam + k] = df[ohi + k]
+            if df[olam + k] < df[olo + k]:
+                df[olam + k] = df[olo + k]
+    it = 0
+    while it < max_iter:
+        it += 1
+        nf = 0
+        for k in range(m):
+            if di[obnd + k] == 0:
+                di[oidx + nf] = k
+                nf += 1
+        if nf > 0:
+            if not _cholesky(df, di, oW, m, oidx, nf, oLc, 0.0):
+                wmax = 0.0
+                for k in range(m):
+                    wmax = max(wmax, df[oW + k * m + k])
+                _cholesky(df, di, oW, m, oidx, nf, oLc, 1e-10 * wmax + 1e-300)
+            for q in range(nf):
+                kq = di[oidx + q]
+                acc = -df[ob + kq]
+                for k in range(m):
+                    if di[obnd + k] != 0:
+                        acc -= df[oW + kq * m + k] * df[olam + k]
+                df[ox + q] = acc
+            _chol_solve(df, oLc, nf, nf, ox)
+            # ratio test on the segment from lam to the subspace minimiser
+            alpha = 1.0
+            block = -1
+            side = 0
+            for q in range(nf):
+                kq = di[oidx + q]
+                xq = df[ox + q]
+                lq = df[olam + kq]
+                step = xq - lq
+                if xq > df[ohi + kq] and step > 0.0:
+                    a = (df[ohi + kq] - lq) / step
+                    if a < alpha:
+                        alpha = a
+                        block = kq
+                        side = 1
+                elif xq < df[olo + kq] and step < 0.0:
+                    a = (df[olo + kq] - lq) / step
+                    if a < alpha:
+                        alpha = a
+                        block = kq
+                        side = -1
+            if alpha < 0.0:
+                alpha = 0.0
+            for q in range(nf):
+                kq = di[oidx + q]
+                df[olam + kq] = df[olam + kq] + alpha * (df[ox + q] - df[olam + kq])
+            if block >= 0:
+                di[obnd + block] = side
+                df[olam + block] = df[ohi + block] if side == 1 else df[olo + block]
+                continue
+        # optimal on this working set: check the multipliers of the bound rows
+        for k in range(m):
+            acc = df[ob + k]
+            for c in range(m):
+                acc += df[oW + k * m + c] * df[olam + c]
+            df[ograd + k] = acc
+        worst = -1
+        wval = 0.0
+        for k in range(m):
+            bk = di[obnd + k]
+            if bk == 0:
+                continue
+            thr = tol * (abs(df[ob + k]) + df[oW + k * m + k] * df[ohi + k]) + 1e-300
+            gk = df[ograd + k]
+            viol = 0.0
+            if bk == 1 and gk > thr:
+                viol = gk
+            elif bk == -1 and gk < -thr:
+                viol = -gk
+            if viol > wval:
+                wval = viol
+                worst = k
+        if worst < 0:
+            return it
+        di[obnd + worst] = 0
+    for k in range(m):
+        acc = df[ob + k]
+        for c in range(m):
+            acc += df[oW + k * m + c] * df[olam + c]
+        df[ograd + k] = acc
+    return -1
+
+
+# ==========================================================================
+# mode solve
+# ==========================================================================
+@njit(**JIT)
+def _log_event(mi, df, di, t, row, kind):
+    """Append an event to the ring log (overwriting the oldest when full).  Called in the real-time loop."""
+    E = mi[H_EVCAP]
+    oc = mi[DI_COUNTERS]
+    k = di[oc + CNT_EVENTS] % E
+    df[mi[DF_EV_TIME] + k] = t
+    di[mi[DI_EV_ROW] + k] = row
+    di[mi[DI_EV_KIND] + k] = kind
+    di[oc + CNT_EVENTS] += 1
+
+
+@njit(**JIT)
+def _set_stuck_list(mi, di):
+    """Rebuild the list of stuck rows from the row modes.  Called in the real-time loop."""
+    g = mi[H_G]
+    omode = mi[DI_MODE]
+    ost = mi[DI_STUCK]
+    m = 0
+    for i in range(g):
+        if di[omode + i] == MODE_STUCK:
+            di[ost + m] = i
+            m += 1
+    di[mi[DI_NSTUCK]] = m
+
+
+@njit(**JIT)
+def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
+    """Save the modes, give non-stuck rows the direction of their slip; say if a full solve is due.
+
+    A full solve is due when a stuck row lost its capacity, a non-stuck row
+    with capacity has exactly zero relative speed (a candidate), the caches
+    are invalid, or the caller asks for it.  Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    opm = mi[DI_PREV_MODE]
+    opd = mi[DF_PREV_DIR]
+    ocs = mi[DF_CAPS_T]
+    for i in range(g):
+        di[opm + i] = di[omode + i]
+        df[opd + i] = df[odir + i]
+    _caps(mf, mi, df, s_abs, 0.0, 0, oy + 2 * n + s)
+    need = force_full or di[mi[DI_FLAGS] + FLAG_CACHE_VALID] == 0
+    for i in range(g):
+        if di[omode + i] == MODE_STUCK:
+            if df[ocs + i] <= 0.0:
+                need = True
+            continue
+        d = _slip(mi, df, di, i, oy)
+        if d > 0.0:
+            di[omode + i] = MODE_SLIP
+            df[odir + i] = 1.0
+        elif d < 0.0:
+            di[omode + i] = MODE_SLIP
+            df[odir + i] = -1.0
+        elif df[ocs + i] > 0.0:
+            need = True
+        elif di[omode + i] != MODE_SLIP:
+            di[omode + i] = MODE_FREE
+            df[odir + i] = 0.0
+    return need
+
+
+@njit(**JIT)
+def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
+    """Solve which rows stay stuck (box-constrained QP); log transitions; rebuild caches.
+
+    Call _mode_prepare first.  Candidates are the rows with static capacity
+    that are stuck or have exactly zero relative speed.  A row at a bound
+    with a non-zero relative acceleration breaks away in that direction.
+    When a breaking row's force drops from K to k < K, the solve is repeated
+    with it slipping, so cascades resolve in the same instant.  Returns
+    status bits.  Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    st = 0
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    opm = mi[DI_PREV_MODE]
+    opd = mi[DF_PREV_DIR]
+    obnd = mi[DI_BND]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    ovs = mi[MF_STRIBECK_VS]
+    of = mi[DF_F]
+    olreq = mi[DF_LAMBDA_REQ]
+    olam = mi[DF_LAMW]
+    ocand = mi[DI_CAND]
+    ocb = mi[DI_CBND]
+    oidx = mi[DI_IDX]
+    oA = mi[DF_A]
+    oW = mi[DF_W]
+    oLc = mi[DF_CH]
+    obv = mi[DF_BV]
+    oxv = mi[DF_XV]
+    ograd = mi[DF_GRAD]
+    olo = mi[DF_LO]
+    ohi = mi[DF_HI]
+    oinv = mi[MF_INV_INERTIA]
+    oset = mi[MF_SETTINGS]
+    ocnt = mi[DI_COUNTERS]
+    ofl = mi[DI_FLAGS]
+    max_iter = mi[H_MAX_ITER]
+    tol = mf[oset + SET_SOLVER_TOL]
+    ox0 = oy + 2 * n + s
+    odrv = mi[DI_DRIVE]
+    omk = mi[DI_DRV_LIST]  # 1: a driven candidate (prescribed acceleration, unbounded force)
+    oacc_t = mi[DF_DRIVE_ACC]
+    m = 0
+    for i in range(g):
+        di[omk + i] = 0
+    for i in range(g):
+        cap = df[ocs + i]
+        if i == forced:
+            continue  # set slipping by the caller (see _enforce_capacity)
+        if di[odrv + i] == 1 and di[omode + i] != MODE_STUCK and _slip(mi, df, di, i, oy) != 0.0:
+            # its force enters the solve as an equality with its prescribed acceleration, so
+            # the stuck rows' forces account for it; it is not stuck afterwards
+            di[omk + i] = 1
+            di[ocand + m] = i
+            di[ocb + m] = 0
+            df[olam + m] = df[mi[DF_MU] + i]
+            m += 1
+        elif cap > 0.0 and (di[omode + i] == MODE_STUCK or _slip(mi, df, di, i, oy) == 0.0):
+            was = di[opm + i] == MODE_STUCK
+            di[ocand + m] = i
+            di[ocb + m] = di[obnd + i] if was else 0
+            df[olam + m] = df[olreq + i] if was else 0.0
+            m += 1
+        elif di[omode + i] == MODE_STUCK:  # no capacity left: released
+            di[omode + i] = MODE_FREE
+            df[odir + i] = 0.0
+    for k in range(m):
+        di[omode + di[ocand + k]] = MODE_STUCK  # excluded from the free force below
+    passes = 0
+    while m > 0 and passes <= g:
+        passes += 1
+        _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
+        _fill_rows(mi, df, di, ocand, m, oA)
+        _delassus(mf, mi, df, oA, m, oW)
+        for k in range(m):
+            acc = 0.0
+            for c in range(n):
+                acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
+            df[obv + k] = acc
+            cap = df[ocs + di[ocand + k]]
+            if di[omk + di[ocand + k]] == 1:
+                df[obv + k] -= df[oacc_t + di[ocand + k]]
+                cap = np.inf
+            df[olo + k] = -cap
+            df[ohi + k] = cap
+            di[oidx + k] = k
+        # redundant candidates: minimum-norm split through a small regularisation
+        wmax = 0.0
+        for k in range(m):
+            wmax = max(wmax, df[oW + k * m + k])
+        redundant = not _cholesky(df, di, oW, m, oidx, m, oLc, 0.0)
+        if not redundant:
+            for k in range(m):
+                piv = df[oLc + k * m + k]
+                if piv * piv <= mf[oset + SET_RANK_TOL] * df[oW + k * m + k]:
+                    redundant = True
+        reg = 0.0
+        if redundant:
+            reg = mf[oset + SET_REG] * wmax
+            for k in range(m):
+                df[oW + k * m + k] += reg
+            st |= ST_OVERCONSTRAINED
+        it = _box_qp(df, di, oW, obv, olo, ohi, m, olam, ocb, max_iter, tol, oLc, oidx, oxv, ograd)
+        if it < 0:
+            st |= ST_SOLVER_LIMIT
+            it = max_iter
+        di[ocnt + CNT_SOLVER_ITER_LAST] = it
+        if it > di[ocnt + CNT_SOLVER_ITER_MAX]:
+            di[ocnt + CNT_SOLVER_ITER_MAX] = it
+        # a row at a bound whose relative acceleration points away from zero breaks away
+        nleave = 0
+        drop = False
+        keep = 0
+        for k in range(m):
+            i = di[ocand + k]
+            bk = di[ocb + k]
+            gk = df[ograd + k]
+            if di[omk + i] == 1:
+                di[ocand + keep] = i
+                di[ocb + keep] = 0
+                df[olam + keep] = df[olam + k]
+                keep += 1
+                continue
+            thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
+            if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
+                di[omode + i] = MODE_SLIP
+                df[odir + i] = 1.0 if gk > 0.0 else -1.0
+                nleave += 1
+                if df[ock + i] < df[ocs + i] and mf[ovs + i] <= 0.0:
+                    drop = True
+            else:
+                di[ocand + keep] = i
+                di[ocb + keep] = bk
+                df[olam + keep] = df[olam + k]
+                df[olreq + i] = df[olam + k]
+                keep += 1
+        m = keep
+        if nleave == 0 or not drop:
+            break
+    # driven candidates slip again (their direction was set by _mode_prepare)
+    keep = 0
+    for k in range(m):
+        i = di[ocand + k]
+        if di[omk + i] == 1:
+            di[omode + i] = MODE_SLIP
+        else:
+            di[ocand + keep] = i
+            di[ocb + keep] = di[ocb + k]
+            keep += 1
+    m = keep
+    for i in range(g):
+        di[obnd + i] = 0
+    for k in range(m):
+        di[obnd + di[ocand + k]] = di[ocb + k]
+    changed = di[ofl + FLAG_CACHE_VALID] == 0
+    for i in range(g):
+        now = di[omode + i]
+        was = di[opm + i]
+        if now == MODE_STUCK and was != MODE_STUCK:
+            _log_event(mi, df, di, t_abs, i, EV_STICK)
+            changed = True
+        elif was == MODE_STUCK and now != MODE_STUCK:
+            _log_event(mi, df, di, t_abs, i, EV_BREAKAWAY)
+            changed = True
+        elif was == MODE_SLIP and now == MODE_SLIP and df[opd + i] != 0.0 and df[odir + i] == -df[opd + i]:
+            _log_event(mi, df, di, t_abs, i, EV_REVERSAL)
+    _set_stuck_list(mi, di)
+    if changed:
+        st |= _build_cache(mf, mi, df, di)
+        _reconstruct(mf, mi, df, di, oy)
+    else:
+        if di[ofl + FLAG_OVERCONSTRAINED] == 1:
+            st |= ST_OVERCONSTRAINED
+        if di[ofl + FLAG_LOCKED] == 1:
+            st |= ST_LOCKED
+    return st
+
+
+@njit(**JIT)
+def _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs):
+    """After a mode solve: a stuck row whose force still exceeds K (1 + margin) is made to slip.
+
+    The solve decides a row at its bound by the sign of its slip
+    acceleration, with a rounding tolerance; for nearly dependent stuck rows
+    (a small Schur complement) the acceleration that a force excess of the
+    event margin produces can fall below that tolerance, and the row would
+    stay stuck above its capacity.  The row with the largest relative excess
+    is then taken out (slipping against its force, as at a breakaway) and
+    the others are solved again, at most g times.  Returns status bits.  Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    st = 0
+    ost = mi[DI_STUCK]
+    olam = mi[DF_LAMW]
+    ocs = mi[DF_CAPS_T]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    margin = mf[mi[MF_SETTINGS] + SET_BREAK_MARGIN]
+    ox0 = oy + 2 * n + s
+    for _ in range(g):
+        m = di[mi[DI_NSTUCK]]
+        if m == 0:
+            break
+        _caps(mf, mi, df, s_abs, 0.0, 0, ox0)
+        _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
+        _stuck_lambda(mi, df, di)
+        worst = -1
+        wrel = 0.0
+        wsign = 0.0
+        for k in range(m):
+            i = di[ost + k]
+            lam = df[olam + k]
+            cap = df[ocs + i]
+            rel = (abs(lam) - cap * (1.0 + margin)) / (cap + 1e-300)
+            if rel > wrel:
+                worst = i
+                wrel = rel
+                wsign = 1.0 if lam > 0.0 else -1.0
+        if worst < 0:
+            break
+        _mode_prepare(mf, mi, df, di, s_abs, oy, True)
+        di[omode + worst] = MODE_SLIP
+        df[odir + worst] = -wsign
+        st |= _mode_full(mf, mi, df, di, s_abs, oy, t_abs, worst)
+    return st
+
+
+@njit(**JIT)
+def _cache_status(mi, di):
+    """Status bits of the cached stuck set (over-constrained, locked).  Called in the real-time loop."""
+    st = 0
+    ofl = mi[DI_FLAGS]
+    if di[ofl + FLAG_OVERCONSTRAINED] == 1:
+        st |= ST_OVERCONSTRAINED
+    if di[ofl + FLAG_LOCKED] == 1:
+        st |= ST_LOCKED
+    return st

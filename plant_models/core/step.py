@@ -1,0 +1,454 @@
+"""Stage 3b of the method: the fixed step, its start, its roll-back, and the compiled entry points.
+
+:func:`_step` reads as the list of its stages (as MuJoCo's ``mj_step``
+does): check the inputs, apply a change of row coefficients, make sure the
+mode fits the state, advance through the step's events
+(:mod:`.integrate`), then finish (outputs, reuse bookkeeping) or roll back a
+step whose result is not finite.  The number of event sub-steps and of
+solver iterations per step is capped, so a step's cost is bounded.
+
+Everything works on raw pointers into the flat buffers of :mod:`.layout`,
+allocates nothing and holds no Python object.
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+from .jit import BUFS, JIT, JIT_SUMS, raw_f, raw_i
+from .dynamics import (
+    _accel, _caps, _deriv, _deriv_finish, _forces, _kin_begin, _kin_end, _kin_start, _row_delta, _sizes,
+    _spring_elastic,
+)
+from .modes import (
+    _build_cache, _cache_status, _enforce_capacity, _log_event, _mode_full, _mode_prepare, _reconstruct,
+    _set_stuck_list, _stuck_lambda,
+)
+from .integrate import _handle_event, _integrate_substep, _rk4_call
+from .layout import (
+    CNT_BUDGET_HITS, CNT_EVENTS, CNT_ROLLBACKS, CNT_STEPS, CNT_SUBSTEPS_MAX, DF_ACCEL, DF_BACKUP, DF_CAPK_T,
+    DF_CAPS_T, DF_CAP_K, DF_CAP_S, DF_COEF_A, DF_COEF_B, DF_DELTA, DF_DIR, DF_DT, DF_EV_TIME, DF_K1, DF_LAMBDA_REQ,
+    DF_LAMW, DF_MU, DF_REUSE_MF, DF_REUSE_U, DF_REUSE_Y, DF_SPRING_TQ, DF_TIME, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU,
+    DF_U_TAU_RATE, DF_XACT, DF_Y, DF_Y0, DI_BACKUP, DI_BND, DI_COUNTERS, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_MODE,
+    DI_NSTUCK, DI_ORIENT, DI_STUCK, EV_BREAKAWAY, EV_STICK, FLAG_CACHE_VALID, FLAG_COEF_DIRTY, FLAG_DRIVE_REDUNDANT,
+    FLAG_REUSE, FLAG_STATUS, H_EVCAP, H_MAX_EVENTS, H_NKIN, H_NY, H_REUSE, MF_ACT_LAG, MF_INERTIA, MF_SETTINGS,
+    MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MODE_FREE, MODE_SLIP,
+    MODE_STUCK, N_SETTINGS, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
+)
+
+@njit(**JIT)
+def _outputs(mf, mi, df, di, s_abs, fresh):
+    """Outputs at the end of the step (inputs of this step held).
+
+    ``fresh``: the last evaluation (forces, capacities at stage 2, stuck
+    forces) was made at the final state, so it is reused.  Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    oy = mi[DF_Y]
+    stage = 2
+    if not fresh:
+        stage = 0
+        _caps(mf, mi, df, s_abs, 0.0, 0, oy + 2 * n + s)
+        _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, oy + 2 * n + s)
+        _stuck_lambda(mi, df, di)
+        _accel(mf, mi, df, di, mi[DF_ACCEL])
+    else:
+        # the derivative at the final state: the accelerations, and the next step's first stage
+        ok1 = mi[DF_K1]
+        _deriv_finish(mf, mi, df, di, oy, ok1)
+        oacc = mi[DF_ACCEL]
+        for j in range(n):
+            df[oacc + j] = df[ok1 + j]
+    ocs = mi[DF_CAPS_T] + stage * g
+    ock = mi[DF_CAPK_T] + stage * g
+    ocso = mi[DF_CAP_S]
+    ocko = mi[DF_CAP_K]
+    odelta = mi[DF_DELTA]
+    odt = mi[DF_DT]
+    olreq = mi[DF_LAMBDA_REQ]
+    omu = mi[DF_MU]
+    olam = mi[DF_LAMW]
+    omode = mi[DI_MODE]
+    ost = mi[DI_STUCK]
+    for i in range(g):
+        df[ocso + i] = df[ocs + i]
+        df[ocko + i] = df[ock + i]
+        if di[omode + i] != MODE_STUCK:
+            df[olreq + i] = 0.0
+            df[odelta + i] = df[odt + i] + 0.0  # + 0.0: a zero reads +0.0, never -0.0
+    oor = mi[DI_ORIENT]
+    for k in range(di[mi[DI_NSTUCK]]):
+        i = di[ost + k]
+        df[olreq + i] = df[olam + k]
+        df[omu + i] = df[olam + k]
+        # tree rows read exactly zero by construction; the other stuck rows (redundant ones,
+        # consistent cycles) hold because the tree does, up to the rounding of their own sum
+        df[odelta + i] = _row_delta(mi, df, di, i, oy) + 0.0 if di[oor + i] != 0 else 0.0
+    if s > 0:
+        osa = mi[MI_SPRING_A]
+        osb = mi[MI_SPRING_B]
+        osca = mi[MF_SPRING_CA]
+        oscb = mi[MF_SPRING_CB]
+        osc = mi[MF_SPRING_C]
+        ostq = mi[DF_SPRING_TQ]
+        otw = oy + 2 * n
+        for j in range(s):
+            rate = mf[osca + j] * df[oy + mi[osa + j]] + mf[oscb + j] * df[oy + mi[osb + j]]
+            df[ostq + j] = _spring_elastic(mf, mi, j, df[otw + j]) + mf[osc + j] * rate
+
+
+# ==========================================================================
+# step and start
+# ==========================================================================
+@njit(**JIT)
+def _outputs_call(mf, mi, df, di, s_abs, fresh):
+    """_outputs as a called function, for the rare paths (start, roll-back).  Called in the real-time loop."""
+    _outputs(mf, mi, df, di, s_abs, fresh)
+
+
+@njit(**JIT)
+def _backup(mi, df, di):
+    """Save what a roll-back restores (state, directions, coefficients, time, modes).
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    obk = mi[DF_BACKUP]
+    obki = mi[DI_BACKUP]
+    odir = mi[DF_DIR]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    omode = mi[DI_MODE]
+    obnd = mi[DI_BND]
+    for q in range(ny):
+        df[obk + q] = df[oy + q]
+    for i in range(g):
+        df[obk + ny + i] = df[odir + i]
+        df[obk + ny + g + i] = df[oca + i]
+        df[obk + ny + 2 * g + i] = df[ocb + i]
+        di[obki + i] = di[omode + i]
+        di[obki + g + i] = di[obnd + i]
+    df[obk + ny + 3 * g] = df[mi[DF_TIME]]
+
+
+@njit(**JIT_SUMS)
+def _reuse_valid(mf, mi, df):
+    """Is the last step's end evaluation valid for this step's start?  (A bit-exact test.)
+
+    It is when the state, the input values (torques, commands of unlagged
+    actuators) and the model floats are exactly those that evaluation used;
+    the caller checks the flags (modes, caches, coefficients).  The model
+    floats are compared because plants and the server may retune drag,
+    gains or lags between steps; a changed copy is refreshed here.  The
+    differences are summed (vectorised: this function may reassociate sums;
+    a NaN or inf difference makes the sum non-zero too).  Called in the
+    real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    ory = mi[DF_REUSE_Y]
+    oru = mi[DF_REUSE_U]
+    acc = 0.0
+    for q in range(ny):
+        acc += abs(df[oy + q] - df[ory + q])
+    out = mi[DF_U_TAU]
+    for j in range(n):
+        acc += abs(df[out + j] - df[oru + j])
+    oua = mi[DF_U_ACT]
+    olag = mi[MF_ACT_LAG]
+    for i in range(g):
+        if mf[olag + i] <= 0.0:
+            acc += abs(df[oua + i] - df[oru + n + i])
+    om = mi[MF_INERTIA]
+    orm = mi[DF_REUSE_MF]
+    nm = mi[MF_SETTINGS] + N_SETTINGS - om
+    macc = 0.0
+    for q in range(nm):
+        macc += abs(mf[om + q] - df[orm + q])
+    if macc != 0.0:
+        for q in range(nm):
+            df[orm + q] = mf[om + q]
+        return False
+    return acc == 0.0
+
+
+@njit(**JIT)
+def _reuse_store(mf, mi, df, di, s_abs, h):
+    """Remember what the end evaluation of the sub-step (s_abs, h) used (its derivative is in DF_K1).
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    ory = mi[DF_REUSE_Y]
+    oru = mi[DF_REUSE_U]
+    for q in range(ny):
+        df[ory + q] = df[oy + q]
+    out = mi[DF_U_TAU]
+    outr = mi[DF_U_TAU_RATE]
+    for j in range(n):
+        df[oru + j] = df[out + j] + df[outr + j] * (s_abs + h)  # as _forces computed it
+    oxa = mi[DF_XACT] + 2 * g
+    for i in range(g):
+        df[oru + n + i] = df[oxa + i]
+    di[mi[DI_FLAGS] + FLAG_REUSE] = 1
+
+
+@njit(**JIT)
+def _step(mf, mi, df, di, dt):
+    """Implementation of core_step (on owner-less buffers).  Called in the real-time loop."""
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    ot = mi[DF_TIME]
+    ofl = mi[DI_FLAGS]
+    ocnt = mi[DI_COUNTERS]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    out = mi[DF_U_TAU]
+    outr = mi[DF_U_TAU_RATE]
+    oua = mi[DF_U_ACT]
+    ouar = mi[DF_U_ACT_RATE]
+    # x - x is 0 for a finite x and NaN for inf or NaN: one test for all inputs
+    probe = 0.0
+    for j in range(n):
+        probe += (df[out + j] - df[out + j]) + (df[outr + j] - df[outr + j])
+    for i in range(g):
+        probe += ((df[oua + i] - df[oua + i]) + (df[ouar + i] - df[ouar + i])
+                  + (df[oca + i] - df[oca + i]) + (df[ocb + i] - df[ocb + i]))
+    ok = dt > 0.0 and math.isfinite(dt) and probe == 0.0
+    if not ok:
+        di[ofl + FLAG_STATUS] = ST_BAD_INPUT
+        return ST_BAD_INPUT
+    di[ofl + FLAG_DRIVE_REDUNDANT] = 0
+    nkin = mi[H_NKIN]
+    if nkin > 0 and _kin_begin(mf, mi, df, di, df[ot]):
+        di[ofl + FLAG_CACHE_VALID] = 0
+    reuse = False
+    if di[ofl + FLAG_REUSE] == 1:
+        di[ofl + FLAG_REUSE] = 0
+        reuse = (mi[H_REUSE] == 1 and di[ofl + FLAG_COEF_DIRTY] == 0 and di[ofl + FLAG_CACHE_VALID] == 1
+                 and _reuse_valid(mf, mi, df))
+    # the backup is taken lazily, before the first change of modes or coefficients;
+    # a step without events can be rolled back from DF_Y0 alone
+    backed_up = False
+    st = 0
+    t0 = df[ot]
+    if di[ofl + FLAG_COEF_DIRTY] == 1:
+        # a plant changed row coefficients (e.g. a new gear preselected): a stuck row
+        # whose relative speed is not zero under the new ratio starts slipping
+        _backup(mi, df, di)
+        backed_up = True
+        di[ofl + FLAG_COEF_DIRTY] = 0
+        ora = mi[MI_ROW_A]
+        orb = mi[MI_ROW_B]
+        for i in range(g):
+            if di[omode + i] == MODE_STUCK:
+                wa = df[oca + i] * df[oy + mi[ora + i]]
+                wb = df[ocb + i] * df[oy + mi[orb + i]]
+                if abs(wa + wb) > 1e-12 * (abs(wa) + abs(wb)):
+                    di[omode + i] = MODE_SLIP
+                    df[odir + i] = 1.0 if wa + wb > 0.0 else -1.0
+                    _log_event(mi, df, di, t0, i, EV_BREAKAWAY)
+        _set_stuck_list(mi, di)
+        st |= _build_cache(mf, mi, df, di)
+        _reconstruct(mf, mi, df, di, oy)
+    if di[ofl + FLAG_CACHE_VALID] == 0:
+        if not backed_up:
+            _backup(mi, df, di)
+            backed_up = True
+        _mode_prepare(mf, mi, df, di, 0.0, oy, True)
+        st |= _mode_full(mf, mi, df, di, 0.0, oy, t0, -1)
+        st |= _enforce_capacity(mf, mi, df, di, 0.0, oy, t0)
+    st |= _cache_status(mi, di)
+    check_start = True
+    used = 0.0
+    nsub = 0
+    fresh = False
+    last_s = 0.0
+    last_h = 0.0
+    max_events = mi[H_MAX_EVENTS]
+    while True:
+        remaining = dt - used
+        if remaining <= 1e-12 * dt:
+            break
+        if nsub >= max_events:
+            # out of budget: finish the step without locating further events
+            st |= ST_EVENT_BUDGET
+            di[ocnt + CNT_BUDGET_HITS] += 1
+            _mode_prepare(mf, mi, df, di, used, oy, False)
+            oy0 = mi[DF_Y0]
+            ok1 = mi[DF_K1]
+            for q in range(ny):
+                df[oy0 + q] = df[oy + q]
+            _caps(mf, mi, df, used, remaining, 0, oy0 + 2 * n + s)
+            _deriv(mf, mi, df, di, used, remaining, 0, oy0, oy0 + 2 * n + s, ok1)
+            _rk4_call(mf, mi, df, di, used, remaining, oy0, ok1, oy)
+            fresh = False
+            break
+        h_used, code = _integrate_substep(mf, mi, df, di, used, remaining, check_start, reuse)
+        check_start = False
+        reuse = False
+        if code == 0:
+            fresh = True
+            last_s = used
+            last_h = h_used
+            break
+        if not backed_up:
+            # DF_Y0 still holds the state at the step start
+            oy0 = mi[DF_Y0]
+            for q in range(ny):
+                df[oy0 + q], df[oy + q] = df[oy + q], df[oy0 + q]
+            _backup(mi, df, di)
+            for q in range(ny):
+                df[oy0 + q], df[oy + q] = df[oy + q], df[oy0 + q]
+            backed_up = True
+        nsub += 1
+        if code == 2 or code == 4:
+            # the mode no longer fits the state: solve it here, then integrate
+            if _mode_prepare(mf, mi, df, di, used, oy, code == 4):
+                st |= _mode_full(mf, mi, df, di, used, oy, t0 + used, -1)
+                st |= _enforce_capacity(mf, mi, df, di, used, oy, t0 + used)
+            continue
+        if code == 5:
+            # a missed zero crossing: handled as an event here
+            st |= _handle_event(mf, mi, df, di, used, t0 + used)
+            continue
+        used += h_used
+        if code == 3:
+            # a kiss point: the mode is checked (and solved if it no longer fits) there
+            check_start = True
+            continue
+        st |= _handle_event(mf, mi, df, di, used, t0 + used)
+    if nsub > di[ocnt + CNT_SUBSTEPS_MAX]:
+        di[ocnt + CNT_SUBSTEPS_MAX] = nsub
+    df[ot] = t0 + dt
+    _outputs(mf, mi, df, di, dt, fresh)
+    finite = True
+    for q in range(ny):
+        if not math.isfinite(df[oy + q]):
+            finite = False
+            break
+    if not finite:
+        if backed_up:
+            obk = mi[DF_BACKUP]
+            obki = mi[DI_BACKUP]
+            obnd = mi[DI_BND]
+            for q in range(ny):
+                df[oy + q] = df[obk + q]
+            for i in range(g):
+                df[odir + i] = df[obk + ny + i]
+                df[oca + i] = df[obk + ny + g + i]
+                df[ocb + i] = df[obk + ny + 2 * g + i]
+                di[omode + i] = di[obki + i]
+                di[obnd + i] = di[obki + g + i]
+        else:
+            oy0 = mi[DF_Y0]
+            for q in range(ny):
+                df[oy + q] = df[oy0 + q]
+        df[ot] = t0
+        _set_stuck_list(mi, di)
+        _build_cache(mf, mi, df, di)
+        _outputs_call(mf, mi, df, di, 0.0, False)
+        di[ocnt + CNT_ROLLBACKS] += 1
+        st = ST_NONFINITE
+    elif fresh and mi[H_REUSE] == 1:
+        _reuse_store(mf, mi, df, di, last_s, last_h)
+    if di[ofl + FLAG_DRIVE_REDUNDANT] == 1:
+        st |= ST_DRIVE_REDUNDANT
+    if nkin > 0:
+        _kin_end(mf, mi, df, di)
+    di[ocnt + CNT_STEPS] += 1
+    di[ofl + FLAG_STATUS] = st
+    return st
+
+@njit(**JIT)
+def _start(mf, mi, df, di):
+    """Implementation of core_start.  Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged.
+
+    The speeds of each engaged group are rebuilt from its root shaft (the
+    lowest index), the mode is solved and the outputs are computed, so they
+    are valid before the first step.  Engagement at the start is not logged
+    as an event; a requested row that cannot hold is logged as a breakaway.
+    Returns the status word.
+    """
+    n, g, s = _sizes(mi)
+    oy = mi[DF_Y]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    for i in range(g):
+        if di[omode + i] != MODE_STUCK:
+            di[omode + i] = MODE_FREE
+            df[odir + i] = 0.0
+    if mi[H_NKIN] > 0:
+        _kin_start(mf, mi, df, di)
+    _set_stuck_list(mi, di)
+    st = _build_cache(mf, mi, df, di)
+    _reconstruct(mf, mi, df, di, oy)
+    t = df[mi[DF_TIME]]
+    ocnt = mi[DI_COUNTERS]
+    before = di[ocnt + CNT_EVENTS]
+    _mode_prepare(mf, mi, df, di, 0.0, oy, True)
+    st |= _mode_full(mf, mi, df, di, 0.0, oy, t, -1)
+    st |= _enforce_capacity(mf, mi, df, di, 0.0, oy, t)
+    E = mi[H_EVCAP]
+    okind = mi[DI_EV_KIND]
+    orow = mi[DI_EV_ROW]
+    otime = mi[DF_EV_TIME]
+    keep = before
+    for q in range(before, di[ocnt + CNT_EVENTS]):
+        k = q % E
+        if di[okind + k] != EV_STICK:
+            kk = keep % E
+            di[okind + kk] = di[okind + k]
+            di[orow + kk] = di[orow + k]
+            df[otime + kk] = df[otime + k]
+            keep += 1
+    di[ocnt + CNT_EVENTS] = keep
+    _outputs_call(mf, mi, df, di, 0.0, False)
+    if mi[H_NKIN] > 0:
+        _kin_end(mf, mi, df, di)
+    di[mi[DI_FLAGS] + FLAG_STATUS] = st
+    return st
+
+
+# ==========================================================================
+# public entry points (explicit signatures: compiled at import, never in a run)
+# ==========================================================================
+@njit("int64(" + BUFS + ", float64)", **JIT)
+def core_step(mf, mi, df, di, dt):
+    """Advance the core by one fixed step of dt seconds.  Returns the status word.
+
+    Reads DF_U_TAU / DF_U_ACT (+ rates); writes DF_DELTA, DF_MU, DF_CAP_S,
+    DF_CAP_K, DF_ACCEL, DF_SPRING_TQ, DF_LAMBDA_REQ and the event log.  Bad
+    inputs (non-finite, dt <= 0) leave the state untouched; a step that would
+    produce a non-finite state is rolled back.  Called in the real-time loop.
+    """
+    return _step(raw_f(mf), raw_i(mi), raw_f(df), raw_i(di), dt)
+
+
+@njit("int64(" + BUFS + ")", **JIT)
+def core_start(mf, mi, df, di):
+    """Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged (see _start)."""
+    return _start(raw_f(mf), raw_i(mi), raw_f(df), raw_i(di))
+
+
+@njit("int64(" + BUFS + ", float64[::1])", **JIT)
+def core_run(mf, mi, df, di, dts):
+    """Take len(dts) steps with the inputs held; returns the OR of the status words.
+
+    For benchmarks and tests that need many steps without Python in the loop.
+    """
+    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    st = 0
+    for k in range(dts.shape[0]):
+        st |= _step(rmf, rmi, rdf, rdi, dts[k])
+    return st
