@@ -30,7 +30,7 @@ from numba import njit
 from ..core import layout as L
 from ..config import ConfigReader
 from ..core import CoreSpec, Row, Settings
-from ..core.kernels import BUFS, JIT, _raw_f, _raw_i, _step
+from ..core.api import BUFS, JIT, core_step as _step, raw_f as _raw_f, raw_i as _raw_i
 from ..plant import Plant, Signal
 from .powershift import settings_from_config
 

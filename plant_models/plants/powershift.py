@@ -29,7 +29,7 @@ from ..core import layout as L
 from .clutch import WetClutch, read_wet_clutch
 from ..config import ConfigReader
 from ..core import CoreSpec, Settings
-from ..core.kernels import BUFS, JIT, _raw_f, _raw_i, _step
+from ..core.api import BUFS, JIT, core_step as _step, raw_f as _raw_f, raw_i as _raw_i
 from ..plant import BAR, Plant, Signal
 
 N_AXLES = 4

@@ -74,7 +74,7 @@ from numba import njit
 from ..core import layout as L
 from ..config import ConfigReader
 from ..core import CoreSpec, Settings
-from ..core.kernels import BUFS, JIT, _raw_f, _raw_i
+from ..core.api import BUFS, JIT, raw_f as _raw_f, raw_i as _raw_i
 from ..plant import Plant, Signal
 
 DEG = math.pi / 180.0  # rad per degree
