@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from plant_models.core import step as fc  # noqa: E402
+from plant_models.core import entry as fc  # noqa: E402
 from plant_models.core import layout as L  # noqa: E402
 
 BAR = 1.0e5  # Pa per bar

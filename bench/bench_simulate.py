@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from plant_models.core import step as fc
+from plant_models.core import entry as fc
 from plant_models.plants.chain import chain_refresh
 from plant_models.plants.dct import dct_refresh
 from plant_models.plants.powershift import powershift_refresh

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from plant_models.core import step as fc
+from plant_models.core import entry as fc
 from plant_models.config import repo_root
 from plant_models.plants.damper import damper_refresh
 from plant_models.registry import load_plant

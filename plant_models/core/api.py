@@ -13,11 +13,25 @@ types are re-exported so a plant module needs no other import from the core.
 
 from __future__ import annotations
 
+from numba import njit
+
 from . import layout as L
 from .handle import Core
+from .jit import BUFS, JIT, call_step_at, compile_report, raw_f, raw_i
+from .layout import H_FN_STEP
 from .spec import CoreSpec, Row, Settings, SpecError, Spring
-from .jit import BUFS, JIT, raw_f, raw_i
-from .step import _step as core_step
 
-__all__ = ["BUFS", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring", "core_step",
-           "raw_f", "raw_i"]
+
+@njit(**JIT)
+def core_step(mf, mi, df, di, dt):
+    """One step of the core, on the raw buffer pointers of a plant kernel; returns the status word.
+
+    The core is called through the address its :class:`Core` wrote into
+    the model header (see :mod:`.entry`), so a plant's compiled step contains
+    only its own code.  Called in the real-time loop.
+    """
+    return call_step_at(mi[H_FN_STEP], mf, mi, df, di, dt)
+
+
+__all__ = ["BUFS", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring", "compile_report",
+           "core_step", "raw_f", "raw_i"]

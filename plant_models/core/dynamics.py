@@ -29,7 +29,7 @@ import math
 
 from numba import njit
 
-from .jit import JIT
+from .jit import JIT, kernel
 from .layout import (
     DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL, DF_EXP_H,
     DF_EXP_HALF, DF_F, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW, DF_RHO, DF_TIME, DF_U_ACT,
@@ -52,13 +52,13 @@ from .layout import (
 # df and are passed around by their offset.
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _sizes(mi):
     """(n shafts, g rows, s springs).  Called in the real-time loop."""
     return mi[H_N], mi[H_G], mi[H_S]
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _yoff(n, g, s):
     """Offsets of the omega, theta, twist, act and work blocks inside a state vector.
 
@@ -72,7 +72,7 @@ def _yoff(n, g, s):
 # ==========================================================================
 # small kernels
 # ==========================================================================
-@njit(**JIT)
+@kernel(**JIT)
 def _row_delta(mi, df, di, i, oy):
     """Relative speed of row i for the state vector at df[oy].
 
@@ -91,7 +91,7 @@ def _row_delta(mi, df, di, i, oy):
     return df[mi[DF_COEF_A] + i] * df[oy + a] + df[mi[DF_COEF_B] + i] * df[oy + b]
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _slip(mi, df, di, i, oy):
     """Relative speed of row i with rounding noise read as exactly zero.
 
@@ -109,7 +109,7 @@ def _slip(mi, df, di, i, oy):
     return d
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _spring_elastic(mf, mi, j, phi):
     """Elastic torque of spring j at twist phi: linear, or piecewise linear extended linearly.
 
@@ -131,7 +131,7 @@ def _spring_elastic(mf, mi, j, phi):
     return y0 + (mf[oyy + q] - y0) / (mf[ox + q] - x0) * (phi - x0)
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _lag_factors(mf, mi, df, h):
     """Cache exp(-h/2T) and exp(-h/T) of every lagged actuator for sub-steps of length h.
 
@@ -155,7 +155,7 @@ def _lag_factors(mf, mi, df, h):
     df[mi[DF_EXP_H]] = h
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _caps(mf, mi, df, s_abs, h, stage, ox0):
     """Actuator states and capacities at one stage point of the current sub-step.
 
@@ -200,7 +200,7 @@ def _caps(mf, mi, df, s_abs, h, stage, ox0):
         df[ocs + i] = mf[ogs + i] * fn
         df[ock + i] = mf[ogk + i] * fn
 
-@njit(**JIT)
+@kernel(**JIT)
 def _caps_substep(mf, mi, df, s_abs, h, ox0):
     """Actuator states and capacities at all three stage points (0, h/2, h) of a sub-step.
 
@@ -273,7 +273,7 @@ def _caps_substep(mf, mi, df, s_abs, h, ox0):
     return kiss
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     """Generalised force on the shafts without the stuck rows' constraint forces.
 
@@ -377,7 +377,7 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     df[op + 2] = p_damp
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _drive_forces(mf, mi, df, di, nd):
     """Forces of the driven rows in DI_DRV_LIST: the constraint forces that give them their
     prescribed relative accelerations (seed 001's kinematic clutch while engaging).
@@ -476,7 +476,7 @@ def _drive_forces(mf, mi, df, di, nd):
         df[of + mi[orb + i]] += df[ocb + i] * m_i
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _accel(mf, mi, df, di, oacc):
     """Shaft accelerations from DF_F: P f with stuck rows, M^-1 f without.  Called in the real-time loop."""
     n = mi[H_N]
@@ -494,7 +494,7 @@ def _accel(mf, mi, df, di, oacc):
             df[oacc + r] = a
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _deriv_finish(mf, mi, df, di, oy, ody):
     """Derivative of the state at df[oy] from the last _forces evaluation (at that state).
 
@@ -522,14 +522,14 @@ def _deriv_finish(mf, mi, df, di, oy, ody):
     df[ody + ow + W_IMPULSE] = 0.0
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _deriv(mf, mi, df, di, s_abs, h, stage, oy, ox0, ody):
     """Time derivative of the state at df[oy] in the current (fixed) friction mode.  Called in the real-time loop."""
     _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0)
     _deriv_finish(mf, mi, df, di, oy, ody)
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _act_normal_force(mf, mi, df, i, s_abs, tau, ox0):
     """Unclamped normal force gain*x - preload of row i, tau into the sub-step starting s_abs after the step start.
 
@@ -547,7 +547,7 @@ def _act_normal_force(mf, mi, df, i, s_abs, tau, ox0):
 # ==========================================================================
 # kinematic rows (seed 001): phases on top of the friction rows
 # ==========================================================================
-@njit(**JIT)
+@kernel(**JIT)
 def _kin_begin(mf, mi, df, di, t):
     """Take the engage commands of the kinematic rows, advance their phases, and put each
     row's torque capacity in place of its command for this step (_kin_end restores it).
@@ -609,7 +609,7 @@ def _kin_begin(mf, mi, df, di, t):
     return changed
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _kin_capacity(mf, mi, df, di, i, t):
     """Save kinematic row i's command (for _kin_end) and put its phase's capacity in its place.
 
@@ -638,7 +638,7 @@ def _kin_capacity(mf, mi, df, di, i, t):
     df[ouar + i] = rate
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _kin_start(mf, mi, df, di):
     """Phases at a start: rows that start stuck are engaged, the others disengaged; capacities
     in place of the commands as in _kin_begin.  Called by _start."""
@@ -651,7 +651,7 @@ def _kin_start(mf, mi, df, di):
         _kin_capacity(mf, mi, df, di, i, t)
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _kin_end(mf, mi, df, di):
     """Give the kinematic rows their callers' commands back (see _kin_begin); an engagement
     that ended with a stick event in this step reads as engaged.  Called in the real-time loop."""

@@ -9,10 +9,12 @@ is one call into compiled code.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from . import layout as L
-from . import step as fc
+from . import entry
 from .spec import CoreSpec, Row, Settings, SpecError, Spring  # noqa: F401  (handed on by the package)
 
 
@@ -31,7 +33,8 @@ class Core:
     """
 
     def __init__(self, spec: CoreSpec, plant_nf: int = 0, plant_ni: int = 0,
-                 plant_ndf: int = 0, plant_ndi: int = 0):
+                 plant_ndf: int = 0, plant_ndi: int = 0,
+                 compile_progress: Callable[[str], None] | None = None):
         spec.validate()
         self.spec = spec
         n, g, s = len(spec.inertia), len(spec.rows), len(spec.springs)
@@ -45,6 +48,8 @@ class Core:
         mi[L.H_MAX_ITER] = st.max_solver_iter or (4 * g + 8)
         mi[L.H_MAX_LOCATE] = st.max_locate_iter
         mi[L.H_REUSE] = 1 if st.reuse_end_evaluation else 0
+        # the compiled core (compiled or loaded from the cache the first time a Core is built)
+        mi[L.H_FN_STEP], mi[L.H_FN_START] = entry.entry_addresses(compile_progress)
         self._fill_model()
         self.reset()
 
@@ -163,15 +168,15 @@ class Core:
         self.mode[:] = L.MODE_FREE
         for i in engaged:
             self.mode[i] = L.MODE_STUCK
-        return int(fc.core_start(self.mf, self.mi, self.df, self.di))
+        return int(entry.core_start(self.mf, self.mi, self.df, self.di))
 
     def step(self, dt: float) -> int:
         """One fixed step of dt seconds.  Returns the status word.  Called in the real-time loop."""
-        return fc.core_step(self.mf, self.mi, self.df, self.di, dt)
+        return entry.core_step(self.mf, self.mi, self.df, self.di, dt)
 
     def run(self, dt: float, steps: int) -> int:
         """``steps`` steps with the inputs held, in one compiled call."""
-        return int(fc.core_run(self.mf, self.mi, self.df, self.di, np.full(steps, dt)))
+        return int(entry.core_run(self.mf, self.mi, self.df, self.di, np.full(steps, dt)))
 
     def mark_coefficients_changed(self) -> None:
         """Tell the core that ``coef_a`` / ``coef_b`` were changed (e.g. a new gear)."""

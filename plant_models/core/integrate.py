@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .jit import JIT
+from .jit import JIT, kernel
 from .dynamics import (
     _accel, _act_normal_force, _caps, _caps_substep, _deriv, _deriv_finish, _forces, _lag_factors, _sizes, _slip,
     _yoff,
@@ -44,7 +44,7 @@ from .layout import (
 # ==========================================================================
 # integration with events inside a step
 # ==========================================================================
-@njit(**JIT)
+@kernel(**JIT)
 def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
     """One classical RK4 sub-step of length h from df[oy0] (k1 at df[ok1] given) into df[oyout].
 
@@ -92,7 +92,7 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
     _reconstruct(mf, mi, df, di, oyout)
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _rk4_call(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
     """_rk4 as a called function, for the rare paths (event location's last step, budget exhausted).
 
@@ -101,7 +101,7 @@ def _rk4_call(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
     _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, False)
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _event_values(mf, mi, df, di, oy, stage, ogev):
     """Event function of each row from the last _forces evaluation (made at df[oy], at stage).
 
@@ -133,7 +133,7 @@ def _event_values(mf, mi, df, di, oy, stage, ogev):
             df[ogev + i] = df[ocs + i] * (1.0 + margin) - abs(df[olam + k])
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _start_consistent(mi, df, di, oy):
     """Does the mode still fit the state at a sub-step start?  (Uses the stage-0 evaluation.)
 
@@ -180,7 +180,7 @@ def _start_consistent(mi, df, di, oy):
     return misfit
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _kiss_scan(mf, mi, df, s_abs, h, ox0):
     """End of the sub-step at the first kiss point (normal force crossing zero) inside it, else h.
 
@@ -256,7 +256,7 @@ def _kiss_scan(mf, mi, df, s_abs, h, ox0):
     return best
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _first_crossing(g, oga, ogb, t_a, t_b, df):
     """The row whose event function went from >= 0 (at t_a) to <= 0 (at t_b) first, by linear estimate.
 
@@ -275,7 +275,7 @@ def _first_crossing(g, oga, ogb, t_a, t_b, df):
     return first, sfirst
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _dip_time(mf, mi, df, di, ok1, h):
     """Time of a suspected double zero crossing of a slipping row inside the sub-step, or -1.
 
@@ -340,7 +340,7 @@ def _dip_time(mf, mi, df, di, ok1, h):
     return best
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _trial(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, ox0, ogev, caps_ready):
     """RK4 from the sub-step start over c into df[oyt], then the forces and event functions there.
 
@@ -351,7 +351,7 @@ def _trial(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, ox0, ogev, caps_ready):
     _event_values(mf, mi, df, di, oyt, 2, ogev)
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
     """Integrate DF_Y from s_abs over at most h, stopping just past the first event.
 
@@ -474,7 +474,7 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
         df[oy + q] = df[oyt + q]
     return hi, 1
 
-@njit(**JIT)
+@kernel(**JIT)
 def _handle_event(mf, mi, df, di, s_abs, t_abs):
     """At an event: project rows that reached zero speed onto exactly zero, then solve the mode.
 

@@ -14,7 +14,13 @@ around by their offset.
 
 from __future__ import annotations
 
+import time
+from typing import Callable
+
+from llvmlite import ir
 from numba import njit, types
+from numba.core import event
+from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
 
 # ``error_model="numpy"``: a division by zero gives inf/NaN (caught by the step's
@@ -49,3 +55,95 @@ def raw_f(a):
 def raw_i(a):
     """The int64 buffer as a raw pointer (see raw_f).  Called in the real-time loop."""
     return _data_ptr(a)
+
+
+def _address_call(typingctx, address, *args):
+    """Typing and code of a call through a function address (an int64) with the C calling convention."""
+    sig = types.int64(address, *args)
+
+    def codegen(context, builder, signature, llargs):
+        fnty = ir.FunctionType(ir.IntType(64), [context.get_value_type(t) for t in signature.args[1:]])
+        return builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), llargs[1:])
+    return sig, codegen
+
+
+@intrinsic
+def call_step_at(typingctx, address, mf, mi, df, di, dt):
+    """Call the compiled step entry at ``address`` (see :mod:`.entry`).  Called in the real-time loop."""
+    return _address_call(typingctx, address, mf, mi, df, di, dt)
+
+
+@intrinsic
+def call_start_at(typingctx, address, mf, mi, df, di):
+    """Call the compiled start entry at ``address`` (see :mod:`.entry`)."""
+    return _address_call(typingctx, address, mf, mi, df, di)
+
+
+class compile_report(event.Listener):
+    """While the ``with`` block runs, report every function numba compiles: name, count and time.
+
+    ``report`` receives lines like ``"core: compiled _mode_full (7/41, 2.1 s)"``;
+    ``expected`` is the number of functions a cold compile goes through (0:
+    unknown).  Loading from numba's cache compiles nothing and reports nothing.
+    """
+
+    def __init__(self, report: Callable[[str], None] | None, prefix: str, expected: int = 0):
+        self.report = report
+        self.prefix = prefix
+        self.expected = expected
+        self.count = 0
+        self._started: dict = {}
+        self._outer = None
+
+    def __enter__(self):
+        if self.report is not None:
+            event.register("numba:compile", self)
+        return self
+
+    def __exit__(self, *exc):
+        if self.report is not None:
+            event.unregister("numba:compile", self)
+        return False
+
+    def on_start(self, ev):
+        self._started[id(ev.data["dispatcher"]), str(ev.data["args"])] = time.perf_counter()
+
+    def on_end(self, ev):
+        took = time.perf_counter() - self._started.pop((id(ev.data["dispatcher"]), str(ev.data["args"])),
+                                                      time.perf_counter())
+        self.count += 1
+        name = getattr(getattr(ev.data["dispatcher"], "py_func", None), "__name__", "?")
+        of = f"/{self.expected}" if self.expected else ""
+        self.report(f"{self.prefix}: compiled {name} ({self.count}{of}, {took:.1f} s)")
+
+
+
+class _PerTypeDispatcher(CPUDispatcher):
+    """A numba dispatcher that compiles a called kernel once per argument *type*, not per constant value.
+
+    When a compiled function calls another with a constant ``0`` or
+    ``True``, numba types the argument as a literal and compiles a separate
+    specialisation of the callee for each constant (``_caps`` three times
+    for its three stage points, ``_mode_full`` twice, ...).  The core gains
+    nothing from it (its constants select branches at run time), and it
+    made a cold compile compile 76 functions instead of 52.  This dispatcher
+    drops the literal part of the argument types before numba looks up or
+    compiles the callee.
+    """
+
+    def get_call_template(self, args, kws):
+        return super().get_call_template(tuple(types.unliteral(a) for a in args),
+                                         {k: types.unliteral(v) for k, v in kws.items()})
+
+
+def kernel(**options):
+    """``@kernel(**JIT)``: like ``@njit(**JIT)``, compiled lazily, once per argument type (see above)."""
+    options = dict(options)
+    cache = options.pop("cache", False)
+
+    def decorate(fn):
+        dispatcher = _PerTypeDispatcher(py_func=fn, locals={}, targetoptions=dict(options, nopython=True))
+        if cache:
+            dispatcher.enable_caching()
+        return dispatcher
+    return decorate

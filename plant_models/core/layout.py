@@ -44,6 +44,8 @@ H_PLANT_NDI = 11  # length of the plant's int data block in di
 H_MAX_LOCATE = 12  # max. iterations of one event-time search
 H_REUSE = 13  # 1: a step may start from the previous step's end evaluation (see DF_REUSE_*)
 H_NKIN = 14  # number of kinematic rows (MF_KIN_SHIFT > 0)
+H_FN_STEP = 15  # address of the compiled step entry point in this process (see core/entry.py)
+H_FN_START = 16  # address of the compiled start entry point in this process
 
 # --------------------------------------------------------------------------
 # model float fields (offset slots in mi)

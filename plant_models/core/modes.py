@@ -25,7 +25,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .jit import JIT
+from .jit import JIT, kernel
 from .dynamics import _caps, _forces, _sizes, _slip, _yoff
 from .layout import (
     CNT_EVENTS, CNT_SOLVER_ITER_LAST, CNT_SOLVER_ITER_MAX, DF_A, DF_BV, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A,
@@ -42,7 +42,7 @@ from .layout import (
 # ==========================================================================
 # stuck set: caches, tree and exact reconstruction
 # ==========================================================================
-@njit(**JIT)
+@kernel(**JIT)
 def _fill_rows(mi, df, di, olist, m, oA):
     """Dense m x n rows of R (into df[oA]) for the row indices listed at di[olist].  Called in the real-time loop."""
     n = mi[H_N]
@@ -58,7 +58,7 @@ def _fill_rows(mi, df, di, olist, m, oA):
         df[oA + k * n + mi[orb + i]] += df[ocb + i]
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _delassus(mf, mi, df, oA, m, oW):
     """W = A M^-1 A^T (m x m, stride m).  Called in the real-time loop."""
     n = mi[H_N]
@@ -72,7 +72,7 @@ def _delassus(mf, mi, df, oA, m, oW):
             df[oW + c * m + r] = acc
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _cholesky(df, di, oW, m, oidx, k, oLc, reg):
     """Cholesky factor (k x k, stride k, at df[oLc]) of W[idx, idx] + reg*I.
 
@@ -95,7 +95,7 @@ def _cholesky(df, di, oW, m, oidx, k, oLc, reg):
     return True
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _chol_solve(df, oLc, k, stride, ox):
     """Solve (Lc Lc^T) x = x in place (Lc: k x k lower triangular, given row stride).
 
@@ -113,7 +113,7 @@ def _chol_solve(df, oLc, k, stride, ox):
         df[ox + r] = acc / df[oLc + r * stride + r]
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _build_tree(mf, mi, df, di):
     """Spanning forest of the stuck rows, cycle consistency and locked groups.
 
@@ -203,7 +203,7 @@ def _build_tree(mf, mi, df, di):
     return any_locked
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _reconstruct(mf, mi, df, di, oy):
     """Rebuild the speeds of stuck groups from their roots so stuck rows read exactly zero.
 
@@ -228,7 +228,7 @@ def _reconstruct(mf, mi, df, di, oy):
         df[oy + c] = -(df[orho + di[otr + e]] * df[oy + di[otp + e]])
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _build_cache(mf, mi, df, di):
     """Constrained inverse inertia P, force map L and spanning tree of the stuck list.
 
@@ -358,7 +358,7 @@ def _build_cache(mf, mi, df, di):
     return st
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _stuck_lambda(mi, df, di):
     """Constraint force of each stuck row (stuck-list order, into DF_LAMW) from DF_F.
 
@@ -375,7 +375,7 @@ def _stuck_lambda(mi, df, di):
         df[olam + k] = acc
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _project(mf, mi, df, di, oy):
     """Project the speeds onto the stuck constraints, w <- P M w (an inelastic impulse).
 
@@ -412,7 +412,7 @@ def _project(mf, mi, df, di, oy):
 # ==========================================================================
 # box-constrained friction solve (partition problem, eq. 18 of seed 003)
 # ==========================================================================
-@njit(**JIT)
+@kernel(**JIT)
 def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, ox, ograd):
     """Exact solution of min 1/2 l^T W l + b^T l subject to lo <= l <= hi.
 
@@ -529,7 +529,7 @@ def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, o
 # ==========================================================================
 # mode solve
 # ==========================================================================
-@njit(**JIT)
+@kernel(**JIT)
 def _log_event(mi, df, di, t, row, kind):
     """Append an event to the ring log (overwriting the oldest when full).  Called in the real-time loop."""
     E = mi[H_EVCAP]
@@ -541,7 +541,7 @@ def _log_event(mi, df, di, t, row, kind):
     di[oc + CNT_EVENTS] += 1
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _set_stuck_list(mi, di):
     """Rebuild the list of stuck rows from the row modes.  Called in the real-time loop."""
     g = mi[H_G]
@@ -555,7 +555,7 @@ def _set_stuck_list(mi, di):
     di[mi[DI_NSTUCK]] = m
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
     """Save the modes, give non-stuck rows the direction of their slip; say if a full solve is due.
 
@@ -594,7 +594,7 @@ def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
     return need
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
     """Solve which rows stay stuck (box-constrained QP); log transitions; rebuild caches.
 
@@ -775,7 +775,7 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
     return st
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs):
     """After a mode solve: a stuck row whose force still exceeds K (1 + margin) is made to slip.
 
@@ -824,7 +824,7 @@ def _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs):
     return st
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _cache_status(mi, di):
     """Status bits of the cached stuck set (over-constrained, locked).  Called in the real-time loop."""
     st = 0

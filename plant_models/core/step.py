@@ -17,7 +17,7 @@ import math
 
 from numba import njit
 
-from .jit import BUFS, JIT, JIT_SUMS, raw_f, raw_i
+from .jit import JIT, JIT_SUMS, kernel
 from .dynamics import (
     _accel, _caps, _deriv, _deriv_finish, _forces, _kin_begin, _kin_end, _kin_start, _row_delta, _sizes,
     _spring_elastic,
@@ -38,7 +38,7 @@ from .layout import (
     MODE_STUCK, N_SETTINGS, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
 )
 
-@njit(**JIT)
+@kernel(**JIT)
 def _outputs(mf, mi, df, di, s_abs, fresh):
     """Outputs at the end of the step (inputs of this step held).
 
@@ -102,13 +102,13 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
 # ==========================================================================
 # step and start
 # ==========================================================================
-@njit(**JIT)
+@kernel(**JIT)
 def _outputs_call(mf, mi, df, di, s_abs, fresh):
     """_outputs as a called function, for the rare paths (start, roll-back).  Called in the real-time loop."""
     _outputs(mf, mi, df, di, s_abs, fresh)
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _backup(mi, df, di):
     """Save what a roll-back restores (state, directions, coefficients, time, modes).
 
@@ -135,7 +135,7 @@ def _backup(mi, df, di):
     df[obk + ny + 3 * g] = df[mi[DF_TIME]]
 
 
-@njit(**JIT_SUMS)
+@kernel(**JIT_SUMS)
 def _reuse_valid(mf, mi, df):
     """Is the last step's end evaluation valid for this step's start?  (A bit-exact test.)
 
@@ -177,7 +177,7 @@ def _reuse_valid(mf, mi, df):
     return acc == 0.0
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _reuse_store(mf, mi, df, di, s_abs, h):
     """Remember what the end evaluation of the sub-step (s_abs, h) used (its derivative is in DF_K1).
 
@@ -200,7 +200,7 @@ def _reuse_store(mf, mi, df, di, s_abs, h):
     di[mi[DI_FLAGS] + FLAG_REUSE] = 1
 
 
-@njit(**JIT)
+@kernel(**JIT)
 def _step(mf, mi, df, di, dt):
     """Implementation of core_step (on owner-less buffers).  Called in the real-time loop."""
     n, g, s = _sizes(mi)
@@ -370,7 +370,7 @@ def _step(mf, mi, df, di, dt):
     di[ofl + FLAG_STATUS] = st
     return st
 
-@njit(**JIT)
+@kernel(**JIT)
 def _start(mf, mi, df, di):
     """Implementation of core_start.  Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged.
 
@@ -421,10 +421,9 @@ def _start(mf, mi, df, di):
 
 
 # ==========================================================================
-# public entry points (explicit signatures: compiled at import, never in a run)
+# entry points, compiled as C functions by .entry (once, shared by every plant)
 # ==========================================================================
-@njit("int64(" + BUFS + ", float64)", **JIT)
-def core_step(mf, mi, df, di, dt):
+def step_entry(mf, mi, df, di, dt):
     """Advance the core by one fixed step of dt seconds.  Returns the status word.
 
     Reads DF_U_TAU / DF_U_ACT (+ rates); writes DF_DELTA, DF_MU, DF_CAP_S,
@@ -432,23 +431,9 @@ def core_step(mf, mi, df, di, dt):
     inputs (non-finite, dt <= 0) leave the state untouched; a step that would
     produce a non-finite state is rolled back.  Called in the real-time loop.
     """
-    return _step(raw_f(mf), raw_i(mi), raw_f(df), raw_i(di), dt)
+    return _step(mf, mi, df, di, dt)
 
 
-@njit("int64(" + BUFS + ")", **JIT)
-def core_start(mf, mi, df, di):
+def start_entry(mf, mi, df, di):
     """Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged (see _start)."""
-    return _start(raw_f(mf), raw_i(mi), raw_f(df), raw_i(di))
-
-
-@njit("int64(" + BUFS + ", float64[::1])", **JIT)
-def core_run(mf, mi, df, di, dts):
-    """Take len(dts) steps with the inputs held; returns the OR of the status words.
-
-    For benchmarks and tests that need many steps without Python in the loop.
-    """
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    st = 0
-    for k in range(dts.shape[0]):
-        st |= _step(rmf, rmi, rdf, rdi, dts[k])
-    return st
+    return _start(mf, mi, df, di)
