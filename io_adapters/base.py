@@ -159,8 +159,14 @@ class Adapter(ABC):
     def __init__(self, name: str, options: dict):
         self.name = name
         self.options = options
-        self._tick_info = new_tick_info()
+        self._bind_tick_info(new_tick_info())
         self._feed_watchdog: Callable[[int], None] = _no_feed
+
+    def _bind_tick_info(self, tick_info: np.ndarray) -> None:
+        # The array for compiled code; a memoryview of it for Python code, whose items are plain ints
+        # (about half the cost of ndarray.item, and no numpy scalar is made per tick).
+        self._tick_info = tick_info
+        self._tick_slots = memoryview(tick_info)
 
     def open(self, plant: Plant, ctx: LoopContext) -> None:
         """Resolve signal mappings, open sockets/buses, start background receivers.
@@ -170,7 +176,7 @@ class Adapter(ABC):
         """
         self.plant = plant
         self.ctx = ctx
-        self._tick_info = ctx.tick_info
+        self._bind_tick_info(ctx.tick_info)
         self._feed_watchdog = ctx.feed_watchdog
 
     def read(self, tick: int, now_ns: int) -> None:
@@ -182,8 +188,7 @@ class Adapter(ABC):
         The watchdog is fed when :meth:`_read_internal` says valid commands
         drive the plant.  Non-blocking.  Called in the real-time loop.
         """
-        # .item() gives a Python int (0 or 1, cached): no numpy scalar is made per tick
-        if self._read_internal(tick, now_ns, self._tick_info.item(TI_SCENARIO) == 0):
+        if self._read_internal(tick, now_ns, not self._tick_slots[TI_SCENARIO]):
             self._feed_watchdog(now_ns)
 
     def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:

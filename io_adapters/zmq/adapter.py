@@ -195,9 +195,9 @@ class ZmqAdapter(Adapter):
         if tick % self.publish_every:  # decimated: ticks that are multiples of publish_every
             return
         self.seq += 1
-        ti = self._tick_info
-        buf = self.encoder.encode(self.seq, tick, self.plant.time, self.ack, ti.item(TI_WATCHDOG) != 0,
-                                  ti.item(TI_STATUS), self.plant.y)
+        ti = self._tick_slots
+        buf = self.encoder.encode(self.seq, tick, self.plant.time, self.ack, ti[TI_WATCHDOG] != 0, ti[TI_STATUS],
+                                  self.plant.y)
         try:
             self._pub.send(TOPIC_STATE, self._sndmore)
             self._pub.send(buf, self._noblock)
