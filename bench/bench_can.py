@@ -243,7 +243,8 @@ class NaiveCantoolsAdapter(io_adapters.can.adapter.CanAdapter):
 
     Reception, E2E checks and the bus are the adapter's; ``read`` decodes the
     newest frame of each command message with ``db.decode_message`` and sets
-    the plant inputs by name, ``write`` builds a dict of values by name for
+    the plant inputs by name (``_read_internal``, under the base class's
+    ``read`` like the adapter's own), ``write`` builds a dict of values by name for
     each due message, encodes it with ``db.encode_message`` and adds counter
     and CRC in Python.
     """
@@ -269,7 +270,7 @@ class NaiveCantoolsAdapter(io_adapters.can.adapter.CanAdapter):
         if msg.arbitration_id in self.rx_map:
             self.latest[msg.arbitration_id] = (self.rx_handled, bytes(msg.data))
 
-    def read(self, tick, now_ns):
+    def _read_internal(self, tick, now_ns, drive):
         fresh_all = True
         for fid, tab in self.rx_map.items():
             item = self.latest.get(fid)
@@ -278,11 +279,11 @@ class NaiveCantoolsAdapter(io_adapters.can.adapter.CanAdapter):
                 continue
             if self.taken.get(fid) != item[0]:
                 self.taken[fid] = item[0]
-                vals = self.db.decode_message(fid, item[1])
-                for sig, port in tab["signals"].items():
-                    self.plant.set_input(port, float(vals[sig]))
-        if fresh_all:
-            self.ctx.feed_watchdog(now_ns)
+                if drive:
+                    vals = self.db.decode_message(fid, item[1])
+                    for sig, port in tab["signals"].items():
+                        self.plant.set_input(port, float(vals[sig]))
+        return 1 if fresh_all and drive else 0  # the base class's read feeds the watchdog
 
     def write(self, tick, now_ns):
         y = None

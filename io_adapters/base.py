@@ -1,4 +1,4 @@
-"""The one small interface every transport implements (python-can's BusABC in spirit).
+"""The one small interface every transport implements (python-can's ``BusABC`` habit).
 
 The real-time loop calls, each tick, ``read`` on every adapter, steps the
 plant, then ``write`` on every adapter (read -> update -> write).  Both must
@@ -7,69 +7,203 @@ latest-value mailbox (or with non-blocking polls), and sending uses
 non-blocking calls.  All name look-ups (signal names to plant indices, DBC
 signals, message layouts) happen once in ``open``.
 
-Adapters are chosen by name in the I/O config (``[[adapters]] type = "zmq"``)
-through :func:`register_adapter` / :func:`create_adapter`.
+What every transport shares is written here once:
+
+* :meth:`Adapter.read` is a template, like python-can's ``BusABC.recv``
+  around ``_recv_internal``: it applies the scenario gate (while a loaded
+  scenario drives the inputs, commands are taken but not applied), calls the
+  transport's :meth:`Adapter._read_internal` and feeds the command watchdog
+  when valid commands drive the plant;
+* :meth:`Adapter.status` adds the shared keys ``applied`` and ``rejected``
+  (``total``, ``by_reason``) from the transport's :class:`CommandCounts`,
+  which the loop's shutdown summary reads through
+  :meth:`Adapter.command_counts`;
+* :class:`LoopContext`, what the loop shares with its adapters, and the
+  slots of its per-tick array ``tick_info`` (:data:`TI_WATCHDOG`, ...).
+
+Adapters are chosen by type name in the I/O config (``[[adapters]] type =
+"zmq"``) from the explicit table :data:`ADAPTERS` (python-can's
+``BACKENDS``); a type from outside the project is added with
+:func:`register_adapter`.  :func:`create_adapter` imports an adapter's module
+only when a config asks for it.
 """
 
 from __future__ import annotations
 
+import importlib
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable, ClassVar
 
+import numpy as np
+
+from plant_models.errors import GearboxHilError
 from plant_models.plant import Plant
+
+# -- slots of LoopContext.tick_info (int64), written by the loop, read by adapters each tick --------------
+TI_WATCHDOG = 0  # 1 while the command watchdog is tripped
+TI_STATUS = 1  # status word of the last plant step
+TI_SCENARIO = 2  # 1 while a loaded scenario drives the inputs (commands are not applied)
+TI_OVERRUNS = 3  # the loop's overrun count, copied there whenever the loop counts an overrun
+TICK_INFO_SLOTS = 4
+
+
+def new_tick_info() -> np.ndarray:
+    """A zeroed ``tick_info`` array (int64, :data:`TICK_INFO_SLOTS` slots)."""
+    return np.zeros(TICK_INFO_SLOTS, dtype=np.int64)
 
 
 @dataclass
 class LoopContext:
     """What the loop shares with its adapters.
 
-    ``feed_watchdog(now_ns)`` is called by an adapter when it applied a valid
-    command (it keeps the command watchdog from tripping).  ``status()``
-    returns the loop's status dict (timing telemetry, watchdog, counters), for
-    adapters that publish it.  ``control(request)`` executes a control request
-    (start/stop/step/...) and returns the reply dict; adapters that carry a
-    control channel forward requests to it.
-
-    ``tick_info`` is a small int64 array the loop updates every tick, cheap
-    for adapters to read in ``read``/``write``: ``[0]`` 1 while the command
-    watchdog is tripped, ``[1]`` the status word of the last plant step,
-    ``[2]`` 1 while a loaded scenario drives the inputs (commands are then
-    rejected with reason ``scenario_active``).  ``mode`` is the loop mode
-    (``realtime``, ``lockstep`` or ``afap``); in lockstep and afap the
-    ``now_ns`` the loop passes is simulated time.
+    Attributes
+    ----------
+    period_s
+        The loop's step, s.  It may change between runs (a lockstep scenario
+        with its own ``dt_s``); adapters that count time in ticks re-read it.
+    feed_watchdog
+        ``feed_watchdog(now_ns)``: valid commands drive the plant at
+        ``now_ns`` (keeps the command watchdog from tripping).  Called by
+        :meth:`Adapter.read`, not by transports themselves.
+    status
+        The loop's status dict (timing telemetry, watchdog, counters), for
+        adapters that publish it.  Not for the tick.
+    mode
+        ``realtime``, ``lockstep`` or ``afap``; in lockstep and afap the
+        ``now_ns`` the loop passes is simulated time.
+    control
+        ``control(request) -> reply`` executes a control request
+        (start/stop/step/...); adapters that carry a control channel forward
+        requests to it.  None: the server has no control handler.
+    log
+        The logger adapters write to.
+    tick_info
+        int64 array updated by the loop every tick, cheap to read in
+        ``read``/``write``: slots :data:`TI_WATCHDOG`, :data:`TI_STATUS`,
+        :data:`TI_SCENARIO`, :data:`TI_OVERRUNS`.
     """
 
     period_s: float
     feed_watchdog: Callable[[int], None]
     status: Callable[[], dict]
-    control: Callable[[dict], dict] | None = None
-    log: Any = None
-    extra: dict = field(default_factory=dict)
-    tick_info: Any = None
     mode: str = "realtime"
+    control: Callable[[dict], dict] | None = None
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("gearbox_hil.io"))
+    tick_info: np.ndarray = field(default_factory=new_tick_info)
+
+    def __post_init__(self) -> None:
+        ti = self.tick_info
+        if not isinstance(ti, np.ndarray) or ti.dtype != np.int64 or ti.shape != (TICK_INFO_SLOTS,):
+            raise TypeError(f"tick_info must be an int64 array of {TICK_INFO_SLOTS} slots (io_adapters.base.TI_*)")
 
 
-class AdapterError(RuntimeError):
-    """An adapter could not be opened (bad endpoint, missing interface, bad DBC, ...)."""
+@dataclass(frozen=True)
+class CommandCounts:
+    """Commands a transport took from its peers since it opened.
+
+    Attributes
+    ----------
+    applied
+        Valid commands accepted (for a message transport: applied to the
+        plant; for a cyclic bus: frames that passed every check).
+    rejected
+        reason -> count, every reason of the transport listed (zeros
+        included), in the transport's order.
+    recent
+        The newest rejections as ``"reason: message"`` texts, if the
+        transport keeps them (published as ``rejected.last``).
+    """
+
+    applied: int
+    rejected: dict[str, int]
+    recent: tuple[str, ...] | None = None
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
+
+    def as_status(self) -> dict:
+        """The shared status keys: ``applied`` and ``rejected`` (``total``, ``by_reason`` [, ``last``])."""
+        rejected: dict = {"total": self.rejected_total, "by_reason": dict(self.rejected)}
+        if self.recent is not None:
+            rejected["last"] = list(self.recent)
+        return {"applied": self.applied, "rejected": rejected}
+
+
+class AdapterError(GearboxHilError, RuntimeError):
+    """An adapter could not be created or opened (bad endpoint, missing interface, bad DBC, ...)."""
+
+
+class UnknownAdapterType(AdapterError):
+    """No adapter of this type exists; the message lists every known type."""
+
+    def __init__(self, type_name: str, known: list[str]):
+        super().__init__(f"unknown adapter type {type_name!r}; known types: {', '.join(known) or 'none'}")
+        self.type_name = type_name
+        self.known = known
 
 
 class Adapter(ABC):
-    """A transport between the plant's ports and the outside world."""
+    """A transport between the plant's ports and the outside world.
 
-    type_name: str = ""
+    A transport implements :meth:`open` (calling ``super().open(plant,
+    ctx)`` first), :meth:`_read_internal`, :meth:`write`, :meth:`close`,
+    and for its status :meth:`_status_internal` and :meth:`command_counts`.
+    The rest has defaults.
+    """
+
+    type_name: ClassVar[str] = ""
 
     def __init__(self, name: str, options: dict):
         self.name = name
         self.options = options
+        self._bind_tick_info(new_tick_info())
+        self._feed_watchdog: Callable[[int], None] = _no_feed
 
-    @abstractmethod
+    def _bind_tick_info(self, tick_info: np.ndarray) -> None:
+        # The array for compiled code; a memoryview of it for Python code, whose items are plain ints
+        # (about half the cost of ndarray.item, and no numpy scalar is made per tick).
+        self._tick_info = tick_info
+        self._tick_slots = memoryview(tick_info)
+
     def open(self, plant: Plant, ctx: LoopContext) -> None:
-        """Resolve signal mappings, open sockets/buses, start background receivers."""
+        """Resolve signal mappings, open sockets/buses, start background receivers.
 
-    @abstractmethod
+        The base keeps ``plant``, ``ctx`` and what :meth:`read` needs each
+        tick; transports extend this.
+        """
+        self.plant = plant
+        self.ctx = ctx
+        self._bind_tick_info(ctx.tick_info)
+        self._feed_watchdog = ctx.feed_watchdog
+
     def read(self, tick: int, now_ns: int) -> None:
-        """Apply the newest valid commands to ``plant.u``.  Non-blocking.  Called in the real-time loop."""
+        """Take the newest commands from the transport; apply them unless a scenario drives the inputs.
+
+        Transports drain their input even while a scenario drives the plant
+        (``tick_info[TI_SCENARIO]``), so that old commands do not take over
+        when the scenario ends; they count those commands as not applied.
+        The watchdog is fed when :meth:`_read_internal` says valid commands
+        drive the plant.  Non-blocking.  Called in the real-time loop.
+        """
+        if self._read_internal(tick, now_ns, not self._tick_slots[TI_SCENARIO]):
+            self._feed_watchdog(now_ns)
+
+    def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
+        """Receive and check commands; write the valid ones to the plant inputs if ``drive``.
+
+        Returns
+        -------
+        int
+            Non-zero when valid commands drive the plant after this read (the
+            base then feeds the watchdog): for a message transport the
+            number applied now, for a cyclic bus 1 while every required
+            message is fresh.  Always 0 when not ``drive``.  Called in the
+            real-time loop.
+        """
+        raise NotImplementedError(f"{type(self).__name__} implements neither read nor _read_internal")
 
     @abstractmethod
     def write(self, tick: int, now_ns: int) -> None:
@@ -94,9 +228,24 @@ class Adapter(ABC):
     def publish_events(self, events: list[dict]) -> None:
         """Plant events (clutch stick/breakaway/reversal) since the last call; called between ticks."""
 
-    def status(self) -> dict:
-        """Counters for the status channel (received, rejected by reason, sent, ...)."""
+    def command_counts(self) -> CommandCounts | None:
+        """Commands applied and rejected by reason since :meth:`open`; None before (or without) a transport."""
+        return None
+
+    def _status_internal(self) -> dict:
+        """The transport's own status keys (endpoints, frames, ...)."""
         return {}
+
+    def status(self) -> dict:
+        """Counters for the status channel: the transport's keys plus ``applied`` and ``rejected``.
+
+        Not for the tick.
+        """
+        out = self._status_internal()
+        counts = self.command_counts()
+        if counts is not None:
+            out.update(counts.as_status())
+        return out
 
     def __enter__(self):
         return self
@@ -106,20 +255,67 @@ class Adapter(ABC):
         return False
 
 
-_ADAPTERS: dict[str, Callable[[str, dict], Adapter]] = {}
+def _no_feed(now_ns: int) -> None:
+    """The watchdog feed of an adapter that is not open."""
+
+
+# -- the adapter types -------------------------------------------------------------------------------------
+ADAPTERS: dict[str, tuple[str, str]] = {
+    "zmq": ("io_adapters.zmq.adapter", "ZmqAdapter"),
+    "can": ("io_adapters.can.adapter", "CanAdapter"),
+}
+"""Built-in adapter types: type name -> (module, class), imported when a config asks for the type."""
+
+_REGISTERED: dict[str, Callable[[str, dict], Adapter]] = {}
 
 
 def register_adapter(type_name: str, factory: Callable[[str, dict], Adapter]) -> None:
-    _ADAPTERS[type_name] = factory
+    """Add an adapter type from outside the project: ``factory(name, options)`` (e.g. the class) makes one.
+
+    Raises ValueError for a name of :data:`ADAPTERS`; registering a name
+    again replaces its factory.
+    """
+    if type_name in ADAPTERS:
+        raise ValueError(f"adapter type {type_name!r} is built in ({ADAPTERS[type_name][0]})")
+    _REGISTERED[type_name] = factory
 
 
 def adapter_types() -> list[str]:
-    return sorted(_ADAPTERS)
+    """Every known adapter type name, sorted."""
+    return sorted(set(ADAPTERS) | set(_REGISTERED))
+
+
+def adapter_factory(type_name: str) -> Callable[[str, dict], Adapter]:
+    """The class (or factory) of adapter type ``type_name``; imports a built-in module on first use.
+
+    Raises
+    ------
+    UnknownAdapterType
+        No such type.
+    AdapterError
+        The type's module cannot be imported (a missing package).
+    """
+    if type_name in _REGISTERED:
+        return _REGISTERED[type_name]
+    if type_name not in ADAPTERS:
+        raise UnknownAdapterType(type_name, adapter_types())
+    module_name, class_name = ADAPTERS[type_name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AdapterError(f"adapter type {type_name!r} is not available: {exc}") from exc
+    return getattr(module, class_name)
 
 
 def create_adapter(type_name: str, name: str, options: dict) -> Adapter:
-    try:
-        factory = _ADAPTERS[type_name]
-    except KeyError:
-        raise AdapterError(f"unknown adapter type {type_name!r}; known types: {', '.join(adapter_types()) or 'none'}") from None
-    return factory(name, options)
+    """A new, not yet opened adapter of type ``type_name`` called ``name`` with its config ``options``.
+
+    Raises :class:`UnknownAdapterType`, :class:`AdapterError`, or the
+    ``ConfigError`` of the adapter's option check.
+    """
+    return adapter_factory(type_name)(name, options)
+
+
+__all__ = ["Adapter", "AdapterError", "UnknownAdapterType", "LoopContext", "CommandCounts", "ADAPTERS",
+           "register_adapter", "adapter_types", "adapter_factory", "create_adapter", "new_tick_info",
+           "TI_WATCHDOG", "TI_STATUS", "TI_SCENARIO", "TI_OVERRUNS", "TICK_INFO_SLOTS"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from io_adapters.zmq.protocol import PROTOCOL_VERSION, InputValidator, schema_id
+from io_adapters.protocol import COMMAND_ERRORS, PROTOCOL_VERSION, InputValidator, error_reply, schema_id
 from plant_models.config import ConfigError
 
 from .params import ParamError
@@ -28,31 +28,13 @@ log = logging.getLogger("gearbox_hil.control")
 
 SERVER_NAME = "gearbox-hil"
 
-# Error codes of control replies (in addition to the input reasons of io_adapters.zmq.protocol.REASONS).
-ERROR_CODES = ("oversized", "malformed", "bad_message", "bad_version", "unknown_command", "bad_request",
-               "wrong_mode", "bad_state", "unknown_signal", "wrong_type", "not_finite", "out_of_range",
-               "not_allowed", "scenario_active", "param_error", "scenario_error", "internal")
-
-
 class ControlError(Exception):
-    """A request that cannot be executed; ``code`` is one of :data:`ERROR_CODES`."""
+    """A request that cannot be executed; ``code`` is one of :data:`io_adapters.protocol.ERROR_CODES`."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def error_reply(code: str, message: str, request: Any = None) -> dict:
-    """The reply to a request that failed (also for requests that could not be decoded)."""
-    rep: dict = {"v": PROTOCOL_VERSION, "ok": False, "error": {"code": code, "message": message}}
-    if isinstance(request, dict):
-        rid = request.get("id")
-        if rid is None or isinstance(rid, (int, str)) and not isinstance(rid, bool):
-            rep["id"] = rid
-        if isinstance(request.get("cmd"), str):
-            rep["cmd"] = request["cmd"]
-    return rep
 
 
 class ControlHandler:
@@ -101,10 +83,15 @@ class ControlHandler:
             return error_reply("internal", f"internal error: {type(exc).__name__}: {exc}", req)
 
     # ------------------------------------------------------------------ helpers
+    def _validate(self, updates: Any) -> None:
+        """Validate ``updates`` into ``self.validator``, or raise ControlError with the reason."""
+        try:
+            self.validator.validate(updates)
+        except COMMAND_ERRORS as exc:
+            raise ControlError(exc.reason, exc.message) from None
+
     def _validated_inputs(self, updates: Any) -> dict[str, float]:
-        err = self.validator.validate(updates)
-        if err is not None:
-            raise ControlError(*err)
+        self._validate(updates)
         return self.validator.as_dict()
 
     def _require_no_scenario(self, what: str) -> None:
@@ -201,9 +188,7 @@ class ControlHandler:
             raise ControlError("bad_request", "step: 'outputs' must be true or false")
         if "set" in req:
             self._require_no_scenario("step with set")
-            err = self.validator.validate(req["set"])
-            if err is not None:
-                raise ControlError(*err)
+            self._validate(req["set"])
             cnt = self.validator.count
             lp._pending_idx[:cnt] = self.validator.idx[:cnt]
             lp._pending_val[:cnt] = self.validator.val[:cnt]
@@ -223,9 +208,7 @@ class ControlHandler:
         if "set" not in req:
             raise ControlError("bad_request", "set: needs a 'set' map of signal name to value")
         self._require_no_scenario("set")
-        err = self.validator.validate(req["set"])
-        if err is not None:
-            raise ControlError(*err)
+        self._validate(req["set"])
         self.validator.apply(lp.plant.u, lp.plant.u_rate)
         lp.watchdog.feed(lp.sim_ns() if lp.mode != "realtime" else time.monotonic_ns())
         return {"applied": self.validator.count, "tick": lp.tick}

@@ -43,7 +43,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from io_adapters.base import Adapter, LoopContext
+from io_adapters.base import TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, Adapter, LoopContext
 from plant_models.core import layout as L
 from plant_models.plant import Plant
 
@@ -62,10 +62,6 @@ OVERRUN_POLICIES = ("skip", "stop")
 STOPPED = "stopped"
 RUNNING = "running"
 PAUSED = "paused"
-
-TI_WATCHDOG = 0  # tick_info[0]: 1 while the watchdog is tripped
-TI_STATUS = 1  # tick_info[1]: status word of the last plant step
-TI_SCENARIO = 2  # tick_info[2]: 1 while a scenario drives the inputs
 
 log = logging.getLogger("gearbox_hil.loop")
 
@@ -173,7 +169,7 @@ class Loop:
         self.params = ParamTable(plant, extra=self._loop_params())
         self.ctx = LoopContext(period_s=self.dt, feed_watchdog=self.watchdog.feed, status=self.status,
                                control=self.control, log=logging.getLogger("gearbox_hil.io"),
-                               tick_info=self.tick_info, mode=self.mode, extra={"telemetry": self.telemetry})
+                               tick_info=self.tick_info, mode=self.mode)
         self._wait = {"sleep": self._wait_sleep, "sleep_spin": self._wait_sleep_spin,
                       "spin": self._wait_spin}[cfg.wait]
         self._spin_margin_ns = int(cfg.spin_margin_us * 1000)
@@ -442,6 +438,7 @@ class Loop:
         if self._restart_pending:
             self.reset_plant()
             self.telemetry.reset()
+            self.tick_info[TI_OVERRUNS] = 0
             self._restart_pending = False
 
     def _run_realtime(self) -> None:
@@ -485,6 +482,7 @@ class Loop:
                     c[C_OVERRUNS_GRACE] += 1
                 else:
                     c[C_OVERRUNS] += 1
+                    self.tick_info[TI_OVERRUNS] = c[C_OVERRUNS]  # the CAN status frame reports it
                     c[C_WIN_OVERRUNS] += 1
                     if stop_policy and c[C_OVERRUNS] >= max_overruns:
                         self.telemetry.add_run_time(end - last_end)

@@ -3,23 +3,21 @@
 The I/O config (``configs/io_default.toml``, format in docs/server.md) has
 the tables ``[loop]``, ``[realtime]``, ``[watchdog]`` (with optional
 ``[watchdog.inputs.<name>]``), ``[initial_inputs]`` and any number of
-``[[adapters]]``, each chosen by ``type`` from the adapter registry and
-given the rest of its table as options.  Adapter modules are found by name:
-type ``"can"`` is provided by ``io_adapters.can.adapter``, imported when the
-config asks for it.  Every mistake in the file is reported as
-``file: key: problem``.
+``[[adapters]]``, each chosen by ``type`` from the adapter table
+(``io_adapters.base.ADAPTERS``, whose modules are imported when a config asks
+for their type) and given the rest of its table as options.  Every mistake
+in the file is reported as ``file: key: problem``.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from io_adapters.base import Adapter, AdapterError, adapter_types, create_adapter
-from io_adapters.zmq.protocol import check_input
+from io_adapters.base import Adapter, AdapterError, UnknownAdapterType, create_adapter
 from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
+from plant_models.errors import InputError
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
@@ -175,16 +173,18 @@ def _check_against_plant(io: IoConfig, plant: Plant) -> None:
         if name not in names:
             raise ConfigError(io.source, f"initial_inputs.{name}", f"not an input of the {plant.kind} plant; its "
                               f"inputs are {', '.join(names)}")
-        err = check_input(plant.input_signal(name), value)
-        if err:
-            raise ConfigError(io.source, f"initial_inputs.{name}", err[1])
+        try:
+            plant.input_signal(name).validate(value)
+        except InputError as exc:
+            raise ConfigError(io.source, f"initial_inputs.{name}", exc.message) from None
     for name, pol in io.watchdog.inputs:
         if name not in names:
             raise ConfigError(io.source, f"watchdog.inputs.{name}", f"not an input of the {plant.kind} plant")
         if pol.safe_value == pol.safe_value:  # given (not NaN)
-            err = check_input(plant.input_signal(name), pol.safe_value)
-            if err:
-                raise ConfigError(io.source, f"watchdog.inputs.{name}.safe_value", err[1])
+            try:
+                plant.input_signal(name).validate(pol.safe_value)
+            except InputError as exc:
+                raise ConfigError(io.source, f"watchdog.inputs.{name}.safe_value", exc.message) from None
     for name in io.loop.status_outputs:
         if name not in {s.name for s in plant.outputs}:
             raise ConfigError(io.source, "loop.status_outputs", f"{name!r} is not an output of the {plant.kind} "
@@ -202,30 +202,23 @@ def _resolve_watchdog(io: IoConfig, plant: Plant) -> WatchdogConfig:
     return replace(io.watchdog, inputs=tuple(inputs))
 
 
-def _import_adapter_module(typ: str) -> None:
-    """Make adapter type ``typ`` available: built-in ``io_adapters.<typ>.adapter`` modules register on import."""
-    if typ in adapter_types():
-        return
-    modname = f"io_adapters.{typ}.adapter"
-    try:
-        importlib.import_module(modname)
-    except ModuleNotFoundError as exc:
-        if exc.name not in (modname, modname.rsplit(".", 1)[0]):
-            raise
-
-
 def create_adapters(io: IoConfig) -> list[Adapter]:
-    """Instantiate the configured adapters (they are opened by the loop)."""
+    """Instantiate the configured adapters (they are opened by the loop).
+
+    Errors become ``ConfigError`` by type: an unknown type points at the
+    entry's ``type`` key, an adapter's own option error at its key, any
+    other adapter error at the entry.
+    """
     out = []
     for spec in io.adapters:
-        _import_adapter_module(spec.type)
         try:
             out.append(create_adapter(spec.type, spec.name, dict(spec.options)))
         except ConfigError as exc:
             raise ConfigError(io.source, f"{spec.key}.{exc.key}" if exc.key else spec.key, exc.problem) from None
+        except UnknownAdapterType as exc:
+            raise ConfigError(io.source, f"{spec.key}.type", str(exc)) from None
         except AdapterError as exc:
-            raise ConfigError(io.source, f"{spec.key}.type" if "unknown adapter type" in str(exc) else spec.key,
-                              str(exc)) from None
+            raise ConfigError(io.source, spec.key, str(exc)) from None
         except (ValueError, TypeError) as exc:
             raise ConfigError(io.source, spec.key, str(exc)) from None
     return out

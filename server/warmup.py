@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"warmup: {cfg.name} ({plant.kind}) ready in {time.perf_counter() - t:.1f} s")
     t = time.perf_counter()
-    from io_adapters.can import frames as can_layout
-    from io_adapters.zmq import protocol as codec  # noqa: F401  (the CAN and ZeroMQ codecs' kernels)
+    from io_adapters.can import layouts as can_layout
+    from io_adapters.zmq import codec  # noqa: F401  (the CAN and ZeroMQ codecs' kernels)
 
     can_layout.warm_up()
     print(f"warmup: CAN codec kernels ready in {time.perf_counter() - t:.1f} s")

@@ -18,8 +18,7 @@ from pathlib import Path
 import can
 import pytest
 
-import io_adapters.can.adapter  # noqa: F401  (registers adapter type "can")
-from io_adapters.base import LoopContext, create_adapter
+from io_adapters.base import LoopContext, create_adapter, new_tick_info
 from plant_models.registry import load_plant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,20 +98,18 @@ class Harness:
     """A plant and a CAN adapter driven tick by tick, as the loop drives them (read, step, write).
 
     ``feeds`` collects the ``now_ns`` of every watchdog feed; ``tick_info``
-    plays the loop's per-tick flags (``[0]`` watchdog tripped, ``[2]``
-    scenario active).
+    plays the loop's per-tick slots (``io_adapters.base.TI_WATCHDOG``,
+    ``TI_SCENARIO``, ``TI_OVERRUNS``).
     """
 
     def __init__(self, plant: str = "powershift", options: dict | None = None, backend: str = "virtual",
                  period_s: float = 0.001):
-        import numpy as np
-
         self.plant = load_plant(plant)
         self.period_s = period_s
         self.options = dict(bus_options(backend))
         self.options.update(options or {})
         self.feeds: list[int] = []
-        self.tick_info = np.zeros(4, dtype=np.int64)
+        self.tick_info = new_tick_info()
         self.ctx = LoopContext(period_s=period_s, feed_watchdog=self.feeds.append, status=lambda: {},
                                tick_info=self.tick_info)
         self.adapter = create_adapter("can", "can", self.options)

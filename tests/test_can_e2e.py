@@ -13,6 +13,7 @@ import cantools
 import pytest
 
 from can_support import BACKENDS, Harness, ROOT
+from io_adapters.base import TI_OVERRUNS, TI_SCENARIO, TI_WATCHDOG
 from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 
 DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
@@ -216,13 +217,29 @@ def test_stale_command_stops_feeding_the_watchdog(rig):
 
 def test_scenario_active_commands_are_taken_not_applied(rig):
     h, tcu = rig
-    h.tick_info[2] = 1
+    h.tick_info[TI_SCENARIO] = 1
     tcu.send()
     assert h.plant.input_dict()["p_c1"] == 0.0
     assert h.adapter.status()["rx"]["ignored_scenario_active"] == 1 and h.feeds == []
-    h.tick_info[2] = 0
+    h.tick_info[TI_SCENARIO] = 0
     tcu.send({"PressureCmd_C1": 3.0})
     assert h.plant.input_dict()["p_c1"] == 3.0
+
+
+def test_status_frame_reports_the_loops_watchdog_and_overruns(rig):
+    """HIL_Status carries tick_info's watchdog flag and overrun count, as the loop last wrote them."""
+    h, tcu = rig
+    status = DBC.get_message_by_name("HIL_Status")
+    dec = E2EDecoder(status, "Status_CRC", "Status_Counter", 0x0300)
+    h.tick_info[TI_WATCHDOG] = 1
+    h.tick_info[TI_OVERRUNS] = 1234
+    h.run(100)
+    seen = []
+    while (m := tcu.bus.recv(0.05)) is not None:
+        if m.arbitration_id == status.frame_id:
+            seen.append(dec.decode(bytes(m.data)))
+    assert seen and seen[-1] is not None
+    assert (seen[-1]["WatchdogState"], seen[-1]["Overruns"]) == (1, 1234)
 
 
 def test_autosar_profile_1_variant(tmp_path):

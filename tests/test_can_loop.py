@@ -19,6 +19,7 @@ import can
 import cantools
 
 from can_support import ROOT
+from io_adapters.base import TI_OVERRUNS
 from io_adapters.can.adapter import CanAdapter
 from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 from plant_models.registry import load_plant
@@ -95,9 +96,11 @@ def test_stale_command_message_trips_the_watchdog_and_recovers():
     assert status_frames("back")[-1]["WatchdogState"] == 0 and status_frames("back")[-1]["CommandsFresh"] == 1
     assert pressures("back")[-1] == 16.0
     assert status_frames("back")[-1]["Tick"] > status_frames("all")[-1]["Tick"] + 1000
-    # the status frame's Overruns reads the loop's own overrun counter (it can only grow after the frame)
+    # the status frame's Overruns reads the loop's overrun slot of tick_info, which the loop keeps equal to its
+    # own overrun counter (it can only grow after the frame)
     from server.telemetry import C_OVERRUNS
-    assert adapter._overruns_arr is loop.telemetry.counters and adapter._overruns_idx == C_OVERRUNS
+    assert adapter._tick_info is loop.tick_info
+    assert loop.tick_info[TI_OVERRUNS] == loop.telemetry.counters[C_OVERRUNS]
     assert status_frames("back")[-1]["Overruns"] <= status["timing"]["overruns"]
     # the loop publishes the adapter's counters: ClutchCmdB timed out (once, unless this test's own thread
     # stalled for 30 ms on a loaded machine), nothing rejected

@@ -9,8 +9,10 @@ import msgpack
 import numpy as np
 import pytest
 
-from io_adapters.zmq.protocol import (PROTOCOL_VERSION, CommandDecoder, InputValidator, ProtocolError, RejectLog,
-                               StateEncoder, decode_request, schema_id)
+from io_adapters.protocol import (COMMAND_ERRORS, PROTOCOL_VERSION, InputValidator, ProtocolError, RejectLog,
+                                  schema_id)
+from io_adapters.zmq.codec import CommandDecoder, StateEncoder, decode_request
+from plant_models.errors import InputError
 from plant_models.plant import Signal
 
 INPUTS = (
@@ -93,7 +95,12 @@ def _cmd(obj) -> bytes:
 ])
 def test_every_bad_command_is_rejected_with_its_reason(payload, reason, message):
     dec = CommandDecoder(INPUTS, max_bytes=4096)
-    assert dec.decode(payload) == (reason, message)
+    with pytest.raises(COMMAND_ERRORS) as ei:
+        dec.decode(payload)
+    assert (ei.value.reason, ei.value.message) == (reason, message)
+    # a bad value is the plant's typed input error, a bad message the protocol's
+    assert isinstance(ei.value, InputError if reason in ("wrong_type", "not_finite", "out_of_range", "not_allowed")
+                      else ProtocolError)
     assert dec.validator.count == 0  # nothing waits to be applied
 
 
@@ -101,11 +108,12 @@ def test_a_command_with_one_bad_signal_applies_nothing():
     dec = CommandDecoder(INPUTS, max_bytes=4096)
     u = np.array([1.0, 2.0, 3.0])
     rate = np.array([0.5, 0.5, 0.5])
-    assert dec.decode(_cmd({"v": 1, "seq": 9, "set": {"p_c1": 12.0, "engine_torque": 1e9}})) is not None
+    with pytest.raises(InputError):
+        dec.decode(_cmd({"v": 1, "seq": 9, "set": {"p_c1": 12.0, "engine_torque": 1e9}}))
     assert dec.validator.count == 0
     dec.validator.apply(u, rate)
     assert u.tolist() == [1.0, 2.0, 3.0] and rate.tolist() == [0.5, 0.5, 0.5]
-    assert dec.decode(_cmd({"v": 1, "seq": 10, "set": {"p_c1": 12, "gear_select": 3}})) is None
+    dec.decode(_cmd({"v": 1, "seq": 10, "set": {"p_c1": 12, "gear_select": 3}}))
     dec.validator.apply(u, rate)
     assert u.tolist() == [12.0, 2.0, 3.0] and rate.tolist() == [0.0, 0.5, 0.0] and dec.seq == 10
 
@@ -135,6 +143,8 @@ def test_reject_log_counts_everything_and_logs_rate_limited(caplog):
 
 def test_validator_keeps_the_last_value_of_a_name_and_rejects_non_string_names():
     v = InputValidator(INPUTS)
-    assert v.validate({1: 2.0}) == ("bad_message", "signal names must be strings, got int")
-    assert v.validate({"p_c1": 1.0, "engine_torque": -3}) is None
+    with pytest.raises(ProtocolError) as ei:
+        v.validate({1: 2.0})
+    assert (ei.value.reason, ei.value.message) == ("bad_message", "signal names must be strings, got int")
+    v.validate({"p_c1": 1.0, "engine_torque": -3})
     assert v.as_dict() == {"p_c1": 1.0, "engine_torque": -3.0}

@@ -17,12 +17,14 @@ Configured in the I/O file as ``[[adapters]] type = "can"`` (see
 
 Per tick (read -> step -> write):
 
-* ``read`` takes the values that the receive thread validated since the
-  last tick out of a latest-value mailbox (one compiled call, under a lock
-  it only *tries* to take: if the receive thread holds it, the values wait
-  one tick), updates the freshness of every command message and feeds the
-  loop's command watchdog only while every required command message is
-  fresh.  A rejected or stale command never reaches the plant.
+* ``read`` (the base class's template around :meth:`CanAdapter._read_internal`,
+  with the scenario gate) takes the values that the receive thread
+  validated since the last tick out of a latest-value mailbox (one compiled
+  call, under a lock it only *tries* to take: if the receive thread holds
+  it, the values wait one tick), updates the freshness of every command
+  message and feeds the loop's command watchdog only while every required
+  command message is fresh.  A rejected or stale command never reaches the
+  plant.
 * ``write`` packs the messages whose cycle is due this tick (one compiled
   call, precompiled layouts, alive counter and CRC) and sends them with a
   zero timeout, so a full transmit queue is counted, never waited for.
@@ -31,6 +33,10 @@ Receiving runs in a background thread: it blocks in ``bus.recv``, checks
 every frame (ID, length, CRC-8 SAE J1850, alive counter, ranges) in
 compiled code and posts accepted values to the mailbox.  Rejected frames
 are counted by reason and logged (rate-limited), never raised.
+
+The compiled frame codec is :mod:`io_adapters.can.frames`, the tables it
+runs on come from :mod:`io_adapters.can.message_set` (DBC + mapping) through
+:mod:`io_adapters.can.layouts`.
 """
 
 from __future__ import annotations
@@ -42,11 +48,11 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_models.config import ConfigError, ConfigReader, resolve_config
+from plant_models.config import ConfigReader, resolve_config
 from plant_models.plant import Plant
 
-from . import frames as CL
-from ..base import Adapter, AdapterError, LoopContext, register_adapter
+from ..base import Adapter, AdapterError, CommandCounts, LoopContext, new_tick_info
+from . import frames, layouts
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
 
 DEFAULT_CHANNEL = "gearbox-hil"
@@ -54,7 +60,7 @@ DEFAULT_CHANNEL = "gearbox-hil"
 assert [n for n, _ in AUX_SOURCES] == [
     "hil.tick", "hil.overruns", "hil.watchdog", "can.commands_fresh", "can.crc_errors", "can.counter_errors",
     "can.dlc_errors", "can.unknown_ids", "can.range_errors", "can.timeouts", "can.rx_ok", "can.tx_errors",
-] and len(AUX_SOURCES) == CL.N_AUX  # the compiled code fills them in this order
+] and len(AUX_SOURCES) == frames.N_AUX  # the compiled code fills them in this order
 
 
 def _tx_message_class():
@@ -160,9 +166,8 @@ class CanAdapter(Adapter):
         """Resolve the message set against the plant, open the bus, start receiving."""
         import can
 
-        self.plant = plant
-        self.ctx = ctx
-        self.log = ctx.log if isinstance(ctx.log, logging.Logger) else logging.getLogger("gearbox_hil.can")
+        super().open(plant, ctx)
+        self.log = ctx.log
         ms_name = self.message_set_name or f"io_can_{plant.kind}.toml"
         if self.message_set_name is None and not resolve_config(ms_name).exists():
             # the built-in defaults enable CAN for every plant; plants without a message set run without it
@@ -217,12 +222,10 @@ class CanAdapter(Adapter):
                       channel, self.ms.rx.n_msg, self.ms.tx.n_msg, Path(self.ms.dbc_path).name)
 
     def _allocate(self) -> None:
-        from plant_models.core import layout as L
-
         rx, tx = self.ms.rx, self.ms.tx
         p = self.plant
-        u_off = int(p.mi[L.DF_PLANT])
-        self.codec = CL.Codec(rx, tx, p.n_in, u_off, u_off + 2 * p.n_in)
+        # the compiled codec writes commands and reads outputs in the plant's df by offset
+        self.codec = frames.FrameCodec(rx, tx, p.n_in, p.input_offset, p.output_offset)
         self._lock = threading.Lock()
         self._lut = self.ms.frame_ids()
         self._rx_fd = [m.fd for m in rx.messages]
@@ -246,36 +249,23 @@ class CanAdapter(Adapter):
         c = self.codec
         ci, cf, cb, df = c.ci.copy(), c.cf.copy(), c.cb.copy(), self.plant.df.copy()
         if c.rx.n_msg:
-            CL.rx_frame(0, 0, ci, cf, cb)
-        CL.rx_apply(0, True, ci, cf, df, np.ones(4, dtype=np.int64))
-        CL.tx_pack(-1, ci, cf, cb, df, np.zeros(4, dtype=np.int64), np.zeros(1, dtype=np.int64), 0)
+            frames.rx_frame(0, 0, ci, cf, cb)
+        frames.rx_apply(0, True, False, ci, cf, df)
+        frames.tx_pack(-1, ci, cf, cb, df, new_tick_info())
 
     def _bind_loop(self, ctx: LoopContext) -> None:
-        """Find the loop's per-tick flags and overrun counter (numpy arrays, cheap to read per tick).
+        """Time messages in ticks of the loop's period; the first tick starts the freshness count afresh.
 
-        ``ctx.tick_info`` carries the watchdog-tripped and scenario-active
-        flags.  The overrun count lives in the loop's telemetry counters,
-        offered as ``ctx.extra["telemetry"]`` (or found on the loop that owns
-        ``ctx.status``); without it the status frame reports 0 overruns.
+        The loop's ``tick_info`` (watchdog, scenario, overruns) is kept by the
+        base class and passed to the compiled transmit code as it is.
         """
-        self._tick_info = ctx.tick_info if isinstance(ctx.tick_info, np.ndarray) else np.zeros(4, dtype=np.int64)
-        self._overruns_arr = np.zeros(1, dtype=np.int64)
-        self._overruns_idx = 0
-        tel = ctx.extra.get("telemetry") if isinstance(ctx.extra, dict) else None
-        if tel is None:
-            tel = getattr(getattr(ctx.status, "__self__", None), "telemetry", None)
-        if tel is not None and isinstance(getattr(tel, "counters", None), np.ndarray):
-            from server.telemetry import C_OVERRUNS
-            self._overruns_arr = tel.counters
-            self._overruns_idx = C_OVERRUNS
         self._period_s = ctx.period_s
-        self._feed = ctx.feed_watchdog
-        self.codec.adapter[CL.A_PREV_TICK] = -1
+        self.codec.adapter[frames.A_PREV_TICK] = -1
 
     def _retime(self) -> None:
         """Cycle times and timeouts in ticks of the loop's new period (rare: between runs)."""
         self._period_s = self.ctx.period_s
-        for note in CL.retime(self.ms.rx, self._period_s) + CL.retime(self.ms.tx, self._period_s):
+        for note in layouts.retime(self.ms.rx, self._period_s) + layouts.retime(self.ms.tx, self._period_s):
             self.log.warning("CAN %s: %s", self.name, note)
 
     # -- receive thread -----------------------------------------------------------------
@@ -331,7 +321,7 @@ class CanAdapter(Adapter):
             return
         m = self._lut.get((msg.arbitration_id, bool(msg.is_extended_id)), -1)
         if m < 0:
-            self.codec.adapter[CL.A_UNKNOWN] += 1
+            self.codec.adapter[frames.A_UNKNOWN] += 1
             text = f"frame ID 0x{msg.arbitration_id:X} is not in the message set"
             self.last_reject = text
             self._rate_log("unknown", f"CAN {self.name}: {text}")  # one key: random IDs must not grow memory
@@ -339,36 +329,36 @@ class CanAdapter(Adapter):
         data = msg.data
         n = len(data) if data is not None else 0
         lay = self.ms.rx.messages[m]
-        if msg.is_remote_frame or n > CL.MAX_PAYLOAD or bool(msg.is_fd) != self._rx_fd[m]:
+        if msg.is_remote_frame or n > frames.MAX_PAYLOAD or bool(msg.is_fd) != self._rx_fd[m]:
             with self._lock:
-                self.codec.counts[m, CL.RX_DLC] += 1
+                self.codec.counts[m, frames.RX_DLC] += 1
             kind = "remote frame" if msg.is_remote_frame else ("CAN FD frame" if msg.is_fd else "classic frame")
-            self._reject(m, CL.RX_DLC, f"{lay.name} (0x{lay.frame_id:X}): {kind} where the DBC has a "
+            self._reject(m, frames.RX_DLC, f"{lay.name} (0x{lay.frame_id:X}): {kind} where the DBC has a "
                          f"{'CAN FD' if lay.fd else 'classic'} data frame")
             return
         c = self.codec
         with self._lock:
             if n:
                 c.rx_buf[:n] = np.frombuffer(data, dtype=np.uint8, count=n)
-            verdict = CL.rx_frame(m, n, c.ci, c.cf, c.cb)
-        if verdict != CL.RX_OK:
+            verdict = frames.rx_frame(m, n, c.ci, c.cf, c.cb)
+        if verdict != frames.RX_OK:
             self._reject(m, verdict, self._explain(m, verdict))
 
     def _explain(self, m: int, verdict: int) -> str:
         lay = self.ms.rx.messages[m]
         d0, d1 = int(self.codec.detail[0]), int(self.codec.detail[1])
         head = f"{lay.name} (0x{lay.frame_id:X})"
-        if verdict == CL.RX_DLC:
+        if verdict == frames.RX_DLC:
             return f"{head}: {d1} data bytes, the DBC says {d0}"
-        if verdict == CL.RX_CRC:
+        if verdict == frames.RX_CRC:
             return f"{head}: wrong checksum 0x{d1:02X}, expected 0x{d0:02X}"
-        if verdict == CL.RX_COUNTER_FROZEN:
+        if verdict == frames.RX_COUNTER_FROZEN:
             return f"{head}: alive counter frozen at {d1}"
-        if verdict == CL.RX_COUNTER_JUMP:
+        if verdict == frames.RX_COUNTER_JUMP:
             return f"{head}: alive counter jumped to {d1}, expected {d0}"
-        if verdict == CL.RX_RANGE:
+        if verdict == frames.RX_RANGE:
             s = int(self.codec.detail[2])
-            sig = lay.signals[s - int(self.ms.rx.M[m, CL.M_SIG0])]
+            sig = lay.signals[s - int(self.ms.rx.M[m, frames.M_SIG0])]
             phys = d1 * sig.scale + sig.offset
             lo = sig.raw_lo * sig.scale + sig.offset
             hi = sig.raw_hi * sig.scale + sig.offset
@@ -376,42 +366,38 @@ class CanAdapter(Adapter):
             what = f"not an allowed value of {port}" if sig.allowed_raw and sig.raw_lo <= d1 <= sig.raw_hi \
                 else f"outside [{min(lo, hi):g}, {max(lo, hi):g}]"
             return f"{head}: {sig.name} = {phys:g} is {what}"
-        return f"{head}: rejected ({CL.RX_REASONS[verdict]})"
+        return f"{head}: rejected ({frames.RX_REASONS[verdict]})"
 
     def _reject(self, m: int, verdict: int, text: str) -> None:
         self.last_reject = text
         self._rate_log((m, verdict), f"CAN {self.name}: {text}")
 
     # -- real-time path --------------------------------------------------------------------
-    def read(self, tick: int, now_ns: int) -> None:
-        """Apply commands validated since the last tick; feed the watchdog while all are fresh.
+    def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
+        """Apply commands validated since the last tick if ``drive``; 1 while every required one is fresh.
 
-        While a scenario drives the inputs (``tick_info[2]``) commands are
-        taken from the mailbox but not applied, and counted as ignored.
-        Called in the real-time loop.
+        While a scenario drives the inputs (not ``drive``) commands are taken
+        from the mailbox but not applied, and counted as ignored.  Called in
+        the real-time loop.
         """
         if self._idle_reason:
-            return
+            return 0
         c = self.codec
         if self.ctx.period_s != self._period_s:  # the loop changed its step between runs (lockstep scenario)
             self._retime()
         if self._lock.acquire(False):
             try:
-                fresh = CL.rx_apply(tick, True, c.ci, c.cf, self.plant.df, self._tick_info)
+                return frames.rx_apply(tick, True, drive, c.ci, c.cf, self.plant.df)
             finally:
                 self._lock.release()
-        else:
-            fresh = CL.rx_apply(tick, False, c.ci, c.cf, self.plant.df, self._tick_info)
-        if fresh:
-            self._feed(now_ns)
+        return frames.rx_apply(tick, False, drive, c.ci, c.cf, self.plant.df)
 
     def write(self, tick: int, now_ns: int) -> None:
         """Send the messages due this tick.  Non-blocking.  Called in the real-time loop."""
         if self._idle_reason:
             return
         c = self.codec
-        n_due = CL.tx_pack(tick, c.ci, c.cf, c.cb, self.plant.df, self._tick_info, self._overruns_arr,
-                           self._overruns_idx)
+        n_due = frames.tx_pack(tick, c.ci, c.cf, c.cb, self.plant.df, self._tick_info)
         if n_due == 0:
             return
         bus = self._bus
@@ -424,7 +410,7 @@ class CanAdapter(Adapter):
             try:
                 bus.send(msg, 0.0)
             except Exception:  # CanError, OSError: counted (and visible in status), never raised into the loop
-                c.adapter[CL.A_TX_ERRORS] += 1
+                c.adapter[frames.A_TX_ERRORS] += 1
                 continue
             self._tx_sent[k] += 1
             if rec is not None:
@@ -450,7 +436,22 @@ class CanAdapter(Adapter):
             self._recorder.close()
 
     # -- reporting ------------------------------------------------------------------------------
-    def status(self) -> dict:
+    def _rejected_by_reason(self) -> dict[str, int]:
+        """Rejected command frames by reason (the status keys of docs/can.md)."""
+        cd = self.codec
+        c, n = cd.counts, self.ms.rx.n_msg
+        return {"crc": int(c[:n, frames.RX_CRC].sum()), "counter_frozen": int(c[:n, frames.RX_COUNTER_FROZEN].sum()),
+                "counter_jump": int(c[:n, frames.RX_COUNTER_JUMP].sum()), "dlc": int(c[:n, frames.RX_DLC].sum()),
+                "unknown_id": int(cd.adapter[frames.A_UNKNOWN]), "out_of_range": int(c[:n, frames.RX_RANGE].sum())}
+
+    def command_counts(self) -> CommandCounts | None:
+        """Command frames accepted by the receive checks, and rejected by reason; None while idle or closed."""
+        if self._idle_reason or not self._opened and self._bus is None:
+            return None
+        n = self.ms.rx.n_msg
+        return CommandCounts(int(self.codec.counts[:n, frames.RX_OK].sum()), self._rejected_by_reason())
+
+    def _status_internal(self) -> dict:
         """Counters for the status channel: every rejection reason, timeouts, transmit counts."""
         if self._idle_reason:
             return {"type": "can", "open": False, "idle": self._idle_reason}
@@ -460,16 +461,14 @@ class CanAdapter(Adapter):
         c = cd.counts
         rx_msgs = {}
         for k, m in enumerate(self.ms.rx.messages):
-            rx_msgs[m.name] = {"accepted": int(c[k, CL.RX_OK]), "crc": int(c[k, CL.RX_CRC]),
-                               "counter_frozen": int(c[k, CL.RX_COUNTER_FROZEN]),
-                               "counter_jump": int(c[k, CL.RX_COUNTER_JUMP]), "dlc": int(c[k, CL.RX_DLC]),
-                               "out_of_range": int(c[k, CL.RX_RANGE]), "lost": int(c[k, CL.RX_LOST]),
+            rx_msgs[m.name] = {"accepted": int(c[k, frames.RX_OK]), "crc": int(c[k, frames.RX_CRC]),
+                               "counter_frozen": int(c[k, frames.RX_COUNTER_FROZEN]),
+                               "counter_jump": int(c[k, frames.RX_COUNTER_JUMP]), "dlc": int(c[k, frames.RX_DLC]),
+                               "out_of_range": int(c[k, frames.RX_RANGE]), "lost": int(c[k, frames.RX_LOST]),
                                "timeouts": int(cd.timeouts[k]), "stale": bool(cd.stale[k]),
                                "required": m.required}
         n = self.ms.rx.n_msg
-        rejected = {"crc": int(c[:n, CL.RX_CRC].sum()), "counter_frozen": int(c[:n, CL.RX_COUNTER_FROZEN].sum()),
-                    "counter_jump": int(c[:n, CL.RX_COUNTER_JUMP].sum()), "dlc": int(c[:n, CL.RX_DLC].sum()),
-                    "unknown_id": int(cd.adapter[CL.A_UNKNOWN]), "out_of_range": int(c[:n, CL.RX_RANGE].sum())}
+        rejected = self._rejected_by_reason()
         tx_msgs = {m.name: {"sent": int(self._tx_sent[k]), "saturated": int(cd.saturated[k])}
                    for k, m in enumerate(self.ms.tx.messages)}
         out = {
@@ -478,19 +477,16 @@ class CanAdapter(Adapter):
             "channel": self.channel,
             "message_set": self.ms.source,
             "dbc": self.ms.dbc_path,
-            "commands_fresh": bool(cd.adapter[CL.A_FRESH]),
-            "rx": {"frames": int(self.rx_frames), "accepted": int(c[:n, CL.RX_OK].sum()), "rejected": rejected,
-                   "rejected_total": sum(rejected.values()), "lost": int(c[:n, CL.RX_LOST].sum()),
+            "commands_fresh": bool(cd.adapter[frames.A_FRESH]),
+            "rx": {"frames": int(self.rx_frames), "accepted": int(c[:n, frames.RX_OK].sum()), "rejected": rejected,
+                   "rejected_total": sum(rejected.values()), "lost": int(c[:n, frames.RX_LOST].sum()),
                    "timeouts": int(cd.timeouts[:n].sum()), "error_frames": int(self.error_frames),
-                   "bus_errors": int(self.bus_errors), "mailbox_busy": int(cd.adapter[CL.A_BUSY]),
-                   "ignored_scenario_active": int(cd.adapter[CL.A_IGNORED]),
+                   "bus_errors": int(self.bus_errors), "mailbox_busy": int(cd.adapter[frames.A_BUSY]),
+                   "ignored_scenario_active": int(cd.adapter[frames.A_IGNORED]),
                    "last_reject": self.last_reject, "messages": rx_msgs},
-            "tx": {"frames": int(self._tx_sent.sum()), "errors": int(cd.adapter[CL.A_TX_ERRORS]),
+            "tx": {"frames": int(self._tx_sent.sum()), "errors": int(cd.adapter[frames.A_TX_ERRORS]),
                    "saturated": int(cd.saturated.sum()), "messages": tx_msgs},
         }
-        # the loop's shutdown summary lists adapters by these two keys
-        out["applied"] = out["rx"]["accepted"]
-        out["rejected"] = {"total": out["rx"]["rejected_total"], "by_reason": dict(rejected)}
         if self._recorder is not None:
             out["recording"] = self._recorder.status()
         if self._share is not None:
@@ -504,10 +500,4 @@ class CanAdapter(Adapter):
         return self._share.url if self._share is not None else None
 
 
-def _factory(name: str, options: dict) -> Adapter:
-    return CanAdapter(name, options)
-
-
-register_adapter("can", _factory)
-
-__all__ = ["CanAdapter", "ConfigError"]
+__all__ = ["CanAdapter"]

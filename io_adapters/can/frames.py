@@ -1,13 +1,27 @@
-"""Precompiled CAN frame layouts and AUTOSAR-style end-to-end protection.
+"""The compiled CAN frame codec: flat buffers, bit packing and AUTOSAR-style end-to-end protection.
 
 cantools describes each DBC signal (start bit, length, byte order, sign,
-scale, offset, range).  At start-up, :func:`compile_layout` turns the message
-set into a few flat integer and float tables; the real-time tick and the
-receive thread then only run the compiled functions of this module, which
-pack and unpack bits with integer arithmetic, compute the checksum and check
-the alive counter.  No dict, no name and no cantools object is touched per
-frame (cantools' own ``encode``/``decode`` build dicts and look up signals by
-name, which is what this module exists to avoid).
+scale, offset, range).  At start-up the message-set loader turns them into
+flat tables (:mod:`io_adapters.can.layouts`) and :class:`FrameCodec` packs
+both directions into three flat buffers; the real-time tick and the receive
+thread then only run the compiled functions of this module, which pack and
+unpack bits with integer arithmetic, compute the checksum and check the
+alive counter.  No dict, no name and no cantools object is touched per frame
+(cantools' own ``encode``/``decode`` build dicts and look up signals by name,
+which is what this module exists to avoid).
+
+Per frame and per tick:
+
+* :func:`rx_frame` (receive thread) checks one received frame and posts its
+  values to the mailbox;
+* :func:`rx_apply` (tick, ``read``) moves new mailbox values to the plant
+  inputs and tracks the freshness of every command message;
+* :func:`tx_pack` (tick, ``write``) packs the messages due this tick.
+
+The table columns (``M_*``, ``S_*``, ...) and buffer slots (``CI_*``, ...)
+are defined here, beside the kernels that read them, because numba's cache
+keys a kernel on its own source file only: a constant changed in another
+file would leave stale machine code behind.
 
 Bit layout
     Every signal is split once into *segments*: runs of its raw bits that lie
@@ -32,10 +46,11 @@ End-to-end protection (AUTOSAR E2E profile 1/2 style)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 from numba import njit
+
+# The loop's per-tick slots.  Compiled in as constants: they are a fixed contract of io_adapters.base.
+from ..base import TI_OVERRUNS, TI_WATCHDOG
 
 JIT = dict(cache=True, nogil=True)
 # The functions the tick calls keep the GIL.  A nogil call releases the GIL on entry and must win it
@@ -115,7 +130,7 @@ CNT_LAST = 0
 CNT_VALID = 1
 CNT_COLS = 2
 
-# -- the flat buffers of a codec (MuJoCo style, as plant_models/layout.py) ---------------------
+# -- the flat buffers of a FrameCodec (MuJoCo style, as the friction core's layout) ------------
 # ci (int64): a header of sizes and offset slots, then the tables and the counters.
 # cf (float64): signal scalings, the receive mailbox, the auxiliary transmit values.
 # cb (uint8): the CRC table, the receive frame, one 64-byte row per transmit message.
@@ -161,7 +176,7 @@ CB_CRC = 0  # [256] CRC-8 SAE J1850 table
 CB_RX = 256  # [64] the frame being checked
 CB_TX = 320  # [n_tx * 64] transmit payloads
 
-# auxiliary transmit values (io_adapters/can_config.py AUX_SOURCES names them in this order)
+# auxiliary transmit values (io_adapters/can/message_set.py AUX_SOURCES names them in this order)
 AUX_TICK = 0
 AUX_OVERRUNS = 1
 AUX_WATCHDOG = 2
@@ -343,13 +358,13 @@ def rx_frame(m, n, ci, cf, cb):
 
 
 @njit(**JIT_TICK)
-def rx_apply(tick, take, ci, cf, df, tick_info):
+def rx_apply(tick, take, drive, ci, cf, df):
     """Apply new mailbox values to the plant inputs and update message freshness.
 
     ``take`` is False when the mailbox lock was busy: nothing is taken this
-    tick, freshness is still updated.  While ``tick_info[2]`` is set (a
-    scenario drives the inputs) new values are taken (and count as fresh and
-    as ignored) but not written to the plant.  A message is stale when no
+    tick, freshness is still updated.  While ``drive`` is False (a scenario
+    drives the inputs) new values are taken (and count as fresh and as
+    ignored) but not written to the plant.  A message is stale when no
     valid frame arrived for more than its timeout in ticks (or none ever
     did); each change from fresh to stale counts one timeout.  A tick number
     lower than the last one means the plant was reset: message ages restart
@@ -359,8 +374,8 @@ def rx_apply(tick, take, ci, cf, df, tick_info):
     Returns
     -------
     int
-        1 if every required message is fresh (feed the watchdog), else 0.
-        Called in the real-time loop.
+        1 if every required message is fresh and ``drive`` (feed the
+        watchdog), else 0.  Called in the real-time loop.
     """
     applied = 0
     fresh = 1
@@ -375,7 +390,7 @@ def rx_apply(tick, take, ci, cf, df, tick_info):
     oad = ci[CI_ADAPTER]
     ou = ci[CI_P_U]
     our = ou + ci[CI_N_IN]
-    apply = tick_info[2] == 0
+    apply = drive
     nrx = ci[CI_NRX]
     if tick < ci[oad + A_PREV_TICK]:
         for m in range(nrx):
@@ -418,8 +433,8 @@ def rx_apply(tick, take, ci, cf, df, tick_info):
 
 
 @njit(**JIT)
-def _refresh_aux(ci, cf, tick, tick_info, tel, tel_idx):
-    """Loop and adapter status as values for transmit signals (see can_config.AUX_SOURCES).
+def _refresh_aux(ci, cf, tick, tick_info):
+    """Loop and adapter status as values for transmit signals (see message_set.AUX_SOURCES).
 
     Called in the real-time loop.
     """
@@ -438,8 +453,8 @@ def _refresh_aux(ci, cf, tick, tick_info, tel, tel_idx):
     for m in range(ci[CI_NRX]):
         tmo += ci[ci[CI_TIMEOUTS] + m]
     cf[oa + AUX_TICK] = tick
-    cf[oa + AUX_OVERRUNS] = tel[tel_idx]
-    cf[oa + AUX_WATCHDOG] = tick_info[0]
+    cf[oa + AUX_OVERRUNS] = tick_info[TI_OVERRUNS]
+    cf[oa + AUX_WATCHDOG] = tick_info[TI_WATCHDOG]
     cf[oa + AUX_FRESH] = ci[oad + A_FRESH]
     cf[oa + AUX_CRC] = crc
     cf[oa + AUX_COUNTER] = cnt
@@ -452,14 +467,13 @@ def _refresh_aux(ci, cf, tick, tick_info, tel, tel_idx):
 
 
 @njit(**JIT_TICK)
-def tx_pack(tick, ci, cf, cb, df, tick_info, tel, tel_idx):
+def tx_pack(tick, ci, cf, cb, df, tick_info):
     """Pack every transmit message due at ``tick`` into its row of the transmit buffer.
 
     Values come from the plant outputs (``df`` at ``ci[CI_P_Y]``) or the
-    auxiliary values (loop and adapter status, refreshed here from
-    ``tick_info``, the loop's telemetry counters ``tel[tel_idx]`` = overruns
-    and the receive counters), are converted to DBC units, rounded to the
-    nearest raw value and clamped to the DBC range (clamped or non-finite
+    auxiliary values (loop and adapter status, refreshed here from the loop's
+    ``tick_info``, overruns included, and the receive counters), are
+    converted to DBC units, rounded to the nearest raw value and clamped to the DBC range (clamped or non-finite
     values are counted per message).  The alive counter advances per frame;
     the CRC is computed last.
 
@@ -469,7 +483,7 @@ def tx_pack(tick, ci, cf, cb, df, tick_info, tel, tel_idx):
         Number of due messages; their rows are listed at ``ci[CI_DUE]``.
         Called in the real-time loop.
     """
-    _refresh_aux(ci, cf, tick, tick_info, tel, tel_idx)
+    _refresh_aux(ci, cf, tick, tick_info)
     n_due = 0
     oS = ci[CI_TX_S]
     oSEG = ci[CI_TX_SEG]
@@ -527,178 +541,21 @@ def tx_pack(tick, ci, cf, cb, df, tick_info, tel, tel_idx):
     return n_due
 
 
-# -- start-up: from DBC signals to tables ------------------------------------------
+# -- the buffers the kernels work on ----------------------------------------------------------
 
-def signal_bit_positions(start: int, length: int, little_endian: bool) -> list[int]:
-    """Frame bit (``8 * byte + bit``) of each raw bit, least significant first.
-
-    ``start`` is the DBC start bit: the least significant bit of an Intel
-    signal, the most significant bit of a Motorola signal (DBC "sawtooth"
-    numbering, where a Motorola signal runs from bit 7 of a byte into bit 0
-    of the same byte, then on to bit 7 of the next byte).
-    """
-    if little_endian:
-        return [start + j for j in range(length)]
-    msb_first = []
-    p = start
-    for _ in range(length):
-        msb_first.append(p)
-        p = p + 15 if p % 8 == 0 else p - 1
-    return msb_first[::-1]
-
-
-def segments(positions: list[int]) -> list[tuple[int, int, int, int]]:
-    """Group raw bits into byte segments ``(byte, shift, nbits, rawshift)``."""
-    segs: list[list[int]] = []
-    for j, p in enumerate(positions):
-        byte, bit = divmod(p, 8)
-        if segs and segs[-1][0] == byte and segs[-1][1] + segs[-1][2] == bit and segs[-1][3] + segs[-1][2] == j:
-            segs[-1][2] += 1
-        else:
-            segs.append([byte, bit, 1, j])
-    return [tuple(s) for s in segs]
-
-
-@dataclass
-class SignalLayout:
-    """One DBC signal as the compiled code sees it (built by the message-set loader)."""
-
-    name: str
-    start: int
-    length: int
-    little_endian: bool
-    signed: bool
-    scale: float
-    offset: float
-    raw_lo: int
-    raw_hi: int
-    target: int = -1  # plant input (receive) or source (transmit) index; -1 = not mapped
-    source: int = SOURCE_PLANT
-    gain: float = 1.0
-    bias: float = 0.0
-    allowed_raw: tuple[int, ...] = ()
-
-
-@dataclass
-class MessageLayout:
-    """One message of the set: frame data and its signals in table order."""
-
-    name: str
-    frame_id: int
-    extended: bool
-    fd: bool
-    length: int
-    signals: list[SignalLayout]
-    crc_signal: int = -1  # index into ``signals``
-    counter_signal: int = -1
-    counter_modulus: int = 16
-    data_id: int = 0
-    crc_init: int = 0xFF
-    crc_xor: int = 0xFF
-    max_delta: int = 1
-    period_ticks: int = 0
-    offset_ticks: int = 0
-    timeout_ticks: int = 0
-    required: bool = True
-    cycle_ms: float = 0.0  # the times in ms the tick counts above come from (see :func:`retime`)
-    start_delay_ms: float | None = None  # None: staggered
-    timeout_ms: float = 0.0
-
-
-@dataclass
-class CompiledLayout:
-    """The flat tables of one direction (receive or transmit) of a message set."""
-
-    M: np.ndarray
-    S: np.ndarray
-    SF: np.ndarray
-    SEG: np.ndarray
-    ALLOW: np.ndarray
-    messages: list[MessageLayout]
-
-    @property
-    def n_msg(self) -> int:
-        return self.M.shape[0]
-
-    @property
-    def n_sig(self) -> int:
-        return self.S.shape[0]
-
-
-def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
-    """Build the tables of :func:`rx_frame`, :func:`rx_apply` and :func:`tx_pack`."""
-    n_sig = sum(len(m.signals) for m in messages)
-    M = np.zeros((len(messages), M_COLS), dtype=np.int64)
-    S = np.zeros((max(n_sig, 1), S_COLS), dtype=np.int64)
-    SF = np.zeros((max(n_sig, 1), SF_COLS), dtype=np.float64)
-    seg_rows: list[tuple[int, int, int, int]] = []
-    allow: list[int] = []
-    s = 0
-    for k, msg in enumerate(messages):
-        if not 0 < msg.length <= MAX_PAYLOAD:
-            raise ValueError(f"{msg.name}: payload length {msg.length} outside 1..{MAX_PAYLOAD}")
-        M[k, M_LEN] = msg.length
-        M[k, M_SIG0] = s
-        M[k, M_NSIG] = len(msg.signals)
-        M[k, M_CRC_BYTE] = -1
-        M[k, M_CNT_SIG] = -1
-        M[k, M_CNT_MOD] = max(msg.counter_modulus, 1)
-        M[k, M_DATA_ID] = msg.data_id
-        M[k, M_MAX_DELTA] = msg.max_delta
-        M[k, M_PERIOD] = msg.period_ticks
-        M[k, M_OFFSET] = msg.offset_ticks
-        M[k, M_TIMEOUT] = msg.timeout_ticks
-        M[k, M_REQUIRED] = 1 if msg.required else 0
-        M[k, M_CRC_INIT] = msg.crc_init
-        M[k, M_CRC_XOR] = msg.crc_xor
-        for j, sig in enumerate(msg.signals):
-            if not 1 <= sig.length <= 63:
-                raise ValueError(f"{msg.name}.{sig.name}: length {sig.length} bits is not supported (1..63)")
-            pos = signal_bit_positions(sig.start, sig.length, sig.little_endian)
-            if min(pos) < 0 or max(pos) >= 8 * msg.length:
-                raise ValueError(f"{msg.name}.{sig.name}: bits outside the {msg.length}-byte payload")
-            segs = segments(pos)
-            S[s, S_SEG0] = len(seg_rows)
-            S[s, S_NSEG] = len(segs)
-            seg_rows.extend(segs)
-            S[s, S_LEN] = sig.length
-            S[s, S_SIGNED] = 1 if sig.signed else 0
-            S[s, S_RAW_LO] = sig.raw_lo
-            S[s, S_RAW_HI] = sig.raw_hi
-            S[s, S_TARGET] = sig.target
-            S[s, S_SOURCE] = sig.source
-            S[s, S_ALLOW0] = len(allow)
-            S[s, S_NALLOW] = len(sig.allowed_raw)
-            allow.extend(sig.allowed_raw)
-            SF[s, SF_SCALE] = sig.scale
-            SF[s, SF_OFFSET] = sig.offset
-            SF[s, SF_GAIN] = sig.gain
-            SF[s, SF_BIAS] = sig.bias
-            if j == msg.crc_signal:
-                if sig.length != 8 or pos[0] % 8 != 0 or segs != [(pos[0] // 8, 0, 8, 0)]:
-                    raise ValueError(f"{msg.name}.{sig.name}: the checksum must fill one whole byte")
-                M[k, M_CRC_BYTE] = pos[0] // 8
-            if j == msg.counter_signal:
-                M[k, M_CNT_SIG] = s
-            s += 1
-    SEG = np.array(seg_rows if seg_rows else [(0, 0, 0, 0)], dtype=np.int64).reshape(-1, SEG_COLS)
-    ALLOW = np.array(allow if allow else [0], dtype=np.int64)
-    return CompiledLayout(M, S, SF, SEG, ALLOW, messages)
-
-
-class Codec:
+class FrameCodec:
     """Both directions of a message set in three flat buffers, with named views for Python code.
 
     The compiled functions take ``(ci, cf, cb)`` (plus the plant's ``df``):
     a handful of arrays instead of a dozen tables, because every array
     argument costs time at each call from the tick.  After construction the
     ``M``, ``S``, ``SF``, ``SEG`` and ``ALLOW`` of ``rx`` and ``tx`` are
-    views into the buffers, so :func:`retime` and status reports read and
-    write the same memory as the compiled code.
+    views into the buffers, so :func:`~io_adapters.can.layouts.retime` and
+    status reports read and write the same memory as the compiled code.
 
     Parameters
     ----------
-    rx, tx
+    rx, tx : io_adapters.can.layouts.CompiledLayout
         The compiled receive and transmit tables.
     n_in
         Number of plant inputs.
@@ -706,7 +563,7 @@ class Codec:
         Offsets of the plant inputs and outputs in the plant's ``df``.
     """
 
-    def __init__(self, rx: CompiledLayout, tx: CompiledLayout, n_in: int, u_offset: int, y_offset: int):
+    def __init__(self, rx, tx, n_in: int, u_offset: int, y_offset: int):
         self.rx, self.tx = rx, tx
         nr, nt = rx.n_msg, tx.n_msg
         sizes = [
@@ -795,79 +652,3 @@ class Codec:
     def payload(self, m: int) -> bytes:
         """The packed payload of transmit message ``m`` (after :func:`tx_pack`)."""
         return bytes(self.tx_buf[m, :self.tx.M[m, M_LEN]])
-
-
-def retime(layout: CompiledLayout, period_s: float) -> list[str]:
-    """Recompute the tick counts of every message for a new loop period, in place.
-
-    Cycle times that are no whole number of ticks are rounded (to at least
-    one tick); the returned notes name them.  Not for the tick itself: the
-    loop changes its period only between runs.
-    """
-    notes = []
-    for k, m in enumerate(layout.messages):
-        if m.cycle_ms > 0 and layout.M[k, M_PERIOD] > 0:
-            exact = m.cycle_ms * 1e-3 / period_s
-            n = max(1, round(exact))
-            if abs(exact - n) > 1e-6 * exact:
-                notes.append(f"{m.name}: cycle {m.cycle_ms:g} ms sent every {n} ticks of {period_s * 1e3:g} ms")
-            layout.M[k, M_PERIOD] = n
-            if m.start_delay_ms is not None:
-                layout.M[k, M_OFFSET] = round(m.start_delay_ms * 1e-3 / period_s)
-            else:
-                layout.M[k, M_OFFSET] = k % n
-        if m.timeout_ms > 0:
-            layout.M[k, M_TIMEOUT] = max(1, math.ceil(m.timeout_ms * 1e-3 / period_s - 1e-9))
-    return notes
-
-
-def raw_bounds(length: int, signed: bool) -> tuple[int, int]:
-    """Smallest and largest raw value a signal of ``length`` bits can carry."""
-    if signed:
-        return -(1 << (length - 1)), (1 << (length - 1)) - 1
-    return 0, (1 << length) - 1
-
-
-def raw_range(length: int, signed: bool, scale: float, offset: float, lo: float | None, hi: float | None
-              ) -> tuple[int, int]:
-    """Raw bounds of the physical range [lo, hi] (None = unbounded), within the bit range.
-
-    Rounded inwards with a tolerance of 1e-9 raw steps, so a range limit that
-    is a whole number of steps (e.g. 40 bar at 0.01 bar/bit) stays accepted.
-    """
-    rlo, rhi = raw_bounds(length, signed)
-    a = b = None
-    if lo is not None:
-        a = (lo - offset) / scale
-    if hi is not None:
-        b = (hi - offset) / scale
-    if scale < 0:
-        a, b = b, a
-    if a is not None:
-        rlo = max(rlo, math.ceil(a - 1e-9))
-    if b is not None:
-        rhi = min(rhi, math.floor(b + 1e-9))
-    return rlo, rhi
-
-
-def warm_up() -> None:
-    """Compile (or load from numba's cache) every kernel of this module on a one-message codec.
-
-    For ``python -m server.warmup`` and container builds, so a server's first
-    start does not compile.  The adapter also calls its kernels once in
-    ``open``, outside the tick.
-    """
-    sig = SignalLayout("v", 16, 12, True, False, 0.01, 0.0, 0, 4000, target=0)
-    crc = SignalLayout("crc", 0, 8, True, False, 1.0, 0.0, 0, 255)
-    cnt = SignalLayout("cnt", 8, 4, True, False, 1.0, 0.0, 0, 15)
-    rx = compile_layout([MessageLayout("rx", 0x100, False, False, 8, [crc, cnt, sig], crc_signal=0, counter_signal=1,
-                                       timeout_ticks=30)])
-    tx = compile_layout([MessageLayout("tx", 0x200, False, False, 8, [crc, cnt, sig], crc_signal=0, counter_signal=1,
-                                       period_ticks=10)])
-    codec = Codec(rx, tx, 1, 0, 2)
-    df = np.zeros(3)
-    codec.receive(0, bytes(8))
-    tick_info = np.zeros(4, dtype=np.int64)
-    rx_apply(0, True, codec.ci, codec.cf, df, tick_info)
-    tx_pack(0, codec.ci, codec.cf, codec.cb, df, tick_info, np.zeros(1, dtype=np.int64), 0)
-    crc8_j1850(codec.rx_buf, 8, -1, -1, CRC8_J1850_TABLE)

@@ -28,7 +28,7 @@ DBC messages and signals by name, plant ports by name, unit conversions
 (the DBC's range intersected with the plant's declared range and allowed
 values), cycle times in ticks (from the DBC's ``GenMsgCycleTime``), start
 offsets (``GenMsgStartDelayTime``, else staggered) and receive timeouts.
-The result is a pair of :class:`~io_adapters.can.frames.CompiledLayout`.
+The result is a pair of :class:`~io_adapters.can.layouts.CompiledLayout`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from pathlib import Path
 from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
 from plant_models.plant import Plant
 
-from .frames import (CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT, CompiledLayout, MessageLayout, SignalLayout,
-                         compile_layout, raw_bounds, raw_range)
+from .frames import CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT
+from .layouts import CompiledLayout, MessageLayout, SignalLayout, compile_layout, raw_bounds, raw_range
 
 # Values a transmitted signal can carry besides plant outputs (index = position).
 AUX_SOURCES = (

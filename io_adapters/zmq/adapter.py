@@ -16,6 +16,12 @@ by the server (127.0.0.1 by default, endpoints from the I/O config):
 All sockets use LINGER 0 and non-blocking calls, so the real-time thread
 never waits on a peer; a slow subscriber loses state messages (PUB drops at
 its high-water mark) instead of stalling the loop.
+
+The words of the protocol (reasons, error codes, the input check) come from
+:mod:`io_adapters.protocol`, their msgpack bytes from
+:mod:`io_adapters.zmq.codec`; the scenario gate and the watchdog feed are the
+base class's :meth:`~io_adapters.base.Adapter.read`, which calls
+:meth:`ZmqAdapter._read_internal` here.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ import zmq
 from plant_models.config import ConfigReader
 from plant_models.plant import Plant
 
-from ..base import Adapter, AdapterError, LoopContext, register_adapter
-from .protocol import (PROTOCOL_VERSION, CommandDecoder, ProtocolError, RejectLog, StateEncoder, decode_request,
-                    encode)
+from ..base import TI_STATUS, TI_WATCHDOG, Adapter, AdapterError, CommandCounts, LoopContext
+from ..protocol import COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, ProtocolError, RejectLog, error_reply
+from .codec import CommandDecoder, StateEncoder, decode_request, encode
 
 log = logging.getLogger("gearbox_hil.zmq")
 
@@ -44,10 +50,6 @@ DEFAULTS = {
 TOPIC_STATE = b"state"
 TOPIC_STATUS = b"status"
 TOPIC_EVENT = b"event"
-
-CONTROL_ERRORS = ("oversized", "malformed", "bad_message", "bad_version", "unknown_command", "bad_request",
-                  "wrong_mode", "bad_state", "unknown_signal", "wrong_type", "not_finite", "out_of_range",
-                  "not_allowed", "scenario_active", "param_error", "scenario_error", "internal")
 
 
 class ZmqAdapter(Adapter):
@@ -87,12 +89,11 @@ class ZmqAdapter(Adapter):
 
     # ------------------------------------------------------------------ life cycle
     def open(self, plant: Plant, ctx: LoopContext) -> None:
-        self.plant = plant
-        self.ctx = ctx
+        super().open(plant, ctx)
         self.encoder = StateEncoder([s.name for s in plant.outputs], self.state_format)
         self.decoder = CommandDecoder(plant.inputs, self.max_command_bytes)
         self.command_rejects = RejectLog(log, f"{self.name} command")
-        self.control_rejects = RejectLog(log, f"{self.name} control request", reasons=CONTROL_ERRORS)
+        self.control_rejects = RejectLog(log, f"{self.name} control request", reasons=ERROR_CODES)
         self.seq = 0
         self.ack = 0
         self.applied = 0
@@ -101,7 +102,6 @@ class ZmqAdapter(Adapter):
         self.send_errors = 0
         self.requests = 0
         self._last_status_pub = 0.0
-        self._tick_info = ctx.tick_info
         self._zctx = zmq.Context()
         try:  # options before bind: they apply to the connections peers make later
             self._pub = self._socket(zmq.PUB, "state_endpoint", {zmq.SNDHWM: self.send_hwm})
@@ -152,43 +152,52 @@ class ZmqAdapter(Adapter):
         return [self._rep] if self._rep is not None else []
 
     # ------------------------------------------------------------------ real-time path
-    def read(self, tick: int, now_ns: int) -> None:
-        """Drain the command socket and apply each valid command.  Called in the real-time loop."""
+    def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
+        """Drain the command socket; apply each valid command if ``drive``; return how many were applied.
+
+        While a scenario drives the inputs (not ``drive``) every command is
+        rejected with reason ``scenario_active``.  Called in the real-time
+        loop.
+        """
         if not self._more_waiting and not self._fd_poll.poll(0):
-            return
+            return 0
         # Drain until zmq says empty: only then does the fd signal the next arrival (it is edge-triggered).
         self._more_waiting = True
         pull = self._pull
         dec = self.decoder
         plant = self.plant
+        applied = 0
         for _ in range(self.max_commands_per_tick):
             try:
                 raw = pull.recv(self._noblock)
             except zmq.Again:
                 self._more_waiting = False
-                return
+                break
             self.received += 1
-            err = dec.decode(raw)
-            if err is not None:
-                self.command_rejects.reject(*err)
+            try:
+                dec.decode(raw)
+            except COMMAND_ERRORS as exc:
+                self.command_rejects.reject(exc.reason, exc.message)
                 continue
-            if self._tick_info[2]:
+            if not drive:
                 self.command_rejects.reject("scenario_active", "the inputs are driven by the loaded scenario; "
                                             "send unload_scenario first")
                 continue
             dec.validator.apply(plant.u, plant.u_rate)
-            self.applied += 1
+            applied += 1
             if dec.seq:
                 self.ack = dec.seq
-            self.ctx.feed_watchdog(now_ns)
+        self.applied += applied
+        return applied
 
     def write(self, tick: int, now_ns: int) -> None:
         """Publish the state if due this tick.  Called in the real-time loop."""
         if tick % self.publish_every:  # decimated: ticks that are multiples of publish_every
             return
         self.seq += 1
-        ti = self._tick_info
-        buf = self.encoder.encode(self.seq, tick, self.plant.time, self.ack, ti[0] != 0, ti[1], self.plant.y)
+        ti = self._tick_slots
+        buf = self.encoder.encode(self.seq, tick, self.plant.time, self.ack, ti[TI_WATCHDOG] != 0, ti[TI_STATUS],
+                                  self.plant.y)
         try:
             self._pub.send(TOPIC_STATE, self._sndmore)
             self._pub.send(buf, self._noblock)
@@ -222,8 +231,6 @@ class ZmqAdapter(Adapter):
         self.control_rejects.flush()
 
     def _handle_request(self, raw: bytes) -> dict:
-        from server.control import error_reply
-
         try:
             req = decode_request(raw, self.max_request_bytes)
         except ProtocolError as exc:
@@ -247,22 +254,22 @@ class ZmqAdapter(Adapter):
         except zmq.ZMQError:
             self.send_errors += 1
 
-    def status(self) -> dict:
+    def command_counts(self) -> CommandCounts | None:
+        if not hasattr(self, "decoder"):
+            return None
+        rej = self.command_rejects
+        return CommandCounts(self.applied, dict(rej.counts), tuple(rej.last))
+
+    def _status_internal(self) -> dict:
         if not hasattr(self, "decoder"):
             return {"open": False}
         return {
             "type": self.type_name, "open": self._open, "endpoints": dict(self.endpoints),
             "state_format": self.state_format, "publish_every": self.publish_every,
-            "received": self.received, "applied": self.applied, "last_ack": self.ack,
-            "rejected": self.command_rejects.status(), "state_sent": self.sent, "send_errors": self.send_errors,
+            "received": self.received, "last_ack": self.ack,
+            "state_sent": self.sent, "send_errors": self.send_errors,
             "control_requests": self.requests, "control_errors": self.control_rejects.status(),
         }
 
-
-def _factory(name: str, options: dict) -> ZmqAdapter:
-    return ZmqAdapter(name, options)
-
-
-register_adapter("zmq", _factory)
 
 __all__ = ["ZmqAdapter"]

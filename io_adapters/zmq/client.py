@@ -27,7 +27,8 @@ from urllib.parse import urlsplit
 import msgpack
 import zmq
 
-from .protocol import PROTOCOL_VERSION, encode, schema_id
+from ..protocol import PROTOCOL_VERSION, schema_id
+from .codec import encode
 
 __all__ = ["HilClient", "State", "StepResult", "ServerError"]
 

@@ -1,4 +1,4 @@
-"""The compiled CAN codec against cantools, and the CRC against published check values.
+"""The compiled CAN frame codec against cantools, and the CRC against published check values.
 
 cantools is the reference: every frame the compiled packer builds must be
 byte-for-byte what ``Message.encode`` builds from the same values, and
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from io_adapters.can import e2e as can_e2e
-from io_adapters.can import frames as CL
+from io_adapters.can import frames, layouts
 
 TEST_DBC = """VERSION ""
 NS_ :
@@ -36,28 +36,29 @@ BO_ 1110 Fd64: 64 A
 """
 
 
-def _layouts(db, source=CL.SOURCE_PLANT):
+def _layouts(db, source=frames.SOURCE_PLANT):
     """Every signal mapped to the value of the same index (all signals of all messages in order)."""
     msgs = []
     k = 0
     for m in db.messages:
         sigs = []
         for s in m.signals:
-            lo, hi = CL.raw_bounds(s.length, s.is_signed)
-            sigs.append(CL.SignalLayout(s.name, s.start, s.length, s.byte_order == "little_endian", s.is_signed,
-                                        float(s.scale), float(s.offset), lo, hi, target=k, source=source))
+            lo, hi = layouts.raw_bounds(s.length, s.is_signed)
+            sigs.append(layouts.SignalLayout(s.name, s.start, s.length, s.byte_order == "little_endian",
+                                             s.is_signed, float(s.scale), float(s.offset), lo, hi, target=k,
+                                             source=source))
             k += 1
-        msgs.append(CL.MessageLayout(m.name, m.frame_id, m.is_extended_frame, m.is_fd, m.length, sigs,
-                                     period_ticks=1, timeout_ticks=10))
-    return CL.compile_layout(msgs)
+        msgs.append(layouts.MessageLayout(m.name, m.frame_id, m.is_extended_frame, m.is_fd, m.length, sigs,
+                                          period_ticks=1, timeout_ticks=10))
+    return layouts.compile_layout(msgs)
 
 
 def _codec(rx, tx, n_values):
     """A codec on a stand-in plant data buffer: inputs at 0, their rates, then outputs at 2 * n_values."""
-    return CL.Codec(rx, tx, n_values, 0, 2 * n_values), np.zeros(3 * n_values)
+    return frames.FrameCodec(rx, tx, n_values, 0, 2 * n_values), np.zeros(3 * n_values)
 
 
-NO_LOOP = (np.zeros(4, dtype=np.int64), np.zeros(1, dtype=np.int64), 0)  # tick_info, telemetry, index
+NO_LOOP = np.zeros(4, dtype=np.int64)  # the loop's tick_info: no watchdog trip, no scenario, no overruns
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +73,7 @@ def test_crc8_sae_j1850_check_values():
     for hexdata, crc in vectors.items():
         data = bytes.fromhex(hexdata)
         arr = np.frombuffer(data, dtype=np.uint8)
-        assert CL.crc8_j1850(arr, len(data), -1, -1, CL.CRC8_J1850_TABLE) == crc
+        assert frames.crc8_j1850(arr, len(data), -1, -1, frames.CRC8_J1850_TABLE) == crc
         assert can_e2e.crc8_sae_j1850(data) == crc
 
 
@@ -82,13 +83,13 @@ def test_crc_variant_of_autosar_e2e_profile_1():
     Check value 0x37 (CRC-8/GSM-A parameters); the profile 1 vectors (data ID 0x123, DataIDMode BOTH,
     eight zero bytes with the counter 0 or 1 in byte 1) are those of the autosar-e2e package's tests.
     """
-    init, xorout = CL.CRC_VARIANTS["autosar_p01"]
+    init, xorout = frames.CRC_VARIANTS["autosar_p01"]
     check = np.frombuffer(b"123456789", dtype=np.uint8)
-    assert CL.crc8_j1850(check, 9, -1, -1, CL.CRC8_J1850_TABLE, init, xorout) == 0x37
+    assert frames.crc8_j1850(check, 9, -1, -1, frames.CRC8_J1850_TABLE, init, xorout) == 0x37
     for counter, crc in ((0, 0xCC), (1, 0x91)):
         frame = bytes([0, counter, 0, 0, 0, 0, 0, 0])
         arr = np.frombuffer(frame, dtype=np.uint8)
-        assert CL.crc8_j1850(arr, 8, 0, 0x123, CL.CRC8_J1850_TABLE, init, xorout) == crc
+        assert frames.crc8_j1850(arr, 8, 0, 0x123, frames.CRC8_J1850_TABLE, init, xorout) == crc
         assert can_e2e.crc8_sae_j1850(frame, 0x123, 0, init, xorout) == crc
 
 
@@ -96,7 +97,7 @@ def test_crc_covers_the_data_id_and_skips_the_crc_byte():
     payload = bytes([0x00, 0x1A, 0x40, 0x06, 0x00, 0x64, 0x00, 0x00])
     arr = np.frombuffer(payload, dtype=np.uint8)
     expected = can_e2e.crc8_sae_j1850(bytes([0x00, 0x01]) + payload[1:])  # data ID 0x0100 low byte first
-    assert CL.crc8_j1850(arr, 8, 0, 0x0100, CL.CRC8_J1850_TABLE) == expected
+    assert frames.crc8_j1850(arr, 8, 0, 0x0100, frames.CRC8_J1850_TABLE) == expected
     assert can_e2e.crc8_sae_j1850(payload, 0x0100, 0) == expected
     changed = bytes([0xEE]) + payload[1:]  # the CRC byte itself does not enter the CRC
     assert can_e2e.crc8_sae_j1850(changed, 0x0100, 0) == expected
@@ -104,15 +105,15 @@ def test_crc_covers_the_data_id_and_skips_the_crc_byte():
 
 def test_motorola_bit_positions_follow_the_dbc_sawtooth():
     # a 12-bit Motorola signal with start bit 7: MSB is bit 7 of byte 0, LSB bit 4 of byte 1
-    pos = CL.signal_bit_positions(7, 12, little_endian=False)
+    pos = layouts.signal_bit_positions(7, 12, little_endian=False)
     assert pos[-1] == 7 and pos[0] == 12
-    assert CL.segments(pos) == [(1, 4, 4, 0), (0, 0, 8, 4)]
-    assert CL.segments(CL.signal_bit_positions(12, 10, True)) == [(1, 4, 4, 0), (2, 0, 6, 4)]
+    assert layouts.segments(pos) == [(1, 4, 4, 0), (0, 0, 8, 4)]
+    assert layouts.segments(layouts.signal_bit_positions(12, 10, True)) == [(1, 4, 4, 0), (2, 0, 6, 4)]
 
 
 def test_pack_matches_cantools_encode(db):
     tx = _layouts(db)
-    codec, df = _codec(CL.compile_layout([]), tx, tx.n_sig)
+    codec, df = _codec(layouts.compile_layout([]), tx, tx.n_sig)
     y = df[2 * tx.n_sig:]
     rng = np.random.default_rng(7)
     for trial in range(300):
@@ -121,15 +122,16 @@ def test_pack_matches_cantools_encode(db):
         for m in db.messages:
             values = {}
             for sig in m.signals:
-                lo, hi = CL.raw_bounds(sig.length, sig.is_signed)
+                lo, hi = layouts.raw_bounds(sig.length, sig.is_signed)
                 if sig.minimum is not None:
-                    lo, hi = CL.raw_range(sig.length, sig.is_signed, sig.scale, sig.offset, sig.minimum, sig.maximum)
+                    lo, hi = layouts.raw_range(sig.length, sig.is_signed, sig.scale, sig.offset, sig.minimum,
+                                               sig.maximum)
                 raw = int(rng.integers(lo, hi, endpoint=True)) if trial else hi  # first trial: the extremes
                 y[s] = raw * sig.scale + sig.offset
                 values[sig.name] = raw if (sig.scale == 1 and sig.offset == 0) else raw * sig.scale + sig.offset
                 s += 1
             expected.append(m.encode(values, strict=False))
-        n = CL.tx_pack(trial, codec.ci, codec.cf, codec.cb, df, *NO_LOOP)
+        n = frames.tx_pack(trial, codec.ci, codec.cf, codec.cb, df, NO_LOOP)
         assert n == tx.n_msg and list(codec.due[:n]) == list(range(n)) and codec.saturated.sum() == 0
         for k, m in enumerate(db.messages):
             assert codec.payload(k) == expected[k], (m.name, trial)
@@ -137,21 +139,21 @@ def test_pack_matches_cantools_encode(db):
 
 def test_unpack_matches_cantools_decode(db):
     rx = _layouts(db)
-    codec, df = _codec(rx, CL.compile_layout([]), rx.n_sig)
+    codec, df = _codec(rx, layouts.compile_layout([]), rx.n_sig)
     rng = np.random.default_rng(11)
     for trial in range(300):
         for k, m in enumerate(db.messages):
             data = rng.integers(0, 256, m.length, dtype=np.uint8).tobytes()
-            assert codec.receive(k, data) == CL.RX_OK
+            assert codec.receive(k, data) == frames.RX_OK
             ref = m.decode(data, decode_choices=False, scaling=True)
-            s0 = rx.M[k, CL.M_SIG0]
+            s0 = rx.M[k, frames.M_SIG0]
             for j, sig in enumerate(m.signals):
                 want = float(ref[sig.name])
                 assert codec.values[s0 + j] == pytest.approx(want, rel=1e-12, abs=1e-9), (m.name, sig.name)
         # the tick takes the values into the plant inputs
-        CL.rx_apply(trial, True, codec.ci, codec.cf, df, NO_LOOP[0])
+        frames.rx_apply(trial, True, True, codec.ci, codec.cf, df)
         assert np.array_equal(df[:rx.n_sig], codec.values)
-    assert codec.counts[:, CL.RX_OK].tolist() == [300] * rx.n_msg
+    assert codec.counts[:, frames.RX_OK].tolist() == [300] * rx.n_msg
 
 
 def test_tx_pack_clamps_to_the_dbc_range_and_counts_it(db):
@@ -159,11 +161,11 @@ def test_tx_pack_clamps_to_the_dbc_range_and_counts_it(db):
     tx = _layouts(cantools.database.load_string(TEST_DBC.split("BO_ 2566844926")[0], database_format="dbc"))
     sig = m.get_signal_by_name("IntelSigned")  # [-259, 252.5] rpm at 0.5 rpm/bit, offset -3
     j = [s.name for s in m.signals].index("IntelSigned")
-    tx.S[j, CL.S_RAW_LO], tx.S[j, CL.S_RAW_HI] = CL.raw_range(sig.length, sig.is_signed, sig.scale, sig.offset,
-                                                               sig.minimum, sig.maximum)
-    codec, df = _codec(CL.compile_layout([]), tx, tx.n_sig)
+    tx.S[j, frames.S_RAW_LO], tx.S[j, frames.S_RAW_HI] = layouts.raw_range(
+        sig.length, sig.is_signed, sig.scale, sig.offset, sig.minimum, sig.maximum)
+    codec, df = _codec(layouts.compile_layout([]), tx, tx.n_sig)
     for value, expect, n_sat in ((1e6, 252.5, 1), (-1e6, -259.0, 2), (np.nan, -3.0, 3), (10.2, 10.0, 3)):
         df[2 * tx.n_sig + j] = value
-        CL.tx_pack(0, codec.ci, codec.cf, codec.cb, df, *NO_LOOP)
+        frames.tx_pack(0, codec.ci, codec.cf, codec.cb, df, NO_LOOP)
         got = m.decode(codec.payload(0), decode_choices=False)["IntelSigned"]
         assert got == expect and codec.saturated[0] == n_sat

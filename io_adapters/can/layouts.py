@@ -1,0 +1,262 @@
+"""From DBC signals to the flat tables of the compiled CAN frame codec (start-up only).
+
+The message-set loader (:mod:`io_adapters.can.message_set`) describes each
+message as a :class:`MessageLayout` of :class:`SignalLayout` (start bit,
+length, byte order, scaling, accepted raw range, plant port).
+:func:`compile_layout` turns one direction of the set into a
+:class:`CompiledLayout`: flat integer and float tables with the columns
+defined in :mod:`io_adapters.can.frames`, which
+:class:`~io_adapters.can.frames.FrameCodec` packs into its buffers for the
+compiled kernels.  :func:`retime` recomputes cycle times in ticks when the
+loop's period changes.  Nothing here runs per frame or per tick.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..base import new_tick_info
+from .frames import (CRC8_J1850_TABLE, MAX_PAYLOAD, M_CNT_MOD, M_CNT_SIG, M_COLS, M_CRC_BYTE, M_CRC_INIT, M_CRC_XOR,
+                     M_DATA_ID, M_LEN, M_MAX_DELTA, M_NSIG, M_OFFSET, M_PERIOD, M_REQUIRED, M_SIG0, M_TIMEOUT,
+                     S_ALLOW0, S_COLS, S_LEN, S_NALLOW, S_NSEG, S_RAW_HI, S_RAW_LO, S_SEG0, S_SIGNED, S_SOURCE,
+                     S_TARGET, SEG_COLS, SF_BIAS, SF_COLS, SF_GAIN, SF_OFFSET, SF_SCALE, SOURCE_PLANT, FrameCodec,
+                     crc8_j1850, rx_apply, tx_pack)
+
+
+def signal_bit_positions(start: int, length: int, little_endian: bool) -> list[int]:
+    """Frame bit (``8 * byte + bit``) of each raw bit, least significant first.
+
+    ``start`` is the DBC start bit: the least significant bit of an Intel
+    signal, the most significant bit of a Motorola signal (DBC "sawtooth"
+    numbering, where a Motorola signal runs from bit 7 of a byte into bit 0
+    of the same byte, then on to bit 7 of the next byte).
+    """
+    if little_endian:
+        return [start + j for j in range(length)]
+    msb_first = []
+    p = start
+    for _ in range(length):
+        msb_first.append(p)
+        p = p + 15 if p % 8 == 0 else p - 1
+    return msb_first[::-1]
+
+
+def segments(positions: list[int]) -> list[tuple[int, int, int, int]]:
+    """Group raw bits into byte segments ``(byte, shift, nbits, rawshift)``."""
+    segs: list[list[int]] = []
+    for j, p in enumerate(positions):
+        byte, bit = divmod(p, 8)
+        if segs and segs[-1][0] == byte and segs[-1][1] + segs[-1][2] == bit and segs[-1][3] + segs[-1][2] == j:
+            segs[-1][2] += 1
+        else:
+            segs.append([byte, bit, 1, j])
+    return [tuple(s) for s in segs]
+
+
+@dataclass
+class SignalLayout:
+    """One DBC signal as the compiled code sees it (built by the message-set loader)."""
+
+    name: str
+    start: int
+    length: int
+    little_endian: bool
+    signed: bool
+    scale: float
+    offset: float
+    raw_lo: int
+    raw_hi: int
+    target: int = -1  # plant input (receive) or source (transmit) index; -1 = not mapped
+    source: int = SOURCE_PLANT
+    gain: float = 1.0
+    bias: float = 0.0
+    allowed_raw: tuple[int, ...] = ()
+
+
+@dataclass
+class MessageLayout:
+    """One message of the set: frame data and its signals in table order."""
+
+    name: str
+    frame_id: int
+    extended: bool
+    fd: bool
+    length: int
+    signals: list[SignalLayout]
+    crc_signal: int = -1  # index into ``signals``
+    counter_signal: int = -1
+    counter_modulus: int = 16
+    data_id: int = 0
+    crc_init: int = 0xFF
+    crc_xor: int = 0xFF
+    max_delta: int = 1
+    period_ticks: int = 0
+    offset_ticks: int = 0
+    timeout_ticks: int = 0
+    required: bool = True
+    cycle_ms: float = 0.0  # the times in ms the tick counts above come from (see :func:`retime`)
+    start_delay_ms: float | None = None  # None: staggered
+    timeout_ms: float = 0.0
+
+
+@dataclass
+class CompiledLayout:
+    """The flat tables of one direction (receive or transmit) of a message set."""
+
+    M: np.ndarray
+    S: np.ndarray
+    SF: np.ndarray
+    SEG: np.ndarray
+    ALLOW: np.ndarray
+    messages: list[MessageLayout]
+
+    @property
+    def n_msg(self) -> int:
+        return self.M.shape[0]
+
+    @property
+    def n_sig(self) -> int:
+        return self.S.shape[0]
+
+
+def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
+    """Build the tables that :class:`~io_adapters.can.frames.FrameCodec` packs for the compiled kernels."""
+    n_sig = sum(len(m.signals) for m in messages)
+    M = np.zeros((len(messages), M_COLS), dtype=np.int64)
+    S = np.zeros((max(n_sig, 1), S_COLS), dtype=np.int64)
+    SF = np.zeros((max(n_sig, 1), SF_COLS), dtype=np.float64)
+    seg_rows: list[tuple[int, int, int, int]] = []
+    allow: list[int] = []
+    s = 0
+    for k, msg in enumerate(messages):
+        if not 0 < msg.length <= MAX_PAYLOAD:
+            raise ValueError(f"{msg.name}: payload length {msg.length} outside 1..{MAX_PAYLOAD}")
+        M[k, M_LEN] = msg.length
+        M[k, M_SIG0] = s
+        M[k, M_NSIG] = len(msg.signals)
+        M[k, M_CRC_BYTE] = -1
+        M[k, M_CNT_SIG] = -1
+        M[k, M_CNT_MOD] = max(msg.counter_modulus, 1)
+        M[k, M_DATA_ID] = msg.data_id
+        M[k, M_MAX_DELTA] = msg.max_delta
+        M[k, M_PERIOD] = msg.period_ticks
+        M[k, M_OFFSET] = msg.offset_ticks
+        M[k, M_TIMEOUT] = msg.timeout_ticks
+        M[k, M_REQUIRED] = 1 if msg.required else 0
+        M[k, M_CRC_INIT] = msg.crc_init
+        M[k, M_CRC_XOR] = msg.crc_xor
+        for j, sig in enumerate(msg.signals):
+            if not 1 <= sig.length <= 63:
+                raise ValueError(f"{msg.name}.{sig.name}: length {sig.length} bits is not supported (1..63)")
+            pos = signal_bit_positions(sig.start, sig.length, sig.little_endian)
+            if min(pos) < 0 or max(pos) >= 8 * msg.length:
+                raise ValueError(f"{msg.name}.{sig.name}: bits outside the {msg.length}-byte payload")
+            segs = segments(pos)
+            S[s, S_SEG0] = len(seg_rows)
+            S[s, S_NSEG] = len(segs)
+            seg_rows.extend(segs)
+            S[s, S_LEN] = sig.length
+            S[s, S_SIGNED] = 1 if sig.signed else 0
+            S[s, S_RAW_LO] = sig.raw_lo
+            S[s, S_RAW_HI] = sig.raw_hi
+            S[s, S_TARGET] = sig.target
+            S[s, S_SOURCE] = sig.source
+            S[s, S_ALLOW0] = len(allow)
+            S[s, S_NALLOW] = len(sig.allowed_raw)
+            allow.extend(sig.allowed_raw)
+            SF[s, SF_SCALE] = sig.scale
+            SF[s, SF_OFFSET] = sig.offset
+            SF[s, SF_GAIN] = sig.gain
+            SF[s, SF_BIAS] = sig.bias
+            if j == msg.crc_signal:
+                if sig.length != 8 or pos[0] % 8 != 0 or segs != [(pos[0] // 8, 0, 8, 0)]:
+                    raise ValueError(f"{msg.name}.{sig.name}: the checksum must fill one whole byte")
+                M[k, M_CRC_BYTE] = pos[0] // 8
+            if j == msg.counter_signal:
+                M[k, M_CNT_SIG] = s
+            s += 1
+    SEG = np.array(seg_rows if seg_rows else [(0, 0, 0, 0)], dtype=np.int64).reshape(-1, SEG_COLS)
+    ALLOW = np.array(allow if allow else [0], dtype=np.int64)
+    return CompiledLayout(M, S, SF, SEG, ALLOW, messages)
+
+
+def retime(layout: CompiledLayout, period_s: float) -> list[str]:
+    """Recompute the tick counts of every message for a new loop period, in place.
+
+    Cycle times that are no whole number of ticks are rounded (to at least
+    one tick); the returned notes name them.  Not for the tick itself: the
+    loop changes its period only between runs.
+    """
+    notes = []
+    for k, m in enumerate(layout.messages):
+        if m.cycle_ms > 0 and layout.M[k, M_PERIOD] > 0:
+            exact = m.cycle_ms * 1e-3 / period_s
+            n = max(1, round(exact))
+            if abs(exact - n) > 1e-6 * exact:
+                notes.append(f"{m.name}: cycle {m.cycle_ms:g} ms sent every {n} ticks of {period_s * 1e3:g} ms")
+            layout.M[k, M_PERIOD] = n
+            if m.start_delay_ms is not None:
+                layout.M[k, M_OFFSET] = round(m.start_delay_ms * 1e-3 / period_s)
+            else:
+                layout.M[k, M_OFFSET] = k % n
+        if m.timeout_ms > 0:
+            layout.M[k, M_TIMEOUT] = max(1, math.ceil(m.timeout_ms * 1e-3 / period_s - 1e-9))
+    return notes
+
+
+def raw_bounds(length: int, signed: bool) -> tuple[int, int]:
+    """Smallest and largest raw value a signal of ``length`` bits can carry."""
+    if signed:
+        return -(1 << (length - 1)), (1 << (length - 1)) - 1
+    return 0, (1 << length) - 1
+
+
+def raw_range(length: int, signed: bool, scale: float, offset: float, lo: float | None, hi: float | None
+              ) -> tuple[int, int]:
+    """Raw bounds of the physical range [lo, hi] (None = unbounded), within the bit range.
+
+    Rounded inwards with a tolerance of 1e-9 raw steps, so a range limit that
+    is a whole number of steps (e.g. 40 bar at 0.01 bar/bit) stays accepted.
+    """
+    rlo, rhi = raw_bounds(length, signed)
+    a = b = None
+    if lo is not None:
+        a = (lo - offset) / scale
+    if hi is not None:
+        b = (hi - offset) / scale
+    if scale < 0:
+        a, b = b, a
+    if a is not None:
+        rlo = max(rlo, math.ceil(a - 1e-9))
+    if b is not None:
+        rhi = min(rhi, math.floor(b + 1e-9))
+    return rlo, rhi
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every kernel of :mod:`~io_adapters.can.frames` on a one-message codec.
+
+    For ``python -m server.warmup`` and container builds, so a server's first
+    start does not compile.  The adapter also calls its kernels once in
+    ``open``, outside the tick.
+    """
+    sig = SignalLayout("v", 16, 12, True, False, 0.01, 0.0, 0, 4000, target=0)
+    crc = SignalLayout("crc", 0, 8, True, False, 1.0, 0.0, 0, 255)
+    cnt = SignalLayout("cnt", 8, 4, True, False, 1.0, 0.0, 0, 15)
+    rx = compile_layout([MessageLayout("rx", 0x100, False, False, 8, [crc, cnt, sig], crc_signal=0, counter_signal=1,
+                                       timeout_ticks=30)])
+    tx = compile_layout([MessageLayout("tx", 0x200, False, False, 8, [crc, cnt, sig], crc_signal=0, counter_signal=1,
+                                       period_ticks=10)])
+    codec = FrameCodec(rx, tx, 1, 0, 2)
+    df = np.zeros(3)
+    codec.receive(0, bytes(8))
+    rx_apply(0, True, True, codec.ci, codec.cf, df)
+    tx_pack(0, codec.ci, codec.cf, codec.cb, df, new_tick_info())
+    crc8_j1850(codec.rx_buf, 8, -1, -1, CRC8_J1850_TABLE)
+
+
+__all__ = ["SignalLayout", "MessageLayout", "CompiledLayout", "compile_layout", "signal_bit_positions",
+           "segments", "raw_bounds", "raw_range", "retime", "warm_up"]

@@ -1,0 +1,250 @@
+"""The msgpack encoding of the ZeroMQ protocol (docs/protocol.md), compiled once at start-up.
+
+The vocabulary (version, rejection reasons, error codes, the input check) is
+transport-neutral and lives in :mod:`io_adapters.protocol`; this module turns
+it into msgpack bytes and back.  Resolved from the plant's declared signals
+when the server starts (cantools-style), so the real-time tick only packs
+and unpacks:
+
+* :class:`StateEncoder` builds the byte template of a state message once;
+  each tick writes the sequence number, tick, time and outputs into fixed
+  slots of that template (float64 / uint64 in big-endian, as msgpack
+  requires) with numpy views.  The result is ordinary msgpack that any
+  decoder reads; no Python object is built per tick.
+* :class:`CommandDecoder` decodes one command message (a partial update of
+  input signals by name) and validates every value against the plant's
+  declared range before anything is applied (raising the typed errors of
+  :data:`~io_adapters.protocol.COMMAND_ERRORS`).  A message is applied whole
+  or not at all.
+* :func:`decode_request`, :func:`encode` and :func:`decode_state` for control
+  requests, replies and clients.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import msgpack
+import numpy as np
+
+from ..protocol import (MAX_SIGNALS_PER_COMMAND, PROTOCOL_VERSION, InputValidator, ProtocolError, schema_id,
+                        wire_type_name)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plant_models.plant import Signal
+
+
+# ---------------------------------------------------------------------------
+# state messages
+# ---------------------------------------------------------------------------
+class StateEncoder:
+    """Fixed-layout msgpack encoder of the state message.
+
+    The message is the map ``{"v", "seq", "tick", "t", "ack", "wd", "st",
+    "schema", "y"}`` (see docs/protocol.md); ``y`` is either a map of output
+    name -> float64 (``fmt="map"``) or an array of float64 in the plant's
+    declared output order (``fmt="array"``).  Every variable field has a
+    fixed-width encoding (uint64, int64, float64, bool), so its bytes sit at a
+    fixed offset and are written in place.
+
+    Parameters
+    ----------
+    output_names
+        The plant's output signal names, in declared order.
+    fmt
+        ``"map"`` (self-describing, the default) or ``"array"`` (compact).
+    """
+
+    def __init__(self, output_names: Sequence[str], fmt: str = "map"):
+        if fmt not in ("map", "array"):
+            raise ValueError(f"state format must be 'map' or 'array', got {fmt!r}")
+        self.fmt = fmt
+        self.names = tuple(output_names)
+        self.n = len(self.names)
+        self.schema = schema_id(self.names)
+        pk = msgpack.Packer()
+        parts: list[bytes] = [pk.pack_map_header(9)]
+        slots: dict[str, int] = {}
+
+        def key(name: str) -> None:
+            parts.append(pk.pack(name))
+
+        def fixed(tag: int, width: int, field: str) -> None:
+            parts.append(bytes([tag]))
+            slots[field] = sum(len(p) for p in parts)
+            parts.append(bytes(width))
+
+        key("v")
+        parts.append(pk.pack(PROTOCOL_VERSION))
+        key("seq")
+        fixed(0xCF, 8, "seq")       # uint 64
+        key("tick")
+        fixed(0xCF, 8, "tick")
+        key("t")
+        fixed(0xCB, 8, "t")         # float 64
+        key("ack")
+        fixed(0xCF, 8, "ack")
+        key("wd")
+        slots["wd"] = sum(len(p) for p in parts)
+        parts.append(b"\xc2")       # false; true is 0xc3
+        key("st")
+        fixed(0xD3, 8, "st")        # int 64
+        key("schema")
+        fixed(0xCE, 4, "schema")    # uint 32
+        key("y")
+        y_pos: list[int] = []
+        if fmt == "map":
+            parts.append(pk.pack_map_header(self.n))
+            for name in self.names:
+                key(name)
+                parts.append(b"\xcb")
+                y_pos.append(sum(len(p) for p in parts))
+                parts.append(bytes(8))
+        else:
+            parts.append(pk.pack_array_header(self.n))
+            for _ in self.names:
+                parts.append(b"\xcb")
+                y_pos.append(sum(len(p) for p in parts))
+                parts.append(bytes(8))
+        template = b"".join(parts)
+        self.buffer = np.frombuffer(bytearray(template), dtype=np.uint8)
+        self.size = len(template)
+        buf = self.buffer.data
+
+        def view(field: str, dtype: str) -> np.ndarray:
+            return np.ndarray((1,), dtype=dtype, buffer=buf, offset=slots[field])
+
+        self._seq = view("seq", ">u8")
+        self._tick = view("tick", ">u8")
+        self._t = view("t", ">f8")
+        self._ack = view("ack", ">u8")
+        self._st = view("st", ">i8")
+        self._wd_off = slots["wd"]
+        np.ndarray((1,), dtype=">u4", buffer=buf, offset=slots["schema"])[0] = self.schema
+        # Outputs: a strided view when the slots are evenly spaced (array
+        # format), else a byte scatter through a big-endian scratch array.
+        self._y_strided = None
+        self._y_scratch = np.zeros(self.n, dtype=">f8")
+        self._y_bytes = self._y_scratch.view(np.uint8)
+        if self.n and (self.n == 1 or len(set(np.diff(y_pos))) == 1):
+            stride = y_pos[1] - y_pos[0] if self.n > 1 else 9
+            self._y_strided = np.ndarray((self.n,), dtype=">f8", buffer=buf, offset=y_pos[0], strides=(stride,))
+        self._y_index = (np.asarray(y_pos, dtype=np.intp)[:, None] + np.arange(8, dtype=np.intp)).ravel()
+        self.view = memoryview(self.buffer)
+
+    def encode(self, seq: int, tick: int, t: float, ack: int, wd: bool, status: int, y: np.ndarray) -> memoryview:
+        """Write one state message into the template and return it (valid until the next call).
+
+        Called in the real-time loop.
+        """
+        self._seq[0] = seq
+        self._tick[0] = tick
+        self._t[0] = t
+        self._ack[0] = ack
+        self._st[0] = status
+        self.buffer[self._wd_off] = 0xC3 if wd else 0xC2
+        if self._y_strided is not None:
+            self._y_strided[:] = y
+        else:
+            np.copyto(self._y_scratch, y)
+            self.buffer[self._y_index] = self._y_bytes
+        return self.view
+
+
+def decode_state(payload: bytes, names: Sequence[str] | None = None) -> dict:
+    """Decode a state message; with ``names``, an array-format ``y`` becomes a name -> value map."""
+    msg = msgpack.unpackb(payload, raw=False)
+    if names is not None and isinstance(msg.get("y"), list):
+        msg["y"] = dict(zip(names, msg["y"]))
+    return msg
+
+
+# ---------------------------------------------------------------------------
+# command messages
+# ---------------------------------------------------------------------------
+class CommandDecoder:
+    """Decodes and validates command messages ``{"v": 1, "seq": n, "set": {name: value}}``.
+
+    Parameters
+    ----------
+    inputs
+        The plant's input signals.
+    max_bytes
+        Longer messages are rejected as ``oversized`` before decoding.
+    """
+
+    _KEYS = frozenset(("v", "seq", "set"))
+
+    def __init__(self, inputs: Sequence["Signal"], max_bytes: int = 65536):
+        self.validator = InputValidator(inputs)
+        self.max_bytes = int(max_bytes)
+        self.seq = 0
+        # msgpack limits keep a hostile message from allocating much before we reject it
+        self._unpack_kw = dict(raw=False, strict_map_key=True, max_str_len=self.max_bytes, max_bin_len=self.max_bytes,
+                               max_array_len=MAX_SIGNALS_PER_COMMAND, max_map_len=MAX_SIGNALS_PER_COMMAND,
+                               max_ext_len=0)
+
+    def decode(self, payload: bytes) -> None:
+        """Decode and validate one command; on success the update waits in ``validator`` and ``seq`` is set.
+
+        Called in the real-time loop.
+
+        Raises
+        ------
+        ProtocolError
+            The message is oversized, not msgpack, not a command map, of
+            another protocol version, or names an unknown signal.
+        InputError
+            A value its input does not accept (from ``Signal.validate``).
+        """
+        if len(payload) > self.max_bytes:
+            raise ProtocolError("oversized", f"message of {len(payload)} bytes exceeds the limit of {self.max_bytes}")
+        try:
+            msg = msgpack.unpackb(payload, **self._unpack_kw)
+        except Exception as exc:  # msgpack raises several unrelated types for bad input
+            raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
+        if not isinstance(msg, dict):
+            raise ProtocolError("bad_message", f"a command must be a map, got {wire_type_name(msg)}")
+        v = msg.get("v")
+        if type(v) is not int or v != PROTOCOL_VERSION:
+            raise ProtocolError("bad_version", f"protocol version {v!r} is not supported (this server speaks "
+                                f"{PROTOCOL_VERSION})")
+        for k in msg:
+            if k not in self._KEYS:
+                raise ProtocolError("bad_message", f"unknown key {k!r} in a command (keys: v, seq, set)")
+        seq = msg.get("seq", 0)
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq < 2 ** 64:
+            raise ProtocolError("bad_message", f"'seq' must be an unsigned integer, got {wire_type_name(seq)} "
+                                f"{seq!r}")
+        if "set" not in msg:
+            raise ProtocolError("bad_message", "a command needs a 'set' map of signal name to value")
+        self.validator.validate(msg["set"])
+        self.seq = seq
+
+
+def decode_request(payload: bytes, max_bytes: int) -> dict:
+    """Decode a control request; raises :class:`ProtocolError` with the reason."""
+    if len(payload) > max_bytes:
+        raise ProtocolError("oversized", f"request of {len(payload)} bytes exceeds the limit of {max_bytes}")
+    try:
+        msg = msgpack.unpackb(payload, raw=False, strict_map_key=True, max_ext_len=0)
+    except Exception as exc:
+        raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("bad_message", f"a request must be a map, got {wire_type_name(msg)}")
+    v = msg.get("v")
+    if type(v) is not int or v != PROTOCOL_VERSION:
+        raise ProtocolError("bad_version", f"protocol version {v!r} is not supported (this server speaks "
+                            f"{PROTOCOL_VERSION})")
+    cmd = msg.get("cmd")
+    if not isinstance(cmd, str):
+        raise ProtocolError("bad_message", "a request needs a 'cmd' string")
+    return msg
+
+
+def encode(obj: Any) -> bytes:
+    """msgpack with float64 floats and str/bin kept apart (the protocol's encoding)."""
+    return msgpack.packb(obj, use_bin_type=True, use_single_float=False)
+
+
+__all__ = ["StateEncoder", "CommandDecoder", "decode_state", "decode_request", "encode"]
