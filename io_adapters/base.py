@@ -8,16 +8,24 @@ non-blocking calls.  All name look-ups (signal names to plant indices, DBC
 signals, message layouts) happen once in ``open``.
 
 Adapters are chosen by name in the I/O config (``[[adapters]] type = "zmq"``)
-through :func:`register_adapter` / :func:`create_adapter`.
+from the explicit table :data:`ADAPTERS` through :func:`create_adapter`.
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from plant_models.plant import Plant
+
+# Slots of ``LoopContext.tick_info`` (int64), written by the loop, read by adapters in read/write.
+TI_WATCHDOG = 0  # 1 while the command watchdog is tripped
+TI_STATUS = 1  # status word of the last plant step
+TI_SCENARIO = 2  # 1 while a loaded scenario drives the inputs (commands are rejected, reason scenario_active)
+TI_OVERRUNS = 3  # the loop's overrun count (copied there whenever the loop counts an overrun)
+N_TICK_INFO = 4
 
 
 @dataclass
@@ -52,6 +60,10 @@ class LoopContext:
 
 class AdapterError(RuntimeError):
     """An adapter could not be opened (bad endpoint, missing interface, bad DBC, ...)."""
+
+
+class UnknownAdapterType(AdapterError):
+    """An I/O config asks for an adapter type that is not in :data:`ADAPTERS`."""
 
 
 class Adapter(ABC):
@@ -106,6 +118,12 @@ class Adapter(ABC):
         return False
 
 
+# type name in the I/O config -> (module, class); the module is imported when a config asks for the type
+ADAPTERS: dict[str, tuple[str, str]] = {
+    "zmq": ("io_adapters.zmq.adapter", "ZmqAdapter"),
+    "can": ("io_adapters.can.adapter", "CanAdapter"),
+}
+
 _ADAPTERS: dict[str, Callable[[str, dict], Adapter]] = {}
 
 
@@ -114,12 +132,14 @@ def register_adapter(type_name: str, factory: Callable[[str, dict], Adapter]) ->
 
 
 def adapter_types() -> list[str]:
-    return sorted(_ADAPTERS)
+    return sorted(set(ADAPTERS) | set(_ADAPTERS))
 
 
 def create_adapter(type_name: str, name: str, options: dict) -> Adapter:
-    try:
-        factory = _ADAPTERS[type_name]
-    except KeyError:
-        raise AdapterError(f"unknown adapter type {type_name!r}; known types: {', '.join(adapter_types()) or 'none'}") from None
-    return factory(name, options)
+    """An adapter of type ``type_name``; raises :class:`UnknownAdapterType` listing every known type."""
+    if type_name in _ADAPTERS:
+        return _ADAPTERS[type_name](name, options)
+    if type_name not in ADAPTERS:
+        raise UnknownAdapterType(f"unknown adapter type {type_name!r}; known types: {', '.join(adapter_types())}")
+    module, cls = ADAPTERS[type_name]
+    return getattr(importlib.import_module(module), cls)(name, options)

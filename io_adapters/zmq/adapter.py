@@ -30,6 +30,7 @@ from plant_models.config import ConfigReader
 from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, LoopContext, register_adapter
+from ..protocol import error_reply
 from .protocol import (PROTOCOL_VERSION, CommandDecoder, ProtocolError, RejectLog, StateEncoder, decode_request,
                     encode)
 
@@ -222,8 +223,6 @@ class ZmqAdapter(Adapter):
         self.control_rejects.flush()
 
     def _handle_request(self, raw: bytes) -> dict:
-        from server.control import error_reply
-
         try:
             req = decode_request(raw, self.max_request_bytes)
         except ProtocolError as exc:
