@@ -6,36 +6,38 @@ is ``{"v": 1, "id": ..., "cmd": ..., "ok": true, ...}`` or ``{"v": 1, "id":
 Requests are executed between ticks, on the loop's thread, so they never race
 the tick.  Each handler validates everything before it changes anything, so
 a rejected request leaves the plant exactly as it was.
+
+The handler changes the server only through public methods: the loop's
+transitions (:class:`server.loop.Loop`), the scenario player's
+load/unload (:class:`server.scenario_player.ScenarioPlayer`), the
+parameter table and the watchdog.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from io_adapters.zmq.protocol import PROTOCOL_VERSION, InputValidator, schema_id
-from plant_models.config import ConfigError
+from io_adapters.protocol import PROTOCOL_VERSION, error_reply, schema_id
+from plant_models.errors import ConfigError, InputError, ParamError
 
-from .params import ParamError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .loop import Loop
+from .loop import RUNNING, Loop
+from .params import ParamTable
+from .scenario import load_scenario, parse_scenario
+from .scenario_player import ScenarioPlayer
+from .status import StatusReport
 
 log = logging.getLogger("gearbox_hil.control")
 
 SERVER_NAME = "gearbox-hil"
-
-# Error codes of control replies (in addition to the input reasons of io_adapters.zmq.protocol.REASONS).
-ERROR_CODES = ("oversized", "malformed", "bad_message", "bad_version", "unknown_command", "bad_request",
-               "wrong_mode", "bad_state", "unknown_signal", "wrong_type", "not_finite", "out_of_range",
-               "not_allowed", "scenario_active", "param_error", "scenario_error", "internal")
+MAX_SIGNALS_PER_REQUEST = 256  # entries of one "set" or "inputs" map
 
 
 class ControlError(Exception):
-    """A request that cannot be executed; ``code`` is one of :data:`ERROR_CODES`."""
+    """A request that cannot be executed; ``code`` is one of ``io_adapters.protocol.ERROR_CODES``."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
@@ -43,20 +45,60 @@ class ControlError(Exception):
         self.message = message
 
 
-def error_reply(code: str, message: str, request: Any = None) -> dict:
-    """The reply to a request that failed (also for requests that could not be decoded)."""
-    rep: dict = {"v": PROTOCOL_VERSION, "ok": False, "error": {"code": code, "message": message}}
-    if isinstance(request, dict):
-        rid = request.get("id")
-        if rid is None or isinstance(rid, (int, str)) and not isinstance(rid, bool):
-            rep["id"] = rid
-        if isinstance(request.get("cmd"), str):
-            rep["cmd"] = request["cmd"]
-    return rep
+class InputUpdate:
+    """A validated partial update of the plant's inputs, ``{name: value}``, in preallocated arrays.
+
+    After :meth:`parse`, inputs ``idx[:count]`` take the values
+    ``val[:count]`` (a name given twice keeps its last value).
+    """
+
+    def __init__(self, loop: Loop):
+        self.inputs = loop.plant.inputs
+        self.index = {s.name: k for k, s in enumerate(self.inputs)}
+        self.idx = np.zeros(max(len(self.inputs), 1), dtype=np.int64)
+        self.val = np.zeros(max(len(self.inputs), 1))
+        self.count = 0
+
+    def parse(self, updates: Any) -> None:
+        """Validate ``updates`` completely, then fill ``idx/val/count``; raises :class:`ControlError`."""
+        if not isinstance(updates, dict):
+            raise ControlError("bad_message", "'set' must be a map of signal name to number, got "
+                               + _wire_type(updates))
+        if len(updates) > MAX_SIGNALS_PER_REQUEST:
+            raise ControlError("bad_message", f"'set' has {len(updates)} entries, more than {MAX_SIGNALS_PER_REQUEST}")
+        n = 0
+        for name, value in updates.items():
+            k = self.index.get(name) if isinstance(name, str) else None
+            if k is None:
+                if not isinstance(name, str):
+                    raise ControlError("bad_message", f"signal names must be strings, got {_wire_type(name)}")
+                raise ControlError("unknown_signal", f"no input signal {name!r}; inputs are {', '.join(self.index)}")
+            try:
+                self.val[n] = self.inputs[k].validate(value)
+            except InputError as exc:
+                raise ControlError(exc.reason, exc.message) from None
+            self.idx[n] = k
+            n += 1
+        self.count = n
+
+    def as_dict(self) -> dict[str, float]:
+        return {self.inputs[int(self.idx[j])].name: float(self.val[j]) for j in range(self.count)}
 
 
 class ControlHandler:
-    """Executes control requests against a :class:`~server.loop.Loop`."""
+    """Executes control requests against a loop and the parts around it.
+
+    Parameters
+    ----------
+    loop
+        The loop (with its plant, adapters and watchdog).
+    player
+        The loop's scenario player.
+    params
+        The run-time tunable parameters.
+    report
+        The status report (for ``status``).
+    """
 
     # command -> allowed keys besides v, cmd, id
     KEYS = {
@@ -66,9 +108,12 @@ class ControlHandler:
         "unload_scenario": (), "clear_watchdog": (),
     }
 
-    def __init__(self, loop: "Loop"):
+    def __init__(self, loop: Loop, player: ScenarioPlayer, params: ParamTable, report: StatusReport):
         self.loop = loop
-        self.validator = InputValidator(loop.plant.inputs)
+        self.player = player
+        self.params = params
+        self.report = report
+        self.update = InputUpdate(loop)
         self.handled = 0
         self.errors = 0
 
@@ -101,20 +146,11 @@ class ControlHandler:
             return error_reply("internal", f"internal error: {type(exc).__name__}: {exc}", req)
 
     # ------------------------------------------------------------------ helpers
-    def _validated_inputs(self, updates: Any) -> dict[str, float]:
-        err = self.validator.validate(updates)
-        if err is not None:
-            raise ControlError(*err)
-        return self.validator.as_dict()
-
     def _require_no_scenario(self, what: str) -> None:
-        if self.loop.scenario is not None:
+        sc = self.player.active
+        if sc is not None:
             raise ControlError("scenario_active", f"{what}: the inputs are driven by the loaded scenario "
-                               f"({self.loop.scenario_info['source']}) until tick {self.loop.scenario.n_steps}; "
-                               "send unload_scenario first")
-
-    def _outputs(self) -> dict[str, float]:
-        return self.loop.plant.output_dict()
+                               f"({self.player.info['source']}) until tick {sc.n_steps}; send unload_scenario first")
 
     # ------------------------------------------------------------------ commands
     def _ping(self, req):
@@ -125,7 +161,7 @@ class ControlHandler:
         d = lp.plant.describe()
         endpoints = {}
         for a in lp.adapters:
-            st = a.status() if hasattr(a, "status") else {}
+            st = a.status()
             if isinstance(st, dict) and isinstance(st.get("endpoints"), dict):
                 endpoints.update(st["endpoints"])
         d.update({
@@ -134,38 +170,30 @@ class ControlHandler:
             "input_names": [s.name for s in lp.plant.inputs],
             "output_names": [s.name for s in lp.plant.outputs],
             "schema": schema_id(s.name for s in lp.plant.outputs),
-            "endpoints": endpoints, "params": lp.params.names(),
+            "endpoints": endpoints, "params": self.params.names(),
         })
         return {"plant": d}
 
     def _status(self, req):
-        return {"status": self.loop.status()}
+        return {"status": self.report.status()}
 
     def _start(self, req):
         lp = self.loop
-        from .loop import RUNNING
-
         prev = lp.state
-        lp._begin_running()
-        lp.state = RUNNING
+        lp.start()
         return {"state": lp.state, "previous": prev, "tick": lp.tick}
 
     def _pause(self, req):
         lp = self.loop
-        from .loop import PAUSED, RUNNING
-
         if lp.state != RUNNING:
             raise ControlError("bad_state", f"pause: the simulation is {lp.state}, not running")
-        lp.state = PAUSED
+        lp.pause()
         return {"state": lp.state, "tick": lp.tick, "t": lp.plant.time}
 
     def _stop(self, req):
         lp = self.loop
-        from .loop import STOPPED
-
         prev = lp.state
-        lp.state = STOPPED
-        lp._restart_pending = True  # the next start begins a fresh run from t = 0
+        lp.stop()
         return {"state": lp.state, "previous": prev, "tick": lp.tick, "t": lp.plant.time}
 
     def _shutdown(self, req):
@@ -176,18 +204,17 @@ class ControlHandler:
         lp = self.loop
         inputs = {}
         if "inputs" in req:
-            if lp.scenario_loaded is not None:
+            if self.player.loaded is not None:
                 raise ControlError("scenario_active", "reset with inputs: a reset replays the loaded scenario "
-                                   f"({lp.scenario_info['source']}), which sets the inputs; send unload_scenario "
+                                   f"({self.player.info['source']}), which sets the inputs; send unload_scenario "
                                    "first")
-            inputs = self._validated_inputs(req["inputs"])
-        lp.reset_plant(inputs)
-        return {"tick": lp.tick, "t": lp.plant.time, "status_word": int(lp.tick_info[1])}
+            self.update.parse(req["inputs"])
+            inputs = self.update.as_dict()
+        lp.reset(inputs)
+        return {"tick": lp.tick, "t": lp.plant.time, "status_word": lp.status_word}
 
     def _step(self, req):
         lp = self.loop
-        from .loop import RUNNING
-
         if lp.mode != "lockstep":
             raise ControlError("wrong_mode", f"step: only in lockstep mode (the server runs in {lp.mode} mode)")
         if lp.state != RUNNING:
@@ -201,21 +228,16 @@ class ControlHandler:
             raise ControlError("bad_request", "step: 'outputs' must be true or false")
         if "set" in req:
             self._require_no_scenario("step with set")
-            err = self.validator.validate(req["set"])
-            if err is not None:
-                raise ControlError(*err)
-            cnt = self.validator.count
-            lp._pending_idx[:cnt] = self.validator.idx[:cnt]
-            lp._pending_val[:cnt] = self.validator.val[:cnt]
-            lp._pending_set = (lp._pending_idx, lp._pending_val, cnt)
+            self.update.parse(req["set"])
+            lp.queue_inputs(self.update.idx, self.update.val, self.update.count)
             lp.watchdog.feed(lp.sim_ns())
-        status_or = lp.step_lockstep(n)
-        rep = {"tick": lp.tick, "t": lp.plant.time, "status_word": int(lp.tick_info[1]),
-               "status_or": int(status_or), "watchdog": bool(lp.tick_info[0])}
-        if lp.scenario_info is not None:
-            rep["scenario_finished"] = bool(lp.scenario_info.get("finished"))
+        status_or = lp.step(n)
+        rep = {"tick": lp.tick, "t": lp.plant.time, "status_word": lp.status_word,
+               "status_or": int(status_or), "watchdog": lp.watchdog.tripped}
+        if self.player.info is not None:
+            rep["scenario_finished"] = bool(self.player.info.get("finished"))
         if outputs:
-            rep["y"] = self._outputs()
+            rep["y"] = lp.plant.output_dict()
         return rep
 
     def _set(self, req):
@@ -223,24 +245,22 @@ class ControlHandler:
         if "set" not in req:
             raise ControlError("bad_request", "set: needs a 'set' map of signal name to value")
         self._require_no_scenario("set")
-        err = self.validator.validate(req["set"])
-        if err is not None:
-            raise ControlError(*err)
-        self.validator.apply(lp.plant.u, lp.plant.u_rate)
-        lp.watchdog.feed(lp.sim_ns() if lp.mode != "realtime" else time.monotonic_ns())
-        return {"applied": self.validator.count, "tick": lp.tick}
+        self.update.parse(req["set"])
+        lp.apply_inputs(self.update.idx, self.update.val, self.update.count)
+        lp.watchdog.feed(lp.clock_ns())
+        return {"applied": self.update.count, "tick": lp.tick}
 
     def _get(self, req):
         lp = self.loop
-        return {"tick": lp.tick, "t": lp.plant.time, "u": lp.plant.input_dict(), "y": self._outputs(),
-                "status_word": int(lp.tick_info[1])}
+        return {"tick": lp.tick, "t": lp.plant.time, "u": lp.plant.input_dict(), "y": lp.plant.output_dict(),
+                "status_word": lp.status_word}
 
     def _get_params(self, req):
         names = req.get("names")
         if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise ControlError("bad_request", "get_params: 'names' must be a list of strings")
         try:
-            return {"params": self.loop.params.describe(names)}
+            return {"params": self.params.describe(names)}
         except ParamError as exc:
             raise ControlError("param_error", str(exc)) from None
 
@@ -248,15 +268,12 @@ class ControlHandler:
         if "params" not in req:
             raise ControlError("bad_request", "set_params: needs a 'params' map of name to value")
         try:
-            changed = self.loop.params.set_many(req["params"])
+            changed = self.params.set_many(req["params"])
         except ParamError as exc:
             raise ControlError("param_error", str(exc)) from None
-        self.loop._update_wd_live()
-        return {"params": self.loop.params.describe(list(changed))}
+        return {"params": self.params.describe(list(changed))}
 
     def _load_scenario(self, req):
-        from .scenario import load_scenario, parse_scenario
-
         lp = self.loop
         has_path, has_inline = "path" in req, "scenario" in req
         if has_path == has_inline:
@@ -285,29 +302,37 @@ class ControlHandler:
             raise ControlError("scenario_error", str(exc)) from None
         if step != lp.dt:
             lp.set_step(step)
-        lp.scenario_info = {"source": sc.source, "description": sc.description, "n_steps": compiled.n_steps,
-                            "dt_s": compiled.dt, "duration_s": sc.duration, "finished": False}
-        lp.load_scenario(compiled, spare)
-        return {"scenario": dict(lp.scenario_info), "tick": lp.tick, "period_s": lp.dt}
+        self.player.load(compiled, spare, lp.period_ns)
+        lp.reset()
+        return {"scenario": dict(self.player.info), "tick": lp.tick, "period_s": lp.dt}
 
     def _unload_scenario(self, req):
-        lp = self.loop
-        if lp.scenario_loaded is None:
+        if self.player.loaded is None:
             raise ControlError("bad_state", "unload_scenario: no scenario is loaded")
-        lp.scenario = None
-        lp.scenario_loaded = None
-        lp._sc_spare = None
-        lp._sc_pair = (None, None)
-        lp._sc_swap_at = -1
-        lp.scenario_info = None
-        lp.tick_info[2] = 0
-        lp.plant.u_rate[:] = 0.0
-        np.clip(lp.plant.u, lp._in_lo, lp._in_hi, out=lp.plant.u)
-        lp.watchdog.reset()
-        lp._update_wd_live()
-        return {"tick": lp.tick}
+        self.player.unload()
+        return {"tick": self.loop.tick}
 
     def _clear_watchdog(self, req):
         lp = self.loop
-        was = lp.watchdog.clear(lp.sim_ns() if lp.mode != "realtime" else time.monotonic_ns())
+        was = lp.watchdog.clear(lp.clock_ns())
         return {"was_tripped": was}
+
+
+def _wire_type(value: Any) -> str:
+    """The type of a rejected value in the words of the wire format (msgpack), for messages."""
+    if value is None:
+        return "nil"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "map"
+    return type(value).__name__
+
+
+__all__ = ["ControlError", "ControlHandler", "InputUpdate", "SERVER_NAME"]
