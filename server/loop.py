@@ -55,6 +55,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from io_adapters.base import TI_OVERRUNS, TI_STATUS, Adapter, LoopContext
+from plant_models.errors import GearboxHilError
 from plant_models.plant import Plant
 
 from . import rtsetup
@@ -76,7 +77,7 @@ PAUSED = "paused"
 log = logging.getLogger("gearbox_hil.loop")
 
 
-class SettingError(ValueError):
+class SettingError(GearboxHilError, ValueError):
     """Loop settings the loop cannot run with.
 
     ``settings`` names the settings involved as :class:`LoopConfig` fields
