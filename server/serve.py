@@ -16,6 +16,7 @@ from pathlib import Path
 
 from io_adapters.base import AdapterError
 
+from . import runtime
 from .loop import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
 
 _T_IMPORT_NS = time.monotonic_ns()
@@ -67,8 +68,6 @@ def _write_json(path: str, obj: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from . import runtime
-
     overrides = dict(mode=args.mode, rate_hz=args.rate, wait=args.wait, duration_s=args.duration)
     if args.quiet:
         overrides["status_line"] = False
