@@ -1,4 +1,4 @@
-"""The CAN adapter in the real-time loop (server.loop.Loop, assembled by server.runtime): stale commands put the plant in its safe state.
+"""The CAN adapter in the real-time loop (server.loop.Loop): stale commands put the plant in its safe state.
 
 A TCU (this test's thread) sends the three required command messages every
 10 ms.  When one of them (TCU_ClutchCmdB) stops, the adapter stops feeding
