@@ -55,7 +55,8 @@ import io_adapters.can.adapter  # noqa: E402,F401
 from io_adapters.base import Adapter  # noqa: E402
 from io_adapters.can.e2e import E2EEncoder, crc8_sae_j1850  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
-from server.loop import Loop, LoopConfig  # noqa: E402
+from server.loop import LoopConfig  # noqa: E402
+from server.runtime import assemble  # noqa: E402
 from server.telemetry import C_OVERRUNS  # noqa: E402
 from server.watchdog import WatchdogConfig  # noqa: E402
 
@@ -199,7 +200,7 @@ def run_once(seconds: float, speed_cycle_ms: float, share: bool, folder: Path,
     timed = TimedAdapter(inner, n)
     cfg = LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=seconds + (2.0 if share else 0.5),
                      status_interval_s=0.0, sample_capacity=n, startup_grace_s=0.5)
-    loop = Loop(plant, [timed], cfg, WatchdogConfig(timeout_s=0.1))
+    loop = assemble(plant, [timed], cfg, WatchdogConfig(timeout_s=0.1)).loop
     loop.open()
     result: dict = {}
     stop = threading.Event()

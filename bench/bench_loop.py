@@ -40,8 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
-from server.loop import Loop, LoopConfig  # noqa: E402
+from server.loop import LoopConfig  # noqa: E402
 from server.rtsetup import RealtimeConfig  # noqa: E402
+from server.runtime import assemble  # noqa: E402
 
 
 def pct(x: np.ndarray) -> dict:
@@ -138,9 +139,10 @@ def run_loop(args) -> dict:
                      startup_grace_s=1.0, realtime=rt)
     zmq = ZmqAdapter("zmq", {"state_endpoint": "tcp://127.0.0.1:*", "command_endpoint": "tcp://127.0.0.1:*",
                              "control_endpoint": "tcp://127.0.0.1:*", "status_publish_s": 1.0})
-    loop = Loop(load_plant("powershift"), [zmq], cfg,
-                initial_inputs={"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0,
-                                "load_torque": 3500.0})
+    server = assemble(load_plant("powershift"), [zmq], cfg,
+                      initial_inputs={"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0,
+                                      "load_torque": 3500.0})
+    loop = server.loop
     loop.open()
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     st0 = steal_s()
@@ -169,7 +171,7 @@ def run_loop(args) -> dict:
         "overruns_in_grace": tm["overruns_in_grace"],
         "missed_pct": 100.0 * tm["missed_ticks"] / max(1, tm["ticks"] + tm["missed_ticks"]),
         "rate_hz_actual": tm["rate_hz_actual"], "cpu_pct_of_one_core": 100.0 * cpu / wall,
-        "realtime": loop.status()["realtime"], "vol_ctx_switches": r1.ru_nvcsw - r0.ru_nvcsw,
+        "realtime": server.report.status()["realtime"], "vol_ctx_switches": r1.ru_nvcsw - r0.ru_nvcsw,
         "invol_ctx_switches": r1.ru_nivcsw - r0.ru_nivcsw,
     }
 

@@ -6,30 +6,37 @@ is ``{"v": 1, "id": ..., "cmd": ..., "ok": true, ...}`` or ``{"v": 1, "id":
 Requests are executed between ticks, on the loop's thread, so they never race
 the tick.  Each handler validates everything before it changes anything, so
 a rejected request leaves the plant exactly as it was.
+
+Inputs are validated by ``io_adapters.protocol.InputValidator``, the same
+rule as for command messages.  The handler changes the server only through
+public methods: the loop's transitions (:class:`server.loop.Loop`), the
+scenario player's load/unload
+(:class:`server.scenario_player.ScenarioPlayer`), the parameter table and
+the watchdog.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from io_adapters.protocol import COMMAND_ERRORS, PROTOCOL_VERSION, InputValidator, error_reply, schema_id
-from plant_models.config import ConfigError
+from plant_models.errors import ConfigError, ParamError
 
-from .params import ParamError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .loop import Loop
+from .loop import RUNNING, Loop
+from .params import ParamTable
+from .scenario import load_scenario, parse_scenario
+from .scenario_player import ScenarioPlayer
+from .status import StatusReport
 
 log = logging.getLogger("gearbox_hil.control")
 
 SERVER_NAME = "gearbox-hil"
 
+
 class ControlError(Exception):
-    """A request that cannot be executed; ``code`` is one of :data:`io_adapters.protocol.ERROR_CODES`."""
+    """A request that cannot be executed; ``code`` is one of ``io_adapters.protocol.ERROR_CODES``."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
@@ -38,7 +45,19 @@ class ControlError(Exception):
 
 
 class ControlHandler:
-    """Executes control requests against a :class:`~server.loop.Loop`."""
+    """Executes control requests against a loop and the parts around it.
+
+    Parameters
+    ----------
+    loop
+        The loop (with its plant, adapters and watchdog).
+    player
+        The loop's scenario player.
+    params
+        The run-time tunable parameters.
+    report
+        The status report (for ``status``).
+    """
 
     # command -> allowed keys besides v, cmd, id
     KEYS = {
@@ -48,9 +67,12 @@ class ControlHandler:
         "unload_scenario": (), "clear_watchdog": (),
     }
 
-    def __init__(self, loop: "Loop"):
+    def __init__(self, loop: Loop, player: ScenarioPlayer, params: ParamTable, report: StatusReport):
         self.loop = loop
-        self.validator = InputValidator(loop.plant.inputs)
+        self.player = player
+        self.params = params
+        self.report = report
+        self.update = InputValidator(loop.plant.inputs)
         self.handled = 0
         self.errors = 0
 
@@ -83,25 +105,18 @@ class ControlHandler:
             return error_reply("internal", f"internal error: {type(exc).__name__}: {exc}", req)
 
     # ------------------------------------------------------------------ helpers
-    def _validate(self, updates: Any) -> None:
-        """Validate ``updates`` into ``self.validator``, or raise ControlError with the reason."""
+    def _parse_inputs(self, updates: Any) -> None:
+        """Validate a ``{name: value}`` map whole into ``self.update``, or raise ControlError with the reason."""
         try:
-            self.validator.validate(updates)
+            self.update.validate(updates)
         except COMMAND_ERRORS as exc:
             raise ControlError(exc.reason, exc.message) from None
 
-    def _validated_inputs(self, updates: Any) -> dict[str, float]:
-        self._validate(updates)
-        return self.validator.as_dict()
-
     def _require_no_scenario(self, what: str) -> None:
-        if self.loop.scenario is not None:
+        sc = self.player.active
+        if sc is not None:
             raise ControlError("scenario_active", f"{what}: the inputs are driven by the loaded scenario "
-                               f"({self.loop.scenario_info['source']}) until tick {self.loop.scenario.n_steps}; "
-                               "send unload_scenario first")
-
-    def _outputs(self) -> dict[str, float]:
-        return self.loop.plant.output_dict()
+                               f"({self.player.info['source']}) until tick {sc.n_steps}; send unload_scenario first")
 
     # ------------------------------------------------------------------ commands
     def _ping(self, req):
@@ -112,7 +127,7 @@ class ControlHandler:
         d = lp.plant.describe()
         endpoints = {}
         for a in lp.adapters:
-            st = a.status() if hasattr(a, "status") else {}
+            st = a.status()
             if isinstance(st, dict) and isinstance(st.get("endpoints"), dict):
                 endpoints.update(st["endpoints"])
         d.update({
@@ -121,38 +136,30 @@ class ControlHandler:
             "input_names": [s.name for s in lp.plant.inputs],
             "output_names": [s.name for s in lp.plant.outputs],
             "schema": schema_id(s.name for s in lp.plant.outputs),
-            "endpoints": endpoints, "params": lp.params.names(),
+            "endpoints": endpoints, "params": self.params.names(),
         })
         return {"plant": d}
 
     def _status(self, req):
-        return {"status": self.loop.status()}
+        return {"status": self.report.status()}
 
     def _start(self, req):
         lp = self.loop
-        from .loop import RUNNING
-
         prev = lp.state
-        lp._begin_running()
-        lp.state = RUNNING
+        lp.start()
         return {"state": lp.state, "previous": prev, "tick": lp.tick}
 
     def _pause(self, req):
         lp = self.loop
-        from .loop import PAUSED, RUNNING
-
         if lp.state != RUNNING:
             raise ControlError("bad_state", f"pause: the simulation is {lp.state}, not running")
-        lp.state = PAUSED
+        lp.pause()
         return {"state": lp.state, "tick": lp.tick, "t": lp.plant.time}
 
     def _stop(self, req):
         lp = self.loop
-        from .loop import STOPPED
-
         prev = lp.state
-        lp.state = STOPPED
-        lp._restart_pending = True  # the next start begins a fresh run from t = 0
+        lp.stop()
         return {"state": lp.state, "previous": prev, "tick": lp.tick, "t": lp.plant.time}
 
     def _shutdown(self, req):
@@ -163,18 +170,17 @@ class ControlHandler:
         lp = self.loop
         inputs = {}
         if "inputs" in req:
-            if lp.scenario_loaded is not None:
+            if self.player.loaded is not None:
                 raise ControlError("scenario_active", "reset with inputs: a reset replays the loaded scenario "
-                                   f"({lp.scenario_info['source']}), which sets the inputs; send unload_scenario "
+                                   f"({self.player.info['source']}), which sets the inputs; send unload_scenario "
                                    "first")
-            inputs = self._validated_inputs(req["inputs"])
-        lp.reset_plant(inputs)
-        return {"tick": lp.tick, "t": lp.plant.time, "status_word": int(lp.tick_info[1])}
+            self._parse_inputs(req["inputs"])
+            inputs = self.update.as_dict()
+        lp.reset(inputs)
+        return {"tick": lp.tick, "t": lp.plant.time, "status_word": lp.status_word}
 
     def _step(self, req):
         lp = self.loop
-        from .loop import RUNNING
-
         if lp.mode != "lockstep":
             raise ControlError("wrong_mode", f"step: only in lockstep mode (the server runs in {lp.mode} mode)")
         if lp.state != RUNNING:
@@ -188,19 +194,16 @@ class ControlHandler:
             raise ControlError("bad_request", "step: 'outputs' must be true or false")
         if "set" in req:
             self._require_no_scenario("step with set")
-            self._validate(req["set"])
-            cnt = self.validator.count
-            lp._pending_idx[:cnt] = self.validator.idx[:cnt]
-            lp._pending_val[:cnt] = self.validator.val[:cnt]
-            lp._pending_set = (lp._pending_idx, lp._pending_val, cnt)
+            self._parse_inputs(req["set"])
+            lp.queue_inputs(self.update.idx, self.update.val, self.update.count)
             lp.watchdog.feed(lp.sim_ns())
-        status_or = lp.step_lockstep(n)
-        rep = {"tick": lp.tick, "t": lp.plant.time, "status_word": int(lp.tick_info[1]),
-               "status_or": int(status_or), "watchdog": bool(lp.tick_info[0])}
-        if lp.scenario_info is not None:
-            rep["scenario_finished"] = bool(lp.scenario_info.get("finished"))
+        status_or = lp.step(n)
+        rep = {"tick": lp.tick, "t": lp.plant.time, "status_word": lp.status_word,
+               "status_or": int(status_or), "watchdog": lp.watchdog.tripped}
+        if self.player.info is not None:
+            rep["scenario_finished"] = bool(self.player.info.get("finished"))
         if outputs:
-            rep["y"] = self._outputs()
+            rep["y"] = lp.plant.output_dict()
         return rep
 
     def _set(self, req):
@@ -208,22 +211,22 @@ class ControlHandler:
         if "set" not in req:
             raise ControlError("bad_request", "set: needs a 'set' map of signal name to value")
         self._require_no_scenario("set")
-        self._validate(req["set"])
-        self.validator.apply(lp.plant.u, lp.plant.u_rate)
-        lp.watchdog.feed(lp.sim_ns() if lp.mode != "realtime" else time.monotonic_ns())
-        return {"applied": self.validator.count, "tick": lp.tick}
+        self._parse_inputs(req["set"])
+        lp.apply_inputs(self.update.idx, self.update.val, self.update.count)
+        lp.watchdog.feed(lp.clock_ns())
+        return {"applied": self.update.count, "tick": lp.tick}
 
     def _get(self, req):
         lp = self.loop
-        return {"tick": lp.tick, "t": lp.plant.time, "u": lp.plant.input_dict(), "y": self._outputs(),
-                "status_word": int(lp.tick_info[1])}
+        return {"tick": lp.tick, "t": lp.plant.time, "u": lp.plant.input_dict(), "y": lp.plant.output_dict(),
+                "status_word": lp.status_word}
 
     def _get_params(self, req):
         names = req.get("names")
         if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
             raise ControlError("bad_request", "get_params: 'names' must be a list of strings")
         try:
-            return {"params": self.loop.params.describe(names)}
+            return {"params": self.params.describe(names)}
         except ParamError as exc:
             raise ControlError("param_error", str(exc)) from None
 
@@ -231,15 +234,12 @@ class ControlHandler:
         if "params" not in req:
             raise ControlError("bad_request", "set_params: needs a 'params' map of name to value")
         try:
-            changed = self.loop.params.set_many(req["params"])
+            changed = self.params.set_many(req["params"])
         except ParamError as exc:
             raise ControlError("param_error", str(exc)) from None
-        self.loop._update_wd_live()
-        return {"params": self.loop.params.describe(list(changed))}
+        return {"params": self.params.describe(list(changed))}
 
     def _load_scenario(self, req):
-        from .scenario import load_scenario, parse_scenario
-
         lp = self.loop
         has_path, has_inline = "path" in req, "scenario" in req
         if has_path == has_inline:
@@ -268,29 +268,20 @@ class ControlHandler:
             raise ControlError("scenario_error", str(exc)) from None
         if step != lp.dt:
             lp.set_step(step)
-        lp.scenario_info = {"source": sc.source, "description": sc.description, "n_steps": compiled.n_steps,
-                            "dt_s": compiled.dt, "duration_s": sc.duration, "finished": False}
-        lp.load_scenario(compiled, spare)
-        return {"scenario": dict(lp.scenario_info), "tick": lp.tick, "period_s": lp.dt}
+        self.player.load(compiled, spare, lp.period_ns)
+        lp.reset()
+        return {"scenario": dict(self.player.info), "tick": lp.tick, "period_s": lp.dt}
 
     def _unload_scenario(self, req):
-        lp = self.loop
-        if lp.scenario_loaded is None:
+        if self.player.loaded is None:
             raise ControlError("bad_state", "unload_scenario: no scenario is loaded")
-        lp.scenario = None
-        lp.scenario_loaded = None
-        lp._sc_spare = None
-        lp._sc_pair = (None, None)
-        lp._sc_swap_at = -1
-        lp.scenario_info = None
-        lp.tick_info[2] = 0
-        lp.plant.u_rate[:] = 0.0
-        np.clip(lp.plant.u, lp._in_lo, lp._in_hi, out=lp.plant.u)
-        lp.watchdog.reset()
-        lp._update_wd_live()
-        return {"tick": lp.tick}
+        self.player.unload()
+        return {"tick": self.loop.tick}
 
     def _clear_watchdog(self, req):
         lp = self.loop
-        was = lp.watchdog.clear(lp.sim_ns() if lp.mode != "realtime" else time.monotonic_ns())
+        was = lp.watchdog.clear(lp.clock_ns())
         return {"was_tripped": was}
+
+
+__all__ = ["ControlError", "ControlHandler", "SERVER_NAME"]

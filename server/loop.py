@@ -28,6 +28,17 @@ command messages themselves, freed by reference counting.  The garbage
 collector is frozen and disabled while the loop runs; a young-generation
 collection runs in the slack between ticks once a second, so reference
 cycles created by control requests do not accumulate.
+
+The loop does only this.  It is handed its parts by :mod:`server.runtime`:
+the command watchdog (:mod:`server.watchdog`), the scenario player
+(:mod:`server.scenario_player`), and, through :meth:`Loop.attach`, the
+context it shares with the adapters and a :class:`Reporter` (the status
+report of :mod:`server.status`, which reads the loop; the loop does not
+import it).  Control requests (:mod:`server.control`) change it only
+through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
+:meth:`Loop.stop`, :meth:`Loop.reset`, :meth:`Loop.step`,
+:meth:`Loop.apply_inputs`, :meth:`Loop.queue_inputs`,
+:meth:`Loop.set_step` and :meth:`Loop.request_shutdown`.
 """
 
 from __future__ import annotations
@@ -38,26 +49,26 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
 
 import numpy as np
 
-from io_adapters.base import TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, Adapter, LoopContext
-from plant_models.core import layout as L
+from io_adapters.base import TI_OVERRUNS, TI_STATUS, Adapter, LoopContext
+from plant_models.errors import GearboxHilError
 from plant_models.plant import Plant
 
 from . import rtsetup
-from .params import Param, ParamTable
-from .scenario import BLOCK as SCENARIO_BLOCK
-from .simulate import offline_step
-from .telemetry import (C_MISSED, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry, format_summary,
-                        record_tick)
-from .watchdog import CommandWatchdog, WatchdogConfig
+from .scenario import offline_step
+from .scenario_player import ScenarioPlayer
+from .telemetry import C_MISSED, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry, record_tick
+from .watchdog import CommandWatchdog
 
 MODES = ("realtime", "lockstep", "afap")
 WAITS = ("sleep", "sleep_spin", "spin")
 OVERRUN_POLICIES = ("skip", "stop")
+RATE_MIN_HZ = 100.0  # below this the loop is no HIL plant any more
+RATE_MAX_HZ = 10_000.0  # above this a Python tick cannot keep its deadlines
 
 STOPPED = "stopped"
 RUNNING = "running"
@@ -66,9 +77,29 @@ PAUSED = "paused"
 log = logging.getLogger("gearbox_hil.loop")
 
 
+class SettingError(GearboxHilError, ValueError):
+    """Loop settings the loop cannot run with.
+
+    ``settings`` names the settings involved as :class:`LoopConfig` fields
+    (``realtime.<name>`` for the OS settings), the one to change first;
+    ``problem`` says what is wrong.  :mod:`server.runtime` reports it against
+    the config key or the command-line option the value came from.
+    """
+
+    def __init__(self, settings: tuple[str, ...], problem: str):
+        super().__init__(problem)
+        self.settings = settings
+        self.problem = problem
+
+
 @dataclass(frozen=True)
 class LoopConfig:
-    """Validated loop settings (``[loop]`` and ``[realtime]`` in the I/O config, see docs/server.md)."""
+    """Loop settings (``[loop]`` and ``[realtime]`` in the I/O config, see docs/server.md).
+
+    Every rule the loop relies on is checked here, once, whatever the
+    settings came from (a config file, command-line overrides, code):
+    raises :class:`SettingError`.
+    """
 
     mode: str = "realtime"
     rate_hz: float = 1000.0
@@ -89,87 +120,96 @@ class LoopConfig:
     sample_capacity: int = 0  # raw per-tick timing samples kept for benchmarks
     realtime: rtsetup.RealtimeConfig = field(default_factory=rtsetup.RealtimeConfig)
 
+    def __post_init__(self) -> None:
+        for name, choices in (("mode", MODES), ("wait", WAITS), ("overrun_policy", OVERRUN_POLICIES)):
+            value = getattr(self, name)
+            if value not in choices:
+                raise SettingError((name,), f"must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
+        if not RATE_MIN_HZ <= self.rate_hz <= RATE_MAX_HZ:
+            raise SettingError(("rate_hz",), f"must be between {RATE_MIN_HZ:g} and {RATE_MAX_HZ:g} Hz, "
+                               f"got {self.rate_hz:g}")
+        if not self.duration_s >= 0:
+            raise SettingError(("duration_s",), f"must be >= 0 s, got {self.duration_s:g}")
+        problem = rtsetup.check_combination(self.realtime, self.wait)
+        if problem:
+            raise SettingError(("realtime.sched_fifo_priority", "wait"), problem)
+
     @property
     def period_ns(self) -> int:
         return int(round(1e9 / self.rate_hz))
 
 
+class Reporter(Protocol):
+    """What the loop calls to report its status between ticks (implemented by :class:`server.status.StatusReport`)."""
+
+    def warm_up(self) -> None:
+        """Run the reporting code paths once before the first deadline (changes nothing)."""
+
+    def status_window(self) -> None:
+        """A status window ended while running: close it and show the status line."""
+
+
 class Loop:
-    """A plant, its adapters and the fixed-rate loop that runs them.
+    """The fixed-rate loop that runs a plant and its adapters.
 
     Parameters
     ----------
     plant
-        The plant to run (already reset to its initial state).
+        The plant to run.
     adapters
         Opened by :meth:`open`, in order; read and written in that order.
     cfg
         Loop settings.
-    watchdog_cfg
-        Command watchdog settings.
+    watchdog
+        The command watchdog of the plant's inputs (updated in the tick when
+        no scenario drives the inputs).
+    player
+        Plays a loaded scenario into the plant's inputs.
+    tick_info
+        Per-tick flags shared with the adapters (slots ``TI_*`` of
+        :mod:`io_adapters.base`); the loop writes the status word of every
+        step and its overrun count.
     initial_inputs
-        Inputs applied at every reset (by name), before commands arrive.
+        Inputs applied at every reset (by name, already validated), before
+        commands arrive.
     """
 
-    def __init__(self, plant: Plant, adapters: Sequence[Adapter], cfg: LoopConfig,
-                 watchdog_cfg: WatchdogConfig | None = None, initial_inputs: dict[str, float] | None = None,
-                 out: Callable[[str], None] | None = None):
-        if cfg.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {cfg.mode!r}")
-        if cfg.wait not in WAITS:
-            raise ValueError(f"wait must be one of {WAITS}, got {cfg.wait!r}")
+    def __init__(self, plant: Plant, adapters: Sequence[Adapter], cfg: LoopConfig, watchdog: CommandWatchdog,
+                 player: ScenarioPlayer, tick_info: np.ndarray, initial_inputs: dict[str, float] | None = None):
         self.plant = plant
         self.adapters: tuple[Adapter, ...] = tuple(adapters)
         self.cfg = cfg
         self.mode = cfg.mode
         self.period_ns = cfg.period_ns
         self.dt = self.period_ns / 1e9
+        self.watchdog = watchdog
+        self.player = player
+        self.tick_info = tick_info
         self.initial_inputs = dict(initial_inputs or {})
         self.state = STOPPED
         self.tick = 0  # plant steps taken since the last reset
         self.telemetry = Telemetry(self.period_ns, cfg.sample_capacity)
-        self.watchdog = CommandWatchdog(plant, watchdog_cfg or WatchdogConfig())
-        self.tick_info = np.zeros(4, dtype=np.int64)
-        self.watchdog.tripped_flag = self.tick_info[TI_WATCHDOG:TI_WATCHDOG + 1]
-        self._wd_live = False
-        self._step_ns = 0
-        self.scenario = None  # CompiledScenario driving the inputs now, or None
-        self.scenario_loaded = None  # the loaded scenario (kept after it finished, so a reset replays it)
-        # A second copy of the loaded scenario whose input table is filled for the next block between
-        # ticks (realtime), so the tick never computes a block itself (about 1 ms every 4096 ticks).
-        self._sc_spare = None
-        self._sc_pair = (None, None)
-        self._sc_swap_at = -1
-        self.scenario_prefetches = 0  # scenario table blocks filled between ticks
-        self.scenario_info: dict | None = None
+        self.context: LoopContext | None = None
+        self.reporter: Reporter | None = None
         self.exit_code = 0
         self.stop_reason = ""
-        self.recent_events: list[dict] = []
         self.events_total = 0
         self.first_tick_ns = 0
         self.next_deadline_ns = 0  # realtime: the first deadline not yet run (or skipped) when ticking stopped
         self.started_ns = time.monotonic_ns()
-        self._out = out or (lambda s: print(s, flush=True))
+        self._step_ns = 0
+        self._watchdog_in_mode = self.mode in watchdog.cfg.modes
         self._shutdown = False
-        self._restart_pending = False
-        self._pending_set: tuple[np.ndarray, np.ndarray, int] | None = None
-        self._pending_idx = np.zeros(max(plant.n_in, 1), dtype=np.int64)
-        self._pending_val = np.zeros(max(plant.n_in, 1))
-        self._in_lo = np.array([s.lo for s in plant.inputs], dtype=float)
-        self._in_hi = np.array([s.hi for s in plant.inputs], dtype=float)
-        self._wd_modes = set(self.watchdog.cfg.modes)
-        self._last_status_line = 0
+        self._restart_pending = False  # a start after a stop begins a fresh run from t = 0
+        # inputs queued for the start of the next tick (lockstep "step" with "set"): index, value, count
+        self._queued_idx = np.zeros(max(plant.n_in, 1), dtype=np.int64)
+        self._queued_val = np.zeros(max(plant.n_in, 1))
+        self._queued_n = 0
+        self._last_status_window = 0
         self._last_gc = 0
         self._last_events = 0
-        self._status_line_outputs = self._pick_status_outputs(cfg.status_outputs)
-        self._tty = sys.stdout.isatty()
-        self._status_line_broken = False
         self._rt: rtsetup.RealtimeSettings | None = None
         self._opened: list[Adapter] = []
-        self.params = ParamTable(plant, extra=self._loop_params())
-        self.ctx = LoopContext(period_s=self.dt, feed_watchdog=self.watchdog.feed, status=self.status,
-                               control=self.control, log=logging.getLogger("gearbox_hil.io"),
-                               tick_info=self.tick_info, mode=self.mode)
         self._wait = {"sleep": self._wait_sleep, "sleep_spin": self._wait_sleep_spin,
                       "spin": self._wait_spin}[cfg.wait]
         self._spin_margin_ns = int(cfg.spin_margin_us * 1000)
@@ -185,49 +225,21 @@ class Loop:
         # rates still serve requests; and no request waits more than 50 ms (see _run_realtime).
         self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
         self._last_service = 0
-        self._prefetch_ns = self.period_ns // 2
-        from .control import ControlHandler  # noqa: E402  (control needs Loop's names)
-        self._control = ControlHandler(self)
-        self.reset_plant()
+        self.reset()
 
     # ------------------------------------------------------------------ set-up
-    def _loop_params(self) -> list[Param]:
-        wd = self.watchdog
-
-        def set_enabled(v):
-            wd.enabled = bool(v)
-            if not wd.enabled:
-                wd.reset()
-
-        return [
-            Param("watchdog.enabled", "-", 0, 1, "command watchdog on/off", lambda: 1.0 if wd.enabled else 0.0,
-                  set_enabled, kind="bool"),
-            Param("watchdog.timeout_s", "s", 1e-4, 3600.0, "command age that trips the watchdog",
-                  lambda: wd.timeout_ns / 1e9, lambda v: wd.set_times(timeout_s=v)),
-            Param("watchdog.hold_s", "s", 0.0, 3600.0, "hold time after a trip, before the ramp",
-                  lambda: wd.hold_ns / 1e9, lambda v: wd.set_times(hold_s=v)),
-            Param("watchdog.ramp_s", "s", 0.0, 3600.0, "ramp time to the safe values (inputs without an override)",
-                  lambda: wd.default_ramp_s,
-                  lambda v: wd.set_times(ramp_s=v)),
-        ]
-
-    def _pick_status_outputs(self, names: Sequence[str]) -> list[tuple[str, int, str]]:
-        outs = self.plant.outputs
-        if names:
-            return [(n, self.plant.output_index(n), self.plant.output_signal(n).unit) for n in names]
-        picked = [k for k, s in enumerate(outs) if s.unit == "rad/s"][:1]
-        for k, s in enumerate(outs):
-            if s.name in ("w_out", "gear") and k not in picked:
-                picked.append(k)
-        if len(picked) < 2:
-            picked += [k for k, s in enumerate(outs) if s.unit == "rad/s" and k not in picked][:2 - len(picked)]
-        return [(outs[k].name, k, outs[k].unit) for k in picked]
+    def attach(self, context: LoopContext, reporter: Reporter | None = None) -> None:
+        """Hand over what is assembled around the loop: the context shared with the adapters, the status reporter."""
+        self.context = context
+        self.reporter = reporter
 
     def open(self) -> None:
         """Open every adapter (bind sockets, open buses); on failure close those already open."""
+        if self.context is None:
+            raise RuntimeError("Loop.open: no context attached (server.runtime.assemble attaches one)")
         for a in self.adapters:
             try:
-                a.open(self.plant, self.ctx)
+                a.open(self.plant, self.context)
             except BaseException:
                 self.close()
                 raise
@@ -241,60 +253,151 @@ class Loop:
                 log.exception("closing adapter %s failed", a.name)
         self._opened.clear()
 
+    # ------------------------------------------------------------------ public transitions (between ticks)
+    def start(self) -> None:
+        """Run: tick on the clock (realtime, afap) or accept steps (lockstep); after a stop, from t = 0."""
+        self._begin_running()
+        self.state = RUNNING
+
+    def pause(self) -> None:
+        """Hold the simulation where it is; :meth:`start` continues it.  Only while running."""
+        if self.state != RUNNING:
+            raise RuntimeError(f"pause: the loop is {self.state}, not running")
+        self.state = PAUSED
+
+    def stop(self) -> None:
+        """Stop ticking; the next :meth:`start` begins a fresh run from t = 0 (plant and telemetry reset)."""
+        self.state = STOPPED
+        self._restart_pending = True
+
+    def reset(self, inputs: dict[str, float] | None = None) -> None:
+        """Back to t = 0: a loaded scenario starts over, else the initial inputs apply (updated by ``inputs``)."""
+        initial = self.player.rewind()
+        if initial is None:
+            initial = dict(self.initial_inputs)
+            initial.update(inputs or {})
+        self.plant.reset(initial)
+        self.tick = 0
+        self.tick_info[TI_STATUS] = 0
+        self.plant.new_events()  # drop events of the previous run
+        self.watchdog.reset()
+        self._queued_n = 0
+
+    def apply_inputs(self, idx: np.ndarray, val: np.ndarray, count: int) -> None:
+        """Set inputs ``idx[:count]`` to ``val[:count]`` (held: rate 0) now, between ticks."""
+        u, u_rate = self.plant.u, self.plant.u_rate
+        for j in range(count):
+            u[idx[j]] = val[j]
+            u_rate[idx[j]] = 0.0
+
+    def queue_inputs(self, idx: np.ndarray, val: np.ndarray, count: int) -> None:
+        """Set inputs ``idx[:count]`` to ``val[:count]`` (rate 0) at the start of the next tick.
+
+        They apply after that tick's adapter commands, so a lockstep ``step``
+        that carries inputs does not depend on when commands arrived.
+        """
+        self._queued_idx[:count] = idx[:count]
+        self._queued_val[:count] = val[:count]
+        self._queued_n = count
+
     def set_step(self, dt: float) -> None:
         """Change the step (lockstep and afap only: a loaded scenario's dt_s).  Not while ticking."""
         self.dt = float(dt)
         self.period_ns = int(round(self.dt * 1e9))
         self.telemetry.period_ns = self.period_ns
-        self.ctx.period_s = self.dt
+        if self.context is not None:
+            self.context.period_s = self.dt
 
-    def reset_plant(self, inputs: dict[str, float] | None = None) -> None:
-        """Back to t = 0: a loaded scenario starts over, else the configured initial inputs apply."""
-        self._sc_swap_at = -1
-        if self.scenario_loaded is not None:
-            self.scenario = self.scenario_loaded
-            self._sc_spare = self._sc_pair[1]
-            self.tick_info[TI_SCENARIO] = 1
-            if self.scenario_info is not None:
-                self.scenario_info["finished"] = False
-                self.scenario_info.pop("finished_at_tick", None)
-            self.plant.reset(self.scenario.initial_inputs())
-        else:
-            merged = dict(self.initial_inputs)
-            merged.update(inputs or {})
-            self.plant.reset(merged)
-        self.tick = 0
-        self.tick_info[TI_STATUS] = 0
-        self.plant.new_events()  # drop events of the previous run
-        self.watchdog.reset()
-        self._pending_set = None
-        self._update_wd_live()
+    def step(self, n: int) -> int:
+        """Take n ticks now (lockstep); returns the OR of their status words."""
+        c = self.telemetry.counters
+        hist = self.telemetry.hist
+        samples = self.telemetry.samples
+        mono = time.monotonic_ns
+        tick = self._tick
+        acc = 0
+        t_begin = mono()
+        self._step_ns = 0
+        n_end = int(round(self.cfg.duration_s / self.dt)) if self.cfg.duration_s > 0 else 0
+        for _ in range(n):
+            t0 = mono()
+            if self.first_tick_ns == 0:
+                self.first_tick_ns = t0
+            st = tick(self.sim_ns())
+            record_tick(c, hist, samples, 0, mono() - t0, self._step_ns, st, False)
+            acc |= st
+        self.telemetry.add_run_time(mono() - t_begin)
+        if n_end and self.tick >= n_end:
+            self.request_shutdown("duration reached")
+        return acc
+
+    def request_shutdown(self, reason: str = "", code: int | None = None) -> None:
+        """Ask the loop to end after the current tick (safe from signal handlers and other threads)."""
+        if reason and not self.stop_reason:
+            self.stop_reason = reason
+        if code is not None:
+            self.exit_code = code
+        self._shutdown = True
+
+    # ------------------------------------------------------------------ what the loop reports
+    @property
+    def shutdown_requested(self) -> bool:
+        return self._shutdown
+
+    @property
+    def status_word(self) -> int:
+        """Status word of the last plant step (0: normal)."""
+        return int(self.tick_info[TI_STATUS])
+
+    @property
+    def watchdog_active(self) -> bool:
+        """Whether the watchdog supervises the inputs now (enabled, in this mode, no scenario driving them)."""
+        return self.watchdog.active_in(self.mode) and self.player.active is None
+
+    @property
+    def realtime_settings(self) -> rtsetup.RealtimeSettings | None:
+        """The OS settings applied for the current run (None before :meth:`run`)."""
+        return self._rt
+
+    @property
+    def spin_margin_us(self) -> float:
+        """How long before a deadline the sleep_spin wait stops sleeping (adapted to the machine), us."""
+        return self._spin_margin_ns / 1000.0
+
+    def sim_ns(self) -> int:
+        """Simulated time of the next tick in ns (the clock of lockstep and afap)."""
+        return self.tick * self.period_ns
+
+    def clock_ns(self) -> int:
+        """The clock of the adapters and the watchdog: the wall clock in realtime, simulated time otherwise."""
+        return time.monotonic_ns() if self.mode == "realtime" else self.sim_ns()
 
     # ------------------------------------------------------------------ the tick
     def _tick(self, now_ns: int) -> int:
         """One read -> step -> write; returns the plant's status word.  Called in the real-time loop."""
         plant = self.plant
+        player = self.player
         k = self.tick
         for a in self.adapters:
             a.read(k, now_ns)
-        if self._pending_set is not None:
-            idx, val, n = self._pending_set
+        n = self._queued_n
+        if n:
+            idx, val = self._queued_idx, self._queued_val
             for j in range(n):
                 plant.u[idx[j]] = val[j]
                 plant.u_rate[idx[j]] = 0.0
-            self._pending_set = None
-        if k == self._sc_swap_at:
-            self.scenario, self._sc_spare = self._sc_spare, self.scenario
-            self._sc_swap_at = -1
-        sc = self.scenario
+            self._queued_n = 0
+        if k == player.swap_at:
+            player.swap()
+        sc = player.active
         if sc is not None and k < sc.n_steps:
             # exactly the offline simulator's step, so lockstep equals `gearbox-hil simulate` bit for bit
             t0 = time.monotonic_ns()
             st = offline_step(plant, sc, k)
         else:
             if sc is not None:
-                self._release_scenario()
-            elif self._wd_live:
+                player.release(k)
+            elif self._watchdog_in_mode:
                 self.watchdog.update(now_ns, self.dt)
             t0 = time.monotonic_ns()
             st = plant.step(self.dt)
@@ -302,27 +405,10 @@ class Loop:
         self.tick = k + 1
         self.tick_info[TI_STATUS] = st
         if sc is not None and k + 1 >= sc.n_steps:
-            self._release_scenario()
+            player.release(k + 1)
         for a in self.adapters:
             a.write(k + 1, now_ns)
         return st
-
-    def _release_scenario(self) -> None:
-        """The scenario's last step is done: hold its final values (rate 0) and let commands take over."""
-        sc = self.scenario
-        sc.apply(self.plant, sc.n_steps)  # the value at the end time (scenarios hold their last value)
-        self.plant.u_rate[:] = 0.0
-        np.clip(self.plant.u, self._in_lo, self._in_hi, out=self.plant.u)
-        self.scenario = None
-        self.tick_info[TI_SCENARIO] = 0
-        if self.scenario_info is not None:
-            self.scenario_info["finished"] = True
-            self.scenario_info["finished_at_tick"] = self.tick
-        self.watchdog.reset()
-        self._update_wd_live()
-
-    def _update_wd_live(self) -> None:
-        self._wd_live = self.watchdog.enabled and self.mode in self._wd_modes and self.scenario is None
 
     # ------------------------------------------------------------------ waiting
     def _wait_sleep(self, deadline: int) -> None:
@@ -356,19 +442,12 @@ class Loop:
             pass
 
     # ------------------------------------------------------------------ running
-    def sim_ns(self) -> int:
-        """Simulated time of the next tick in ns (the clock of lockstep and afap)."""
-        return self.tick * self.period_ns
-
     def run(self) -> int:
         """Run until shutdown (Ctrl-C, SIGTERM, a ``shutdown`` request, ``duration_s``); returns the exit code."""
         handlers = self._install_signal_handlers()
         switch = sys.getswitchinterval()
         gc_was = gc.isenabled()
         try:
-            problem = rtsetup.check_combination(self.cfg.realtime, self.cfg.wait)
-            if problem:
-                raise ValueError(problem)
             self._rt = rtsetup.apply(self.cfg.realtime, log)
             # Other threads (e.g. a CAN receive thread) must hand the GIL back quickly.
             sys.setswitchinterval(min(switch, max(self.dt / 10.0, 5e-5)))
@@ -376,7 +455,6 @@ class Loop:
             gc.collect()
             gc.freeze()
             gc.disable()
-            self._update_wd_live()
             if self.cfg.autostart:
                 self.state = RUNNING
             while not self._shutdown:
@@ -402,19 +480,13 @@ class Loop:
         The first call of a code path pays page faults and lazy initialisation (a few ms after
         start-up); paying them here keeps them out of the first ticks.
         """
-        self.status()
-        self.status_line()
-        self.telemetry.reset()
-        for a in self.adapters:
-            a.status()
+        if self.reporter is not None:
+            self.reporter.warm_up()  # the status (with every adapter's) and the status line
+        self._reset_telemetry()
 
-    def request_shutdown(self, reason: str = "", code: int | None = None) -> None:
-        """Ask the loop to end after the current tick (safe from signal handlers and other threads)."""
-        if reason and not self.stop_reason:
-            self.stop_reason = reason
-        if code is not None:
-            self.exit_code = code
-        self._shutdown = True
+    def _reset_telemetry(self) -> None:
+        self.telemetry.reset()
+        self.tick_info[TI_OVERRUNS] = 0
 
     def _install_signal_handlers(self):
         if threading.current_thread() is not threading.main_thread():
@@ -436,9 +508,8 @@ class Loop:
 
     def _begin_running(self) -> None:
         if self._restart_pending:
-            self.reset_plant()
-            self.telemetry.reset()
-            self.tick_info[TI_OVERRUNS] = 0
+            self.reset()
+            self._reset_telemetry()
             self._restart_pending = False
 
     def _run_realtime(self) -> None:
@@ -447,6 +518,7 @@ class Loop:
         c = self.telemetry.counters
         hist = self.telemetry.hist
         samples = self.telemetry.samples
+        tick_info = self.tick_info
         mono = time.monotonic_ns
         wait = self._wait
         tick = self._tick
@@ -482,8 +554,8 @@ class Loop:
                     c[C_OVERRUNS_GRACE] += 1
                 else:
                     c[C_OVERRUNS] += 1
-                    self.tick_info[TI_OVERRUNS] = c[C_OVERRUNS]  # the CAN status frame reports it
                     c[C_WIN_OVERRUNS] += 1
+                    tick_info[TI_OVERRUNS] = c[C_OVERRUNS]
                     if stop_policy and c[C_OVERRUNS] >= max_overruns:
                         self.telemetry.add_run_time(end - last_end)
                         last_end = end
@@ -499,8 +571,7 @@ class Loop:
         msg = (f"stopped after {self.telemetry.counters[C_OVERRUNS]} overruns "
                f"(overrun_policy = \"stop\", max_overruns = {self.cfg.max_overruns})")
         log.error("%s", msg)
-        self.state = STOPPED
-        self._restart_pending = True
+        self.stop()
         self.request_shutdown(msg, code=3)
 
     def _run_afap(self) -> None:
@@ -529,29 +600,6 @@ class Loop:
                 self._service(end, 0)
                 next_service = mono() + 1_000_000
         self.telemetry.add_run_time(mono() - last)
-
-    def step_lockstep(self, n: int) -> int:
-        """Take n ticks now (lockstep); returns the OR of their status words."""
-        c = self.telemetry.counters
-        hist = self.telemetry.hist
-        samples = self.telemetry.samples
-        mono = time.monotonic_ns
-        tick = self._tick
-        acc = 0
-        t_begin = mono()
-        self._step_ns = 0
-        n_end = int(round(self.cfg.duration_s / self.dt)) if self.cfg.duration_s > 0 else 0
-        for _ in range(n):
-            t0 = mono()
-            if self.first_tick_ns == 0:
-                self.first_tick_ns = t0
-            st = tick(self.sim_ns())
-            record_tick(c, hist, samples, 0, mono() - t0, self._step_ns, st, False)
-            acc |= st
-        self.telemetry.add_run_time(mono() - t_begin)
-        if n_end and self.tick >= n_end:
-            self.request_shutdown("duration reached")
-        return acc
 
     def _idle(self) -> None:
         """Paused, stopped or lockstep: wait for control requests without spinning."""
@@ -586,150 +634,32 @@ class Loop:
                 a.poll_control(self.sim_ns() if self.mode != "realtime" else mono())
             except Exception:
                 log.exception("adapter %s failed while serving control requests", a.name)
-        if (self._sc_spare is not None and self.scenario is not None and self._sc_swap_at < 0
-                and deadline and deadline - mono() >= self._prefetch_ns):
-            self._prefetch_scenario_block()
+        if deadline and self.player.active is not None:
+            self.player.prefetch(self.tick, deadline - mono())
         if now - self._last_events >= 20_000_000 and (not deadline or deadline - mono() >= budget):
             self._last_events = now
             self._collect_events()
-        if (self.cfg.status_interval_s > 0 and now - self._last_status_line >= self.cfg.status_interval_s * 1e9
+        if (self.cfg.status_interval_s > 0 and now - self._last_status_window >= self.cfg.status_interval_s * 1e9
                 and (not deadline or deadline - mono() >= budget)):
-            self._last_status_line = now
-            self._print_status_line()
+            self._last_status_window = now
+            if self.reporter is not None and self.state == RUNNING:
+                self.reporter.status_window()
         if (self.cfg.gc_interval_s > 0 and now - self._last_gc >= self.cfg.gc_interval_s * 1e9
                 and (not deadline or deadline - mono() >= budget)):
             self._last_gc = now
             gc.collect(1)
-
-    def load_scenario(self, compiled, spare) -> None:
-        """Let ``compiled`` drive the inputs from t = 0 (``spare``: an identical copy used for prefetching)."""
-        self.scenario_loaded = compiled
-        self._sc_pair = (compiled, spare)
-        self._prefetch_ns = self.period_ns // 2  # refined by the first measured prefetch
-        self.reset_plant()
-
-    def _prefetch_scenario_block(self) -> None:
-        """Fill the spare scenario's table for the next block (between ticks, realtime)."""
-        nxt = (self.tick // SCENARIO_BLOCK + 1) * SCENARIO_BLOCK
-        if nxt >= self.scenario.n_steps:
-            return
-        t0 = time.monotonic_ns()
-        self._sc_spare.inputs_at(nxt)
-        took = time.monotonic_ns() - t0
-        self._prefetch_ns = max(self._prefetch_ns // 2, took + took // 2)
-        self._sc_swap_at = nxt
-        self.scenario_prefetches += 1
 
     def _collect_events(self) -> None:
         events = self.plant.new_events()
         if not events:
             return
         self.events_total += len(events)
-        self.recent_events.extend(events)
-        del self.recent_events[:-32]
         for a in self.adapters:
             try:
                 a.publish_events(events)
             except Exception:
                 log.exception("adapter %s failed to publish events", a.name)
 
-    def status_line(self) -> str:
-        w = self.telemetry.window()
-        lat = w["lateness_us"]["p99"]
-        tet = w["tet_us"]["p99"]
-        rate = w["rate_hz"]
-        y = self.plant.y
-        parts = [f"[{self.mode} {self.state}] t={self.plant.time:9.3f} s",
-                 f"rate {rate:8.1f} Hz" if rate else "rate      -- Hz",
-                 f"TET p99 {tet:7.1f} us" if tet is not None else "TET p99    -- us"]
-        if self.mode == "realtime":
-            parts.append(f"late p99 {lat:7.1f} us" if lat is not None else "late p99    -- us")
-            parts.append(f"overruns {int(self.telemetry.counters[C_OVERRUNS])}")
-        for name, k, unit in self._status_line_outputs:
-            v = float(y[k])
-            parts.append(f"{name} {v:.0f}" if unit in ("-", "") else f"{name} {v:7.1f} {unit}")
-        if self.watchdog.tripped_flag[0]:
-            parts.append("WATCHDOG")
-        if self.scenario is not None:
-            parts.append("scenario")
-        return "  ".join(parts)
 
-    def _print_status_line(self) -> None:
-        if self.state != RUNNING:
-            return
-        line = self.status_line()  # also closes the status window
-        if not self.cfg.status_line or self._status_line_broken:
-            return
-        try:
-            if self._tty:
-                sys.stdout.write("\r" + line[:200] + "\x1b[K")
-                sys.stdout.flush()
-            else:
-                self._out(line)
-        except (OSError, ValueError):  # stdout closed (a pipe whose reader went away): keep running
-            self._status_line_broken = True
-
-    def end_status_line(self) -> None:
-        if self._tty and self.cfg.status_interval_s > 0 and self.cfg.status_line:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-
-    # ------------------------------------------------------------------ status and control
-    def status(self) -> dict:
-        """The status channel's content: state, timing, watchdog, scenario, adapters."""
-        now = time.monotonic_ns() if self.mode == "realtime" else self.sim_ns()
-        return {
-            "state": self.state,
-            "mode": self.mode,
-            "period_s": self.dt,
-            "tick": self.tick,
-            "sim_time_s": self.plant.time,
-            "plant": {"kind": self.plant.kind, "status_word": int(self.tick_info[TI_STATUS]),
-                      "status_names": L.status_names(int(self.tick_info[TI_STATUS])),
-                      "events_total": self.events_total},
-            "timing": self.telemetry.summary(),
-            "window": self.telemetry.last_window,
-            "watchdog": self.watchdog.status(now, self._wd_live),
-            "scenario": dict(self.scenario_info) if self.scenario_info else None,
-            "realtime": (dict(self._rt.as_dict(), spin_margin_us=round(self._spin_margin_ns / 1000.0, 1))
-                         if self._rt is not None else None),
-            "adapters": {a.name: _safe_status(a) for a in self.adapters},
-            "startup_s": round((self.first_tick_ns - self.started_ns) / 1e9, 6) if self.first_tick_ns else None,
-        }
-
-    def control(self, request: dict) -> dict:
-        """Execute one control request (see docs/protocol.md) and return its reply.  Never raises."""
-        return self._control.handle(request)
-
-    def summary_text(self) -> str:
-        s = self.telemetry.summary()
-        text = format_summary(s, self.mode)
-        wd = self.watchdog
-        text += f"\n  watchdog         {wd.trips} trips, {wd.recoveries} recoveries"
-        for a in self.adapters:
-            st = _safe_status(a)
-            rej = st.get("rejected") if isinstance(st, dict) else None
-            if isinstance(rej, dict):
-                by = {k: v for k, v in rej.get("by_reason", {}).items() if v}
-                text += f"\n  {a.name:<16} {st.get('applied', 0)} commands applied, {rej.get('total', 0)} rejected"
-                if by:
-                    text += " " + ", ".join(f"{k} {v}" for k, v in by.items())
-        if self.stop_reason:
-            text += f"\n  stopped: {self.stop_reason}"
-        return text
-
-
-def _safe_status(a: Adapter) -> dict:
-    try:
-        return a.status()
-    except Exception as exc:  # a broken adapter must not break the status channel
-        return {"error": f"status failed: {exc}"}
-
-
-def with_overrides(cfg: LoopConfig, **kw: Any) -> LoopConfig:
-    """A copy of ``cfg`` with the given non-None fields replaced."""
-    return replace(cfg, **{k: v for k, v in kw.items() if v is not None})
-
-
-__all__ = ["Loop", "LoopConfig", "MODES", "WAITS", "OVERRUN_POLICIES", "with_overrides",
-           "STOPPED", "RUNNING", "PAUSED", "TI_WATCHDOG", "TI_STATUS", "TI_SCENARIO"]
+__all__ = ["Loop", "LoopConfig", "Reporter", "SettingError", "MODES", "WAITS", "OVERRUN_POLICIES",
+           "RATE_MIN_HZ", "RATE_MAX_HZ", "STOPPED", "RUNNING", "PAUSED"]

@@ -1,29 +1,47 @@
-"""Wiring: a plant config plus an I/O config become a plant, its adapters and the loop.
+"""Wiring: a plant config plus an I/O config become a running server: plant, adapters, loop and the parts around it.
 
 The I/O config (``configs/io_default.toml``, format in docs/server.md) has
 the tables ``[loop]``, ``[realtime]``, ``[watchdog]`` (with optional
 ``[watchdog.inputs.<name>]``), ``[initial_inputs]`` and any number of
 ``[[adapters]]``, each chosen by ``type`` from the adapter table
-(``io_adapters.base.ADAPTERS``, whose modules are imported when a config asks
-for their type) and given the rest of its table as options.  Every mistake
-in the file is reported as ``file: key: problem``.
+(``io_adapters.base.ADAPTERS``) and given the rest of its table as options.
+Every mistake in the file is reported as ``file: key: problem``, and every
+bad command-line override as ``--option: problem``.
+
+:func:`assemble` puts the parts together, each built once, here:
+
+* the command watchdog (:mod:`server.watchdog`) and the scenario player
+  (:mod:`server.scenario_player`), which the loop uses in its tick;
+* the loop (:mod:`server.loop`), which does only the tick and its clock;
+* the parameter table (:mod:`server.params`), the status report
+  (:mod:`server.status`) and the control handler (:mod:`server.control`);
+* the context the loop shares with its adapters (``tick_info``, the
+  watchdog feed, status and control callbacks).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from io_adapters.base import Adapter, AdapterError, UnknownAdapterType, create_adapter
+import numpy as np
+
+from io_adapters.base import (TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, Adapter, AdapterError, LoopContext,
+                              UnknownAdapterType, create_adapter)
 from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
 from plant_models.errors import InputError
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
-from .loop import MODES, OVERRUN_POLICIES, WAITS, Loop, LoopConfig
-from .rtsetup import RealtimeConfig, check_combination
-from .watchdog import InputPolicy, WatchdogConfig
+from .control import ControlHandler
+from .loop import MODES, Loop, LoopConfig, SettingError
+from .params import ParamTable
+from .rtsetup import RealtimeConfig
+from .scenario_player import ScenarioPlayer
+from .status import StatusReport
+from .watchdog import CommandWatchdog, InputPolicy, WatchdogConfig
 
 DEFAULT_IO = "io_default"
 
@@ -48,34 +66,40 @@ class IoConfig:
 
 
 def _loop_config(cfg: ConfigReader) -> LoopConfig:
+    """``[loop]`` and ``[realtime]``: the reader checks types and keys, :class:`LoopConfig` the rules."""
     lp = cfg.sub("loop", required=False)
     d = LoopConfig()
-    mode = lp.string("mode", d.mode, choices=MODES)
-    rate = lp.number("rate_hz", d.rate_hz, lo=100.0, hi=10_000.0)
-    wait = lp.string("wait", d.wait, choices=WAITS)
     outputs = lp.raw("status_outputs", [])
     if not isinstance(outputs, list) or not all(isinstance(x, str) for x in outputs):
         raise lp.error("status_outputs", "must be a list of output signal names")
-    out = LoopConfig(
-        mode=mode, rate_hz=rate, wait=wait,
-        spin_margin_us=lp.number("spin_margin_us", d.spin_margin_us, lo=0.0, hi=10_000.0),
-        spin_margin_adapt=lp.boolean("spin_margin_adapt", d.spin_margin_adapt),
-        autostart=lp.boolean("autostart", d.autostart),
-        overrun_policy=lp.string("overrun_policy", d.overrun_policy, choices=OVERRUN_POLICIES),
-        max_overruns=lp.integer("max_overruns", d.max_overruns, lo=1),
-        startup_grace_s=lp.number("startup_grace_s", d.startup_grace_s, nonnegative=True),
-        duration_s=lp.number("duration_s", d.duration_s, nonnegative=True),
-        status_interval_s=lp.number("status_interval_s", d.status_interval_s, nonnegative=True),
-        status_line=lp.boolean("status_line", d.status_line),
-        status_outputs=tuple(outputs),
-        service_budget_us=lp.number("service_budget_us", d.service_budget_us, lo=0.0, hi=100_000.0),
-        gc_interval_s=lp.number("gc_interval_s", d.gc_interval_s, nonnegative=True),
-        max_step_request=lp.integer("max_step_request", d.max_step_request, lo=1),
-        sample_capacity=lp.integer("sample_capacity", d.sample_capacity, lo=0, hi=100_000_000),
-        realtime=_realtime_config(cfg),
-    )
+    try:
+        out = LoopConfig(
+            mode=lp.string("mode", d.mode), rate_hz=lp.number("rate_hz", d.rate_hz), wait=lp.string("wait", d.wait),
+            spin_margin_us=lp.number("spin_margin_us", d.spin_margin_us, lo=0.0, hi=10_000.0),
+            spin_margin_adapt=lp.boolean("spin_margin_adapt", d.spin_margin_adapt),
+            autostart=lp.boolean("autostart", d.autostart),
+            overrun_policy=lp.string("overrun_policy", d.overrun_policy),
+            max_overruns=lp.integer("max_overruns", d.max_overruns, lo=1),
+            startup_grace_s=lp.number("startup_grace_s", d.startup_grace_s, nonnegative=True),
+            duration_s=lp.number("duration_s", d.duration_s),
+            status_interval_s=lp.number("status_interval_s", d.status_interval_s, nonnegative=True),
+            status_line=lp.boolean("status_line", d.status_line),
+            status_outputs=tuple(outputs),
+            service_budget_us=lp.number("service_budget_us", d.service_budget_us, lo=0.0, hi=100_000.0),
+            gc_interval_s=lp.number("gc_interval_s", d.gc_interval_s, nonnegative=True),
+            max_step_request=lp.integer("max_step_request", d.max_step_request, lo=1),
+            sample_capacity=lp.integer("sample_capacity", d.sample_capacity, lo=0, hi=100_000_000),
+            realtime=_realtime_config(cfg),
+        )
+    except SettingError as exc:
+        raise ConfigError(cfg.source, _config_key(exc.settings[0]), exc.problem) from None
     lp.reject_unknown()
     return out
+
+
+def _config_key(setting: str) -> str:
+    """The I/O config key of a :class:`LoopConfig` field (``realtime.*`` fields are in ``[realtime]``)."""
+    return setting if setting.startswith("realtime.") else f"loop.{setting}"
 
 
 def _realtime_config(cfg: ConfigReader) -> RealtimeConfig:
@@ -152,9 +176,6 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
     data = load_toml(path)
     cfg = ConfigReader(data, str(path))
     loop = _loop_config(cfg)
-    problem = check_combination(loop.realtime, loop.wait)
-    if problem:
-        raise ConfigError(str(path), "realtime.sched_fifo_priority", problem)
     watchdog = _watchdog_config(cfg)
     ini = cfg.sub("initial_inputs", required=False)
     initial = {}
@@ -193,8 +214,6 @@ def _check_against_plant(io: IoConfig, plant: Plant) -> None:
 
 def _resolve_watchdog(io: IoConfig, plant: Plant) -> WatchdogConfig:
     """Fill unset safe values with the inputs' declared defaults."""
-    from dataclasses import replace
-
     inputs = []
     for name, pol in io.watchdog.inputs:
         sv = pol.safe_value if pol.safe_value == pol.safe_value else plant.input_signal(name).default
@@ -203,20 +222,15 @@ def _resolve_watchdog(io: IoConfig, plant: Plant) -> WatchdogConfig:
 
 
 def create_adapters(io: IoConfig) -> list[Adapter]:
-    """Instantiate the configured adapters (they are opened by the loop).
-
-    Errors become ``ConfigError`` by type: an unknown type points at the
-    entry's ``type`` key, an adapter's own option error at its key, any
-    other adapter error at the entry.
-    """
+    """Instantiate the configured adapters (they are opened by the loop)."""
     out = []
     for spec in io.adapters:
         try:
             out.append(create_adapter(spec.type, spec.name, dict(spec.options)))
-        except ConfigError as exc:
-            raise ConfigError(io.source, f"{spec.key}.{exc.key}" if exc.key else spec.key, exc.problem) from None
         except UnknownAdapterType as exc:
             raise ConfigError(io.source, f"{spec.key}.type", str(exc)) from None
+        except ConfigError as exc:
+            raise ConfigError(io.source, f"{spec.key}.{exc.key}" if exc.key else spec.key, exc.problem) from None
         except AdapterError as exc:
             raise ConfigError(io.source, spec.key, str(exc)) from None
         except (ValueError, TypeError) as exc:
@@ -224,19 +238,80 @@ def create_adapters(io: IoConfig) -> list[Adapter]:
     return out
 
 
-def build(plant_config: str | Path, io_config: str | Path | None = None, **loop_overrides: Any) -> Loop:
-    """Plant + adapters + loop from the two config files; ``loop_overrides`` replace [loop] settings (CLI)."""
-    from dataclasses import replace
+@dataclass
+class Server:
+    """One plant server, assembled: the loop and the parts around it (what :func:`build` returns).
 
+    ``open()`` binds the adapters' sockets and buses, ``run()`` runs the loop
+    until shutdown and returns the exit code, ``close()`` releases the
+    adapters.  Control requests go to ``control.handle(request)``, the
+    status object comes from ``report.status()``.
+    """
+
+    plant: Plant
+    loop: Loop
+    watchdog: CommandWatchdog
+    player: ScenarioPlayer
+    params: ParamTable
+    report: StatusReport
+    control: ControlHandler
+    context: LoopContext
+
+    def open(self) -> None:
+        self.loop.open()
+
+    def run(self) -> int:
+        return self.loop.run()
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cfg: WatchdogConfig | None = None,
+             initial_inputs: dict[str, float] | None = None, out: Callable[[str], None] | None = None) -> Server:
+    """Build every part of a server around ``plant`` and ``adapters`` and connect them.
+
+    ``watchdog_cfg`` names only inputs of the plant and ``initial_inputs``
+    are valid values (:func:`build` checks both against the plant); ``out``
+    receives the status lines when stdout is not a terminal.
+    """
+    tick_info = np.zeros(1 + max(TI_WATCHDOG, TI_STATUS, TI_SCENARIO, TI_OVERRUNS), dtype=np.int64)
+    watchdog = CommandWatchdog(plant, watchdog_cfg or WatchdogConfig(),
+                               tripped_flag=tick_info[TI_WATCHDOG:TI_WATCHDOG + 1])
+    player = ScenarioPlayer(plant, watchdog, tick_info)
+    loop = Loop(plant, adapters, cfg, watchdog, player, tick_info, initial_inputs)
+    params = ParamTable(plant, extra=watchdog.tunable_parameters())
+    report = StatusReport(loop, out)
+    control = ControlHandler(loop, player, params, report)
+    context = LoopContext(period_s=loop.dt, mode=loop.mode, feed_watchdog=watchdog.feed, status=report.status,
+                          control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info)
+    loop.attach(context, report)
+    return Server(plant, loop, watchdog, player, params, report, control, context)
+
+
+# LoopConfig fields the command line of `gearbox-hil serve` overrides, and their options
+CLI_OPTIONS = {"mode": "--mode", "rate_hz": "--rate", "wait": "--wait", "duration_s": "--duration",
+               "status_line": "--quiet"}
+
+
+def build(plant_config: str | Path, io_config: str | Path | None = None, **loop_overrides: Any) -> Server:
+    """A server from the two config files; ``loop_overrides`` (command-line options) replace [loop] settings.
+
+    Overrides of None are ignored.  Every override is checked here, once,
+    with the file's settings (:class:`LoopConfig`); a bad one is reported
+    against its command-line option.
+    """
     io = load_io_config(io_config)
-    loop_cfg = replace(io.loop, **{k: v for k, v in loop_overrides.items() if v is not None})
-    if loop_cfg.rate_hz < 100.0 or loop_cfg.rate_hz > 10_000.0:
-        raise ConfigError("--rate", "", f"must be between 100 and 10000 Hz, got {loop_cfg.rate_hz:g}")
-    problem = check_combination(loop_cfg.realtime, loop_cfg.wait)
-    if problem:
-        raise ConfigError("--wait", "", problem)
+    given = {k: v for k, v in loop_overrides.items() if v is not None}
+    try:
+        loop_cfg = replace(io.loop, **given)
+    except SettingError as exc:
+        cli = [s for s in exc.settings if s in given]
+        if cli:
+            raise ConfigError(CLI_OPTIONS.get(cli[0], cli[0]), "", exc.problem) from None
+        raise ConfigError(io.source, _config_key(exc.settings[0]), exc.problem) from None
     plant = load_plant(plant_config)
     _check_against_plant(io, plant)
     adapters = create_adapters(io)
-    return Loop(plant, adapters, loop_cfg, _resolve_watchdog(io, plant),
-                initial_inputs={k: float(v) for k, v in io.initial_inputs.items()})
+    return assemble(plant, adapters, loop_cfg, _resolve_watchdog(io, plant),
+                    initial_inputs={k: float(v) for k, v in io.initial_inputs.items()})

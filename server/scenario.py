@@ -22,7 +22,8 @@ runs from t_k = k*dt to t_k+1; its input is the value just after t_k (so a
 step at t_k applies from step k on), and with ``interpolation = "linear"`` its
 rate is (u(t_k+1 -) - u(t_k +)) / dt, a first-order hold that is exact for
 ramps whose breakpoints lie on the step grid.  Past the last point the last
-value holds.
+value holds.  One step of a run is :func:`offline_step`, the same function
+for the offline simulator and for the server's scenario playback.
 """
 
 from __future__ import annotations
@@ -182,6 +183,18 @@ class CompiledScenario:
 
     def time_of(self, k: int) -> float:
         return k * self.dt
+
+
+def offline_step(plant: Plant, compiled: CompiledScenario, k: int) -> int:
+    """Step k of a scenario run: apply the scenario's inputs, then one plant step.
+
+    Returns the step's status word.  This is the whole per-step sequence of
+    an offline run (:func:`server.simulate.run_offline`); the server's
+    scenario playback calls exactly this, so a lockstep run equals an
+    offline run bit for bit.  Called in the real-time loop.
+    """
+    compiled.apply(plant, k)
+    return plant.step(compiled.dt)
 
 
 def check_dt(dt: float, source: str, key: str) -> None:

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from io_adapters.base import AdapterError
-from plant_models.config import ConfigError
 
-from .loop import MODES, WAITS
+from . import runtime
+from .loop import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
 
 _T_IMPORT_NS = time.monotonic_ns()
 
@@ -28,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="I/O and loop config (default: configs/io_default.toml: loopback ZeroMQ, no hardware)")
     p.add_argument("--mode", choices=MODES, help="realtime (wall clock), lockstep (clients step N ticks) or afap "
                    "(as fast as possible); overrides [loop].mode")
-    p.add_argument("--rate", type=float, metavar="HZ", help="tick rate, 100..10000 Hz; overrides [loop].rate_hz")
+    p.add_argument("--rate", type=float, metavar="HZ", help=f"tick rate, {RATE_MIN_HZ:g}..{RATE_MAX_HZ:g} Hz; "
+                   "overrides [loop].rate_hz")
     p.add_argument("--wait", choices=WAITS, help="wait strategy; overrides [loop].wait")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (wall time running in "
                    "realtime, simulated time in lockstep/afap); overrides [loop].duration_s")
@@ -67,18 +68,13 @@ def _write_json(path: str, obj: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from . import runtime
-
-    if args.rate is not None and not (100.0 <= args.rate <= 10_000.0):
-        raise ConfigError("--rate", "", f"must be between 100 and 10000 Hz, got {args.rate:g}")
-    if args.duration is not None and not args.duration >= 0:
-        raise ConfigError("--duration", "", f"must be >= 0 s, got {args.duration:g}")
     overrides = dict(mode=args.mode, rate_hz=args.rate, wait=args.wait, duration_s=args.duration)
     if args.quiet:
         overrides["status_line"] = False
-    loop = runtime.build(args.config, args.io, **overrides)
+    server = runtime.build(args.config, args.io, **overrides)  # checks the overrides
+    loop = server.loop
     try:
-        loop.open()
+        server.open()
     except AdapterError as exc:
         print(f"gearbox-hil: error: {exc}", file=sys.stderr)
         return 2
@@ -88,16 +84,16 @@ def run(args: argparse.Namespace) -> int:
             st = a.status()
             if isinstance(st, dict) and isinstance(st.get("endpoints"), dict):
                 endpoints.update({f"{a.name}.{k}": v for k, v in st["endpoints"].items()})
-        print(f"gearbox-hil serve: {loop.plant.kind} plant ({loop.plant.source}), {loop.mode} mode at "
+        print(f"gearbox-hil serve: {server.plant.kind} plant ({server.plant.source}), {loop.mode} mode at "
               f"{1.0 / loop.dt:g} Hz, wait {loop.cfg.wait}", flush=True)
         for k, v in endpoints.items():
             print(f"  {k:<20} {v}", flush=True)
         if args.ready_file:
             _write_json(args.ready_file, {"pid": os.getpid(), "endpoints": endpoints, "mode": loop.mode,
-                                          "period_s": loop.dt, "plant": loop.plant.kind})
-        code = loop.run()
-        loop.end_status_line()
-        status = loop.status()
+                                          "period_s": loop.dt, "plant": server.plant.kind})
+        code = server.run()
+        server.report.end_status_line()
+        status = server.report.status()
         t_proc = _process_start_monotonic_ns()
         status["startup"] = {
             "process_start_to_first_tick_s": (round((loop.first_tick_ns - t_proc) / 1e9, 4)
@@ -106,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
                                              if loop.first_tick_ns else None),
             "first_tick_monotonic_ns": loop.first_tick_ns or None,
         }
-        print(loop.summary_text(), flush=True)
+        print(server.report.summary_text(), flush=True)
         if args.summary_json:
             _write_json(args.summary_json, status)
         return code
     finally:
-        loop.close()
+        server.close()

@@ -10,11 +10,11 @@ including t = 0, floats written so they read back bit for bit),
 clutch, plus the run's metadata) and, with ``--plot``, PNG figures in the
 style of the papers (:mod:`server.plots`).
 
-The per-step sequence is :func:`offline_step`: write the scenario's inputs
-for step k (:meth:`CompiledScenario.apply`), then ``plant.step(dt)``.  The
-server's lockstep mode calls the same function after the same
-``plant.reset(compiled.initial_inputs())``, so a lockstep run and an offline
-run produce identical outputs bit for bit.
+The per-step sequence is :func:`server.scenario.offline_step`: write the
+scenario's inputs for step k (:meth:`CompiledScenario.apply`), then
+``plant.step(dt)``.  The server's scenario playback calls the same function
+after the same ``plant.reset(compiled.initial_inputs())``, so a lockstep run
+and an offline run produce identical outputs bit for bit.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from plant_models.config import ConfigError
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
-from .scenario import CompiledScenario, load_scenario
+from .scenario import CompiledScenario, load_scenario, offline_step
 
 EVENTS_FORMAT = 1  # version of the events.json layout
 
@@ -84,17 +84,6 @@ def read_trace_csv(path: str | Path) -> tuple[list[str], np.ndarray]:
         header = fh.readline().strip().split(",")
         rows = [[float(x) for x in line.split(",")] for line in fh if line.strip()]
     return header, np.array(rows, dtype=float).reshape(len(rows), len(header))
-
-
-def offline_step(plant: Plant, compiled: CompiledScenario, k: int) -> int:
-    """Step k of a scenario run: apply the scenario's inputs, then one plant step.
-
-    Returns the step's status word.  This is the whole per-step sequence of
-    an offline run; the lockstep mode of the server must call exactly this.
-    Called in the real-time loop (lockstep mode).
-    """
-    compiled.apply(plant, k)
-    return plant.step(compiled.dt)
 
 
 def run_offline(plant: Plant, compiled: CompiledScenario) -> Trace:

@@ -27,6 +27,8 @@ from numba import njit
 
 from plant_models.plant import Plant
 
+from .params import Param
+
 JIT = dict(cache=True, nogil=True)
 
 OK = 0
@@ -138,9 +140,13 @@ class CommandWatchdog:
         The plant whose inputs it supervises.
     cfg
         Validated settings; ``cfg.inputs`` names only inputs of ``plant``.
+    tripped_flag
+        A one-element int64 array the watchdog keeps at 1 while tripped, else
+        0 (the server passes its slot of the loop's ``tick_info``, which the
+        adapters read every tick); by default a private one.
     """
 
-    def __init__(self, plant: Plant, cfg: WatchdogConfig):
+    def __init__(self, plant: Plant, cfg: WatchdogConfig, tripped_flag: np.ndarray | None = None):
         self.plant = plant
         self.cfg = cfg
         n = plant.n_in
@@ -167,9 +173,39 @@ class CommandWatchdog:
         self.trip_ns = 0
         self.trips = 0
         self.recoveries = 0
-        self.tripped_flag = np.zeros(1, dtype=np.int64)  # mirrors phase != OK for cheap reads
+        # mirrors phase != OK for cheap reads
+        self.tripped_flag = tripped_flag if tripped_flag is not None else np.zeros(1, dtype=np.int64)
+        self.tripped_flag[0] = 0
+
+    @property
+    def tripped(self) -> bool:
+        """Whether a trip is in progress (hold, ramp or safe)."""
+        return bool(self.tripped_flag[0])
+
+    def active_in(self, mode: str) -> bool:
+        """Whether the watchdog supervises the inputs in loop mode ``mode`` (enabled, and configured for it)."""
+        return self.enabled and mode in self.cfg.modes
 
     # -- settings (between ticks) ------------------------------------------------
+    def tunable_parameters(self) -> list[Param]:
+        """The watchdog's settings as run-time parameters (``watchdog.*`` in ``get_params``/``set_params``)."""
+
+        def set_enabled(v):
+            self.enabled = bool(v)
+            if not self.enabled:
+                self.reset()
+
+        return [
+            Param("watchdog.enabled", "-", 0, 1, "command watchdog on/off", lambda: 1.0 if self.enabled else 0.0,
+                  set_enabled, kind="bool"),
+            Param("watchdog.timeout_s", "s", 1e-4, 3600.0, "command age that trips the watchdog",
+                  lambda: self.timeout_ns / 1e9, lambda v: self.set_times(timeout_s=v)),
+            Param("watchdog.hold_s", "s", 0.0, 3600.0, "hold time after a trip, before the ramp",
+                  lambda: self.hold_ns / 1e9, lambda v: self.set_times(hold_s=v)),
+            Param("watchdog.ramp_s", "s", 0.0, 3600.0, "ramp time to the safe values (inputs without an override)",
+                  lambda: self.default_ramp_s, lambda v: self.set_times(ramp_s=v)),
+        ]
+
     def set_times(self, timeout_s: float | None = None, hold_s: float | None = None, ramp_s: float | None = None) -> None:
         if timeout_s is not None:
             self.timeout_ns = int(round(timeout_s * 1e9))

@@ -23,7 +23,8 @@ from io_adapters.base import TI_OVERRUNS
 from io_adapters.can.adapter import CanAdapter
 from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 from plant_models.registry import load_plant
-from server.loop import Loop, LoopConfig
+from server.loop import LoopConfig
+from server.runtime import assemble
 from server.watchdog import WatchdogConfig
 
 DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
@@ -33,8 +34,10 @@ def test_stale_command_message_trips_the_watchdog_and_recovers():
     channel = f"loop-{uuid.uuid4().hex[:8]}"
     plant = load_plant("powershift")
     adapter = CanAdapter("can", {"interface": "virtual", "channel": channel})
-    loop = Loop(plant, [adapter], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=3.0, status_interval_s=0.0),
-                WatchdogConfig(timeout_s=0.1, hold_s=0.05, ramp_s=0.1))
+    server = assemble(plant, [adapter], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=3.0,
+                                                   status_interval_s=0.0),
+                      WatchdogConfig(timeout_s=0.1, hold_s=0.05, ramp_s=0.1))
+    loop = server.loop
     loop.open()
     bus = can.Bus(interface="virtual", channel=channel)
     msg = DBC.get_message_by_name
@@ -74,7 +77,7 @@ def test_stale_command_message_trips_the_watchdog_and_recovers():
     finally:
         loop.request_shutdown("test over")
         runner.join(timeout=10)
-        status = loop.status()
+        status = server.report.status()
         loop.close()
         bus.shutdown()
 

@@ -21,8 +21,8 @@ def build(tmp_path, text: str, **over):
 
 @pytest.mark.parametrize("text, key, problem", [
     ('[loop]\nmode = "fast"\n', "loop.mode", "must be one of 'realtime', 'lockstep', 'afap', got 'fast'"),
-    ("[loop]\nrate_hz = 50\n", "loop.rate_hz", "must be >= 100.0, got 50"),
-    ("[loop]\nrate_hz = 20000\n", "loop.rate_hz", "must be <= 10000.0, got 20000"),
+    ("[loop]\nrate_hz = 50\n", "loop.rate_hz", "must be between 100 and 10000 Hz, got 50"),
+    ("[loop]\nrate_hz = 20000\n", "loop.rate_hz", "must be between 100 and 10000 Hz, got 20000"),
     ("[loop]\nrat_hz = 500\n", "loop.rat_hz", "unknown key (check the spelling; see the default config for the keys)"),
     ('[loop]\nwait = "busy"\n', "loop.wait", "must be one of 'sleep', 'sleep_spin', 'spin', got 'busy'"),
     ('[loop]\nstatus_outputs = ["w_9"]\n', "loop.status_outputs", "'w_9' is not an output of the powershift plant"),
@@ -54,6 +54,18 @@ def test_config_errors_name_file_key_and_problem(tmp_path, text, key, problem):
     assert problem in err.problem, str(err)
 
 
+@pytest.mark.parametrize("text, overrides, option, problem", [
+    ("", dict(rate_hz=50.0), "--rate", "must be between 100 and 10000 Hz, got 50"),
+    ("", dict(duration_s=-1.0), "--duration", "must be >= 0 s, got -1"),
+    ("[realtime]\nsched_fifo_priority = 10\n", dict(wait="spin"), "--wait", 'SCHED_FIFO with wait = "spin" starves'),
+])
+def test_command_line_overrides_are_checked_with_the_file_and_name_the_option(tmp_path, text, overrides, option,
+                                                                              problem):
+    with pytest.raises(ConfigError) as ei:
+        build(tmp_path, text, **overrides)
+    assert ei.value.source == option and ei.value.key == "" and ei.value.problem.startswith(problem), str(ei.value)
+
+
 def test_the_default_io_config_is_loopback_zeromq_and_builds():
     io = runtime.load_io_config(None)
     assert io.source.endswith("configs/io_default.toml")
@@ -64,8 +76,8 @@ def test_the_default_io_config_is_loopback_zeromq_and_builds():
 
 
 def test_disabled_adapters_are_skipped(tmp_path):
-    loop, _ = build(tmp_path, '[[adapters]]\ntype = "serial"\nenabled = false\n')
-    assert loop.adapters == ()
+    srv, _ = build(tmp_path, '[[adapters]]\ntype = "serial"\nenabled = false\n')
+    assert srv.loop.adapters == ()
 
 
 def _serve(*args, timeout=300):

@@ -17,6 +17,7 @@ from io_adapters.base import Adapter
 from plant_models.registry import load_plant
 from server.loop import Loop, LoopConfig
 from server.rtsetup import RealtimeConfig
+from server.runtime import Server, assemble
 
 
 class SlowTicks(Adapter):
@@ -45,17 +46,21 @@ class SlowTicks(Adapter):
         pass
 
 
-def run_loop(adapter=None, **cfg) -> Loop:
+def run_server(adapter=None, **cfg) -> Server:
     base = dict(mode="realtime", rate_hz=1000.0, status_interval_s=0.0, sample_capacity=100_000,
                 startup_grace_s=0.0)
     base.update(cfg)
-    loop = Loop(load_plant("powershift"), [adapter] if adapter else [], LoopConfig(**base))
-    loop.open()
+    srv = assemble(load_plant("powershift"), [adapter] if adapter else [], LoopConfig(**base))
+    srv.open()
     try:
-        loop.run()
+        srv.run()
     finally:
-        loop.close()
-    return loop
+        srv.close()
+    return srv
+
+
+def run_loop(adapter=None, **cfg) -> Loop:
+    return run_server(adapter, **cfg).loop
 
 
 def deadlines(loop: Loop, adapter: SlowTicks) -> np.ndarray:
@@ -115,24 +120,25 @@ def test_afap_and_lockstep_take_exactly_the_simulated_duration():
     assert loop.tick == 750 and loop.plant.time == pytest.approx(0.75, rel=1e-12)
     assert loop.telemetry.summary()["lateness_us"]["p50"] is None  # no deadlines, no lateness
 
-    loop = Loop(load_plant("powershift"), [], LoopConfig(mode="lockstep", duration_s=0.01, status_interval_s=0.0))
-    loop.state = "running"
-    rep = loop.control({"v": 1, "cmd": "step", "n": 10})
-    assert rep["ok"] and rep["tick"] == 10 and loop._shutdown  # duration reached: the server will exit
+    srv = assemble(load_plant("powershift"), [], LoopConfig(mode="lockstep", duration_s=0.01, status_interval_s=0.0))
+    srv.loop.start()
+    rep = srv.control.handle({"v": 1, "cmd": "step", "n": 10})
+    assert rep["ok"] and rep["tick"] == 10 and srv.loop.shutdown_requested  # duration reached: the server will exit
 
 
 def test_os_settings_that_cannot_be_applied_are_warnings_not_failures():
-    loop = run_loop(duration_s=0.1, realtime=RealtimeConfig(cpu_affinity=(4096,)))
-    rt = loop.status()["realtime"]
+    srv = run_server(duration_s=0.1, realtime=RealtimeConfig(cpu_affinity=(4096,)))
+    rt = srv.report.status()["realtime"]
     assert any("CPU affinity" in w for w in rt["warnings"])
-    assert loop.exit_code == 0 and loop.tick > 50
+    assert srv.loop.exit_code == 0 and srv.loop.tick > 50
 
 
 def test_fifo_with_pure_spin_is_refused_unless_allowed():
-    loop = Loop(load_plant("powershift"), [], LoopConfig(wait="spin", duration_s=0.05, status_interval_s=0.0,
-                                                         realtime=RealtimeConfig(sched_fifo_priority=10)))
     with pytest.raises(ValueError, match="real-time throttling"):
-        loop.run()
+        LoopConfig(wait="spin", duration_s=0.05, status_interval_s=0.0, realtime=RealtimeConfig(sched_fifo_priority=10))
+    cfg = LoopConfig(wait="spin", duration_s=0.05, status_interval_s=0.0,
+                     realtime=RealtimeConfig(sched_fifo_priority=10, allow_fifo_with_spin=True))
+    assert cfg.wait == "spin"
 
 
 def test_gc_is_disabled_while_running_and_restored_after():
@@ -166,17 +172,18 @@ def test_a_scenario_played_in_realtime_equals_the_offline_run_across_table_block
                 loop.request_shutdown("scenario done")
 
     snap = Snapshot(every=0, slow_s=0.0)
-    loop = Loop(load_plant("powershift"), [snap], LoopConfig(mode="realtime", rate_hz=rate, duration_s=60.0,
-                                                             status_interval_s=0.0))
-    rep = loop.control({"v": 1, "cmd": "load_scenario", "scenario": content})
+    srv = assemble(load_plant("powershift"), [snap], LoopConfig(mode="realtime", rate_hz=rate, duration_s=60.0,
+                                                                status_interval_s=0.0))
+    loop = srv.loop
+    rep = srv.control.handle({"v": 1, "cmd": "load_scenario", "scenario": content})
     assert rep["ok"], rep
-    loop.open()
+    srv.open()
     try:
-        loop.run()
+        srv.run()
     finally:
-        loop.close()
+        srv.close()
     plant = load_plant("powershift")
     ref = run_offline(plant, parse_scenario(content, "inline").compile(plant, 1.0 / rate))
     assert np.array_equal(snap.y, ref.values[-1])
-    assert loop.status()["scenario"]["finished"] is True
-    assert loop.scenario_prefetches >= 1  # the next block was filled between ticks, not in a tick
+    assert srv.report.status()["scenario"]["finished"] is True
+    assert srv.player.prefetches >= 1  # the next block was filled between ticks, not in a tick

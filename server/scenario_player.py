@@ -1,0 +1,151 @@
+"""Scenario playback in the server: a loaded scenario drives the plant's inputs, tick by tick.
+
+A scenario loaded with the ``load_scenario`` control request replaces the
+commands: from the loop's next reset, each tick applies the scenario's
+inputs of that step with :func:`server.scenario.offline_step`, exactly as
+``gearbox-hil simulate`` does, so a lockstep run equals the offline run bit
+for bit.  When its last step is done the player *releases* it: the inputs
+hold the scenario's final values (rate 0), and commands take over.  The
+scenario stays loaded, so a reset plays it again from t = 0, until
+``unload_scenario``.
+
+Life cycle, each step called between ticks unless marked otherwise:
+
+* :meth:`ScenarioPlayer.load` (a control request), then the loop's reset,
+  which calls :meth:`ScenarioPlayer.rewind`;
+* per tick, by the loop: :meth:`ScenarioPlayer.swap` when a prefetched
+  block is due, :meth:`ScenarioPlayer.release` after the last step;
+* :meth:`ScenarioPlayer.prefetch`: in realtime, the loop offers its slack
+  before a deadline, so the tick never fills an input table itself (about
+  1 ms every 4096 steps);
+* :meth:`ScenarioPlayer.unload` (a control request).
+
+The player sets ``tick_info[TI_SCENARIO]`` while a scenario drives the
+inputs, so adapters reject commands meanwhile (reason ``scenario_active``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from io_adapters.base import TI_SCENARIO
+from plant_models.plant import Plant
+
+from .scenario import BLOCK, CompiledScenario
+from .watchdog import CommandWatchdog
+
+
+class ScenarioPlayer:
+    """Owns the loaded scenario of one loop and plays it into the plant's inputs.
+
+    Parameters
+    ----------
+    plant
+        The plant whose inputs the scenario drives.
+    watchdog
+        The command watchdog; disarmed whenever the scenario hands the inputs
+        back, so that it arms again with the first command.
+    tick_info
+        The loop's per-tick flags shared with the adapters (``TI_SCENARIO``
+        is written here).
+    """
+
+    def __init__(self, plant: Plant, watchdog: CommandWatchdog, tick_info: np.ndarray):
+        self.plant = plant
+        self.watchdog = watchdog
+        self.tick_info = tick_info
+        self.active: CompiledScenario | None = None  # driving the inputs now
+        self.loaded: CompiledScenario | None = None  # kept after it finished, so that a reset replays it
+        self.info: dict | None = None  # what status and load_scenario report about the loaded scenario
+        self.swap_at = -1  # tick at which the prefetched spare takes over; -1: none due
+        self.prefetches = 0  # table blocks filled between ticks
+        # A second compiled copy of the loaded scenario, whose input table is filled for the next block
+        # between ticks; at the block boundary the two swap places.
+        self._spare: CompiledScenario | None = None
+        self._pair: tuple[CompiledScenario | None, CompiledScenario | None] = (None, None)
+        self._prefetch_ns = 0  # slack a prefetch needs, ns (refined by every measured prefetch)
+        self._in_lo = np.array([s.lo for s in plant.inputs], dtype=float)
+        self._in_hi = np.array([s.hi for s in plant.inputs], dtype=float)
+
+    # ------------------------------------------------------------------ between ticks
+    def load(self, compiled: CompiledScenario, spare: CompiledScenario, period_ns: int) -> None:
+        """Load ``compiled`` (``spare``: an identical copy used for prefetching); it plays from the next rewind.
+
+        ``period_ns`` is the loop's period, the first guess of the slack a
+        prefetch needs.  The caller resets the loop next.
+        """
+        sc = compiled.scenario
+        self.loaded = compiled
+        self._pair = (compiled, spare)
+        self._prefetch_ns = period_ns // 2
+        self.info = {"source": sc.source, "description": sc.description, "n_steps": compiled.n_steps,
+                     "dt_s": compiled.dt, "duration_s": sc.duration, "finished": False}
+
+    def rewind(self) -> dict[str, float] | None:
+        """Back to t = 0 (part of the loop's reset): the plant's initial inputs by name, or None without a scenario."""
+        self.swap_at = -1
+        if self.loaded is None:
+            return None
+        self.active = self.loaded
+        self._spare = self._pair[1]
+        self.tick_info[TI_SCENARIO] = 1
+        if self.info is not None:
+            self.info["finished"] = False
+            self.info.pop("finished_at_tick", None)
+        return self.active.initial_inputs()
+
+    def prefetch(self, tick: int, slack_ns: int) -> None:
+        """Fill the spare's input table for the block after ``tick``'s, if one is due and ``slack_ns`` suffices."""
+        if self._spare is None or self.active is None or self.swap_at >= 0 or slack_ns < self._prefetch_ns:
+            return
+        nxt = (tick // BLOCK + 1) * BLOCK
+        if nxt >= self.active.n_steps:
+            return
+        t0 = time.monotonic_ns()
+        self._spare.inputs_at(nxt)
+        took = time.monotonic_ns() - t0
+        self._prefetch_ns = max(self._prefetch_ns // 2, took + took // 2)
+        self.swap_at = nxt
+        self.prefetches += 1
+
+    def unload(self) -> None:
+        """Forget the scenario; commands drive the inputs from here, starting from where it left them."""
+        self.active = None
+        self.loaded = None
+        self._spare = None
+        self._pair = (None, None)
+        self.swap_at = -1
+        self.info = None
+        self._hand_inputs_to_commands()
+
+    # ------------------------------------------------------------------ in the tick
+    def swap(self) -> None:
+        """The prefetched block is due: the spare becomes the active copy.  Called in the real-time loop."""
+        self.active, self._spare = self._spare, self.active
+        self.swap_at = -1
+
+    def release(self, tick: int) -> None:
+        """The last step is done: hold the final values (rate 0) and let commands take over.
+
+        ``tick`` is the loop's tick count, reported as ``finished_at_tick``.
+        Called in the real-time loop.
+        """
+        sc = self.active
+        sc.apply(self.plant, sc.n_steps)  # the value at the end time (scenarios hold their last value)
+        self.active = None
+        if self.info is not None:
+            self.info["finished"] = True
+            self.info["finished_at_tick"] = tick
+        self._hand_inputs_to_commands()
+
+    def _hand_inputs_to_commands(self) -> None:
+        """Inputs held still inside their declared ranges, commands accepted again, the watchdog disarmed."""
+        self.plant.u_rate[:] = 0.0
+        np.clip(self.plant.u, self._in_lo, self._in_hi, out=self.plant.u)
+        self.tick_info[TI_SCENARIO] = 0
+        self.watchdog.reset()
+
+
+__all__ = ["ScenarioPlayer"]
