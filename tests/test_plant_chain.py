@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from plant_models.plants.chain import ChainPlant
+from plant_models.readers.chain import read_chain
 from plant_models.config import ConfigError, ConfigReader, load_toml, repo_root
 from plant_models.registry import load_plant
 from references.reference_solutions import CHAIN4_V0, ReferenceSolver, chain4_network
@@ -24,7 +25,7 @@ def make_chain(**changes) -> ChainPlant:
         table, key = dotted.split("__") if "__" in dotted else (None, dotted)
         (data[table] if table else data)[key] = value
     cfg = ConfigReader(data, "chain-test")
-    plant = ChainPlant.from_config(cfg)
+    plant = ChainPlant(read_chain(cfg), source=cfg.source)
     return plant
 
 
