@@ -19,7 +19,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .core.api import BUFS, L, Core, CoreSpec
-from .plant import Kernel, Param, Plant
+from .plant import Kernel, Param, Plant, Ports  # noqa: F401  (Ports re-exported: a plant module declares its ports)
+
+__all__ = ["FrictionPlant", "Ports", "friction_kernels"]
 
 STEP_SIGNATURE = "int64(" + BUFS + ", float64)"  # step(mf, mi, df, di, dt) -> status word
 REFRESH_SIGNATURE = "int64(" + BUFS + ", int64)"  # refresh(mf, mi, df, di, status) -> plant status bits
