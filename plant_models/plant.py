@@ -288,7 +288,8 @@ class EventRing:
         E = self.capacity
         total = int(self.di[self.count_at])
         first = max(self.read, total - E)
-        out = [(float(self.times[q % E]), int(self.sources[q % E]), int(self.kinds[q % E])) for q in range(first, total)]
+        out = [(float(self.times[q % E]), int(self.sources[q % E]), int(self.kinds[q % E]))
+               for q in range(first, total)]
         self.lost += first - self.read
         self.read = total
         return out

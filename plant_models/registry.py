@@ -23,12 +23,14 @@ from .plant import Plant
 # Built-in plants: kind -> (plant class, config reader), as "module:name".  A module is imported
 # only when a config asks for its kind, so starting a server imports (and compiles) one plant only.
 BUILTIN = {
-    "powershift": ("plant_models.plants.powershift:PowershiftPlant", "plant_models.readers.powershift:read_powershift"),
+    "powershift": ("plant_models.plants.powershift:PowershiftPlant",
+                   "plant_models.readers.powershift:read_powershift"),
     "dct": ("plant_models.plants.dct:DctPlant", "plant_models.readers.dct:read_dct"),
     "chain": ("plant_models.plants.chain:ChainPlant", "plant_models.readers.chain:read_chain"),
     "damper": ("plant_models.plants.damper:DamperClutchPlant", "plant_models.readers.damper:read_damper"),
     "servo": ("plant_models.plants.servo:ServoActuatorPlant", "plant_models.readers.servo:read_servo"),
-    "kinematic": ("plant_models.plants.kinematic:KinematicClutchPlant", "plant_models.readers.kinematic:read_kinematic"),
+    "kinematic": ("plant_models.plants.kinematic:KinematicClutchPlant",
+                  "plant_models.readers.kinematic:read_kinematic"),
 }
 
 Reader = Callable[[ConfigReader], Any]

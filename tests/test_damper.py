@@ -1,4 +1,4 @@
-"""Clutch with torsional damper-spring (seed 004, section 5) against an exact solution of the same equations.
+"""Clutch with torsional damper-spring (Zanasi, Sandoni & Morselli, section 5) against an exact solution.
 
 The reference below is independent of the friction core: it integrates the
 paper's three equations with scipy's DOP853 at tight tolerances, between
@@ -55,7 +55,7 @@ def col(plant, y, name):
 # the independent reference
 # --------------------------------------------------------------------------
 class Reference:
-    """Exact (event-driven, tight-tolerance) solution of the seed 004 section 5 equations."""
+    """Exact (event-driven, tight-tolerance) solution of the equations of Zanasi, Sandoni & Morselli, section 5."""
 
     def __init__(self, p: DamperParams, engine_torque, clutch_capacity, breakpoints, load=0.0):
         self.J = np.array(p.inertia)

@@ -1,4 +1,4 @@
-"""DCT plant (seed 000, section 4): synchronizers, gear selection, upshifts, energy balance."""
+"""DCT plant (Biagiotti & Zanasi, section 4): synchronizers, gear selection, upshifts, energy balance."""
 
 from __future__ import annotations
 

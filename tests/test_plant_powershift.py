@@ -1,4 +1,4 @@
-"""Powershift plant (seed 003, section 5): gears, capacities, the paper's swap demonstration."""
+"""Powershift plant (Morselli, Zanasi & Ferracin, section 5): gears, capacities, the paper's swap demonstration."""
 
 from __future__ import annotations
 

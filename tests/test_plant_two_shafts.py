@@ -64,3 +64,14 @@ def test_the_lock_is_located_inside_the_step():
         plant.step(dt)
     (stick,) = plant.new_events()
     assert stick["time"] == pytest.approx((w1 - w2) / (K * (1.0 / J1 + 1.0 / J2)), abs=1e-9)
+
+
+def test_the_docs_show_the_module_as_it_is():
+    """docs/plants.md lists the example whole; the listing is the module the tests run."""
+    from plant_models.config import repo_root
+
+    root = repo_root()
+    doc = (root / "docs" / "plants.md").read_text()
+    listing = doc.split("## Adding a plant", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    source = (root / "plant_models" / "plants" / "two_shafts.py").read_text()
+    assert listing == source and source.count("\n") < 80

@@ -1,4 +1,4 @@
-"""Electro-hydraulic servo with load-dependent dry friction and hard stops (seed 002).
+"""Electro-hydraulic servo with load-dependent dry friction and hard stops (Borello & Dalla Vedova).
 
 Closed forms of the friction law (eqs. 3-4, FSD) on the bare mechanism, and
 the paper's qualitative results (section 6) on the full servomechanism run

@@ -181,7 +181,8 @@ OUT_SLIP_C1 = OUTPUTS.add_block([
     Signal("slip_c1", "rad/s", -1500.0, 1500.0, 0.0, "clutch 1 slip w_engine - w_odd"),
     Signal("slip_c2", "rad/s", -1500.0, 1500.0, 0.0, "clutch 2 slip w_engine - w_even")])
 OUT_TQ_C1 = OUTPUTS.add_block([
-    Signal("torque_c1", "N m", _minus_torque_hi, _torque_hi, 0.0, "torque clutch 1 passes from the engine to the odd shaft"),
+    Signal("torque_c1", "N m", _minus_torque_hi, _torque_hi, 0.0,
+           "torque clutch 1 passes from the engine to the odd shaft"),
     Signal("torque_c2", "N m", _minus_torque_hi, _torque_hi, 0.0,
            "torque clutch 2 passes from the engine to the even shaft")])
 OUT_STUCK_C1 = OUTPUTS.add_block([

@@ -311,6 +311,25 @@ def _outputs(mf, mi, df, di, h, status):
 
 
 @njit(**JIT)
+def _log_changes(df, di, t_end, stuck_new, stop):
+    """Log the sticks, breakaways and hard-stop hits and releases of a sub-step ending at t_end.
+
+    Called in the real-time loop.
+    """
+    stuck_old = di[DI_STUCK]
+    if stuck_new != stuck_old:
+        _log(df, di, t_end, 0, EV_STICK if stuck_new == 1 else EV_BREAKAWAY)
+        di[DI_STUCK] = stuck_new
+    old_stop = di[DI_AT_STOP]
+    if stop != old_stop:
+        if old_stop != 0:
+            _log(df, di, t_end, 1 if old_stop < 0 else 2, EV_STOP_RELEASE)
+        if stop != 0:
+            _log(df, di, t_end, 1 if stop < 0 else 2, EV_STOP_HIT)
+        di[DI_AT_STOP] = stop
+
+
+@njit(**JIT)
 def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
     """One fixed sub-step of the actuator (the paper's Table 1 plus the servovalve).  Called in the real-time loop.
 
@@ -423,19 +442,7 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
     df[DF_STATE + S_TM] = dis * df[DF_STATE + S_P12]
     df[DF_STATE + S_TFR] = tfr
     df[DF_STATE + S_TSTOP] = t_stop
-    # -- events
-    stuck_new = 1 if w_new == 0.0 else 0
-    stuck_old = di[DI_STUCK]
-    if stuck_new != stuck_old:
-        _log(df, di, t_end, 0, EV_STICK if stuck_new == 1 else EV_BREAKAWAY)
-        di[DI_STUCK] = stuck_new
-    old_stop = di[DI_AT_STOP]
-    if stop != old_stop:
-        if old_stop != 0:
-            _log(df, di, t_end, 1 if old_stop < 0 else 2, EV_STOP_RELEASE)
-        if stop != 0:
-            _log(df, di, t_end, 1 if stop < 0 else 2, EV_STOP_HIT)
-        di[DI_AT_STOP] = stop
+    _log_changes(df, di, t_end, 1 if w_new == 0.0 else 0, stop)
 
 
 @njit(**JIT)
