@@ -135,7 +135,7 @@ class FrictionPlant(Plant):
         engaged = self._engaged_at_start()
         for i in engaged:
             self.core.mode[i] = L.MODE_STUCK
-        refresh = self._kernels()["refresh"]
+        refresh = self.compiled["refresh"]
         refresh(self.mf, self.mi, self.df, self.di, 0)
         st = self.core.start(engaged)
         st |= int(refresh(self.mf, self.mi, self.df, self.di, st))

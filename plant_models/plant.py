@@ -245,10 +245,15 @@ class Kernel:
     function: Any  # numba dispatcher
     signature: str  # numba signature, e.g. "int64(float64[::1], int64[::1], float64[::1], int64[::1], float64)"
 
+    @property
+    def compiled(self) -> bool:
+        """Whether :meth:`compile` already ran in this process."""
+        return id(self.function) in _COMPILED
+
     def compile(self):
         """The dispatcher, compiled for ``signature`` (once per process)."""
         f = self.function
-        if id(f) not in _COMPILED:
+        if not self.compiled:
             f.compile(self.signature)
             f.disable_compile()
             _COMPILED.add(id(f))
@@ -333,6 +338,7 @@ class Plant(ABC):
         if len(self._in_index) != self.n_in or len(self._out_index) != self.n_out:
             raise ValueError("signal names must be unique")
         self._step_fn: Callable | None = None
+        self.compiled: dict[str, Callable] = {}  # the plant's kernels by name, from the first reset on
         self.mf, self.mi, self.df, self.di = self._allocate()
         self._bind_views()
 
@@ -385,20 +391,18 @@ class Plant(ABC):
     # -- kernels -------------------------------------------------------------------------------------
     @classmethod
     def compile_kernels(cls, progress: Callable[[str, int, int], None] | None = None) -> dict[str, Callable]:
-        """Every kernel of this plant kind, compiled or loaded from numba's cache (once per process).
+        """Every kernel of this plant kind by name, compiled or loaded from numba's cache (once per process).
 
         The one place that compiles a plant's code: ``progress(label, k, n)``
-        is called before each kernel, e.g. ``("powershift step", 1, 2)``.
+        is called before each of the ``n`` kernels not compiled yet, e.g.
+        ``("powershift step", 1, 2)``.
         """
-        out = {}
-        for k, kernel in enumerate(cls.kernels, 1):
+        pending = [kernel for kernel in cls.kernels if not kernel.compiled]
+        for k, kernel in enumerate(pending, 1):
             if progress is not None:
-                progress(f"{cls.kind} {kernel.name}", k, len(cls.kernels))
-            out[kernel.name] = kernel.compile()
-        return out
-
-    def _kernels(self) -> dict[str, Callable]:
-        return self.compile_kernels(Plant.compile_progress)
+                progress(f"{cls.kind} {kernel.name}", k, len(pending))
+            kernel.compile()
+        return {kernel.name: kernel.compile() for kernel in cls.kernels}
 
     # -- ports ---------------------------------------------------------------------------------------
     def input_index(self, name: str) -> int:
@@ -448,7 +452,8 @@ class Plant(ABC):
         The first reset compiles the plant's kernels (or loads them from the cache).
         """
         if self._step_fn is None:
-            self._step_fn = self._kernels()["step"]
+            self.compiled = self.compile_kernels(Plant.compile_progress)
+            self._step_fn = self.compiled["step"]
         self._clear()
         self._bind_views()
         self.set_defaults()

@@ -83,6 +83,23 @@ def test_reading_and_describing_every_config_compiles_no_plant_code():
     assert json.loads(out.stdout.splitlines()[-1]) == []
 
 
+PROGRESS = """
+import json
+from plant_models.plant import Plant
+from plant_models.registry import load_plant
+seen = []
+Plant.compile_progress = lambda label, k, n: seen.append([label, k, n])
+load_plant("chain")
+load_plant("chain")
+print(json.dumps(seen))
+"""
+
+
+def test_compilation_reports_each_kernel_once_with_its_place_in_the_queue():
+    out = subprocess.run([sys.executable, "-c", PROGRESS], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == [["chain step", 1, 2], ["chain refresh", 2, 2]]
+
+
 def test_kernels_are_compiled_at_the_first_reset_for_their_signature_only():
     plant = load_plant("kinematic")
     step = plant.kernels[0].function

@@ -594,7 +594,7 @@ class ServoActuatorPlant(Plant):
         self.di[DI_AT_STOP] = -1 if x <= p.travel_min_rad else (1 if x >= p.travel_max_rad else 0)
 
     def start(self) -> int:
-        self._kernels()["refresh"](self.mf, self.mi, self.df, self.di)
+        self.compiled["refresh"](self.mf, self.mi, self.df, self.di)
         return 0
 
     @property
