@@ -46,6 +46,8 @@ def register(kind: str, plant_class: type[Plant], reader: Reader | None = None) 
     """
     if reader is None:
         params_type = plant_class.params_type
+        if params_type is None:
+            raise TypeError(f"{plant_class.__name__} has no params_type: pass a reader to register {kind!r}")
 
         def reader(cfg: ConfigReader) -> Any:
             return read_params(cfg, params_type)
