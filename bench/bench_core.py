@@ -150,10 +150,11 @@ def powershift_core_in_gear():
     """
     from plant_models.config import ConfigReader, load_toml, resolve_config
     from plant_models.core import Core
-    from plant_models.plants.powershift import PowershiftParams, _build_spec
+    from plant_models.plants.powershift import PowershiftPlant
+    from plant_models.readers.powershift import read_powershift
 
     path = resolve_config("powershift")
-    spec, _ = _build_spec(PowershiftParams.from_config(ConfigReader(load_toml(path), str(path))))
+    spec = PowershiftPlant.build_spec(read_powershift(ConfigReader(load_toml(path), str(path))))
     c = Core(spec)
     c.omega[0] = 80.0
     c.u_act[:] = np.array([16, 0, 16, 0, 0, 16, 0, 0]) * BAR

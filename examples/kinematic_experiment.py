@@ -1,5 +1,7 @@
-"""Seed 001's experiment with the kinematic clutch: the same engagement time with the applied torque
-50 % higher and the driving inertia 25 % lower; prints both engagement times and peak reaction
+"""The experiment of the article "Clutch Modeling - Part II: Kinematic Clutches".
+
+The same engagement time with the applied torque 50 % higher and the
+driving inertia 25 % lower; prints both engagement times and peak reaction
 torques and draws the article's comparison (speeds, reaction torques).
 
     python examples/kinematic_experiment.py [OUT.png]
@@ -32,7 +34,7 @@ def main(argv: list[str]) -> int:
         peak = float(np.max(np.abs(tr.column("clutch_torque"))))
         print(f"{label}: engaged at {stick[0]:.9f} s, peak reaction torque {peak:.3f} N m")
         runs.append((label, tr.time, tr.column("w_input"), tr.column("w_output"), tr.column("clutch_torque")))
-    path = plot_experiment(runs, out, "kinematic clutch (seed 001): engagement in 0.8 s in both systems")
+    path = plot_experiment(runs, out, "kinematic clutch: engagement in 0.8 s in both systems")
     print(f"wrote {path}")
     return 0
 

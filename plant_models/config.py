@@ -10,8 +10,10 @@ and never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
+import typing
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -207,6 +209,40 @@ def _check_number(reader: ConfigReader, name: str, val: Any, positive: bool, non
     if hi is not None and x > hi:
         raise reader.error(name, f"must be <= {hi}, got {val}")
     return x
+
+
+def read_params(cfg: ConfigReader, params_type: type) -> Any:
+    """A frozen parameter dataclass read field by field from the keys of the same names.
+
+    For plants whose config is flat: a field of type ``float``, ``int``,
+    ``bool``, ``str`` or ``tuple[float, ...]`` (``tuple[float, float]`` fixes
+    the length) is read with the checks named in its metadata
+    (``positive``, ``nonnegative``, ``lo``, ``hi``; ``choices`` for strings),
+    e.g. ``inertia_kg_m2: tuple[float, float] = field(default=(1.0, 2.0),
+    metadata=dict(positive=True))``.  A field without a default is required.
+    """
+    hints = typing.get_type_hints(params_type)
+    values = {}
+    for f in dataclasses.fields(params_type):
+        default = f.default if f.default is not dataclasses.MISSING else _MISSING
+        kind, checks = hints[f.name], dict(f.metadata)
+        if kind is float:
+            values[f.name] = cfg.number(f.name, default, **checks)
+        elif kind is int:
+            values[f.name] = cfg.integer(f.name, default, **checks)
+        elif kind is bool:
+            values[f.name] = cfg.boolean(f.name, default)
+        elif kind is str:
+            values[f.name] = cfg.string(f.name, default, **checks)
+        elif typing.get_origin(kind) is tuple:
+            args = typing.get_args(kind)
+            length = None if Ellipsis in args else len(args)
+            listed = list(default) if default is not _MISSING else _MISSING
+            values[f.name] = tuple(cfg.numbers(f.name, length, listed, **checks))
+        else:
+            raise TypeError(f"{params_type.__name__}.{f.name}: read_params reads numbers, flags, strings and "
+                            f"tuples of numbers, not {kind}")
+    return params_type(**values)
 
 
 def repo_root() -> Path:

@@ -1,53 +1,93 @@
-"""Plants by name: the ``plant = "..."`` key of a config file selects the class."""
+"""Plants by name: the ``plant = "..."`` key of a config file selects the class and its config reader.
+
+Two steps, so that a config can be checked and described without building
+anything: :func:`read_config` reads a file into the plant class and its
+frozen parameters (errors name the file, the key and the problem), and
+:func:`load_plant` builds the plant from them (the plant's first reset
+compiles its kernels or loads them from numba's cache).
+:func:`describe_config` is what ``gearbox-hil describe`` prints, from the
+parameters alone: nothing is built and nothing compiled.
+"""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from .config import ConfigError, ConfigReader, load_plant_toml, resolve_config
+from .config import ConfigError, ConfigReader, load_plant_toml, read_params, resolve_config
 from .plant import Plant
 
-# Built-in plants: kind -> (module, class).  A module is imported only when a
-# config asks for its kind, so starting a server compiles/loads one plant only.
+# Built-in plants: kind -> (plant class, config reader), as "module:name".  A module is imported
+# only when a config asks for its kind, so starting a server imports (and compiles) one plant only.
 BUILTIN = {
-    "powershift": ("plant_models.plants.powershift", "PowershiftPlant"),
-    "dct": ("plant_models.plants.dct", "DctPlant"),
-    "chain": ("plant_models.plants.chain", "ChainPlant"),
-    "damper": ("plant_models.plants.damper", "DamperClutchPlant"),
-    "servo": ("plant_models.plants.servo", "ServoActuatorPlant"),
-    "kinematic": ("plant_models.plants.kinematic", "KinematicClutchPlant"),
+    "powershift": ("plant_models.plants.powershift:PowershiftPlant",
+                   "plant_models.readers.powershift:read_powershift"),
+    "dct": ("plant_models.plants.dct:DctPlant", "plant_models.readers.dct:read_dct"),
+    "chain": ("plant_models.plants.chain:ChainPlant", "plant_models.readers.chain:read_chain"),
+    "damper": ("plant_models.plants.damper:DamperClutchPlant", "plant_models.readers.damper:read_damper"),
+    "servo": ("plant_models.plants.servo:ServoActuatorPlant", "plant_models.readers.servo:read_servo"),
+    "kinematic": ("plant_models.plants.kinematic:KinematicClutchPlant",
+                  "plant_models.readers.kinematic:read_kinematic"),
 }
 
-_PLANTS: dict[str, Callable[[ConfigReader], Plant]] = {}
+Reader = Callable[[ConfigReader], Any]
+_REGISTERED: dict[str, tuple[type[Plant], Reader]] = {}
 
 
-def register(kind: str, factory: Callable[[ConfigReader], Plant]) -> None:
-    """Make a plant class available to configs under ``plant = kind`` (for plants outside this package)."""
-    _PLANTS[kind] = factory
+def register(kind: str, plant_class: type[Plant], reader: Reader | None = None) -> None:
+    """Make a plant class available to configs under ``plant = kind`` (for plants outside the built-ins).
+
+    ``reader(cfg) -> params`` reads the rest of the config; without one, the
+    fields of ``plant_class.params_type`` are read as top-level keys of the
+    same names (:func:`plant_models.config.read_params`).
+    """
+    if reader is None:
+        params_type = plant_class.params_type
+        if params_type is None:
+            raise TypeError(f"{plant_class.__name__} has no params_type: pass a reader to register {kind!r}")
+
+        def reader(cfg: ConfigReader) -> Any:
+            return read_params(cfg, params_type)
+
+    _REGISTERED[kind] = (plant_class, reader)
+
+
+def _load(ref: str):
+    module, name = ref.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _available_builtin() -> list[str]:
-    import importlib.util
-
-    return [kind for kind, (mod, _) in BUILTIN.items() if importlib.util.find_spec(mod) is not None]
+    return [kind for kind, (plant, _) in BUILTIN.items()
+            if importlib.util.find_spec(plant.split(":")[0]) is not None]
 
 
 def plant_kinds() -> list[str]:
-    return sorted(set(_PLANTS) | set(_available_builtin()))
+    return sorted(set(_REGISTERED) | set(_available_builtin()))
 
 
-def _factory(kind: str) -> Callable[[ConfigReader], Plant]:
-    if kind not in _PLANTS:
-        import importlib
+def plant_class(kind: str) -> tuple[type[Plant], Reader]:
+    """The plant class of a kind and its config reader (imports the plant's module, compiles nothing)."""
+    if kind not in _REGISTERED:
+        plant_ref, reader_ref = BUILTIN[kind]
+        _REGISTERED[kind] = (_load(plant_ref), _load(reader_ref))
+    return _REGISTERED[kind]
 
-        modname, clsname = BUILTIN[kind]
-        _PLANTS[kind] = getattr(importlib.import_module(modname), clsname).from_config
-    return _PLANTS[kind]
+
+@dataclass(frozen=True)
+class PlantConfig:
+    """A plant config read and validated: what :func:`load_plant` builds the plant from."""
+
+    plant_class: type[Plant]
+    params: Any  # the plant's frozen parameters (``plant_class.params_type``)
+    source: str  # the config file
 
 
-def load_plant(path_or_name: str | Path) -> Plant:
-    """Build a plant from a config file (a path, or the name of a file in configs/).
+def read_config(path_or_name: str | Path) -> PlantConfig:
+    """Read a plant config (a path, or the name of a file in configs/) without building the plant.
 
     Raises ConfigError with file, key and problem for any mistake in the file.
     """
@@ -55,9 +95,26 @@ def load_plant(path_or_name: str | Path) -> Plant:
     data = load_plant_toml(path)
     cfg = ConfigReader(data, str(path))
     kind = cfg.string("plant", choices=plant_kinds())
-    plant = _factory(kind)(cfg)
+    cls, reader = plant_class(kind)
+    params = reader(cfg)
     cfg.reject_unknown()
-    return plant
+    return PlantConfig(cls, params, cfg.source)
 
 
-__all__ = ["ConfigError", "load_plant", "plant_kinds", "register"]
+def load_plant(path_or_name: str | Path) -> Plant:
+    """Build a plant from a config file, reset and ready to step (its kernels compile at this first reset).
+
+    Raises ConfigError with file, key and problem for any mistake in the file.
+    """
+    c = read_config(path_or_name)
+    return c.plant_class(c.params, source=c.source)
+
+
+def describe_config(path_or_name: str | Path) -> dict:
+    """The description of a config's plant (kind, signals, clutches), from its parameters alone."""
+    c = read_config(path_or_name)
+    return c.plant_class.description_of(c.params, c.source)
+
+
+__all__ = ["ConfigError", "PlantConfig", "describe_config", "load_plant", "plant_class", "plant_kinds",
+           "read_config", "register"]

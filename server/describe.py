@@ -1,11 +1,14 @@
-"""``gearbox-hil describe CONFIG``: the plant's signals with units, ranges and defaults."""
+"""``gearbox-hil describe CONFIG``: the plant's signals with units, ranges and defaults.
+
+Read from the config's parameters alone: the plant is not built and nothing compiles.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from plant_models.registry import load_plant
+from plant_models.registry import describe_config
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -14,8 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    plant = load_plant(args.config)
-    d = plant.describe()
+    d = describe_config(args.config)
     if args.json:
         print(json.dumps(d, indent=2))
         return 0

@@ -102,7 +102,7 @@ def run_offline(plant: Plant, compiled: CompiledScenario) -> Trace:
     except ValueError as exc:  # an input value the plant refuses (Signal.check)
         raise ConfigError(compiled.scenario.source, "inputs", f"initial value rejected: {exc}") from None
     values[0] = plant.y
-    counters = plant.core.counters
+    counters = plant.counters
     events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
     seen = int(counters[L.CNT_EVENTS])
     status_or = start_status

@@ -25,9 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from plant_models.plant import Plant
-
-from .params import Param
+from plant_models.plant import Param, Plant
 
 JIT = dict(cache=True, nogil=True)
 

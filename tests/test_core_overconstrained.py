@@ -18,13 +18,14 @@ from references.reference_solutions import ReferenceSolver, network_from_spec
 from plant_models.core import layout as L
 from plant_models.config import ConfigReader, load_toml, resolve_config
 from plant_models.core import Core, CoreSpec, Row
-from plant_models.plant import BAR
-from plant_models.plants.powershift import PowershiftParams, PowershiftPlant
+from plant_models.plants.clutch import BAR
+from plant_models.plants.powershift import PowershiftPlant
+from plant_models.readers.powershift import read_powershift
 
 
 def powershift(engaged, pressures_bar, engine=0.0, load=0.0, engine_speed=None):
     path = resolve_config("powershift")
-    params = PowershiftParams.from_config(ConfigReader(load_toml(path), str(path)))
+    params = read_powershift(ConfigReader(load_toml(path), str(path)))
     params = dataclasses.replace(params, engaged0=tuple(engaged))
     if engine_speed is not None:
         params = dataclasses.replace(params, engine_speed0=engine_speed)

@@ -9,7 +9,8 @@ import pytest
 
 from plant_models.core import layout as L
 from plant_models.config import ConfigReader, load_toml, resolve_config
-from plant_models.plants.powershift import STAGES, PowershiftParams, PowershiftPlant
+from plant_models.plants.powershift import STAGES, PowershiftPlant
+from plant_models.readers.powershift import read_powershift
 
 
 @pytest.mark.parametrize("ca,cb", [(0.03, 0.09), (0.09, 0.03), (1.0, -3.7), (-2.5, -0.4), (0.04, -0.12),
@@ -32,7 +33,7 @@ def test_locked_gear_row_holds_its_ratio_and_the_generalised_stuck_force(two_sha
 
 def _powershift_params(engaged):
     path = resolve_config("powershift")
-    params = PowershiftParams.from_config(ConfigReader(load_toml(path), str(path)))
+    params = read_powershift(ConfigReader(load_toml(path), str(path)))
     return dataclasses.replace(params, engaged0=tuple(engaged))
 
 

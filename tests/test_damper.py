@@ -1,4 +1,4 @@
-"""Clutch with torsional damper-spring (seed 004, section 5) against an exact solution of the same equations.
+"""Clutch with torsional damper-spring (Zanasi, Sandoni & Morselli, section 5) against an exact solution.
 
 The reference below is independent of the friction core: it integrates the
 paper's three equations with scipy's DOP853 at tight tolerances, between
@@ -24,6 +24,7 @@ from scipy.integrate import solve_ivp
 from plant_models.core import layout as L
 from plant_models.config import ConfigError, ConfigReader
 from plant_models.plants.damper import DEG, DamperClutchPlant, DamperParams
+from plant_models.readers.damper import read_damper
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
 
@@ -54,7 +55,7 @@ def col(plant, y, name):
 # the independent reference
 # --------------------------------------------------------------------------
 class Reference:
-    """Exact (event-driven, tight-tolerance) solution of the seed 004 section 5 equations."""
+    """Exact (event-driven, tight-tolerance) solution of the equations of Zanasi, Sandoni & Morselli, section 5."""
 
     def __init__(self, p: DamperParams, engine_torque, clutch_capacity, breakpoints, load=0.0):
         self.J = np.array(p.inertia)
@@ -382,7 +383,7 @@ def test_config_errors_name_file_key_and_problem(section, key, value, message):
     data = load_toml(resolve_config("damper"))
     data[section][key] = value
     with pytest.raises(ConfigError) as exc:
-        DamperClutchPlant.from_config(ConfigReader(data, "damper.toml"))
+        read_damper(ConfigReader(data, "damper.toml"))
     assert str(exc.value).startswith("damper.toml: ") and message in str(exc.value)
 
 
@@ -398,17 +399,18 @@ def test_characteristic_errors(points, message):
     data = load_toml(resolve_config("damper_two_stage"))
     data["damper"]["characteristic_deg_N_m"] = points
     with pytest.raises(ConfigError, match="damper.characteristic_deg_N_m") as exc:
-        DamperClutchPlant.from_config(ConfigReader(data, "damper_two_stage.toml"))
+        read_damper(ConfigReader(data, "damper_two_stage.toml"))
     assert message in str(exc.value)
 
 
 def test_offline_run_and_figures(tmp_path):
+    from server.plots import plot_trace
     from server.simulate import run_offline
 
     plant = load_plant("damper")
     sc = load_scenario(SCENARIO)
     trace = run_offline(plant, sc.compile(plant))
     assert trace.column("engine_torque_applied")[-1] == 300.0 and trace.column("clutch_capacity_applied")[-1] == 0.0
-    files = plant.plot_figures(trace, tmp_path, sc.description)
+    files = plot_trace(plant, trace, tmp_path, sc.description)  # the figures chosen for its kind
     assert [f.name for f in files] == ["damper_speeds.png", "damper_torques.png"]
     assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 20000 for f in files)

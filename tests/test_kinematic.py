@@ -1,5 +1,6 @@
-"""Kinematic (functional) clutch of seed 001: the article's experiment and the clutch inside the
-Powershift and DCT plants.
+"""Kinematic (functional) clutch ("Clutch Modeling - Part II: Kinematic Clutches").
+
+The article's experiment and the clutch inside the Powershift and DCT plants.
 
 The article's claim: with the engagement prescribed, the engagement time is the shift time whatever
 the applied torque and the inertias (its example: torque +50 %, driving inertia -25 %), while the
@@ -94,7 +95,7 @@ def test_reaction_torque_is_the_constraint_force_of_the_closed_form(experiment, 
         assert np.max(np.abs(tq[held] - (-mu_h))) <= 1e-9 * np.max(np.abs(mu_h))
         peaks[case] = float(np.max(np.abs(tq)))
     with capsys.disabled():
-        print(f"\nseed 001 experiment: peak reaction torque baseline {peaks['baseline']:.3f} N m, "
+        print(f"\nthe article's experiment: peak reaction torque baseline {peaks['baseline']:.3f} N m, "
               f"modified (torque +50 %, J1 -25 %) {peaks['modified']:.3f} N m")
     # the same engagement asks for more torque: the modified drive is stronger and J1 lighter
     assert peaks["modified"] > 1.5 * peaks["baseline"]

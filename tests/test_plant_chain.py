@@ -1,4 +1,4 @@
-"""Chain of n bodies (seed 000 section 3.3, seed 004): the 4-mass benchmark and closed forms."""
+"""Chain of n bodies: the 4-mass benchmark of Zanasi, Sandoni & Morselli and closed forms."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from plant_models.plants.chain import ChainPlant
+from plant_models.readers.chain import read_chain
 from plant_models.config import ConfigError, ConfigReader, load_toml, repo_root
 from plant_models.registry import load_plant
 from references.reference_solutions import CHAIN4_V0, ReferenceSolver, chain4_network
@@ -24,13 +25,13 @@ def make_chain(**changes) -> ChainPlant:
         table, key = dotted.split("__") if "__" in dotted else (None, dotted)
         (data[table] if table else data)[key] = value
     cfg = ConfigReader(data, "chain-test")
-    plant = ChainPlant.from_config(cfg)
+    plant = ChainPlant(read_chain(cfg), source=cfg.source)
     return plant
 
 
 @pytest.fixture(scope="module")
 def reference():
-    """The seed-004 benchmark solved independently (event-driven, scipy DOP853, brute-force modes)."""
+    """The 4-mass benchmark solved independently (event-driven, scipy DOP853, brute-force modes)."""
     return ReferenceSolver(chain4_network()).simulate(3.0, CHAIN4_V0)
 
 
@@ -41,13 +42,13 @@ def benchmark(dt: float, duration: float = 3.0):
     return plant, run_offline(plant, compiled)
 
 
-def test_default_config_is_the_seed_004_benchmark():
+def test_default_config_is_the_four_mass_benchmark():
     plant = load_plant("configs/chain.toml")
     assert plant.core.spec.inertia == (10.0, 10.0, 10.0, 10.0)
     assert [plant.input_signal(f"capacity_{c}").default for c in ("1_2", "2_3", "3_4")] == [12.0, 10.0, 13.0]
     y = plant.output_dict()
     assert [y[f"v_{j}"] for j in (1, 2, 3, 4)] == [2.0, -1.0, 1.0, 2.0]
-    # all contacts slip at t = 0 with tau = k sgn(v_i - v_j) (seed 004, eq. 2)
+    # all contacts slip at t = 0 with tau = k sgn(v_i - v_j) (Zanasi, Sandoni & Morselli, eq. 2)
     assert [y["friction_1_2"], y["friction_2_3"], y["friction_3_4"]] == [12.0, -10.0, -13.0]
     assert plant.output_signal("v_1").unit == "m/s" and plant.output_signal("friction_1_2").unit == "N"
 

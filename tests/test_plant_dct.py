@@ -1,4 +1,4 @@
-"""DCT plant (seed 000, section 4): synchronizers, gear selection, upshifts, energy balance."""
+"""DCT plant (Biagiotti & Zanasi, section 4): synchronizers, gear selection, upshifts, energy balance."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from plant_models.core import layout as L
 from plant_models.config import ConfigReader, load_toml, repo_root
 from plant_models.plants.dct import ROW_S_EVEN, ROW_S_ODD, ST_GEAR_REJECTED, DctPlant
+from plant_models.readers.dct import read_dct
 from references.reference_solutions import ReferenceSolver, network_from_spec
 from server.scenario import parse_scenario
 from server.simulate import run_offline
@@ -25,7 +26,7 @@ def make_plant(**initial) -> DctPlant:
     data["initial"].update(initial)
     cfg = ConfigReader(data, "dct-test")
     assert cfg.string("plant") == "dct"
-    plant = DctPlant.from_config(cfg)
+    plant = DctPlant(read_dct(cfg), source=cfg.source)
     cfg.reject_unknown()
     return plant
 

@@ -1,4 +1,4 @@
-"""Powershift plant (seed 003, section 5): gears, capacities, the paper's swap demonstration."""
+"""Powershift plant (Morselli, Zanasi & Ferracin, section 5): gears, capacities, the paper's swap demonstration."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from plant_models.core import layout as L
 from plant_models.config import ConfigError, ConfigReader, load_toml, repo_root
-from plant_models.plant import BAR
+from plant_models.plants.clutch import BAR
 from plant_models.plants.powershift import PowershiftPlant, gear_table
+from plant_models.readers.powershift import read_powershift
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
 from server.simulate import run_offline
@@ -20,7 +21,7 @@ BASE = load_toml(repo_root() / "configs" / "powershift.toml")
 
 
 def make(data) -> PowershiftPlant:
-    return PowershiftPlant.from_config(ConfigReader(data, "ps-test"))
+    return PowershiftPlant(read_powershift(ConfigReader(data, "ps-test")))
 
 
 @pytest.fixture(scope="module")

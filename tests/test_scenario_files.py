@@ -81,7 +81,7 @@ def test_dct_upshift_engages_the_clutches_alternately():
     assert tr.column("vehicle_speed")[-1] > 45.0
 
 
-def test_chain_scenario_is_the_seed_004_benchmark():
+def test_chain_scenario_is_the_four_mass_benchmark():
     plant, tr = run("chain_4mass.toml")
     assert tr.time[-1] == pytest.approx(4.0)
     assert [round(e["time"], 2) for e in tr.events[:3]] == [0.80, 0.93, 0.97]

@@ -1,4 +1,4 @@
-"""Electro-hydraulic servo with load-dependent dry friction and hard stops (seed 002).
+"""Electro-hydraulic servo with load-dependent dry friction and hard stops (Borello & Dalla Vedova).
 
 Closed forms of the friction law (eqs. 3-4, FSD) on the bare mechanism, and
 the paper's qualitative results (section 6) on the full servomechanism run
@@ -16,7 +16,8 @@ import pytest
 from plant_models.core import layout as L
 from plant_models.config import ConfigError, ConfigReader
 from plant_models.registry import load_plant
-from plant_models.plants.servo import DEG, ServoActuatorPlant, ServoParams
+from plant_models.plants.servo import DEG, DF_STATE, DF_TIME, N_STATE, ServoActuatorPlant, ServoParams
+from plant_models.readers.servo import read_servo
 from server.scenario import load_scenario
 
 DT = 1.0e-3
@@ -322,8 +323,9 @@ def test_bad_inputs_leave_the_state_untouched(rev):
         p.u[k] = saved
     assert p.step(0.0) == L.ST_BAD_INPUT and p.step(math.nan) == L.ST_BAD_INPUT
     after = p.get_state()
-    assert np.array_equal(before[0][: p.core.sizes.ny], after[0][: p.core.sizes.ny])
-    assert p.time == before[0][p.mi[L.DF_TIME]]
+    state = slice(DF_STATE, DF_STATE + N_STATE)  # rate, position, valve states
+    assert np.array_equal(before[0][state], after[0][state])
+    assert p.time == before[0][DF_TIME]
     assert p.step(DT) == 0
 
 
@@ -357,7 +359,7 @@ def test_config_errors_name_file_key_and_problem(key, value, message):
     data = load_toml(path)
     data["transmission"][key] = value
     with pytest.raises(ConfigError) as exc:
-        ServoActuatorPlant.from_config(ConfigReader(data, "servo.toml"))
+        read_servo(ConfigReader(data, "servo.toml"))
     assert str(exc.value).startswith(f"servo.toml: transmission.{key}: ")
     assert message in str(exc.value)
 
@@ -368,21 +370,22 @@ def test_config_rejects_unknown_keys_and_a_too_long_internal_step():
     data = load_toml(resolve_config("servo"))
     data["servovalve"]["pressure_gain"] = 1.0
     with pytest.raises(ConfigError, match=r"servovalve.pressure_gain: unknown key"):
-        ServoActuatorPlant.from_config(ConfigReader(data, "servo.toml"))
+        read_servo(ConfigReader(data, "servo.toml"))
     data = load_toml(resolve_config("servo"))
     data["numerics"]["internal_step_s"] = 5e-4
     with pytest.raises(ConfigError, match=r"numerics.internal_step_s: too long for the first stage"):
-        ServoActuatorPlant.from_config(ConfigReader(data, "servo.toml"))
+        read_servo(ConfigReader(data, "servo.toml"))
 
 
 def test_offline_run_and_figures(tmp_path, irr):
     """The simulator's run loop serves the plant; the plant's own figures are written."""
+    from server.plots import plot_trace
     from server.simulate import events_document, run_offline
 
     sc = load_scenario("servo_deploy_pressure_drop")
     trace = run_offline(irr, sc.compile(irr))
     doc = events_document(irr, trace, "servo_irreversible", sc.source, 1e-3)
     assert doc["events"][0] == dict(time=doc["events"][0]["time"], clutch="transmission", type="breakaway")
-    files = irr.plot_figures(trace, tmp_path, sc.description)
+    files = plot_trace(irr, trace, tmp_path, sc.description)  # the figures chosen for its kind
     assert [f.name for f in files] == ["servo.png", "servo_friction.png"]
     assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 20000 for f in files)

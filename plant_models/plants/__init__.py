@@ -1,0 +1,9 @@
+"""The plants, one module each (see docs/plants.md, "Adding a plant").
+
+On the friction core (:class:`plant_models.friction_plant.FrictionPlant`):
+``powershift``, ``dct``, ``chain``, ``damper``, ``kinematic`` and the
+example ``two_shafts``; with an integrator of its own
+(:class:`plant_models.plant.Plant`): ``servo``.  ``clutch`` is the wet
+clutch the Powershift and the DCT share.  Their config readers are in
+:mod:`plant_models.readers`, their figures in ``server/plots``.
+"""

@@ -1,9 +1,12 @@
 """A chain of n bodies with static/Coulomb friction between neighbours.
 
-Seed 000 section 3.3 ("a stack of n frictional bodies") and seed 004
-section 3: bodies 1..n (masses in kg, or inertias in kg m^2) in a row; body
-i and body i+1 touch through a friction contact.  Each body takes an
-external force (or torque) and an optional viscous drag to ground::
+Biagiotti & Zanasi, "Efficient simulation of static and dynamic friction
+for automotive applications", section 3.3 ("a stack of n frictional
+bodies"), and Zanasi, Sandoni & Morselli, "Simulation of variable dynamic
+dimension systems: the clutch example", section 3: bodies 1..n (masses in
+kg, or inertias in kg m^2) in a row; body i and body i+1 touch through a
+friction contact.  Each body takes an external force (or torque) and an
+optional viscous drag to ground::
 
     F_1        F_2        F_3                F_n
      |          |          |                  |
@@ -14,11 +17,16 @@ Rows of R: contact i-j is ``[1, -1]`` on bodies (i, j): relative velocity
 default comes from the config, so a constant capacity needs no scenario
 entry), its Coulomb amplitude k = ``kinetic_to_static * K``.
 
-Sign convention: ``friction_i_j`` is seed 004's tau_{i,i+1}: the force the
-contact applies to body i is ``-friction_i_j`` and to body j
-``+friction_i_j`` (m_i dv_i/dt = F_i + tau_{i-1,i} - tau_{i,i+1}, eq. 1), so
-a slipping contact reads ``k sgn(v_i - v_j)`` and a stuck one the
-constraint force that keeps ``v_i = v_j``, within ``+-static_limit_i_j``.
+Sign convention: ``friction_i_j`` is Zanasi, Sandoni & Morselli's
+tau_{i,i+1}: the force the contact applies to body i is ``-friction_i_j``
+and to body j ``+friction_i_j`` (m_i dv_i/dt = F_i + tau_{i-1,i} -
+tau_{i,i+1}, eq. 1), so a slipping contact reads ``k sgn(v_i - v_j)`` and a
+stuck one the constraint force that keeps ``v_i = v_j``, within
+``+-static_limit_i_j``.
+
+The number of ports depends on n, so the ports are declared per parameter
+set (:func:`chain_ports`) and the offsets of their blocks go to the
+compiled step in the plant's int parameters.
 """
 
 from __future__ import annotations
@@ -27,14 +35,28 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from ..core import layout as L
-from ..config import ConfigReader
-from ..core import CoreSpec, Row, Settings
-from ..core.api import BUFS, JIT, core_step as _step, raw_f as _raw_f, raw_i as _raw_i
-from ..plant import Plant, Signal
-from .powershift import settings_from_config
+from ..core.api import JIT, L, CoreSpec, Row, Settings, core_step, raw_f, raw_i
+from ..friction_plant import FrictionPlant, friction_kernels
+from ..plant import Ports, Signal
 
 MAX_BODIES = 64
+
+# plant int parameters (MI_PLANT block): where the port blocks start
+PI_N_IN = 0  # number of inputs (the rates follow the inputs)
+PI_IN_CAPACITY = 1  # input index of capacity_1_2
+PI_OUT_V = 2  # output index of v_1
+PI_OUT_X = 3  # output index of x_1
+PI_OUT_CONTACTS = 4  # output index of the first contact's block
+PI_OUT_STATUS = 5  # output index of status
+PI_LEN = 6
+
+CONTACT = Ports()  # the outputs of contact {a}-{b} ({v}, {f}: velocity and force units), one block per contact
+CT_SLIP = CONTACT.add("slip_{c}", "{v}", -2.0e4, 2.0e4, 0.0, "relative velocity v_{a} - v_{b}")
+CT_FRICTION = CONTACT.add("friction_{c}", "{f}", -1.0e6, 1.0e6, 0.0,
+                          "friction tau_{a}{b}: acts as -tau on body {a}, +tau on body {b}")
+CT_STUCK = CONTACT.add("stuck_{c}", "-", 0, 1, 0, "contact {a}-{b} stuck (1) or slipping/free (0)", integer=True)
+CT_LIMIT = CONTACT.add("static_limit_{c}", "{f}", 0.0, 1.0e6, 0.0, "static capacity K of contact {a}-{b} in effect")
+CT_LEN = len(CONTACT)
 
 
 @dataclass(frozen=True)
@@ -57,42 +79,6 @@ class ChainParams:
     def n(self) -> int:
         return len(self.inertia)
 
-    @staticmethod
-    def from_config(cfg: ConfigReader) -> "ChainParams":
-        motion = cfg.string("motion", "translational", choices=("translational", "rotational"))
-        bo = cfg.sub("bodies")
-        inertia = bo.numbers("inertia", positive=True)
-        n = len(inertia)
-        if not 2 <= n <= MAX_BODIES:
-            raise bo.error("inertia", f"needs 2 to {MAX_BODIES} bodies, got {n}")
-        drag = bo.numbers("drag", n, [0.0] * n, nonnegative=True)
-        bo.reject_unknown()
-        co = cfg.sub("contacts")
-
-        def per_contact(name, default=None, **kw):
-            """One number for every contact, or a list with one per contact (required if no default)."""
-            raw = co.raw(name) if default is None else co.raw(name, default)
-            if isinstance(raw, list):
-                return co.numbers(name, n - 1, **kw)
-            return [co.number(name, raw, **kw)] * (n - 1)
-
-        cap = per_contact("static_capacity", nonnegative=True)
-        ratio = per_contact("kinetic_to_static", 1.0, nonnegative=True)
-        for i, r in enumerate(ratio):
-            if r > 1.0:
-                raise co.error("kinetic_to_static", f"must be <= 1 (Coulomb amplitude k <= static capacity K), "
-                               f"got {r} for contact {i + 1}-{i + 2}")
-        visc = per_contact("viscous", 0.0, nonnegative=True)
-        vs = per_contact("stribeck_velocity", 0.0, nonnegative=True)
-        alpha = per_contact("stribeck_exponent", 2.0, positive=True)
-        co.reject_unknown()
-        ini = cfg.sub("initial", required=False)
-        v0 = ini.numbers("velocity", n, [0.0] * n)
-        x0 = ini.numbers("position", n, [0.0] * n)
-        ini.reject_unknown()
-        return ChainParams(motion == "rotational", tuple(inertia), tuple(drag), tuple(cap), tuple(ratio),
-                           tuple(visc), tuple(vs), tuple(alpha), tuple(v0), tuple(x0), settings_from_config(cfg))
-
 
 def _units(rotational: bool) -> dict[str, str]:
     if rotational:
@@ -105,38 +91,39 @@ def contact_name(i: int) -> str:
     return f"{i + 1}_{i + 2}"
 
 
-def _signals(p: ChainParams):
+def chain_ports(p: ChainParams) -> tuple[Ports, Ports, dict[int, int]]:
+    """Inputs, outputs, and the start of each block as the plant's int parameters ``{PI_*: index}``."""
     u = _units(p.rotational)
     n = p.n
-    inputs = [Signal(f"force_{j + 1}", u["f"], -1.0e6, 1.0e6, 0.0, f"external force on {u['body']} {j + 1}")
-              for j in range(n)]
-    inputs += [Signal(f"capacity_{contact_name(i)}", u["f"], 0.0, 1.0e6, p.static_capacity[i],
-                      f"static friction capacity K of contact {contact_name(i).replace('_', '-')} "
-                      f"(Coulomb amplitude k = {p.kinetic_to_static[i]:g} K)") for i in range(n - 1)]
-    outputs = [Signal(f"v_{j + 1}", u["v"], -1.0e4, 1.0e4, 0.0, f"velocity of {u['body']} {j + 1}") for j in range(n)]
-    outputs += [Signal(f"x_{j + 1}", u["x"], -1.0e9, 1.0e9, 0.0, f"position of {u['body']} {j + 1}") for j in range(n)]
-    for i in range(n - 1):
-        c = contact_name(i)
-        a, b = c.split("_")
-        outputs += [
-            Signal(f"slip_{c}", u["v"], -2.0e4, 2.0e4, 0.0, f"relative velocity v_{a} - v_{b}"),
-            Signal(f"friction_{c}", u["f"], -1.0e6, 1.0e6, 0.0,
-                   f"friction tau_{a}{b}: acts as -tau on body {a}, +tau on body {b}"),
-            Signal(f"stuck_{c}", "-", 0, 1, 0, f"contact {a}-{b} stuck (1) or slipping/free (0)", integer=True),
-            Signal(f"static_limit_{c}", u["f"], 0.0, 1.0e6, 0.0, f"static capacity K of contact {a}-{b} in effect"),
-        ]
-    outputs.append(Signal("status", "-", 0, 2 ** 16, 0, "core status bits", integer=True))
-    return tuple(inputs), tuple(outputs)
+    inputs = Ports()
+    inputs.add_block(Signal(f"force_{j + 1}", u["f"], -1.0e6, 1.0e6, 0.0, f"external force on {u['body']} {j + 1}")
+                     for j in range(n))
+    capacity = inputs.add_block(
+        Signal(f"capacity_{contact_name(i)}", u["f"], 0.0, 1.0e6, p.static_capacity[i],
+               f"static friction capacity K of contact {contact_name(i).replace('_', '-')} "
+               f"(Coulomb amplitude k = {p.kinetic_to_static[i]:g} K)") for i in range(n - 1))
+    outputs = Ports()
+    v = outputs.add_block(Signal(f"v_{j + 1}", u["v"], -1.0e4, 1.0e4, 0.0, f"velocity of {u['body']} {j + 1}")
+                          for j in range(n))
+    x = outputs.add_block(Signal(f"x_{j + 1}", u["x"], -1.0e9, 1.0e9, 0.0, f"position of {u['body']} {j + 1}")
+                          for j in range(n))
+    contacts = outputs.add_block(s for i in range(n - 1)
+                                 for s in CONTACT.formatted(c=contact_name(i), a=i + 1, b=i + 2, v=u["v"], f=u["f"]))
+    status = outputs.add("status", "-", 0, 2 ** 16, 0, "core status bits", integer=True)
+    blocks = {PI_N_IN: len(inputs), PI_IN_CAPACITY: capacity, PI_OUT_V: v, PI_OUT_X: x, PI_OUT_CONTACTS: contacts,
+              PI_OUT_STATUS: status}
+    return inputs, outputs, blocks
 
 
-# output block layout: v [n] | x [n] | per contact (slip, friction, stuck, limit) | status
 @njit(**JIT)
-def _chain_inputs(mi, df):
-    """Forces and capacities to the core.  Called in the real-time loop."""
+def _inputs(mf, mi, df, di):
+    """Forces and capacities to the core; no plant status bits.  Called in the real-time loop."""
     n = mi[L.H_N]
     g = mi[L.H_G]
     op = mi[L.DF_PLANT]
-    n_in = n + g
+    opi = mi[L.MI_PLANT]
+    n_in = mi[opi + PI_N_IN]
+    ocap = mi[opi + PI_IN_CAPACITY]
     out = mi[L.DF_U_TAU]
     outr = mi[L.DF_U_TAU_RATE]
     oua = mi[L.DF_U_ACT]
@@ -145,90 +132,92 @@ def _chain_inputs(mi, df):
         df[out + j] = df[op + j]
         df[outr + j] = df[op + n_in + j]
     for i in range(g):
-        df[oua + i] = df[op + n + i]
-        df[ouar + i] = df[op + n_in + n + i]
+        df[oua + i] = df[op + ocap + i]
+        df[ouar + i] = df[op + n_in + ocap + i]
+    return 0
 
 
 @njit(**JIT)
-def _chain_outputs(mi, df, di, st):
+def _outputs(mf, mi, df, di, st, h):
     """Write the plant outputs from the core state.  Called in the real-time loop."""
     n = mi[L.H_N]
     g = mi[L.H_G]
-    op = mi[L.DF_PLANT]
-    oy = op + 2 * (n + g)
+    opi = mi[L.MI_PLANT]
+    oy = mi[L.DF_PLANT] + 2 * mi[opi + PI_N_IN]
     ow = mi[L.DF_Y]
     for j in range(n):
-        df[oy + j] = df[ow + j]
-        df[oy + n + j] = df[ow + n + j]
+        df[oy + mi[opi + PI_OUT_V] + j] = df[ow + j]
+        df[oy + mi[opi + PI_OUT_X] + j] = df[ow + n + j]
     odelta = mi[L.DF_DELTA]
     omu = mi[L.DF_MU]
     ocap = mi[L.DF_CAP_S]
     omode = mi[L.DI_MODE]
-    oc = oy + 2 * n
+    oc = oy + mi[opi + PI_OUT_CONTACTS]
     for i in range(g):
-        df[oc + 4 * i] = df[odelta + i]
-        df[oc + 4 * i + 1] = 0.0 - df[omu + i]  # core row force acts +mu on body i; tau = -mu
-        df[oc + 4 * i + 2] = 1.0 if di[omode + i] == L.MODE_STUCK else 0.0
-        df[oc + 4 * i + 3] = df[ocap + i]
-    df[oc + 4 * g] = float(st)
+        df[oc + CT_LEN * i + CT_SLIP] = df[odelta + i]
+        df[oc + CT_LEN * i + CT_FRICTION] = 0.0 - df[omu + i]  # core row force acts +mu on body i; tau = -mu
+        df[oc + CT_LEN * i + CT_STUCK] = 1.0 if di[omode + i] == L.MODE_STUCK else 0.0
+        df[oc + CT_LEN * i + CT_LIMIT] = df[ocap + i]
+    df[oy + mi[opi + PI_OUT_STATUS]] = float(st)
 
 
-@njit("int64(" + BUFS + ", float64)", **JIT)
+@njit(**JIT)
 def chain_step(mf, mi, df, di, dt):
-    """Map the inputs to the core, take one step, write the outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
-    _chain_inputs(rmi, rdf)
-    st = _step(rmf, rmi, rdf, rdi, dt)
-    _chain_outputs(rmi, rdf, rdi, st)
+    """Inputs -> core step -> outputs.  Called in the real-time loop."""
+    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    pst = _inputs(rmf, rmi, rdf, rdi)
+    st = core_step(rmf, rmi, rdf, rdi, dt)
+    if st != L.ST_BAD_INPUT:  # a refused step reports only that
+        st |= pst
+    _outputs(rmf, rmi, rdf, rdi, st, dt)
     return st
 
 
-@njit("int64(" + BUFS + ", int64)", **JIT)
+@njit(**JIT)
 def chain_refresh(mf, mi, df, di, st):
-    """Map inputs and recompute outputs without stepping (after a reset)."""
-    rmi, rdf, rdi = _raw_i(mi), _raw_f(df), _raw_i(di)
-    _chain_inputs(rmi, rdf)
-    _chain_outputs(rmi, rdf, rdi, st)
-    return 0
+    """Inputs -> outputs without stepping (at the start)."""
+    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    pst = _inputs(rmf, rmi, rdf, rdi)
+    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
+    return pst
 
 
-class ChainPlant(Plant):
-    """n bodies in a row with friction contacts between neighbours (seeds 000 and 004)."""
+class ChainPlant(FrictionPlant):
+    """n bodies in a row with friction contacts between neighbours (Biagiotti & Zanasi; Zanasi, Sandoni & Morselli)."""
 
     kind = "chain"
     description = "Chain of n bodies with static/Coulomb friction between neighbours " \
                   "(Zanasi, Sandoni & Morselli; Biagiotti & Zanasi)"
-
-    def __init__(self, params: ChainParams, source: str = ""):
-        self.params = params
-        n = params.n
-        rows = tuple(Row(f"contact_{contact_name(i)}", i, i + 1, 1.0, -1.0, act_gain=1.0, gain_static=1.0,
-                         gain_kinetic=params.kinetic_to_static[i], stribeck_velocity=params.stribeck_velocity[i],
-                         stribeck_exponent=params.stribeck_exponent[i], viscous=params.viscous[i])
-                     for i in range(n - 1))
-        spec = CoreSpec(shaft_names=tuple(f"body_{j + 1}" for j in range(n)), inertia=params.inertia,
-                        drag=params.drag, rows=rows, settings=params.settings)
-        inputs, outputs = _signals(params)
-        super().__init__(spec, inputs, outputs, chain_step, source=source)
-        self.reset()
+    params_type = ChainParams
+    kernels = friction_kernels(chain_step, chain_refresh)
+    plant_ni = PI_LEN
 
     @classmethod
-    def from_config(cls, cfg: ConfigReader) -> "ChainPlant":
-        return cls(ChainParams.from_config(cfg), source=cfg.source)
+    def signals(cls, params: ChainParams):
+        inputs, outputs, _ = chain_ports(params)
+        return inputs.signals(params), outputs.signals(params)
+
+    @classmethod
+    def build_spec(cls, p: ChainParams) -> CoreSpec:
+        rows = tuple(Row(f"contact_{contact_name(i)}", i, i + 1, 1.0, -1.0, act_gain=1.0, gain_static=1.0,
+                         gain_kinetic=p.kinetic_to_static[i], stribeck_velocity=p.stribeck_velocity[i],
+                         stribeck_exponent=p.stribeck_exponent[i], viscous=p.viscous[i])
+                     for i in range(p.n - 1))
+        return CoreSpec(shaft_names=tuple(f"body_{j + 1}" for j in range(p.n)), inertia=p.inertia, drag=p.drag,
+                        rows=rows, settings=p.settings)
+
+    def _fill_model(self) -> None:
+        for slot, index in chain_ports(self.params)[2].items():
+            self.core.plant_i[slot] = index
 
     def _initial_state(self) -> None:
         c = self.core
-        n = self.params.n
         c.omega[:] = self.params.velocity0
         c.theta[:] = self.params.position0
-        c.act[:] = self.u[n:]
+        c.act[:] = self.u[self.params.n:]
         c.u_act[:] = c.act
 
-    def _start_fn(self) -> int:
-        chain_refresh(self.mf, self.mi, self.df, self.di, 0)
-        # contacts whose bodies start at equal velocity start stuck (if their capacity holds)
+    def _engaged_at_start(self) -> list[int]:
+        """Contacts whose bodies start at equal velocity (they stay stuck if their capacity holds)."""
         v = self.params.velocity0
-        engaged = [i for i in range(self.params.n - 1) if v[i] == v[i + 1]]
-        st = self.core.start(engaged)
-        chain_refresh(self.mf, self.mi, self.df, self.di, st)
-        return st
+        return [i for i in range(self.params.n - 1) if v[i] == v[i + 1]]

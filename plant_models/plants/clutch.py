@@ -1,21 +1,35 @@
 """The wet multi-plate clutch shared by the Powershift and DCT plants.
 
-Pressure -> normal force -> capacity, as in seed 003, section 5: the piston
-pushes with ``A p`` against the return spring, so ``F_N = A p - F_spring``
-(zero below the kiss point ``p = F_spring / A``), and the static and
-Coulomb amplitudes are ``K = F_N eta_s n_c r_m / r_c``,
-``k = F_N eta_c n_c r_m / r_c``, with ``r_c`` the radius the row's force acts
-at (1 for rows written in torque units).  The commanded pressure reaches the
-piston through a first-order lag.
+Pressure -> normal force -> capacity, as in section 5 of Morselli, Zanasi &
+Ferracin, "Modeling and simulation of static and Coulomb friction in a
+class of automotive systems": the piston pushes with ``A p`` against the
+return spring, so ``F_N = A p - F_spring`` (zero below the kiss point
+``p = F_spring / A``), and the static and Coulomb amplitudes are
+``K = F_N eta_s n_c r_m / r_c``, ``k = F_N eta_c n_c r_m / r_c``, with
+``r_c`` the radius the row's force acts at (1 for rows written in torque
+units).  The commanded pressure reaches the piston through a first-order
+lag.  Reading a clutch from a config file is in :mod:`plant_models.readers.common`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from ..config import ConfigReader
-from ..core import Row
-from ..plant import BAR, pressure_capacity_gains
+from ..core.api import Row
+
+BAR = 1.0e5  # Pa per bar
+
+
+def pressure_capacity_gains(mean_radius_m: float, surfaces: int, mu_static: float, mu_kinetic: float,
+                            gear_radius_m: float) -> tuple[float, float]:
+    """Static and Coulomb force per newton of normal force at the gear mesh (Morselli, Zanasi & Ferracin, section 5).
+
+    ``K = F_N * eta_s * n_c * r_m / r_c`` and ``k = F_N * eta_c * n_c * r_m / r_c``.
+    For rows written in torque units (coefficients 1 and a ratio) use
+    ``gear_radius_m = 1``: the result is then the clutch torque per newton.
+    """
+    return (mu_static * surfaces * mean_radius_m / gear_radius_m,
+            mu_kinetic * surfaces * mean_radius_m / gear_radius_m)
 
 
 @dataclass(frozen=True)
@@ -37,7 +51,7 @@ class WetClutch:
     stribeck_velocity: float
     stribeck_exponent: float
     viscous: float
-    model: str = "friction"  # or "kinematic" (seed 001)
+    model: str = "friction"  # or "kinematic" ("Clutch Modeling - Part II: Kinematic Clutches")
     shift_time_s: float = 0.0  # kinematic: engagement / disengagement time
     kinematic_capacity_N_m: float = 1.0e6  # kinematic: most torque the engaged clutch holds
     engage_pressure_bar: float = 0.0  # kinematic: engaged while the command is at least this
@@ -72,42 +86,3 @@ class WetClutch:
                    act_gain=self.piston_area_m2, act_preload=self.return_spring_N, gain_static=gs,
                    gain_kinetic=gk, stribeck_velocity=self.stribeck_velocity,
                    stribeck_exponent=self.stribeck_exponent, viscous=self.viscous)
-
-
-def read_wet_clutch(base: ConfigReader, over: ConfigReader | None, *, speed_unit: str, viscous_unit: str) -> WetClutch:
-    """Read one clutch from the common ``[clutch]`` table and its optional override table.
-
-    A key in ``over`` replaces the same key of ``base``; errors name the table
-    the value came from.  ``speed_unit`` / ``viscous_unit`` are the key
-    suffixes of the speed-dependent terms (e.g. ``"m_s"`` and ``"N_s_per_m"``).
-    Unknown keys in ``over`` are rejected here; the caller rejects those of
-    ``base`` once every clutch was read.
-    """
-
-    def get(name, kind="number", **kw):
-        src = over if over is not None and over.has(name) else base
-        return getattr(src, kind)(name, **kw)
-
-    c = WetClutch(
-        piston_area_m2=get("piston_area_m2", positive=True),
-        return_spring_N=get("return_spring_N", nonnegative=True),
-        friction_static=get("friction_static", positive=True),
-        friction_kinetic=get("friction_kinetic", nonnegative=True),
-        surfaces=get("surfaces", "integer", lo=1),
-        mean_radius_m=get("mean_radius_m", positive=True),
-        pressure_lag_s=get("pressure_lag_s", nonnegative=True),
-        stribeck_velocity=get(f"stribeck_velocity_{speed_unit}", default=0.0, nonnegative=True),
-        stribeck_exponent=get("stribeck_exponent", default=2.0, positive=True),
-        viscous=get(f"viscous_{viscous_unit}", default=0.0, nonnegative=True),
-        model=get("model", "string", default="friction", choices=("friction", "kinematic")),
-    )
-    if c.model == "kinematic":
-        kiss = c.kiss_point_bar
-        c = replace(c, shift_time_s=get("shift_time_s", positive=True),
-                    kinematic_capacity_N_m=get("kinematic_capacity_N_m", default=1.0e6, positive=True),
-                    engage_pressure_bar=get("engage_pressure_bar", default=kiss if kiss > 0 else 1.0, positive=True))
-    # (the kinematic keys on a friction clutch are left unread: reject_unknown names them)
-    if c.friction_kinetic > c.friction_static:
-        src = over if over is not None and over.has("friction_kinetic") else base
-        raise src.error("friction_kinetic", f"must not exceed friction_static ({c.friction_static})")
-    return c

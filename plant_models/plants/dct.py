@@ -1,4 +1,7 @@
-"""Dual-clutch transmission (DCT) driveline (seed 000, sections 3-4).
+"""Dual-clutch transmission (DCT) driveline.
+
+After sections 3-4 of Biagiotti & Zanasi, "Efficient simulation of static
+and dynamic friction for automotive applications".
 
 Mechanical scheme (five shafts, four friction rows, one spring)::
 
@@ -15,13 +18,13 @@ Mechanical scheme (five shafts, four friction rows, one spring)::
 * Shaft 3, ``output``: the layshafts, final drive and differential, reflected to
   wheel speed.
 * Shaft 4, ``vehicle``: the vehicle mass on the wheels, ``m r_w^2`` plus the wheels;
-  vehicle drag ``b_v`` (seed 000) and the road load act here.
+  vehicle drag ``b_v`` (Biagiotti & Zanasi) and the road load act here.
 
 Rows of R (all in torque units: coefficients 1 and a ratio, forces in N m):
 
 * ``C1`` [engine, odd] = (1, -1) and ``C2`` [engine, even] = (1, -1): the wet
-  clutches, pressure -> capacity exactly as in the Powershift (seed 003,
-  section 5) with gear radius 1.
+  clutches, pressure -> capacity exactly as in the Powershift (Morselli,
+  Zanasi & Ferracin, section 5) with gear radius 1.
 * ``S_odd`` [odd, output] = (1, -i_gear i_final) and ``S_even`` likewise: the
   synchronizer and dog clutch of the gear preselected on that shaft.  While
   the row slips its capacity is the cone synchronizer's (referred to the input
@@ -34,7 +37,7 @@ Rows of R (all in torque units: coefficients 1 and a ratio, forces in N m):
 Spring ``driveshaft`` [output, vehicle]: half-shaft torsional stiffness and
 damping at the wheel.
 
-Seed 000 puts a compliance on each branch (k1, b1 / k3, b3) and models the
+Biagiotti & Zanasi put a compliance on each branch (k1, b1 / k3, b3) and models the
 gear ratios as fixed gains R1, R3.  This plant uses the layout of real DCTs
 instead: both input shafts drive one output through the preselected gears
 (synchronizers with their own friction), and the compliance sits once, in the
@@ -56,13 +59,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..core import layout as L
-from .clutch import WetClutch, read_wet_clutch
-from ..config import ConfigReader
-from ..core import CoreSpec, Row, Settings, Spring
-from ..core.api import BUFS, JIT, core_step as _step, raw_f as _raw_f, raw_i as _raw_i
-from ..plant import BAR, Plant, Signal
-from .powershift import settings_from_config
+from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i
+from ..friction_plant import FrictionPlant, friction_kernels
+from ..plant import Ports, Signal
+from .clutch import BAR, WetClutch
 
 # -- state layout ------------------------------------------------------------
 # shafts
@@ -92,43 +92,6 @@ PF_LEN = PF_N_GEARS + 1
 PD_SEL_ODD = 0  # gear in effect on the odd shaft (0 = neutral)
 PD_SEL_EVEN = 1  # gear in effect on the even shaft
 PD_LEN = 2
-
-# inputs
-IN_P_C1 = 0  # clutch 1 pressure command, bar
-IN_P_C2 = 1  # clutch 2 pressure command, bar
-IN_ENGINE = 2  # engine torque, N m
-IN_GEAR_ODD = 3  # gear selected on the odd shaft
-IN_GEAR_EVEN = 4  # gear selected on the even shaft
-IN_ROAD = 5  # road load at the wheels, N m (positive resists forward motion)
-N_IN = 6
-# outputs
-OUT_W_ENGINE = 0
-OUT_W_ODD = 1
-OUT_W_EVEN = 2
-OUT_W_OUT = 3
-OUT_W_WHEEL = 4
-OUT_VSPEED = 5
-OUT_SLIP_C1 = 6
-OUT_SLIP_C2 = 7
-OUT_TQ_C1 = 8
-OUT_TQ_C2 = 9
-OUT_STUCK_C1 = 10
-OUT_STUCK_C2 = 11
-OUT_CAP_C1 = 12
-OUT_CAP_C2 = 13
-OUT_P_C1 = 14
-OUT_P_C2 = 15
-OUT_E_C1 = 16
-OUT_E_C2 = 17
-OUT_SYNC_ODD = 18
-OUT_SYNC_EVEN = 19
-OUT_GEAR = 20
-OUT_RATIO = 21
-OUT_DRIVESHAFT = 22
-OUT_SEL_ODD = 23
-OUT_SEL_EVEN = 24
-OUT_STATUS = 25
-N_OUT = 26
 
 RATIO_MIN_WHEEL_SPEED = 1.0  # rad/s (~1.1 km/h): below it the ratio output reads 0
 RATIO_LIMIT = 100.0  # the ratio output is limited to +-RATIO_LIMIT (a launch slips through huge values)
@@ -170,144 +133,87 @@ class DctParams:
         """Vehicle mass reflected to the wheels plus the wheels, kg m^2."""
         return self.vehicle_mass * self.wheel_radius ** 2 + self.wheel_inertia
 
-    @staticmethod
-    def from_config(cfg: ConfigReader) -> "DctParams":
-        eng = cfg.sub("engine")
-        engine_inertia = eng.number("inertia_kg_m2", positive=True)
-        engine_drag = eng.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)
-        eng.reject_unknown()
-        ins = cfg.sub("input_shafts")
-        odd_inertia = ins.number("odd_inertia_kg_m2", positive=True)
-        even_inertia = ins.number("even_inertia_kg_m2", positive=True)
-        input_drag = ins.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)
-        ins.reject_unknown()
-        gr = cfg.sub("gears")
-        ratios = gr.numbers("ratios", positive=True)
-        if not 2 <= len(ratios) <= MAX_GEARS:
-            raise gr.error("ratios", f"must list 2 to {MAX_GEARS} forward gear ratios (gear 1 first), "
-                           f"got {len(ratios)}")
-        for k in range(1, len(ratios)):
-            if not ratios[k] < ratios[k - 1]:
-                raise gr.error(f"ratios[{k}]", f"gear {k + 1} must have a smaller ratio than gear {k} "
-                               f"({ratios[k]} >= {ratios[k - 1]})")
-        final = gr.number("final_drive", positive=True)
-        gr.reject_unknown()
-        out = cfg.sub("output")
-        output_inertia = out.number("inertia_kg_m2", positive=True)
-        output_drag = out.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)
-        out.reject_unknown()
-        veh = cfg.sub("vehicle")
-        mass = veh.number("mass_kg", positive=True)
-        r_w = veh.number("wheel_radius_m", positive=True)
-        j_w = veh.number("wheel_inertia_kg_m2", 0.0, nonnegative=True)
-        b_v = veh.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)
-        veh.reject_unknown()
-        ds = cfg.sub("driveshaft")
-        k_ds = ds.number("stiffness_N_m_per_rad", positive=True)
-        c_ds = ds.number("damping_N_m_s_per_rad", 0.0, nonnegative=True)
-        ds.reject_unknown()
-        clutches = _clutches_from_config(cfg)
-        sy = cfg.sub("synchronizer")
-        cone_raw = sy.raw("cone_torque_N_m")
-        if isinstance(cone_raw, list):
-            cone = sy.numbers("cone_torque_N_m", len(ratios), positive=True)
-        else:
-            cone = [sy.number("cone_torque_N_m", positive=True)] * len(ratios)
-        cone_ratio = sy.number("kinetic_to_static", 1.0, positive=True, hi=1.0)
-        dog = sy.number("dog_capacity_N_m", positive=True)
-        sy.reject_unknown()
-        ini = cfg.sub("initial")
-        v0 = ini.number("vehicle_speed_km_h", 0.0, lo=-50.0, hi=300.0)
-        w0 = ini.number("engine_speed_rad_s", lo=0.0, hi=1000.0)
-        c0 = ini.string("clutch_engaged", "none", choices=("c1", "c2", "none"))
-        ini.reject_unknown()
-        settings = settings_from_config(cfg)
-        return DctParams(engine_inertia, engine_drag, odd_inertia, even_inertia, input_drag, tuple(ratios), final,
-                         output_inertia, output_drag, mass, r_w, j_w, b_v, k_ds, c_ds, clutches, tuple(cone),
-                         cone_ratio, dog, v0, w0, c0, settings)
+
+def _odd_gears(p: DctParams) -> tuple[float, ...]:
+    """Values the odd shaft's gear command may take: neutral and the odd gears."""
+    return tuple(float(g) for g in range(0, len(p.gear_ratios) + 1) if g == 0 or g % 2 == 1)
 
 
-def _clutches_from_config(cfg: ConfigReader) -> tuple[WetClutch, WetClutch]:
-    """[clutch] holds the common data; optional [clutch.c1] / [clutch.c2] override single values."""
-    base = cfg.sub("clutch")
-    out = []
-    for over in (base.sub("c1", required=False), base.sub("c2", required=False)):
-        out.append(read_wet_clutch(base, over, speed_unit="rad_s", viscous_unit="N_m_s_per_rad"))
-        over.reject_unknown()
-    base.reject_unknown()
-    return out[0], out[1]
+def _even_gears(p: DctParams) -> tuple[float, ...]:
+    """Values the even shaft's gear command may take: neutral and the even gears."""
+    return tuple(float(g) for g in range(0, len(p.gear_ratios) + 1) if g % 2 == 0)
 
 
-def _build_spec(p: DctParams) -> CoreSpec:
-    rows = []
-    for name, shaft, c in (("C1", SH_ODD, p.clutches[0]), ("C2", SH_EVEN, p.clutches[1])):
-        rows.append(c.row(name, SH_ENGINE, shaft, 1.0, -1.0))  # torque units: force radius 1
-    # synchronizer rows are driven in capacity units (N m at the input shaft) by the plant step;
-    # their initial coefficients are gears 1 and 2, replaced as soon as a gear is selected
-    for name, shaft, gear in (("S_odd", SH_ODD, 1), ("S_even", SH_EVEN, 2)):
-        rows.append(Row(name, shaft, SH_OUT, 1.0, -p.gear_ratios[gear - 1] * p.final_drive, act_gain=1.0,
-                        gain_static=1.0, gain_kinetic=p.cone_kinetic_ratio))
-    spring = Spring("driveshaft", SH_OUT, SH_VEH, 1.0, -1.0, stiffness=p.driveshaft_stiffness,
-                    damping=p.driveshaft_damping)
-    return CoreSpec(shaft_names=("engine", "odd", "even", "output", "vehicle"),
-                    inertia=(p.engine_inertia, p.odd_inertia, p.even_inertia, p.output_inertia, p.vehicle_inertia),
-                    drag=(p.engine_drag, p.input_drag, p.input_drag, p.output_drag, p.vehicle_drag),
-                    rows=tuple(rows), springs=(spring,), settings=p.settings)
+def _torque_hi(p: DctParams) -> float:
+    """Range of the clutch torque and capacity outputs, N m: twice the larger clutch's capacity at 25 bar."""
+    return max(1.0e4, 2.0 * max(c.max_capacity(25.0) for c in p.clutches))
 
 
-def _signals(n_gears: int, clutch_max_capacity: float):
-    odd = tuple(float(g) for g in range(0, n_gears + 1) if g == 0 or g % 2 == 1)
-    even = tuple(float(g) for g in range(0, n_gears + 1) if g % 2 == 0)
-    inputs = (
-        Signal("p_c1", "bar", 0.0, 25.0, 0.0, "clutch 1 (odd gears) pressure command"),
-        Signal("p_c2", "bar", 0.0, 25.0, 0.0, "clutch 2 (even gears) pressure command"),
-        Signal("engine_torque", "N m", -300.0, 1000.0, 0.0,
-               "engine torque on the engine shaft (net of engine friction)"),
-        Signal("gear_odd", "-", 0, max(odd), 0, "gear selected on the odd shaft (0 = neutral)", integer=True,
-               allowed=odd),
-        Signal("gear_even", "-", 0, max(even), 0, "gear selected on the even shaft (0 = neutral)", integer=True,
-               allowed=even),
-        Signal("road_load", "N m", -2.0e4, 2.0e4, 0.0,
-               "road load torque at the wheels (rolling resistance, grade); positive resists forward motion"),
-    )
-    cap_hi = max(1.0e4, 2.0 * clutch_max_capacity)
-    outputs = (
-        Signal("w_engine", "rad/s", -200.0, 1200.0, 0.0, "engine speed"),
-        Signal("w_odd", "rad/s", -1500.0, 1500.0, 0.0, "odd input shaft speed"),
-        Signal("w_even", "rad/s", -1500.0, 1500.0, 0.0, "even input shaft speed"),
-        Signal("w_out", "rad/s", -500.0, 500.0, 0.0,
-               "transmission output speed at wheel speed (before the half-shafts)"),
-        Signal("w_wheel", "rad/s", -500.0, 500.0, 0.0, "wheel speed"),
-        Signal("vehicle_speed", "km/h", -500.0, 500.0, 0.0, "vehicle speed, w_wheel * wheel radius"),
-        Signal("slip_c1", "rad/s", -1500.0, 1500.0, 0.0, "clutch 1 slip w_engine - w_odd"),
-        Signal("slip_c2", "rad/s", -1500.0, 1500.0, 0.0, "clutch 2 slip w_engine - w_even"),
-        Signal("torque_c1", "N m", -cap_hi, cap_hi, 0.0, "torque clutch 1 passes from the engine to the odd shaft"),
-        Signal("torque_c2", "N m", -cap_hi, cap_hi, 0.0, "torque clutch 2 passes from the engine to the even shaft"),
-        Signal("stuck_c1", "-", 0, 1, 0, "clutch 1 stuck (1) or slipping/open (0)", integer=True),
-        Signal("stuck_c2", "-", 0, 1, 0, "clutch 2 stuck (1) or slipping/open (0)", integer=True),
-        Signal("capacity_c1", "N m", 0.0, cap_hi, 0.0, "clutch 1 static torque capacity"),
-        Signal("capacity_c2", "N m", 0.0, cap_hi, 0.0, "clutch 2 static torque capacity"),
-        Signal("pressure_c1", "bar", 0.0, 30.0, 0.0, "clutch 1 actual pressure (after the valve lag)"),
-        Signal("pressure_c2", "bar", 0.0, 30.0, 0.0, "clutch 2 actual pressure (after the valve lag)"),
-        Signal("energy_c1", "J", 0.0, 1.0e9, 0.0, "friction energy dissipated in clutch 1 since reset"),
-        Signal("energy_c2", "J", 0.0, 1.0e9, 0.0, "friction energy dissipated in clutch 2 since reset"),
-        Signal("sync_odd_locked", "-", 0, 1, 0, "odd shaft gear engaged: synchronizer stuck, dog teeth in",
-               integer=True),
-        Signal("sync_even_locked", "-", 0, 1, 0, "even shaft gear engaged: synchronizer stuck, dog teeth in",
-               integer=True),
-        Signal("gear", "-", 0, n_gears, 0, "engaged gear: its clutch and synchronizer both stuck (0 = none or both)",
-               integer=True),
-        Signal("ratio", "-", -RATIO_LIMIT, RATIO_LIMIT, 0.0,
-               "overall ratio w_engine / w_wheel; 0 below 1 rad/s wheel speed, limited to +-100"),
-        Signal("driveshaft_torque", "N m", -5.0e4, 5.0e4, 0.0, "half-shaft torque at the wheels; positive drives"),
-        Signal("selected_odd", "-", 0, max(odd), 0, "gear in effect on the odd shaft (after command checks)",
-               integer=True),
-        Signal("selected_even", "-", 0, max(even), 0, "gear in effect on the even shaft (after command checks)",
-               integer=True),
-        Signal("status", "-", 0, 2 ** 16, 0, "core status bits, plus 256 = gear command rejected", integer=True),
-    )
-    assert len(inputs) == N_IN and len(outputs) == N_OUT
-    return inputs, outputs
+def _minus_torque_hi(p: DctParams) -> float:
+    return -_torque_hi(p)
+
+
+# -- ports ----------------------------------------------------------------------------------------
+INPUTS = Ports()
+IN_P_C1 = INPUTS.add("p_c1", "bar", 0.0, 25.0, 0.0, "clutch 1 (odd gears) pressure command")
+IN_P_C2 = INPUTS.add("p_c2", "bar", 0.0, 25.0, 0.0, "clutch 2 (even gears) pressure command")
+IN_ENGINE = INPUTS.add("engine_torque", "N m", -300.0, 1000.0, 0.0,
+                       "engine torque on the engine shaft (net of engine friction)")
+IN_GEAR_ODD = INPUTS.add_block([  # then gear_even: the kernel adds the side 0 (odd) or 1 (even)
+    Signal("gear_odd", "-", 0, lambda p: max(_odd_gears(p)), 0, "gear selected on the odd shaft (0 = neutral)",
+           integer=True, allowed=_odd_gears),
+    Signal("gear_even", "-", 0, lambda p: max(_even_gears(p)), 0, "gear selected on the even shaft (0 = neutral)",
+           integer=True, allowed=_even_gears)])
+IN_ROAD = INPUTS.add("road_load", "N m", -2.0e4, 2.0e4, 0.0,
+                     "road load torque at the wheels (rolling resistance, grade); positive resists forward motion")
+N_IN = len(INPUTS)
+
+OUTPUTS = Ports()
+OUT_W_ENGINE = OUTPUTS.add("w_engine", "rad/s", -200.0, 1200.0, 0.0, "engine speed")
+OUT_W_ODD = OUTPUTS.add("w_odd", "rad/s", -1500.0, 1500.0, 0.0, "odd input shaft speed")
+OUT_W_EVEN = OUTPUTS.add("w_even", "rad/s", -1500.0, 1500.0, 0.0, "even input shaft speed")
+OUT_W_OUT = OUTPUTS.add("w_out", "rad/s", -500.0, 500.0, 0.0,
+                        "transmission output speed at wheel speed (before the half-shafts)")
+OUT_W_WHEEL = OUTPUTS.add("w_wheel", "rad/s", -500.0, 500.0, 0.0, "wheel speed")
+OUT_VSPEED = OUTPUTS.add("vehicle_speed", "km/h", -500.0, 500.0, 0.0, "vehicle speed, w_wheel * wheel radius")
+# pairs: the clutch 2 (even shaft) port follows the clutch 1 (odd shaft) one, the kernels add the side 0 or 1
+OUT_SLIP_C1 = OUTPUTS.add_block([
+    Signal("slip_c1", "rad/s", -1500.0, 1500.0, 0.0, "clutch 1 slip w_engine - w_odd"),
+    Signal("slip_c2", "rad/s", -1500.0, 1500.0, 0.0, "clutch 2 slip w_engine - w_even")])
+OUT_TQ_C1 = OUTPUTS.add_block([
+    Signal("torque_c1", "N m", _minus_torque_hi, _torque_hi, 0.0,
+           "torque clutch 1 passes from the engine to the odd shaft"),
+    Signal("torque_c2", "N m", _minus_torque_hi, _torque_hi, 0.0,
+           "torque clutch 2 passes from the engine to the even shaft")])
+OUT_STUCK_C1 = OUTPUTS.add_block([
+    Signal("stuck_c1", "-", 0, 1, 0, "clutch 1 stuck (1) or slipping/open (0)", integer=True),
+    Signal("stuck_c2", "-", 0, 1, 0, "clutch 2 stuck (1) or slipping/open (0)", integer=True)])
+OUT_CAP_C1 = OUTPUTS.add_block([
+    Signal("capacity_c1", "N m", 0.0, _torque_hi, 0.0, "clutch 1 static torque capacity"),
+    Signal("capacity_c2", "N m", 0.0, _torque_hi, 0.0, "clutch 2 static torque capacity")])
+OUT_P_C1 = OUTPUTS.add_block([
+    Signal("pressure_c1", "bar", 0.0, 30.0, 0.0, "clutch 1 actual pressure (after the valve lag)"),
+    Signal("pressure_c2", "bar", 0.0, 30.0, 0.0, "clutch 2 actual pressure (after the valve lag)")])
+OUT_E_C1 = OUTPUTS.add_block([
+    Signal("energy_c1", "J", 0.0, 1.0e9, 0.0, "friction energy dissipated in clutch 1 since reset"),
+    Signal("energy_c2", "J", 0.0, 1.0e9, 0.0, "friction energy dissipated in clutch 2 since reset")])
+OUT_SYNC_ODD = OUTPUTS.add_block([
+    Signal("sync_odd_locked", "-", 0, 1, 0, "odd shaft gear engaged: synchronizer stuck, dog teeth in", integer=True),
+    Signal("sync_even_locked", "-", 0, 1, 0, "even shaft gear engaged: synchronizer stuck, dog teeth in",
+           integer=True)])
+OUT_GEAR = OUTPUTS.add("gear", "-", 0, lambda p: len(p.gear_ratios), 0,
+                       "engaged gear: its clutch and synchronizer both stuck (0 = none or both)", integer=True)
+OUT_RATIO = OUTPUTS.add("ratio", "-", -RATIO_LIMIT, RATIO_LIMIT, 0.0,
+                        "overall ratio w_engine / w_wheel; 0 below 1 rad/s wheel speed, limited to +-100")
+OUT_DRIVESHAFT = OUTPUTS.add("driveshaft_torque", "N m", -5.0e4, 5.0e4, 0.0,
+                             "half-shaft torque at the wheels; positive drives")
+OUT_SEL_ODD = OUTPUTS.add_block([
+    Signal("selected_odd", "-", 0, lambda p: max(_odd_gears(p)), 0,
+           "gear in effect on the odd shaft (after command checks)", integer=True),
+    Signal("selected_even", "-", 0, lambda p: max(_even_gears(p)), 0,
+           "gear in effect on the even shaft (after command checks)", integer=True)])
+OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0, "core status bits, plus 256 = gear command rejected",
+                         integer=True)
 
 
 # -- compiled step ----------------------------------------------------------------
@@ -332,7 +238,7 @@ def _gear_command(mf, mi, df, di, side):
 
 
 @njit(**JIT)
-def _dct_inputs(mf, mi, df, di):
+def _inputs(mf, mi, df, di):
     """Map the plant inputs to the core: pressures, torques, gear selection, synchronizer capacity.
 
     Returns plant status bits.  Called in the real-time loop.
@@ -386,7 +292,7 @@ def _dct_inputs(mf, mi, df, di):
 
 
 @njit(**JIT)
-def _dct_outputs(mf, mi, df, di, st):
+def _outputs(mf, mi, df, di, st, h):
     """Write the plant outputs from the core state.  Called in the real-time loop."""
     n = mi[L.H_N]
     g = mi[L.H_G]
@@ -414,7 +320,7 @@ def _dct_outputs(mf, mi, df, di, st):
         df[oy + OUT_TQ_C1 + c] = -df[omu + row]  # the row force acts as -mu on the driven shaft side
         df[oy + OUT_STUCK_C1 + c] = 1.0 if di[omode + row] == L.MODE_STUCK else 0.0
         df[oy + OUT_CAP_C1 + c] = df[ocap + row]
-        # a kinematic clutch (seed 001) has no pressure state: report its command
+        # a kinematic clutch has no pressure state: report its command
         df[oy + OUT_P_C1 + c] = (df[oact + row] if mf[mi[L.MF_KIN_SHIFT] + row] <= 0.0
                                  else df[mi[L.DF_U_ACT] + row]) / BAR
         df[oy + OUT_E_C1 + c] = 0.0 - df[owork + row]  # work is <= 0; 0.0 - avoids -0.0
@@ -433,56 +339,70 @@ def _dct_outputs(mf, mi, df, di, st):
     df[oy + OUT_STATUS] = float(st)
 
 
-@njit("int64(" + BUFS + ", float64)", **JIT)
+@njit(**JIT)
 def dct_step(mf, mi, df, di, dt):
-    """Map the inputs to the core, take one step, write the outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
-    pst = _dct_inputs(rmf, rmi, rdf, rdi)
-    st = _step(rmf, rmi, rdf, rdi, dt)
-    if st != L.ST_BAD_INPUT:
+    """Inputs -> core step -> outputs.  Called in the real-time loop."""
+    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    pst = _inputs(rmf, rmi, rdf, rdi)
+    st = core_step(rmf, rmi, rdf, rdi, dt)
+    if st != L.ST_BAD_INPUT:  # a refused step reports only that
         st |= pst
-    _dct_outputs(rmf, rmi, rdf, rdi, st)
+    _outputs(rmf, rmi, rdf, rdi, st, dt)
     return st
 
 
-@njit("int64(" + BUFS + ", int64)", **JIT)
+@njit(**JIT)
 def dct_refresh(mf, mi, df, di, st):
-    """Map inputs and recompute outputs without stepping (after a reset)."""
-    rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
-    pst = _dct_inputs(rmf, rmi, rdf, rdi)
-    _dct_outputs(rmf, rmi, rdf, rdi, st | pst)
+    """Inputs -> outputs without stepping (at the start)."""
+    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    pst = _inputs(rmf, rmi, rdf, rdi)
+    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
     return pst
 
 
-class DctPlant(Plant):
-    """Dual-clutch transmission in a simplified vehicle driveline (seed 000, section 4)."""
+class DctPlant(FrictionPlant):
+    """Dual-clutch transmission in a simplified vehicle driveline (Biagiotti & Zanasi, section 4)."""
 
     kind = "dct"
     description = "Dual-clutch transmission: engine, two wet clutches, odd/even input shafts with synchronizers, " \
                   "half-shaft compliance and vehicle (Biagiotti & Zanasi)"
     extra_status_names = {ST_GEAR_REJECTED: "gear_command_rejected"}
+    params_type = DctParams
+    input_ports = INPUTS
+    output_ports = OUTPUTS
+    kernels = friction_kernels(dct_step, dct_refresh)
+    plant_nf = PF_LEN
+    plant_ndi = PD_LEN
 
-    def __init__(self, params: DctParams, source: str = ""):
-        self.params = params
-        spec = _build_spec(params)
-        n_gears = len(params.gear_ratios)
-        inputs, outputs = _signals(n_gears, max(c.max_capacity(25.0) for c in params.clutches))
-        super().__init__(spec, inputs, outputs, dct_step, plant_nf=PF_LEN, plant_ni=0, plant_ndi=PD_LEN,
-                         source=source)
+    @classmethod
+    def build_spec(cls, p: DctParams) -> CoreSpec:
+        rows = []
+        for name, shaft, c in (("C1", SH_ODD, p.clutches[0]), ("C2", SH_EVEN, p.clutches[1])):
+            rows.append(c.row(name, SH_ENGINE, shaft, 1.0, -1.0))  # torque units: force radius 1
+        # synchronizer rows are driven in capacity units (N m at the input shaft) by the plant step;
+        # their initial coefficients are gears 1 and 2, replaced as soon as a gear is selected
+        for name, shaft, gear in (("S_odd", SH_ODD, 1), ("S_even", SH_EVEN, 2)):
+            rows.append(Row(name, shaft, SH_OUT, 1.0, -p.gear_ratios[gear - 1] * p.final_drive, act_gain=1.0,
+                            gain_static=1.0, gain_kinetic=p.cone_kinetic_ratio))
+        spring = Spring("driveshaft", SH_OUT, SH_VEH, 1.0, -1.0, stiffness=p.driveshaft_stiffness,
+                        damping=p.driveshaft_damping)
+        return CoreSpec(shaft_names=("engine", "odd", "even", "output", "vehicle"),
+                        inertia=(p.engine_inertia, p.odd_inertia, p.even_inertia, p.output_inertia,
+                                 p.vehicle_inertia),
+                        drag=(p.engine_drag, p.input_drag, p.input_drag, p.output_drag, p.vehicle_drag),
+                        rows=tuple(rows), springs=(spring,), settings=p.settings)
+
+    def _fill_model(self) -> None:
+        p = self.params
         pf = self.core.plant_f
-        pf[PF_FINAL] = params.final_drive
-        pf[PF_WHEEL_RADIUS] = params.wheel_radius
-        pf[PF_DOG_CAP] = params.dog_capacity
-        pf[PF_N_GEARS] = n_gears
-        for k, (ratio, cone) in enumerate(zip(params.gear_ratios, params.cone_torque)):
+        pf[PF_FINAL] = p.final_drive
+        pf[PF_WHEEL_RADIUS] = p.wheel_radius
+        pf[PF_DOG_CAP] = p.dog_capacity
+        pf[PF_N_GEARS] = len(p.gear_ratios)
+        for k, (ratio, cone) in enumerate(zip(p.gear_ratios, p.cone_torque)):
             pf[PF_RATIO + k + 1] = ratio
             # cone torque acts at the idler (layshaft side), which turns at w_input / ratio
             pf[PF_SYNC_CAP + k + 1] = cone / ratio
-        self.reset()
-
-    @classmethod
-    def from_config(cls, cfg: ConfigReader) -> "DctPlant":
-        return cls(DctParams.from_config(cfg), source=cfg.source)
 
     # -- helpers for tests, docs and scenario design -----------------------------
     def total_ratio(self, gear: int) -> float:
@@ -501,7 +421,7 @@ class DctPlant(Plant):
     def _initial_state(self) -> None:
         p = self.params
         c = self.core
-        sel = (int(self.u[IN_GEAR_ODD]), int(self.u[IN_GEAR_EVEN]))
+        sel = (int(self.u[IN_GEAR_ODD]), int(self.u[IN_GEAR_ODD + 1]))
         c.plant_di[PD_SEL_ODD] = sel[0]
         c.plant_di[PD_SEL_EVEN] = sel[1]
         w_wheel = p.vehicle_speed0_km_h / 3.6 / p.wheel_radius
@@ -554,7 +474,7 @@ class DctPlant(Plant):
         f[SH_ENGINE] = float(self.u[IN_ENGINE])
         f[SH_VEH] = -float(self.u[IN_ROAD])
         f -= np.asarray(c.spec.drag) * w
-        engaged = set(self._engaged_rows())
+        engaged = set(self._engaged_at_start())
         for i, row in enumerate(c.spec.rows):
             if i in engaged:
                 continue
@@ -573,7 +493,8 @@ class DctPlant(Plant):
         J_v = J[SH_VEH]
         return (J_v * F_g - J_g * f[SH_VEH]) / (J_g + J_v)
 
-    def _engaged_rows(self) -> list[int]:
+    def _engaged_at_start(self) -> list[int]:
+        """The synchronizers of the gears selected at reset (dog teeth in) and the clutch named in [initial]."""
         p = self.params
         rows = [ROW_S_ODD + side for side in range(2) if self.core.plant_di[PD_SEL_ODD + side]]
         if p.clutch_engaged0 == "c1":
@@ -581,13 +502,3 @@ class DctPlant(Plant):
         elif p.clutch_engaged0 == "c2":
             rows.append(ROW_C2)
         return rows
-
-    def _start_fn(self) -> int:
-        c = self.core
-        # engaged synchronizers hold with the dog capacity already during the start solve
-        for row in self._engaged_rows():
-            c.mode[row] = L.MODE_STUCK
-        dct_refresh(self.mf, self.mi, self.df, self.di, 0)
-        st = c.start(self._engaged_rows())
-        st |= int(dct_refresh(self.mf, self.mi, self.df, self.di, st))
-        return st

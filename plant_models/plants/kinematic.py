@@ -1,4 +1,6 @@
-"""Kinematic (functional) clutch between two shafts (seed 001).
+"""Kinematic (functional) clutch between two shafts.
+
+After the article "Clutch Modeling - Part II: Kinematic Clutches".
 
 The article's sample system: a driving shaft J1 with an applied torque, a
 kinematic clutch, and a driven shaft J2 with viscous drag and a load::
@@ -35,29 +37,9 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from ..core import layout as L
-from ..config import ConfigReader
-from ..core import CoreSpec, Row, Settings
-from ..core.api import BUFS, JIT, core_step as _step, raw_f as _raw_f, raw_i as _raw_i
-from ..plant import Plant, Signal
-from .powershift import settings_from_config
-
-# inputs
-IN_ENGAGE = 0  # engage command, 0 / 1
-IN_DRIVE = 1  # torque on the driving shaft J1, N m
-IN_LOAD = 2  # load on the driven shaft J2, N m (positive resists)
-N_IN = 3
-# outputs
-OUT_W_IN = 0  # w1, rad/s
-OUT_W_OUT = 1  # w2, rad/s
-OUT_SLIP = 2  # w1 - w2, rad/s
-OUT_TORQUE = 3  # clutch torque on the driven shaft, N m
-OUT_PHASE = 4  # 0 disengaged, 1 engaging, 2 engaged, 3 disengaging
-OUT_STUCK = 5
-OUT_CAPACITY = 6  # torque the clutch can hold in its phase, N m
-OUT_ENERGY = 7  # work of the clutch torque, J (negative: dissipated)
-OUT_STATUS = 8
-N_OUT = 9
+from ..core.api import JIT, L, CoreSpec, Row, Settings, core_step, raw_f, raw_i
+from ..friction_plant import FrictionPlant, friction_kernels
+from ..plant import Ports
 
 
 @dataclass(frozen=True)
@@ -72,56 +54,31 @@ class KinematicParams:
     engaged0: bool = False
     settings: Settings = Settings()
 
-    @staticmethod
-    def from_config(cfg: ConfigReader) -> "KinematicParams":
-        sh = cfg.sub("shafts")
-        inertia = tuple(sh.numbers("inertia_kg_m2", 2, positive=True))
-        drag = tuple(sh.numbers("drag_N_m_s_per_rad", 2, [0.0, 0.0], nonnegative=True))
-        sh.reject_unknown()
-        cl = cfg.sub("clutch")
-        shift = cl.number("shift_time_s", positive=True)
-        cap = cl.number("capacity_N_m", 1.0e4, positive=True)
-        cl.reject_unknown()
-        ini = cfg.sub("initial", required=False)
-        w0 = tuple(ini.numbers("speeds_rad_s", 2, [0.0, 0.0]))
-        engaged = ini.boolean("engaged", False)
-        ini.reject_unknown()
-        if engaged and w0[0] != w0[1]:
-            raise ini.error("engaged", f"an engaged clutch needs equal initial speeds, got {list(w0)}")
-        return KinematicParams(inertia, drag, shift, cap, w0, engaged, settings_from_config(cfg))
 
+# -- ports ---------------------------------------------------------------------------------------
+INPUTS = Ports()
+IN_ENGAGE = INPUTS.add("engage", "-", 0, 1, 0, "engage command: 1 engages the clutch, 0 disengages it", integer=True)
+IN_DRIVE = INPUTS.add("drive_torque", "N m", -1.0e4, 1.0e4, 0.0, "torque applied to the driving shaft J1")
+IN_LOAD = INPUTS.add("load_torque", "N m", -1.0e4, 1.0e4, 0.0, "load on the driven shaft J2; positive resists")
+N_IN = len(INPUTS)
 
-def build_spec(p: KinematicParams) -> CoreSpec:
-    row = Row("clutch", 0, 1, 1.0, -1.0, kinematic_shift_time=p.shift_time_s, kinematic_capacity=p.capacity_N_m)
-    return CoreSpec(shaft_names=("input", "output"), inertia=p.inertia, drag=p.drag, rows=(row,),
-                    settings=p.settings)
-
-
-def _signals():
-    inputs = (
-        Signal("engage", "-", 0, 1, 0, "engage command: 1 engages the clutch, 0 disengages it", integer=True),
-        Signal("drive_torque", "N m", -1.0e4, 1.0e4, 0.0, "torque applied to the driving shaft J1"),
-        Signal("load_torque", "N m", -1.0e4, 1.0e4, 0.0, "load on the driven shaft J2; positive resists"),
-    )
-    outputs = (
-        Signal("w_input", "rad/s", -1.0e4, 1.0e4, 0.0, "driving shaft speed w1"),
-        Signal("w_output", "rad/s", -1.0e4, 1.0e4, 0.0, "driven shaft speed w2"),
-        Signal("slip", "rad/s", -2.0e4, 2.0e4, 0.0, "relative speed w1 - w2"),
-        Signal("clutch_torque", "N m", -1.0e5, 1.0e5, 0.0,
-               "reaction torque of the clutch on the driven shaft (the driving shaft gets its negative)"),
-        Signal("phase", "-", 0, 3, 0, "0 disengaged, 1 engaging, 2 engaged, 3 disengaging", integer=True),
-        Signal("stuck", "-", 0, 1, 0, "relative speed held at zero (1)", integer=True),
-        Signal("capacity", "N m", 0.0, 1.0e9, 0.0, "torque the clutch can hold in its phase"),
-        Signal("clutch_energy", "J", -1.0e9, 1.0e9, 0.0,
-               "work of the clutch torque on the two shafts (negative: dissipated)"),
-        Signal("status", "-", 0, 2 ** 16, 0, "core status bits (see docs/method.md)", integer=True),
-    )
-    return inputs, outputs
+OUTPUTS = Ports()
+OUT_W_IN = OUTPUTS.add("w_input", "rad/s", -1.0e4, 1.0e4, 0.0, "driving shaft speed w1")
+OUT_W_OUT = OUTPUTS.add("w_output", "rad/s", -1.0e4, 1.0e4, 0.0, "driven shaft speed w2")
+OUT_SLIP = OUTPUTS.add("slip", "rad/s", -2.0e4, 2.0e4, 0.0, "relative speed w1 - w2")
+OUT_TORQUE = OUTPUTS.add("clutch_torque", "N m", -1.0e5, 1.0e5, 0.0,
+                         "reaction torque of the clutch on the driven shaft (the driving shaft gets its negative)")
+OUT_PHASE = OUTPUTS.add("phase", "-", 0, 3, 0, "0 disengaged, 1 engaging, 2 engaged, 3 disengaging", integer=True)
+OUT_STUCK = OUTPUTS.add("stuck", "-", 0, 1, 0, "relative speed held at zero (1)", integer=True)
+OUT_CAPACITY = OUTPUTS.add("capacity", "N m", 0.0, 1.0e9, 0.0, "torque the clutch can hold in its phase")
+OUT_ENERGY = OUTPUTS.add("clutch_energy", "J", -1.0e9, 1.0e9, 0.0,
+                         "work of the clutch torque on the two shafts (negative: dissipated)")
+OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0, "core status bits (see docs/method.md)", integer=True)
 
 
 @njit(**JIT)
-def _kc_inputs(mi, df):
-    """Inputs to the core.  Called in the real-time loop."""
+def _inputs(mf, mi, df, di):
+    """Inputs to the core; no plant status bits.  Called in the real-time loop."""
     op = mi[L.DF_PLANT]
     out = mi[L.DF_U_TAU]
     outr = mi[L.DF_U_TAU_RATE]
@@ -131,10 +88,11 @@ def _kc_inputs(mi, df):
     df[outr] = df[op + N_IN + IN_DRIVE]
     df[out + 1] = -df[op + IN_LOAD]
     df[outr + 1] = -df[op + N_IN + IN_LOAD]
+    return 0
 
 
 @njit(**JIT)
-def _kc_outputs(mi, df, di, st):
+def _outputs(mf, mi, df, di, st, h):
     """Plant outputs from the core state.  Called in the real-time loop."""
     oy = mi[L.DF_PLANT] + 2 * N_IN
     ow = mi[L.DF_Y]
@@ -152,52 +110,49 @@ def _kc_outputs(mi, df, di, st):
     df[oy + OUT_STATUS] = float(st)
 
 
-@njit("int64(" + BUFS + ", float64)", **JIT)
+@njit(**JIT)
 def kinematic_step(mf, mi, df, di, dt):
-    """Map the inputs to the core, take one step, write the outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
-    _kc_inputs(rmi, rdf)
-    st = _step(rmf, rmi, rdf, rdi, dt)
-    _kc_outputs(rmi, rdf, rdi, st)
+    """Inputs -> core step -> outputs.  Called in the real-time loop."""
+    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    pst = _inputs(rmf, rmi, rdf, rdi)
+    st = core_step(rmf, rmi, rdf, rdi, dt)
+    if st != L.ST_BAD_INPUT:  # a refused step reports only that
+        st |= pst
+    _outputs(rmf, rmi, rdf, rdi, st, dt)
     return st
 
 
-@njit("int64(" + BUFS + ", int64)", **JIT)
+@njit(**JIT)
 def kinematic_refresh(mf, mi, df, di, st):
-    """Map inputs and recompute outputs without stepping (after a reset)."""
-    rmi, rdf, rdi = _raw_i(mi), _raw_f(df), _raw_i(di)
-    _kc_inputs(rmi, rdf)
-    _kc_outputs(rmi, rdf, rdi, st)
-    return 0
+    """Inputs -> outputs without stepping (at the start)."""
+    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    pst = _inputs(rmf, rmi, rdf, rdi)
+    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
+    return pst
 
 
-class KinematicClutchPlant(Plant):
-    """Two shafts and a kinematic clutch (seed 001): engagement in a prescribed shift time."""
+class KinematicClutchPlant(FrictionPlant):
+    """Two shafts and a kinematic clutch: engagement in a prescribed shift time."""
 
     kind = "kinematic"
-    description = "Kinematic (functional) clutch between a driving and a driven shaft ('Clutch Modeling - Part II', seed 001)"
+    description = ("Kinematic (functional) clutch between a driving and a driven shaft "
+                   "('Clutch Modeling - Part II: Kinematic Clutches')")
+    params_type = KinematicParams
+    input_ports = INPUTS
+    output_ports = OUTPUTS
+    kernels = friction_kernels(kinematic_step, kinematic_refresh)
 
     def __init__(self, params: KinematicParams | None = None, source: str = ""):
-        self.params = params = params or KinematicParams()
-        inputs, outputs = _signals()
-        super().__init__(build_spec(params), inputs, outputs, kinematic_step, source=source)
-        self.reset()
+        super().__init__(params or KinematicParams(), source)
 
     @classmethod
-    def from_config(cls, cfg: ConfigReader) -> "KinematicClutchPlant":
-        return cls(KinematicParams.from_config(cfg), source=cfg.source)
+    def build_spec(cls, p: KinematicParams) -> CoreSpec:
+        row = Row("clutch", 0, 1, 1.0, -1.0, kinematic_shift_time=p.shift_time_s, kinematic_capacity=p.capacity_N_m)
+        return CoreSpec(shaft_names=("input", "output"), inertia=p.inertia, drag=p.drag, rows=(row,),
+                        settings=p.settings)
 
     def _initial_state(self) -> None:
         self.core.omega[:] = self.params.initial_speeds
 
-    def _start_fn(self) -> int:
-        kinematic_refresh(self.mf, self.mi, self.df, self.di, 0)
-        st = self.core.start([0] if self.params.engaged0 else [])
-        kinematic_refresh(self.mf, self.mi, self.df, self.di, st)
-        return st
-
-    def plot_figures(self, trace, out_dir, title: str = "") -> list:
-        """Speeds, reaction torque and phase of an offline run (the article's figures 3-5)."""
-        from server.plots.kinematic import plot
-
-        return plot(self, trace, out_dir, title)
+    def _engaged_at_start(self) -> list[int]:
+        return [0] if self.params.engaged0 else []

@@ -1,12 +1,15 @@
-"""Electro-hydraulic position servo with load-dependent dry friction and hard stops (seed 002).
+"""Electro-hydraulic position servo with load-dependent dry friction and hard stops.
 
-Borello & Dalla Vedova's flap actuator (seed 002, sections 3-6): a
+The flap actuator of Borello & Dalla Vedova, "A dry friction model and
+robust computational algorithm for reversible or irreversible motion
+transmissions", sections 3-6: a
 proportional position controller drives a two-stage servovalve, the valve
 feeds a hydraulic motor, and the motor moves a control surface through a
 transmission whose dry friction depends on the load through two
 efficiencies.  The surface travels between two mechanical hard stops.  One
 degree of freedom; it does not use the shaft/row friction core but its own
-fixed-step algorithm (the paper's Table 1), compiled into one step function.
+fixed-step algorithm (the paper's Table 1), compiled into one step function
+on buffers of its own (a plain :class:`~plant_models.plant.Plant`).
 
 Signs: positions, rates and torques are positive in the deploy direction.
 A positive ``load_torque`` T_LD acts against positive motion (the
@@ -71,17 +74,14 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..core import layout as L
-from ..config import ConfigReader
-from ..core import CoreSpec, Settings
-from ..core.api import BUFS, JIT, raw_f as _raw_f, raw_i as _raw_i
-from ..plant import Plant, Signal
+from ..core.api import BUFS, JIT, L, raw_f, raw_i
+from ..plant import EventRing, Kernel, Param, Plant, Ports
 
 DEG = math.pi / 180.0  # rad per degree
 MPA = 1.0e6  # Pa per MPa
 
 # --------------------------------------------------------------------------
-# plant float parameters (offsets inside the MF_PLANT block)
+# the model buffer mf: float parameters (the int model buffer mi is unused)
 # --------------------------------------------------------------------------
 # -- controller
 PF_AMP_GAIN = 0  # servo-amplifier gain G_amp, A per rad of position error
@@ -100,7 +100,8 @@ PF_RQ = 10  # pressure-flow coefficient R_Q = G_P/G_Q, Pa s/m^3
 PF_CLEAK = 11  # leakage coefficient C_L, m^3/(s Pa)
 # -- motor and transmission
 PF_DIS = 12  # motor displacement referred to the surface, m^3/rad
-# (J_M and C_M are the core's inertia and drag of the 'surface' shaft: MF_INERTIA, MF_DRAG)
+PF_INERTIA = 13  # inertia of motor, transmission and surface J_M, kg m^2
+PF_VISCOUS = 14  # viscous coefficient C_M, N m s/rad
 PF_TFR0 = 15  # load-independent friction torque T_FR0, N m
 PF_ETO = 16  # efficiency with opposing load EtO, -
 PF_ETA = 17  # efficiency with aiding load EtA, -
@@ -110,59 +111,6 @@ PF_XJ_MAX = 20  # upper hard stop, rad
 # -- numerics
 PF_H_MAX = 21  # longest internal sub-step, s
 PF_LEN = 22
-
-# --------------------------------------------------------------------------
-# inputs / outputs (indices into the plant's u / y)
-# --------------------------------------------------------------------------
-IN_COMMAND = 0  # position command Com, deg
-IN_SUPPLY = 1  # supply-return pressure PSR, MPa
-IN_LOAD = 2  # load torque T_LD, N m (positive opposes deploying)
-N_IN = 3
-
-OUT_POSITION = 0  # XJ, deg
-OUT_RATE = 1  # DXJ, deg/s
-OUT_ERROR = 2  # Com - XJ, deg
-OUT_CURRENT = 3  # Cor, mA
-OUT_FLAPPER = 4  # XF, um
-OUT_SPOOL = 5  # XS, um
-OUT_PRESSURE = 6  # P12, MPa
-OUT_MOTOR_TQ = 7  # T_M, N m
-OUT_FRICTION_TQ = 8  # T_FR, N m (the torque the transmission friction exerts, opposing motion / Act)
-OUT_STOP_TQ = 9  # torque carried by a hard stop, N m (0 off the stops)
-OUT_STUCK = 10  # 1 while the surface is at rest (friction sticking or held on a stop)
-OUT_AT_STOP = 11  # -1 on the lower stop, +1 on the upper stop, 0 between
-OUT_COMMAND_IN = 12  # Com in effect at the end of the step, deg
-OUT_SUPPLY_IN = 13  # PSR in effect at the end of the step, MPa
-OUT_LOAD_IN = 14  # T_LD in effect at the end of the step, N m
-OUT_STATUS = 15
-N_OUT = 16
-
-# --------------------------------------------------------------------------
-# plant state (float, after the io block)
-# --------------------------------------------------------------------------
-S_XF = 0  # flapper position, m
-S_DXF = 1  # flapper velocity, m/s
-S_XS = 2  # spool position, m
-S_COR = 3  # last current, A
-S_P12 = 4  # last load pressure, Pa
-S_TM = 5  # last motor torque, N m
-S_TFR = 6  # last friction torque, N m
-S_TSTOP = 7  # last hard-stop torque, N m
-N_STATE = 8
-
-# plant int data
-DI_AT_STOP = 0  # -1 / 0 / +1
-DI_STUCK = 1  # 1 while at rest
-N_DI = 2
-
-# event kinds (row field: 0 = transmission friction, 1 = lower stop, 2 = upper stop)
-EV_STICK = L.EV_STICK  # the moving surface came to rest (friction)
-EV_BREAKAWAY = L.EV_BREAKAWAY  # the resting surface started to move
-EV_STOP_HIT = 4  # the surface reached a hard stop
-EV_STOP_RELEASE = 5  # the surface left a hard stop
-EVENT_NAMES = {EV_STICK: "stick", EV_BREAKAWAY: "breakaway", EV_STOP_HIT: "stop_hit",
-               EV_STOP_RELEASE: "stop_release"}
-EVENT_SOURCES = ("transmission", "lower_stop", "upper_stop")
 
 
 @dataclass(frozen=True)
@@ -221,126 +169,132 @@ class ServoParams:
     def reversible(self) -> bool:
         return self.efficiency_aiding > 0.0
 
-    @staticmethod
-    def from_config(cfg: ConfigReader) -> "ServoParams":
-        c = cfg.sub("controller")
-        amp = c.number("gain_A_per_rad", positive=True)
-        imax = c.number("current_limit_A", positive=True)
-        c.reject_unknown()
-        v = cfg.sub("servovalve")
-        p = dict(
-            first_stage_freq_rad_s=2.0 * math.pi * v.number("first_stage_frequency_Hz", positive=True),
-            first_stage_damping=v.number("first_stage_damping", positive=True),
-            flapper_gain_m_per_A=v.number("flapper_gain_m_per_A", positive=True),
-            flapper_travel_m=v.number("flapper_travel_m", positive=True),
-            spool_velocity_gain_per_s=v.number("spool_velocity_gain_per_s", positive=True),
-            spool_per_current_m_per_A=v.number("spool_per_current_m_per_A", positive=True),
-            spool_travel_m=v.number("spool_travel_m", positive=True),
-            pressure_gain_Pa_per_m=v.number("pressure_gain_Pa_per_m", positive=True),
-            pressure_flow_Pa_s_per_m3=v.number("pressure_flow_coefficient_Pa_s_per_m3", positive=True),
-            leakage_m3_per_s_Pa=v.number("leakage_m3_per_s_per_Pa", nonnegative=True),
-        )
-        v.reject_unknown()
-        m = cfg.sub("motor")
-        dis = m.number("displacement_m3_per_rad", positive=True)
-        m.reject_unknown()
-        t = cfg.sub("transmission")
-        tr = dict(
-            inertia_kg_m2=t.number("inertia_kg_m2", positive=True),
-            viscous_N_m_s_per_rad=t.number("viscous_N_m_s_per_rad", nonnegative=True),
-            friction_load_independent_N_m=t.number("friction_load_independent_N_m", nonnegative=True),
-            efficiency_opposing=t.number("efficiency_opposing"),
-            efficiency_aiding=t.number("efficiency_aiding"),
-            static_to_dynamic=t.number("static_to_dynamic_ratio"),
-            travel_min_rad=t.number("travel_min_deg") * DEG,
-            travel_max_rad=t.number("travel_max_deg") * DEG,
-        )
-        n = cfg.sub("numerics", required=False)
-        h = n.number("internal_step_s", 1.0e-5, positive=True)
-        n.reject_unknown()
-        s = cfg.sub("supply", required=False)
-        psr = s.number("nominal_MPa", 26.0, positive=True)
-        s.reject_unknown()
-        params = ServoParams(amp_gain_A_per_rad=amp, current_max_A=imax, displacement_m3_per_rad=dis,
-                             internal_step_s=h, supply_nominal_MPa=psr, **p, **tr)
 
-        def where(key, problem):
-            sub = n if key == "internal_step_s" else t
-            return sub.error(key, problem)
-
-        params.validate(where)
-        t.reject_unknown()
-        return params
-
-
-def _signals(p: ServoParams):
+# --------------------------------------------------------------------------
+# ports
+# --------------------------------------------------------------------------
+def _travel_deg(p: ServoParams) -> tuple[float, float, float]:
+    """Lower and upper hard stop and their distance, deg."""
     lo_deg = p.travel_min_rad / DEG
     hi_deg = p.travel_max_rad / DEG
-    span = hi_deg - lo_deg
-    inputs = (
-        Signal("position_command", "deg", lo_deg - span, hi_deg + span, 0.0,
-               "commanded surface position Com (beyond the stops is allowed: the stops hold)"),
-        Signal("supply_pressure", "MPa", 0.0, 40.0, p.supply_nominal_MPa,
-               "differential supply-return pressure PSR"),
-        Signal("load_torque", "N m", -1.0e6, 1.0e6, 0.0,
-               "external load T_LD on the surface; positive opposes deploying (positive motion)"),
-    )
-    outputs = (
-        Signal("position", "deg", lo_deg, hi_deg, 0.0, "surface position XJ"),
-        Signal("rate", "deg/s", -1.0e4, 1.0e4, 0.0, "surface rate DXJ"),
-        Signal("position_error", "deg", -2 * span, 2 * span, 0.0, "Com - XJ"),
-        Signal("current", "mA", -1.0e3 * p.current_max_A, 1.0e3 * p.current_max_A, 0.0,
-               "servovalve current Cor"),
-        Signal("flapper_position", "um", -1.0e6 * p.flapper_travel_m, 1.0e6 * p.flapper_travel_m, 0.0,
-               "first-stage flapper position XF"),
-        Signal("spool_position", "um", -1.0e6 * p.spool_travel_m, 1.0e6 * p.spool_travel_m, 0.0,
-               "second-stage spool position XS"),
-        Signal("load_pressure", "MPa", -1.0e3, 1.0e3, 0.0, "differential pressure P12 across the motor"),
-        Signal("motor_torque", "N m", -1.0e7, 1.0e7, 0.0, "hydraulic motor torque T_M = Dis * P12"),
-        Signal("friction_torque", "N m", -1.0e7, 1.0e7, 0.0,
-               "dry friction torque T_FR (subtracted from the active torque)"),
-        Signal("stop_torque", "N m", -1.0e7, 1.0e7, 0.0,
-               "torque the hard stop carries (positive: pushed into the upper stop)"),
-        Signal("stuck", "-", 0, 1, 0, "1 while the surface is at rest", integer=True),
-        Signal("at_stop", "-", -1, 1, 0, "-1 on the lower stop, +1 on the upper stop, 0 between", integer=True),
-        Signal("position_command_applied", "deg", lo_deg - span, hi_deg + span, 0.0,
-               "position command in effect at the end of the step"),
-        Signal("supply_pressure_applied", "MPa", 0.0, 40.0, 0.0, "supply pressure in effect at the end of the step"),
-        Signal("load_torque_applied", "N m", -1.0e6, 1.0e6, 0.0, "load torque in effect at the end of the step"),
-        Signal("status", "-", 0, 2 ** 16, 0, "step status bits (bad_input 32, nonfinite_rolled_back 16)",
-               integer=True),
-    )
-    return inputs, outputs
+    return lo_deg, hi_deg, hi_deg - lo_deg
+
+
+def _command_lo(p: ServoParams) -> float:
+    lo, hi, span = _travel_deg(p)
+    return lo - span
+
+
+def _command_hi(p: ServoParams) -> float:
+    lo, hi, span = _travel_deg(p)
+    return hi + span
+
+
+INPUTS = Ports()
+IN_COMMAND = INPUTS.add("position_command", "deg", _command_lo, _command_hi, 0.0,
+                        "commanded surface position Com (beyond the stops is allowed: the stops hold)")
+IN_SUPPLY = INPUTS.add("supply_pressure", "MPa", 0.0, 40.0, lambda p: p.supply_nominal_MPa,
+                       "differential supply-return pressure PSR")
+IN_LOAD = INPUTS.add("load_torque", "N m", -1.0e6, 1.0e6, 0.0,
+                     "external load T_LD on the surface; positive opposes deploying (positive motion)")
+N_IN = len(INPUTS)
+
+OUTPUTS = Ports()
+OUT_POSITION = OUTPUTS.add("position", "deg", lambda p: _travel_deg(p)[0], lambda p: _travel_deg(p)[1], 0.0,
+                           "surface position XJ")
+OUT_RATE = OUTPUTS.add("rate", "deg/s", -1.0e4, 1.0e4, 0.0, "surface rate DXJ")
+OUT_ERROR = OUTPUTS.add("position_error", "deg", lambda p: -2 * _travel_deg(p)[2], lambda p: 2 * _travel_deg(p)[2],
+                        0.0, "Com - XJ")
+OUT_CURRENT = OUTPUTS.add("current", "mA", lambda p: -1.0e3 * p.current_max_A, lambda p: 1.0e3 * p.current_max_A,
+                          0.0, "servovalve current Cor")
+OUT_FLAPPER = OUTPUTS.add("flapper_position", "um", lambda p: -1.0e6 * p.flapper_travel_m,
+                          lambda p: 1.0e6 * p.flapper_travel_m, 0.0, "first-stage flapper position XF")
+OUT_SPOOL = OUTPUTS.add("spool_position", "um", lambda p: -1.0e6 * p.spool_travel_m,
+                        lambda p: 1.0e6 * p.spool_travel_m, 0.0, "second-stage spool position XS")
+OUT_PRESSURE = OUTPUTS.add("load_pressure", "MPa", -1.0e3, 1.0e3, 0.0, "differential pressure P12 across the motor")
+OUT_MOTOR_TQ = OUTPUTS.add("motor_torque", "N m", -1.0e7, 1.0e7, 0.0, "hydraulic motor torque T_M = Dis * P12")
+OUT_FRICTION_TQ = OUTPUTS.add("friction_torque", "N m", -1.0e7, 1.0e7, 0.0,
+                              "dry friction torque T_FR (subtracted from the active torque)")
+OUT_STOP_TQ = OUTPUTS.add("stop_torque", "N m", -1.0e7, 1.0e7, 0.0,
+                          "torque the hard stop carries (positive: pushed into the upper stop)")
+OUT_STUCK = OUTPUTS.add("stuck", "-", 0, 1, 0, "1 while the surface is at rest", integer=True)
+OUT_AT_STOP = OUTPUTS.add("at_stop", "-", -1, 1, 0, "-1 on the lower stop, +1 on the upper stop, 0 between",
+                          integer=True)
+OUT_COMMAND_IN = OUTPUTS.add("position_command_applied", "deg", _command_lo, _command_hi, 0.0,
+                             "position command in effect at the end of the step")
+OUT_SUPPLY_IN = OUTPUTS.add("supply_pressure_applied", "MPa", 0.0, 40.0, 0.0,
+                            "supply pressure in effect at the end of the step")
+OUT_LOAD_IN = OUTPUTS.add("load_torque_applied", "N m", -1.0e6, 1.0e6, 0.0,
+                          "load torque in effect at the end of the step")
+OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0, "step status bits (bad_input 32, nonfinite_rolled_back 16)",
+                         integer=True)
+N_OUT = len(OUTPUTS)
+
+# --------------------------------------------------------------------------
+# the data buffers: df (float) and di (int), laid out once, fixed
+# --------------------------------------------------------------------------
+EVENT_CAPACITY = 4096  # events kept in the ring log until read
+DF_TIME = 0  # simulated time, s
+DF_U = 1  # [N_IN] inputs, then [N_IN] their first-order-hold rates (per s)
+DF_Y = DF_U + 2 * N_IN  # [N_OUT] outputs
+DF_STATE = DF_Y + N_OUT  # [N_STATE] state, see S_*
+S_W = 0  # surface rate DXJ, rad/s
+S_X = 1  # surface position XJ, rad
+S_XF = 2  # flapper position, m
+S_DXF = 3  # flapper velocity, m/s
+S_XS = 4  # spool position, m
+S_COR = 5  # last current, A
+S_P12 = 6  # last load pressure, Pa
+S_TM = 7  # last motor torque, N m
+S_TFR = 8  # last friction torque, N m
+S_TSTOP = 9  # last hard-stop torque, N m
+N_STATE = 10
+DF_EV_TIME = DF_STATE + N_STATE  # [EVENT_CAPACITY] event times, s
+DF_LEN = DF_EV_TIME + EVENT_CAPACITY
+
+N_COUNTERS = L.CNT_LOCATE_ITER_MAX + 1  # the friction core's counters, so tools read both alike
+DI_COUNTERS = 0  # [N_COUNTERS] see L.CNT_*: steps, events, ..., rollbacks
+DI_STATUS = DI_COUNTERS + N_COUNTERS  # status word of the last step
+DI_AT_STOP = DI_STATUS + 1  # -1 / 0 / +1
+DI_STUCK = DI_STATUS + 2  # 1 while at rest
+DI_EV_SOURCE = DI_STATUS + 3  # [EVENT_CAPACITY] event source, see EVENT_SOURCES
+DI_EV_KIND = DI_EV_SOURCE + EVENT_CAPACITY  # [EVENT_CAPACITY] event kind, see EVENT_NAMES
+DI_LEN = DI_EV_KIND + EVENT_CAPACITY
+
+# event kinds (source: 0 = transmission friction, 1 = lower stop, 2 = upper stop)
+EV_STICK = L.EV_STICK  # the moving surface came to rest (friction)
+EV_BREAKAWAY = L.EV_BREAKAWAY  # the resting surface started to move
+EV_STOP_HIT = 4  # the surface reached a hard stop
+EV_STOP_RELEASE = 5  # the surface left a hard stop
+EVENT_NAMES = {EV_STICK: "stick", EV_BREAKAWAY: "breakaway", EV_STOP_HIT: "stop_hit",
+               EV_STOP_RELEASE: "stop_release"}
+EVENT_SOURCES = ("transmission", "lower_stop", "upper_stop")
 
 
 # ==========================================================================
 # compiled step
 # ==========================================================================
 @njit(**JIT)
-def _log(mi, df, di, t, source, kind):
-    E = mi[L.H_EVCAP]
-    oc = mi[L.DI_COUNTERS]
-    k = di[oc + L.CNT_EVENTS] % E
-    df[mi[L.DF_EV_TIME] + k] = t
-    di[mi[L.DI_EV_ROW] + k] = source
-    di[mi[L.DI_EV_KIND] + k] = kind
-    di[oc + L.CNT_EVENTS] += 1
+def _log(df, di, t, source, kind):
+    """Append an event to the ring log.  Called in the real-time loop."""
+    k = di[DI_COUNTERS + L.CNT_EVENTS] % EVENT_CAPACITY
+    df[DF_EV_TIME + k] = t
+    di[DI_EV_SOURCE + k] = source
+    di[DI_EV_KIND + k] = kind
+    di[DI_COUNTERS + L.CNT_EVENTS] += 1
 
 
 @njit(**JIT)
 def _outputs(mf, mi, df, di, h, status):
     """Write the plant outputs from the state, h s after the step start.  Called in the real-time loop."""
-    op = mi[L.DF_PLANT]
-    oy = op + 2 * N_IN
-    os_ = oy + N_OUT
-    opi = mi[L.DI_PLANT]
-    oyc = mi[L.DF_Y]
-    w = df[oyc]
-    x = df[oyc + 1]
-    com = df[op + IN_COMMAND] + df[op + N_IN + IN_COMMAND] * h
+    oy = DF_Y
+    os_ = DF_STATE
+    w = df[os_ + S_W]
+    x = df[os_ + S_X]
+    com = df[DF_U + IN_COMMAND] + df[DF_U + N_IN + IN_COMMAND] * h
     df[oy + OUT_COMMAND_IN] = com
-    df[oy + OUT_SUPPLY_IN] = max(df[op + IN_SUPPLY] + df[op + N_IN + IN_SUPPLY] * h, 0.0)
-    df[oy + OUT_LOAD_IN] = df[op + IN_LOAD] + df[op + N_IN + IN_LOAD] * h
+    df[oy + OUT_SUPPLY_IN] = max(df[DF_U + IN_SUPPLY] + df[DF_U + N_IN + IN_SUPPLY] * h, 0.0)
+    df[oy + OUT_LOAD_IN] = df[DF_U + IN_LOAD] + df[DF_U + N_IN + IN_LOAD] * h
     df[oy + OUT_POSITION] = x / DEG
     df[oy + OUT_RATE] = w / DEG
     df[oy + OUT_ERROR] = com - x / DEG
@@ -351,41 +305,55 @@ def _outputs(mf, mi, df, di, h, status):
     df[oy + OUT_MOTOR_TQ] = df[os_ + S_TM]
     df[oy + OUT_FRICTION_TQ] = df[os_ + S_TFR]
     df[oy + OUT_STOP_TQ] = df[os_ + S_TSTOP]
-    df[oy + OUT_STUCK] = float(di[opi + DI_STUCK])
-    df[oy + OUT_AT_STOP] = float(di[opi + DI_AT_STOP])
+    df[oy + OUT_STUCK] = float(di[DI_STUCK])
+    df[oy + OUT_AT_STOP] = float(di[DI_AT_STOP])
     df[oy + OUT_STATUS] = float(status)
 
 
 @njit(**JIT)
+def _log_changes(df, di, t_end, stuck_new, stop):
+    """Log the sticks, breakaways and hard-stop hits and releases of a sub-step ending at t_end.
+
+    Called in the real-time loop.
+    """
+    stuck_old = di[DI_STUCK]
+    if stuck_new != stuck_old:
+        _log(df, di, t_end, 0, EV_STICK if stuck_new == 1 else EV_BREAKAWAY)
+        di[DI_STUCK] = stuck_new
+    old_stop = di[DI_AT_STOP]
+    if stop != old_stop:
+        if old_stop != 0:
+            _log(df, di, t_end, 1 if old_stop < 0 else 2, EV_STOP_RELEASE)
+        if stop != 0:
+            _log(df, di, t_end, 1 if stop < 0 else 2, EV_STOP_HIT)
+        di[DI_AT_STOP] = stop
+
+
+@njit(**JIT)
 def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
-    """One fixed sub-step of the actuator (Table 1 of seed 002 plus the servovalve).  Called in the real-time loop.
+    """One fixed sub-step of the actuator (the paper's Table 1 plus the servovalve).  Called in the real-time loop.
 
     com in rad, psr in Pa, tld in N m.  Logs stick / breakaway / stop events at t_end.
     """
-    opf = mi[L.MF_PLANT]
-    op = mi[L.DF_PLANT]
-    os_ = op + 2 * N_IN + N_OUT
-    opi = mi[L.DI_PLANT]
-    oyc = mi[L.DF_Y]
-    w = df[oyc]  # DXJ, rad/s
-    x = df[oyc + 1]  # XJ, rad
+    w = df[DF_STATE + S_W]  # DXJ, rad/s
+    x = df[DF_STATE + S_X]  # XJ, rad
     # -- controller
-    cor = mf[opf + PF_AMP_GAIN] * (com - x)
-    imax = mf[opf + PF_CURRENT_MAX]
+    cor = mf[PF_AMP_GAIN] * (com - x)
+    imax = mf[PF_CURRENT_MAX]
     if cor > imax:
         cor = imax
     elif cor < -imax:
         cor = -imax
     # -- first stage: semi-implicit Euler, flapper stops inelastic
-    xf = df[os_ + S_XF]
-    vf = df[os_ + S_DXF]
-    xs = df[os_ + S_XS]
-    wf = mf[opf + PF_WF]
-    inet = cor - xs / mf[opf + PF_KXS]
-    af = wf * wf * (mf[opf + PF_GF] * inet - xf) - 2.0 * mf[opf + PF_ZF] * wf * vf
+    xf = df[DF_STATE + S_XF]
+    vf = df[DF_STATE + S_DXF]
+    xs = df[DF_STATE + S_XS]
+    wf = mf[PF_WF]
+    inet = cor - xs / mf[PF_KXS]
+    af = wf * wf * (mf[PF_GF] * inet - xf) - 2.0 * mf[PF_ZF] * wf * vf
     vf += h * af
     xf += h * vf
-    xfm = mf[opf + PF_XF_MAX]
+    xfm = mf[PF_XF_MAX]
     if xf >= xfm:
         xf = xfm
         if vf > 0.0:
@@ -395,36 +363,36 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
         if vf < 0.0:
             vf = 0.0
     # -- second stage: spool integrates the flapper, spool stops
-    xs += h * mf[opf + PF_GS] * xf
-    xsm = mf[opf + PF_XS_MAX]
+    xs += h * mf[PF_GS] * xf
+    xsm = mf[PF_XS_MAX]
     if xs > xsm:
         xs = xsm
     elif xs < -xsm:
         xs = -xsm
-    df[os_ + S_XF] = xf
-    df[os_ + S_DXF] = vf
-    df[os_ + S_XS] = xs
-    df[os_ + S_COR] = cor
+    df[DF_STATE + S_XF] = xf
+    df[DF_STATE + S_DXF] = vf
+    df[DF_STATE + S_XS] = xs
+    df[DF_STATE + S_COR] = cor
     # -- pressure: saturated pressure gain minus the loss of the total flow
-    ps = mf[opf + PF_GP] * xs
+    ps = mf[PF_GP] * xs
     if ps > psr:
         ps = psr
     elif ps < -psr:
         ps = -psr
-    rq = mf[opf + PF_RQ]
-    dis = mf[opf + PF_DIS]
-    den = 1.0 + rq * mf[opf + PF_CLEAK]
+    rq = mf[PF_RQ]
+    dis = mf[PF_DIS]
+    den = 1.0 + rq * mf[PF_CLEAK]
     d_valve = dis * dis * rq / den  # velocity-proportional torque of the valve loss, N m s/rad
-    d_tot = d_valve + mf[mi[L.MF_DRAG]]
+    d_tot = d_valve + mf[PF_VISCOUS]
     t_drive = dis * ps / den - tld  # active torque without the velocity-proportional part
     act = t_drive - d_tot * w  # Table 1, statement 1
     # -- friction (statements 2-10)
     a_tld = abs(tld)
-    tfr0 = mf[opf + PF_TFR0]
-    fdo = tfr0 + (1.0 / mf[opf + PF_ETO] - 1.0) * a_tld
-    fda = tfr0 + (1.0 - mf[opf + PF_ETA]) * a_tld
-    fsd = mf[opf + PF_FSD]
-    jm = mf[mi[L.MF_INERTIA]]
+    tfr0 = mf[PF_TFR0]
+    fdo = tfr0 + (1.0 / mf[PF_ETO] - 1.0) * a_tld
+    fda = tfr0 + (1.0 - mf[PF_ETA]) * a_tld
+    fsd = mf[PF_FSD]
+    jm = mf[PF_INERTIA]
     if w != 0.0:
         tfr = fdo if w > 0.0 else -fdo
         if w * tld < 0.0:
@@ -449,8 +417,8 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
         w_new = 0.0
     # statements 15-17: trapezoidal position, hard stops (inelastic), departure only away from a stop
     x_new = x + 0.5 * (w + w_new) * h
-    x_lo = mf[opf + PF_XJ_MIN]
-    x_hi = mf[opf + PF_XJ_MAX]
+    x_lo = mf[PF_XJ_MIN]
+    x_hi = mf[PF_XJ_MAX]
     stop = 0
     if x_new <= x_lo:
         x_new = x_lo
@@ -468,60 +436,42 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
         net = act - tfr
         if stop * net > 0.0:
             t_stop = net
-    df[oyc] = w_new
-    df[oyc + 1] = x_new
-    df[os_ + S_P12] = (ps - rq * dis * w_new) / den
-    df[os_ + S_TM] = dis * df[os_ + S_P12]
-    df[os_ + S_TFR] = tfr
-    df[os_ + S_TSTOP] = t_stop
-    # -- events
-    stuck_new = 1 if w_new == 0.0 else 0
-    stuck_old = di[opi + DI_STUCK]
-    if stuck_new != stuck_old:
-        _log(mi, df, di, t_end, 0, EV_STICK if stuck_new == 1 else EV_BREAKAWAY)
-        di[opi + DI_STUCK] = stuck_new
-    old_stop = di[opi + DI_AT_STOP]
-    if stop != old_stop:
-        if old_stop != 0:
-            _log(mi, df, di, t_end, 1 if old_stop < 0 else 2, EV_STOP_RELEASE)
-        if stop != 0:
-            _log(mi, df, di, t_end, 1 if stop < 0 else 2, EV_STOP_HIT)
-        di[opi + DI_AT_STOP] = stop
+    df[DF_STATE + S_W] = w_new
+    df[DF_STATE + S_X] = x_new
+    df[DF_STATE + S_P12] = (ps - rq * dis * w_new) / den
+    df[DF_STATE + S_TM] = dis * df[DF_STATE + S_P12]
+    df[DF_STATE + S_TFR] = tfr
+    df[DF_STATE + S_TSTOP] = t_stop
+    _log_changes(df, di, t_end, 1 if w_new == 0.0 else 0, stop)
 
 
 @njit(**JIT)
 def _servo_step(mf, mi, df, di, dt):
-    """Implementation of servo_step on owner-less buffers.  Called in the real-time loop."""
-    op = mi[L.DF_PLANT]
-    opf = mi[L.MF_PLANT]
-    ot = mi[L.DF_TIME]
-    ofl = mi[L.DI_FLAGS]
+    """Implementation of servo_step on raw pointers.  Called in the real-time loop."""
     ok = dt > 0.0 and math.isfinite(dt)
     for k in range(2 * N_IN):
-        ok = ok and math.isfinite(df[op + k])
+        ok = ok and math.isfinite(df[DF_U + k])
     if not ok:
-        di[ofl + L.FLAG_STATUS] = L.ST_BAD_INPUT
-        df[op + 2 * N_IN + OUT_STATUS] = float(L.ST_BAD_INPUT)
+        di[DI_STATUS] = L.ST_BAD_INPUT
+        df[DF_Y + OUT_STATUS] = float(L.ST_BAD_INPUT)
         return L.ST_BAD_INPUT
-    nsub = int(math.ceil(dt / mf[opf + PF_H_MAX] - 1e-9))
+    nsub = int(math.ceil(dt / mf[PF_H_MAX] - 1e-9))
     if nsub < 1:
         nsub = 1
     h = dt / nsub
-    t0 = df[ot]
-    com0 = df[op + IN_COMMAND]
-    com_r = df[op + N_IN + IN_COMMAND]
-    psr0 = df[op + IN_SUPPLY]
-    psr_r = df[op + N_IN + IN_SUPPLY]
-    tld0 = df[op + IN_LOAD]
-    tld_r = df[op + N_IN + IN_LOAD]
+    t0 = df[DF_TIME]
+    com0 = df[DF_U + IN_COMMAND]
+    com_r = df[DF_U + N_IN + IN_COMMAND]
+    psr0 = df[DF_U + IN_SUPPLY]
+    psr_r = df[DF_U + N_IN + IN_SUPPLY]
+    tld0 = df[DF_U + IN_LOAD]
+    tld_r = df[DF_U + N_IN + IN_LOAD]
     # roll-back copy of the integrated state
-    oyc = mi[L.DF_Y]
-    os_ = op + 2 * N_IN + N_OUT
-    w0 = df[oyc]
-    x0 = df[oyc + 1]
-    xf0 = df[os_ + S_XF]
-    vf0 = df[os_ + S_DXF]
-    xs0 = df[os_ + S_XS]
+    w0 = df[DF_STATE + S_W]
+    x0 = df[DF_STATE + S_X]
+    xf0 = df[DF_STATE + S_XF]
+    vf0 = df[DF_STATE + S_DXF]
+    xs0 = df[DF_STATE + S_XS]
     for k in range(nsub):
         s = k * h  # inputs are sampled at the sub-step start (explicit, as in Table 1)
         com = (com0 + com_r * s) * DEG
@@ -531,38 +481,38 @@ def _servo_step(mf, mi, df, di, dt):
         tld = tld0 + tld_r * s
         _substep(mf, mi, df, di, h, t0 + (k + 1) * h, com, psr, tld)
     st = L.ST_OK
-    if not (math.isfinite(df[oyc]) and math.isfinite(df[oyc + 1]) and math.isfinite(df[os_ + S_XS])
-            and math.isfinite(df[os_ + S_XF]) and math.isfinite(df[os_ + S_DXF])):
-        df[oyc] = w0
-        df[oyc + 1] = x0
-        df[os_ + S_XF] = xf0
-        df[os_ + S_DXF] = vf0
-        df[os_ + S_XS] = xs0
-        di[mi[L.DI_COUNTERS] + L.CNT_ROLLBACKS] += 1
+    if not (math.isfinite(df[DF_STATE + S_W]) and math.isfinite(df[DF_STATE + S_X])
+            and math.isfinite(df[DF_STATE + S_XS]) and math.isfinite(df[DF_STATE + S_XF])
+            and math.isfinite(df[DF_STATE + S_DXF])):
+        df[DF_STATE + S_W] = w0
+        df[DF_STATE + S_X] = x0
+        df[DF_STATE + S_XF] = xf0
+        df[DF_STATE + S_DXF] = vf0
+        df[DF_STATE + S_XS] = xs0
+        di[DI_COUNTERS + L.CNT_ROLLBACKS] += 1
         st = L.ST_NONFINITE
     else:
-        df[ot] = t0 + dt
-    di[mi[L.DI_COUNTERS] + L.CNT_STEPS] += 1
-    di[ofl + L.FLAG_STATUS] = st
+        df[DF_TIME] = t0 + dt
+    di[DI_COUNTERS + L.CNT_STEPS] += 1
+    di[DI_STATUS] = st
     _outputs(mf, mi, df, di, dt if st == L.ST_OK else 0.0, st)
     return st
 
 
-@njit("int64(" + BUFS + ", float64)", **JIT)
+@njit(**JIT)
 def servo_step(mf, mi, df, di, dt):
     """Map the inputs, take the sub-steps of one plant step, write the outputs.  Called in the real-time loop.
 
     Non-finite inputs or dt leave the state untouched (status bad_input); a
     step that produced a non-finite state is rolled back (nonfinite_rolled_back).
     """
-    return _servo_step(_raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di), dt)
+    return _servo_step(raw_f(mf), raw_i(mi), raw_f(df), raw_i(di), dt)
 
 
-@njit("int64(" + BUFS + ")", **JIT)
+@njit(**JIT)
 def servo_refresh(mf, mi, df, di):
-    """Recompute the outputs from the state without stepping (after a reset)."""
-    rmf, rmi, rdf, rdi = _raw_f(mf), _raw_i(mi), _raw_f(df), _raw_i(di)
-    _outputs(rmf, rmi, rdf, rdi, 0.0, 0)
+    """Recompute the outputs from the state without stepping (at the start)."""
+    _outputs(raw_f(mf), raw_i(mi), raw_f(df), raw_i(di), 0.0, 0)
     return 0
 
 
@@ -575,106 +525,131 @@ class ServoActuatorPlant(Plant):
     kind = "servo"
     description = ("Electro-hydraulic position servo: proportional control, two-stage servovalve, "
                    "load-dependent dry friction with efficiencies, hard stops (Borello & Dalla Vedova)")
+    params_type = ServoParams
+    input_ports = INPUTS
+    output_ports = OUTPUTS
+    kernels = (Kernel("step", servo_step, "int64(" + BUFS + ", float64)"),
+               Kernel("refresh", servo_refresh, "int64(" + BUFS + ")"))
+    status_bits = L.STATUS_NAMES  # the step status uses the friction core's bits (bad_input, nonfinite)
+    event_names = EVENT_NAMES
 
     def __init__(self, params: ServoParams, source: str = ""):
         params.validate()
-        self.params = params
-        # the surface is the one 'shaft' of a trivial core spec: the step keeps its rate and
-        # position in the core's omega/theta, so core views and state copies stay meaningful
-        spec = CoreSpec(shaft_names=("surface",), inertia=(params.inertia_kg_m2,),
-                        drag=(params.viscous_N_m_s_per_rad,), rows=(), settings=Settings(event_capacity=4096))
-        inputs, outputs = _signals(params)
-        super().__init__(spec, inputs, outputs, servo_step, plant_nf=PF_LEN, plant_nstate=N_STATE,
-                         plant_ndi=N_DI, source=source)
+        super().__init__(params, source)
         p = params
-        pf = self.core.plant_f
-        pf[PF_AMP_GAIN] = p.amp_gain_A_per_rad
-        pf[PF_CURRENT_MAX] = p.current_max_A
-        pf[PF_WF] = p.first_stage_freq_rad_s
-        pf[PF_ZF] = p.first_stage_damping
-        pf[PF_GF] = p.flapper_gain_m_per_A
-        pf[PF_XF_MAX] = p.flapper_travel_m
-        pf[PF_GS] = p.spool_velocity_gain_per_s
-        pf[PF_KXS] = p.spool_per_current_m_per_A
-        pf[PF_XS_MAX] = p.spool_travel_m
-        pf[PF_GP] = p.pressure_gain_Pa_per_m
-        pf[PF_RQ] = p.pressure_flow_Pa_s_per_m3
-        pf[PF_CLEAK] = p.leakage_m3_per_s_Pa
-        pf[PF_DIS] = p.displacement_m3_per_rad
-        pf[PF_TFR0] = p.friction_load_independent_N_m
-        pf[PF_ETO] = p.efficiency_opposing
-        pf[PF_ETA] = p.efficiency_aiding
-        pf[PF_FSD] = p.static_to_dynamic
-        pf[PF_XJ_MIN] = p.travel_min_rad
-        pf[PF_XJ_MAX] = p.travel_max_rad
-        pf[PF_H_MAX] = p.internal_step_s
+        mf = self.mf
+        mf[PF_AMP_GAIN] = p.amp_gain_A_per_rad
+        mf[PF_CURRENT_MAX] = p.current_max_A
+        mf[PF_WF] = p.first_stage_freq_rad_s
+        mf[PF_ZF] = p.first_stage_damping
+        mf[PF_GF] = p.flapper_gain_m_per_A
+        mf[PF_XF_MAX] = p.flapper_travel_m
+        mf[PF_GS] = p.spool_velocity_gain_per_s
+        mf[PF_KXS] = p.spool_per_current_m_per_A
+        mf[PF_XS_MAX] = p.spool_travel_m
+        mf[PF_GP] = p.pressure_gain_Pa_per_m
+        mf[PF_RQ] = p.pressure_flow_Pa_s_per_m3
+        mf[PF_CLEAK] = p.leakage_m3_per_s_Pa
+        mf[PF_DIS] = p.displacement_m3_per_rad
+        mf[PF_INERTIA] = p.inertia_kg_m2
+        mf[PF_VISCOUS] = p.viscous_N_m_s_per_rad
+        mf[PF_TFR0] = p.friction_load_independent_N_m
+        mf[PF_ETO] = p.efficiency_opposing
+        mf[PF_ETA] = p.efficiency_aiding
+        mf[PF_FSD] = p.static_to_dynamic
+        mf[PF_XJ_MIN] = p.travel_min_rad
+        mf[PF_XJ_MAX] = p.travel_max_rad
+        mf[PF_H_MAX] = p.internal_step_s
+        self._events = EventRing(self.df, self.di, DF_EV_TIME, DI_EV_SOURCE, DI_EV_KIND,
+                                 DI_COUNTERS + L.CNT_EVENTS, EVENT_CAPACITY)
         self.reset()
 
     @classmethod
-    def from_config(cls, cfg: ConfigReader) -> "ServoActuatorPlant":
-        return cls(ServoParams.from_config(cfg), source=cfg.source)
+    def description_of(cls, params: ServoParams, source: str = "") -> dict:
+        d = super().description_of(params, source)
+        d["transmission"] = "reversible" if params.reversible else "irreversible"
+        return d
 
-    def tunable_parameters(self) -> list:
-        """Friction and controller parameters a running server may change (read afresh every sub-step).
+    # -- buffers -------------------------------------------------------------------------------------
+    def _allocate(self):
+        return np.zeros(PF_LEN), np.zeros(1, dtype=np.int64), np.zeros(DF_LEN), np.zeros(DI_LEN, dtype=np.int64)
 
-        The viscous coefficient C_M is the core's drag of shaft 'surface' (``shaft.surface.drag``).
-        """
-        from server.params import Param
+    @property
+    def input_offset(self) -> int:
+        return DF_U
 
-        pf = self.core.plant_f
+    def _clear(self) -> None:
+        self.df[:] = 0.0
+        self.di[:] = 0
+        self._events.clear()
 
-        def slot(idx):
-            return (lambda: float(pf[idx])), (lambda v: pf.__setitem__(idx, v))
-
-        out = []
-        for name, unit, lo, hi, doc, idx in (
-                ("friction.efficiency_opposing", "-", 1e-3, 1.0, "EtO, efficiency with an opposing load (eq. 3)",
-                 PF_ETO),
-                ("friction.efficiency_aiding", "-", -10.0, 1.0,
-                 "EtA, efficiency with an aiding load (eq. 4); <= 0 irreversible", PF_ETA),
-                ("friction.static_to_dynamic_ratio", "-", 1.0, 10.0, "FSD, static / dynamic friction", PF_FSD),
-                ("friction.load_independent", "N m", 0.0, 1.0e7, "T_FR0, load-independent friction torque",
-                 PF_TFR0),
-                ("controller.gain", "A/rad", 0.0, 100.0, "servo-amplifier gain (proportional law)", PF_AMP_GAIN)):
-            get, set_ = slot(idx)
-            out.append(Param(name, unit, lo, hi, doc, get, set_))
-        return out
-
-    def _bind_views(self) -> None:
-        super()._bind_views()
-        self.state_view = self.plant_state[:N_STATE]
-        self.int_state = self.core.plant_di
-
+    # -- life cycle ----------------------------------------------------------------------------------
     def _initial_state(self) -> None:
         """At rest at the commanded position (clamped to the stops), servovalve settled at null."""
         p = self.params
         x = min(max(float(self.u[IN_COMMAND]) * DEG, p.travel_min_rad), p.travel_max_rad)
-        self.core.theta[0] = x
-        self.core.omega[0] = 0.0
-        self.plant_state[:] = 0.0
-        self.int_state[DI_STUCK] = 1
-        self.int_state[DI_AT_STOP] = -1 if x <= p.travel_min_rad else (1 if x >= p.travel_max_rad else 0)
+        self.df[DF_STATE:DF_STATE + N_STATE] = 0.0
+        self.df[DF_STATE + S_X] = x
+        self.di[DI_STUCK] = 1
+        self.di[DI_AT_STOP] = -1 if x <= p.travel_min_rad else (1 if x >= p.travel_max_rad else 0)
 
-    def _start_fn(self) -> int:
-        servo_refresh(self.mf, self.mi, self.df, self.di)
+    def start(self) -> int:
+        self.compiled["refresh"](self.mf, self.mi, self.df, self.di)
         return 0
+
+    @property
+    def time(self) -> float:
+        return float(self.df[DF_TIME])
+
+    @property
+    def counters(self) -> np.ndarray:
+        return self.di[DI_COUNTERS:DI_COUNTERS + N_COUNTERS]
+
+    @property
+    def state(self) -> np.ndarray:
+        """The state block (view): rate, position, valve states and the last torques, see ``S_*``."""
+        return self.df[DF_STATE:DF_STATE + N_STATE]
+
+    def _drain_events(self) -> list[tuple[float, int, int]]:
+        return self._events.drain()
+
+    @property
+    def events_lost(self) -> int:
+        """Events overwritten in the ring log before they were read, since the last reset."""
+        return self._events.lost
 
     def new_events(self) -> list[dict]:
         """Stick / breakaway / hard-stop events since the last call (not for the real-time tick)."""
         out = []
-        for t, r, k in self.core.new_events():
+        for t, r, k in self._drain_events():
             src = EVENT_SOURCES[r] if 0 <= r < len(EVENT_SOURCES) else str(r)
             # 'clutch' names the element for tools written for the clutch plants
             out.append(dict(time=t, clutch=src, source=src, row=r, type=EVENT_NAMES.get(k, str(k))))
         return out
 
-    def describe(self) -> dict:
-        d = super().describe()
-        d["transmission"] = "reversible" if self.params.reversible else "irreversible"
-        return d
+    def set_state(self, state) -> None:
+        df, di = state
+        if df.shape != self.df.shape or di.shape != self.di.shape:
+            raise ValueError("state does not belong to this plant")
+        self.df[:] = df
+        self.di[:] = di
+        self._events.mark_all_read()
 
-    def plot_figures(self, trace, out_dir, title: str = "") -> list:
-        """PNG figures of an offline run in the paper's style (seed 002 figs. 6-17); see servo_plots."""
-        from server.plots.servo import plot
+    def tunable_parameters(self) -> list[Param]:
+        """Friction and controller parameters a running server may change (read afresh every sub-step)."""
+        mf = self.mf
 
-        return plot(self, trace, out_dir, title)
+        def slot(name, unit, lo, hi, doc, idx):
+            return Param(name, unit, lo, hi, doc, lambda: float(mf[idx]), lambda v: mf.__setitem__(idx, v))
+
+        return [
+            # C_M, named as the viscous drag of a shaft like the friction plants' shafts
+            slot("shaft.surface.drag", "N m s/rad", 0.0, 1e9, "viscous drag of shaft surface to ground", PF_VISCOUS),
+            slot("friction.efficiency_opposing", "-", 1e-3, 1.0, "EtO, efficiency with an opposing load (eq. 3)",
+                 PF_ETO),
+            slot("friction.efficiency_aiding", "-", -10.0, 1.0,
+                 "EtA, efficiency with an aiding load (eq. 4); <= 0 irreversible", PF_ETA),
+            slot("friction.static_to_dynamic_ratio", "-", 1.0, 10.0, "FSD, static / dynamic friction", PF_FSD),
+            slot("friction.load_independent", "N m", 0.0, 1.0e7, "T_FR0, load-independent friction torque", PF_TFR0),
+            slot("controller.gain", "A/rad", 0.0, 100.0, "servo-amplifier gain (proportional law)", PF_AMP_GAIN),
+        ]

@@ -1,4 +1,7 @@
-"""Figures of a damper-clutch run in the style of seed 004 (figs. 11-12), plus the frictions and the damper.
+"""Figures of a damper-clutch run, plus the frictions and the damper.
+
+In the style of Zanasi, Sandoni & Morselli, "Simulation of variable dynamic
+dimension systems: the clutch example" (figs. 11-12).
 
 ``plot(plant, trace, out_dir, title)`` takes the offline simulator's trace
 (``time``, ``column(name)``) and writes PNGs with matplotlib's object API on
@@ -19,7 +22,7 @@ def plot(plant, trace, out_dir, title: str = "") -> list[Path]:
     c = trace.column
     files = []
 
-    # seed 004 fig. 11 (inputs) and fig. 12 (speeds)
+    # the paper's fig. 11 (inputs) and fig. 12 (speeds)
     fig, (a1, a2) = figure(2, 2.6)
     a1.plot(t, c("clutch_capacity_applied"), color=COLORS[0], label="$k_{12}$")
     a1.plot(t, c("engine_torque_applied"), color=COLORS[1], label="$C_1$")
@@ -31,7 +34,8 @@ def plot(plant, trace, out_dir, title: str = "") -> list[Path]:
     mark_events(a2, t, c("synchronised"), label="all synchronised")
     a2.set_ylabel("speed [rad/s]")
     a2.legend(loc="upper left", fontsize=8)
-    files.append(save(fig, out / "damper_speeds.png", f"{title}\ninputs and angular velocities (seed 004 figs. 11-12)"))
+    files.append(save(fig, out / "damper_speeds.png",
+                      f"{title}\ninputs and angular velocities (Zanasi, Sandoni & Morselli, figs. 11-12)"))
 
     # frictions against their bounds, the damper spring
     fig, (b1, b2, b3) = figure(3, 1.8)

@@ -1,4 +1,4 @@
-"""Figure helpers shared by the offline simulator's plots and the plants that draw their own.
+"""Figure building blocks shared by the figures of every plant kind.
 
 matplotlib's object API on the Agg canvas (no display, no global pyplot
 state); imported lazily, so nothing here loads matplotlib unless a figure is

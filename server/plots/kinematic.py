@@ -1,4 +1,6 @@
-"""Figures of a kinematic-clutch run in the style of seed 001 (speeds, reaction torque, phase).
+"""Figures of a kinematic-clutch run (speeds, reaction torque, phase).
+
+In the style of the article "Clutch Modeling - Part II: Kinematic Clutches".
 
 ``plot(plant, trace, out_dir, title)`` takes the offline simulator's trace
 and writes PNGs with matplotlib's object API on the Agg canvas.
@@ -38,7 +40,7 @@ def plot(plant, trace, out_dir, title: str = "") -> list[Path]:
     a3.set_yticklabels(["disengaged", "engaging", "engaged", "disengaging"], fontsize=7)
     a3.set_ylabel("phase")
     return [save(fig, out / "kinematic_clutch.png",
-                 f"{title}\nkinematic clutch (seed 001): speeds, reaction torque, phase")]
+                 f"{title}\nkinematic clutch: speeds, reaction torque, phase")]
 
 
 def plot_experiment(runs, path, title: str) -> Path:

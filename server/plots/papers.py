@@ -1,14 +1,18 @@
-"""PNG figures of an offline run, in the style of the papers.
+"""PNG figures of an offline run of the transmission plants, in the style of the papers.
 
-* Powershift (seed 003, figs. 5-10): axle speeds; the speed ratio of each
-  stage and the overall ratio (reverse sign, as the paper plots them, with
-  the engaged gear); each clutch's friction torque (solid) against its
-  bounds +-K (dashed).
-* DCT (seed 000, figs. 10-11): the speeds of the shafts at the double
-  clutch and the clutch slips; the clutch torques against +-capacity; the
-  overall ratio and engaged gear, the half-shaft torque and vehicle speed.
-* Chain (seed 004, figs. 5-7): velocities, relative velocities, and the
-  friction forces against +-K.
+* Powershift (Morselli, Zanasi & Ferracin, "Modeling and simulation of
+  static and Coulomb friction in a class of automotive systems", figs.
+  5-10): axle speeds; the speed ratio of each stage and the overall ratio
+  (reverse sign, as the paper plots them, with the engaged gear); each
+  clutch's friction torque (solid) against its bounds +-K (dashed).
+* DCT (Biagiotti & Zanasi, "Efficient simulation of static and dynamic
+  friction for automotive applications", figs. 10-11): the speeds of the
+  shafts at the double clutch and the clutch slips; the clutch torques
+  against +-capacity; the overall ratio and engaged gear, the half-shaft
+  torque and vehicle speed.
+* Chain (Zanasi, Sandoni & Morselli, "Simulation of variable dynamic
+  dimension systems: the clutch example", figs. 5-7): velocities, relative
+  velocities, and the friction forces against +-K.
 
 Any other plant gets its speed-like outputs, its friction signals against
 their bounds where they are named alike (``torque_X`` / ``capacity_X``,
@@ -23,11 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_models.plant import Plant
-
 from .figures import COLORS, DPI  # noqa: F401  (re-exported for plot modules)
 from .figures import figure as _figure
 from .figures import save as _save
+
+# the papers the figures follow, for the figure titles
+PS_PAPER = "Morselli, Zanasi & Ferracin"
+DCT_PAPER = "Biagiotti & Zanasi"
+CHAIN_PAPER = "Zanasi, Sandoni & Morselli"
 
 
 def _ratio(num: np.ndarray, den: np.ndarray, min_den: float = 1e-3) -> np.ndarray:
@@ -39,7 +46,7 @@ def _ratio(num: np.ndarray, den: np.ndarray, min_den: float = 1e-3) -> np.ndarra
 
 
 def _friction_panel(ax, t, force, bound, label: str, unit: str, color: str = "tab:blue") -> None:
-    """Friction (solid) against its static bounds +-K (dashed), as seed 003 figs. 8-10."""
+    """Friction (solid) against its static bounds +-K (dashed), as Morselli, Zanasi & Ferracin's figs. 8-10."""
     ax.plot(t, force, color=color, linewidth=1.2, label=f"{label}")
     ax.plot(t, bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8, label="$\\pm K$")
     ax.plot(t, -bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8)
@@ -62,7 +69,7 @@ def _gear_twin(ax, t, gear, label="engaged gear") -> None:
 
 
 # -- Powershift ---------------------------------------------------------------------
-def _powershift(trace, out: Path, title: str) -> list[Path]:
+def powershift(plant, trace, out: Path, title: str) -> list[Path]:
     t = trace.time
     files = []
     fig, (ax,) = _figure(1, 3.2)
@@ -70,20 +77,20 @@ def _powershift(trace, out: Path, title: str) -> list[Path]:
         ax.plot(t, trace.column(f"w_{j + 1}"), color=COLORS[j], label=f"$\\omega_{j + 1}$")
     ax.set_ylabel("axle speed [rad/s]")
     ax.legend(loc="upper left", fontsize=8, ncol=4)
-    files.append(_save(fig, out / "speeds.png", f"{title}\naxle speeds (seed 003 fig. 5)"))
+    files.append(_save(fig, out / "speeds.png", f"{title}\naxle speeds ({PS_PAPER}, fig. 5)"))
 
     fig, axes = _figure(3)
     for k, ax in enumerate(axes):
         r = _ratio(-trace.column(f"w_{k + 2}"), trace.column(f"w_{k + 1}"))
         ax.plot(t, r, color=COLORS[k])
         ax.set_ylabel(f"$-\\omega_{k + 2}/\\omega_{k + 1}$")
-    files.append(_save(fig, out / "stage_ratios.png", f"{title}\nspeed ratios, reverse sign (seed 003 fig. 6)"))
+    files.append(_save(fig, out / "stage_ratios.png", f"{title}\nspeed ratios, reverse sign ({PS_PAPER}, fig. 6)"))
 
     fig, (ax,) = _figure(1, 3.2)
     ax.plot(t, trace.column("ratio"), color="tab:blue", label="$-\\omega_4/\\omega_1$")
     ax.set_ylabel("overall ratio $-\\omega_4/\\omega_1$")
     _gear_twin(ax, t, trace.column("gear"))
-    files.append(_save(fig, out / "overall_ratio.png", f"{title}\noverall ratio, reverse sign (seed 003 fig. 7)"))
+    files.append(_save(fig, out / "overall_ratio.png", f"{title}\noverall ratio, reverse sign ({PS_PAPER}, fig. 7)"))
 
     for name, group, fig_no in (("friction_c1_c2", (1, 2), 8), ("friction_c3_c5", (3, 4, 5), 9),
                                 ("friction_c6_c8", (6, 7, 8), 10)):
@@ -92,12 +99,12 @@ def _powershift(trace, out: Path, title: str) -> list[Path]:
             _friction_panel(ax, t, trace.column(f"torque_c{c}"), trace.column(f"capacity_c{c}"), f"clutch {c}",
                             "N m", COLORS[(c - 1) % len(COLORS)])
         files.append(_save(fig, out / f"{name}.png",
-                           f"{title}\nfriction torque (solid) and $\\pm K$ (dashed), seed 003 fig. {fig_no}"))
+                           f"{title}\nfriction torque (solid) and $\\pm K$ (dashed), {PS_PAPER}, fig. {fig_no}"))
     return files
 
 
 # -- DCT -----------------------------------------------------------------------------------
-def _dct(trace, out: Path, title: str) -> list[Path]:
+def dct(plant, trace, out: Path, title: str) -> list[Path]:
     t = trace.time
     files = []
     fig, axes = _figure(2, 2.4)
@@ -111,14 +118,14 @@ def _dct(trace, out: Path, title: str) -> list[Path]:
     axes[1].set_ylabel("clutch slip [rad/s]")
     axes[1].legend(loc="best", fontsize=8)
     files.append(_save(fig, out / "speeds.png", f"{title}\nshafts at the double clutch and clutch slips "
-                                                 "(seed 000 fig. 10)"))
+                                                 f"({DCT_PAPER}, fig. 10)"))
 
     fig, axes = _figure(2, 2.4)
     for ax, c, col in zip(axes, (1, 2), ("tab:blue", "tab:orange")):
         _friction_panel(ax, t, trace.column(f"torque_c{c}"), trace.column(f"capacity_c{c}"), f"C{c} torque",
                         "N m", col)
     files.append(_save(fig, out / "clutch_friction.png", f"{title}\nclutch torque (solid) and $\\pm K$ (dashed), "
-                                                          "seed 000 fig. 11"))
+                                                          f"{DCT_PAPER}, fig. 11"))
 
     fig, axes = _figure(3, 2.0)
     # the ratio is only meaningful once the wheels turn (a launch slips through huge values)
@@ -134,7 +141,7 @@ def _dct(trace, out: Path, title: str) -> list[Path]:
 
 
 # -- chain ---------------------------------------------------------------------------------
-def _chain(plant, trace, out: Path, title: str) -> list[Path]:
+def chain(plant, trace, out: Path, title: str) -> list[Path]:
     t = trace.time
     n = sum(1 for nm in trace.names if nm.startswith("v_"))
     contacts = [nm[len("friction_"):] for nm in trace.names if nm.startswith("friction_")]
@@ -146,21 +153,22 @@ def _chain(plant, trace, out: Path, title: str) -> list[Path]:
         ax.plot(t, trace.column(f"v_{j + 1}"), color=COLORS[j % len(COLORS)], label=f"$v_{{{j + 1}}}$")
     ax.set_ylabel(f"velocity [{vunit}]")
     ax.legend(loc="best", fontsize=8, ncol=min(n, 6))
-    files.append(_save(fig, out / "velocities.png", f"{title}\nvelocities (seed 004 fig. 5)"))
+    files.append(_save(fig, out / "velocities.png", f"{title}\nvelocities ({CHAIN_PAPER}, fig. 5)"))
 
     fig, axes = _figure(len(contacts), 1.5)
     for k, (ax, c) in enumerate(zip(axes, contacts)):
         a, b = c.split("_")
         ax.plot(t, trace.column(f"slip_{c}"), color=COLORS[k % len(COLORS)])
         ax.set_ylabel(f"$v_{{{a}}}-v_{{{b}}}$")
-    files.append(_save(fig, out / "relative_velocities.png", f"{title}\nrelative velocities (seed 004 fig. 6)"))
+    files.append(_save(fig, out / "relative_velocities.png", f"{title}\nrelative velocities ({CHAIN_PAPER}, fig. 6)"))
 
     fig, axes = _figure(len(contacts), 1.6)
     for k, (ax, c) in enumerate(zip(axes, contacts)):
         a, b = c.split("_")
         _friction_panel(ax, t, trace.column(f"friction_{c}"), trace.column(f"static_limit_{c}"),
                         f"$\\tau_{{{a}{b}}}$", funit, COLORS[k % len(COLORS)])
-    files.append(_save(fig, out / "friction.png", f"{title}\nfriction (solid) and $\\pm K$ (dashed), seed 004 fig. 7"))
+    files.append(_save(fig, out / "friction.png",
+                       f"{title}\nfriction (solid) and $\\pm K$ (dashed), {CHAIN_PAPER}, fig. 7"))
     return files
 
 
@@ -176,7 +184,7 @@ def _bound_of(name: str, names: list[str]) -> str | None:
     return next((c for c in candidates if c in names), None)
 
 
-def _generic(plant, trace, out: Path, title: str) -> list[Path]:
+def generic(plant, trace, out: Path, title: str) -> list[Path]:
     """Speeds, friction against its bounds (where a plant names them alike), and every output."""
     t = trace.time
     files = []
@@ -216,19 +224,3 @@ def _generic(plant, trace, out: Path, title: str) -> list[Path]:
             ax.grid(True, linewidth=0.4, alpha=0.6)
         files.append(_save(fig, out / "outputs.png", f"{title}\nall outputs"))
     return files
-
-
-def plot_trace(plant: Plant, trace, out_dir: str | Path, title: str = "") -> list[Path]:
-    """Write the figures for this plant's trace into ``out_dir``; returns the PNG paths."""
-    out = Path(out_dir)
-    if plant.kind == "powershift":
-        return _powershift(trace, out, title)
-    if plant.kind == "dct":
-        return _dct(trace, out, title)
-    if plant.kind == "chain":
-        return _chain(plant, trace, out, title)
-    # plants that draw their own figures in their paper's style
-    hook = getattr(plant, "plot_figures", None)
-    if callable(hook):
-        return hook(trace, out, title)
-    return _generic(plant, trace, out, title)

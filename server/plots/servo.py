@@ -1,4 +1,8 @@
-"""Figures of a servo-actuator run in the style of seed 002 (figs. 6-17).
+"""Figures of a servo-actuator run.
+
+In the style of Borello & Dalla Vedova, "A dry friction model and robust
+computational algorithm for reversible or irreversible motion
+transmissions" (figs. 6-17).
 
 ``plot(plant, trace, out_dir, title)`` writes two PNGs: the servomechanism
 (command and position, rate, supply and load pressure, torques) and a

@@ -1,0 +1,172 @@
+"""The plant base: ports declared once, nothing compiled before the first reset, tunable parameters, plots by kind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from plant_models.config import repo_root
+from plant_models.errors import ParamError
+from plant_models.friction_plant import FrictionPlant
+from plant_models.plant import Param, Plant, Ports, Signal
+from plant_models.registry import BUILTIN, load_plant, plant_class
+from server.params import ParamTable
+
+ROOT = repo_root()
+
+
+# -- ports ---------------------------------------------------------------------------------------
+def test_a_port_index_is_what_its_declaration_returns():
+    ports = Ports()
+    assert ports.add("a", "N m", -1.0, 1.0) == 0
+    assert ports.add_block(Signal(f"b{k}", "-", 0, 1) for k in range(3)) == 1
+    assert ports.add("c", "rad/s", 0.0, lambda p: 2.0 * p, doc="range from the parameters") == 4
+    assert len(ports) == 5
+    signals = ports.signals(3.0)
+    assert [s.name for s in signals] == ["a", "b0", "b1", "b2", "c"] and signals[4].hi == 6.0
+    with pytest.raises(ValueError, match="port 'a' is declared twice"):
+        ports.add("a", "-", 0, 1)
+
+
+def test_a_repeated_block_is_declared_once_and_formatted_per_instance():
+    block = Ports()
+    slip = block.add("slip_c{c}", "{v}", -1.0, 1.0, doc="slip of clutch {c}")
+    torque = block.add("torque_c{c}", "N m", -1.0, 1.0)
+    outputs = Ports()
+    first = outputs.add_block(s for c in (1, 2) for s in block.formatted(c=c, v="rad/s"))
+    names = [s.name for s in outputs.signals()]
+    assert names[first + len(block) * 1 + slip] == "slip_c2" and names[first + torque] == "torque_c1"
+    assert outputs.signals()[2].unit == "rad/s" and outputs.signals()[2].doc == "slip of clutch 2"
+
+
+def test_the_plants_kernels_index_the_ports_they_declare():
+    """A port constant of a plant module is the index of the signal of that name."""
+    from plant_models.plants import dct, powershift, servo
+
+    ps = load_plant("powershift")
+    assert ps.output_index("energy_c8") == powershift.OUT_CL + 7 * powershift.CL_LEN + powershift.CL_ENERGY
+    assert ps.input_index("load_torque") == powershift.IN_LOAD
+    d = load_plant("dct")
+    assert d.input_index("gear_even") == dct.IN_GEAR_ODD + 1 and d.output_index("selected_even") == dct.OUT_SEL_ODD + 1
+    sv = load_plant("servo")
+    assert sv.output_index("status") == servo.OUT_STATUS == sv.n_out - 1
+
+
+# -- compile only what is used, never on import ---------------------------------------------------------
+DESCRIBE_EVERYTHING = """
+import importlib, json
+from plant_models.config import repo_root
+from plant_models.registry import BUILTIN, describe_config, read_config
+for path in sorted((repo_root() / "configs").glob("*.toml")):
+    if not path.name.startswith("io_"):
+        read_config(path)
+        describe_config(path)
+compiled = []
+for kind, (plant_ref, _) in BUILTIN.items():
+    module = importlib.import_module(plant_ref.split(":")[0])
+    for name, obj in vars(module).items():
+        py_func = getattr(obj, "py_func", None)
+        if py_func is not None and py_func.__module__ == module.__name__ and obj.overloads:
+            compiled.append(f"{module.__name__}.{name}")
+print(json.dumps(compiled))
+"""
+
+
+def test_reading_and_describing_every_config_compiles_no_plant_code():
+    """Parameters, ports and descriptions need no compiled code: the kernels compile at the first reset."""
+    out = subprocess.run([sys.executable, "-c", DESCRIBE_EVERYTHING], capture_output=True, text=True, cwd=ROOT,
+                         check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+PROGRESS = """
+import json
+from plant_models.plant import Plant
+from plant_models.registry import load_plant
+seen = []
+Plant.compile_progress = lambda label, k, n: seen.append([label, k, n])
+load_plant("chain")
+load_plant("chain")
+print(json.dumps(seen))
+"""
+
+
+def test_compilation_reports_each_kernel_once_with_its_place_in_the_queue():
+    out = subprocess.run([sys.executable, "-c", PROGRESS], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert json.loads(out.stdout.splitlines()[-1]) == [["chain step", 1, 2], ["chain refresh", 2, 2]]
+
+
+def test_kernels_are_compiled_at_the_first_reset_for_their_signature_only():
+    plant = load_plant("kinematic")
+    step = plant.kernels[0].function
+    assert plant.kernels[0].name == "step" and len(step.overloads) == 1
+    with pytest.raises(TypeError):  # locked: other argument types do not compile a second version mid-run
+        step(plant.mf.astype(np.float32), plant.mi, plant.df, plant.di, 1e-3)
+
+
+def test_every_builtin_plant_has_one_shape():
+    for kind in BUILTIN:
+        cls, _ = plant_class(kind)
+        assert issubclass(cls, Plant) and cls.kind == kind and cls.params_type is not None
+        assert [k.name for k in cls.kernels][0] == "step"
+        assert not hasattr(cls, "plot_figures") and not hasattr(cls, "from_config")
+    servo_class, _ = plant_class("servo")
+    assert not issubclass(servo_class, FrictionPlant)  # its own integrator on its own buffers
+
+
+def test_the_servo_keeps_its_ports_where_its_offsets_say():
+    plant = load_plant("servo")
+    assert not hasattr(plant, "core")
+    o = plant.input_offset
+    assert np.shares_memory(plant.u, plant.df) and plant.u.ctypes.data == plant.df[o:].ctypes.data
+    assert plant.u_rate.ctypes.data == plant.df[o + plant.n_in:].ctypes.data
+    assert plant.y.ctypes.data == plant.df[plant.output_offset:].ctypes.data
+    assert plant.counters.shape == (8,) and plant.time == 0.0
+
+
+# -- tunable parameters --------------------------------------------------------------------------
+def test_core_parameters_are_declared_by_the_friction_plant():
+    table = ParamTable(load_plant("damper"))
+    names = table.names()
+    assert names[:3] == ["shaft.engine.drag", "shaft.disk.drag", "shaft.transmission.drag"]
+    assert "row.clutch.gain_kinetic" in names and names[-1] == "damper.friction_torque"
+
+
+def test_a_kinetic_gain_above_the_static_one_is_refused_whole():
+    plant = load_plant("dct")
+    table = ParamTable(plant)
+    before = table.describe(["row.C1.gain_static", "row.C1.gain_kinetic", "row.C2.viscous"])
+    with pytest.raises(ParamError, match=r"^row\.C1: gain_kinetic 0\.2 must not exceed gain_static 0\.1$"):
+        table.set_many({"row.C2.viscous": 1.0, "row.C1.gain_static": 0.1, "row.C1.gain_kinetic": 0.2})
+    with pytest.raises(ParamError, match=r"^row\.C1: gain_kinetic .* must not exceed gain_static 1e-06$"):
+        table.set_many({"row.C1.gain_static": 1e-6})
+    assert table.describe(list(before)) == before  # nothing was written
+
+
+@pytest.mark.parametrize("value,message", [
+    (True, "p: expected a number, got bool"),
+    ("1", "p: expected a number, got str"),
+    (float("nan"), "p: not finite (nan)"),
+    (3.0, "p: 3.0 outside [0, 2] N m"),
+    (10 ** 400, "outside [0, 2] N m"),
+])
+def test_a_parameter_validates_its_value(value, message):
+    p = Param("p", "N m", 0.0, 2.0, "", lambda: 0.0, lambda v: None)
+    with pytest.raises(ParamError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        p.validate(value)
+    assert p.validate(1) == 1.0
+    flag = Param("f", "-", 0.0, 1.0, "", lambda: 0.0, lambda v: None, kind="bool")
+    assert flag.validate(True) == 1.0
+    with pytest.raises(ParamError, match="f: expected true or false, got int"):
+        flag.validate(1)
+
+
+# -- figures are the server's, chosen by kind --------------------------------------------------------
+def test_figures_are_chosen_by_plant_kind():
+    from server.plots import FIGURES
+
+    assert sorted(FIGURES) == sorted(BUILTIN)
