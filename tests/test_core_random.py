@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from references.reference_solutions import RefNetwork, RefRow, ReferenceSolver
 
-from plant_models.core import modes
+from plant_models.core import linalg
 from plant_models.core import layout as L
 from plant_models.core import Core, CoreSpec, Row
 
@@ -53,7 +53,7 @@ def run_box_qp(W, b, K, warm, max_iter=100):
     df[olo:olo + m] = -K
     df[ohi:ohi + m] = K
     di[:m] = warm
-    it = modes._box_qp(df, di, oW, ob, olo, ohi, m, olam, 0, max_iter, 1e-13, oLc, m, ox, ograd)
+    it = linalg._box_qp(df, di, oW, ob, olo, ohi, m, olam, 0, max_iter, 1e-13, oLc, m, ox, ograd)
     return it, df[olam:olam + m].copy(), di[:m].copy(), df[ograd:ograd + m].copy()
 
 

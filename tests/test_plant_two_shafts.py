@@ -46,7 +46,8 @@ def test_slipping_shafts_lock_when_their_speeds_meet_and_keep_their_momentum():
     assert plant.reset({"clutch_capacity": K}) == 0
     y = plant.output_dict()
     assert y["stuck"] == 0.0 and y["clutch_torque"] == K  # slipping: the Coulomb torque passes to shaft 2
-    t_lock = (w1 - w2) / (K * (1.0 / J1 + 1.0 / J2))
+    t_lock = (w1 - w2) / (K * (1.0 / J1 + 1.0 / J2))  # constant torque K decelerates the relative speed
+    assert t_lock < 2.0
     for _ in range(int(2.0 / dt)):
         assert plant.step(dt) == 0
     assert [(e["clutch"], e["type"]) for e in plant.new_events()] == [("clutch", "stick")]

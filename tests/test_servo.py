@@ -16,7 +16,7 @@ import pytest
 from plant_models.core import layout as L
 from plant_models.config import ConfigError, ConfigReader
 from plant_models.registry import load_plant
-from plant_models.plants.servo import DEG, DF_STATE, DF_TIME, N_STATE, ServoActuatorPlant, ServoParams
+from plant_models.plants.servo import DEG, DF_STATE, DF_TIME, N_STATE, ServoActuatorPlant
 from plant_models.readers.servo import read_servo
 from server.scenario import load_scenario
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
 
 from .jit import JIT, kernel
 from .layout import (

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .jit import JIT, kernel
 from .dynamics import (
@@ -90,15 +89,6 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
     for i in range(g):
         df[oyout + oa + i] = df[oxa + i]
     _reconstruct(mf, mi, df, di, oyout)
-
-
-@kernel(**JIT)
-def _rk4_call(mf, mi, df, di, s_abs, h, oy0, ok1, oyout):
-    """_rk4 as a called function, for the rare paths (event location's last step, budget exhausted).
-
-    Called in the real-time loop.
-    """
-    _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, False)
 
 
 @kernel(**JIT)
@@ -352,78 +342,25 @@ def _trial(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, ox0, ogev, caps_ready):
 
 
 @kernel(**JIT)
-def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
-    """Integrate DF_Y from s_abs over at most h, stopping just past the first event.
+def _locate_event(mf, mi, df, di, s_abs, h, hi, first):
+    """Time of the earliest event inside (0, hi] of the sub-step from s_abs, row ``first`` crossing first.
 
-    ``reuse``: the previous step's end evaluation (see _reuse_valid) serves as
-    the first stage.  Returns (time advanced, code): code 0 = reached the end with no event (the
-    last force evaluation is at the final state), 1 = stopped at an event,
-    2 / 4 / 5 = the mode does not fit the state at the start (nothing was
-    advanced; 4: a stuck row is over its capacity, a full mode solve is
-    due; 5: a slipping row crossed zero unseen, handle it as an event),
-    3 = stopped at a kiss point (no mode change by itself; the caller checks
-    the mode there).
-
-    Events: a row's event function changing sign over the trial, or a
-    slipping row's relative speed dipping through zero and back inside it
-    (see _dip_time).  The earliest event of any row is located by regula
-    falsi (Illinois) on the event function of the row that crosses first,
-    each trial an RK4 sub-step from the sub-step start, with a bisection
-    safeguard; whenever a trial shows another row crossing earlier, the
-    search switches to that row, so the located event is the first one.  Called in the real-time loop.
+    Regula falsi (Illinois) on the event function of the row that crosses
+    first, each trial an RK4 sub-step from the sub-step start (DF_Y0), with a
+    bisection safeguard; whenever a trial shows another row crossing
+    earlier, the search switches to that row.  On return DF_GEV0 / DF_GEV1
+    hold the event functions just before and at the returned time.  Called
+    in the real-time loop.
     """
     n, g, s = _sizes(mi)
-    ny = mi[H_NY]
-    oa = 2 * n + s
-    oy = mi[DF_Y]
+    oy0 = mi[DF_Y0]
     ok1 = mi[DF_K1]
     oyt = mi[DF_YT]
-    oy0 = mi[DF_Y0]
     og0 = mi[DF_GEV0]
     og1 = mi[DF_GEV1]
     ogc = mi[DF_GEVC]
     ocnt = mi[DI_COUNTERS]
-    for q in range(ny):
-        df[oy0 + q] = df[oy + q]
-    ox0 = oy0 + oa
-    # one evaluation at the start serves RK4's first stage and the consistency check
-    _lag_factors(mf, mi, df, h)
-    kiss = _caps_substep(mf, mi, df, s_abs, h, ox0)
-    if reuse:
-        # the last step ended with an evaluation at this very state and these inputs: its
-        # forces, event functions and derivative (in DF_K1) are this sub-step's first stage
-        for i in range(g):
-            df[og0 + i] = df[og1 + i]
-    else:
-        _forces(mf, mi, df, di, s_abs, h, 0, oy0, ox0)
-        _event_values(mf, mi, df, di, oy0, 0, og0)
-    if check_start:
-        misfit = _start_consistent(mi, df, di, oy0)
-        if misfit != 0:
-            return 0.0, 2 if misfit == 1 else (4 if misfit == 2 else 5)
-    if not reuse:
-        _deriv_finish(mf, mi, df, di, oy0, ok1)
-    hk = _kiss_scan(mf, mi, df, s_abs, h, ox0) if kiss else h
-    end_code = 0 if hk == h else 3
-    _trial(mf, mi, df, di, s_abs, hk, oy0, ok1, oyt, ox0, og1, hk == h)
-    first, sfirst = _first_crossing(g, og0, og1, 0.0, hk, df)
-    hi = hk
-    if first < 0:
-        tdip = _dip_time(mf, mi, df, di, ok1, hk)
-        if tdip > 0.0:
-            _trial(mf, mi, df, di, s_abs, tdip, oy0, ok1, oyt, ox0, ogc, False)
-            first, sfirst = _first_crossing(g, og0, ogc, 0.0, tdip, df)
-            if first >= 0:
-                hi = tdip
-                for i in range(g):
-                    df[og1 + i] = df[ogc + i]
-            else:
-                # not confirmed by the integration: take the sub-step as it was
-                _trial(mf, mi, df, di, s_abs, hk, oy0, ok1, oyt, ox0, og1, False)
-    if first < 0:
-        for q in range(ny):
-            df[oy + q] = df[oyt + q]
-        return hk, end_code
+    ox0 = oy0 + 2 * n + s
     tol = mf[mi[MF_SETTINGS] + SET_EVENT_TOL] * h
     lo = 0.0
     row = first
@@ -469,10 +406,84 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
             side = -1
     if it > di[ocnt + CNT_LOCATE_ITER_MAX]:
         di[ocnt + CNT_LOCATE_ITER_MAX] = it
-    _rk4_call(mf, mi, df, di, s_abs, hi, oy0, ok1, oyt)
+    return hi
+
+
+@kernel(**JIT)
+def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
+    """Integrate DF_Y from s_abs over at most h, stopping just past the first event.
+
+    ``reuse``: the previous step's end evaluation (see _reuse_valid) serves as
+    the first stage.  Returns (time advanced, code): code 0 = reached the end with no event (the
+    last force evaluation is at the final state), 1 = stopped at an event,
+    2 / 4 / 5 = the mode does not fit the state at the start (nothing was
+    advanced; 4: a stuck row is over its capacity, a full mode solve is
+    due; 5: a slipping row crossed zero unseen, handle it as an event),
+    3 = stopped at a kiss point (no mode change by itself; the caller checks
+    the mode there).
+
+    Events: a row's event function changing sign over the trial, or a
+    slipping row's relative speed dipping through zero and back inside it
+    (see _dip_time); the earliest one is located by :func:`_locate_event`.
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oa = 2 * n + s
+    oy = mi[DF_Y]
+    ok1 = mi[DF_K1]
+    oyt = mi[DF_YT]
+    oy0 = mi[DF_Y0]
+    og0 = mi[DF_GEV0]
+    og1 = mi[DF_GEV1]
+    ogc = mi[DF_GEVC]
+    for q in range(ny):
+        df[oy0 + q] = df[oy + q]
+    ox0 = oy0 + oa
+    # one evaluation at the start serves RK4's first stage and the consistency check
+    _lag_factors(mf, mi, df, h)
+    kiss = _caps_substep(mf, mi, df, s_abs, h, ox0)
+    if reuse:
+        # the last step ended with an evaluation at this very state and these inputs: its
+        # forces, event functions and derivative (in DF_K1) are this sub-step's first stage
+        for i in range(g):
+            df[og0 + i] = df[og1 + i]
+    else:
+        _forces(mf, mi, df, di, s_abs, h, 0, oy0, ox0)
+        _event_values(mf, mi, df, di, oy0, 0, og0)
+    if check_start:
+        misfit = _start_consistent(mi, df, di, oy0)
+        if misfit != 0:
+            return 0.0, 2 if misfit == 1 else (4 if misfit == 2 else 5)
+    if not reuse:
+        _deriv_finish(mf, mi, df, di, oy0, ok1)
+    hk = _kiss_scan(mf, mi, df, s_abs, h, ox0) if kiss else h
+    end_code = 0 if hk == h else 3
+    _trial(mf, mi, df, di, s_abs, hk, oy0, ok1, oyt, ox0, og1, hk == h)
+    first, sfirst = _first_crossing(g, og0, og1, 0.0, hk, df)
+    hi = hk
+    if first < 0:
+        tdip = _dip_time(mf, mi, df, di, ok1, hk)
+        if tdip > 0.0:
+            _trial(mf, mi, df, di, s_abs, tdip, oy0, ok1, oyt, ox0, ogc, False)
+            first, sfirst = _first_crossing(g, og0, ogc, 0.0, tdip, df)
+            if first >= 0:
+                hi = tdip
+                for i in range(g):
+                    df[og1 + i] = df[ogc + i]
+            else:
+                # not confirmed by the integration: take the sub-step as it was
+                _trial(mf, mi, df, di, s_abs, hk, oy0, ok1, oyt, ox0, og1, False)
+    if first < 0:
+        for q in range(ny):
+            df[oy + q] = df[oyt + q]
+        return hk, end_code
+    hi = _locate_event(mf, mi, df, di, s_abs, h, hi, first)
+    _rk4(mf, mi, df, di, s_abs, hi, oy0, ok1, oyt, False)
     for q in range(ny):
         df[oy + q] = df[oyt + q]
     return hi, 1
+
 
 @kernel(**JIT)
 def _handle_event(mf, mi, df, di, s_abs, t_abs):

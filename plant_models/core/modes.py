@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .jit import JIT, kernel
+from .linalg import _box_qp, _chol_solve, _cholesky, _delassus, _fill_rows
 from .dynamics import _caps, _forces, _sizes, _slip, _yoff
 from .layout import (
     CNT_EVENTS, CNT_SOLVER_ITER_LAST, CNT_SOLVER_ITER_MAX, DF_A, DF_BV, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A,
@@ -42,77 +42,6 @@ from .layout import (
 # ==========================================================================
 # stuck set: caches, tree and exact reconstruction
 # ==========================================================================
-@kernel(**JIT)
-def _fill_rows(mi, df, di, olist, m, oA):
-    """Dense m x n rows of R (into df[oA]) for the row indices listed at di[olist].  Called in the real-time loop."""
-    n = mi[H_N]
-    ora = mi[MI_ROW_A]
-    orb = mi[MI_ROW_B]
-    oca = mi[DF_COEF_A]
-    ocb = mi[DF_COEF_B]
-    for k in range(m):
-        i = di[olist + k]
-        for c in range(n):
-            df[oA + k * n + c] = 0.0
-        df[oA + k * n + mi[ora + i]] += df[oca + i]
-        df[oA + k * n + mi[orb + i]] += df[ocb + i]
-
-
-@kernel(**JIT)
-def _delassus(mf, mi, df, oA, m, oW):
-    """W = A M^-1 A^T (m x m, stride m).  Called in the real-time loop."""
-    n = mi[H_N]
-    oinv = mi[MF_INV_INERTIA]
-    for r in range(m):
-        for c in range(r, m):
-            acc = 0.0
-            for q in range(n):
-                acc += df[oA + r * n + q] * mf[oinv + q] * df[oA + c * n + q]
-            df[oW + r * m + c] = acc
-            df[oW + c * m + r] = acc
-
-
-@kernel(**JIT)
-def _cholesky(df, di, oW, m, oidx, k, oLc, reg):
-    """Cholesky factor (k x k, stride k, at df[oLc]) of W[idx, idx] + reg*I.
-
-    idx = di[oidx : oidx+k].  Returns False at a pivot that is not positive.  Called in the real-time loop.
-    """
-    for r in range(k):
-        ir = di[oidx + r]
-        for c in range(r + 1):
-            acc = df[oW + ir * m + di[oidx + c]]
-            if r == c:
-                acc += reg
-            for q in range(c):
-                acc -= df[oLc + r * k + q] * df[oLc + c * k + q]
-            if r == c:
-                if acc <= 0.0:
-                    return False
-                df[oLc + r * k + r] = math.sqrt(acc)
-            else:
-                df[oLc + r * k + c] = acc / df[oLc + c * k + c]
-    return True
-
-
-@kernel(**JIT)
-def _chol_solve(df, oLc, k, stride, ox):
-    """Solve (Lc Lc^T) x = x in place (Lc: k x k lower triangular, given row stride).
-
-    Called in the real-time loop.
-    """
-    for r in range(k):
-        acc = df[ox + r]
-        for q in range(r):
-            acc -= df[oLc + r * stride + q] * df[ox + q]
-        df[ox + r] = acc / df[oLc + r * stride + r]
-    for r in range(k - 1, -1, -1):
-        acc = df[ox + r]
-        for q in range(r + 1, k):
-            acc -= df[oLc + q * stride + r] * df[ox + q]
-        df[ox + r] = acc / df[oLc + r * stride + r]
-
-
 @kernel(**JIT)
 def _build_tree(mf, mi, df, di):
     """Spanning forest of the stuck rows, cycle consistency and locked groups.
@@ -229,6 +158,72 @@ def _reconstruct(mf, mi, df, di, oy):
 
 
 @kernel(**JIT)
+def _split_redundant(mf, mi, df, di, m, r):
+    """Force map L of m stuck rows of which only r are independent (the first r of DI_IDX, factor in DF_CH).
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    oinv = mi[MF_INV_INERTIA]
+    oA = mi[DF_A]
+    oW = mi[DF_W]
+    oLc = mi[DF_CH]
+    oL = mi[DF_L]
+    oidx = mi[DI_IDX]
+    ox = mi[DF_XV]
+    # redundant rows: A = C A_I with C = W[:, I] W_II^-1.  The independent subset alone
+    # needs lambda_I = L_I f, L_I = -W_II^-1 A_I M^-1; every split with the same effect
+    # satisfies C^T lambda = lambda_I, and the one of minimum norm is
+    # lambda = C (C^T C)^-1 lambda_I.  Exact, no regularisation.
+    oC = mi[DF_SPLIT_C]
+    oG = mi[DF_SPLIT_G]
+    for k in range(m):
+        for q in range(r):
+            df[ox + q] = df[oW + k * m + di[oidx + q]]
+        _chol_solve(df, oLc, r, g, ox)
+        for q in range(r):
+            df[oC + k * g + q] = df[ox + q]
+    # L_I into the first r rows of L
+    for col in range(n):
+        for q in range(r):
+            df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+        _chol_solve(df, oLc, r, g, ox)
+        for q in range(r):
+            df[oL + q * n + col] = -df[ox + q]
+    # G = C^T C and its factor (in place, stride g)
+    for a in range(r):
+        for b in range(a + 1):
+            acc = 0.0
+            for k in range(m):
+                acc += df[oC + k * g + a] * df[oC + k * g + b]
+            df[oG + a * g + b] = acc
+    for a in range(r):
+        for b in range(a + 1):
+            acc = df[oG + a * g + b]
+            for q in range(b):
+                acc -= df[oG + a * g + q] * df[oG + b * g + q]
+            if a == b:
+                df[oG + a * g + a] = math.sqrt(acc if acc > 0.0 else 1e-300)
+            else:
+                df[oG + a * g + b] = acc / df[oG + b * g + b]
+    # Y = G^-1 L_I (in place in the first r rows of L), then L = C Y into A, then copy
+    for col in range(n):
+        for q in range(r):
+            df[ox + q] = df[oL + q * n + col]
+        _chol_solve(df, oG, r, g, ox)
+        for q in range(r):
+            df[oL + q * n + col] = df[ox + q]
+    for k in range(m):
+        for col in range(n):
+            acc = 0.0
+            for q in range(r):
+                acc += df[oC + k * g + q] * df[oL + q * n + col]
+            df[oA + k * n + col] = acc
+    for k in range(m * n):
+        df[oL + k] = df[oA + k]
+
+
+@kernel(**JIT)
 def _build_cache(mf, mi, df, di):
     """Constrained inverse inertia P, force map L and spanning tree of the stuck list.
 
@@ -300,58 +295,9 @@ def _build_cache(mf, mi, df, di):
             for k in range(m):
                 df[oL + k * n + col] = -df[ox + k]
     else:
-        # redundant rows: A = C A_I with C = W[:, I] W_II^-1.  The independent subset alone
-        # needs lambda_I = L_I f, L_I = -W_II^-1 A_I M^-1; every split with the same effect
-        # satisfies C^T lambda = lambda_I, and the one of minimum norm is
-        # lambda = C (C^T C)^-1 lambda_I.  Exact, no regularisation.
         di[ofl + FLAG_OVERCONSTRAINED] = 1
         st |= ST_OVERCONSTRAINED
-        oC = mi[DF_SPLIT_C]
-        oG = mi[DF_SPLIT_G]
-        for k in range(m):
-            for q in range(r):
-                df[ox + q] = df[oW + k * m + di[oidx + q]]
-            _chol_solve(df, oLc, r, g, ox)
-            for q in range(r):
-                df[oC + k * g + q] = df[ox + q]
-        # L_I into the first r rows of L
-        for col in range(n):
-            for q in range(r):
-                df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
-            _chol_solve(df, oLc, r, g, ox)
-            for q in range(r):
-                df[oL + q * n + col] = -df[ox + q]
-        # G = C^T C and its factor (in place, stride g)
-        for a in range(r):
-            for b in range(a + 1):
-                acc = 0.0
-                for k in range(m):
-                    acc += df[oC + k * g + a] * df[oC + k * g + b]
-                df[oG + a * g + b] = acc
-        for a in range(r):
-            for b in range(a + 1):
-                acc = df[oG + a * g + b]
-                for q in range(b):
-                    acc -= df[oG + a * g + q] * df[oG + b * g + q]
-                if a == b:
-                    df[oG + a * g + a] = math.sqrt(acc if acc > 0.0 else 1e-300)
-                else:
-                    df[oG + a * g + b] = acc / df[oG + b * g + b]
-        # Y = G^-1 L_I (in place in the first r rows of L), then L = C Y into A, then copy
-        for col in range(n):
-            for q in range(r):
-                df[ox + q] = df[oL + q * n + col]
-            _chol_solve(df, oG, r, g, ox)
-            for q in range(r):
-                df[oL + q * n + col] = df[ox + q]
-        for k in range(m):
-            for col in range(n):
-                acc = 0.0
-                for q in range(r):
-                    acc += df[oC + k * g + q] * df[oL + q * n + col]
-                df[oA + k * n + col] = acc
-        for k in range(m * n):
-            df[oL + k] = df[oA + k]
+        _split_redundant(mf, mi, df, di, m, r)
     if _build_tree(mf, mi, df, di):
         st |= ST_LOCKED
         di[ofl + FLAG_LOCKED] = 1
@@ -409,126 +355,6 @@ def _project(mf, mi, df, di, oy):
     df[oy + ow + W_IMPULSE] -= 0.5 * loss
 
 
-# ==========================================================================
-# box-constrained friction solve (partition problem, eq. 18 of seed 003)
-# ==========================================================================
-@kernel(**JIT)
-def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, ox, ograd):
-    """Exact solution of min 1/2 l^T W l + b^T l subject to lo <= l <= hi.
-
-    This is eq. (18) of seed 003: its KKT conditions say that a free row has
-    zero relative acceleration (W l + b)_k = 0 with |l_k| <= K_k, and a row at
-    +K (-K) has a relative acceleration <= 0 (>= 0), i.e. it slips against
-    its friction force.  W is positive definite for independent rows, so the
-    solution is unique.
-
-    Primal active-set method (Nocedal & Wright, Alg. 16.3) on a box, warm
-    started from the bound states di[obnd] (-1 lower, 0 free, +1 upper): each
-    iteration solves the free rows exactly (Cholesky), then either blocks at
-    a bound or releases the bound row with the most violated multiplier.  The
-    objective decreases strictly, so no working set repeats.  On exit
-    df[ograd] = W l + b.  Returns the iteration count, or -1 when max_iter
-    was reached (the iterate is then feasible but not proven optimal).  Called in the real-time loop.
-    """
-    for k in range(m):
-        bk = di[obnd + k]
-        if bk == 1:
-            df[olam + k] = df[ohi + k]
-        elif bk == -1:
-            df[olam + k] = df[olo + k]
-        else:
-            if df[olam + k] > df[ohi + k]:
-                df[olam + k] = df[ohi + k]
-            if df[olam + k] < df[olo + k]:
-                df[olam + k] = df[olo + k]
-    it = 0
-    while it < max_iter:
-        it += 1
-        nf = 0
-        for k in range(m):
-            if di[obnd + k] == 0:
-                di[oidx + nf] = k
-                nf += 1
-        if nf > 0:
-            if not _cholesky(df, di, oW, m, oidx, nf, oLc, 0.0):
-                wmax = 0.0
-                for k in range(m):
-                    wmax = max(wmax, df[oW + k * m + k])
-                _cholesky(df, di, oW, m, oidx, nf, oLc, 1e-10 * wmax + 1e-300)
-            for q in range(nf):
-                kq = di[oidx + q]
-                acc = -df[ob + kq]
-                for k in range(m):
-                    if di[obnd + k] != 0:
-                        acc -= df[oW + kq * m + k] * df[olam + k]
-                df[ox + q] = acc
-            _chol_solve(df, oLc, nf, nf, ox)
-            # ratio test on the segment from lam to the subspace minimiser
-            alpha = 1.0
-            block = -1
-            side = 0
-            for q in range(nf):
-                kq = di[oidx + q]
-                xq = df[ox + q]
-                lq = df[olam + kq]
-                step = xq - lq
-                if xq > df[ohi + kq] and step > 0.0:
-                    a = (df[ohi + kq] - lq) / step
-                    if a < alpha:
-                        alpha = a
-                        block = kq
-                        side = 1
-                elif xq < df[olo + kq] and step < 0.0:
-                    a = (df[olo + kq] - lq) / step
-                    if a < alpha:
-                        alpha = a
-                        block = kq
-                        side = -1
-            if alpha < 0.0:
-                alpha = 0.0
-            for q in range(nf):
-                kq = di[oidx + q]
-                df[olam + kq] = df[olam + kq] + alpha * (df[ox + q] - df[olam + kq])
-            if block >= 0:
-                di[obnd + block] = side
-                df[olam + block] = df[ohi + block] if side == 1 else df[olo + block]
-                continue
-        # optimal on this working set: check the multipliers of the bound rows
-        for k in range(m):
-            acc = df[ob + k]
-            for c in range(m):
-                acc += df[oW + k * m + c] * df[olam + c]
-            df[ograd + k] = acc
-        worst = -1
-        wval = 0.0
-        for k in range(m):
-            bk = di[obnd + k]
-            if bk == 0:
-                continue
-            thr = tol * (abs(df[ob + k]) + df[oW + k * m + k] * df[ohi + k]) + 1e-300
-            gk = df[ograd + k]
-            viol = 0.0
-            if bk == 1 and gk > thr:
-                viol = gk
-            elif bk == -1 and gk < -thr:
-                viol = -gk
-            if viol > wval:
-                wval = viol
-                worst = k
-        if worst < 0:
-            return it
-        di[obnd + worst] = 0
-    for k in range(m):
-        acc = df[ob + k]
-        for c in range(m):
-            acc += df[oW + k * m + c] * df[olam + c]
-        df[ograd + k] = acc
-    return -1
-
-
-# ==========================================================================
-# mode solve
-# ==========================================================================
 @kernel(**JIT)
 def _log_event(mi, df, di, t, row, kind):
     """Append an event to the ring log (overwriting the oldest when full).  Called in the real-time loop."""
@@ -605,40 +431,39 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
     with it slipping, so cascades resolve in the same instant.  Returns
     status bits.  Called in the real-time loop.
     """
-    n, g, s = _sizes(mi)
+    g = mi[H_G]
     st = 0
+    m = _collect_candidates(mi, df, di, oy, forced)
+    passes = 0
+    while m > 0 and passes <= g:
+        passes += 1
+        m, nleave, drop, st_pass = _solve_candidates(mf, mi, df, di, s_abs, oy, m)
+        st |= st_pass
+        if nleave == 0 or not drop:
+            break
+    return st | _commit_mode(mf, mi, df, di, oy, t_abs, m)
+
+
+@kernel(**JIT)
+def _collect_candidates(mi, df, di, oy, forced):
+    """List the rows that may be stuck after this solve (DI_CAND); returns their number.
+
+    Driven rows that slip enter as equalities with their prescribed
+    acceleration (marked in DI_DRV_LIST); a stuck row without capacity is
+    released.  Called in the real-time loop.
+    """
+    g = mi[H_G]
     omode = mi[DI_MODE]
     odir = mi[DF_DIR]
     opm = mi[DI_PREV_MODE]
-    opd = mi[DF_PREV_DIR]
     obnd = mi[DI_BND]
     ocs = mi[DF_CAPS_T]
-    ock = mi[DF_CAPK_T]
-    ovs = mi[MF_STRIBECK_VS]
-    of = mi[DF_F]
     olreq = mi[DF_LAMBDA_REQ]
     olam = mi[DF_LAMW]
     ocand = mi[DI_CAND]
     ocb = mi[DI_CBND]
-    oidx = mi[DI_IDX]
-    oA = mi[DF_A]
-    oW = mi[DF_W]
-    oLc = mi[DF_CH]
-    obv = mi[DF_BV]
-    oxv = mi[DF_XV]
-    ograd = mi[DF_GRAD]
-    olo = mi[DF_LO]
-    ohi = mi[DF_HI]
-    oinv = mi[MF_INV_INERTIA]
-    oset = mi[MF_SETTINGS]
-    ocnt = mi[DI_COUNTERS]
-    ofl = mi[DI_FLAGS]
-    max_iter = mi[H_MAX_ITER]
-    tol = mf[oset + SET_SOLVER_TOL]
-    ox0 = oy + 2 * n + s
     odrv = mi[DI_DRIVE]
     omk = mi[DI_DRV_LIST]  # 1: a driven candidate (prescribed acceleration, unbounded force)
-    oacc_t = mi[DF_DRIVE_ACC]
     m = 0
     for i in range(g):
         di[omk + i] = 0
@@ -665,78 +490,132 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
             df[odir + i] = 0.0
     for k in range(m):
         di[omode + di[ocand + k]] = MODE_STUCK  # excluded from the free force below
-    passes = 0
-    while m > 0 and passes <= g:
-        passes += 1
-        _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
-        _fill_rows(mi, df, di, ocand, m, oA)
-        _delassus(mf, mi, df, oA, m, oW)
+    return m
+
+
+@kernel(**JIT)
+def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
+    """One pass of the friction solve over the m candidates; the rows that break away leave the list.
+
+    Returns (candidates kept, rows that broke away, whether one of them
+    dropped from static to a lower Coulomb force, status bits).  Called in
+    the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    st = 0
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    ovs = mi[MF_STRIBECK_VS]
+    of = mi[DF_F]
+    olreq = mi[DF_LAMBDA_REQ]
+    olam = mi[DF_LAMW]
+    ocand = mi[DI_CAND]
+    ocb = mi[DI_CBND]
+    oidx = mi[DI_IDX]
+    oA = mi[DF_A]
+    oW = mi[DF_W]
+    oLc = mi[DF_CH]
+    obv = mi[DF_BV]
+    oxv = mi[DF_XV]
+    ograd = mi[DF_GRAD]
+    olo = mi[DF_LO]
+    ohi = mi[DF_HI]
+    oinv = mi[MF_INV_INERTIA]
+    oset = mi[MF_SETTINGS]
+    ocnt = mi[DI_COUNTERS]
+    max_iter = mi[H_MAX_ITER]
+    tol = mf[oset + SET_SOLVER_TOL]
+    ox0 = oy + 2 * n + s
+    omk = mi[DI_DRV_LIST]
+    oacc_t = mi[DF_DRIVE_ACC]
+    _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
+    _fill_rows(mi, df, di, ocand, m, oA)
+    _delassus(mf, mi, df, oA, m, oW)
+    for k in range(m):
+        acc = 0.0
+        for c in range(n):
+            acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
+        df[obv + k] = acc
+        cap = df[ocs + di[ocand + k]]
+        if di[omk + di[ocand + k]] == 1:
+            df[obv + k] -= df[oacc_t + di[ocand + k]]
+            cap = np.inf
+        df[olo + k] = -cap
+        df[ohi + k] = cap
+        di[oidx + k] = k
+    # redundant candidates: minimum-norm split through a small regularisation
+    wmax = 0.0
+    for k in range(m):
+        wmax = max(wmax, df[oW + k * m + k])
+    redundant = not _cholesky(df, di, oW, m, oidx, m, oLc, 0.0)
+    if not redundant:
         for k in range(m):
-            acc = 0.0
-            for c in range(n):
-                acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
-            df[obv + k] = acc
-            cap = df[ocs + di[ocand + k]]
-            if di[omk + di[ocand + k]] == 1:
-                df[obv + k] -= df[oacc_t + di[ocand + k]]
-                cap = np.inf
-            df[olo + k] = -cap
-            df[ohi + k] = cap
-            di[oidx + k] = k
-        # redundant candidates: minimum-norm split through a small regularisation
-        wmax = 0.0
+            piv = df[oLc + k * m + k]
+            if piv * piv <= mf[oset + SET_RANK_TOL] * df[oW + k * m + k]:
+                redundant = True
+    reg = 0.0
+    if redundant:
+        reg = mf[oset + SET_REG] * wmax
         for k in range(m):
-            wmax = max(wmax, df[oW + k * m + k])
-        redundant = not _cholesky(df, di, oW, m, oidx, m, oLc, 0.0)
-        if not redundant:
-            for k in range(m):
-                piv = df[oLc + k * m + k]
-                if piv * piv <= mf[oset + SET_RANK_TOL] * df[oW + k * m + k]:
-                    redundant = True
-        reg = 0.0
-        if redundant:
-            reg = mf[oset + SET_REG] * wmax
-            for k in range(m):
-                df[oW + k * m + k] += reg
-            st |= ST_OVERCONSTRAINED
-        it = _box_qp(df, di, oW, obv, olo, ohi, m, olam, ocb, max_iter, tol, oLc, oidx, oxv, ograd)
-        if it < 0:
-            st |= ST_SOLVER_LIMIT
-            it = max_iter
-        di[ocnt + CNT_SOLVER_ITER_LAST] = it
-        if it > di[ocnt + CNT_SOLVER_ITER_MAX]:
-            di[ocnt + CNT_SOLVER_ITER_MAX] = it
-        # a row at a bound whose relative acceleration points away from zero breaks away
-        nleave = 0
-        drop = False
-        keep = 0
-        for k in range(m):
-            i = di[ocand + k]
-            bk = di[ocb + k]
-            gk = df[ograd + k]
-            if di[omk + i] == 1:
-                di[ocand + keep] = i
-                di[ocb + keep] = 0
-                df[olam + keep] = df[olam + k]
-                keep += 1
-                continue
-            thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
-            if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
-                di[omode + i] = MODE_SLIP
-                df[odir + i] = 1.0 if gk > 0.0 else -1.0
-                nleave += 1
-                if df[ock + i] < df[ocs + i] and mf[ovs + i] <= 0.0:
-                    drop = True
-            else:
-                di[ocand + keep] = i
-                di[ocb + keep] = bk
-                df[olam + keep] = df[olam + k]
-                df[olreq + i] = df[olam + k]
-                keep += 1
-        m = keep
-        if nleave == 0 or not drop:
-            break
-    # driven candidates slip again (their direction was set by _mode_prepare)
+            df[oW + k * m + k] += reg
+        st |= ST_OVERCONSTRAINED
+    it = _box_qp(df, di, oW, obv, olo, ohi, m, olam, ocb, max_iter, tol, oLc, oidx, oxv, ograd)
+    if it < 0:
+        st |= ST_SOLVER_LIMIT
+        it = max_iter
+    di[ocnt + CNT_SOLVER_ITER_LAST] = it
+    if it > di[ocnt + CNT_SOLVER_ITER_MAX]:
+        di[ocnt + CNT_SOLVER_ITER_MAX] = it
+    # a row at a bound whose relative acceleration points away from zero breaks away
+    nleave = 0
+    drop = False
+    keep = 0
+    for k in range(m):
+        i = di[ocand + k]
+        bk = di[ocb + k]
+        gk = df[ograd + k]
+        if di[omk + i] == 1:
+            di[ocand + keep] = i
+            di[ocb + keep] = 0
+            df[olam + keep] = df[olam + k]
+            keep += 1
+            continue
+        thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
+        if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
+            di[omode + i] = MODE_SLIP
+            df[odir + i] = 1.0 if gk > 0.0 else -1.0
+            nleave += 1
+            if df[ock + i] < df[ocs + i] and mf[ovs + i] <= 0.0:
+                drop = True
+        else:
+            di[ocand + keep] = i
+            di[ocb + keep] = bk
+            df[olam + keep] = df[olam + k]
+            df[olreq + i] = df[olam + k]
+            keep += 1
+    return keep, nleave, drop, st
+
+
+@kernel(**JIT)
+def _commit_mode(mf, mi, df, di, oy, t_abs, m):
+    """Make the solved mode the current one: bound states, logged transitions, caches.
+
+    Driven candidates slip again (their direction was set by _mode_prepare).
+    Returns status bits.  Called in the real-time loop.
+    """
+    g = mi[H_G]
+    st = 0
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    opm = mi[DI_PREV_MODE]
+    opd = mi[DF_PREV_DIR]
+    obnd = mi[DI_BND]
+    ocand = mi[DI_CAND]
+    ocb = mi[DI_CBND]
+    ofl = mi[DI_FLAGS]
+    omk = mi[DI_DRV_LIST]
     keep = 0
     for k in range(m):
         i = di[ocand + k]

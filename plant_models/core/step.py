@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
 
 from .jit import JIT, JIT_SUMS, kernel
 from .dynamics import (
@@ -26,7 +25,7 @@ from .modes import (
     _build_cache, _cache_status, _enforce_capacity, _log_event, _mode_full, _mode_prepare, _reconstruct,
     _set_stuck_list, _stuck_lambda,
 )
-from .integrate import _handle_event, _integrate_substep, _rk4_call
+from .integrate import _handle_event, _integrate_substep, _rk4
 from .layout import (
     CNT_BUDGET_HITS, CNT_EVENTS, CNT_ROLLBACKS, CNT_STEPS, CNT_SUBSTEPS_MAX, DF_ACCEL, DF_BACKUP, DF_CAPK_T,
     DF_CAPS_T, DF_CAP_K, DF_CAP_S, DF_COEF_A, DF_COEF_B, DF_DELTA, DF_DIR, DF_DT, DF_EV_TIME, DF_K1, DF_LAMBDA_REQ,
@@ -102,12 +101,6 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
 # ==========================================================================
 # step and start
 # ==========================================================================
-@kernel(**JIT)
-def _outputs_call(mf, mi, df, di, s_abs, fresh):
-    """_outputs as a called function, for the rare paths (start, roll-back).  Called in the real-time loop."""
-    _outputs(mf, mi, df, di, s_abs, fresh)
-
-
 @kernel(**JIT)
 def _backup(mi, df, di):
     """Save what a roll-back restores (state, directions, coefficients, time, modes).
@@ -202,21 +195,31 @@ def _reuse_store(mf, mi, df, di, s_abs, h):
 
 @kernel(**JIT)
 def _step(mf, mi, df, di, dt):
-    """Implementation of core_step (on owner-less buffers).  Called in the real-time loop."""
+    """One fixed step of dt seconds, as the list of its stages; returns the status word.
+
+    Called in the real-time loop.
+    """
+    if not _inputs_finite(mi, df, dt):
+        di[mi[DI_FLAGS] + FLAG_STATUS] = ST_BAD_INPUT
+        return ST_BAD_INPUT  # nothing changed
+    t0 = df[mi[DF_TIME]]
+    reuse = _begin(mf, mi, df, di)
+    st, backed_up = _apply_coefficient_change(mf, mi, df, di, t0)
+    st_mode, backed_up = _ensure_mode(mf, mi, df, di, t0, backed_up)
+    st_events, fresh, last_s, last_h, backed_up = _advance_through_events(mf, mi, df, di, dt, t0, reuse, backed_up)
+    return _finish_or_roll_back(mf, mi, df, di, dt, t0, st | st_mode | st_events, fresh, last_s, last_h, backed_up)
+
+
+@kernel(**JIT)
+def _inputs_finite(mi, df, dt):
+    """Are dt > 0 and every input, input rate and row coefficient finite?  Called in the real-time loop."""
     n, g, s = _sizes(mi)
-    ny = mi[H_NY]
-    oy = mi[DF_Y]
-    ot = mi[DF_TIME]
-    ofl = mi[DI_FLAGS]
-    ocnt = mi[DI_COUNTERS]
-    omode = mi[DI_MODE]
-    odir = mi[DF_DIR]
-    oca = mi[DF_COEF_A]
-    ocb = mi[DF_COEF_B]
     out = mi[DF_U_TAU]
     outr = mi[DF_U_TAU_RATE]
     oua = mi[DF_U_ACT]
     ouar = mi[DF_U_ACT_RATE]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
     # x - x is 0 for a finite x and NaN for inf or NaN: one test for all inputs
     probe = 0.0
     for j in range(n):
@@ -224,51 +227,97 @@ def _step(mf, mi, df, di, dt):
     for i in range(g):
         probe += ((df[oua + i] - df[oua + i]) + (df[ouar + i] - df[ouar + i])
                   + (df[oca + i] - df[oca + i]) + (df[ocb + i] - df[ocb + i]))
-    ok = dt > 0.0 and math.isfinite(dt) and probe == 0.0
-    if not ok:
-        di[ofl + FLAG_STATUS] = ST_BAD_INPUT
-        return ST_BAD_INPUT
+    return dt > 0.0 and math.isfinite(dt) and probe == 0.0
+
+
+@kernel(**JIT)
+def _begin(mf, mi, df, di):
+    """Take the kinematic rows' commands; say whether the step may start from the last step's end evaluation.
+
+    Called in the real-time loop.
+    """
+    ofl = mi[DI_FLAGS]
     di[ofl + FLAG_DRIVE_REDUNDANT] = 0
-    nkin = mi[H_NKIN]
-    if nkin > 0 and _kin_begin(mf, mi, df, di, df[ot]):
+    if mi[H_NKIN] > 0 and _kin_begin(mf, mi, df, di, df[mi[DF_TIME]]):
         di[ofl + FLAG_CACHE_VALID] = 0
     reuse = False
     if di[ofl + FLAG_REUSE] == 1:
         di[ofl + FLAG_REUSE] = 0
         reuse = (mi[H_REUSE] == 1 and di[ofl + FLAG_COEF_DIRTY] == 0 and di[ofl + FLAG_CACHE_VALID] == 1
                  and _reuse_valid(mf, mi, df))
-    # the backup is taken lazily, before the first change of modes or coefficients;
-    # a step without events can be rolled back from DF_Y0 alone
-    backed_up = False
+    return reuse
+
+
+@kernel(**JIT)
+def _apply_coefficient_change(mf, mi, df, di, t0):
+    """A plant changed row coefficients (e.g. a new gear preselected): a stuck row whose relative
+    speed is not zero under the new ratio starts slipping.
+
+    Returns (status bits, whether the roll-back backup was taken).  The
+    backup is taken lazily, before the first change of modes or
+    coefficients; a step without events can be rolled back from DF_Y0 alone.
+    Called in the real-time loop.
+    """
+    ofl = mi[DI_FLAGS]
+    if di[ofl + FLAG_COEF_DIRTY] != 1:
+        return 0, False
+    n, g, s = _sizes(mi)
+    oy = mi[DF_Y]
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    _backup(mi, df, di)
+    di[ofl + FLAG_COEF_DIRTY] = 0
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    for i in range(g):
+        if di[omode + i] == MODE_STUCK:
+            wa = df[oca + i] * df[oy + mi[ora + i]]
+            wb = df[ocb + i] * df[oy + mi[orb + i]]
+            if abs(wa + wb) > 1e-12 * (abs(wa) + abs(wb)):
+                di[omode + i] = MODE_SLIP
+                df[odir + i] = 1.0 if wa + wb > 0.0 else -1.0
+                _log_event(mi, df, di, t0, i, EV_BREAKAWAY)
+    _set_stuck_list(mi, di)
+    st = _build_cache(mf, mi, df, di)
+    _reconstruct(mf, mi, df, di, oy)
+    return st, True
+
+
+@kernel(**JIT)
+def _ensure_mode(mf, mi, df, di, t0, backed_up):
+    """Solve the friction mode at the step start unless the cached stuck set still fits.
+
+    Returns (status bits, whether the roll-back backup was taken).  Called in the real-time loop.
+    """
     st = 0
-    t0 = df[ot]
-    if di[ofl + FLAG_COEF_DIRTY] == 1:
-        # a plant changed row coefficients (e.g. a new gear preselected): a stuck row
-        # whose relative speed is not zero under the new ratio starts slipping
-        _backup(mi, df, di)
-        backed_up = True
-        di[ofl + FLAG_COEF_DIRTY] = 0
-        ora = mi[MI_ROW_A]
-        orb = mi[MI_ROW_B]
-        for i in range(g):
-            if di[omode + i] == MODE_STUCK:
-                wa = df[oca + i] * df[oy + mi[ora + i]]
-                wb = df[ocb + i] * df[oy + mi[orb + i]]
-                if abs(wa + wb) > 1e-12 * (abs(wa) + abs(wb)):
-                    di[omode + i] = MODE_SLIP
-                    df[odir + i] = 1.0 if wa + wb > 0.0 else -1.0
-                    _log_event(mi, df, di, t0, i, EV_BREAKAWAY)
-        _set_stuck_list(mi, di)
-        st |= _build_cache(mf, mi, df, di)
-        _reconstruct(mf, mi, df, di, oy)
-    if di[ofl + FLAG_CACHE_VALID] == 0:
+    if di[mi[DI_FLAGS] + FLAG_CACHE_VALID] == 0:
         if not backed_up:
             _backup(mi, df, di)
             backed_up = True
+        oy = mi[DF_Y]
         _mode_prepare(mf, mi, df, di, 0.0, oy, True)
         st |= _mode_full(mf, mi, df, di, 0.0, oy, t0, -1)
         st |= _enforce_capacity(mf, mi, df, di, 0.0, oy, t0)
     st |= _cache_status(mi, di)
+    return st, backed_up
+
+
+@kernel(**JIT)
+def _advance_through_events(mf, mi, df, di, dt, t0, reuse, backed_up):
+    """Integrate the step sub-step by sub-step, handling each event where it happens.
+
+    Returns (status bits, whether the last sub-step ended with a fresh end
+    evaluation, its start and length, whether the roll-back backup was
+    taken).  At most ``H_MAX_EVENTS`` event sub-steps; past that budget the
+    rest of the step is integrated without locating events.  Called in the
+    real-time loop.
+    """
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    ocnt = mi[DI_COUNTERS]
+    st = 0
     check_start = True
     used = 0.0
     nsub = 0
@@ -281,17 +330,8 @@ def _step(mf, mi, df, di, dt):
         if remaining <= 1e-12 * dt:
             break
         if nsub >= max_events:
-            # out of budget: finish the step without locating further events
             st |= ST_EVENT_BUDGET
-            di[ocnt + CNT_BUDGET_HITS] += 1
-            _mode_prepare(mf, mi, df, di, used, oy, False)
-            oy0 = mi[DF_Y0]
-            ok1 = mi[DF_K1]
-            for q in range(ny):
-                df[oy0 + q] = df[oy + q]
-            _caps(mf, mi, df, used, remaining, 0, oy0 + 2 * n + s)
-            _deriv(mf, mi, df, di, used, remaining, 0, oy0, oy0 + 2 * n + s, ok1)
-            _rk4_call(mf, mi, df, di, used, remaining, oy0, ok1, oy)
+            _finish_without_events(mf, mi, df, di, used, remaining)
             fresh = False
             break
         h_used, code = _integrate_substep(mf, mi, df, di, used, remaining, check_start, reuse)
@@ -330,7 +370,40 @@ def _step(mf, mi, df, di, dt):
         st |= _handle_event(mf, mi, df, di, used, t0 + used)
     if nsub > di[ocnt + CNT_SUBSTEPS_MAX]:
         di[ocnt + CNT_SUBSTEPS_MAX] = nsub
-    df[ot] = t0 + dt
+    return st, fresh, last_s, last_h, backed_up
+
+
+@kernel(**JIT)
+def _finish_without_events(mf, mi, df, di, used, remaining):
+    """Out of the event budget: integrate the rest of the step in one RK4 sub-step, events unlocated.
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    di[mi[DI_COUNTERS] + CNT_BUDGET_HITS] += 1
+    _mode_prepare(mf, mi, df, di, used, oy, False)
+    oy0 = mi[DF_Y0]
+    ok1 = mi[DF_K1]
+    for q in range(ny):
+        df[oy0 + q] = df[oy + q]
+    _caps(mf, mi, df, used, remaining, 0, oy0 + 2 * n + s)
+    _deriv(mf, mi, df, di, used, remaining, 0, oy0, oy0 + 2 * n + s, ok1)
+    _rk4(mf, mi, df, di, used, remaining, oy0, ok1, oy, False)
+
+
+@kernel(**JIT)
+def _finish_or_roll_back(mf, mi, df, di, dt, t0, st, fresh, last_s, last_h, backed_up):
+    """End the step: outputs, reuse bookkeeping, counters; or roll a non-finite step back.
+
+    Returns the status word.  Called in the real-time loop.
+    """
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    ofl = mi[DI_FLAGS]
+    ocnt = mi[DI_COUNTERS]
+    df[mi[DF_TIME]] = t0 + dt
     _outputs(mf, mi, df, di, dt, fresh)
     finite = True
     for q in range(ny):
@@ -338,37 +411,54 @@ def _step(mf, mi, df, di, dt):
             finite = False
             break
     if not finite:
-        if backed_up:
-            obk = mi[DF_BACKUP]
-            obki = mi[DI_BACKUP]
-            obnd = mi[DI_BND]
-            for q in range(ny):
-                df[oy + q] = df[obk + q]
-            for i in range(g):
-                df[odir + i] = df[obk + ny + i]
-                df[oca + i] = df[obk + ny + g + i]
-                df[ocb + i] = df[obk + ny + 2 * g + i]
-                di[omode + i] = di[obki + i]
-                di[obnd + i] = di[obki + g + i]
-        else:
-            oy0 = mi[DF_Y0]
-            for q in range(ny):
-                df[oy + q] = df[oy0 + q]
-        df[ot] = t0
-        _set_stuck_list(mi, di)
-        _build_cache(mf, mi, df, di)
-        _outputs_call(mf, mi, df, di, 0.0, False)
-        di[ocnt + CNT_ROLLBACKS] += 1
+        _roll_back(mf, mi, df, di, t0, backed_up)
         st = ST_NONFINITE
     elif fresh and mi[H_REUSE] == 1:
         _reuse_store(mf, mi, df, di, last_s, last_h)
     if di[ofl + FLAG_DRIVE_REDUNDANT] == 1:
         st |= ST_DRIVE_REDUNDANT
-    if nkin > 0:
+    if mi[H_NKIN] > 0:
         _kin_end(mf, mi, df, di)
     di[ocnt + CNT_STEPS] += 1
     di[ofl + FLAG_STATUS] = st
     return st
+
+
+@kernel(**JIT)
+def _roll_back(mf, mi, df, di, t0, backed_up):
+    """Restore the state at the step start (from the backup, or from DF_Y0 when no mode changed).
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    ny = mi[H_NY]
+    oy = mi[DF_Y]
+    odir = mi[DF_DIR]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    omode = mi[DI_MODE]
+    if backed_up:
+        obk = mi[DF_BACKUP]
+        obki = mi[DI_BACKUP]
+        obnd = mi[DI_BND]
+        for q in range(ny):
+            df[oy + q] = df[obk + q]
+        for i in range(g):
+            df[odir + i] = df[obk + ny + i]
+            df[oca + i] = df[obk + ny + g + i]
+            df[ocb + i] = df[obk + ny + 2 * g + i]
+            di[omode + i] = di[obki + i]
+            di[obnd + i] = di[obki + g + i]
+    else:
+        oy0 = mi[DF_Y0]
+        for q in range(ny):
+            df[oy + q] = df[oy0 + q]
+    df[mi[DF_TIME]] = t0
+    _set_stuck_list(mi, di)
+    _build_cache(mf, mi, df, di)
+    _outputs(mf, mi, df, di, 0.0, False)
+    di[mi[DI_COUNTERS] + CNT_ROLLBACKS] += 1
+
 
 @kernel(**JIT)
 def _start(mf, mi, df, di):
@@ -413,7 +503,7 @@ def _start(mf, mi, df, di):
             df[otime + kk] = df[otime + k]
             keep += 1
     di[ocnt + CNT_EVENTS] = keep
-    _outputs_call(mf, mi, df, di, 0.0, False)
+    _outputs(mf, mi, df, di, 0.0, False)
     if mi[H_NKIN] > 0:
         _kin_end(mf, mi, df, di)
     di[mi[DI_FLAGS] + FLAG_STATUS] = st
