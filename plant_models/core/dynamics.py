@@ -640,7 +640,7 @@ def _kin_capacity(mf, mi, df, di, i, t):
 @kernel(**JIT)
 def _kin_start(mf, mi, df, di):
     """Phases at a start: rows that start stuck are engaged, the others disengaged; capacities
-    in place of the commands as in _kin_begin.  Called by _start."""
+    in place of the commands as in _kin_begin.  Called by start_entry."""
     t = df[mi[DF_TIME]]
     for i in range(mi[H_G]):
         if mf[mi[MF_KIN_SHIFT] + i] <= 0.0:

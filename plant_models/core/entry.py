@@ -70,7 +70,7 @@ def core_step(mf, mi, df, di, dt):
 
 @njit(**JIT)
 def core_start(mf, mi, df, di):
-    """Prepare a freshly set state (see :func:`.step._start`); returns the status word."""
+    """Prepare a freshly set state (see :func:`.step.start_entry`); returns the status word."""
     return call_start_at(mi[H_FN_START], raw_f(mf), raw_i(mi), raw_f(df), raw_i(di))
 
 

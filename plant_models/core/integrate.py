@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from .jit import JIT, kernel
+from .jit import JIT, JIT_STAGE, kernel
 from .dynamics import (
     _accel, _act_normal_force, _caps, _caps_substep, _deriv, _deriv_finish, _forces, _lag_factors, _sizes, _slip,
     _yoff,
@@ -341,7 +341,7 @@ def _trial(mf, mi, df, di, s_abs, c, oy0, ok1, oyt, ox0, ogev, caps_ready):
     _event_values(mf, mi, df, di, oyt, 2, ogev)
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _locate_event(mf, mi, df, di, s_abs, h, hi, first):
     """Time of the earliest event inside (0, hi] of the sub-step from s_abs, row ``first`` crossing first.
 

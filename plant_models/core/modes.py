@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from .jit import JIT, kernel
+from .jit import JIT, JIT_STAGE, kernel
 from .linalg import _box_qp, _chol_solve, _cholesky, _delassus, _fill_rows
 from .dynamics import _caps, _forces, _sizes, _slip, _yoff
 from .layout import (
@@ -157,7 +157,7 @@ def _reconstruct(mf, mi, df, di, oy):
         df[oy + c] = -(df[orho + di[otr + e]] * df[oy + di[otp + e]])
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _split_redundant(mf, mi, df, di, m, r):
     """Force map L of m stuck rows of which only r are independent (the first r of DI_IDX, factor in DF_CH).
 
@@ -444,7 +444,7 @@ def _mode_full(mf, mi, df, di, s_abs, oy, t_abs, forced):
     return st | _commit_mode(mf, mi, df, di, oy, t_abs, m)
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _collect_candidates(mi, df, di, oy, forced):
     """List the rows that may be stuck after this solve (DI_CAND); returns their number.
 
@@ -493,7 +493,7 @@ def _collect_candidates(mi, df, di, oy, forced):
     return m
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     """One pass of the friction solve over the m candidates; the rows that break away leave the list.
 
@@ -598,7 +598,7 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     return keep, nleave, drop, st
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _commit_mode(mf, mi, df, di, oy, t_abs, m):
     """Make the solved mode the current one: bound states, logged transitions, caches.
 

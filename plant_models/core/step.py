@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 
-from .jit import JIT, JIT_SUMS, kernel
+from .jit import JIT, JIT_STAGE, JIT_SUMS, kernel
 from .dynamics import (
     _accel, _caps, _deriv, _deriv_finish, _forces, _kin_begin, _kin_end, _kin_start, _row_delta, _sizes,
     _spring_elastic,
@@ -193,11 +193,15 @@ def _reuse_store(mf, mi, df, di, s_abs, h):
     di[mi[DI_FLAGS] + FLAG_REUSE] = 1
 
 
-@kernel(**JIT)
-def _step(mf, mi, df, di, dt):
+def step_entry(mf, mi, df, di, dt):
     """One fixed step of dt seconds, as the list of its stages; returns the status word.
 
-    Called in the real-time loop.
+    Reads DF_U_TAU / DF_U_ACT (+ rates); writes DF_DELTA, DF_MU, DF_CAP_S,
+    DF_CAP_K, DF_ACCEL, DF_SPRING_TQ, DF_LAMBDA_REQ and the event log.  Bad
+    inputs (non-finite, dt <= 0) leave the state untouched; a step that would
+    produce a non-finite state is rolled back.  Compiled as the core's C
+    entry point by :mod:`.entry` (not a kernel of its own: that would
+    compile the whole step twice).  Called in the real-time loop.
     """
     if not _inputs_finite(mi, df, dt):
         di[mi[DI_FLAGS] + FLAG_STATUS] = ST_BAD_INPUT
@@ -210,7 +214,7 @@ def _step(mf, mi, df, di, dt):
     return _finish_or_roll_back(mf, mi, df, di, dt, t0, st | st_mode | st_events, fresh, last_s, last_h, backed_up)
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _inputs_finite(mi, df, dt):
     """Are dt > 0 and every input, input rate and row coefficient finite?  Called in the real-time loop."""
     n, g, s = _sizes(mi)
@@ -230,7 +234,7 @@ def _inputs_finite(mi, df, dt):
     return dt > 0.0 and math.isfinite(dt) and probe == 0.0
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _begin(mf, mi, df, di):
     """Take the kinematic rows' commands; say whether the step may start from the last step's end evaluation.
 
@@ -248,7 +252,7 @@ def _begin(mf, mi, df, di):
     return reuse
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _apply_coefficient_change(mf, mi, df, di, t0):
     """A plant changed row coefficients (e.g. a new gear preselected): a stuck row whose relative
     speed is not zero under the new ratio starts slipping.
@@ -285,7 +289,7 @@ def _apply_coefficient_change(mf, mi, df, di, t0):
     return st, True
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _ensure_mode(mf, mi, df, di, t0, backed_up):
     """Solve the friction mode at the step start unless the cached stuck set still fits.
 
@@ -304,7 +308,7 @@ def _ensure_mode(mf, mi, df, di, t0, backed_up):
     return st, backed_up
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _advance_through_events(mf, mi, df, di, dt, t0, reuse, backed_up):
     """Integrate the step sub-step by sub-step, handling each event where it happens.
 
@@ -373,7 +377,7 @@ def _advance_through_events(mf, mi, df, di, dt, t0, reuse, backed_up):
     return st, fresh, last_s, last_h, backed_up
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _finish_without_events(mf, mi, df, di, used, remaining):
     """Out of the event budget: integrate the rest of the step in one RK4 sub-step, events unlocated.
 
@@ -393,7 +397,7 @@ def _finish_without_events(mf, mi, df, di, used, remaining):
     _rk4(mf, mi, df, di, used, remaining, oy0, ok1, oy, False)
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _finish_or_roll_back(mf, mi, df, di, dt, t0, st, fresh, last_s, last_h, backed_up):
     """End the step: outputs, reuse bookkeeping, counters; or roll a non-finite step back.
 
@@ -424,7 +428,7 @@ def _finish_or_roll_back(mf, mi, df, di, dt, t0, st, fresh, last_s, last_h, back
     return st
 
 
-@kernel(**JIT)
+@kernel(**JIT_STAGE)
 def _roll_back(mf, mi, df, di, t0, backed_up):
     """Restore the state at the step start (from the backup, or from DF_Y0 when no mode changed).
 
@@ -460,15 +464,14 @@ def _roll_back(mf, mi, df, di, t0, backed_up):
     di[mi[DI_COUNTERS] + CNT_ROLLBACKS] += 1
 
 
-@kernel(**JIT)
-def _start(mf, mi, df, di):
-    """Implementation of core_start.  Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged.
+def start_entry(mf, mi, df, di):
+    """Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged.
 
     The speeds of each engaged group are rebuilt from its root shaft (the
     lowest index), the mode is solved and the outputs are computed, so they
     are valid before the first step.  Engagement at the start is not logged
     as an event; a requested row that cannot hold is logged as a breakaway.
-    Returns the status word.
+    Returns the status word.  Compiled as a C entry point by :mod:`.entry`.
     """
     n, g, s = _sizes(mi)
     oy = mi[DF_Y]
@@ -509,21 +512,3 @@ def _start(mf, mi, df, di):
     di[mi[DI_FLAGS] + FLAG_STATUS] = st
     return st
 
-
-# ==========================================================================
-# entry points, compiled as C functions by .entry (once, shared by every plant)
-# ==========================================================================
-def step_entry(mf, mi, df, di, dt):
-    """Advance the core by one fixed step of dt seconds.  Returns the status word.
-
-    Reads DF_U_TAU / DF_U_ACT (+ rates); writes DF_DELTA, DF_MU, DF_CAP_S,
-    DF_CAP_K, DF_ACCEL, DF_SPRING_TQ, DF_LAMBDA_REQ and the event log.  Bad
-    inputs (non-finite, dt <= 0) leave the state untouched; a step that would
-    produce a non-finite state is rolled back.  Called in the real-time loop.
-    """
-    return _step(mf, mi, df, di, dt)
-
-
-def start_entry(mf, mi, df, di):
-    """Prepare a freshly set state; rows marked MODE_STUCK in DI_MODE start engaged (see _start)."""
-    return _start(mf, mi, df, di)
