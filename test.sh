@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/bootstrap.sh
+# compile and cache every plant once, with progress shown (a second when everything is cached)
+python -m server.warmup
 exec python -m pytest "$@"

@@ -55,7 +55,7 @@ import io_adapters.can.adapter  # noqa: E402,F401
 from io_adapters.base import Adapter  # noqa: E402
 from io_adapters.can.e2e import E2EEncoder, crc8_sae_j1850  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
-from server.loop import LoopConfig  # noqa: E402
+from server.loop_config import LoopConfig  # noqa: E402
 from server.runtime import assemble  # noqa: E402
 from server.telemetry import C_OVERRUNS  # noqa: E402
 from server.watchdog import WatchdogConfig  # noqa: E402

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
-from server.loop import LoopConfig  # noqa: E402
+from server.loop_config import LoopConfig  # noqa: E402
 from server.rtsetup import RealtimeConfig  # noqa: E402
 from server.runtime import assemble  # noqa: E402
 

@@ -131,7 +131,6 @@ class NumpyCore:
     # -- mode solve: the box-constrained partition problem ---------------------------
     @staticmethod
     def box_qp(W, b, K, bnd, max_iter=50):
-        m = len(b)
         lam = np.where(bnd == 0, 0.0, bnd * K)
         for _ in range(max_iter):
             free = np.flatnonzero(bnd == 0)

@@ -325,7 +325,6 @@ class Plant(ABC):
     extra_status_names: ClassVar[dict[int, str]] = {}
     event_names: ClassVar[dict[int, str]] = {}  # event kind -> name
     # called as progress(label, k, n) before the k-th of n kernels compiles (or loads from the cache)
-    compile_progress: ClassVar[Callable[[str, int, int], None] | None] = None
 
     def __init__(self, params: Any, source: str = ""):
         self.params = params
@@ -390,18 +389,12 @@ class Plant(ABC):
 
     # -- kernels -------------------------------------------------------------------------------------
     @classmethod
-    def compile_kernels(cls, progress: Callable[[str, int, int], None] | None = None) -> dict[str, Callable]:
+    def compile_kernels(cls) -> dict[str, Callable]:
         """Every kernel of this plant kind by name, compiled or loaded from numba's cache (once per process).
 
-        The one place that compiles a plant's code: ``progress(label, k, n)``
-        is called before each of the ``n`` kernels not compiled yet, e.g.
-        ``("powershift step", 1, 2)``.
+        The one place that compiles a plant's code (progress:
+        :class:`plant_models.compiling.CompileProgress`).
         """
-        pending = [kernel for kernel in cls.kernels if not kernel.compiled]
-        for k, kernel in enumerate(pending, 1):
-            if progress is not None:
-                progress(f"{cls.kind} {kernel.name}", k, len(pending))
-            kernel.compile()
         return {kernel.name: kernel.compile() for kernel in cls.kernels}
 
     # -- ports ---------------------------------------------------------------------------------------
@@ -452,7 +445,7 @@ class Plant(ABC):
         The first reset compiles the plant's kernels (or loads them from the cache).
         """
         if self._step_fn is None:
-            self.compiled = self.compile_kernels(Plant.compile_progress)
+            self.compiled = self.compile_kernels()
             self._step_fn = self.compiled["step"]
         self._clear()
         self._bind_views()

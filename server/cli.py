@@ -18,6 +18,7 @@ COMMANDS = {
     "simulate": ("server.simulate", "run a plant offline through a scenario and write trace/events (and plots)"),
     "serve": ("server.serve", "run a plant in the real-time loop with its I/O adapters"),
     "describe": ("server.describe", "print a plant's input and output signals"),
+    "warmup": ("server.warmup", "compile and cache the compiled code once (first start on a machine)"),
 }
 
 

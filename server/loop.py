@@ -49,94 +49,25 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from io_adapters.base import TI_OVERRUNS, TI_STATUS, Adapter, LoopContext
-from plant_models.errors import GearboxHilError
 from plant_models.plant import Plant
 
 from . import rtsetup
+from .loop_config import LoopConfig
 from .scenario import offline_step
 from .scenario_player import ScenarioPlayer
 from .telemetry import C_MISSED, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry, record_tick
 from .watchdog import CommandWatchdog
-
-MODES = ("realtime", "lockstep", "afap")
-WAITS = ("sleep", "sleep_spin", "spin")
-OVERRUN_POLICIES = ("skip", "stop")
-RATE_MIN_HZ = 100.0  # below this the loop is no HIL plant any more
-RATE_MAX_HZ = 10_000.0  # above this a Python tick cannot keep its deadlines
 
 STOPPED = "stopped"
 RUNNING = "running"
 PAUSED = "paused"
 
 log = logging.getLogger("gearbox_hil.loop")
-
-
-class SettingError(GearboxHilError, ValueError):
-    """Loop settings the loop cannot run with.
-
-    ``settings`` names the settings involved as :class:`LoopConfig` fields
-    (``realtime.<name>`` for the OS settings), the one to change first;
-    ``problem`` says what is wrong.  :mod:`server.runtime` reports it against
-    the config key or the command-line option the value came from.
-    """
-
-    def __init__(self, settings: tuple[str, ...], problem: str):
-        super().__init__(problem)
-        self.settings = settings
-        self.problem = problem
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """Loop settings (``[loop]`` and ``[realtime]`` in the I/O config, see docs/server.md).
-
-    Every rule the loop relies on is checked here, once, whatever the
-    settings came from (a config file, command-line overrides, code):
-    raises :class:`SettingError`.
-    """
-
-    mode: str = "realtime"
-    rate_hz: float = 1000.0
-    wait: str = "sleep_spin"
-    spin_margin_us: float = 200.0  # sleep_spin: wake this early, then spin to the deadline
-    spin_margin_adapt: bool = True  # spin only as long as the measured sleep overshoot needs (20 us .. the above)
-    autostart: bool = True
-    overrun_policy: str = "skip"
-    max_overruns: int = 10
-    startup_grace_s: float = 1.0
-    duration_s: float = 0.0  # 0: until stopped.  Wall time running (realtime) or simulated time (lockstep, afap)
-    status_interval_s: float = 0.5  # length of a status window (recent rate, TET, lateness); 0 disables windows
-    status_line: bool = True  # print the live status line once per window
-    status_outputs: tuple[str, ...] = ()  # outputs shown in the status line; empty: speeds and gear
-    service_budget_us: float = 300.0  # slack needed before the deadline to serve a control request
-    gc_interval_s: float = 1.0  # young-generation collection in the slack; 0 disables it
-    max_step_request: int = 10_000_000  # largest N of one lockstep "step"
-    sample_capacity: int = 0  # raw per-tick timing samples kept for benchmarks
-    realtime: rtsetup.RealtimeConfig = field(default_factory=rtsetup.RealtimeConfig)
-
-    def __post_init__(self) -> None:
-        for name, choices in (("mode", MODES), ("wait", WAITS), ("overrun_policy", OVERRUN_POLICIES)):
-            value = getattr(self, name)
-            if value not in choices:
-                raise SettingError((name,), f"must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
-        if not RATE_MIN_HZ <= self.rate_hz <= RATE_MAX_HZ:
-            raise SettingError(("rate_hz",), f"must be between {RATE_MIN_HZ:g} and {RATE_MAX_HZ:g} Hz, "
-                               f"got {self.rate_hz:g}")
-        if not self.duration_s >= 0:
-            raise SettingError(("duration_s",), f"must be >= 0 s, got {self.duration_s:g}")
-        problem = rtsetup.check_combination(self.realtime, self.wait)
-        if problem:
-            raise SettingError(("realtime.sched_fifo_priority", "wait"), problem)
-
-    @property
-    def period_ns(self) -> int:
-        return int(round(1e9 / self.rate_hz))
 
 
 class Reporter(Protocol):
@@ -661,5 +592,4 @@ class Loop:
                 log.exception("adapter %s failed to publish events", a.name)
 
 
-__all__ = ["Loop", "LoopConfig", "Reporter", "SettingError", "MODES", "WAITS", "OVERRUN_POLICIES",
-           "RATE_MIN_HZ", "RATE_MAX_HZ", "STOPPED", "RUNNING", "PAUSED"]
+__all__ = ["Loop", "Reporter", "STOPPED", "RUNNING", "PAUSED"]

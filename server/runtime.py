@@ -36,7 +36,8 @@ from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
 from .control import ControlHandler
-from .loop import MODES, Loop, LoopConfig, SettingError
+from .loop import Loop
+from .loop_config import MODES, LoopConfig, SettingError
 from .params import ParamTable
 from .rtsetup import RealtimeConfig
 from .scenario_player import ScenarioPlayer

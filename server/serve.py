@@ -14,10 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from io_adapters.base import AdapterError
+from plant_models.compiling import CompileProgress
 
-from . import runtime
-from .loop import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
+from .loop_config import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
 
 _T_IMPORT_NS = time.monotonic_ns()
 
@@ -65,19 +64,31 @@ def _write_json(path: str, obj: dict) -> None:
     os.replace(tmp, p)
 
 
+def _progress_line(line: str) -> None:
+    print(f"gearbox-hil: {line}", file=sys.stderr, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     overrides = dict(mode=args.mode, rate_hz=args.rate, wait=args.wait, duration_s=args.duration)
     if args.quiet:
         overrides["status_line"] = False
-    server = runtime.build(args.config, args.io, **overrides)  # checks the overrides
+    # The loop and its compiled kernels load here, not when this module is imported, so that
+    # `gearbox-hil --help` and a mistyped argument load nothing compiled; a first start on a
+    # machine compiles them, with a line per function on stderr.
+    with CompileProgress(_progress_line):
+        from io_adapters.base import AdapterError
+
+        from . import runtime
+
+        server = runtime.build(args.config, args.io, **overrides)  # checks the overrides
+        try:
+            server.open()
+        except AdapterError as exc:
+            print(f"gearbox-hil: error: {exc}", file=sys.stderr)
+            return 2
     loop = server.loop
-    try:
-        server.open()
-    except AdapterError as exc:
-        print(f"gearbox-hil: error: {exc}", file=sys.stderr)
-        return 2
     try:
         endpoints = {}
         for a in loop.adapters:

@@ -23,12 +23,14 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from plant_models.compiling import CompileProgress
 from plant_models.core import layout as L
 from plant_models.config import ConfigError
 from plant_models.plant import Plant
@@ -185,13 +187,23 @@ def _prepare_out(path: str) -> Path:
     return out
 
 
+def _progress_line(line: str) -> None:
+    print(f"gearbox-hil: {line}", file=sys.stderr, flush=True)
+
+
+def _silent(line: str) -> None:
+    pass
+
+
 def run(args: argparse.Namespace) -> int:
     if args.plot:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise ConfigError("--plot", "", "needs matplotlib (pip install 'gearbox-hil[plot]')") from None
-    plant = load_plant(args.config)
+    # a first run on a machine compiles the plant's code: a line per function on stderr
+    with CompileProgress(_progress_line if not args.quiet else _silent):
+        plant = load_plant(args.config)
     scenario = load_scenario(args.scenario)
     compiled = scenario.compile(plant, args.dt)
     out = _prepare_out(args.out)

@@ -1,21 +1,27 @@
-"""Compile and cache the JIT code of every plant and of the loop, so later starts take about a second.
+"""``gearbox-hil warmup [CONFIG ...]``: compile and cache the compiled code once, with progress shown.
 
-``python -m server.warmup`` loads every plant config in ``configs/`` (files
-with a ``plant = ...`` key), resets the plant and takes a few steps, and
-imports the loop's compiled kernels and those of the ZeroMQ and CAN codecs.  numba writes its cache next to the
-sources (``__pycache__``) or to ``NUMBA_CACHE_DIR``; the container image runs
-this at build time.  The cache is specific to the CPU model it was built on:
-on a different CPU numba compiles again at the first start.
+Compiles the friction core, the kernels of the given plant configs (all
+plant configs in ``configs/`` when none is given), the loop's telemetry and
+watchdog kernels and the CAN codec's kernels, so that later starts take
+about a second.  A line per compiled function shows what is happening;
+with everything cached already, warm-up loads the code in a few seconds
+and says so.  ``./demo.sh`` and ``./test.sh`` run it once after set-up;
+the container image runs it at build time.
+
+numba writes its cache next to the sources (``__pycache__``) or to
+``NUMBA_CACHE_DIR``.  The cache is specific to the CPU model it was built
+on: on a different CPU numba compiles again at the first start.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
 
+from plant_models.compiling import CompileProgress
 from plant_models.config import ConfigError, load_toml, repo_root
-from plant_models.registry import load_plant
 
 
 def plant_configs(folder: Path | None = None) -> list[Path]:
@@ -32,31 +38,60 @@ def plant_configs(folder: Path | None = None) -> list[Path]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    t0 = time.perf_counter()
-    from . import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("configs", nargs="*", metavar="CONFIG",
+                   help="plant configs to compile (default: every plant config in configs/)")
+    p.add_argument("--quiet", action="store_true", help="print only errors")
 
+
+def _say(line: str) -> None:
+    print(f"warmup: {line}", flush=True)
+
+
+def _silent(line: str) -> None:
+    pass
+
+
+def warm(configs: list[str | Path], say=_say) -> int:
+    """Compile (or load) everything a server of these plant configs runs; returns the number of failures."""
+    began = time.perf_counter()
     failed = 0
-    for cfg in plant_configs():
-        t = time.perf_counter()
-        try:
-            plant = load_plant(cfg)
-            plant.reset()
-            for _ in range(10):
-                plant.step(1e-3)
-        except Exception as exc:  # report every config, then fail
-            failed += 1
-            print(f"warmup: {cfg.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            continue
-        print(f"warmup: {cfg.name} ({plant.kind}) ready in {time.perf_counter() - t:.1f} s")
-    t = time.perf_counter()
-    from io_adapters.can import layouts as can_layout
-    from io_adapters.zmq import codec  # noqa: F401  (the CAN and ZeroMQ codecs' kernels)
+    with CompileProgress(say) as progress:
+        from plant_models.registry import load_plant
 
-    can_layout.warm_up()
-    print(f"warmup: CAN codec kernels ready in {time.perf_counter() - t:.1f} s")
-    print(f"warmup: done in {time.perf_counter() - t0:.1f} s")
-    return 1 if failed else 0
+        for cfg in configs:
+            try:
+                plant = load_plant(cfg)
+                for _ in range(3):
+                    plant.step(1e-3)
+            except ConfigError as exc:
+                failed += 1
+                print(f"warmup: error: {exc}", file=sys.stderr)
+                continue
+            say(f"{Path(str(cfg)).stem}: {plant.kind} plant ready ({time.perf_counter() - began:.1f} s elapsed)")
+        from io_adapters.can.layouts import warm_up as warm_up_can_codec
+        from server import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
+
+        warm_up_can_codec()
+        how = "compiled" if progress.compiled else "everything was cached already"
+    say(f"ready in {time.perf_counter() - began:.1f} s ({how})")
+    return failed
+
+
+def run(args: argparse.Namespace) -> int:
+    configs = args.configs or plant_configs()
+    return 1 if warm(configs, _silent if args.quiet else _say) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m server.warmup", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ConfigError as exc:
+        print(f"warmup: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

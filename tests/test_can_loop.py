@@ -23,7 +23,7 @@ from io_adapters.base import TI_OVERRUNS
 from io_adapters.can.adapter import CanAdapter
 from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 from plant_models.registry import load_plant
-from server.loop import LoopConfig
+from server.loop_config import LoopConfig
 from server.runtime import assemble
 from server.watchdog import WatchdogConfig
 

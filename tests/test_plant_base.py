@@ -85,19 +85,35 @@ def test_reading_and_describing_every_config_compiles_no_plant_code():
 
 PROGRESS = """
 import json
-from plant_models.plant import Plant
-from plant_models.registry import load_plant
-seen = []
-Plant.compile_progress = lambda label, k, n: seen.append([label, k, n])
-load_plant("chain")
-load_plant("chain")
-print(json.dumps(seen))
+from numba import njit
+from plant_models.compiling import CompileProgress
+
+@njit
+def square(x):
+    return x * x
+
+@njit
+def twice_square(x):
+    return 2.0 * square(x)
+
+lines = []
+with CompileProgress(lines.append):
+    twice_square(3.0)
+    twice_square(4.0)  # compiled already: nothing to report
+quiet = []
+with CompileProgress(quiet.append):
+    twice_square(5.0)
+print(json.dumps([lines, quiet]))
 """
 
 
-def test_compilation_reports_each_kernel_once_with_its_place_in_the_queue():
+def test_compilation_progress_names_each_compiled_function_once_and_nothing_when_nothing_compiles():
     out = subprocess.run([sys.executable, "-c", PROGRESS], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert json.loads(out.stdout.splitlines()[-1]) == [["chain step", 1, 2], ["chain refresh", 2, 2]]
+    lines, quiet = json.loads(out.stdout.splitlines()[-1])
+    assert lines[0].startswith("first start with this code on this machine: compiling")
+    assert [line.split(" (")[0].strip() for line in lines[1:3]] == ["other 1: square", "other 2: twice_square"]
+    assert lines[3].startswith("compiled 2 functions in ") and len(lines) == 4
+    assert quiet == []
 
 
 def test_kernels_are_compiled_at_the_first_reset_for_their_signature_only():

@@ -15,7 +15,8 @@ import pytest
 
 from io_adapters.base import Adapter
 from plant_models.registry import load_plant
-from server.loop import Loop, LoopConfig
+from server.loop import Loop
+from server.loop_config import LoopConfig
 from server.rtsetup import RealtimeConfig
 from server.runtime import Server, assemble
 

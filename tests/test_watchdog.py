@@ -11,7 +11,7 @@ import pytest
 
 from io_adapters.base import TI_WATCHDOG
 from plant_models.registry import load_plant
-from server.loop import LoopConfig
+from server.loop_config import LoopConfig
 from server.runtime import Server, assemble
 from server.watchdog import InputPolicy, WatchdogConfig
 

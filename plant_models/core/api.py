@@ -17,7 +17,7 @@ from numba import njit
 
 from . import layout as L
 from .handle import Core
-from .jit import BUFS, JIT, call_step_at, compile_report, raw_f, raw_i
+from .jit import BUFS, JIT, call_step_at, raw_f, raw_i
 from .layout import H_FN_STEP
 from .spec import CoreSpec, Row, Settings, SpecError, Spring
 
@@ -33,5 +33,5 @@ def core_step(mf, mi, df, di, dt):
     return call_step_at(mi[H_FN_STEP], mf, mi, df, di, dt)
 
 
-__all__ = ["BUFS", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring", "compile_report",
+__all__ = ["BUFS", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring", 
            "core_step", "raw_f", "raw_i"]

@@ -20,12 +20,12 @@ nanosecond against the few hundred of a step.
 from __future__ import annotations
 
 import threading
-import time
-from typing import Callable
 
-from numba import cfunc, njit, types
+from numba import njit, types
+from numba.core import event, sigutils
+from numba.core.ccallback import CFunc
 
-from .jit import JIT, call_start_at, call_step_at, compile_report, raw_f, raw_i
+from .jit import JIT, call_start_at, call_step_at, raw_f, raw_i
 from .layout import H_FN_START, H_FN_STEP
 
 _FP = types.CPointer(types.float64)
@@ -37,26 +37,43 @@ _lock = threading.Lock()
 _compiled: list = []  # [step cfunc, start cfunc] once built; kept for the life of the process
 
 
-def entry_addresses(report: Callable[[str], None] | None = None) -> tuple[int, int]:
+def entry_addresses() -> tuple[int, int]:
     """Addresses ``(step, start)`` of the compiled entry points, compiling or loading them on the first call.
 
-    ``report`` receives a line per function compiled on a cold cache and a
-    last line with the time taken.  Thread-safe; later calls return at once.
+    A cold compile takes about half a minute (see :mod:`plant_models.compiling`
+    for the progress a caller can show).  Thread-safe; later calls return at once.
     """
     with _lock:
         if not _compiled:
             from . import step
 
-            began = time.perf_counter()
-            options = dict(cache=JIT["cache"], error_model=JIT["error_model"])
-            with compile_report(report, "core") as progress:
-                step_fn = cfunc(STEP_SIGNATURE, **options)(step.step_entry)
-                start_fn = cfunc(START_SIGNATURE, **options)(step.start_entry)
-            _compiled[:] = [step_fn, start_fn]
-            if report is not None:
-                how = f"compiled {progress.count} functions" if progress.count else "loaded from the cache"
-                report(f"core: ready in {time.perf_counter() - began:.1f} s ({how})")
+            options = dict(error_model=JIT["error_model"])  # cached on disk: see _compile_entry
+            _compiled[:] = [_compile_entry(step.step_entry, STEP_SIGNATURE, options),
+                            _compile_entry(step.start_entry, START_SIGNATURE, options)]
         return _compiled[0].address, _compiled[1].address
+
+
+class _EntryCompile:
+    """What a compile event of a C entry point carries (numba's own events cover only dispatchers)."""
+
+    def __init__(self, py_func):
+        self.py_func = py_func
+
+
+class _ReportedCFunc(CFunc):
+    """numba's C callback, whose compilation (not a load from the cache) is reported like a dispatcher's."""
+
+    def _compile_uncached(self):
+        with event.trigger_event("numba:compile", data=dict(dispatcher=_EntryCompile(self._pyfunc), args=self._sig)):
+            return super()._compile_uncached()
+
+
+def _compile_entry(py_func, signature, options):
+    """One C entry point, compiled or loaded from the cache."""
+    entry_point = _ReportedCFunc(py_func, sigutils.normalize_signature(signature), locals={}, options=options)
+    entry_point.enable_caching()
+    entry_point.compile()
+    return entry_point
 
 
 @njit(**JIT)

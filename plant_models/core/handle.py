@@ -9,8 +9,6 @@ is one call into compiled code.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from . import layout as L
@@ -33,8 +31,7 @@ class Core:
     """
 
     def __init__(self, spec: CoreSpec, plant_nf: int = 0, plant_ni: int = 0,
-                 plant_ndf: int = 0, plant_ndi: int = 0,
-                 compile_progress: Callable[[str], None] | None = None):
+                 plant_ndf: int = 0, plant_ndi: int = 0):
         spec.validate()
         self.spec = spec
         n, g, s = len(spec.inertia), len(spec.rows), len(spec.springs)
@@ -49,7 +46,7 @@ class Core:
         mi[L.H_MAX_LOCATE] = st.max_locate_iter
         mi[L.H_REUSE] = 1 if st.reuse_end_evaluation else 0
         # the compiled core (compiled or loaded from the cache the first time a Core is built)
-        mi[L.H_FN_STEP], mi[L.H_FN_START] = entry.entry_addresses(compile_progress)
+        mi[L.H_FN_STEP], mi[L.H_FN_START] = entry.entry_addresses()
         self._fill_model()
         self.reset()
 

@@ -14,12 +14,8 @@ around by their offset.
 
 from __future__ import annotations
 
-import time
-from typing import Callable
-
 from llvmlite import ir
 from numba import njit, types
-from numba.core import event
 from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
 
@@ -81,45 +77,6 @@ def call_step_at(typingctx, address, mf, mi, df, di, dt):
 def call_start_at(typingctx, address, mf, mi, df, di):
     """Call the compiled start entry at ``address`` (see :mod:`.entry`)."""
     return _address_call(typingctx, address, mf, mi, df, di)
-
-
-class compile_report(event.Listener):
-    """While the ``with`` block runs, report every function numba compiles: name, count and time.
-
-    ``report`` receives lines like ``"core: compiled _mode_full (7/41, 2.1 s)"``;
-    ``expected`` is the number of functions a cold compile goes through (0:
-    unknown).  Loading from numba's cache compiles nothing and reports nothing.
-    """
-
-    def __init__(self, report: Callable[[str], None] | None, prefix: str, expected: int = 0):
-        self.report = report
-        self.prefix = prefix
-        self.expected = expected
-        self.count = 0
-        self._started: dict = {}
-        self._outer = None
-
-    def __enter__(self):
-        if self.report is not None:
-            event.register("numba:compile", self)
-        return self
-
-    def __exit__(self, *exc):
-        if self.report is not None:
-            event.unregister("numba:compile", self)
-        return False
-
-    def on_start(self, ev):
-        self._started[id(ev.data["dispatcher"]), str(ev.data["args"])] = time.perf_counter()
-
-    def on_end(self, ev):
-        took = time.perf_counter() - self._started.pop((id(ev.data["dispatcher"]), str(ev.data["args"])),
-                                                      time.perf_counter())
-        self.count += 1
-        name = getattr(getattr(ev.data["dispatcher"], "py_func", None), "__name__", "?")
-        of = f"/{self.expected}" if self.expected else ""
-        self.report(f"{self.prefix}: compiled {name} ({self.count}{of}, {took:.1f} s)")
-
 
 
 class _PerTypeDispatcher(CPUDispatcher):
