@@ -14,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-from plant_models.compiling import CompileProgress
 
 from .loop_config import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
 
@@ -77,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     # The loop and its compiled kernels load here, not when this module is imported, so that
     # `gearbox-hil --help` and a mistyped argument load nothing compiled; a first start on a
     # machine compiles them, with a line per function on stderr.
+    from plant_models.compiling import CompileProgress
+
     with CompileProgress(_progress_line):
         from io_adapters.base import AdapterError
 

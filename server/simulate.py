@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-from plant_models.compiling import CompileProgress
 from plant_models.core import layout as L
 from plant_models.config import ConfigError
 from plant_models.plant import Plant
@@ -201,6 +200,8 @@ def run(args: argparse.Namespace) -> int:
             import matplotlib  # noqa: F401
         except ImportError:
             raise ConfigError("--plot", "", "needs matplotlib (pip install 'gearbox-hil[plot]')") from None
+    from plant_models.compiling import CompileProgress  # loads numba: not for --help
+
     # a first run on a machine compiles the plant's code: a line per function on stderr
     with CompileProgress(_progress_line if not args.quiet else _silent):
         plant = load_plant(args.config)

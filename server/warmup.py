@@ -20,7 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-from plant_models.compiling import CompileProgress
 from plant_models.config import ConfigError, load_toml, repo_root
 
 
@@ -54,6 +53,8 @@ def _silent(line: str) -> None:
 
 def warm(configs: list[str | Path], say=_say) -> int:
     """Compile (or load) everything a server of these plant configs runs; returns the number of failures."""
+    from plant_models.compiling import CompileProgress  # loads numba: not for --help
+
     began = time.perf_counter()
     failed = 0
     with CompileProgress(say) as progress:

@@ -135,6 +135,11 @@ def build(net):
 # energies at 1 ms and falls 16x per halving of dt (4th order), i.e. 0.076 (dt * rate)^4.
 @example({"J": [1.0, 0.125], "drag": [0.0, 0.0], "rows": [(0, 1, -1.0, -3.0, 1.0, 1.0, 0.5)],
           "tau": [0.0, 0.0], "rate": [0.0, 0.0], "w0": [0.0, 0.0625], "engaged": [False]}, 1e-3)
+# A viscous row under a steep torque ramp: its dissipation c delta^2 is a quartic in time between
+# restarts, which RK4 integrates with an error of 4th order in dt (16x smaller per halving of dt:
+# 2.2e-7, 1.4e-8, 8.5e-10 of the energies at 1, 0.5, 0.25 ms); 1.3 dt^5 c q^2 over 60 steps.
+@example({"J": [1.0, 1.0], "drag": [0.0, 0.0], "rows": [(0, 1, -1.0, -1.0, 0.0, 1.0, 0.5)],
+          "tau": [0.0, -4.0], "rate": [0.0, 354.0], "w0": [0.0, 0.0], "engaged": [False]}, 1e-3)
 def test_random_networks_keep_the_friction_laws_and_create_no_energy(net, dt):
     c = build(net)
     st0 = c.start([i for i, e in enumerate(net["engaged"]) if e])
@@ -166,9 +171,15 @@ def test_random_networks_keep_the_friction_laws_and_create_no_energy(net, dt):
     rate_max = max([visc * (ca * ca / J[a] + cb * cb / J[b]) for a, b, ca, cb, _, _, visc in net["rows"]]
                    + list(np.asarray(net["drag"]) / J))
     tol = 1e-7 + 0.25 * (dt * rate_max) ** 4
+    # and, under torque ramps, to the quadrature error of the viscous rows' dissipation c delta^2:
+    # delta'' = q (the ramps' rates through the row), so the integrand is quartic between restarts
+    # and Simpson-type quadrature over 60 steps errs by dt^5 c q^2 / 8; with the speeds' own RK4
+    # error the observed constant is 1.3 (the second example above)
+    rate_in = np.abs(np.asarray(net["rate"])) / J
+    ramp = max(visc * (abs(ca) * rate_in[a] + abs(cb) * rate_in[b]) ** 2 for a, b, ca, cb, _, _, visc in net["rows"])
     gain = c.kinetic_energy() - e0
     residual = gain - w.sum()
-    assert abs(residual) <= tol * (e0 + abs(gain) + np.abs(w).sum()) + 1e-12
+    assert abs(residual) <= tol * (e0 + abs(gain) + np.abs(w).sum()) + 4.0 * dt ** 5 * ramp + 1e-12
 
 
 @FAST

@@ -3,13 +3,30 @@
 Python users build a :class:`CoreSpec` and get a :class:`Core` handle with
 named views into the flat buffers; plant kernels reach the compiled step
 through :mod:`plant_models.core.api` only.
+
+The package's modules, in the order of the method: :mod:`.layout` (the flat
+buffers), :mod:`.spec` (the network), :mod:`.dynamics` (the derivative at a
+fixed friction mode), :mod:`.linalg` and :mod:`.modes` (which rows stay
+stuck), :mod:`.integrate` (RK4 sub-steps through events), :mod:`.step`
+(the step, its start and its roll-back), :mod:`.entry` (the compiled C
+entry points), :mod:`.handle` (:class:`Core`), :mod:`.api` (the door for
+plants), :mod:`.jit` and :mod:`.cache` (compile options and numba's cache; every compiled module imports :mod:`.jit`
+first, which drops stale caches before any kernel loads).
+
+``Core`` and the spec types are loaded on first use, so that importing the
+layout (for its slot names) loads neither numba nor any compiled code.
 """
 
-from .cache import drop_stale_caches
+_LAZY = {"Core": ".handle", "CoreSpec": ".spec", "Row": ".spec", "Settings": ".spec", "SpecError": ".spec",
+         "Spring": ".spec"}
 
-drop_stale_caches()  # before any kernel of the core is loaded from numba's cache
 
-from .handle import Core  # noqa: E402
-from .spec import CoreSpec, Row, Settings, SpecError, Spring  # noqa: E402
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring"]

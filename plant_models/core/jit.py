@@ -19,6 +19,12 @@ from numba import njit, types
 from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
 
+from .cache import drop_stale_caches
+
+# every compiled module of the core and the plants imports this module first: stale caches go
+# before any kernel is loaded from numba's cache
+drop_stale_caches()
+
 # ``error_model="numpy"``: a division by zero gives inf/NaN (caught by the step's
 # finiteness check and rolled back) instead of raising, which compiled code cannot.
 JIT = dict(cache=True, nogil=True, error_model="numpy")
