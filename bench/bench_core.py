@@ -9,7 +9,7 @@ Sections of the report (``bench/results/core.md``):
    (inputs mapped, core step with its events, outputs written) through their
    shift scenarios.  Median, p90, p99, p99.9, max.
 2. Real-time factor: 10 s of the Powershift swaps scenario at 1 kHz in one
-   compiled loop (seed 000 reports 10 s of its DCT in 0.98 s in Simulink).
+   compiled loop (Biagiotti & Zanasi reports 10 s of its DCT in 0.98 s in Simulink).
 3. Per call from Python: ``plant.step(dt)`` and ``core_step(...)`` timed
    call by call with ``perf_counter_ns`` (the timer's own cost subtracted).
 4. Alternatives on the Powershift single swap of ``tests/test_core_accuracy.py``
@@ -397,7 +397,7 @@ def accuracy() -> list[dict]:
             "c": shift_reference()}
     runs = {"a": run_engagement, "b": run_chain4, "c": run_shift}
     names = {"a": "(a) two-inertia engagement, pressure ramp through a lag, 1.5 s",
-             "b": "(b) seed 004 4-mass chain, sinusoidal forces (first-order hold), 10 s",
+             "b": "(b) Zanasi, Sandoni & Morselli 4-mass chain, sinusoidal forces (first-order hold), 10 s",
              "c": "(c) Powershift single swap 1 -> 2, 1 s"}
     for key in ("a", "b", "c"):
         errs, evs = [], []
@@ -432,7 +432,7 @@ def report(repeat: int) -> str:
     lines.append("")
     lines.append(f"10 s of `powershift_swaps` (3.5 s of swaps, then held) at dt = 1 ms, {rt['events']} events, in one "
                  f"compiled loop: **{rt['wall_ms']:.1f} ms wall, {rt['factor']:.0f}x faster than real time** "
-                 "(seed 000: 10 s of its DCT in 0.98 s in Simulink, about 10x).")
+                 "(Biagiotti & Zanasi: 10 s of its DCT in 0.98 s in Simulink, about 10x).")
     lines.append("")
     lines.append("## 3. Per call from Python")
     lines.append("")

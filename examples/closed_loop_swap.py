@@ -3,7 +3,7 @@
 
 Gear 1 (clutches 1, 3, 6; ratio 1/48) to gear 3 (clutches 2, 3, 6; ratio
 1/32): the first stage swaps from clutch 1 (gear pair 1:3) to clutch 2
-(pair 1:2), as in section 5 of seed 003.  The controller reads the plant's
+(pair 1:2), as in section 5 of Morselli, Zanasi & Ferracin.  The controller reads the plant's
 outputs and writes pressure and torque commands, the way a TCU would:
 
 1. *hold*: gear 1 at full pressure until ``shift_at_s``;

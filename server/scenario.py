@@ -2,7 +2,7 @@
 
 A scenario is a TOML file::
 
-    description = "Powershift single swap (seed 003, section 5)"
+    description = "Powershift single swap (Morselli, Zanasi & Ferracin, section 5)"
     duration_s = 3.5
     dt_s = 0.001                  # default step; the CLI's --dt overrides it
     interpolation = "linear"      # or "hold" (zero-order hold at the step start)

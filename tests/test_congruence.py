@@ -1,7 +1,7 @@
-"""The congruence-transform formulation (seeds 000/004) against the friction core on chains.
+"""The congruence-transform formulation (Biagiotti & Zanasi; Zanasi, Sandoni & Morselli) against the friction core on chains.
 
 The reference integrates the chain in transformed coordinates z = T^-1 v:
-main dynamics (seed 000 eq. 16) and relative dynamics (eq. 17) with the
+main dynamics (Biagiotti & Zanasi, eq. 16) and relative dynamics (eq. 17) with the
 frictions of stuck contacts from eq. (19), exactly resolved at every event
 (references.congruence.friction_exact), with scipy's DOP853 between events
 located by solve_ivp.  The core integrates the original coordinates with
@@ -20,7 +20,7 @@ from references.congruence import (CongruenceChain, friction_exact, friction_pub
                                      transform)
 from plant_models.core import Core, CoreSpec, Row
 
-MASSES = (10.0, 10.0, 10.0, 10.0)  # seed 004 section 4
+MASSES = (10.0, 10.0, 10.0, 10.0)  # Zanasi, Sandoni & Morselli, section 4
 CAPS = (12.0, 10.0, 13.0)
 V0 = (2.0, -1.0, 1.0, 2.0)
 AMP = np.array([11.0, 11.0, -8.0, 8.0])
@@ -155,16 +155,16 @@ def test_transform_matches_the_papers_matrices():
     m1, m2, m3, m4 = 1.0, 2.0, 3.0, 4.0
     d = m1 + m2 + m3 + m4
     T, _ = transform([m1, m2, m3, m4])
-    seed004 = np.array([[1, (m2 + m3 + m4) / d, (m3 + m4) / d, m4 / d],
+    zanasi_sandoni_morselli_T = np.array([[1, (m2 + m3 + m4) / d, (m3 + m4) / d, m4 / d],
                         [1, -m1 / d, (m3 + m4) / d, m4 / d],
                         [1, -m1 / d, -(m1 + m2) / d, m4 / d],
                         [1, -m1 / d, -(m1 + m2) / d, -(m1 + m2 + m3) / d]])
-    assert np.allclose(T, seed004, rtol=1e-15)
+    assert np.allclose(T, zanasi_sandoni_morselli_T, rtol=1e-15)
     J1, J2, J3 = 2.0, 3.0, 5.0
     ch = CongruenceChain([J1, J2, J3], [1.0, 1.0])
     jt = J1 + J2 + J3
-    seed000_JT = np.array([[jt, 0, 0], [0, J1 * (J2 + J3) / jt, J1 * J3 / jt], [0, J1 * J3 / jt, (J1 + J2) * J3 / jt]])
-    assert np.allclose(ch.M_T, seed000_JT, rtol=1e-13, atol=1e-14)
+    biagiotti_zanasi_JT = np.array([[jt, 0, 0], [0, J1 * (J2 + J3) / jt, J1 * J3 / jt], [0, J1 * J3 / jt, (J1 + J2) * J3 / jt]])
+    assert np.allclose(ch.M_T, biagiotti_zanasi_JT, rtol=1e-13, atol=1e-14)
     F = np.array([1.0, -2.0, 4.0])
     FT1, FR = ch.forces(F)
     assert FT1 == pytest.approx(F.sum())
@@ -243,7 +243,7 @@ def test_published_rule_is_exact_for_a_single_contact_at_its_threshold():
 
 
 # --------------------------------------------------------------------------
-# the 4-mass benchmark (seed 004 section 4): trajectories and events
+# the 4-mass benchmark (Zanasi, Sandoni & Morselli, section 4): trajectories and events
 # --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def pwl_forces():
@@ -275,7 +275,7 @@ def test_4mass_benchmark_same_trajectories_and_events(pwl_forces):
     for _, i, k in ref_events:
         last[i] = k
     assert last == {0: "stick", 1: "stick", 2: "stick"}
-    assert np.ptp(v[-1]) == 0.0  # exactly one velocity at the end (A_i < k_i, as the seed notes)
+    assert np.ptp(v[-1]) == 0.0  # exactly one velocity at the end (A_i < k_i, as the paper notes)
 
 
 def test_4mass_benchmark_with_sine_forces_converges_to_the_transformed_solution():

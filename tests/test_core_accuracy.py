@@ -11,7 +11,7 @@ Scenarios
     (a) two-inertia clutch engagement: pressure ramp through a first-order
         lag (with a kiss point), viscous drag, synchronisation, and a
         breakaway when the pressure falls again;
-    (b) the 4-mass chain of seed 004, section 4, with its sinusoidal forces;
+    (b) the 4-mass chain of Zanasi, Sandoni & Morselli, section 4, with its sinusoidal forces;
     (c) a Powershift single-swap shift (clutch 1 out, clutch 2 in).
 
 The measured numbers quoted in docs/method.md come from these scenarios
@@ -75,7 +75,7 @@ def run_engagement(dt, T=A_T):
 
 
 # ----------------------------------------------------------------------------
-# (b) the 4-mass chain of seed 004
+# (b) the 4-mass chain of Zanasi, Sandoni & Morselli
 # ----------------------------------------------------------------------------
 B_T = 10.0
 

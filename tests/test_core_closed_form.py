@@ -1,4 +1,4 @@
-"""Closed-form cases of the friction core (seed 003, section 1; seed 000, section 3.1).
+"""Closed-form cases of the friction core (Morselli, Zanasi & Ferracin, section 1; Biagiotti & Zanasi, section 3.1).
 
 Sign convention of the core: ``M dw/dt = tau + R^T mu``, so for a chain row
 ``[1, -1]`` the row force ``mu`` acts as ``+mu`` on shaft a and ``-mu`` on
@@ -18,7 +18,7 @@ from plant_models.core import layout as L
 
 
 def paper_stuck_force(J1, J2, t1, t2):
-    """Row force of two stuck inertias, from the paper's lambda (seed 003, eq. after (2))."""
+    """Row force of two stuck inertias, from the paper's lambda (Morselli, Zanasi & Ferracin, eq. after (2))."""
     tau1, tau2 = t1, -t2  # the paper's tau2 is a load torque
     lam = (J2 * tau1 + J1 * tau2) / (J1 + J2)
     return -lam

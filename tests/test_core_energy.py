@@ -1,4 +1,4 @@
-"""Energy: friction never produces power and the energy accounts close (seed 003, section 4).
+"""Energy: friction never produces power and the energy accounts close (Morselli, Zanasi & Ferracin, section 4).
 
 ``Core.work`` integrates, along with the state, the work of the external
 torques, of the viscous drag, of the spring dampers, of every friction row,
@@ -153,7 +153,7 @@ def test_impulse_work_books_the_projection_at_a_stick():
     for _ in range(2500):  # sync at 40 / (25 (1/2 + 1/3)) = 1.92 s
         c.step(1e-3)
     assert c.mode[0] == L.MODE_STUCK
-    rel_ke = 0.5 * J1 * J2 / (J1 + J2) * 40.0 ** 2  # relative kinetic energy, seed 000 eq. (9)
+    rel_ke = 0.5 * J1 * J2 / (J1 + J2) * 40.0 ** 2  # relative kinetic energy, Biagiotti & Zanasi, eq. (9)
     w = c.work
     assert -(w[L.W_ROW0] + w[L.W_IMPULSE]) == pytest.approx(rel_ke, rel=1e-12)
     assert abs(w[L.W_IMPULSE]) < 1e-9 * rel_ke

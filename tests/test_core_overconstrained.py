@@ -1,4 +1,4 @@
-"""Over-constrained and locked stuck sets (seed 003, section 4, cases 2 and 3; section 5).
+"""Over-constrained and locked stuck sets (Morselli, Zanasi & Ferracin, section 4, cases 2 and 3; section 5).
 
 * Redundant stuck rows (R_nu not of full row rank): the motion is unique; the
   forces are split by minimum norm within the capacities; ST_OVERCONSTRAINED.

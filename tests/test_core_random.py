@@ -1,6 +1,6 @@
 """Random networks and random partition problems (hypothesis).
 
-* The box-constrained QP solver (the partition problem, eq. 18 of seed 003)
+* The box-constrained QP solver (the partition problem, eq. 18 of Morselli, Zanasi & Ferracin)
   against brute-force enumeration of all 3^m bound states.
 * Random networks of 2-6 shafts with random rows (any pair, coefficients of
   either sign), inertias, capacities (k <= K), torques and speeds: stuck

@@ -1,4 +1,4 @@
-"""Locked gears give exactly the ratio that R implies (seed 003, eq. 20)."""
+"""Locked gears give exactly the ratio that R implies (Morselli, Zanasi & Ferracin, eq. 20)."""
 
 from __future__ import annotations
 

@@ -361,7 +361,7 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
             sg = 1.0 if d > 0.0 else (-1.0 if d < 0.0 else 0.0)
         kin = df[ock + i]
         vs = mf[ovs + i]
-        if vs > 0.0:  # Stribeck law, seed 000 eq. (2)
+        if vs > 0.0:  # Stribeck law, Biagiotti & Zanasi, eq. (2)
             kin += (df[ocs + i] - kin) * math.exp(-(abs(d / vs) ** mf[oal + i]))
         m_i = -kin * sg - mf[ovisc + i] * d
         df[omu + i] = m_i
@@ -379,7 +379,7 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
 @kernel(**JIT)
 def _drive_forces(mf, mi, df, di, nd):
     """Forces of the driven rows in DI_DRV_LIST: the constraint forces that give them their
-    prescribed relative accelerations (seed 001's kinematic clutch while engaging).
+    prescribed relative accelerations (the kinematic-clutch article's kinematic clutch while engaging).
 
     With the other forces f in DF_F and the stuck set's projector P (M^-1
     when nothing is stuck), driven rows D need R_D P (f + R_D^T mu) = a, a
@@ -544,7 +544,7 @@ def _act_normal_force(mf, mi, df, i, s_abs, tau, ox0):
     return mf[mi[MF_ACT_GAIN] + i] * x - mf[mi[MF_ACT_PRELOAD] + i]
 
 # ==========================================================================
-# kinematic rows (seed 001): phases on top of the friction rows
+# kinematic rows (the kinematic-clutch article): phases on top of the friction rows
 # ==========================================================================
 @kernel(**JIT)
 def _kin_begin(mf, mi, df, di, t):

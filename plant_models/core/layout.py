@@ -189,7 +189,7 @@ DI_IDX = 139  # [g] index scratch of the solver
 DI_CBND = 140  # [g] bound states of the candidates during a solve
 DI_PREV_MODE = 141  # [g] row modes before the current mode solve
 DI_SAVED_MODE = 142  # [g] row modes before an event projection
-# -- kinematic rows (seed 001) and prescribed relative accelerations
+# -- kinematic rows (the kinematic-clutch article) and prescribed relative accelerations
 DF_DRIVE_ACC = 143  # [g] prescribed relative acceleration of a driven row, row speed units/s
 DI_DRIVE = 144  # [g] 1: the row is driven (its force is whatever gives DF_DRIVE_ACC) while not stuck
 DF_KIN_T0 = 145  # [g] start time of the current engaging / disengaging phase, s
@@ -201,7 +201,7 @@ DI_DRV_LIST = 56  # [g] driven rows of the current evaluation, then candidate ma
 
 N_SLOTS = 150
 
-# kinematic row phases (seed 001)
+# kinematic row phases (the kinematic-clutch article)
 KIN_DISENGAGED = 0  # no torque
 KIN_ENGAGING = 1  # relative speed prescribed to fall linearly to zero over the shift time
 KIN_ENGAGED = 2  # held at zero relative speed (a stuck row with capacity MF_KIN_CAP)

@@ -91,7 +91,7 @@ def _chol_solve(df, oLc, k, stride, ox):
 def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, ox, ograd):
     """Exact solution of min 1/2 l^T W l + b^T l subject to lo <= l <= hi.
 
-    This is eq. (18) of seed 003: its KKT conditions say that a free row has
+    This is eq. (18) of Morselli, Zanasi & Ferracin: its KKT conditions say that a free row has
     zero relative acceleration (W l + b)_k = 0 with |l_k| <= K_k, and a row at
     +K (-K) has a relative acceleration <= 0 (>= 0), i.e. it slips against
     its friction force.  W is positive definite for independent rows, so the

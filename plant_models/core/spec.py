@@ -27,7 +27,7 @@ class Row:
     A row driven directly by capacity uses ``act_gain = 1`` and
     ``gain_static = 1``: then ``u`` is K itself.
 
-    A *kinematic* row (seed 001), ``kinematic_shift_time > 0``, is driven by an
+    A *kinematic* row (the kinematic-clutch article), ``kinematic_shift_time > 0``, is driven by an
     engage command instead: ``u >= kinematic_threshold`` engages it.  Engaging
     prescribes its relative speed to fall linearly to zero over the shift
     time, with whatever force that takes; engaged, it holds zero relative

@@ -1,13 +1,13 @@
-"""The congruence transform of a friction chain (seed 004 section 3, seed 000 section 3.3): a reference.
+"""The congruence transform of a friction chain (Zanasi, Sandoni & Morselli, section 3, Biagiotti & Zanasi, section 3.3): a reference.
 
 A chain of n bodies (masses m_i, or inertias), body i touching body i+1
 through a dry friction contact, external forces F_i::
 
-    M v' = F - D^T tau,      D = [[1, -1, 0, ...], [0, 1, -1, ...], ...]   (seed 004 eq. 4)
+    M v' = F - D^T tau,      D = [[1, -1, 0, ...], [0, 1, -1, ...], ...]   (Zanasi, Sandoni & Morselli, eq. 4)
 
 with tau_i = k_i sgn(v_i - v_{i+1}) while the contact slips and the
 constraint force that keeps v_i = v_{i+1} (at most K_i) while it sticks.
-The congruence transform ``v = T z`` (seed 004, seed 000 eq. 16 ff.) with
+The congruence transform ``v = T z`` (Zanasi, Sandoni & Morselli, Biagiotti & Zanasi, eq. 16 ff.) with
 
     z = [sum(m_i v_i) / m_tot,  v_1 - v_2,  ...,  v_{n-1} - v_n]
 
@@ -15,7 +15,7 @@ makes ``M_T = T^T M T`` block diagonal: the *main dynamics*
 ``m_tot z_1' = sum(F_i)`` (eq. 16) does not see the friction, and the
 *relative dynamics* ``z_R' = J_R^-1 (F_R - tau)`` (eq. 17) see only it,
 with ``F_R`` the last n-1 entries of ``T^T F``.  ``J_R^-1`` is the
-tridiagonal matrix of seed 004 eq. (7); it equals ``D M^-1 D^T``.
+tridiagonal matrix of Zanasi, Sandoni & Morselli, eq. (7); it equals ``D M^-1 D^T``.
 
 At zero relative velocity the frictions of the contacts in the set xi are
 the equivalent controls that keep ``z_R,xi' = 0`` (eq. 19)::
@@ -45,7 +45,7 @@ import numpy as np
 
 
 def transform(masses) -> tuple[np.ndarray, np.ndarray]:
-    """The congruence matrix T (v = T z) and its inverse, for bodies of the given masses (seed 000, sec. 3.3).
+    """The congruence matrix T (v = T z) and its inverse, for bodies of the given masses (Biagiotti & Zanasi, sec. 3.3).
 
     Column 0 of T is all ones (the main dynamics); column j >= 1 carries
     z_j = v_{j-1} - v_j (0-based bodies): rows above the contact get
@@ -71,7 +71,7 @@ def transform(masses) -> tuple[np.ndarray, np.ndarray]:
 
 
 def relative_inverse_inertia(masses) -> np.ndarray:
-    """J_R^-1, the inverse inertia of the relative dynamics (seed 004 eq. 7): tridiagonal, = D M^-1 D^T."""
+    """J_R^-1, the inverse inertia of the relative dynamics (Zanasi, Sandoni & Morselli, eq. 7): tridiagonal, = D M^-1 D^T."""
     m = np.asarray(masses, dtype=float)
     n = len(m)
     W = np.zeros((n - 1, n - 1))
@@ -133,7 +133,7 @@ class CongruenceChain:
 
 
 def friction_published(chain: CongruenceChain, F, z, zero_tol=0.0) -> tuple[np.ndarray, np.ndarray]:
-    """The friction step as published (seed 000 eqs. 18-22, Fig. 6): returns (z', tau).
+    """The friction step as published (Biagiotti & Zanasi, eqs. 18-22, Fig. 6): returns (z', tau).
 
     Slipping contacts: tau = k sgn(z_R).  Contacts at zero relative velocity:
     tau from eq. (19) with all of them stuck; those within K keep z' = 0

@@ -1,7 +1,7 @@
 """Independent reference solutions of the friction-core equations, for the tests.
 
 Nothing here uses the compiled core or its algorithms.  The same model
-(eq. 13 of seed 003) is solved the slow, obvious way:
+(eq. 13 of Morselli, Zanasi & Ferracin) is solved the slow, obvious way:
 
 * between events, scipy's ``solve_ivp`` (DOP853, rtol ~1e-12) integrates
   ``M dw/dt = f + R_S^T lambda`` with the stuck rows ``S`` enforced through
@@ -13,7 +13,7 @@ Nothing here uses the compiled core or its algorithms.  The same model
 * the mode is chosen by brute force: every one of the 3^m bound states of
   the m candidate rows (free, at +K, at -K) is tried, and the one that
   satisfies the optimality conditions of the partition problem (eq. 18 of
-  seed 003) is taken.  Rows that leave at their static bound start slipping
+  Morselli, Zanasi & Ferracin) is taken.  Rows that leave at their static bound start slipping
   with their Coulomb force; if that is smaller than the static one, the
   remaining candidates are solved again (a cascade in the same instant).
 
@@ -534,7 +534,7 @@ def piecewise_linear(points: Sequence[tuple[float, float]]) -> Callable[[float],
 
 
 # ------------------------------------------------------------------------------
-# the seed-004 benchmark: four masses in a chain
+# the benchmark of Zanasi, Sandoni & Morselli: four masses in a chain
 # ------------------------------------------------------------------------------
 CHAIN4_MASS = (10.0, 10.0, 10.0, 10.0)  # kg
 CHAIN4_K = (12.0, 10.0, 13.0)  # N, static = Coulomb
