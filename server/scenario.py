@@ -102,12 +102,13 @@ class Scenario:
     profiles: dict[str, Profile]
     leave_at_default: tuple[str, ...] = ()
 
-    def compile(self, plant: Plant, dt: float | None = None) -> "CompiledScenario":
+    def compile(self, plant: Plant, dt: float | None = None, warn: bool = True) -> "CompiledScenario":
         """Check the scenario against the plant's declared inputs and fix the step.
 
         Inputs the scenario does not set (and does not name in
-        ``leave_at_default``) are logged once, in one warning: they stay at
-        their declared defaults, which may not be what the author meant.
+        ``leave_at_default``) are listed in one logged warning (unless not
+        ``warn``: a second compile of the same load): they stay at their
+        declared defaults, which may not be what the author meant.
         """
         step = dt if dt is not None else self.dt
         if step is None:
@@ -144,7 +145,7 @@ class Scenario:
                     raise ConfigError(self.source, key, f"{bad[0]:g} is not an allowed value; allowed: "
                                       + ", ".join(f"{a:g}" for a in sig.allowed))
         unset = self.unset_inputs(plant)
-        if unset:
+        if unset and warn:
             log.warning("%s: the scenario does not set %s of the %s plant: %s at the declared default "
                         "(%s); name inputs left out on purpose in leave_at_default", self.source,
                         "input" if len(unset) == 1 else "inputs", plant.kind, "it stays" if len(unset) == 1
