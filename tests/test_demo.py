@@ -7,8 +7,8 @@ compiles, about a minute on two cores), the real-time server, the
 controller's shift.  It must succeed the first time and say what it is
 doing.  The second reuses that clone to show that the demo fails, with the
 reason, when the real-time run misses too many ticks: the server is
-stopped (SIGSTOP) for half a second right after it is ready, which misses
-about 500 of its 1 kHz ticks.
+stopped (SIGSTOP) for 0.6 s once it ticks, which misses about 600 of its
+1 kHz ticks in a run of about 2.5 s.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def test_demo_fails_with_the_reason_when_the_real_time_run_misses_too_many_ticks
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.01)
         pid = json.loads(ready.read_text())["pid"]
-        os.kill(pid, signal.SIGSTOP)  # the loop misses every deadline of the next 0.5 s
-        time.sleep(0.5)
+        time.sleep(0.2)  # the loop starts ticking right after it writes the ready file
+        os.kill(pid, signal.SIGSTOP)  # the loop misses every deadline of the next 0.6 s
+        time.sleep(0.6)
         os.kill(pid, signal.SIGCONT)
         out, err = proc.communicate(timeout=600)
     finally:
