@@ -10,8 +10,9 @@
 #
 # It fails (exit code not 0) only for a real error, and says which: set-up,
 # compiling, a server that exits before it is ready, a shift that does not
-# complete, or a real-time run whose actual rate or missed ticks fall outside
-# the server's timing tolerance (5 %; `--timing-tolerance PCT` changes it).
+# complete, or a real-time run whose actual rate or missed ticks (after the
+# first second, the start-up grace) fall outside the server's timing
+# tolerance (5 %; `--timing-tolerance PCT` changes it).
 # Extra arguments go to `gearbox-hil serve` (e.g. --rate 2000).
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -7,8 +7,9 @@ compiles, about a minute on two cores), the real-time server, the
 controller's shift.  It must succeed the first time and say what it is
 doing.  The second reuses that clone to show that the demo fails, with the
 reason, when the real-time run misses too many ticks: the server is
-stopped (SIGSTOP) for 0.6 s once it ticks, which misses about 600 of its
-1 kHz ticks in a run of about 2.5 s.
+stopped (SIGSTOP) for 0.6 s after its first second (the start-up grace,
+whose missed ticks the check leaves out), which misses about 600 of its
+1 kHz ticks in a run of about 3 s.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def test_demo_fails_with_the_reason_when_the_real_time_run_misses_too_many_ticks
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.01)
         pid = json.loads(ready.read_text())["pid"]
-        time.sleep(0.2)  # the loop starts ticking right after it writes the ready file
+        time.sleep(1.2)  # past the loop's start-up grace (1 s), whose missed ticks the check leaves out
         os.kill(pid, signal.SIGSTOP)  # the loop misses every deadline of the next 0.6 s
         time.sleep(0.6)
         os.kill(pid, signal.SIGCONT)
@@ -97,6 +98,6 @@ def test_demo_fails_with_the_reason_when_the_real_time_run_misses_too_many_ticks
     lines = [ln for ln in err.splitlines() if ln.startswith("demo: FAILED")]
     assert len(lines) == 1, err
     assert re.fullmatch(r"demo: FAILED: the real-time run fell outside the timing tolerance: .*\d+\.\d % of the "
-                        r"ticks were missed \(\d+ of \d+\).*", lines[0]), lines[0]
+                        r"ticks were missed after the start-up grace \(\d+ of \d+\).*", lines[0]), lines[0]
     status = json.loads((clone / "out" / "demo" / "server_status.json").read_text())
     assert status["timing"]["missed_ticks"] >= 400
