@@ -312,7 +312,7 @@ def create_adapters(io: IoConfig) -> list[Adapter]:
         try:
             out.append(create_adapter(spec.type, spec.name, dict(spec.options)))
         except UnknownAdapterType as exc:
-            raise ConfigError(io.source, f"{spec.key}.type", str(exc)) from None
+            raise ConfigError(io.source, f"{spec.key}.type", str(exc) + did_you_mean(spec.type, exc.known)) from None
         except ConfigError as exc:
             raise ConfigError(io.source, f"{spec.key}.{exc.key}" if exc.key else spec.key, exc.problem) from None
         except AdapterError as exc:

@@ -146,10 +146,11 @@ class Scenario:
                                       + ", ".join(f"{a:g}" for a in sig.allowed))
         unset = self.unset_inputs(plant)
         if unset and warn:
-            log.warning("%s: the scenario does not set %s of the %s plant: %s at the declared default "
-                        "(%s); name inputs left out on purpose in leave_at_default", self.source,
-                        "input" if len(unset) == 1 else "inputs", plant.kind, "it stays" if len(unset) == 1
-                        else "they stay", ", ".join(f"{s.name} = {s.default:g} {s.unit}" for s in unset))
+            one = len(unset) == 1
+            log.warning("%s: the scenario does not set %d %s of the %s plant, which %s at %s declared default: %s; "
+                        "name inputs left out on purpose in leave_at_default", self.source, len(unset),
+                        "input" if one else "inputs", plant.kind, "stays" if one else "stay", "its" if one else "their",
+                        ", ".join(f"{s.name} = {s.default:g} {s.unit}" for s in unset))
         return CompiledScenario(self, plant, step)
 
     def unset_inputs(self, plant: Plant) -> list:
