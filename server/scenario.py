@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 
 from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
-from plant_models.offline import InputTable, fill_inputs
 from plant_models.plant import Plant
 
 BLOCK = 4096  # steps generated per table refill
@@ -58,8 +57,8 @@ class Profile:
             return self.offset - abs(self.amplitude), self.offset + abs(self.amplitude)
         return min(self.values), max(self.values)
 
-    def to_table(self, table: InputTable, i: int, integer: bool, first_order_hold: bool) -> None:
-        """Write this history as input ``i`` of an input table (evaluated in compiled code)."""
+    def to_table(self, table, i: int, integer: bool, first_order_hold: bool) -> None:
+        """Write this history as input ``i`` of a :class:`plant_models.offline.InputTable`."""
         if self.kind == "const":
             table.set_const(i, self.values[0])
         elif self.kind == "sine":
@@ -123,6 +122,8 @@ class CompiledScenario:
     """
 
     def __init__(self, scenario: Scenario, plant: Plant, dt: float):
+        from plant_models.offline import InputTable  # loads numba: not for --help
+
         self.scenario = scenario
         self.dt = float(dt)
         self.n_steps = int(round(scenario.duration / self.dt))
@@ -141,6 +142,8 @@ class CompiledScenario:
         self._k0 = -BLOCK
 
     def _fill(self, k0: int) -> None:
+        from plant_models.offline import fill_inputs
+
         kind, times, values = self._arrays
         fill_inputs(kind, times, values, self.dt, k0, self._U, self._R)
         self._k0 = k0

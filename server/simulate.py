@@ -38,7 +38,6 @@ import numpy as np
 
 from plant_models.core import layout as L
 from plant_models.config import ConfigError
-from plant_models.offline import Run
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
@@ -64,6 +63,8 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
         start_status = plant.reset(compiled.initial_inputs())
     except ValueError as exc:  # an input value the plant refuses (Signal.check)
         raise ConfigError(compiled.scenario.source, "inputs", f"initial value rejected: {exc}") from None
+    from plant_models.offline import Run  # loads numba: not for --help
+
     events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
     run = Run(plant, compiled.table, compiled.dt, compiled.n_steps, every)
     t0 = time.perf_counter()
