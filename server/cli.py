@@ -19,6 +19,7 @@ COMMANDS = {
     "serve": ("server.serve", "run a plant in the real-time loop with its I/O adapters"),
     "describe": ("server.describe", "print a plant's input and output signals"),
     "warmup": ("server.warmup", "compile and cache the compiled code once (first start on a machine)"),
+    "campaign": ("server.campaign", "run many offline cases over varied parameters, locally or on a Dask cluster"),
 }
 
 

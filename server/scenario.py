@@ -162,9 +162,18 @@ class CompiledScenario:
         plant.u_rate[:] = r
 
     def initial_inputs(self) -> dict[str, float]:
-        """Input values at t = 0 by name (for a plant reset)."""
+        """Input values at t = 0 by name (for a plant reset); fills the table's first block for the first ticks."""
         u, _ = self.inputs_at(0)
         return {name: float(u[i]) for i, name in enumerate(self._names)}
+
+    def start_inputs(self) -> dict[str, float]:
+        """The same values as :meth:`initial_inputs`, evaluated alone (a compiled run needs no table)."""
+        from plant_models.offline import fill_inputs
+
+        kind, times, values = self._arrays
+        u, r = np.empty((1, self.n_in)), np.empty((1, self.n_in))
+        fill_inputs(kind, times, values, self.dt, 0, u, r)
+        return {name: float(u[0, i]) for i, name in enumerate(self._names)}
 
     def time_of(self, k: int) -> float:
         return k * self.dt

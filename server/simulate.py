@@ -60,7 +60,7 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
     results).
     """
     try:
-        start_status = plant.reset(compiled.initial_inputs())
+        start_status = plant.reset(compiled.start_inputs())
     except ValueError as exc:  # an input value the plant refuses (Signal.check)
         raise ConfigError(compiled.scenario.source, "inputs", f"initial value rejected: {exc}") from None
     from plant_models.offline import Run  # loads numba: not for --help
