@@ -168,7 +168,7 @@ def _parameter(params: ConfigReader, name: str, design: str) -> Parameter:
         raise tab.error("values", f"is required by the {design} design (or, for a grid, range and points)")
     if design in ("random", "lhs") and not values and math.isnan(lo):
         raise tab.error("range", f"is required by the {design} design (or values to choose from)")
-    if values and not math.isnan(lo) and design in ("grid", "list"):
+    if tab.has("values") and tab.has("range"):
         raise tab.error("range", "give values or a range, not both")
     tab.reject_unknown()
     return Parameter(name, where, mode, values, lo, hi, integer)
@@ -210,9 +210,11 @@ def parse_campaign(data: dict, source: str) -> CampaignSpec:
     dt = cfg.number("dt_s", positive=True) if cfg.has("dt_s") else None
     design_tab = cfg.sub("design")
     design = design_tab.string("method", choices=DESIGNS)
-    runs = design_tab.integer("runs", 0, lo=1, hi=MAX_RUNS) if design in ("random", "lhs") else 0
-    if design in ("random", "lhs") and not runs:
-        raise design_tab.error("runs", f"is required by the {design} design")
+    runs = 0
+    if design in ("random", "lhs"):
+        if not design_tab.has("runs"):
+            raise design_tab.error("runs", f"is required by the {design} design")
+        runs = design_tab.integer("runs", lo=1, hi=MAX_RUNS)
     seed = design_tab.integer("seed", 0, lo=0) if design in ("random", "lhs") else 0
     design_tab.reject_unknown()
     params_tab = cfg.sub("parameters")
