@@ -204,7 +204,7 @@ def test_bad_campaign_arguments_exit_2(argv, expected, tmp_path, capsys):
 def test_the_worked_example_reads_and_has_over_a_thousand_runs():
     spec = load_campaign("powershift_swap_1_2")
     assert spec.runs >= 1000 and spec.design == "lhs"
-    assert [p.name for p in spec.parameters] == ["friction_scale", "lag_s", "engine_torque_N_m", "c2_offset_s"]
+    assert [p.name for p in spec.parameters] == ["friction_scale", "actuator_lag_s", "engine_torque_N_m", "c2_delay_s"]
 
 
 # -- runs, metrics ---------------------------------------------------------------------------------------------

@@ -2,13 +2,14 @@
 
 ::
 
-    gearbox-hil campaign FILE --out DIR [--workers N | --scheduler ADDRESS] [--batch N] [--restart]
+    gearbox-hil campaign FILE --out DIR [--workers N | --scheduler ADDRESS] [--batch N] [--restart] [--plot]
 
 runs every case of a campaign file (:mod:`.spec`; format and worked
 example in ``docs/campaigns.md``) and writes ``DIR/campaign.parquet`` (one
 row per run: its number, parameter values, status, error, status bits,
 event count and metrics), ``DIR/campaign.json`` (what ran, where, how
-fast) and, when the file keeps them, ``DIR/traces/run_NNNNNN.parquet``.
+fast), when the file keeps them, ``DIR/traces/run_NNNNNN.parquet``, and
+with ``--plot`` the figures of :mod:`server.plots.campaign`.
 Started again with the same file and ``--out``, it runs only what is
 missing (:mod:`.engine`).  The parts:
 
@@ -54,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=_positive, default=None, metavar="N",
                    help="runs per task (default: about eight tasks per worker, at most 200 runs)")
     p.add_argument("--restart", action="store_true", help="forget the results in --out and run everything again")
+    p.add_argument("--plot", action="store_true", help="also write PNG figures of the table (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
 
 
@@ -68,6 +70,12 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from server.progress_bars import count_bar
+
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ConfigError("--plot", "", "needs matplotlib (pip install 'gearbox-hil[plot]')") from None
 
     from .engine import execute, finished_runs, prepare
     from .spec import load_campaign
@@ -85,11 +93,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"gearbox-hil: campaign interrupted: {done} of {spec.runs} runs are in {out}; the same command "
               "resumes it", file=sys.stderr)
         return 130
+    figures = []
+    if args.plot:
+        import pyarrow.parquet as pq
+
+        from server.plots.campaign import plot_campaign
+
+        figures = plot_campaign(pq.read_table(outcome.table), [p.name for p in spec.parameters], spec.metric_names,
+                                out, spec.description or Path(spec.source).stem)
     if not args.quiet:
         o = outcome
         rate = f" ({o.ran / o.tasks_s:.0f} runs/s on {o.workers} worker{'s' * (o.workers != 1)})" if o.tasks_s else ""
         skipped = f"; {o.done_before} were done before" if o.done_before else ""
         print(f"campaign {Path(spec.source).stem}: {o.ran} runs, {o.ok} ok, {o.failed} failed{rate}{skipped}")
-        print(f"wrote {o.table} ({spec.runs} rows), {out / 'campaign.json'}; "
-              f"{time.perf_counter() - began:.1f} s wall in all")
+        print(f"wrote {o.table} ({spec.runs} rows), {out / 'campaign.json'}" + "".join(f", {f}" for f in figures)
+              + f"; {time.perf_counter() - began:.1f} s wall in all")
     return 0

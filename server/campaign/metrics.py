@@ -15,6 +15,9 @@ signals end in the lower-case name (``slip_c2``, ``energy_c2``):
 ``peak_reaction_torque``      max |T| of the ``reaction_torque`` signal in the window (N m)
 ``rms_reaction_torque``       root mean square of the ``reaction_torque`` signal in the window (N m)
 ``clutch_energy`` (J)         friction energy the off-going and on-coming clutches dissipate in the window
+``tie_up_energy`` (J)         friction energy the on-coming clutch dissipates in the window while the
+                              off-going clutch is still stuck: both transmit torque and the gearbox
+                              brakes itself (the tie-up of a swap with too much overlap)
 ``max_slip`` (rad/s)          max |slip| of the on-coming clutch in the window
 ============================  ==========================================================================
 
@@ -41,11 +44,12 @@ import numpy as np
 from plant_models.config import ConfigError, ConfigReader
 
 BUILTINS = ("shift_time", "final_gear", "flare", "peak_reaction_torque", "rms_reaction_torque", "clutch_energy",
-            "max_slip")
+            "tie_up_energy", "max_slip")
 # what each built-in needs from the [shift] table
 NEEDS = {"shift_time": ("on_coming",), "final_gear": (), "flare": ("engine_speed", "output_speed"),
          "peak_reaction_torque": ("reaction_torque",), "rms_reaction_torque": ("reaction_torque",),
-         "clutch_energy": ("off_going", "on_coming"), "max_slip": ("on_coming",)}
+         "clutch_energy": ("off_going", "on_coming"), "tie_up_energy": ("off_going", "on_coming"),
+         "max_slip": ("on_coming",)}
 REDUCE = ("max", "min", "mean", "rms", "std", "ptp", "final", "initial", "integral", "time_of_max", "time_of_min")
 ELEMENTWISE = ("abs", "sqrt", "exp", "log")
 FUNCTIONS = REDUCE + ELEMENTWISE + ("at", "window")
@@ -132,7 +136,8 @@ def _builtin_signals(metric: str, w) -> list[str]:
     on, off = w.on_coming.lower(), w.off_going.lower()
     return {"shift_time": [], "final_gear": ["gear"], "flare": [w.engine_speed, w.output_speed],
             "peak_reaction_torque": [w.reaction_torque], "rms_reaction_torque": [w.reaction_torque],
-            "clutch_energy": [f"energy_{off}", f"energy_{on}"], "max_slip": [f"slip_{on}"]}[metric]
+            "clutch_energy": [f"energy_{off}", f"energy_{on}"], "tie_up_energy": [f"stuck_{off}", f"energy_{on}"],
+            "max_slip": [f"slip_{on}"]}[metric]
 
 
 # -- computing --------------------------------------------------------------------------------------------
@@ -258,6 +263,9 @@ def _builtin(m: str, w, trace, col, win: slice, i0: int) -> float:
     if m == "clutch_energy":
         e = col(f"energy_{off}") + col(f"energy_{on}")
         return e[win][-1] - e[i0]
+    if m == "tie_up_energy":  # the on-coming clutch's energy increments over steps begun with the off-going stuck
+        de = np.diff(col(f"energy_{on}")[win])
+        return float(np.sum(de[col(f"stuck_{off}")[win][:-1] == 1.0]))
     if m == "max_slip":
         return np.max(np.abs(col(f"slip_{on}")[win]))
     raise ValueError(f"unknown metric {m}")
