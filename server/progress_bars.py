@@ -47,7 +47,8 @@ def simulation_bar(label: str, dt: float, enabled: bool = True) -> Iterator[Call
 
 
 @contextmanager
-def count_bar(label: str, total: int, done: int = 0, enabled: bool = True) -> Iterator[Callable[[int, str], None] | None]:
+def count_bar(label: str, total: int, done: int = 0,
+              enabled: bool = True) -> Iterator[Callable[[int, str], None] | None]:
     """``with count_bar("campaign", n) as progress:`` -- ``progress(done, note)`` as work finishes.
 
     Shows done / total, elapsed and remaining time, and a short note (e.g.

@@ -264,7 +264,8 @@ def run(args: argparse.Namespace) -> int:
               f"in {trace.wall_time_s:.3f} s of stepping ({rate:.0f}x real time); {len(trace.events)} events; "
               f"status bits: {bits}")
         plots = f", plots {done - written:.2f} s" if figures else ""
-        print(f"wrote {trace_path} ({len(trace.time)} rows), {out / 'events.json'}" + "".join(f", {f}" for f in figures))
+        print(f"wrote {trace_path} ({len(trace.time)} rows), {out / 'events.json'}"
+              + "".join(f", {f}" for f in figures))
         print(f"{done - began:.2f} s wall in all (set-up {ready - began:.2f} s, run {ran - ready:.2f} s, "
               f"writing {written - ran:.2f} s{plots})")
     return 0

@@ -96,7 +96,8 @@ def _syntax_problem(tree: ast.AST) -> str | None:
         if not isinstance(node, allowed):
             return (f"{type(node).__name__.lower()} is not allowed; use numbers, names, + - * / ** and the "
                     f"functions {', '.join(FUNCTIONS)}")
-        if isinstance(node, ast.Constant) and (isinstance(node.value, bool) or not isinstance(node.value, (int, float))):
+        if isinstance(node, ast.Constant) and (isinstance(node.value, bool)
+                                               or not isinstance(node.value, (int, float))):
             return f"{node.value!r} is not a number"
         if isinstance(node, ast.Call):
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:

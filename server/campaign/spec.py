@@ -224,8 +224,9 @@ def parse_campaign(data: dict, source: str) -> CampaignSpec:
     if design == "list":
         lengths = {len(p.values) for p in parameters}
         if len(lengths) > 1:
+            counts = ", ".join(f"{p.name}: {len(p.values)}" for p in parameters)
             raise params_tab.error(parameters[0].name, "the list design needs the same number of values for "
-                                   "every parameter, got " + ", ".join(f"{p.name}: {len(p.values)}" for p in parameters))
+                                   f"every parameter, got {counts}")
         runs = lengths.pop()
     elif design == "grid":
         runs = math.prod(len(p.values) for p in parameters)
