@@ -91,3 +91,36 @@ def test_bad_trace_options_exit_2_with_one_line(argv, expected, tmp_path, capsys
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err
+
+
+def test_on_a_terminal_simulate_shows_progress_with_simulated_time_and_rate(tmp_path):
+    """The bar is drawn on a terminal only (a pseudo-terminal here); piped output gets the summary alone."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "server.cli", "simulate", str(ROOT / DCT[0]), "--scenario", str(ROOT / DCT[1]),
+            "--dt", "5e-5", "--every", "100", "--out", str(tmp_path / "tty")]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="120")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdin=follower, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = proc.communicate(timeout=120)
+    os.close(leader)
+    assert proc.returncode == 0
+    text = seen.decode(errors="replace")
+    assert "dct" in text and "s simulated" in text and "x real time" in text, text[-500:]
+    assert b"steps of 5e-05 s" in out  # the summary on stdout
+    piped = subprocess.run(args[:-1] + [str(tmp_path / "pipe")], cwd=ROOT, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert piped.returncode == 0 and "simulated" not in piped.stderr and "x real time" not in piped.stderr
