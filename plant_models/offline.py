@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from .core.api import JIT, call_step_at
 from .plant import Plant
@@ -172,6 +172,8 @@ def fill_inputs(kind, times, values, dt, k0, U, R):
 
 
 # -- the run ------------------------------------------------------------------------------------------
+# the argument types of a plant step, (mf, mi, df, di, dt) (see plant_models.friction_plant.STEP_SIGNATURE)
+STEP_ARGS = (types.float64[::1], types.int64[::1], types.float64[::1], types.int64[::1], types.float64)
 # where things are, for run_steps: an int64 array
 LAY_IN = 0  # index in df of input 0 (the rates follow)
 LAY_OUT = 1  # index in df of output 0
@@ -257,6 +259,10 @@ def kernel_address(dispatcher) -> int:
     if len(signatures) != 1:
         raise ValueError(f"{dispatcher.__name__} must be compiled for exactly one signature, has {len(signatures)}")
     cres = dispatcher.overloads[signatures[0]]
+    # run_steps calls it with these types: anything else would be read as them
+    if (tuple(signatures[0]) != STEP_ARGS or cres.signature.return_type != types.int64):
+        raise TypeError(f"{dispatcher.__name__} is compiled as {cres.signature}; a plant step must be "
+                        f"int64{STEP_ARGS}")
     return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name))
 
 

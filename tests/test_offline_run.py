@@ -174,3 +174,19 @@ def test_a_table_for_another_plant_is_refused():
         Run(plant, InputTable(3), 1e-3, 10)
     with pytest.raises(ValueError, match="every must be >= 1"):
         Run(plant, compiled.table, 1e-3, 10, every=0)
+
+
+def test_only_a_function_compiled_as_a_plant_step_is_called_through_its_address():
+    from numba import njit
+
+    from plant_models.offline import kernel_address
+
+    @njit
+    def not_a_step(a, dt):
+        return 0
+
+    not_a_step.compile("int64(float64[::1], float64)")
+    with pytest.raises(TypeError, match="a plant step must be"):
+        kernel_address(not_a_step)
+    plant, _ = prepared("dct", "dct_upshift")
+    assert kernel_address(plant.compiled["step"]) > 0
