@@ -285,3 +285,36 @@ def test_metrics_of_a_run_that_never_shifts_are_nan_where_undefined(tmp_path):
     assert r.status == "ok"
     assert math.isnan(r.metrics["shift_time"]) and r.metrics["final_gear"] == 0.0
     assert r.metrics["flare"] > 10.0  # clutch 1 released, clutch 2 never applied: the engine runs away
+
+
+@pytest.mark.parametrize("address", ["bogus", "tcp://host", "tcp://10.0.0.5:port"])
+def test_a_scheduler_address_that_is_not_one_is_refused_at_once(address, tmp_path, capsys):
+    code = main(["campaign", "powershift_swap_1_2", "--out", str(tmp_path), "--scheduler", address])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == f"gearbox-hil: error: --scheduler: {address!r} is not an address like tcp://10.0.0.5:8786\n"
+
+
+def test_first_order_index_finds_what_a_metric_depends_on():
+    from server.plots.campaign import first_order
+
+    rng = np.random.default_rng(1)
+    x1, x2 = rng.random(2000), rng.random(2000)
+    assert first_order(x1, 3.0 * x1) > 0.98 and first_order(x2, 3.0 * x1) < 0.02
+    y = np.sin(2 * np.pi * x1) + 0.5 * x2  # Var: 1/2 from x1, 1/48 from x2
+    assert first_order(x1, y) == pytest.approx(0.5 / (0.5 + 1 / 48), abs=0.03)
+
+
+def test_campaign_figures_are_drawn_from_the_table(tmp_path):
+    from server.campaign.engine import batch_table
+    from server.campaign.spec import case_values
+    from server.plots.campaign import plot_campaign
+
+    spec = campaign(tmp_path, BASE + '[design]\nmethod = "lhs"\nruns = 40\nseed = 2\n' + PARAMS
+                    + METRICS.replace('"max_slip"]', '"max_slip", "tie_up_energy"]'))
+    runs = list(range(40))
+    table = batch_table(spec, run_bare(spec, runs), dict(zip(runs, case_values(spec, runs))))
+    files = plot_campaign(table, [p.name for p in spec.parameters], spec.metric_names, tmp_path, "a title")
+    assert [f.name for f in files] == ["sensitivity.png", "shift_time.png", "flare.png", "regions.png"]
+    for f in files:
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 10_000

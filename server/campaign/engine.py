@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -209,10 +210,12 @@ def start_client(workers: int | None, scheduler: str | None):
 
     logging.getLogger("distributed").setLevel(logging.ERROR)
     if scheduler:
+        if not re.fullmatch(r"([a-z]+://)?[^\s:/]+:\d+", scheduler):
+            raise ConfigError("--scheduler", "", f"{scheduler!r} is not an address like tcp://10.0.0.5:8786")
         try:
             return Client(scheduler, timeout="20s"), None
-        except (OSError, TimeoutError) as exc:
-            raise ConfigError("--scheduler", scheduler, f"cannot connect ({exc})") from None
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ConfigError("--scheduler", "", f"cannot connect to {scheduler} ({exc})") from None
     n = workers or os.cpu_count() or 1
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
                            dashboard_address=None, silence_logs=logging.ERROR)

@@ -159,6 +159,8 @@ def _parameter(params: ConfigReader, name: str, design: str) -> Parameter:
             raise tab.error("range", f"must be [low, high] with low <= high, got {rng}")
     integer = tab.boolean("integer", False)
     points = tab.integer("points", 0, lo=2) if tab.has("points") else 0
+    if points and design != "grid":
+        raise tab.error("points", f"is for the grid design, not {design}")
     if design == "grid" and points:
         if not tab.has("range"):
             raise tab.error("points", "needs a range")
