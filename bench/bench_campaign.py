@@ -7,6 +7,9 @@ alternating so that both see the same machine load:
 * ``bare``: the same runs in this process, one after the other, without
   Dask (:func:`server.campaign.engine.run_bare`: apply the parameters,
   build the plant, run compiled, metrics) -- the baseline;
+* ``bare, 2 processes``: the same runs split between two plain processes
+  started together (no Dask) -- what two cores of this machine give at
+  its current load, the ceiling of any 2-worker scaling;
 * ``dask 1 worker`` and ``dask 2 workers``: the whole campaign through
   :func:`server.campaign.engine.execute` with the embedded LocalCluster,
   from scratch each time (``restart``): the wall time of the whole
@@ -41,6 +44,32 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def _half(campaign: str, runs: int, part: int, barrier, queue) -> None:
+    spec = replace(load_campaign(campaign), runs=runs)
+    mine = list(range(part, runs, 2))
+    run_bare(spec, mine[:2])  # code loaded in this process
+    barrier.wait()
+    t0 = time.perf_counter()
+    run_bare(spec, mine)
+    queue.put((t0, time.perf_counter()))
+
+
+def two_processes(campaign: str, runs: int) -> float:
+    """Wall time of the runs split between two plain processes that start together."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, queue = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_half, args=(campaign, runs, k, barrier, queue)) for k in (0, 1)]
+    for p in procs:
+        p.start()
+    spans = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    # perf_counter is the same clock (CLOCK_MONOTONIC) in both processes
+    return max(b for _, b in spans) - min(a for a, _ in spans)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--campaign", default="powershift_swap_1_2")
@@ -54,7 +83,7 @@ def main() -> None:
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}; campaign {Path(spec.source).name}, {n} runs, {args.repeat} repeats; "
           f"load average before: {load()}")
-    bare, walls, tasks = [], {1: [], 2: []}, {1: [], 2: []}
+    bare, bare2, walls, tasks, inside = [], [], {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
     with tempfile.TemporaryDirectory() as tmp:
         run_bare(spec, [0, 1])  # code loaded in this process
         for r in range(args.repeat):
@@ -62,12 +91,14 @@ def main() -> None:
             res = run_bare(spec, list(range(n)))
             bare.append(time.perf_counter() - t0)
             assert all(x.status == "ok" for x in res)
+            bare2.append(two_processes(args.campaign, n))
             for w in (1, 2):
                 o = execute(spec, Path(tmp) / f"w{w}", workers=w, restart=True)
                 assert o.ok == n and o.workers == w
                 walls[w].append(o.wall_s)
                 tasks[w].append(o.tasks_s)
-            print(f"repeat {r + 1}: bare {bare[-1]:.2f} s; 1 worker {walls[1][-1]:.2f} s wall "
+                inside[w].append(o.run_s)
+            print(f"repeat {r + 1}: bare {bare[-1]:.2f} s, 2 processes {bare2[-1]:.2f} s; 1 worker {walls[1][-1]:.2f} s wall "
                   f"({tasks[1][-1]:.2f} s tasks); 2 workers {walls[2][-1]:.2f} s wall ({tasks[2][-1]:.2f} s tasks); "
                   f"load {load()}")
     med = statistics.median
@@ -77,6 +108,9 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- |")
     print(f"| bare compiled runs, this process, no Dask (baseline) | {n} | {b:.2f} s | {n / b:.0f} | "
           f"{b / n * 1e3:.2f} ms | 1.00 |")
+    b2 = med(bare2)
+    print(f"| bare compiled runs, two plain processes (no Dask) | {n} | {b2:.2f} s | {n / b2:.0f} | "
+          f"{b2 / n * 1e3:.2f} ms | {b / b2:.2f} |")
     for w in (1, 2):
         t, wall = med(tasks[w]), med(walls[w])
         print(f"| Dask, {w} worker{'s' * (w > 1)}: first task to last result | {n} | {t:.2f} s | {n / t:.0f} | "
@@ -85,9 +119,12 @@ def main() -> None:
               f"{wall:.2f} s | {n / wall:.0f} | {wall / n * 1e3:.2f} ms | {b / wall:.2f} |")
     print()
     print(f"throughput 2 workers / 1 worker (task time): {med(tasks[1]) / med(tasks[2]):.2f}x; "
-          f"whole execution: {med(walls[1]) / med(walls[2]):.2f}x")
+          f"whole execution: {med(walls[1]) / med(walls[2]):.2f}x; two plain processes / one: {b / b2:.2f}x")
     print(f"Dask overhead per run, 1 worker: {(med(tasks[1]) - b) / n * 1e3:.3f} ms "
           f"({(med(tasks[1]) - b) / b * 100:.1f} % of a bare run)")
+    for w in (1, 2):
+        print(f"time of a run measured inside the worker ({w} worker{'s' * (w > 1)}): "
+              f"{med(inside[w]) / n * 1e3:.2f} ms (bare: {b / n * 1e3:.2f} ms)")
     print(f"load average after: {load()}")
 
 
