@@ -12,7 +12,9 @@ for the formats), ``DIR/events.json`` (every stick, breakaway and reversal
 with its time and clutch, plus the run's metadata) and, with ``--plot``,
 PNG figures in the style of the papers (:mod:`server.plots`).  On a
 terminal a progress bar shows the simulated time and the rate; the summary
-gives the time of the steps and of the whole command.
+gives the time of the steps and of the whole command.  Ctrl-C during a long
+run stops it and writes the trace and events up to there (``"complete":
+false`` in events.json, exit code 130).
 
 The run is compiled as a whole (:func:`run_offline`: the scenario's inputs
 evaluated, the plant stepped, outputs and events collected in one compiled
@@ -57,7 +59,8 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
     inputs and steps as :func:`run_stepwise` (the server's lockstep
     sequence), bit for bit.  ``progress(k, n)``, when given, is called after
     chunks of about a tenth of a second (the chunks change nothing in the
-    results).
+    results); then Ctrl-C between two chunks ends the run early with the
+    rows so far (``Trace.complete`` false).
     """
     try:
         start_status = plant.reset(compiled.start_inputs())
@@ -68,21 +71,28 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
     events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
     run = Run(plant, compiled.table, compiled.dt, compiled.n_steps, every)
     t0 = time.perf_counter()
+    complete = True
     if progress is None:
         run.advance()
     else:
         chunk = 1000
-        while not run.done:
-            t1 = time.perf_counter()
-            run.advance(chunk)
-            took = time.perf_counter() - t1
-            progress(run.k, run.n_steps)
-            chunk = max(100, min(4 * chunk, int(chunk * 0.1 / took))) if took > 0 else 4 * chunk
+        try:
+            while not run.done:
+                t1 = time.perf_counter()
+                run.advance(chunk)
+                took = time.perf_counter() - t1
+                progress(run.k, run.n_steps)
+                chunk = max(100, min(4 * chunk, int(chunk * 0.1 / took))) if took > 0 else 4 * chunk
+        except KeyboardInterrupt:  # keep what was computed: the rows and events so far
+            complete = False
     wall = time.perf_counter() - t0
     events += run.events()
     rows = run.rows
-    return _trace(plant, run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], events,
-                  run.status_or | start_status, start_status, wall, every, compiled.n_steps, run.events_lost)
+    steps = compiled.n_steps if complete else int(run.out_step[rows - 1])
+    trace = _trace(plant, run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], events,
+                   run.status_or | start_status, start_status, wall, every, steps, run.events_lost)
+    trace.complete = complete
+    return trace
 
 
 def run_stepwise(plant: Plant, compiled: CompiledScenario) -> Trace:
@@ -141,6 +151,7 @@ def events_document(plant: Plant, trace: Trace, config: str, scenario: str, dt: 
         "scenario": str(scenario),
         "dt_s": dt,
         "steps": trace.steps,
+        "complete": trace.complete,
         "every": trace.every,
         "rows": len(trace.time),
         "duration_s": float(trace.time[-1]),
@@ -214,6 +225,10 @@ def _silent(line: str) -> None:
     pass
 
 
+def _no_progress(k: int, n: int) -> None:
+    pass
+
+
 def run(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     if args.plot:
@@ -238,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
     out = _prepare_out(args.out)
     ready = time.perf_counter()
     with simulation_bar(plant.kind, compiled.dt, enabled=not args.quiet) as progress:
-        trace = run_offline(plant, compiled, every=args.every, progress=progress)
+        # always in chunks, so that Ctrl-C stops a long run and keeps what it computed
+        trace = run_offline(plant, compiled, every=args.every, progress=progress or _no_progress)
     ran = time.perf_counter()
     doc = events_document(plant, trace, plant.source or args.config, scenario.source, compiled.dt)
     try:
@@ -260,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
         done = time.perf_counter()
         bits = ", ".join(doc["status_bits_seen"]) or "none"
         rate = trace.time[-1] / trace.wall_time_s if trace.wall_time_s > 0 else math.inf
-        print(f"{plant.kind}: {compiled.n_steps} steps of {compiled.dt:g} s ({trace.time[-1]:g} s simulated) "
+        print(f"{plant.kind}: {trace.steps} steps of {compiled.dt:g} s ({trace.time[-1]:g} s simulated) "
               f"in {trace.wall_time_s:.3f} s of stepping ({rate:.0f}x real time); {len(trace.events)} events; "
               f"status bits: {bits}")
         plots = f", plots {done - written:.2f} s" if figures else ""
@@ -268,4 +284,8 @@ def run(args: argparse.Namespace) -> int:
               + "".join(f", {f}" for f in figures))
         print(f"{done - began:.2f} s wall in all (set-up {ready - began:.2f} s, run {ran - ready:.2f} s, "
               f"writing {written - ran:.2f} s{plots})")
+    if not trace.complete:
+        print(f"gearbox-hil: simulate interrupted at t = {trace.time[-1]:g} s of {compiled.n_steps * compiled.dt:g} s; "
+              f"the trace and events up to there are in {out}", file=sys.stderr)
+        return 130
     return 0

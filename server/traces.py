@@ -57,8 +57,9 @@ class Trace:
     wall_time_s: float = 0.0
     counters: dict = field(default_factory=dict)
     every: int = 1
-    steps: int = 0
+    steps: int = 0  # steps the trace covers
     events_lost: int = 0
+    complete: bool = True  # false: the run was interrupted after ``steps`` steps
 
     def column(self, name: str) -> np.ndarray:
         """One output signal over time (a view)."""

@@ -124,3 +124,33 @@ def test_on_a_terminal_simulate_shows_progress_with_simulated_time_and_rate(tmp_
     piped = subprocess.run(args[:-1] + [str(tmp_path / "pipe")], cwd=ROOT, env=env, capture_output=True, text=True,
                            timeout=120)
     assert piped.returncode == 0 and "simulated" not in piped.stderr and "x real time" not in piped.stderr
+
+
+def test_ctrl_c_ends_a_long_run_early_and_keeps_the_trace_so_far(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    long = tmp_path / "long.toml"
+    long.write_text((ROOT / DCT[1]).read_text().replace("duration_s = 4.0", "duration_s = 600.0"))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "simulate", str(ROOT / DCT[0]), "--scenario",
+                             str(long), "--dt", "5e-5", "--every", "1000", "--out", str(out)], cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)  # start-up, then part of the 12 million steps
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "simulate interrupted at t = " in stderr and "Traceback" not in stderr
+    doc = json.loads((out / "events.json").read_text())
+    assert doc["complete"] is False and 0 < doc["steps"] < 12_000_000
+    names, data = read_trace(out / "trace.csv")
+    assert data[-1, 0] == pytest.approx(doc["steps"] * 5e-5) and data.shape[0] == doc["rows"]
+    # what was kept is the run itself: the same rows as a run of that length
+    plant = load_plant(ROOT / DCT[0])
+    full = run_offline(plant, load_scenario(ROOT / DCT[1]).compile(plant, 5e-5), every=1000)  # the first 4 s
+    n = min(len(full.time), data.shape[0])
+    assert np.array_equal(data[:n, 1:], full.values[:n])
