@@ -4,7 +4,7 @@ The engine is Dask's distributed scheduler, not a home-made pool: with no
 ``--scheduler`` an embedded ``LocalCluster`` starts one worker process per
 core (one thread each: the runs hold the GIL only between compiled calls,
 and processes keep the workers' compiled code and plants apart), listening
-on 127.0.0.1 only and without a dashboard; with ``--scheduler ADDRESS``
+on 127.0.0.1 only; with ``--scheduler ADDRESS``
 the same tasks go to an existing cluster (its workers need gearbox-hil
 installed; the base config and scenario travel with the tasks as data).
 A worker plugin loads the compiled code once per worker before any task
@@ -216,9 +216,18 @@ def start_client(workers: int | None, scheduler: str | None):
             return Client(scheduler, timeout="20s"), None
         except (OSError, TimeoutError, ValueError) as exc:
             raise ConfigError("--scheduler", "", f"cannot connect to {scheduler} ({exc})") from None
+    import dask
+
     n = workers or os.cpu_count() or 1
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+    # Dask starts its workers with MALLOC_TRIM_THRESHOLD_ set, which turns off glibc's adaptive mmap
+    # threshold: every run's output buffers (over 128 kB) then come fresh from the kernel, about 0.4 ms
+    # a run here (BENCHMARKS.md, "Campaigns").  A run's memory is small; the default suits it.
+    environ = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
+               if k != "MALLOC_TRIM_THRESHOLD_"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        # everything on 127.0.0.1; the scheduler's HTTP endpoint (no dashboard without bokeh) on any free port
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               scheduler_port=0, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     return Client(cluster), cluster
 
 
