@@ -19,6 +19,9 @@ alternating so that both see the same machine load:
 
 and reports medians, the throughput ratio 2 workers / 1 worker, and the
 Dask overhead per run: (task time with 1 worker) / runs - bare time per run.
+``--malloc`` also times the bare runs in new processes with and without
+``MALLOC_TRIM_THRESHOLD_=65536`` (what Dask sets in its workers by
+default), alternating.
 
 Run: ``.venv/bin/python bench/bench_campaign.py [--repeat 3] [--runs 1200]``.
 The JIT cache must be warm (``gearbox-hil warmup``).  Numbers depend on
@@ -70,11 +73,39 @@ def two_processes(campaign: str, runs: int) -> float:
     return max(b for _, b in spans) - min(a for a, _ in spans)
 
 
+def _bare_per_run(campaign: str, runs: int) -> None:
+    spec = replace(load_campaign(campaign), runs=runs)
+    run_bare(spec, [0, 1])
+    t0 = time.perf_counter()
+    run_bare(spec, list(range(runs)))
+    print((time.perf_counter() - t0) / runs)
+
+
+def malloc_effect(campaign: str, runs: int, repeat: int) -> None:
+    import subprocess
+    import sys
+
+    code = f"import bench_campaign as b; b._bare_per_run({campaign!r}, {runs})"
+    out = {False: [], True: []}
+    for _ in range(repeat):
+        for trim in (False, True):
+            env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+            if trim:
+                env["MALLOC_TRIM_THRESHOLD_"] = "65536"
+            env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            out[trim].append(float(res.stdout.split()[-1]))
+    a, b = statistics.median(out[False]), statistics.median(out[True])
+    print(f"bare run in a new process: {a * 1e3:.2f} ms; with MALLOC_TRIM_THRESHOLD_=65536: {b * 1e3:.2f} ms "
+          f"(+{(b - a) * 1e3:.2f} ms; {repeat} alternating pairs of {runs} runs; load {load()})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--campaign", default="powershift_swap_1_2")
     ap.add_argument("--runs", type=int, default=None, help="runs of the campaign to make (default: all)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--malloc", action="store_true", help="also the MALLOC_TRIM_THRESHOLD_ comparison")
     args = ap.parse_args()
     spec = load_campaign(args.campaign)
     if args.runs:
@@ -125,6 +156,8 @@ def main() -> None:
     for w in (1, 2):
         print(f"time of a run measured inside the worker ({w} worker{'s' * (w > 1)}): "
               f"{med(inside[w]) / n * 1e3:.2f} ms (bare: {b / n * 1e3:.2f} ms)")
+    if args.malloc:
+        malloc_effect(args.campaign, min(n, 600), max(3, args.repeat))
     print(f"load average after: {load()}")
 
 
