@@ -6,10 +6,12 @@ For each rate and client set-up, in one invocation:
 1. a plain run of the loop (the server's own tick), whose task execution
    time (TET) and missed ticks are the figures to compare;
 2. an instrumented run: the same tick with a time stamp between its stages
-   (read adapters, inputs, plant step, pack the state message, publish it,
-   the other adapters' writes, and the loop's telemetry update after the
-   tick), which gives the breakdown.  The stamps cost about 0.1 us each, so
-   the instrumented TET is a little higher than the plain one.
+   (read adapters, inputs and watchdog, plant step, the state-ring row,
+   the adapters' writes, the rest, and the loop's telemetry update after
+   the tick), which gives the breakdown, and the time of every between-tick
+   pump (states packed and sent, commands decoded: outside the TET).  The
+   stamps cost about 0.1 us each, so the instrumented TET is a little higher
+   than the plain one.
 
 Clients (``--clients``) run in a separate process (``bench/load_client.py``):
 ``none``, or ``sub`` (a subscriber that checks every sequence number, a
@@ -39,14 +41,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import server.loop as loop_module  # noqa: E402
-from io_adapters.base import TI_STATUS, TI_WATCHDOG  # noqa: E402
-from io_adapters.zmq.adapter import TOPIC_STATE, ZmqAdapter  # noqa: E402
+from io_adapters.base import TI_STATUS  # noqa: E402
+from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.loop_config import LoopConfig  # noqa: E402
 from server.runtime import assemble  # noqa: E402
 from server.scenario import offline_step  # noqa: E402
 
-STAGES = ("read", "inputs", "step", "pack", "publish", "other_writes", "rest", "telemetry")
+STAGES = ("read", "inputs", "step", "ring", "writes", "rest", "telemetry")
 INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
 
 
@@ -59,22 +61,24 @@ def pct(x) -> dict:
 
 
 class StageClock:
-    """Per-tick stage durations (ns), preallocated."""
+    """Per-tick stage durations (ns), preallocated; and the between-tick pumps (duration, ns)."""
 
     def __init__(self, n: int):
         self.a = np.zeros((n, len(STAGES)), dtype=np.int64)
         self.k = 0
+        self.pumps = np.zeros(4 * n, dtype=np.int64)
+        self.n_pumps = 0
 
 
-def instrument(loop, zmqa: ZmqAdapter, clock: StageClock) -> None:
+def instrument(loop, clock: StageClock) -> None:
     """Replace the loop's tick by a copy with time stamps between its stages (same work, same order)."""
     mono = time.monotonic_ns
     a = clock.a
     n_rows = a.shape[0]
-    others = tuple(x for x in loop.adapters if x is not zmqa)
     plant = loop.plant
     player = loop.player
     tick_info = loop.tick_info
+    ring = loop.ring
 
     def tick(now_ns: int) -> int:
         t0 = mono()
@@ -107,24 +111,12 @@ def instrument(loop, zmqa: ZmqAdapter, clock: StageClock) -> None:
         tick_info[TI_STATUS] = st
         if sc is not None and k + 1 >= sc.n_steps:
             player.release(k + 1)
-        # the ZeroMQ adapter's write, split into pack and publish
-        t4 = t5 = t6 = mono()
-        if not (k + 1) % zmqa.publish_every:
-            zmqa.seq += 1
-            ti = zmqa._tick_slots
-            buf = zmqa.encoder.encode(zmqa.seq, k + 1, plant.time, zmqa.ack, ti[TI_WATCHDOG] != 0, ti[TI_STATUS],
-                                      plant.y)
-            t5 = mono()
-            try:
-                zmqa._pub.send(TOPIC_STATE, zmqa._sndmore)
-                zmqa._pub.send(buf, zmqa._noblock)
-                zmqa.sent += 1
-            except Exception:
-                zmqa.send_errors += 1
-            t6 = mono()
-        for ad in others:
+        t4 = mono()
+        ring.push(tick_info, plant.df, k + 1, now_ns, plant.time)
+        t5 = mono()
+        for ad in loop._writers:
             ad.write(k + 1, now_ns)
-        t7 = mono()
+        t6 = mono()
         j = clock.k
         if j < n_rows:
             row = a[j]
@@ -133,8 +125,7 @@ def instrument(loop, zmqa: ZmqAdapter, clock: StageClock) -> None:
             row[2] = t3 - t2
             row[3] = t5 - t4
             row[4] = t6 - t5
-            row[5] = t7 - t6
-            row[6] = t4 - t3
+            row[5] = t4 - t3
         return st
 
     loop._tick = tick
@@ -145,10 +136,22 @@ def instrument(loop, zmqa: ZmqAdapter, clock: StageClock) -> None:
         record(c, hist, samples, lateness, tet, step, status, timed)
         j = clock.k
         if j < n_rows:
-            a[j, 7] = mono() - t0
+            a[j, 6] = mono() - t0
         clock.k = j + 1
 
     loop_module.record_tick = record_tick
+    pump = loop._pump
+    pumps = clock.pumps
+
+    def timed_pump(until_ns: int) -> None:
+        t0 = mono()
+        pump(until_ns)
+        j = clock.n_pumps
+        if j < pumps.shape[0]:
+            pumps[j] = mono() - t0
+            clock.n_pumps = j + 1
+
+    loop._pump = timed_pump
 
 
 def start_clients(control: str, kind: str) -> subprocess.Popen | None:
@@ -188,7 +191,7 @@ def one_run(rate: float, duration: float, wait: str, clients: str, can: bool, in
     proc = None
     try:
         if instrumented:
-            instrument(loop, zmqa, clock)
+            instrument(loop, clock)
         proc = start_clients(zmqa.endpoints["control"], clients)
         la0 = os.getloadavg()[0]
         loop.run()
@@ -203,11 +206,14 @@ def one_run(rate: float, duration: float, wait: str, clients: str, can: bool, in
            "tet_us": pct(s[:, 1]), "step_us": pct(s[:, 2]), "lateness_us": pct(s[:, 0]), "ticks": tm["ticks"],
            "missed_ticks": tm["missed_ticks"],
            "missed_pct": 100.0 * tm["missed_ticks"] / max(1, tm["ticks"] + tm["missed_ticks"]),
-           "state_sent": zmqa.sent, "send_errors": zmqa.send_errors, "client": client}
+           "state_sent": zmqa.sent, "state_dropped": zmqa.cursor.lost, "send_errors": zmqa.send_errors,
+           "client": client}
     if instrumented:
         st = clock.a[:min(clock.k, n)] / 1000.0
         out["stages_us"] = {name: pct(st[:, j]) for j, name in enumerate(STAGES)}
-        out["stages_sum_us"] = pct(st[:, :7].sum(axis=1))
+        out["stages_sum_us"] = pct(st[:, :6].sum(axis=1))
+        out["pump_us"] = pct(clock.pumps[:clock.n_pumps] / 1000.0)
+        out["pumps"] = clock.n_pumps
     return out
 
 
@@ -243,15 +249,16 @@ def main() -> int:
         print(f"| {r['rate']:g} | {r['clients']} | {r['load_avg'][0]:.2f} | {t['p50']:.1f} | {t['p99']:.1f} | "
               f"{t['p999']:.1f} | {r['missed_pct']:.3f} | {lost} |")
     print("\nstage breakdown (instrumented runs), us: p50 / p99 / mean")
-    print("\n| rate | clients | " + " | ".join(STAGES) + " | sum | TET p50 / p99 |")
-    print("| --- | --- |" + " --- |" * (len(STAGES) + 2))
+    print("\n| rate | clients | " + " | ".join(STAGES) + " | sum | TET p50 / p99 | pump between ticks |")
+    print("| --- | --- |" + " --- |" * (len(STAGES) + 3))
     for r in res["runs"]:
         if not r["instrumented"]:
             continue
         cells = [f"{v['p50']:.2f} / {v['p99']:.2f} / {v['mean']:.2f}" for v in r["stages_us"].values()]
         s = r["stages_sum_us"]
         print(f"| {r['rate']:g} | {r['clients']} | " + " | ".join(cells)
-              + f" | {s['p50']:.1f} / {s['p99']:.1f} | {r['tet_us']['p50']:.1f} / {r['tet_us']['p99']:.1f} |")
+              + f" | {s['p50']:.1f} / {s['p99']:.1f} | {r['tet_us']['p50']:.1f} / {r['tet_us']['p99']:.1f} | "
+              + f"{r['pump_us']['p50']:.1f} / {r['pump_us']['p99']:.1f} / {r['pump_us']['mean']:.1f} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(res, indent=2))
