@@ -190,12 +190,9 @@ def one_run(variant: str, rate: float, duration: float) -> dict:
     cls = {"thread": ThreadedZmq, "process": ProcessZmq}.get(variant, ZmqAdapter)
     zmqa = cls("zmq", dict(OPTIONS))
     plant = load_plant("powershift")
-    server = assemble(plant, [zmqa], cfg, initial_inputs=INITIAL)
+    ring = StateRing.for_plant(plant, cfg.ring_rows, shared=variant == "process")  # the same ring, shared or not
+    server = assemble(plant, [zmqa], cfg, initial_inputs=INITIAL, ring=ring)
     loop = server.loop
-    if variant == "process":  # the same ring, in shared memory
-        ring = StateRing.for_plant(plant, cfg.ring_rows, shared=True)
-        loop.ring = ring
-        server.context.ring = ring
     loop.open()
     stop = threading.Event()
     busy = None
@@ -237,24 +234,26 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--rate", type=float, action="append", help="default: 1000 and 10000")
     ap.add_argument("--variant", action="append", choices=VARIANTS, help="default: all")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat the variants in turn, so each sees the same load")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     res = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
            "load_avg_before": os.getloadavg(), "runs": []}
     for rate in args.rate or [1000.0, 10000.0]:
-        for v in args.variant or VARIANTS:
-            print(f"{rate:g} Hz, {v} ({args.duration:g} s) ...", file=sys.stderr, flush=True)
-            res["runs"].append(one_run(v, rate, args.duration))
+        for rnd in range(args.rounds):
+            for v in args.variant or VARIANTS:
+                print(f"{rate:g} Hz, {v}, round {rnd + 1} ({args.duration:g} s) ...", file=sys.stderr, flush=True)
+                res["runs"].append(dict(one_run(v, rate, args.duration), round=rnd + 1))
     res["load_avg_after"] = os.getloadavg()
     print(json.dumps(res, indent=2))
-    print("\n| rate | variant | load | TET p50 | p99 | p99.9 | lateness p99 | missed % | states lost | CPU server "
-          "(+ publisher) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| rate | round | variant | load | TET p50 | p99 | p99.9 | lateness p99 | missed % | states lost | CPU server "
+          "(+ publisher) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in res["runs"]:
         c, t = r["client"], r["tet_us"]
         lost = f"{c['lost']} of {c['states'] + c['lost']}" if c else "-"
         cpu = f"{r['server_cpu_pct']:.1f} %" + (f" + {r['publisher_cpu_pct']:.1f} %" if r["publisher_cpu_pct"]
                                                  is not None else "")
-        print(f"| {r['rate']:g} | {r['variant']} | {r['load_avg'][0]:.2f} | {t['p50']:.1f} | {t['p99']:.1f} | "
+        print(f"| {r['rate']:g} | {r['round']} | {r['variant']} | {r['load_avg'][0]:.2f} | {t['p50']:.1f} | {t['p99']:.1f} | "
               f"{t['p999']:.1f} | {r['lateness_us']['p99']:.1f} | {r['missed_pct']:.3f} | {lost} | {cpu} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

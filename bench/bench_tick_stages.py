@@ -112,7 +112,7 @@ def instrument(loop, clock: StageClock) -> None:
         if sc is not None and k + 1 >= sc.n_steps:
             player.release(k + 1)
         t4 = mono()
-        ring.push(tick_info, plant.df, k + 1, now_ns, plant.time)
+        loop._ring_push(k + 1, now_ns, plant.time)
         t5 = mono()
         for ad in loop._writers:
             ad.write(k + 1, now_ns)

@@ -53,6 +53,7 @@ through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import select
@@ -65,7 +66,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from io_adapters.base import TI_OVERRUNS, TI_STATUS, Adapter, LoopContext
-from io_adapters.ring import StateRing
+from io_adapters.ring import StateRing, ring_push
 from plant_models.plant import Plant
 
 from . import rtsetup
@@ -125,6 +126,9 @@ class Loop:
                  ring: StateRing | None = None):
         self.plant = plant
         self.ring = ring if ring is not None else StateRing.for_plant(plant, cfg.ring_rows)
+        # ring_push(head, ints, floats, tick_info, df, tick, now_ns, t) with its arrays bound: a C-level call
+        self._ring_push = functools.partial(ring_push, self.ring.head, self.ring.ints, self.ring.floats,
+                                            tick_info, plant.df)
         self.adapters: tuple[Adapter, ...] = tuple(adapters)
         # the tick calls write only where it does something (a transport that publishes reads the state ring)
         self._writers = tuple(a for a in self.adapters if type(a).write is not Adapter.write)
@@ -365,7 +369,7 @@ class Loop:
         self.tick_info[TI_STATUS] = st
         if sc is not None and k + 1 >= sc.n_steps:
             player.release(k + 1)
-        self.ring.push(self.tick_info, plant.df, k + 1, now_ns, plant.time)
+        self._ring_push(k + 1, now_ns, plant.time)
         for a in self._writers:
             a.write(k + 1, now_ns)
         return st

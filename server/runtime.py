@@ -273,18 +273,21 @@ class Server:
 
 
 def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cfg: WatchdogConfig | None = None,
-             initial_inputs: dict[str, float] | None = None, out: Callable[[str], None] | None = None) -> Server:
+             initial_inputs: dict[str, float] | None = None, out: Callable[[str], None] | None = None,
+             ring: StateRing | None = None) -> Server:
     """Build every part of a server around ``plant`` and ``adapters`` and connect them.
 
     ``watchdog_cfg`` names only inputs of the plant and ``initial_inputs``
     are valid values (:func:`build` checks both against the plant); ``out``
-    receives the status lines when stdout is not a terminal.
+    receives the status lines when stdout is not a terminal; ``ring`` is the
+    state ring to use (default: ``cfg.ring_rows`` rows in private memory;
+    e.g. one in shared memory for a consumer in another process).
     """
     tick_info = np.zeros(1 + max(TI_WATCHDOG, TI_STATUS, TI_SCENARIO, TI_OVERRUNS), dtype=np.int64)
     watchdog = CommandWatchdog(plant, watchdog_cfg or WatchdogConfig(),
                                tripped_flag=tick_info[TI_WATCHDOG:TI_WATCHDOG + 1])
     player = ScenarioPlayer(plant, watchdog, tick_info)
-    ring = StateRing.for_plant(plant, cfg.ring_rows)
+    ring = ring if ring is not None else StateRing.for_plant(plant, cfg.ring_rows)
     loop = Loop(plant, adapters, cfg, watchdog, player, tick_info, initial_inputs, ring)
     params = ParamTable(plant, extra=watchdog.tunable_parameters())
     report = StatusReport(loop, out)

@@ -106,6 +106,7 @@ class ZmqAdapter(Adapter):
         self._zctx: zmq.Context | None = None
         self._pub = self._pull = self._rep = None
         self._open = False
+        self._rows_q = (0, 0)  # the command-row counters once open (nothing waits before)
 
     # ------------------------------------------------------------------ life cycle
     def open(self, plant: Plant, ctx: LoopContext) -> None:
@@ -189,6 +190,15 @@ class ZmqAdapter(Adapter):
         return [self._rep] if self._rep is not None else []
 
     # ------------------------------------------------------------------ real-time path
+    def read(self, tick: int, now_ns: int) -> None:
+        """The base template (scenario gate, watchdog feed) when commands wait; else nothing, at once.
+
+        Called in the real-time loop.
+        """
+        q = self._rows_q
+        if q[Q_PUT] != q[Q_GOT]:
+            Adapter.read(self, tick, now_ns)
+
     def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
         """Copy the commands decoded since the last tick into the inputs (if ``drive``); return how many.
 
@@ -197,9 +207,6 @@ class ZmqAdapter(Adapter):
         reported as rejected (``scenario_active``) between ticks.  Called in
         the real-time loop.
         """
-        q = self._rows_q
-        if q[Q_PUT] == q[Q_GOT]:  # nothing waiting: the usual tick
-            return 0
         plant = self.plant
         return self.rows.apply(plant.u, plant.u_rate, drive, self.max_commands_per_tick)
 
