@@ -7,10 +7,13 @@
   that falls a ring's length behind shows the loss as a jump in ``seq``
   equal to the ``state_dropped`` count.
 * The ack of a command survives the int64 ring as the full uint64 ``seq``.
+* A command that arrives while the realtime loop sleeps before its next
+  deadline wakes it, is decoded then, and is applied by that next tick.
 """
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 import time
@@ -142,3 +145,25 @@ def test_the_ack_of_a_command_is_its_full_uint64_seq():
     finally:
         push_sock.close(0)
         a.close()
+
+
+def test_a_command_that_arrives_while_the_loop_sleeps_is_applied_by_the_next_tick(tmp_path):
+    # 100 Hz: the loop sleeps most of each 10 ms period.  Commands are decoded between ticks; if the loop did not
+    # wake for them, one sent a few ms after a tick would be decoded only after the next tick and applied by the
+    # tick after that, every time.
+    with ServerProcess(tmp_path, loop="rate_hz = 100.0") as srv:
+        with srv.client() as hil:
+            hil.subscribe(("state",))
+            time.sleep(0.3)
+            next_tick = 0
+            for k in range(20):
+                while hil.recv_state(0.0) is not None:  # drain: the next state is a fresh one
+                    pass
+                last = hil.recv_state(5.0)
+                time.sleep(random.uniform(0.001, 0.004))  # well inside the period that follows it
+                seq = hil.set_inputs(engine_torque=100.0 + k)
+                s = hil.wait_for(lambda st: st.ack >= seq, 5.0)
+                assert s is not None and s.ack == seq
+                next_tick += s.tick == last.tick + 1
+            assert next_tick >= 15, next_tick  # a machine stall may delay a few, not most
+        srv.shutdown()
