@@ -54,7 +54,7 @@ from plant_models.plant import Plant
 from ..base import TI_SCENARIO, Adapter, AdapterError, CommandCounts, LoopContext
 from ..handover import Q_GOT, Q_PUT, CommandRows
 from ..protocol import COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, ProtocolError, RejectLog, error_reply
-from ..ring import F_TIME, I_AUX, I_STATUS, I_TICK, I_WATCHDOG
+from ..ring import F_TIME, I_AUX, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
 from .codec import CommandDecoder, StateEncoder, decode_request, encode
 
 log = logging.getLogger("gearbox_hil.zmq")
@@ -123,7 +123,7 @@ class ZmqAdapter(Adapter):
         # the ack (seq of the last applied command) is an aux column of the ring, written by the tick
         self._ack_aux = ring.claim_aux(f"{self.name}.ack")
         ring.aux[self._ack_aux] = 0
-        self.encoder.bind_columns(I_TICK, I_WATCHDOG, I_STATUS, I_AUX + self._ack_aux, F_TIME, ring.f_y)
+        self.encoder.bind_columns(I_TICK, I_WATCHDOG, I_STATUS, I_AUX + self._ack_aux, F_TIME, ring.f_y, I_FAULTS)
         self.cursor = ring.cursor(every=self.publish_every)
         self.rows = CommandRows(plant.n_in, 2 * self.max_commands_per_tick, ring.head, ring.aux_slot(self._ack_aux))
         self._rows_q = memoryview(self.rows.q)  # plain-int reads of the row counters in the tick
