@@ -331,7 +331,7 @@ class Run:
     def snapshot(self) -> dict:
         """The run's position and the plant's whole state (model floats included), for :meth:`restore`."""
         df, di = self.plant.get_state()
-        return {"k": self.k, "acc": self.acc.copy(), "mf": self.plant.mf.copy(), "df": df, "di": di}
+        return {"format": 1, "k": self.k, "acc": self.acc.copy(), "mf": self.plant.mf.copy(), "df": df, "di": di}
 
     def restore(self, snap: dict) -> None:
         """Go back to a :meth:`snapshot` of this run: the next :meth:`advance` continues bit-exactly from there.

@@ -10,6 +10,7 @@ model exactly as it was.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -22,6 +23,8 @@ from plant_models.registry import load_plant
 from server.faults import MAX_FAULTS, parse_fault
 from server.loop_config import LoopConfig
 from server.runtime import assemble
+
+from server_support import ServerProcess
 
 GEAR1 = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 500.0}
 
@@ -319,3 +322,39 @@ def test_parse_fault_names_and_clutch_numbers():
     spec = parse_fault({"target": "clutch", "clutch": names[0], "kind": "no_torque"}, plant)
     assert spec.index == 0 and spec.name == f"clutch:{names[0]}:no_torque"
     assert parse_fault({"target": "clutch", "clutch": 1, "kind": "no_torque"}, plant).index == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# over the control channel of a running server
+# ---------------------------------------------------------------------------------------------------------
+def test_a_fault_set_over_the_control_channel_is_active_at_the_next_tick(tmp_path):
+    """Realtime at 1 kHz: the tick after the one the reply names already has the fault, the one before not."""
+    with ServerProcess(tmp_path, mode="realtime", extra="[watchdog]\nenabled = false") as srv:
+        with srv.client() as hil:
+            hil.subscribe(("state",))
+            time.sleep(0.3)
+            for attempt in range(3):
+                rep = hil.request("fault_set", fault={"target": "signal", "signal": "w_out", "kind": "force",
+                                                      "value": 123.0})
+                k = rep["tick"]
+                seen = {}
+                deadline = time.monotonic() + 10
+                while k + 1 not in seen and time.monotonic() < deadline:
+                    s = hil.recv_state(1.0)
+                    if s is not None and s.tick in (k, k + 1):
+                        seen[s.tick] = s
+                assert k + 1 in seen
+                after = seen[k + 1]
+                assert after.faults == 1 and after.y["w_out"] == 123.0
+                if k in seen:  # the tick before the request (not yet consumed when subscribing late: retry)
+                    assert seen[k].faults == 0 and seen[k].y["w_out"] != 123.0
+                    break
+                hil.clear_fault()
+                time.sleep(0.05)
+            else:
+                pytest.fail("never saw the tick before the request on the stream")
+            assert hil.clear_fault() == ["signal:w_out:force"]
+            s = hil.recv_state(2.0)
+            while s is not None and s.faults:
+                s = hil.recv_state(2.0)
+            assert s is not None and s.y["w_out"] != 123.0
