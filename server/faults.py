@@ -100,18 +100,23 @@ JIT = dict(cache=True)  # not nogil: called from the tick, which keeps the GIL (
 
 
 @njit(**JIT)
+def _uniform(rng, f):
+    """The next number in (0, 1) of fault f's xorshift64* stream (53 bits).  Called in the real-time loop."""
+    x = rng[f]
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    rng[f] = x
+    m = x * np.uint64(2685821657736338717)
+    return (float(m >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+@njit(**JIT)
 def _normal(rng, f):
-    """A standard normal number from fault f's xorshift64* stream (Box-Muller on two draws)."""
-    u = np.empty(2)
-    for q in range(2):
-        x = rng[f]
-        x ^= x >> np.uint64(12)
-        x ^= x << np.uint64(25)
-        x ^= x >> np.uint64(27)
-        rng[f] = x
-        m = x * np.uint64(2685821657736338717)
-        u[q] = (float(m >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
-    return math.sqrt(-2.0 * math.log(u[0])) * math.cos(2.0 * math.pi * u[1])
+    """A standard normal number from fault f's stream (Box-Muller on two draws; nothing allocated)."""
+    u1 = _uniform(rng, f)
+    u2 = _uniform(rng, f)
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
 @njit(**JIT)
