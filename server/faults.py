@@ -440,10 +440,10 @@ class FaultSet:
                               ) - len([f for f in old if f.target == "signal" or f.kind == "pressure_bias"]
                                       ) >= MAX_FAULTS:
             raise SpecError(f"fault: at most {MAX_FAULTS} signal faults at once")
-        if spec.target in ("can", "zmq"):
-            self._adapter(spec).set_fault(spec)
-        for f in old:
+        for f in old:  # first, so a replaced transport fault's flag does not clear the new one's
             self._remove(f)
+        if spec.target in ("can", "zmq"):
+            self._adapter(spec).set_fault(spec)  # checked when parsed: does not fail here
         self.active.append(spec)
         self._rebuild()
         self.set_total += 1
