@@ -609,6 +609,22 @@ class FaultSet:
         return self.listing()
 
 
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the three fault kernels, with one fault of each side active."""
+    fi = np.zeros((2, N_FI), dtype=np.int64)
+    ff = np.zeros((2, N_FF))
+    rng = np.ones(2, dtype=np.uint64)
+    df = np.zeros(4)
+    fi[:, FI_ACTIVE] = 1
+    fi[1, FI_SIDE] = 1
+    fi[:, FI_KIND] = K_NOISE
+    fi[0, FI_RATE] = 1
+    ff[:, FF_HI] = 1.0
+    fault_inputs(fi, ff, rng, df, 2)
+    fault_outputs(fi, ff, rng, df, 2)
+    fault_restore(fi, ff, df, 2)
+
+
 def _seed_state(seed: int) -> int:
     """A non-zero xorshift state from a seed (splitmix64 of it)."""
     z = (int(seed) + 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF
@@ -618,5 +634,5 @@ def _seed_state(seed: int) -> int:
     return z or 1
 
 
-__all__ = ["FaultSpec", "FaultSet", "parse_fault", "fault_inputs", "fault_outputs", "fault_restore", "MAX_FAULTS",
+__all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore", "MAX_FAULTS",
            "SIGNAL_KINDS", "CLUTCH_KINDS", "CAN_KINDS", "ZMQ_KINDS", "TARGETS"]
