@@ -228,6 +228,13 @@ def _number(d: dict, key: str, where: str, default: float | None = None, lo: flo
     return float(v)
 
 
+def _integer(d: dict, key: str, where: str, default: int, lo: int, hi: int) -> int:
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise _err(where, f"{key!r} must be an integer in {lo}..{hi}, got {v!r}")
+    return v
+
+
 def _keys(d: dict, allowed: Sequence[str], where: str) -> None:
     for k in d:
         if k not in ("target", "kind", "name", *allowed):
@@ -278,7 +285,10 @@ def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) 
         msg = d.get("message")
         if not isinstance(msg, str) or not msg:
             raise _err(where, "a can fault needs 'message' (a message name of the DBC)")
-        cycles = int(_number(d, "cycles", where, 1.0 if kind == "delay" else 0.0, 0, 1000))
+        cycles = _integer(d, "cycles", where, 1, 1, 1000)
+        for k, only in (("cycles", "delay"), ("signal", "out_of_range"), ("value", "out_of_range")):
+            if k in d and kind != only:
+                raise _err(where, f"{k!r} is for {only} faults")
         sig = d.get("signal", "")
         if kind == "out_of_range" and (not isinstance(sig, str) or not sig):
             raise _err(where, "an out_of_range fault needs 'signal' (a signal of the message)")
@@ -286,7 +296,9 @@ def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) 
                          signal=sig if isinstance(sig, str) else "")
     else:
         _keys(d, ("cycles",), where)
-        cycles = int(_number(d, "cycles", where, 1.0 if kind == "delay_commands" else 0.0, 0, 10000))
+        cycles = _integer(d, "cycles", where, 1, 1, 10000)
+        if "cycles" in d and kind != "delay_commands":
+            raise _err(where, "'cycles' is for delay_commands faults")
         spec = FaultSpec("", "zmq", kind, cycles=cycles)
     if adapter_check is not None and target in ("can", "zmq"):
         adapter_check(spec)
@@ -314,6 +326,8 @@ def _parse_signal(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
         from plant_models.config import did_you_mean
 
         raise _err(where, f"no signal {sig!r} in the plant{did_you_mean(sig, ins + outs)}")
+    if side == "input" and s.integer and kind in ("offset", "gain", "noise"):
+        raise _err(where, f"{sig} is an integer input (a selector): it takes force, freeze or dropout faults")
     hold_last = False
     seed = 0
     value = 0.0
@@ -327,7 +341,7 @@ def _parse_signal(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
         value = _number(d, "value", where)
     elif kind == "noise":
         value = _number(d, "value", where, lo=0.0)
-        seed = int(_number(d, "seed", where, 1.0, 0, 2.0 ** 62))
+        seed = _integer(d, "seed", where, 1, 0, 2 ** 62)
     elif kind == "dropout":
         mode = d.get("mode", "zero")
         if mode not in ("zero", "last"):

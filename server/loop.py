@@ -352,31 +352,55 @@ class Loop:
             a = p.get(key)
             if not isinstance(a, np.ndarray) or a.shape != buf.shape or a.dtype != buf.dtype:
                 raise SpecError(f"the snapshot's plant buffer {key} does not fit this plant's configuration")
-        lp = snap["loop"]
-        if lp["period_ns"] != self.period_ns and self.mode == "realtime":
-            raise SpecError(f"the snapshot's step {lp['period_ns'] / 1e9:g} s differs from this realtime server's "
+        try:  # every field read and checked before anything changes
+            lp = snap["loop"]
+            period_ns, tick, queued_n = int(lp["period_ns"]), int(lp["tick"]), int(lp["queued_n"])
+            ti = np.asarray(lp["tick_info"], dtype=np.int64)
+            q_idx = np.asarray(lp["queued_idx"], dtype=np.int64)
+            q_val = np.asarray(lp["queued_val"], dtype=np.float64)
+            wd, flt = snap["watchdog"], snap["faults"]
+            want, have = snap["scenario"], self.player.loaded
+            if (ti.shape != self.tick_info.shape or q_idx.shape != self._queued_idx.shape
+                    or q_val.shape != self._queued_val.shape or not 0 <= queued_n <= q_idx.size
+                    or tick < 0 or period_ns <= 0):
+                raise ValueError("loop fields of the wrong shape")
+            for key in ("held", "cur", "cur_rate", "max_rate"):
+                if np.shape(wd[key]) != getattr(self.watchdog, key).shape:
+                    raise ValueError(f"watchdog.{key} of the wrong shape")
+            for key, arr in (("fi", self.faults.fi), ("ff", self.faults.ff), ("rng", self.faults.rng)):
+                a = flt[key]
+                if not isinstance(a, np.ndarray) or a.shape != arr.shape or a.dtype != arr.dtype:
+                    raise ValueError(f"faults.{key} of the wrong shape")
+            specs = [self.faults.parse(dict(d), "snapshot fault") for d in flt["active"]]
+            if not 0 <= int(flt["n"]) <= len(specs):
+                raise ValueError("faults.n out of range")
+        except SpecError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SpecError(f"a damaged snapshot ({type(exc).__name__}: {exc})") from None
+        if period_ns != self.period_ns and self.mode == "realtime":
+            raise SpecError(f"the snapshot's step {period_ns / 1e9:g} s differs from this realtime server's "
                             f"period {self.dt:g} s")
-        want, have = snap.get("scenario"), self.player.loaded
         if (want is None) != (have is None) or (want is not None and (
                 want["source"] != have.scenario.source or want["n_steps"] != have.n_steps
                 or want["dt_s"] != have.dt)):
             raise SpecError("the snapshot was taken with " + (f"scenario {want['source']} loaded" if want else
                             "no scenario loaded") + ", the server has " +
                             (f"scenario {have.scenario.source} loaded" if have else "none loaded"))
+        del specs  # parsed above only to check them; set_state parses them again as it sets them
         self.faults.clear_for_restore()
         plant.mf[:] = p["mf"]
         plant.set_state((p["df"], p["di"]))
-        if lp["period_ns"] != self.period_ns:
-            self.set_step(lp["period_ns"] / 1e9)
-        self.tick = int(lp["tick"])
-        ti = np.asarray(lp["tick_info"])
-        self.tick_info[:len(ti)] = ti
-        self._queued_idx[:] = lp["queued_idx"]
-        self._queued_val[:] = lp["queued_val"]
-        self._queued_n = int(lp["queued_n"])
+        if period_ns != self.period_ns:
+            self.set_step(period_ns / 1e9)
+        self.tick = tick
+        self.tick_info[TI_STATUS] = ti[TI_STATUS]  # the other slots: set below (watchdog, scenario, faults) or telemetry
+        self._queued_idx[:] = q_idx
+        self._queued_val[:] = q_val
+        self._queued_n = queued_n
         self.player.seek(self.tick, want)
-        self.watchdog.set_state(snap["watchdog"], self.clock_ns())
-        self.faults.set_state(snap["faults"])
+        self.watchdog.set_state(wd, self.clock_ns())
+        self.faults.set_state(flt)
         self._n_faults = self.faults.n_signal
         self._restart_pending = False
 

@@ -185,6 +185,17 @@ def test_bad_snapshot_requests_are_refused_in_one_line_and_change_nothing(tmp_pa
         assert not rep["ok"] and msg in rep["error"]["message"], (req, rep)
         assert "\n" not in rep["error"]["message"]
     assert np.array_equal(plant.df, df0) and not (folder / "big.npz").exists()
+    # a snapshot of this plant with a part missing or of the wrong shape
+    good = srv.loop.snapshot()
+    for broken in ({k: v for k, v in good.items() if k != "watchdog"},
+                   {**good, "loop": {**good["loop"], "queued_idx": np.zeros(3, dtype=np.int64)}},
+                   {**good, "faults": {**good["faults"], "active": [{"target": "signal", "signal": "nope",
+                                                                     "kind": "freeze"}]}}):
+        srv.loop.step(3)
+        df1, tick1 = plant.df.copy(), srv.loop.tick
+        with pytest.raises(Exception, match="damaged snapshot|no signal 'nope'"):
+            srv.loop.restore(broken)
+        assert np.array_equal(plant.df, df1) and srv.loop.tick == tick1
     # a snapshot of another plant does not fit
     other = assemble(load_plant("dct"), [], LoopConfig(mode="lockstep"))
     with pytest.raises(Exception, match="not of this powershift plant"):
