@@ -429,6 +429,7 @@ class FaultSet:
         self.active: list[FaultSpec] = []
         self.set_total = 0
         self._rows = {}  # clutch row -> its original model floats (while a fault acts on it)
+        self._table_specs: list[FaultSpec] = []  # the fault of each signal-table row in use
         self._lo = np.array([s.lo for s in plant.inputs], dtype=float)
         self._hi = np.array([s.hi for s in plant.inputs], dtype=float)
         # compile (or load from numba's cache) now, with no fault active, so the first faulted tick pays nothing
@@ -492,8 +493,10 @@ class FaultSet:
         """Write the signal table and the clutch rows from the active faults (between ticks)."""
         fi, ff, rng = self.fi, self.ff, self.rng
         plant = self.plant
-        prev = {int(fi[k, FI_INDEX]) * 1000 + int(fi[k, FI_KIND]): (ff[k, FF_HELD], rng[k])
-                for k in range(self.n_signal)}
+        # a fault kept across a rebuild keeps its held value and its noise stream (by the spec object, so a
+        # fault replaced under the same name starts afresh)
+        prev = {id(f): (ff[k, FF_HELD], rng[k]) for k, f in enumerate(self._table_specs)}
+        self._table_specs = []
         fi[:] = 0
         n = 0
         for f in self.active:
@@ -511,9 +514,9 @@ class FaultSet:
             ff[n, FF_VALUE] = f.value
             ff[n, FF_LO] = self._lo[f.index] if inp else -math.inf
             ff[n, FF_HI] = self._hi[f.index] if inp else math.inf
-            key = int(fi[n, FI_INDEX]) * 1000 + kind
-            if key in prev:  # a fault kept across a rebuild keeps its held value and its noise stream
-                ff[n, FF_HELD], rng[n] = prev[key]
+            self._table_specs.append(f)
+            if id(f) in prev:
+                ff[n, FF_HELD], rng[n] = prev[id(f)]
             else:
                 ff[n, FF_HELD] = plant.u[f.index] if inp else plant.y[f.index]
                 rng[n] = np.uint64(_seed_state(f.seed))
@@ -613,6 +616,7 @@ class FaultSet:
             self.active = []
             raise
         self._rows = {int(r): list(v) for r, v in st["rows"].items()}
+        self._table_specs = [f for f in self.active if f.target == "signal" or f.kind == "pressure_bias"]
         self.fi[:] = st["fi"]
         self.ff[:] = st["ff"]
         self.rng[:] = st["rng"]
