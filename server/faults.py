@@ -85,7 +85,7 @@ FI_KIND = 4
 N_FI = 6
 FF_VALUE = 0
 FF_HELD = 1
-FF_CLEAN = 2  # an input's clean value and rate during the step
+FF_CLEAN = 2  # an input's clean value and rate during the step; the value an output fault got
 FF_CLEAN_RATE = 3
 FF_LO = 4  # an input's declared range: faulted values are clamped to it
 FF_HI = 5
@@ -173,7 +173,9 @@ def fault_outputs(fi, ff, rng, df, n):
         if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 1:
             continue
         i = fi[f, FI_INDEX]
-        df[i] = _faulted(fi, ff, rng, f, df[i])
+        x = df[i]
+        ff[f, FF_CLEAN] = x  # what this fault saw: for the first fault on a signal, the true value
+        df[i] = _faulted(fi, ff, rng, f, x)
 
 
 @njit(**JIT)
@@ -496,6 +498,12 @@ class FaultSet:
         # a fault kept across a rebuild keeps its held value and its noise stream (by the spec object, so a
         # fault replaced under the same name starts afresh)
         prev = {id(f): (ff[k, FF_HELD], rng[k]) for k, f in enumerate(self._table_specs)}
+        # between ticks a faulted output holds what its sensor reported; its true value of the last tick is
+        # what the first fault on it saw (a freeze set now holds the true value, not another fault's)
+        true_y = {}
+        for k in range(self.n_signal - 1, -1, -1):
+            if fi[k, FI_SIDE] == 1:
+                true_y[int(fi[k, FI_INDEX])] = float(ff[k, FF_CLEAN])
         self._table_specs = []
         fi[:] = 0
         n = 0
@@ -515,10 +523,12 @@ class FaultSet:
             ff[n, FF_LO] = self._lo[f.index] if inp else -math.inf
             ff[n, FF_HI] = self._hi[f.index] if inp else math.inf
             self._table_specs.append(f)
+            if not inp:  # until the next tick writes it
+                ff[n, FF_CLEAN] = true_y.get(base + f.index, plant.y[f.index])
             if id(f) in prev:
                 ff[n, FF_HELD], rng[n] = prev[id(f)]
             else:
-                ff[n, FF_HELD] = plant.u[f.index] if inp else plant.y[f.index]
+                ff[n, FF_HELD] = plant.u[f.index] if inp else true_y.get(base + f.index, plant.y[f.index])
                 rng[n] = np.uint64(_seed_state(f.seed))
             n += 1
         self.n_signal = n

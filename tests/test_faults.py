@@ -98,6 +98,30 @@ def test_a_cleared_output_fault_reports_the_true_value_again_at_the_next_tick():
     assert np.array_equal(a.plant.df, b.plant.df)
 
 
+def test_faults_on_one_signal_compose_in_the_order_they_were_set_and_a_replaced_one_starts_afresh():
+    a, b = _pair()
+    k = a.plant.output_index("w_out")
+    a.loop.set_fault({"target": "signal", "signal": "w_out", "kind": "offset", "value": 1.0, "name": "o"})
+    a.loop.set_fault({"target": "signal", "signal": "w_out", "kind": "gain", "value": 2.0, "name": "g"})
+    a.loop.step(3)
+    b.loop.step(3)
+    assert a.plant.y[k] == (b.plant.y[k] + 1.0) * 2.0
+    # inputs too, and after the step the command is back, whatever the order
+    j = a.plant.input_index("engine_torque")
+    a.loop.set_fault({"target": "signal", "signal": "engine_torque", "kind": "gain", "value": 0.5, "name": "ig"})
+    a.loop.set_fault({"target": "signal", "signal": "engine_torque", "kind": "offset", "value": 50.0, "name": "io"})
+    a.loop.step(1)
+    assert _ring_row(a.loop)[1][a.loop.ring.f_u + j] == 300.0 * 0.5 + 50.0 and a.plant.u[j] == 300.0
+    a.loop.clear_fault()
+    a.loop.set_fault({"target": "signal", "signal": "w_out", "kind": "freeze", "name": "f"})
+    held = a.plant.y[k]
+    a.loop.step(20)
+    assert a.plant.y[k] == held
+    a.loop.set_fault({"target": "signal", "signal": "w_out", "kind": "freeze", "name": "f"})  # replaced: held anew
+    a.loop.step(1)
+    assert a.plant.y[k] != held
+
+
 def test_seeded_noise_is_reproducible_and_has_the_requested_spread():
     runs = []
     for seed in (7, 7, 8):
