@@ -22,14 +22,16 @@ How each target acts, and why there
   scenario's inputs), just before the plant step, replaces each faulted
   input by its faulted value (clamped to the input's declared range, so a
   fault never hands the plant a value it would refuse) and keeps the clean
-  value; :func:`fault_outputs` after the step replaces each faulted output;
-  :func:`fault_restore` after the state ring has the row puts the clean
-  inputs back, so between ticks ``plant.u`` holds what was commanded and a
-  command or a ``set`` request is never mixed with a fault's value.  The
+  value; after the step :func:`fault_push` replaces each faulted output
+  (:func:`fault_outputs`), writes the state-ring row and puts the clean
+  inputs back (:func:`fault_restore`), so between ticks ``plant.u`` holds
+  what was commanded and a command or a ``set`` request is never mixed with
+  a fault's value.  The
   ring row (and so the state stream) shows the inputs the step used and the
   outputs as the faulty sensors report them.  Setting or clearing a fault
   only writes table rows between ticks; the tick does no per-fault Python
-  work, and with no signal fault active it calls none of the three.
+  work, and with no signal fault active it calls neither of the two (the
+  plain ring push instead of :func:`fault_push`).
 * **clutch** faults change the friction core's model floats of the row
   (static and Coulomb capacity gains, actuator preload and lag), which the
   core reads afresh at every step (the reuse check of
@@ -58,6 +60,7 @@ import numpy as np
 from numba import njit
 
 from io_adapters.base import TI_FAULTS
+from io_adapters.ring import ring_push
 from plant_models.errors import SpecError
 from plant_models.plant import Plant
 
@@ -82,6 +85,7 @@ FI_SIDE = 1  # 0: input, 1: output
 FI_INDEX = 2  # the signal's value in the plant's df
 FI_RATE = 3  # an input's rate in df (-1 for an output)
 FI_KIND = 4
+FI_RNG = 5  # a noise fault's xorshift64* state (uint64 bits)
 N_FI = 6
 FF_VALUE = 0
 FF_HELD = 1
@@ -100,27 +104,27 @@ JIT = dict(cache=True)  # not nogil: called from the tick, which keeps the GIL (
 
 
 @njit(**JIT)
-def _uniform(rng, f):
+def _uniform(fi, f):
     """The next number in (0, 1) of fault f's xorshift64* stream (53 bits).  Called in the real-time loop."""
-    x = rng[f]
+    x = np.uint64(fi[f, FI_RNG])  # the same 64 bits, read as unsigned
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
     x ^= x >> np.uint64(27)
-    rng[f] = x
+    fi[f, FI_RNG] = np.int64(x)
     m = x * np.uint64(2685821657736338717)
     return (float(m >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
 
 
 @njit(**JIT)
-def _normal(rng, f):
+def _normal(fi, f):
     """A standard normal number from fault f's stream (Box-Muller on two draws; nothing allocated)."""
-    u1 = _uniform(rng, f)
-    u2 = _uniform(rng, f)
+    u1 = _uniform(fi, f)
+    u2 = _uniform(fi, f)
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
 @njit(**JIT)
-def _faulted(fi, ff, rng, f, x):
+def _faulted(fi, ff, f, x):
     k = fi[f, FI_KIND]
     v = ff[f, FF_VALUE]
     if k == K_FORCE:
@@ -131,11 +135,11 @@ def _faulted(fi, ff, rng, f, x):
         return x + v
     if k == K_GAIN:
         return x * v
-    return x + v * _normal(rng, f)
+    return x + v * _normal(fi, f)
 
 
 @njit(**JIT)
-def fault_inputs(fi, ff, rng, df, n):
+def fault_inputs(fi, ff, df, n):
     """Replace the faulted inputs by their faulted values, keeping the clean ones.  Called in the real-time loop.
 
     Faults are applied in table order (two on one input compose); rates:
@@ -149,7 +153,7 @@ def fault_inputs(fi, ff, rng, df, n):
         x = df[i]
         ff[f, FF_CLEAN] = x
         ff[f, FF_CLEAN_RATE] = df[r]
-        y = _faulted(fi, ff, rng, f, x)
+        y = _faulted(fi, ff, f, x)
         lo = ff[f, FF_LO]
         hi = ff[f, FF_HI]
         if y < lo:
@@ -167,7 +171,7 @@ def fault_inputs(fi, ff, rng, df, n):
 
 
 @njit(**JIT)
-def fault_outputs(fi, ff, rng, df, n):
+def fault_outputs(fi, ff, df, n):
     """Replace the faulted outputs by what the faulty sensors report.  Called in the real-time loop."""
     for f in range(n):
         if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 1:
@@ -175,7 +179,7 @@ def fault_outputs(fi, ff, rng, df, n):
         i = fi[f, FI_INDEX]
         x = df[i]
         ff[f, FF_CLEAN] = x  # what this fault saw: for the first fault on a signal, the true value
-        df[i] = _faulted(fi, ff, rng, f, x)
+        df[i] = _faulted(fi, ff, f, x)
 
 
 @njit(**JIT)
@@ -186,6 +190,18 @@ def fault_restore(fi, ff, df, n):
             continue
         df[fi[f, FI_INDEX]] = ff[f, FF_CLEAN]
         df[fi[f, FI_RATE]] = ff[f, FF_CLEAN_RATE]
+
+
+@njit(**JIT)
+def fault_push(fi, ff, df, head, ints, floats, tick_info, n, tick, now_ns, t):
+    """After the step: the faulted outputs, the state-ring row, then the commanded inputs back, in one call.
+
+    One compiled call instead of three (each call from Python costs more
+    than the work of ten faults).  Called in the real-time loop.
+    """
+    fault_outputs(fi, ff, df, n)
+    ring_push(head, ints, floats, tick_info, df, tick, now_ns, t)
+    fault_restore(fi, ff, df, n)
 
 
 @dataclass(frozen=True)
@@ -426,7 +442,6 @@ class FaultSet:
         self.adapters = tuple(adapters)
         self.fi = np.zeros((MAX_FAULTS, N_FI), dtype=np.int64)
         self.ff = np.zeros((MAX_FAULTS, N_FF))
-        self.rng = np.zeros(MAX_FAULTS, dtype=np.uint64)
         self.n_signal = 0
         self.active: list[FaultSpec] = []
         self.set_total = 0
@@ -435,8 +450,8 @@ class FaultSet:
         self._lo = np.array([s.lo for s in plant.inputs], dtype=float)
         self._hi = np.array([s.hi for s in plant.inputs], dtype=float)
         # compile (or load from numba's cache) now, with no fault active, so the first faulted tick pays nothing
-        fault_inputs(self.fi, self.ff, self.rng, plant.df, 0)
-        fault_outputs(self.fi, self.ff, self.rng, plant.df, 0)
+        fault_inputs(self.fi, self.ff, plant.df, 0)
+        fault_outputs(self.fi, self.ff, plant.df, 0)
         fault_restore(self.fi, self.ff, plant.df, 0)
 
     # ------------------------------------------------------------------ between ticks
@@ -493,11 +508,11 @@ class FaultSet:
 
     def _rebuild(self) -> None:
         """Write the signal table and the clutch rows from the active faults (between ticks)."""
-        fi, ff, rng = self.fi, self.ff, self.rng
+        fi, ff = self.fi, self.ff
         plant = self.plant
         # a fault kept across a rebuild keeps its held value and its noise stream (by the spec object, so a
         # fault replaced under the same name starts afresh)
-        prev = {id(f): (ff[k, FF_HELD], rng[k]) for k, f in enumerate(self._table_specs)}
+        prev = {id(f): (float(ff[k, FF_HELD]), int(fi[k, FI_RNG])) for k, f in enumerate(self._table_specs)}
         # between ticks a faulted output holds what its sensor reported; its true value of the last tick is
         # what the first fault on it saw (a freeze set now holds the true value, not another fault's)
         true_y = {}
@@ -526,10 +541,10 @@ class FaultSet:
             if not inp:  # until the next tick writes it
                 ff[n, FF_CLEAN] = true_y.get(base + f.index, plant.y[f.index])
             if id(f) in prev:
-                ff[n, FF_HELD], rng[n] = prev[id(f)]
+                ff[n, FF_HELD], fi[n, FI_RNG] = prev[id(f)]
             else:
                 ff[n, FF_HELD] = plant.u[f.index] if inp else true_y.get(base + f.index, plant.y[f.index])
-                rng[n] = np.uint64(_seed_state(f.seed))
+                fi[n, FI_RNG] = _seed_state(f.seed)
             n += 1
         self.n_signal = n
         self._apply_clutches()
@@ -597,7 +612,7 @@ class FaultSet:
         """Everything needed to continue bit-exactly: the faults, the tables (held values, noise streams) and the
         clutch rows' original model floats (the plant's model floats themselves are in the plant's snapshot)."""
         return {"active": [dict(f.raw, name=f.name) for f in self.active], "fi": self.fi.copy(),
-                "ff": self.ff.copy(), "rng": self.rng.copy(), "n": self.n_signal,
+                "ff": self.ff.copy(), "n": self.n_signal,
                 "rows": {int(r): list(v) for r, v in self._rows.items()}}
 
     def clear_for_restore(self) -> None:
@@ -629,7 +644,6 @@ class FaultSet:
         self._table_specs = [f for f in self.active if f.target == "signal" or f.kind == "pressure_bias"]
         self.fi[:] = st["fi"]
         self.ff[:] = st["ff"]
-        self.rng[:] = st["rng"]
         self.n_signal = int(st["n"])
         self.tick_info[TI_FAULTS] = len(self.active)
 
@@ -641,26 +655,32 @@ def warm_up() -> None:
     """Compile (or load from numba's cache) the three fault kernels, with one fault of each side active."""
     fi = np.zeros((2, N_FI), dtype=np.int64)
     ff = np.zeros((2, N_FF))
-    rng = np.ones(2, dtype=np.uint64)
     df = np.zeros(4)
     fi[:, FI_ACTIVE] = 1
     fi[1, FI_SIDE] = 1
     fi[:, FI_KIND] = K_NOISE
     fi[0, FI_RATE] = 1
     ff[:, FF_HI] = 1.0
-    fault_inputs(fi, ff, rng, df, 2)
-    fault_outputs(fi, ff, rng, df, 2)
+    fi[:, FI_RNG] = 1
+    fault_inputs(fi, ff, df, 2)
+    fault_outputs(fi, ff, df, 2)
     fault_restore(fi, ff, df, 2)
+    from io_adapters.ring import StateRing
+
+    ring = StateRing(1, 1, 0, 2, 4)
+    fault_push(fi, ff, df, ring.head, ring.ints, ring.floats, np.zeros(8, dtype=np.int64), 2, 1, 0, 0.0)
 
 
 def _seed_state(seed: int) -> int:
-    """A non-zero xorshift state from a seed (splitmix64 of it)."""
+    """A non-zero xorshift state from a seed (splitmix64 of it), as the int64 with its bits."""
     z = (int(seed) + 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFF_FFFF_FFFF_FFFF
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFF_FFFF_FFFF_FFFF
     z ^= z >> 31
-    return z or 1
+    z = z or 1
+    return z - (1 << 64) if z >= 1 << 63 else z  # the uint64 bits as an int64
 
 
-__all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore", "MAX_FAULTS",
+__all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore",
+           "fault_push", "MAX_FAULTS",
            "SIGNAL_KINDS", "CLUTCH_KINDS", "CAN_KINDS", "ZMQ_KINDS", "TARGETS"]

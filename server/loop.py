@@ -16,11 +16,12 @@ nothing else:
    simulator does), or else the command watchdog applies its safe action;
 3. ``plant.step(dt)``: one compiled call; with signal faults injected
    (:mod:`server.faults`), one compiled call before it fakes the faulted
-   inputs and one after it the faulted outputs;
+   inputs;
 4. the state after the step goes into the next row of the state ring
    (:mod:`io_adapters.ring`): one compiled call, which is how the ZeroMQ
-   state stream (and any other consumer) gets it, between ticks; then the
-   faulted inputs get their commanded values back;
+   state stream (and any other consumer) gets it, between ticks; with signal
+   faults injected the same call first fakes the faulted outputs and then
+   gives the faulted inputs their commanded values back;
 5. the ``write`` of every adapter that sends something every tick (CAN
    frames due this tick).
 
@@ -75,7 +76,7 @@ from plant_models.plant import Plant
 
 from . import rtsetup
 from .loop_config import LoopConfig
-from .faults import FaultSet, FaultSpec, fault_inputs, fault_outputs, fault_restore
+from .faults import FaultSet, FaultSpec, fault_inputs, fault_push
 from .scenario import offline_step
 from .scenario_player import ScenarioPlayer
 from .telemetry import (C_MISSED, C_MISSED_GRACE, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry,
@@ -149,9 +150,10 @@ class Loop:
         # injected faults (server/faults.py): their tables, and the three compiled calls with the tables bound
         self.faults = FaultSet(plant, tick_info, self.adapters)
         fs = self.faults
-        self._fault_in = functools.partial(fault_inputs, fs.fi, fs.ff, fs.rng, plant.df)
-        self._fault_out = functools.partial(fault_outputs, fs.fi, fs.ff, fs.rng, plant.df)
-        self._fault_restore = functools.partial(fault_restore, fs.fi, fs.ff, plant.df)
+        self._fault_in = functools.partial(fault_inputs, fs.fi, fs.ff, plant.df)
+        # fault_push(n, tick, now_ns, t): faulted outputs, the ring row, commanded inputs back, in one call
+        self._fault_push = functools.partial(fault_push, fs.fi, fs.ff, plant.df, self.ring.head, self.ring.ints,
+                                             self.ring.floats, tick_info)
         self._n_faults = 0  # signal-fault table rows in use; 0: the tick calls no fault function
         self.state = STOPPED
         self.tick = 0  # plant steps taken since the last reset
@@ -367,7 +369,7 @@ class Loop:
             for key in ("held", "cur", "cur_rate", "max_rate"):
                 if np.shape(wd[key]) != getattr(self.watchdog, key).shape:
                     raise ValueError(f"watchdog.{key} of the wrong shape")
-            for key, arr in (("fi", self.faults.fi), ("ff", self.faults.ff), ("rng", self.faults.rng)):
+            for key, arr in (("fi", self.faults.fi), ("ff", self.faults.ff)):
                 a = flt[key]
                 if not isinstance(a, np.ndarray) or a.shape != arr.shape or a.dtype != arr.dtype:
                     raise ValueError(f"faults.{key} of the wrong shape")
@@ -521,12 +523,13 @@ class Loop:
         self.tick = k + 1
         self.tick_info[TI_STATUS] = st
         if nf:
-            self._fault_out(nf)
-        if sc is not None and k + 1 >= sc.n_steps:
-            player.release(k + 1)
-        self._ring_push(k + 1, now_ns, plant.time)
-        if nf:
-            self._fault_restore(nf)
+            self._fault_push(nf, k + 1, now_ns, plant.time)
+            if sc is not None and k + 1 >= sc.n_steps:
+                player.release(k + 1)  # after the commanded inputs are back, so its final values stay
+        else:
+            if sc is not None and k + 1 >= sc.n_steps:
+                player.release(k + 1)
+            self._ring_push(k + 1, now_ns, plant.time)
         for a in self._writers:
             a.write(k + 1, now_ns)
         return st
