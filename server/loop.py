@@ -147,7 +147,7 @@ class Loop:
         self.player = player
         self.tick_info = tick_info
         self.initial_inputs = dict(initial_inputs or {})
-        # injected faults (server/faults.py): their tables, and the three compiled calls with the tables bound
+        # injected faults (server/faults.py): their tables, and the two compiled calls with the tables bound
         self.faults = FaultSet(plant, tick_info, self.adapters)
         fs = self.faults
         self._fault_in = functools.partial(fault_inputs, fs.fi, fs.ff, plant.df)
