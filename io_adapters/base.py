@@ -264,14 +264,14 @@ class Adapter(ABC):
         """Plant events (clutch stick/breakaway/reversal) since the last call; called between ticks."""
 
     def check_fault(self, spec) -> None:
-        """Raise ``plant_models.errors.SpecError`` (one line) if this transport cannot inject ``spec``.
+        """Raise ``plant_models.errors.FaultError`` (one line) if this transport cannot inject ``spec``.
 
         ``spec`` is a :class:`server.faults.FaultSpec` of this transport's
         target (``can``, ``zmq``); by default no fault is supported.  Between ticks.
         """
-        from plant_models.errors import SpecError
+        from plant_models.errors import FaultError
 
-        raise SpecError(f"fault: the {self.type_name or self.name} adapter {self.name!r} injects no "
+        raise FaultError(f"fault: the {self.type_name or self.name} adapter {self.name!r} injects no "
                         f"{spec.target} faults")
 
     def set_fault(self, spec) -> None:

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from io_adapters.protocol import COMMAND_ERRORS, PROTOCOL_VERSION, InputValidator, error_reply, schema_id
-from plant_models.errors import ConfigError, ParamError, SpecError
+from plant_models.errors import ConfigError, FaultError, ParamError, SnapshotError
 
 from .loop import RUNNING, Loop
 from .params import ParamTable
@@ -287,7 +287,7 @@ class ControlHandler:
             raise ControlError("bad_request", "fault_set: needs a 'fault' map (docs/faults.md)")
         try:
             spec = lp.set_fault(req["fault"])
-        except SpecError as exc:
+        except FaultError as exc:
             raise ControlError("fault_error", f"fault_set: {exc}") from None
         log.info("fault set: %s %s", spec.name, spec.raw)
         return {"name": spec.name, "tick": lp.tick, "faults": lp.faults.listing()}
@@ -315,12 +315,12 @@ class ControlHandler:
         if path is not None:
             try:
                 size = self.snapshots.save_file(snap, path)
-            except SpecError as exc:
+            except SnapshotError as exc:
                 raise ControlError("snapshot_error", f"snapshot_save: {exc}") from None
             return {"path": path, "bytes": size, "tick": lp.tick, "t": lp.plant.time}
         try:
             self.snapshots.keep(name, snap)
-        except SpecError as exc:
+        except SnapshotError as exc:
             raise ControlError("snapshot_error", f"snapshot_save: {exc}") from None
         return {"name": name, "tick": lp.tick, "t": lp.plant.time}
 
@@ -330,7 +330,7 @@ class ControlHandler:
         try:
             snap = self.snapshots.load_file(path) if path is not None else self.snapshots.get(name)
             lp.restore(snap)
-        except SpecError as exc:
+        except SnapshotError as exc:
             raise ControlError("snapshot_error", f"snapshot_restore: {exc}") from None
         return {"tick": lp.tick, "t": lp.plant.time, "faults": lp.faults.listing()}
 

@@ -61,7 +61,7 @@ from numba import njit
 
 from io_adapters.base import TI_FAULTS
 from io_adapters.ring import ring_push
-from plant_models.errors import SpecError
+from plant_models.errors import FaultError
 from plant_models.plant import Plant
 
 MAX_FAULTS = 32  # signal faults active at once (the tables are preallocated)
@@ -228,8 +228,8 @@ class FaultSpec:
     raw: dict = field(default_factory=dict, compare=False)
 
 
-def _err(where: str, msg: str) -> SpecError:
-    return SpecError(f"{where}: {msg}")
+def _err(where: str, msg: str) -> FaultError:
+    return FaultError(f"{where}: {msg}")
 
 
 def _number(d: dict, key: str, where: str, default: float | None = None, lo: float = -math.inf,
@@ -276,10 +276,10 @@ def clutch_row(plant: Plant, clutch: Any, where: str) -> int:
 
 
 def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) -> FaultSpec:
-    """Check a fault map against ``plant``; returns the :class:`FaultSpec` or raises ``SpecError`` (one line).
+    """Check a fault map against ``plant``; returns the :class:`FaultSpec` or raises ``FaultError`` (one line).
 
     ``adapter_check(spec)``, if given, checks a CAN or ZeroMQ fault against
-    the running adapters (message names) and raises ``SpecError``.
+    the running adapters (message names) and raises ``FaultError``.
     """
     if not isinstance(d, dict):
         raise _err(where, f"a fault must be a map, got {type(d).__name__}")
@@ -463,7 +463,7 @@ class FaultSet:
         """Activate a fault (a map or a parsed spec) from the next tick on; returns it.
 
         A fault with the name of an active one replaces it.  Raises
-        ``SpecError`` for a bad map or a full table, changing nothing.
+        ``FaultError`` for a bad map or a full table, changing nothing.
         """
         spec = fault if isinstance(fault, FaultSpec) else self.parse(fault)
         old = [f for f in self.active if f.name == spec.name]
@@ -471,7 +471,7 @@ class FaultSet:
         if uses_table and sum(1 for f in self.active if f.target == "signal" or f.kind == "pressure_bias"
                               ) - len([f for f in old if f.target == "signal" or f.kind == "pressure_bias"]
                                       ) >= MAX_FAULTS:
-            raise SpecError(f"fault: at most {MAX_FAULTS} signal faults at once")
+            raise FaultError(f"fault: at most {MAX_FAULTS} signal faults at once")
         for f in old:  # first, so a replaced transport fault's flag does not clear the new one's
             self._remove(f)
         if spec.target in ("can", "zmq"):
@@ -604,7 +604,7 @@ class FaultSet:
         for a in self.adapters:
             if a.type_name == want:
                 return a
-        raise SpecError(f"fault: a {spec.target} fault needs the {spec.target} adapter, which this server "
+        raise FaultError(f"fault: a {spec.target} fault needs the {spec.target} adapter, which this server "
                         "does not run")
 
     # ------------------------------------------------------------------ snapshots
@@ -625,7 +625,7 @@ class FaultSet:
         The faults are parsed again (CAN and ZeroMQ ones handed to their
         adapters again); the tables and the clutch rows' originals are copied
         back as they were, not recomputed, since the restored model floats
-        already carry the clutch faults.  Raises ``SpecError`` if a fault no
+        already carry the clutch faults.  Raises ``FaultError`` if a fault no
         longer fits (then no fault is active).
         """
         specs = [self.parse(dict(d), "snapshot fault") for d in st["active"]]

@@ -284,7 +284,7 @@ class Loop:
         """Inject a fault (the map of ``docs/faults.md``, or a parsed spec) from the next tick on; returns it.
 
         Between ticks (a control request, or a runner that steps the loop
-        and applies a fault schedule).  Raises ``SpecError`` for a bad
+        and applies a fault schedule).  Raises ``FaultError`` for a bad
         fault, changing nothing.
         """
         spec = self.faults.set(fault)
@@ -337,23 +337,23 @@ class Loop:
 
         Checks everything before it changes anything: the plant's kind and
         ports, the buffers' shapes and the loaded scenario (the same one must
-        be loaded, or none if none was).  Raises ``SpecError`` (nothing
+        be loaded, or none if none was).  Raises ``SnapshotError`` (nothing
         changed) for a snapshot that does not fit.
         """
-        from plant_models.errors import SpecError
+        from plant_models.errors import FaultError, SnapshotError
 
         plant = self.plant
         p = snap.get("plant") if isinstance(snap, dict) else None
         if not isinstance(p, dict) or snap.get("format") != 1:
-            raise SpecError("not a snapshot of this server (format 1)")
+            raise SnapshotError("not a snapshot of this server (format 1)")
         if (p.get("kind") != plant.kind or p.get("n_in") != plant.n_in or p.get("n_out") != plant.n_out
                 or list(p.get("outputs", [])) != [s.name for s in plant.outputs]):
-            raise SpecError(f"the snapshot is of a {p.get('kind')} plant with other signals, not of this "
+            raise SnapshotError(f"the snapshot is of a {p.get('kind')} plant with other signals, not of this "
                             f"{plant.kind} plant")
         for key, buf in (("mf", plant.mf), ("df", plant.df), ("di", plant.di)):
             a = p.get(key)
             if not isinstance(a, np.ndarray) or a.shape != buf.shape or a.dtype != buf.dtype:
-                raise SpecError(f"the snapshot's plant buffer {key} does not fit this plant's configuration")
+                raise SnapshotError(f"the snapshot's plant buffer {key} does not fit this plant's configuration")
         try:  # every field read and checked before anything changes
             lp = snap["loop"]
             period_ns, tick, queued_n = int(lp["period_ns"]), int(lp["tick"]), int(lp["queued_n"])
@@ -376,17 +376,17 @@ class Loop:
             specs = [self.faults.parse(dict(d), "snapshot fault") for d in flt["active"]]
             if not 0 <= int(flt["n"]) <= len(specs):
                 raise ValueError("faults.n out of range")
-        except SpecError:
-            raise
+        except FaultError as exc:
+            raise SnapshotError(f"a fault of the snapshot does not fit: {exc}") from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SpecError(f"a damaged snapshot ({type(exc).__name__}: {exc})") from None
+            raise SnapshotError(f"a damaged snapshot ({type(exc).__name__}: {exc})") from None
         if period_ns != self.period_ns and self.mode == "realtime":
-            raise SpecError(f"the snapshot's step {period_ns / 1e9:g} s differs from this realtime server's "
+            raise SnapshotError(f"the snapshot's step {period_ns / 1e9:g} s differs from this realtime server's "
                             f"period {self.dt:g} s")
         if (want is None) != (have is None) or (want is not None and (
                 want["source"] != have.scenario.source or want["n_steps"] != have.n_steps
                 or want["dt_s"] != have.dt)):
-            raise SpecError("the snapshot was taken with " + (f"scenario {want['source']} loaded" if want else
+            raise SnapshotError("the snapshot was taken with " + (f"scenario {want['source']} loaded" if want else
                             "no scenario loaded") + ", the server has " +
                             (f"scenario {have.scenario.source} loaded" if have else "none loaded"))
         del specs  # parsed above only to check them; set_state parses them again as it sets them

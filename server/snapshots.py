@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from plant_models.errors import SpecError
+from plant_models.errors import SnapshotError
 
 MAX_KEPT = 16  # snapshots kept in memory by name
 SUFFIX = ".npz"
@@ -70,16 +70,16 @@ def to_bytes(snap: dict) -> bytes:
 
 
 def from_bytes(data: bytes, source: str = "snapshot") -> dict:
-    """A snapshot from the bytes of its ``.npz`` file; ``SpecError`` (one line) for anything else."""
+    """A snapshot from the bytes of its ``.npz`` file; ``SnapshotError`` (one line) for anything else."""
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
         meta = json.loads(arrays.pop("meta").tobytes().decode())
         snap = _unflatten(meta, arrays)
     except Exception as exc:  # a damaged or foreign file: one line, never a crash
-        raise SpecError(f"{source}: not a readable snapshot file ({type(exc).__name__}: {exc})") from None
+        raise SnapshotError(f"{source}: not a readable snapshot file ({type(exc).__name__}: {exc})") from None
     if not isinstance(snap, dict) or snap.get("format") != 1:
-        raise SpecError(f"{source}: not a snapshot file of this server (format 1)")
+        raise SnapshotError(f"{source}: not a snapshot file of this server (format 1)")
     # JSON turns the fault rows' integer keys into strings, and lists of arrays stay lists: what restore expects
     return snap
 
@@ -113,26 +113,26 @@ class SnapshotStore:
         try:
             return self._kept[name]
         except KeyError:
-            raise SpecError(f"no snapshot named {name!r}; kept: {', '.join(self._kept) or 'none'}") from None
+            raise SnapshotError(f"no snapshot named {name!r}; kept: {', '.join(self._kept) or 'none'}") from None
 
     def names(self) -> list[str]:
         return list(self._kept)
 
     # ------------------------------------------------------------------ files
     def resolve(self, path: str) -> Path:
-        """``path`` inside the folder (``.npz`` added if missing), or ``SpecError``."""
+        """``path`` inside the folder (``.npz`` added if missing), or ``SnapshotError``."""
         if self.folder is None:
-            raise SpecError("snapshot files are off: set [loop] snapshot_dir in the I/O config")
+            raise SnapshotError("snapshot files are off: set [loop] snapshot_dir in the I/O config")
         if not path or "\x00" in path or len(path) > 255:
-            raise SpecError(f"bad snapshot file name {path!r}")
+            raise SnapshotError(f"bad snapshot file name {path!r}")
         p = Path(path)
         if p.is_absolute():
-            raise SpecError(f"{path}: give a path relative to the snapshot folder")
+            raise SnapshotError(f"{path}: give a path relative to the snapshot folder")
         if p.suffix != SUFFIX:
             p = p.with_name(p.name + SUFFIX)
         full = (self.folder / p).resolve()
         if self.folder != full and self.folder not in full.parents:
-            raise SpecError(f"{path}: outside the snapshot folder")
+            raise SnapshotError(f"{path}: outside the snapshot folder")
         return full
 
     def save_file(self, snap: dict, path: str) -> int:
@@ -140,17 +140,17 @@ class SnapshotStore:
         full = self.resolve(path)
         data = to_bytes(snap)
         if len(data) > self.max_bytes:
-            raise SpecError(f"{path}: the snapshot has {len(data)} bytes, more than snapshot_max_bytes = "
+            raise SnapshotError(f"{path}: the snapshot has {len(data)} bytes, more than snapshot_max_bytes = "
                             f"{self.max_bytes}")
         try:
             full.parent.mkdir(parents=True, exist_ok=True)
             if self.folder not in full.parent.resolve().parents and full.parent.resolve() != self.folder:
-                raise SpecError(f"{path}: outside the snapshot folder")
+                raise SnapshotError(f"{path}: outside the snapshot folder")
             tmp = full.with_name(full.name + ".tmp")
             tmp.write_bytes(data)
             os.replace(tmp, full)
         except OSError as exc:
-            raise SpecError(f"{path}: cannot write the snapshot ({exc.strerror or exc})") from None
+            raise SnapshotError(f"{path}: cannot write the snapshot ({exc.strerror or exc})") from None
         return len(data)
 
     def load_file(self, path: str) -> dict:
@@ -159,10 +159,10 @@ class SnapshotStore:
         try:
             size = full.stat().st_size
             if size > self.max_bytes:
-                raise SpecError(f"{path}: {size} bytes, more than snapshot_max_bytes = {self.max_bytes}")
+                raise SnapshotError(f"{path}: {size} bytes, more than snapshot_max_bytes = {self.max_bytes}")
             data = full.read_bytes()
         except OSError as exc:
-            raise SpecError(f"{path}: cannot read the snapshot ({exc.strerror or exc})") from None
+            raise SnapshotError(f"{path}: cannot read the snapshot ({exc.strerror or exc})") from None
         return from_bytes(data, path)
 
 

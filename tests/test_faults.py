@@ -18,7 +18,7 @@ import pytest
 from io_adapters.base import TI_FAULTS
 from io_adapters.ring import I_FAULTS
 from plant_models.core.api import L
-from plant_models.errors import SpecError
+from plant_models.errors import FaultError
 from plant_models.registry import load_plant
 from server.faults import MAX_FAULTS, parse_fault
 from server.loop_config import LoopConfig
@@ -332,7 +332,7 @@ def test_the_signal_table_is_bounded():
     s = _server(inputs=GEAR1)
     for j in range(MAX_FAULTS):
         s.loop.set_fault({"target": "signal", "signal": "w_out", "kind": "offset", "value": 1.0, "name": f"f{j}"})
-    with pytest.raises(SpecError, match=f"at most {MAX_FAULTS}"):
+    with pytest.raises(FaultError, match=f"at most {MAX_FAULTS}"):
         s.loop.set_fault({"target": "signal", "signal": "w_out", "kind": "offset", "value": 1.0, "name": "one more"})
     s.loop.step(1)
     # a same-named fault replaces the old one, even with the table full

@@ -447,34 +447,34 @@ class CanAdapter(Adapter):
                  "corrupt_crc": frames.TF_BAD_CRC}
 
     def _fault_message(self, spec) -> tuple[str, int]:
-        """("rx" or "tx", message index) of a fault, or SpecError saying why it does not fit."""
-        from plant_models.errors import SpecError
+        """("rx" or "tx", message index) of a fault, or FaultError saying why it does not fit."""
+        from plant_models.errors import FaultError
 
         if self._idle_reason or not hasattr(self, "ms"):
-            raise SpecError(f"fault: the CAN adapter {self.name!r} is not running a message set")
+            raise FaultError(f"fault: the CAN adapter {self.name!r} is not running a message set")
         side = self.ms.rx if spec.kind == "ignore_rx" else self.ms.tx
         names = [m.name for m in side.messages]
         what = "receive (command)" if spec.kind == "ignore_rx" else "transmit (sensor)"
         if spec.message not in names:
-            raise SpecError(f"fault: {spec.kind}: no {what} message {spec.message!r}; they are {', '.join(names)}")
+            raise FaultError(f"fault: {spec.kind}: no {what} message {spec.message!r}; they are {', '.join(names)}")
         k = names.index(spec.message)
         lay = side.messages[k]
         if spec.kind == "freeze_alive" and lay.counter_signal < 0:
-            raise SpecError(f"fault: {spec.message} has no alive counter")
+            raise FaultError(f"fault: {spec.message} has no alive counter")
         if spec.kind == "corrupt_crc" and lay.crc_signal < 0:
-            raise SpecError(f"fault: {spec.message} has no checksum")
+            raise FaultError(f"fault: {spec.message} has no checksum")
         if spec.kind == "delay" and not 1 <= spec.cycles <= frames.DELAY_MAX:
-            raise SpecError(f"fault: delay: 'cycles' must be 1..{frames.DELAY_MAX}, got {spec.cycles}")
+            raise FaultError(f"fault: delay: 'cycles' must be 1..{frames.DELAY_MAX}, got {spec.cycles}")
         return ("rx" if spec.kind == "ignore_rx" else "tx"), k
 
     def _out_of_range_raw(self, spec, k: int) -> tuple[int, int]:
         """(signal row, raw value outside the DBC range) of an out_of_range fault."""
-        from plant_models.errors import SpecError
+        from plant_models.errors import FaultError
 
         lay = self.ms.tx.messages[k]
         names = [sg.name for sg in lay.signals]
         if spec.signal not in names:
-            raise SpecError(f"fault: out_of_range: {spec.message} has no signal {spec.signal!r}; it has "
+            raise FaultError(f"fault: out_of_range: {spec.message} has no signal {spec.signal!r}; it has "
                             f"{', '.join(names)}")
         j = names.index(spec.signal)
         sg = lay.signals[j]
@@ -482,24 +482,24 @@ class CanAdapter(Adapter):
         if "value" in spec.raw:
             raw = int(round((spec.value - sg.offset) / sg.scale))
             if not lo <= raw <= hi:
-                raise SpecError(f"fault: out_of_range: {spec.value} does not fit the {sg.length} bits of "
+                raise FaultError(f"fault: out_of_range: {spec.value} does not fit the {sg.length} bits of "
                                 f"{spec.signal}")
         elif sg.raw_hi < hi:
             raw = sg.raw_hi + 1
         elif sg.raw_lo > lo:
             raw = sg.raw_lo - 1
         else:
-            raise SpecError(f"fault: out_of_range: the DBC range of {spec.signal} covers all its raw values")
+            raise FaultError(f"fault: out_of_range: the DBC range of {spec.signal} covers all its raw values")
         if sg.raw_lo <= raw <= sg.raw_hi:
-            raise SpecError(f"fault: out_of_range: {spec.value} is inside the DBC range of {spec.signal}")
+            raise FaultError(f"fault: out_of_range: {spec.value} is inside the DBC range of {spec.signal}")
         return int(self.codec.tx.M[k, frames.M_SIG0]) + j, raw
 
     def check_fault(self, spec) -> None:
         """A CAN fault must name a message of this message set (and a signal, counter or CRC it has)."""
-        from plant_models.errors import SpecError
+        from plant_models.errors import FaultError
 
         if spec.target != "can":
-            raise SpecError(f"fault: the CAN adapter {self.name!r} injects no {spec.target} faults")
+            raise FaultError(f"fault: the CAN adapter {self.name!r} injects no {spec.target} faults")
         side, k = self._fault_message(spec)
         if spec.kind == "out_of_range":
             self._out_of_range_raw(spec, k)

@@ -370,12 +370,12 @@ class ZmqAdapter(Adapter):
     # ------------------------------------------------------------------ injected faults (between ticks)
     def check_fault(self, spec) -> None:
         """``drop_commands``, or ``delay_commands`` by 1..10000 ticks."""
-        from plant_models.errors import SpecError
+        from plant_models.errors import FaultError
 
         if spec.target != "zmq":
-            raise SpecError(f"fault: the ZeroMQ adapter {self.name!r} injects no {spec.target} faults")
+            raise FaultError(f"fault: the ZeroMQ adapter {self.name!r} injects no {spec.target} faults")
         if spec.kind == "delay_commands" and not 1 <= spec.cycles <= 10_000:
-            raise SpecError(f"fault: delay_commands: 'cycles' (ticks) must be 1..10000, got {spec.cycles}")
+            raise FaultError(f"fault: delay_commands: 'cycles' (ticks) must be 1..10000, got {spec.cycles}")
 
     def set_fault(self, spec) -> None:
         """Valid commands are dropped (counted) or held back ``cycles`` ticks, from the next pump on."""
