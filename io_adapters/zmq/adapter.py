@@ -160,7 +160,8 @@ class ZmqAdapter(Adapter):
         # None: one second of states in realtime (bounds the memory a slow subscriber can take), else 10000
         self.send_hwm = cfg.integer("send_hwm", 0, lo=1) if cfg.has("send_hwm") else None
         self.receive_hwm = cfg.integer("receive_hwm", 10_000, lo=1)
-        self.max_subscription_bytes = cfg.integer("max_subscription_bytes", 256, lo=16, hi=1 << 16)
+        # the cap also applies to the CURVE handshake's commands (INITIATE is about 300 bytes): not below 512
+        self.max_subscription_bytes = cfg.integer("max_subscription_bytes", 1024, lo=512, hi=1 << 16)
         self.curve = curve.server_config(cfg)
         self.insecure_remote = cfg.boolean("insecure_remote", False)
         cfg.reject_unknown()

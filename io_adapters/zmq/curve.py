@@ -148,8 +148,12 @@ def generate(folder: str | Path, name: str) -> tuple[Path, Path]:
     for p in (pub, sec):
         if p.exists():
             raise FileExistsError(f"{p} exists; keys are never overwritten (remove it first)")
-    public_file, secret_file = zmq.auth.create_certificates(str(folder), name)
-    os.chmod(secret_file, 0o600)
+    old = os.umask(0o077)  # the secret file is never readable by others, not even for a moment
+    try:
+        public_file, secret_file = zmq.auth.create_certificates(str(folder), name)
+    finally:
+        os.umask(old)
+    os.chmod(public_file, 0o644)
     return Path(public_file), Path(secret_file)
 
 
