@@ -38,9 +38,12 @@ End-to-end protection (AUTOSAR E2E profile 1/2 style)
     except the checksum byte.  The alive counter counts modulo ``DBC maximum
     + 1`` (0..15 for a 4-bit counter).  A receiver accepts a counter that
     advanced by 1..``max_delta_counter``; an unchanged counter is *frozen*, a
-    larger step is a *jump*.  After a jump the new counter becomes the
+    larger step is a *jump*.  Only an accepted frame makes its counter the
+    reference, with one exception: after a jump the new counter becomes the
     reference, so a restarted sender costs one rejected frame, not a full
-    counter wrap.
+    counter wrap.  So a frame rejected for its length, CRC or a value out of
+    range leaves the reference where it was, and its corrected resend with
+    the same counter is accepted.
 """
 
 from __future__ import annotations
@@ -300,6 +303,8 @@ def rx_frame(m, n, ci, cf, cb):
             ci[od + 1] = cb[d0 + cb_byte]
             return RX_CRC
     cs = ci[oM + M_CNT_SIG]
+    new_last = -1  # the counter this frame makes the reference, committed only if the frame is accepted
+    lost = 0
     if cs >= 0:
         c = _unpack(cb, d0, ci, oS, oSEG, cs)
         mod = ci[oM + M_CNT_MOD]
@@ -315,14 +320,12 @@ def rx_frame(m, n, ci, cf, cb):
             if delta == 0:
                 ci[oC + RX_COUNTER_FROZEN] += 1
                 return RX_COUNTER_FROZEN
-            ci[oK + CNT_LAST] = c
             if delta > ci[oM + M_MAX_DELTA]:
+                ci[oK + CNT_LAST] = c  # a restarted sender costs one frame, not a counter wrap
                 ci[oC + RX_COUNTER_JUMP] += 1
                 return RX_COUNTER_JUMP
-            ci[oC + RX_LOST] += delta - 1
-        else:
-            ci[oK + CNT_LAST] = c
-            ci[oK + CNT_VALID] = 1
+            lost = delta - 1
+        new_last = c
     s0 = ci[oM + M_SIG0]
     s1 = s0 + ci[oM + M_NSIG]
     oA = ci[CI_RX_ALLOW]
@@ -345,6 +348,10 @@ def rx_frame(m, n, ci, cf, cb):
             ci[od + 1] = raw
             ci[od + 2] = s
             return RX_RANGE
+    if new_last >= 0:  # accepted: only now does its counter become the reference (a range-rejected frame's
+        ci[oK + CNT_LAST] = new_last  # corrected resend with the same counter is then accepted, not "frozen")
+        ci[oK + CNT_VALID] = 1
+        ci[oC + RX_LOST] += lost
     oSF = ci[CI_F_RX_SF]
     oV = ci[CI_F_VALUES]
     for s in range(s0, s1):
@@ -474,7 +481,11 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
     auxiliary values (loop and adapter status, refreshed here from the loop's
     ``tick_info``, overruns included, and the receive counters), are
     converted to DBC units, rounded to the nearest raw value and clamped to the DBC range (clamped or non-finite
-    values are counted per message).  The alive counter advances per frame;
+    values are counted per message), except the auxiliary counters (tick,
+    overruns, the receive and transmit error counts) in a signal whose range
+    starts at 0: they wrap modulo the range + 1 (an 8-bit signal carries the
+    count modulo 256), so a receiver sees every new error as a change.  The
+    alive counter advances per frame;
     the CRC is computed last.
 
     Returns
@@ -521,8 +532,11 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
                 raw = lo
                 ci[osat + m] += 1
             elif x > hi:
-                raw = hi
-                ci[osat + m] += 1
+                if ci[r + S_SOURCE] == SOURCE_AUX and t != AUX_WATCHDOG and t != AUX_FRESH and lo == 0:
+                    raw = int(math.floor(x + 0.5)) % (hi + 1)  # counters wrap (docs/can.md), never stick at the top
+                else:
+                    raw = hi
+                    ci[osat + m] += 1
             else:
                 raw = int(math.floor(x + 0.5))
                 if raw > hi:
