@@ -91,7 +91,8 @@ def test_a_client_without_an_allowed_key_is_refused(curve_server, who):
 
 
 def test_a_bind_beyond_loopback_without_keys_refuses_to_start(tmp_path):
-    io = write_io(tmp_path / "io.toml", adapters=CURVE_PORTS.split("curve_secret_key")[0].replace("127.0.0.1", "0.0.0.0"))
+    plain = CURVE_PORTS.split("curve_secret_key")[0].replace("127.0.0.1", "0.0.0.0")
+    io = write_io(tmp_path / "io.toml", adapters=plain)
     r = subprocess.run([sys.executable, "-m", "server.cli", "serve", "powershift", "--io", str(io), "--quiet"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stderr
