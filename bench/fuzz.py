@@ -426,6 +426,7 @@ def fuzz_can(rng: random.Random, n: int) -> dict:
         u0 = plant.u.copy()
         st0 = ad.status()["rx"]
         expect = {"crc": 0, "dlc": 0, "unknown_id": 0, "counter_frozen": 0, "out_of_range": 0}
+        ref = 0  # the alive-counter reference (docs/can.md: moved by every frame that passes the E2E checks)
         t0 = time.monotonic()
         for i in range(n):
             kind = ("crc", "dlc", "unknown_id", "counter_frozen", "out_of_range")[i % 5]
@@ -440,10 +441,11 @@ def fuzz_can(rng: random.Random, n: int) -> dict:
                 expect[kind] += 1
                 continue
             elif kind == "counter_frozen":
-                data = enc.encode(vals, counter=0)  # the reference stays at the last accepted frame's 0
+                data = enc.encode(vals, counter=ref)  # the counter of the last frame that passed the E2E checks
             else:
-                vals["PressureCmd_C2"] = 40.95  # fits the 12-bit signal, not its DBC range; counter 1 is a valid step
-                data = enc.encode(vals, counter=1)
+                vals["PressureCmd_C2"] = 40.95  # fits the 12-bit signal, not its DBC range
+                ref = (ref + 1) % 16  # a valid counter step: it passes the E2E checks and becomes the reference
+                data = enc.encode(vals, counter=ref)
             bus.send(can.Message(arbitration_id=msg.frame_id, is_extended_id=False, data=data))
             expect[kind] += 1
         deadline = time.monotonic() + 60

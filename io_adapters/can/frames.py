@@ -38,12 +38,15 @@ End-to-end protection (AUTOSAR E2E profile 1/2 style)
     except the checksum byte.  The alive counter counts modulo ``DBC maximum
     + 1`` (0..15 for a 4-bit counter).  A receiver accepts a counter that
     advanced by 1..``max_delta_counter``; an unchanged counter is *frozen*, a
-    larger step is a *jump*.  Only an accepted frame makes its counter the
-    reference, with one exception: after a jump the new counter becomes the
+    larger step is a *jump*.  After a jump the new counter becomes the
     reference, so a restarted sender costs one rejected frame, not a full
-    counter wrap.  So a frame rejected for its length, CRC or a value out of
-    range leaves the reference where it was, and its corrected resend with
-    the same counter is accepted.
+    counter wrap.  The reference is the counter of the last frame that
+    passed the end-to-end checks (length, CRC, counter), as in AUTOSAR E2E:
+    a frame rejected for a value out of range still moves it, because its
+    sender advances the counter with every frame it sends; a frame with a
+    wrong length or CRC does not (its counter cannot be trusted).  So a
+    corrected value goes out with the next counter: a resend with the same
+    counter is ``counter_frozen``.
 """
 
 from __future__ import annotations
@@ -303,8 +306,6 @@ def rx_frame(m, n, ci, cf, cb):
             ci[od + 1] = cb[d0 + cb_byte]
             return RX_CRC
     cs = ci[oM + M_CNT_SIG]
-    new_last = -1  # the counter this frame makes the reference, committed only if the frame is accepted
-    lost = 0
     if cs >= 0:
         c = _unpack(cb, d0, ci, oS, oSEG, cs)
         mod = ci[oM + M_CNT_MOD]
@@ -320,12 +321,14 @@ def rx_frame(m, n, ci, cf, cb):
             if delta == 0:
                 ci[oC + RX_COUNTER_FROZEN] += 1
                 return RX_COUNTER_FROZEN
+            ci[oK + CNT_LAST] = c
             if delta > ci[oM + M_MAX_DELTA]:
-                ci[oK + CNT_LAST] = c  # a restarted sender costs one frame, not a counter wrap
                 ci[oC + RX_COUNTER_JUMP] += 1
                 return RX_COUNTER_JUMP
-            lost = delta - 1
-        new_last = c
+            ci[oC + RX_LOST] += delta - 1
+        else:
+            ci[oK + CNT_LAST] = c
+            ci[oK + CNT_VALID] = 1
     s0 = ci[oM + M_SIG0]
     s1 = s0 + ci[oM + M_NSIG]
     oA = ci[CI_RX_ALLOW]
@@ -348,10 +351,6 @@ def rx_frame(m, n, ci, cf, cb):
             ci[od + 1] = raw
             ci[od + 2] = s
             return RX_RANGE
-    if new_last >= 0:  # accepted: only now does its counter become the reference (a range-rejected frame's
-        ci[oK + CNT_LAST] = new_last  # corrected resend with the same counter is then accepted, not "frozen")
-        ci[oK + CNT_VALID] = 1
-        ci[oC + RX_LOST] += lost
     oSF = ci[CI_F_RX_SF]
     oV = ci[CI_F_VALUES]
     for s in range(s0, s1):
