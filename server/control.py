@@ -250,7 +250,6 @@ class ControlHandler:
         return {"params": self.params.describe(list(changed))}
 
     def _load_scenario(self, req):
-        lp = self.loop
         has_path, has_inline = "path" in req, "scenario" in req
         if has_path == has_inline:
             raise ControlError("bad_request", "load_scenario: give exactly one of 'path' (a scenario file on the "

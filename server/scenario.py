@@ -34,6 +34,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import stat
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -364,9 +366,6 @@ class ScenarioFolders:
             Not allowed, not found, not a regular file, too long, not UTF-8
             TOML, or not a valid scenario.
         """
-        import stat
-        import tomllib
-
         p = self.resolve(name)
         try:  # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it
             fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
