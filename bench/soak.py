@@ -17,7 +17,7 @@ RSS growth after the warm-up (``--warmup`` s), whether fds and threads
 stayed constant, missed ticks per window and the actual rate, the client's
 sequence gaps and the server's timing summary.  ``--json`` keeps every sample.
 
-    python bench/soak.py --duration 3600 --json bench/results/soak_1h.json
+    python bench/soak.py --duration 3600 --json bench/results/soak_1h.json --markdown bench/results/soak_1h.md
     python bench/soak.py --duration 120            # a short look
 
 The numbers depend on the machine and its load (the load average is
@@ -96,6 +96,40 @@ def windows(samples: list[dict], width_s: float, warmup_s: float) -> list[dict]:
     return out
 
 
+def markdown(res: dict) -> str:
+    """The result as a Markdown table for BENCHMARKS.md: the command, the acceptance checks, one row per window."""
+    r = res.get("result")
+    if not r:
+        return "(no samples after the warm-up)\n"
+    lb, la = res.get("load_avg_before") or [None], res.get("load_avg_after") or [None]
+    fmt = (lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else "-")
+    mpm = r["missed_per_min_by_window"]
+    later = mpm[1:] if len(mpm) > 1 else mpm
+    lines = [
+        f"`{res['command']}`; load average {fmt(lb[0])} before, median {fmt(r['load1_median'])} during, "
+        f"{fmt(la[0])} after.", "",
+        "| check | target | measured |", "| --- | --- | --- |",
+        f"| RSS growth after the warm-up ({res['args']['warmup']:g} s) | <= 1024 kB | "
+        f"{r['rss_growth_after_warmup_kb']} kB (max {r['rss_max_growth_after_warmup_kb']} kB; "
+        f"{r['rss_kb_at_warmup']} -> {r['rss_kb_last']} kB) |",
+        f"| open file descriptors | constant | {', '.join(map(str, r['fds']))} |",
+        f"| threads | constant | {', '.join(map(str, r['threads']))} |",
+        f"| missed ticks per minute, by window | no growth | {', '.join(f'{m:g}' for m in mpm)} "
+        f"(median {r['missed_per_min_median']}; first window {mpm[0] if mpm else '-'}, max of the later "
+        f"{max(later) if later else '-'}) |",
+        f"| ticks after the warm-up | - | {r['ticks_after_warmup']} ({r['missed_ticks_after_warmup']} missed) |",
+    ]
+    cl = res.get("client") or {}
+    if cl:
+        lines.append(f"| client | - | {json.dumps(cl)[:300]} |")
+    lines += ["", "| from s | to s | ticks | missed | rate Hz | RSS kB | fds | threads | load |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for w in res.get("windows", []):
+        lines.append(f"| {w['from_s']:g} | {w['to_s']:g} | {w['ticks']} | {w['missed']} | {w['rate_hz']} | "
+                     f"{w['rss_kb']} | {w['fds']} | {w['threads']} | {fmt(w['load1'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=3600.0, help="seconds of the soak (default 1 h)")
@@ -106,7 +140,12 @@ def main() -> int:
     ap.add_argument("--command-hz", type=float, default=100.0)
     ap.add_argument("--no-can", action="store_true", help="ZeroMQ only")
     ap.add_argument("--json", type=Path, help="write the summary and every sample here")
+    ap.add_argument("--markdown", type=Path, help="write the result table here (it is printed too)")
+    ap.add_argument("--table-from", type=Path, help="only print the table of an earlier run's --json file")
     args = ap.parse_args()
+    if args.table_from:
+        print(markdown(json.loads(args.table_from.read_text())), end="")
+        return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="gearbox-hil-soak-"))
     io = tmp / "io.toml"
@@ -192,6 +231,12 @@ def main() -> int:
     print(json.dumps({k: v for k, v in res.items() if k != "windows"}, indent=2))
     for w in res.get("windows", []):
         print(json.dumps(w))
+    table = markdown(res)
+    print()
+    print(table, end="")
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(table)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(res, samples=samples), indent=1))

@@ -286,10 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, help="write the received trace here")
     ap.add_argument("--shutdown", action="store_true", help="shut the server down at the end")
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds to wait for the server")
+    ap.add_argument("--client-key", help="this client's secret key file, for a server with CURVE on")
+    ap.add_argument("--server-key", help="the server's public key file (with --client-key)")
     args = ap.parse_args(argv)
 
     ctl = SwapController(SwapPlan(shift_at_s=args.shift_at, duration_s=args.duration))
-    with HilClient(args.control, timeout_s=args.timeout) as hil:
+    with HilClient(args.control, timeout_s=args.timeout, client_key=args.client_key,
+                   server_key=args.server_key) as hil:
         plant = hil.describe()
         if plant["kind"] != "powershift":
             print(f"this example drives the powershift plant; the server runs {plant['kind']}", file=sys.stderr)

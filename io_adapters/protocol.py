@@ -172,6 +172,22 @@ class InputValidator:
         return {self.inputs[int(self.idx[j])].name: float(self.val[j]) for j in range(self.count)}
 
 
+class PendingReply:
+    """A control reply that is not ready yet: work that must not run on the loop's thread (reading a file).
+
+    A control handler may return one instead of a reply map; the transport
+    keeps the request's return address, asks :meth:`ready` between ticks and
+    sends :meth:`reply` once it is.  ``ready`` and ``reply`` are called on the
+    loop's thread; ``reply`` never raises.
+    """
+
+    def ready(self) -> bool:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def reply(self) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
 class RejectLog:
     """Counts rejected messages by reason and logs them with the reason, at most ``max_per_s`` lines a second.
 
@@ -231,4 +247,4 @@ class RejectLog:
 
 __all__ = ["PROTOCOL_VERSION", "REASONS", "ERROR_CODES", "MAX_SIGNALS_PER_COMMAND", "ProtocolError",
            "COMMAND_ERRORS", "InputError", "schema_id", "error_reply", "wire_type_name", "InputValidator",
-           "RejectLog"]
+           "RejectLog", "PendingReply"]

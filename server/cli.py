@@ -24,6 +24,7 @@ COMMANDS = {
     "list": ("server.listing", "list the plants, plant configs, scenarios and I/O configs, one line each"),
     "warmup": ("server.warmup", "compile and cache the compiled code once (first start on a machine)"),
     "campaign": ("server.campaign", "run many offline cases over varied parameters, locally or on a Dask cluster"),
+    "keys": ("server.keys", "write CURVE key pairs for the ZeroMQ sockets (a server's, a client's)"),
 }
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)$")

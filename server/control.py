@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from io_adapters.protocol import COMMAND_ERRORS, PROTOCOL_VERSION, InputValidator, error_reply, schema_id
+from io_adapters.protocol import COMMAND_ERRORS, PROTOCOL_VERSION, InputValidator, PendingReply, error_reply, schema_id
 from plant_models.errors import ConfigError, FaultError, ParamError, SnapshotError
 
 from .loop import RUNNING, Loop
 from .params import ParamTable
-from .scenario import load_scenario, parse_scenario
+from .scenario import ScenarioFolders, parse_scenario
 from .scenario_player import ScenarioPlayer
 from .snapshots import SnapshotStore
 from .status import StatusReport
@@ -58,6 +59,9 @@ class ControlHandler:
         The run-time tunable parameters.
     report
         The status report (for ``status``).
+    scenarios
+        The folders ``load_scenario`` may read from, and the size cap
+        (default: the project's ``scenarios/``, 1 MiB).
     """
 
     # command -> allowed keys besides v, cmd, id
@@ -69,8 +73,12 @@ class ControlHandler:
         "fault_list": (), "snapshot_save": ("name", "path"), "snapshot_restore": ("name", "path"),
     }
 
-    def __init__(self, loop: Loop, player: ScenarioPlayer, params: ParamTable, report: StatusReport):
+    def __init__(self, loop: Loop, player: ScenarioPlayer, params: ParamTable, report: StatusReport,
+                 scenarios: ScenarioFolders | None = None):
         self.loop = loop
+        self.scenarios = scenarios or ScenarioFolders.default()
+        self._reader: ThreadPoolExecutor | None = None  # reads scenario files off the loop's thread
+        self._loading: Future | None = None
         self.player = player
         self.params = params
         self.report = report
@@ -79,8 +87,25 @@ class ControlHandler:
         self.handled = 0
         self.errors = 0
 
-    def handle(self, req: dict) -> dict:
-        """Execute ``req``; returns the reply.  Never raises."""
+    def handle_now(self, req: dict, timeout_s: float = 30.0) -> dict:
+        """:meth:`handle`, waiting for a pending reply: for callers that drive the loop themselves.
+
+        Scripts and tests that run a server in their own thread use it; a
+        transport never does (it must keep serving ticks while a file is
+        read).  A reply still pending after ``timeout_s`` is a ``TimeoutError``.
+        """
+        rep = self.handle(req)
+        if isinstance(rep, PendingReply):
+            end = time.monotonic() + timeout_s
+            while not rep.ready():
+                if time.monotonic() > end:
+                    raise TimeoutError(f"control request {req.get('cmd')!r}: no reply after {timeout_s} s")
+                time.sleep(0.001)
+            rep = rep.reply()
+        return rep
+
+    def handle(self, req: dict) -> dict | PendingReply:
+        """Execute ``req``; returns the reply (a :class:`PendingReply` for a file to read).  Never raises."""
         self.handled += 1
         try:
             cmd = req.get("cmd")
@@ -96,6 +121,8 @@ class ControlHandler:
                     raise ControlError("bad_request", f"{cmd}: unknown key {k!r}; allowed: "
                                        + (", ".join(self.KEYS[cmd]) or "none besides v, cmd, id"))
             result = getattr(self, "_" + cmd)(req)
+            if isinstance(result, PendingReply):
+                return result
             rep = {"v": PROTOCOL_VERSION, "id": rid, "cmd": cmd, "ok": True}
             rep.update(result)
             return rep
@@ -243,7 +270,6 @@ class ControlHandler:
         return {"params": self.params.describe(list(changed))}
 
     def _load_scenario(self, req):
-        lp = self.loop
         has_path, has_inline = "path" in req, "scenario" in req
         if has_path == has_inline:
             raise ControlError("bad_request", "load_scenario: give exactly one of 'path' (a scenario file on the "
@@ -251,15 +277,29 @@ class ControlHandler:
         dt = req.get("dt_s")
         if dt is not None and (isinstance(dt, bool) or not isinstance(dt, (int, float))):
             raise ControlError("bad_request", "load_scenario: 'dt_s' must be a number")
+        if has_path:
+            if not isinstance(req["path"], str):
+                raise ControlError("bad_request", "load_scenario: 'path' must be a string")
+            if self._loading is not None:
+                raise ControlError("bad_state", "load_scenario: another scenario file is being read; retry when "
+                                   "its reply has come")
+            if self._reader is None:
+                self._reader = ThreadPoolExecutor(1, thread_name_prefix="scenario-reader")
+            # the file is read and parsed in a worker thread: no file (a FIFO, a slow disk) can stall a tick
+            self._loading = self._reader.submit(self.scenarios.read, req["path"])
+            return _ScenarioRead(self, req, self._loading)
         try:
-            if has_path:
-                if not isinstance(req["path"], str):
-                    raise ControlError("bad_request", "load_scenario: 'path' must be a string")
-                sc = load_scenario(req["path"])
-            else:
-                if not isinstance(req["scenario"], dict):
-                    raise ControlError("bad_request", "load_scenario: 'scenario' must be a map")
-                sc = parse_scenario(req["scenario"], "<load_scenario request>")
+            if not isinstance(req["scenario"], dict):
+                raise ControlError("bad_request", "load_scenario: 'scenario' must be a map")
+            sc = parse_scenario(req["scenario"], "<load_scenario request>")
+        except ConfigError as exc:
+            raise ControlError("scenario_error", str(exc)) from None
+        return self._install_scenario(sc, dt)
+
+    def _install_scenario(self, sc, dt) -> dict:
+        """Compile a parsed scenario for the plant and load it (on the loop's thread, between ticks)."""
+        lp = self.loop
+        try:
             step = float(dt) if dt is not None else (sc.dt if sc.dt is not None else lp.dt)
             if lp.mode == "realtime" and step != lp.dt:
                 raise ControlError("scenario_error", f"load_scenario: the scenario's step {step} s differs from the "
@@ -274,6 +314,33 @@ class ControlHandler:
         self.player.load(compiled, spare, lp.period_ns)
         lp.reset()
         return {"scenario": dict(self.player.info), "tick": lp.tick, "period_s": lp.dt}
+
+    def finish_read(self, req: dict, fut: Future) -> dict:
+        """The reply to a ``load_scenario`` whose file the worker has read (loop's thread).  Never raises."""
+        self._loading = None
+        try:
+            exc = fut.exception()
+            if exc is not None:
+                if isinstance(exc, ConfigError):
+                    raise ControlError("scenario_error", str(exc))
+                raise exc
+            result = self._install_scenario(fut.result(), req.get("dt_s"))
+        except ControlError as exc:
+            self.errors += 1
+            return error_reply(exc.code, exc.message, req)
+        except Exception as exc:
+            self.errors += 1
+            log.exception("load_scenario failed")
+            return error_reply("internal", f"internal error: {type(exc).__name__}: {exc}", req)
+        rep = {"v": PROTOCOL_VERSION, "id": req.get("id"), "cmd": "load_scenario", "ok": True}
+        rep.update(result)
+        return rep
+
+    def close(self) -> None:
+        """Stop the scenario reader thread (a read under way finishes; nothing waits for it)."""
+        if self._reader is not None:
+            self._reader.shutdown(wait=False, cancel_futures=True)
+            self._reader = None
 
     def _unload_scenario(self, req):
         if self.player.loaded is None:
@@ -352,6 +419,22 @@ class ControlHandler:
         lp = self.loop
         was = lp.watchdog.clear(lp.clock_ns())
         return {"was_tripped": was}
+
+
+class _ScenarioRead(PendingReply):
+    """A ``load_scenario`` whose file is being read off the loop's thread."""
+
+    def __init__(self, handler: ControlHandler, req: dict, fut: Future):
+        self.handler, self.req, self.fut = handler, req, fut
+        self._reply: dict | None = None
+
+    def ready(self) -> bool:
+        return self.fut.done()
+
+    def reply(self) -> dict:
+        if self._reply is None:
+            self._reply = self.handler.finish_read(self.req, self.fut)
+        return self._reply
 
 
 __all__ = ["ControlError", "ControlHandler", "SERVER_NAME"]

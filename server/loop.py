@@ -795,6 +795,7 @@ class Loop:
         if now - self._last_events >= 20_000_000 and (not deadline or deadline - mono() >= budget):
             self._last_events = now
             self._collect_events()
+            self.watchdog.log_changes()
         if (self.cfg.status_interval_s > 0 and now - self._last_status_window >= self.cfg.status_interval_s * 1e9
                 and (not deadline or deadline - mono() >= budget)):
             self._last_status_window = now

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from io_adapters.base import (TI_WATCHDOG, Adapter, AdapterError, LoopContext, UnknownAdapterType, create_adapter,
                               new_tick_info)
 from io_adapters.ring import StateRing
-from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml
+from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml, repo_root
 from plant_models.errors import InputError
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
@@ -41,6 +41,7 @@ from .loop import Loop
 from .loop_config import MODES, LoopConfig, SettingError
 from .params import ParamTable
 from .rtsetup import RealtimeConfig
+from .scenario import ScenarioFolders
 from .scenario_player import ScenarioPlayer
 from .status import StatusReport
 from .watchdog import CommandWatchdog, InputPolicy, WatchdogConfig
@@ -72,6 +73,7 @@ class IoConfig:
     watchdog: WatchdogConfig
     initial_inputs: dict
     adapters: tuple[AdapterSpec, ...]
+    scenarios: ScenarioFolders | None = None
 
 
 def _loop_config(cfg: ConfigReader) -> LoopConfig:
@@ -206,8 +208,28 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
         v = ini.raw(name)
         initial[name] = v
     adapters = _adapter_specs(cfg)
+    scenarios = _scenario_folders(cfg, path)
     cfg.reject_unknown()
-    return IoConfig(str(path), loop, watchdog, initial, adapters)
+    return IoConfig(str(path), loop, watchdog, initial, adapters, scenarios)
+
+
+def _scenario_folders(cfg: ConfigReader, path: Path) -> ScenarioFolders:
+    """``[scenarios]``: the folders ``load_scenario`` may read (relative ones from the project folder), the cap."""
+    sc = cfg.sub("scenarios", required=False)
+    default = ScenarioFolders.default()
+    folders = sc.raw("folders", None)
+    if folders is None:
+        out = default.folders
+    else:
+        if not isinstance(folders, list) or not folders or not all(isinstance(f, str) and f for f in folders):
+            raise sc.error("folders", "must be a non-empty array of folder names")
+        out = tuple(Path(f) if Path(f).is_absolute() else repo_root() / f for f in folders)
+        for f, given in zip(out, folders):
+            if not f.is_dir():
+                raise sc.error("folders", f"{given!r} is not a folder ({f})")
+    max_bytes = sc.integer("max_bytes", default.max_bytes, lo=1024, hi=1 << 28)
+    sc.reject_unknown()
+    return ScenarioFolders(out, max_bytes)
 
 
 @dataclass(frozen=True)
@@ -365,18 +387,21 @@ class Server:
 
     def close(self) -> None:
         self.loop.close()
+        self.control.close()
 
 
 def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cfg: WatchdogConfig | None = None,
              initial_inputs: dict[str, float] | None = None, out: Callable[[str], None] | None = None,
-             ring: StateRing | None = None) -> Server:
+             ring: StateRing | None = None, scenarios: ScenarioFolders | None = None) -> Server:
     """Build every part of a server around ``plant`` and ``adapters`` and connect them.
 
     ``watchdog_cfg`` names only inputs of the plant and ``initial_inputs``
     are valid values (:func:`build` checks both against the plant); ``out``
     receives the status lines when stdout is not a terminal; ``ring`` is the
     state ring to use (default: ``cfg.ring_rows`` rows in private memory;
-    e.g. one in shared memory for a consumer in another process).
+    e.g. one in shared memory for a consumer in another process);
+    ``scenarios`` the folders ``load_scenario`` reads (default: the
+    project's ``scenarios/``).
     """
     tick_info = new_tick_info()
     watchdog = CommandWatchdog(plant, watchdog_cfg or WatchdogConfig(),
@@ -386,7 +411,7 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
     loop = Loop(plant, adapters, cfg, watchdog, player, tick_info, initial_inputs, ring)
     params = ParamTable(plant, extra=watchdog.tunable_parameters())
     report = StatusReport(loop, out)
-    control = ControlHandler(loop, player, params, report)
+    control = ControlHandler(loop, player, params, report, scenarios)
     context = LoopContext(period_s=loop.dt, mode=loop.mode, feed_watchdog=watchdog.feed, status=report.status,
                           control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info,
                           ring=ring)
@@ -444,6 +469,6 @@ def build(plant_config: str | Path, io_config: str | Path | None = None, endpoin
     _check_against_plant(io, plant)
     adapters = create_adapters(io)
     server = assemble(plant, adapters, loop_cfg, _resolve_watchdog(io, plant),
-                      initial_inputs={k: float(v) for k, v in io.initial_inputs.items()})
+                      initial_inputs={k: float(v) for k, v in io.initial_inputs.items()}, scenarios=io.scenarios)
     server.io_source = io.source
     return server

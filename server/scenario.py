@@ -33,6 +33,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import stat
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -290,3 +293,111 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario file (a path, or the name of a file in scenarios/)."""
     p = find_config(path, folder="scenarios")
     return parse_scenario(load_toml(p), str(p))
+
+
+DEFAULT_MAX_SCENARIO_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ScenarioFolders:
+    """Where the ``load_scenario`` control request may read scenario files, and how much of one.
+
+    A request names a file *relative to* one of ``folders`` (a name such as
+    ``powershift_single_swap`` gets ``.toml`` appended); absolute paths and
+    ``..`` are refused, and so is a name whose real path (symlinks
+    resolved) leaves its folder.  Only regular files of at most
+    ``max_bytes`` are read: a FIFO, a device or a socket is refused before
+    a byte is read, and the file is opened non-blocking so that no open can
+    wait either.  Called off the real-time thread (the control handler reads
+    in a worker thread).
+
+    Attributes
+    ----------
+    folders
+        The scenario folders, searched in order (absolute paths).
+    max_bytes
+        The longest scenario file read, bytes.
+    """
+
+    folders: tuple[Path, ...]
+    max_bytes: int = DEFAULT_MAX_SCENARIO_BYTES
+
+    @classmethod
+    def default(cls) -> "ScenarioFolders":
+        """The project's ``scenarios/`` folder, 1 MiB."""
+        from plant_models.config import repo_root
+
+        return cls((repo_root() / "scenarios",))
+
+    def resolve(self, name: str) -> Path:
+        """The file ``name`` refers to inside the folders; ConfigError (key ``path``) if it is not allowed or absent."""
+        given = Path(name)
+        if not name or "\x00" in name:
+            raise ConfigError(repr(name), "path", "not a file name")
+        if given.is_absolute() or given.drive:
+            raise ConfigError(name, "path", "absolute paths are not accepted; name a file relative to the scenario "
+                              f"folders ({self._where()})")
+        if ".." in given.parts:
+            raise ConfigError(name, "path", "'..' is not accepted; name a file inside the scenario folders "
+                              f"({self._where()})")
+        if not given.suffix:
+            given = given.with_name(given.name + ".toml")
+        for folder in self.folders:
+            cand = folder / given
+            if not os.path.lexists(cand):
+                continue
+            real, root = os.path.realpath(cand), os.path.realpath(folder)
+            if os.path.commonpath([real, root]) != root:
+                raise ConfigError(name, "path", f"leads outside the scenario folder {folder} (a symbolic link)")
+            return cand
+        names = sorted({f.name[:-5] for d in self.folders if d.is_dir() for f in d.iterdir() if f.suffix == ".toml"})
+        raise ConfigError(name, "path", f"no such scenario in {self._where()}"
+                          + (did_you_mean(given.stem, names) or ""))
+
+    def _where(self) -> str:
+        return ", ".join(str(f) for f in self.folders)
+
+    def read(self, name: str) -> "Scenario":
+        """Resolve, read (regular files only, at most ``max_bytes``) and parse the scenario ``name``.
+
+        Raises
+        ------
+        ConfigError
+            Not allowed, not found, not a regular file, too long, not UTF-8
+            TOML, or not a valid scenario.
+        """
+        p = self.resolve(name)
+        try:  # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            raise ConfigError(str(p), "", f"cannot be opened ({exc.strerror})") from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                        or stat.S_ISBLK(st.st_mode) else "a directory" if stat.S_ISDIR(st.st_mode) else "a socket"
+                        if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+                raise ConfigError(str(p), "", f"is {kind}; only regular scenario files are read")
+            if st.st_size > self.max_bytes:
+                raise ConfigError(str(p), "", f"{st.st_size} bytes, more than the limit of {self.max_bytes} "
+                                  "([scenarios] max_bytes)")
+            chunks, n = [], 0
+            while n <= self.max_bytes:  # a file that grows while it is read is still cut at the limit
+                b = os.read(fd, self.max_bytes + 1 - n)
+                if not b:
+                    break
+                chunks.append(b)
+                n += len(b)
+            if n > self.max_bytes:
+                raise ConfigError(str(p), "", f"longer than the limit of {self.max_bytes} bytes ([scenarios] "
+                                  "max_bytes)")
+        finally:
+            os.close(fd)
+        raw = b"".join(chunks)
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ConfigError(str(p), "", "not UTF-8 text") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(str(p), "", f"not valid TOML ({exc})") from None
+        return parse_scenario(data, str(p))

@@ -20,6 +20,7 @@ control request.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,8 @@ from numba import njit
 from plant_models.plant import Param, Plant
 
 JIT = dict(cache=True, nogil=True)
+
+log = logging.getLogger("gearbox_hil.watchdog")
 
 OK = 0
 HOLD = 1
@@ -171,6 +174,7 @@ class CommandWatchdog:
         self.trip_ns = 0
         self.trips = 0
         self.recoveries = 0
+        self._logged_trips = self._logged_recoveries = 0
         # mirrors phase != OK for cheap reads
         self.tripped_flag = tripped_flag if tripped_flag is not None else np.zeros(1, dtype=np.int64)
         self.tripped_flag[0] = 0
@@ -287,6 +291,22 @@ class CommandWatchdog:
             self.phase = SAFE
 
     # -- reporting -------------------------------------------------------------------
+    def log_changes(self) -> None:
+        """Log the trips and recoveries since the last call (between ticks: the tick only counts them)."""
+        trips, rec = self.trips, self.recoveries
+        if trips == self._logged_trips and rec == self._logged_recoveries:
+            return
+        if trips != self._logged_trips:
+            n = trips - self._logged_trips
+            log.warning("command watchdog tripped%s: no valid command for more than %.1f ms; supervised inputs "
+                        "hold for %.0f ms, then ramp to their safe values (trip %d)",
+                        f" {n} times" if n > 1 else "", self.timeout_ns / 1e6, self.hold_ns / 1e6, trips)
+        if rec != self._logged_recoveries:
+            log.warning("command watchdog recovered (%s; %d recoveries); commands drive the inputs again%s",
+                        "a valid command" if self.cfg.recovery == "auto" else "clear_watchdog", rec,
+                        "" if self.phase == OK else ", though it has tripped again")
+        self._logged_trips, self._logged_recoveries = trips, rec
+
     def status(self, now_ns: int, active: bool) -> dict:
         age = (now_ns - self.last_feed_ns) / 1e9 if self.armed else None
         return {

@@ -271,3 +271,47 @@ def test_autosar_profile_1_variant(tmp_path):
             assert h.plant.input_dict()["p_c1"] == 21.0
         finally:
             tcu.close()
+
+
+def test_a_range_rejected_frame_moves_the_counter_reference_as_e2e_senders_expect(rig):
+    """docs/can.md: a value out of range passed the end-to-end checks, so its counter is the reference."""
+    h, tcu = rig
+    tcu.send(counter=4)
+    tcu.send({"PressureCmd_C2": 40.95}, counter=5)  # out of range: rejected
+    assert rejected(h)["out_of_range"] == 1 and h.plant.input_dict()["p_c2"] == 0.0
+    tcu.send({"PressureCmd_C2": 20.0}, counter=5)  # the same counter again: frozen
+    assert rejected(h)["counter_frozen"] == 1 and h.plant.input_dict()["p_c2"] == 0.0
+    tcu.send({"PressureCmd_C2": 20.0}, counter=6)  # the next counter: accepted, nothing lost
+    assert h.plant.input_dict()["p_c2"] == 20.0
+    st = h.adapter.status()["rx"]["messages"]["TCU_ClutchCmdA"]
+    assert st["accepted"] == 2 and st["lost"] == 0 and rejected(h)["counter_jump"] == 0
+
+
+def test_a_crc_rejected_frame_does_not_move_the_reference(rig):
+    h, tcu = rig
+    tcu.send(counter=7)
+    tcu.send({"PressureCmd_C1": 30.0}, counter=9, corrupt_crc=True)  # a counter that cannot be trusted
+    tcu.send({"PressureCmd_C1": 30.0}, counter=8)  # the next after 7: accepted
+    assert h.plant.input_dict()["p_c1"] == 30.0 and rejected(h)["crc"] == 1
+    assert rejected(h)["counter_frozen"] == rejected(h)["counter_jump"] == 0
+
+
+def test_diag_counters_wrap_modulo_256_instead_of_sticking(rig):
+    """300 frames of a wrong length: HIL_RxDiag carries 300 mod 256 = 44, the status the full count."""
+    h, tcu = rig
+    for _ in range(300):
+        tcu.bus.send(can.Message(arbitration_id=CMD_A.frame_id, is_extended_id=False, data=bytes(3)))
+    tcu.sent += 300
+    tcu.h.wait_frames(tcu.sent)
+    assert rejected(h)["dlc"] == 300
+    diag = DBC.get_message_by_name("HIL_RxDiag")
+    dec = E2EDecoder(diag, "RxDiag_CRC", "RxDiag_Counter", 0x0301)
+    while tcu.bus.recv(0.0) is not None:
+        pass
+    h.run(100)
+    got = []
+    while (m := tcu.bus.recv(0.05)) is not None:
+        if m.arbitration_id == diag.frame_id:
+            got.append(dec.decode(bytes(m.data)))
+    assert len(got) == 1 and got[0]["DlcErrors"] == 300 % 256
+    assert h.adapter.status()["tx"]["saturated"] == 0  # a wrapped counter is not a clamped value

@@ -71,7 +71,7 @@ def test_errors_are_typed_and_the_socket_survives_them(server):
         assert ei.value.code == "param_error" and "row.C1.gain_static" in ei.value.message
         with pytest.raises(ServerError) as ei:
             hil.load_scenario(path="no/such/file.toml")
-        assert ei.value.code == "scenario_error" and "file not found" in ei.value.message
+        assert ei.value.code == "scenario_error" and "no such scenario" in ei.value.message
         assert hil.ping()["ok"] is True  # the REQ socket is still usable
 
 

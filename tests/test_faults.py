@@ -177,7 +177,7 @@ def test_a_faulted_input_is_clamped_to_its_declared_range():
 def test_an_input_fault_works_under_a_scenario_and_a_fault_free_run_stays_bit_identical():
     a, b = _server(), _server()
     for s in (a, b):
-        assert s.control.handle({"cmd": "load_scenario", "path": "powershift_single_swap"})["ok"]
+        assert s.control.handle_now({"cmd": "load_scenario", "path": "powershift_single_swap"})["ok"]
         s.loop.start()
     # set and cleared before the first tick: the model floats and tables go back exactly; nothing differs
     a.loop.set_fault({"target": "clutch", "clutch": 2, "kind": "worn", "value": 0.3})

@@ -54,7 +54,7 @@ def test_an_in_process_loop_with_faults_continues_bit_exactly_after_a_restore(tm
     plant = load_plant("powershift")
     srv = assemble(plant, [], LoopConfig(mode="lockstep", snapshot_dir=str(tmp_path)))
     lp = srv.loop
-    assert srv.control.handle({"cmd": "load_scenario", "path": "powershift_single_swap"})["ok"]
+    assert srv.control.handle_now({"cmd": "load_scenario", "path": "powershift_single_swap"})["ok"]
     lp.start()
     lp.step(400)
     for f in FAULTS:
@@ -211,7 +211,7 @@ def test_restore_needs_the_same_scenario_loaded(tmp_path):
     srv = assemble(plant, [], LoopConfig(mode="lockstep"))
     srv.loop.start()
     snap = srv.loop.snapshot()
-    assert srv.control.handle({"cmd": "load_scenario", "path": "powershift_single_swap"})["ok"]
+    assert srv.control.handle_now({"cmd": "load_scenario", "path": "powershift_single_swap"})["ok"]
     df0 = plant.df.copy()
     with pytest.raises(Exception, match="no scenario loaded"):
         srv.loop.restore(snap)

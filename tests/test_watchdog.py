@@ -122,3 +122,19 @@ def test_watchdog_is_disarmed_by_reset_and_tunable_at_run_time():
     rep = srv.control.handle({"v": 1, "cmd": "set_params", "params": {"watchdog.timeout_s": -1.0}})
     assert not rep["ok"] and rep["error"]["code"] == "param_error"
     assert srv.params.describe(["watchdog.timeout_s"])["watchdog.timeout_s"]["value"] == pytest.approx(0.2)
+
+
+def test_trips_and_recoveries_are_logged_between_ticks(caplog):
+    srv = make_server()
+    caplog.set_level("WARNING", logger="gearbox_hil.watchdog")
+    ctl(srv, "set", set={"p_c1": 16.0})
+    run(srv, 100, ["p_c1"])
+    assert srv.watchdog.trips == 1 and not caplog.records  # the tick only counts
+    srv.watchdog.log_changes()
+    ctl(srv, "set", set={"p_c1": 16.0})  # recovery = "auto": the next valid command
+    srv.watchdog.log_changes()
+    srv.watchdog.log_changes()  # nothing new: nothing logged
+    text = [r.getMessage() for r in caplog.records]
+    assert len(text) == 2, text
+    assert text[0].startswith("command watchdog tripped: no valid command for more than 50.0 ms") and "(trip 1)" in text[0]
+    assert text[1].startswith("command watchdog recovered (a valid command; 1 recoveries)")

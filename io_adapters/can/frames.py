@@ -40,7 +40,13 @@ End-to-end protection (AUTOSAR E2E profile 1/2 style)
     advanced by 1..``max_delta_counter``; an unchanged counter is *frozen*, a
     larger step is a *jump*.  After a jump the new counter becomes the
     reference, so a restarted sender costs one rejected frame, not a full
-    counter wrap.
+    counter wrap.  The reference is the counter of the last frame that
+    passed the end-to-end checks (length, CRC, counter), as in AUTOSAR E2E:
+    a frame rejected for a value out of range still moves it, because its
+    sender advances the counter with every frame it sends; a frame with a
+    wrong length or CRC does not (its counter cannot be trusted).  So a
+    corrected value goes out with the next counter: a resend with the same
+    counter is ``counter_frozen``.
 """
 
 from __future__ import annotations
@@ -487,7 +493,11 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
     auxiliary values (loop and adapter status, refreshed here from the loop's
     ``tick_info``, overruns included, and the receive counters), are
     converted to DBC units, rounded to the nearest raw value and clamped to the DBC range (clamped or non-finite
-    values are counted per message).  The alive counter advances per frame;
+    values are counted per message), except the auxiliary counters (tick,
+    overruns, the receive and transmit error counts) in a signal whose range
+    starts at 0: they wrap modulo the range + 1 (an 8-bit signal carries the
+    count modulo 256), so a receiver sees every new error as a change.  The
+    alive counter advances per frame;
     the CRC is computed last.
 
     Returns
@@ -538,8 +548,11 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
                 raw = lo
                 ci[osat + m] += 1
             elif x > hi:
-                raw = hi
-                ci[osat + m] += 1
+                if ci[r + S_SOURCE] == SOURCE_AUX and t != AUX_WATCHDOG and t != AUX_FRESH and lo == 0:
+                    raw = int(math.floor(x + 0.5)) % (hi + 1)  # counters wrap (docs/can.md), never stick at the top
+                else:
+                    raw = hi
+                    ci[osat + m] += 1
             else:
                 raw = int(math.floor(x + 0.5))
                 if raw > hi:

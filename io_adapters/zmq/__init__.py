@@ -1,7 +1,7 @@
 """The ZeroMQ transport (docs/protocol.md).
 
 * ``adapter``: :class:`ZmqAdapter`, the server side (state PUB, command
-  PULL, control REP);
+  PULL, control ROUTER), with ``curve`` for CURVE authentication;
 * ``codec``: the msgpack encoding of the protocol (:class:`StateEncoder`,
   :class:`CommandDecoder`, ``decode_request``, ``encode``);
 * ``client``: :class:`HilClient`, the Python client for controller

@@ -1,4 +1,4 @@
-"""ZeroMQ adapter: state stream (PUB), commands (PULL), control (REP); msgpack everywhere.
+"""ZeroMQ adapter: state stream (PUB), commands (PULL), control (ROUTER); msgpack everywhere.
 
 The wire format is specified in docs/protocol.md.  Three sockets, all bound
 by the server (127.0.0.1 by default, endpoints from the I/O config):
@@ -9,7 +9,21 @@ by the server (127.0.0.1 by default, endpoints from the I/O config):
   away.
 * **command** (PULL): partial updates of input signals by name, each
   validated whole before it is applied.
-* **control** (REP): request/reply, served between ticks.
+* **control** (ROUTER): request/reply, served between ticks.  A ROUTER
+  answers each request on the connection it came from, whatever any other
+  peer sends; a REP socket serves its peers in a strict receive/send
+  alternation that a broken peer (raw TCP noise on the port) could leave
+  waiting, so an honest client's next request went unanswered.  A request
+  is one body frame after its routing envelope; more frames are one
+  ``bad_message`` reply.
+
+Every socket caps the size of what a peer can make it hold
+(``ZMQ_MAXMSGSIZE``, also on the state socket, where a subscription is an
+inbound message: a 4 MiB subscription otherwise stalls the sending thread
+while ZeroMQ builds its prefix tree); ZeroMQ drops the connection of a peer
+that sends more.  With ``curve_secret_key`` set, every socket is a CURVE
+server and a ZAP handler (:mod:`zmq.auth`) admits only the public keys in
+``curve_clients`` (docs/protocol.md, section 8).
 
 Nothing of this runs in the tick except two copies.  The tick writes its
 state into the loop's state ring (:mod:`io_adapters.ring`); between ticks,
@@ -43,10 +57,11 @@ base class's :meth:`~io_adapters.base.Adapter.read`, which calls
 from __future__ import annotations
 
 import collections
-
+import ipaddress
 import logging
 import select
 import time
+from urllib.parse import urlsplit
 
 import zmq
 
@@ -55,7 +70,9 @@ from plant_models.plant import Plant
 
 from ..base import TI_SCENARIO, Adapter, AdapterError, CommandCounts, LoopContext
 from ..handover import Q_GOT, Q_PUT, CommandRows
-from ..protocol import COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, ProtocolError, RejectLog, error_reply
+from ..protocol import (COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, PendingReply, ProtocolError, RejectLog,
+                        error_reply)
+from . import curve
 from ..ring import F_TIME, I_AUX, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
 from .codec import CommandDecoder, StateEncoder, decode_request, encode
 
@@ -71,6 +88,37 @@ TOPIC_STATE = b"state"
 TOPIC_STATUS = b"status"
 TOPIC_EVENT = b"event"
 
+MAX_ENVELOPE_FRAMES = 8  # routing frames before a control request's body (REQ sends 2, with REQ_CORRELATE 3)
+
+
+def is_loopback(endpoint: str) -> bool:
+    """The endpoint is reachable from this host only (``tcp://127.x``, ``[::1]``, ``localhost``, ``ipc://``)."""
+    u = urlsplit(endpoint)
+    if u.scheme in ("ipc", "inproc"):
+        return True
+    host = u.netloc.rsplit(":", 1)[0].strip("[]") if u.netloc else ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # "*", an interface or a host name: not provably loopback
+        return False
+
+
+def split_envelope(identity: bytes, rest: list) -> tuple[list, list]:
+    """A ROUTER message as (routing envelope, body frames).
+
+    The envelope is the peer's identity and, when an empty delimiter frame
+    follows within :data:`MAX_ENVELOPE_FRAMES` frames (REQ, and a DEALER that
+    imitates it), every frame up to and including it; a DEALER without a
+    delimiter sends its body right after the identity.  Frames dropped by
+    ``_recv_rest`` are ``None`` and count as body frames.
+    """
+    for i, f in enumerate(rest[:MAX_ENVELOPE_FRAMES]):
+        if f == b"":
+            return [identity, *rest[: i + 1]], rest[i + 1:]
+    return [identity], rest
+
 
 MAX_DELAYED = 4096  # commands an injected delay may hold back at once (more are dropped and counted)
 
@@ -83,8 +131,18 @@ class ZmqAdapter(Adapter):
     free one, reported in :attr:`endpoints`), ``publish_every`` (ticks per state message, >= 1), ``state_format``
     (``"map"`` or ``"array"``), ``max_command_bytes``, ``max_request_bytes``,
     ``max_commands_per_tick``, ``status_publish_s`` (0: never),
-    ``publish_events``, ``send_hwm``, ``receive_hwm``.  It needs the loop's
-    state ring (``LoopContext.ring``).
+    ``publish_events``, ``send_hwm``, ``receive_hwm``,
+    ``max_subscription_bytes``; authentication: ``curve_secret_key`` (the
+    server's secret key file), ``curve_clients`` (a folder of the allowed
+    clients' public key files), ``insecure_remote`` (bind beyond loopback
+    without CURVE; warns at every start).  It needs the loop's state ring
+    (``LoopContext.ring``).
+
+    Raises
+    ------
+    ConfigError
+        A bad option, or an endpoint beyond loopback without CURVE and
+        without ``insecure_remote = true``.
     """
 
     type_name = "zmq"
@@ -106,10 +164,22 @@ class ZmqAdapter(Adapter):
         # None: one second of states in realtime (bounds the memory a slow subscriber can take), else 10000
         self.send_hwm = cfg.integer("send_hwm", 0, lo=1) if cfg.has("send_hwm") else None
         self.receive_hwm = cfg.integer("receive_hwm", 10_000, lo=1)
+        # the cap also applies to the CURVE handshake's commands (INITIATE is about 300 bytes): not below 512
+        self.max_subscription_bytes = cfg.integer("max_subscription_bytes", 1024, lo=512, hi=1 << 16)
+        self.curve = curve.server_config(cfg)
+        self.insecure_remote = cfg.boolean("insecure_remote", False)
         cfg.reject_unknown()
+        self.remote = [k for k, v in self.endpoints_cfg.items() if not is_loopback(v)]
+        if self.remote and self.curve is None and not self.insecure_remote:
+            k = self.remote[0]
+            raise cfg.error(k, f"{self.endpoints_cfg[k]} listens beyond loopback without authentication; set "
+                            "curve_secret_key and curve_clients (keys from `gearbox-hil keys`), or "
+                            "insecure_remote = true on a network you trust")
+        self._auth = None
+        self._pending: list = []  # (envelope, PendingReply) of requests whose work runs off the loop's thread
         self.endpoints: dict[str, str] = {}
         self._zctx: zmq.Context | None = None
-        self._pub = self._pull = self._rep = None
+        self._pub = self._pull = self._ctl = None
         self._open = False
         self._rows_q = (0, 0)  # the command-row counters once open (nothing waits before)
         # injected faults (server/faults.py): drop commands, or hold them back a number of ticks
@@ -148,10 +218,19 @@ class ZmqAdapter(Adapter):
                              if ctx.mode == "realtime" else 10_000)
         self._zctx = zmq.Context()
         try:  # options before bind: they apply to the connections peers make later
-            self._pub = self._socket(zmq.PUB, "state_endpoint", {zmq.SNDHWM: self.send_hwm})
+            if self.curve is not None:
+                self._auth = curve.start_authenticator(self._zctx, self.curve)
+            elif self.remote:
+                log.warning("%s: insecure_remote = true: %s listen beyond loopback WITHOUT authentication; any "
+                            "peer that reaches them can command the plant and shut the server down", self.name,
+                            ", ".join(self.endpoints_cfg[k] for k in self.remote))
+            # a subscription is an inbound message of the PUB socket: capped like every other one
+            self._pub = self._socket(zmq.PUB, "state_endpoint", {
+                zmq.SNDHWM: self.send_hwm, zmq.MAXMSGSIZE: self.max_subscription_bytes})
             self._pull = self._socket(zmq.PULL, "command_endpoint", {
                 zmq.RCVHWM: self.receive_hwm, zmq.MAXMSGSIZE: max(16 * self.max_command_bytes, 1 << 16)})
-            self._rep = self._socket(zmq.REP, "control_endpoint", {zmq.MAXMSGSIZE: 4 * self.max_request_bytes})
+            self._ctl = self._socket(zmq.ROUTER, "control_endpoint", {
+                zmq.MAXMSGSIZE: 4 * self.max_request_bytes, zmq.RCVHWM: 1000, zmq.SNDHWM: 1000})
         except BaseException:
             self.close()
             raise
@@ -171,6 +250,8 @@ class ZmqAdapter(Adapter):
         endpoint = self.endpoints_cfg[key]
         s = self._zctx.socket(kind)
         s.setsockopt(zmq.LINGER, 0)
+        if self.curve is not None:
+            curve.make_server(s, self.curve)
         for opt, value in options.items():
             s.setsockopt(opt, value)
         try:
@@ -187,17 +268,20 @@ class ZmqAdapter(Adapter):
                 self._publish_rows(0)  # the states of the last ticks, before the socket goes
             except Exception:  # closing must go on
                 log.exception("%s: publishing the last states failed", self.name)
-        for s in (self._pub, self._pull, self._rep):
+        for s in (self._pub, self._pull, self._ctl):
             if s is not None:
                 s.close(0)
-        self._pub = self._pull = self._rep = None
+        self._pub = self._pull = self._ctl = None
+        if self._auth is not None:
+            self._auth.stop()
+            self._auth = None
         if self._zctx is not None:
             self._zctx.term()
             self._zctx = None
         self._open = False
 
     def wait_handles(self) -> list:
-        return [self._rep] if self._rep is not None else []
+        return [self._ctl] if self._ctl is not None else []
 
     # ------------------------------------------------------------------ real-time path
     def read(self, tick: int, now_ns: int) -> None:
@@ -268,6 +352,10 @@ class ZmqAdapter(Adapter):
                 self._more_waiting = False
                 return
             self.received += 1
+            if pull.rcvmore:  # a multipart message is one bad message, never several commands
+                n = len(self._recv_rest(pull, 0)) + 1
+                self.command_rejects.reject("bad_message", f"a command is one frame, got a message of {n} frames")
+                continue
             try:
                 dec.decode(raw)
             except COMMAND_ERRORS as exc:
@@ -287,6 +375,36 @@ class ZmqAdapter(Adapter):
             rows.put(seq - (1 << 64) if seq >= 1 << 63 else seq, val.idx, val.val, val.count)  # uint64 bits
             if until_ns and mono() >= until_ns:
                 return
+
+    def _send_reply(self, envelope: list, reply: dict) -> None:
+        try:  # to a peer that is gone or does not read, ROUTER drops the reply (never blocks)
+            self._ctl.send_multipart([*envelope, encode(reply)], zmq.NOBLOCK)
+        except zmq.ZMQError as exc:
+            log.warning("%s: control reply not sent: %s", self.name, exc)
+
+    def _send_ready_replies(self) -> bool:
+        """Send the first finished deferred reply; True if one was sent (one piece of work)."""
+        for i, (envelope, pending) in enumerate(self._pending):
+            if pending.ready():
+                del self._pending[i]
+                reply = pending.reply()
+                if not reply.get("ok"):
+                    err = reply.get("error", {})
+                    self.control_rejects.reject(err.get("code", "internal"),
+                                                f"{reply.get('cmd')}: {err.get('message')}")
+                self._send_reply(envelope, reply)
+                return True
+        return False
+
+    @staticmethod
+    def _recv_rest(sock, keep: int) -> list:
+        """The remaining frames of a multipart message: the first ``keep`` kept, the others received and
+        dropped (counted as ``None``)."""
+        rest: list = []
+        while sock.rcvmore:
+            f = sock.recv(zmq.NOBLOCK)  # the frames of a message arrive together: never Again here
+            rest.append(f if len(rest) < keep else None)
+        return rest
 
     def _publish_rows(self, until_ns: int) -> None:
         """Send the state messages of the rows written since the last call, oldest first."""
@@ -309,21 +427,30 @@ class ZmqAdapter(Adapter):
                     self.send_errors += 1
             if until_ns and mono() >= until_ns:
                 return
+
     def poll_control(self, now_ns: int) -> None:
         """Serve at most one control request, publish the status when due, flush reject logs."""
-        rep = self._rep
-        if rep is not None and rep.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        ctl = self._ctl
+        if self._pending and self._send_ready_replies():
+            return
+        if ctl is not None and ctl.getsockopt(zmq.EVENTS) & zmq.POLLIN:
             try:
-                raw = rep.recv(zmq.NOBLOCK)
+                first = ctl.recv(zmq.NOBLOCK)
             except zmq.Again:
-                raw = None
-            if raw is not None:
+                first = None
+            if first is not None:
                 self.requests += 1
-                reply = self._handle_request(raw)
-                try:
-                    rep.send(encode(reply), zmq.NOBLOCK)
-                except zmq.ZMQError as exc:  # the peer vanished; REP recovers on the next request
-                    log.warning("%s: control reply not sent: %s", self.name, exc)
+                envelope, body = split_envelope(first, self._recv_rest(ctl, MAX_ENVELOPE_FRAMES + 2))
+                if len(body) != 1 or body[0] is None:
+                    msg = f"a request is one frame after its routing envelope, got {len(body)} frames"
+                    self.control_rejects.reject("bad_message", msg)
+                    reply = error_reply("bad_message", msg)
+                else:
+                    reply = self._handle_request(body[0])
+                if isinstance(reply, PendingReply):
+                    self._pending.append((envelope, reply))
+                else:
+                    self._send_reply(envelope, reply)
                 return  # one piece of work per call: the loop checks its slack between calls
         if self.status_publish_s > 0 and self._pub is not None:
             now = time.monotonic()
@@ -342,6 +469,8 @@ class ZmqAdapter(Adapter):
         if self.ctx.control is None:
             return error_reply("internal", "this server has no control handler", req)
         reply = self.ctx.control(req)
+        if isinstance(reply, PendingReply):
+            return reply
         if not reply.get("ok"):
             err = reply.get("error", {})
             self.control_rejects.reject(err.get("code", "internal"), f"{req.get('cmd')}: {err.get('message')}")

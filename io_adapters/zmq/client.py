@@ -10,6 +10,14 @@
 Lockstep (server started with ``--mode lockstep``): ``hil.step(10, inputs={...})``
 applies the inputs, advances 10 ticks and returns the outputs after them.
 
+With CURVE on the server (docs/protocol.md, section 8), pass this client's
+key file and the server's public key: ``HilClient(endpoint,
+client_key="keys/bench.key_secret", server_key="keys/server.key")``.
+
+Every wait has a timeout: a control request that gets no reply raises
+:class:`TimeoutError` (saying which request, which endpoint, how long, and
+the likely causes), a state receive returns None.
+
 Only the control endpoint is needed: the client asks the server for the
 state and command endpoints (``describe``).  Everything here follows
 docs/protocol.md; a client in another language can be written from that
@@ -114,13 +122,29 @@ class HilClient:
         :meth:`step`).
     context
         A zmq context to share; by default the process-wide one.
+    client_key
+        This client's secret key file (``<name>.key_secret`` of
+        ``gearbox-hil keys``), for a server with CURVE on.
+    server_key
+        The server's public key: its ``.key`` file or the 40-character Z85
+        text.  Needed with ``client_key``.
+    max_message_bytes
+        Longest message this client accepts from the server (ZeroMQ drops
+        the connection on a longer one); a ``describe`` of a large plant is
+        a few tens of kB.
     """
 
     def __init__(self, control: str = "tcp://127.0.0.1:5555", timeout_s: float = 5.0,
-                 context: zmq.Context | None = None):
+                 context: zmq.Context | None = None, client_key: str | None = None,
+                 server_key: str | bytes | None = None, max_message_bytes: int = 16 << 20):
         self.control_endpoint = control
         self.timeout_s = float(timeout_s)
         self._zctx = context or zmq.Context.instance()
+        if (client_key is None) != (server_key is None):
+            raise ValueError("client_key and server_key go together (CURVE needs both)")
+        self.client_key = client_key
+        self.server_key = server_key
+        self.max_message_bytes = int(max_message_bytes)
         self._req: zmq.Socket | None = None
         self._push: zmq.Socket | None = None
         self._sub: zmq.Socket | None = None
@@ -135,8 +159,7 @@ class HilClient:
     # ------------------------------------------------------------------ connection
     def connect(self) -> "HilClient":
         """Open the control socket and ask the server for its plant and endpoints."""
-        self._req = self._zctx.socket(zmq.REQ)
-        self._req.setsockopt(zmq.LINGER, 0)
+        self._req = self._socket(zmq.REQ)
         self._req.setsockopt(zmq.REQ_RELAXED, 1)  # a timed-out request does not wedge the socket
         self._req.setsockopt(zmq.REQ_CORRELATE, 1)  # and its late reply is discarded
         self._req.connect(self.control_endpoint)
@@ -146,6 +169,17 @@ class HilClient:
         self.output_names = list(self.plant["output_names"])
         self.endpoints = {k: self._reachable(v) for k, v in self.plant.get("endpoints", {}).items()}
         return self
+
+    def _socket(self, kind: int) -> zmq.Socket:
+        """A socket with LINGER 0, the message size cap and, if keys were given, CURVE (before connect)."""
+        s = self._zctx.socket(kind)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
+        if self.client_key is not None:
+            from .curve import make_client
+
+            make_client(s, self.client_key, self.server_key)
+        return s
 
     def _reachable(self, endpoint: str) -> str:
         """A bound endpoint as this client can reach it (``0.0.0.0``/``*`` become the control host)."""
@@ -187,7 +221,10 @@ class HilClient:
         self._req.send(encode(msg))
         t = self.timeout_s if timeout_s is None else timeout_s
         if not self._req.poll(int(t * 1000)):
-            raise TimeoutError(f"{cmd}: no reply from {self.control_endpoint} within {t:g} s")
+            why = ("the server refuses this client's key, or is not running, busy or unreachable"
+                   if self.client_key else "the server is not running, busy or unreachable, or it requires "
+                   "CURVE keys (client_key, server_key)")
+            raise TimeoutError(f"{cmd}: no reply from {self.control_endpoint} within {t:g} s ({why})")
         rep = msgpack.unpackb(self._req.recv(), raw=False)
         if not rep.get("ok"):
             err = rep.get("error", {})
@@ -315,8 +352,7 @@ class HilClient:
 
     def _ensure_push(self) -> None:
         if self._push is None:
-            self._push = self._zctx.socket(zmq.PUSH)
-            self._push.setsockopt(zmq.LINGER, 0)
+            self._push = self._socket(zmq.PUSH)
             self._push.setsockopt(zmq.SNDHWM, 1000)
             self._push.connect(self.endpoints["command"])
 
@@ -324,8 +360,7 @@ class HilClient:
     def subscribe(self, topics: tuple[str, ...] = ("state",), hwm: int = 100_000) -> None:
         """Subscribe to the state socket's topics: ``"state"``, ``"status"``, ``"event"``."""
         if self._sub is None:
-            self._sub = self._zctx.socket(zmq.SUB)
-            self._sub.setsockopt(zmq.LINGER, 0)
+            self._sub = self._socket(zmq.SUB)
             self._sub.setsockopt(zmq.RCVHWM, hwm)
             self._sub.connect(self.endpoints["state"])
         for t in topics:
@@ -412,10 +447,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("request", choices=("ping", "describe", "status", "shutdown"))
     ap.add_argument("--control", default="tcp://127.0.0.1:5555", help="the server's control endpoint")
     ap.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the reply")
+    ap.add_argument("--client-key", help="this client's secret key file (CURVE; from `gearbox-hil keys`)")
+    ap.add_argument("--server-key", help="the server's public key file or Z85 text (CURVE)")
     args = ap.parse_args(argv)
-    c = HilClient(args.control, timeout_s=args.timeout)
-    c._req = c._zctx.socket(zmq.REQ)
-    c._req.setsockopt(zmq.LINGER, 0)
+    try:
+        c = HilClient(args.control, timeout_s=args.timeout, client_key=args.client_key, server_key=args.server_key)
+        c._req = c._socket(zmq.REQ)
+    except ValueError as exc:
+        print(f"{args.request}: {exc}", file=sys.stderr)
+        return 2
     c._req.connect(args.control)
     try:
         rep = c.request(args.request)

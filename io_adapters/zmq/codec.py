@@ -274,6 +274,13 @@ class CommandDecoder:
             raise ProtocolError("oversized", f"message of {len(payload)} bytes exceeds the limit of {self.max_bytes}")
         try:
             msg = msgpack.unpackb(payload, **self._unpack_kw)
+        except ValueError as exc:
+            if "exceeds max_" in str(exc):  # decodable, but more entries than a command may hold
+                raise ProtocolError("bad_message", f"more than {MAX_SIGNALS_PER_COMMAND} entries in a map or array "
+                                    f"({exc})") from None
+            if "not allowed for map key" in str(exc):  # decodable, but a name that is not a string
+                raise ProtocolError("bad_message", f"map keys (signal names) must be strings ({exc})") from None
+            raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
         except Exception as exc:  # msgpack raises several unrelated types for bad input
             raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
         if not isinstance(msg, dict):

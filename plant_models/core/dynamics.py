@@ -31,13 +31,14 @@ import math
 from .jit import JIT, kernel
 from .layout import (
     DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL, DF_EXP_H,
-    DF_EXP_HALF, DF_F, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW, DF_RHO, DF_TIME, DF_U_ACT,
-    DF_U_ACT_RATE, DF_U_TAU, DF_U_TAU_RATE, DF_XACT, DF_Y, DI_DRIVE, DI_DRV_LIST, DI_FLAGS, DI_KIN_PHASE, DI_MODE,
-    DI_NSTUCK, DI_ORIENT, FLAG_DRIVE_REDUNDANT, H_G, H_N, H_P, H_S, KIN_DISENGAGED, KIN_DISENGAGING, KIN_ENGAGED,
-    KIN_ENGAGING, MF_ACT_GAIN, MF_ACT_LAG, MF_ACT_PRELOAD, MF_DRAG, MF_GAIN_KINETIC, MF_GAIN_STATIC, MF_INV_INERTIA,
-    MF_KIN_CAP, MF_KIN_SHIFT, MF_KIN_THRESH, MF_ROW_VISC, MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MF_SPRING_K,
-    MF_SPRING_TX, MF_SPRING_TY, MF_STRIBECK_ALPHA, MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B,
-    MI_SPRING_NPTS, MODE_STUCK, W_DAMP, W_DRAG, W_IMPULSE, W_INPUT, W_ROW0,
+    DF_EXP_HALF, DF_F, DF_KIN_BACKUP, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW, DF_RHO,
+    DF_TIME, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU, DF_U_TAU_RATE, DF_XACT, DF_Y, DI_DRIVE, DI_DRV_LIST, DI_FLAGS,
+    DI_KIN_BACKUP, DI_KIN_PHASE, DI_MODE, DI_NSTUCK, DI_ORIENT, FLAG_DRIVE_REDUNDANT, H_G, H_N, H_P, H_S,
+    KIN_DISENGAGED, KIN_DISENGAGING, KIN_ENGAGED, KIN_ENGAGING, MF_ACT_GAIN, MF_ACT_LAG, MF_ACT_PRELOAD, MF_DRAG,
+    MF_GAIN_KINETIC, MF_GAIN_STATIC, MF_INV_INERTIA, MF_KIN_CAP, MF_KIN_SHIFT, MF_KIN_THRESH, MF_ROW_VISC,
+    MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MF_SPRING_K, MF_SPRING_TX, MF_SPRING_TY, MF_STRIBECK_ALPHA,
+    MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MI_SPRING_NPTS, MODE_STUCK, W_DAMP, W_DRAG,
+    W_IMPULSE, W_INPUT, W_ROW0,
 )
 
 # Every field is addressed as buffer[mi[SLOT] + index]: the compiled code
@@ -574,11 +575,19 @@ def _kin_begin(mf, mi, df, di, t):
     oacc = mi[DF_DRIVE_ACC]
     omode = mi[DI_MODE]
     omu = mi[DF_MU]
+    obk = mi[DF_KIN_BACKUP]
+    obki = mi[DI_KIN_BACKUP]
     changed = False
     for i in range(g):
         T = mf[osh + i]
         if T <= 0.0:
             continue
+        # the phase as the step found it: a step rolled back for a non-finite result restores it (_kin_restore)
+        df[obk + i] = df[ot0 + i]
+        df[obk + g + i] = df[ohold + i]
+        df[obk + 2 * g + i] = df[oacc + i]
+        di[obki + i] = di[oph + i]
+        di[obki + g + i] = di[odrv + i]
         cmd = df[oua + i] >= mf[oth + i]
         ph = di[oph + i]
         stuck = di[omode + i] == MODE_STUCK
@@ -606,6 +615,25 @@ def _kin_begin(mf, mi, df, di, t):
         di[oph + i] = ph
         _kin_capacity(mf, mi, df, di, i, t)
     return changed
+
+
+@kernel(**JIT)
+def _kin_restore(mf, mi, df, di):
+    """Put the kinematic rows' phases back as _kin_begin found them (a step rolled back).
+
+    Called in the real-time loop (on a roll-back only).
+    """
+    g = mi[H_G]
+    osh = mi[MF_KIN_SHIFT]
+    obk = mi[DF_KIN_BACKUP]
+    obki = mi[DI_KIN_BACKUP]
+    for i in range(g):
+        if mf[osh + i] > 0.0:
+            df[mi[DF_KIN_T0] + i] = df[obk + i]
+            df[mi[DF_KIN_HOLD] + i] = df[obk + g + i]
+            df[mi[DF_DRIVE_ACC] + i] = df[obk + 2 * g + i]
+            di[mi[DI_KIN_PHASE] + i] = di[obki + i]
+            di[mi[DI_DRIVE] + i] = di[obki + g + i]
 
 
 @kernel(**JIT)

@@ -199,7 +199,10 @@ DF_KIN_CMD = 148  # [2g] the caller's actuator command and rate of kinematic row
 DF_DRV_WS = 149  # [g*n + g*g + g] workspace of the driven-row solve
 DI_DRV_LIST = 56  # [g] driven rows of the current evaluation, then candidate marks of a mode solve
 
-N_SLOTS = 150
+DF_KIN_BACKUP = 150  # [3g] DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (a roll-back restores them)
+DI_KIN_BACKUP = 151  # [2g] DI_KIN_PHASE, DI_DRIVE at the step start
+
+N_SLOTS = 152
 
 # kinematic row phases (the kinematic-clutch article)
 KIN_DISENGAGED = 0  # no torque
@@ -335,13 +338,14 @@ def _fields(sz: Sizes):
         (DF_POW, 3), (DF_DT, g), (DF_GEVC, g), (DF_SPLIT_C, g * g), (DF_SPLIT_G, g * g),
         (DF_REUSE_Y, ny), (DF_REUSE_U, n + g), (DF_REUSE_MF, model_block_len(sz)),
         (DF_DRIVE_ACC, g), (DF_KIN_T0, g), (DF_KIN_HOLD, g), (DF_KIN_CMD, 2 * g), (DF_DRV_WS, g * n + g * g + g),
+        (DF_KIN_BACKUP, 3 * g),
     ]
     di = [
         (DI_MODE, g), (DI_BND, g), (DI_STUCK, g), (DI_NSTUCK, 1), (DI_ORIENT, g), (DI_TREE_P, n), (DI_TREE_C, n),
         (DI_TREE_R, n), (DI_NTREE, 1), (DI_LOCKED, n), (DI_CAND, g), (DI_COMP, n), (DI_FLAGS, 8), (DI_COUNTERS, 8),
         (DI_EV_ROW, E), (DI_EV_KIND, E), (DI_BACKUP, 2 * g), (DI_QUEUE, n), (DI_PLANT, sz.plant_ndi),
         (DI_IDX, g), (DI_CBND, g), (DI_PREV_MODE, g), (DI_SAVED_MODE, g),
-        (DI_DRIVE, g), (DI_KIN_PHASE, g), (DI_DRV_LIST, g),
+        (DI_DRIVE, g), (DI_KIN_PHASE, g), (DI_DRV_LIST, g), (DI_KIN_BACKUP, 2 * g),
     ]
     return mf, mi, df, di
 

@@ -18,7 +18,7 @@ import math
 
 from .jit import JIT, JIT_STAGE, JIT_SUMS, kernel
 from .dynamics import (
-    _accel, _caps, _deriv, _deriv_finish, _forces, _kin_begin, _kin_end, _kin_start, _row_delta, _sizes,
+    _accel, _caps, _deriv, _deriv_finish, _forces, _kin_begin, _kin_end, _kin_restore, _kin_start, _row_delta, _sizes,
     _spring_elastic,
 )
 from .modes import (
@@ -458,6 +458,8 @@ def _roll_back(mf, mi, df, di, t0, backed_up):
         for q in range(ny):
             df[oy + q] = df[oy0 + q]
     df[mi[DF_TIME]] = t0
+    if mi[H_NKIN] > 0:  # the phase changes _kin_begin made at this step's start belong to the step
+        _kin_restore(mf, mi, df, di)
     _set_stuck_list(mi, di)
     _build_cache(mf, mi, df, di)
     _outputs(mf, mi, df, di, 0.0, False)

@@ -1,0 +1,28 @@
+"""The fuzz harness of bench/fuzz.py, short: every ZeroMQ socket and CAN frames, a few hundred messages a class.
+
+The full run (10,000 messages per class) is ``python bench/fuzz.py``; its
+figures are in BENCHMARKS.md.  Every run asserts the server alive, no plant
+state change from rejected input, and counters equal to what was sent.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from server_support import ROOT
+
+
+def test_short_fuzz_of_every_socket_and_can_frames(tmp_path):
+    out = tmp_path / "fuzz.json"
+    r = subprocess.run([sys.executable, "bench/fuzz.py", "--n", "400", "--seed", "5", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["ok"] and res["server"] == {"alive_after": True, "exit_code": 0}
+    for k in ("commands", "control", "state", "can"):
+        assert res[k]["sent"] == 400 and res[k]["failures"] == []
+    assert sum(res["commands"]["by_reason"].values()) == 400
+    assert sum(res["control"]["by_code"].values()) == 400
+    assert sum(res["can"]["by_reason"].values()) == 400
