@@ -26,7 +26,7 @@ import numpy as np
 
 from .jit import JIT, JIT_STAGE, kernel
 from .linalg import _box_qp, _chol_solve, _cholesky, _delassus, _fill_rows
-from .dynamics import _caps, _forces, _sizes, _slip, _yoff
+from .dynamics import ORIENT_HYPER, _caps, _entry_shaft_coef, _forces, _hyper_parent_sum, _sizes, _slip, _yoff
 from .layout import (
     CNT_EVENTS, CNT_SOLVER_ITER_LAST, CNT_SOLVER_ITER_MAX, DF_A, DF_BV, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A,
     DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_EV_TIME, DF_F, DF_GRAD, DF_HI, DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU,
@@ -37,21 +37,32 @@ from .layout import (
     MF_INERTIA, MF_INV_INERTIA, MF_SETTINGS, MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MODE_FREE, MODE_SLIP, MODE_STUCK,
     SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_RANK_TOL, SET_REG, SET_SOLVER_TOL, ST_LOCKED, ST_OVERCONSTRAINED,
     ST_SOLVER_LIMIT, W_IMPULSE,
+    DF_AM, DF_RHO_AB, DF_RHO_X, DF_TMPN3, DI_CHILD, DI_PEEL, FLAG_TREE_PARTIAL, H_DENSE, H_HYPER, MF_MASS, MF_MINV,
+    MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF,
 )
 
 # ==========================================================================
 # stuck set: caches, tree and exact reconstruction
 # ==========================================================================
 @kernel(**JIT)
-def _build_tree(mf, mi, df, di):
+def _build_tree(mf, mi, df, di, r):
     """Spanning forest of the stuck rows, cycle consistency and locked groups.
 
     A group whose stuck rows close a cycle with a ratio product other than the
     identity (e.g. two different gears between the same two shafts) can only
-    turn at zero speed: it is marked locked.  Returns True if any shaft is
-    locked.  Called in the real-time loop.
+    turn at zero speed: it is marked locked.  When a stuck row has other than
+    two entries the substitution order is built by :func:`_build_tree_hyper`
+    instead (``r``: the first r rows of DI_IDX are the independent stuck
+    rows).  Returns True if any shaft is locked.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
+    di[mi[DI_FLAGS] + FLAG_TREE_PARTIAL] = 0
+    if mi[H_HYPER] > 0:
+        ost = mi[DI_STUCK]
+        onx = mi[MI_ROW_NX]
+        for k in range(di[mi[DI_NSTUCK]]):
+            if mi[onx + di[ost + k]] != 0:
+                return _build_tree_hyper(mf, mi, df, di, r)
     ora = mi[MI_ROW_A]
     orb = mi[MI_ROW_B]
     oca = mi[DF_COEF_A]
@@ -133,6 +144,131 @@ def _build_tree(mf, mi, df, di):
 
 
 @kernel(**JIT)
+def _build_tree_hyper(mf, mi, df, di, r):
+    """Substitution order of a stuck set with rows of other than two entries; locked shafts.
+
+    A shaft the stuck rows hold at zero speed (its row of the constrained
+    inverse inertia P vanishes: a braked shaft, a tie-up) is locked and set
+    to exactly 0.0.  The independent stuck rows are then peeled: a shaft
+    that appears (unlocked) in exactly one remaining row is that row's
+    child, determined by the row from its other shafts; the row leaves and
+    the peeling goes on (the highest-numbered shaft first, so low-numbered
+    shafts stay roots).  Run backwards, the peeled rows give each child
+    from shafts already final (:func:`_reconstruct`), and each reads
+    c_child * (w_child + sum rho_e w_e) = 0.0 exactly
+    (:func:`.dynamics._hyper_tree_delta`).  For two-entry rows this is the
+    spanning tree.  Independent rows the peeling cannot reach (each of
+    their shafts shared with another remaining row) are held by projecting
+    the speeds onto the stuck rows first (FLAG_TREE_PARTIAL), to rounding.
+    Returns True if any shaft is locked.  Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    oor = mi[DI_ORIENT]
+    olock = mi[DI_LOCKED]
+    otc = mi[DI_TREE_C]
+    otr = mi[DI_TREE_R]
+    otp = mi[DI_TREE_P]
+    ost = mi[DI_STUCK]
+    oidx = mi[DI_IDX]
+    och = mi[DI_CHILD]
+    ocnt = mi[DI_PEEL]
+    orow = ocnt + n
+    onx = mi[MI_ROW_NX]
+    oP = mi[DF_P]
+    ctol = mf[mi[MF_SETTINGS] + SET_CYCLE_TOL]
+    any_locked = False
+    for j in range(n):
+        mjj = mf[mi[MF_MINV] + j * n + j] if mi[H_DENSE] == 1 else mf[mi[MF_INV_INERTIA] + j]
+        di[olock + j] = 0
+        di[ocnt + j] = 0
+        if df[oP + j * n + j] <= ctol * mjj:
+            di[olock + j] = 1
+            any_locked = True
+    for i in range(g):
+        di[oor + i] = 0
+        di[orow + i] = 0
+    for q in range(r):
+        i = di[ost + di[oidx + q]]
+        di[orow + i] = 1
+        ne = 2 + mi[onx + i] if mi[onx + i] >= 0 else 1
+        for e in range(ne):
+            j, c = _entry_shaft_coef(mi, df, i, e)
+            if di[olock + j] == 0:
+                di[ocnt + j] += 1
+    ntree = 0
+    while True:
+        child = -1
+        for j in range(n - 1, -1, -1):
+            if di[ocnt + j] == 1:
+                child = j
+                break
+        if child < 0:
+            break
+        row = -1
+        ec = -1
+        for k in range(di[mi[DI_NSTUCK]]):
+            i = di[ost + k]
+            if di[orow + i] != 1:
+                continue
+            ne = 2 + mi[onx + i] if mi[onx + i] >= 0 else 1
+            for e in range(ne):
+                j, c = _entry_shaft_coef(mi, df, i, e)
+                if j == child:
+                    row = i
+                    ec = e
+            if row >= 0:
+                break
+        di[orow + row] = 0
+        di[oor + row] = ORIENT_HYPER
+        di[och + row] = ec
+        jc, cc = _entry_shaft_coef(mi, df, row, ec)
+        ne = 2 + mi[onx + row] if mi[onx + row] >= 0 else 1
+        for e in range(ne):
+            j, c = _entry_shaft_coef(mi, df, row, e)
+            rho = c / cc
+            if e < 2:
+                df[mi[DF_RHO_AB] + 2 * row + e] = rho
+            else:
+                df[mi[DF_RHO_X] + mi[mi[MI_ROW_XOFF] + row] + e - 2] = rho
+            if di[olock + j] == 0:
+                di[ocnt + j] -= 1
+        di[otc + ntree] = child
+        di[otr + ntree] = row
+        di[otp + ntree] = -1
+        ntree += 1
+    # the reconstruction runs the peeled rows backwards
+    for e in range(ntree // 2):
+        f = ntree - 1 - e
+        di[otc + e], di[otc + f] = di[otc + f], di[otc + e]
+        di[otr + e], di[otr + f] = di[otr + f], di[otr + e]
+    di[mi[DI_NTREE]] = ntree
+    for j in range(n):
+        if di[ocnt + j] > 0:
+            di[mi[DI_FLAGS] + FLAG_TREE_PARTIAL] = 1
+    return any_locked
+
+
+@kernel(**JIT)
+def _mass_times(mf, mi, df, oy, oout):
+    """df[oout] = M df[oy] (speeds only; M diagonal, or the full matrix of a reduced system).
+
+    Called in the real-time loop.
+    """
+    n = mi[H_N]
+    if mi[H_DENSE] == 1:
+        om = mi[MF_MASS]
+        for r in range(n):
+            acc = 0.0
+            for c in range(n):
+                acc += mf[om + r * n + c] * df[oy + c]
+            df[oout + r] = acc
+    else:
+        oJ = mi[MF_INERTIA]
+        for j in range(n):
+            df[oout + j] = mf[oJ + j] * df[oy + j]
+
+
+@kernel(**JIT)
 def _reconstruct(mf, mi, df, di, oy):
     """Rebuild the speeds of stuck groups from their roots so stuck rows read exactly zero.
 
@@ -142,6 +278,16 @@ def _reconstruct(mf, mi, df, di, oy):
         return
     n = mi[H_N]
     olock = mi[DI_LOCKED]
+    if di[mi[DI_FLAGS] + FLAG_TREE_PARTIAL] == 1:
+        # stuck rows outside the substitution order: project onto all stuck rows first (w <- P M w)
+        otmp = mi[DF_TMPN3]
+        oP = mi[DF_P]
+        _mass_times(mf, mi, df, oy, otmp)
+        for r in range(n):
+            acc = 0.0
+            for c in range(n):
+                acc += df[oP + r * n + c] * df[otmp + c]
+            df[oy + r] = acc
     if di[mi[DI_FLAGS] + FLAG_LOCKED] == 1:
         for v in range(n):
             if di[olock + v] == 1:
@@ -150,11 +296,16 @@ def _reconstruct(mf, mi, df, di, oy):
     otc = mi[DI_TREE_C]
     otr = mi[DI_TREE_R]
     orho = mi[DF_RHO]
+    oor = mi[DI_ORIENT]
     for e in range(di[mi[DI_NTREE]]):
         c = di[otc + e]
         if di[olock + c] == 1:
             continue
-        df[oy + c] = -(df[orho + di[otr + e]] * df[oy + di[otp + e]])
+        row = di[otr + e]
+        if di[oor + row] == ORIENT_HYPER:
+            df[oy + c] = 0.0 - _hyper_parent_sum(mi, df, di, row, oy)
+        else:
+            df[oy + c] = -(df[orho + row] * df[oy + di[otp + e]])
 
 
 @kernel(**JIT_STAGE)
@@ -184,9 +335,14 @@ def _split_redundant(mf, mi, df, di, m, r):
         for q in range(r):
             df[oC + k * g + q] = df[ox + q]
     # L_I into the first r rows of L
+    dense = mi[H_DENSE] == 1
+    oam = mi[DF_AM]
     for col in range(n):
         for q in range(r):
-            df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+            if dense:
+                df[ox + q] = df[oam + di[oidx + q] * n + col]
+            else:
+                df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
         _chol_solve(df, oLc, r, g, ox)
         for q in range(r):
             df[oL + q * n + col] = -df[ox + q]
@@ -241,7 +397,7 @@ def _build_cache(mf, mi, df, di):
     di[ofl + FLAG_OVERCONSTRAINED] = 0
     di[ofl + FLAG_LOCKED] = 0
     if m == 0:
-        _build_tree(mf, mi, df, di)
+        _build_tree(mf, mi, df, di, 0)
         return 0
     oset = mi[MF_SETTINGS]
     oinv = mi[MF_INV_INERTIA]
@@ -271,26 +427,34 @@ def _build_cache(mf, mi, df, di):
             df[oLc + r * g + r] = math.sqrt(d)
             r += 1
     # P = M^-1 - Z^T (A_I M^-1 A_I^T)^-1 Z,  Z = A_I M^-1
-    for a in range(n):
-        for b in range(n):
-            df[oP + a * n + b] = mf[oinv + a] if a == b else 0.0
-    for col in range(n):
-        for q in range(r):
-            df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
-        _chol_solve(df, oLc, r, g, ox)
+    dense = mi[H_DENSE] == 1
+    if dense:
+        _build_p_dense(mf, mi, df, di, r)
+    else:
         for a in range(n):
-            acc = 0.0
+            for b in range(n):
+                df[oP + a * n + b] = mf[oinv + a] if a == b else 0.0
+        for col in range(n):
             for q in range(r):
-                acc += df[oA + di[oidx + q] * n + a] * df[ox + q]
-            df[oP + a * n + col] -= acc * mf[oinv + a]
+                df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+            _chol_solve(df, oLc, r, g, ox)
+            for a in range(n):
+                acc = 0.0
+                for q in range(r):
+                    acc += df[oA + di[oidx + q] * n + a] * df[ox + q]
+                df[oP + a * n + col] -= acc * mf[oinv + a]
     if r == n:
         for a in range(n * n):
             df[oP + a] = 0.0
+    oam = mi[DF_AM]
     if r == m:
         # independent rows: L = -W^-1 A M^-1 (the factor of W is the one just built)
         for col in range(n):
             for k in range(m):
-                df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
+                if dense:
+                    df[ox + k] = df[oam + k * n + col]
+                else:
+                    df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
             _chol_solve(df, oLc, m, g, ox)
             for k in range(m):
                 df[oL + k * n + col] = -df[ox + k]
@@ -298,10 +462,36 @@ def _build_cache(mf, mi, df, di):
         di[ofl + FLAG_OVERCONSTRAINED] = 1
         st |= ST_OVERCONSTRAINED
         _split_redundant(mf, mi, df, di, m, r)
-    if _build_tree(mf, mi, df, di):
+    if _build_tree(mf, mi, df, di, r):
         st |= ST_LOCKED
         di[ofl + FLAG_LOCKED] = 1
     return st
+
+
+@kernel(**JIT)
+def _build_p_dense(mf, mi, df, di, r):
+    """P = M^-1 - (A_I M^-1)^T W_II^-1 (A_I M^-1) for a full M (A M^-1 in DF_AM, the factor of W_II in DF_CH).
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    oP = mi[DF_P]
+    om = mi[MF_MINV]
+    oam = mi[DF_AM]
+    oidx = mi[DI_IDX]
+    oLc = mi[DF_CH]
+    ox = mi[DF_XV]
+    for a in range(n * n):
+        df[oP + a] = mf[om + a]
+    for col in range(n):
+        for q in range(r):
+            df[ox + q] = df[oam + di[oidx + q] * n + col]
+        _chol_solve(df, oLc, r, g, ox)
+        for a in range(n):
+            acc = 0.0
+            for q in range(r):
+                acc += df[oam + di[oidx + q] * n + a] * df[ox + q]
+            df[oP + a * n + col] -= acc
 
 
 @kernel(**JIT)
@@ -336,10 +526,14 @@ def _project(mf, mi, df, di, oy):
     oP = mi[DF_P]
     otmp = mi[DF_TMPN2]
     ow0 = mi[DF_TMPN]
+    dense = mi[H_DENSE] == 1
     for j in range(n):
-        w = df[oy + j]
-        df[ow0 + j] = w
-        df[otmp + j] = mf[oJ + j] * w
+        df[ow0 + j] = df[oy + j]
+    if dense:
+        _mass_times(mf, mi, df, oy, otmp)
+    else:
+        for j in range(n):
+            df[otmp + j] = mf[oJ + j] * df[oy + j]
     for r in range(n):
         acc = 0.0
         for c in range(n):
@@ -349,9 +543,18 @@ def _project(mf, mi, df, di, oy):
     # an M-orthogonal projection removes exactly 1/2 |w0 - w1|_M^2 (computed so, not as a
     # difference of two large energies, it cannot come out positive by rounding)
     loss = 0.0
-    for j in range(n):
-        dw = df[ow0 + j] - df[oy + j]
-        loss += mf[oJ + j] * dw * dw
+    if dense:
+        om = mi[MF_MASS]
+        for j in range(n):
+            dj = df[ow0 + j] - df[oy + j]
+            for k in range(n):
+                loss += dj * mf[om + j * n + k] * (df[ow0 + k] - df[oy + k])
+        if loss < 0.0:
+            loss = 0.0
+    else:
+        for j in range(n):
+            dw = df[ow0 + j] - df[oy + j]
+            loss += mf[oJ + j] * dw * dw
     df[oy + ow + W_IMPULSE] -= 0.5 * loss
 
 
@@ -533,16 +736,24 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
     _fill_rows(mi, df, di, ocand, m, oA)
     _delassus(mf, mi, df, oA, m, oW)
+    dense = mi[H_DENSE] == 1
+    oam = mi[DF_AM]
+    oow = mi[MI_ONEWAY]
     for k in range(m):
         acc = 0.0
-        for c in range(n):
-            acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
+        if dense:
+            for c in range(n):
+                acc += df[oam + k * n + c] * df[of + c]
+        else:
+            for c in range(n):
+                acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
         df[obv + k] = acc
         cap = df[ocs + di[ocand + k]]
         if di[omk + di[ocand + k]] == 1:
             df[obv + k] -= df[oacc_t + di[ocand + k]]
             cap = np.inf
-        df[olo + k] = -cap
+        # a freewheel holds its relative speed from going negative only: 0 <= force <= K
+        df[olo + k] = 0.0 if mi[oow + di[ocand + k]] == 1 else -cap
         df[ohi + k] = cap
         di[oidx + k] = k
     # redundant candidates: minimum-norm split through a small regularisation
@@ -690,6 +901,8 @@ def _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs):
             lam = df[olam + k]
             cap = df[ocs + i]
             rel = (abs(lam) - cap * (1.0 + margin)) / (cap + 1e-300)
+            if mi[mi[MI_ONEWAY] + i] == 1 and lam < 0.0:
+                rel = (-lam - cap * margin) / (cap + 1e-300)  # a freewheel pulled the wrong way overruns
             if rel > wrel:
                 worst = i
                 wrel = rel
