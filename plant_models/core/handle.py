@@ -172,7 +172,7 @@ class Core:
         self.drive = self._div(L.DI_DRIVE, g)
         self.drive_accel = self._dfv(L.DF_DRIVE_ACC, g)
         self.counters = self._div(L.DI_COUNTERS, 8)
-        self.flags = self._div(L.DI_FLAGS, 8)
+        self.flags = self._div(L.DI_FLAGS, L.N_FLAGS)
         self.plant_f = self._mfv(L.MF_PLANT, sz.plant_nf)
         self.plant_i = self._miv(L.MI_PLANT, sz.plant_ni)
         self.plant_df = self._dfv(L.DF_PLANT, sz.plant_ndf)

@@ -191,7 +191,7 @@ DI_NTREE = 128  # [1] number of tree edges
 DI_LOCKED = 129  # [n] 1 when the shaft belongs to a component held at zero speed
 DI_CAND = 130  # [g] candidate rows of the solve
 DI_COMP = 131  # [n] component id of each shaft (workspace)
-DI_FLAGS = 132  # [8] see FLAG_*
+DI_FLAGS = 132  # [N_FLAGS] see FLAG_*
 DI_COUNTERS = 133  # [8] see CNT_*
 DI_EV_ROW = 134  # [E] event log: row
 DI_EV_KIND = 135  # [E] event log: kind, see EV_*
@@ -249,6 +249,8 @@ FLAG_LOCKED = 4  # some component is held at zero speed
 FLAG_REUSE = 5  # the last step ended with an evaluation at its final state (DF_REUSE_* hold its inputs)
 FLAG_DRIVE_REDUNDANT = 6  # a driven row could not be prescribed during the current step
 FLAG_TREE_PARTIAL = 7  # the substitution order misses independent stuck rows: speeds are projected first
+FLAG_HELD = 8  # some shaft is held at zero speed by a stuck row to the housing on it alone (a brake): zeroed
+N_FLAGS = 10
 
 # counters inside DI_COUNTERS
 CNT_STEPS = 0  # steps taken
@@ -375,7 +377,7 @@ def _fields(sz: Sizes):
     ]
     di = [
         (DI_MODE, g), (DI_BND, g), (DI_STUCK, g), (DI_NSTUCK, 1), (DI_ORIENT, g), (DI_TREE_P, n), (DI_TREE_C, n),
-        (DI_TREE_R, n), (DI_NTREE, 1), (DI_LOCKED, n), (DI_CAND, g), (DI_COMP, n), (DI_FLAGS, 8), (DI_COUNTERS, 8),
+        (DI_TREE_R, n), (DI_NTREE, 1), (DI_LOCKED, n), (DI_CAND, g), (DI_COMP, n), (DI_FLAGS, N_FLAGS), (DI_COUNTERS, 8),
         (DI_EV_ROW, E), (DI_EV_KIND, E), (DI_BACKUP, 2 * g), (DI_QUEUE, n), (DI_PLANT, sz.plant_ndi),
         (DI_IDX, g), (DI_CBND, g), (DI_PREV_MODE, g), (DI_SAVED_MODE, g),
         (DI_DRIVE, g), (DI_KIN_PHASE, g), (DI_DRV_LIST, g), (DI_CHILD, g), (DI_PEEL, n + g),

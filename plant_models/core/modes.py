@@ -37,7 +37,8 @@ from .layout import (
     MF_INERTIA, MF_INV_INERTIA, MF_SETTINGS, MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MODE_FREE, MODE_SLIP, MODE_STUCK,
     SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_RANK_TOL, SET_REG, SET_SOLVER_TOL, ST_LOCKED, ST_OVERCONSTRAINED,
     ST_SOLVER_LIMIT, W_IMPULSE,
-    DF_AM, DF_RHO_AB, DF_RHO_X, DF_TMPN3, DI_CHILD, DI_PEEL, FLAG_TREE_PARTIAL, H_DENSE, H_HYPER, MF_MASS, MF_MINV,
+    DF_AM, DF_RHO_AB, DF_RHO_X, DF_TMPN3, DI_CHILD, DI_PEEL, FLAG_HELD, FLAG_TREE_PARTIAL, H_DENSE, H_HYPER, MF_MASS,
+    MF_MINV,
     MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF,
 )
 
@@ -53,7 +54,8 @@ def _build_tree(mf, mi, df, di, r):
     turn at zero speed: it is marked locked.  When a stuck row has other than
     two entries the substitution order is built by :func:`_build_tree_hyper`
     instead (``r``: the first r rows of DI_IDX are the independent stuck
-    rows).  Returns True if any shaft is locked.  Called in the real-time loop.
+    rows).  Returns 2 if a shaft is locked, 1 if shafts are only held at zero by rows to the
+    housing on them alone (brakes: zeroed, no status), else 0.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     di[mi[DI_FLAGS] + FLAG_TREE_PARTIAL] = 0
@@ -140,7 +142,7 @@ def _build_tree(mf, mi, df, di, r):
                         di[olock + v] = 1
                 any_locked = True
     di[mi[DI_NTREE]] = ntree
-    return any_locked
+    return 2 if any_locked else 0
 
 
 @kernel(**JIT)
@@ -160,7 +162,10 @@ def _build_tree_hyper(mf, mi, df, di, r):
     spanning tree.  Independent rows the peeling cannot reach (each of
     their shafts shared with another remaining row) are held by projecting
     the speeds onto the stuck rows first (FLAG_TREE_PARTIAL), to rounding.
-    Returns True if any shaft is locked.  Called in the real-time loop.
+    Returns 2 if a shaft is locked (ST_LOCKED), 1 if the only shafts held at
+    zero are each held by a stuck row to the housing on it alone (a brake on
+    an independent speed: that is its job, not a lock), else 0.  Called in
+    the real-time loop.
     """
     n, g, s = _sizes(mi)
     oor = mi[DI_ORIENT]
@@ -176,14 +181,20 @@ def _build_tree_hyper(mf, mi, df, di, r):
     onx = mi[MI_ROW_NX]
     oP = mi[DF_P]
     ctol = mf[mi[MF_SETTINGS] + SET_CYCLE_TOL]
-    any_locked = False
+    held = 0
+    ora = mi[MI_ROW_A]
     for j in range(n):
         mjj = mf[mi[MF_MINV] + j * n + j] if mi[H_DENSE] == 1 else mf[mi[MF_INV_INERTIA] + j]
         di[olock + j] = 0
         di[ocnt + j] = 0
         if df[oP + j * n + j] <= ctol * mjj:
             di[olock + j] = 1
-            any_locked = True
+            braked = False
+            for k in range(di[mi[DI_NSTUCK]]):
+                i = di[ost + k]
+                if mi[onx + i] == -1 and mi[ora + i] == j:
+                    braked = True
+            held = max(held, 1 if braked else 2)
     for i in range(g):
         di[oor + i] = 0
         di[orow + i] = 0
@@ -245,7 +256,7 @@ def _build_tree_hyper(mf, mi, df, di, r):
     for j in range(n):
         if di[ocnt + j] > 0:
             di[mi[DI_FLAGS] + FLAG_TREE_PARTIAL] = 1
-    return any_locked
+    return held
 
 
 @kernel(**JIT)
@@ -288,7 +299,7 @@ def _reconstruct(mf, mi, df, di, oy):
             for c in range(n):
                 acc += df[oP + r * n + c] * df[otmp + c]
             df[oy + r] = acc
-    if di[mi[DI_FLAGS] + FLAG_LOCKED] == 1:
+    if di[mi[DI_FLAGS] + FLAG_LOCKED] == 1 or di[mi[DI_FLAGS] + FLAG_HELD] == 1:
         for v in range(n):
             if di[olock + v] == 1:
                 df[oy + v] = 0.0
@@ -396,6 +407,7 @@ def _build_cache(mf, mi, df, di):
     di[ofl + FLAG_CACHE_VALID] = 1
     di[ofl + FLAG_OVERCONSTRAINED] = 0
     di[ofl + FLAG_LOCKED] = 0
+    di[ofl + FLAG_HELD] = 0
     if m == 0:
         _build_tree(mf, mi, df, di, 0)
         return 0
@@ -462,9 +474,12 @@ def _build_cache(mf, mi, df, di):
         di[ofl + FLAG_OVERCONSTRAINED] = 1
         st |= ST_OVERCONSTRAINED
         _split_redundant(mf, mi, df, di, m, r)
-    if _build_tree(mf, mi, df, di, r):
+    held = _build_tree(mf, mi, df, di, r)
+    if held == 2:
         st |= ST_LOCKED
         di[ofl + FLAG_LOCKED] = 1
+    elif held == 1:
+        di[ofl + FLAG_HELD] = 1
     return st
 
 
