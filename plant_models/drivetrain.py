@@ -596,9 +596,12 @@ def _initial_q(d: Description, red: Reduction) -> np.ndarray:
 
     The engaged elements (and selected positions) fix some speeds from
     others; the listed member speeds must fix the rest, and must not
-    contradict each other through them.
+    contradict each other through them.  Without any listed speed
+    everything starts at rest.
     """
     n = len(red.coordinates)
+    if not d.initial_speeds:
+        return np.zeros(n)  # no speeds listed: everything at rest, whatever is engaged
     T = np.asarray(red.T, dtype=float).reshape(len(d.members), n)
     rows, rhs = [], []
     for e in d.initial_engaged:

@@ -663,6 +663,34 @@ class TransmissionPlant(FrictionPlant):
         return [make(m) for m in range(len(d.members))] + params
 
     # -- helpers for tests, docs and scenario design ----------------------------------------------------
+    def start_in_gear(self, gear: str, input_speed: float) -> int:
+        """Put the transmission in a gear of its table at an input speed and start there.
+
+        The gear's elements (and selector positions) are engaged, the other
+        members take the speeds the gear gives them, the actuators are
+        settled at the current inputs.  Returns the status word of the start.
+        """
+        d, red = self.params.description, self.params.reduction
+        g = next((x for x in red.gears if x.name == gear), None)
+        if g is None:
+            raise KeyError(f"no gear {gear!r}; the gears are {', '.join(x.name for x in red.gears)}")
+        c = self.core
+        nel = len(d.elements)
+        for s in range(len(d.selectors)):
+            c.plant_di[PD_SEL + s] = 0
+        for s, v in g.positions:
+            c.plant_di[PD_SEL + s] = v
+            c.coef_b[nel + s] = -next(p.ratio for p in d.selectors[s].positions if p.value == v)
+        held = replace(d, initial_engaged=g.elements, initial_speeds=((d.input_member, input_speed),))
+        c.omega[:] = initial_speeds(held, red, list(g.positions))
+        refresh = self.compiled["refresh"]
+        refresh(self.mf, self.mi, self.df, self.di, 0)
+        c.act[:] = c.u_act
+        for s, v in g.positions:
+            c.act[nel + s] = c.u_act[nel + s] = d.selectors[s].dog_capacity
+        st = c.start(list(g.elements) + [nel + s for s, _ in g.positions])
+        return st | int(refresh(self.mf, self.mi, self.df, self.di, st))
+
     def gear_ratio(self, name: str) -> float:
         """w_input / w_out of a gear of the shift table."""
         return float(next(g.ratio for g in self.params.reduction.gears if g.name == name))
@@ -692,6 +720,8 @@ def initial_speeds(d: Description, red: Reduction, positions) -> np.ndarray:
     """Independent speeds at reset: the listed member speeds, the engaged elements and selected gears
     holding (least squares; the description was checked for a unique solution when it was read)."""
     n = len(red.coordinates)
+    if not d.initial_speeds:
+        return np.zeros(n)
     T = np.asarray(red.T, dtype=float).reshape(len(d.members), n)
     rows, rhs = [], []
     for e in d.initial_engaged:

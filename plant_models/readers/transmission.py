@@ -335,4 +335,5 @@ def _unique_signals(cfg: ConfigReader, d: Description) -> None:
     try:
         transmission_ports(d)
     except ValueError as exc:
-        raise cfg.error("name", f"two signals would have the same name ({exc})") from None
+        raise cfg.error("member", f"two signals would have the same name ({exc}): signal names come from the "
+                        "names of members (w_<member>), elements, selectors, springs and inputs; rename one") from None
