@@ -208,45 +208,72 @@ def write_csv(res: RunResult, path: Path) -> None:
         w.writerows(res.trace)
 
 
-def plot(res: RunResult, path: Path, title: str) -> None:
-    import matplotlib
+PHASE_COLORS = {"hold": "0.92", "torque": "#fde0c5", "inertia": "#d5e8f7", "lock": "#dcefd6"}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def figure_of(res: RunResult, title: str):
+    """The swap as a matplotlib figure: speeds, pressures, torques, ratio and gear, the phases shaded.
+
+    Every line is named in a legend above its panel (never over the data),
+    with its physical meaning and unit.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     t = [r["t"] for r in res.trace]
     col = {k: [r[k] for r in res.trace] for k in TRACE_SIGNALS}
-    fig, ax = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
-    ax[0].plot(t, col["w_1"], label="engine w_1")
-    ax[0].plot(t, [-v for v in col["w_2"]], label="countershaft -w_2")
+    fig = Figure(figsize=(9, 10.5), dpi=110, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots(4, 1, sharex=True)
+
+    def legend(a, *twins):
+        handles, labels = [], []
+        for x in (a, *twins):
+            h, lab = x.get_legend_handles_labels()
+            handles += h
+            labels += lab
+        a.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=min(len(handles), 4),
+                 fontsize=8, frameon=False, borderaxespad=0.2)
+
+    # the controller's phases as shaded bands (named once, in the top panel's legend)
+    ends = [tt for tt, _ in res.timeline[1:]] + [t[-1] if t else 0.0]
+    for k, a in enumerate(ax):
+        for (t0, phase), t1 in zip(res.timeline, ends):
+            a.axvspan(t0, t1, color=PHASE_COLORS.get(phase, "0.9"), linewidth=0,
+                      label=f"{phase} phase" if k == 0 else None)
+        a.grid(True, linewidth=0.4, alpha=0.6)
+    ax[0].plot(t, col["w_1"], color="tab:blue", label="engine (axle 1) $\\omega_1$")
+    ax[0].plot(t, [-v for v in col["w_2"]], color="tab:orange", label="countershaft (axle 2) $-\\omega_2$")
     ax[0].set_ylabel("speed [rad/s]")
-    ax0b = ax[0].twinx()
-    ax0b.plot(t, col["w_out"], "k--", label="output w_out")
-    ax0b.set_ylabel("output speed [rad/s]")
-    ax[0].legend(loc="upper right")
-    ax[1].plot(t, col["pressure_c1"], label="clutch 1 (off-going)")
-    ax[1].plot(t, col["pressure_c2"], label="clutch 2 (on-coming)")
+    out = ax[0].twinx()
+    out.plot(t, col["w_out"], "k--", linewidth=1.0, label="output $\\omega_{out}$ (right axis)")
+    out.set_ylabel("output speed [rad/s]")
+    legend(ax[0], out)
+    ax[1].plot(t, col["pressure_c1"], color="tab:red", label="clutch 1, off-going")
+    ax[1].plot(t, col["pressure_c2"], color="tab:green", label="clutch 2, on-coming")
     ax[1].set_ylabel("clutch pressure [bar]")
-    ax[1].legend(loc="center right")
-    ax[2].plot(t, col["torque_c1"], label="clutch 1")
-    ax[2].plot(t, col["torque_c2"], label="clutch 2")
+    legend(ax[1])
+    ax[2].plot(t, col["torque_c1"], color="tab:red", label="clutch 1 friction torque")
+    ax[2].plot(t, col["torque_c2"], color="tab:green", label="clutch 2 friction torque")
     ax[2].set_ylabel("clutch torque [N m]")
-    ax[2].legend(loc="center right")
-    ax[3].plot(t, col["ratio"], label="ratio -w_4/w_1")
+    legend(ax[2])
+    ax[3].plot(t, col["ratio"], color="tab:purple", label="overall ratio $-\\omega_4/\\omega_1$")
     ax[3].set_ylabel("overall ratio [-]")
-    ax3b = ax[3].twinx()
-    ax3b.step(t, col["gear"], "r", where="post", label="gear")
-    ax3b.set_ylabel("gear")
+    gear = ax[3].twinx()
+    gear.step(t, col["gear"], color="0.3", where="post", linewidth=1.0, label="engaged gear (right axis)")
+    gear.set_ylabel("gear [-]")
+    gear.set_ylim(-0.3, max([3.0] + col["gear"]) + 0.6)
+    legend(ax[3], gear)
     ax[3].set_xlabel("simulation time [s]")
-    for tt, ph in res.timeline:
-        for a in ax:
-            a.axvline(tt, color="0.8", lw=0.8)
-        ax[0].annotate(ph, (tt, ax[0].get_ylim()[1]), fontsize=8, va="top", ha="right", rotation=90)
-    fig.suptitle(title)
-    fig.tight_layout()
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def plot(res: RunResult, path: Path, title: str) -> None:
+    """Write :func:`figure_of` as a PNG."""
+    fig = figure_of(res, title)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    fig.savefig(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 
 from plant_models.errors import INPUT_REASONS, GearboxHilError, InputError
+from plant_models.plant import wire_type_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from plant_models.plant import Signal
@@ -97,23 +98,6 @@ def error_reply(code: str, message: str, request: Any = None) -> dict:
         if isinstance(request.get("cmd"), str):
             rep["cmd"] = request["cmd"]
     return rep
-
-
-def wire_type_name(value: Any) -> str:
-    """The type of a rejected value in the words of the wire formats (msgpack/TOML), for messages."""
-    if value is None:
-        return "nil"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (bytes, bytearray)):
-        return "binary"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, dict):
-        return "map"
-    return type(value).__name__
 
 
 class InputValidator:

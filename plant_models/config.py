@@ -11,6 +11,7 @@ and never a traceback.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import sys
 import typing
@@ -26,19 +27,43 @@ else:  # pragma: no cover - Python 3.10
 
 
 def load_toml(path: str | Path) -> dict:
-    """Parse a TOML file; a missing file or a syntax error becomes a ConfigError."""
+    """Parse a TOML file; a missing file, bytes that are not UTF-8 or a syntax error become a ConfigError."""
     p = Path(path)
     try:
         with open(p, "rb") as fh:
-            return tomllib.load(fh)
+            raw = fh.read()
     except FileNotFoundError:
         raise ConfigError(str(path), "", "file not found") from None
     except IsADirectoryError:
         raise ConfigError(str(path), "", "is a directory, not a file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(path), "", f"not valid TOML ({exc})") from None
     except OSError as exc:
         raise ConfigError(str(path), "", f"cannot be read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")  # TOML is UTF-8 by definition (what tomllib.load does, without its traceback)
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(str(path), "", f"not UTF-8 text: byte 0x{raw[exc.start]:02x} on line {line}; TOML files "
+                          "must be saved as UTF-8") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(path), "", f"not valid TOML ({exc})") from None
+
+
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a misspelled ``word`` (difflib's similarity >= 0.6), or None."""
+    close = difflib.get_close_matches(word, [k for k in known if k != word], n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the known name closest to a misspelled ``word``, else ``""``.
+
+    For messages about a name a user typed (a config, a scenario, a signal,
+    a key, a choice); appended after the message's own list of names.
+    """
+    close = closest(word, known)
+    return f"; did you mean {close!r}?" if close else ""
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -153,7 +178,8 @@ class ConfigReader:
         if choices is not None:
             choices = list(choices)
             if val not in choices:
-                raise self.error(name, f"must be one of {', '.join(repr(c) for c in choices)}, got {val!r}")
+                raise self.error(name, f"must be one of {', '.join(repr(c) for c in choices)}, got {val!r}"
+                                 + did_you_mean(val, choices))
         return val
 
     def boolean(self, name: str, default: Any = _MISSING) -> bool:
@@ -176,7 +202,8 @@ class ConfigReader:
         known = set(allowed) if allowed is not None else self._used
         for k in self.data:
             if k not in known:
-                raise self.error(k, "unknown key (check the spelling; see the default config for the keys)")
+                raise self.error(k, "unknown key (check the spelling; see the default config for the keys)"
+                                 + did_you_mean(k, sorted(known)))
 
 
 def _describe(val: Any) -> str:
@@ -262,3 +289,33 @@ def resolve_config(name_or_path: str | Path, folder: str = "configs", suffix: st
     if cand.exists():
         return cand
     return p
+
+
+def find_config(name_or_path: str | Path, folder: str = "configs", suffix: str = ".toml") -> Path:
+    """:func:`resolve_config`, or a ConfigError that suggests the closest existing name.
+
+    A bare name (``powershfit``) is compared with the files in
+    ``<project>/<folder>``, a path (``configs/powershfit.toml``) with the
+    files in its own folder, and the suggestion is written the way the user
+    wrote the name.
+    """
+    p = resolve_config(name_or_path, folder, suffix)
+    if p.exists():
+        return p
+    given = Path(name_or_path)
+    bare = given.parent == Path(".")
+    where = repo_root() / folder if bare else given.parent
+    try:
+        files = sorted(f.name for f in where.iterdir() if f.name.endswith(suffix))
+    except OSError:
+        files = []
+    # compare the names without their suffix (a shared ".toml" would make any two names look alike)
+    close = closest(given.stem if given.suffix == suffix else given.name, [f[: -len(suffix)] for f in files])
+    if close is not None:
+        close += given.suffix if given.suffix == suffix else ""
+        hint = f"; did you mean {close if bare else str(given.parent / close)!r}?"
+    elif bare:
+        hint = f" (neither as a path nor as a name in {folder}/; `gearbox-hil list` shows the names)"
+    else:
+        hint = ""
+    raise ConfigError(str(name_or_path), "", "file not found" + hint)

@@ -72,7 +72,7 @@ class Signal:
         message names the signal and says exactly what is wrong.
         """
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError("wrong_type", f"{self.name}: expected a number, got {_type_name(value)}")
+            raise InputError("wrong_type", f"{self.name}: expected a number, got {wire_type_name(value)}")
         try:
             v = float(value)
         except OverflowError:
@@ -105,7 +105,7 @@ class Signal:
         return None
 
 
-def _type_name(value) -> str:
+def wire_type_name(value) -> str:
     """The type of a rejected value in the words of the wire formats (msgpack/TOML), for messages."""
     if value is None:
         return "nil"

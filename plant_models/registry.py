@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .config import ConfigError, ConfigReader, load_plant_toml, read_params, resolve_config
+from .config import ConfigError, ConfigReader, find_config, load_plant_toml, read_params
 from .plant import Plant
 
 # Built-in plants: kind -> (plant class, config reader), as "module:name".  A module is imported
@@ -93,7 +93,7 @@ def read_config(path_or_name: str | Path) -> PlantConfig:
 
     Raises ConfigError with file, key and problem for any mistake in the file.
     """
-    path = resolve_config(path_or_name)
+    path = find_config(path_or_name)
     data = load_plant_toml(path)
     cfg = ConfigReader(data, str(path))
     kind = cfg.string("plant", choices=plant_kinds())

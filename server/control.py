@@ -263,7 +263,7 @@ class ControlHandler:
                                    f"server period {lp.dt} s; in realtime mode start the server with "
                                    f"--rate {1.0 / step:g}")
             compiled = sc.compile(lp.plant, step)
-            spare = sc.compile(lp.plant, step)
+            spare = sc.compile(lp.plant, step, warn=False)  # the same load: its warnings are logged once
         except ConfigError as exc:
             raise ControlError("scenario_error", str(exc)) from None
         if step != lp.dt:

@@ -60,7 +60,8 @@ from . import rtsetup
 from .loop_config import LoopConfig
 from .scenario import offline_step
 from .scenario_player import ScenarioPlayer
-from .telemetry import C_MISSED, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry, record_tick
+from .telemetry import (C_MISSED, C_MISSED_GRACE, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry,
+                        record_tick)
 from .watchdog import CommandWatchdog
 
 STOPPED = "stopped"
@@ -483,6 +484,7 @@ class Loop:
                 c[C_MISSED] += missed
                 if end < grace_end:
                     c[C_OVERRUNS_GRACE] += 1
+                    c[C_MISSED_GRACE] += missed
                 else:
                     c[C_OVERRUNS] += 1
                     c[C_WIN_OVERRUNS] += 1

@@ -30,7 +30,7 @@ import numpy as np
 
 from io_adapters.base import (TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, Adapter, AdapterError, LoopContext,
                               UnknownAdapterType, create_adapter)
-from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
+from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml
 from plant_models.errors import InputError
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
@@ -45,6 +45,13 @@ from .status import StatusReport
 from .watchdog import CommandWatchdog, InputPolicy, WatchdogConfig
 
 DEFAULT_IO = "io_default"
+
+log = logging.getLogger("gearbox_hil.runtime")
+
+# `--zmq-port N`: the ZeroMQ endpoints on N, N+1 and N+2, in the order of the defaults (5555, 5556, 5557)
+ZMQ_PORT_OFFSETS = {"control_endpoint": 0, "state_endpoint": 1, "command_endpoint": 2}
+ZMQ_OPTIONS = {"control_endpoint": "--zmq-control", "state_endpoint": "--zmq-state",
+               "command_endpoint": "--zmq-command"}
 
 
 @dataclass(frozen=True)
@@ -173,7 +180,7 @@ def _adapter_specs(cfg: ConfigReader) -> tuple[AdapterSpec, ...]:
 
 def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
     """Read an I/O config (a path or a name in configs/; None: the built-in ``io_default``)."""
-    path = resolve_config(path_or_name or DEFAULT_IO)
+    path = find_config(path_or_name or DEFAULT_IO)
     data = load_toml(path)
     cfg = ConfigReader(data, str(path))
     loop = _loop_config(cfg)
@@ -188,29 +195,105 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
     return IoConfig(str(path), loop, watchdog, initial, adapters)
 
 
+@dataclass(frozen=True)
+class EndpointOverrides:
+    """Where the server listens, chosen on the command line (``gearbox-hil serve --zmq-port ...``).
+
+    Attributes
+    ----------
+    zmq_port
+        Base port of the ZeroMQ adapter: control on it, state on +1,
+        commands on +2, each on the host its endpoint names in the file
+        (default 127.0.0.1); 0 lets the kernel pick a free port for each.
+    zmq
+        (option key, endpoint) pairs, e.g. ``("control_endpoint",
+        "tcp://127.0.0.1:6000")``, applied after ``zmq_port``.
+    can_share
+        (host, port) of the CAN adapter's loopback share of its virtual bus
+        (port 0: a free one); adds the share if the file has none.
+    """
+
+    zmq_port: int | None = None
+    zmq: tuple[tuple[str, str], ...] = ()
+    can_share: tuple[str, int] | None = None
+
+
+def _only_adapter(specs: list[AdapterSpec], typ: str, source: str, option: str) -> int:
+    """The index of the one adapter of type ``typ`` a command-line option applies to."""
+    found = [k for k, a in enumerate(specs) if a.type == typ]
+    if not found:
+        raise ConfigError(option, "", f"the I/O config {source} has no enabled {typ} adapter")
+    if len(found) > 1:
+        raise ConfigError(option, "", f"the I/O config {source} has {len(found)} {typ} adapters ("
+                          + ", ".join(specs[k].name for k in found) + "); set their endpoints in the file")
+    return found[0]
+
+
+def _with_port(endpoint: str, port: int, option: str, key: str) -> str:
+    """``tcp://host:port`` with another port (0: any free port)."""
+    if not endpoint.startswith("tcp://") or ":" not in endpoint[len("tcp://"):]:
+        raise ConfigError(option, "", f"the zmq adapter's {key} {endpoint!r} is not a tcp://host:port endpoint; "
+                          f"set it with {ZMQ_OPTIONS[key]}")
+    host = endpoint[len("tcp://"):].rsplit(":", 1)[0]
+    return f"tcp://{host}:{port}"
+
+
+def apply_endpoints(io: IoConfig, ov: EndpointOverrides) -> IoConfig:
+    """The I/O config with the command line's endpoint choices applied to its zmq and can adapters."""
+    specs = list(io.adapters)
+    if ov.zmq_port is not None or ov.zmq:
+        option = "--zmq-port" if ov.zmq_port is not None else ZMQ_OPTIONS[ov.zmq[0][0]]
+        k = _only_adapter(specs, "zmq", io.source, option)
+        options = dict(specs[k].options)
+        if ov.zmq_port is not None:
+            from io_adapters.zmq.adapter import DEFAULTS
+
+            for key, offset in ZMQ_PORT_OFFSETS.items():
+                endpoint = options.get(key, DEFAULTS[key])
+                if not isinstance(endpoint, str):
+                    raise ConfigError(io.source, f"{specs[k].key}.{key}", "must be a string")
+                options[key] = _with_port(endpoint, ov.zmq_port + offset if ov.zmq_port else 0, option, key)
+        options.update(ov.zmq)
+        specs[k] = replace(specs[k], options=options)
+    if ov.can_share is not None:
+        k = _only_adapter(specs, "can", io.source, "--can-share")
+        options = dict(specs[k].options)
+        if options.get("interface", "virtual") != "virtual":
+            raise ConfigError("--can-share", "", f"the can adapter of {io.source} uses interface "
+                              f"{options['interface']!r}; only a virtual bus is shared")
+        share = options.get("share", {})
+        if not isinstance(share, dict):
+            raise ConfigError(io.source, f"{specs[k].key}.share", "must be a table")
+        options["share"] = dict(share, host=ov.can_share[0], port=ov.can_share[1])
+        specs[k] = replace(specs[k], options=options)
+    return replace(io, adapters=tuple(specs))
+
+
 def _check_against_plant(io: IoConfig, plant: Plant) -> None:
     """Names in the I/O config that only the plant can check: initial inputs, watchdog inputs, status outputs."""
-    names = {s.name for s in plant.inputs}
+    names = [s.name for s in plant.inputs]
     for name, value in io.initial_inputs.items():
         if name not in names:
             raise ConfigError(io.source, f"initial_inputs.{name}", f"not an input of the {plant.kind} plant; its "
-                              f"inputs are {', '.join(names)}")
+                              f"inputs are {', '.join(names)}{did_you_mean(name, names)}")
         try:
             plant.input_signal(name).validate(value)
         except InputError as exc:
             raise ConfigError(io.source, f"initial_inputs.{name}", exc.message) from None
     for name, pol in io.watchdog.inputs:
         if name not in names:
-            raise ConfigError(io.source, f"watchdog.inputs.{name}", f"not an input of the {plant.kind} plant")
+            raise ConfigError(io.source, f"watchdog.inputs.{name}", f"not an input of the {plant.kind} plant"
+                              + did_you_mean(name, names))
         if pol.safe_value == pol.safe_value:  # given (not NaN)
             try:
                 plant.input_signal(name).validate(pol.safe_value)
             except InputError as exc:
                 raise ConfigError(io.source, f"watchdog.inputs.{name}.safe_value", exc.message) from None
+    outputs = [s.name for s in plant.outputs]
     for name in io.loop.status_outputs:
-        if name not in {s.name for s in plant.outputs}:
+        if name not in outputs:
             raise ConfigError(io.source, "loop.status_outputs", f"{name!r} is not an output of the {plant.kind} "
-                              "plant")
+                              "plant" + did_you_mean(name, outputs))
 
 
 def _resolve_watchdog(io: IoConfig, plant: Plant) -> WatchdogConfig:
@@ -229,7 +312,7 @@ def create_adapters(io: IoConfig) -> list[Adapter]:
         try:
             out.append(create_adapter(spec.type, spec.name, dict(spec.options)))
         except UnknownAdapterType as exc:
-            raise ConfigError(io.source, f"{spec.key}.type", str(exc)) from None
+            raise ConfigError(io.source, f"{spec.key}.type", str(exc) + did_you_mean(spec.type, exc.known)) from None
         except ConfigError as exc:
             raise ConfigError(io.source, f"{spec.key}.{exc.key}" if exc.key else spec.key, exc.problem) from None
         except AdapterError as exc:
@@ -257,6 +340,7 @@ class Server:
     report: StatusReport
     control: ControlHandler
     context: LoopContext
+    io_source: str = ""  # the I/O config it was built from (for messages)
 
     def open(self) -> None:
         self.loop.open()
@@ -290,19 +374,44 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
     return Server(plant, loop, watchdog, player, params, report, control, context)
 
 
+def check_reachable(server: Server) -> None:
+    """Refuse a server nobody can reach: no adapter, and a run that does not end by itself.
+
+    Without adapters no command, no control request and no ``shutdown``
+    arrives; only a signal stops it.  That is a mistake in the I/O config
+    (``file: adapters: ...``), unless ``duration_s`` ends a realtime or afap
+    run (a timing run without I/O), which is only logged as a warning.
+    """
+    if server.loop.adapters:
+        return
+    cfg = server.loop.cfg
+    source = server.io_source or "the I/O config"
+    if cfg.duration_s > 0 and cfg.mode != "lockstep":
+        log.warning("%s: no adapter configured: nothing can reach this server; it runs %g s in %s mode and stops",
+                    source, cfg.duration_s, cfg.mode)
+        return
+    raise ConfigError(source, "adapters", "no adapter configured, so no client could reach the server (add an "
+                      "[[adapters]] table, as in configs/io_default.toml; a timed run without I/O needs --duration "
+                      "and --mode realtime or afap)")
+
+
 # LoopConfig fields the command line of `gearbox-hil serve` overrides, and their options
 CLI_OPTIONS = {"mode": "--mode", "rate_hz": "--rate", "wait": "--wait", "duration_s": "--duration",
                "status_line": "--quiet"}
 
 
-def build(plant_config: str | Path, io_config: str | Path | None = None, **loop_overrides: Any) -> Server:
+def build(plant_config: str | Path, io_config: str | Path | None = None, endpoints: EndpointOverrides | None = None,
+          **loop_overrides: Any) -> Server:
     """A server from the two config files; ``loop_overrides`` (command-line options) replace [loop] settings.
 
     Overrides of None are ignored.  Every override is checked here, once,
     with the file's settings (:class:`LoopConfig`); a bad one is reported
-    against its command-line option.
+    against its command-line option.  ``endpoints`` moves the adapters'
+    sockets (:class:`EndpointOverrides`).
     """
     io = load_io_config(io_config)
+    if endpoints is not None:
+        io = apply_endpoints(io, endpoints)
     given = {k: v for k, v in loop_overrides.items() if v is not None}
     try:
         loop_cfg = replace(io.loop, **given)
@@ -314,5 +423,7 @@ def build(plant_config: str | Path, io_config: str | Path | None = None, **loop_
     plant = load_plant(plant_config)
     _check_against_plant(io, plant)
     adapters = create_adapters(io)
-    return assemble(plant, adapters, loop_cfg, _resolve_watchdog(io, plant),
-                    initial_inputs={k: float(v) for k, v in io.initial_inputs.items()})
+    server = assemble(plant, adapters, loop_cfg, _resolve_watchdog(io, plant),
+                      initial_inputs={k: float(v) for k, v in io.initial_inputs.items()})
+    server.io_source = io.source
+    return server

@@ -13,8 +13,11 @@ A scenario is a TOML file::
     p_c2 = [[0.0, 0.0], [0.5, 0.0], [0.5, 4.0], [0.7, 16.0]]  # a step: two points at 0.5 s
     force_1 = { sine = { amplitude = 11.0, frequency_hz = 0.45 } }
 
-Inputs not listed keep their declared defaults.  Integer inputs (gear
-selectors) are piecewise constant: a point holds until the next one.
+Inputs not listed keep their declared defaults, with a warning that lists
+them once (``leave_at_default = ["p_c8"]`` names inputs left out on purpose,
+which silences it).  Integer inputs (gear selectors) are piecewise constant:
+a point holds until the next one.  The format with examples:
+``docs/scenarios.md``.
 
 Sampling (the same for ``gearbox-hil simulate`` and for a scenario loaded
 into the server, so lockstep runs equal offline runs bit for bit): step k
@@ -28,16 +31,19 @@ for the offline simulator and for the server's scenario playback.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
+from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml
 from plant_models.plant import Plant
 
 BLOCK = 4096  # steps generated per table refill
+
+log = logging.getLogger("gearbox_hil.scenario")
 
 
 @dataclass(frozen=True)
@@ -94,20 +100,34 @@ class Scenario:
     dt: float | None
     interpolation: str
     profiles: dict[str, Profile]
+    leave_at_default: tuple[str, ...] = ()
 
-    def compile(self, plant: Plant, dt: float | None = None) -> "CompiledScenario":
-        """Check the scenario against the plant's declared inputs and fix the step."""
+    def compile(self, plant: Plant, dt: float | None = None, warn: bool = True) -> "CompiledScenario":
+        """Check the scenario against the plant's declared inputs and fix the step.
+
+        Inputs the scenario does not set (and does not name in
+        ``leave_at_default``) are listed in one logged warning (unless not
+        ``warn``: a second compile of the same load): they stay at their
+        declared defaults, which may not be what the author meant.
+        """
         step = dt if dt is not None else self.dt
         if step is None:
             raise ConfigError(self.source, "dt_s", "no step given (set dt_s in the scenario or pass --dt)")
         check_dt(step, self.source, "dt_s" if dt is None else "--dt")
+        names = [s.name for s in plant.inputs]
+        for name in self.leave_at_default:
+            if name not in names:
+                raise ConfigError(self.source, "leave_at_default", f"{name!r} is not an input of the {plant.kind} "
+                                  f"plant; its inputs are {', '.join(names)}{did_you_mean(name, names)}")
+            if name in self.profiles:
+                raise ConfigError(self.source, "leave_at_default", f"{name!r} is also given in [inputs]")
         for name, prof in self.profiles.items():
             key = f"inputs.{name}"
             try:
                 sig = plant.input_signal(name)
             except KeyError:
                 raise ConfigError(self.source, key, f"not an input of the {plant.kind} plant; its inputs are "
-                                  + ", ".join(s.name for s in plant.inputs)) from None
+                                  + ", ".join(names) + did_you_mean(name, names)) from None
             lo, hi = prof.value_range()
             if lo < sig.lo or hi > sig.hi:
                 raise ConfigError(self.source, key, f"values span [{lo:g}, {hi:g}] {sig.unit}, outside the "
@@ -124,7 +144,18 @@ class Scenario:
                 if bad:
                     raise ConfigError(self.source, key, f"{bad[0]:g} is not an allowed value; allowed: "
                                       + ", ".join(f"{a:g}" for a in sig.allowed))
+        unset = self.unset_inputs(plant)
+        if unset and warn:
+            one = len(unset) == 1
+            log.warning("%s: the scenario does not set %d %s of the %s plant, which %s at %s declared default: %s; "
+                        "name inputs left out on purpose in leave_at_default", self.source, len(unset),
+                        "input" if one else "inputs", plant.kind, "stays" if one else "stay", "its" if one else "their",
+                        ", ".join(f"{s.name} = {s.default:g} {s.unit}" for s in unset))
         return CompiledScenario(self, plant, step)
+
+    def unset_inputs(self, plant: Plant) -> list:
+        """The plant's input signals this scenario neither sets nor names in ``leave_at_default``."""
+        return [s for s in plant.inputs if s.name not in self.profiles and s.name not in self.leave_at_default]
 
 
 class CompiledScenario:
@@ -254,11 +285,14 @@ def parse_scenario(data: dict, source: str) -> Scenario:
     interp = cfg.string("interpolation", "linear", choices=("linear", "hold"))
     inp = cfg.sub("inputs", required=False)
     profiles = {name: _profile(inp, name) for name in inp.data}
+    keep = cfg.raw("leave_at_default", [])
+    if not isinstance(keep, list) or not all(isinstance(x, str) for x in keep):
+        raise cfg.error("leave_at_default", "must be a list of input names")
     cfg.reject_unknown()
-    return Scenario(source, desc, duration, dt, interp, profiles)
+    return Scenario(source, desc, duration, dt, interp, profiles, tuple(keep))
 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read a scenario file (a path, or the name of a file in scenarios/)."""
-    p = resolve_config(path, folder="scenarios")
+    p = find_config(path, folder="scenarios")
     return parse_scenario(load_toml(p), str(p))

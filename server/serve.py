@@ -1,7 +1,12 @@
 """``gearbox-hil serve CONFIG``: run a plant in the real-time loop with its I/O adapters.
 
-Shows a live status line (rate, TET, p99 lateness, overruns, speeds), shuts
-down cleanly on Ctrl-C or SIGTERM and prints the timing summary.
+Prints where it listens (the same endpoints go into ``--ready-file``),
+shows a live status line (rate, TET, p99 lateness, overruns, speeds), shuts
+down cleanly on Ctrl-C or SIGTERM and prints the timing summary, with a
+warning when a real-time run's actual rate or missed ticks fall outside
+``--timing-tolerance`` (exit code 4 with ``--strict-timing``).  ``--zmq-port``,
+``--zmq-control/-state/-command`` and ``--can-share`` move the sockets, so
+that two servers can run on one machine (port 0: any free port).
 """
 
 from __future__ import annotations
@@ -19,6 +24,51 @@ from .loop_config import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
 
 _T_IMPORT_NS = time.monotonic_ns()
 
+EXIT_TIMING = 4  # --strict-timing: the real-time run fell outside its timing tolerance
+DEFAULT_TOLERANCE_PCT = 5.0  # a realtime run may lose this much of its rate and miss this share of its ticks
+
+
+def _port_arg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= v <= 65533:  # the base port and the two after it
+        raise argparse.ArgumentTypeError(f"must be 0 (free ports) or a port 1..65533, got {text}")
+    return v
+
+
+def _endpoint_arg(text: str) -> str:
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(f"must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555, got {text!r}")
+    return text
+
+
+def _share_arg(text: str) -> tuple[str, int]:
+    """``ws://HOST:PORT/``, ``HOST:PORT`` or ``PORT`` (host 127.0.0.1) -> (host, port)."""
+    rest = text[len("ws://"):] if text.startswith("ws://") else text
+    rest = rest.rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", rest
+    try:
+        v = int(port)
+    except ValueError:
+        v = -1
+    if not host or not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be ws://HOST:PORT/, HOST:PORT or PORT (0: a free port), got {text!r}")
+    return host.strip("[]"), v
+
+
+def _tolerance_arg(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= v <= 100.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 100 %, got {text}")
+    return v
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="plant config file (or the name of one in configs/, e.g. powershift)")
@@ -31,12 +81,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", choices=WAITS, help="wait strategy; overrides [loop].wait")
     p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (wall time running in "
                    "realtime, simulated time in lockstep/afap); overrides [loop].duration_s")
-    p.add_argument("--quiet", action="store_true", help="no live status line")
+    p.add_argument("--quiet", action="store_true", help="no live status line, no log lines below warnings, no "
+                   "compile progress per function; the endpoints, warnings, errors and the final summary remain")
+    p.add_argument("--zmq-port", type=_port_arg, metavar="PORT", help="ZeroMQ control on PORT, state on PORT+1, "
+                   "commands on PORT+2 (the defaults are 5555-5557); 0: each on a free port, named in the start-up "
+                   "lines and the ready file")
+    p.add_argument("--zmq-control", type=_endpoint_arg, metavar="ENDPOINT", help="the ZeroMQ control endpoint, "
+                   "e.g. tcp://127.0.0.1:6000 (port 0 or *: a free port)")
+    p.add_argument("--zmq-state", type=_endpoint_arg, metavar="ENDPOINT", help="the ZeroMQ state endpoint")
+    p.add_argument("--zmq-command", type=_endpoint_arg, metavar="ENDPOINT", help="the ZeroMQ command endpoint")
+    p.add_argument("--can-share", type=_share_arg, metavar="URL", help="share the CAN adapter's virtual bus with "
+                   "other processes at ws://HOST:PORT/ (or HOST:PORT, or PORT on 127.0.0.1; 0: a free port)")
+    p.add_argument("--timing-tolerance", type=_tolerance_arg, default=DEFAULT_TOLERANCE_PCT, metavar="PCT",
+                   help="warn at the end of a realtime run whose actual rate is more than PCT %% below the target "
+                   "or that missed more than PCT %% of its ticks (default %(default)g)")
+    p.add_argument("--strict-timing", action="store_true", help="exit with code 4 when the realtime run falls "
+                   "outside --timing-tolerance")
     p.add_argument("--ready-file", metavar="PATH", help="write a JSON file with pid and endpoints once the "
                    "sockets are bound (for scripts and tests that start the server)")
     p.add_argument("--summary-json", metavar="PATH", help="write the final status (with timing) as JSON")
-    p.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                   help="log level on stderr (default INFO)")
+    p.add_argument("--log-level", default=None, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="log level on stderr (default INFO; WARNING with --quiet)")
 
 
 def _process_start_monotonic_ns() -> int | None:
@@ -67,9 +132,29 @@ def _progress_line(line: str) -> None:
     print(f"gearbox-hil: {line}", file=sys.stderr, flush=True)
 
 
+def _quiet_progress_line(line: str) -> None:
+    if not line.startswith(" "):  # the first and the last line of a compile, not one per function
+        _progress_line(line)
+
+
+def _endpoint_overrides(args: argparse.Namespace):
+    from .runtime import EndpointOverrides
+
+    zmq = tuple((key, value) for key, value in (("control_endpoint", args.zmq_control),
+                                                ("state_endpoint", args.zmq_state),
+                                                ("command_endpoint", args.zmq_command)) if value is not None)
+    if args.zmq_port is None and not zmq and args.can_share is None:
+        return None
+    return EndpointOverrides(zmq_port=args.zmq_port, zmq=zmq, can_share=args.can_share)
+
+
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+    level = args.log_level or ("WARNING" if args.quiet else "INFO")
+    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr, force=True,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # python-can-remote's own start-up lines name a port before it is chosen and a web page the CAN share
+    # does not serve; the share logs the URL to connect to itself
+    logging.getLogger("can_remote").setLevel(max(logging.WARNING, logging.getLogger().level))
     overrides = dict(mode=args.mode, rate_hz=args.rate, wait=args.wait, duration_s=args.duration)
     if args.quiet:
         overrides["status_line"] = False
@@ -78,12 +163,13 @@ def run(args: argparse.Namespace) -> int:
     # machine compiles them, with a line per function on stderr.
     from plant_models.compiling import CompileProgress
 
-    with CompileProgress(_progress_line):
+    with CompileProgress(_quiet_progress_line if args.quiet else _progress_line):
         from io_adapters.base import AdapterError
 
         from . import runtime
 
-        server = runtime.build(args.config, args.io, **overrides)  # checks the overrides
+        server = runtime.build(args.config, args.io, _endpoint_overrides(args), **overrides)  # checks them
+        runtime.check_reachable(server)
         try:
             server.open()
         except AdapterError as exc:
@@ -96,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
             st = a.status()
             if isinstance(st, dict) and isinstance(st.get("endpoints"), dict):
                 endpoints.update({f"{a.name}.{k}": v for k, v in st["endpoints"].items()})
+        # the start-up lines name the endpoints actually bound (a port 0 or * is resolved here)
         print(f"gearbox-hil serve: {server.plant.kind} plant ({server.plant.source}), {loop.mode} mode at "
               f"{1.0 / loop.dt:g} Hz, wait {loop.cfg.wait}", flush=True)
         for k, v in endpoints.items():
@@ -114,7 +201,14 @@ def run(args: argparse.Namespace) -> int:
                                              if loop.first_tick_ns else None),
             "first_tick_monotonic_ns": loop.first_tick_ns or None,
         }
+        check = server.report.timing_check(args.timing_tolerance)
+        status["timing_check"] = check
         print(server.report.summary_text(), flush=True)
+        if check and check["problems"]:
+            print(f"gearbox-hil: warning: the real-time run is outside its timing tolerance "
+                  f"({check['tolerance_pct']:g} %): " + "; ".join(check["problems"]), file=sys.stderr, flush=True)
+            if args.strict_timing and code == 0:
+                code = EXIT_TIMING
         if args.summary_json:
             _write_json(args.summary_json, status)
         return code

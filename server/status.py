@@ -6,8 +6,11 @@ its adapters, and assembles
 * the status object of the ``status`` request and of the ``status``
   messages (keys in docs/protocol.md, section 6);
 * the one-line live status of the terminal, once per status window (the
-  loop calls :meth:`StatusReport.status_window` between ticks);
-* the timing summary printed at shutdown.
+  loop calls :meth:`StatusReport.status_window` between ticks), not
+  repeated while nothing changes (an idle lockstep server);
+* the timing summary printed at shutdown, and the check of a real-time
+  run's actual rate and missed ticks against a tolerance
+  (:meth:`StatusReport.timing_check`).
 
 The loop does not import this module: :mod:`server.runtime` attaches a
 report to the loop as its :class:`server.loop.Reporter`.
@@ -23,6 +26,44 @@ from plant_models.core import layout as L
 
 from .loop import RUNNING, Loop
 from .telemetry import C_OVERRUNS, format_summary
+
+
+def timing_problems(timing: dict, tolerance_pct: float) -> list[str]:
+    """What in a real-time run's timing summary falls outside the tolerance, one sentence each.
+
+    The ticks missed during the start-up grace period (``startup_grace_s``,
+    caches warming up; already apart for the overrun policy) are left out:
+    every realtime deadline is either ticked or missed, so the run had
+    ``ticks + missed_ticks`` deadlines, and the check is
+
+    * the actual rate with the grace period's missed ticks counted as
+      ticked, ``(ticks + missed_ticks_in_grace) / run_time_s``, at most
+      ``tolerance_pct`` % below the target;
+    * the ticks missed after the grace period, at most ``tolerance_pct`` %
+      of all deadlines.
+
+    Parameters
+    ----------
+    timing
+        The run's timing summary (``status()["timing"]``).
+    tolerance_pct
+        The tolerance, %.
+    """
+    out = []
+    ticks, missed = int(timing.get("ticks") or 0), int(timing.get("missed_ticks") or 0)
+    in_grace = int(timing.get("missed_ticks_in_grace") or 0)
+    target, run_s = timing.get("rate_hz_target"), timing.get("run_time_s")
+    if not ticks or not target or not run_s:
+        return out
+    rate = (ticks + in_grace) / run_s
+    if rate < target * (1.0 - tolerance_pct / 100.0):
+        out.append(f"actual rate {rate:.1f} Hz (after the start-up grace) is {100.0 * (1.0 - rate / target):.1f} % "
+                   f"below the target {target:g} Hz")
+    share = 100.0 * (missed - in_grace) / (ticks + missed)
+    if share > tolerance_pct:
+        out.append(f"{share:.1f} % of the ticks were missed after the start-up grace ({missed - in_grace} of "
+                   f"{ticks + missed})")
+    return out
 
 
 class StatusReport:
@@ -41,6 +82,7 @@ class StatusReport:
         self._out = out or (lambda s: print(s, flush=True))
         self._tty = sys.stdout.isatty()
         self._line_broken = False  # stdout went away: stop printing, keep running
+        self._last_line = ""  # the line shown last: an unchanged line is not shown again
         self._line_outputs = _status_outputs(loop, loop.cfg.status_outputs)
 
     # ------------------------------------------------------------------ the status object
@@ -76,7 +118,8 @@ class StatusReport:
         tet = w["tet_us"]["p99"]
         rate = w["rate_hz"]
         y = lp.plant.y
-        parts = [f"[{lp.mode} {lp.state}] t={lp.plant.time:9.3f} s",
+        of = lp.cfg.duration_s
+        parts = [f"[{lp.mode} {lp.state}] t={lp.plant.time:9.3f} s" + (f" of {of:g} s" if of > 0 else ""),
                  f"rate {rate:8.1f} Hz" if rate else "rate      -- Hz",
                  f"TET p99 {tet:7.1f} us" if tet is not None else "TET p99    -- us"]
         if lp.mode == "realtime":
@@ -96,8 +139,9 @@ class StatusReport:
         if self.loop.state != RUNNING:
             return
         line = self.status_line()  # also closes the status window
-        if not self.loop.cfg.status_line or self._line_broken:
+        if not self.loop.cfg.status_line or self._line_broken or line == self._last_line:
             return
+        self._last_line = line
         try:
             if self._tty:
                 sys.stdout.write("\r" + line[:200] + "\x1b[K")
@@ -120,6 +164,17 @@ class StatusReport:
         self.status_line()
 
     # ------------------------------------------------------------------ at shutdown
+    def timing_check(self, tolerance_pct: float) -> dict | None:
+        """A real-time run's actual rate and missed ticks against ``tolerance_pct`` (%); None in other modes.
+
+        Returns ``{"tolerance_pct", "problems"}``, ``problems`` the
+        sentences of :func:`timing_problems` (empty: within the tolerance).
+        """
+        if self.loop.mode != "realtime":
+            return None
+        return {"tolerance_pct": tolerance_pct, "problems": timing_problems(self.loop.telemetry.summary(),
+                                                                            tolerance_pct)}
+
     def summary_text(self) -> str:
         """The timing summary, the watchdog's trips and each adapter's applied and rejected commands."""
         lp = self.loop
@@ -162,4 +217,4 @@ def _status_outputs(loop: Loop, names: Sequence[str]) -> list[tuple[str, int, st
     return [(outs[k].name, k, outs[k].unit) for k in picked]
 
 
-__all__ = ["StatusReport", "adapter_status"]
+__all__ = ["StatusReport", "adapter_status", "timing_problems"]

@@ -61,6 +61,7 @@ C_STATUS_BITS = 16  # [8] ticks with status bit b set
 C_SAMPLES = 24  # number of samples written into the sample ring so far
 C_LAT_TIMED = 25  # ticks whose lateness is meaningful (wall-clock mode)
 C_WIN_LAT_TIMED = 26
+C_MISSED_GRACE = 27  # missed ticks of the overruns in the start-up grace period (counted in C_MISSED too)
 N_COUNTERS = 32
 
 
@@ -275,6 +276,7 @@ class Telemetry:
             "overruns": int(c[C_OVERRUNS]),
             "overruns_in_grace": int(c[C_OVERRUNS_GRACE]),
             "missed_ticks": int(c[C_MISSED]),
+            "missed_ticks_in_grace": int(c[C_MISSED_GRACE]),
             "missed_fraction": round(int(c[C_MISSED]) / (ticks + int(c[C_MISSED])), 6) if ticks else 0.0,
             "plant_status_nonzero_ticks": int(c[C_STATUS_NONZERO]),
             "plant_status_bit_ticks": {str(1 << b): int(c[C_STATUS_BITS + b]) for b in range(8)

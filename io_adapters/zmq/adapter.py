@@ -56,8 +56,8 @@ class ZmqAdapter(Adapter):
     """The ZeroMQ transport (``[[adapters]] type = "zmq"``).
 
     Options (all optional): ``state_endpoint``, ``command_endpoint``,
-    ``control_endpoint`` (``tcp://host:port``; port ``*`` picks a free
-    one), ``publish_every`` (ticks per state message, >= 1), ``state_format``
+    ``control_endpoint`` (``tcp://host:port``; port ``0`` or ``*`` picks a
+    free one, reported in :attr:`endpoints`), ``publish_every`` (ticks per state message, >= 1), ``state_format``
     (``"map"`` or ``"array"``), ``max_command_bytes``, ``max_request_bytes``,
     ``max_commands_per_tick``, ``status_publish_s`` (0: never),
     ``publish_events``, ``send_hwm``, ``receive_hwm``.

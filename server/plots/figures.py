@@ -32,6 +32,25 @@ def figure(rows: int, height_per_row: float = 1.9, width: float = 8.0):
     return fig, axes
 
 
+def legend(ax, *twins, ncol: int | None = None, fontsize: float = 7.5):
+    """One legend for ``ax`` and its twin axes, in rows above the axes, so that it never covers the data.
+
+    Every labelled line and span of the axes is in it; a figure's axes give
+    each of their series a label (a lone series may be named by the axis
+    label alone).  Constrained layout makes room for it between the panels.
+    """
+    handles, labels = [], []
+    for a in (ax, *twins):
+        h, lab = a.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    if not handles:
+        return None
+    return ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.0), borderaxespad=0.2,
+                     ncol=ncol or min(len(handles), 4), fontsize=fontsize, frameon=False, handlelength=1.8,
+                     columnspacing=1.2)
+
+
 def save(fig, path: Path, title: str) -> Path:
     """Write the figure with its title wrapped to the figure's width."""
     if title:

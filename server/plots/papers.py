@@ -16,19 +16,23 @@
 
 Any other plant gets its speed-like outputs, its friction signals against
 their bounds where they are named alike (``torque_X`` / ``capacity_X``,
-``X_torque`` / ``X_capacity_static``), and a grid of all its outputs.
-Figures are drawn with matplotlib's object API on the
-Agg canvas (no display, no global pyplot state).
+``X_torque`` / ``X_capacity_static``), and a grid of all its outputs, each
+named by its signal's description and unit.  Every series is in a legend
+above its panel (never over the data; a panel's lone series is named by its
+axis label).  Figures are drawn with matplotlib's object API on the Agg
+canvas (no display, no global pyplot state).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 
 from .figures import COLORS, DPI  # noqa: F401  (re-exported for plot modules)
 from .figures import figure as _figure
+from .figures import legend as _legend
 from .figures import save as _save
 
 # the papers the figures follow, for the figure titles
@@ -47,8 +51,8 @@ def _ratio(num: np.ndarray, den: np.ndarray, min_den: float = 1e-3) -> np.ndarra
 
 def _friction_panel(ax, t, force, bound, label: str, unit: str, color: str = "tab:blue") -> None:
     """Friction (solid) against its static bounds +-K (dashed), as Morselli, Zanasi & Ferracin's figs. 8-10."""
-    ax.plot(t, force, color=color, linewidth=1.2, label=f"{label}")
-    ax.plot(t, bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8, label="$\\pm K$")
+    ax.plot(t, force, color=color, linewidth=1.2, label=f"{label}: friction")
+    ax.plot(t, bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8, label="$\\pm K$ (static bound)")
     ax.plot(t, -bound, color=color, linestyle="--", linewidth=0.9, alpha=0.8)
     ax.set_ylabel(f"{label} [{unit}]")
     fmax = float(np.nanmax(np.abs(force))) if force.size else 0.0
@@ -56,16 +60,18 @@ def _friction_panel(ax, t, force, bound, label: str, unit: str, color: str = "ta
     # show the bounds, but keep the friction readable when K is far above it
     lim = max(fmax, min(kmax, 4.0 * fmax), 1e-9)
     ax.set_ylim(-1.15 * lim, 1.15 * lim)
-    ax.legend(loc="upper right", fontsize=7, ncol=2)
+    _legend(ax)
 
 
-def _gear_twin(ax, t, gear, label="engaged gear") -> None:
+def _gear_twin(ax, t, gear, label="engaged gear"):
+    """The engaged gear on a right-hand axis of ``ax`` (returned, for the legend)."""
     tw = ax.twinx()
     tw.step(t, gear, where="post", color="0.45", linewidth=0.9, label=label)
-    tw.set_ylabel(label, color="0.35")
+    tw.set_ylabel(f"{label} [-]", color="0.35")
     top = max(1.0, float(np.nanmax(gear)) if gear.size else 1.0)
     tw.set_ylim(-0.3, top + 0.6)
     tw.yaxis.get_major_locator().set_params(integer=True)
+    return tw
 
 
 # -- Powershift ---------------------------------------------------------------------
@@ -74,22 +80,23 @@ def powershift(plant, trace, out: Path, title: str) -> list[Path]:
     files = []
     fig, (ax,) = _figure(1, 3.2)
     for j in range(4):
-        ax.plot(t, trace.column(f"w_{j + 1}"), color=COLORS[j], label=f"$\\omega_{j + 1}$")
+        ax.plot(t, trace.column(f"w_{j + 1}"), color=COLORS[j], label=f"axle {j + 1} $\\omega_{j + 1}$"
+                + (" (engine)" if j == 0 else " (output)" if j == 3 else ""))
     ax.set_ylabel("axle speed [rad/s]")
-    ax.legend(loc="upper left", fontsize=8, ncol=4)
+    _legend(ax)
     files.append(_save(fig, out / "speeds.png", f"{title}\naxle speeds ({PS_PAPER}, fig. 5)"))
 
     fig, axes = _figure(3)
     for k, ax in enumerate(axes):
         r = _ratio(-trace.column(f"w_{k + 2}"), trace.column(f"w_{k + 1}"))
         ax.plot(t, r, color=COLORS[k])
-        ax.set_ylabel(f"$-\\omega_{k + 2}/\\omega_{k + 1}$")
+        ax.set_ylabel(f"stage {k + 1} ratio\n$-\\omega_{k + 2}/\\omega_{k + 1}$ [-]")
     files.append(_save(fig, out / "stage_ratios.png", f"{title}\nspeed ratios, reverse sign ({PS_PAPER}, fig. 6)"))
 
     fig, (ax,) = _figure(1, 3.2)
-    ax.plot(t, trace.column("ratio"), color="tab:blue", label="$-\\omega_4/\\omega_1$")
-    ax.set_ylabel("overall ratio $-\\omega_4/\\omega_1$")
-    _gear_twin(ax, t, trace.column("gear"))
+    ax.plot(t, trace.column("ratio"), color="tab:blue", label="overall ratio $-\\omega_4/\\omega_1$")
+    ax.set_ylabel("overall ratio $-\\omega_4/\\omega_1$ [-]")
+    _legend(ax, _gear_twin(ax, t, trace.column("gear")))
     files.append(_save(fig, out / "overall_ratio.png", f"{title}\noverall ratio, reverse sign ({PS_PAPER}, fig. 7)"))
 
     for name, group, fig_no in (("friction_c1_c2", (1, 2), 8), ("friction_c3_c5", (3, 4, 5), 9),
@@ -112,11 +119,11 @@ def dct(plant, trace, out: Path, title: str) -> list[Path]:
                          ("w_even", "even shaft (C2)", "tab:orange")):
         axes[0].plot(t, trace.column(nm), color=col, label=lab)
     axes[0].set_ylabel("speed [rad/s]")
-    axes[0].legend(loc="best", fontsize=8, ncol=3)
+    _legend(axes[0])
     axes[1].plot(t, trace.column("slip_c1"), color="tab:blue", label="C1: $\\omega_e-\\omega_{odd}$")
     axes[1].plot(t, trace.column("slip_c2"), color="tab:orange", label="C2: $\\omega_e-\\omega_{even}$")
     axes[1].set_ylabel("clutch slip [rad/s]")
-    axes[1].legend(loc="best", fontsize=8)
+    _legend(axes[1])
     files.append(_save(fig, out / "speeds.png", f"{title}\nshafts at the double clutch and clutch slips "
                                                  f"({DCT_PAPER}, fig. 10)"))
 
@@ -129,9 +136,10 @@ def dct(plant, trace, out: Path, title: str) -> list[Path]:
 
     fig, axes = _figure(3, 2.0)
     # the ratio is only meaningful once the wheels turn (a launch slips through huge values)
-    axes[0].plot(t, _ratio(trace.column("w_engine"), trace.column("w_wheel"), 2.0), color="tab:blue")
-    axes[0].set_ylabel("$\\omega_e/\\omega_{wheel}$")
-    _gear_twin(axes[0], t, trace.column("gear"))
+    axes[0].plot(t, _ratio(trace.column("w_engine"), trace.column("w_wheel"), 2.0), color="tab:blue",
+                 label="overall ratio $\\omega_e/\\omega_{wheel}$")
+    axes[0].set_ylabel("$\\omega_e/\\omega_{wheel}$ [-]")
+    _legend(axes[0], _gear_twin(axes[0], t, trace.column("gear")))
     axes[1].plot(t, trace.column("driveshaft_torque"), color="tab:red")
     axes[1].set_ylabel("half-shaft torque [N m]")
     axes[2].plot(t, trace.column("vehicle_speed"), color="tab:green")
@@ -150,16 +158,16 @@ def chain(plant, trace, out: Path, title: str) -> list[Path]:
     files = []
     fig, (ax,) = _figure(1, 3.2)
     for j in range(n):
-        ax.plot(t, trace.column(f"v_{j + 1}"), color=COLORS[j % len(COLORS)], label=f"$v_{{{j + 1}}}$")
+        ax.plot(t, trace.column(f"v_{j + 1}"), color=COLORS[j % len(COLORS)], label=f"body {j + 1} $v_{{{j + 1}}}$")
     ax.set_ylabel(f"velocity [{vunit}]")
-    ax.legend(loc="best", fontsize=8, ncol=min(n, 6))
+    _legend(ax, ncol=min(n, 6))
     files.append(_save(fig, out / "velocities.png", f"{title}\nvelocities ({CHAIN_PAPER}, fig. 5)"))
 
     fig, axes = _figure(len(contacts), 1.5)
     for k, (ax, c) in enumerate(zip(axes, contacts)):
         a, b = c.split("_")
         ax.plot(t, trace.column(f"slip_{c}"), color=COLORS[k % len(COLORS)])
-        ax.set_ylabel(f"$v_{{{a}}}-v_{{{b}}}$")
+        ax.set_ylabel(f"$v_{{{a}}}-v_{{{b}}}$ [{vunit}]")
     files.append(_save(fig, out / "relative_velocities.png", f"{title}\nrelative velocities ({CHAIN_PAPER}, fig. 6)"))
 
     fig, axes = _figure(len(contacts), 1.6)
@@ -184,6 +192,18 @@ def _bound_of(name: str, names: list[str]) -> str | None:
     return next((c for c in candidates if c in names), None)
 
 
+def _physical_name(plant, name: str, width: int = 40) -> str:
+    """A signal's description (what it is physically), shortened to ``width`` characters; else its name."""
+    try:
+        doc = plant.output_signal(name).doc
+    except (KeyError, AttributeError):
+        doc = ""
+    doc = (doc or name).split(";")[0].split(" (")[0]
+    doc = doc if len(doc) <= width else doc[: width - 3].rstrip() + "..."
+    # symbols in a description (v_1, w_out) are set as maths: v_1 -> $v_{1}$
+    return re.sub(r"\b([A-Za-z]+)_([A-Za-z0-9]+)\b", r"$\1_{\2}$", doc)
+
+
 def generic(plant, trace, out: Path, title: str) -> list[Path]:
     """Speeds, friction against its bounds (where a plant names them alike), and every output."""
     t = trace.time
@@ -193,15 +213,17 @@ def generic(plant, trace, out: Path, title: str) -> list[Path]:
     if speeds:
         fig, (ax,) = _figure(1, 3.2)
         for k, nm in enumerate(speeds):
-            ax.plot(t, trace.column(nm), color=COLORS[k % len(COLORS)], label=nm)
-        ax.set_ylabel("speed")
-        ax.legend(loc="best", fontsize=8, ncol=4)
+            ax.plot(t, trace.column(nm), color=COLORS[k % len(COLORS)], label=_physical_name(plant, nm))
+        units = sorted({unit[nm] for nm in speeds})
+        ax.set_ylabel(f"speed [{', '.join(units)}]")
+        _legend(ax, ncol=2)
         files.append(_save(fig, out / "speeds.png", f"{title}\nspeeds"))
     pairs = [(nm, b) for nm in trace.names if (b := _bound_of(nm, trace.names))][:8]
     if pairs:
         fig, axes = _figure(len(pairs), 1.6)
         for k, (ax, (nm, b)) in enumerate(zip(axes, pairs)):
-            _friction_panel(ax, t, trace.column(nm), trace.column(b), nm, unit[nm], COLORS[k % len(COLORS)])
+            _friction_panel(ax, t, trace.column(nm), trace.column(b), _physical_name(plant, nm, 28), unit[nm],
+                            COLORS[k % len(COLORS)])
         files.append(_save(fig, out / "friction.png", f"{title}\nfriction (solid) and $\\pm K$ (dashed)"))
     # trace columns are the plant's outputs in declaration order
     shown = [(nm, unit[nm], sig.integer) for nm, sig in zip(trace.names, plant.outputs) if nm != "status"][:24]
@@ -219,7 +241,7 @@ def generic(plant, trace, out: Path, title: str) -> list[Path]:
                 ax.step(t, col, where="post", color=COLORS[k % len(COLORS)], linewidth=1.0)
             else:
                 ax.plot(t, col, color=COLORS[k % len(COLORS)], linewidth=1.0)
-            ax.set_title(f"{nm} [{un}]", fontsize=8)
+            ax.set_title(f"{_physical_name(plant, nm)} [{un}]", fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(True, linewidth=0.4, alpha=0.6)
         files.append(_save(fig, out / "outputs.png", f"{title}\nall outputs"))
