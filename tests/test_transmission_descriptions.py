@@ -231,3 +231,59 @@ def test_initial_speeds_must_fix_every_member(tmp_path):
         read(tmp_path, text)
     ok = read(tmp_path, BASE + '\n[initial]\ngear = "1"\nspeeds_rad_s = { in = 50.0 }\n')
     assert ok.params.description.initial_engaged == (0,)
+
+
+# -- the generic initial state --------------------------------------------------------------------
+ZF8HP = (ROOT / "configs" / "zf8hp.toml").read_text()
+ZF8HP_INITIAL = '[initial]\ngear = "1"\nspeeds_rad_s = { input = 80.0 }\n'
+
+
+def zf8hp_starting(tmp_path, initial: str):
+    assert ZF8HP_INITIAL in ZF8HP
+    f = tmp_path / "zf8hp_start.toml"
+    f.write_text(ZF8HP.replace(ZF8HP_INITIAL, initial))
+    return f
+
+
+def test_any_member_speeds_consistent_with_the_engaged_elements(tmp_path):
+    """Brake B and clutch C engaged (half of 5th gear), input and output speeds given: the two elements
+    start stuck with exactly zero slip, the listed members at their speeds, every planetary set obeys Willis."""
+    p = load_plant(zf8hp_starting(tmp_path, '[initial]\nengaged = ["B", "C"]\n'
+                                            'speeds_rad_s = { input = 100.0, output = 30.0 }\n'))
+    p.reset({"p_B": 12.0, "p_C": 12.0})
+    y = p.output_dict()
+    assert (y["stuck_B"], y["stuck_C"], y["stuck_A"], y["stuck_D"], y["stuck_E"]) == (1.0, 1.0, 0.0, 0.0, 0.0)
+    assert y["slip_B"] == 0.0 and y["slip_C"] == 0.0
+    assert y["w_r1"] == 0.0 and y["w_input"] == y["w_s4r3"]
+    assert y["w_input"] == pytest.approx(100.0, rel=1e-12) and y["w_output"] == pytest.approx(30.0, rel=1e-12)
+    d = p.params.description
+    w = p.member_speeds()
+    for r in d.relations:
+        assert abs(sum(float(c) * w[m] for m, c in r.coefs)) <= 1e-12 * 100.0 * sum(abs(float(c)) for _, c in r.coefs)
+    assert y["gear"] == 0.0  # two of 5th gear's three elements: no gear
+    # free members (nothing engaged): every independent speed listed
+    p = load_plant(zf8hp_starting(tmp_path, '[initial]\nspeeds_rad_s = { input = 50.0, r1 = -10.0, r2s3 = 20.0, '
+                                            's4r3 = 5.0 }\n'))
+    y = p.output_dict()
+    assert (y["w_input"], y["w_r1"], y["w_r2s3"], y["w_s4r3"]) == (50.0, -10.0, 20.0, 5.0)
+    assert not any(y[f"stuck_{e}"] for e in "ABCDE")
+
+
+def test_initial_speeds_that_the_engaged_elements_contradict_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"zf8hp_start.toml: initial.speeds_rad_s: the listed speeds contradict "
+                                          r"each other through the engaged elements"):
+        read_config(zf8hp_starting(tmp_path, '[initial]\ngear = "1"\nspeeds_rad_s = { input = 100.0, output = 30.0 }\n'))
+    with pytest.raises(ConfigError, match=r"initial.speeds_rad_s: leaves members .*'r2s3'.* without a speed"):
+        read_config(zf8hp_starting(tmp_path, '[initial]\nengaged = ["B", "C"]\nspeeds_rad_s = { input = 100.0 }\n'))
+
+
+def test_describe_prints_the_shift_table_with_the_ratios(capsys):
+    from server.cli import main
+
+    assert main(["describe", "zf8hp"]) == 0
+    out = capsys.readouterr().out
+    assert "independent speeds: input, r1, r2s3, s4r3" in out
+    for name, engaged, ratio in (("R", "A, B, D", "-3.2968"), ("1", "A, B, C", "4.6957"), ("5", "B, C, D", "1.2845"),
+                                 ("8", "A, D, E", "0.6667")):
+        assert any(ln.replace(",", "").split() == [name, *engaged.replace(",", "").split(), ratio]
+                   for ln in out.splitlines()), name
