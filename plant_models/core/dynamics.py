@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 
-from .jit import JIT, kernel
+from .jit import JIT, JIT_STAGE, kernel
 from .layout import (
     H_HYPER, DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL, DF_EXP_H,
     DF_EXP_HALF, DF_F, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW, DF_RHO, DF_TIME, DF_U_ACT,
@@ -365,6 +365,33 @@ def _caps_substep(mf, mi, df, s_abs, h, ox0):
     return kiss
 
 
+@kernel(**JIT_STAGE)
+def _spring_forces(mf, mi, df, oy, of, n, s):
+    """Add the spring-dampers' torques to DF_F (at ``of``); returns their damping power (<= 0).
+
+    Part of :func:`_forces`.  Called in the real-time loop.
+    """
+    p_damp = 0.0
+    osa = mi[MI_SPRING_A]
+    osb = mi[MI_SPRING_B]
+    osca = mi[MF_SPRING_CA]
+    oscb = mi[MF_SPRING_CB]
+    osc = mi[MF_SPRING_C]
+    otw = oy + 2 * n
+    for j in range(s):
+        a = mi[osa + j]
+        b = mi[osb + j]
+        fa = mf[osca + j]
+        fb = mf[oscb + j]
+        rate = fa * df[oy + a] + fb * df[oy + b]
+        c = mf[osc + j]
+        tq = _spring_elastic(mf, mi, j, df[otw + j]) + c * rate
+        df[of + a] -= fa * tq
+        df[of + b] -= fb * tq
+        p_damp -= c * rate * rate
+    return p_damp
+
+
 @kernel(**JIT)
 def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     """Generalised force on the shafts without the stuck rows' constraint forces.
@@ -402,25 +429,7 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
             df[of + j] = tq - b * w
             p_in += tq * w
             p_drag -= b * w * w
-    p_damp = 0.0
-    if s > 0:
-        osa = mi[MI_SPRING_A]
-        osb = mi[MI_SPRING_B]
-        osca = mi[MF_SPRING_CA]
-        oscb = mi[MF_SPRING_CB]
-        osc = mi[MF_SPRING_C]
-        otw = oy + 2 * n
-        for j in range(s):
-            a = mi[osa + j]
-            b = mi[osb + j]
-            fa = mf[osca + j]
-            fb = mf[oscb + j]
-            rate = fa * df[oy + a] + fb * df[oy + b]
-            c = mf[osc + j]
-            tq = _spring_elastic(mf, mi, j, df[otw + j]) + c * rate
-            df[of + a] -= fa * tq
-            df[of + b] -= fb * tq
-            p_damp -= c * rate * rate
+    p_damp = _spring_forces(mf, mi, df, oy, of, n, s) if s > 0 else 0.0
     omode = mi[DI_MODE]
     odir = mi[DF_DIR]
     omu = mi[DF_MU]

@@ -7,10 +7,11 @@ strictly convex when the stuck rows are independent and solved exactly by a
 primal active-set method with a fixed iteration cap (:func:`_box_qp`).
 
 The stuck set is cached: the constrained inverse inertia ``P``, the force
-map of the stuck rows, and a spanning forest of the stuck rows from which
-the speeds of each stuck group are rebuilt from its root shaft, so that a
-stuck row reads ``delta == 0.0`` exactly and never drifts
-(:func:`_build_tree`, :func:`_reconstruct`).  Redundant rows get the
+map of the stuck rows, and a spanning forest (or, for rows of other than two
+entries, a substitution order) of the stuck rows from which the speeds of
+each stuck group are rebuilt from its root shaft, so that a stuck row reads
+``delta == 0.0`` exactly and never drifts (:func:`.tree._build_tree`,
+:func:`_reconstruct`).  Redundant rows get the
 minimum-norm split of their force; cycles with inconsistent ratios lock
 their shafts.  Transitions are logged in the event ring.
 
@@ -25,240 +26,24 @@ import math
 import numpy as np
 
 from .jit import JIT, JIT_STAGE, kernel
+from .tree import _build_tree
 from .linalg import _box_qp, _chol_solve, _cholesky, _delassus, _fill_rows
-from .dynamics import ORIENT_HYPER, _caps, _entry_shaft_coef, _forces, _hyper_parent_sum, _sizes, _slip, _yoff
+from .dynamics import ORIENT_HYPER, _caps, _forces, _hyper_parent_sum, _sizes, _slip, _yoff
 from .layout import (
-    CNT_EVENTS, CNT_SOLVER_ITER_LAST, CNT_SOLVER_ITER_MAX, DF_A, DF_BV, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A,
-    DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_EV_TIME, DF_F, DF_GRAD, DF_HI, DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU,
-    DF_P, DF_PREV_DIR, DF_RHO, DF_SPLIT_C, DF_SPLIT_G, DF_TMPN, DF_TMPN2, DF_W, DF_XV, DI_BND, DI_CAND, DI_CBND,
-    DI_COMP, DI_COUNTERS, DI_DRIVE, DI_DRV_LIST, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_IDX, DI_LOCKED, DI_MODE,
-    DI_NSTUCK, DI_NTREE, DI_ORIENT, DI_PREV_MODE, DI_QUEUE, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, EV_BREAKAWAY,
-    EV_REVERSAL, EV_STICK, FLAG_CACHE_VALID, FLAG_LOCKED, FLAG_OVERCONSTRAINED, H_EVCAP, H_G, H_MAX_ITER, H_N,
-    MF_INERTIA, MF_INV_INERTIA, MF_SETTINGS, MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MODE_FREE, MODE_SLIP, MODE_STUCK,
-    SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_RANK_TOL, SET_REG, SET_SOLVER_TOL, ST_LOCKED, ST_OVERCONSTRAINED,
-    ST_SOLVER_LIMIT, W_IMPULSE,
-    DF_AM, DF_RHO_AB, DF_RHO_X, DF_TMPN3, DI_CHILD, DI_PEEL, FLAG_HELD, FLAG_TREE_PARTIAL, H_DENSE, H_HYPER, MF_MASS,
-    MF_MINV,
-    MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF,
+    CNT_EVENTS, CNT_SOLVER_ITER_LAST, CNT_SOLVER_ITER_MAX, DF_A, DF_BV, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_DIR,
+    DF_DRIVE_ACC, DF_EV_TIME, DF_F, DF_GRAD, DF_HI, DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU, DF_P, DF_PREV_DIR,
+    DF_RHO, DF_SPLIT_C, DF_SPLIT_G, DF_TMPN, DF_TMPN2, DF_W, DF_XV, DI_BND, DI_CAND, DI_CBND, DI_COUNTERS, DI_DRIVE,
+    DI_DRV_LIST, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_IDX, DI_LOCKED, DI_MODE, DI_NSTUCK, DI_NTREE, DI_ORIENT,
+    DI_PREV_MODE, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, EV_BREAKAWAY, EV_REVERSAL, EV_STICK, FLAG_CACHE_VALID,
+    FLAG_LOCKED, FLAG_OVERCONSTRAINED, H_EVCAP, H_G, H_MAX_ITER, H_N, MF_INERTIA, MF_INV_INERTIA, MF_SETTINGS,
+    MF_STRIBECK_VS, MODE_FREE, MODE_SLIP, MODE_STUCK, SET_BREAK_MARGIN, SET_RANK_TOL, SET_REG, SET_SOLVER_TOL,
+    ST_LOCKED, ST_OVERCONSTRAINED, ST_SOLVER_LIMIT, W_IMPULSE, DF_AM, DF_TMPN3, FLAG_HELD, FLAG_TREE_PARTIAL,
+    H_DENSE, MF_MASS, MF_MINV, MI_ONEWAY,
 )
 
 # ==========================================================================
 # stuck set: caches, tree and exact reconstruction
 # ==========================================================================
-@kernel(**JIT)
-def _build_tree(mf, mi, df, di, r):
-    """Spanning forest of the stuck rows, cycle consistency and locked groups.
-
-    A group whose stuck rows close a cycle with a ratio product other than the
-    identity (e.g. two different gears between the same two shafts) can only
-    turn at zero speed: it is marked locked.  When a stuck row has other than
-    two entries the substitution order is built by :func:`_build_tree_hyper`
-    instead (``r``: the first r rows of DI_IDX are the independent stuck
-    rows).  Returns 2 if a shaft is locked, 1 if shafts are only held at zero by rows to the
-    housing on them alone (brakes: zeroed, no status), else 0.  Called in the real-time loop.
-    """
-    n, g, s = _sizes(mi)
-    di[mi[DI_FLAGS] + FLAG_TREE_PARTIAL] = 0
-    if mi[H_HYPER] > 0:
-        ost = mi[DI_STUCK]
-        onx = mi[MI_ROW_NX]
-        for k in range(di[mi[DI_NSTUCK]]):
-            if mi[onx + di[ost + k]] != 0:
-                return _build_tree_hyper(mf, mi, df, di, r)
-    ora = mi[MI_ROW_A]
-    orb = mi[MI_ROW_B]
-    oca = mi[DF_COEF_A]
-    ocb = mi[DF_COEF_B]
-    oor = mi[DI_ORIENT]
-    orho = mi[DF_RHO]
-    otp = mi[DI_TREE_P]
-    otc = mi[DI_TREE_C]
-    otr = mi[DI_TREE_R]
-    ocomp = mi[DI_COMP]
-    olock = mi[DI_LOCKED]
-    oq = mi[DI_QUEUE]
-    ogain = mi[DF_TMPN]
-    ost = mi[DI_STUCK]
-    ns = di[mi[DI_NSTUCK]]
-    ctol = mf[mi[MF_SETTINGS] + SET_CYCLE_TOL]
-    for i in range(g):
-        di[oor + i] = 0
-    for v in range(n):
-        di[ocomp + v] = -1
-        di[olock + v] = 0
-    ntree = 0
-    any_locked = False
-    for root in range(n):
-        if di[ocomp + root] != -1:
-            continue
-        di[ocomp + root] = root
-        df[ogain + root] = 1.0
-        qh = 0
-        qt = 1
-        di[oq] = root
-        while qh < qt:
-            v = di[oq + qh]
-            qh += 1
-            for k in range(ns):
-                i = di[ost + k]
-                if di[oor + i] != 0:
-                    continue
-                if mi[ora + i] == v:
-                    other = mi[orb + i]
-                    cv = df[oca + i]
-                    co = df[ocb + i]
-                    o = 1
-                elif mi[orb + i] == v:
-                    other = mi[ora + i]
-                    cv = df[ocb + i]
-                    co = df[oca + i]
-                    o = -1
-                else:
-                    continue
-                if di[ocomp + other] == -1:
-                    di[ocomp + other] = root
-                    di[oor + i] = o
-                    rho = cv / co
-                    df[orho + i] = rho
-                    df[ogain + other] = -rho * df[ogain + v]
-                    di[otp + ntree] = v
-                    di[otc + ntree] = other
-                    di[otr + ntree] = i
-                    ntree += 1
-                    di[oq + qt] = other
-                    qt += 1
-                else:
-                    di[oor + i] = 2  # seen, not a tree row
-    for k in range(ns):
-        i = di[ost + k]
-        if di[oor + i] == 2:
-            di[oor + i] = 0
-            ta = df[oca + i] * df[ogain + mi[ora + i]]
-            tb = df[ocb + i] * df[ogain + mi[orb + i]]
-            if abs(ta + tb) > ctol * (abs(ta) + abs(tb)):
-                root = di[ocomp + mi[ora + i]]
-                for v in range(n):
-                    if di[ocomp + v] == root:
-                        di[olock + v] = 1
-                any_locked = True
-    di[mi[DI_NTREE]] = ntree
-    return 2 if any_locked else 0
-
-
-@kernel(**JIT)
-def _build_tree_hyper(mf, mi, df, di, r):
-    """Substitution order of a stuck set with rows of other than two entries; locked shafts.
-
-    A shaft the stuck rows hold at zero speed (its row of the constrained
-    inverse inertia P vanishes: a braked shaft, a tie-up) is locked and set
-    to exactly 0.0.  The independent stuck rows are then peeled: a shaft
-    that appears (unlocked) in exactly one remaining row is that row's
-    child, determined by the row from its other shafts; the row leaves and
-    the peeling goes on (the highest-numbered shaft first, so low-numbered
-    shafts stay roots).  Run backwards, the peeled rows give each child
-    from shafts already final (:func:`_reconstruct`), and each reads
-    c_child * (w_child + sum rho_e w_e) = 0.0 exactly
-    (:func:`.dynamics._hyper_tree_delta`).  For two-entry rows this is the
-    spanning tree.  Independent rows the peeling cannot reach (each of
-    their shafts shared with another remaining row) are held by projecting
-    the speeds onto the stuck rows first (FLAG_TREE_PARTIAL), to rounding.
-    Returns 2 if a shaft is locked (ST_LOCKED), 1 if the only shafts held at
-    zero are each held by a stuck row to the housing on it alone (a brake on
-    an independent speed: that is its job, not a lock), else 0.  Called in
-    the real-time loop.
-    """
-    n, g, s = _sizes(mi)
-    oor = mi[DI_ORIENT]
-    olock = mi[DI_LOCKED]
-    otc = mi[DI_TREE_C]
-    otr = mi[DI_TREE_R]
-    otp = mi[DI_TREE_P]
-    ost = mi[DI_STUCK]
-    oidx = mi[DI_IDX]
-    och = mi[DI_CHILD]
-    ocnt = mi[DI_PEEL]
-    orow = ocnt + n
-    onx = mi[MI_ROW_NX]
-    oP = mi[DF_P]
-    ctol = mf[mi[MF_SETTINGS] + SET_CYCLE_TOL]
-    held = 0
-    ora = mi[MI_ROW_A]
-    for j in range(n):
-        mjj = mf[mi[MF_MINV] + j * n + j] if mi[H_DENSE] == 1 else mf[mi[MF_INV_INERTIA] + j]
-        di[olock + j] = 0
-        di[ocnt + j] = 0
-        if df[oP + j * n + j] <= ctol * mjj:
-            di[olock + j] = 1
-            braked = False
-            for k in range(di[mi[DI_NSTUCK]]):
-                i = di[ost + k]
-                if mi[onx + i] == -1 and mi[ora + i] == j:
-                    braked = True
-            held = max(held, 1 if braked else 2)
-    for i in range(g):
-        di[oor + i] = 0
-        di[orow + i] = 0
-    for q in range(r):
-        i = di[ost + di[oidx + q]]
-        di[orow + i] = 1
-        ne = 2 + mi[onx + i] if mi[onx + i] >= 0 else 1
-        for e in range(ne):
-            j, c = _entry_shaft_coef(mi, df, i, e)
-            if di[olock + j] == 0:
-                di[ocnt + j] += 1
-    ntree = 0
-    while True:
-        child = -1
-        for j in range(n - 1, -1, -1):
-            if di[ocnt + j] == 1:
-                child = j
-                break
-        if child < 0:
-            break
-        row = -1
-        ec = -1
-        for k in range(di[mi[DI_NSTUCK]]):
-            i = di[ost + k]
-            if di[orow + i] != 1:
-                continue
-            ne = 2 + mi[onx + i] if mi[onx + i] >= 0 else 1
-            for e in range(ne):
-                j, c = _entry_shaft_coef(mi, df, i, e)
-                if j == child:
-                    row = i
-                    ec = e
-            if row >= 0:
-                break
-        di[orow + row] = 0
-        di[oor + row] = ORIENT_HYPER
-        di[och + row] = ec
-        jc, cc = _entry_shaft_coef(mi, df, row, ec)
-        ne = 2 + mi[onx + row] if mi[onx + row] >= 0 else 1
-        for e in range(ne):
-            j, c = _entry_shaft_coef(mi, df, row, e)
-            rho = c / cc
-            if e < 2:
-                df[mi[DF_RHO_AB] + 2 * row + e] = rho
-            else:
-                df[mi[DF_RHO_X] + mi[mi[MI_ROW_XOFF] + row] + e - 2] = rho
-            if di[olock + j] == 0:
-                di[ocnt + j] -= 1
-        di[otc + ntree] = child
-        di[otr + ntree] = row
-        di[otp + ntree] = -1
-        ntree += 1
-    # the reconstruction runs the peeled rows backwards
-    for e in range(ntree // 2):
-        f = ntree - 1 - e
-        di[otc + e], di[otc + f] = di[otc + f], di[otc + e]
-        di[otr + e], di[otr + f] = di[otr + f], di[otr + e]
-    di[mi[DI_NTREE]] = ntree
-    for j in range(n):
-        if di[ocnt + j] > 0:
-            di[mi[DI_FLAGS] + FLAG_TREE_PARTIAL] = 1
-    return held
-
-
 @kernel(**JIT)
 def _mass_times(mf, mi, df, oy, oout):
     """df[oout] = M df[oy] (speeds only; M diagonal, or the full matrix of a reduced system).
