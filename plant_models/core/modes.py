@@ -497,6 +497,50 @@ def _collect_candidates(mi, df, di, oy, forced):
 
 
 @kernel(**JIT_STAGE)
+def _cascade_one(mf, mi, df, di, m, reg, tol):
+    """Whether only one row may break away in this pass, and which (its index among the candidates).
+
+    When one of several rows that break at once drops from K to a Coulomb
+    force k < K, the others were decided with its force at K, which it no
+    longer exerts.  Then only the dropping row that breaks most clearly
+    (relative acceleration per unit of the acceleration its capacity gives)
+    leaves, and the others are solved again with it slipping, one at a time
+    as :func:`_enforce_capacity` does (at most g passes).  Called in the
+    real-time loop.
+    """
+    omk = mi[DI_DRV_LIST]
+    ocand = mi[DI_CAND]
+    ocb = mi[DI_CBND]
+    ograd = mi[DF_GRAD]
+    obv = mi[DF_BV]
+    oW = mi[DF_W]
+    ohi = mi[DF_HI]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    ovs = mi[MF_STRIBECK_VS]
+    nleave = 0
+    drop = False
+    first = -1
+    best = -1.0
+    for k in range(m):
+        i = di[ocand + k]
+        if di[omk + i] == 1:
+            continue
+        bk = di[ocb + k]
+        gk = df[ograd + k]
+        thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
+        if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
+            nleave += 1
+            if df[ock + i] < df[ocs + i] and mf[ovs + i] <= 0.0:
+                drop = True
+                score = abs(gk) / ((df[oW + k * m + k] - reg) * df[ohi + k] + 1e-300)
+                if score > best:
+                    best = score
+                    first = k
+    return drop and nleave > 1, first
+
+
+@kernel(**JIT_STAGE)
 def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     """One pass of the friction solve over the m candidates; the rows that break away leave the list.
 
@@ -582,6 +626,7 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     # a row at a bound whose relative acceleration points away from zero breaks away
     nleave = 0
     drop = False
+    one, first = _cascade_one(mf, mi, df, di, m, reg, tol)
     keep = 0
     for k in range(m):
         i = di[ocand + k]
@@ -594,7 +639,7 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
             keep += 1
             continue
         thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
-        if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
+        if ((bk == 1 and gk < -thr) or (bk == -1 and gk > thr)) and (not one or k == first):
             di[omode + i] = MODE_SLIP
             df[odir + i] = 1.0 if gk > 0.0 else -1.0
             nleave += 1
