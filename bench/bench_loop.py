@@ -4,12 +4,15 @@
 Runs, in this order and in one invocation:
 
 1. the loop: the Powershift plant with the ZeroMQ adapter publishing every
-   tick (no subscriber), the configured wait strategy, for the duration;
+   tick, the configured wait strategy, for the duration; with ``--clients
+   sub`` the bench client (``bench/load_client.py``) runs in another process:
+   a subscriber that checks every sequence number, a command every 10 ms and
+   a status request every second (else no client);
 2. the baseline, by default *during* the loop: ``cyclictest`` (rt-tests) at
    the same period and the same scheduling policy, so the machine's own timer
    and scheduling noise (host stalls included) is measured next to the loop
    over the same seconds (without rt-tests: a minimal Python sleeper on
-   absolute deadlines, run before the loop and reported as such).
+   absolute deadlines in another process, also during the loop).
 
 Percentiles are exact (from every tick's sample, not from the histogram).
 CPU is the process's user + system time over the run, in % of one core.
@@ -17,6 +20,7 @@ CPU is the process's user + system time over the run, in % of one core.
     python bench/bench_loop.py --duration 60 --rate 1000 --wait sleep_spin
     python bench/bench_loop.py --duration 60 --rate 1000 --wait sleep_spin --fifo 80
     python bench/bench_loop.py --duration 30 --rate 10000 --wait spin
+    python bench/bench_loop.py --duration 600 --rate 1000 --wait sleep_spin --clients sub
 """
 
 from __future__ import annotations
@@ -116,7 +120,16 @@ def python_sleeper_baseline(period_us: int, loops: int) -> dict:
             time.sleep(rem / 1e9)
         lat[k] = (time.monotonic_ns() - nxt) / 1000.0
         nxt += period
-    return {"tool": "python sleeper (time.sleep to absolute deadlines)", **pct(lat)}
+    over = {str(th): int(np.count_nonzero(lat > th)) for th in (50, 100, 500, 1000, 5000)}
+    return {"tool": "python sleeper (time.sleep to absolute deadlines)", "over_us": over, **pct(lat)}
+
+
+def start_python_sleeper(period_us: int, loops: int) -> tuple[subprocess.Popen, Path]:
+    """The Python sleeper in another process, during the loop (the baseline without rt-tests)."""
+    out = Path(tempfile.mkdtemp()) / "sleeper.json"
+    proc = subprocess.Popen([sys.executable, __file__, "--sleeper", str(period_us), str(loops), str(out)],
+                            cwd=ROOT)
+    return proc, out
 
 
 def steal_s() -> float:
@@ -136,7 +149,7 @@ def run_loop(args) -> dict:
     cfg = LoopConfig(mode="realtime", rate_hz=args.rate, wait=args.wait, spin_margin_us=args.spin_margin_us,
                      spin_margin_adapt=not args.fixed_margin,
                      duration_s=args.duration, status_interval_s=0.5, status_line=False, sample_capacity=n,
-                     startup_grace_s=1.0, realtime=rt)
+                     startup_grace_s=1.0, realtime=rt, autostart=args.clients == "none")
     zmq = ZmqAdapter("zmq", {"state_endpoint": "tcp://127.0.0.1:*", "command_endpoint": "tcp://127.0.0.1:*",
                              "control_endpoint": "tcp://127.0.0.1:*", "status_publish_s": 1.0})
     server = assemble(load_plant("powershift"), [zmq], cfg,
@@ -144,12 +157,19 @@ def run_loop(args) -> dict:
                                       "load_torque": 3500.0})
     loop = server.loop
     loop.open()
+    client = None
+    if args.clients == "sub":  # it connects while the loop idles, then sends start
+        sys.path.insert(0, str(ROOT / "bench"))
+        from bench_tick_stages import start_clients, stop_clients
+        client = start_clients(zmq.endpoints["control"], "sub")
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     st0 = steal_s()
     w0 = time.monotonic()
     try:
         loop.run()
     finally:
+        client_res = stop_clients(client) if client is not None else None
+        zmq_status = zmq.status()
         loop.close()
     wall = time.monotonic() - w0
     steal = steal_s() - st0
@@ -172,11 +192,16 @@ def run_loop(args) -> dict:
         "missed_pct": 100.0 * tm["missed_ticks"] / max(1, tm["ticks"] + tm["missed_ticks"]),
         "rate_hz_actual": tm["rate_hz_actual"], "cpu_pct_of_one_core": 100.0 * cpu / wall,
         "realtime": server.report.status()["realtime"], "vol_ctx_switches": r1.ru_nvcsw - r0.ru_nvcsw,
-        "invol_ctx_switches": r1.ru_nivcsw - r0.ru_nivcsw,
+        "invol_ctx_switches": r1.ru_nivcsw - r0.ru_nivcsw, "client": client_res,
+        "zmq": {k: zmq_status.get(k) for k in ("state_sent", "state_dropped", "send_errors", "received", "applied")},
     }
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--sleeper":
+        period_us, loops, out = int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+        out.write_text(json.dumps(python_sleeper_baseline(period_us, loops)))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of each run")
     ap.add_argument("--rate", type=float, default=1000.0)
@@ -188,6 +213,8 @@ def main() -> int:
     ap.add_argument("--cpu", type=int, nargs="*", default=[], help="pin the loop to these CPUs")
     ap.add_argument("--baseline", default="concurrent", choices=("concurrent", "before", "none"),
                     help="cyclictest during the loop (default), before it, or not at all")
+    ap.add_argument("--clients", default="none", choices=("none", "sub"),
+                    help="sub: subscriber, commands at 100 Hz and status requests in another process")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
 
@@ -203,11 +230,16 @@ def main() -> int:
         # the same stalls hit both: cyclictest runs during the loop (it sleeps ~all the time)
         hist = Path(tempfile.mkdtemp()) / "hist.txt"
         proc = start_cyclictest(period_us, loops, args.fifo, hist)
+        if proc is None:
+            sleeper = start_python_sleeper(period_us, loops)
     print(f"loop: {args.duration:g} s at {args.rate:g} Hz, wait {args.wait}, fifo {args.fifo} ...", flush=True)
     res["loop"] = run_loop(args)
     if args.baseline == "concurrent":
-        res["baseline"] = (cyclictest_baseline(period_us, loops, args.fifo, proc, hist) if proc is not None
-                           else python_sleeper_baseline(period_us, loops))
+        if proc is not None:
+            res["baseline"] = cyclictest_baseline(period_us, loops, args.fifo, proc, hist)
+        else:
+            sleeper[0].wait()
+            res["baseline"] = json.loads(sleeper[1].read_text())
         res["baseline"]["tool"] += ", concurrent with the loop"
     res["load_avg_after"] = os.getloadavg()
     L = res["loop"]
@@ -226,6 +258,11 @@ def main() -> int:
     print(f"ticks {L['ticks']}, missed {L['missed_ticks']} ({L['missed_pct']:.3f} %), overruns {L['overruns']} "
           f"(+{L['overruns_in_grace']} in grace), CPU {L['cpu_pct_of_one_core']:.1f} % of one core, "
           f"load avg {res['load_avg_before'][0]:.2f} -> {res['load_avg_after'][0]:.2f}")
+    c = L["client"]
+    if c is not None:
+        print(f"subscriber: {c['states']} states, {c['lost']} lost (sequence gaps), {c['out_of_order']} out of order; "
+              f"{c['commands_sent']} commands sent, {L['zmq']['applied']} applied; state_dropped "
+              f"{L['zmq']['state_dropped']}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(res, indent=2))

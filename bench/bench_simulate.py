@@ -16,7 +16,10 @@ offline step bit for bit.
 
 and reports median, 90th, 99th, 99.9th percentile and maximum per step,
 the ratios to the baseline's median, and the real-time factor of a whole
-``run_offline`` (simulated time / wall time, trace writing excluded).
+run (simulated time / wall time, trace writing excluded) two ways:
+``run_stepwise`` (``offline_step`` per step from Python, as lockstep; what
+``run_offline`` was before the compiled run) and ``run_offline`` (the
+whole run in one compiled loop, :mod:`plant_models.offline`).
 
 Run: ``.venv/bin/python bench/bench_simulate.py [--repeat N]``.  Numbers
 depend on the machine and its load; compare ratios, not absolute values.
@@ -37,7 +40,7 @@ from plant_models.plants.powershift import powershift_refresh
 from plant_models.config import repo_root
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
-from server.simulate import offline_step, run_offline
+from server.simulate import offline_step, run_offline, run_stepwise
 
 CASES = (("powershift", "powershift_swaps"), ("dct", "dct_upshift"), ("chain", "chain_4mass"))
 # each plant's compiled "map inputs and write outputs without stepping"
@@ -93,14 +96,16 @@ def measure(config: str, scenario: str, repeat: int) -> dict:
             t_core[r * n + k] = clock() - t0
             np.copyto(df, after_f)
             np.copyto(di, after_i)
-    walls = []
+    walls, step_walls = [], []
     for _ in range(repeat):
         tr = run_offline(plant, compiled)
         walls.append(tr.wall_time_s)
+        step_walls.append(run_stepwise(plant, compiled).wall_time_s)
     wall = float(np.median(walls))
+    step_wall = float(np.median(step_walls))
     return {"steps": n, "dt": dt, "offline_step": percentiles(t_off), "plant.step": percentiles(t_plant),
             "core_step": percentiles(t_core), "run_wall_s": wall, "realtime_factor": n * dt / wall,
-            "events": len(tr.events)}
+            "stepwise_wall_s": step_wall, "stepwise_factor": n * dt / step_wall, "events": len(tr.events)}
 
 
 def main() -> None:
@@ -122,11 +127,13 @@ def main() -> None:
                   f"{p['p90']:.2f} | {p['p99']:.2f} | {p['p99.9']:.2f} | {p['max']:.1f} | {p['median'] / base:.2f} |")
         summary.append((config, r))
     print()
-    print("| plant | run_offline wall (median) | simulated | real-time factor |")
-    print("| --- | --- | --- | --- |")
+    print("| plant | simulated | run_stepwise wall (median) | real-time factor | run_offline (compiled) wall | "
+          "real-time factor | stepwise / compiled |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for config, r in summary:
-        print(f"| {config} | {r['run_wall_s'] * 1e3:.1f} ms | {r['steps'] * r['dt']:g} s | "
-              f"{r['realtime_factor']:.0f} |")
+        print(f"| {config} | {r['steps'] * r['dt']:g} s | {r['stepwise_wall_s'] * 1e3:.1f} ms | "
+              f"{r['stepwise_factor']:.0f} | {r['run_wall_s'] * 1e3:.2f} ms | {r['realtime_factor']:.0f} | "
+              f"{r['stepwise_wall_s'] / r['run_wall_s']:.1f} |")
 
 
 if __name__ == "__main__":

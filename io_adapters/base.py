@@ -1,11 +1,15 @@
 """The one small interface every transport implements (python-can's ``BusABC`` habit).
 
 The real-time loop calls, each tick, ``read`` on every adapter, steps the
-plant, then ``write`` on every adapter (read -> update -> write).  Both must
-return quickly and never block: receiving happens in the background into a
-latest-value mailbox (or with non-blocking polls), and sending uses
-non-blocking calls.  All name look-ups (signal names to plant indices, DBC
-signals, message layouts) happen once in ``open``.
+plant, writes the state into its state ring (:mod:`io_adapters.ring`), then
+``write`` on every adapter (read -> update -> write).  Both must return
+quickly and never block: receiving happens outside the tick (between ticks
+in :meth:`Adapter.pump`, or in a background thread) into preallocated rows
+or a latest-value mailbox that the tick only copies, and sending uses
+non-blocking calls; a transport that turns the state into messages reads the
+ring in :meth:`Adapter.pump` between ticks, not in ``write``.  All name
+look-ups (signal names to plant indices, DBC signals, message layouts)
+happen once in ``open``.
 
 What every transport shares is written here once:
 
@@ -34,7 +38,7 @@ import importlib
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -83,6 +87,10 @@ class LoopContext:
         int64 array updated by the loop every tick, cheap to read in
         ``read``/``write``: slots :data:`TI_WATCHDOG`, :data:`TI_STATUS`,
         :data:`TI_SCENARIO`, :data:`TI_OVERRUNS`.
+    ring
+        The loop's state ring (:class:`io_adapters.ring.StateRing`): one row
+        per tick, read between ticks through a cursor of one's own.  None
+        when no loop runs.
     """
 
     period_s: float
@@ -92,6 +100,7 @@ class LoopContext:
     control: Callable[[dict], dict] | None = None
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("gearbox_hil.io"))
     tick_info: np.ndarray = field(default_factory=new_tick_info)
+    ring: Any = None
 
     def __post_init__(self) -> None:
         ti = self.tick_info
@@ -149,9 +158,10 @@ class Adapter(ABC):
     """A transport between the plant's ports and the outside world.
 
     A transport implements :meth:`open` (calling ``super().open(plant,
-    ctx)`` first), :meth:`_read_internal`, :meth:`write`, :meth:`close`,
-    and for its status :meth:`_status_internal` and :meth:`command_counts`.
-    The rest has defaults.
+    ctx)`` first), :meth:`_read_internal`, :meth:`close`, and for its status
+    :meth:`_status_internal` and :meth:`command_counts`; :meth:`write` if it
+    sends something every tick, :meth:`pump` (with :meth:`wake_fds`) if it
+    moves data between ticks.  The rest has defaults.
     """
 
     type_name: ClassVar[str] = ""
@@ -205,13 +215,37 @@ class Adapter(ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} implements neither read nor _read_internal")
 
-    @abstractmethod
     def write(self, tick: int, now_ns: int) -> None:
-        """Publish ``plant.y`` (if due this tick).  Non-blocking.  Called in the real-time loop."""
+        """Send what is due this tick (e.g. cyclic CAN frames).  Non-blocking.  Called in the real-time loop.
+
+        A transport that publishes the state as messages does not override
+        it: it reads the state ring in :meth:`pump`, between ticks.  The loop
+        calls only the adapters that override ``write``.
+        """
 
     @abstractmethod
     def close(self) -> None:
         """Stop background work, flush recordings, release resources.  Idempotent."""
+
+    def pump(self, until_ns: int = 0) -> None:
+        """Between ticks: move data between the transport and the loop (never blocks).
+
+        Take in and decode what arrived for the next tick, and send what the
+        ticks left in the state ring.  Work until ``time.monotonic_ns()``
+        reaches ``until_ns`` (0: until done), always making some progress.
+        The loop calls it in its slack, before control requests, after every
+        lockstep request, and when the ring is half full in lockstep and
+        afap, so no row is lost there.
+        """
+
+    def wake_fds(self) -> list[int]:
+        """File descriptors whose readability means :meth:`pump` has input to take (e.g. a command arrived).
+
+        The loop's sleep before a deadline waits on them too, so input that
+        arrives while it sleeps is taken in at once and applied by the next
+        tick.
+        """
+        return []
 
     def poll_control(self, now_ns: int) -> None:
         """Serve pending control requests (called between ticks, outside the timed part)."""

@@ -155,6 +155,14 @@ class FrictionPlant(Plant):
     def _drain_events(self) -> list[tuple[float, int, int]]:
         return self.core.new_events()
 
+    def event_log(self) -> tuple[int, int, int, int, int]:
+        mi = self.mi
+        return (int(mi[L.DF_EV_TIME]), int(mi[L.DI_EV_ROW]), int(mi[L.DI_EV_KIND]),
+                int(mi[L.DI_COUNTERS]) + L.CNT_EVENTS, self.core.sizes.E)
+
+    def mark_events_read(self) -> None:
+        self.core.mark_events_read()
+
     @property
     def events_lost(self) -> int:
         """Events overwritten in the core's ring log before they were read, since the last reset."""

@@ -310,8 +310,9 @@ class Plant(ABC):
     ``"step"`` with the signature ``int64(mf, mi, df, di, float64 dt)``, and
     any others it calls), and implements the buffer layout
     (:meth:`_allocate`, :attr:`input_offset`), :meth:`_clear`,
-    :meth:`_initial_state`, :meth:`start`, :attr:`time`, :attr:`counters`
-    and :meth:`_drain_events`.
+    :meth:`_initial_state`, :meth:`start`, :attr:`time`, :attr:`counters`,
+    :meth:`_drain_events`, and :meth:`event_log` / :meth:`mark_events_read`
+    (for the compiled offline run, which reads the event log itself).
     """
 
     kind: ClassVar[str] = ""
@@ -496,9 +497,26 @@ class Plant(ABC):
 
     def new_events(self) -> list[dict]:
         """Stick / breakaway / reversal events since the last call (not for the real-time tick)."""
+        return self.name_events(self._drain_events())
+
+    def name_events(self, raw: list[tuple[float, int, int]]) -> list[dict]:
+        """Events as (time s, row or source, kind) -> dicts with time, clutch, row and type."""
         names = self.row_names()
-        return [dict(time=t, clutch=names[r], row=r, type=self.event_names.get(k, str(k)))
-                for t, r, k in self._drain_events()]
+        return [dict(time=t, clutch=names[r], row=r, type=self.event_names.get(k, str(k))) for t, r, k in raw]
+
+    @abstractmethod
+    def event_log(self) -> tuple[int, int, int, int, int]:
+        """Where the plant's ring log of events lives, for compiled readers (:mod:`plant_models.offline`).
+
+        ``(times, sources, kinds, count, capacity)``: event ``q`` (counted
+        from the reset) has its time (s) at ``df[times + q % capacity]``, its
+        row or source and kind at ``di[sources + ...]`` and ``di[kinds + ...]``;
+        ``di[count]`` counts the events logged.
+        """
+
+    @abstractmethod
+    def mark_events_read(self) -> None:
+        """Count every event logged so far as read (a compiled reader collected them)."""
 
     def get_state(self) -> tuple[np.ndarray, np.ndarray]:
         """A complete copy of the plant's data; :meth:`set_state` resumes bit-exactly."""

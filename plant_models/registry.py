@@ -11,6 +11,7 @@ parameters alone: nothing is built and nothing compiled.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 from dataclasses import dataclass
@@ -62,9 +63,11 @@ def _load(ref: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _available_builtin() -> list[str]:
-    return [kind for kind, (plant, _) in BUILTIN.items()
-            if importlib.util.find_spec(plant.split(":")[0]) is not None]
+@functools.lru_cache(maxsize=1)
+def _available_builtin() -> tuple[str, ...]:
+    """The built-in kinds whose modules are installed (looked up once per process)."""
+    return tuple(kind for kind, (plant, _) in BUILTIN.items()
+                 if importlib.util.find_spec(plant.split(":")[0]) is not None)
 
 
 def plant_kinds() -> list[str]:
@@ -94,8 +97,16 @@ def read_config(path_or_name: str | Path) -> PlantConfig:
     Raises ConfigError with file, key and problem for any mistake in the file.
     """
     path = find_config(path_or_name)
-    data = load_plant_toml(path)
-    cfg = ConfigReader(data, str(path))
+    return read_config_data(load_plant_toml(path), str(path))
+
+
+def read_config_data(data: dict, source: str) -> PlantConfig:
+    """Read a plant config already parsed from TOML (``extends`` resolved); ``source`` names it in errors.
+
+    For configs changed in memory before they are read (a campaign's
+    parameters, :mod:`server.campaign`).
+    """
+    cfg = ConfigReader(data, source)
     kind = cfg.string("plant", choices=plant_kinds())
     cls, reader = plant_class(kind)
     params = reader(cfg)
@@ -119,4 +130,4 @@ def describe_config(path_or_name: str | Path) -> dict:
 
 
 __all__ = ["ConfigError", "PlantConfig", "describe_config", "load_plant", "plant_class", "plant_kinds",
-           "read_config", "register"]
+           "read_config", "read_config_data", "register"]

@@ -1,15 +1,25 @@
 """The fixed-rate loop: read -> step -> write on absolute deadlines, with timing telemetry.
 
 One thread does everything, so nothing waits for the GIL: between ticks it
-serves control requests, flushes logs and prints the status line, each only
-while enough slack remains before the next deadline; at the deadline it
-wakes (sleep, sleep-then-spin or spin) and runs the tick:
+lets the adapters publish the states of the last ticks and take in arrived
+commands (:meth:`~io_adapters.base.Adapter.pump`), serves control requests,
+flushes logs and prints the status line, each only while enough slack
+remains before the next deadline; it sleeps on the adapters' input
+(:meth:`~io_adapters.base.Adapter.wake_fds`), so a command that arrives
+while it sleeps is taken in at once; at the deadline it wakes (sleep,
+sleep-then-spin or spin) and runs the tick, which does physics and copies,
+nothing else:
 
-1. every adapter's ``read`` applies the newest valid commands to ``plant.u``;
+1. every adapter's ``read`` copies the commands decoded since the last tick
+   into ``plant.u``;
 2. a loaded scenario writes the inputs of this step (exactly as the offline
    simulator does), or else the command watchdog applies its safe action;
 3. ``plant.step(dt)``: one compiled call;
-4. every adapter's ``write`` publishes the outputs.
+4. the state after the step goes into the next row of the state ring
+   (:mod:`io_adapters.ring`): one compiled call, which is how the ZeroMQ
+   state stream (and any other consumer) gets it, between ticks;
+5. the ``write`` of every adapter that sends something every tick (CAN
+   frames due this tick).
 
 Deadlines are absolute (``next += period`` on CLOCK_MONOTONIC in ns).  A tick
 that ends after the next deadline is an *overrun*: by default the deadlines
@@ -22,9 +32,9 @@ client asks for N steps (CI); ``afap`` ticks as fast as possible.  In
 lockstep and afap the adapters' and the watchdog's clock is simulated time
 (``tick * period``).
 
-The tick creates no containers and no arrays and looks nothing up by name;
-the only objects it creates are Python integers/floats and the decoded
-command messages themselves, freed by reference counting.  The garbage
+The tick creates no containers and no arrays, decodes nothing and looks
+nothing up by name; the only objects it creates are Python integers and
+floats, freed by reference counting.  The garbage
 collector is frozen and disabled while the loop runs; a young-generation
 collection runs in the slack between ticks once a second, so reference
 cycles created by control requests do not accumulate.
@@ -43,8 +53,10 @@ through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
+import select
 import signal
 import sys
 import threading
@@ -54,6 +66,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from io_adapters.base import TI_OVERRUNS, TI_STATUS, Adapter, LoopContext
+from io_adapters.ring import StateRing, ring_push
 from plant_models.plant import Plant
 
 from . import rtsetup
@@ -104,12 +117,22 @@ class Loop:
     initial_inputs
         Inputs applied at every reset (by name, already validated), before
         commands arrive.
+    ring
+        The state ring the tick writes (default: one of ``cfg.ring_rows``
+        rows for the plant).
     """
 
     def __init__(self, plant: Plant, adapters: Sequence[Adapter], cfg: LoopConfig, watchdog: CommandWatchdog,
-                 player: ScenarioPlayer, tick_info: np.ndarray, initial_inputs: dict[str, float] | None = None):
+                 player: ScenarioPlayer, tick_info: np.ndarray, initial_inputs: dict[str, float] | None = None,
+                 ring: StateRing | None = None):
         self.plant = plant
+        self.ring = ring if ring is not None else StateRing.for_plant(plant, cfg.ring_rows)
+        # ring_push(head, ints, floats, tick_info, df, tick, now_ns, t) with its arrays bound: a C-level call
+        self._ring_push = functools.partial(ring_push, self.ring.head, self.ring.ints, self.ring.floats,
+                                            tick_info, plant.df)
         self.adapters: tuple[Adapter, ...] = tuple(adapters)
+        # the tick calls write only where it does something (a transport that publishes reads the state ring)
+        self._writers = tuple(a for a in self.adapters if type(a).write is not Adapter.write)
         self.cfg = cfg
         self.mode = cfg.mode
         self.period_ns = cfg.period_ns
@@ -157,6 +180,10 @@ class Loop:
         # rates still serve requests; and no request waits more than 50 ms (see _run_realtime).
         self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
         self._last_service = 0
+        self._wake_fds: list[int] = []
+        self._pumped_at = 0  # ring rows written when the adapters last pumped
+        self._pump_every = max(1, self.ring.capacity // 2)  # lockstep and afap pump at least this often
+        self._pump_failures = 0
         self.reset()
 
     # ------------------------------------------------------------------ set-up
@@ -176,6 +203,7 @@ class Loop:
                 self.close()
                 raise
             self._opened.append(a)
+        self._wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
 
     def close(self) -> None:
         for a in reversed(self._opened):
@@ -251,6 +279,7 @@ class Loop:
         t_begin = mono()
         self._step_ns = 0
         n_end = int(round(self.cfg.duration_s / self.dt)) if self.cfg.duration_s > 0 else 0
+        ring = self.ring
         for _ in range(n):
             t0 = mono()
             if self.first_tick_ns == 0:
@@ -258,7 +287,10 @@ class Loop:
             st = tick(self.sim_ns())
             record_tick(c, hist, samples, 0, mono() - t0, self._step_ns, st, False)
             acc |= st
+            if ring.written - self._pumped_at >= self._pump_every:  # no state is lost in lockstep
+                self._pump(0)
         self.telemetry.add_run_time(mono() - t_begin)
+        self._pump(0)  # the states of these ticks are sent before the reply to the request
         if n_end and self.tick >= n_end:
             self.request_shutdown("duration reached")
         return acc
@@ -338,23 +370,50 @@ class Loop:
         self.tick_info[TI_STATUS] = st
         if sc is not None and k + 1 >= sc.n_steps:
             player.release(k + 1)
-        for a in self.adapters:
+        self._ring_push(k + 1, now_ns, plant.time)
+        for a in self._writers:
             a.write(k + 1, now_ns)
         return st
 
     # ------------------------------------------------------------------ waiting
-    def _wait_sleep(self, deadline: int) -> None:
-        rem = deadline - time.monotonic_ns()
+    def _sleep_until(self, target: int, deadline: int) -> bool:
+        """Sleep until ``target`` (ns), taking in adapter input that arrives meanwhile while the slack allows.
+
+        Returns True when the sleep ended at ``target`` by its timeout (so
+        its overshoot says how late this machine wakes a sleeper).
+        """
+        mono = time.monotonic_ns
+        rem = target - mono()
+        if rem <= 0:
+            return False
+        fds = self._wake_fds
+        wakes = 0
+        while fds and wakes < 8:  # a few early wake-ups per period at most, then a plain sleep
+            readable = select.select(fds, (), (), rem / 1e9)[0]
+            if not readable:
+                return True
+            wakes += 1
+            now = mono()
+            if deadline - now <= self._service_budget_ns:
+                break
+            self._pump(deadline - self._service_budget_ns)  # a command arrived: ready for the next tick
+            rem = target - mono()
+            if rem <= 0:
+                return False
+        rem = target - mono()
         if rem > 0:
             time.sleep(rem / 1e9)
+            return wakes == 0
+        return False
+
+    def _wait_sleep(self, deadline: int) -> None:
+        self._sleep_until(deadline, deadline)
 
     def _wait_sleep_spin(self, deadline: int) -> None:
         mono = time.monotonic_ns
         margin = self._spin_margin_ns
         target = deadline - margin
-        rem = target - mono()
-        if rem > 0:
-            time.sleep(rem / 1e9)
+        if self._sleep_until(target, deadline):
             if self._adapt_margin:
                 # Track the 99th percentile of the sleep's overshoot (stochastic quantile estimate: up
                 # 99 steps when above it, down 1 step when below), so that rare stalls move it little;
@@ -527,16 +586,19 @@ class Loop:
             record_tick(c, hist, samples, 0, end - t0, self._step_ns, st, False)
             if n_end and self.tick >= n_end:
                 self.request_shutdown("duration reached")
+            if self.ring.written - self._pumped_at >= self._pump_every:  # no state is lost to the ring
+                self._pump(0)
             if end >= next_service:
                 self.telemetry.add_run_time(end - last)
                 last = end
                 self._service(end, 0)
                 next_service = mono() + 1_000_000
         self.telemetry.add_run_time(mono() - last)
+        self._pump(0)
 
     def _idle(self) -> None:
         """Paused, stopped or lockstep: wait for control requests without spinning."""
-        items = []
+        items = list(self._wake_fds)
         for a in self.adapters:
             items.extend(a.wait_handles())
         if items:
@@ -560,6 +622,8 @@ class Loop:
         budget = self._service_budget_ns
         mono = time.monotonic_ns
         self._last_service = now
+        # states out and commands in first: they are what the clients wait for
+        self._pump(deadline - budget if deadline else 0)
         for a in self.adapters:
             if deadline and not force and deadline - mono() < budget:
                 return
@@ -581,6 +645,18 @@ class Loop:
                 and (not deadline or deadline - mono() >= budget)):
             self._last_gc = now
             gc.collect(1)
+
+    def _pump(self, until_ns: int) -> None:
+        """Every adapter's :meth:`~io_adapters.base.Adapter.pump` (states out, commands in), between ticks."""
+        for a in self.adapters:
+            try:
+                a.pump(until_ns)
+            except Exception:
+                self._pump_failures += 1
+                if self._pump_failures <= 10 or self._pump_failures % 1000 == 0:
+                    log.exception("adapter %s failed while moving data between ticks (%d failures)", a.name,
+                                  self._pump_failures)
+        self._pumped_at = self.ring.written
 
     def _collect_events(self) -> None:
         events = self.plant.new_events()

@@ -60,6 +60,7 @@ class LoopConfig:
     gc_interval_s: float = 1.0  # young-generation collection in the slack; 0 disables it
     max_step_request: int = 10_000_000  # largest N of one lockstep "step"
     sample_capacity: int = 0  # raw per-tick timing samples kept for benchmarks
+    ring_rows: int = 4096  # rows of the state ring (ticks its consumers may fall behind before losing states)
     realtime: rtsetup.RealtimeConfig = field(default_factory=rtsetup.RealtimeConfig)
 
     def __post_init__(self) -> None:
@@ -70,6 +71,8 @@ class LoopConfig:
         if not RATE_MIN_HZ <= self.rate_hz <= RATE_MAX_HZ:
             raise SettingError(("rate_hz",), f"must be between {RATE_MIN_HZ:g} and {RATE_MAX_HZ:g} Hz, "
                                f"got {self.rate_hz:g}")
+        if not 16 <= self.ring_rows <= 10_000_000:
+            raise SettingError(("ring_rows",), f"must be between 16 and 10000000 rows, got {self.ring_rows}")
         if not self.duration_s >= 0:
             raise SettingError(("duration_s",), f"must be >= 0 s, got {self.duration_s:g}")
         problem = rtsetup.check_combination(self.realtime, self.wait)

@@ -15,8 +15,10 @@ bad command-line override as ``--option: problem``.
 * the loop (:mod:`server.loop`), which does only the tick and its clock;
 * the parameter table (:mod:`server.params`), the status report
   (:mod:`server.status`) and the control handler (:mod:`server.control`);
-* the context the loop shares with its adapters (``tick_info``, the
-  watchdog feed, status and control callbacks).
+* the state ring (:mod:`io_adapters.ring`), which the tick writes and the
+  adapters (and any later consumer) read between ticks;
+* the context the loop shares with its adapters (``tick_info``, the state
+  ring, the watchdog feed, status and control callbacks).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import numpy as np
 
 from io_adapters.base import (TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, Adapter, AdapterError, LoopContext,
                               UnknownAdapterType, create_adapter)
+from io_adapters.ring import StateRing
 from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml
 from plant_models.errors import InputError
 from plant_models.plant import Plant
@@ -97,6 +100,7 @@ def _loop_config(cfg: ConfigReader) -> LoopConfig:
             gc_interval_s=lp.number("gc_interval_s", d.gc_interval_s, nonnegative=True),
             max_step_request=lp.integer("max_step_request", d.max_step_request, lo=1),
             sample_capacity=lp.integer("sample_capacity", d.sample_capacity, lo=0, hi=100_000_000),
+            ring_rows=lp.integer("ring_rows", d.ring_rows),
             realtime=_realtime_config(cfg),
         )
     except SettingError as exc:
@@ -353,23 +357,28 @@ class Server:
 
 
 def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cfg: WatchdogConfig | None = None,
-             initial_inputs: dict[str, float] | None = None, out: Callable[[str], None] | None = None) -> Server:
+             initial_inputs: dict[str, float] | None = None, out: Callable[[str], None] | None = None,
+             ring: StateRing | None = None) -> Server:
     """Build every part of a server around ``plant`` and ``adapters`` and connect them.
 
     ``watchdog_cfg`` names only inputs of the plant and ``initial_inputs``
     are valid values (:func:`build` checks both against the plant); ``out``
-    receives the status lines when stdout is not a terminal.
+    receives the status lines when stdout is not a terminal; ``ring`` is the
+    state ring to use (default: ``cfg.ring_rows`` rows in private memory;
+    e.g. one in shared memory for a consumer in another process).
     """
     tick_info = np.zeros(1 + max(TI_WATCHDOG, TI_STATUS, TI_SCENARIO, TI_OVERRUNS), dtype=np.int64)
     watchdog = CommandWatchdog(plant, watchdog_cfg or WatchdogConfig(),
                                tripped_flag=tick_info[TI_WATCHDOG:TI_WATCHDOG + 1])
     player = ScenarioPlayer(plant, watchdog, tick_info)
-    loop = Loop(plant, adapters, cfg, watchdog, player, tick_info, initial_inputs)
+    ring = ring if ring is not None else StateRing.for_plant(plant, cfg.ring_rows)
+    loop = Loop(plant, adapters, cfg, watchdog, player, tick_info, initial_inputs, ring)
     params = ParamTable(plant, extra=watchdog.tunable_parameters())
     report = StatusReport(loop, out)
     control = ControlHandler(loop, player, params, report)
     context = LoopContext(period_s=loop.dt, mode=loop.mode, feed_watchdog=watchdog.feed, status=report.status,
-                          control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info)
+                          control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info,
+                          ring=ring)
     loop.attach(context, report)
     return Server(plant, loop, watchdog, player, params, report, control, context)
 

@@ -63,31 +63,14 @@ class Profile:
             return self.offset - abs(self.amplitude), self.offset + abs(self.amplitude)
         return min(self.values), max(self.values)
 
-    def sample(self, t: np.ndarray, side: str, integer: bool) -> np.ndarray:
-        """Values at times t; side="right" gives u(t+), side="left" u(t-)."""
+    def to_table(self, table, i: int, integer: bool, first_order_hold: bool) -> None:
+        """Write this history as input ``i`` of a :class:`plant_models.offline.InputTable`."""
         if self.kind == "const":
-            return np.full(t.shape, self.values[0])
-        if self.kind == "sine":
-            return self.offset + self.amplitude * np.sin(2.0 * math.pi * self.frequency_hz * t + self.phase_rad)
-        ts = np.asarray(self.times)
-        vs = np.asarray(self.values)
-        if integer:
-            # piecewise constant: the last point at or before t (strictly before for u(t-))
-            i = np.searchsorted(ts, t, side="right" if side == "right" else "left") - 1
-            return vs[np.clip(i, 0, len(vs) - 1)]
-        i = np.searchsorted(ts, t, side=side)
-        out = np.empty(t.shape)
-        before = i == 0
-        after = i >= len(ts)
-        mid = ~(before | after)
-        out[before] = vs[0]
-        out[after] = vs[-1]
-        j = i[mid]
-        t0, t1 = ts[j - 1], ts[j]
-        v0, v1 = vs[j - 1], vs[j]
-        w = (t[mid] - t0) / (t1 - t0)
-        out[mid] = v0 + w * (v1 - v0)
-        return out
+            table.set_const(i, self.values[0])
+        elif self.kind == "sine":
+            table.set_sine(i, self.offset, self.amplitude, self.frequency_hz, self.phase_rad, first_order_hold)
+        else:
+            table.set_points(i, self.times, self.values, integer, first_order_hold)
 
 
 @dataclass(frozen=True)
@@ -161,37 +144,39 @@ class Scenario:
 class CompiledScenario:
     """A scenario bound to a plant and a step: writes the plant's inputs for step k.
 
-    Tables of values and rates are generated in vectorised blocks, so
-    :meth:`apply` is two array copies (no per-signal Python work per tick).
+    The profiles become an :class:`~plant_models.offline.InputTable`, which
+    the compiled offline run evaluates step by step
+    (:class:`plant_models.offline.Run`); for the server's playback, tick by
+    tick, the same compiled evaluation fills blocks of rows of values and
+    rates, so :meth:`apply` is two array copies (no per-signal Python work
+    per tick) and both write the same inputs bit for bit.
     """
 
     def __init__(self, scenario: Scenario, plant: Plant, dt: float):
+        from plant_models.offline import InputTable  # loads numba: not for --help
+
         self.scenario = scenario
         self.dt = float(dt)
         self.n_steps = int(round(scenario.duration / self.dt))
         self.n_in = plant.n_in
         self._names = [s.name for s in plant.inputs]
-        self._defaults = np.array([s.default for s in plant.inputs], dtype=float)
-        self._entries = []  # (input index, profile, integer)
+        self.table = InputTable(self.n_in)
+        for k, sig in enumerate(plant.inputs):
+            self.table.set_const(k, sig.default)
+        linear = scenario.interpolation == "linear"
         for name, prof in scenario.profiles.items():
             k = plant.input_index(name)
-            self._entries.append((k, prof, plant.inputs[k].integer))
-        self._linear = scenario.interpolation == "linear"
+            prof.to_table(self.table, k, plant.inputs[k].integer, linear)
+        self._arrays = self.table.arrays()
         self._U = np.empty((BLOCK, self.n_in))
         self._R = np.empty((BLOCK, self.n_in))
         self._k0 = -BLOCK
 
     def _fill(self, k0: int) -> None:
-        ks = np.arange(k0, k0 + BLOCK, dtype=float)
-        t0 = ks * self.dt
-        t1 = (ks + 1.0) * self.dt
-        self._U[:] = self._defaults
-        self._R[:] = 0.0
-        for k, prof, integer in self._entries:
-            v0 = prof.sample(t0, "right", integer)
-            self._U[:, k] = v0
-            if self._linear and not integer and prof.kind != "const":
-                self._R[:, k] = (prof.sample(t1, "left", integer) - v0) / self.dt
+        from plant_models.offline import fill_inputs
+
+        kind, times, values = self._arrays
+        fill_inputs(kind, times, values, self.dt, k0, self._U, self._R)
         self._k0 = k0
 
     def inputs_at(self, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -208,9 +193,18 @@ class CompiledScenario:
         plant.u_rate[:] = r
 
     def initial_inputs(self) -> dict[str, float]:
-        """Input values at t = 0 by name (for a plant reset)."""
+        """Input values at t = 0 by name (for a plant reset); fills the table's first block for the first ticks."""
         u, _ = self.inputs_at(0)
         return {name: float(u[i]) for i, name in enumerate(self._names)}
+
+    def start_inputs(self) -> dict[str, float]:
+        """The same values as :meth:`initial_inputs`, evaluated alone (a compiled run needs no table)."""
+        from plant_models.offline import fill_inputs
+
+        kind, times, values = self._arrays
+        u, r = np.empty((1, self.n_in)), np.empty((1, self.n_in))
+        fill_inputs(kind, times, values, self.dt, 0, u, r)
+        return {name: float(u[0, i]) for i, name in enumerate(self._names)}
 
     def time_of(self, k: int) -> float:
         return k * self.dt

@@ -2,19 +2,27 @@
 
 ::
 
-    gearbox-hil simulate CONFIG --scenario SCENARIO --out DIR [--dt SECONDS] [--plot]
+    gearbox-hil simulate CONFIG --scenario SCENARIO --out DIR [--dt SECONDS] [--every N]
+                         [--format auto|csv|parquet] [--plot]
 
-writes ``DIR/trace.csv`` (``t`` then every output signal, one row per step
-including t = 0, floats written so they read back bit for bit),
-``DIR/events.json`` (every stick, breakaway and reversal with its time and
-clutch, plus the run's metadata) and, with ``--plot``, PNG figures in the
-style of the papers (:mod:`server.plots`).
+writes ``DIR/trace.csv`` or ``DIR/trace.parquet`` (``t`` then every output
+signal, one row at t = 0 and one per step, or every N-th step and the last
+with ``--every N``; floats read back bit for bit; see :mod:`server.traces`
+for the formats), ``DIR/events.json`` (every stick, breakaway and reversal
+with its time and clutch, plus the run's metadata) and, with ``--plot``,
+PNG figures in the style of the papers (:mod:`server.plots`).  On a
+terminal a progress bar shows the simulated time and the rate; the summary
+gives the time of the steps and of the whole command.  Ctrl-C during a long
+run stops it and writes the trace and events up to there (``"complete":
+false`` in events.json, exit code 130).
 
-The per-step sequence is :func:`server.scenario.offline_step`: write the
-scenario's inputs for step k (:meth:`CompiledScenario.apply`), then
-``plant.step(dt)``.  The server's scenario playback calls the same function
-after the same ``plant.reset(compiled.initial_inputs())``, so a lockstep run
-and an offline run produce identical outputs bit for bit.
+The run is compiled as a whole (:func:`run_offline`: the scenario's inputs
+evaluated, the plant stepped, outputs and events collected in one compiled
+loop, :mod:`plant_models.offline`).  Its inputs and steps are those of
+:func:`server.scenario.offline_step`, which the server's scenario playback
+calls tick by tick after the same ``plant.reset(compiled.initial_inputs())``,
+so a lockstep run and an offline run produce identical outputs bit for bit
+(:func:`run_stepwise` is that sequence from Python, for tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -25,8 +33,8 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -36,75 +44,74 @@ from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
 from .scenario import CompiledScenario, load_scenario, offline_step
+from .traces import FORMATS, Trace, read_trace, read_trace_csv  # noqa: F401  (read_* re-exported for callers)
 
 EVENTS_FORMAT = 1  # version of the events.json layout
 
 
-@dataclass
-class Trace:
-    """The result of an offline run.
+def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
+                progress: Callable[[int, int], None] | None = None) -> Trace:
+    """Reset the plant to the scenario's initial inputs and run all its steps in compiled code.
 
-    ``time`` [steps + 1] in s; ``values`` [steps + 1, n_out], row k = the
-    plant outputs at ``time[k]`` (row 0 after the reset); ``events`` the
-    stick/breakaway/reversal events as dicts (time, clutch, row, type);
-    ``status_or`` the OR of all step status words; ``counters`` the core's
-    diagnostic counters at the end.
+    The scenario's inputs are evaluated, the plant stepped, the outputs kept
+    (every ``every``-th step and the last) and the events collected inside
+    one compiled loop (:class:`plant_models.offline.Run`), with the same
+    inputs and steps as :func:`run_stepwise` (the server's lockstep
+    sequence), bit for bit.  ``progress(k, n)``, when given, is called after
+    chunks of about a tenth of a second (the chunks change nothing in the
+    results); then Ctrl-C between two chunks ends the run early with the
+    rows so far (``Trace.complete`` false).
     """
+    try:
+        start_status = plant.reset(compiled.start_inputs())
+    except ValueError as exc:  # an input value the plant refuses (Signal.check)
+        raise ConfigError(compiled.scenario.source, "inputs", f"initial value rejected: {exc}") from None
+    from plant_models.offline import Run  # loads numba: not for --help
 
-    names: list[str]
-    units: list[str]
-    time: np.ndarray
-    values: np.ndarray
-    events: list[dict] = field(default_factory=list)
-    status_or: int = 0
-    start_status: int = 0
-    wall_time_s: float = 0.0
-    counters: dict = field(default_factory=dict)
-
-    def column(self, name: str) -> np.ndarray:
-        """One output signal over time (a view)."""
+    events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
+    run = Run(plant, compiled.table, compiled.dt, compiled.n_steps, every)
+    t0 = time.perf_counter()
+    complete = True
+    if progress is None:
+        run.advance()
+    else:
+        chunk = 1000
         try:
-            return self.values[:, self.names.index(name)]
-        except ValueError:
-            raise KeyError(f"no output {name!r} in the trace") from None
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.names
-
-    def write_csv(self, path: str | Path) -> None:
-        """``t`` then one column per output; each float as its shortest repr (reads back exactly)."""
-        with open(path, "w", newline="") as fh:
-            fh.write(",".join(["t"] + self.names) + "\n")
-            data = np.column_stack([self.time, self.values]).tolist()
-            fh.writelines(",".join(map(repr, row)) + "\n" for row in data)
-
-
-def read_trace_csv(path: str | Path) -> tuple[list[str], np.ndarray]:
-    """Read a trace.csv back: (column names including ``t``, float array)."""
-    with open(path) as fh:
-        header = fh.readline().strip().split(",")
-        rows = [[float(x) for x in line.split(",")] for line in fh if line.strip()]
-    return header, np.array(rows, dtype=float).reshape(len(rows), len(header))
+            while not run.done:
+                t1 = time.perf_counter()
+                run.advance(chunk)
+                took = time.perf_counter() - t1
+                progress(run.k, run.n_steps)
+                chunk = max(100, min(4 * chunk, int(chunk * 0.1 / took))) if took > 0 else 4 * chunk
+        except KeyboardInterrupt:  # keep what was computed: the rows and events so far
+            complete = False
+    wall = time.perf_counter() - t0
+    events += run.events()
+    rows = run.rows
+    steps = compiled.n_steps if complete else int(run.out_step[rows - 1])
+    trace = _trace(plant, run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], events,
+                   run.status_or | start_status, start_status, wall, every, steps, run.events_lost)
+    trace.complete = complete
+    return trace
 
 
-def run_offline(plant: Plant, compiled: CompiledScenario) -> Trace:
-    """Reset the plant to the scenario's initial inputs and run all its steps.
+def run_stepwise(plant: Plant, compiled: CompiledScenario) -> Trace:
+    """The same run a step at a time from Python, through :func:`offline_step`, as the server's lockstep mode.
 
-    The outputs go into one preallocated array; events are drained from the
-    core's ring buffer whenever its counter moved (events are rare; nothing
-    else is allocated per step).
+    The reference :func:`run_offline` is tested against (and the baseline of
+    ``bench/bench_simulate.py``): the outputs go into one preallocated
+    array; events are drained from the plant whenever its counter moved.
     """
     n_steps = compiled.n_steps
-    names = [s.name for s in plant.outputs]
     values = np.empty((n_steps + 1, plant.n_out))
     time_s = np.arange(n_steps + 1, dtype=float) * compiled.dt
     try:
         start_status = plant.reset(compiled.initial_inputs())
-    except ValueError as exc:  # an input value the plant refuses (Signal.check)
+    except ValueError as exc:
         raise ConfigError(compiled.scenario.source, "inputs", f"initial value rejected: {exc}") from None
     values[0] = plant.y
     counters = plant.counters
-    events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
+    events = plant.new_events()
     seen = int(counters[L.CNT_EVENTS])
     status_or = start_status
     y = plant.y
@@ -116,11 +123,16 @@ def run_offline(plant: Plant, compiled: CompiledScenario) -> Trace:
             events.extend(plant.new_events())
             seen = int(counters[L.CNT_EVENTS])
     wall = time.perf_counter() - t0
+    return _trace(plant, time_s, values, events, status_or, start_status, wall, 1, n_steps, 0)
+
+
+def _trace(plant, time_s, values, events, status_or, start_status, wall, every, steps, lost) -> Trace:
     names_c = ("steps", "events", "solver_iter_max", "solver_iter_last", "substeps_max", "budget_hits",
                "rollbacks", "locate_iter_max")
-    return Trace(names=names, units=[s.unit for s in plant.outputs], time=time_s, values=values, events=events,
-                 status_or=int(status_or), start_status=int(start_status), wall_time_s=wall,
-                 counters={nm: int(v) for nm, v in zip(names_c, counters)})
+    return Trace(names=[s.name for s in plant.outputs], units=[s.unit for s in plant.outputs], time=time_s,
+                 values=values, events=events, status_or=int(status_or), start_status=int(start_status),
+                 wall_time_s=wall, counters={nm: int(v) for nm, v in zip(names_c, plant.counters)}, every=every,
+                 steps=steps, events_lost=lost)
 
 
 def status_bit_names(plant: Plant, status: int) -> list[str]:
@@ -138,7 +150,10 @@ def events_document(plant: Plant, trace: Trace, config: str, scenario: str, dt: 
         "config": str(config),
         "scenario": str(scenario),
         "dt_s": dt,
-        "steps": len(trace.time) - 1,
+        "steps": trace.steps,
+        "complete": trace.complete,
+        "every": trace.every,
+        "rows": len(trace.time),
         "duration_s": float(trace.time[-1]),
         "wall_time_s": trace.wall_time_s,
         "realtime_factor": (float(trace.time[-1]) / trace.wall_time_s) if trace.wall_time_s > 0 else None,
@@ -146,6 +161,7 @@ def events_document(plant: Plant, trace: Trace, config: str, scenario: str, dt: 
         "start_status_bits": status_bit_names(plant, trace.start_status),
         "counters": trace.counters,
         "clutches": plant.row_names(),
+        "events_lost": trace.events_lost,
         "events": [dict(time=e["time"], clutch=e["clutch"], type=e["type"]) for e in trace.events],
     }
 
@@ -161,12 +177,27 @@ def _step_arg(text: str) -> float:
     return v
 
 
+def _every_arg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return v
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="plant config file (or the name of one in configs/)")
     p.add_argument("--scenario", required=True, help="scenario file (or the name of one in scenarios/)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--dt", type=_step_arg, default=None, metavar="SECONDS",
                    help="fixed step, overrides the scenario's dt_s (5e-05 .. 0.01 s)")
+    p.add_argument("--every", type=_every_arg, default=1, metavar="N",
+                   help="keep the outputs of every N-th step (and the last); events are all kept (default 1)")
+    p.add_argument("--format", choices=FORMATS, default="auto",
+                   help="trace file: csv, parquet (needs pyarrow), or auto: csv up to 2 million values, "
+                        "parquet above (default auto)")
     p.add_argument("--plot", action="store_true", help="also write PNG figures (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
 
@@ -194,27 +225,47 @@ def _silent(line: str) -> None:
     pass
 
 
+def _no_progress(k: int, n: int) -> None:
+    pass
+
+
 def run(args: argparse.Namespace) -> int:
+    began = time.perf_counter()
     if args.plot:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise ConfigError("--plot", "", "needs matplotlib (pip install 'gearbox-hil[plot]')") from None
+    if args.format == "parquet":
+        from .traces import _pyarrow
+        _pyarrow()  # a missing pyarrow is reported before anything runs
+    from plant_models import offline
     from plant_models.compiling import CompileProgress  # loads numba: not for --help
+
+    from .progress_bars import simulation_bar
 
     # a first run on a machine compiles the plant's code: a line per function on stderr
     with CompileProgress(_progress_line if not args.quiet else _silent):
         plant = load_plant(args.config)
+        offline.warm_up()
     scenario = load_scenario(args.scenario)
     compiled = scenario.compile(plant, args.dt)
     out = _prepare_out(args.out)
-    trace = run_offline(plant, compiled)
+    ready = time.perf_counter()
+    with simulation_bar(plant.kind, compiled.dt, enabled=not args.quiet) as progress:
+        # always in chunks, so that Ctrl-C stops a long run and keeps what it computed
+        trace = run_offline(plant, compiled, every=args.every, progress=progress or _no_progress)
+    ran = time.perf_counter()
+    doc = events_document(plant, trace, plant.source or args.config, scenario.source, compiled.dt)
     try:
-        trace.write_csv(out / "trace.csv")
-        doc = events_document(plant, trace, plant.source or args.config, scenario.source, compiled.dt)
+        meta = {"plant": plant.kind, "config": doc["config"], "scenario": doc["scenario"], "dt_s": repr(compiled.dt),
+                "every": str(args.every), "steps": str(trace.steps)}
+        trace_path = trace.write(out, args.format, meta)
+        doc["trace_file"] = trace_path.name
         with open(out / "events.json", "w") as fh:
             json.dump(doc, fh, indent=1)
             fh.write("\n")
+        written = time.perf_counter()
         figures = []
         if args.plot:
             from .plots import plot_trace
@@ -222,8 +273,19 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise ConfigError(str(out), "--out", f"cannot write the results ({exc.strerror})") from None
     if not args.quiet:
+        done = time.perf_counter()
         bits = ", ".join(doc["status_bits_seen"]) or "none"
-        print(f"{plant.kind}: {compiled.n_steps} steps of {compiled.dt:g} s ({trace.time[-1]:g} s simulated) "
-              f"in {trace.wall_time_s:.3f} s wall; {len(trace.events)} events; status bits: {bits}")
-        print(f"wrote {out / 'trace.csv'}, {out / 'events.json'}" + "".join(f", {f}" for f in figures))
+        rate = trace.time[-1] / trace.wall_time_s if trace.wall_time_s > 0 else math.inf
+        print(f"{plant.kind}: {trace.steps} steps of {compiled.dt:g} s ({trace.time[-1]:g} s simulated) "
+              f"in {trace.wall_time_s:.3f} s of stepping ({rate:.0f}x real time); {len(trace.events)} events; "
+              f"status bits: {bits}")
+        plots = f", plots {done - written:.2f} s" if figures else ""
+        print(f"wrote {trace_path} ({len(trace.time)} rows), {out / 'events.json'}"
+              + "".join(f", {f}" for f in figures))
+        print(f"{done - began:.2f} s wall in all (set-up {ready - began:.2f} s, run {ran - ready:.2f} s, "
+              f"writing {written - ran:.2f} s{plots})")
+    if not trace.complete:
+        print(f"gearbox-hil: simulate interrupted at t = {trace.time[-1]:g} s of {compiled.n_steps * compiled.dt:g} s; "
+              f"the trace and events up to there are in {out}", file=sys.stderr)
+        return 130
     return 0

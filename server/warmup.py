@@ -2,7 +2,8 @@
 
 Compiles the friction core, the kernels of the given plant configs (all
 plant configs in ``configs/`` when none is given), the loop's telemetry and
-watchdog kernels and the CAN codec's kernels, so that later starts take
+watchdog kernels, the CAN codec's kernels and the compiled offline run
+(:mod:`plant_models.offline`), so that later starts take
 about a second.  A line per compiled function shows what is happening;
 with everything cached already, warm-up loads the code in a few seconds
 and says so.  ``./demo.sh`` and ``./test.sh`` run it once after set-up;
@@ -71,9 +72,11 @@ def warm(configs: list[str | Path], say=_say) -> int:
                 continue
             say(f"{Path(str(cfg)).stem}: {plant.kind} plant ready ({time.perf_counter() - began:.1f} s elapsed)")
         from io_adapters.can.layouts import warm_up as warm_up_can_codec
+        from plant_models.offline import warm_up as warm_up_offline_run
         from server import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
 
         warm_up_can_codec()
+        warm_up_offline_run()
         how = "compiled" if progress.compiled else "everything was cached already"
     say(f"ready in {time.perf_counter() - began:.1f} s ({how})")
     return failed

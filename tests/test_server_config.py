@@ -26,6 +26,8 @@ def build(tmp_path, text: str, **over):
     ("[loop]\nrat_hz = 500\n", "loop.rat_hz", "unknown key (check the spelling; see the default config for the keys)"),
     ('[loop]\nwait = "busy"\n', "loop.wait", "must be one of 'sleep', 'sleep_spin', 'spin', got 'busy'"),
     ('[loop]\nstatus_outputs = ["w_9"]\n', "loop.status_outputs", "'w_9' is not an output of the powershift plant"),
+    ("[loop]\nring_rows = 8\n", "loop.ring_rows", "must be between 16 and 10000000 rows, got 8"),
+    ('[[adapters]]\ntype = "zmq"\nsend_hwm = 0\n', "adapters[0].send_hwm", "must be >= 1, got 0"),
     ("[realtime]\nsched_fifo_priority = 120\n", "realtime.sched_fifo_priority", "must be <= 99, got 120"),
     ('[loop]\nwait = "spin"\n[realtime]\nsched_fifo_priority = 10\n', "realtime.sched_fifo_priority",
      'SCHED_FIFO with wait = "spin" starves the CPU'),

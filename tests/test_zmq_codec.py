@@ -55,6 +55,28 @@ def test_state_values_round_trip_bit_for_bit_in_place(fmt):
     assert enc.size == len(bytes(enc.view))
 
 
+@pytest.mark.parametrize("fmt", ["map", "array"])
+def test_a_state_ring_row_packs_to_the_same_bytes_as_the_values_it_holds(fmt):
+    """The server packs state messages from ring rows (encode_row): byte for byte what encode makes of the values."""
+    names = [f"out_{k}" for k in range(20)]
+    rng = np.random.default_rng(3)
+    ints = rng.integers(-2 ** 63, 2 ** 63 - 1, size=(4, 12), dtype=np.int64)
+    floats = rng.standard_normal((4, 25)) * 10.0 ** rng.integers(-300, 300, (4, 25))
+    floats[1, 3], floats[2, 4] = -0.0, np.nan
+    ints[:, 1] = [0, 7, 2 ** 62, 123]  # tick
+    ints[:, 5] = [0, 1, 0, 5]  # watchdog flag: any non-zero is true
+    ints[:, 9] = [0, -1, 2 ** 63 - 1, -2 ** 63]  # ack: uint64 bits (2**64 - 1, ..., 2**63)
+    by_row, by_value = StateEncoder(names, fmt), StateEncoder(names, fmt)
+    by_row.bind_columns(c_tick=1, c_wd=5, c_st=6, c_ack=9, f_t=0, f_y=2)
+    for j in range(4):
+        seq = 1 + j * 2 ** 61
+        a = bytes(by_row.encode_row(seq, ints, floats, j))
+        b = bytes(by_value.encode(seq, int(ints[j, 1]), float(floats[j, 0]), int(ints[j, 9]) & (2 ** 64 - 1),
+                                  bool(ints[j, 5]), int(ints[j, 6]), floats[j, 2:22]))
+        assert a == b, j
+    assert msgpack.unpackb(a)["ack"] == 2 ** 63
+
+
 def test_non_finite_outputs_are_encoded_not_dropped():
     enc = StateEncoder(["a", "b", "c"], "array")
     msg = msgpack.unpackb(bytes(enc.encode(1, 1, 0.0, 0, False, 16, np.array([np.nan, np.inf, -np.inf]))))

@@ -7,15 +7,31 @@ by the server (127.0.0.1 by default, endpoints from the I/O config):
   ``[b"state", msgpack]``; also ``[b"status", ...]`` every
   ``status_publish_s`` and ``[b"event", ...]`` when clutches stick or break
   away.
-* **command** (PULL): partial updates of input signals by name; drained
-  (without blocking) at the start of every tick, at most
-  ``max_commands_per_tick`` messages, each validated whole before it is
-  applied.
+* **command** (PULL): partial updates of input signals by name, each
+  validated whole before it is applied.
 * **control** (REP): request/reply, served between ticks.
 
-All sockets use LINGER 0 and non-blocking calls, so the real-time thread
-never waits on a peer; a slow subscriber loses state messages (PUB drops at
-its high-water mark) instead of stalling the loop.
+Nothing of this runs in the tick except two copies.  The tick writes its
+state into the loop's state ring (:mod:`io_adapters.ring`); between ticks,
+:meth:`ZmqAdapter.pump` reads the ring through the adapter's own cursor,
+packs each due row into the state message (one compiled call) and sends
+it, and drains the command socket, decoding and validating each message
+into a preallocated row of a :class:`~io_adapters.handover.CommandRows`
+queue.  In the tick, :meth:`ZmqAdapter._read_internal` copies the waiting
+rows into the plant's inputs (at most ``max_commands_per_tick`` a tick) and
+``write`` does nothing.  The sequence number of a state message counts the
+rows of its decimation, so rows the publisher lost (it fell a ring's length
+behind) appear as a gap in ``seq`` and are counted as ``state_dropped``.
+
+All sockets use LINGER 0 and non-blocking calls, so the loop never waits on
+a peer; a slow subscriber loses state messages (PUB drops at its
+high-water mark, ``send_hwm``) instead of stalling the loop.  The messages
+queued for a slow subscriber take up to ``send_hwm`` times the message size
+of memory, taken from the heap the first time a subscriber falls that far
+behind and kept by the C allocator for reuse afterwards (a step in the
+server's RSS, once per new high-water mark); so in realtime mode the default
+``send_hwm`` is one second of states, and 10000 messages in lockstep and
+afap, whose bursts of states (a ``step`` of many ticks) must not be dropped.
 
 The words of the protocol (reasons, error codes, the input check) come from
 :mod:`io_adapters.protocol`, their msgpack bytes from
@@ -35,8 +51,10 @@ import zmq
 from plant_models.config import ConfigReader
 from plant_models.plant import Plant
 
-from ..base import TI_STATUS, TI_WATCHDOG, Adapter, AdapterError, CommandCounts, LoopContext
+from ..base import TI_SCENARIO, Adapter, AdapterError, CommandCounts, LoopContext
+from ..handover import Q_GOT, Q_PUT, CommandRows
 from ..protocol import COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, ProtocolError, RejectLog, error_reply
+from ..ring import F_TIME, I_AUX, I_STATUS, I_TICK, I_WATCHDOG
 from .codec import CommandDecoder, StateEncoder, decode_request, encode
 
 log = logging.getLogger("gearbox_hil.zmq")
@@ -60,7 +78,8 @@ class ZmqAdapter(Adapter):
     free one, reported in :attr:`endpoints`), ``publish_every`` (ticks per state message, >= 1), ``state_format``
     (``"map"`` or ``"array"``), ``max_command_bytes``, ``max_request_bytes``,
     ``max_commands_per_tick``, ``status_publish_s`` (0: never),
-    ``publish_events``, ``send_hwm``, ``receive_hwm``.
+    ``publish_events``, ``send_hwm``, ``receive_hwm``.  It needs the loop's
+    state ring (``LoopContext.ring``).
     """
 
     type_name = "zmq"
@@ -79,29 +98,44 @@ class ZmqAdapter(Adapter):
         self.max_commands_per_tick = cfg.integer("max_commands_per_tick", 64, lo=1, hi=100_000)
         self.status_publish_s = cfg.number("status_publish_s", 1.0, nonnegative=True)
         self.events_enabled = cfg.boolean("publish_events", True)
-        self.send_hwm = cfg.integer("send_hwm", 10_000, lo=1)
+        # None: one second of states in realtime (bounds the memory a slow subscriber can take), else 10000
+        self.send_hwm = cfg.integer("send_hwm", 0, lo=1) if cfg.has("send_hwm") else None
         self.receive_hwm = cfg.integer("receive_hwm", 10_000, lo=1)
         cfg.reject_unknown()
         self.endpoints: dict[str, str] = {}
         self._zctx: zmq.Context | None = None
         self._pub = self._pull = self._rep = None
         self._open = False
+        self._rows_q = (0, 0)  # the command-row counters once open (nothing waits before)
 
     # ------------------------------------------------------------------ life cycle
     def open(self, plant: Plant, ctx: LoopContext) -> None:
         super().open(plant, ctx)
+        ring = ctx.ring
+        if ring is None:
+            raise AdapterError(f"{self.name}: the ZeroMQ adapter publishes from the loop's state ring; "
+                               "LoopContext.ring is None")
+        self.ring = ring
         self.encoder = StateEncoder([s.name for s in plant.outputs], self.state_format)
         self.decoder = CommandDecoder(plant.inputs, self.max_command_bytes)
         self.command_rejects = RejectLog(log, f"{self.name} command")
         self.control_rejects = RejectLog(log, f"{self.name} control request", reasons=ERROR_CODES)
-        self.seq = 0
-        self.ack = 0
-        self.applied = 0
+        # the ack (seq of the last applied command) is an aux column of the ring, written by the tick
+        self._ack_aux = ring.claim_aux(f"{self.name}.ack")
+        ring.aux[self._ack_aux] = 0
+        self.encoder.bind_columns(I_TICK, I_WATCHDOG, I_STATUS, I_AUX + self._ack_aux, F_TIME, ring.f_y)
+        self.cursor = ring.cursor(every=self.publish_every)
+        self.rows = CommandRows(plant.n_in, 2 * self.max_commands_per_tick, ring.head, ring.aux_slot(self._ack_aux))
+        self._rows_q = memoryview(self.rows.q)  # plain-int reads of the row counters in the tick
+        self._scenario_seen = 0
         self.received = 0
         self.sent = 0
         self.send_errors = 0
         self.requests = 0
         self._last_status_pub = 0.0
+        if self.send_hwm is None:
+            self.send_hwm = (max(100, int(round(1.0 / (ctx.period_s * self.publish_every))))
+                             if ctx.mode == "realtime" else 10_000)
         self._zctx = zmq.Context()
         try:  # options before bind: they apply to the connections peers make later
             self._pub = self._socket(zmq.PUB, "state_endpoint", {zmq.SNDHWM: self.send_hwm})
@@ -111,12 +145,11 @@ class ZmqAdapter(Adapter):
         except BaseException:
             self.close()
             raise
-        self._events_flag = zmq.EVENTS
-        self._pollin = zmq.POLLIN
         # The command socket's notification fd is readable when its events may have changed; polling it
-        # (0.4 us) is much cheaper than asking zmq for its events (1.5-3 us) on every idle tick.
+        # (0.4 us) is much cheaper than asking zmq for its events (1.5-3 us) at every pump.
+        self._pull_fd = self._pull.getsockopt(zmq.FD)
         self._fd_poll = select.poll()
-        self._fd_poll.register(self._pull.getsockopt(zmq.FD), select.POLLIN)
+        self._fd_poll.register(self._pull_fd, select.POLLIN)
         self._more_waiting = True
         self._noblock = zmq.NOBLOCK
         self._sndmore = zmq.SNDMORE | zmq.NOBLOCK
@@ -139,6 +172,11 @@ class ZmqAdapter(Adapter):
         return s
 
     def close(self) -> None:
+        if self._pub is not None and self._open:
+            try:
+                self._publish_rows(0)  # the states of the last ticks, before the socket goes
+            except Exception:  # closing must go on
+                log.exception("%s: publishing the last states failed", self.name)
         for s in (self._pub, self._pull, self._rep):
             if s is not None:
                 s.close(0)
@@ -152,60 +190,101 @@ class ZmqAdapter(Adapter):
         return [self._rep] if self._rep is not None else []
 
     # ------------------------------------------------------------------ real-time path
-    def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
-        """Drain the command socket; apply each valid command if ``drive``; return how many were applied.
+    def read(self, tick: int, now_ns: int) -> None:
+        """The base template (scenario gate, watchdog feed) when commands wait; else nothing, at once.
 
-        While a scenario drives the inputs (not ``drive``) every command is
-        rejected with reason ``scenario_active``.  Called in the real-time
-        loop.
+        Called in the real-time loop.
         """
+        q = self._rows_q
+        if q[Q_PUT] != q[Q_GOT]:
+            Adapter.read(self, tick, now_ns)
+
+    def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
+        """Copy the commands decoded since the last tick into the inputs (if ``drive``); return how many.
+
+        At most ``max_commands_per_tick``, in arrival order; while a scenario
+        drives the inputs (not ``drive``) they are taken and dropped, and
+        reported as rejected (``scenario_active``) between ticks.  Called in
+        the real-time loop.
+        """
+        plant = self.plant
+        return self.rows.apply(plant.u, plant.u_rate, drive, self.max_commands_per_tick)
+
+    # ------------------------------------------------------------------ between ticks
+    def wake_fds(self) -> list[int]:
+        return [self._pull_fd] if self._pull is not None else []
+
+    def pump(self, until_ns: int = 0) -> None:
+        """Between ticks: decode arrived commands into rows for the tick, publish the rows the ticks wrote.
+
+        Works until ``time.monotonic_ns()`` reaches ``until_ns`` (0: until
+        done), but always publishes at least one due row.
+        """
+        if self._pull is None:
+            return
+        self._take_commands(until_ns)
+        self._publish_rows(until_ns)
+        dropped = self.rows.scenario_rejected()
+        while self._scenario_seen < dropped:  # rows the tick dropped while a scenario drove the inputs
+            self._scenario_seen += 1
+            self._reject_scenario()
+
+    def _reject_scenario(self) -> None:
+        self.command_rejects.reject("scenario_active", "the inputs are driven by the loaded scenario; send "
+                                    "unload_scenario first")
+
+    def _take_commands(self, until_ns: int) -> None:
+        """Drain the command socket into the command rows while rows are free (never blocks)."""
         if not self._more_waiting and not self._fd_poll.poll(0):
-            return 0
+            return
         # Drain until zmq says empty: only then does the fd signal the next arrival (it is edge-triggered).
         self._more_waiting = True
         pull = self._pull
         dec = self.decoder
-        plant = self.plant
-        applied = 0
-        for _ in range(self.max_commands_per_tick):
+        val = dec.validator
+        rows = self.rows
+        mono = time.monotonic_ns
+        while rows.free() > 0:
             try:
                 raw = pull.recv(self._noblock)
             except zmq.Again:
                 self._more_waiting = False
-                break
+                return
             self.received += 1
             try:
                 dec.decode(raw)
             except COMMAND_ERRORS as exc:
                 self.command_rejects.reject(exc.reason, exc.message)
                 continue
-            if not drive:
-                self.command_rejects.reject("scenario_active", "the inputs are driven by the loaded scenario; "
-                                            "send unload_scenario first")
+            if self._tick_slots[TI_SCENARIO]:
+                self._reject_scenario()
                 continue
-            dec.validator.apply(plant.u, plant.u_rate)
-            applied += 1
-            if dec.seq:
-                self.ack = dec.seq
-        self.applied += applied
-        return applied
+            seq = dec.seq
+            rows.put(seq - (1 << 64) if seq >= 1 << 63 else seq, val.idx, val.val, val.count)  # uint64 bits
+            if until_ns and mono() >= until_ns:
+                return
 
-    def write(self, tick: int, now_ns: int) -> None:
-        """Publish the state if due this tick.  Called in the real-time loop."""
-        if tick % self.publish_every:  # decimated: ticks that are multiples of publish_every
-            return
-        self.seq += 1
-        ti = self._tick_slots
-        buf = self.encoder.encode(self.seq, tick, self.plant.time, self.ack, ti[TI_WATCHDOG] != 0, ti[TI_STATUS],
-                                  self.plant.y)
-        try:
-            self._pub.send(TOPIC_STATE, self._sndmore)
-            self._pub.send(buf, self._noblock)
-            self.sent += 1
-        except zmq.ZMQError:
-            self.send_errors += 1
-
-    # ------------------------------------------------------------------ between ticks
+    def _publish_rows(self, until_ns: int) -> None:
+        """Send the state messages of the rows written since the last call, oldest first."""
+        cur = self.cursor
+        enc = self.encoder
+        pub = self._pub
+        mono = time.monotonic_ns
+        while True:
+            n = cur.take()
+            if n == 0:
+                return
+            seq0 = cur.selected - n
+            for j in range(n):
+                buf = enc.encode_row(seq0 + j + 1, cur.ints, cur.floats, j)
+                try:
+                    pub.send(TOPIC_STATE, self._sndmore)
+                    pub.send(buf, self._noblock)
+                    self.sent += 1
+                except zmq.ZMQError:
+                    self.send_errors += 1
+            if until_ns and mono() >= until_ns:
+                return
     def poll_control(self, now_ns: int) -> None:
         """Serve at most one control request, publish the status when due, flush reject logs."""
         rep = self._rep
@@ -254,6 +333,16 @@ class ZmqAdapter(Adapter):
         except zmq.ZMQError:
             self.send_errors += 1
 
+    @property
+    def ack(self) -> int:
+        """``seq`` of the last command the tick applied (0: none)."""
+        return int(self.ring.aux[self._ack_aux]) & 0xFFFF_FFFF_FFFF_FFFF if hasattr(self, "ring") else 0
+
+    @property
+    def applied(self) -> int:
+        """Commands the tick applied."""
+        return self.rows.applied if hasattr(self, "rows") else 0
+
     def command_counts(self) -> CommandCounts | None:
         if not hasattr(self, "decoder"):
             return None
@@ -267,7 +356,7 @@ class ZmqAdapter(Adapter):
             "type": self.type_name, "open": self._open, "endpoints": dict(self.endpoints),
             "state_format": self.state_format, "publish_every": self.publish_every,
             "received": self.received, "last_ack": self.ack,
-            "state_sent": self.sent, "send_errors": self.send_errors,
+            "state_sent": self.sent, "state_dropped": self.cursor.lost, "send_errors": self.send_errors,
             "control_requests": self.requests, "control_errors": self.control_rejects.status(),
         }
 

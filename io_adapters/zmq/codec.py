@@ -9,8 +9,10 @@ and unpacks:
 * :class:`StateEncoder` builds the byte template of a state message once;
   each tick writes the sequence number, tick, time and outputs into fixed
   slots of that template (float64 / uint64 in big-endian, as msgpack
-  requires) with numpy views.  The result is ordinary msgpack that any
-  decoder reads; no Python object is built per tick.
+  requires).  The result is ordinary msgpack that any decoder reads.
+  :meth:`StateEncoder.encode_row` fills it from a row of the state ring
+  (:mod:`io_adapters.ring`) in one compiled call, which is how the server
+  publishes; :meth:`StateEncoder.encode` fills it from Python values.
 * :class:`CommandDecoder` decodes one command message (a partial update of
   input signals by name) and validates every value against the plant's
   declared range before anything is applied (raising the typed errors of
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import msgpack
 import numpy as np
+from numba import njit
 
 from ..protocol import (MAX_SIGNALS_PER_COMMAND, PROTOCOL_VERSION, InputValidator, ProtocolError, schema_id,
                         wire_type_name)
@@ -37,6 +40,42 @@ if TYPE_CHECKING:  # pragma: no cover
 # ---------------------------------------------------------------------------
 # state messages
 # ---------------------------------------------------------------------------
+# slots of StateEncoder.layout (int64): byte offsets of the fixed fields in the template, then the outputs
+LAY_SEQ = 0
+LAY_TICK = 1
+LAY_T = 2
+LAY_ACK = 3
+LAY_ST = 4
+LAY_WD = 5
+LAY_N = 6  # number of outputs
+LAY_Y = 8  # byte offset of output j's 8 bytes at LAY_Y + j
+
+
+@njit(cache=True)
+def _put_be64(buf, off, bits):
+    for b in range(8):
+        buf[off + b] = (bits >> (56 - 8 * b)) & 0xFF
+
+
+@njit("void(uint8[::1], int64[::1], float64[::1], int64[::1], int64, int64[:, ::1], float64[:, ::1], int64, int64, "
+      "int64, int64, int64, int64, int64)", cache=True)
+def pack_state_row(buf, lay, scratch_f, scratch_i, seq, ints, floats, j, c_tick, c_wd, c_st, c_ack, f_t, f_y):
+    """Write row ``j`` of a state-ring copy into the template ``buf`` (columns given by index; ``c_ack`` < 0: 0).
+
+    Not called in the tick: the publisher calls it between ticks.
+    """
+    _put_be64(buf, lay[LAY_SEQ], seq)
+    _put_be64(buf, lay[LAY_TICK], ints[j, c_tick])
+    scratch_f[0] = floats[j, f_t]
+    _put_be64(buf, lay[LAY_T], scratch_i[0])
+    _put_be64(buf, lay[LAY_ACK], ints[j, c_ack] if c_ack >= 0 else 0)
+    _put_be64(buf, lay[LAY_ST], ints[j, c_st])
+    buf[lay[LAY_WD]] = 0xC3 if ints[j, c_wd] != 0 else 0xC2
+    for k in range(lay[LAY_N]):
+        scratch_f[0] = floats[j, f_y + k]
+        _put_be64(buf, lay[LAY_Y + k], scratch_i[0])
+
+
 class StateEncoder:
     """Fixed-layout msgpack encoder of the state message.
 
@@ -131,6 +170,30 @@ class StateEncoder:
             self._y_strided = np.ndarray((self.n,), dtype=">f8", buffer=buf, offset=y_pos[0], strides=(stride,))
         self._y_index = (np.asarray(y_pos, dtype=np.intp)[:, None] + np.arange(8, dtype=np.intp)).ravel()
         self.view = memoryview(self.buffer)
+        self.layout = np.zeros(LAY_Y + self.n, dtype=np.int64)
+        for slot, field in ((LAY_SEQ, "seq"), (LAY_TICK, "tick"), (LAY_T, "t"), (LAY_ACK, "ack"), (LAY_ST, "st"),
+                            (LAY_WD, "wd")):
+            self.layout[slot] = slots[field]
+        self.layout[LAY_N] = self.n
+        self.layout[LAY_Y:] = y_pos
+        self._scratch_f = np.zeros(1)
+        self._scratch_i = self._scratch_f.view(np.int64)
+        self._columns = (0, 0, 0, -1, 0, 0)
+
+    def bind_columns(self, c_tick: int, c_wd: int, c_st: int, c_ack: int, f_t: int, f_y: int) -> None:
+        """Where :meth:`encode_row` finds the fields in a row: int columns tick, watchdog, status, ack (-1: none);
+        float columns time and output 0 (the outputs follow in declared order)."""
+        self._columns = (int(c_tick), int(c_wd), int(c_st), int(c_ack), int(f_t), int(f_y))
+
+    def encode_row(self, seq: int, ints: np.ndarray, floats: np.ndarray, j: int) -> memoryview:
+        """Write row ``j`` of ``ints``/``floats`` (laid out as :meth:`bind_columns` says) as message ``seq``.
+
+        The ``ack`` column holds the uint64 ``seq`` of a command as int64
+        bits.  Returns the message (valid until the next call).
+        """
+        pack_state_row(self.buffer, self.layout, self._scratch_f, self._scratch_i, seq, ints, floats, j,
+                       *self._columns)
+        return self.view
 
     def encode(self, seq: int, tick: int, t: float, ack: int, wd: bool, status: int, y: np.ndarray) -> memoryview:
         """Write one state message into the template and return it (valid until the next call).

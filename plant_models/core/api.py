@@ -6,7 +6,9 @@ pointers to the four flat buffers (``raw_f``/``raw_i``), so the step holds
 no Python object and pays no reference counting (see :mod:`.jit`).
 
 ``JIT`` are the compile options every kernel uses and ``BUFS`` the numba
-signature of the four buffers ``(mf, mi, df, di)``.  ``L`` is the buffer
+signature of the four buffers ``(mf, mi, df, di)``.  ``call_step_at``
+calls a compiled step through its address (the compiled offline run,
+:mod:`plant_models.offline`, calls a plant's step so).  ``L`` is the buffer
 layout (slot names with shapes and units).  The Python-side specification
 types are re-exported so a plant module needs no other import from the core.
 """
@@ -34,4 +36,4 @@ def core_step(mf, mi, df, di, dt):
 
 
 __all__ = ["BUFS", "GROUND", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring",
-           "core_step", "raw_f", "raw_i"]
+           "call_step_at", "core_step", "raw_f", "raw_i"]

@@ -277,6 +277,10 @@ class Core:
         self._events_read = total
         return out
 
+    def mark_events_read(self) -> None:
+        """Count every event logged so far as read (a compiled reader, :mod:`plant_models.offline`, took them)."""
+        self._events_read = int(self.counters[L.CNT_EVENTS])
+
     @property
     def events_lost(self) -> int:
         """Events overwritten in the ring log (capacity ``Settings.event_capacity``) before

@@ -618,10 +618,16 @@ class ServoActuatorPlant(Plant):
         """Events overwritten in the ring log before they were read, since the last reset."""
         return self._events.lost
 
-    def new_events(self) -> list[dict]:
-        """Stick / breakaway / hard-stop events since the last call (not for the real-time tick)."""
+    def event_log(self) -> tuple[int, int, int, int, int]:
+        return DF_EV_TIME, DI_EV_SOURCE, DI_EV_KIND, DI_COUNTERS + L.CNT_EVENTS, EVENT_CAPACITY
+
+    def mark_events_read(self) -> None:
+        self._events.mark_all_read()
+
+    def name_events(self, raw: list[tuple[float, int, int]]) -> list[dict]:
+        """Stick / breakaway / hard-stop events, named by their source (shaft, stop)."""
         out = []
-        for t, r, k in self._drain_events():
+        for t, r, k in raw:
             src = EVENT_SOURCES[r] if 0 <= r < len(EVENT_SOURCES) else str(r)
             # 'clutch' names the element for tools written for the clutch plants
             out.append(dict(time=t, clutch=src, source=src, row=r, type=EVENT_NAMES.get(k, str(k))))

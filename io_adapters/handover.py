@@ -1,0 +1,143 @@
+"""Commands into the tick: validated input updates handed over as preallocated rows.
+
+A transport decodes and validates each command message outside the tick
+(between ticks, in the loop's slack) and puts the result, a partial input
+update ``(seq, count, idx[count], val[count])``, into the next free row of a
+:class:`CommandRows` queue.  The tick only copies: :meth:`CommandRows.apply`
+is one compiled call that writes the waiting updates into the plant's inputs
+in arrival order, records the ``seq`` of the last one in an ack slot and
+frees the rows.  Nothing is allocated, decoded or looked up by name in the
+tick.
+
+The queue has one producer (the transport, between ticks) and one consumer
+(the tick) and no lock: the producer fills a row, then advances ``put``;
+the tick reads up to ``put``, then advances ``got``.  When every row is
+taken the producer stops receiving, and further messages wait in the
+transport's own bounded queue (ZeroMQ's receive high-water mark), so nothing
+is dropped here.
+
+While a scenario drives the inputs the tick takes the rows without applying
+them and counts them (:meth:`CommandRows.scenario_rejected`); the transport
+reports them as rejected with reason ``scenario_active`` between ticks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Without nogil, like the state ring's writer: the tick keeps the GIL (see io_adapters.ring).
+JIT = dict(cache=True)
+
+# header slots (int64)
+Q_PUT = 0  # rows filled by the producer so far
+Q_GOT = 1  # rows taken by the tick so far
+Q_SCENARIO = 2  # rows taken but not applied because a scenario drove the inputs
+Q_APPLIED = 3  # rows applied
+Q_ACK_AT = 4  # index in the ack array where the seq of the last applied command goes (-1: nowhere)
+N_Q = 8
+
+# row metadata columns (int64)
+M_SEQ = 0  # the command's seq (0: none given)
+M_COUNT = 1  # inputs set by this row
+
+
+@njit("int64(int64[::1], int64[:, ::1], int64[:, ::1], float64[:, ::1], float64[::1], float64[::1], int64[::1], "
+      "boolean, int64)", **JIT)
+def apply_rows(q, meta, idx, val, u, u_rate, ack, drive, max_rows):
+    """Apply (``drive``) or drop up to ``max_rows`` waiting rows in order; returns how many were applied.
+
+    Each applied row sets its inputs (held: rate 0); the ``seq`` of the last
+    applied row with a non-zero ``seq`` goes to ``ack[q[Q_ACK_AT]]``.
+    Called in the real-time loop.
+    """
+    cap = meta.shape[0]
+    got = q[Q_GOT]
+    end = min(q[Q_PUT], got + max_rows)
+    applied = 0
+    while got < end:
+        r = got % cap
+        if drive:
+            for j in range(meta[r, M_COUNT]):
+                k = idx[r, j]
+                u[k] = val[r, j]
+                u_rate[k] = 0.0
+            s = meta[r, M_SEQ]
+            if s != 0 and q[Q_ACK_AT] >= 0:
+                ack[q[Q_ACK_AT]] = s
+            applied += 1
+        else:
+            q[Q_SCENARIO] += 1
+        got += 1
+    q[Q_GOT] = got
+    q[Q_APPLIED] += applied
+    return applied
+
+
+class CommandRows:
+    """A queue of validated input updates from one transport to the tick.
+
+    Parameters
+    ----------
+    n_in
+        The plant's input count (the widest update).
+    capacity
+        Rows: updates that may wait for the tick at once.
+    ack
+        The int64 array whose slot ``ack_at`` receives the ``seq`` of the last
+        applied command (the state ring's head, see
+        :meth:`io_adapters.ring.StateRing.claim_aux`); None: no ack.
+    ack_at
+        The slot in ``ack``.
+    """
+
+    def __init__(self, n_in: int, capacity: int = 64, ack: np.ndarray | None = None, ack_at: int = -1):
+        self.capacity = int(capacity)
+        self.q = np.zeros(N_Q, dtype=np.int64)
+        self.meta = np.zeros((self.capacity, 2), dtype=np.int64)
+        self.idx = np.zeros((self.capacity, max(n_in, 1)), dtype=np.int64)
+        self.val = np.zeros((self.capacity, max(n_in, 1)), dtype=np.float64)
+        self.ack = ack if ack is not None else np.zeros(1, dtype=np.int64)
+        self.q[Q_ACK_AT] = ack_at if ack is not None else -1
+
+    # -- the producer (between ticks) ----------------------------------------------------------------
+    def free(self) -> int:
+        """Rows the producer may still fill."""
+        return self.capacity - (int(self.q[Q_PUT]) - int(self.q[Q_GOT]))
+
+    def put(self, seq: int, idx: np.ndarray, val: np.ndarray, count: int) -> bool:
+        """Hand over one validated update; False (nothing done) if every row is taken.  Not for the tick."""
+        p = int(self.q[Q_PUT])
+        if p - int(self.q[Q_GOT]) >= self.capacity:
+            return False
+        r = p % self.capacity
+        self.meta[r, 0] = seq
+        self.meta[r, 1] = count
+        self.idx[r, :count] = idx[:count]
+        self.val[r, :count] = val[:count]
+        self.q[Q_PUT] = p + 1  # last: the row is complete before the tick can see it
+        return True
+
+    def scenario_rejected(self) -> int:
+        """Rows the tick dropped because a scenario drove the inputs (since the queue was made)."""
+        return int(self.q[Q_SCENARIO])
+
+    @property
+    def applied(self) -> int:
+        """Rows the tick applied (since the queue was made)."""
+        return int(self.q[Q_APPLIED])
+
+    # -- the consumer (the tick) ---------------------------------------------------------------------
+    def waiting(self) -> bool:
+        """Whether rows wait for the tick (the tick itself compares ``q[Q_PUT]`` and ``q[Q_GOT]``)."""
+        return int(self.q[Q_PUT]) != int(self.q[Q_GOT])
+
+    def apply(self, u: np.ndarray, u_rate: np.ndarray, drive: bool, max_rows: int) -> int:
+        """Apply (or, not ``drive``, drop) the waiting rows; returns how many were applied.
+
+        Called in the real-time loop.
+        """
+        return apply_rows(self.q, self.meta, self.idx, self.val, u, u_rate, self.ack, drive, max_rows)
+
+
+__all__ = ["CommandRows", "apply_rows", "Q_PUT", "Q_GOT"]

@@ -1,0 +1,415 @@
+"""The state ring: one preallocated row per tick, read by any number of consumers at their own pace.
+
+The real-time tick ends by writing its state into the next row of a ring
+(one compiled call: no allocation, no lock, no Python object) and returns.
+Everything that turns that state into bytes for the outside world (the
+ZeroMQ state stream, a recording of chosen signals, a dashboard) reads the
+ring later, outside the tick, through its own :class:`Cursor`: each consumer
+has its own read position and decimation, and counts the rows it lost when
+it fell more than the ring's length behind.  The writer never waits for a
+consumer and never knows how many there are.
+
+Row layout
+----------
+Two arrays of ``capacity`` rows, the integers and the floats of a row:
+
+``ints`` (int64), columns:
+
+* :data:`I_SEQ`: row number since the ring was made, 1, 2, ...; never reset
+  (a consumer that sees a jump lost rows);
+* :data:`I_TICK`: plant steps taken since the last reset, after this tick;
+* :data:`I_WALL_NS`: the time the tick began (``now_ns`` of the tick: the
+  monotonic clock in ns in realtime mode, simulated time in ns in lockstep
+  and afap);
+* :data:`I_WATCHDOG`, :data:`I_STATUS`, :data:`I_SCENARIO`,
+  :data:`I_OVERRUNS`: the loop's ``tick_info`` slots after the step (the
+  watchdog is tripped, the step's status word, a scenario drives the inputs,
+  the loop's overrun count);
+* :data:`I_AUX` + k: aux value k, one per name claimed with
+  :meth:`StateRing.claim_aux` before the first tick (the ZeroMQ adapter keeps
+  the ``seq`` of the last command it applied there, its ``ack``); the tick's
+  readers write ``ring.aux[k]`` and every row copies the current values.
+
+``floats`` (float64), columns:
+
+* :data:`F_TIME`: simulated time after this tick, s;
+* :attr:`StateRing.f_y` + j: output j after this tick, in the plant's
+  declared order and units;
+* :attr:`StateRing.f_u` + i: input i as the step used it (the value at the
+  end of the step for an input with a rate), declared order and units.
+
+API
+---
+* ``StateRing.for_plant(plant, capacity)`` makes a ring for a plant's ports;
+  :meth:`StateRing.claim_aux` reserves an aux column by name (at start-up);
+* :meth:`StateRing.push` (the loop, once per tick, after the step; called in
+  the real-time loop);
+* ``ring.cursor(every=1)`` makes a :class:`Cursor`; ``cursor.take(max_rows)``
+  copies the next rows (those whose tick is a multiple of ``every``) into the
+  cursor's own preallocated arrays ``cursor.ints`` / ``cursor.floats`` and
+  returns how many; ``cursor.lost`` counts the rows (of this decimation) that
+  were overwritten before the consumer read them, ``cursor.selected`` every
+  row of this decimation it consumed or lost, so ``selected - n + j + 1`` is
+  a sequence number for row j of the last take that rises by one per row
+  and jumps over lost ones; ``cursor.pending()`` is what is waiting.
+
+Threads and processes
+---------------------
+In one process the writer and the cursors' copies are compiled calls that
+keep the GIL, so a copy never sees half a row.  A consumer in another
+process (a ring made with ``shared=True`` and opened with
+:meth:`StateRing.attach`) may race the writer: :meth:`Cursor.take` checks the
+row numbers it copied against the writer's count *after* the copy and drops
+(and counts as lost) any row the writer may have been overwriting meanwhile.
+The last row slot is kept free for that check, so a ring of ``capacity``
+rows holds ``capacity - 1`` unread rows.
+
+The recording of chosen signals at a decimation and a dashboard read it the
+same way as the ZeroMQ publisher (:mod:`io_adapters.zmq.publisher`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+from numba import njit
+
+from .base import TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, TICK_INFO_SLOTS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from plant_models.plant import Plant
+
+# Compiled without nogil on purpose: called from the tick, a nogil function releases the GIL and any other
+# thread waiting for it takes it, so the tick would wait to get it back.
+JIT = dict(cache=True)
+
+# -- header slots (int64) ------------------------------------------------------------------------------------
+H_WRITTEN = 0  # rows written so far (= I_SEQ of the newest row)
+H_CAPACITY = 1
+H_N_INT = 2  # int columns per row
+H_N_FLOAT = 3  # float columns per row
+H_N_OUT = 4
+H_N_IN = 5
+H_Y_OFF = 6  # index of output 0 in the plant's df
+H_U_OFF = 7  # index of input 0 in the plant's df
+H_N_AUX = 8  # aux columns per row
+H_AUX = 16  # aux values: the current value of every claimed aux column
+N_AUX = 8
+N_HEADER = H_AUX + N_AUX
+
+# -- int columns ---------------------------------------------------------------------------------------------
+I_SEQ = 0  # row number since the ring was made (1, 2, ...)
+I_TICK = 1  # plant steps since the last reset, after this tick
+I_WALL_NS = 2  # the tick's now_ns: monotonic ns (realtime) or simulated ns (lockstep, afap)
+I_TI = 3  # the loop's tick_info slots follow, in their order
+I_WATCHDOG = I_TI + TI_WATCHDOG  # 1 while the command watchdog is tripped
+I_STATUS = I_TI + TI_STATUS  # status word of this tick's step
+I_SCENARIO = I_TI + TI_SCENARIO  # 1 while a scenario drives the inputs
+I_OVERRUNS = I_TI + TI_OVERRUNS  # the loop's overrun count
+I_AUX = I_TI + TICK_INFO_SLOTS  # aux column k is I_AUX + k
+N_INT = I_AUX + N_AUX
+
+# -- float columns -------------------------------------------------------------------------------------------
+F_TIME = 0  # simulated time after this tick, s
+F_Y = 1  # outputs follow, then inputs (StateRing.f_y, StateRing.f_u)
+
+# -- cursor slots (int64) ------------------------------------------------------------------------------------
+C_NEXT = 0  # I_SEQ of the next row to read
+C_LOST = 1  # rows of this decimation overwritten before they were read
+C_SELECTED = 2  # rows of this decimation consumed or lost
+C_LAST_TICK = 3  # I_TICK of the last row read (-1: none yet)
+C_EVERY = 4  # decimation: rows whose tick is a multiple of this
+C_READ = 5  # rows copied out
+N_CURSOR = 8
+
+
+@njit("void(int64[::1], int64[:, ::1], float64[:, ::1], int64[::1], float64[::1], int64, int64, float64)", **JIT)
+def ring_push(head, ints, floats, tick_info, df, tick, now_ns, t):
+    """Write the next row: tick, time, ``tick_info``, aux values, outputs and inputs.  Called in the real-time loop."""
+    s = head[H_WRITTEN] + 1
+    cap = ints.shape[0]
+    r = (s - 1) % cap
+    row = ints[r]
+    row[I_SEQ] = -1  # a reader in another process that copies this row now sees it as incomplete
+    row[I_TICK] = tick
+    row[I_WALL_NS] = now_ns
+    for j in range(TICK_INFO_SLOTS):
+        row[I_TI + j] = tick_info[j]
+    for k in range(head[H_N_AUX]):
+        row[I_AUX + k] = head[H_AUX + k]
+    f = floats[r]
+    f[F_TIME] = t
+    n_out = head[H_N_OUT]
+    y0 = head[H_Y_OFF]
+    for j in range(n_out):
+        f[F_Y + j] = df[y0 + j]
+    u0 = head[H_U_OFF]
+    for i in range(head[H_N_IN]):
+        f[F_Y + n_out + i] = df[u0 + i]
+    row[I_SEQ] = s
+    head[H_WRITTEN] = s
+
+
+@njit("int64(int64[::1], int64[:, ::1], float64[:, ::1], int64[::1], int64[:, ::1], float64[:, ::1], int64)", **JIT)
+def ring_take(head, ints, floats, cur, out_i, out_f, max_rows):
+    """Copy up to ``max_rows`` unread rows of the cursor's decimation into ``out_i``/``out_f``; returns how many.
+
+    Rows overwritten before they were read are skipped and counted in
+    ``cur[C_LOST]`` (in rows of the decimation: exact unless the plant was
+    reset within the lost rows, then rounded up).
+    """
+    w = head[H_WRITTEN]
+    cap = ints.shape[0]
+    every = cur[C_EVERY]
+    nxt = cur[C_NEXT]
+    oldest = w - cap + 2  # one slot is kept free: the writer may be filling the slot of w + 1 - cap
+    if oldest < 1:
+        oldest = 1
+    if nxt < oldest:
+        lost_rows = oldest - nxt
+        last_tick = cur[C_LAST_TICK]
+        first_tick = ints[(oldest - 1) % cap, I_TICK]
+        if every == 1:
+            lost = lost_rows
+        elif last_tick >= 0 and first_tick - last_tick == lost_rows + 1:
+            lost = (first_tick - 1) // every - last_tick // every  # ticks strictly between: no reset among them
+        else:
+            lost = (lost_rows + every - 1) // every
+        cur[C_LOST] += lost
+        cur[C_SELECTED] += lost
+        nxt = oldest
+    n = 0
+    limit = min(max_rows, out_i.shape[0])
+    while nxt <= w and n < limit:
+        r = (nxt - 1) % cap
+        tick = ints[r, I_TICK]
+        if tick % every == 0:
+            out_i[n] = ints[r]
+            out_f[n] = floats[r]
+            n += 1
+        cur[C_LAST_TICK] = tick
+        nxt += 1
+    cur[C_NEXT] = nxt
+    cur[C_READ] += n
+    cur[C_SELECTED] += n
+    return n
+
+
+@njit("int64(int64[::1], int64[::1], int64[:, ::1], int64)", **JIT)
+def ring_check(head, cur, out_i, n):
+    """After a copy in another process: drop copied rows the writer may have overwritten meanwhile.
+
+    Returns how many of the ``n`` copied rows are whole; the dropped ones
+    (always the first ones) are counted as lost.
+    """
+    w = head[H_WRITTEN]
+    cap = head[H_CAPACITY]
+    bad = 0
+    for j in range(n):
+        s = out_i[j, I_SEQ]
+        if s < 0 or s <= w - cap + 1:
+            bad = j + 1
+    if bad:
+        cur[C_LOST] += bad
+        cur[C_READ] -= bad
+        for j in range(n - bad):
+            out_i[j] = out_i[j + bad]
+    return n - bad
+
+
+class StateRing:
+    """A ring of ``capacity`` state rows (see the module docstring for the layout).
+
+    Parameters
+    ----------
+    n_out, n_in
+        The plant's output and input counts.
+    y_off, u_off
+        Where output 0 and input 0 sit in the plant's ``df`` buffer.
+    capacity
+        Rows kept, >= 4 (one slot stays free, see the module docstring).
+    output_names, input_names
+        The signal names of the columns, for consumers.
+    shared
+        Put the ring in a ``multiprocessing.shared_memory`` block (its
+        ``name`` is :attr:`shm_name`) for a consumer in another process.
+    """
+
+    def __init__(self, n_out: int, n_in: int, y_off: int, u_off: int, capacity: int = 4096,
+                 output_names: Sequence[str] = (), input_names: Sequence[str] = (), shared: bool = False,
+                 _attach: str | None = None):
+        self._shm = None
+        if _attach is not None:
+            from multiprocessing import shared_memory
+
+            self._shm = shared_memory.SharedMemory(name=_attach)
+            # Before Python 3.13 every process that opens a block registers it for removal at its exit; the
+            # block belongs to the process that made it.
+            try:
+                from multiprocessing import resource_tracker
+
+                resource_tracker.unregister(self._shm._name, "shared_memory")
+            except Exception:  # the tracker's interface is private; a failure only means the old behaviour
+                pass
+            head = np.ndarray((N_HEADER,), dtype=np.int64, buffer=self._shm.buf)
+            capacity, n_out, n_in = int(head[H_CAPACITY]), int(head[H_N_OUT]), int(head[H_N_IN])
+            y_off, u_off = int(head[H_Y_OFF]), int(head[H_U_OFF])
+        if capacity < 4:
+            raise ValueError(f"a state ring needs at least 4 rows, got {capacity}")
+        self.capacity = int(capacity)
+        self.n_out = int(n_out)
+        self.n_in = int(n_in)
+        self.f_y = F_Y
+        self.f_u = F_Y + self.n_out
+        self.n_float = F_Y + self.n_out + self.n_in
+        self.output_names = tuple(output_names)
+        self.input_names = tuple(input_names)
+        n_bytes = 8 * (N_HEADER + self.capacity * (N_INT + self.n_float))
+        if shared and _attach is None:
+            from multiprocessing import shared_memory
+
+            self._shm = shared_memory.SharedMemory(create=True, size=n_bytes)
+        buf = self._shm.buf if self._shm is not None else bytearray(n_bytes)
+        self.head = np.ndarray((N_HEADER,), dtype=np.int64, buffer=buf)
+        self.ints = np.ndarray((self.capacity, N_INT), dtype=np.int64, buffer=buf, offset=8 * N_HEADER)
+        self.floats = np.ndarray((self.capacity, self.n_float), dtype=np.float64, buffer=buf,
+                                 offset=8 * (N_HEADER + self.capacity * N_INT))
+        self.aux = self.head[H_AUX:H_AUX + N_AUX]
+        self.aux_names: list[str] = []
+        if _attach is None:
+            # every page touched now, so the ring's memory is resident from the start, not as it fills
+            self.head[:] = 0
+            self.ints[:] = 0
+            self.floats[:] = 0.0
+            h = self.head
+            h[H_CAPACITY], h[H_N_INT], h[H_N_FLOAT] = self.capacity, N_INT, self.n_float
+            h[H_N_OUT], h[H_N_IN], h[H_Y_OFF], h[H_U_OFF] = self.n_out, self.n_in, y_off, u_off
+        else:
+            self.aux_names = [f"aux{k}" for k in range(int(self.head[H_N_AUX]))]
+
+    @classmethod
+    def for_plant(cls, plant: "Plant", capacity: int = 4096, shared: bool = False) -> "StateRing":
+        """A ring for ``plant``'s ports (outputs and inputs in declared order)."""
+        return cls(plant.n_out, plant.n_in, plant.output_offset, plant.input_offset, capacity,
+                   [s.name for s in plant.outputs], [s.name for s in plant.inputs], shared)
+
+    @classmethod
+    def attach(cls, shm_name: str) -> "StateRing":
+        """Open a shared ring made in another process (``shared=True``) by its :attr:`shm_name`."""
+        return cls(0, 0, 0, 0, _attach=shm_name)
+
+    @property
+    def shm_name(self) -> str | None:
+        """Name of the shared-memory block (None for a ring in private memory)."""
+        return self._shm.name if self._shm is not None else None
+
+    @property
+    def written(self) -> int:
+        """Rows written so far (the ``I_SEQ`` of the newest row)."""
+        return int(self.head[H_WRITTEN])
+
+    def claim_aux(self, name: str) -> int:
+        """Reserve an aux column for ``name`` (at start-up, before the first tick); returns its index k.
+
+        Its value is ``aux[k]`` (write it in the tick), copied into column
+        ``I_AUX + k`` of every row.  Claiming a name again returns its index.
+        """
+        if name in self.aux_names:
+            return self.aux_names.index(name)
+        if len(self.aux_names) >= N_AUX:
+            raise ValueError(f"the state ring has {N_AUX} aux columns, all claimed: {', '.join(self.aux_names)}")
+        self.aux_names.append(name)
+        self.head[H_N_AUX] = len(self.aux_names)
+        return len(self.aux_names) - 1
+
+    def aux_slot(self, k: int) -> int:
+        """Index of aux value k in :attr:`head` (for compiled code that writes it through the head array)."""
+        return H_AUX + int(k)
+
+    def push(self, tick_info: np.ndarray, df: np.ndarray, tick: int, now_ns: int, t: float) -> None:
+        """Write the state after this tick's step (see :func:`ring_push`).  Called in the real-time loop."""
+        ring_push(self.head, self.ints, self.floats, tick_info, df, tick, now_ns, t)
+
+    def cursor(self, every: int = 1, batch: int = 256, from_now: bool = True) -> "Cursor":
+        """A new consumer with its own read position (from the next row written, or ``from_now=False``: the oldest)."""
+        return Cursor(self, every, batch, from_now)
+
+    def close(self, unlink: bool = False) -> None:
+        """Release the shared-memory block (``unlink``: also remove it; the process that made it does)."""
+        if self._shm is not None:
+            self.head = self.ints = self.floats = self.aux = None
+            self._shm.close()
+            if unlink:
+                self._shm.unlink()
+            self._shm = None
+
+
+class Cursor:
+    """One consumer's read position in a :class:`StateRing`, with its decimation and lost-row count.
+
+    Parameters
+    ----------
+    ring
+        The ring read.
+    every
+        Take only rows whose tick is a multiple of ``every``.
+    batch
+        Rows one :meth:`take` copies at most (the size of :attr:`ints` and
+        :attr:`floats`).
+    from_now
+        Start at the next row written (default) or at the oldest row held.
+    """
+
+    def __init__(self, ring: StateRing, every: int = 1, batch: int = 256, from_now: bool = True):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.ring = ring
+        self.state = np.zeros(N_CURSOR, dtype=np.int64)
+        self.state[C_EVERY] = every
+        self.state[C_LAST_TICK] = -1
+        w = ring.written
+        self.state[C_NEXT] = w + 1 if from_now else max(1, w - ring.capacity + 2)
+        self.ints = np.zeros((max(int(batch), 1), N_INT), dtype=np.int64)
+        self.floats = np.zeros((max(int(batch), 1), ring.n_float), dtype=np.float64)
+        self._remote = ring.shm_name is not None
+
+    def take(self, max_rows: int | None = None) -> int:
+        """Copy the next unread rows (at most ``max_rows``, at most the batch) into :attr:`ints`/:attr:`floats`.
+
+        Returns the number of rows copied; lost rows are skipped and counted.
+        Never waits.
+        """
+        r = self.ring
+        n = ring_take(r.head, r.ints, r.floats, self.state, self.ints, self.floats,
+                      self.ints.shape[0] if max_rows is None else max_rows)
+        if self._remote and n:
+            n = ring_check(r.head, self.state, self.ints, n)
+        return n
+
+    def pending(self) -> int:
+        """Rows written and not yet read or skipped (of every tick, before decimation)."""
+        return max(0, self.ring.written - int(self.state[C_NEXT]) + 1)
+
+    def skip_to_now(self) -> None:
+        """Forget the unread rows without counting them as lost (e.g. nobody was listening)."""
+        self.state[C_NEXT] = self.ring.written + 1
+
+    @property
+    def lost(self) -> int:
+        """Rows of this decimation overwritten before this consumer read them."""
+        return int(self.state[C_LOST])
+
+    @property
+    def selected(self) -> int:
+        """Rows of this decimation consumed or lost so far."""
+        return int(self.state[C_SELECTED])
+
+    @property
+    def read(self) -> int:
+        """Rows copied out so far."""
+        return int(self.state[C_READ])
+
+
+__all__ = ["StateRing", "Cursor", "ring_push", "ring_take", "ring_check", "I_SEQ", "I_TICK", "I_WALL_NS",
+           "I_WATCHDOG", "I_STATUS", "I_SCENARIO", "I_OVERRUNS", "I_AUX", "N_INT", "F_TIME", "F_Y", "N_AUX"]

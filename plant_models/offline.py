@@ -1,0 +1,360 @@
+"""A whole offline run in compiled code: inputs from tables, the plant's step through its address, outputs into arrays.
+
+An offline run (``gearbox-hil simulate``, a campaign's runs) is, step after
+step: write the inputs of step k (values and first-order-hold rates) into
+the plant's input ports, step the plant, keep the outputs, collect the
+events.  Done from Python, the writing and copying cost more than the
+physics (about 1.6-1.9 us a step against a 1-3 us step, ``BENCHMARKS.md``).
+Here the whole sequence runs in one compiled loop, :func:`run_steps`:
+
+* the input histories are an :class:`InputTable` (constant, piecewise
+  linear, piecewise constant, sine), evaluated inside the loop with the
+  sampling rule of :mod:`server.scenario` (the value just after t_k, and
+  with a first-order hold the rate (u(t_k+1 -) - u(t_k +)) / dt);
+  :func:`fill_inputs` is the same evaluation into a block of rows, which the
+  server's scenario playback steps through one tick at a time, so a lockstep
+  run and a compiled run write the same inputs bit for bit;
+* the plant's step is called through the address of its compiled
+  function's C wrapper (:func:`kernel_address`; numba builds one for every
+  compiled function, the same wrapper its first-class function types use),
+  the habit of the core's entry points (:mod:`plant_models.core.entry`):
+  the loop is compiled once for every plant kind, and a plant compiles
+  nothing more for it;
+* outputs go into a preallocated array, every ``every``-th step (and the
+  last), events from the plant's ring log into arrays, and the status words
+  are OR-ed.
+
+The loop runs from step ``k0`` until ``k1`` and stops early when the event
+arrays could overflow; :class:`Run` drives it in chunks (for a progress
+display and to grow the event arrays), which changes nothing in the
+results: the plant's state lives in its buffers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, types
+
+from .core.api import JIT, call_step_at
+from .plant import Plant
+
+# -- input tables -------------------------------------------------------------------------------------
+TAB_CONST = 0  # one value
+TAB_LINEAR = 1  # piecewise linear through [time, value] points, last value held after the last point
+TAB_STEPS = 2  # piecewise constant: a point holds until the next (integer inputs)
+TAB_SINE = 3  # offset + amplitude sin(omega t + phase)
+# columns of the int table, one row per plant input
+TI_KIND = 0  # TAB_*
+TI_FIRST = 1  # first entry of this input in the float tables
+TI_COUNT = 2  # number of points (TAB_LINEAR / TAB_STEPS)
+TI_RATE = 3  # 1: the step's rate is the first-order hold's slope; 0: rate 0 (hold, constants, integers)
+TI_LEN = 4
+# a sine's four numbers in the value table, from TI_FIRST
+SINE_OFFSET, SINE_AMPLITUDE, SINE_OMEGA, SINE_PHASE = 0, 1, 2, 3
+
+
+class InputTable:
+    """The input histories of one run, one row per plant input, as arrays the compiled loop evaluates.
+
+    ``kind`` [n_in, TI_LEN] int64 (see ``TI_*``); ``times`` / ``values``
+    float64: the points of each input from its ``TI_FIRST`` (times in s,
+    values in the input's unit); a constant is one value, a sine four
+    (offset, amplitude, angular frequency rad/s, phase rad).  Every input
+    starts as a constant at 0; the ``set_*`` methods replace one.
+    """
+
+    def __init__(self, n_in: int):
+        self.n_in = n_in
+        self._rows: list[tuple[int, list[float], list[float], int]] = [(TAB_CONST, [0.0], [0.0], 0)] * n_in
+
+    def set_const(self, i: int, value: float) -> None:
+        self._rows[i] = (TAB_CONST, [0.0], [float(value)], 0)
+
+    def set_points(self, i: int, times, values, integer: bool, first_order_hold: bool) -> None:
+        """Input ``i`` through [time, value] points: linear between them, or held (``integer``)."""
+        kind = TAB_STEPS if integer else TAB_LINEAR
+        rate = 1 if (first_order_hold and not integer) else 0
+        self._rows[i] = (kind, [float(t) for t in times], [float(v) for v in values], rate)
+
+    def set_sine(self, i: int, offset: float, amplitude: float, frequency_hz: float, phase_rad: float,
+                 first_order_hold: bool) -> None:
+        omega = 2.0 * math.pi * frequency_hz  # the same rounding as 2.0 * math.pi * f in Python
+        self._rows[i] = (TAB_SINE, [0.0] * 4, [float(offset), float(amplitude), omega, float(phase_rad)],
+                         1 if first_order_hold else 0)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(kind, times, values)`` for :func:`fill_inputs` and :func:`run_steps`."""
+        kind = np.zeros((self.n_in, TI_LEN), dtype=np.int64)
+        times: list[float] = []
+        values: list[float] = []
+        for i, (k, ts, vs, rate) in enumerate(self._rows):
+            kind[i] = (k, len(values), len(vs), rate)
+            times += ts
+            values += vs
+        return kind, np.array(times + [0.0]), np.array(values + [0.0])
+
+
+@njit(**JIT)
+def _search(times, first, count, t, right):
+    """numpy's searchsorted over ``times[first:first + count]``: the first index whose time is > t
+    (``right``) or >= t (not ``right``), counted from ``first``."""
+    lo = 0
+    hi = count
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        tm = times[first + mid]
+        if tm < t or (right and tm == t):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(**JIT)
+def _value(kind, times, values, i, t, right):
+    """Input i at time t: u(t+) when ``right``, else u(t-).  Called in the compiled run."""
+    k = kind[i, TI_KIND]
+    first = kind[i, TI_FIRST]
+    if k == TAB_CONST:
+        return values[first]
+    if k == TAB_SINE:
+        return values[first + SINE_OFFSET] + values[first + SINE_AMPLITUDE] * math.sin(
+            values[first + SINE_OMEGA] * t + values[first + SINE_PHASE])
+    n = kind[i, TI_COUNT]
+    j = _search(times, first, n, t, right)
+    if k == TAB_STEPS:  # the last point at or before t (strictly before for u(t-))
+        j -= 1
+        if j < 0:
+            j = 0
+        return values[first + j]
+    if j == 0:
+        return values[first]
+    if j >= n:
+        return values[first + n - 1]
+    t0 = times[first + j - 1]
+    t1 = times[first + j]
+    v0 = values[first + j - 1]
+    w = (t - t0) / (t1 - t0)
+    return v0 + w * (values[first + j] - v0)
+
+
+@njit(**JIT)
+def _write_inputs(kind, times, values, dt, k, df, at):
+    """The inputs of step k into ``df[at:]`` (values, then the rates).  Called in the compiled run."""
+    n_in = kind.shape[0]
+    t0 = float(k) * dt
+    t1 = (float(k) + 1.0) * dt
+    for i in range(n_in):
+        v0 = _value(kind, times, values, i, t0, True)
+        df[at + i] = v0
+        if kind[i, TI_RATE] != 0:
+            df[at + n_in + i] = (_value(kind, times, values, i, t1, False) - v0) / dt
+        else:
+            df[at + n_in + i] = 0.0
+
+
+@njit(**JIT)
+def fill_inputs(kind, times, values, dt, k0, U, R):
+    """Rows ``k0 .. k0 + len(U) - 1`` of the input values ``U`` and rates ``R`` [steps, n_in].
+
+    The evaluation of :func:`run_steps`, for the server's scenario playback,
+    which applies a row per tick.
+    """
+    n_in = kind.shape[0]
+    row = np.empty(2 * n_in)
+    for j in range(U.shape[0]):
+        _write_inputs(kind, times, values, dt, k0 + j, row, 0)
+        for i in range(n_in):
+            U[j, i] = row[i]
+            R[j, i] = row[n_in + i]
+
+
+# -- the run ------------------------------------------------------------------------------------------
+# the argument types of a plant step, (mf, mi, df, di, dt) (see plant_models.friction_plant.STEP_SIGNATURE)
+STEP_ARGS = (types.float64[::1], types.int64[::1], types.float64[::1], types.int64[::1], types.float64)
+# where things are, for run_steps: an int64 array
+LAY_IN = 0  # index in df of input 0 (the rates follow)
+LAY_OUT = 1  # index in df of output 0
+LAY_N_OUT = 2  # number of outputs
+LAY_EVERY = 3  # keep the outputs of every N-th step
+LAY_LAST = 4  # the last step of the run (its outputs are always kept)
+LAY_EV_TIME = 5  # the plant's event ring log: index in df of the times
+LAY_EV_SOURCE = 6  # index in di of the sources (rows)
+LAY_EV_KIND = 7  # index in di of the kinds
+LAY_EV_COUNT = 8  # index in di of the count of events logged
+LAY_EV_CAP = 9  # capacity of the ring
+LAY_LEN = 10
+# what run_steps carries from one call to the next: an int64 array
+ACC_ROWS = 0  # output rows written
+ACC_EV_READ = 1  # the plant's event count read so far
+ACC_EVENTS = 2  # events collected
+ACC_LOST = 3  # events overwritten in the ring before they were read
+ACC_STATUS = 4  # OR of every step's status word
+ACC_LEN = 5
+
+
+@njit(**JIT)
+def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc, out, out_step, ev_time, ev_source,
+              ev_kind):
+    """Steps ``k0 .. k1 - 1`` of a run; returns the next step to take (k1, or earlier when the event arrays are full).
+
+    ``step_at`` is the address of the plant's compiled step (:func:`kernel_address`);
+    ``lay`` says where the ports and the event log are (``LAY_*``), ``acc``
+    carries the counts between calls (``ACC_*``).  The outputs after step k
+    go into row ``acc[ACC_ROWS]`` of ``out`` (and k + 1 into ``out_step``)
+    when k + 1 is a multiple of ``lay[LAY_EVERY]`` or the last step.  Events
+    go into ``ev_*``; the loop stops before a step when fewer than the ring's
+    capacity of places are left.
+    """
+    at_in = lay[LAY_IN]
+    at_out = lay[LAY_OUT]
+    n_out = lay[LAY_N_OUT]
+    every = lay[LAY_EVERY]
+    last = lay[LAY_LAST]
+    t_at = lay[LAY_EV_TIME]
+    src_at = lay[LAY_EV_SOURCE]
+    kind_at = lay[LAY_EV_KIND]
+    count_at = lay[LAY_EV_COUNT]
+    cap = lay[LAY_EV_CAP]
+    status = acc[ACC_STATUS]
+    for k in range(k0, k1):
+        if acc[ACC_EVENTS] + cap > ev_time.shape[0]:
+            acc[ACC_STATUS] = status
+            return k
+        _write_inputs(kind, times, values, dt, k, df, at_in)
+        status |= call_step_at(step_at, mf, mi, df, di, dt)
+        total = di[count_at]
+        if total != acc[ACC_EV_READ]:
+            first = max(acc[ACC_EV_READ], total - cap)
+            acc[ACC_LOST] += first - acc[ACC_EV_READ]
+            m = acc[ACC_EVENTS]
+            for q in range(first, total):
+                slot = q % cap
+                ev_time[m] = df[t_at + slot]
+                ev_source[m] = di[src_at + slot]
+                ev_kind[m] = di[kind_at + slot]
+                m += 1
+            acc[ACC_EVENTS] = m
+            acc[ACC_EV_READ] = total
+        if (k + 1) % every == 0 or k + 1 == last:
+            r = acc[ACC_ROWS]
+            for j in range(n_out):
+                out[r, j] = df[at_out + j]
+            out_step[r] = k + 1
+            acc[ACC_ROWS] = r + 1
+    acc[ACC_STATUS] = status
+    return k1
+
+
+def kernel_address(dispatcher) -> int:
+    """Address of the C wrapper numba built for a compiled function (its one signature).
+
+    The wrapper takes the arguments by value (arrays as numba's array
+    structures) and returns the result, so :func:`run_steps` calls it like
+    the function itself.
+    """
+    signatures = dispatcher.signatures
+    if len(signatures) != 1:
+        raise ValueError(f"{dispatcher.__name__} must be compiled for exactly one signature, has {len(signatures)}")
+    cres = dispatcher.overloads[signatures[0]]
+    # run_steps calls it with these types: anything else would be read as them
+    if (tuple(signatures[0]) != STEP_ARGS or cres.signature.return_type != types.int64):
+        raise TypeError(f"{dispatcher.__name__} is compiled as {cres.signature}; a plant step must be "
+                        f"int64{STEP_ARGS}")
+    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name))
+
+
+def output_rows(n_steps: int, every: int) -> int:
+    """Rows of a run's outputs: t = 0, every ``every``-th step, and the last step."""
+    return 1 + n_steps // every + (1 if n_steps % every else 0)
+
+
+class Run:
+    """A whole run of a plant, after its reset, through an :class:`InputTable`, in compiled chunks.
+
+    ``out`` [rows, n_out] holds the outputs at t = 0 (the plant's outputs
+    when the run was made) and after every ``every``-th step and the last;
+    ``out_step`` the step count of each row.  :meth:`advance` takes the next
+    steps; :meth:`events` names the events collected (see
+    :meth:`Plant.name_events`).
+    """
+
+    def __init__(self, plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.plant = plant
+        self.dt = float(dt)
+        self.n_steps = int(n_steps)
+        self.every = int(every)
+        self.k = 0
+        self.kind, self.times, self.values = table.arrays()
+        if self.kind.shape[0] != plant.n_in:
+            raise ValueError(f"the input table has {self.kind.shape[0]} rows, the plant {plant.n_in} inputs")
+        self._step_at = kernel_address(plant.compiled["step"])
+        t_at, src_at, kind_at, count_at, cap = plant.event_log()
+        self.lay = np.array([plant.input_offset, plant.output_offset, plant.n_out, self.every, self.n_steps,
+                             t_at, src_at, kind_at, count_at, cap], dtype=np.int64)
+        self.acc = np.zeros(ACC_LEN, dtype=np.int64)
+        self.acc[ACC_EV_READ] = plant.di[count_at]
+        self.out = np.empty((output_rows(self.n_steps, self.every), plant.n_out))
+        self.out_step = np.empty(self.out.shape[0], dtype=np.int64)
+        self.out[0] = plant.y
+        self.out_step[0] = 0
+        self.acc[ACC_ROWS] = 1
+        self._ev_time = np.empty(max(64, 2 * cap))
+        self._ev_source = np.empty(self._ev_time.shape[0], dtype=np.int64)
+        self._ev_kind = np.empty(self._ev_time.shape[0], dtype=np.int64)
+
+    @property
+    def done(self) -> bool:
+        return self.k >= self.n_steps
+
+    def advance(self, steps: int | None = None) -> int:
+        """Take the next ``steps`` steps (all that remain by default); returns the steps taken so far."""
+        k1 = self.n_steps if steps is None else min(self.n_steps, self.k + int(steps))
+        p = self.plant
+        while self.k < k1:
+            self.k = int(run_steps(self._step_at, p.mf, p.mi, p.df, p.di, self.kind, self.times, self.values, self.dt,
+                                   self.k, k1, self.lay, self.acc, self.out, self.out_step, self._ev_time,
+                                   self._ev_source, self._ev_kind))
+            if self.k < k1:  # the event arrays are nearly full: twice the room, and on
+                n = 2 * self._ev_time.shape[0]
+                self._ev_time = np.resize(self._ev_time, n)
+                self._ev_source = np.resize(self._ev_source, n)
+                self._ev_kind = np.resize(self._ev_kind, n)
+        if self.done:
+            p.mark_events_read()
+        return self.k
+
+    @property
+    def status_or(self) -> int:
+        return int(self.acc[ACC_STATUS])
+
+    @property
+    def events_lost(self) -> int:
+        return int(self.acc[ACC_LOST])
+
+    @property
+    def rows(self) -> int:
+        return int(self.acc[ACC_ROWS])
+
+    def events(self) -> list[dict]:
+        """The events collected so far, named by the plant (time, clutch, row, type)."""
+        n = int(self.acc[ACC_EVENTS])
+        raw = zip(self._ev_time[:n].tolist(), self._ev_source[:n].tolist(), self._ev_kind[:n].tolist())
+        return self.plant.name_events(list(raw))
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) this module's compiled functions, taking no step."""
+    kind, times, values = InputTable(1).arrays()
+    fill_inputs(kind, times, values, 1e-3, 0, np.empty((1, 1)), np.empty((1, 1)))
+    f, i = np.zeros(1), np.zeros(1, dtype=np.int64)
+    lay = np.ones(LAY_LEN, dtype=np.int64)
+    run_steps(0, f, i, f, i, kind, times, values, 1e-3, 0, 0, lay, np.zeros(ACC_LEN, dtype=np.int64),
+              np.empty((1, 1)), i, f, i, i)  # k0 = k1: compiles, steps nothing
+
+
+__all__ = ["InputTable", "Run", "fill_inputs", "kernel_address", "output_rows", "run_steps", "warm_up"]

@@ -1,0 +1,111 @@
+"""``gearbox-hil campaign``: many offline runs over varied parameters, on the cores of one machine or a Dask cluster.
+
+::
+
+    gearbox-hil campaign FILE --out DIR [--workers N | --scheduler ADDRESS] [--batch N] [--restart] [--plot]
+
+runs every case of a campaign file (:mod:`.spec`; format and worked
+example in ``docs/campaigns.md``) and writes ``DIR/campaign.parquet`` (one
+row per run: its number, parameter values, status, error, status bits,
+event count and metrics), ``DIR/campaign.json`` (what ran, where, how
+fast), when the file keeps them, ``DIR/traces/run_NNNNNN.parquet``, and
+with ``--plot`` the figures of :mod:`server.plots.campaign`.
+Started again with the same file and ``--out``, it runs only what is
+missing (:mod:`.engine`).  The parts:
+
+* :mod:`.spec` -- reading the file, the designs (grid, list, random, Latin hypercube);
+* :mod:`.paths` -- where a parameter applies in the base config or scenario;
+* :mod:`.metrics` -- built-in shift metrics and expressions;
+* :mod:`.runner` -- one run and a batch of runs (what a worker executes);
+* :mod:`.engine` -- Dask: the cluster, the batches, the parts, the table.
+
+This module holds only the command line, so that ``gearbox-hil --help``
+loads neither Dask nor compiled code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from plant_models.config import ConfigError
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="campaign file (or the name of one in campaigns/)")
+    p.add_argument("--out", required=True, help="output directory (created if missing; resumed if it holds this "
+                   "campaign's results)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=_positive, default=None, metavar="N",
+                       help="worker processes of the embedded local cluster (default: one per core)")
+    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 (its workers need "
+                            "gearbox-hil installed)")
+    p.add_argument("--batch", type=_positive, default=None, metavar="N",
+                   help="runs per task (default: about eight tasks per worker, at most 200 runs)")
+    p.add_argument("--restart", action="store_true", help="forget the results in --out and run everything again")
+    p.add_argument("--plot", action="store_true", help="also write PNG figures of the table (needs matplotlib)")
+    p.add_argument("--quiet", action="store_true", help="print nothing on success")
+
+
+def run(args: argparse.Namespace) -> int:
+    began = time.perf_counter()
+    try:
+        import distributed  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ConfigError("campaign", "", "needs pyarrow and dask distributed "
+                          "(pip install 'gearbox-hil[campaign]')") from None
+    from pathlib import Path
+
+    from server.progress_bars import count_bar
+
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ConfigError("--plot", "", "needs matplotlib (pip install 'gearbox-hil[plot]')") from None
+
+    from .engine import execute, finished_runs, prepare
+    from .spec import load_campaign
+
+    spec = load_campaign(args.file)
+    out = Path(args.out)
+    prepare(out, spec, args.restart)
+    before = len(finished_runs(out, spec))
+    try:
+        with count_bar("campaign", spec.runs, before, enabled=not args.quiet) as progress:
+            outcome = execute(spec, out, workers=args.workers, scheduler=args.scheduler, batch=args.batch,
+                              progress=progress)
+    except KeyboardInterrupt:
+        done = len(finished_runs(out, spec))
+        print(f"gearbox-hil: campaign interrupted: {done} of {spec.runs} runs are in {out}; the same command "
+              "resumes it", file=sys.stderr)
+        return 130
+    figures = []
+    if args.plot:
+        import pyarrow.parquet as pq
+
+        from server.plots.campaign import plot_campaign
+
+        figures = plot_campaign(pq.read_table(outcome.table), [p.name for p in spec.parameters], spec.metric_names,
+                                out, spec.description or Path(spec.source).stem)
+    if not args.quiet:
+        o = outcome
+        rate = f" ({o.ran / o.tasks_s:.0f} runs/s on {o.workers} worker{'s' * (o.workers != 1)})" if o.tasks_s else ""
+        skipped = f"; {o.done_before} were done before" if o.done_before else ""
+        print(f"campaign {Path(spec.source).stem}: {o.ran} runs, {o.ok} ok, {o.failed} failed{rate}{skipped}")
+        print(f"wrote {o.table} ({spec.runs} rows), {out / 'campaign.json'}" + "".join(f", {f}" for f in figures)
+              + f"; {time.perf_counter() - began:.1f} s wall in all")
+    return 0

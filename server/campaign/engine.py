@@ -1,0 +1,309 @@
+"""Running a campaign on Dask: an embedded local cluster by default or an existing one; batched, resumable.
+
+The engine is Dask's distributed scheduler, not a home-made pool: with no
+``--scheduler`` an embedded ``LocalCluster`` starts one worker process per
+core (one thread each: the runs hold the GIL only between compiled calls,
+and processes keep the workers' compiled code and plants apart), listening
+on 127.0.0.1 only; with ``--scheduler ADDRESS``
+the same tasks go to an existing cluster (its workers need gearbox-hil
+installed; the base config and scenario travel with the tasks as data).
+A worker plugin loads the compiled code once per worker before any task
+(:func:`.runner.warm`), also on workers that join later.
+
+Runs go out in batches (:func:`.runner.run_batch`), so the scheduling cost
+(about a millisecond a task) is shared by many runs.  The client writes
+each finished batch at once to ``OUT/parts/`` (a temporary name, then an
+atomic rename), so an interruption loses at most the batches in flight;
+started again with the same file and ``--out``, a campaign skips every run
+already in a part.  A failed run is a row with its error; a batch whose
+worker died is recorded as failed runs too, and the campaign goes on.  At
+the end the parts become one table, ``OUT/campaign.parquet``, sorted by
+run: the same for any number of workers, batch size or interruption.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from plant_models.config import ConfigError
+
+from .runner import RunResult, run_batch, warm
+from .spec import CampaignSpec, case_values
+
+TABLE = "campaign.parquet"
+MANIFEST = "campaign.json"
+PARTS = "parts"
+TRACES = "traces"
+MANIFEST_FORMAT = 1
+
+
+@dataclass
+class Outcome:
+    """What a campaign execution did, for the summary line and ``campaign.json``."""
+
+    runs: int
+    done_before: int
+    ran: int
+    ok: int
+    failed: int
+    workers: int
+    wall_s: float  # the whole execution, cluster start and table writing included
+    tasks_s: float  # from the first task submitted to the last result
+    run_s: float  # the runs' own time on the workers, summed
+    batch: int
+    scheduler: str
+    table: Path
+
+
+# -- the table --------------------------------------------------------------------------------------------
+def table_schema(spec: CampaignSpec):
+    """Columns: run, the parameters, status, error, status_bits, events, the metrics."""
+    import pyarrow as pa
+
+    types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
+    fields = [pa.field("run", pa.int64())]
+    fields += [pa.field(p.name, types[p.dtype]) for p in spec.parameters]
+    fields += [pa.field("status", pa.string()), pa.field("error", pa.string()), pa.field("status_bits", pa.int64()),
+               pa.field("events", pa.int64())]
+    fields += [pa.field(m, pa.float64()) for m in spec.metric_names]
+    return pa.schema(fields, metadata={"campaign": spec.source, "digest": spec.digest})
+
+
+def batch_table(spec: CampaignSpec, results: list[RunResult], values: dict[int, tuple]):
+    import pyarrow as pa
+
+    schema = table_schema(spec)
+    cols = {"run": [r.run for r in results]}
+    for j, p in enumerate(spec.parameters):
+        cols[p.name] = [values[r.run][j] for r in results]
+    cols.update(status=[r.status for r in results], error=[r.error for r in results],
+                status_bits=[r.status_bits for r in results], events=[r.events for r in results])
+    for m in spec.metric_names:
+        cols[m] = [r.metrics.get(m, math.nan) for r in results]
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+def _write_atomic(table, path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def finished_runs(out: Path, spec: CampaignSpec) -> set[int]:
+    """Run numbers already in ``OUT/parts`` (unreadable or temporary files are removed)."""
+    import pyarrow.parquet as pq
+
+    done: set[int] = set()
+    folder = out / PARTS
+    if not folder.is_dir():
+        return done
+    for f in sorted(folder.iterdir()):
+        if f.suffix != ".parquet":
+            f.unlink()  # a part interrupted while it was written
+            continue
+        try:
+            runs = pq.read_table(f, columns=["run"]).column("run").to_pylist()
+        except Exception:
+            f.unlink()
+            continue
+        done.update(r for r in runs if 0 <= r < spec.runs)
+    return done
+
+
+def assemble(out: Path, spec: CampaignSpec) -> Path:
+    """Every part into one table sorted by run: ``OUT/campaign.parquet``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = [pq.read_table(f, schema=table_schema(spec)) for f in sorted((out / PARTS).glob("*.parquet"))]
+    table = pa.concat_tables(parts) if parts else table_schema(spec).empty_table()
+    table = table.sort_by("run")
+    runs = table.column("run").to_pylist()
+    table = table.take([i for i in range(len(runs)) if i == 0 or runs[i] != runs[i - 1]]).combine_chunks()
+    path = out / TABLE
+    _write_atomic(table, path)
+    return path
+
+
+# -- the output folder ------------------------------------------------------------------------------------
+def prepare(out: Path, spec: CampaignSpec, restart: bool) -> None:
+    """Create ``out`` or check that it holds this campaign's results; ``restart`` forgets earlier results."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(str(out), "--out", f"cannot create the output directory ({exc.strerror})") from None
+    if not out.is_dir() or not os.access(out, os.W_OK | os.X_OK):
+        raise ConfigError(str(out), "--out", "is not a writable directory")
+    manifest = out / MANIFEST
+    if manifest.exists() and not restart:
+        try:
+            digest = json.loads(manifest.read_text()).get("digest")
+        except (OSError, ValueError):
+            digest = None
+        if digest != spec.digest:
+            raise ConfigError(str(out), "--out", "holds the results of another campaign (or this file, its config "
+                              "or its scenario changed since); use a new --out, or --restart to replace them")
+    if restart:
+        for name in (PARTS, TRACES):
+            shutil.rmtree(out / name, ignore_errors=True)
+        for name in (TABLE, MANIFEST):
+            (out / name).unlink(missing_ok=True)
+    (out / PARTS).mkdir(exist_ok=True)
+    if not manifest.exists():
+        _write_manifest(out, spec, None)
+
+
+def _write_manifest(out: Path, spec: CampaignSpec, outcome: Outcome | None) -> None:
+    doc = {"format": MANIFEST_FORMAT, "campaign": spec.source, "description": spec.description,
+           "digest": spec.digest, "config": spec.config_source, "scenario": spec.scenario_source,
+           "design": spec.design, "runs": spec.runs, "seed": spec.seed,
+           "parameters": [p.name for p in spec.parameters], "metrics": spec.metric_names}
+    if outcome is not None:
+        doc["last_execution"] = {
+            "workers": outcome.workers, "scheduler": outcome.scheduler, "batch": outcome.batch,
+            "runs_done_before": outcome.done_before, "runs_ran": outcome.ran, "ok": outcome.ok,
+            "failed": outcome.failed, "wall_s": round(outcome.wall_s, 3), "tasks_s": round(outcome.tasks_s, 3),
+            "run_s_summed": round(outcome.run_s, 3),
+            "runs_per_s": round(outcome.ran / outcome.tasks_s, 1) if outcome.tasks_s > 0 else None}
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    os.replace(tmp, out / MANIFEST)
+
+
+# -- execution ----------------------------------------------------------------------------------------------
+def auto_batch(todo: int, workers: int) -> int:
+    """Runs per task: about eight tasks per worker (load balance), at most 200 runs (little lost on interrupt)."""
+    return max(1, min(200, math.ceil(todo / (8 * max(1, workers)))))
+
+
+def _warm_plugin(spec: CampaignSpec):
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class WarmPlugin(WorkerPlugin):
+        """Every worker, also one that joins later, loads the compiled code once before any task."""
+
+        name = "gearbox-hil-warm"
+
+        def __init__(self, spec):
+            self.spec = spec
+
+        def setup(self, worker=None):
+            warm(self.spec)
+
+    return WarmPlugin(spec)
+
+
+def start_client(workers: int | None, scheduler: str | None):
+    """``(client, cluster)``: a client of the cluster at ``scheduler``, or of a new loopback-only local cluster."""
+    from distributed import Client, LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    if scheduler:
+        if not re.fullmatch(r"([a-z]+://)?[^\s:/]+:\d+", scheduler):
+            raise ConfigError("--scheduler", "", f"{scheduler!r} is not an address like tcp://10.0.0.5:8786")
+        try:
+            return Client(scheduler, timeout="20s"), None
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ConfigError("--scheduler", "", f"cannot connect to {scheduler} ({exc})") from None
+    import dask
+
+    n = workers or os.cpu_count() or 1
+    # Dask starts its workers with MALLOC_TRIM_THRESHOLD_ set, which turns off glibc's adaptive mmap
+    # threshold: every run's output buffers (over 128 kB) then come fresh from the kernel, about 0.4 ms
+    # a run here (BENCHMARKS.md, "Campaigns").  A run's memory is small; the default suits it.
+    environ = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
+               if k != "MALLOC_TRIM_THRESHOLD_"}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+        # everything on 127.0.0.1; the scheduler's HTTP endpoint (no dashboard without bokeh) on any free port
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               scheduler_port=0, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
+    return Client(cluster), cluster
+
+
+def execute(spec: CampaignSpec, out: Path, *, workers: int | None = None, scheduler: str | None = None,
+            batch: int | None = None, restart: bool = False,
+            progress: Callable[[int, str], None] | None = None) -> Outcome:
+    """Run every run of the campaign not finished yet, then write the table (see the module's docstring)."""
+    began = time.perf_counter()
+    prepare(out, spec, restart)
+    done = finished_runs(out, spec)
+    todo = [r for r in range(spec.runs) if r not in done]
+    ok = failed = 0
+    run_s = tasks_s = 0.0
+    n_workers, size, where = 0, 0, scheduler or "local"
+    if todo:
+        client, cluster = start_client(workers, scheduler)
+        try:
+            n_workers = len(client.scheduler_info().get("workers", {})) or (workers or 1)
+            size = batch or auto_batch(len(todo), n_workers)
+            values = dict(zip(todo, case_values(spec, todo)))
+            client.register_plugin(_warm_plugin(spec))
+            (remote_spec,) = client.scatter([spec], broadcast=True)
+            t0 = time.perf_counter()
+            futures = {}
+            for a in range(0, len(todo), size):
+                ids = todo[a:a + size]
+                fut = client.submit(run_batch, remote_spec, ids, [values[r] for r in ids], pure=False)
+                futures[fut] = ids
+            from distributed import as_completed
+
+            finished = len(done)
+            for fut in as_completed(list(futures)):
+                ids = futures.pop(fut)
+                try:
+                    results = fut.result()
+                except Exception as exc:  # the worker died or the task could not run: these runs failed
+                    results = [RunResult(r, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0], 0, 0,
+                                         {m: math.nan for m in spec.metric_names}, 0.0) for r in ids]
+                _store(out, spec, results, values)
+                ok += sum(r.status == "ok" for r in results)
+                failed += sum(r.status != "ok" for r in results)
+                run_s += sum(r.wall_s for r in results)
+                finished += len(results)
+                if progress is not None:
+                    progress(finished, f"{failed} failed" if failed else "")
+            tasks_s = time.perf_counter() - t0
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    table = assemble(out, spec)
+    outcome = Outcome(spec.runs, len(done), len(todo), ok, failed, n_workers, time.perf_counter() - began, tasks_s,
+                      run_s, size, where, table)
+    _write_manifest(out, spec, outcome)
+    return outcome
+
+
+def _store(out: Path, spec: CampaignSpec, results: list[RunResult], values: dict[int, tuple]) -> None:
+    """One finished batch: its traces, then its part (the part marks the runs done)."""
+    kept = [r for r in results if r.trace is not None]
+    if kept:
+        (out / TRACES).mkdir(exist_ok=True)
+        for r in kept:
+            path = out / TRACES / f"run_{r.run:06d}.parquet"
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(r.trace)
+            os.replace(tmp, path)
+    first = results[0].run
+    _write_atomic(batch_table(spec, results, values), out / PARTS / f"runs_{first:07d}_{len(results)}.parquet")
+
+
+def run_bare(spec: CampaignSpec, runs: list[int]) -> list[RunResult]:
+    """The same runs in this process without Dask (the baseline of the campaign benchmark, and for tests)."""
+    warm(spec)
+    return run_batch(spec, runs, case_values(spec, runs))
+
+
+__all__ = ["Outcome", "assemble", "auto_batch", "execute", "finished_runs", "prepare", "run_bare", "start_client",
+           "table_schema"]
