@@ -78,7 +78,6 @@ def instrument(loop, clock: StageClock) -> None:
     plant = loop.plant
     player = loop.player
     tick_info = loop.tick_info
-    ring = loop.ring
 
     def tick(now_ns: int) -> int:
         t0 = mono()

@@ -20,8 +20,8 @@ from typing import Callable
 
 from numba.core import event
 
-CORE_STAGE_MODULES = ("plant_models.core.dynamics", "plant_models.core.modes", "plant_models.core.linalg",
-                      "plant_models.core.integrate", "plant_models.core.step")
+CORE_STAGE_MODULES = ("plant_models.core.dynamics", "plant_models.core.tree", "plant_models.core.modes",
+                      "plant_models.core.linalg", "plant_models.core.integrate", "plant_models.core.step")
 
 
 def core_kernel_count() -> int:

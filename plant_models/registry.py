@@ -32,6 +32,8 @@ BUILTIN = {
     "servo": ("plant_models.plants.servo:ServoActuatorPlant", "plant_models.readers.servo:read_servo"),
     "kinematic": ("plant_models.plants.kinematic:KinematicClutchPlant",
                   "plant_models.readers.kinematic:read_kinematic"),
+    "transmission": ("plant_models.plants.transmission:TransmissionPlant",
+                     "plant_models.readers.transmission:read_transmission"),
 }
 
 Reader = Callable[[ConfigReader], Any]

@@ -1,4 +1,5 @@
-"""``gearbox-hil describe CONFIG``: the plant's signals with units, ranges and defaults.
+"""``gearbox-hil describe CONFIG``: the plant's signals with units, ranges and defaults (and, for a
+transmission described as data, its independent speeds and its gears with their ratios).
 
 Read from the config's parameters alone: the plant is not built and nothing compiles.
 """
@@ -26,4 +27,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{title}:")
         for s in d[key]:
             print(f"  {s['name']:<16} {s['unit']:<7} [{s['min']:g}, {s['max']:g}]  default {s['default']:g}  {s['doc']}")
+    if d.get("independent_speeds"):  # a transmission described as data: its reduction and shift table
+        print(f"\nindependent speeds: {', '.join(d['independent_speeds'])}")
+    if d.get("gears"):
+        print("\ngears (engaged elements, ratio w_input / w_out):")
+        for g in d["gears"]:
+            print(f"  {g['name']:<4} {', '.join(g['engaged']):<24} {g['ratio']:.4f}")
     return 0

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from plant_models.config import ConfigError, repo_root
+from plant_models.config import repo_root
 from server.campaign import paths as P
 from server.campaign.engine import run_bare
 from server.campaign.metrics import compute, evaluate, Series
-from server.campaign.spec import apply_case, design_columns, load_campaign, parse_campaign
+from server.campaign.spec import apply_case, design_columns, load_campaign
 from server.cli import main
 
 ROOT = repo_root()

@@ -84,7 +84,7 @@ def _mistakes(tmp: Path, make: bool = True) -> dict[str, tuple[list[str], str]]:
         "misspelled I/O config": (["serve", "powershift", "--io", "io_defualt"],
                                   "gearbox-hil: error: io_defualt: file not found; did you mean 'io_default'?"),
         "misspelled plant kind": (["describe", str(bad_plant)], f"gearbox-hil: error: {bad_plant}: plant: must be "
-                                  "one of 'chain', 'damper', 'dct', 'kinematic', 'powershift', 'servo', got 'dtc'; "
+                                  "one of 'chain', 'damper', 'dct', 'kinematic', 'powershift', 'servo', 'transmission', got 'dtc'; "
                                   "did you mean 'dct'?"),
         "misspelled scenario input": (["simulate", "dct", "--scenario", str(misspelled_input), "--out", out],
                                       f"gearbox-hil: error: {misspelled_input}: inputs.engine_torqe: not an input "
@@ -183,8 +183,8 @@ def test_list_shows_every_plant_config_scenario_and_io_config_on_one_line_each(c
     assert any(ln.startswith("I/O configs") for ln in lines)
     assert main(["list", "--json"]) == 0
     cat = json.loads(capsys.readouterr().out)
-    assert {e["name"] for e in cat["io_configs"]} == {"io_default", "io_can", "io_docker"}
-    assert {e["name"] for e in cat["message_sets"]} == {"io_can_powershift", "io_can_dct"}
+    assert {e["name"] for e in cat["io_configs"]} == {"io_default", "io_can", "io_docker", "io_zf8hp"}
+    assert {e["name"] for e in cat["message_sets"]} == {"io_can_powershift", "io_can_dct", "io_can_zf8hp"}
     assert next(e for e in cat["configs"] if e["name"] == "dct_kinematic")["kind"] == "dct"  # through `extends`
     assert {e["name"] for e in cat["campaigns"]} == {p.stem for p in (ROOT / "campaigns").glob("*.toml")}
 

@@ -140,6 +140,19 @@ def build(net):
 # 2.2e-7, 1.4e-8, 8.5e-10 of the energies at 1, 0.5, 0.25 ms); 1.3 dt^5 c q^2 over 60 steps.
 @example({"J": [1.0, 1.0], "drag": [0.0, 0.0], "rows": [(0, 1, -1.0, -1.0, 0.0, 1.0, 0.5)],
           "tau": [0.0, -4.0], "rate": [0.0, 354.0], "w0": [0.0, 0.0], "engaged": [False]}, 1e-3)
+# A row with k = 0 < K (row 3) reaches zero slip next to a stuck row (row 2) that it loads: at K
+# it would break row 2 away, but it reverses and pulls with k = 0, so row 2 must stay stuck (before
+# the one-at-a-time cascade, row 2 broke away in the same pass and slipped with its friction driving it).
+@example({"J": [1.0, 1.0, 2.0, 0.5], "drag": [0.0, 0.0, 0.0, 0.0],
+          "rows": [(0, 3, -1.0, -4.0, 9.0, 1.0, 0.0), (0, 1, -1.0, -1.0, 0.0, 1.0, 0.0),
+                   (2, 3, -2.5, -0.75, 13.0, 1.0, 0.0), (0, 2, -1.0, 1.5, 1.0, 0.0, 0.0)],
+          "tau": [0.0, 0.0, 0.0, 0.0], "rate": [0.0, 0.0, 0.0, 0.0], "w0": [1.0, 0.0, 1.0, 0.0],
+          "engaged": [False, False, True, False]}, 1e-3)
+@example({"J": [3.0, 1.0, 1.0, 0.5], "drag": [0.0, 0.0, 0.0, 0.0],
+          "rows": [(2, 3, -2.0, 4.0, 17.0, 1.0, 0.0), (0, 1, -1.0, -1.0, 0.0, 1.0, 0.0),
+                   (2, 3, -2.5, -0.75, 15.0, 1.0, 0.0), (0, 2, -1.0, -4.0, 15.0, 0.5, 0.0)],
+          "tau": [0.0, 0.0, 4.0, 0.0], "rate": [0.0, 0.0, 1.0, 0.0], "w0": [0.0, 0.0, 1.0, 0.0],
+          "engaged": [False, False, True, False]}, 1e-3)
 def test_random_networks_keep_the_friction_laws_and_create_no_energy(net, dt):
     c = build(net)
     st0 = c.start([i for i, e in enumerate(net["engaged"]) if e])

@@ -38,6 +38,7 @@ RUNS = {
     "damper": ("damper", "damper_clutch_engagement", 0.002),
     "kinematic": ("kinematic", "kinematic_engagement", 0.004),
     "servo": ("servo", "servo_load_step_ramp", 0.0005),
+    "transmission": ("zf8hp", "zf8hp_shifts", 0.002),
     "generic": ("chain", "chain_4mass", 0.004),  # a kind without figures of its own
 }
 

@@ -20,6 +20,7 @@ SCENARIOS = {
     "chain_4mass.toml": "chain.toml",
     "powershift_kinematic_swap.toml": "powershift_kinematic.toml",
     "dct_kinematic_upshift.toml": "dct_kinematic.toml",
+    "zf8hp_shifts.toml": "zf8hp.toml",
 }
 _runs: dict = {}
 
@@ -34,7 +35,7 @@ def run(name):
 
 def test_every_scenario_of_these_plants_is_covered():
     shipped = {p.name for p in (ROOT / "scenarios").glob("*.toml")
-               if p.name.split("_")[0] in ("powershift", "dct", "chain")}
+               if p.name.split("_")[0] in ("powershift", "dct", "chain", "zf8hp")}
     assert shipped == set(SCENARIOS)
 
 

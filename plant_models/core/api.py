@@ -21,7 +21,7 @@ from . import layout as L
 from .handle import Core
 from .jit import BUFS, JIT, call_step_at, raw_f, raw_i
 from .layout import H_FN_STEP
-from .spec import CoreSpec, Row, Settings, SpecError, Spring
+from .spec import GROUND, CoreSpec, Row, Settings, SpecError, Spring
 
 
 @njit(**JIT)
@@ -35,5 +35,5 @@ def core_step(mf, mi, df, di, dt):
     return call_step_at(mi[H_FN_STEP], mf, mi, df, di, dt)
 
 
-__all__ = ["BUFS", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring",
+__all__ = ["BUFS", "GROUND", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring",
            "call_step_at", "core_step", "raw_f", "raw_i"]

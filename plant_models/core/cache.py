@@ -31,16 +31,21 @@ def cache_folders(package: Path) -> list[Path]:
     """The folders where numba may keep the caches of the modules in ``package`` (existing or not)."""
     folders = [package / "__pycache__"]
     try:  # numba's own rule for NUMBA_CACHE_DIR and the user-wide fallback
-        from numba.core.caching import _CacheImpl
+        try:
+            from numba.core.caching import CacheImpl  # numba >= 0.59
+        except ImportError:  # pragma: no cover - older numba
+            from numba.core.caching import _CacheImpl as CacheImpl
 
         probe = str(package / "__init__.py")
-        for locator_class in _CacheImpl._locator_classes:
+        for locator_class in CacheImpl._locator_classes:
             try:
-                locator = locator_class.from_function(None, probe)
+                # a locator reads the line number of the function it is asked about: any function will do
+                locator = locator_class.from_function(cache_folders, probe)
             except Exception:  # a locator that does not apply to this file
                 locator = None
-            if locator is not None:
+            if locator is not None:  # numba uses the first locator that applies
                 folders.append(Path(locator.get_cache_path()))
+                break
     except ImportError:
         pass
     return list(dict.fromkeys(folders))

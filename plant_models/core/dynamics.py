@@ -28,18 +28,21 @@ from __future__ import annotations
 import math
 
 
-from .jit import JIT, kernel
+from .jit import JIT, JIT_STAGE, kernel
 from .layout import (
-    DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL, DF_EXP_H,
-    DF_EXP_HALF, DF_F, DF_KIN_BACKUP, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW, DF_RHO,
-    DF_TIME, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU, DF_U_TAU_RATE, DF_XACT, DF_Y, DI_DRIVE, DI_DRV_LIST, DI_FLAGS,
-    DI_KIN_BACKUP, DI_KIN_PHASE, DI_MODE, DI_NSTUCK, DI_ORIENT, FLAG_DRIVE_REDUNDANT, H_G, H_N, H_P, H_S,
+    H_HYPER, DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL,
+    DF_EXP_H, DF_EXP_HALF, DF_F, DF_KIN_BACKUP, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW,
+    DF_RHO, DF_TIME, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU, DF_U_TAU_RATE, DF_XACT, DF_Y, DI_DRIVE, DI_DRV_LIST,
+    DI_FLAGS, DI_KIN_BACKUP, DI_KIN_PHASE, DI_MODE, DI_NSTUCK, DI_ORIENT, FLAG_DRIVE_REDUNDANT, H_G, H_N, H_P, H_S,
     KIN_DISENGAGED, KIN_DISENGAGING, KIN_ENGAGED, KIN_ENGAGING, MF_ACT_GAIN, MF_ACT_LAG, MF_ACT_PRELOAD, MF_DRAG,
     MF_GAIN_KINETIC, MF_GAIN_STATIC, MF_INV_INERTIA, MF_KIN_CAP, MF_KIN_SHIFT, MF_KIN_THRESH, MF_ROW_VISC,
     MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MF_SPRING_K, MF_SPRING_TX, MF_SPRING_TY, MF_STRIBECK_ALPHA,
     MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MI_SPRING_NPTS, MODE_STUCK, W_DAMP, W_DRAG,
-    W_IMPULSE, W_INPUT, W_ROW0,
+    W_IMPULSE, W_INPUT, W_ROW0, DF_COEF_X, DF_RHO_AB, DF_RHO_X, DI_CHILD, H_DENSE, MF_DRAGM, MF_MINV, MI_ROW_NX,
+    MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
+
+ORIENT_HYPER = 3  # DI_ORIENT of a stuck tree row with other than two entries (its child: DI_CHILD)
 
 # Every field is addressed as buffer[mi[SLOT] + index]: the compiled code
 # creates no array views, and the public entry points hand the internal
@@ -88,7 +91,91 @@ def _row_delta(mi, df, di, i, oy):
         return df[mi[DF_COEF_B] + i] * (df[oy + b] + df[mi[DF_RHO] + i] * df[oy + a])
     if o == -1:
         return df[mi[DF_COEF_A] + i] * (df[oy + a] + df[mi[DF_RHO] + i] * df[oy + b])
-    return df[mi[DF_COEF_A] + i] * df[oy + a] + df[mi[DF_COEF_B] + i] * df[oy + b]
+    if o == ORIENT_HYPER:
+        return _hyper_tree_delta(mi, df, di, i, oy)
+    d = df[mi[DF_COEF_A] + i] * df[oy + a] + df[mi[DF_COEF_B] + i] * df[oy + b]
+    if mi[mi[MI_ROW_NX] + i] > 0:
+        d += _extra_sum(mi, df, i, oy)
+    return d
+
+
+@kernel(**JIT)
+def _extra_sum(mi, df, i, oy):
+    """Sum of coefficient times speed over the entries of row i beyond a and b, in their order.
+
+    Called in the real-time loop.
+    """
+    ox = mi[MI_ROW_XOFF] + i
+    q0 = mi[ox]
+    oxs = mi[MI_ROW_XSHAFT]
+    ocx = mi[DF_COEF_X]
+    acc = 0.0
+    for q in range(q0, q0 + mi[mi[MI_ROW_NX] + i]):
+        acc += df[ocx + q] * df[oy + mi[oxs + q]]
+    return acc
+
+
+@kernel(**JIT)
+def _hyper_parent_sum(mi, df, di, i, oy):
+    """sum over the entries of stuck tree row i except its child of rho_e * w_e (rho_e = c_e / c_child).
+
+    The one expression both the reconstruction (child = 0 - sum) and the
+    relative speed (c_child * (child + sum)) use, term by term in the same
+    order, so the row reads exactly 0.0 after the reconstruction.  Called in
+    the real-time loop.
+    """
+    child = di[mi[DI_CHILD] + i]
+    orab = mi[DF_RHO_AB] + 2 * i
+    acc = 0.0
+    if child != 0:
+        acc += df[orab] * df[oy + mi[mi[MI_ROW_A] + i]]
+    nx = mi[mi[MI_ROW_NX] + i]
+    if child != 1 and nx >= 0:
+        acc += df[orab + 1] * df[oy + mi[mi[MI_ROW_B] + i]]
+    if nx > 0:
+        q0 = mi[mi[MI_ROW_XOFF] + i]
+        oxs = mi[MI_ROW_XSHAFT]
+        orx = mi[DF_RHO_X]
+        for q in range(nx):
+            if child != 2 + q:
+                acc += df[orx + q0 + q] * df[oy + mi[oxs + q0 + q]]
+    return acc
+
+
+@kernel(**JIT)
+def _entry_shaft_coef(mi, df, i, e):
+    """(shaft, current coefficient) of entry e of row i (0 a, 1 b, 2 + q further entry q).
+
+    Called in the real-time loop.
+    """
+    if e == 0:
+        return mi[mi[MI_ROW_A] + i], df[mi[DF_COEF_A] + i]
+    if e == 1:
+        return mi[mi[MI_ROW_B] + i], df[mi[DF_COEF_B] + i]
+    q = mi[mi[MI_ROW_XOFF] + i] + e - 2
+    return mi[mi[MI_ROW_XSHAFT] + q], df[mi[DF_COEF_X] + q]
+
+
+@kernel(**JIT)
+def _hyper_tree_delta(mi, df, di, i, oy):
+    """Relative speed of a stuck tree row with other than two entries, in its substitution form
+    c_child * (w_child + sum_e rho_e w_e): exactly 0.0 after the reconstruction.  Called in the real-time loop."""
+    j, c = _entry_shaft_coef(mi, df, i, di[mi[DI_CHILD] + i])
+    return c * (df[oy + j] + _hyper_parent_sum(mi, df, di, i, oy))
+
+
+@kernel(**JIT)
+def _abs_terms(mi, df, i, oy):
+    """sum |c_e w_e| over the entries of row i: the scale of its rounding.  Called in the real-time loop."""
+    ta = df[mi[DF_COEF_A] + i] * df[oy + mi[mi[MI_ROW_A] + i]]
+    tb = df[mi[DF_COEF_B] + i] * df[oy + mi[mi[MI_ROW_B] + i]]
+    acc = abs(ta) + abs(tb)
+    nx = mi[mi[MI_ROW_NX] + i]
+    if nx > 0:
+        q0 = mi[mi[MI_ROW_XOFF] + i]
+        for q in range(q0, q0 + nx):
+            acc += abs(df[mi[DF_COEF_X] + q] * df[oy + mi[mi[MI_ROW_XSHAFT] + q]])
+    return acc
 
 
 @kernel(**JIT)
@@ -102,6 +189,12 @@ def _slip(mi, df, di, i, oy):
     Used for mode decisions only, not in the dynamics.  Called in the real-time loop.
     """
     d = _row_delta(mi, df, di, i, oy)
+    if mi[mi[MI_ROW_NX] + i] != 0:
+        # a row over several shafts sums more terms, each rebuilt through a chain of substitutions:
+        # 64 ulp of its terms
+        if abs(d) <= 1.4210854715202004e-14 * _abs_terms(mi, df, i, oy):
+            return 0.0
+        return d
     ta = df[mi[DF_COEF_A] + i] * df[oy + mi[mi[MI_ROW_A] + i]]
     tb = df[mi[DF_COEF_B] + i] * df[oy + mi[mi[MI_ROW_B] + i]]
     if abs(d) <= 8.881784197001252e-16 * (abs(ta) + abs(tb)):  # 4 ulp
@@ -273,6 +366,33 @@ def _caps_substep(mf, mi, df, s_abs, h, ox0):
     return kiss
 
 
+@kernel(**JIT_STAGE)
+def _spring_forces(mf, mi, df, oy, of, n, s):
+    """Add the spring-dampers' torques to DF_F (at ``of``); returns their damping power (<= 0).
+
+    Part of :func:`_forces`.  Called in the real-time loop.
+    """
+    p_damp = 0.0
+    osa = mi[MI_SPRING_A]
+    osb = mi[MI_SPRING_B]
+    osca = mi[MF_SPRING_CA]
+    oscb = mi[MF_SPRING_CB]
+    osc = mi[MF_SPRING_C]
+    otw = oy + 2 * n
+    for j in range(s):
+        a = mi[osa + j]
+        b = mi[osb + j]
+        fa = mf[osca + j]
+        fb = mf[oscb + j]
+        rate = fa * df[oy + a] + fb * df[oy + b]
+        c = mf[osc + j]
+        tq = _spring_elastic(mf, mi, j, df[otw + j]) + c * rate
+        df[of + a] -= fa * tq
+        df[of + b] -= fb * tq
+        p_damp -= c * rate * rate
+    return p_damp
+
+
 @kernel(**JIT)
 def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     """Generalised force on the shafts without the stuck rows' constraint forces.
@@ -290,32 +410,27 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     outr = mi[DF_U_TAU_RATE]
     p_in = 0.0
     p_drag = 0.0
-    for j in range(n):
-        w = df[oy + j]
-        tq = df[out + j] + df[outr + j] * (s_abs + tau)
-        b = mf[odrag + j]
-        df[of + j] = tq - b * w
-        p_in += tq * w
-        p_drag -= b * w * w
-    p_damp = 0.0
-    if s > 0:
-        osa = mi[MI_SPRING_A]
-        osb = mi[MI_SPRING_B]
-        osca = mi[MF_SPRING_CA]
-        oscb = mi[MF_SPRING_CB]
-        osc = mi[MF_SPRING_C]
-        otw = oy + 2 * n
-        for j in range(s):
-            a = mi[osa + j]
-            b = mi[osb + j]
-            fa = mf[osca + j]
-            fb = mf[oscb + j]
-            rate = fa * df[oy + a] + fb * df[oy + b]
-            c = mf[osc + j]
-            tq = _spring_elastic(mf, mi, j, df[otw + j]) + c * rate
-            df[of + a] -= fa * tq
-            df[of + b] -= fb * tq
-            p_damp -= c * rate * rate
+    if mi[H_DENSE] == 1:
+        # a reduced system: the members' drag is the matrix T^T diag(b) T over the independent speeds
+        odm = mi[MF_DRAGM]
+        for j in range(n):
+            w = df[oy + j]
+            tq = df[out + j] + df[outr + j] * (s_abs + tau)
+            bw = 0.0
+            for k in range(n):
+                bw += mf[odm + j * n + k] * df[oy + k]
+            df[of + j] = tq - bw
+            p_in += tq * w
+            p_drag -= bw * w
+    else:
+        for j in range(n):
+            w = df[oy + j]
+            tq = df[out + j] + df[outr + j] * (s_abs + tau)
+            b = mf[odrag + j]
+            df[of + j] = tq - b * w
+            p_in += tq * w
+            p_drag -= b * w * w
+    p_damp = _spring_forces(mf, mi, df, oy, of, n, s) if s > 0 else 0.0
     omode = mi[DI_MODE]
     odir = mi[DF_DIR]
     omu = mi[DF_MU]
@@ -334,6 +449,8 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     orho = mi[DF_RHO]
     odrv = mi[DI_DRIVE]
     odl = mi[DI_DRV_LIST]
+    onx = mi[MI_ROW_NX]
+    hyper = mi[H_HYPER] > 0
     nd = 0
     for i in range(g):
         if di[omode + i] == MODE_STUCK:
@@ -346,12 +463,17 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
         wa = df[oy + mi[ora + i]]
         wb = df[oy + mi[orb + i]]
         o = di[oor + i]
+        nx = mi[onx + i] if hyper else 0
         if o == 0:
             d = ca * wa + cb * wb
+            if nx > 0:
+                d += _extra_sum(mi, df, i, oy)
         elif o == 1:
             d = cb * (wb + df[orho + i] * wa)
-        else:
+        elif o == -1:
             d = ca * (wa + df[orho + i] * wb)
+        else:
+            d = _hyper_tree_delta(mi, df, di, i, oy)
         df[odt + i] = d
         if di[odrv + i] == 1:
             di[odl + nd] = i  # force from the prescribed acceleration, below
@@ -369,12 +491,28 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
         df[oprow + i] = m_i * d
         df[of + mi[ora + i]] += ca * m_i
         df[of + mi[orb + i]] += cb * m_i
+        if nx > 0:
+            _extra_force(mi, df, i, m_i)
     if nd > 0:
         _drive_forces(mf, mi, df, di, nd)
     op = mi[DF_POW]
     df[op] = p_in
     df[op + 1] = p_drag
     df[op + 2] = p_damp
+
+
+@kernel(**JIT)
+def _extra_force(mi, df, i, m_i):
+    """Add row i's force m_i times its further coefficients to DF_F (the entries beyond a and b).
+
+    Called in the real-time loop.
+    """
+    of = mi[DF_F]
+    q0 = mi[mi[MI_ROW_XOFF] + i]
+    oxs = mi[MI_ROW_XSHAFT]
+    ocx = mi[DF_COEF_X]
+    for q in range(q0, q0 + mi[mi[MI_ROW_NX] + i]):
+        df[of + mi[oxs + q]] += df[ocx + q] * m_i
 
 
 @kernel(**JIT)
@@ -406,22 +544,40 @@ def _drive_forces(mf, mi, df, di, nd):
     oP = mi[DF_P]
     oacc = mi[DF_DRIVE_ACC]
     stuck = di[mi[DI_NSTUCK]] > 0
+    hyper = mi[H_HYPER] > 0
+    dense = mi[H_DENSE] == 1
+    onx = mi[MI_ROW_NX]
+    oxo = mi[MI_ROW_XOFF]
+    oxs = mi[MI_ROW_XSHAFT]
+    ocx = mi[DF_COEF_X]
+    omv = mi[MF_MINV]  # a reduced system with nothing stuck: M^-1 (a full matrix) takes the place of P
     for k in range(nd):
         i = di[odl + k]
         a = mi[ora + i]
         b = mi[orb + i]
         ca = df[oca + i]
         cb = df[ocb + i]
+        nx = mi[onx + i] if hyper else 0
+        q0 = mi[oxo + i]
         acc = 0.0
         for r in range(n):
             if stuck:
                 v = df[oP + r * n + a] * ca + df[oP + r * n + b] * cb
+                for q in range(q0, q0 + max(nx, 0)):
+                    v += df[oP + r * n + mi[oxs + q]] * df[ocx + q]
+            elif dense:
+                v = mf[omv + r * n + a] * ca + mf[omv + r * n + b] * cb
+                for q in range(q0, q0 + max(nx, 0)):
+                    v += mf[omv + r * n + mi[oxs + q]] * df[ocx + q]
             else:
                 v = 0.0
                 if r == a:
                     v = ca * mf[oinv + a]
                 elif r == b:
                     v = cb * mf[oinv + b]
+                for q in range(q0, q0 + max(nx, 0)):
+                    if r == mi[oxs + q]:
+                        v += df[ocx + q] * mf[oinv + r]
             df[opv + k * n + r] = v
             acc += v * df[of + r]
         df[ob + k] = df[oacc + i] - acc
@@ -430,6 +586,9 @@ def _drive_forces(mf, mi, df, di, nd):
         for q in range(nd):
             iq = di[odl + q]
             v = df[oca + iq] * df[opv + k * n + mi[ora + iq]] + df[ocb + iq] * df[opv + k * n + mi[orb + iq]]
+            nxq = mi[onx + iq] if hyper else 0
+            for qq in range(mi[oxo + iq], mi[oxo + iq] + max(nxq, 0)):
+                v += df[ocx + qq] * df[opv + k * n + mi[oxs + qq]]
             df[oD + q * nd + k] = v
         scale = max(scale, abs(df[oD + k * nd + k]))
     ok = scale > 0.0
@@ -474,6 +633,8 @@ def _drive_forces(mf, mi, df, di, nd):
         df[oprow + i] = m_i * df[odt + i]
         df[of + mi[ora + i]] += df[oca + i] * m_i
         df[of + mi[orb + i]] += df[ocb + i] * m_i
+        if hyper and mi[onx + i] > 0:
+            _extra_force(mi, df, i, m_i)
 
 
 @kernel(**JIT)
@@ -481,7 +642,14 @@ def _accel(mf, mi, df, di, oacc):
     """Shaft accelerations from DF_F: P f with stuck rows, M^-1 f without.  Called in the real-time loop."""
     n = mi[H_N]
     of = mi[DF_F]
-    if di[mi[DI_NSTUCK]] == 0:
+    if di[mi[DI_NSTUCK]] == 0 and mi[H_DENSE] == 1:
+        om = mi[MF_MINV]
+        for r in range(n):
+            a = 0.0
+            for c in range(n):
+                a += mf[om + r * n + c] * df[of + c]
+            df[oacc + r] = a
+    elif di[mi[DI_NSTUCK]] == 0:
         oinv = mi[MF_INV_INERTIA]
         for j in range(n):
             df[oacc + j] = df[of + j] * mf[oinv + j]

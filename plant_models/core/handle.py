@@ -27,7 +27,8 @@ class Core:
     ``u_act`` / ``u_act_rate`` [g], ``delta`` [g] relative speeds, ``mu`` [g]
     friction forces, ``cap_static`` / ``cap_kinetic`` [g], ``accel`` [n],
     ``spring_torque`` [s], ``mode`` [g] (``layout.MODE_*``), ``coef_a`` /
-    ``coef_b`` [g] (writable: call :meth:`mark_coefficients_changed`).
+    ``coef_b`` [g] and ``coef_x`` [x] (the further entries of rows with more
+    than two; writable: call :meth:`mark_coefficients_changed`).
     """
 
     def __init__(self, spec: CoreSpec, plant_nf: int = 0, plant_ni: int = 0,
@@ -37,8 +38,10 @@ class Core:
         n, g, s = len(spec.inertia), len(spec.rows), len(spec.springs)
         P = max([len(sp.table) for sp in spec.springs] + [1])
         st = spec.settings
+        x = sum(len(r.more) for r in spec.rows)
         self.sizes = L.Sizes(n=n, g=g, s=s, P=P, E=st.event_capacity, plant_nf=plant_nf,
-                             plant_ni=plant_ni, plant_ndf=plant_ndf, plant_ndi=plant_ndi)
+                             plant_ni=plant_ni, plant_ndf=plant_ndf, plant_ndi=plant_ndi, x=x,
+                             d=n if spec.dense else 0)
         self.mf, self.mi, self.df, self.di = L.allocate(self.sizes)
         mi = self.mi
         mi[L.H_MAX_EVENTS] = st.max_event_substeps or (2 * g + 4)
@@ -84,8 +87,12 @@ class Core:
                                 (L.MF_GAIN_STATIC, 1.0), (L.MF_GAIN_KINETIC, 1.0), (L.MF_STRIBECK_VS, 0.0)):
                     self._mfv(slot, g)[i] = v
         self.mi[L.H_NKIN] = sum(1 for r in rows if r.kinematic)
-        self._miv(L.MI_ROW_A, g)[:] = [r.shaft_a for r in rows]
-        self._miv(L.MI_ROW_B, g)[:] = [r.shaft_b for r in rows]
+        self._fill_rows_entries()
+        if sp.dense:
+            M = sp.mass_matrix()
+            self._mfv(L.MF_MASS, n * n)[:] = M.ravel()
+            self._mfv(L.MF_MINV, n * n)[:] = np.linalg.inv(M).ravel()
+            self._mfv(L.MF_DRAGM, n * n)[:] = sp.damping_matrix().ravel()
         sps = sp.springs
         self._miv(L.MI_SPRING_A, s)[:] = [x.shaft_a for x in sps]
         self._miv(L.MI_SPRING_B, s)[:] = [x.shaft_b for x in sps]
@@ -108,6 +115,32 @@ class Core:
         sets[L.SET_CYCLE_TOL] = st.cycle_tol
         sets[L.SET_SOLVER_TOL] = st.solver_tol
         sets[L.SET_BREAK_MARGIN] = st.break_margin
+
+    def _fill_rows_entries(self):
+        """Row entries: a and b in their slots, further entries in the *_X fields; rows to the housing
+        repeat a as b with coefficient 0; freewheels have no friction while they overrun."""
+        rows, g = self.spec.rows, self.sizes.g
+        ra, rb, cb = self._miv(L.MI_ROW_A, g), self._miv(L.MI_ROW_B, g), self._mfv(L.MF_COEF_B, g)
+        nxv, xoff = self._miv(L.MI_ROW_NX, g), self._miv(L.MI_ROW_XOFF, g)
+        xs, xc = self._miv(L.MI_ROW_XSHAFT, self.sizes.x), self._mfv(L.MF_COEF_X, self.sizes.x)
+        oneway = self._miv(L.MI_ONEWAY, g)
+        q = 0
+        for i, r in enumerate(rows):
+            ra[i] = r.shaft_a
+            if r.grounded:
+                rb[i], cb[i], nxv[i] = r.shaft_a, 0.0, -1
+            else:
+                rb[i], nxv[i] = r.shaft_b, len(r.more)
+            xoff[i] = q
+            for j, c in r.more:
+                xs[q], xc[q] = j, c
+                q += 1
+            if r.one_way:
+                oneway[i] = 1
+                self._mfv(L.MF_GAIN_KINETIC, g)[i] = 0.0
+                self._mfv(L.MF_STRIBECK_VS, g)[i] = 0.0
+        self.mi[L.H_HYPER] = sum(1 for i in range(g) if nxv[i] != 0)
+        self.mi[L.H_ONEWAY] = sum(1 for r in rows if r.one_way)
 
     def _make_views(self):
         sz = self.sizes
@@ -133,12 +166,13 @@ class Core:
         self.spring_torque = self._dfv(L.DF_SPRING_TQ, s)
         self.coef_a = self._dfv(L.DF_COEF_A, g)
         self.coef_b = self._dfv(L.DF_COEF_B, g)
+        self.coef_x = self._dfv(L.DF_COEF_X, sz.x)
         self.mode = self._div(L.DI_MODE, g)
         self.kinematic_phase = self._div(L.DI_KIN_PHASE, g)
         self.drive = self._div(L.DI_DRIVE, g)
         self.drive_accel = self._dfv(L.DF_DRIVE_ACC, g)
         self.counters = self._div(L.DI_COUNTERS, 8)
-        self.flags = self._div(L.DI_FLAGS, 8)
+        self.flags = self._div(L.DI_FLAGS, L.N_FLAGS)
         self.plant_f = self._mfv(L.MF_PLANT, sz.plant_nf)
         self.plant_i = self._miv(L.MI_PLANT, sz.plant_ni)
         self.plant_df = self._dfv(L.DF_PLANT, sz.plant_ndf)
@@ -152,6 +186,7 @@ class Core:
         self._make_views()
         self.coef_a[:] = self._mfv(L.MF_COEF_A, self.sizes.g)
         self.coef_b[:] = self._mfv(L.MF_COEF_B, self.sizes.g)
+        self.coef_x[:] = self._mfv(L.MF_COEF_X, self.sizes.x)
         self._events_read = 0
         self._events_lost = 0
 
@@ -202,7 +237,21 @@ class Core:
         return int(self.flags[L.FLAG_STATUS])
 
     def kinetic_energy(self) -> float:
+        if self.spec.dense:
+            return float(0.5 * self.omega @ self.spec.mass_matrix() @ self.omega)
         return float(0.5 * np.dot(self.spec.inertia, self.omega ** 2))
+
+    def row_matrix(self) -> np.ndarray:
+        """The rows with their current coefficients as a dense g x n matrix R."""
+        R = np.zeros((self.sizes.g, self.sizes.n))
+        for i, r in enumerate(self.spec.rows):
+            R[i, r.shaft_a] += self.coef_a[i]
+            if not r.grounded:
+                R[i, r.shaft_b] += self.coef_b[i]
+            q0 = int(self._miv(L.MI_ROW_XOFF, self.sizes.g)[i])
+            for q, (j, _) in enumerate(r.more):
+                R[i, j] += self.coef_x[q0 + q]
+        return R
 
     def spring_energy(self) -> float:
         """Elastic energy stored in the springs, J."""

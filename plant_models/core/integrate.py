@@ -38,6 +38,7 @@ from .layout import (
     DI_MODE, DI_NSTUCK, DI_SAVED_MODE, DI_STUCK, FLAG_CACHE_VALID, H_G, H_MAX_LOCATE, H_NY, MF_ACT_GAIN,
     MF_ACT_PRELOAD, MF_GAIN_KINETIC, MF_GAIN_STATIC, MF_SETTINGS, MI_ROW_A, MI_ROW_B, MODE_SLIP, MODE_STUCK,
     SET_BREAK_MARGIN, SET_EVENT_TOL,
+    DF_COEF_X, H_HYPER, H_ONEWAY, MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
 
 # ==========================================================================
@@ -121,6 +122,15 @@ def _event_values(mf, mi, df, di, oy, stage, ogev):
         for k in range(m):
             i = di[ost + k]
             df[ogev + i] = df[ocs + i] * (1.0 + margin) - abs(df[olam + k])
+        if mi[H_ONEWAY] > 0:
+            # a freewheel also releases where its force falls through zero (then it overruns)
+            oow = mi[MI_ONEWAY]
+            for k in range(m):
+                i = di[ost + k]
+                if mi[oow + i] == 1:
+                    rel = df[olam + k] + df[ocs + i] * margin
+                    if rel < df[ogev + i]:
+                        df[ogev + i] = rel
 
 
 @kernel(**JIT)
@@ -145,10 +155,14 @@ def _start_consistent(mi, df, di, oy):
     ost = mi[DI_STUCK]
     olam = mi[DF_LAMW]
     ock = mi[DF_CAPK_T]
+    oneway = mi[H_ONEWAY] > 0
+    oow = mi[MI_ONEWAY]
     for k in range(di[mi[DI_NSTUCK]]):
         cap = df[ocs + di[ost + k]]
         if cap <= 0.0 or abs(df[olam + k]) > cap:
             return 2
+        if oneway and mi[oow + di[ost + k]] == 1 and df[olam + k] < -1e-10 * cap:
+            return 2  # a freewheel whose force turned negative: it overruns
     misfit = 0
     for i in range(g):
         md = di[omode + i]
@@ -266,6 +280,27 @@ def _first_crossing(g, oga, ogb, t_a, t_b, df):
 
 
 @kernel(**JIT)
+def _dip_slopes(mi, df, i, ok1, oacc):
+    """Relative accelerations of row i (more than two entries) at the sub-step start (DF_K1) and end.
+
+    Called in the real-time loop.
+    """
+    a = mi[mi[MI_ROW_A] + i]
+    b = mi[mi[MI_ROW_B] + i]
+    ca = df[mi[DF_COEF_A] + i]
+    cb = df[mi[DF_COEF_B] + i]
+    s0 = ca * df[ok1 + a] + cb * df[ok1 + b]
+    s1 = ca * df[oacc + a] + cb * df[oacc + b]
+    q0 = mi[mi[MI_ROW_XOFF] + i]
+    for q in range(q0, q0 + mi[mi[MI_ROW_NX] + i]):
+        j = mi[mi[MI_ROW_XSHAFT] + q]
+        c = df[mi[DF_COEF_X] + q]
+        s0 += c * df[ok1 + j]
+        s1 += c * df[oacc + j]
+    return s0, s1
+
+
+@kernel(**JIT)
 def _dip_time(mf, mi, df, di, ok1, h):
     """Time of a suspected double zero crossing of a slipping row inside the sub-step, or -1.
 
@@ -304,8 +339,13 @@ def _dip_time(mf, mi, df, di, ok1, h):
         dirn = df[odir + i]
         ca = df[oca + i]
         cb = df[ocb + i]
-        s0 = dirn * (ca * df[ok1 + a] + cb * df[ok1 + b]) * h
-        s1 = dirn * (ca * df[oacc + a] + cb * df[oacc + b]) * h
+        if mi[H_HYPER] > 0 and mi[mi[MI_ROW_NX] + i] > 0:
+            s0, s1 = _dip_slopes(mi, df, i, ok1, oacc)
+            s0 = dirn * s0 * h
+            s1 = dirn * s1 * h
+        else:
+            s0 = dirn * (ca * df[ok1 + a] + cb * df[ok1 + b]) * h
+            s1 = dirn * (ca * df[oacc + a] + cb * df[oacc + b]) * h
         if s0 >= 0.0 and s1 <= 0.0:
             continue  # no interior minimum
         # p(u) = c3 u^3 + c2 u^2 + s0 u + g0 on u in [0, 1]

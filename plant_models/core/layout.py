@@ -17,7 +17,16 @@ compiled code resolves every field with one integer load; nothing is looked up
 by name at run time.
 
 Sizes: ``n`` shafts (or bodies), ``g`` friction rows (clutches), ``s`` springs,
-``P`` breakpoints per spring characteristic, ``E`` event-log capacity.
+``P`` breakpoints per spring characteristic, ``E`` event-log capacity, ``x``
+row entries beyond the first two (rows of three or more entries), ``d`` = n
+for a reduced system with full inertia and drag matrices (0 otherwise).
+
+Rows: the first two entries of row i sit in ``MI_ROW_A``/``MI_ROW_B`` and
+``DF_COEF_A``/``DF_COEF_B`` (every row of the Powershift, DCT and chain has
+exactly two, and their arithmetic is that of two entries); the further
+entries of a row (``MI_ROW_NX[i]`` of them from ``MI_ROW_XOFF[i]``) in the
+``*_X`` fields.  A row to the housing (a brake) has ``MI_ROW_NX[i] = -1``:
+its one entry is a, and b repeats a with coefficient 0.
 """
 
 from __future__ import annotations
@@ -46,6 +55,10 @@ H_REUSE = 13  # 1: a step may start from the previous step's end evaluation (see
 H_NKIN = 14  # number of kinematic rows (MF_KIN_SHIFT > 0)
 H_FN_STEP = 15  # address of the compiled step entry point in this process (see core/entry.py)
 H_FN_START = 16  # address of the compiled start entry point in this process
+H_NX = 17  # row entries beyond the first two, over all rows (x)
+H_HYPER = 18  # rows with other than two entries (more than two, or one: to the housing)
+H_DENSE = 19  # 1: full inertia and drag matrices MF_MASS / MF_MINV / MF_DRAGM (a reduced system)
+H_ONEWAY = 170  # number of one-way rows (freewheels)
 
 # --------------------------------------------------------------------------
 # model float fields (offset slots in mi)
@@ -178,7 +191,7 @@ DI_NTREE = 128  # [1] number of tree edges
 DI_LOCKED = 129  # [n] 1 when the shaft belongs to a component held at zero speed
 DI_CAND = 130  # [g] candidate rows of the solve
 DI_COMP = 131  # [n] component id of each shaft (workspace)
-DI_FLAGS = 132  # [8] see FLAG_*
+DI_FLAGS = 132  # [N_FLAGS] see FLAG_*
 DI_COUNTERS = 133  # [8] see CNT_*
 DI_EV_ROW = 134  # [E] event log: row
 DI_EV_KIND = 135  # [E] event log: kind, see EV_*
@@ -198,11 +211,29 @@ DI_KIN_PHASE = 147  # [g] phase of a kinematic row, see KIN_*
 DF_KIN_CMD = 148  # [2g] the caller's actuator command and rate of kinematic rows, kept during a step
 DF_DRV_WS = 149  # [g*n + g*g + g] workspace of the driven-row solve
 DI_DRV_LIST = 56  # [g] driven rows of the current evaluation, then candidate marks of a mode solve
+# -- rows with other than two entries (reduced planetary transmissions, brakes, freewheels)
+MI_ROW_NX = 150  # [g] entries of each row beyond a and b (-1: a row to the housing, entry a only)
+MI_ROW_XOFF = 151  # [g] index of the row's first further entry in MI_ROW_XSHAFT / *_COEF_X
+MI_ROW_XSHAFT = 152  # [x] shaft of each further entry
+MF_COEF_X = 153  # [x] initial coefficient of each further entry
+DF_COEF_X = 154  # [x] current coefficient of each further entry (plants may change it)
+DF_RHO_AB = 155  # [2g] stuck tree row with other than two entries: coefficient of a, b over the child's
+DF_RHO_X = 156  # [x] the same for the further entries
+DI_CHILD = 157  # [g] entry (0 a, 1 b, 2 + q further entry q) a stuck tree row with other than two entries fixes
+DF_BACKUP_X = 158  # [x] further coefficients saved for roll-back
+MI_ONEWAY = 159  # [g] 1: a freewheel row (force 0 .. K, no friction while it overruns)
+DI_PEEL = 160  # [n + g] workspace of the substitution order: entries per shaft, then row marks
+DF_TMPN3 = 161  # [n] workspace of the reconstruction
+# -- reduced systems: full inertia and drag matrices (d = n, else 0)
+MF_MASS = 162  # [d*d] inertia matrix M, kg m^2
+MF_MINV = 163  # [d*d] its inverse
+MF_DRAGM = 164  # [d*d] drag matrix to ground, N m s/rad
+DF_AM = 165  # [g*d] A M^-1 of the last Delassus matrix built (rows of DF_A)
 
-DF_KIN_BACKUP = 150  # [3g] DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (a roll-back restores them)
-DI_KIN_BACKUP = 151  # [2g] DI_KIN_PHASE, DI_DRIVE at the step start
+DF_KIN_BACKUP = 171  # [3g] DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (a roll-back restores them)
+DI_KIN_BACKUP = 172  # [2g] DI_KIN_PHASE, DI_DRIVE at the step start
 
-N_SLOTS = 152
+N_SLOTS = 173
 
 # kinematic row phases (the kinematic-clutch article)
 KIN_DISENGAGED = 0  # no torque
@@ -220,6 +251,9 @@ FLAG_OVERCONSTRAINED = 3  # stuck rows are redundant (rank deficient)
 FLAG_LOCKED = 4  # some component is held at zero speed
 FLAG_REUSE = 5  # the last step ended with an evaluation at its final state (DF_REUSE_* hold its inputs)
 FLAG_DRIVE_REDUNDANT = 6  # a driven row could not be prescribed during the current step
+FLAG_TREE_PARTIAL = 7  # the substitution order misses independent stuck rows: speeds are projected first
+FLAG_HELD = 8  # some shaft is held at zero speed by a stuck row to the housing on it alone (a brake): zeroed
+N_FLAGS = 10
 
 # counters inside DI_COUNTERS
 CNT_STEPS = 0  # steps taken
@@ -303,6 +337,8 @@ class Sizes:
     plant_ni: int = 0
     plant_ndf: int = 0
     plant_ndi: int = 0
+    x: int = 0  # row entries beyond the first two
+    d: int = 0  # n for a reduced system with full inertia and drag matrices, else 0
 
     @property
     def ny(self) -> int:
@@ -323,8 +359,10 @@ def _fields(sz: Sizes):
         (MF_SPRING_CA, s), (MF_SPRING_CB, s), (MF_SPRING_K, s), (MF_SPRING_C, s),
         (MF_SPRING_TX, s * P), (MF_SPRING_TY, s * P), (MF_SETTINGS, N_SETTINGS), (MF_PLANT, sz.plant_nf),
         (MF_KIN_SHIFT, g), (MF_KIN_CAP, g), (MF_KIN_THRESH, g),
+        (MF_COEF_X, sz.x), (MF_MASS, sz.d * sz.d), (MF_MINV, sz.d * sz.d), (MF_DRAGM, sz.d * sz.d),
     ]
-    mi = [(MI_ROW_A, g), (MI_ROW_B, g), (MI_SPRING_A, s), (MI_SPRING_B, s), (MI_SPRING_NPTS, s), (MI_PLANT, sz.plant_ni)]
+    mi = [(MI_ROW_A, g), (MI_ROW_B, g), (MI_SPRING_A, s), (MI_SPRING_B, s), (MI_SPRING_NPTS, s), (MI_PLANT, sz.plant_ni),
+          (MI_ROW_NX, g), (MI_ROW_XOFF, g), (MI_ROW_XSHAFT, sz.x), (MI_ONEWAY, g)]
     df = [
         (DF_TIME, 1), (DF_Y, ny), (DF_COEF_A, g), (DF_COEF_B, g), (DF_DIR, g),
         (DF_U_TAU, n), (DF_U_TAU_RATE, n), (DF_U_ACT, g), (DF_U_ACT_RATE, g),
@@ -339,13 +377,15 @@ def _fields(sz: Sizes):
         (DF_REUSE_Y, ny), (DF_REUSE_U, n + g), (DF_REUSE_MF, model_block_len(sz)),
         (DF_DRIVE_ACC, g), (DF_KIN_T0, g), (DF_KIN_HOLD, g), (DF_KIN_CMD, 2 * g), (DF_DRV_WS, g * n + g * g + g),
         (DF_KIN_BACKUP, 3 * g),
+        (DF_COEF_X, sz.x), (DF_RHO_AB, 2 * g), (DF_RHO_X, sz.x), (DF_BACKUP_X, sz.x), (DF_TMPN3, n), (DF_AM, g * sz.d),
     ]
     di = [
         (DI_MODE, g), (DI_BND, g), (DI_STUCK, g), (DI_NSTUCK, 1), (DI_ORIENT, g), (DI_TREE_P, n), (DI_TREE_C, n),
-        (DI_TREE_R, n), (DI_NTREE, 1), (DI_LOCKED, n), (DI_CAND, g), (DI_COMP, n), (DI_FLAGS, 8), (DI_COUNTERS, 8),
+        (DI_TREE_R, n), (DI_NTREE, 1), (DI_LOCKED, n), (DI_CAND, g), (DI_COMP, n), (DI_FLAGS, N_FLAGS), (DI_COUNTERS, 8),
         (DI_EV_ROW, E), (DI_EV_KIND, E), (DI_BACKUP, 2 * g), (DI_QUEUE, n), (DI_PLANT, sz.plant_ndi),
         (DI_IDX, g), (DI_CBND, g), (DI_PREV_MODE, g), (DI_SAVED_MODE, g),
-        (DI_DRIVE, g), (DI_KIN_PHASE, g), (DI_DRV_LIST, g), (DI_KIN_BACKUP, 2 * g),
+        (DI_DRIVE, g), (DI_KIN_PHASE, g), (DI_DRV_LIST, g), (DI_KIN_BACKUP, 2 * g), (DI_CHILD, g),
+        (DI_PEEL, n + g),
     ]
     return mf, mi, df, di
 
@@ -362,6 +402,7 @@ def allocate(sz: Sizes):
     mi = np.zeros(max(mi_len, 1), dtype=np.int64)
     mi[H_N], mi[H_G], mi[H_S], mi[H_P], mi[H_NY], mi[H_EVCAP] = sz.n, sz.g, sz.s, sz.P, sz.ny, sz.E
     mi[H_PLANT_NF], mi[H_PLANT_NI], mi[H_PLANT_NDF], mi[H_PLANT_NDI] = sz.plant_nf, sz.plant_ni, sz.plant_ndf, sz.plant_ndi
+    mi[H_NX], mi[H_DENSE] = sz.x, 1 if sz.d else 0
 
     def place(fields, start):
         off = start

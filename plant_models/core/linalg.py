@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 
 from .jit import JIT, kernel
-from .layout import DF_COEF_A, DF_COEF_B, H_N, MF_INV_INERTIA, MI_ROW_A, MI_ROW_B
+from .layout import (
+    DF_AM, DF_COEF_A, DF_COEF_B, DF_COEF_X, H_DENSE, H_HYPER, H_N, MF_INV_INERTIA, MF_MINV, MI_ROW_A, MI_ROW_B,
+    MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
+)
 
 
 @kernel(**JIT)
@@ -24,18 +27,47 @@ def _fill_rows(mi, df, di, olist, m, oA):
     orb = mi[MI_ROW_B]
     oca = mi[DF_COEF_A]
     ocb = mi[DF_COEF_B]
+    hyper = mi[H_HYPER] > 0
+    onx = mi[MI_ROW_NX]
+    oxo = mi[MI_ROW_XOFF]
+    oxs = mi[MI_ROW_XSHAFT]
+    ocx = mi[DF_COEF_X]
     for k in range(m):
         i = di[olist + k]
         for c in range(n):
             df[oA + k * n + c] = 0.0
         df[oA + k * n + mi[ora + i]] += df[oca + i]
         df[oA + k * n + mi[orb + i]] += df[ocb + i]
+        if hyper:
+            for q in range(mi[oxo + i], mi[oxo + i] + max(mi[onx + i], 0)):
+                df[oA + k * n + mi[oxs + q]] += df[ocx + q]
 
 
 @kernel(**JIT)
 def _delassus(mf, mi, df, oA, m, oW):
-    """W = A M^-1 A^T (m x m, stride m).  Called in the real-time loop."""
+    """W = A M^-1 A^T (m x m, stride m).
+
+    For a reduced system (a full M) also A M^-1 into DF_AM, for the
+    callers that need it.  Called in the real-time loop.
+    """
     n = mi[H_N]
+    if mi[H_DENSE] == 1:
+        oam = mi[DF_AM]
+        om = mi[MF_MINV]
+        for r in range(m):
+            for c in range(n):
+                acc = 0.0
+                for q in range(n):
+                    acc += df[oA + r * n + q] * mf[om + q * n + c]
+                df[oam + r * n + c] = acc
+        for r in range(m):
+            for c in range(r, m):
+                acc = 0.0
+                for q in range(n):
+                    acc += df[oam + r * n + q] * df[oA + c * n + q]
+                df[oW + r * m + c] = acc
+                df[oW + c * m + r] = acc
+        return
     oinv = mi[MF_INV_INERTIA]
     for r in range(m):
         for c in range(r, m):

@@ -7,10 +7,11 @@ strictly convex when the stuck rows are independent and solved exactly by a
 primal active-set method with a fixed iteration cap (:func:`_box_qp`).
 
 The stuck set is cached: the constrained inverse inertia ``P``, the force
-map of the stuck rows, and a spanning forest of the stuck rows from which
-the speeds of each stuck group are rebuilt from its root shaft, so that a
-stuck row reads ``delta == 0.0`` exactly and never drifts
-(:func:`_build_tree`, :func:`_reconstruct`).  Redundant rows get the
+map of the stuck rows, and a spanning forest (or, for rows of other than two
+entries, a substitution order) of the stuck rows from which the speeds of
+each stuck group are rebuilt from its root shaft, so that a stuck row reads
+``delta == 0.0`` exactly and never drifts (:func:`.tree._build_tree`,
+:func:`_reconstruct`).  Redundant rows get the
 minimum-norm split of their force; cycles with inconsistent ratios lock
 their shafts.  Transitions are logged in the event ring.
 
@@ -25,111 +26,42 @@ import math
 import numpy as np
 
 from .jit import JIT, JIT_STAGE, kernel
+from .tree import _build_tree
 from .linalg import _box_qp, _chol_solve, _cholesky, _delassus, _fill_rows
-from .dynamics import _caps, _forces, _sizes, _slip, _yoff
+from .dynamics import ORIENT_HYPER, _caps, _forces, _hyper_parent_sum, _sizes, _slip, _yoff
 from .layout import (
-    CNT_EVENTS, CNT_SOLVER_ITER_LAST, CNT_SOLVER_ITER_MAX, DF_A, DF_BV, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_COEF_A,
-    DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_EV_TIME, DF_F, DF_GRAD, DF_HI, DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU,
-    DF_P, DF_PREV_DIR, DF_RHO, DF_SPLIT_C, DF_SPLIT_G, DF_TMPN, DF_TMPN2, DF_W, DF_XV, DI_BND, DI_CAND, DI_CBND,
-    DI_COMP, DI_COUNTERS, DI_DRIVE, DI_DRV_LIST, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_IDX, DI_LOCKED, DI_MODE,
-    DI_NSTUCK, DI_NTREE, DI_ORIENT, DI_PREV_MODE, DI_QUEUE, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, EV_BREAKAWAY,
-    EV_REVERSAL, EV_STICK, FLAG_CACHE_VALID, FLAG_LOCKED, FLAG_OVERCONSTRAINED, H_EVCAP, H_G, H_MAX_ITER, H_N,
-    MF_INERTIA, MF_INV_INERTIA, MF_SETTINGS, MF_STRIBECK_VS, MI_ROW_A, MI_ROW_B, MODE_FREE, MODE_SLIP, MODE_STUCK,
-    SET_BREAK_MARGIN, SET_CYCLE_TOL, SET_RANK_TOL, SET_REG, SET_SOLVER_TOL, ST_LOCKED, ST_OVERCONSTRAINED,
-    ST_SOLVER_LIMIT, W_IMPULSE,
+    CNT_EVENTS, CNT_SOLVER_ITER_LAST, CNT_SOLVER_ITER_MAX, DF_A, DF_BV, DF_CAPK_T, DF_CAPS_T, DF_CH, DF_DIR,
+    DF_DRIVE_ACC, DF_EV_TIME, DF_F, DF_GRAD, DF_HI, DF_L, DF_LAMBDA_REQ, DF_LAMW, DF_LO, DF_MU, DF_P, DF_PREV_DIR,
+    DF_RHO, DF_SPLIT_C, DF_SPLIT_G, DF_TMPN, DF_TMPN2, DF_W, DF_XV, DI_BND, DI_CAND, DI_CBND, DI_COUNTERS, DI_DRIVE,
+    DI_DRV_LIST, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_IDX, DI_LOCKED, DI_MODE, DI_NSTUCK, DI_NTREE, DI_ORIENT,
+    DI_PREV_MODE, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, EV_BREAKAWAY, EV_REVERSAL, EV_STICK, FLAG_CACHE_VALID,
+    FLAG_LOCKED, FLAG_OVERCONSTRAINED, H_EVCAP, H_G, H_MAX_ITER, H_N, MF_INERTIA, MF_INV_INERTIA, MF_SETTINGS,
+    MF_STRIBECK_VS, MODE_FREE, MODE_SLIP, MODE_STUCK, SET_BREAK_MARGIN, SET_RANK_TOL, SET_REG, SET_SOLVER_TOL,
+    ST_LOCKED, ST_OVERCONSTRAINED, ST_SOLVER_LIMIT, W_IMPULSE, DF_AM, DF_TMPN3, FLAG_HELD, FLAG_TREE_PARTIAL,
+    H_DENSE, MF_MASS, MF_MINV, MI_ONEWAY,
 )
 
 # ==========================================================================
 # stuck set: caches, tree and exact reconstruction
 # ==========================================================================
 @kernel(**JIT)
-def _build_tree(mf, mi, df, di):
-    """Spanning forest of the stuck rows, cycle consistency and locked groups.
+def _mass_times(mf, mi, df, oy, oout):
+    """df[oout] = M df[oy] (speeds only; M diagonal, or the full matrix of a reduced system).
 
-    A group whose stuck rows close a cycle with a ratio product other than the
-    identity (e.g. two different gears between the same two shafts) can only
-    turn at zero speed: it is marked locked.  Returns True if any shaft is
-    locked.  Called in the real-time loop.
+    Called in the real-time loop.
     """
-    n, g, s = _sizes(mi)
-    ora = mi[MI_ROW_A]
-    orb = mi[MI_ROW_B]
-    oca = mi[DF_COEF_A]
-    ocb = mi[DF_COEF_B]
-    oor = mi[DI_ORIENT]
-    orho = mi[DF_RHO]
-    otp = mi[DI_TREE_P]
-    otc = mi[DI_TREE_C]
-    otr = mi[DI_TREE_R]
-    ocomp = mi[DI_COMP]
-    olock = mi[DI_LOCKED]
-    oq = mi[DI_QUEUE]
-    ogain = mi[DF_TMPN]
-    ost = mi[DI_STUCK]
-    ns = di[mi[DI_NSTUCK]]
-    ctol = mf[mi[MF_SETTINGS] + SET_CYCLE_TOL]
-    for i in range(g):
-        di[oor + i] = 0
-    for v in range(n):
-        di[ocomp + v] = -1
-        di[olock + v] = 0
-    ntree = 0
-    any_locked = False
-    for root in range(n):
-        if di[ocomp + root] != -1:
-            continue
-        di[ocomp + root] = root
-        df[ogain + root] = 1.0
-        qh = 0
-        qt = 1
-        di[oq] = root
-        while qh < qt:
-            v = di[oq + qh]
-            qh += 1
-            for k in range(ns):
-                i = di[ost + k]
-                if di[oor + i] != 0:
-                    continue
-                if mi[ora + i] == v:
-                    other = mi[orb + i]
-                    cv = df[oca + i]
-                    co = df[ocb + i]
-                    o = 1
-                elif mi[orb + i] == v:
-                    other = mi[ora + i]
-                    cv = df[ocb + i]
-                    co = df[oca + i]
-                    o = -1
-                else:
-                    continue
-                if di[ocomp + other] == -1:
-                    di[ocomp + other] = root
-                    di[oor + i] = o
-                    rho = cv / co
-                    df[orho + i] = rho
-                    df[ogain + other] = -rho * df[ogain + v]
-                    di[otp + ntree] = v
-                    di[otc + ntree] = other
-                    di[otr + ntree] = i
-                    ntree += 1
-                    di[oq + qt] = other
-                    qt += 1
-                else:
-                    di[oor + i] = 2  # seen, not a tree row
-    for k in range(ns):
-        i = di[ost + k]
-        if di[oor + i] == 2:
-            di[oor + i] = 0
-            ta = df[oca + i] * df[ogain + mi[ora + i]]
-            tb = df[ocb + i] * df[ogain + mi[orb + i]]
-            if abs(ta + tb) > ctol * (abs(ta) + abs(tb)):
-                root = di[ocomp + mi[ora + i]]
-                for v in range(n):
-                    if di[ocomp + v] == root:
-                        di[olock + v] = 1
-                any_locked = True
-    di[mi[DI_NTREE]] = ntree
-    return any_locked
+    n = mi[H_N]
+    if mi[H_DENSE] == 1:
+        om = mi[MF_MASS]
+        for r in range(n):
+            acc = 0.0
+            for c in range(n):
+                acc += mf[om + r * n + c] * df[oy + c]
+            df[oout + r] = acc
+    else:
+        oJ = mi[MF_INERTIA]
+        for j in range(n):
+            df[oout + j] = mf[oJ + j] * df[oy + j]
 
 
 @kernel(**JIT)
@@ -142,7 +74,17 @@ def _reconstruct(mf, mi, df, di, oy):
         return
     n = mi[H_N]
     olock = mi[DI_LOCKED]
-    if di[mi[DI_FLAGS] + FLAG_LOCKED] == 1:
+    if di[mi[DI_FLAGS] + FLAG_TREE_PARTIAL] == 1:
+        # stuck rows outside the substitution order: project onto all stuck rows first (w <- P M w)
+        otmp = mi[DF_TMPN3]
+        oP = mi[DF_P]
+        _mass_times(mf, mi, df, oy, otmp)
+        for r in range(n):
+            acc = 0.0
+            for c in range(n):
+                acc += df[oP + r * n + c] * df[otmp + c]
+            df[oy + r] = acc
+    if di[mi[DI_FLAGS] + FLAG_LOCKED] == 1 or di[mi[DI_FLAGS] + FLAG_HELD] == 1:
         for v in range(n):
             if di[olock + v] == 1:
                 df[oy + v] = 0.0
@@ -150,11 +92,16 @@ def _reconstruct(mf, mi, df, di, oy):
     otc = mi[DI_TREE_C]
     otr = mi[DI_TREE_R]
     orho = mi[DF_RHO]
+    oor = mi[DI_ORIENT]
     for e in range(di[mi[DI_NTREE]]):
         c = di[otc + e]
         if di[olock + c] == 1:
             continue
-        df[oy + c] = -(df[orho + di[otr + e]] * df[oy + di[otp + e]])
+        row = di[otr + e]
+        if di[oor + row] == ORIENT_HYPER:
+            df[oy + c] = 0.0 - _hyper_parent_sum(mi, df, di, row, oy)
+        else:
+            df[oy + c] = -(df[orho + row] * df[oy + di[otp + e]])
 
 
 @kernel(**JIT_STAGE)
@@ -184,9 +131,14 @@ def _split_redundant(mf, mi, df, di, m, r):
         for q in range(r):
             df[oC + k * g + q] = df[ox + q]
     # L_I into the first r rows of L
+    dense = mi[H_DENSE] == 1
+    oam = mi[DF_AM]
     for col in range(n):
         for q in range(r):
-            df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+            if dense:
+                df[ox + q] = df[oam + di[oidx + q] * n + col]
+            else:
+                df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
         _chol_solve(df, oLc, r, g, ox)
         for q in range(r):
             df[oL + q * n + col] = -df[ox + q]
@@ -240,8 +192,9 @@ def _build_cache(mf, mi, df, di):
     di[ofl + FLAG_CACHE_VALID] = 1
     di[ofl + FLAG_OVERCONSTRAINED] = 0
     di[ofl + FLAG_LOCKED] = 0
+    di[ofl + FLAG_HELD] = 0
     if m == 0:
-        _build_tree(mf, mi, df, di)
+        _build_tree(mf, mi, df, di, 0)
         return 0
     oset = mi[MF_SETTINGS]
     oinv = mi[MF_INV_INERTIA]
@@ -271,26 +224,34 @@ def _build_cache(mf, mi, df, di):
             df[oLc + r * g + r] = math.sqrt(d)
             r += 1
     # P = M^-1 - Z^T (A_I M^-1 A_I^T)^-1 Z,  Z = A_I M^-1
-    for a in range(n):
-        for b in range(n):
-            df[oP + a * n + b] = mf[oinv + a] if a == b else 0.0
-    for col in range(n):
-        for q in range(r):
-            df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
-        _chol_solve(df, oLc, r, g, ox)
+    dense = mi[H_DENSE] == 1
+    if dense:
+        _build_p_dense(mf, mi, df, di, r)
+    else:
         for a in range(n):
-            acc = 0.0
+            for b in range(n):
+                df[oP + a * n + b] = mf[oinv + a] if a == b else 0.0
+        for col in range(n):
             for q in range(r):
-                acc += df[oA + di[oidx + q] * n + a] * df[ox + q]
-            df[oP + a * n + col] -= acc * mf[oinv + a]
+                df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+            _chol_solve(df, oLc, r, g, ox)
+            for a in range(n):
+                acc = 0.0
+                for q in range(r):
+                    acc += df[oA + di[oidx + q] * n + a] * df[ox + q]
+                df[oP + a * n + col] -= acc * mf[oinv + a]
     if r == n:
         for a in range(n * n):
             df[oP + a] = 0.0
+    oam = mi[DF_AM]
     if r == m:
         # independent rows: L = -W^-1 A M^-1 (the factor of W is the one just built)
         for col in range(n):
             for k in range(m):
-                df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
+                if dense:
+                    df[ox + k] = df[oam + k * n + col]
+                else:
+                    df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
             _chol_solve(df, oLc, m, g, ox)
             for k in range(m):
                 df[oL + k * n + col] = -df[ox + k]
@@ -298,10 +259,39 @@ def _build_cache(mf, mi, df, di):
         di[ofl + FLAG_OVERCONSTRAINED] = 1
         st |= ST_OVERCONSTRAINED
         _split_redundant(mf, mi, df, di, m, r)
-    if _build_tree(mf, mi, df, di):
+    held = _build_tree(mf, mi, df, di, r)
+    if held == 2:
         st |= ST_LOCKED
         di[ofl + FLAG_LOCKED] = 1
+    elif held == 1:
+        di[ofl + FLAG_HELD] = 1
     return st
+
+
+@kernel(**JIT)
+def _build_p_dense(mf, mi, df, di, r):
+    """P = M^-1 - (A_I M^-1)^T W_II^-1 (A_I M^-1) for a full M (A M^-1 in DF_AM, the factor of W_II in DF_CH).
+
+    Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    oP = mi[DF_P]
+    om = mi[MF_MINV]
+    oam = mi[DF_AM]
+    oidx = mi[DI_IDX]
+    oLc = mi[DF_CH]
+    ox = mi[DF_XV]
+    for a in range(n * n):
+        df[oP + a] = mf[om + a]
+    for col in range(n):
+        for q in range(r):
+            df[ox + q] = df[oam + di[oidx + q] * n + col]
+        _chol_solve(df, oLc, r, g, ox)
+        for a in range(n):
+            acc = 0.0
+            for q in range(r):
+                acc += df[oam + di[oidx + q] * n + a] * df[ox + q]
+            df[oP + a * n + col] -= acc
 
 
 @kernel(**JIT)
@@ -336,10 +326,14 @@ def _project(mf, mi, df, di, oy):
     oP = mi[DF_P]
     otmp = mi[DF_TMPN2]
     ow0 = mi[DF_TMPN]
+    dense = mi[H_DENSE] == 1
     for j in range(n):
-        w = df[oy + j]
-        df[ow0 + j] = w
-        df[otmp + j] = mf[oJ + j] * w
+        df[ow0 + j] = df[oy + j]
+    if dense:
+        _mass_times(mf, mi, df, oy, otmp)
+    else:
+        for j in range(n):
+            df[otmp + j] = mf[oJ + j] * df[oy + j]
     for r in range(n):
         acc = 0.0
         for c in range(n):
@@ -349,9 +343,18 @@ def _project(mf, mi, df, di, oy):
     # an M-orthogonal projection removes exactly 1/2 |w0 - w1|_M^2 (computed so, not as a
     # difference of two large energies, it cannot come out positive by rounding)
     loss = 0.0
-    for j in range(n):
-        dw = df[ow0 + j] - df[oy + j]
-        loss += mf[oJ + j] * dw * dw
+    if dense:
+        om = mi[MF_MASS]
+        for j in range(n):
+            dj = df[ow0 + j] - df[oy + j]
+            for k in range(n):
+                loss += dj * mf[om + j * n + k] * (df[ow0 + k] - df[oy + k])
+        if loss < 0.0:
+            loss = 0.0
+    else:
+        for j in range(n):
+            dw = df[ow0 + j] - df[oy + j]
+            loss += mf[oJ + j] * dw * dw
     df[oy + ow + W_IMPULSE] -= 0.5 * loss
 
 
@@ -494,6 +497,50 @@ def _collect_candidates(mi, df, di, oy, forced):
 
 
 @kernel(**JIT_STAGE)
+def _cascade_one(mf, mi, df, di, m, reg, tol):
+    """Whether only one row may break away in this pass, and which (its index among the candidates).
+
+    When one of several rows that break at once drops from K to a Coulomb
+    force k < K, the others were decided with its force at K, which it no
+    longer exerts.  Then only the dropping row that breaks most clearly
+    (relative acceleration per unit of the acceleration its capacity gives)
+    leaves, and the others are solved again with it slipping, one at a time
+    as :func:`_enforce_capacity` does (at most g passes).  Called in the
+    real-time loop.
+    """
+    omk = mi[DI_DRV_LIST]
+    ocand = mi[DI_CAND]
+    ocb = mi[DI_CBND]
+    ograd = mi[DF_GRAD]
+    obv = mi[DF_BV]
+    oW = mi[DF_W]
+    ohi = mi[DF_HI]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    ovs = mi[MF_STRIBECK_VS]
+    nleave = 0
+    drop = False
+    first = -1
+    best = -1.0
+    for k in range(m):
+        i = di[ocand + k]
+        if di[omk + i] == 1:
+            continue
+        bk = di[ocb + k]
+        gk = df[ograd + k]
+        thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
+        if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
+            nleave += 1
+            if df[ock + i] < df[ocs + i] and mf[ovs + i] <= 0.0:
+                drop = True
+                score = abs(gk) / ((df[oW + k * m + k] - reg) * df[ohi + k] + 1e-300)
+                if score > best:
+                    best = score
+                    first = k
+    return drop and nleave > 1, first
+
+
+@kernel(**JIT_STAGE)
 def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     """One pass of the friction solve over the m candidates; the rows that break away leave the list.
 
@@ -533,16 +580,24 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
     _fill_rows(mi, df, di, ocand, m, oA)
     _delassus(mf, mi, df, oA, m, oW)
+    dense = mi[H_DENSE] == 1
+    oam = mi[DF_AM]
+    oow = mi[MI_ONEWAY]
     for k in range(m):
         acc = 0.0
-        for c in range(n):
-            acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
+        if dense:
+            for c in range(n):
+                acc += df[oam + k * n + c] * df[of + c]
+        else:
+            for c in range(n):
+                acc += df[oA + k * n + c] * mf[oinv + c] * df[of + c]
         df[obv + k] = acc
         cap = df[ocs + di[ocand + k]]
         if di[omk + di[ocand + k]] == 1:
             df[obv + k] -= df[oacc_t + di[ocand + k]]
             cap = np.inf
-        df[olo + k] = -cap
+        # a freewheel holds its relative speed from going negative only: 0 <= force <= K
+        df[olo + k] = 0.0 if mi[oow + di[ocand + k]] == 1 else -cap
         df[ohi + k] = cap
         di[oidx + k] = k
     # redundant candidates: minimum-norm split through a small regularisation
@@ -571,6 +626,7 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     # a row at a bound whose relative acceleration points away from zero breaks away
     nleave = 0
     drop = False
+    one, first = _cascade_one(mf, mi, df, di, m, reg, tol)
     keep = 0
     for k in range(m):
         i = di[ocand + k]
@@ -583,7 +639,7 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
             keep += 1
             continue
         thr = tol * (abs(df[obv + k]) + (df[oW + k * m + k] - reg) * df[ohi + k]) + 1e-300
-        if (bk == 1 and gk < -thr) or (bk == -1 and gk > thr):
+        if ((bk == 1 and gk < -thr) or (bk == -1 and gk > thr)) and (not one or k == first):
             di[omode + i] = MODE_SLIP
             df[odir + i] = 1.0 if gk > 0.0 else -1.0
             nleave += 1
@@ -690,6 +746,8 @@ def _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs):
             lam = df[olam + k]
             cap = df[ocs + i]
             rel = (abs(lam) - cap * (1.0 + margin)) / (cap + 1e-300)
+            if mi[mi[MI_ONEWAY] + i] == 1 and lam < 0.0:
+                rel = (-lam - cap * margin) / (cap + 1e-300)  # a freewheel pulled the wrong way overruns
             if rel > wrel:
                 worst = i
                 wrel = rel

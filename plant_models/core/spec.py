@@ -10,16 +10,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import SpecError
+
+GROUND = -1  # ``shaft_b`` of a row to the housing (a brake): the row has the one entry on shaft a
 
 
 @dataclass(frozen=True)
 class Row:
-    """One gear/clutch row of R: couples shaft ``shaft_a`` and ``shaft_b``.
+    """One gear/clutch row of R: a sparse list of (shaft, coefficient) entries.
 
-    ``delta = coef_a * w_a + coef_b * w_b`` is the row's relative speed
-    (coefficients are gear radii in m, giving speeds in m/s and forces in N,
-    or dimensionless ratios, giving rad/s and N m).  The actuator maps a
+    ``delta = coef_a * w_a + coef_b * w_b + sum(c * w for (shaft, c) in more)``
+    is the row's relative speed (coefficients are gear radii in m, giving
+    speeds in m/s and forces in N, or dimensionless ratios, giving rad/s and
+    N m).  Most rows couple two shafts; a row to the housing (a brake) has
+    ``shaft_b = GROUND`` and the one entry on shaft a; a row of a reduced
+    planetary transmission (independent speeds of Biagiotti & Zanasi's
+    congruence transform) may have three or more entries, the further ones
+    in ``more``.  ``one_way`` makes the row a freewheel: it can only hold
+    ``delta`` from going negative (its force ``0 <= mu <= K``) and has no
+    friction while it overruns (``delta > 0``).  The actuator maps a
     command ``u`` (e.g. clutch pressure in Pa) through an optional first-order
     lag ``act_lag_s`` to a state ``x``; the normal force is
     ``F_N = max(0, act_gain * x - act_preload)``; the static capacity is
@@ -52,10 +63,22 @@ class Row:
     kinematic_shift_time: float = 0.0  # s; > 0 makes the row a kinematic clutch
     kinematic_capacity: float = 1.0e9  # row force units: the most an engaged kinematic row holds
     kinematic_threshold: float = 0.5  # command units: a kinematic row is engaged while u >= this
+    more: tuple[tuple[int, float], ...] = ()  # further (shaft, coefficient) entries
+    one_way: bool = False  # a freewheel: holds delta >= 0 only, no friction while overrunning
 
     @property
     def kinematic(self) -> bool:
         return self.kinematic_shift_time > 0.0
+
+    @property
+    def grounded(self) -> bool:
+        """A row to the housing: its one entry is on shaft a."""
+        return self.shaft_b == GROUND
+
+    def entries(self) -> list[tuple[int, float]]:
+        """The row's (shaft, coefficient) entries in the core's order: a, b (unless grounded), then ``more``."""
+        first = [(self.shaft_a, self.coef_a)] + ([] if self.grounded else [(self.shaft_b, self.coef_b)])
+        return first + [(int(j), float(c)) for j, c in self.more]
 
 
 @dataclass(frozen=True)
@@ -97,7 +120,16 @@ class Settings:
 
 @dataclass(frozen=True)
 class CoreSpec:
-    """The mechanical network: inertias and drag per shaft, rows, springs."""
+    """The mechanical network: inertias and drag per shaft, rows, springs.
+
+    The inertia is diagonal (``inertia``, one per shaft) unless
+    ``inertia_matrix`` is given: then the "shafts" are independent speeds
+    of a reduced system (rigidly geared members eliminated by a congruence
+    transform ``w_members = T q``, so ``M = T^T diag(J) T``, Biagiotti &
+    Zanasi), ``inertia`` must be its diagonal, and ``drag_matrix`` (the
+    reduced drag ``T^T diag(b) T``, symmetric, positive semi-definite)
+    replaces the per-shaft ``drag``.
+    """
 
     shaft_names: tuple[str, ...]
     inertia: tuple[float, ...]
@@ -105,6 +137,33 @@ class CoreSpec:
     rows: tuple[Row, ...]
     springs: tuple[Spring, ...] = ()
     settings: Settings = field(default_factory=Settings)
+    inertia_matrix: tuple[tuple[float, ...], ...] | None = None  # n x n, symmetric positive definite
+    drag_matrix: tuple[tuple[float, ...], ...] | None = None  # n x n, symmetric positive semi-definite
+
+    @property
+    def dense(self) -> bool:
+        """Whether the inertia is a full matrix (a reduced system) rather than one inertia per shaft."""
+        return self.inertia_matrix is not None
+
+    def mass_matrix(self) -> np.ndarray:
+        """M as an n x n array."""
+        if self.dense:
+            return np.array(self.inertia_matrix, dtype=float)
+        return np.diag(np.asarray(self.inertia, dtype=float))
+
+    def damping_matrix(self) -> np.ndarray:
+        """The drag to ground as an n x n array."""
+        if self.drag_matrix is not None:
+            return np.array(self.drag_matrix, dtype=float)
+        return np.diag(np.asarray(self.drag, dtype=float))
+
+    def R(self) -> np.ndarray:
+        """The rows as a dense g x n matrix (initial coefficients)."""
+        out = np.zeros((len(self.rows), len(self.inertia)))
+        for i, r in enumerate(self.rows):
+            for j, c in r.entries():
+                out[i, j] += c
+        return out
 
     def validate(self) -> None:
         n = len(self.inertia)
@@ -117,14 +176,21 @@ class CoreSpec:
                 raise SpecError(f"shaft {self.shaft_names[j]!r}: inertia must be > 0, got {J}")
             if not (math.isfinite(b) and b >= 0):
                 raise SpecError(f"shaft {self.shaft_names[j]!r}: drag must be >= 0, got {b}")
+        self._validate_matrices(n)
+        if self.drag_matrix is not None and not self.dense:
+            raise SpecError("drag_matrix needs inertia_matrix (a reduced system)")
         for r in self.rows:
             where = f"row {r.name!r}"
-            if not (0 <= r.shaft_a < n and 0 <= r.shaft_b < n) or r.shaft_a == r.shaft_b:
-                raise SpecError(f"{where}: shafts must be two different indices in 0..{n - 1}")
-            for nm in ("coef_a", "coef_b"):
-                v = getattr(r, nm)
+            shafts = [j for j, _ in r.entries()]
+            if not all(isinstance(j, (int, np.integer)) and 0 <= j < n for j in shafts):
+                raise SpecError(f"{where}: shafts must be indices in 0..{n - 1} (shaft_b may be GROUND), got {shafts}")
+            if len(set(shafts)) != len(shafts):
+                raise SpecError(f"{where}: a shaft appears twice in the row ({shafts})")
+            for k, (j, v) in enumerate(r.entries()):
                 if not math.isfinite(v) or v == 0.0:
-                    raise SpecError(f"{where}: {nm} must be finite and non-zero, got {v}")
+                    raise SpecError(f"{where}: the coefficient on shaft {j} must be finite and non-zero, got {v}")
+            if r.one_way and r.kinematic:
+                raise SpecError(f"{where}: a freewheel (one_way) cannot be a kinematic row")
             for nm in ("act_lag_s", "act_gain", "act_preload", "gain_static", "gain_kinetic",
                        "stribeck_velocity", "viscous"):
                 v = getattr(r, nm)
@@ -150,3 +216,23 @@ class CoreSpec:
             xs = [p[0] for p in sp.table]
             if sp.table and (len(sp.table) < 2 or any(b <= a for a, b in zip(xs, xs[1:]))):
                 raise SpecError(f"{where}: table needs >= 2 points with strictly increasing twist")
+
+    def _validate_matrices(self, n: int) -> None:
+        for name in ("inertia_matrix", "drag_matrix"):
+            m = getattr(self, name)
+            if m is None:
+                continue
+            a = np.array(m, dtype=float)
+            if a.shape != (n, n) or not np.all(np.isfinite(a)):
+                raise SpecError(f"{name} must be a finite {n} x {n} matrix")
+            if not np.array_equal(a, a.T):
+                raise SpecError(f"{name} must be symmetric")
+            if name == "inertia_matrix":
+                if not np.array_equal(np.diag(a), np.asarray(self.inertia, dtype=float)):
+                    raise SpecError("inertia must be the diagonal of inertia_matrix")
+                try:
+                    np.linalg.cholesky(a)
+                except np.linalg.LinAlgError:
+                    raise SpecError("inertia_matrix must be positive definite") from None
+            elif np.linalg.eigvalsh(a).min() < -1e-12 * max(1.0, np.abs(a).max()):
+                raise SpecError("drag_matrix must be positive semi-definite")

@@ -35,7 +35,10 @@ from .layout import (
     FLAG_REUSE, FLAG_STATUS, H_EVCAP, H_MAX_EVENTS, H_NKIN, H_NY, H_REUSE, MF_ACT_LAG, MF_INERTIA, MF_SETTINGS,
     MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MODE_FREE, MODE_SLIP,
     MODE_STUCK, N_SETTINGS, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
+    DF_BACKUP_X, DF_COEF_X, H_NX,
 )
+from .dynamics import _abs_terms, _extra_sum
+from .layout import MI_ROW_NX
 
 @kernel(**JIT)
 def _outputs(mf, mi, df, di, s_abs, fresh):
@@ -126,6 +129,8 @@ def _backup(mi, df, di):
         di[obki + i] = di[omode + i]
         di[obki + g + i] = di[obnd + i]
     df[obk + ny + 3 * g] = df[mi[DF_TIME]]
+    for q in range(mi[H_NX]):
+        df[mi[DF_BACKUP_X] + q] = df[mi[DF_COEF_X] + q]
 
 
 @kernel(**JIT_SUMS)
@@ -231,6 +236,9 @@ def _inputs_finite(mi, df, dt):
     for i in range(g):
         probe += ((df[oua + i] - df[oua + i]) + (df[ouar + i] - df[ouar + i])
                   + (df[oca + i] - df[oca + i]) + (df[ocb + i] - df[ocb + i]))
+    ocx = mi[DF_COEF_X]
+    for q in range(mi[H_NX]):
+        probe += df[ocx + q] - df[ocx + q]
     return dt > 0.0 and math.isfinite(dt) and probe == 0.0
 
 
@@ -279,9 +287,12 @@ def _apply_coefficient_change(mf, mi, df, di, t0):
         if di[omode + i] == MODE_STUCK:
             wa = df[oca + i] * df[oy + mi[ora + i]]
             wb = df[ocb + i] * df[oy + mi[orb + i]]
-            if abs(wa + wb) > 1e-12 * (abs(wa) + abs(wb)):
+            d = wa + wb
+            if mi[H_NX] > 0 and mi[mi[MI_ROW_NX] + i] > 0:
+                d += _extra_sum(mi, df, i, oy)
+            if abs(d) > 1e-12 * (_abs_terms(mi, df, i, oy)):
                 di[omode + i] = MODE_SLIP
-                df[odir + i] = 1.0 if wa + wb > 0.0 else -1.0
+                df[odir + i] = 1.0 if d > 0.0 else -1.0
                 _log_event(mi, df, di, t0, i, EV_BREAKAWAY)
     _set_stuck_list(mi, di)
     st = _build_cache(mf, mi, df, di)
@@ -453,6 +464,8 @@ def _roll_back(mf, mi, df, di, t0, backed_up):
             df[ocb + i] = df[obk + ny + 2 * g + i]
             di[omode + i] = di[obki + i]
             di[obnd + i] = di[obki + g + i]
+        for q in range(mi[H_NX]):
+            df[mi[DF_COEF_X] + q] = df[mi[DF_BACKUP_X] + q]
     else:
         oy0 = mi[DF_Y0]
         for q in range(ny):

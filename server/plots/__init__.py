@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from . import damper, kinematic, papers, servo
+from . import damper, kinematic, papers, servo, transmission
 
 # kind -> draw(plant, trace, out_dir, title) -> written PNG paths
 FIGURES: dict[str, Callable[..., list[Path]]] = {
@@ -22,6 +22,7 @@ FIGURES: dict[str, Callable[..., list[Path]]] = {
     "damper": damper.plot,
     "servo": servo.plot,
     "kinematic": kinematic.plot,
+    "transmission": transmission.plot,
 }
 
 

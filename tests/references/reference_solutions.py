@@ -45,7 +45,7 @@ class RefRow:
     """
 
     a: int
-    b: int
+    b: int | None  # None: a row to the housing, the one entry on a
     ca: float
     cb: float
     command: Callable[[float], float]
@@ -55,6 +55,7 @@ class RefRow:
     gain_static: float = 1.0
     gain_kinetic: float = 1.0
     viscous: float = 0.0
+    more: tuple = ()  # further (shaft, coefficient) entries
 
 
 @dataclass
@@ -77,6 +78,8 @@ class RefNetwork:
     torque: Callable[[float], np.ndarray]
     springs: Sequence[RefSpring] = ()
     breakpoints: Sequence[float] = ()  # times where an input has a kink or a jump
+    mass_matrix: np.ndarray | None = None  # a full inertia matrix (a reduced system) instead of diag(inertia)
+    drag_matrix: np.ndarray | None = None  # with it: the drag to ground as a matrix
 
 
 @dataclass
@@ -126,12 +129,22 @@ class ReferenceSolver:
         self.n = len(net.inertia)
         self.g = len(net.rows)
         self.s = len(net.springs)
-        self.M = np.diag(np.asarray(net.inertia, dtype=float))
-        self.Minv = np.diag(1.0 / np.asarray(net.inertia, dtype=float))
+        if net.mass_matrix is not None:
+            self.M = np.array(net.mass_matrix, dtype=float)
+        else:
+            self.M = np.diag(np.asarray(net.inertia, dtype=float))
+        self.Minv = np.linalg.inv(self.M)
+        ev, V = np.linalg.eigh(self.Minv)
+        self.Minv_half = (V * np.sqrt(ev)) @ V.T  # symmetric square root
+        self.D = (np.array(net.drag_matrix, dtype=float) if net.drag_matrix is not None
+                  else np.diag(np.asarray(net.drag, dtype=float)))
         self.R = np.zeros((self.g, self.n))
         for i, r in enumerate(net.rows):
             self.R[i, r.a] += r.ca
-            self.R[i, r.b] += r.cb
+            if r.b is not None:
+                self.R[i, r.b] += r.cb
+            for j, c in r.more:
+                self.R[i, j] += c
         self.rtol = rtol
         self.atol = atol
         self.zero_tol = zero_tol
@@ -163,7 +176,7 @@ class ReferenceSolver:
         """
         n = self.n
         w = y[:n]
-        f = np.asarray(self.net.torque(t), dtype=float) - np.asarray(self.net.drag) * w
+        f = np.asarray(self.net.torque(t), dtype=float) - self.D @ w
         for j, sp in enumerate(self.net.springs):
             rate = sp.fa * w[sp.a] + sp.fb * w[sp.b]
             tq = sp.stiffness * y[n + j] + sp.damping * rate
@@ -185,10 +198,10 @@ class ReferenceSolver:
             out = (self.Minv.copy(), np.zeros((0, self.n)), idx)
         else:
             A = self.R[idx]
-            sq = np.sqrt(np.diag(self.Minv))
-            B = A * sq  # A M^-1/2
+            sq = self.Minv_half
+            B = A @ sq  # A M^-1/2
             Bp = np.linalg.pinv(B, rcond=1e-10)
-            P = (sq[:, None] * (np.eye(self.n) - Bp @ B)) * sq[None, :]
+            P = sq @ (np.eye(self.n) - Bp @ B) @ sq
             W = A @ self.Minv @ A.T
             L = -np.linalg.pinv(W, rcond=1e-10, hermitian=True) @ A @ self.Minv
             out = (P, L, idx)
@@ -465,7 +478,13 @@ class ReferenceSolver:
         return sol
 
     def _project_keep_root(self, y, stuck):
-        """Engage rows at the start: speeds rebuilt from the lowest shaft of each group."""
+        """Engage rows at the start: speeds rebuilt from the lowest shaft of each group.
+
+        (Rows of other than two entries: the momentum-consistent projection; give such a start
+        consistent speeds when the two must agree.)
+        """
+        if any(self.net.rows[i].b is None or self.net.rows[i].more for i in stuck):
+            return self._project(y, stuck)
         y = y.copy()
         w = y[: self.n]
         fixed = set()
@@ -503,15 +522,19 @@ def network_from_spec(spec, torque: Callable[[float], np.ndarray], commands: Seq
     for r, cmd in zip(spec.rows, commands):
         if r.stribeck_velocity > 0:
             raise ValueError("the reference solver has no Stribeck law")
-        rows.append(RefRow(r.shaft_a, r.shaft_b, r.coef_a, r.coef_b, cmd, lag=r.act_lag_s, gain=r.act_gain,
-                           preload=r.act_preload, gain_static=r.gain_static, gain_kinetic=r.gain_kinetic,
-                           viscous=r.viscous))
+        if r.one_way:
+            raise ValueError("the reference solver has no freewheels")
+        rows.append(RefRow(r.shaft_a, None if r.grounded else r.shaft_b, r.coef_a, r.coef_b, cmd, lag=r.act_lag_s,
+                           gain=r.act_gain, preload=r.act_preload, gain_static=r.gain_static,
+                           gain_kinetic=r.gain_kinetic, viscous=r.viscous, more=tuple(r.more)))
     springs = []
     for sp in spec.springs:
         if sp.table:
             raise ValueError("the reference solver has linear springs only")
         springs.append(RefSpring(sp.shaft_a, sp.shaft_b, sp.factor_a, sp.factor_b, sp.stiffness, sp.damping))
-    return RefNetwork(spec.inertia, spec.drag, rows, torque, springs, breakpoints)
+    return RefNetwork(spec.inertia, spec.drag, rows, torque, springs, breakpoints,
+                      mass_matrix=spec.mass_matrix() if spec.dense else None,
+                      drag_matrix=spec.damping_matrix() if spec.dense else None)
 
 
 def piecewise_linear(points: Sequence[tuple[float, float]]) -> Callable[[float], float]:
