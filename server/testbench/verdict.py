@@ -120,7 +120,8 @@ def evaluate(exp: Expectation, rec: Recording) -> Verdict:
     else:
         a, b = exp.window
         b = np.inf if b is None else b
-    sel = (t >= a - eps) & (t <= b + eps)
+    tiny = 1e-6 * rec.dt  # window ends are inclusive, up to rounding of k * dt
+    sel = (t >= a - tiny) & (t <= b + tiny)
     if not sel.any():
         return Verdict(exp.name, exp.key, False, f"no sample in [{a:g}, {b:g}] s", error=True)
     span = f"in [{a:.6g}, {min(b, float(t[-1])):.6g}] s"
