@@ -155,9 +155,10 @@ def run_offline(spec: TestSpec, log: list[str]) -> Recording:
 class ServerRun:
     """``gearbox-hil serve`` in a subprocess on free loopback ports (a context manager)."""
 
-    def __init__(self, spec: TestSpec, mode: str, workdir: Path, timeout_s: float = 300.0):
+    def __init__(self, plant_config: str | Path, mode: str, workdir: Path, io_config: Path | None = None,
+                 timeout_s: float = 300.0):
         self.workdir = workdir
-        io = spec.io_config
+        io = io_config
         if io is None:
             io = workdir / "io.toml"
             io.write_text(SERVER_IO)
@@ -165,7 +166,7 @@ class ServerRun:
         self.log_path = workdir / "server.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": os.pathsep.join([str(repo_root()), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        cmd = [sys.executable, "-m", "server.cli", "serve", str(spec.plant_config), "--io", str(io), "--mode", mode,
+        cmd = [sys.executable, "-m", "server.cli", "serve", str(plant_config), "--io", str(io), "--mode", mode,
                "--ready-file", str(ready), "--quiet"]
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, cwd=repo_root(), stdout=self._log, stderr=subprocess.STDOUT, env=env)
@@ -329,7 +330,7 @@ def run_test(spec: TestSpec, workdir: Path | None = None) -> TestResult:
         if spec.mode == "offline":
             rec = run_offline(spec, log)
         else:
-            with ServerRun(spec, spec.mode, workdir) as server:
+            with ServerRun(spec.plant_config, spec.mode, workdir, spec.io_config) as server:
                 with HilClient(server.control, timeout_s=30.0).connect() as client:
                     if spec.mode == "lockstep" and spec.controller is None:
                         rec = run_lockstep(spec, client, log)
