@@ -64,7 +64,7 @@ class ControlHandler:
         "ping": (), "describe": (), "status": (), "start": (), "pause": (), "stop": (), "shutdown": (),
         "reset": ("inputs",), "step": ("n", "set", "outputs"), "set": ("set",), "get": (),
         "get_params": ("names",), "set_params": ("params",), "load_scenario": ("path", "scenario", "dt_s"),
-        "unload_scenario": (), "clear_watchdog": (),
+        "unload_scenario": (), "clear_watchdog": (), "record_start": ("signals", "every", "name"), "record_stop": (),
     }
 
     def __init__(self, loop: Loop, player: ScenarioPlayer, params: ParamTable, report: StatusReport):
@@ -75,6 +75,7 @@ class ControlHandler:
         self.update = InputValidator(loop.plant.inputs)
         self.handled = 0
         self.errors = 0
+        self.recorder = None  # server.recording.Recorder, with a [recording] table in the I/O config
 
     def handle(self, req: dict) -> dict:
         """Execute ``req``; returns the reply.  Never raises."""
@@ -282,6 +283,32 @@ class ControlHandler:
         lp = self.loop
         was = lp.watchdog.clear(lp.clock_ns())
         return {"was_tripped": was}
+
+
+    def _require_recorder(self, what: str):
+        if self.recorder is None:
+            raise ControlError("bad_state", f"{what}: recording is not configured (add a [recording] table to the "
+                               "I/O config, docs/testing.md)")
+        return self.recorder
+
+    def _record_start(self, req):
+        from .recording import RecordingError
+
+        rec = self._require_recorder("record_start")
+        try:
+            job = rec.start(req.get("signals"), req.get("every"), req.get("name"))
+        except RecordingError as exc:
+            raise ControlError("bad_request", f"record_start: {exc}") from None
+        return {"recording": job}
+
+    def _record_stop(self, req):
+        from .recording import RecordingError
+
+        rec = self._require_recorder("record_stop")
+        try:
+            return {"recording": rec.stop(wait=False)}
+        except RecordingError as exc:
+            raise ControlError("bad_state", f"record_stop: {exc}") from None
 
 
 __all__ = ["ControlError", "ControlHandler", "SERVER_NAME"]
