@@ -70,6 +70,11 @@ def read_recording_config(cfg: ConfigReader, base: Path) -> RecordingConfig | No
         raise r.error("name", "must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
     autostart = r.boolean("autostart", False)
     r.reject_unknown()
+    import importlib.util
+
+    if importlib.util.find_spec("asammdf") is None:
+        raise ConfigError(cfg.source, "[recording]", "recording to MF4 needs asammdf, which is not installed "
+                          "(pip install 'gearbox-hil[record]')")
     return RecordingConfig(folder, tuple(signals), every, chunk_s, name, autostart)
 
 

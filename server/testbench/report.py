@@ -60,4 +60,5 @@ def write_junit(results: list[TestResult], path: str | Path) -> None:
                 el.text = v.message
         if r.log:
             ET.SubElement(suite, "system-out").text = "\n".join(r.log)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(str(path), encoding="utf-8", xml_declaration=True)
