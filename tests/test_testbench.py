@@ -224,3 +224,22 @@ def test_nan_fails_every_bound(tmp_path):
 def test_expressions_outside_the_subset_are_refused(text):
     with pytest.raises(ExprError):
         Expr(text, ["x"])
+
+
+def test_inline_stimulus_and_inputs_in_expressions(tmp_path):
+    """An inline [stimulus], a duration override, and an input in an expression (offline, in this process)."""
+    from server.testbench.runner import run_test
+
+    p = tmp_path / "inline.toml"
+    p.write_text('plant = "powershift"\nduration_s = 0.3\n'
+                 '[stimulus]\ndt_s = 0.001\nleave_at_default = ["p_c2", "p_c4", "p_c5", "p_c7", "p_c8"]\n'
+                 '[stimulus.inputs]\np_c1 = 16.0\np_c3 = 16.0\np_c6 = 16.0\nload_torque = 3500.0\n'
+                 'engine_torque = [[0.0, 0.0], [0.1, 0.0], [0.2, 300.0]]\n'
+                 '[[expect]]\nname = "ramp"\nexpr = "engine_torque"\neq = 150.0\ntol = 1e-9\nat = 0.15\n'
+                 '[[expect]]\nname = "gear 1 holds"\nexpr = "gear == 1"\nalways = true\n'
+                 '[[expect]]\nname = "the load slows the engine"\nexpr = "w_1"\nmax = 79.95\n'
+                 'within_s = 0.01\nafter = { command = "engine_torque" }\n')
+    res = run_test(load_test(p))
+    assert [v.passed for v in res.verdicts] == [True, True, True], [v.message for v in res.verdicts]
+    assert res.spec.duration_s == 0.3 and res.spec.scenario.duration == 0.3
+    assert res.verdicts[2].t == pytest.approx(0.101)  # the ramp's first step: the input of step 101 is the first > 0

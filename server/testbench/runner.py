@@ -180,7 +180,11 @@ class ServerRun:
             time.sleep(0.05)
         time.sleep(0.05)  # the ready file is written whole, but give the writer a moment to close it
         info = json.loads(ready.read_text())
-        self.control = info["endpoints"]["zmq.control"]
+        controls = [v for k, v in info["endpoints"].items() if k.endswith(".control")]
+        if not controls:
+            self.close()
+            raise RunError(f"the I/O config {io} has no ZeroMQ adapter: the runner needs its control endpoint")
+        self.control = controls[0]
 
     def output(self) -> str:
         self._log.flush()
