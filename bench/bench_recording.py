@@ -73,8 +73,9 @@ def one_run(tmp: Path, k: int, record: bool, args) -> dict:
                 ticks.append(np.asarray(mdf.get("tick").samples))
         tick = np.concatenate(ticks) if ticks else np.zeros(0, dtype=np.int64)
         rec = s["recording"]
-        out.update({"mf4_files": len(files), "mf4_rows": int(tick.size), "mf4_bytes": sum(f.stat().st_size for f in files),
-                    "one_row_per_tick": bool(tick.size == tm["ticks"] and np.array_equal(tick, np.arange(1, tm["ticks"] + 1))),
+        every_tick = tick.size == tm["ticks"] and np.array_equal(tick, np.arange(1, tm["ticks"] + 1))
+        out.update({"mf4_files": len(files), "mf4_rows": int(tick.size),
+                    "mf4_bytes": sum(f.stat().st_size for f in files), "one_row_per_tick": bool(every_tick),
                     "lost": rec["lost"], "writer_exit_code": rec["writer_exit_code"], "signals": rec["signals"]})
         if not args.keep:
             for f in files:

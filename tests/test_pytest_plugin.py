@@ -48,8 +48,10 @@ def test_entry_point_is_declared():
 def test_plugin_fixtures_in_a_plain_pytest_run(tmp_path):
     (tmp_path / "test_controller.py").write_text(USER_TESTS)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "server.testbench.pytest_plugin", "-q",
-                        "-p", "no:cacheprovider", "--hil-plant", "powershift", str(tmp_path / "test_controller.py")],
+    # -p no:gearbox_hil: where the package is installed its entry point loads the same module; load it once
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:gearbox_hil", "-p", "server.testbench.pytest_plugin",
+                        "-q", "-p", "no:cacheprovider", "--hil-plant", "powershift",
+                        str(tmp_path / "test_controller.py")],
                        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out

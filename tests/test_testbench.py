@@ -144,7 +144,8 @@ BAD_TOP = [
     ('[[faults]]\nat = 0.5\nuntil = 0.2\ntarget = "clutch"\nkind = "worn"', "faults[0].until: must be after at"),
     ('[[faults]]\nat = 0.5\nkind = "worn"', "faults[0].target: is required"),
     ('[[faults]]\nat = 9.0\ntarget = "clutch"\nkind = "worn"', "faults[0].at: 9 s is after the end of the run"),
-    ('mode = "lokstep"', "mode: must be one of 'offline', 'lockstep', 'realtime', got 'lokstep'; did you mean 'lockstep'?"),
+    ('mode = "lokstep"',
+     "mode: must be one of 'offline', 'lockstep', 'realtime', got 'lokstep'; did you mean 'lockstep'?"),
     ('speed = 3', "speed: unknown key"),
 ]
 
@@ -161,7 +162,8 @@ def test_bad_files_are_one_line_errors(tmp_path, body, message):
 
 def test_cli_bad_file_exit_2_before_running_anything(tmp_path):
     p = tmp_path / "bad.toml"
-    p.write_text('plant = "powershfit"\nscenario = "powershift_single_swap"\n[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
+    p.write_text('plant = "powershfit"\nscenario = "powershift_single_swap"\n'
+                 '[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
     r = _cli(str(BENCHES / "swap_1_3.toml"), str(p))
     assert r.returncode == 2
     assert r.stdout == ""  # the good file did not run either

@@ -277,5 +277,6 @@ def read_recording(folder: str | Path, name: str = "rec") -> dict:
     return {k: np.concatenate(v) for k, v in parts.items()}
 
 
-__all__ = ["RecordingConfig", "recording_files", "read_recording", "Recorder", "RecordingError", "read_recording_config", "select_signals",
+__all__ = ["RecordingConfig", "recording_files", "read_recording", "Recorder", "RecordingError",
+           "read_recording_config", "select_signals",
            "ConfigError"]
