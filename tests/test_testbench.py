@@ -18,7 +18,8 @@ from server.testbench.verdict import Recording, evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ROOT / "tests" / "benches"
-PASSING = ["swap_1_3.toml", "swap_1_3_lockstep.toml", "swap_1_3_realtime.toml", "closed_loop_lockstep.toml"]
+PASSING = ["swap_1_3.toml", "swap_1_3_lockstep.toml", "swap_1_3_realtime.toml", "closed_loop_lockstep.toml",
+           "closed_loop_realtime.toml"]
 
 
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -43,10 +44,10 @@ def test_passing_files_pass_with_junit(tmp_path):
     assert {s.find("properties/property[@name='mode']").get("value") for s in suites} == {
         "offline", "lockstep", "realtime"}
     n = sum(len(s.findall("testcase")) for s in suites)
-    assert n == int(root.get("tests")) >= 19
+    assert n == int(root.get("tests")) >= 23
     assert root.get("failures") == "0" and root.get("errors") == "0"
     assert not root.findall(".//failure") and not root.findall(".//error")
-    assert r.stdout.strip().splitlines()[-1].startswith(f"PASSED: {n} passed, 0 failed, 0 errors in 4 test file(s)")
+    assert r.stdout.strip().splitlines()[-1].startswith(f"PASSED: {n} passed, 0 failed, 0 errors in 5 test file(s)")
 
 
 def test_failing_file_reports_expectation_time_and_value(tmp_path):

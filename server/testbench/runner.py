@@ -34,6 +34,7 @@ from .verdict import Recording, Verdict, evaluate
 
 SERVER_IO = """[loop]
 status_line = false
+autostart = {autostart}
 
 [[adapters]]
 type = "zmq"
@@ -161,7 +162,8 @@ class ServerRun:
         io = io_config
         if io is None:
             io = workdir / "io.toml"
-            io.write_text(SERVER_IO)
+            # a realtime server waits for `start`, so that no state of a run before the test's reaches the runner
+            io.write_text(SERVER_IO.format(autostart="false" if mode == "realtime" else "true"))
         ready = workdir / "ready.json"
         self.log_path = workdir / "server.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
@@ -247,6 +249,10 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
     if compiled is not None:
         client.load_scenario(scenario=_scenario_map(spec))
         dt = compiled.dt
+    else:
+        client.reset()
+    if client.status()["state"] != "running":
+        client.start()
     proc = None
     problems: list[Verdict] = []
     out_path = server.workdir / "controller.log"
@@ -262,20 +268,28 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
     rows: list[tuple[int, float, dict]] = []
     wall_limit = time.monotonic() + (spec.controller.timeout_s if spec.controller else 60.0 + 2 * spec.duration_s)
     ended_at = None
+    full = False  # duration_s recorded; with a controller, a later reset of the plant starts over
+    last_tick = -1
     while True:
         s = client.recv_state(timeout_s=0.1)
         now = time.monotonic()
         if s is not None:
-            if rows and s.tick < rows[-1][0]:
-                log.append(f"the plant was reset at t = {rows[-1][1]:.6g} s; recording from the reset on")
+            if s.tick < last_tick:
+                log.append(f"the plant was reset at t = {rows[-1][1] if rows else 0:.6g} s; recording from the "
+                           "reset on")
                 rows.clear()
-            rows.append((s.tick, s.t, s.y))
-            _switch(session, clock, s.t, eps, log)
-            if s.t >= spec.duration_s - eps:
-                break
+                full = False
+                clock = FaultClock(spec.faults)  # a reset clears the server's faults: the schedule starts over
+            last_tick = s.tick
+            if not full:
+                rows.append((s.tick, s.t, s.y))
+                _switch(session, clock, s.t, eps, log)
+                full = s.t >= spec.duration_s - eps
+                if full and proc is None:
+                    break
         if proc is not None and proc.poll() is not None:
             ended_at = ended_at or now
-            if now - ended_at > spec.settle_s and s is None:
+            if now - ended_at > spec.settle_s:  # the states it caused have arrived (a realtime server ticks on)
                 break
         elif proc is None and s is None and now > wall_limit:
             break
