@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,34 +59,38 @@ class Session:
 
     mode: str
     client: object | None = None  # io_adapters.zmq.client.HilClient
+    names: dict = field(default_factory=dict)  # id of a scheduled fault's dict -> the name the server gave it
 
 
 def apply_fault(session: Session, fault: dict) -> None:
-    """Switch a fault of the schedule on (the fault API's dict, without ``at``/``until``).
+    """Switch a fault of the schedule on (the fault map of docs/faults.md, without ``at``/``until``).
 
-    With a server: the ``fault_set`` control request.  Offline: not
-    available (raises :class:`FaultUnavailable`).
+    With a server: the ``fault_set`` control request, active from the next
+    tick.  Offline: not available (raises :class:`FaultUnavailable`).
     """
-    _fault_request(session, "fault_set", fault)
+    rep = _fault_request(session, "fault_set", fault=dict(fault))
+    session.names[id(fault)] = rep.get("name")
 
 
 def clear_fault(session: Session, fault: dict) -> None:
-    """Switch a fault of the schedule off again (``fault_clear`` with the same dict)."""
-    _fault_request(session, "fault_clear", fault)
+    """Switch a fault of the schedule off again (``fault_clear`` with the name ``fault_set`` gave it)."""
+    name = session.names.pop(id(fault), None)
+    if name is not None:
+        _fault_request(session, "fault_clear", name=name)
 
 
-def _fault_request(session: Session, cmd: str, fault: dict) -> None:
+def _fault_request(session: Session, cmd: str, **args) -> dict:
     if session.client is None:
         raise FaultUnavailable(f"fault injection is not available in {session.mode} mode (run the test in "
-                               "lockstep or realtime mode)")
+                               "lockstep or realtime mode: lockstep is bit-identical to offline)")
     from io_adapters.zmq.client import ServerError
 
     try:
-        session.client.request(cmd, fault=dict(fault))
+        return session.client.request(cmd, **args)
     except ServerError as exc:
         if exc.code == "unknown_command":
             raise FaultUnavailable(f"fault injection is not available: the server does not know {cmd}") from None
-        raise RunError(f"{cmd} {fault}: {exc}") from None
+        raise RunError(f"{cmd} {args}: {exc}") from None
 
 
 class FaultClock:
