@@ -50,7 +50,8 @@ TI_WATCHDOG = 0  # 1 while the command watchdog is tripped
 TI_STATUS = 1  # status word of the last plant step
 TI_SCENARIO = 2  # 1 while a loaded scenario drives the inputs (commands are not applied)
 TI_OVERRUNS = 3  # the loop's overrun count, copied there whenever the loop counts an overrun
-TICK_INFO_SLOTS = 4
+TI_FAULTS = 4  # number of active injected faults (server/faults.py), written when one is set or cleared
+TICK_INFO_SLOTS = 5
 
 
 def new_tick_info() -> np.ndarray:
@@ -262,6 +263,24 @@ class Adapter(ABC):
     def publish_events(self, events: list[dict]) -> None:
         """Plant events (clutch stick/breakaway/reversal) since the last call; called between ticks."""
 
+    def check_fault(self, spec) -> None:
+        """Raise ``plant_models.errors.FaultError`` (one line) if this transport cannot inject ``spec``.
+
+        ``spec`` is a :class:`server.faults.FaultSpec` of this transport's
+        target (``can``, ``zmq``); by default no fault is supported.  Between ticks.
+        """
+        from plant_models.errors import FaultError
+
+        raise FaultError(f"fault: the {self.type_name or self.name} adapter {self.name!r} injects no "
+                        f"{spec.target} faults")
+
+    def set_fault(self, spec) -> None:
+        """Start injecting ``spec`` (checked with :meth:`check_fault` first) from the next tick on.  Between ticks."""
+        self.check_fault(spec)
+
+    def clear_fault(self, spec) -> None:
+        """Stop injecting ``spec``.  Between ticks."""
+
     def command_counts(self) -> CommandCounts | None:
         """Commands applied and rejected by reason since :meth:`open`; None before (or without) a transport."""
         return None
@@ -352,4 +371,4 @@ def create_adapter(type_name: str, name: str, options: dict) -> Adapter:
 
 __all__ = ["Adapter", "AdapterError", "UnknownAdapterType", "LoopContext", "CommandCounts", "ADAPTERS",
            "register_adapter", "adapter_types", "adapter_factory", "create_adapter", "new_tick_info",
-           "TI_WATCHDOG", "TI_STATUS", "TI_SCENARIO", "TI_OVERRUNS", "TICK_INFO_SLOTS"]
+           "TI_WATCHDOG", "TI_STATUS", "TI_SCENARIO", "TI_OVERRUNS", "TI_FAULTS", "TICK_INFO_SLOTS"]

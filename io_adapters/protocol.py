@@ -59,7 +59,8 @@ REASONS = (
 # the control channel's own.  Status counters of control errors carry one entry per code, in this order.
 ERROR_CODES = ("oversized", "malformed", "bad_message", "bad_version", "unknown_command", "bad_request",
                "wrong_mode", "bad_state", "unknown_signal", "wrong_type", "not_finite", "out_of_range",
-               "not_allowed", "scenario_active", "param_error", "scenario_error", "internal")
+               "not_allowed", "scenario_active", "param_error", "scenario_error", "fault_error", "snapshot_error",
+               "internal")
 
 assert set(INPUT_REASONS) <= set(REASONS) <= set(ERROR_CODES)
 

@@ -22,9 +22,10 @@ Two arrays of ``capacity`` rows, the integers and the floats of a row:
   monotonic clock in ns in realtime mode, simulated time in ns in lockstep
   and afap);
 * :data:`I_WATCHDOG`, :data:`I_STATUS`, :data:`I_SCENARIO`,
-  :data:`I_OVERRUNS`: the loop's ``tick_info`` slots after the step (the
-  watchdog is tripped, the step's status word, a scenario drives the inputs,
-  the loop's overrun count);
+  :data:`I_OVERRUNS`, :data:`I_FAULTS`: the loop's ``tick_info`` slots after
+  the step (the watchdog is tripped, the step's status word, a scenario
+  drives the inputs, the loop's overrun count, the number of active injected
+  faults);
 * :data:`I_AUX` + k: aux value k, one per name claimed with
   :meth:`StateRing.claim_aux` before the first tick (the ZeroMQ adapter keeps
   the ``seq`` of the last command it applied there, its ``ack``); the tick's
@@ -75,7 +76,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 from numba import njit
 
-from .base import TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, TICK_INFO_SLOTS
+from .base import TI_FAULTS, TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, TICK_INFO_SLOTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from plant_models.plant import Plant
@@ -107,6 +108,7 @@ I_WATCHDOG = I_TI + TI_WATCHDOG  # 1 while the command watchdog is tripped
 I_STATUS = I_TI + TI_STATUS  # status word of this tick's step
 I_SCENARIO = I_TI + TI_SCENARIO  # 1 while a scenario drives the inputs
 I_OVERRUNS = I_TI + TI_OVERRUNS  # the loop's overrun count
+I_FAULTS = I_TI + TI_FAULTS  # number of active injected faults
 I_AUX = I_TI + TICK_INFO_SLOTS  # aux column k is I_AUX + k
 N_INT = I_AUX + N_AUX
 
@@ -412,4 +414,4 @@ class Cursor:
 
 
 __all__ = ["StateRing", "Cursor", "ring_push", "ring_take", "ring_check", "I_SEQ", "I_TICK", "I_WALL_NS",
-           "I_WATCHDOG", "I_STATUS", "I_SCENARIO", "I_OVERRUNS", "I_AUX", "N_INT", "F_TIME", "F_Y", "N_AUX"]
+           "I_WATCHDOG", "I_STATUS", "I_SCENARIO", "I_OVERRUNS", "I_FAULTS", "I_AUX", "N_INT", "F_TIME", "F_Y", "N_AUX"]

@@ -8,7 +8,10 @@ type, never by matching message text:
 * :class:`SpecError`: a mechanical network is not physically or structurally valid;
 * :class:`InputError`: a value offered for a plant input is not acceptable
   (``reason`` is a short stable code that transports count and report);
-* :class:`ParamError`: a tunable parameter cannot be set.
+* :class:`ParamError`: a tunable parameter cannot be set;
+* :class:`FaultError`: a fault to inject does not fit the plant or the
+  server's transports (``docs/faults.md``);
+* :class:`SnapshotError`: a snapshot cannot be saved or restored.
 """
 
 from __future__ import annotations
@@ -50,3 +53,11 @@ class InputError(GearboxHilError, ValueError):
 
 class ParamError(GearboxHilError, ValueError):
     """A tunable parameter does not exist or cannot take the value."""
+
+
+class FaultError(GearboxHilError, ValueError):
+    """A fault to inject is malformed or does not fit the plant, its clutches or the server's transports."""
+
+
+class SnapshotError(GearboxHilError, ValueError):
+    """A snapshot cannot be written or read (folder, size, file) or does not fit this server."""

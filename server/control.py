@@ -22,12 +22,13 @@ import time
 from typing import Any
 
 from io_adapters.protocol import COMMAND_ERRORS, PROTOCOL_VERSION, InputValidator, error_reply, schema_id
-from plant_models.errors import ConfigError, ParamError
+from plant_models.errors import ConfigError, FaultError, ParamError, SnapshotError
 
 from .loop import RUNNING, Loop
 from .params import ParamTable
 from .scenario import load_scenario, parse_scenario
 from .scenario_player import ScenarioPlayer
+from .snapshots import SnapshotStore
 from .status import StatusReport
 
 log = logging.getLogger("gearbox_hil.control")
@@ -64,7 +65,9 @@ class ControlHandler:
         "ping": (), "describe": (), "status": (), "start": (), "pause": (), "stop": (), "shutdown": (),
         "reset": ("inputs",), "step": ("n", "set", "outputs"), "set": ("set",), "get": (),
         "get_params": ("names",), "set_params": ("params",), "load_scenario": ("path", "scenario", "dt_s"),
-        "unload_scenario": (), "clear_watchdog": (), "record_start": ("signals", "every", "name"), "record_stop": (),
+        "unload_scenario": (), "clear_watchdog": (), "fault_set": ("fault",), "fault_clear": ("name",),
+        "fault_list": (), "snapshot_save": ("name", "path"), "snapshot_restore": ("name", "path"),
+        "record_start": ("signals", "every", "name"), "record_stop": (),
     }
 
     def __init__(self, loop: Loop, player: ScenarioPlayer, params: ParamTable, report: StatusReport):
@@ -73,6 +76,7 @@ class ControlHandler:
         self.params = params
         self.report = report
         self.update = InputValidator(loop.plant.inputs)
+        self.snapshots = SnapshotStore(loop.cfg.snapshot_dir, loop.cfg.snapshot_max_bytes)
         self.handled = 0
         self.errors = 0
         self.recorder = None  # server.recording.Recorder, with a [recording] table in the I/O config
@@ -278,6 +282,73 @@ class ControlHandler:
             raise ControlError("bad_state", "unload_scenario: no scenario is loaded")
         self.player.unload()
         return {"tick": self.loop.tick}
+
+    def _fault_set(self, req):
+        lp = self.loop
+        if "fault" not in req:
+            raise ControlError("bad_request", "fault_set: needs a 'fault' map (docs/faults.md)")
+        try:
+            spec = lp.set_fault(req["fault"])
+        except FaultError as exc:
+            raise ControlError("fault_error", f"fault_set: {exc}") from None
+        log.info("fault set: %s %s", spec.name, spec.raw)
+        return {"name": spec.name, "tick": lp.tick, "faults": lp.faults.listing()}
+
+    def _fault_clear(self, req):
+        lp = self.loop
+        name = req.get("name")
+        if name is not None and not isinstance(name, str):
+            raise ControlError("bad_request", "fault_clear: 'name' must be a string (absent: clear every fault)")
+        try:
+            gone = lp.clear_fault(name)
+        except KeyError as exc:
+            raise ControlError("fault_error", f"fault_clear: {exc.args[0]}") from None
+        if gone:
+            log.info("faults cleared: %s", ", ".join(gone))
+        return {"cleared": gone, "tick": lp.tick, "faults": lp.faults.listing()}
+
+    def _fault_list(self, req):
+        return {"faults": self.loop.faults.listing(), "tick": self.loop.tick}
+
+    def _snapshot_save(self, req):
+        lp = self.loop
+        name, path = self._snapshot_target(req, "snapshot_save")
+        snap = lp.snapshot()
+        if path is not None:
+            try:
+                size = self.snapshots.save_file(snap, path)
+            except SnapshotError as exc:
+                raise ControlError("snapshot_error", f"snapshot_save: {exc}") from None
+            return {"path": path, "bytes": size, "tick": lp.tick, "t": lp.plant.time}
+        try:
+            self.snapshots.keep(name, snap)
+        except SnapshotError as exc:
+            raise ControlError("snapshot_error", f"snapshot_save: {exc}") from None
+        return {"name": name, "tick": lp.tick, "t": lp.plant.time}
+
+    def _snapshot_restore(self, req):
+        lp = self.loop
+        name, path = self._snapshot_target(req, "snapshot_restore")
+        try:
+            snap = self.snapshots.load_file(path) if path is not None else self.snapshots.get(name)
+            lp.restore(snap)
+        except SnapshotError as exc:
+            raise ControlError("snapshot_error", f"snapshot_restore: {exc}") from None
+        return {"tick": lp.tick, "t": lp.plant.time, "faults": lp.faults.listing()}
+
+    def _snapshot_target(self, req, cmd):
+        has_name, has_path = "name" in req, "path" in req
+        if has_name and has_path:
+            raise ControlError("bad_request", f"{cmd}: give 'name' (kept in memory) or 'path' (a file in the "
+                               "snapshot folder), not both")
+        if has_path:
+            if not isinstance(req["path"], str):
+                raise ControlError("bad_request", f"{cmd}: 'path' must be a string")
+            return None, req["path"]
+        name = req.get("name", "default")
+        if not isinstance(name, str) or not 1 <= len(name) <= 64:
+            raise ControlError("bad_request", f"{cmd}: 'name' must be a string of 1 to 64 characters")
+        return name, None
 
     def _clear_watchdog(self, req):
         lp = self.loop

@@ -1,4 +1,4 @@
-"""``gearbox-hil list``: the plants, plant configs, scenarios, I/O configs and CAN message sets, one line each.
+"""``gearbox-hil list``: plants, plant configs, scenarios, I/O configs, CAN message sets, campaigns; a line each.
 
 Read from the files alone (their first comment sentence or their
 ``description`` key): nothing is built and nothing compiles.  The names
@@ -48,7 +48,7 @@ def catalog(root: Path | None = None) -> dict[str, list[dict]]:
 
     root = root or repo_root()
     out: dict[str, list[dict]] = {"plants": [], "configs": [], "scenarios": [], "io_configs": [],
-                                  "message_sets": []}
+                                  "message_sets": [], "campaigns": []}
     for kind in plant_kinds():
         out["plants"].append({"name": kind, "text": plant_class(kind)[0].description})
     for path in sorted((root / "configs").glob("*.toml")):
@@ -75,6 +75,14 @@ def catalog(root: Path | None = None) -> dict[str, list[dict]]:
             continue
         text = data.get("description") if isinstance(data.get("description"), str) else first_sentence(path)
         out["scenarios"].append({"name": path.stem, "text": text, "duration_s": data.get("duration_s")})
+    for path in sorted((root / "campaigns").glob("*.toml")):
+        try:
+            data = load_toml(path)
+        except ConfigError as exc:
+            out["campaigns"].append({"name": path.stem, "text": f"(unreadable: {exc.problem})"})
+            continue
+        text = data.get("description") if isinstance(data.get("description"), str) else first_sentence(path)
+        out["campaigns"].append({"name": path.stem, "text": text})
     return out
 
 
@@ -84,6 +92,7 @@ TITLES = {
     "scenarios": "scenarios (simulate --scenario NAME; load_scenario)",
     "io_configs": "I/O configs (serve --io NAME)",
     "message_sets": "CAN message sets (message_set of a can adapter; default io_can_<plant>)",
+    "campaigns": "campaigns (campaign NAME --out DIR)",
 }
 
 

@@ -61,6 +61,8 @@ class LoopConfig:
     max_step_request: int = 10_000_000  # largest N of one lockstep "step"
     sample_capacity: int = 0  # raw per-tick timing samples kept for benchmarks
     ring_rows: int = 4096  # rows of the state ring (ticks its consumers may fall behind before losing states)
+    snapshot_dir: str = ""  # the only folder snapshot files are read from and written to; "": files refused
+    snapshot_max_bytes: int = 64 * 2 ** 20  # largest snapshot file written or read
     realtime: rtsetup.RealtimeConfig = field(default_factory=rtsetup.RealtimeConfig)
 
     def __post_init__(self) -> None:
@@ -73,6 +75,9 @@ class LoopConfig:
                                f"got {self.rate_hz:g}")
         if not 16 <= self.ring_rows <= 10_000_000:
             raise SettingError(("ring_rows",), f"must be between 16 and 10000000 rows, got {self.ring_rows}")
+        if not 1024 <= self.snapshot_max_bytes <= 2 ** 34:
+            raise SettingError(("snapshot_max_bytes",), f"must be between 1024 and {2 ** 34} bytes, "
+                               f"got {self.snapshot_max_bytes}")
         if not self.duration_s >= 0:
             raise SettingError(("duration_s",), f"must be >= 0 s, got {self.duration_s:g}")
         problem = rtsetup.check_combination(self.realtime, self.wait)

@@ -28,10 +28,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
-from io_adapters.base import (TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, Adapter, AdapterError, LoopContext,
-                              UnknownAdapterType, create_adapter)
+from io_adapters.base import (TI_WATCHDOG, Adapter, AdapterError, LoopContext, UnknownAdapterType, create_adapter,
+                              new_tick_info)
 from io_adapters.ring import StateRing
 from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml
 from plant_models.errors import InputError
@@ -103,12 +101,25 @@ def _loop_config(cfg: ConfigReader) -> LoopConfig:
             max_step_request=lp.integer("max_step_request", d.max_step_request, lo=1),
             sample_capacity=lp.integer("sample_capacity", d.sample_capacity, lo=0, hi=100_000_000),
             ring_rows=lp.integer("ring_rows", d.ring_rows),
+            snapshot_dir=_snapshot_dir(lp, cfg.source),
+            snapshot_max_bytes=lp.integer("snapshot_max_bytes", d.snapshot_max_bytes),
             realtime=_realtime_config(cfg),
         )
     except SettingError as exc:
         raise ConfigError(cfg.source, _config_key(exc.settings[0]), exc.problem) from None
     lp.reject_unknown()
     return out
+
+
+def _snapshot_dir(lp: ConfigReader, source: str) -> str:
+    """``snapshot_dir``, relative to the I/O config's folder (a built-in config: the working directory)."""
+    d = lp.string("snapshot_dir", "")
+    if not d:
+        return ""
+    p = Path(d)
+    if not p.is_absolute() and source and Path(source).is_file():
+        p = Path(source).resolve().parent / p
+    return str(p)
 
 
 def _config_key(setting: str) -> str:
@@ -384,7 +395,7 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
     ``recording`` the ring is in shared memory and a :class:`Recorder`
     serves ``record_start``/``record_stop``.
     """
-    tick_info = np.zeros(1 + max(TI_WATCHDOG, TI_STATUS, TI_SCENARIO, TI_OVERRUNS), dtype=np.int64)
+    tick_info = new_tick_info()
     watchdog = CommandWatchdog(plant, watchdog_cfg or WatchdogConfig(),
                                tripped_flag=tick_info[TI_WATCHDOG:TI_WATCHDOG + 1])
     player = ScenarioPlayer(plant, watchdog, tick_info)

@@ -120,6 +120,29 @@ class ScenarioPlayer:
         self.info = None
         self._hand_inputs_to_commands()
 
+    def seek(self, tick: int, position: dict | None) -> None:
+        """Continue the loaded scenario at ``tick`` (a snapshot's restore); ``position`` as the loop's snapshot has it.
+
+        The input tables are filled for the block of ``tick`` on demand (as at
+        any block boundary), so the inputs of every later step are those of
+        an uninterrupted run.
+        """
+        self.swap_at = -1
+        if self.loaded is None or position is None:
+            return
+        self._spare = self._pair[1]
+        if position["active"]:
+            self.active = self.loaded
+            self.tick_info[TI_SCENARIO] = 1
+        else:
+            self.active = None
+            self.tick_info[TI_SCENARIO] = 0
+        if self.info is not None:
+            self.info["finished"] = bool(position["finished"])
+            self.info.pop("finished_at_tick", None)
+            if position.get("finished_at_tick") is not None:
+                self.info["finished_at_tick"] = position["finished_at_tick"]
+
     # ------------------------------------------------------------------ in the tick
     def swap(self) -> None:
         """The prefetched block is due: the spare becomes the active copy.  Called in the real-time loop."""

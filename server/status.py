@@ -105,6 +105,7 @@ class StatusReport:
             "window": lp.telemetry.last_window,
             "watchdog": lp.watchdog.status(lp.clock_ns(), lp.watchdog_active),
             "scenario": dict(info) if info else None,
+            "faults": lp.faults.listing(),
             "realtime": (dict(rt.as_dict(), spin_margin_us=round(lp.spin_margin_us, 1)) if rt is not None else None),
             "adapters": {a.name: adapter_status(a) for a in lp.adapters},
             "startup_s": round((lp.first_tick_ns - lp.started_ns) / 1e9, 6) if lp.first_tick_ns else None,
@@ -134,6 +135,8 @@ class StatusReport:
             parts.append("WATCHDOG")
         if lp.player.active is not None:
             parts.append("scenario")
+        if lp.faults.active:
+            parts.append(f"FAULTS {len(lp.faults.active)}")
         return "  ".join(parts)
 
     def status_window(self) -> None:

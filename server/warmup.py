@@ -75,8 +75,11 @@ def warm(configs: list[str | Path], say=_say) -> int:
         from plant_models.offline import warm_up as warm_up_offline_run
         from server import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
 
+        from server.faults import warm_up as warm_up_faults
+
         warm_up_can_codec()
         warm_up_offline_run()
+        warm_up_faults()
         how = "compiled" if progress.compiled else "everything was cached already"
     say(f"ready in {time.perf_counter() - began:.1f} s ({how})")
     return failed

@@ -222,6 +222,26 @@ class CommandWatchdog:
         self.armed = False
         self.tripped_flag[0] = 0
 
+    # -- snapshots (between ticks) -------------------------------------------------
+    def get_state(self, now_ns: int) -> dict:
+        """The watchdog's state; its times relative to ``now_ns`` (the loop's clock), so a restore re-bases them."""
+        return {"phase": int(self.phase), "armed": bool(self.armed), "feed_age_ns": int(now_ns - self.last_feed_ns),
+                "trip_age_ns": int(now_ns - self.trip_ns), "trips": int(self.trips),
+                "recoveries": int(self.recoveries), "held": self.held.copy(), "cur": self.cur.copy(),
+                "cur_rate": self.cur_rate.copy(), "max_rate": self.max_rate.copy()}
+
+    def set_state(self, st: dict, now_ns: int) -> None:
+        """Restore :meth:`get_state` at ``now_ns`` on the loop's clock."""
+        self.phase = int(st["phase"])
+        self.armed = bool(st["armed"])
+        self.last_feed_ns = now_ns - int(st["feed_age_ns"])
+        self.trip_ns = now_ns - int(st["trip_age_ns"])
+        self.trips = int(st["trips"])
+        self.recoveries = int(st["recoveries"])
+        for k in ("held", "cur", "cur_rate", "max_rate"):
+            getattr(self, k)[:] = st[k]
+        self.tripped_flag[0] = 1 if self.phase != OK else 0
+
     # -- real-time path ------------------------------------------------------------
     def feed(self, now_ns: int) -> None:
         """A valid command was applied at ``now_ns``.  Called in the real-time loop."""

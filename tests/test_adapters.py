@@ -122,9 +122,9 @@ def test_an_adapter_without_a_read_says_so():
 
 def test_the_loop_context_holds_a_typed_tick_info():
     ctx = LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=dict)
-    assert ctx.tick_info.dtype == np.int64 and ctx.tick_info.shape == (4,) and ctx.mode == "realtime"
+    assert ctx.tick_info.dtype == np.int64 and ctx.tick_info.shape == (5,) and ctx.mode == "realtime"
     assert ctx.control is None and ctx.log.name == "gearbox_hil.io"
-    for bad in (np.zeros(4), np.zeros(3, dtype=np.int64), [0, 0, 0, 0]):
-        with pytest.raises(TypeError, match="tick_info must be an int64 array of 4 slots"):
+    for bad in (np.zeros(5), np.zeros(4, dtype=np.int64), [0, 0, 0, 0, 0]):
+        with pytest.raises(TypeError, match="tick_info must be an int64 array of 5 slots"):
             LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=dict, tick_info=bad)
-    assert new_tick_info().tolist() == [0, 0, 0, 0]
+    assert new_tick_info().tolist() == [0, 0, 0, 0, 0]

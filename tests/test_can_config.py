@@ -7,7 +7,7 @@ import re
 import pytest
 
 from can_support import ROOT
-from io_adapters.base import AdapterError, LoopContext
+from io_adapters.base import AdapterError, LoopContext, new_tick_info
 from io_adapters.can.adapter import CanAdapter
 from io_adapters.can.message_set import load_message_set, unit_gain
 from plant_models.config import ConfigError
@@ -117,11 +117,9 @@ def test_io_config_errors_name_the_file_and_the_adapter(tmp_path):
 
 
 def test_unknown_interface_is_an_adapter_error(plant):
-    import numpy as np
-
     a = CanAdapter("can", {"interface": "nosuch", "channel": "x"})
     ctx = LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=lambda: {},
-                      tick_info=np.zeros(4, dtype=np.int64))
+                      tick_info=new_tick_info())
     with pytest.raises(AdapterError, match=re.escape("can: cannot open CAN interface 'nosuch' channel 'x': ")):
         a.open(plant, ctx)
     a.close()

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from can_support import Harness, peer_bus, bus_options
 
-from io_adapters.base import LoopContext, create_adapter
+from io_adapters.base import LoopContext, create_adapter, new_tick_info
 from plant_models.config import ConfigError
 from plant_models.registry import load_plant
 
@@ -28,7 +27,7 @@ def test_plant_without_message_set_leaves_can_idle_and_says_why():
 def test_explicit_message_set_that_is_missing_is_an_error():
     plant = load_plant("chain")
     ctx = LoopContext(period_s=0.001, feed_watchdog=lambda now: None, status=lambda: {},
-                      tick_info=np.zeros(4, dtype=np.int64))
+                      tick_info=new_tick_info())
     adapter = create_adapter("can", "can", dict(bus_options("virtual"), message_set="io_can_chain.toml"))
     with pytest.raises(ConfigError, match="io_can_chain.toml: file not found"):
         adapter.open(plant, ctx)

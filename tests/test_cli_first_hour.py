@@ -186,6 +186,7 @@ def test_list_shows_every_plant_config_scenario_and_io_config_on_one_line_each(c
     assert {e["name"] for e in cat["io_configs"]} == {"io_default", "io_can", "io_docker"}
     assert {e["name"] for e in cat["message_sets"]} == {"io_can_powershift", "io_can_dct"}
     assert next(e for e in cat["configs"] if e["name"] == "dct_kinematic")["kind"] == "dct"  # through `extends`
+    assert {e["name"] for e in cat["campaigns"]} == {p.stem for p in (ROOT / "campaigns").glob("*.toml")}
 
 
 def test_endpoint_options_move_the_sockets_of_the_config():

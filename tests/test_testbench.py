@@ -84,29 +84,28 @@ def test_failing_file_reports_expectation_time_and_value(tmp_path):
     assert out.strip().splitlines()[-1].startswith("FAILED: 1 passed, 2 failed, 0 errors")
 
 
-def _faults_available() -> bool:
+def test_tie_up_case(tmp_path):
+    """Clutch 2 stuck closed early (a fault set over the control channel at 0.3 s): the tie-up is caught.
+
+    Gear 1 is lost at the first tick with the fault (the step after 0.3 s), and the output speed falls
+    below its value at the fault while clutch 1 drags; both failures carry their time and value.
+    """
     from server.control import ControlHandler
 
-    return "fault_set" in ControlHandler.KEYS
-
-
-def test_tie_up_case(tmp_path):
-    """Clutch 2 stuck closed early: "gear 3 within 0.5 s" fails with its time and value, once faults exist.
-
-    Without a server that knows ``fault_set`` the run is an error that says so (never a silent pass).
-    """
+    assert "fault_set" in ControlHandler.KEYS
     report = tmp_path / "tie.xml"
     r = _cli(str(BENCHES / "swap_tie_up_fails.toml"), "--junit", str(report))
     assert r.returncode == 1, r.stdout + r.stderr
     cases = _cases(report)
     name = "powershift swap 1 -> 3 with clutch 2 stuck closed early (fails on purpose)"
-    if not _faults_available():
-        err = cases[f"{name}::run"].find("error")
-        assert "fault injection is not available: the server does not know fault_set" in err.get("message")
-        return
-    f = cases[f"{name}::gear 3 within 0.5 s"].find("failure")
-    assert float(f.get("time_s")) == pytest.approx(1.0, abs=1e-9) and float(f.get("value")) != 3
-    assert "not reached within 0.5 s of the first change of input p_c2 (t = 0.5 s): at t = 1 s" in f.get("message")
+    f = cases[f"{name}::gear 1 until the shift"].find("failure")
+    assert float(f.get("time_s")) == pytest.approx(0.301, abs=1e-9) and float(f.get("value")) != 1
+    f = cases[f"{name}::the output keeps its speed through the shift"].find("failure")
+    assert 0.4 < float(f.get("time_s")) < 0.5 and float(f.get("value")) < 2.48
+    assert f"first outside at t = {float(f.get('time_s')):.6g} s" in f.get("message")
+    for ok in ("gear 3 within 0.5 s", "tie-up: clutch 1 slips against the stuck clutch 2"):
+        assert cases[f"{name}::{ok}"].find("failure") is None
+    assert "note  t = 0.3 s: fault set faults[0]" in r.stdout
 
 
 def test_faults_offline_are_an_error(tmp_path):

@@ -28,14 +28,15 @@ def test_state_message_bytes_are_exactly_the_documented_msgpack():
     raw = bytes(enc.encode(seq=7, tick=123, t=0.123, ack=42, wd=True, status=2, y=y))
     f64 = lambda x: b"\xcb" + struct.pack(">d", x)  # noqa: E731
     u64 = lambda x: b"\xcf" + struct.pack(">Q", x)  # noqa: E731
-    expected = (b"\x89" + b"\xa1v\x01" + b"\xa3seq" + u64(7) + b"\xa4tick" + u64(123) + b"\xa1t" + f64(0.123)
+    expected = (b"\x8a" + b"\xa1v\x01" + b"\xa3seq" + u64(7) + b"\xa4tick" + u64(123) + b"\xa1t" + f64(0.123)
                 + b"\xa3ack" + u64(42) + b"\xa2wd\xc3" + b"\xa2st\xd3" + struct.pack(">q", 2)
+                + b"\xa6faults" + u64(0)
                 + b"\xa6schema\xce" + struct.pack(">I", schema_id(["w_1", "gear"]))
                 + b"\xa1y\x82" + b"\xa3w_1" + f64(104.5) + b"\xa4gear" + f64(3.0))
     assert raw == expected
     msg = msgpack.unpackb(raw, raw=False)
     assert msg == {"v": PROTOCOL_VERSION, "seq": 7, "tick": 123, "t": 0.123, "ack": 42, "wd": True, "st": 2,
-                   "schema": schema_id(["w_1", "gear"]), "y": {"w_1": 104.5, "gear": 3.0}}
+                   "faults": 0, "schema": schema_id(["w_1", "gear"]), "y": {"w_1": 104.5, "gear": 3.0}}
 
 
 @pytest.mark.parametrize("fmt", ["map", "array"])
@@ -66,13 +67,14 @@ def test_a_state_ring_row_packs_to_the_same_bytes_as_the_values_it_holds(fmt):
     ints[:, 1] = [0, 7, 2 ** 62, 123]  # tick
     ints[:, 5] = [0, 1, 0, 5]  # watchdog flag: any non-zero is true
     ints[:, 9] = [0, -1, 2 ** 63 - 1, -2 ** 63]  # ack: uint64 bits (2**64 - 1, ..., 2**63)
+    ints[:, 7] = [0, 3, 1, 32]  # active faults
     by_row, by_value = StateEncoder(names, fmt), StateEncoder(names, fmt)
-    by_row.bind_columns(c_tick=1, c_wd=5, c_st=6, c_ack=9, f_t=0, f_y=2)
+    by_row.bind_columns(c_tick=1, c_wd=5, c_st=6, c_ack=9, f_t=0, f_y=2, c_faults=7)
     for j in range(4):
         seq = 1 + j * 2 ** 61
         a = bytes(by_row.encode_row(seq, ints, floats, j))
         b = bytes(by_value.encode(seq, int(ints[j, 1]), float(floats[j, 0]), int(ints[j, 9]) & (2 ** 64 - 1),
-                                  bool(ints[j, 5]), int(ints[j, 6]), floats[j, 2:22]))
+                                  bool(ints[j, 5]), int(ints[j, 6]), floats[j, 2:22], int(ints[j, 7])))
         assert a == b, j
     assert msgpack.unpackb(a)["ack"] == 2 ** 63
 

@@ -243,6 +243,10 @@ class CanAdapter(Adapter):
                                             data=bytearray(m.length), is_rx=False))
             self._tx_views.append(memoryview(self.codec.tx_buf[k, :m.length]))
         self._rate_log = _RateLimitedLog(self.log)
+        self._tx_msgs_ok = list(self._tx_msgs)  # the frames as the DBC has them (a wrong-DLC fault swaps its own in)
+        self._tx_views_ok = list(self._tx_views)
+        self._rx_ignore = [False] * rx.n_msg  # injected: the receive thread drops this message's frames
+        self.rx_ignored = 0
 
     def _warm_up(self) -> None:
         """Call every compiled function once on scratch copies, so the first tick loads no machine code."""
@@ -320,6 +324,9 @@ class CanAdapter(Adapter):
             self._rate_log("error_frame", f"CAN {self.name}: error frame on the bus")
             return
         m = self._lut.get((msg.arbitration_id, bool(msg.is_extended_id)), -1)
+        if m >= 0 and self._rx_ignore[m]:  # an injected fault: the message seems never to arrive
+            self.rx_ignored += 1
+            return
         if m < 0:
             self.codec.adapter[frames.A_UNKNOWN] += 1
             text = f"frame ID 0x{msg.arbitration_id:X} is not in the message set"
@@ -435,6 +442,106 @@ class CanAdapter(Adapter):
         if self._recorder is not None:
             self._recorder.close()
 
+    # -- injected faults (server/faults.py, docs/faults.md), between ticks -------------------------
+    TX_FAULTS = {"drop": frames.TF_DROP, "delay": frames.TF_DELAY, "freeze_alive": frames.TF_FREEZE,
+                 "corrupt_crc": frames.TF_BAD_CRC}
+
+    def _fault_message(self, spec) -> tuple[str, int]:
+        """("rx" or "tx", message index) of a fault, or FaultError saying why it does not fit."""
+        from plant_models.errors import FaultError
+
+        if self._idle_reason or not hasattr(self, "ms"):
+            raise FaultError(f"fault: the CAN adapter {self.name!r} is not running a message set")
+        side = self.ms.rx if spec.kind == "ignore_rx" else self.ms.tx
+        names = [m.name for m in side.messages]
+        what = "receive (command)" if spec.kind == "ignore_rx" else "transmit (sensor)"
+        if spec.message not in names:
+            raise FaultError(f"fault: {spec.kind}: no {what} message {spec.message!r}; they are {', '.join(names)}")
+        k = names.index(spec.message)
+        lay = side.messages[k]
+        if spec.kind == "freeze_alive" and lay.counter_signal < 0:
+            raise FaultError(f"fault: {spec.message} has no alive counter")
+        if spec.kind == "corrupt_crc" and lay.crc_signal < 0:
+            raise FaultError(f"fault: {spec.message} has no checksum")
+        if spec.kind == "delay" and not 1 <= spec.cycles <= frames.DELAY_MAX:
+            raise FaultError(f"fault: delay: 'cycles' must be 1..{frames.DELAY_MAX}, got {spec.cycles}")
+        return ("rx" if spec.kind == "ignore_rx" else "tx"), k
+
+    def _out_of_range_raw(self, spec, k: int) -> tuple[int, int]:
+        """(signal row, raw value outside the DBC range) of an out_of_range fault."""
+        from plant_models.errors import FaultError
+
+        lay = self.ms.tx.messages[k]
+        names = [sg.name for sg in lay.signals]
+        if spec.signal not in names:
+            raise FaultError(f"fault: out_of_range: {spec.message} has no signal {spec.signal!r}; it has "
+                            f"{', '.join(names)}")
+        j = names.index(spec.signal)
+        sg = lay.signals[j]
+        lo, hi = layouts.raw_bounds(sg.length, sg.signed)
+        if "value" in spec.raw:
+            raw = int(round((spec.value - sg.offset) / sg.scale))
+            if not lo <= raw <= hi:
+                raise FaultError(f"fault: out_of_range: {spec.value} does not fit the {sg.length} bits of "
+                                f"{spec.signal}")
+        elif sg.raw_hi < hi:
+            raw = sg.raw_hi + 1
+        elif sg.raw_lo > lo:
+            raw = sg.raw_lo - 1
+        else:
+            raise FaultError(f"fault: out_of_range: the DBC range of {spec.signal} covers all its raw values")
+        if sg.raw_lo <= raw <= sg.raw_hi:
+            raise FaultError(f"fault: out_of_range: {spec.value} is inside the DBC range of {spec.signal}")
+        return int(self.codec.tx.M[k, frames.M_SIG0]) + j, raw
+
+    def check_fault(self, spec) -> None:
+        """A CAN fault must name a message of this message set (and a signal, counter or CRC it has)."""
+        from plant_models.errors import FaultError
+
+        if spec.target != "can":
+            raise FaultError(f"fault: the CAN adapter {self.name!r} injects no {spec.target} faults")
+        side, k = self._fault_message(spec)
+        if spec.kind == "out_of_range":
+            self._out_of_range_raw(spec, k)
+
+    def set_fault(self, spec) -> None:
+        """Set the message's fault flag in the compiled codec (from the next tick on)."""
+        self.check_fault(spec)
+        side, k = self._fault_message(spec)
+        tf = self.codec.tx_faults
+        if spec.kind == "ignore_rx":
+            self._rx_ignore[k] = True
+        elif spec.kind == "wrong_dlc":
+            m = self.ms.tx.messages[k]
+            n = m.length - 1 if m.length > 1 else m.length + 1
+            self._tx_msgs[k] = _tx_message_class()(arbitration_id=m.frame_id, is_extended_id=m.extended,
+                                                     is_fd=m.fd, data=bytearray(n), is_rx=False)
+            self._tx_views[k] = memoryview(self.codec.tx_buf[k, :n])
+        elif spec.kind == "out_of_range":
+            tf[k, frames.TF_OOR_SIG], tf[k, frames.TF_OOR_RAW] = self._out_of_range_raw(spec, k)
+        elif spec.kind == "delay":
+            tf[k, frames.TF_WRITTEN] = 0
+            tf[k, frames.TF_DELAY] = spec.cycles
+        else:
+            tf[k, self.TX_FAULTS[spec.kind]] = 1
+
+    def clear_fault(self, spec) -> None:
+        """Clear the message's fault flag."""
+        try:
+            side, k = self._fault_message(spec)
+        except Exception:
+            return
+        tf = self.codec.tx_faults
+        if spec.kind == "ignore_rx":
+            self._rx_ignore[k] = False
+        elif spec.kind == "wrong_dlc":
+            self._tx_msgs[k] = self._tx_msgs_ok[k]
+            self._tx_views[k] = self._tx_views_ok[k]
+        elif spec.kind == "out_of_range":
+            tf[k, frames.TF_OOR_SIG] = -1
+        else:
+            tf[k, self.TX_FAULTS[spec.kind]] = 0
+
     # -- reporting ------------------------------------------------------------------------------
     def _rejected_by_reason(self) -> dict[str, int]:
         """Rejected command frames by reason (the status keys of docs/can.md)."""
@@ -469,7 +576,8 @@ class CanAdapter(Adapter):
                                "required": m.required}
         n = self.ms.rx.n_msg
         rejected = self._rejected_by_reason()
-        tx_msgs = {m.name: {"sent": int(self._tx_sent[k]), "saturated": int(cd.saturated[k])}
+        tx_msgs = {m.name: {"sent": int(self._tx_sent[k]), "saturated": int(cd.saturated[k]),
+                            "dropped_by_fault": int(cd.tx_faults[k, frames.TF_DROPPED])}
                    for k, m in enumerate(self.ms.tx.messages)}
         out = {
             "type": "can",
@@ -483,6 +591,7 @@ class CanAdapter(Adapter):
                    "timeouts": int(cd.timeouts[:n].sum()), "error_frames": int(self.error_frames),
                    "bus_errors": int(self.bus_errors), "mailbox_busy": int(cd.adapter[frames.A_BUSY]),
                    "ignored_scenario_active": int(cd.adapter[frames.A_IGNORED]),
+                   "ignored_by_fault": int(self.rx_ignored),
                    "last_reject": self.last_reject, "messages": rx_msgs},
             "tx": {"frames": int(self._tx_sent.sum()), "errors": int(cd.adapter[frames.A_TX_ERRORS]),
                    "saturated": int(cd.saturated.sum()), "messages": tx_msgs},

@@ -162,7 +162,20 @@ CI_F_RX_SF = 29  # offsets into cf
 CI_F_VALUES = 30
 CI_F_TX_SF = 31
 CI_F_AUX = 32
+CI_TX_FLT = 33  # [n_tx * TF_COLS] injected transmit faults (server/faults.py, docs/faults.md)
 CI_HEADER = 40
+
+# -- injected faults of a transmit message (TF_*), set between ticks by the adapter -----------
+TF_DROP = 0  # 1: the frame is packed (its counter advances) but not sent
+TF_DELAY = 1  # n > 0: each frame goes out n cycles late (a delay line of DELAY_MAX frames per message)
+TF_FREEZE = 2  # 1: the alive counter does not advance
+TF_BAD_CRC = 3  # 1: the checksum is sent inverted
+TF_OOR_SIG = 4  # signal index forced to TF_OOR_RAW (-1: none)
+TF_OOR_RAW = 5
+TF_WRITTEN = 6  # frames put into the delay line since the delay was set
+TF_DROPPED = 7  # frames not sent because of TF_DROP
+TF_COLS = 8
+DELAY_MAX = 16
 
 A_UNKNOWN = 0  # frames with an ID outside the message set
 A_TX_ERRORS = 1  # frames the bus refused
@@ -504,8 +517,12 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
         for i in range(n):
             cb[d0 + i] = 0
         s0 = ci[oM + M_SIG0]
+        of = ci[CI_TX_FLT] + m * TF_COLS
         for s in range(s0, s0 + ci[oM + M_NSIG]):
             r = oS + s * S_COLS
+            if s == ci[of + TF_OOR_SIG]:
+                _pack(cb, d0, ci, oS, oSEG, s, ci[of + TF_OOR_RAW])
+                continue
             t = ci[r + S_TARGET]
             if t < 0:
                 continue
@@ -531,11 +548,30 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
         cs = ci[oM + M_CNT_SIG]
         if cs >= 0:
             _pack(cb, d0, ci, oS, oSEG, cs, ci[ocnt + m])
-            ci[ocnt + m] = (ci[ocnt + m] + 1) % ci[oM + M_CNT_MOD]
+            if ci[of + TF_FREEZE] == 0:
+                ci[ocnt + m] = (ci[ocnt + m] + 1) % ci[oM + M_CNT_MOD]
         cbb = ci[oM + M_CRC_BYTE]
         if cbb >= 0:
             cb[d0 + cbb] = _crc8(cb, d0, n, cbb, ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT],
                                  ci[oM + M_CRC_XOR])
+            if ci[of + TF_BAD_CRC] != 0:
+                cb[d0 + cbb] = cb[d0 + cbb] ^ 0xFF
+        dl = ci[of + TF_DELAY]
+        if dl > 0:  # into the delay line; out comes the frame packed dl cycles ago, if there is one yet
+            line = CB_TX + ci[CI_NTX] * MAX_PAYLOAD + m * (DELAY_MAX + 1) * MAX_PAYLOAD
+            w = ci[of + TF_WRITTEN]
+            q = line + (w % (dl + 1)) * MAX_PAYLOAD
+            for i in range(n):
+                cb[q + i] = cb[d0 + i]
+            ci[of + TF_WRITTEN] = w + 1
+            if w < dl:
+                continue
+            q = line + ((w - dl) % (dl + 1)) * MAX_PAYLOAD
+            for i in range(n):
+                cb[d0 + i] = cb[q + i]
+        if ci[of + TF_DROP] != 0:
+            ci[of + TF_DROPPED] += 1
+            continue
         ci[odue + n_due] = m
         n_due += 1
     return n_due
@@ -571,7 +607,7 @@ class FrameCodec:
             (CI_TX_M, tx.M.size), (CI_TX_S, tx.S.size), (CI_TX_SEG, tx.SEG.size),
             (CI_CNT, nr * CNT_COLS), (CI_COUNTS, nr * RX_COLS), (CI_SEQ, nr), (CI_SEEN, nr), (CI_LAST, nr),
             (CI_STALE, nr), (CI_TIMEOUTS, nr), (CI_TXCNT, nt), (CI_DUE, nt), (CI_SAT, nt), (CI_DETAIL, 3),
-            (CI_ADAPTER, A_COLS),
+            (CI_ADAPTER, A_COLS), (CI_TX_FLT, nt * TF_COLS),
         ]
         off = CI_HEADER
         slots = {}
@@ -588,7 +624,8 @@ class FrameCodec:
             ci[slot] = foff
             foff += max(size, 1)
         cf = np.zeros(foff, dtype=np.float64)
-        cb = np.zeros(CB_TX + max(nt, 1) * MAX_PAYLOAD, dtype=np.uint8)
+        # the transmit rows, then a delay line of DELAY_MAX + 1 frames per transmit message (injected delays)
+        cb = np.zeros(CB_TX + max(nt, 1) * MAX_PAYLOAD * (DELAY_MAX + 2), dtype=np.uint8)
         cb[CB_CRC:CB_CRC + 256] = CRC8_J1850_TABLE
         self.ci, self.cf, self.cb = ci, cf, cb
 
@@ -633,6 +670,8 @@ class FrameCodec:
         self.saturated = iv(CI_SAT, (nt,))
         self.detail = iv(CI_DETAIL, (3,))
         self.adapter = iv(CI_ADAPTER, (A_COLS,))
+        self.tx_faults = iv(CI_TX_FLT, (nt, TF_COLS))
+        self.tx_faults[:, TF_OOR_SIG] = -1
         self.values = fv(CI_F_VALUES, (rx.n_sig,))
         self.aux = fv(CI_F_AUX, (N_AUX,))
         self.rx_buf = cb[CB_RX:CB_RX + MAX_PAYLOAD]

@@ -42,6 +42,8 @@ base class's :meth:`~io_adapters.base.Adapter.read`, which calls
 
 from __future__ import annotations
 
+import collections
+
 import logging
 import select
 import time
@@ -54,7 +56,7 @@ from plant_models.plant import Plant
 from ..base import TI_SCENARIO, Adapter, AdapterError, CommandCounts, LoopContext
 from ..handover import Q_GOT, Q_PUT, CommandRows
 from ..protocol import COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, ProtocolError, RejectLog, error_reply
-from ..ring import F_TIME, I_AUX, I_STATUS, I_TICK, I_WATCHDOG
+from ..ring import F_TIME, I_AUX, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
 from .codec import CommandDecoder, StateEncoder, decode_request, encode
 
 log = logging.getLogger("gearbox_hil.zmq")
@@ -68,6 +70,9 @@ DEFAULTS = {
 TOPIC_STATE = b"state"
 TOPIC_STATUS = b"status"
 TOPIC_EVENT = b"event"
+
+
+MAX_DELAYED = 4096  # commands an injected delay may hold back at once (more are dropped and counted)
 
 
 class ZmqAdapter(Adapter):
@@ -107,6 +112,11 @@ class ZmqAdapter(Adapter):
         self._pub = self._pull = self._rep = None
         self._open = False
         self._rows_q = (0, 0)  # the command-row counters once open (nothing waits before)
+        # injected faults (server/faults.py): drop commands, or hold them back a number of ticks
+        self._drop_commands = False
+        self._delay_ticks = 0
+        self._delayed: collections.deque = collections.deque()
+        self.fault_dropped = 0
 
     # ------------------------------------------------------------------ life cycle
     def open(self, plant: Plant, ctx: LoopContext) -> None:
@@ -123,7 +133,7 @@ class ZmqAdapter(Adapter):
         # the ack (seq of the last applied command) is an aux column of the ring, written by the tick
         self._ack_aux = ring.claim_aux(f"{self.name}.ack")
         ring.aux[self._ack_aux] = 0
-        self.encoder.bind_columns(I_TICK, I_WATCHDOG, I_STATUS, I_AUX + self._ack_aux, F_TIME, ring.f_y)
+        self.encoder.bind_columns(I_TICK, I_WATCHDOG, I_STATUS, I_AUX + self._ack_aux, F_TIME, ring.f_y, I_FAULTS)
         self.cursor = ring.cursor(every=self.publish_every)
         self.rows = CommandRows(plant.n_in, 2 * self.max_commands_per_tick, ring.head, ring.aux_slot(self._ack_aux))
         self._rows_q = memoryview(self.rows.q)  # plain-int reads of the row counters in the tick
@@ -235,6 +245,12 @@ class ZmqAdapter(Adapter):
 
     def _take_commands(self, until_ns: int) -> None:
         """Drain the command socket into the command rows while rows are free (never blocks)."""
+        if self._delayed:  # held back by an injected delay: hand over those now due, in order
+            now = self.ring.written
+            delayed, rows = self._delayed, self.rows
+            while delayed and delayed[0][0] <= now and rows.free() > 0:
+                _, seq, idx, v, n = delayed.popleft()
+                rows.put(seq, idx, v, n)
         if not self._more_waiting and not self._fd_poll.poll(0):
             return
         # Drain until zmq says empty: only then does the fd signal the next arrival (it is edge-triggered).
@@ -244,6 +260,7 @@ class ZmqAdapter(Adapter):
         val = dec.validator
         rows = self.rows
         mono = time.monotonic_ns
+        delayed = self._delayed
         while rows.free() > 0:
             try:
                 raw = pull.recv(self._noblock)
@@ -260,6 +277,13 @@ class ZmqAdapter(Adapter):
                 self._reject_scenario()
                 continue
             seq = dec.seq
+            if self._drop_commands or self._delay_ticks:
+                if self._drop_commands or len(delayed) >= MAX_DELAYED:
+                    self.fault_dropped += 1
+                else:
+                    delayed.append((self.ring.written + self._delay_ticks, seq - (1 << 64) if seq >= 1 << 63 else seq,
+                                    val.idx[:val.count].copy(), val.val[:val.count].copy(), val.count))
+                continue
             rows.put(seq - (1 << 64) if seq >= 1 << 63 else seq, val.idx, val.val, val.count)  # uint64 bits
             if until_ns and mono() >= until_ns:
                 return
@@ -343,6 +367,32 @@ class ZmqAdapter(Adapter):
         """Commands the tick applied."""
         return self.rows.applied if hasattr(self, "rows") else 0
 
+    # ------------------------------------------------------------------ injected faults (between ticks)
+    def check_fault(self, spec) -> None:
+        """``drop_commands``, or ``delay_commands`` by 1..10000 ticks."""
+        from plant_models.errors import FaultError
+
+        if spec.target != "zmq":
+            raise FaultError(f"fault: the ZeroMQ adapter {self.name!r} injects no {spec.target} faults")
+        if spec.kind == "delay_commands" and not 1 <= spec.cycles <= 10_000:
+            raise FaultError(f"fault: delay_commands: 'cycles' (ticks) must be 1..10000, got {spec.cycles}")
+
+    def set_fault(self, spec) -> None:
+        """Valid commands are dropped (counted) or held back ``cycles`` ticks, from the next pump on."""
+        self.check_fault(spec)
+        if spec.kind == "drop_commands":
+            self._drop_commands = True
+        else:
+            self._delay_ticks = int(spec.cycles)
+
+    def clear_fault(self, spec) -> None:
+        """Back to normal; commands still held back are handed over at the next pump, before newer ones."""
+        if spec.kind == "drop_commands":
+            self._drop_commands = False
+        else:
+            self._delay_ticks = 0
+            self._delayed = collections.deque((0,) + item[1:] for item in self._delayed)
+
     def command_counts(self) -> CommandCounts | None:
         if not hasattr(self, "decoder"):
             return None
@@ -355,7 +405,8 @@ class ZmqAdapter(Adapter):
         return {
             "type": self.type_name, "open": self._open, "endpoints": dict(self.endpoints),
             "state_format": self.state_format, "publish_every": self.publish_every,
-            "received": self.received, "last_ack": self.ack,
+            "received": self.received, "last_ack": self.ack, "dropped_by_fault": self.fault_dropped,
+            "delayed_by_fault": len(self._delayed),
             "state_sent": self.sent, "state_dropped": self.cursor.lost, "send_errors": self.send_errors,
             "control_requests": self.requests, "control_errors": self.control_rejects.status(),
         }

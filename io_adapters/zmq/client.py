@@ -73,6 +73,8 @@ class State:
         Output values by signal name, in their declared units.
     received_ns : int
         ``time.monotonic_ns()`` when the client received the message.
+    faults : int
+        Number of injected faults active in this tick (docs/faults.md).
     """
 
     seq: int
@@ -83,6 +85,7 @@ class State:
     status_word: int
     y: dict[str, float]
     received_ns: int = 0
+    faults: int = 0
 
 
 @dataclass(frozen=True)
@@ -267,6 +270,29 @@ class HilClient:
         """End a watchdog trip (needed with ``recovery = "manual"``); returns whether it was tripped."""
         return bool(self.request("clear_watchdog")["was_tripped"])
 
+    def set_fault(self, fault: Mapping[str, Any]) -> str:
+        """Inject a fault (the map of docs/faults.md) from the server's next tick on; returns its name."""
+        return self.request("fault_set", fault=dict(fault))["name"]
+
+    def clear_fault(self, name: str | None = None) -> list[str]:
+        """Clear the fault called ``name`` (None: every fault); returns the names cleared."""
+        args = {} if name is None else {"name": name}
+        return self.request("fault_clear", **args)["cleared"]
+
+    def faults(self) -> list[dict]:
+        """The active faults, each the map it was set with plus its ``name``."""
+        return self.request("fault_list")["faults"]
+
+    def snapshot_save(self, name: str | None = None, path: str | None = None) -> dict:
+        """Save the whole simulation state: in the server's memory under ``name``, or to ``path`` in its snapshot folder."""
+        args = {k: v for k, v in (("name", name), ("path", path)) if v is not None}
+        return self.request("snapshot_save", **args)
+
+    def snapshot_restore(self, name: str | None = None, path: str | None = None) -> dict:
+        """Continue from a snapshot (by ``name`` or ``path``, as saved); the run goes on bit-exactly as after the save."""
+        args = {k: v for k, v in (("name", name), ("path", path)) if v is not None}
+        return self.request("snapshot_restore", **args)
+
     # ------------------------------------------------------------------ commands (fire and forget)
     def set_inputs(self, values: Mapping[str, float] | None = None, **kw: float) -> int:
         """Send a partial input update on the command socket; returns its ``seq``.
@@ -316,7 +342,7 @@ class HilClient:
                 raise ValueError("state message schema does not match the plant's outputs; reconnect")
             y = dict(zip(self.output_names, y))
         return State(seq=msg["seq"], tick=msg["tick"], t=msg["t"], ack=msg["ack"], watchdog=msg["wd"],
-                     status_word=msg["st"], y=y, received_ns=now)
+                     status_word=msg["st"], y=y, received_ns=now, faults=msg.get("faults", 0))
 
     def recv(self, timeout_s: float | None = None) -> State | dict | None:
         """The next message of a subscribed topic (a :class:`State`, or a dict with ``topic``); None on timeout."""

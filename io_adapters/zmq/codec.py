@@ -48,6 +48,7 @@ LAY_ACK = 3
 LAY_ST = 4
 LAY_WD = 5
 LAY_N = 6  # number of outputs
+LAY_FLT = 7
 LAY_Y = 8  # byte offset of output j's 8 bytes at LAY_Y + j
 
 
@@ -58,9 +59,10 @@ def _put_be64(buf, off, bits):
 
 
 @njit("void(uint8[::1], int64[::1], float64[::1], int64[::1], int64, int64[:, ::1], float64[:, ::1], int64, int64, "
-      "int64, int64, int64, int64, int64)", cache=True)
-def pack_state_row(buf, lay, scratch_f, scratch_i, seq, ints, floats, j, c_tick, c_wd, c_st, c_ack, f_t, f_y):
-    """Write row ``j`` of a state-ring copy into the template ``buf`` (columns given by index; ``c_ack`` < 0: 0).
+      "int64, int64, int64, int64, int64, int64)", cache=True)
+def pack_state_row(buf, lay, scratch_f, scratch_i, seq, ints, floats, j, c_tick, c_wd, c_st, c_ack, f_t, f_y, c_flt):
+    """Write row ``j`` of a state-ring copy into the template ``buf`` (columns given by index; ``c_ack``,
+    ``c_flt`` < 0: 0).
 
     Not called in the tick: the publisher calls it between ticks.
     """
@@ -71,6 +73,7 @@ def pack_state_row(buf, lay, scratch_f, scratch_i, seq, ints, floats, j, c_tick,
     _put_be64(buf, lay[LAY_ACK], ints[j, c_ack] if c_ack >= 0 else 0)
     _put_be64(buf, lay[LAY_ST], ints[j, c_st])
     buf[lay[LAY_WD]] = 0xC3 if ints[j, c_wd] != 0 else 0xC2
+    _put_be64(buf, lay[LAY_FLT], ints[j, c_flt] if c_flt >= 0 else 0)
     for k in range(lay[LAY_N]):
         scratch_f[0] = floats[j, f_y + k]
         _put_be64(buf, lay[LAY_Y + k], scratch_i[0])
@@ -80,7 +83,7 @@ class StateEncoder:
     """Fixed-layout msgpack encoder of the state message.
 
     The message is the map ``{"v", "seq", "tick", "t", "ack", "wd", "st",
-    "schema", "y"}`` (see docs/protocol.md); ``y`` is either a map of output
+    "faults", "schema", "y"}`` (see docs/protocol.md); ``y`` is either a map of output
     name -> float64 (``fmt="map"``) or an array of float64 in the plant's
     declared output order (``fmt="array"``).  Every variable field has a
     fixed-width encoding (uint64, int64, float64, bool), so its bytes sit at a
@@ -102,7 +105,7 @@ class StateEncoder:
         self.n = len(self.names)
         self.schema = schema_id(self.names)
         pk = msgpack.Packer()
-        parts: list[bytes] = [pk.pack_map_header(9)]
+        parts: list[bytes] = [pk.pack_map_header(10)]
         slots: dict[str, int] = {}
 
         def key(name: str) -> None:
@@ -128,6 +131,8 @@ class StateEncoder:
         parts.append(b"\xc2")       # false; true is 0xc3
         key("st")
         fixed(0xD3, 8, "st")        # int 64
+        key("faults")
+        fixed(0xCF, 8, "faults")    # uint 64: the number of active injected faults
         key("schema")
         fixed(0xCE, 4, "schema")    # uint 32
         key("y")
@@ -158,6 +163,7 @@ class StateEncoder:
         self._t = view("t", ">f8")
         self._ack = view("ack", ">u8")
         self._st = view("st", ">i8")
+        self._flt = view("faults", ">u8")
         self._wd_off = slots["wd"]
         np.ndarray((1,), dtype=">u4", buffer=buf, offset=slots["schema"])[0] = self.schema
         # Outputs: a strided view when the slots are evenly spaced (array
@@ -172,18 +178,20 @@ class StateEncoder:
         self.view = memoryview(self.buffer)
         self.layout = np.zeros(LAY_Y + self.n, dtype=np.int64)
         for slot, field in ((LAY_SEQ, "seq"), (LAY_TICK, "tick"), (LAY_T, "t"), (LAY_ACK, "ack"), (LAY_ST, "st"),
-                            (LAY_WD, "wd")):
+                            (LAY_WD, "wd"), (LAY_FLT, "faults")):
             self.layout[slot] = slots[field]
         self.layout[LAY_N] = self.n
         self.layout[LAY_Y:] = y_pos
         self._scratch_f = np.zeros(1)
         self._scratch_i = self._scratch_f.view(np.int64)
-        self._columns = (0, 0, 0, -1, 0, 0)
+        self._columns = (0, 0, 0, -1, 0, 0, -1)
 
-    def bind_columns(self, c_tick: int, c_wd: int, c_st: int, c_ack: int, f_t: int, f_y: int) -> None:
+    def bind_columns(self, c_tick: int, c_wd: int, c_st: int, c_ack: int, f_t: int, f_y: int,
+                     c_faults: int = -1) -> None:
         """Where :meth:`encode_row` finds the fields in a row: int columns tick, watchdog, status, ack (-1: none);
-        float columns time and output 0 (the outputs follow in declared order)."""
-        self._columns = (int(c_tick), int(c_wd), int(c_st), int(c_ack), int(f_t), int(f_y))
+        float columns time and output 0 (the outputs follow in declared order); int column of the number of
+        active faults (-1: none)."""
+        self._columns = (int(c_tick), int(c_wd), int(c_st), int(c_ack), int(f_t), int(f_y), int(c_faults))
 
     def encode_row(self, seq: int, ints: np.ndarray, floats: np.ndarray, j: int) -> memoryview:
         """Write row ``j`` of ``ints``/``floats`` (laid out as :meth:`bind_columns` says) as message ``seq``.
@@ -195,7 +203,8 @@ class StateEncoder:
                        *self._columns)
         return self.view
 
-    def encode(self, seq: int, tick: int, t: float, ack: int, wd: bool, status: int, y: np.ndarray) -> memoryview:
+    def encode(self, seq: int, tick: int, t: float, ack: int, wd: bool, status: int, y: np.ndarray,
+               faults: int = 0) -> memoryview:
         """Write one state message into the template and return it (valid until the next call).
 
         Called in the real-time loop.
@@ -205,6 +214,7 @@ class StateEncoder:
         self._t[0] = t
         self._ack[0] = ack
         self._st[0] = status
+        self._flt[0] = faults
         self.buffer[self._wd_off] = 0xC3 if wd else 0xC2
         if self._y_strided is not None:
             self._y_strided[:] = y

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""What injected faults cost per tick: the loop's tick with 10 active signal faults against none, in one run.
+
+The server's own tick (:meth:`server.loop.Loop._tick`: adapters' read, the
+fault stage before the step, the plant step, the fault stage after it, the
+state-ring row, the inputs restored) of the Powershift plant in lockstep
+mode, in process, in blocks of ``--block`` ticks taken in turn without faults, with the
+faults set, and without faults again, so that drift of the machine's load
+hits all alike; the two fault-free kinds measured against each other give
+the run's noise floor.  The
+plant runs in gear 1 at constant inputs throughout.
+
+The 10 faults, 5 on outputs (offset, gain, seeded noise, freeze, force) and
+5 on inputs (force, freeze, drop-out, offset, gain), are chosen so that the
+values the plant receives stay those of the fault-free run (forced to the
+commanded 0 bar, an offset of 0 bar, a gain of 1, ...): each fault does its
+full work in the kernels, but the physics, and so the plant step's own cost,
+is the same with and without them, so the difference is the faults' cost
+alone.  Clutch faults cost nothing per tick (they change model floats when
+set) and are not in the set.
+
+Also reported: the two compiled calls of a faulted tick alone (the faulted
+inputs; the faulted outputs with the state-ring row and the inputs restored),
+back to back in a tight loop, against the plain ring push they replace.
+
+    python bench/bench_faults.py --blocks 40 --block 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from plant_models.registry import load_plant  # noqa: E402
+from server.loop_config import LoopConfig  # noqa: E402
+from server.runtime import assemble  # noqa: E402
+
+INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
+FAULTS = [
+    {"target": "signal", "signal": "w_out", "kind": "offset", "value": 5.0},
+    {"target": "signal", "signal": "ratio", "kind": "gain", "value": 1.1},
+    {"target": "signal", "signal": "w_1", "kind": "noise", "value": 0.5, "seed": 3},
+    {"target": "signal", "signal": "slip_c2", "kind": "freeze"},
+    {"target": "signal", "signal": "torque_c4", "kind": "force", "value": 0.0},
+    {"target": "signal", "signal": "p_c2", "kind": "force", "value": 0.0},
+    {"target": "signal", "signal": "p_c4", "kind": "freeze"},
+    {"target": "signal", "signal": "p_c5", "kind": "dropout"},
+    {"target": "signal", "signal": "p_c7", "kind": "offset", "value": 0.0},
+    {"target": "signal", "signal": "engine_torque", "kind": "gain", "value": 1.0},
+]
+
+
+def pct(x) -> dict:
+    x = np.asarray(x, dtype=float) / 1000.0
+    p999 = float(np.percentile(x, 99.9))
+    return {"p50_us": round(float(np.percentile(x, 50)), 3), "p99_us": round(float(np.percentile(x, 99)), 3),
+            "p999_us": round(p999, 3), "max_us": round(float(x.max()), 3), "mean_us": round(float(x.mean()), 3),
+            "mean_below_p999_us": round(float(x[x <= p999].mean()), 3), "n": int(x.size)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--blocks", type=int, default=40, help="blocks of each kind (taken in turn)")
+    ap.add_argument("--block", type=int, default=2000, help="ticks per block")
+    ap.add_argument("--json", type=Path, help="write the result here")
+    args = ap.parse_args()
+
+    plant = load_plant("powershift")
+    srv = assemble(plant, [], LoopConfig(mode="lockstep"), initial_inputs=INITIAL)
+    lp = srv.loop
+    lp.start()
+    lp.step(2000)  # settle in gear 1
+    tick = lp._tick
+    mono = time.perf_counter_ns
+    for f in FAULTS:
+        lp.set_fault(f)
+    lp.step(500)  # warm the fault path
+    lp.clear_fault()
+    lp.step(500)
+    # three kinds of block in turn: no faults (A), 10 faults, no faults again (A'): A against A' is the
+    # same-run noise floor of every difference (the same code measured twice)
+    samples = {0: [], 10: [], -1: []}
+    gc.collect()
+    gc.disable()  # as the loop does while it runs
+    for b in range(3 * args.blocks):
+        n = (0, 10, -1)[b % 3]
+        if n > 0:
+            for f in FAULTS:
+                lp.set_fault(f)
+        buf = np.empty(args.block, dtype=np.int64)
+        for j in range(args.block):
+            t0 = mono()
+            tick(lp.sim_ns())
+            buf[j] = mono() - t0
+        samples[n].append(buf)
+        if n > 0:
+            assert len(lp.faults.active) == 10 and lp.status_word == 0
+            lp.clear_fault()
+    gc.enable()
+    none = np.concatenate(samples[0])
+    ten = np.concatenate(samples[10])
+    again = np.concatenate(samples[-1])
+    # per block pair: the difference of medians (robust against slow drift of the machine's load)
+    pair_diff = [float(np.median(a) - np.median(b)) / 1000.0 for a, b in zip(samples[10], samples[0])]
+    aa_diff = [float(np.median(a) - np.median(b)) / 1000.0 for a, b in zip(samples[-1], samples[0])]
+
+    fs = lp.faults
+    for f in FAULTS:
+        lp.set_fault(f)
+    rows_used = fs.n_signal
+    fin, fpush, push = lp._fault_in, lp._fault_push, lp._ring_push
+    reps = 200_000
+    t0 = mono()
+    for k in range(reps):
+        fin(10)
+        fpush(10, k, 0, 0.0)
+    stage_ns = (mono() - t0) / reps
+    t0 = mono()
+    for k in range(reps):
+        push(k, 0, 0.0)
+    push_ns = (mono() - t0) / reps
+    lp.clear_fault()
+
+    res = {
+        "command": "python bench/bench_faults.py " + " ".join(sys.argv[1:]),
+        "loadavg": list(os.getloadavg()),
+        "tick_no_faults": pct(none),
+        "tick_10_faults": pct(ten),
+        "tick_no_faults_again": pct(again),
+        "p50_difference_us": round((float(np.median(ten)) - float(np.median(none))) / 1000.0, 3),
+        "mean_difference_us": round((float(ten.mean()) - float(none.mean())) / 1000.0, 3),
+        "mean_below_p999_difference_us": round(pct(ten)["mean_below_p999_us"] - pct(none)["mean_below_p999_us"], 3),
+        "block_pair_median_difference_us": {"median": round(float(np.median(pair_diff)), 3),
+                                            "p10": round(float(np.percentile(pair_diff, 10)), 3),
+                                            "p90": round(float(np.percentile(pair_diff, 90)), 3)},
+        "noise_floor_no_faults_again_minus_no_faults_us": {
+            "p50": round((float(np.median(again)) - float(np.median(none))) / 1000.0, 3),
+            "mean": round((float(again.mean()) - float(none.mean())) / 1000.0, 3),
+            "mean_below_p999": round(pct(again)["mean_below_p999_us"] - pct(none)["mean_below_p999_us"], 3),
+            "block_pair_median": round(float(np.median(aa_diff)), 3)},
+        "fault_calls_alone_us_per_tick": round(stage_ns / 1000.0, 3),
+        "plain_ring_push_alone_us_per_tick": round(push_ns / 1000.0, 3),
+        "signal_faults": len(FAULTS), "table_rows_used": rows_used,
+    }
+    text = json.dumps(res, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
