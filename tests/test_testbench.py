@@ -245,3 +245,22 @@ def test_inline_stimulus_and_inputs_in_expressions(tmp_path):
     assert [v.passed for v in res.verdicts] == [True, True, True], [v.message for v in res.verdicts]
     assert res.spec.duration_s == 0.3 and res.spec.scenario.duration == 0.3
     assert res.verdicts[2].t == pytest.approx(0.101)  # the ramp's first step: the input of step 101 is the first > 0
+
+
+def test_watchdog_signal_of_a_realtime_run(tmp_path):
+    """A controller that sends one command and goes silent: the server's watchdog trips, and `watchdog` shows it."""
+    from server.testbench.runner import run_test
+
+    ctl = tmp_path / "silent.py"
+    ctl.write_text("import sys, time\nfrom io_adapters.zmq.client import HilClient\n"
+                   "with HilClient(sys.argv[1]).connect() as c:\n"
+                   "    c.set_inputs(engine_torque=100.0)\n    time.sleep(5.0)\n")
+    p = tmp_path / "wd.toml"
+    p.write_text('plant = "powershift"\nmode = "realtime"\nduration_s = 4.0\n'
+                 '[controller]\ncommand = ["{python}", "silent.py", "{control}"]\ntimeout_s = 30\n'
+                 '[[expect]]\nname = "trips"\nexpr = "watchdog == 1"\neventually = true\n'
+                 '[[expect]]\nname = "never trips"\nexpr = "watchdog == 1"\nnever = true\n')
+    res = run_test(load_test(p))
+    trips, never = res.verdicts
+    assert trips.passed, trips.message
+    assert not never.passed and not never.error and 0.1 < never.t < 4.0 and never.value == 1.0, never.message

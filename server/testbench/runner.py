@@ -29,7 +29,7 @@ import numpy as np
 
 from plant_models.config import repo_root
 
-from .spec import ScheduledFault, TestSpec, substitute
+from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
 from .verdict import Recording, Verdict, evaluate
 
 SERVER_IO = """[loop]
@@ -154,6 +154,7 @@ def run_offline(spec: TestSpec, log: list[str]) -> Recording:
     t = np.arange(n + 1) * compiled.dt
     sig = {s.name: U[:, i].copy() for i, s in enumerate(plant.inputs)}
     sig.update({s.name: Y[:, j].copy() for j, s in enumerate(plant.outputs)})
+    sig.setdefault(WATCHDOG, np.zeros(n + 1))  # no command watchdog offline
     return Recording(t, sig, compiled.dt)
 
 
@@ -227,6 +228,7 @@ def run_lockstep(spec: TestSpec, client, log: list[str]) -> Recording:
     names = client.output_names
     n = compiled.n_steps
     Y = np.empty((n + 1, len(names)))
+    wd = np.zeros(n + 1)
     g = client.get()
     Y[0] = [g["y"][nm] for nm in names]
     session = Session("lockstep", client)
@@ -236,9 +238,11 @@ def run_lockstep(spec: TestSpec, client, log: list[str]) -> Recording:
         _switch(session, clock, k * compiled.dt, eps, log)
         r = client.step(1)
         Y[k + 1] = [r.y[nm] for nm in names]
+        wd[k + 1] = r.watchdog
     ticks = np.arange(n + 1)
     sig = _inputs_table(spec, plant, compiled, ticks)
     sig.update({nm: Y[:, j].copy() for j, nm in enumerate(names)})
+    sig.setdefault(WATCHDOG, wd)
     return Recording(ticks * compiled.dt, sig, compiled.dt)
 
 
@@ -269,7 +273,7 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
     session = Session(mode, client)
     clock = FaultClock(spec.faults)
     eps = 0.5 * dt
-    rows: list[tuple[int, float, dict]] = []
+    rows: list[tuple[int, float, dict, bool]] = []
     wall_limit = time.monotonic() + (spec.controller.timeout_s if spec.controller else 60.0 + 2 * spec.duration_s)
     ended_at = None
     full = False  # duration_s recorded; with a controller, a later reset of the plant starts over
@@ -286,7 +290,7 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
                 clock = FaultClock(spec.faults)  # a reset clears the server's faults: the schedule starts over
             last_tick = s.tick
             if not full:
-                rows.append((s.tick, s.t, s.y))
+                rows.append((s.tick, s.t, s.y, s.watchdog))
                 _switch(session, clock, s.t, eps, log)
                 full = s.t >= spec.duration_s - eps
                 if full and proc is None:
@@ -318,6 +322,7 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
     names = client.output_names
     sig = _inputs_table(spec, plant, compiled, ticks) if compiled is not None else {}
     sig.update({nm: np.array([r[2][nm] for r in rows], dtype=float) for nm in names})
+    sig.setdefault(WATCHDOG, np.array([float(r[3]) for r in rows]))
     gaps = int(np.count_nonzero(np.diff(ticks) > 1))
     if gaps:
         log.append(f"{gaps} gaps in the state stream (missed ticks or lost messages)")

@@ -47,6 +47,7 @@ KINDS = ("at", "during", "always", "eventually", "never", "within")
 FAULT_TIME_KEYS = ("at", "until")
 MAX_FAULTS = 256
 MAX_EXPECTATIONS = 1000
+WATCHDOG = "watchdog"  # a signal of every run besides the plant's: 1 while the command watchdog is tripped
 
 
 @dataclass(frozen=True)
@@ -291,6 +292,8 @@ def load_test(path: str | Path) -> TestSpec:
     plant: Plant = load_plant(plant_path)
     inputs = [s.name for s in plant.inputs]
     known = [s.name for s in plant.outputs] + [nm for nm in inputs if nm not in {s.name for s in plant.outputs}]
+    if WATCHDOG not in known:
+        known.append(WATCHDOG)
 
     if cfg.has("scenario") and cfg.has("stimulus"):
         raise cfg.error("stimulus", "give either scenario (a file) or [stimulus] (inline), not both")
