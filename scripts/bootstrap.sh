@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project's virtual environment in .venv and install the
 # project with the extras named by the first argument (default "plot": what the
-# demo needs; ./test.sh asks for "test,plot,campaign").  Sourced by demo.sh and test.sh.
+# demo needs; ./test.sh asks for "test,plot,campaign,record").  Sourced by demo.sh and test.sh.
 # Idempotent: installs again only when pyproject.toml or the extras changed.
 # Byte-code is compiled when a module is first imported, not for every file of
 # every package at install time (--no-compile: about 7 s less on a first set-up).

@@ -23,6 +23,7 @@ COMMANDS = {
     "describe": ("server.describe", "print a plant's input and output signals"),
     "list": ("server.listing", "list the plants, plant configs, scenarios and I/O configs, one line each"),
     "warmup": ("server.warmup", "compile and cache the compiled code once (first start on a machine)"),
+    "test": ("server.testbench", "run test files: a stimulus, faults, a controller, expectations with verdicts"),
     "campaign": ("server.campaign", "run many offline cases over varied parameters, locally or on a Dask cluster"),
     "keys": ("server.keys", "write CURVE key pairs for the ZeroMQ sockets (a server's, a client's)"),
 }

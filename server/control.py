@@ -71,6 +71,7 @@ class ControlHandler:
         "get_params": ("names",), "set_params": ("params",), "load_scenario": ("path", "scenario", "dt_s"),
         "unload_scenario": (), "clear_watchdog": (), "fault_set": ("fault",), "fault_clear": ("name",),
         "fault_list": (), "snapshot_save": ("name", "path"), "snapshot_restore": ("name", "path"),
+        "record_start": ("signals", "every", "name"), "record_stop": (),
     }
 
     def __init__(self, loop: Loop, player: ScenarioPlayer, params: ParamTable, report: StatusReport,
@@ -86,6 +87,7 @@ class ControlHandler:
         self.snapshots = SnapshotStore(loop.cfg.snapshot_dir, loop.cfg.snapshot_max_bytes)
         self.handled = 0
         self.errors = 0
+        self.recorder = None  # server.recording.Recorder, with a [recording] table in the I/O config
 
     def handle_now(self, req: dict, timeout_s: float = 30.0) -> dict:
         """:meth:`handle`, waiting for a pending reply: for callers that drive the loop themselves.
@@ -419,6 +421,32 @@ class ControlHandler:
         lp = self.loop
         was = lp.watchdog.clear(lp.clock_ns())
         return {"was_tripped": was}
+
+
+    def _require_recorder(self, what: str):
+        if self.recorder is None:
+            raise ControlError("bad_state", f"{what}: recording is not configured (add a [recording] table to the "
+                               "I/O config, docs/testing.md)")
+        return self.recorder
+
+    def _record_start(self, req):
+        from .recording import RecordingError
+
+        rec = self._require_recorder("record_start")
+        try:
+            job = rec.start(req.get("signals"), req.get("every"), req.get("name"))
+        except RecordingError as exc:
+            raise ControlError("bad_request", f"record_start: {exc}") from None
+        return {"recording": job}
+
+    def _record_stop(self, req):
+        from .recording import RecordingError
+
+        rec = self._require_recorder("record_stop")
+        try:
+            return {"recording": rec.stop(wait=False)}
+        except RecordingError as exc:
+            raise ControlError("bad_state", f"record_stop: {exc}") from None
 
 
 class _ScenarioRead(PendingReply):

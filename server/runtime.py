@@ -40,6 +40,7 @@ from .control import ControlHandler
 from .loop import Loop
 from .loop_config import MODES, LoopConfig, SettingError
 from .params import ParamTable
+from .recording import Recorder, RecordingConfig, read_recording_config
 from .rtsetup import RealtimeConfig
 from .scenario import ScenarioFolders
 from .scenario_player import ScenarioPlayer
@@ -74,6 +75,7 @@ class IoConfig:
     initial_inputs: dict
     adapters: tuple[AdapterSpec, ...]
     scenarios: ScenarioFolders | None = None
+    recording: RecordingConfig | None = None
 
 
 def _loop_config(cfg: ConfigReader) -> LoopConfig:
@@ -209,8 +211,9 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
         initial[name] = v
     adapters = _adapter_specs(cfg)
     scenarios = _scenario_folders(cfg, path)
+    recording = read_recording_config(cfg, Path(path).resolve().parent)
     cfg.reject_unknown()
-    return IoConfig(str(path), loop, watchdog, initial, adapters, scenarios)
+    return IoConfig(str(path), loop, watchdog, initial, adapters, scenarios=scenarios, recording=recording)
 
 
 def _scenario_folders(cfg: ConfigReader, path: Path) -> ScenarioFolders:
@@ -378,21 +381,34 @@ class Server:
     control: ControlHandler
     context: LoopContext
     io_source: str = ""  # the I/O config it was built from (for messages)
+    recorder: Recorder | None = None  # with a [recording] table
 
     def open(self) -> None:
         self.loop.open()
+        if self.recorder is not None and self.recorder.cfg.autostart:
+            self.recorder.start()
 
     def run(self) -> int:
-        return self.loop.run()
+        code = self.loop.run()
+        if self.recorder is not None:  # the last ticks are in the ring: the writer reads them, then closes
+            self.recorder.close()
+        return code
 
     def close(self) -> None:
-        self.loop.close()
-        self.control.close()
+        try:
+            if self.recorder is not None:
+                self.recorder.close()
+        finally:
+            self.loop.close()
+            self.control.close()
+            if self.recorder is not None:
+                self.recorder.ring.close(unlink=True)
 
 
 def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cfg: WatchdogConfig | None = None,
              initial_inputs: dict[str, float] | None = None, out: Callable[[str], None] | None = None,
-             ring: StateRing | None = None, scenarios: ScenarioFolders | None = None) -> Server:
+             ring: StateRing | None = None, scenarios: ScenarioFolders | None = None,
+             recording: RecordingConfig | None = None) -> Server:
     """Build every part of a server around ``plant`` and ``adapters`` and connect them.
 
     ``watchdog_cfg`` names only inputs of the plant and ``initial_inputs``
@@ -401,13 +417,15 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
     state ring to use (default: ``cfg.ring_rows`` rows in private memory;
     e.g. one in shared memory for a consumer in another process);
     ``scenarios`` the folders ``load_scenario`` reads (default: the
-    project's ``scenarios/``).
+    project's ``scenarios/``); with ``recording`` the ring is in shared
+    memory and a :class:`Recorder` serves ``record_start``/``record_stop``.
     """
     tick_info = new_tick_info()
     watchdog = CommandWatchdog(plant, watchdog_cfg or WatchdogConfig(),
                                tripped_flag=tick_info[TI_WATCHDOG:TI_WATCHDOG + 1])
     player = ScenarioPlayer(plant, watchdog, tick_info)
-    ring = ring if ring is not None else StateRing.for_plant(plant, cfg.ring_rows)
+    if ring is None:
+        ring = StateRing.for_plant(plant, cfg.ring_rows, shared=recording is not None)
     loop = Loop(plant, adapters, cfg, watchdog, player, tick_info, initial_inputs, ring)
     params = ParamTable(plant, extra=watchdog.tunable_parameters())
     report = StatusReport(loop, out)
@@ -416,7 +434,12 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
                           control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info,
                           ring=ring)
     loop.attach(context, report)
-    return Server(plant, loop, watchdog, player, params, report, control, context)
+    recorder = None
+    if recording is not None:
+        recorder = Recorder(recording, ring, plant, loop.dt)
+        control.recorder = recorder
+        report.extra["recording"] = recorder.status
+    return Server(plant, loop, watchdog, player, params, report, control, context, recorder=recorder)
 
 
 def check_reachable(server: Server) -> None:
@@ -469,6 +492,7 @@ def build(plant_config: str | Path, io_config: str | Path | None = None, endpoin
     _check_against_plant(io, plant)
     adapters = create_adapters(io)
     server = assemble(plant, adapters, loop_cfg, _resolve_watchdog(io, plant),
-                      initial_inputs={k: float(v) for k, v in io.initial_inputs.items()}, scenarios=io.scenarios)
+                      initial_inputs={k: float(v) for k, v in io.initial_inputs.items()}, scenarios=io.scenarios,
+                      recording=io.recording)
     server.io_source = io.source
     return server

@@ -84,6 +84,7 @@ class StatusReport:
         self._line_broken = False  # stdout went away: stop printing, keep running
         self._last_line = ""  # the line shown last: an unchanged line is not shown again
         self._line_outputs = _status_outputs(loop, loop.cfg.status_outputs)
+        self.extra: dict = {}  # name -> callable: more parts of the status object (e.g. "recording")
 
     # ------------------------------------------------------------------ the status object
     def status(self) -> dict:
@@ -108,6 +109,7 @@ class StatusReport:
             "realtime": (dict(rt.as_dict(), spin_margin_us=round(lp.spin_margin_us, 1)) if rt is not None else None),
             "adapters": {a.name: adapter_status(a) for a in lp.adapters},
             "startup_s": round((lp.first_tick_ns - lp.started_ns) / 1e9, 6) if lp.first_tick_ns else None,
+            **{name: part() for name, part in self.extra.items()},
         }
 
     # ------------------------------------------------------------------ the live status line

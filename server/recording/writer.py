@@ -1,0 +1,186 @@
+"""The recording process: rows of the shared state ring -> MF4 files (asammdf), a chunk per file.
+
+Started by :class:`server.recording.Recorder` as ``python -m
+server.recording.writer JOB_JSON``; it attaches to the server's state ring in
+shared memory and reads it through its own cursor (decimation ``every``), so
+the real-time loop neither waits for it nor shares its interpreter lock.
+Every ``chunk_rows`` rows it writes one complete MF4 file
+(``NAME_0001.mf4``, ...: written under a hidden name and renamed), so a ``kill -9``
+of this process or of the server loses at most the rows of the chunk being
+filled.  Each file holds the chosen signals with the simulation time as the
+master channel, plus ``tick`` (plant steps since the last reset); a reset of
+the plant (time going back) closes the current file and starts the next.
+
+It stops when the server writes ``.NAME.stop`` (``record_stop``, or the
+server's end) with the number of the last row to record, on SIGTERM (a
+user's ``kill``) and when the server process is gone: it then reads what is
+left in the ring up to that row, writes the last chunk and a final status.  SIGINT is ignored (a Ctrl-C in the server's
+terminal reaches the server, which then stops this process after its last
+tick).  Rows overwritten in the ring before they were read are counted as
+``lost`` in the status file ``NAME.json`` (updated after every file) and
+logged, never silent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+POLL_S = 0.02  # the ring holds seconds of rows; reading it 50 times a second keeps far ahead of it
+
+
+def _write_json(path: Path, obj: dict) -> None:
+    tmp = path.with_suffix(".json.part")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+class ChunkWriter:
+    """Buffers selected columns and writes a chunk as one MF4 file.
+
+    Parameters
+    ----------
+    folder, name
+        Files are ``folder/name_0001.mf4``, ...
+    names, units
+        The recorded signals (columns of ``cols`` in a ring row's floats).
+    cols
+        Float column of each signal in a ring row.
+    chunk_rows
+        Rows per file.
+    """
+
+    def __init__(self, folder: Path, name: str, names: list[str], units: list[str], cols: list[int],
+                 chunk_rows: int, comment: str = ""):
+        self.folder, self.name = folder, name
+        self.names, self.units = names, units
+        self.cols = np.asarray(cols, dtype=np.int64)
+        self.chunk = int(chunk_rows)
+        self.t = np.empty(self.chunk)
+        self.tick = np.empty(self.chunk, dtype=np.int64)
+        self.vals = np.empty((self.chunk, len(cols)))
+        self.fill = 0
+        self.files: list[str] = []
+        self.rows_written = 0
+        self.comment = comment
+
+    def add(self, ints: np.ndarray, floats: np.ndarray, n: int, tick_col: int, time_col: int) -> None:
+        """Append ``n`` ring rows; a full chunk, or time going back (a reset), writes a file."""
+        j = 0
+        while j < n:
+            if self.fill and floats[j, time_col] < self.t[self.fill - 1]:
+                self.flush()
+            k = min(n - j, self.chunk - self.fill)
+            # stop at a reset inside this block, so one file never holds time going back
+            tt = floats[j:j + k, time_col]
+            back = np.flatnonzero(np.diff(tt) < 0)
+            if back.size:
+                k = int(back[0]) + 1
+            f = self.fill
+            self.t[f:f + k] = floats[j:j + k, time_col]
+            self.tick[f:f + k] = ints[j:j + k, tick_col]
+            self.vals[f:f + k] = floats[j:j + k][:, self.cols]
+            self.fill += k
+            j += k
+            if self.fill == self.chunk:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered rows as the next file (nothing if empty)."""
+        if not self.fill:
+            return
+        from asammdf import MDF, Signal
+
+        n = self.fill
+        t = self.t[:n].copy()
+        sigs = [Signal(self.tick[:n].copy(), t, name="tick", unit="", comment="plant steps since the last reset")]
+        sigs += [Signal(self.vals[:n, i].copy(), t, name=nm, unit=u) for i, (nm, u) in
+                 enumerate(zip(self.names, self.units))]
+        mdf = MDF(version="4.10")
+        mdf.append(sigs, comment=self.comment or "gearbox-hil recording")
+        path = self.folder / f"{self.name}_{len(self.files) + 1:04d}.mf4"
+        part = path.with_name("." + path.name)  # hidden until whole (asammdf keeps the .mf4 suffix)
+        mdf.save(part, overwrite=True)
+        mdf.close()
+        os.replace(part, path)
+        self.files.append(path.name)
+        self.rows_written += n
+        self.fill = 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from io_adapters.ring import C_NEXT, F_TIME, I_SEQ, I_TICK, Cursor, StateRing
+
+    job = json.loads((argv or sys.argv[1:])[0])
+    folder = Path(job["folder"])
+    status_path = folder / f"{job['name']}.json"
+    stop = {"now": False}
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__("now", True))
+    parent = int(job["parent_pid"])
+    ring = StateRing.attach(job["shm"])
+    cur = Cursor(ring, every=int(job["every"]), batch=4096, from_now=False)
+    cur.state[C_NEXT] = max(int(job["start_seq"]), 1)
+    w = ChunkWriter(folder, job["name"], job["signals"], job["units"], job["cols"], int(job["chunk_rows"]),
+                    job.get("comment", ""))
+    started = time.time()
+    reported_lost = 0
+
+    def status(state: str) -> dict:
+        d = {"state": state, "name": job["name"], "signals": job["signals"], "every": int(job["every"]),
+             "files": list(w.files), "rows": w.rows_written + w.fill, "rows_in_files": w.rows_written,
+             "lost": cur.lost, "chunk_rows": w.chunk, "started_unix_s": started, "pid": os.getpid()}
+        return d
+
+    _write_json(status_path, status("recording"))
+
+    stop_file = folder / f".{job['name']}.stop"
+    last_seq = None  # the last row to record, once a stop names it
+
+    def take() -> int:
+        nonlocal reported_lost
+        n = cur.take()
+        if n and last_seq is not None:
+            n = int(np.searchsorted(cur.ints[:n, I_SEQ], last_seq, side="right"))  # rows are in seq order
+        if n:
+            nfiles = len(w.files)
+            w.add(cur.ints, cur.floats, n, I_TICK, F_TIME)
+            if len(w.files) != nfiles:
+                _write_json(status_path, status("recording"))
+        if cur.lost != reported_lost:
+            print(f"gearbox-hil recording: warning: {cur.lost - reported_lost} rows were overwritten in the state "
+                  f"ring before the recording read them ({cur.lost} lost so far)", file=sys.stderr, flush=True)
+            reported_lost = cur.lost
+        return n
+
+    while not (stop["now"] or os.getppid() != parent or stop_file.exists()):
+        if not take():
+            time.sleep(POLL_S)
+    try:  # the server's stop names the last row written before it; a kill of either process names none (all rows)
+        last_seq = int(stop_file.read_text())
+        stop_file.unlink()
+    except (OSError, ValueError):
+        pass
+    while take():  # what the server wrote up to now (all of it once it has stopped ticking)
+        pass
+    w.flush()
+    final = status("closed")
+    _write_json(status_path, final)
+    if os.getppid() != parent:  # the server is gone (killed): the shared block would otherwise stay behind
+        try:
+            ring.close(unlink=True)
+        except Exception:
+            pass
+    print(f"gearbox-hil recording: {final['rows']} rows in {len(final['files'])} files in {folder}, "
+          f"{final['lost']} lost", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

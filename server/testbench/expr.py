@@ -1,0 +1,124 @@
+"""Signal expressions of test files: arithmetic over whole signal arrays, parsed once, no ``eval`` of names.
+
+An expression is Python syntax restricted to numbers, signal names, ``t``
+(time, s), ``+ - * / ** %``, comparisons (``<``, ``<=``, ``==``, ...),
+``and``/``or``/``not`` and a few functions (``abs``, ``sqrt``, ``min``,
+``max``, ``sign``).  It is checked against that list when the test file is
+read, so a typo or an unknown signal is a one-line error before anything
+runs; it is evaluated on numpy arrays (one value per sample), so a
+comparison gives a boolean array.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterable, Mapping
+
+import numpy as np
+
+FUNCTIONS = {"abs": np.abs, "sqrt": np.sqrt, "min": np.minimum, "max": np.maximum, "sign": np.sign}
+_BINOPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.divide, ast.Pow: np.power,
+           ast.Mod: np.mod}
+_CMPOPS = {ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater, ast.GtE: np.greater_equal,
+           ast.Eq: np.equal, ast.NotEq: np.not_equal}
+MAX_LENGTH = 500  # characters; an expression is a line of a test file, not a program
+
+
+class ExprError(ValueError):
+    """An expression that is not in the allowed subset, or names an unknown signal."""
+
+
+class Expr:
+    """One parsed expression.
+
+    Parameters
+    ----------
+    text
+        The expression, e.g. ``"abs(w_1 * ratio - w_out)"`` or ``"gear == 3"``.
+    known
+        The signal names it may use (``t`` is always allowed).
+    """
+
+    def __init__(self, text: str, known: Iterable[str]):
+        if not isinstance(text, str) or not text.strip():
+            raise ExprError("must be a non-empty string")
+        if len(text) > MAX_LENGTH:
+            raise ExprError(f"is longer than {MAX_LENGTH} characters")
+        self.text = text
+        try:
+            self.tree = ast.parse(text.strip(), mode="eval").body
+        except SyntaxError as exc:
+            raise ExprError(f"{text!r} is not a valid expression ({exc.msg})") from None
+        known = set(known) | {"t"}
+        self.names: set[str] = set()
+        self._check(self.tree, known)
+        self.boolean = isinstance(self.tree, (ast.Compare, ast.BoolOp)) or (
+            isinstance(self.tree, ast.UnaryOp) and isinstance(self.tree.op, ast.Not))
+
+    def _check(self, node: ast.AST, known: set[str]) -> None:
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise ExprError(f"{self.text!r}: only numbers are allowed as constants, got {node.value!r}")
+        elif isinstance(node, ast.Name):
+            if node.id not in known:
+                from plant_models.config import did_you_mean
+
+                raise ExprError(f"{self.text!r}: unknown signal {node.id!r}" + did_you_mean(node.id, sorted(known)))
+            self.names.add(node.id)
+        elif isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            self._check(node.left, known)
+            self._check(node.right, known)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
+            self._check(node.operand, known)
+        elif isinstance(node, ast.Compare) and all(type(op) in _CMPOPS for op in node.ops):
+            for sub in (node.left, *node.comparators):
+                self._check(sub, known)
+        elif isinstance(node, ast.BoolOp):
+            for sub in node.values:
+                self._check(sub, known)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS
+              and not node.keywords and 1 <= len(node.args) <= 2):
+            for sub in node.args:
+                self._check(sub, known)
+        else:
+            raise ExprError(f"{self.text!r}: {type(node).__name__} is not allowed (numbers, signal names, t, "
+                            "+ - * / ** %, comparisons, and/or/not, abs/sqrt/min/max/sign)")
+
+    def evaluate(self, signals: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The expression on every sample: a float (or, for a condition, bool) array like the signals'."""
+        n = len(signals["t"])
+        with np.errstate(all="ignore"):  # a division by zero is a NaN sample, which fails any bound
+            out = self._eval(self.tree, signals)
+        return np.broadcast_to(np.asarray(out), (n,))
+
+    def _eval(self, node, s):
+        if isinstance(node, ast.Constant):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            return s[node.id]
+        if isinstance(node, ast.BinOp):
+            return _BINOPS[type(node.op)](self._eval(node.left, s), self._eval(node.right, s))
+        if isinstance(node, ast.UnaryOp):
+            v = self._eval(node.operand, s)
+            if isinstance(node.op, ast.Not):
+                return np.logical_not(v)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.Compare):
+            left = self._eval(node.left, s)
+            out = None
+            for op, comp in zip(node.ops, node.comparators):
+                right = self._eval(comp, s)
+                r = _CMPOPS[type(op)](left, right)
+                out = r if out is None else np.logical_and(out, r)
+                left = right
+            return out
+        if isinstance(node, ast.BoolOp):
+            f = np.logical_and if isinstance(node.op, ast.And) else np.logical_or
+            out = self._eval(node.values[0], s)
+            for sub in node.values[1:]:
+                out = f(out, self._eval(sub, s))
+            return out
+        return FUNCTIONS[node.func.id](*(self._eval(a, s) for a in node.args))
+
+    def __repr__(self) -> str:
+        return f"Expr({self.text!r})"

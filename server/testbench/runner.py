@@ -1,0 +1,372 @@
+"""Running a test file: the plant offline or a server in lockstep/realtime, the fault schedule, a controller.
+
+* offline: the plant in this process, the scenario's steps one by one
+  (:func:`server.scenario.offline_step`, the same sequence as ``gearbox-hil
+  simulate`` and lockstep), every output and input recorded per step;
+* lockstep without a controller: a ``gearbox-hil serve --mode lockstep``
+  process; the runner loads the stimulus and steps it one tick at a time,
+  switching scheduled faults between exactly the ticks they name;
+* realtime, or a controller: the runner loads the stimulus (if any), starts
+  the controller, and records the state stream; a scheduled fault is
+  switched when the stream shows its time has come (within the stream's
+  latency, a tick or a few in realtime, one controller step in lockstep).
+
+Faults go through :func:`apply_fault` and :func:`clear_fault` only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from plant_models.config import repo_root
+
+from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
+from .verdict import Recording, Verdict, evaluate
+
+SERVER_IO = """[loop]
+status_line = false
+autostart = {autostart}
+
+[[adapters]]
+type = "zmq"
+name = "zmq"
+state_endpoint = "tcp://127.0.0.1:*"
+command_endpoint = "tcp://127.0.0.1:*"
+control_endpoint = "tcp://127.0.0.1:*"
+"""
+
+
+class FaultUnavailable(RuntimeError):
+    """The fault schedule cannot be applied in this mode or by this server."""
+
+
+class RunError(RuntimeError):
+    """The run itself failed (the server did not start, the controller failed, the stream stopped)."""
+
+
+@dataclass
+class Session:
+    """What the fault functions need: the mode and, with a server, a connected client."""
+
+    mode: str
+    client: object | None = None  # io_adapters.zmq.client.HilClient
+    names: dict = field(default_factory=dict)  # id of a scheduled fault's dict -> the name the server gave it
+
+
+def apply_fault(session: Session, fault: dict) -> None:
+    """Switch a fault of the schedule on (the fault map of docs/faults.md, without ``at``/``until``).
+
+    With a server: the ``fault_set`` control request, active from the next
+    tick.  Offline: not available (raises :class:`FaultUnavailable`).
+    """
+    rep = _fault_request(session, "fault_set", fault=dict(fault))
+    session.names[id(fault)] = rep.get("name")
+
+
+def clear_fault(session: Session, fault: dict) -> None:
+    """Switch a fault of the schedule off again (``fault_clear`` with the name ``fault_set`` gave it)."""
+    name = session.names.pop(id(fault), None)
+    if name is not None:
+        _fault_request(session, "fault_clear", name=name)
+
+
+def _fault_request(session: Session, cmd: str, **args) -> dict:
+    if session.client is None:
+        raise FaultUnavailable(f"fault injection is not available in {session.mode} mode (run the test in "
+                               "lockstep or realtime mode: lockstep is bit-identical to offline)")
+    from io_adapters.zmq.client import ServerError
+
+    try:
+        return session.client.request(cmd, **args)
+    except ServerError as exc:
+        if exc.code == "unknown_command":
+            raise FaultUnavailable(f"fault injection is not available: the server does not know {cmd}") from None
+        raise RunError(f"{cmd} {args}: {exc}") from None
+
+
+class FaultClock:
+    """The schedule as switch times: ``due(t)`` returns the (on/off, fault) switches whose time has come."""
+
+    def __init__(self, faults: tuple[ScheduledFault, ...]):
+        ev = [(f.at, 1, f) for f in faults] + [(f.until, 0, f) for f in faults if f.until is not None]
+        self.events = sorted(ev, key=lambda e: (e[0], e[1]))  # at the same time: clears before sets
+        self.pos = 0
+
+    def due(self, t: float, eps: float) -> list[tuple[int, ScheduledFault]]:
+        out = []
+        while self.pos < len(self.events) and self.events[self.pos][0] <= t + eps:
+            _, on, f = self.events[self.pos]
+            out.append((on, f))
+            self.pos += 1
+        return out
+
+
+def _switch(session: Session, clock: FaultClock, t: float, eps: float, log: list[str]) -> None:
+    for on, f in clock.due(t, eps):
+        (apply_fault if on else clear_fault)(session, f.fault)
+        log.append(f"t = {t:.6g} s: fault {'set' if on else 'cleared'} {f.key} {f.fault}")
+
+
+def _inputs_table(spec: TestSpec, plant, compiled, ticks: np.ndarray) -> dict[str, np.ndarray]:
+    """Input values of the stimulus at each sample's tick (the step that starts there; the last step's at the end)."""
+    n = compiled.n_steps
+    out = np.empty((len(ticks), plant.n_in))
+    for j, k in enumerate(ticks):
+        out[j] = compiled.inputs_at(int(min(max(k, 0), n - 1)))[0]
+    return {s.name: out[:, i].copy() for i, s in enumerate(plant.inputs)}
+
+
+def _compile(spec: TestSpec):
+    from plant_models.registry import load_plant
+
+    plant = load_plant(spec.plant_config)
+    compiled = spec.scenario.compile(plant, spec.dt_s, warn=False) if spec.scenario is not None else None
+    return plant, compiled
+
+
+def run_offline(spec: TestSpec, log: list[str]) -> Recording:
+    from ..scenario import offline_step
+
+    plant, compiled = _compile(spec)
+    n = compiled.n_steps
+    Y = np.empty((n + 1, plant.n_out))
+    U = np.empty((n + 1, plant.n_in))
+    plant.reset(compiled.initial_inputs())
+    Y[0] = plant.y
+    session = Session("offline")
+    clock = FaultClock(spec.faults)
+    eps = 0.5 * compiled.dt
+    for k in range(n):
+        _switch(session, clock, k * compiled.dt, eps, log)
+        offline_step(plant, compiled, k)
+        Y[k + 1] = plant.y
+        U[k] = plant.u
+    U[n] = U[n - 1] if n else plant.u
+    t = np.arange(n + 1) * compiled.dt
+    sig = {s.name: U[:, i].copy() for i, s in enumerate(plant.inputs)}
+    sig.update({s.name: Y[:, j].copy() for j, s in enumerate(plant.outputs)})
+    sig.setdefault(WATCHDOG, np.zeros(n + 1))  # no command watchdog offline
+    return Recording(t, sig, compiled.dt)
+
+
+class ServerRun:
+    """``gearbox-hil serve`` in a subprocess on free loopback ports (a context manager)."""
+
+    def __init__(self, plant_config: str | Path, mode: str, workdir: Path, io_config: Path | None = None,
+                 timeout_s: float = 300.0):
+        self.workdir = workdir
+        io = io_config
+        if io is None:
+            io = workdir / "io.toml"
+            # a realtime server waits for `start`, so that no state of a run before the test's reaches the runner
+            io.write_text(SERVER_IO.format(autostart="false" if mode == "realtime" else "true"))
+        ready = workdir / "ready.json"
+        self.log_path = workdir / "server.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": os.pathsep.join([str(repo_root()), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+        cmd = [sys.executable, "-m", "server.cli", "serve", str(plant_config), "--io", str(io), "--mode", mode,
+               "--ready-file", str(ready), "--quiet"]
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, cwd=repo_root(), stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout_s
+        while not ready.exists():
+            if self.proc.poll() is not None:
+                raise RunError(f"the server exited with code {self.proc.returncode}: {self.output()[-2000:]}")
+            if time.monotonic() > deadline:
+                self.close()
+                raise RunError(f"the server was not ready within {timeout_s:g} s")
+            time.sleep(0.05)
+        time.sleep(0.05)  # the ready file is written whole, but give the writer a moment to close it
+        info = json.loads(ready.read_text())
+        controls = [v for k, v in info["endpoints"].items() if k.endswith(".control")]
+        if not controls:
+            self.close()
+            raise RunError(f"the I/O config {io} has no ZeroMQ adapter: the runner needs its control endpoint")
+        self.control = controls[0]
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                from io_adapters.zmq.client import HilClient
+
+                with HilClient(self.control, timeout_s=5.0).connect() as c:
+                    c.shutdown()
+                self.proc.wait(timeout=30)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self._log.close()
+
+    def __enter__(self) -> "ServerRun":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _scenario_map(spec: TestSpec) -> dict:
+    return dict(spec.scenario_data)
+
+
+def run_lockstep(spec: TestSpec, client, log: list[str]) -> Recording:
+    """Load the stimulus and step it tick by tick, switching faults between exactly the right ticks."""
+    plant, compiled = _compile(spec)
+    client.load_scenario(scenario=_scenario_map(spec))
+    names = client.output_names
+    n = compiled.n_steps
+    Y = np.empty((n + 1, len(names)))
+    wd = np.zeros(n + 1)
+    g = client.get()
+    Y[0] = [g["y"][nm] for nm in names]
+    session = Session("lockstep", client)
+    clock = FaultClock(spec.faults)
+    eps = 0.5 * compiled.dt
+    for k in range(n):
+        _switch(session, clock, k * compiled.dt, eps, log)
+        r = client.step(1)
+        Y[k + 1] = [r.y[nm] for nm in names]
+        wd[k + 1] = r.watchdog
+    ticks = np.arange(n + 1)
+    sig = _inputs_table(spec, plant, compiled, ticks)
+    sig.update({nm: Y[:, j].copy() for j, nm in enumerate(names)})
+    sig.setdefault(WATCHDOG, wd)
+    return Recording(ticks * compiled.dt, sig, compiled.dt)
+
+
+def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list[str]) -> tuple[Recording, list]:
+    """Record the state stream while a stimulus plays (realtime) or a controller drives the server."""
+    plant = compiled = None
+    if spec.scenario is not None:
+        plant, compiled = _compile(spec)
+    client.subscribe(("state",))
+    time.sleep(0.2)  # a SUB socket receives only what is published after it has connected
+    dt = float(client.describe()["period_s"])
+    if compiled is not None:
+        client.load_scenario(scenario=_scenario_map(spec))
+        dt = compiled.dt
+    else:
+        client.reset()
+    if client.status()["state"] != "running":
+        client.start()
+    proc = None
+    problems: list[Verdict] = []
+    out_path = server.workdir / "controller.log"
+    if spec.controller is not None:
+        c = spec.controller
+        here = Path(spec.source).resolve().parent
+        args = [substitute(a, server.control, here) for a in c.command]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(args, cwd=c.cwd, stdout=open(out_path, "w"), stderr=subprocess.STDOUT, env=env)
+    session = Session(mode, client)
+    clock = FaultClock(spec.faults)
+    eps = 0.5 * dt
+    rows: list[tuple[int, float, dict, bool]] = []
+    wall_limit = time.monotonic() + (spec.controller.timeout_s if spec.controller else 60.0 + 2 * spec.duration_s)
+    ended_at = None
+    full = False  # duration_s recorded; with a controller, a later reset of the plant starts over
+    last_tick = -1
+    while True:
+        s = client.recv_state(timeout_s=0.1)
+        now = time.monotonic()
+        if s is not None:
+            if s.tick < last_tick:
+                log.append(f"the plant was reset at t = {rows[-1][1] if rows else 0:.6g} s; recording from the "
+                           "reset on")
+                rows.clear()
+                full = False
+                clock = FaultClock(spec.faults)  # a reset clears the server's faults: the schedule starts over
+            last_tick = s.tick
+            if not full:
+                rows.append((s.tick, s.t, s.y, s.watchdog))
+                _switch(session, clock, s.t, eps, log)
+                full = s.t >= spec.duration_s - eps
+                if full and proc is None:
+                    break
+        if proc is not None and proc.poll() is not None:
+            ended_at = ended_at or now
+            if now - ended_at > spec.settle_s:  # the states it caused have arrived (a realtime server ticks on)
+                break
+        elif proc is None and s is None and now > wall_limit:
+            break
+        if now > wall_limit:
+            break
+    if proc is not None:
+        try:
+            proc.wait(timeout=max(0.0, wall_limit - time.monotonic()) + 1.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+            problems.append(Verdict("controller", "controller", False, f"the controller did not exit within "
+                                    f"{spec.controller.timeout_s:g} s (killed)", error=True))
+        if proc.returncode is not None and proc.returncode != spec.controller.exit_code and not problems:
+            tail = out_path.read_text()[-1500:].strip().replace("\n", " | ")
+            problems.append(Verdict("controller", "controller", False, f"the controller exited with code "
+                                    f"{proc.returncode} (expected {spec.controller.exit_code}): {tail}", error=True))
+    if not rows:
+        raise RunError("no state message received from the server")
+    ticks = np.array([r[0] for r in rows])
+    t = np.array([r[1] for r in rows])
+    names = client.output_names
+    sig = _inputs_table(spec, plant, compiled, ticks) if compiled is not None else {}
+    sig.update({nm: np.array([r[2][nm] for r in rows], dtype=float) for nm in names})
+    sig.setdefault(WATCHDOG, np.array([float(r[3]) for r in rows]))
+    gaps = int(np.count_nonzero(np.diff(ticks) > 1))
+    if gaps:
+        log.append(f"{gaps} gaps in the state stream (missed ticks or lost messages)")
+    return Recording(t, sig, dt), problems
+
+
+@dataclass
+class TestResult:
+    spec: TestSpec
+    verdicts: list[Verdict]
+    wall_s: float
+    log: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+
+def run_test(spec: TestSpec, workdir: Path | None = None) -> TestResult:
+    """Run one test file and check every expectation; never raises for a failure of the run itself."""
+    from io_adapters.zmq.client import HilClient
+
+    t0 = time.perf_counter()
+    log: list[str] = []
+    verdicts: list[Verdict] = []
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="gearbox-hil-test-")
+        workdir = Path(tmp.name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        if spec.mode == "offline":
+            rec = run_offline(spec, log)
+        else:
+            with ServerRun(spec.plant_config, spec.mode, workdir, spec.io_config) as server:
+                with HilClient(server.control, timeout_s=30.0).connect() as client:
+                    if spec.mode == "lockstep" and spec.controller is None:
+                        rec = run_lockstep(spec, client, log)
+                    else:
+                        rec, verdicts = run_observed(spec, client, server, spec.mode, log)
+        verdicts += [evaluate(e, rec) for e in spec.expectations]
+    except (FaultUnavailable, RunError, TimeoutError, OSError) as exc:
+        verdicts.append(Verdict("run", "run", False, f"{type(exc).__name__}: {exc}", error=True))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return TestResult(spec, verdicts, time.perf_counter() - t0, log)

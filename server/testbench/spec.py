@@ -1,0 +1,369 @@
+"""Test files: a plant, a mode, a stimulus, a fault schedule, an optional controller, and expectations.
+
+The format (``docs/testing.md`` has the whole reference and a worked example)::
+
+    name = "1 -> 3 swap"
+    plant = "powershift"              # a config name or a path (relative to this file)
+    mode = "offline"                  # "offline" | "lockstep" | "realtime"
+    scenario = "powershift_single_swap"   # or an inline [stimulus] table (the scenario format)
+    duration_s = 1.2                  # optional: the scenario's by default
+
+    [controller]                      # optional: a process that drives the server (lockstep/realtime)
+    command = ["{python}", "../../examples/closed_loop_swap.py", "--control", "{control}", "--lockstep"]
+
+    [[faults]]                        # the fault API's dicts plus `at` (and `until`), s
+    at = 0.45
+    target = "clutch"
+    clutch = 2
+    kind = "stuck_closed"
+
+    [[expect]]
+    name = "gear 3 within 0.5 s of the shift"
+    expr = "gear"
+    eq = 3
+    within_s = 0.5
+    after = 0.5                       # a time, or { when = "condition" }, or { command = "input" }
+
+Every problem is reported as ``file: key: problem`` (a :class:`ConfigError`)
+when the file is read, before anything runs.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plant_models.config import ConfigError, ConfigReader, find_config, load_toml
+from plant_models.plant import Plant
+
+from ..scenario import Scenario, parse_scenario
+from .expr import Expr, ExprError
+
+MODES = ("offline", "lockstep", "realtime")
+KINDS = ("at", "during", "always", "eventually", "never", "within")
+FAULT_TIME_KEYS = ("at", "until")
+MAX_FAULTS = 256
+MAX_EXPECTATIONS = 1000
+WATCHDOG = "watchdog"  # a signal of every run besides the plant's: 1 while the command watchdog is tripped
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What starts the clock of a ``within_s`` expectation: a time, a condition becoming true, or a command."""
+
+    time_s: float | None = None
+    when: Expr | None = None
+    command: str | None = None
+
+    def describe(self) -> str:
+        if self.time_s is not None:
+            return f"t = {self.time_s:g} s"
+        if self.when is not None:
+            return f"`{self.when.text}` first true"
+        return f"the first change of input {self.command}"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One expectation: an expression, its bounds, and when they must hold.
+
+    ``kind`` is one of :data:`KINDS`; ``window`` is (start, end) in s
+    (``end`` None: the end of the run).  The bounds: ``eq`` with tolerances
+    ``tol`` (absolute) and ``rel_tol`` (relative to ``eq``), ``min`` and
+    ``max`` widened by ``tol``; no bounds: the expression is a condition
+    (true where non-zero).
+    """
+
+    name: str
+    key: str  # where it is in the file, e.g. expect[2]
+    expr: Expr
+    kind: str
+    at_s: float | None = None
+    window: tuple[float, float | None] = (0.0, None)
+    within_s: float | None = None
+    after: Trigger | None = None
+    eq: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    tol: float = 0.0
+    rel_tol: float = 0.0
+
+    def bounds_text(self) -> str:
+        """The bound in words, e.g. ``gear == 3 (tol 0)`` or ``2 <= w_out <= 5``."""
+        e = self.expr.text
+        if self.eq is not None:
+            tol = max(self.tol, self.rel_tol * abs(self.eq))
+            return f"{e} == {self.eq:g}" + (f" +- {tol:g}" if tol else "")
+        if self.lo is not None and self.hi is not None:
+            return f"{self.lo:g} <= {e} <= {self.hi:g}" + (f" (tol {self.tol:g})" if self.tol else "")
+        if self.lo is not None:
+            return f"{e} >= {self.lo:g}" + (f" (tol {self.tol:g})" if self.tol else "")
+        if self.hi is not None:
+            return f"{e} <= {self.hi:g}" + (f" (tol {self.tol:g})" if self.tol else "")
+        return e
+
+
+@dataclass(frozen=True)
+class ScheduledFault:
+    """A fault of the schedule: the fault API's dict, switched on at ``at`` and off at ``until`` (s)."""
+
+    key: str
+    at: float
+    until: float | None
+    fault: dict
+
+
+@dataclass(frozen=True)
+class ControllerSpec:
+    """An external process started once the server is ready.
+
+    ``command`` is a list of arguments with ``{python}`` (this Python),
+    ``{control}`` (the server's control endpoint) and ``{here}`` (the test
+    file's folder) replaced; it runs in ``cwd`` (default the test file's
+    folder) for at most ``timeout_s`` and must exit with ``exit_code``.
+    """
+
+    command: tuple[str, ...]
+    cwd: Path
+    timeout_s: float = 60.0
+    exit_code: int = 0
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """A whole test file, validated against its plant."""
+
+    source: str
+    name: str
+    description: str
+    plant_config: Path
+    mode: str
+    scenario: Scenario | None
+    scenario_data: dict | None  # the scenario as a map (what load_scenario sends)
+    duration_s: float
+    dt_s: float | None
+    controller: ControllerSpec | None
+    faults: tuple[ScheduledFault, ...]
+    expectations: tuple[Expectation, ...]
+    io_config: Path | None = None
+    settle_s: float = 0.3
+    extra: dict = field(default_factory=dict)
+
+
+def _path(cfg: ConfigReader, name: str, here: Path, folder: str) -> Path:
+    """A file named relative to the test file, else a name in the project's ``folder``."""
+    val = cfg.string(name)
+    p = here / val
+    if p.is_file():
+        return p
+    try:
+        return find_config(val, folder=folder)
+    except ConfigError as exc:
+        raise cfg.error(name, exc.problem) from None
+
+
+def _window(cfg: ConfigReader, name: str) -> tuple[float, float | None]:
+    w = cfg.numbers(name, 2, nonnegative=True)
+    if w[1] < w[0]:
+        raise cfg.error(name, f"the window ends before it starts: [{w[0]:g}, {w[1]:g}]")
+    return float(w[0]), float(w[1])
+
+
+def _expr(cfg: ConfigReader, name: str, known: list[str]) -> Expr:
+    try:
+        return Expr(cfg.raw(name), known)
+    except ExprError as exc:
+        raise cfg.error(name, str(exc)) from None
+
+
+def _trigger(cfg: ConfigReader, known: list[str], inputs: list[str]) -> Trigger:
+    val = cfg.raw("after")
+    if isinstance(val, (int, float)) and not isinstance(val, bool):
+        return Trigger(time_s=cfg.number("after", nonnegative=True))
+    if not isinstance(val, dict) or len(val) != 1 or next(iter(val)) not in ("when", "command"):
+        raise cfg.error("after", "must be a time in s, { when = \"condition\" } or { command = \"input\" }")
+    sub = cfg.sub("after")
+    if "when" in val:
+        return Trigger(when=_expr(sub, "when", known))
+    name = sub.string("command", choices=inputs)
+    return Trigger(command=name)
+
+
+def _expectation(cfg: ConfigReader, k: int, known: list[str], inputs: list[str]) -> Expectation:
+    key = f"expect[{k}]"
+    expr = _expr(cfg, "expr", known)
+    name = cfg.string("name", f"{key}: {expr.text}")
+    bounds: dict[str, Any] = {}
+    if cfg.has("eq"):
+        bounds["eq"] = cfg.number("eq")
+    if cfg.has("min"):
+        bounds["lo"] = cfg.number("min")
+    if cfg.has("max"):
+        bounds["hi"] = cfg.number("max")
+    if "eq" in bounds and ("lo" in bounds or "hi" in bounds):
+        raise cfg.error("eq", "give either eq (with tol/rel_tol) or min/max, not both")
+    if bounds.get("lo") is not None and bounds.get("hi") is not None and bounds["lo"] > bounds["hi"]:
+        raise cfg.error("min", f"is above max ({bounds['lo']:g} > {bounds['hi']:g})")
+    tol = cfg.number("tol", 0.0, nonnegative=True)
+    rel_tol = cfg.number("rel_tol", 0.0, nonnegative=True)
+    if not bounds and (cfg.has("tol") or cfg.has("rel_tol")):
+        raise cfg.error("tol", "a tolerance needs a bound (eq, min or max)")
+    if not bounds and not expr.boolean:
+        raise cfg.error("expr", f"{expr.text!r} has no bound: give eq, min or max, or write a condition "
+                        "(e.g. `gear == 3`)")
+    chosen = [kd for kd in ("at", "during", "always", "eventually", "never", "within_s") if cfg.has(kd)]
+    if len(chosen) != 1:
+        raise cfg.error("expr", "needs exactly one of at, during, always, eventually, never, within_s"
+                        + (f" (got {', '.join(chosen)})" if chosen else ""))
+    kind = chosen[0]
+    args: dict[str, Any] = {}
+    if kind == "at":
+        args["at_s"] = cfg.number("at", nonnegative=True)
+    elif kind == "during":
+        args["window"] = _window(cfg, "during")
+    elif kind in ("always", "eventually", "never"):
+        if not cfg.boolean(kind):
+            raise cfg.error(kind, "must be true (leave the key out otherwise)")
+        if cfg.has("window"):
+            args["window"] = _window(cfg, "window")
+    else:
+        kind = "within"
+        args["within_s"] = cfg.number("within_s", nonnegative=True)
+        args["after"] = _trigger(cfg, known, inputs)
+    if kind != "within" and cfg.has("after"):
+        raise cfg.error("after", "only with within_s")
+    cfg.reject_unknown()
+    return Expectation(name=name, key=key, expr=expr, kind=kind, tol=tol, rel_tol=rel_tol, **bounds, **args)
+
+
+def _fault(cfg: ConfigReader, k: int) -> ScheduledFault:
+    """A schedule entry: ``at``/``until`` are checked here; the rest is the fault API's dict, passed on as is."""
+    at = cfg.number("at", nonnegative=True)
+    until = cfg.number("until", None, nonnegative=True) if cfg.has("until") else None
+    if until is not None and until <= at:
+        raise cfg.error("until", f"must be after at ({until:g} <= {at:g})")
+    fault = {key: v for key, v in cfg.data.items() if key not in FAULT_TIME_KEYS}
+    if not isinstance(fault.get("target"), str):
+        raise cfg.error("target", "is required: the fault's target (e.g. \"signal\", \"clutch\", \"can\")")
+    if not isinstance(fault.get("kind"), str):
+        raise cfg.error("kind", "is required: the kind of fault (e.g. \"offset\", \"stuck_closed\", \"drop\")")
+    for key, v in fault.items():
+        if not isinstance(v, (str, int, float, bool)) or (isinstance(v, float) and not math.isfinite(v)):
+            raise cfg.error(key, "must be a string, a finite number or a boolean")
+    return ScheduledFault(key=f"faults[{k}]", at=at, until=until, fault=fault)
+
+
+def _controller(cfg: ConfigReader, here: Path) -> ControllerSpec:
+    cmd = cfg.raw("command")
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) for c in cmd):
+        raise cfg.error("command", "must be a non-empty list of strings (the program and its arguments)")
+    cwd = here / cfg.string("cwd", ".")
+    if not cwd.is_dir():
+        raise cfg.error("cwd", f"{cwd} is not a folder")
+    timeout = cfg.number("timeout_s", 60.0, positive=True)
+    code = cfg.integer("exit_code", 0)
+    cfg.reject_unknown()
+    return ControllerSpec(tuple(cmd), cwd, timeout, code)
+
+
+def substitute(arg: str, control: str, here: Path) -> str:
+    """A controller argument with ``{python}``, ``{control}`` and ``{here}`` replaced."""
+    return arg.replace("{python}", sys.executable).replace("{control}", control).replace("{here}", str(here))
+
+
+def load_test(path: str | Path) -> TestSpec:
+    """Read and check a test file (against its plant, which is loaded here); raises ConfigError."""
+    from plant_models.registry import load_plant
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(str(p), "", "no such test file")
+    source = str(p)
+    here = p.resolve().parent
+    cfg = ConfigReader(load_toml(p), source)
+    name = cfg.string("name", p.stem)
+    desc = cfg.string("description", "")
+    plant_path = _path(cfg, "plant", here, "configs")
+    mode = cfg.string("mode", "offline", choices=MODES)
+    io_config = _path(cfg, "io", here, "configs") if cfg.has("io") else None
+    plant: Plant = load_plant(plant_path)
+    inputs = [s.name for s in plant.inputs]
+    known = [s.name for s in plant.outputs] + [nm for nm in inputs if nm not in {s.name for s in plant.outputs}]
+    if WATCHDOG not in known:
+        known.append(WATCHDOG)
+
+    if cfg.has("scenario") and cfg.has("stimulus"):
+        raise cfg.error("stimulus", "give either scenario (a file) or [stimulus] (inline), not both")
+    scenario = data = None
+    if cfg.has("scenario"):
+        sp = _path(cfg, "scenario", here, "scenarios")
+        data = load_toml(sp)
+        scenario = parse_scenario(data, str(sp))
+    elif cfg.has("stimulus"):
+        data = cfg.sub("stimulus").data
+        if "duration_s" not in data and cfg.has("duration_s"):
+            data = {**data, "duration_s": cfg.data["duration_s"]}
+        scenario = parse_scenario(data, f"{source}: [stimulus]")
+    if scenario is not None:
+        for nm in scenario.profiles:
+            if nm not in inputs:
+                raise ConfigError(scenario.source, f"inputs.{nm}", "not an input of plant "
+                                  f"{plant.kind} (inputs: {', '.join(inputs)})")
+    controller = _controller(cfg.sub("controller"), here) if cfg.has("controller") else None
+    if controller is not None and mode == "offline":
+        raise cfg.error("controller", "a controller needs a server: mode \"lockstep\" or \"realtime\"")
+    if scenario is None and controller is None:
+        raise cfg.error("scenario", "is required without a [controller] (or give an inline [stimulus])")
+    if cfg.has("duration_s"):
+        duration = cfg.number("duration_s", positive=True)
+    elif scenario is not None:
+        duration = scenario.duration
+    else:
+        raise cfg.error("duration_s", "is required with a controller and no scenario")
+    dt = cfg.number("dt_s", positive=True) if cfg.has("dt_s") else None
+    if scenario is not None and (duration != scenario.duration or dt is not None):
+        data = {**data, "duration_s": duration, **({"dt_s": dt} if dt is not None else {})}
+        scenario = parse_scenario(data, scenario.source)
+    if scenario is not None:
+        scenario.compile(plant, None, warn=False)  # every input name, range and value checked now
+    settle = cfg.number("settle_s", 0.3, nonnegative=True)
+
+    raw_faults = cfg.raw("faults", [])
+    if not isinstance(raw_faults, list) or len(raw_faults) > MAX_FAULTS:
+        raise cfg.error("faults", f"must be an array of tables ([[faults]]), at most {MAX_FAULTS}")
+    faults = []
+    for k, f in enumerate(raw_faults):
+        sched = _fault(ConfigReader(f, source, f"faults[{k}]"), k)
+        if sched.at > duration:
+            raise ConfigError(source, f"faults[{k}].at", f"{sched.at:g} s is after the end of the run "
+                              f"({duration:g} s)")
+        faults.append(sched)
+    raw_exp = cfg.raw("expect")
+    if not isinstance(raw_exp, list) or not raw_exp or len(raw_exp) > MAX_EXPECTATIONS:
+        raise cfg.error("expect", f"must be an array of 1..{MAX_EXPECTATIONS} tables ([[expect]])")
+    exps = []
+    for k, e in enumerate(raw_exp):
+        exp = _expectation(ConfigReader(e, source, f"expect[{k}]"), k, known, inputs)
+        _check_times(exp, duration, source)
+        if controller is not None and scenario is None:
+            used_inputs = exp.expr.names & set(inputs) - {s.name for s in plant.outputs}
+            if used_inputs or (exp.after is not None and exp.after.command):
+                raise ConfigError(source, f"{exp.key}", "inputs are known only from a stimulus, not from a "
+                                  f"controller: {', '.join(sorted(used_inputs)) or exp.after.command}")
+        exps.append(exp)
+    cfg.reject_unknown()
+    return TestSpec(source=source, name=name, description=desc, plant_config=plant_path, mode=mode,
+                    scenario=scenario, scenario_data=data, duration_s=duration, dt_s=dt, controller=controller,
+                    faults=tuple(faults), expectations=tuple(exps), io_config=io_config, settle_s=settle)
+
+
+def _check_times(exp: Expectation, duration: float, source: str) -> None:
+    times = {"at": exp.at_s, "window": exp.window[1] if exp.kind != "at" else None,
+             "after": exp.after.time_s if exp.after is not None else None}
+    for k, v in times.items():
+        if v is not None and v > duration + 1e-9:
+            key = "during" if (k == "window" and exp.kind == "during") else k
+            raise ConfigError(source, f"{exp.key}.{key}", f"{v:g} s is after the end of the run ({duration:g} s)")
