@@ -73,6 +73,7 @@ class ShiftResult:
     frames_received: int = 0
     e2e_errors: int = 0
     commands_sent: int = 0
+    speeds_lost_at_s: float | None = None  # when the speed frames stopped and the TCU went silent (safe state)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -89,6 +90,11 @@ class PowershiftTcu:
         Start of the shift (s, on the TCU's clock, which starts at the first command).
     engine_torque_Nm
         Engine torque sent on ENG_Torque throughout.
+    speed_timeout_s
+        A TCU's sensor check (0: off): when no valid ``HIL_SpeedsA`` frame has
+        arrived for this long, the shift logic has no speeds to close on, so
+        the TCU enters its safe state and stops commanding; the plant server's
+        command watchdog then takes the clutches to their safe pressures.
     """
 
     P_FULL = 16.0  # bar
@@ -99,8 +105,10 @@ class PowershiftTcu:
     SYNC_RPM = 10.0
 
     def __init__(self, bus: can.BusABC, dbc: str | Path = DBC_POWERSHIFT, shift_at_s: float = 0.5,
-                 engine_torque_Nm: float = 200.0):
+                 engine_torque_Nm: float = 200.0, speed_timeout_s: float = 0.0):
         self.bus = bus
+        self.speed_timeout_s = speed_timeout_s
+        self._speeds_at: float | None = None  # time.monotonic() of the last valid HIL_SpeedsA
         self.db = cantools.database.load_file(str(dbc))
         msg = self.db.get_message_by_name
         self.tx = {
@@ -142,6 +150,7 @@ class PowershiftTcu:
                 r.e2e_errors += 1
                 continue
             if name == "HIL_SpeedsA":
+                self._speeds_at = time.monotonic()
                 r.engine_rpm = float(values["EngineSpeed"])
                 r.shaft2_rpm = float(values["Shaft2Speed"])
             elif name == "HIL_SpeedsB":
@@ -199,8 +208,15 @@ class PowershiftTcu:
             self.result.commands_sent += 1
 
     def cycle(self, t: float, dt: float) -> None:
-        """One 10 ms task of the TCU: read, decide, send."""
+        """One 10 ms task of the TCU: read, check the speed sensors, decide, send (or stay silent)."""
         self.receive()
+        r = self.result
+        if r.speeds_lost_at_s is None and self.speed_timeout_s > 0 and self._speeds_at is not None \
+                and time.monotonic() - self._speeds_at > self.speed_timeout_s:
+            r.speeds_lost_at_s = round(t, 4)
+            r.phases.append((round(t, 4), "safe state: speed frames lost"))
+        if r.speeds_lost_at_s is not None:
+            return  # safe state: no commands (a TCU that lost its sensors lets the plant's watchdog act)
         self.update(t, dt)
         self.send()
 
@@ -327,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=1.5, help="seconds to run")
     ap.add_argument("--shift-at", type=float, default=0.5, help="start of the shift, s")
     ap.add_argument("--engine-torque", type=float, default=200.0, help="engine torque, N m")
+    ap.add_argument("--speed-timeout", type=float, default=0.0,
+                    help="safe state (stop commanding) when no speed frame for this long, s (0: off)")
     ap.add_argument("--connect-timeout", type=float, default=30.0, help="keep trying to open the bus this long, s")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
@@ -344,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.plant == "dct":
             out = DctTcu(bus).run(args.duration)
         else:
-            tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque)
+            tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque,
+                                speed_timeout_s=args.speed_timeout)
             res = tcu.run(args.duration)
     finally:
         bus.shutdown()
@@ -361,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
               f"engine {res.engine_rpm} rpm, shaft 2 {res.shaft2_rpm} rpm")
         print(f"frames received {res.frames_received}, E2E errors {res.e2e_errors}, "
               f"server watchdog {res.watchdog_state}, server rx diag {res.rx_diag}")
+        if res.speeds_lost_at_s is not None:
+            print(f"speed frames lost at {res.speeds_lost_at_s} s: safe state, commands stopped")
     return 0 if res.closed_at_s is not None else 1
 
 

@@ -108,6 +108,38 @@ def test_tie_up_case(tmp_path):
     assert "note  t = 0.3 s: fault set faults[0]" in r.stdout
 
 
+def test_can_speed_frame_dropped_case(tmp_path):
+    """The TCU on CAN loses its speed frame (a CAN fault at 3 s): the watchdog expectation catches it.
+
+    The ECU emulator's sensor check (50 ms) puts it in its safe state, it stops commanding, and the
+    server's command watchdog (100 ms) trips: the expectation fails with the time of the trip and value 1,
+    shortly after the fault; the shift before it passed.
+    """
+    report = tmp_path / "can.xml"
+    r = _cli(str(BENCHES / "can_speeds_dropped_fails.toml"), "--junit", str(report), "--keep", str(tmp_path / "k"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    cases = _cases(report)
+    name = "TCU over CAN with the speed frame dropped (fails on purpose)"
+    assert cases[f"{name}::the TCU closes the swap into gear 3"].find("failure") is None, r.stdout
+    f = cases[f"{name}::the TCU keeps the command watchdog fed"].find("failure")
+    assert f is not None, r.stdout
+    assert 3.1 < float(f.get("time_s")) < 3.6 and float(f.get("value")) == 1.0, r.stdout
+    assert "note  t = 3" in r.stdout and "fault set faults[0]" in r.stdout
+
+    # the control: the same file without the fault passes (the watchdog stays fed on a healthy bus)
+    text = (BENCHES / "can_speeds_dropped_fails.toml").read_text()
+    head, rest = text.split("[[faults]]", 1)
+    healthy = head + "[[expect]]" + rest.split("[[expect]]", 1)[1]
+    healthy = healthy.replace('"io/can_share.toml"', repr(str(BENCHES / "io" / "can_share.toml")).replace("'", '"'))
+    healthy = healthy.replace('"../../examples/ecu_emulator.py"',
+                              repr(str(ROOT / "examples" / "ecu_emulator.py")).replace("'", '"'))
+    ok = tmp_path / "healthy.toml"
+    ok.write_text(healthy)
+    r = _cli(str(ok))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS  the TCU keeps the command watchdog fed" in r.stdout
+
+
 def test_faults_offline_are_an_error(tmp_path):
     p = tmp_path / "t.toml"
     p.write_text('plant = "powershift"\nscenario = "powershift_single_swap"\n'

@@ -192,6 +192,7 @@ class ServerRun:
             self.close()
             raise RunError(f"the I/O config {io} has no ZeroMQ adapter: the runner needs its control endpoint")
         self.control = controls[0]
+        self.endpoints: dict[str, str] = dict(info["endpoints"])
 
     def output(self) -> str:
         self._log.flush()
@@ -267,7 +268,10 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
     if spec.controller is not None:
         c = spec.controller
         here = Path(spec.source).resolve().parent
-        args = [substitute(a, server.control, here) for a in c.command]
+        try:
+            args = [substitute(a, server.control, here, server.endpoints) for a in c.command]
+        except KeyError as exc:
+            raise RunError(f"controller command: {exc.args[0]}") from None
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(args, cwd=c.cwd, stdout=open(out_path, "w"), stderr=subprocess.STDOUT, env=env)
     session = Session(mode, client)

@@ -31,6 +31,7 @@ when the file is read, before anything runs.
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,8 +122,9 @@ class ControllerSpec:
     """An external process started once the server is ready.
 
     ``command`` is a list of arguments with ``{python}`` (this Python),
-    ``{control}`` (the server's control endpoint) and ``{here}`` (the test
-    file's folder) replaced; it runs in ``cwd`` (default the test file's
+    ``{control}`` (the server's control endpoint), ``{here}`` (the test
+    file's folder) and ``{endpoint:NAME}`` (an endpoint the server printed,
+    e.g. ``{endpoint:can.share}``, the share URL of its CAN bus) replaced; it runs in ``cwd`` (default the test file's
     folder) for at most ``timeout_s`` and must exit with ``exit_code``.
     """
 
@@ -269,9 +271,23 @@ def _controller(cfg: ConfigReader, here: Path) -> ControllerSpec:
     return ControllerSpec(tuple(cmd), cwd, timeout, code)
 
 
-def substitute(arg: str, control: str, here: Path) -> str:
-    """A controller argument with ``{python}``, ``{control}`` and ``{here}`` replaced."""
-    return arg.replace("{python}", sys.executable).replace("{control}", control).replace("{here}", str(here))
+ENDPOINT_FIELD = re.compile(r"\{endpoint:([^{}]+)\}")
+
+
+def substitute(arg: str, control: str, here: Path, endpoints: dict[str, str] | None = None) -> str:
+    """A controller argument with ``{python}``, ``{control}``, ``{here}`` and ``{endpoint:NAME}`` replaced.
+
+    Raises KeyError naming the endpoint when the server has none of that name.
+    """
+    out = arg.replace("{python}", sys.executable).replace("{control}", control).replace("{here}", str(here))
+    known = endpoints or {}
+
+    def endpoint(m: re.Match) -> str:
+        if m.group(1) not in known:
+            raise KeyError(f"the server has no endpoint {m.group(1)!r}; it has: {', '.join(sorted(known)) or 'none'}")
+        return known[m.group(1)]
+
+    return ENDPOINT_FIELD.sub(endpoint, out)
 
 
 def load_test(path: str | Path) -> TestSpec:
