@@ -7,8 +7,8 @@ baseline checkout, alternately, in fresh processes, ``--rounds`` times, and
 prints the medians of every round and their median.  The baseline is any
 older checkout whose ``bench/bench_core.py`` has ``compiled_loop``, e.g.::
 
-    git worktree add /tmp/gearbox-hil-base 039f04c
-    .venv/bin/python bench/bench_core_compare.py --baseline /tmp/gearbox-hil-base
+    git worktree add ../gearbox-hil-base 039f04c
+    .venv/bin/python bench/bench_core_compare.py --baseline ../gearbox-hil-base
 
 The first round of each checkout compiles its code if its cache is cold
 (several minutes for old cores); that round is a warm-up and not counted.
