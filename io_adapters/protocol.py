@@ -25,6 +25,8 @@ transport import their vocabulary from here, so no upper floor defines it.
 
 from __future__ import annotations
 
+import abc
+
 import logging
 import time
 import zlib
@@ -172,7 +174,7 @@ class InputValidator:
         return {self.inputs[int(self.idx[j])].name: float(self.val[j]) for j in range(self.count)}
 
 
-class PendingReply:
+class PendingReply(abc.ABC):
     """A control reply that is not ready yet: work that must not run on the loop's thread (reading a file).
 
     A control handler may return one instead of a reply map; the transport
@@ -181,11 +183,13 @@ class PendingReply:
     loop's thread; ``reply`` never raises.
     """
 
-    def ready(self) -> bool:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def ready(self) -> bool:
+        """The reply can be sent now."""
 
-    def reply(self) -> dict:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abc.abstractmethod
+    def reply(self) -> dict:
+        """The reply map (called once :meth:`ready` is true)."""
 
 
 class RejectLog:

@@ -24,6 +24,10 @@ CORE_STAGE_MODULES = ("plant_models.core.dynamics", "plant_models.core.tree", "p
                       "plant_models.core.linalg", "plant_models.core.integrate", "plant_models.core.step")
 
 
+def silent(line: str) -> None:
+    """A progress sink that prints nothing (``--quiet``)."""
+
+
 def core_kernel_count() -> int:
     """How many functions a cold compile of the core goes through (its kernels not inlined into a caller)."""
     import importlib

@@ -221,9 +221,6 @@ def _progress_line(line: str) -> None:
     print(f"gearbox-hil: {line}", file=sys.stderr, flush=True)
 
 
-def _silent(line: str) -> None:
-    pass
-
 
 def _no_progress(k: int, n: int) -> None:
     pass
@@ -240,12 +237,12 @@ def run(args: argparse.Namespace) -> int:
         from .traces import _pyarrow
         _pyarrow()  # a missing pyarrow is reported before anything runs
     from plant_models import offline
-    from plant_models.compiling import CompileProgress  # loads numba: not for --help
+    from plant_models.compiling import CompileProgress, silent  # loads numba: not for --help
 
     from .progress_bars import simulation_bar
 
     # a first run on a machine compiles the plant's code: a line per function on stderr
-    with CompileProgress(_progress_line if not args.quiet else _silent):
+    with CompileProgress(_progress_line if not args.quiet else silent):
         plant = load_plant(args.config)
         offline.warm_up()
     scenario = load_scenario(args.scenario)

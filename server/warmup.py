@@ -48,9 +48,6 @@ def _say(line: str) -> None:
     print(f"warmup: {line}", flush=True)
 
 
-def _silent(line: str) -> None:
-    pass
-
 
 def warm(configs: list[str | Path], say=_say) -> int:
     """Compile (or load) everything a server of these plant configs runs; returns the number of failures."""
@@ -86,8 +83,10 @@ def warm(configs: list[str | Path], say=_say) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from plant_models.compiling import silent
+
     configs = args.configs or plant_configs()
-    return 1 if warm(configs, _silent if args.quiet else _say) else 0
+    return 1 if warm(configs, silent if args.quiet else _say) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
