@@ -472,6 +472,19 @@ class Plant(ABC):
         """One fixed step; returns the status word.  Called in the real-time loop."""
         return self._step_fn(self.mf, self.mi, self.df, self.di, dt)
 
+    def rehearse_step(self, df_scratch: np.ndarray, di_scratch: np.ndarray, dt: float) -> int:
+        """Take one step on copies of the data buffers (``df``, ``di``); the plant's own state does not change.
+
+        The same compiled code on the same parameters and the same state as
+        the next :meth:`step`: a real-time loop that slept calls it just
+        before its deadline so the step finds its code and data in the
+        caches.  ``df_scratch`` and ``di_scratch`` are preallocated like
+        ``df`` and ``di``.  Called in the real-time loop (between ticks).
+        """
+        np.copyto(df_scratch, self.df)
+        np.copyto(di_scratch, self.di)
+        return self._step_fn(self.mf, self.mi, df_scratch, di_scratch, dt)
+
     def status_names(self, status: int) -> list[str]:
         """Names of the status bits set in a step's status word (shared and plant bits)."""
         names = [name for bit, name in self.status_bits.items() if status & bit]

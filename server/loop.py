@@ -155,6 +155,13 @@ class Loop:
         self._fault_push = functools.partial(fault_push, fs.fi, fs.ff, plant.df, self.ring.head, self.ring.ints,
                                              self.ring.floats, tick_info)
         self._n_faults = 0  # signal-fault table rows in use; 0: the tick calls no fault function
+        # The tick's rehearsal (sleep_spin): the step and the ring row on scratch copies, in the spin before the
+        # deadline, so that a tick after a sleep finds its code and data in the caches (BENCHMARKS.md, "The tick").
+        self._dry_df = np.empty_like(plant.df)
+        self._dry_di = np.empty_like(plant.di)
+        dry_ring = StateRing.for_plant(plant, 4)
+        self._dry_ring_push = functools.partial(ring_push, dry_ring.head, dry_ring.ints, dry_ring.floats,
+                                                tick_info.copy(), self._dry_df)
         self.state = STOPPED
         self.tick = 0  # plant steps taken since the last reset
         self.telemetry = Telemetry(self.period_ns, cfg.sample_capacity)
@@ -572,19 +579,25 @@ class Loop:
         mono = time.monotonic_ns
         margin = self._spin_margin_ns
         target = deadline - margin
-        if self._sleep_until(target, deadline):
-            if self._adapt_margin:
-                # Track the 99th percentile of the sleep's overshoot (stochastic quantile estimate: up
-                # 99 steps when above it, down 1 step when below), so that rare stalls move it little;
-                # spin that long plus 15 us.
-                q = self._overshoot_q
-                q = q + 3_960 if mono() - target > q else q - 40
-                q = min(max(q, 0), self._margin_max_ns)
-                self._overshoot_q = q
-                margin = q + 15_000
-                self._spin_margin_ns = min(max(margin, self._margin_min_ns), self._margin_max_ns)
+        slept = self._sleep_until(target, deadline)
+        if slept and self._adapt_margin:
+            # Track the 99th percentile of the sleep's overshoot (stochastic quantile estimate: up
+            # 99 steps when above it, down 1 step when below), so that rare stalls move it little;
+            # spin that long plus 15 us (which also covers the rehearsal below).
+            q = self._overshoot_q
+            q = q + 3_960 if mono() - target > q else q - 40
+            q = min(max(q, 0), self._margin_max_ns)
+            self._overshoot_q = q
+            margin = q + 15_000
+            self._spin_margin_ns = min(max(margin, self._margin_min_ns), self._margin_max_ns)
+        self._rehearse(deadline)
         while mono() < deadline:
             pass
+
+    def _rehearse(self, now_ns: int) -> None:
+        """The tick's compiled work on scratch copies: the plant step and the ring row (no state changes)."""
+        self.plant.rehearse_step(self._dry_df, self._dry_di, self.dt)
+        self._dry_ring_push(self.tick + 1, now_ns, self.plant.time)
 
     def _wait_spin(self, deadline: int) -> None:
         mono = time.monotonic_ns

@@ -186,3 +186,34 @@ def test_figures_are_chosen_by_plant_kind():
     from server.plots import FIGURES
 
     assert sorted(FIGURES) == sorted(BUILTIN)
+
+
+# -- the tick's rehearsal --------------------------------------------------------------------------------
+@pytest.mark.parametrize("config", ["powershift", "powershift_kinematic", "dct", "chain", "damper", "servo",
+                                    "kinematic", "zf8hp"])
+def test_a_rehearsed_step_changes_nothing_of_the_plant(config):
+    """Steps with a rehearsal before each are bit for bit the steps without, and the parameters stay as they were.
+
+    Inputs jump to random values inside their ranges every 40 steps, so that
+    rows engage, slip and break away (events, mode changes) in both runs.
+    """
+    plain, rehearsed = load_plant(config), load_plant(config)
+    mf, mi = rehearsed.mf.copy(), rehearsed.mi.copy()
+    df_scratch, di_scratch = np.empty_like(rehearsed.df), np.empty_like(rehearsed.di)
+    rng = np.random.default_rng(7)
+    events = 0
+    for k in range(400):
+        if k % 40 == 0:
+            for s in plain.inputs:
+                v = float(rng.choice(s.allowed)) if s.allowed else float(rng.uniform(s.lo, s.hi))
+                v = float(round(v)) if s.integer else v
+                plain.set_input(s.name, v)
+                rehearsed.set_input(s.name, v)
+        status = rehearsed.rehearse_step(df_scratch, di_scratch, 1e-3)
+        assert status == plain.step(1e-3) == rehearsed.step(1e-3)
+        assert np.array_equal(plain.df, rehearsed.df, equal_nan=True) and np.array_equal(plain.di, rehearsed.di)
+        events += len(plain.new_events())
+        rehearsed.new_events()
+    assert np.array_equal(mf, rehearsed.mf) and np.array_equal(mi, rehearsed.mi)
+    if config not in ("servo",):
+        assert events > 0, "the inputs should have made rows stick or break away"

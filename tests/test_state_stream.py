@@ -120,6 +120,36 @@ def test_a_consumer_that_falls_a_ring_behind_shows_the_loss_as_a_seq_jump_equal_
         a.close()
 
 
+def test_a_pump_past_its_deadline_sends_a_few_rows_and_leaves_the_rest_in_order_for_the_next_gap():
+    """A backlog goes out over several gaps between ticks instead of running one batch into the next deadline."""
+    from io_adapters.zmq.adapter import ROWS_PER_CHECK
+
+    plant, ring, ctx, a = _open_adapter(ring_rows=64)
+    tick = [0]
+
+    def push():
+        tick[0] += 1
+        ring.push(ctx.tick_info, plant.df, tick[0], 0, 0.001 * tick[0])
+
+    try:
+        sub = _subscriber(a, push)
+        for _ in range(20):
+            push()
+        sent0 = a.sent
+        a.pump(1)  # a deadline long past: one take of rows, then the pump returns
+        assert a.sent - sent0 == ROWS_PER_CHECK
+        a.pump(0)  # no deadline: the rest
+        assert a.sent - sent0 == 20
+        got = []
+        while sub.poll(500):
+            got.append(msgpack.unpackb(sub.recv_multipart()[1]))
+        assert [m["tick"] for m in got] == list(range(tick[0] - 19, tick[0] + 1))
+        assert [m["seq"] for m in got] == list(range(got[0]["seq"], got[0]["seq"] + 20))
+        sub.close(0)
+    finally:
+        a.close()
+
+
 def test_the_ack_of_a_command_is_its_full_uint64_seq():
     plant, ring, ctx, a = _open_adapter(ring_rows=64)
     push_sock = zmq.Context.instance().socket(zmq.PUSH)

@@ -120,6 +120,7 @@ def split_envelope(identity: bytes, rest: list) -> tuple[list, list]:
     return [identity], rest
 
 
+ROWS_PER_CHECK = 4  # state rows published between two reads of the clock when the pump has a deadline
 MAX_DELAYED = 4096  # commands an injected delay may hold back at once (more are dropped and counted)
 
 
@@ -412,8 +413,12 @@ class ZmqAdapter(Adapter):
         enc = self.encoder
         pub = self._pub
         mono = time.monotonic_ns
+        # With a deadline, a few rows per take and the clock read after each take: a backlog (a tick rate
+        # above the publishing rate for a moment) is sent over several gaps between ticks instead of one
+        # batch running into the next deadline.
+        max_rows = ROWS_PER_CHECK if until_ns else None
         while True:
-            n = cur.take()
+            n = cur.take(max_rows)
             if n == 0:
                 return
             seq0 = cur.selected - n
