@@ -318,3 +318,15 @@ def test_campaign_figures_are_drawn_from_the_table(tmp_path):
     assert [f.name for f in files] == ["sensitivity.png", "shift_time.png", "flare.png", "regions.png"]
     for f in files:
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f.stat().st_size > 10_000
+
+
+def test_guided_batches_shrink_to_the_end_and_cover_every_run_once():
+    from server.campaign.engine import MAX_BATCH, MIN_BATCH, batch_sizes
+
+    for todo, workers in ((1200, 2), (1200, 1), (50_000, 8), (10, 2), (1, 4)):
+        sizes = batch_sizes(todo, workers)
+        assert sum(sizes) == todo and all(0 < n <= MAX_BATCH for n in sizes)
+        assert all(a >= b for a, b in zip(sizes, sizes[1:]))  # large first, small last
+        assert all(n >= MIN_BATCH for n in sizes[:-1])
+    assert batch_sizes(1200, 2)[0] == 150 and batch_sizes(1200, 2)[-2:] == [16, 9]
+    assert batch_sizes(10, 2, fixed=3) == [3, 3, 3, 1]

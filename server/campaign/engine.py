@@ -10,9 +10,11 @@ installed; the base config and scenario travel with the tasks as data).
 A worker plugin loads the compiled code once per worker before any task
 (:func:`.runner.warm`), also on workers that join later.
 
-Runs go out in batches (:func:`.runner.run_batch`), so the scheduling cost
-(about a millisecond a task) is shared by many runs.  The client writes
-each finished batch at once to ``OUT/parts/`` (a temporary name, then an
+Runs go out in batches (:func:`.runner.run_batch`), large first and small
+last (:func:`batch_sizes`), so the scheduling cost (about a millisecond a
+task) is shared by many runs and the workers finish together.  The client
+writes the runs finished since its last part to ``OUT/parts/`` about once
+a second, and at the end or an interruption (a temporary name, then an
 atomic rename), so an interruption loses at most the batches in flight;
 started again with the same file and ``--out``, a campaign skips every run
 already in a part.  A failed run is a row with its error; a batch whose
@@ -44,6 +46,11 @@ MANIFEST = "campaign.json"
 PARTS = "parts"
 TRACES = "traces"
 MANIFEST_FORMAT = 1
+MIN_BATCH, MAX_BATCH = 16, 200  # runs per task of the guided sizes (batch_sizes)
+# A local worker's housekeeping that takes the GIL from the runs: the statistical profiler samples the task's
+# stack every 10 ms, the memory monitor reads the process's memory every 100 ms (runs are short and small).
+QUIET_WORKERS = {"distributed.worker.profile.enabled": False, "distributed.worker.memory.monitor-interval": "1s"}
+SAVE_EVERY_S = 1.0  # the client writes the runs finished since its last part at most this often (and at the end)
 
 
 @dataclass
@@ -59,7 +66,7 @@ class Outcome:
     wall_s: float  # the whole execution, cluster start and table writing included
     tasks_s: float  # from the first task submitted to the last result
     run_s: float  # the runs' own time on the workers, summed
-    batch: int
+    batch: int  # runs in the first (largest) task
     scheduler: str
     table: Path
 
@@ -182,9 +189,25 @@ def _write_manifest(out: Path, spec: CampaignSpec, outcome: Outcome | None) -> N
 
 
 # -- execution ----------------------------------------------------------------------------------------------
-def auto_batch(todo: int, workers: int) -> int:
-    """Runs per task: about eight tasks per worker (load balance), at most 200 runs (little lost on interrupt)."""
-    return max(1, min(200, math.ceil(todo / (8 * max(1, workers)))))
+def batch_sizes(todo: int, workers: int, fixed: int | None = None) -> list[int]:
+    """Runs per task, in the order the tasks are submitted (and run: Dask starts them in that order).
+
+    ``fixed`` (``--batch N``): every task N runs.  By default the sizes are
+    guided: each task takes a quarter per worker of the runs not yet handed
+    out, at most 200 and at least 16.  The first tasks are large, so Dask's
+    cost per task (about 4 ms of the client's and the scheduler's CPU here,
+    against about 3 ms a run) is shared by many runs; the last are small,
+    so the workers finish together instead of one idling while another runs
+    a long last task.
+    """
+    if fixed:
+        return [min(fixed, todo - a) for a in range(0, todo, fixed)]
+    sizes, left = [], todo
+    while left > 0:
+        n = min(left, max(MIN_BATCH, min(MAX_BATCH, math.ceil(left / (4 * max(1, workers))))))
+        sizes.append(n)
+        left -= n
+    return sizes
 
 
 def _warm_plugin(spec: CampaignSpec):
@@ -224,7 +247,7 @@ def start_client(workers: int | None, scheduler: str | None):
     # a run here (BENCHMARKS.md, "Campaigns").  A run's memory is small; the default suits it.
     environ = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
                if k != "MALLOC_TRIM_THRESHOLD_"}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ}):
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_WORKERS}):
         # everything on 127.0.0.1; the scheduler's HTTP endpoint (no dashboard without bokeh) on any free port
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                scheduler_port=0, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
@@ -246,33 +269,49 @@ def execute(spec: CampaignSpec, out: Path, *, workers: int | None = None, schedu
         client, cluster = start_client(workers, scheduler)
         try:
             n_workers = len(client.scheduler_info().get("workers", {})) or (workers or 1)
-            size = batch or auto_batch(len(todo), n_workers)
+            sizes = batch_sizes(len(todo), n_workers, batch)
+            size = sizes[0]
             values = dict(zip(todo, case_values(spec, todo)))
             client.register_plugin(_warm_plugin(spec))
             (remote_spec,) = client.scatter([spec], broadcast=True)
+            # Build an empty part once now: its first build imports pyarrow and pandas (0.4 s), which would
+            # otherwise take a core from the workers while they run the first tasks.
+            _write_atomic(batch_table(spec, [], values), out / PARTS / "empty.tmp")
+            (out / PARTS / "empty.tmp").unlink()
             t0 = time.perf_counter()
             futures = {}
-            for a in range(0, len(todo), size):
-                ids = todo[a:a + size]
+            a = 0
+            for n in sizes:
+                ids = todo[a:a + n]
+                a += n
                 fut = client.submit(run_batch, remote_spec, ids, [values[r] for r in ids], pure=False)
                 futures[fut] = ids
             from distributed import as_completed
 
             finished = len(done)
-            for fut in as_completed(list(futures)):
-                ids = futures.pop(fut)
-                try:
-                    results = fut.result()
-                except Exception as exc:  # the worker died or the task could not run: these runs failed
-                    results = [RunResult(r, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0], 0, 0,
-                                         {m: math.nan for m in spec.metric_names}, 0.0) for r in ids]
-                _store(out, spec, results, values)
-                ok += sum(r.status == "ok" for r in results)
-                failed += sum(r.status != "ok" for r in results)
-                run_s += sum(r.wall_s for r in results)
-                finished += len(results)
-                if progress is not None:
-                    progress(finished, f"{failed} failed" if failed else "")
+            unsaved: list[RunResult] = []  # finished runs not yet in a part
+            saved_at = time.perf_counter()
+            try:
+                for fut in as_completed(list(futures)):
+                    ids = futures.pop(fut)
+                    try:
+                        results = fut.result()
+                    except Exception as exc:  # the worker died or the task could not run: these runs failed
+                        results = [RunResult(r, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0], 0, 0,
+                                             {m: math.nan for m in spec.metric_names}, 0.0) for r in ids]
+                    unsaved += results
+                    ok += sum(r.status == "ok" for r in results)
+                    failed += sum(r.status != "ok" for r in results)
+                    run_s += sum(r.wall_s for r in results)
+                    finished += len(results)
+                    if time.perf_counter() - saved_at >= SAVE_EVERY_S:
+                        _store(out, spec, unsaved, values)
+                        unsaved, saved_at = [], time.perf_counter()
+                    if progress is not None:
+                        progress(finished, f"{failed} failed" if failed else "")
+            finally:  # also on Ctrl-C: every finished run is kept
+                if unsaved:
+                    _store(out, spec, unsaved, values)
             tasks_s = time.perf_counter() - t0
         finally:
             client.close()
@@ -286,7 +325,7 @@ def execute(spec: CampaignSpec, out: Path, *, workers: int | None = None, schedu
 
 
 def _store(out: Path, spec: CampaignSpec, results: list[RunResult], values: dict[int, tuple]) -> None:
-    """One finished batch: its traces, then its part (the part marks the runs done)."""
+    """Finished runs: their traces, then their part (the part marks the runs done)."""
     kept = [r for r in results if r.trace is not None]
     if kept:
         (out / TRACES).mkdir(exist_ok=True)
@@ -295,7 +334,7 @@ def _store(out: Path, spec: CampaignSpec, results: list[RunResult], values: dict
             tmp = path.with_name(path.name + ".tmp")
             tmp.write_bytes(r.trace)
             os.replace(tmp, path)
-    first = results[0].run
+    first = min(r.run for r in results)  # a run is in one part only: its first run names the part
     _write_atomic(batch_table(spec, results, values), out / PARTS / f"runs_{first:07d}_{len(results)}.parquet")
 
 
@@ -305,5 +344,5 @@ def run_bare(spec: CampaignSpec, runs: list[int]) -> list[RunResult]:
     return run_batch(spec, runs, case_values(spec, runs))
 
 
-__all__ = ["Outcome", "assemble", "auto_batch", "execute", "finished_runs", "prepare", "run_bare", "start_client",
+__all__ = ["Outcome", "assemble", "batch_sizes", "execute", "finished_runs", "prepare", "run_bare", "start_client",
            "table_schema"]
