@@ -16,8 +16,11 @@ alternating so that both see the same machine load:
   execution (cluster start, warm-up of the workers, the runs, the parts and
   the table) and the time from the first task submitted to the last result
   (throughput);
+* ``2 workers, one task each`` (``--batch`` of half the runs): the two
+  workers' concurrency without Dask's traffic between tasks;
 
-and reports medians, the throughput ratio 2 workers / 1 worker, and the
+and reports medians, the throughput ratio 2 workers / 1 worker (of the
+medians and per repeat), and the
 Dask overhead per run: (task time with 1 worker) / runs - bare time per run.
 ``--malloc`` also times the bare runs in new processes with and without
 ``MALLOC_TRIM_THRESHOLD_=65536`` (what Dask sets in its workers by
@@ -115,6 +118,7 @@ def main() -> None:
           f"{platform.python_version()}; campaign {Path(spec.source).name}, {n} runs, {args.repeat} repeats; "
           f"load average before: {load()}")
     bare, bare2, walls, tasks, inside = [], [], {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
+    one_task = []  # 2 workers, one task each: the workers' concurrency without Dask's traffic between tasks
     with tempfile.TemporaryDirectory() as tmp:
         run_bare(spec, [0, 1])  # code loaded in this process
         for r in range(args.repeat):
@@ -129,9 +133,13 @@ def main() -> None:
                 walls[w].append(o.wall_s)
                 tasks[w].append(o.tasks_s)
                 inside[w].append(o.run_s)
+            o = execute(spec, Path(tmp) / "w2one", workers=2, restart=True, batch=-(-n // 2))
+            assert o.ok == n
+            one_task.append(o.tasks_s)
             print(f"repeat {r + 1}: bare {bare[-1]:.2f} s, 2 processes {bare2[-1]:.2f} s; 1 worker {walls[1][-1]:.2f} s wall "
-                  f"({tasks[1][-1]:.2f} s tasks); 2 workers {walls[2][-1]:.2f} s wall ({tasks[2][-1]:.2f} s tasks); "
-                  f"load {load()}")
+                  f"({tasks[1][-1]:.2f} s tasks); 2 workers {walls[2][-1]:.2f} s wall ({tasks[2][-1]:.2f} s tasks), "
+                  f"one task each {one_task[-1]:.2f} s; ratios: 2 workers / 1 {tasks[1][-1] / tasks[2][-1]:.2f}x, "
+                  f"2 processes / 1 {bare[-1] / bare2[-1]:.2f}x; load {load()}")
     med = statistics.median
     b = med(bare)
     print()
@@ -151,6 +159,12 @@ def main() -> None:
     print()
     print(f"throughput 2 workers / 1 worker (task time): {med(tasks[1]) / med(tasks[2]):.2f}x; "
           f"whole execution: {med(walls[1]) / med(walls[2]):.2f}x; two plain processes / one: {b / b2:.2f}x")
+    pair = [t1 / t2 for t1, t2 in zip(tasks[1], tasks[2])]
+    pair_plain = [a / b_ for a, b_ in zip(bare, bare2)]
+    print(f"same-repeat ratios, median (min-max): 2 workers / 1 worker {med(pair):.2f}x ({min(pair):.2f}-"
+          f"{max(pair):.2f}); two plain processes / one {med(pair_plain):.2f}x ({min(pair_plain):.2f}-"
+          f"{max(pair_plain):.2f}); 2 workers with one task each / 1 worker "
+          f"{med([t1 / t for t1, t in zip(tasks[1], one_task)]):.2f}x")
     print(f"Dask overhead per run, 1 worker: {(med(tasks[1]) - b) / n * 1e3:.3f} ms "
           f"({(med(tasks[1]) - b) / b * 100:.1f} % of a bare run)")
     for w in (1, 2):
