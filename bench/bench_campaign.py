@@ -136,7 +136,8 @@ def main() -> None:
             o = execute(spec, Path(tmp) / "w2one", workers=2, restart=True, batch=-(-n // 2))
             assert o.ok == n
             one_task.append(o.tasks_s)
-            print(f"repeat {r + 1}: bare {bare[-1]:.2f} s, 2 processes {bare2[-1]:.2f} s; 1 worker {walls[1][-1]:.2f} s wall "
+            print(f"repeat {r + 1}: bare {bare[-1]:.2f} s, 2 processes {bare2[-1]:.2f} s; "
+                  f"1 worker {walls[1][-1]:.2f} s wall "
                   f"({tasks[1][-1]:.2f} s tasks); 2 workers {walls[2][-1]:.2f} s wall ({tasks[2][-1]:.2f} s tasks), "
                   f"one task each {one_task[-1]:.2f} s; ratios: 2 workers / 1 {tasks[1][-1] / tasks[2][-1]:.2f}x, "
                   f"2 processes / 1 {bare[-1] / bare2[-1]:.2f}x; load {load()}")

@@ -155,13 +155,16 @@ class Loop:
         self._fault_push = functools.partial(fault_push, fs.fi, fs.ff, plant.df, self.ring.head, self.ring.ints,
                                              self.ring.floats, tick_info)
         self._n_faults = 0  # signal-fault table rows in use; 0: the tick calls no fault function
-        # The tick's rehearsal (sleep_spin): the step and the ring row on scratch copies, in the spin before the
-        # deadline, so that a tick after a sleep finds its code and data in the caches (BENCHMARKS.md, "The tick").
+        # The tick's rehearsal (sleep_spin): the step, the ring row and the telemetry on scratch copies, in the spin
+        # before the deadline, so that a tick after a sleep finds its code and data in the caches (BENCHMARKS.md,
+        # "The tick").
         self._dry_df = np.empty_like(plant.df)
         self._dry_di = np.empty_like(plant.di)
         dry_ring = StateRing.for_plant(plant, 4)
         self._dry_ring_push = functools.partial(ring_push, dry_ring.head, dry_ring.ints, dry_ring.floats,
                                                 tick_info.copy(), self._dry_df)
+        scratch = Telemetry(cfg.period_ns, 1)
+        self._dry_record_tick = functools.partial(record_tick, scratch.counters, scratch.hist, scratch.samples)
         self.state = STOPPED
         self.tick = 0  # plant steps taken since the last reset
         self.telemetry = Telemetry(self.period_ns, cfg.sample_capacity)
@@ -595,9 +598,10 @@ class Loop:
             pass
 
     def _rehearse(self, now_ns: int) -> None:
-        """The tick's compiled work on scratch copies: the plant step and the ring row (no state changes)."""
+        """The tick's compiled work on scratch copies: plant step, ring row, telemetry (no state changes)."""
         self.plant.rehearse_step(self._dry_df, self._dry_di, self.dt)
         self._dry_ring_push(self.tick + 1, now_ns, self.plant.time)
+        self._dry_record_tick(0, 0, 0, 0, True)
 
     def _wait_spin(self, deadline: int) -> None:
         mono = time.monotonic_ns

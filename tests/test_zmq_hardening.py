@@ -149,8 +149,8 @@ time.sleep(1.5)
 os._exit(0)
 """
 # The same peers with messages of a normal size: a 1-byte subscription and an empty map (a rejected command).
-QUIET = FLOOD.replace('b"s" * (4 << 20)', 'b"s"').replace('b"\\x83\\xa1v\\x01\\xa3seq\\x03\\xa3set\\x80" + b"\\x00" * (1 << 20)',
-                                                    'b"\\x80"')
+QUIET = (FLOOD.replace('b"s" * (4 << 20)', 'b"s"')
+         .replace('b"\\x83\\xa1v\\x01\\xa3seq\\x03\\xa3set\\x80" + b"\\x00" * (1 << 20)', 'b"\\x80"'))
 
 
 def test_a_4_mib_subscription_and_a_1_mib_command_are_dropped_unread_at_no_cost_in_ticks(server):
