@@ -158,6 +158,8 @@ class Loop:
         # The tick's rehearsal (sleep_spin): the step, the ring row and the telemetry on scratch copies, in the spin
         # before the deadline, so that a tick after a sleep finds its code and data in the caches (BENCHMARKS.md,
         # "The tick").
+        # (only a plant whose step is the standard compiled call on its buffers: its state is all in them)
+        self._rehearse_step = type(plant).step is Plant.step
         self._dry_df = np.empty_like(plant.df)
         self._dry_di = np.empty_like(plant.di)
         dry_ring = StateRing.for_plant(plant, 4)
@@ -599,7 +601,8 @@ class Loop:
 
     def _rehearse(self, now_ns: int) -> None:
         """The tick's compiled work on scratch copies: plant step, ring row, telemetry (no state changes)."""
-        self.plant.rehearse_step(self._dry_df, self._dry_di, self.dt)
+        if self._rehearse_step:
+            self.plant.rehearse_step(self._dry_df, self._dry_di, self.dt)
         self._dry_ring_push(self.tick + 1, now_ns, self.plant.time)
         self._dry_record_tick(0, 0, 0, 0, True)
 
