@@ -162,7 +162,7 @@ def test_an_interrupted_campaign_keeps_its_finished_batches_and_resumes(tmp_path
     assert proc.returncode == 130, err
     assert "campaign interrupted" in err and "the same command resumes it" in err and "Traceback" not in err
     done = sum(pq.read_table(p).num_rows for p in (out / "parts").glob("*.parquet"))
-    assert 10 <= done < n and not (out / TABLE).exists()
+    assert 0 < done < n and not (out / TABLE).exists()
     assert main(["campaign", str(camp), "--out", str(out), "--workers", "2", "--quiet"]) == 0
     doc = json.loads((out / "campaign.json").read_text())["last_execution"]
     assert doc["runs_done_before"] == done and doc["runs_ran"] == n - done
