@@ -77,6 +77,17 @@ def _open_adapter(ring_rows: int, every: int = 1):
     return plant, ring, ctx, a
 
 
+class _Ticks:
+    """``push()`` writes the row of the next tick (1, 2, ...) into the ring, as the loop's tick does."""
+
+    def __init__(self, plant, ring: StateRing, ctx: LoopContext):
+        self.plant, self.ring, self.ctx, self.tick = plant, ring, ctx, 0
+
+    def __call__(self) -> None:
+        self.tick += 1
+        self.ring.push(self.ctx.tick_info, self.plant.df, self.tick, 0, 0.001 * self.tick)
+
+
 def _subscriber(a: ZmqAdapter, push) -> zmq.Socket:
     """A SUB socket that receives the adapter's states (rows pushed and pumped until one arrives)."""
     sub = zmq.Context.instance().socket(zmq.SUB)
@@ -91,11 +102,7 @@ def _subscriber(a: ZmqAdapter, push) -> zmq.Socket:
 
 def test_a_consumer_that_falls_a_ring_behind_shows_the_loss_as_a_seq_jump_equal_to_the_dropped_count():
     plant, ring, ctx, a = _open_adapter(ring_rows=16, every=2)
-    tick = [0]
-
-    def push():
-        tick[0] += 1
-        ring.push(ctx.tick_info, plant.df, tick[0], 0, 0.001 * tick[0])
+    push = _Ticks(plant, ring, ctx)
 
     try:
         sub = _subscriber(a, push)
@@ -125,11 +132,7 @@ def test_a_pump_past_its_deadline_sends_a_few_rows_and_leaves_the_rest_in_order_
     from io_adapters.zmq.adapter import ROWS_PER_CHECK
 
     plant, ring, ctx, a = _open_adapter(ring_rows=64)
-    tick = [0]
-
-    def push():
-        tick[0] += 1
-        ring.push(ctx.tick_info, plant.df, tick[0], 0, 0.001 * tick[0])
+    push = _Ticks(plant, ring, ctx)
 
     try:
         sub = _subscriber(a, push)
@@ -143,7 +146,7 @@ def test_a_pump_past_its_deadline_sends_a_few_rows_and_leaves_the_rest_in_order_
         got = []
         while sub.poll(500):
             got.append(msgpack.unpackb(sub.recv_multipart()[1]))
-        assert [m["tick"] for m in got] == list(range(tick[0] - 19, tick[0] + 1))
+        assert [m["tick"] for m in got] == list(range(push.tick - 19, push.tick + 1))
         assert [m["seq"] for m in got] == list(range(got[0]["seq"], got[0]["seq"] + 20))
         sub.close(0)
     finally:
