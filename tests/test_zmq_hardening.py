@@ -154,8 +154,13 @@ QUIET = (FLOOD.replace('b"s" * (4 << 20)', 'b"s"')
 
 
 def test_a_4_mib_subscription_and_a_1_mib_command_are_dropped_unread_at_no_cost_in_ticks(server):
-    """The oversized messages never reach the server, and cost the loop no more ticks than the same peers' processes
-    sending normal messages (the control: starting three Python processes on a 2-core machine is itself a load)."""
+    """The oversized messages never reach the server (its received count is unchanged), the server goes on serving,
+    and the loop loses at most a few ticks more than while the same peers' processes send normal messages.
+
+    The control is needed because starting three Python processes on a 2-core machine is itself a load.  The tick
+    bound is loose on purpose: on a shared virtual machine one run in a few loses a tick or two to the host in
+    either half (a CI run saw 2 against 0); the bound still catches messages that stall the loop for milliseconds.
+    What the messages cost in time is a benchmark's question, not this test's."""
     with server.client() as hil:
 
         def missed_while_running(script: str) -> int:
@@ -171,7 +176,7 @@ def test_a_4_mib_subscription_and_a_1_mib_command_are_dropped_unread_at_no_cost_
         assert hil.status()["adapters"]["zmq"]["received"] == received0 + 3
         received0 += 3
         flood = missed_while_running(FLOOD)
-        assert flood <= control + 1, f"missed ticks: {flood} with the oversized messages, {control} without"
+        assert flood <= control + 5, f"missed ticks: {flood} with the oversized messages, {control} without"
         st = hil.status()["adapters"]["zmq"]
         assert st["received"] == received0  # ZeroMQ dropped the 1 MiB messages before the server saw them
         # the server still serves a normal subscriber and normal commands
