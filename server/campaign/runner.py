@@ -100,13 +100,24 @@ def _trace_bytes(trace, spec: CampaignSpec, run: int) -> bytes:
 
 
 def warm(spec: CampaignSpec) -> float:
-    """Load (or compile) the plant's and the offline run's code in this process; returns the seconds it took."""
+    """Make this process ready for the campaign's runs; returns the seconds it took.
+
+    Loads (or compiles) the plant's and the offline run's code, then makes the first run once and
+    discards it: a process's first run also builds the plant's handle to the compiled code and imports
+    what the scenario, the metrics and the trace writer use (pyarrow, and pandas through it), about
+    0.3-0.4 s that would otherwise land in the first task of every worker (BENCHMARKS.md, "Campaigns").
+    """
+    from dataclasses import replace
+
     from plant_models import offline
 
     began = time.perf_counter()
-    c = read_config_data(apply_case(spec, _first_values(spec))[0], spec.config_source)
+    values = _first_values(spec)
+    c = read_config_data(apply_case(spec, values)[0], spec.config_source)
     c.plant_class.compile_kernels()
     offline.warm_up()
+    keeps_any = spec.keep_traces == "all" or (isinstance(spec.keep_traces, tuple) and len(spec.keep_traces) > 0)
+    run_case(replace(spec, keep_traces="all") if keeps_any else spec, 0, values)
     return time.perf_counter() - began
 
 
