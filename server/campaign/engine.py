@@ -47,9 +47,14 @@ PARTS = "parts"
 TRACES = "traces"
 MANIFEST_FORMAT = 1
 MIN_BATCH, MAX_BATCH = 16, 200  # runs per task of the guided sizes (batch_sizes)
-# A local worker's housekeeping that takes the GIL from the runs: the statistical profiler samples the task's
-# stack every 10 ms, the memory monitor reads the process's memory every 100 ms (runs are short and small).
-QUIET_WORKERS = {"distributed.worker.profile.enabled": False, "distributed.worker.memory.monitor-interval": "1s"}
+# The local cluster's housekeeping, which takes the GIL (and, with a worker per core, the CPU) from the runs:
+# the statistical profiler samples the task's stack every 10 ms, the memory monitor reads the process's memory
+# every 100 ms, every event loop (scheduler, nannies, workers) checks its own health every 20 ms and reads the
+# system's counters every 500 ms.  Runs are short and small, and no dashboard shows these; slower checks gave
+# 2 workers 8 % more throughput (BENCHMARKS.md, "Campaigns").  A cluster given by --scheduler keeps its own.
+QUIET_LOCAL_CLUSTER = {"distributed.worker.profile.enabled": False, "distributed.worker.memory.monitor-interval": "1s",
+                       "distributed.admin.tick.interval": "1s", "distributed.admin.tick.cycle": "5s",
+                       "distributed.admin.system-monitor.interval": "2s"}
 SAVE_EVERY_S = 1.0  # the client writes the runs finished since its last part at most this often (and at the end)
 
 
@@ -247,7 +252,7 @@ def start_client(workers: int | None, scheduler: str | None):
     # a run here (BENCHMARKS.md, "Campaigns").  A run's memory is small; the default suits it.
     environ = {k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ", {}).items()
                if k != "MALLOC_TRIM_THRESHOLD_"}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_WORKERS}):
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": environ, **QUIET_LOCAL_CLUSTER}):
         # everything on 127.0.0.1; the scheduler's HTTP endpoint (no dashboard without bokeh) on any free port
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                                scheduler_port=0, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
