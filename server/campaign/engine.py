@@ -307,6 +307,7 @@ def execute(spec: CampaignSpec, out: Path, *, workers: int | None = None, schedu
                     failed += sum(r.status != "ok" for r in results)
                     run_s += sum(r.wall_s for r in results)
                     finished += len(results)
+                    tasks_s = time.perf_counter() - t0  # to the last result (the final part is written after it)
                     if time.perf_counter() - saved_at >= SAVE_EVERY_S:
                         _store(out, spec, unsaved, values)
                         unsaved, saved_at = [], time.perf_counter()
@@ -315,7 +316,6 @@ def execute(spec: CampaignSpec, out: Path, *, workers: int | None = None, schedu
             finally:  # also on Ctrl-C: every finished run is kept
                 if unsaved:
                     _store(out, spec, unsaved, values)
-            tasks_s = time.perf_counter() - t0
         finally:
             client.close()
             if cluster is not None:
