@@ -86,6 +86,8 @@ from .watchdog import CommandWatchdog
 STOPPED = "stopped"
 RUNNING = "running"
 PAUSED = "paused"
+# The spin wait rehearses the adapters' decoding (about 10 us) only with at least this much time to the deadline.
+REHEARSAL_SLACK_NS = 30_000
 
 log = logging.getLogger("gearbox_hil.loop")
 
@@ -207,6 +209,7 @@ class Loop:
         self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
         self._last_service = 0
         self._wake_fds: list[int] = []
+        self._adapter_rehearsals: list = []  # adapters' rehearse methods (those that have one), set by open()
         self._pumped_at = 0  # ring rows written when the adapters last pumped
         self._pump_every = max(1, self.ring.capacity // 2)  # lockstep and afap pump at least this often
         self._pump_failures = 0
@@ -230,6 +233,7 @@ class Loop:
                 raise
             self._opened.append(a)
         self._wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
+        self._adapter_rehearsals = [a.rehearse for a in self.adapters if type(a).rehearse is not Adapter.rehearse]
 
     def close(self) -> None:
         for a in reversed(self._opened):
@@ -608,8 +612,24 @@ class Loop:
 
     def _wait_spin(self, deadline: int) -> None:
         mono = time.monotonic_ns
+        if self._adapter_rehearsals and deadline - mono() > REHEARSAL_SLACK_NS:
+            self._rehearse_adapters()
         while mono() < deadline:
             pass
+
+    def _rehearse_adapters(self) -> None:
+        """The adapters' between-tick decoding on scratch data (:meth:`Adapter.rehearse`), in the spin wait.
+
+        At rates where the spin wait is used, a command arrives every hundred ticks or so and its
+        decoding, cold by then, cost more than the gap between two ticks (BENCHMARKS.md, "The tick").
+        """
+        for rehearse in self._adapter_rehearsals:
+            try:
+                rehearse()
+            except Exception:  # a rehearsal must never stop the loop: drop it
+                log.exception("rehearsal of an adapter's decoding failed; it is not rehearsed any more")
+                self._adapter_rehearsals = [r for r in self._adapter_rehearsals if r != rehearse]
+                return
 
     # ------------------------------------------------------------------ running
     def run(self) -> int:

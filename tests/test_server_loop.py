@@ -116,6 +116,28 @@ def test_every_wait_strategy_ticks_on_the_grid(wait):
     assert tm["lateness_us"]["p50"] is not None and tm["tet_us"]["max"] > 0
 
 
+class Rehearsing(SlowTicks):
+    """Counts the loop's calls of its rehearsal."""
+
+    def __init__(self):
+        super().__init__(every=0, slow_s=0.0)
+        self.rehearsals = 0
+
+    def rehearse(self):
+        self.rehearsals += 1
+
+
+@pytest.mark.parametrize("wait", ["sleep_spin", "spin"])
+def test_the_spin_wait_rehearses_the_adapters_and_the_sleeping_waits_do_not(wait):
+    probe = Rehearsing()
+    loop = run_loop(probe, wait=wait, duration_s=0.3, rate_hz=2000.0)
+    ticks = loop.telemetry.summary()["ticks"]
+    if wait == "spin":  # before nearly every tick (not when the slack was under 30 us)
+        assert ticks * 0.5 < probe.rehearsals <= ticks + 1
+    else:
+        assert probe.rehearsals == 0
+
+
 def test_afap_and_lockstep_take_exactly_the_simulated_duration():
     loop = run_loop(mode="afap", duration_s=0.75)
     assert loop.tick == 750 and loop.plant.time == pytest.approx(0.75, rel=1e-12)

@@ -180,6 +180,41 @@ def test_the_ack_of_a_command_is_its_full_uint64_seq():
         a.close()
 
 
+def test_a_rehearsal_changes_nothing_of_the_adapter_and_the_command_decoded_around_it_is_applied():
+    """The spin wait's rehearsal of the command decoding (scratch decoder, scratch rows) leaves the adapter's
+    queue, decoder, counters and the plant as they were, also between a command's decoding and its tick."""
+    plant, ring, ctx, a = _open_adapter(ring_rows=64)
+    push_sock = zmq.Context.instance().socket(zmq.PUSH)
+    push_sock.setsockopt(zmq.LINGER, 0)
+    push_sock.connect(a.endpoints["command"])
+
+    def observed():
+        v = a.decoder.validator
+        return ([x.copy() for x in (a.rows.q, a.rows.meta, a.rows.idx, a.rows.val, v.idx, v.val, plant.u, plant.df)]
+                + [a.decoder.seq, v.count, a.status()])
+
+    def same(x, y):
+        return all(np.array_equal(p, q) if isinstance(p, np.ndarray) else p == q for p, q in zip(x, y))
+
+    try:
+        before = observed()
+        for _ in range(10):
+            a.rehearse()
+        assert a._dry_rows.q[0] == 10  # it did rehearse: ten rows went through the scratch queue
+        assert same(observed(), before)
+        push_sock.send(encode({"v": 1, "seq": 7, "set": {"engine_torque": 123.0, "p_c2": 4.5}}))
+        assert wait_until(lambda: (a.pump(0), a.rows.waiting())[1], 30.0)
+        decoded = observed()
+        a.rehearse()  # between the decoding and the tick, as in the loop
+        assert same(observed(), decoded)
+        a.read(1, 0)
+        assert plant.u[plant.input_index("engine_torque")] == 123.0 and plant.u[plant.input_index("p_c2")] == 4.5
+        assert a.ack == 7 and a.status()["received"] == 1 and a.status()["applied"] == 1
+    finally:
+        push_sock.close(0)
+        a.close()
+
+
 def test_a_command_that_arrives_while_the_loop_sleeps_is_applied_by_the_next_tick(tmp_path):
     # 100 Hz: the loop sleeps most of each 10 ms period.  Commands are decoded between ticks; if the loop did not
     # wake for them, one sent a few ms after a tick would be decoded only after the next tick and applied by the

@@ -120,6 +120,18 @@ def split_envelope(identity: bytes, rest: list) -> tuple[list, list]:
     return [identity], rest
 
 
+def _acceptable_command(plant: Plant, decoder: CommandDecoder) -> bytes | None:
+    """A command message setting one input to its current value, if ``decoder`` accepts it (for rehearsals)."""
+    for k, sig in enumerate(plant.inputs):
+        msg = encode({"v": PROTOCOL_VERSION, "seq": 1, "set": {sig.name: float(plant.u[k])}})
+        try:
+            decoder.decode(msg)
+        except COMMAND_ERRORS:
+            continue
+        return msg
+    return None
+
+
 ROWS_PER_CHECK = 4  # state rows published between two reads of the clock when the pump has a deadline
 MAX_DELAYED = 4096  # commands an injected delay may hold back at once (more are dropped and counted)
 
@@ -208,6 +220,10 @@ class ZmqAdapter(Adapter):
         self.cursor = ring.cursor(every=self.publish_every)
         self.rows = CommandRows(plant.n_in, 2 * self.max_commands_per_tick, ring.head, ring.aux_slot(self._ack_aux))
         self._rows_q = memoryview(self.rows.q)  # plain-int reads of the row counters in the tick
+        # rehearse(): a decoder and a two-row queue of its own, and a command they accept
+        self._dry_decoder = CommandDecoder(plant.inputs, self.max_command_bytes)
+        self._dry_rows = CommandRows(plant.n_in, 2)
+        self._dry_command = _acceptable_command(plant, self._dry_decoder)
         self._scenario_seen = 0
         self.received = 0
         self.sent = 0
@@ -327,6 +343,17 @@ class ZmqAdapter(Adapter):
     def _reject_scenario(self) -> None:
         self.command_rejects.reject("scenario_active", "the inputs are driven by the loaded scenario; send "
                                     "unload_scenario first")
+
+    def rehearse(self) -> None:
+        """A canned command through a scratch decoder and a scratch row queue (see :meth:`Adapter.rehearse`)."""
+        if self._dry_command is None:
+            return
+        dec = self._dry_decoder
+        dec.decode(self._dry_command)
+        v = dec.validator
+        rows = self._dry_rows
+        rows.put(dec.seq, v.idx, v.val, v.count)
+        rows.q[Q_GOT] = rows.q[Q_PUT]  # taken at once: the scratch queue never fills
 
     def _take_commands(self, until_ns: int) -> None:
         """Drain the command socket into the command rows while rows are free (never blocks)."""
