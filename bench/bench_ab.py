@@ -68,15 +68,21 @@ def main() -> int:
     print("| round | version | rate | clients | load | TET p50 | p99 | p99.9 | lateness p99 | missed % | states lost |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for rnd, name, res in results:
-        for r in res.get("runs", []):
-            if r.get("instrumented"):
-                continue
+        for r in _plain_runs(res):
             c = r.get("client")
             lost = "-" if not c else f"{c['lost']} of {c['states'] + c['lost']}"
             t, lt = r["tet_us"], r["lateness_us"]
             print(f"| {rnd} | {name} | {r['rate']:g} | {r['clients']} | {r['load_avg'][0]:.2f} | {t['p50']:.1f} | "
                   f"{t['p99']:.1f} | {t['p999']:.1f} | {lt['p99']:.1f} | {r['missed_pct']:.3f} | {lost} |")
     return 0
+
+
+def _plain_runs(res: dict) -> list[dict]:
+    """The uninstrumented runs of a result: ``runs`` of bench_tick_stages, or the one ``loop`` of bench_loop."""
+    if "loop" in res:  # bench_loop.py: one run, its arguments and loads beside it
+        r, a = res["loop"], res["args"]
+        return [dict(r, rate=a["rate"], clients=a["clients"], load_avg=res["load_avg_before"])]
+    return [r for r in res.get("runs", []) if not r.get("instrumented")]
 
 
 if __name__ == "__main__":
