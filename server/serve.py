@@ -25,6 +25,7 @@ from .loop_config import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
 _T_IMPORT_NS = time.monotonic_ns()
 
 EXIT_TIMING = 4  # --strict-timing: the real-time run fell outside its timing tolerance
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 DEFAULT_TOLERANCE_PCT = 5.0  # a realtime run may lose this much of its rate and miss this share of its ticks
 
 
@@ -150,8 +151,24 @@ def _endpoint_overrides(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     level = args.log_level or ("WARNING" if args.quiet else "INFO")
-    logging.basicConfig(level=getattr(logging, level), stream=sys.stderr, force=True,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # While the loop runs, status lines and log records go through writer threads (server.console): a
+    # reader that stops reading our stdout or stderr must not stall the loop.
+    from .console import ConsoleLogHandler, ConsoleWriter
+
+    stdout_writer, stderr_writer = ConsoleWriter(sys.stdout, name="stdout"), ConsoleWriter(sys.stderr, name="stderr")
+    log_handler = ConsoleLogHandler(stderr_writer)
+    log_handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.basicConfig(level=getattr(logging, level), handlers=[log_handler], force=True)
+    try:
+        return _run(args, stdout_writer, stderr_writer)
+    finally:
+        for w in (stdout_writer, stderr_writer):
+            w.close(timeout_s=2.0)
+        # later log records of this process (it may be a test's) are written directly again
+        logging.basicConfig(level=getattr(logging, level), stream=sys.stderr, force=True, format=LOG_FORMAT)
+
+
+def _run(args: argparse.Namespace, stdout_writer, stderr_writer) -> int:
     # python-can-remote's own start-up lines name a port before it is chosen and a web page the CAN share
     # does not serve; the share logs the URL to connect to itself
     logging.getLogger("can_remote").setLevel(max(logging.WARNING, logging.getLogger().level))
@@ -190,6 +207,8 @@ def run(args: argparse.Namespace) -> int:
         if args.ready_file:
             _write_json(args.ready_file, {"pid": os.getpid(), "endpoints": endpoints, "mode": loop.mode,
                                           "period_s": loop.dt, "plant": server.plant.kind})
+        server.report.console = stdout_writer
+        server.report.extra["console"] = lambda: {"stdout": stdout_writer.status(), "stderr": stderr_writer.status()}
         code = server.run()
         server.report.end_status_line()
         status = server.report.status()
@@ -203,10 +222,10 @@ def run(args: argparse.Namespace) -> int:
         }
         check = server.report.timing_check(args.timing_tolerance)
         status["timing_check"] = check
-        print(server.report.summary_text(), flush=True)
+        stdout_writer.write(server.report.summary_text() + "\n")
         if check and check["problems"]:
-            print(f"gearbox-hil: warning: the real-time run is outside its timing tolerance "
-                  f"({check['tolerance_pct']:g} %): " + "; ".join(check["problems"]), file=sys.stderr, flush=True)
+            stderr_writer.write(f"gearbox-hil: warning: the real-time run is outside its timing tolerance "
+                                f"({check['tolerance_pct']:g} %): " + "; ".join(check["problems"]) + "\n")
             if args.strict_timing and code == 0:
                 code = EXIT_TIMING
         if args.summary_json:

@@ -79,7 +79,9 @@ class StatusReport:
 
     def __init__(self, loop: Loop, out: Callable[[str], None] | None = None):
         self.loop = loop
-        self._out = out or (lambda s: print(s, flush=True))
+        self._out = out
+        # `serve` sets a ConsoleWriter here: status lines then go through its thread, never blocking the loop
+        self.console = None
         self._tty = sys.stdout.isatty()
         self._line_broken = False  # stdout went away: stop printing, keep running
         self._last_line = ""  # the line shown last: an unchanged line is not shown again
@@ -147,21 +149,27 @@ class StatusReport:
         if not self.loop.cfg.status_line or self._line_broken or line == self._last_line:
             return
         self._last_line = line
+        if self._out is not None:
+            self._out(line)
+        else:
+            self._show("\r" + line[:200] + "\x1b[K" if self._tty else line + "\n")
+
+    def _show(self, text: str) -> None:
+        """Text on stdout: through the console writer when there is one, else written here."""
+        if self.console is not None:
+            self.console.write(text)
+            return
         try:
-            if self._tty:
-                sys.stdout.write("\r" + line[:200] + "\x1b[K")
-                sys.stdout.flush()
-            else:
-                self._out(line)
+            sys.stdout.write(text)
+            sys.stdout.flush()
         except (OSError, ValueError):  # stdout closed (a pipe whose reader went away): keep running
             self._line_broken = True
 
     def end_status_line(self) -> None:
         """End the in-place status line on a terminal (before the summary is printed)."""
         cfg = self.loop.cfg
-        if self._tty and cfg.status_interval_s > 0 and cfg.status_line:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
+        if self._tty and cfg.status_interval_s > 0 and cfg.status_line and self._out is None:
+            self._show("\n")
 
     def warm_up(self) -> None:
         """Build the status and the status line once before the first deadline (pays their first-call costs)."""
