@@ -59,10 +59,15 @@ class ConsoleWriter:
             self._dropped_full += 1
             return
         self._texts.append(text)  # deque.append is atomic; the thread only pops from the other end
+        self._wake()
+
+    def _wake(self) -> bool:
+        """Wake the thread; False when the wake pipe is full (wake-ups wait already) or closed."""
         try:
             os.write(self._wake_w, b"\0")
-        except (BlockingIOError, OSError):
-            pass
+        except OSError:  # BlockingIOError: full, the thread will find this text with the earlier wake-ups
+            return False
+        return True
 
     @property
     def dropped(self) -> int:
@@ -77,18 +82,13 @@ class ConsoleWriter:
         """Write what waits (for at most ``timeout_s``), then stop; True when everything was written."""
         if not self._closing:
             self._closing = True
-            try:
-                os.write(self._wake_w, b"\0")
-            except OSError:
-                pass
+            self._wake()
         self._thread.join(timeout_s)
         done = not self._thread.is_alive()
-        if done:  # a thread still blocked in the stream's write keeps its wake pipe (it exits with the process)
-            for fd in (self._wake_r, self._wake_w):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        if done and self._wake_r >= 0:  # a thread still blocked in its write keeps its pipe (ends with the process)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            self._wake_r = self._wake_w = -1
         return done and not self._texts
 
     def _run(self) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import subprocess
 import sys
 import threading
 import time
 
-from server.console import ConsoleWriter
+from server.console import ConsoleLogHandler, ConsoleWriter
 
 from server_support import ROOT, wait_until, write_io
 
@@ -92,6 +93,28 @@ def test_a_closed_stream_is_counted_and_the_writer_goes_on():
     writer.write("more\n")
     assert wait_until(lambda: writer.dropped == 11, 10.0)
     writer.close(5.0)
+
+
+def test_log_records_go_through_the_writer_formatted_and_in_order_and_close_writes_what_waits():
+    r, w = os.pipe()
+    writer = ConsoleWriter(os.fdopen(w, "w"))
+    handler = ConsoleLogHandler(writer)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    log = logging.getLogger("gearbox_hil.test_console")
+    log.propagate = False
+    log.addHandler(handler)
+    try:
+        for k in range(5):
+            log.warning("record %d", k)
+        assert writer.close(10.0)  # everything queued was written
+        assert writer.close(1.0)  # a second close is harmless
+        writer.write("after close\n")  # refused and counted, not written
+        assert writer.dropped == 1
+        text = _read_all(r).decode()
+        assert text == "".join(f"WARNING gearbox_hil.test_console: record {k}\n" for k in range(5))
+    finally:
+        log.removeHandler(handler)
+        os.close(r)
 
 
 def test_a_server_whose_stdout_nobody_reads_keeps_ticking_and_answering(tmp_path):

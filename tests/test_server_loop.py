@@ -138,6 +138,22 @@ def test_the_spin_wait_rehearses_the_adapters_and_the_sleeping_waits_do_not(wait
         assert probe.rehearsals == 0
 
 
+class FailingRehearsal(Rehearsing):
+    def rehearse(self):
+        self.rehearsals += 1
+        raise RuntimeError("planted")
+
+
+def test_a_rehearsal_that_raises_is_logged_once_and_dropped_and_the_loop_goes_on(caplog):
+    probe = FailingRehearsal()
+    with caplog.at_level("ERROR", logger="gearbox_hil.loop"):
+        loop = run_loop(probe, wait="spin", duration_s=0.3, rate_hz=2000.0)
+    assert probe.rehearsals == 1
+    assert loop.telemetry.summary()["ticks"] > 100 and probe.n == loop.telemetry.summary()["ticks"]
+    assert [r.message for r in caplog.records].count(
+        "rehearsal of an adapter's decoding failed; it is not rehearsed any more") == 1
+
+
 def test_afap_and_lockstep_take_exactly_the_simulated_duration():
     loop = run_loop(mode="afap", duration_s=0.75)
     assert loop.tick == 750 and loop.plant.time == pytest.approx(0.75, rel=1e-12)
