@@ -151,7 +151,9 @@ def run_loop(args) -> dict:
                      duration_s=args.duration, status_interval_s=0.5, status_line=False, sample_capacity=n,
                      startup_grace_s=1.0, realtime=rt, autostart=args.clients == "none")
     zmq = ZmqAdapter("zmq", {"state_endpoint": "tcp://127.0.0.1:*", "command_endpoint": "tcp://127.0.0.1:*",
-                             "control_endpoint": "tcp://127.0.0.1:*", "status_publish_s": 1.0})
+                             "control_endpoint": "tcp://127.0.0.1:*", "status_publish_s": 1.0,
+                             "publish_every": args.publish_every,
+                             "publish_batch": args.publish_batch})
     server = assemble(load_plant("powershift"), [zmq], cfg,
                       initial_inputs={"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0,
                                       "load_torque": 3500.0})
@@ -161,7 +163,7 @@ def run_loop(args) -> dict:
     if args.clients == "sub":  # it connects while the loop idles, then sends start
         sys.path.insert(0, str(ROOT / "bench"))
         from bench_tick_stages import start_clients, stop_clients
-        client = start_clients(zmq.endpoints["control"], "sub")
+        client = start_clients(zmq.endpoints["control"], "sub", args.publish_every)
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     st0 = steal_s()
     w0 = time.monotonic()
@@ -193,7 +195,8 @@ def run_loop(args) -> dict:
         "rate_hz_actual": tm["rate_hz_actual"], "cpu_pct_of_one_core": 100.0 * cpu / wall,
         "realtime": server.report.status()["realtime"], "vol_ctx_switches": r1.ru_nvcsw - r0.ru_nvcsw,
         "invol_ctx_switches": r1.ru_nivcsw - r0.ru_nivcsw, "client": client_res,
-        "zmq": {k: zmq_status.get(k) for k in ("state_sent", "state_dropped", "send_errors", "received", "applied")},
+        "zmq": {k: zmq_status.get(k) for k in ("state_sent", "state_dropped", "send_errors", "received", "applied",
+                                                     "publish_every", "publish_batch")},
     }
 
 
@@ -213,6 +216,10 @@ def main() -> int:
     ap.add_argument("--cpu", type=int, nargs="*", default=[], help="pin the loop to these CPUs")
     ap.add_argument("--baseline", default="concurrent", choices=("concurrent", "before", "none"),
                     help="cyclictest during the loop (default), before it, or not at all")
+    ap.add_argument("--publish-every", type=int, default=1,
+                    help="ticks per state message (the ZeroMQ adapter's publish_every; 1: every state)")
+    ap.add_argument("--publish-batch", type=int, default=0,
+                    help="realtime: states per send burst (the ZeroMQ adapter's publish_batch; 0: about 1 ms)")
     ap.add_argument("--clients", default="none", choices=("none", "sub"),
                     help="sub: subscriber, commands at 100 Hz and status requests in another process")
     ap.add_argument("--json", type=Path, help="write the results here")

@@ -153,13 +153,14 @@ def instrument(loop, clock: StageClock) -> None:
     loop._pump = timed_pump
 
 
-def start_clients(control: str, kind: str) -> subprocess.Popen | None:
+def start_clients(control: str, kind: str, tick_step: int = 1) -> subprocess.Popen | None:
+    """The client process; it connects while the loop idles, then sends ``start`` (the timed run begins)."""
     if kind == "none":
         return None
-    """The client process; it connects while the loop idles, then sends ``start`` (the timed run begins)."""
     ready = Path(tempfile.mkdtemp()) / "ready"
     cmd = [sys.executable, str(ROOT / "bench" / "load_client.py"), "--control", control, "--subscribe",
-           "--command-hz", "100", "--status-hz", "1", "--ready", str(ready), "--start"]
+           "--command-hz", "100", "--status-hz", "1", "--ready", str(ready), "--start",
+           "--tick-step", str(tick_step)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
 
 

@@ -757,6 +757,7 @@ class Loop:
             self.telemetry.add_run_time(end - last_end)
             last_end = end
         self.next_deadline_ns = deadline
+        self._pump(0)  # the states of the last ticks (a publisher's unfinished burst) go out now
 
     def _overrun_stop(self) -> None:
         msg = (f"stopped after {self.telemetry.counters[C_OVERRUNS]} overruns "

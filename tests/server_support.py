@@ -40,10 +40,12 @@ class ServerProcess:
 
     def __init__(self, tmp: Path, plant: str = "powershift", mode: str = "realtime", loop: str = "",
                  extra: str = "", args: tuple[str, ...] = (), ready_timeout_s: float = 300.0,
-                 adapters: str = FREE_PORTS):
+                 adapters: str = FREE_PORTS, io: str = ""):
+        """``io``: a shipped I/O config by name, run as it is (with ``--zmq-port 0`` in ``args`` for free
+        ports); else one written from ``loop``, ``extra`` and ``adapters``."""
         self.tmp = Path(tmp)
         self.tmp.mkdir(parents=True, exist_ok=True)
-        self.io = write_io(self.tmp / f"io_{mode}.toml", loop, extra, adapters)
+        self.io = io or write_io(self.tmp / f"io_{mode}.toml", loop, extra, adapters)
         self.ready = self.tmp / f"ready_{mode}.json"
         self.summary = self.tmp / f"summary_{mode}.json"
         self.log = self.tmp / f"server_{mode}.log"

@@ -5,12 +5,13 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
 from plant_models.config import ConfigError
 from server import runtime
-from server_support import FREE_PORTS, ROOT
+from server_support import FREE_PORTS, ROOT, ServerProcess
 
 
 def build(tmp_path, text: str, **over):
@@ -75,6 +76,31 @@ def test_the_default_io_config_is_loopback_zeromq_and_builds():
     assert zmq and all("127.0.0.1" in v for k, v in zmq[0].options.items() if k.endswith("_endpoint"))
     assert io.loop.mode == "realtime" and io.loop.rate_hz == 1000.0 and io.loop.wait == "sleep_spin"
     assert io.loop.realtime.sched_fifo_priority == 0  # no privilege needed by default
+
+
+def test_the_10khz_io_config_steps_at_100_us_and_sends_every_state_in_bursts_of_ten(tmp_path):
+    """configs/io_10khz.toml in realtime: every state arrives, in order, although the publisher sends ten at a
+    time; a pause sends the states of an unfinished burst, so the last one received is the paused tick's."""
+    io = runtime.load_io_config("io_10khz")
+    assert io.loop.rate_hz == 10000.0 and io.loop.wait == "spin"
+    assert [a.type for a in io.adapters] == ["zmq"]
+    assert all("127.0.0.1" in v for k, v in io.adapters[0].options.items() if k.endswith("_endpoint"))
+    with ServerProcess(tmp_path, io="io_10khz", args=("--zmq-port", "0")) as srv:
+        with srv.client() as hil:
+            assert hil.describe()["period_s"] == pytest.approx(1e-4)
+            zs = hil.status()["adapters"]["zmq"]
+            assert zs["publish_batch"] == 10 and zs["publish_every"] == 1
+            hil.subscribe(("state",))
+            time.sleep(0.5)  # the subscription reaches the server; thousands of ticks
+            hil.pause()
+            tick = hil.status()["tick"]
+            states = []
+            while (s := hil.recv_state(1.0)) is not None:
+                states.append(s)
+            assert len(states) > 100 and states[-1].tick == tick  # nothing of the last burst held back
+            assert [s.tick for s in states] == list(range(states[0].tick, tick + 1))
+            assert [s.seq for s in states] == list(range(states[0].seq, states[0].seq + len(states)))
+        srv.shutdown()
 
 
 def test_disabled_adapters_are_skipped(tmp_path):

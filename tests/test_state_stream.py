@@ -67,12 +67,12 @@ def test_lockstep_stream_carries_every_tick_in_order_and_equals_the_offline_run(
         srv.shutdown()
 
 
-def _open_adapter(ring_rows: int, every: int = 1):
+def _open_adapter(ring_rows: int, every: int = 1, mode: str = "lockstep", period_s: float = 0.001, **options):
     plant = load_plant("powershift")
     ring = StateRing.for_plant(plant, ring_rows)
-    ctx = LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=dict, mode="lockstep",
+    ctx = LoopContext(period_s=period_s, feed_watchdog=lambda ns: None, status=dict, mode=mode,
                       tick_info=new_tick_info(), ring=ring)
-    a = ZmqAdapter("zmq", dict(FREE, publish_every=every))
+    a = ZmqAdapter("zmq", dict(FREE, publish_every=every, **options))
     a.open(plant, ctx)
     return plant, ring, ctx, a
 
@@ -151,6 +151,78 @@ def test_a_pump_past_its_deadline_sends_a_few_rows_and_leaves_the_rest_in_order_
         sub.close(0)
     finally:
         a.close()
+
+
+def _received(sub: zmq.Socket, wait_ms: int = 300) -> list[dict]:
+    got = []
+    while sub.poll(wait_ms):
+        got.append(msgpack.unpackb(sub.recv_multipart()[1]))
+    return got
+
+
+def test_a_realtime_publisher_sends_bursts_of_publish_batch_states_and_a_pump_without_deadline_sends_all():
+    """At 10 kHz the default burst is the states of 1 ms (10); a burst cut by its deadline goes on at the next
+    gap although fewer than 10 then wait; every state arrives once, in tick order, with consecutive ``seq``."""
+    from io_adapters.zmq.adapter import ROWS_PER_CHECK
+
+    plant, ring, ctx, a = _open_adapter(ring_rows=64, mode="realtime", period_s=1e-4)
+    push = _Ticks(plant, ring, ctx)
+    later = time.monotonic_ns() + 3_600 * 10**9  # a deadline that never comes
+    try:
+        assert a.publish_batch == 10 and a.status()["publish_batch"] == 10
+        sub = _subscriber(a, push)
+        tick0 = push.tick
+        for _ in range(9):
+            push()
+        a.pump(later)
+        assert _received(sub) == []  # 9 states wait for the tenth
+        push()
+        a.pump(later)
+        burst = _received(sub)
+        assert [m["tick"] for m in burst] == list(range(tick0 + 1, tick0 + 11))
+        sent0 = a.sent
+        for _ in range(10):
+            push()
+        a.pump(1)  # a deadline long past: one take of rows, then the pump returns mid-burst
+        assert a.sent - sent0 == ROWS_PER_CHECK
+        push()
+        a.pump(later)  # 7 wait, fewer than a burst: the burst goes on
+        assert a.sent - sent0 == 11
+        for _ in range(3):
+            push()
+        a.pump(0)  # no deadline (pause, shutdown, lockstep): whatever waits
+        rest = _received(sub)
+        got = burst + rest
+        assert [m["tick"] for m in got] == list(range(tick0 + 1, push.tick + 1))
+        assert [m["seq"] for m in got] == list(range(got[0]["seq"], got[0]["seq"] + len(got)))
+        sub.close(0)
+    finally:
+        a.close()
+
+
+@pytest.mark.parametrize("mode, period_s, every, batch", [
+    ("realtime", 1e-3, 1, 1), ("realtime", 1e-4, 10, 1), ("realtime", 1e-4, 2, 5), ("realtime", 2e-3, 1, 1),
+    ("realtime", 1 / 3000, 1, 3)])
+def test_the_default_burst_is_about_a_millisecond_of_states(mode, period_s, every, batch):
+    plant, ring, ctx, a = _open_adapter(ring_rows=64, every=every, mode=mode, period_s=period_s)
+    try:
+        assert a.publish_batch == batch
+    finally:
+        a.close()
+
+
+def test_lockstep_and_a_burst_of_one_send_each_state_at_the_first_pump():
+    for mode, period_s, options in (("lockstep", 1e-4, {}), ("realtime", 1e-4, {"publish_batch": 1})):
+        plant, ring, ctx, a = _open_adapter(ring_rows=64, mode=mode, period_s=period_s, **options)
+        push = _Ticks(plant, ring, ctx)
+        try:
+            sub = _subscriber(a, push)
+            push()
+            a.pump(time.monotonic_ns() + 10**9)
+            assert [m["tick"] for m in _received(sub)] == [push.tick], mode
+            sub.close(0)
+        finally:
+            a.close()
 
 
 def test_the_ack_of_a_command_is_its_full_uint64_seq():
