@@ -103,7 +103,7 @@ class Harness:
     """
 
     def __init__(self, plant: str = "powershift", options: dict | None = None, backend: str = "virtual",
-                 period_s: float = 0.001):
+                 period_s: float = 0.001, mode: str = "realtime"):
         self.plant = load_plant(plant)
         self.period_s = period_s
         self.options = dict(bus_options(backend))
@@ -111,7 +111,7 @@ class Harness:
         self.feeds: list[int] = []
         self.tick_info = new_tick_info()
         self.ctx = LoopContext(period_s=period_s, feed_watchdog=self.feeds.append, status=lambda: {},
-                               tick_info=self.tick_info)
+                               tick_info=self.tick_info, mode=mode)
         self.adapter = create_adapter("can", "can", self.options)
         self.adapter.open(self.plant, self.ctx)
         self.tick = 0
@@ -120,7 +120,8 @@ class Harness:
         return peer_bus(self.options)
 
     def run(self, n: int) -> None:
-        """n ticks of read -> step -> write."""
+        """n ticks of read -> step -> write, each followed by the between-tick pump (realtime: the frames the
+        tick queued are sent there)."""
         a, p = self.adapter, self.plant
         for _ in range(n):
             now = self.tick * int(self.period_s * 1e9)
@@ -128,6 +129,16 @@ class Harness:
             p.step(self.period_s)
             self.tick += 1
             a.write(self.tick, now)
+            a.pump(0)
+
+    def tick_without_pump(self) -> None:
+        """One tick of read -> step -> write, nothing between ticks."""
+        a, p = self.adapter, self.plant
+        now = self.tick * int(self.period_s * 1e9)
+        a.read(self.tick, now)
+        p.step(self.period_s)
+        self.tick += 1
+        a.write(self.tick, now)
 
     def wait_frames(self, n: int) -> None:
         """Wait until the adapter's receive thread has handled ``n`` frames in total."""

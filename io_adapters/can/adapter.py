@@ -26,8 +26,18 @@ Per tick (read -> step -> write):
   command message is fresh.  A rejected or stale command never reaches the
   plant.
 * ``write`` packs the messages whose cycle is due this tick (one compiled
-  call, precompiled layouts, alive counter and CRC) and sends them with a
-  zero timeout, so a full transmit queue is counted, never waited for.
+  call, precompiled layouts, alive counter and CRC).  In realtime mode a
+  second compiled call copies the packed frames into a preallocated send
+  queue, and :meth:`CanAdapter.pump` sends them between ticks, a few
+  microseconds after their tick: ``bus.send`` is a system call on
+  SocketCAN and takes a lock that the receiving side also takes on the
+  virtual bus, neither of which belongs in the tick (it was about half of
+  a default server's task execution time).  A queue full because the loop
+  had no time between ticks for a long while drops frames and counts them
+  (``tx_queue_dropped``).  In lockstep and afap ``write`` sends at once, so
+  the reply to a ``step`` request follows the frames of its ticks.  Either
+  way frames are sent with a zero timeout: a full transmit queue of the bus
+  is counted, never waited for.
 
 Receiving runs in a background thread: it blocks in ``bus.recv``, checks
 every frame (ID, length, CRC-8 SAE J1850, alive counter, ranges) in
@@ -56,6 +66,7 @@ from . import frames, layouts
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
 
 DEFAULT_CHANNEL = "gearbox-hil"
+TX_QUEUE_FRAMES = 4096  # realtime send queue: 50 ms of 80 frames a tick at 1 kHz (the loop serves at least every 50 ms)
 
 assert [n for n, _ in AUX_SOURCES] == [
     "hil.tick", "hil.overruns", "hil.watchdog", "can.commands_fresh", "can.crc_errors", "can.counter_errors",
@@ -235,6 +246,10 @@ class CanAdapter(Adapter):
         self.rx_handled = 0
         self.last_reject = ""
         self._tx_sent = np.zeros(max(tx.n_msg, 1), dtype=np.int64)
+        self._txq_msg = np.zeros(TX_QUEUE_FRAMES, dtype=np.int64)
+        self._txq_data = np.zeros((TX_QUEUE_FRAMES, frames.MAX_PAYLOAD), dtype=np.uint8)
+        self._txq_state = np.zeros(frames.Q_COLS, dtype=np.int64)
+        self._txq_bytes = memoryview(self._txq_data.reshape(-1))  # payload slices for bytearray assignment
         self._tx_msgs = []
         self._tx_views = []
         tx_message = _tx_message_class()
@@ -256,6 +271,7 @@ class CanAdapter(Adapter):
             frames.rx_frame(0, 0, ci, cf, cb)
         frames.rx_apply(0, True, False, ci, cf, df)
         frames.tx_pack(-1, ci, cf, cb, df, new_tick_info())
+        frames.tx_enqueue(ci, cb, 0, self._txq_msg.copy(), self._txq_data.copy(), self._txq_state.copy())
 
     def _bind_loop(self, ctx: LoopContext) -> None:
         """Time messages in ticks of the loop's period; the first tick starts the freshness count afresh.
@@ -265,6 +281,7 @@ class CanAdapter(Adapter):
         """
         self._period_s = ctx.period_s
         self.codec.adapter[frames.A_PREV_TICK] = -1
+        self._queue_tx = ctx.mode == "realtime"
 
     def _retime(self) -> None:
         """Cycle times and timeouts in ticks of the loop's new period (rare: between runs)."""
@@ -400,28 +417,58 @@ class CanAdapter(Adapter):
         return frames.rx_apply(tick, False, drive, c.ci, c.cf, self.plant.df)
 
     def write(self, tick: int, now_ns: int) -> None:
-        """Send the messages due this tick.  Non-blocking.  Called in the real-time loop."""
+        """Pack the messages due this tick; queue them (realtime) or send them.  Called in the real-time loop."""
         if self._idle_reason:
             return
         c = self.codec
         n_due = frames.tx_pack(tick, c.ci, c.cf, c.cb, self.plant.df, self._tick_info)
         if n_due == 0:
             return
-        bus = self._bus
-        rec = self._recorder
+        if self._queue_tx:
+            frames.tx_enqueue(c.ci, c.cb, n_due, self._txq_msg, self._txq_data, self._txq_state)
+            return
         due = c.due
         for i in range(n_due):
             k = due[i]
-            msg = self._tx_msgs[k]
-            msg.data[:] = self._tx_views[k]
-            try:
-                bus.send(msg, 0.0)
-            except Exception:  # CanError, OSError: counted (and visible in status), never raised into the loop
-                c.adapter[frames.A_TX_ERRORS] += 1
-                continue
-            self._tx_sent[k] += 1
-            if rec is not None:
-                rec.put_tx(time.time(), msg.arbitration_id, msg.is_extended_id, msg.is_fd, bytes(msg.data))
+            self._send(k, self._tx_views[k])
+
+    def pump(self, until_ns: int = 0) -> None:
+        """Between ticks: send the frames the ticks queued, oldest first, until ``until_ns`` (0: all).
+
+        At least one frame goes out per call, and the clock is read every 8 frames.
+        """
+        q = self._txq_state if hasattr(self, "_txq_state") else None
+        if q is None:
+            return
+        head = int(q[frames.Q_HEAD])
+        tail = int(q[frames.Q_TAIL])
+        if tail == head:
+            return
+        cap = TX_QUEUE_FRAMES
+        mono = time.monotonic_ns
+        q_msg, q_bytes, width = self._txq_msg, self._txq_bytes, frames.MAX_PAYLOAD
+        while tail < head:
+            slot = tail % cap
+            k = int(q_msg[slot])
+            self._send(k, q_bytes[slot * width:slot * width + len(self._tx_views[k])])
+            tail += 1
+            q[frames.Q_TAIL] = tail
+            if until_ns and tail % 8 == 0 and mono() >= until_ns:
+                return
+
+    def _send(self, k: int, payload) -> None:
+        """Send transmit message ``k`` with ``payload``; a failure is counted, never raised."""
+        msg = self._tx_msgs[k]
+        msg.data[:] = payload
+        try:
+            self._bus.send(msg, 0.0)
+        except Exception:  # CanError, OSError: counted (and visible in status), never raised into the loop
+            self.codec.adapter[frames.A_TX_ERRORS] += 1
+            return
+        self._tx_sent[k] += 1
+        rec = self._recorder
+        if rec is not None:
+            rec.put_tx(time.time(), msg.arbitration_id, msg.is_extended_id, msg.is_fd, bytes(msg.data))
 
     # -- life cycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -429,6 +476,8 @@ class CanAdapter(Adapter):
         if self._closed:
             return
         self._closed = True
+        if self._bus is not None and self._opened and not self._idle_reason:
+            self.pump(0)  # frames the last ticks queued (the loop sends them at the end of a run; here for others)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2.0)
@@ -594,7 +643,9 @@ class CanAdapter(Adapter):
                    "ignored_by_fault": int(self.rx_ignored),
                    "last_reject": self.last_reject, "messages": rx_msgs},
             "tx": {"frames": int(self._tx_sent.sum()), "errors": int(cd.adapter[frames.A_TX_ERRORS]),
-                   "saturated": int(cd.saturated.sum()), "messages": tx_msgs},
+                   "saturated": int(cd.saturated.sum()),
+                   "queued": int(self._txq_state[frames.Q_HEAD] - self._txq_state[frames.Q_TAIL]),
+                   "queue_dropped": int(self._txq_state[frames.Q_DROPPED]), "messages": tx_msgs},
         }
         if self._recorder is not None:
             out["recording"] = self._recorder.status()

@@ -16,7 +16,9 @@ Per frame and per tick:
   values to the mailbox;
 * :func:`rx_apply` (tick, ``read``) moves new mailbox values to the plant
   inputs and tracks the freshness of every command message;
-* :func:`tx_pack` (tick, ``write``) packs the messages due this tick.
+* :func:`tx_pack` (tick, ``write``) packs the messages due this tick;
+* :func:`tx_enqueue` (tick, ``write``, realtime) copies them into the send
+  queue that the adapter empties between ticks.
 
 The table columns (``M_*``, ``S_*``, ...) and buffer slots (``CI_*``, ...)
 are defined here, beside the kernels that read them, because numba's cache
@@ -588,6 +590,36 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
         ci[odue + n_due] = m
         n_due += 1
     return n_due
+
+
+# -- frames packed by the tick, sent between ticks (realtime) ---------------------------------
+Q_HEAD = 0  # frames queued since the adapter opened
+Q_TAIL = 1  # frames taken out to be sent
+Q_DROPPED = 2  # frames not queued because the queue was full (the sender was starved)
+Q_COLS = 3
+
+
+@njit(**JIT_TICK)
+def tx_enqueue(ci, cb, n_due, q_msg, q_data, q_state):
+    """Copy the payloads of the ``n_due`` messages :func:`tx_pack` just packed into the send queue.
+
+    ``q_msg[slot]`` is the transmit row, ``q_data[slot]`` the payload (MAX_PAYLOAD bytes); ``q_state`` holds
+    the counters ``Q_*``.  A full queue drops the frame and counts it.  Called in the real-time loop.
+    """
+    cap = q_msg.shape[0]
+    odue = ci[CI_DUE]
+    for i in range(n_due):
+        head = q_state[Q_HEAD]
+        if head - q_state[Q_TAIL] >= cap:
+            q_state[Q_DROPPED] += 1
+            continue
+        m = ci[odue + i]
+        slot = head % cap
+        q_msg[slot] = m
+        d0 = CB_TX + m * MAX_PAYLOAD
+        for j in range(MAX_PAYLOAD):
+            q_data[slot, j] = cb[d0 + j]
+        q_state[Q_HEAD] = head + 1
 
 
 # -- the buffers the kernels work on ----------------------------------------------------------

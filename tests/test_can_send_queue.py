@@ -1,0 +1,148 @@
+"""Realtime CAN transmit: the tick packs and queues its frames, the adapter sends them between ticks.
+
+``bus.send`` (a system call on SocketCAN, a lock shared with the receivers
+on python-can's virtual bus) must not run in the tick.  In realtime mode
+``write`` copies the packed frames into a preallocated queue and ``pump``
+sends them; in lockstep and afap ``write`` sends at once.  Either way the
+frames on the bus are the same, bit for bit and in the same order.
+"""
+
+from __future__ import annotations
+
+import cantools
+import pytest
+
+from can_support import ROOT, Harness
+from io_adapters.can import frames
+from io_adapters.can.adapter import TX_QUEUE_FRAMES
+
+DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
+
+
+def _drain(bus, first_wait_s: float = 0.3) -> list[tuple[int, bytes]]:
+    out = []
+    wait = first_wait_s
+    while (m := bus.recv(wait)) is not None:
+        out.append((m.arbitration_id, bytes(m.data)))
+        wait = 0.05
+    return out
+
+
+class _CountingSend:
+    """Wraps ``bus.send``: counts the calls."""
+
+    def __init__(self, bus):
+        self.inner, self.calls = bus.send, 0
+
+    def __call__(self, msg, timeout=None):
+        self.calls += 1
+        return self.inner(msg, timeout)
+
+
+def test_realtime_write_only_queues_and_the_pump_sends_the_same_frames_as_lockstep_sends_in_the_tick():
+    ticks = 60
+    with Harness("powershift", mode="lockstep") as direct, Harness("powershift") as queued:
+        peer_d, peer_q = direct.peer(), queued.peer()
+        try:
+            send = _CountingSend(queued.adapter._bus)
+            queued.adapter._bus.send = send
+            for _ in range(ticks):
+                direct.tick_without_pump()  # lockstep: sent in write
+                before = send.calls
+                queued.tick_without_pump()
+                assert send.calls == before  # the realtime tick sends nothing
+                queued.adapter.pump(0)
+                assert queued.adapter.status()["tx"]["queued"] == 0
+            assert send.calls > 0
+            got_d, got_q = _drain(peer_d), _drain(peer_q)
+        finally:
+            peer_d.shutdown()
+            peer_q.shutdown()
+        assert len(got_q) == queued.adapter.status()["tx"]["frames"] == send.calls > ticks // 10
+        assert got_q == got_d  # ids and payloads (counters, CRCs, speeds) bit for bit, same order
+        assert queued.adapter.status()["tx"]["queue_dropped"] == 0
+
+
+def test_frames_of_many_ticks_without_a_pump_wait_in_order_and_a_full_queue_drops_and_counts():
+    with Harness("powershift") as h:
+        peer = h.peer()
+        try:
+            h.adapter._bus.send = _CountingSend(h.adapter._bus)
+            n_frames = 0
+            while h.adapter.status()["tx"]["queued"] < TX_QUEUE_FRAMES:  # a loop with no slack between ticks
+                h.tick_without_pump()
+                n_frames += 1
+            assert h.adapter._bus.send.calls == 0
+            h.tick_without_pump()  # frames beyond the queue: dropped, counted, nothing raised
+            h.tick_without_pump()
+            st = h.adapter.status()["tx"]
+            assert st["queued"] == TX_QUEUE_FRAMES and st["queue_dropped"] > 0 and st["frames"] == 0
+            later = 10**18  # a deadline that never comes: the pump sends all
+            h.adapter.pump(later)
+            got = _drain(peer)
+        finally:
+            peer.shutdown()
+        st = h.adapter.status()["tx"]
+        assert st["queued"] == 0 and len(got) == st["frames"] == TX_QUEUE_FRAMES
+        ids = [fid for fid, _ in got]
+        layouts = {m.frame_id: m for m in h.adapter.ms.tx.messages}
+        assert set(ids) <= set(layouts)
+        # oldest first: per message, the alive counters of the frames received rise by one
+        for fid, lay in layouts.items():
+            if lay.counter_signal < 0:
+                continue
+            seen = [data for f, data in got if f == fid]
+            assert len(seen) > 1
+            name = lay.signals[lay.counter_signal].name
+            counters = [DBC.decode_message(fid, data, decode_choices=False)[name] for data in seen]
+            mod = DBC.get_message_by_frame_id(fid).get_signal_by_name(name).maximum + 1
+            assert all((b - a) % mod == 1 for a, b in zip(counters, counters[1:])), lay.name
+
+
+def test_a_pump_with_a_deadline_sends_at_least_one_frame_and_the_rest_at_the_next_gap():
+    with Harness("powershift") as h:
+        peer = h.peer()
+        try:
+            for _ in range(40):
+                h.tick_without_pump()
+            waiting = h.adapter.status()["tx"]["queued"]
+            assert waiting > 16
+            h.adapter.pump(1)  # a deadline long past: 8 frames, then the clock stops it
+            assert h.adapter.status()["tx"]["queued"] == waiting - 8
+            h.adapter.pump(0)
+            assert len(_drain(peer)) == waiting
+        finally:
+            peer.shutdown()
+
+
+def test_closing_sends_what_the_last_ticks_queued():
+    h = Harness("powershift")
+    peer = h.peer()
+    try:
+        for _ in range(20):
+            h.tick_without_pump()
+        waiting = h.adapter.status()["tx"]["queued"]
+        assert waiting > 0
+        h.close()
+        assert len(_drain(peer)) == waiting
+    finally:
+        peer.shutdown()
+
+
+@pytest.mark.parametrize("mode", ["lockstep", "afap"])
+def test_lockstep_and_afap_send_in_the_tick(mode):
+    with Harness("powershift", mode=mode) as h:
+        peer = h.peer()
+        try:
+            for _ in range(20):
+                h.tick_without_pump()
+            st = h.adapter.status()["tx"]
+            assert st["queued"] == 0 and st["frames"] > 0
+            assert len(_drain(peer)) == st["frames"]
+        finally:
+            peer.shutdown()
+
+
+def test_the_queue_copy_is_compiled_when_the_adapter_opens_before_the_first_tick():
+    with Harness("powershift"):
+        assert frames.tx_enqueue.signatures
