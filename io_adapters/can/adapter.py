@@ -136,6 +136,7 @@ class CanAdapter(Adapter):
         self._closed = False
         self._opened = False
         self._idle_reason = ""  # set when the plant has no message set: the adapter does nothing
+        self._txq_state = None  # the realtime send queue's counters (frames.Q_*), allocated with the message set
         self._parse_options()
 
     # -- configuration ------------------------------------------------------------------
@@ -437,7 +438,7 @@ class CanAdapter(Adapter):
 
         At least one frame goes out per call, and the clock is read every 8 frames.
         """
-        q = self._txq_state if hasattr(self, "_txq_state") else None
+        q = self._txq_state
         if q is None:
             return
         head = int(q[frames.Q_HEAD])
