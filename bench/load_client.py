@@ -54,7 +54,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
     signal.signal(signal.SIGINT, lambda *a: stop.append(1))
     res = {"states": 0, "lost": 0, "out_of_order": 0, "tick_breaks": 0, "first_seq": None, "last_seq": None,
-           "commands_sent": 0, "status_requests": 0, "status_failures": 0, "server_zmq": None}
+           "commands_sent": 0, "status_requests": 0, "status_failures": 0, "status_failures_at_s": [],
+           "server_zmq": None}
     with HilClient(args.control, timeout_s=60.0) as hil:
         hil.timeout_s = 2.0  # connecting may wait for a server that is still starting; later requests may not
         sub = None
@@ -66,7 +67,7 @@ def main() -> int:
             args.ready.write_text("ready")
         if args.start:
             hil.start()
-        now = time.monotonic()
+        now = t_start = time.monotonic()
         end = now + args.duration if args.duration > 0 else float("inf")
         cmd_period = 1.0 / args.command_hz if args.command_hz > 0 else float("inf")
         status_period = 1.0 / args.status_hz if args.status_hz > 0 else float("inf")
@@ -115,6 +116,8 @@ def main() -> int:
                                          ("state_sent", "send_errors", "state_dropped", "received", "applied")}
                 except Exception:  # a timeout under load is counted, not fatal
                     res["status_failures"] += 1
+                    if len(res["status_failures_at_s"]) < 20:  # when: a request left as the server stops times out
+                        res["status_failures_at_s"].append(round(now - t_start, 3))
                 next_status += status_period
                 if next_status < now:
                     next_status = now + status_period
