@@ -31,10 +31,10 @@ Per tick (read -> step -> write):
   queue, and :meth:`CanAdapter.pump` sends them between ticks, a few
   microseconds after their tick: ``bus.send`` is a system call on
   SocketCAN and takes a lock that the receiving side also takes on the
-  virtual bus, neither of which belongs in the tick (it was about half of
-  a default server's task execution time).  A queue full because the loop
-  had no time between ticks for a long while drops frames and counts them
-  (``tx_queue_dropped``).  In lockstep and afap ``write`` sends at once, so
+  virtual bus, neither of which belongs in the tick (out of it, the write
+  stage fell from about 6 to 3 us at the median, BENCHMARKS.md).  A queue
+  full because the loop had no time between ticks for a long while drops
+  frames and counts them (``tx.queue_dropped`` in the status).  In lockstep and afap ``write`` sends at once, so
   the reply to a ``step`` request follows the frames of its ticks.  Either
   way frames are sent with a zero timeout: a full transmit queue of the bus
   is counted, never waited for.
