@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import zmq
 
-from io_adapters.base import LoopContext, new_tick_info
+from io_adapters.base import AdapterError, LoopContext, new_tick_info
 from io_adapters.ring import StateRing
 from io_adapters.zmq.adapter import ZmqAdapter
 from io_adapters.zmq.codec import encode
@@ -209,6 +209,13 @@ def test_the_default_burst_is_about_a_millisecond_of_states(mode, period_s, ever
         assert a.publish_batch == batch
     finally:
         a.close()
+
+
+def test_a_burst_longer_than_half_the_ring_is_refused_when_the_adapter_opens():
+    with pytest.raises(AdapterError, match="publish_batch = 100 states of every 10 ticks.*ring_rows = 1024"):
+        _open_adapter(ring_rows=1024, every=10, mode="realtime", period_s=1e-4, publish_batch=100)
+    plant, ring, ctx, a = _open_adapter(ring_rows=1024, every=10, mode="lockstep", period_s=1e-4, publish_batch=100)
+    a.close()  # lockstep sends no bursts: nothing to refuse
 
 
 def test_lockstep_and_a_burst_of_one_send_each_state_at_the_first_pump():

@@ -228,6 +228,11 @@ class ZmqAdapter(Adapter):
         # lockstep and afap send every state before the reply to a step / at once
         self._burst_rows = (self.publish_batch * self.publish_every
                             if ctx.mode == "realtime" and self.publish_batch > 1 else 0)
+        if self._burst_rows > ring.capacity // 2:  # a burst would wait for rows the ring no longer holds
+            raise AdapterError(f"{self.name}: publish_batch = {self.publish_batch} states of every "
+                               f"{self.publish_every} ticks wait for {self._burst_rows} ticks, more than half the "
+                               f"state ring ([loop] ring_rows = {ring.capacity}); lower publish_batch or raise "
+                               "ring_rows")
         self._bursting = False
         self.rows = CommandRows(plant.n_in, 2 * self.max_commands_per_tick, ring.head, ring.aux_slot(self._ack_aux))
         self._rows_q = memoryview(self.rows.q)  # plain-int reads of the row counters in the tick
