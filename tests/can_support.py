@@ -122,14 +122,9 @@ class Harness:
     def run(self, n: int) -> None:
         """n ticks of read -> step -> write, each followed by the between-tick pump (realtime: the frames the
         tick queued are sent there)."""
-        a, p = self.adapter, self.plant
         for _ in range(n):
-            now = self.tick * int(self.period_s * 1e9)
-            a.read(self.tick, now)
-            p.step(self.period_s)
-            self.tick += 1
-            a.write(self.tick, now)
-            a.pump(0)
+            self.tick_without_pump()
+            self.adapter.pump(0)
 
     def tick_without_pump(self) -> None:
         """One tick of read -> step -> write, nothing between ticks."""

@@ -9,6 +9,8 @@ frames on the bus are the same, bit for bit and in the same order.
 
 from __future__ import annotations
 
+import contextlib
+
 import cantools
 import pytest
 
@@ -17,6 +19,23 @@ from io_adapters.can import frames
 from io_adapters.can.adapter import TX_QUEUE_FRAMES
 
 DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
+
+
+@contextlib.contextmanager
+def _peer(h: Harness):
+    """The other node of the harness's bus, shut down on exit."""
+    bus = h.peer()
+    try:
+        yield bus
+    finally:
+        bus.shutdown()
+
+
+def _queue_ticks(h: Harness, n: int) -> int:
+    """``n`` ticks with nothing between them; the frames then waiting in the send queue."""
+    for _ in range(n):
+        h.tick_without_pump()
+    return h.adapter.status()["tx"]["queued"]
 
 
 def _drain(bus, first_wait_s: float = 0.3) -> list[tuple[int, bytes]]:
@@ -42,8 +61,7 @@ class _CountingSend:
 def test_realtime_write_only_queues_and_the_pump_sends_the_same_frames_as_lockstep_sends_in_the_tick():
     ticks = 60
     with Harness("powershift", mode="lockstep") as direct, Harness("powershift") as queued:
-        peer_d, peer_q = direct.peer(), queued.peer()
-        try:
+        with _peer(direct) as peer_d, _peer(queued) as peer_q:
             send = _CountingSend(queued.adapter._bus)
             queued.adapter._bus.send = send
             for _ in range(ticks):
@@ -55,33 +73,24 @@ def test_realtime_write_only_queues_and_the_pump_sends_the_same_frames_as_lockst
                 assert queued.adapter.status()["tx"]["queued"] == 0
             assert send.calls > 0
             got_d, got_q = _drain(peer_d), _drain(peer_q)
-        finally:
-            peer_d.shutdown()
-            peer_q.shutdown()
         assert len(got_q) == queued.adapter.status()["tx"]["frames"] == send.calls > ticks // 10
         assert got_q == got_d  # ids and payloads (counters, CRCs, speeds) bit for bit, same order
         assert queued.adapter.status()["tx"]["queue_dropped"] == 0
 
 
 def test_frames_of_many_ticks_without_a_pump_wait_in_order_and_a_full_queue_drops_and_counts():
-    with Harness("powershift") as h:
-        peer = h.peer()
-        try:
-            h.adapter._bus.send = _CountingSend(h.adapter._bus)
-            n_frames = 0
-            while h.adapter.status()["tx"]["queued"] < TX_QUEUE_FRAMES:  # a loop with no slack between ticks
-                h.tick_without_pump()
-                n_frames += 1
-            assert h.adapter._bus.send.calls == 0
-            h.tick_without_pump()  # frames beyond the queue: dropped, counted, nothing raised
+    with Harness("powershift") as h, _peer(h) as peer:
+        h.adapter._bus.send = _CountingSend(h.adapter._bus)
+        while h.adapter.status()["tx"]["queued"] < TX_QUEUE_FRAMES:  # a loop with no slack between ticks
             h.tick_without_pump()
-            st = h.adapter.status()["tx"]
-            assert st["queued"] == TX_QUEUE_FRAMES and st["queue_dropped"] > 0 and st["frames"] == 0
-            later = 10**18  # a deadline that never comes: the pump sends all
-            h.adapter.pump(later)
-            got = _drain(peer)
-        finally:
-            peer.shutdown()
+        assert h.adapter._bus.send.calls == 0
+        h.tick_without_pump()  # frames beyond the queue: dropped, counted, nothing raised
+        h.tick_without_pump()
+        st = h.adapter.status()["tx"]
+        assert st["queued"] == TX_QUEUE_FRAMES and st["queue_dropped"] > 0 and st["frames"] == 0
+        later = 10**18  # a deadline that never comes: the pump sends all
+        h.adapter.pump(later)
+        got = _drain(peer)
         st = h.adapter.status()["tx"]
         assert st["queued"] == 0 and len(got) == st["frames"] == TX_QUEUE_FRAMES
         ids = [fid for fid, _ in got]
@@ -100,47 +109,30 @@ def test_frames_of_many_ticks_without_a_pump_wait_in_order_and_a_full_queue_drop
 
 
 def test_a_pump_with_a_deadline_sends_at_least_one_frame_and_the_rest_at_the_next_gap():
-    with Harness("powershift") as h:
-        peer = h.peer()
-        try:
-            for _ in range(40):
-                h.tick_without_pump()
-            waiting = h.adapter.status()["tx"]["queued"]
-            assert waiting > 16
-            h.adapter.pump(1)  # a deadline long past: 8 frames, then the clock stops it
-            assert h.adapter.status()["tx"]["queued"] == waiting - 8
-            h.adapter.pump(0)
-            assert len(_drain(peer)) == waiting
-        finally:
-            peer.shutdown()
+    with Harness("powershift") as h, _peer(h) as peer:
+        waiting = _queue_ticks(h, 40)
+        assert waiting > 16
+        h.adapter.pump(1)  # a deadline long past: 8 frames, then the clock stops it
+        assert h.adapter.status()["tx"]["queued"] == waiting - 8
+        h.adapter.pump(0)
+        assert len(_drain(peer)) == waiting
 
 
 def test_closing_sends_what_the_last_ticks_queued():
     h = Harness("powershift")
-    peer = h.peer()
-    try:
-        for _ in range(20):
-            h.tick_without_pump()
-        waiting = h.adapter.status()["tx"]["queued"]
+    with _peer(h) as peer:
+        waiting = _queue_ticks(h, 20)
         assert waiting > 0
         h.close()
         assert len(_drain(peer)) == waiting
-    finally:
-        peer.shutdown()
 
 
 @pytest.mark.parametrize("mode", ["lockstep", "afap"])
 def test_lockstep_and_afap_send_in_the_tick(mode):
-    with Harness("powershift", mode=mode) as h:
-        peer = h.peer()
-        try:
-            for _ in range(20):
-                h.tick_without_pump()
-            st = h.adapter.status()["tx"]
-            assert st["queued"] == 0 and st["frames"] > 0
-            assert len(_drain(peer)) == st["frames"]
-        finally:
-            peer.shutdown()
+    with Harness("powershift", mode=mode) as h, _peer(h) as peer:
+        assert _queue_ticks(h, 20) == 0
+        sent = h.adapter.status()["tx"]["frames"]
+        assert sent > 0 and len(_drain(peer)) == sent
 
 
 def test_the_queue_copy_is_compiled_when_the_adapter_opens_before_the_first_tick():
