@@ -19,9 +19,19 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .core.api import BUFS, L, Core, CoreSpec
+from .contract.vocabulary import SHARED_EVENTS, SHARED_STATUS
 from .plant import Kernel, Param, Plant, Ports  # noqa: F401  (Ports re-exported: a plant module declares its ports)
 
-__all__ = ["FrictionPlant", "Ports", "friction_kernels"]
+__all__ = ["CORE_STATUS", "FrictionPlant", "Ports", "friction_kernels"]
+
+# the friction core's own status bits (numbers fixed by its compiled code), beside the shared ones it also sets
+CORE_STATUS = SHARED_STATUS.extend("the friction core")
+CORE_STATUS.declare(L.ST_OVERCONSTRAINED, "overconstrained", "redundant stuck rows: forces split by minimum norm")
+CORE_STATUS.declare(L.ST_LOCKED, "locked", "a group of shafts is held at zero speed by the stuck rows")
+CORE_STATUS.declare(L.ST_EVENT_BUDGET, "event_budget", "more events in one step than the sub-step budget")
+CORE_STATUS.declare(L.ST_SOLVER_LIMIT, "solver_limit", "the friction solve stopped at its iteration limit")
+CORE_STATUS.declare(L.ST_DRIVE_REDUNDANT, "drive_redundant",
+                    "a driven row's relative speed is fixed by stuck rows: its prescription is dropped")
 
 STEP_SIGNATURE = "int64(" + BUFS + ", float64)"  # step(mf, mi, df, di, dt) -> status word
 REFRESH_SIGNATURE = "int64(" + BUFS + ", int64)"  # refresh(mf, mi, df, di, status) -> plant status bits
@@ -81,8 +91,8 @@ class FrictionPlant(Plant):
     numba's cache) at the first reset, in :meth:`Plant.compile_kernels`.
     """
 
-    status_bits = L.STATUS_NAMES
-    event_names = L.EVENT_NAMES
+    status_bits = CORE_STATUS
+    event_kinds = SHARED_EVENTS  # the core logs stick, breakaway and reversal
     plant_nf: ClassVar[int] = 0  # plant float parameters (MF_PLANT block)
     plant_ni: ClassVar[int] = 0  # plant int parameters (MI_PLANT block)
     plant_ndi: ClassVar[int] = 0  # plant int data (DI_PLANT block)

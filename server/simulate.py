@@ -38,8 +38,8 @@ from typing import Callable
 
 import numpy as np
 
-from plant_models.core import layout as L
 from plant_models.config import ConfigError
+from plant_models.contract.vocabulary import CNT_EVENTS, COUNTER_NAMES
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
@@ -112,34 +112,30 @@ def run_stepwise(plant: Plant, compiled: CompiledScenario) -> Trace:
     values[0] = plant.y
     counters = plant.counters
     events = plant.new_events()
-    seen = int(counters[L.CNT_EVENTS])
+    seen = int(counters[CNT_EVENTS])
     status_or = start_status
     y = plant.y
     t0 = time.perf_counter()
     for k in range(n_steps):
         status_or |= offline_step(plant, compiled, k)
         values[k + 1] = y
-        if counters[L.CNT_EVENTS] != seen:
+        if counters[CNT_EVENTS] != seen:
             events.extend(plant.new_events())
-            seen = int(counters[L.CNT_EVENTS])
+            seen = int(counters[CNT_EVENTS])
     wall = time.perf_counter() - t0
     return _trace(plant, time_s, values, events, status_or, start_status, wall, 1, n_steps, 0)
 
 
 def _trace(plant, time_s, values, events, status_or, start_status, wall, every, steps, lost) -> Trace:
-    names_c = ("steps", "events", "solver_iter_max", "solver_iter_last", "substeps_max", "budget_hits",
-               "rollbacks", "locate_iter_max")
     return Trace(names=[s.name for s in plant.outputs], units=[s.unit for s in plant.outputs], time=time_s,
                  values=values, events=events, status_or=int(status_or), start_status=int(start_status),
-                 wall_time_s=wall, counters={nm: int(v) for nm, v in zip(names_c, plant.counters)}, every=every,
-                 steps=steps, events_lost=lost)
+                 wall_time_s=wall, counters={nm: int(v) for nm, v in zip(COUNTER_NAMES, plant.counters)},
+                 every=every, steps=steps, events_lost=lost)
 
 
 def status_bit_names(plant: Plant, status: int) -> list[str]:
-    """Names of the status bits set in ``status`` (core bits and the plant's own)."""
-    names = dict(L.STATUS_NAMES)
-    names.update(getattr(plant, "extra_status_names", {}))
-    return [nm for bit, nm in sorted(names.items()) if status & bit]
+    """Names of the status bits set in ``status`` (shared, solver and plant bits), as the plant names them."""
+    return plant.status_names(status)
 
 
 def events_document(plant: Plant, trace: Trace, config: str, scenario: str, dt: float) -> dict:

@@ -22,7 +22,6 @@ import sys
 from typing import Callable, Sequence
 
 from io_adapters.base import Adapter
-from plant_models.core import layout as L
 
 from .loop import RUNNING, Loop
 from .telemetry import C_OVERRUNS, format_summary
@@ -102,7 +101,7 @@ class StatusReport:
             "tick": lp.tick,
             "sim_time_s": plant.time,
             "plant": {"kind": plant.kind, "status_word": lp.status_word,
-                      "status_names": L.status_names(lp.status_word), "events_total": lp.events_total},
+                      "status_names": plant.status_names(lp.status_word), "events_total": lp.events_total},
             "timing": lp.telemetry.summary(),
             "window": lp.telemetry.last_window,
             "watchdog": lp.watchdog.status(lp.clock_ns(), lp.watchdog_active),

@@ -60,7 +60,7 @@ import numpy as np
 from numba import njit
 
 from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i
-from ..friction_plant import FrictionPlant, friction_kernels
+from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 from .clutch import BAR, WetClutch
 
@@ -96,8 +96,10 @@ PD_LEN = 2
 RATIO_MIN_WHEEL_SPEED = 1.0  # rad/s (~1.1 km/h): below it the ratio output reads 0
 RATIO_LIMIT = 100.0  # the ratio output is limited to +-RATIO_LIMIT (a launch slips through huge values)
 
-# plant status bit (above the core's bits, see layout.STATUS_NAMES)
-ST_GEAR_REJECTED = 256  # a gear command was not valid for its shaft: the previous selection was kept
+# the status bits of a DCT step: the core's, and one of its own (allocated: 256)
+STATUS = CORE_STATUS.extend("the dct plant")
+ST_GEAR_REJECTED = STATUS.allocate("gear_command_rejected",
+                                   "a gear command was not valid for its shaft: the previous selection was kept")
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,8 @@ OUT_SEL_ODD = OUTPUTS.add_block([
            "gear in effect on the odd shaft (after command checks)", integer=True),
     Signal("selected_even", "-", 0, lambda p: max(_even_gears(p)), 0,
            "gear in effect on the even shaft (after command checks)", integer=True)])
-OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0, "core status bits, plus 256 = gear command rejected",
+OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0,
+                         f"core status bits, plus {ST_GEAR_REJECTED} = gear command rejected",
                          integer=True)
 
 
@@ -366,7 +369,7 @@ class DctPlant(FrictionPlant):
     kind = "dct"
     description = "Dual-clutch transmission: engine, two wet clutches, odd/even input shafts with synchronizers, " \
                   "half-shaft compliance and vehicle (Biagiotti & Zanasi)"
-    extra_status_names = {ST_GEAR_REJECTED: "gear_command_rejected"}
+    status_bits = STATUS
     params_type = DctParams
     input_ports = INPUTS
     output_ports = OUTPUTS

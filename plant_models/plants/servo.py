@@ -74,7 +74,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..core.api import BUFS, JIT, L, raw_f, raw_i
+from ..contract.vocabulary import (CNT_EVENTS, CNT_ROLLBACKS, CNT_STEPS, EV_BREAKAWAY, EV_STICK, N_COUNTERS,
+                                   SHARED_EVENTS, SHARED_STATUS, ST_BAD_INPUT, ST_NONFINITE, ST_OK)
+from ..core.api import BUFS, JIT, raw_f, raw_i
 from ..plant import EventRing, Kernel, Param, Plant, Ports
 
 DEG = math.pi / 180.0  # rad per degree
@@ -252,8 +254,7 @@ N_STATE = 10
 DF_EV_TIME = DF_STATE + N_STATE  # [EVENT_CAPACITY] event times, s
 DF_LEN = DF_EV_TIME + EVENT_CAPACITY
 
-N_COUNTERS = L.CNT_LOCATE_ITER_MAX + 1  # the friction core's counters, so tools read both alike
-DI_COUNTERS = 0  # [N_COUNTERS] see L.CNT_*: steps, events, ..., rollbacks
+DI_COUNTERS = 0  # [N_COUNTERS] the contract's counters (contract.vocabulary.CNT_*): steps, events, ..., rollbacks
 DI_STATUS = DI_COUNTERS + N_COUNTERS  # status word of the last step
 DI_AT_STOP = DI_STATUS + 1  # -1 / 0 / +1
 DI_STUCK = DI_STATUS + 2  # 1 while at rest
@@ -262,12 +263,11 @@ DI_EV_KIND = DI_EV_SOURCE + EVENT_CAPACITY  # [EVENT_CAPACITY] event kind, see E
 DI_LEN = DI_EV_KIND + EVENT_CAPACITY
 
 # event kinds (source: 0 = transmission friction, 1 = lower stop, 2 = upper stop)
-EV_STICK = L.EV_STICK  # the moving surface came to rest (friction)
-EV_BREAKAWAY = L.EV_BREAKAWAY  # the resting surface started to move
-EV_STOP_HIT = 4  # the surface reached a hard stop
-EV_STOP_RELEASE = 5  # the surface left a hard stop
-EVENT_NAMES = {EV_STICK: "stick", EV_BREAKAWAY: "breakaway", EV_STOP_HIT: "stop_hit",
-               EV_STOP_RELEASE: "stop_release"}
+EVENTS = SHARED_EVENTS.extend("the servo plant")
+# EV_STICK: the moving surface came to rest (friction); EV_BREAKAWAY: the resting surface started to move
+EV_STOP_HIT = EVENTS.allocate("stop_hit", "the surface reached a hard stop")  # 4
+EV_STOP_RELEASE = EVENTS.allocate("stop_release", "the surface left a hard stop")  # 5
+EVENT_NAMES = EVENTS.names()
 EVENT_SOURCES = ("transmission", "lower_stop", "upper_stop")
 
 
@@ -277,11 +277,11 @@ EVENT_SOURCES = ("transmission", "lower_stop", "upper_stop")
 @njit(**JIT)
 def _log(df, di, t, source, kind):
     """Append an event to the ring log.  Called in the real-time loop."""
-    k = di[DI_COUNTERS + L.CNT_EVENTS] % EVENT_CAPACITY
+    k = di[DI_COUNTERS + CNT_EVENTS] % EVENT_CAPACITY
     df[DF_EV_TIME + k] = t
     di[DI_EV_SOURCE + k] = source
     di[DI_EV_KIND + k] = kind
-    di[DI_COUNTERS + L.CNT_EVENTS] += 1
+    di[DI_COUNTERS + CNT_EVENTS] += 1
 
 
 @njit(**JIT)
@@ -452,9 +452,9 @@ def _servo_step(mf, mi, df, di, dt):
     for k in range(2 * N_IN):
         ok = ok and math.isfinite(df[DF_U + k])
     if not ok:
-        di[DI_STATUS] = L.ST_BAD_INPUT
-        df[DF_Y + OUT_STATUS] = float(L.ST_BAD_INPUT)
-        return L.ST_BAD_INPUT
+        di[DI_STATUS] = ST_BAD_INPUT
+        df[DF_Y + OUT_STATUS] = float(ST_BAD_INPUT)
+        return ST_BAD_INPUT
     nsub = int(math.ceil(dt / mf[PF_H_MAX] - 1e-9))
     if nsub < 1:
         nsub = 1
@@ -480,7 +480,7 @@ def _servo_step(mf, mi, df, di, dt):
             psr = 0.0
         tld = tld0 + tld_r * s
         _substep(mf, mi, df, di, h, t0 + (k + 1) * h, com, psr, tld)
-    st = L.ST_OK
+    st = ST_OK
     if not (math.isfinite(df[DF_STATE + S_W]) and math.isfinite(df[DF_STATE + S_X])
             and math.isfinite(df[DF_STATE + S_XS]) and math.isfinite(df[DF_STATE + S_XF])
             and math.isfinite(df[DF_STATE + S_DXF])):
@@ -489,13 +489,13 @@ def _servo_step(mf, mi, df, di, dt):
         df[DF_STATE + S_XF] = xf0
         df[DF_STATE + S_DXF] = vf0
         df[DF_STATE + S_XS] = xs0
-        di[DI_COUNTERS + L.CNT_ROLLBACKS] += 1
-        st = L.ST_NONFINITE
+        di[DI_COUNTERS + CNT_ROLLBACKS] += 1
+        st = ST_NONFINITE
     else:
         df[DF_TIME] = t0 + dt
-    di[DI_COUNTERS + L.CNT_STEPS] += 1
+    di[DI_COUNTERS + CNT_STEPS] += 1
     di[DI_STATUS] = st
-    _outputs(mf, mi, df, di, dt if st == L.ST_OK else 0.0, st)
+    _outputs(mf, mi, df, di, dt if st == ST_OK else 0.0, st)
     return st
 
 
@@ -530,8 +530,8 @@ class ServoActuatorPlant(Plant):
     output_ports = OUTPUTS
     kernels = (Kernel("step", servo_step, "int64(" + BUFS + ", float64)"),
                Kernel("refresh", servo_refresh, "int64(" + BUFS + ")"))
-    status_bits = L.STATUS_NAMES  # the step status uses the friction core's bits (bad_input, nonfinite)
-    event_names = EVENT_NAMES
+    status_bits = SHARED_STATUS  # the step sets only the shared bits (bad_input, nonfinite_rolled_back)
+    event_kinds = EVENTS
 
     def __init__(self, params: ServoParams, source: str = ""):
         params.validate()
@@ -561,7 +561,7 @@ class ServoActuatorPlant(Plant):
         mf[PF_XJ_MAX] = p.travel_max_rad
         mf[PF_H_MAX] = p.internal_step_s
         self._events = EventRing(self.df, self.di, DF_EV_TIME, DI_EV_SOURCE, DI_EV_KIND,
-                                 DI_COUNTERS + L.CNT_EVENTS, EVENT_CAPACITY)
+                                 DI_COUNTERS + CNT_EVENTS, EVENT_CAPACITY)
         self.reset()
 
     @classmethod
@@ -619,7 +619,7 @@ class ServoActuatorPlant(Plant):
         return self._events.lost
 
     def event_log(self) -> tuple[int, int, int, int, int]:
-        return DF_EV_TIME, DI_EV_SOURCE, DI_EV_KIND, DI_COUNTERS + L.CNT_EVENTS, EVENT_CAPACITY
+        return DF_EV_TIME, DI_EV_SOURCE, DI_EV_KIND, DI_COUNTERS + CNT_EVENTS, EVENT_CAPACITY
 
     def mark_events_read(self) -> None:
         self._events.mark_all_read()

@@ -40,7 +40,7 @@ from numba import njit
 
 from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i
 from ..drivetrain import Description, Reduction
-from ..friction_plant import FrictionPlant, friction_kernels
+from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from .clutch import BAR
 
@@ -96,7 +96,10 @@ PD_SEL = 0  # [selectors] position in effect (its command value, 0 = neutral)
 
 RATIO_MIN_OUTPUT_SPEED = 1.0  # rad/s: below it the ratio output reads 0
 RATIO_LIMIT = 100.0
-ST_GEAR_REJECTED = 256  # a selector command was not one of its positions: the previous one was kept
+# the status bits of a transmission step: the core's, and one of its own (allocated: 256)
+STATUS = CORE_STATUS.extend("the transmission plant")
+ST_GEAR_REJECTED = STATUS.allocate("selector_command_rejected",
+                                   "a selector command was not one of its positions: the previous one was kept")
 
 ELEMENT = Ports()  # the outputs of one shift element ({e}: its name)
 EL_SLIP = ELEMENT.add("slip_{e}", "rad/s", -2000.0, 2000.0, 0.0, "{e} slip speed across its plates")
@@ -159,7 +162,8 @@ def transmission_ports(d: Description, red: Reduction | None = None) -> tuple[Po
                                           f"torque of spring {s.name}") for s in d.springs)
     relout = relation_outputs(d, red)
     out_rel = outputs.add_block(Signal(nm, "N m", -1.0e5, 1.0e5, 0.0, doc) for nm, doc, _, _ in relout)
-    out_status = outputs.add("status", "-", 0, 2 ** 16, 0, "core status bits, plus 256 = selector command rejected",
+    out_status = outputs.add("status", "-", 0, 2 ** 16, 0,
+                             f"core status bits, plus {ST_GEAR_REJECTED} = selector command rejected",
                              integer=True)
     blocks = {PI_N_IN: len(inputs), PI_IN_TQ: in_tq, PI_OUT_W: out_w, PI_OUT_WOUT: out_wout, PI_OUT_GEAR: out_gear,
               PI_OUT_RATIO: out_ratio, PI_OUT_EL: out_el, PI_OUT_SEL: out_sel, PI_OUT_SPRING: out_spring,
@@ -524,7 +528,7 @@ class TransmissionPlant(FrictionPlant):
     kind = "transmission"
     description = "Transmission from a description: members, gear meshes, planetary sets, clutches, brakes, " \
                   "freewheels, selectors (Morselli, Zanasi & Ferracin; Biagiotti & Zanasi)"
-    extra_status_names = {ST_GEAR_REJECTED: "selector_command_rejected"}
+    status_bits = STATUS
     params_type = TransmissionParams
     kernels = friction_kernels(transmission_step, transmission_refresh)
 
