@@ -20,7 +20,7 @@ import numpy as np
 
 from .core.api import BUFS, L, Core, CoreSpec
 from .contract.vocabulary import SHARED_EVENTS, SHARED_STATUS
-from .plant import Kernel, Param, Plant, Ports  # noqa: F401  (Ports re-exported: a plant module declares its ports)
+from .plant import CompiledPlant, Kernel, Param, Ports  # noqa: F401  (Ports re-exported for the plant modules)
 
 __all__ = ["CORE_STATUS", "FrictionPlant", "Ports", "friction_kernels"]
 
@@ -42,7 +42,7 @@ def friction_kernels(step, refresh) -> tuple[Kernel, Kernel]:
     return Kernel("step", step, STEP_SIGNATURE), Kernel("refresh", refresh, REFRESH_SIGNATURE)
 
 
-class FrictionPlant(Plant):
+class FrictionPlant(CompiledPlant):
     """A plant whose dynamics are the friction core's; the plant maps ports to the core and back.
 
     A subclass (one module in ``plant_models/plants/``) provides:
@@ -88,7 +88,7 @@ class FrictionPlant(Plant):
               return pst
 
     ``@njit(**JIT)`` carries no signature: the kernels compile (or load from
-    numba's cache) at the first reset, in :meth:`Plant.compile_kernels`.
+    numba's cache) at the first reset, in :meth:`CompiledPlant.compile_kernels`.
     """
 
     status_bits = CORE_STATUS

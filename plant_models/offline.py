@@ -28,6 +28,12 @@ The loop runs from step ``k0`` until ``k1`` and stops early when the event
 arrays could overflow; :class:`Run` drives it in chunks (for a progress
 display and to grow the event arrays), which changes nothing in the
 results: the plant's state lives in its buffers.
+
+A plant without a compiled step (a Python step: see
+:class:`~plant_models.contract.plant.Plant`) runs through
+:class:`StepwiseRun`: the same input rows (:func:`fill_inputs`), the same
+per-step sequence as the server's lockstep playback, the same outputs and
+events, with its step called from Python.  :func:`make_run` picks one.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ import numpy as np
 from numba import njit, types
 
 from .core.api import JIT, call_step_at
-from .plant import Plant
+from .contract.compiled import CompiledPlant
+from .contract.plant import Plant
+from .contract.vocabulary import CNT_EVENTS
 
 # -- input tables -------------------------------------------------------------------------------------
 TAB_CONST = 0  # one value
@@ -281,9 +289,12 @@ class Run:
     :meth:`Plant.name_events`).
     """
 
-    def __init__(self, plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1):
+    def __init__(self, plant: CompiledPlant, table: InputTable, dt: float, n_steps: int, every: int = 1):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
+        if not isinstance(plant, CompiledPlant):
+            raise TypeError(f"the compiled run needs a plant with a compiled step; {plant.kind} has a Python step "
+                            "(use StepwiseRun, or make_run)")
         self.plant = plant
         self.dt = float(dt)
         self.n_steps = int(n_steps)
@@ -362,6 +373,95 @@ class Run:
         return self.plant.name_events(list(raw))
 
 
+class StepwiseRun:
+    """A whole run of a plant whose step is not compiled, after its reset: :class:`Run`'s results, a step at a time.
+
+    Each step writes the inputs of :func:`fill_inputs` (the rows the
+    server's scenario playback applies), calls ``plant.step(dt)`` and keeps
+    the outputs and the events as :class:`Run` does, so the trace of a
+    Python-step plant has the same rows, events and status as its lockstep
+    run, bit for bit.  Same attributes and methods as :class:`Run`
+    (``snapshot``/``restore`` aside).
+    """
+
+    BLOCK = 256  # input rows evaluated at a time
+
+    def __init__(self, plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.plant = plant
+        self.dt = float(dt)
+        self.n_steps = int(n_steps)
+        self.every = int(every)
+        self.k = 0
+        self.kind, self.times, self.values = table.arrays()
+        if self.kind.shape[0] != plant.n_in:
+            raise ValueError(f"the input table has {self.kind.shape[0]} rows, the plant {plant.n_in} inputs")
+        self.out = np.empty((output_rows(self.n_steps, self.every), plant.n_out))
+        self.out_step = np.empty(self.out.shape[0], dtype=np.int64)
+        self.out[0] = plant.y
+        self.out_step[0] = 0
+        self._rows = 1
+        self._U = np.empty((self.BLOCK, plant.n_in))
+        self._R = np.empty((self.BLOCK, plant.n_in))
+        self._k0 = -self.BLOCK
+        self._status = 0
+        self._events: list[dict] = []
+        self._seen = plant.events_logged
+        self._lost0 = plant.events_lost
+
+    @property
+    def done(self) -> bool:
+        return self.k >= self.n_steps
+
+    def advance(self, steps: int | None = None) -> int:
+        """Take the next ``steps`` steps (all that remain by default); returns the steps taken so far."""
+        k1 = self.n_steps if steps is None else min(self.n_steps, self.k + int(steps))
+        p = self.plant
+        u, u_rate, y, counters = p.u, p.u_rate, p.y, p.counters
+        while self.k < k1:
+            k = self.k
+            j = k - self._k0
+            if not 0 <= j < self.BLOCK:
+                self._k0 = k
+                fill_inputs(self.kind, self.times, self.values, self.dt, k, self._U, self._R)
+                j = 0
+            u[:] = self._U[j]
+            u_rate[:] = self._R[j]
+            self._status |= p.step(self.dt)
+            if counters[CNT_EVENTS] != self._seen:
+                self._events.extend(p.new_events())
+                self._seen = int(counters[CNT_EVENTS])
+            self.k = k + 1
+            if self.k % self.every == 0 or self.k == self.n_steps:
+                self.out[self._rows] = y
+                self.out_step[self._rows] = self.k
+                self._rows += 1
+        return self.k
+
+    @property
+    def status_or(self) -> int:
+        return int(self._status)
+
+    @property
+    def events_lost(self) -> int:
+        return self.plant.events_lost - self._lost0
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def events(self) -> list[dict]:
+        """The events collected so far, named by the plant (time, clutch, row, type)."""
+        return list(self._events)
+
+
+def make_run(plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1) -> Run | StepwiseRun:
+    """The compiled :class:`Run` for a plant with a compiled step, else a :class:`StepwiseRun`."""
+    cls = Run if isinstance(plant, CompiledPlant) else StepwiseRun
+    return cls(plant, table, dt, n_steps, every)
+
+
 def warm_up() -> None:
     """Compile (or load from numba's cache) this module's compiled functions, taking no step."""
     kind, times, values = InputTable(1).arrays()
@@ -372,4 +472,5 @@ def warm_up() -> None:
               np.empty((1, 1)), i, f, i, i)  # k0 = k1: compiles, steps nothing
 
 
-__all__ = ["InputTable", "Run", "fill_inputs", "kernel_address", "output_rows", "run_steps", "warm_up"]
+__all__ = ["InputTable", "Run", "StepwiseRun", "fill_inputs", "kernel_address", "make_run", "output_rows",
+           "run_steps", "warm_up"]

@@ -378,7 +378,7 @@ def _parse_signal(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
 
 
 def _parse_clutch(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
-    if not hasattr(plant, "core"):
+    if plant.core is None:  # the contract: the friction core the rows live in, or None
         raise _err(where, f"clutch faults need a plant on the friction core; {plant.kind} has none")
     _keys(d, ("clutch", "value"), where)
     if "clutch" not in d:
@@ -554,7 +554,7 @@ class FaultSet:
         from plant_models.core.api import L
 
         plant = self.plant
-        if not hasattr(plant, "core"):
+        if plant.core is None:  # the contract: the friction core the rows live in, or None
             return
         mf, mi = plant.mf, plant.mi
         slots = (L.MF_GAIN_STATIC, L.MF_GAIN_KINETIC, L.MF_ACT_PRELOAD, L.MF_ACT_LAG, L.MF_KIN_CAP)

@@ -160,8 +160,8 @@ class Loop:
         # The tick's rehearsal (sleep_spin): the step, the ring row and the telemetry on scratch copies, in the spin
         # before the deadline, so that a tick after a sleep finds its code and data in the caches (BENCHMARKS.md,
         # "The tick").
-        # (only a plant whose step is the standard compiled call on its buffers: its state is all in them)
-        self._rehearse_step = type(plant).step is Plant.step
+        # (only a compiled plant whose step is the standard call on its buffers: its state is all in them)
+        self._rehearse_step = plant.rehearsable
         self._dry_df = np.empty_like(plant.df)
         self._dry_di = np.empty_like(plant.di)
         dry_ring = StateRing.for_plant(plant, 4)

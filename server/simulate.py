@@ -55,7 +55,9 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
 
     The scenario's inputs are evaluated, the plant stepped, the outputs kept
     (every ``every``-th step and the last) and the events collected inside
-    one compiled loop (:class:`plant_models.offline.Run`), with the same
+    one compiled loop (:class:`plant_models.offline.Run`; for a plant whose
+    step is Python, the same sequence from Python,
+    :class:`plant_models.offline.StepwiseRun`), with the same
     inputs and steps as :func:`run_stepwise` (the server's lockstep
     sequence), bit for bit.  ``progress(k, n)``, when given, is called after
     chunks of about a tenth of a second (the chunks change nothing in the
@@ -66,10 +68,11 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
         start_status = plant.reset(compiled.start_inputs())
     except ValueError as exc:  # an input value the plant refuses (Signal.check)
         raise ConfigError(compiled.scenario.source, "inputs", f"initial value rejected: {exc}") from None
-    from plant_models.offline import Run  # loads numba: not for --help
+    from plant_models.offline import make_run  # loads numba: not for --help
 
     events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
-    run = Run(plant, compiled.table, compiled.dt, compiled.n_steps, every)
+    # compiled as a whole for a plant with a compiled step; a Python step is called a step at a time
+    run = make_run(plant, compiled.table, compiled.dt, compiled.n_steps, every)
     t0 = time.perf_counter()
     complete = True
     if progress is None:

@@ -136,7 +136,7 @@ def test_every_builtin_plant_has_one_shape():
 
 def test_the_servo_keeps_its_ports_where_its_offsets_say():
     plant = load_plant("servo")
-    assert not hasattr(plant, "core")
+    assert plant.core is None  # no friction core: the contract says so (clutch faults refuse it)
     o = plant.input_offset
     assert np.shares_memory(plant.u, plant.df) and plant.u.ctypes.data == plant.df[o:].ctypes.data
     assert plant.u_rate.ctypes.data == plant.df[o + plant.n_in:].ctypes.data

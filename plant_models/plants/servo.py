@@ -9,7 +9,7 @@ transmission whose dry friction depends on the load through two
 efficiencies.  The surface travels between two mechanical hard stops.  One
 degree of freedom; it does not use the shaft/row friction core but its own
 fixed-step algorithm (the paper's Table 1), compiled into one step function
-on buffers of its own (a plain :class:`~plant_models.plant.Plant`).
+on buffers of its own (a :class:`~plant_models.contract.compiled.CompiledPlant`).
 
 Signs: positions, rates and torques are positive in the deploy direction.
 A positive ``load_torque`` T_LD acts against positive motion (the
@@ -77,7 +77,7 @@ from numba import njit
 from ..contract.vocabulary import (CNT_EVENTS, CNT_ROLLBACKS, CNT_STEPS, EV_BREAKAWAY, EV_STICK, N_COUNTERS,
                                    SHARED_EVENTS, SHARED_STATUS, ST_BAD_INPUT, ST_NONFINITE, ST_OK)
 from ..core.api import BUFS, JIT, raw_f, raw_i
-from ..plant import EventRing, Kernel, Param, Plant, Ports
+from ..plant import CompiledPlant, EventRing, Kernel, Param, Ports
 
 DEG = math.pi / 180.0  # rad per degree
 MPA = 1.0e6  # Pa per MPa
@@ -519,7 +519,7 @@ def servo_refresh(mf, mi, df, di):
 # ==========================================================================
 # plant
 # ==========================================================================
-class ServoActuatorPlant(Plant):
+class ServoActuatorPlant(CompiledPlant):
     """Electro-hydraulic flap servo with load-dependent dry friction and hard stops (Borello & Dalla Vedova)."""
 
     kind = "servo"
