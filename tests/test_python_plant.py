@@ -197,3 +197,18 @@ def test_a_bad_input_leaves_the_state_untouched_and_is_named():
     after = plant.get_state()
     assert np.array_equal(after[1], before[1]) and plant.time == before[0][0]
     assert plant.counters[CNT_EVENTS] == 0
+
+
+def test_registered_it_loads_from_a_config(tmp_path, monkeypatch):
+    from plant_models import registry
+
+    monkeypatch.setattr(registry, "_REGISTERED", dict(registry._REGISTERED))  # other tests see the built-ins only
+    registry.register("viscous_coupling", ViscousCouplingPlant)
+    cfg = tmp_path / "vc.toml"
+    cfg.write_text('plant = "viscous_coupling"\ninertia_1_kg_m2 = 0.3\ncoupling_N_m_s_per_rad = 1.5\n')
+    plant = registry.load_plant(cfg)
+    assert isinstance(plant, ViscousCouplingPlant) and plant.params.inertia_1_kg_m2 == 0.3
+    assert plant.tunable_parameters()[0].get() == 1.5
+    assert plant.describe()["inputs"][0] == dict(name="torque_1", unit="N m", min=-1.0e4, max=1.0e4, default=0.0,
+                                                 doc="external torque on shaft 1, positive forward", integer=False,
+                                                 allowed=[])

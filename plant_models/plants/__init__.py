@@ -2,8 +2,10 @@
 
 On the friction core (:class:`plant_models.friction_plant.FrictionPlant`):
 ``powershift``, ``dct``, ``chain``, ``damper``, ``kinematic`` and the
-example ``two_shafts``; with an integrator of its own
-(:class:`plant_models.plant.Plant`): ``servo``.  ``clutch`` is the wet
+example ``two_shafts``; with a compiled integrator of its own
+(:class:`plant_models.contract.compiled.CompiledPlant`): ``servo``; with a
+step in plain Python (:class:`plant_models.contract.plant.Plant`): the
+example ``viscous_coupling``.  ``clutch`` is the wet
 clutch the Powershift and the DCT share.  Their config readers are in
 :mod:`plant_models.readers`, their figures in ``server/plots``.
 """
