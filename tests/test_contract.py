@@ -63,8 +63,8 @@ def test_the_allocator_hands_out_each_bit_once_and_refuses_clashes():
         bits.declare(3, "two_bits")
     with pytest.raises(ValueError, match="power of two below 256"):
         bits.declare(1024, "a_plant_bit_by_hand")
-    for _ in range(6):
-        bits.allocate(f"more_{_}")
+    for k in range(6):  # 1024 .. 32768: the high byte is full
+        bits.allocate(f"more_{k}")
     with pytest.raises(ValueError, match="no status bit left"):
         bits.allocate("one_too_many")
     assert bits.names_of(a | L.ST_BAD_INPUT | 1) == ["overconstrained", "bad_input", "first"]
