@@ -161,3 +161,39 @@ def test_describe_lists_every_field_once():
     text = L.describe()
     for name, slot in L.SLOTS.items():
         assert sum(1 for line in text.splitlines() if line.split()[:2] == [str(slot), name]) == 1
+
+
+# -- the door's named offsets of the integrated state vector --------------------------------------------------------
+def test_the_state_block_accessors_give_the_offsets_of_y_offsets():
+    from numba import njit
+
+    from plant_models.core import api
+
+    @njit(cache=False)
+    def offsets(mi):
+        return (api.y_omega(mi), api.y_theta(mi), api.y_twist(mi), api.y_act(mi), api.y_work(mi),
+                api.y_row_work(mi))
+
+    for sz in SIZES:
+        mi = L.allocate(sz)[1]
+        yo = L.y_offsets(sz.n, sz.g, sz.s)
+        oy = int(mi[L.DF_Y])
+        assert offsets(mi) == (oy + yo["omega"], oy + yo["theta"], oy + yo["twist"], oy + yo["act"], oy + yo["work"],
+                               oy + yo["work"] + L.W_ROW0)
+        assert yo["ny"] == yo["work"] + L.W_ROW0 + sz.g == sz.ny  # the row work ends the state vector
+
+
+def test_no_plant_computes_an_offset_in_the_state_vector_by_hand():
+    """The plants reach y through the door's accessors: no ``L.DF_Y`` and no ``L.W_*`` in a plant module."""
+    import ast
+    from pathlib import Path
+
+    import plant_models.plants as plants
+
+    found = []
+    for path in sorted(Path(plants.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("L", "LL") \
+                    and (node.attr == "DF_Y" or node.attr.startswith("W_")):
+                found.append(f"{path.name}:{node.lineno} {node.attr}")
+    assert found == []
