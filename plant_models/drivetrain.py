@@ -43,7 +43,7 @@ from fractions import Fraction
 import numpy as np
 
 from .errors import GearboxHilError
-from .plants.clutch import WetClutch
+from .clutch import WetClutch
 
 Exact = Fraction
 MAX_COORDINATE_SEARCH = 5000  # subsets of members tried as independent speeds before a greedy choice

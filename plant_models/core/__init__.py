@@ -13,12 +13,12 @@ entry points), :mod:`.handle` (:class:`Core`), :mod:`.api` (the door for
 plants), :mod:`.jit` and :mod:`.cache` (compile options and numba's cache; every compiled module imports :mod:`.jit`
 first, which drops stale caches before any kernel loads).
 
-``Core`` and the spec types are loaded on first use, so that importing the
-layout (for its slot names) loads neither numba nor any compiled code.
+``Core`` and the spec types are loaded on first use, from the door, so that
+importing the layout (for its slot names) loads neither numba nor any
+compiled code.
 """
 
-_LAZY = {"Core": ".handle", "CoreSpec": ".spec", "Row": ".spec", "Settings": ".spec", "SpecError": ".spec",
-         "Spring": ".spec"}
+_LAZY = {name: ".api" for name in ("Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring")}  # the door
 
 
 def __getattr__(name: str):

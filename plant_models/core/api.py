@@ -15,7 +15,9 @@ spring twists, actuator states, work accounts; see
 :func:`.layout.y_offsets`) have no slot of their own: their offsets in
 ``df`` come from :func:`y_omega`, :func:`y_theta`, :func:`y_twist`,
 :func:`y_act`, :func:`y_work` and :func:`y_row_work`, so that no plant
-computes them from the sizes by hand.  The Python-side specification
+computes them from the sizes by hand.  ``STAGE_MODULES`` and
+:func:`kernel_count` tell a compile-progress display which compiled
+functions are the core's and how many a cold compile goes through.  The Python-side specification
 types are re-exported so a plant module needs no other import from the core.
 """
 
@@ -23,11 +25,27 @@ from __future__ import annotations
 
 from numba import njit
 
+from . import dynamics, integrate, linalg, modes, step, tree
 from . import layout as L
 from .handle import Core
-from .jit import BUFS, JIT, JIT_STAGE, call_step_at, raw_f, raw_i
+from .jit import BUFS, JIT, JIT_STAGE, PerTypeDispatcher, call_step_at, raw_f, raw_i
 from .layout import DF_Y, H_FN_STEP, H_G, H_N, H_S, W_ROW0
 from .spec import GROUND, CoreSpec, Row, Settings, SpecError, Spring
+
+
+_STAGES = (dynamics, tree, modes, linalg, integrate, step)
+STAGE_MODULES = tuple(m.__name__ for m in _STAGES)  # the modules that hold the core's compiled stages
+
+
+def kernel_count() -> int:
+    """How many functions a cold compile of the core goes through (its kernels not inlined into a caller)."""
+    count = 0
+    for module in _STAGES:
+        for obj in vars(module).values():
+            if (isinstance(obj, PerTypeDispatcher) and obj.py_func.__module__ == module.__name__
+                    and obj.targetoptions.get("inline") != "always"):
+                count += 1
+    return count + 2  # and the two C entry points (.entry)
 
 
 @njit(**JIT)
@@ -80,6 +98,6 @@ def y_row_work(mi):
     return mi[DF_Y] + 2 * mi[H_N] + mi[H_S] + mi[H_G] + W_ROW0
 
 
-__all__ = ["BUFS", "GROUND", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring",
-           "call_step_at", "core_step", "raw_f", "raw_i", "y_act", "y_omega", "y_row_work", "y_theta", "y_twist",
+__all__ = ["BUFS", "GROUND", "JIT", "L", "STAGE_MODULES", "Core", "CoreSpec", "Row", "Settings", "SpecError",
+           "Spring", "call_step_at", "core_step", "kernel_count", "raw_f", "raw_i", "y_act", "y_omega", "y_row_work", "y_theta", "y_twist",
            "y_work"]

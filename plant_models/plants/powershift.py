@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from numba import njit
 
+from ..clutch import BAR, WetClutch
 from ..core.api import JIT, L, CoreSpec, Settings, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
-from .clutch import BAR, WetClutch
 
 N_AXLES = 4
 N_CLUTCH = 8

@@ -38,11 +38,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numba import njit
 
+from ..clutch import BAR
 from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
 from ..drivetrain import Description, Reduction
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
-from .clutch import BAR
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
 # (in MI_PLANT) and of the float tables (in MF_PLANT), which follow
