@@ -7,8 +7,8 @@ through :mod:`plant_models.core.api` only.
 The package's modules, in the order of the method: :mod:`.layout` (the flat
 buffers), :mod:`.spec` (the network), :mod:`.dynamics` (the derivative at a
 fixed friction mode; the forces of further entries and driven rows in :mod:`.rowforces`),
-:mod:`.kinematic` (the kinematic clutch rows' phases), :mod:`.linalg`, :mod:`.tree` and :mod:`.modes` (which
-rows stay stuck, and the order that rebuilds their speeds exactly), :mod:`.integrate` (RK4 sub-steps through events), :mod:`.step`
+:mod:`.kinematic` (the kinematic clutch rows' phases), :mod:`.linalg`, :mod:`.tree`, :mod:`.stuckset` and :mod:`.modes` (which
+rows stay stuck, the stuck set's caches and the order that rebuilds their speeds exactly), :mod:`.integrate` (RK4 sub-steps through events), :mod:`.step`
 (the step, its start and its roll-back), :mod:`.entry` (the compiled C
 entry points), :mod:`.handle` (:class:`Core`), :mod:`.api` (the door for
 plants), :mod:`.jit` and :mod:`.cache` (compile options and numba's cache; every compiled module imports :mod:`.jit`
