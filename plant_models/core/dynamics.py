@@ -22,6 +22,13 @@ engage command into the capacity the rows above see, in :mod:`.kinematic`.
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
 and is called in the real-time loop.
+
+Length: :func:`_forces` collects every force on the shafts at one stage
+point in one pass (inputs, drag, springs, slipping rows, then the driven
+rows of :mod:`.rowforces`) together with the input, drag and damping
+powers; it is kept whole and in this module because it is the place where
+force laws are added, and a reader of one force law sees all the others
+with it.
 """
 
 from __future__ import annotations

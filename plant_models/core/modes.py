@@ -17,6 +17,11 @@ their shafts.  Transitions are logged in the event ring.
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
 and is called in the real-time loop.
+
+Length: :func:`_solve_candidates` is one pass of the friction solve (rows
+and Delassus matrix of the candidates, the box QP, the breakaway test on
+each multiplier) over buffers it shares throughout; its steps are already
+the calls into :mod:`.linalg`, and what remains is their bookkeeping.
 """
 
 from __future__ import annotations

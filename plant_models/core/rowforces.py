@@ -8,6 +8,11 @@ generalised force ``DF_F`` that :func:`.dynamics._forces` collects.
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
 and is called in the real-time loop.
+
+Length: :func:`_drive_forces` assembles and solves one small dense system
+(Gaussian elimination with partial pivoting, in place in ``DF_DRV_WS``) and
+writes the forces back; its length is that of the elimination written out
+on raw pointers, and nothing in it is called alone.
 """
 
 from __future__ import annotations

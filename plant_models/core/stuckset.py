@@ -12,6 +12,11 @@ Redundant stuck rows get the minimum-norm split of their force
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
 and is called in the real-time loop.
+
+Length: :func:`_build_cache` runs the incremental Cholesky factorisation
+with its rank test and then builds P and L from the same factor; the two
+halves share the independent subset and its factor, which is why they stay
+one function.
 """
 
 from __future__ import annotations

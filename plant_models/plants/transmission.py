@@ -28,6 +28,14 @@ capacity, pressure and dissipated energy, per selector its gear in effect
 and state, per spring its torque, per planetary set and mesh the torques
 its teeth put on its members (the rigid relations' forces, rebuilt from
 the members' accelerations), and the status word.
+
+Length: the module keeps the compiled step together with the layout of the
+plant's tables (``PI_*``/``PF_*``) and the Python code that packs them:
+numba folds the table constants into the kernels and keys its on-disk
+cache to the kernel's own source file only, so constants moved to another
+plant module could change without the cached kernels noticing.  The
+description and its reduction already live in :mod:`plant_models.drivetrain`
+and :mod:`plant_models.reduction`.
 """
 
 from __future__ import annotations
