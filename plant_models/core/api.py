@@ -1,4 +1,4 @@
-"""The door of the friction core for plant kernels: the only module a plant imports from the core.
+"""The door of the friction core: the only core module imported from outside the core (tests/test_layers.py).
 
 A plant's compiled step maps its inputs into the core's buffers, calls
 :func:`core_step` and maps the core's state to its outputs, all on raw
@@ -16,9 +16,11 @@ spring twists, actuator states, work accounts; see
 ``df`` come from :func:`y_omega`, :func:`y_theta`, :func:`y_twist`,
 :func:`y_act`, :func:`y_work` and :func:`y_row_work`, so that no plant
 computes them from the sizes by hand.  ``STAGE_MODULES`` and
-:func:`kernel_count` tell a compile-progress display which compiled
-functions are the core's and how many a cold compile goes through.  The Python-side specification
-types are re-exported so a plant module needs no other import from the core.
+:func:`kernel_count` tell a compile-progress display
+(:mod:`plant_models.compiling`) which compiled functions are the core's
+and how many a cold compile goes through.  The Python-side specification
+types are re-exported so a plant module needs no other import from the
+core.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from .handle import Core
 from .jit import BUFS, JIT, JIT_STAGE, PerTypeDispatcher, call_step_at, raw_f, raw_i
 from .layout import DF_Y, H_FN_STEP, H_G, H_N, H_S, W_ROW0
 from .spec import GROUND, CoreSpec, Row, Settings, SpecError, Spring
-
 
 _STAGES = (rowforces, dynamics, kinematic, tree, stuckset, modes, linalg, integrate, step)
 STAGE_MODULES = tuple(m.__name__ for m in _STAGES)  # the modules that hold the core's compiled stages
@@ -87,8 +88,11 @@ def y_act(mi):
 
 @njit(**JIT_STAGE)
 def y_work(mi):
-    """Offset in ``df`` of the work accounts [4 + g], J: ``L.W_INPUT``, ``L.W_DRAG``, ``L.W_DAMP``,
-    ``L.W_IMPULSE``, then the friction work of each row from ``L.W_ROW0``."""
+    """Offset in ``df`` of the work accounts [4 + g], J.
+
+    ``L.W_INPUT``, ``L.W_DRAG``, ``L.W_DAMP``, ``L.W_IMPULSE``, then the
+    friction work of each row from ``L.W_ROW0``.
+    """
     return mi[DF_Y] + 2 * mi[H_N] + mi[H_S] + mi[H_G]
 
 
@@ -99,5 +103,5 @@ def y_row_work(mi):
 
 
 __all__ = ["BUFS", "GROUND", "JIT", "L", "STAGE_MODULES", "Core", "CoreSpec", "Row", "Settings", "SpecError",
-           "Spring", "call_step_at", "core_step", "kernel_count", "raw_f", "raw_i", "y_act", "y_omega", "y_row_work", "y_theta", "y_twist",
-           "y_work"]
+           "Spring", "call_step_at", "core_step", "kernel_count", "raw_f", "raw_i", "y_act", "y_omega", "y_row_work",
+           "y_theta", "y_twist", "y_work"]
