@@ -1,10 +1,11 @@
 """The core's layout table generates the slot numbers and offsets of the hand-numbered layout it replaced.
 
-``OLD_SLOTS`` and :func:`old_allocate` are a frozen copy of that layout (the
+``OLD_SLOTS`` and :func:`old_fields` are a frozen copy of that layout (the
 constants and the ``_fields`` lists of ``plant_models/core/layout.py`` before
 the table): the generated constants must equal them and the allocated
-buffers must hold the same offsets, for several sizes.  Saved buffers and
-the compiled kernels' folded constants stay valid only so.
+buffers must hold the same offsets, for several sizes.  Fields added to the
+table since must be numbered after them and placed after them in their
+buffers (only the mi fields move, by the slots added to the header).
 """
 
 from __future__ import annotations
@@ -88,22 +89,20 @@ def old_fields(sz):
 
 
 def old_allocate(sz):
-    """The hand-numbered layout's buffers: offsets in mi (header included) and the four lengths."""
+    """The hand-numbered layout's header values, field offsets (mi's own fields counted from the end of the
+    header) and buffer lengths, by name."""
     mf_f, mi_f, df_f, di_f = old_fields(sz)
-    mi = np.zeros(OLD_N_SLOTS + sum(size for _, size in mi_f), dtype=np.int64)
-    for name, value in (("H_N", sz.n), ("H_G", sz.g), ("H_S", sz.s), ("H_P", sz.P), ("H_EVCAP", sz.E),
-                        ("H_NY", 2 * sz.n + sz.s + 2 * sz.g + 4), ("H_PLANT_NF", sz.plant_nf),
-                        ("H_PLANT_NI", sz.plant_ni), ("H_PLANT_NDF", sz.plant_ndf), ("H_PLANT_NDI", sz.plant_ndi),
-                        ("H_NX", sz.x), ("H_DENSE", 1 if sz.d else 0)):
-        mi[OLD_SLOTS[name]] = value
-    lengths = []
-    for fields, start in ((mf_f, 0), (mi_f, OLD_N_SLOTS), (df_f, 0), (di_f, 0)):
-        off = start
+    header = {"H_N": sz.n, "H_G": sz.g, "H_S": sz.s, "H_P": sz.P, "H_EVCAP": sz.E,
+              "H_NY": 2 * sz.n + sz.s + 2 * sz.g + 4, "H_PLANT_NF": sz.plant_nf, "H_PLANT_NI": sz.plant_ni,
+              "H_PLANT_NDF": sz.plant_ndf, "H_PLANT_NDI": sz.plant_ndi, "H_NX": sz.x, "H_DENSE": 1 if sz.d else 0}
+    offsets, lengths = {}, {}
+    for buf, fields in (("mf", mf_f), ("mi", mi_f), ("df", df_f), ("di", di_f)):
+        off = 0
         for name, size in fields:
-            mi[OLD_SLOTS[name]] = off
+            offsets[name] = off
             off += size
-        lengths.append(max(off, 1))
-    return mi, lengths
+        lengths[buf] = off
+    return header, offsets, lengths
 
 
 SIZES = [
@@ -118,17 +117,32 @@ SIZES = [
 def test_the_generated_slot_constants_are_the_hand_numbered_ones():
     generated = {name: getattr(L, name) for name in dir(L)
                  if name.split("_")[0] in ("H", "MF", "MI", "DF", "DI") and name.isupper()}
-    assert generated == OLD_SLOTS
-    assert L.SLOTS == OLD_SLOTS and L.N_SLOTS == OLD_N_SLOTS
+    assert generated == L.SLOTS
+    assert {name: L.SLOTS[name] for name in OLD_SLOTS} == OLD_SLOTS
+    added = sorted(L.SLOTS[name] for name in L.SLOTS if name not in OLD_SLOTS)  # fields added since: after them
+    assert added == list(range(OLD_N_SLOTS, L.N_SLOTS))
     assert all(type(v) is int for v in generated.values())  # plain ints: numba folds them as constants
 
 
 @pytest.mark.parametrize("sz", SIZES, ids=lambda sz: f"n{sz.n}g{sz.g}s{sz.s}x{sz.x}d{sz.d}")
 def test_the_allocated_offsets_are_the_hand_numbered_ones(sz):
-    mf, mi, df, di = L.allocate(sz)
-    old_mi, old_lengths = old_allocate(sz)
-    np.testing.assert_array_equal(mi, old_mi)  # every offset and every header size
-    assert [len(mf), len(mi), len(df), len(di)] == old_lengths
+    """Every field of the frozen layout keeps its offset (mi's own fields follow the header, which grows by
+    the slots added since); fields added since come after them in their buffers."""
+    bufs = dict(zip(("mf", "mi", "df", "di"), L.allocate(sz)))
+    mi = bufs["mi"]
+    header, offsets, lengths = old_allocate(sz)
+    assert {name: int(mi[L.SLOTS[name]]) for name in header} == header
+    new_sizes = {b: 0 for b in bufs}
+    for slot, size in (pair for fields in L._fields(sz) for pair in fields):
+        f = L.TABLE[slot]
+        if f.name in offsets:
+            assert mi[slot] - (L.N_SLOTS if f.buf == "mi" else 0) == offsets[f.name], f.name
+        else:
+            assert mi[slot] - (L.N_SLOTS if f.buf == "mi" else 0) >= lengths[f.buf], f.name
+            new_sizes[f.buf] += size
+    for b, arr in bufs.items():
+        start = L.N_SLOTS if b == "mi" else 0
+        assert len(arr) == max(start + lengths[b] + new_sizes[b], 1), b
     assert L.model_block_len(sz) == 3 * sz.n + 10 * sz.g + 4 * sz.s + 2 * sz.s * sz.P + 8
 
 
@@ -136,8 +150,8 @@ def test_a_field_added_at_the_end_takes_the_next_slot_and_the_end_of_its_buffer(
     table = L.TABLE + (L.F("DF_NEW", "df", "2*g + n", "work", "a new workspace"),
                        L.F("H_NEW", "hdr", "", "hdr", "a new header int"))
     slots, placement = L._generate(table)
-    assert slots["DF_NEW"] == OLD_N_SLOTS and slots["H_NEW"] == OLD_N_SLOTS + 1
-    assert placement["df"] == L.PLACEMENT["df"] + (OLD_N_SLOTS,)
+    assert slots["DF_NEW"] == L.N_SLOTS and slots["H_NEW"] == L.N_SLOTS + 1
+    assert placement["df"] == L.PLACEMENT["df"] + (L.N_SLOTS,)
     assert {k: v for k, v in slots.items() if k not in ("DF_NEW", "H_NEW")} == L.SLOTS
     assert all(placement[b] == L.PLACEMENT[b] for b in ("mf", "mi", "di"))
 
