@@ -20,28 +20,12 @@ from typing import Callable
 
 from numba.core import event
 
-CORE_STAGE_MODULES = ("plant_models.core.dynamics", "plant_models.core.tree", "plant_models.core.modes",
-                      "plant_models.core.linalg", "plant_models.core.integrate", "plant_models.core.step")
+from .core.api import STAGE_MODULES as CORE_STAGE_MODULES
+from .core.api import kernel_count as core_kernel_count  # how many functions a cold compile of the core goes through
 
 
 def silent(line: str) -> None:
     """A progress sink that prints nothing (``--quiet``)."""
-
-
-def core_kernel_count() -> int:
-    """How many functions a cold compile of the core goes through (its kernels not inlined into a caller)."""
-    import importlib
-
-    from .core.jit import _PerTypeDispatcher
-
-    count = 0
-    for name in CORE_STAGE_MODULES:
-        module = importlib.import_module(name)
-        for obj in vars(module).values():
-            if (isinstance(obj, _PerTypeDispatcher) and obj.py_func.__module__ == name
-                    and obj.targetoptions.get("inline") != "always"):
-                count += 1
-    return count + 2  # and the two C entry points (plant_models.core.entry)
 
 
 def _group(module: str) -> str:

@@ -29,7 +29,7 @@ from references.reference_solutions import (CHAIN4_K, CHAIN4_MASS, CHAIN4_V0, Re
 
 from plant_models.core import layout as L
 from plant_models.core import Core, CoreSpec, Row
-from plant_models.plants.clutch import BAR
+from plant_models.clutch import BAR
 from plant_models.registry import load_plant
 
 KIND = {"stick": L.EV_STICK, "breakaway": L.EV_BREAKAWAY, "reversal": L.EV_REVERSAL}

@@ -17,7 +17,7 @@ import pytest
 
 from plant_models.core import layout as L
 from plant_models.core import Core, CoreSpec, Row, Spring
-from plant_models.plants.clutch import BAR
+from plant_models.clutch import BAR
 from plant_models.registry import load_plant
 
 

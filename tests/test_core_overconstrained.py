@@ -18,7 +18,7 @@ from references.reference_solutions import ReferenceSolver, network_from_spec
 from plant_models.core import layout as L
 from plant_models.config import ConfigReader, load_toml, resolve_config
 from plant_models.core import Core, CoreSpec, Row
-from plant_models.plants.clutch import BAR
+from plant_models.clutch import BAR
 from plant_models.plants.powershift import PowershiftPlant
 from plant_models.readers.powershift import read_powershift
 

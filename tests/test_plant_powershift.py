@@ -10,7 +10,7 @@ import pytest
 
 from plant_models.core import layout as L
 from plant_models.config import ConfigError, ConfigReader, load_toml, repo_root
-from plant_models.plants.clutch import BAR
+from plant_models.clutch import BAR
 from plant_models.plants.powershift import PowershiftPlant, gear_table
 from plant_models.readers.powershift import read_powershift
 from plant_models.registry import load_plant

@@ -14,13 +14,21 @@ port-Hamiltonian model of Morselli, Zanasi & Ferracin (eq. 13)::
   drag, spring-dampers, slipping rows' Coulomb/Stribeck/viscous forces,
   driven rows (prescribed relative acceleration);
 * the accelerations ``P f`` through the constrained inverse inertia of the
-  stuck set (built by :mod:`.modes`);
-* the kinematic clutch rows ("Clutch Modeling - Part II: Kinematic
-  Clutches"): their phases turn an engage command into the capacity the
-  rows above see.
+  stuck set (built by :mod:`.modes`).
+
+The forces of rows with further entries and of driven rows are in
+:mod:`.rowforces`; the phases of the kinematic clutch rows, which turn an
+engage command into the capacity the rows above see, in :mod:`.kinematic`.
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
 and is called in the real-time loop.
+
+Length: :func:`_forces` collects every force on the shafts at one stage
+point in one pass (inputs, drag, springs, slipping rows, then the driven
+rows of :mod:`.rowforces`) together with the input, drag and damping
+powers; it is kept whole and in this module because it is the place where
+force laws are added, and a reader of one force law sees all the others
+with it.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from .layout import (
     W_IMPULSE, W_INPUT, W_ROW0, DF_COEF_X, DF_RHO_AB, DF_RHO_X, DI_CHILD, H_DENSE, MF_DRAGM, MF_MINV, MI_ROW_NX,
     MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
+from .rowforces import _drive_forces, _extra_force
 
 ORIENT_HYPER = 3  # DI_ORIENT of a stuck tree row with other than two entries (its child: DI_CHILD)
 
@@ -502,142 +511,6 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
 
 
 @kernel(**JIT)
-def _extra_force(mi, df, i, m_i):
-    """Add row i's force m_i times its further coefficients to DF_F (the entries beyond a and b).
-
-    Called in the real-time loop.
-    """
-    of = mi[DF_F]
-    q0 = mi[mi[MI_ROW_XOFF] + i]
-    oxs = mi[MI_ROW_XSHAFT]
-    ocx = mi[DF_COEF_X]
-    for q in range(q0, q0 + mi[mi[MI_ROW_NX] + i]):
-        df[of + mi[oxs + q]] += df[ocx + q] * m_i
-
-
-@kernel(**JIT)
-def _drive_forces(mf, mi, df, di, nd):
-    """Forces of the driven rows in DI_DRV_LIST: the constraint forces that give them their
-    prescribed relative accelerations (the kinematic-clutch article's kinematic clutch while engaging).
-
-    With the other forces f in DF_F and the stuck set's projector P (M^-1
-    when nothing is stuck), driven rows D need R_D P (f + R_D^T mu) = a, a
-    small dense system (nd x nd, usually 1 x 1) solved by Gaussian
-    elimination with partial pivoting.  A driven row whose relative speed the
-    stuck rows already fix (a zero pivot) cannot be prescribed: all driven
-    forces are then zero and FLAG_DRIVE_REDUNDANT is set.  Adds the forces to
-    DF_F and writes DF_MU and DF_PROW.  Called in the real-time loop.
-    """
-    n = mi[H_N]
-    g = mi[H_G]
-    of = mi[DF_F]
-    odl = mi[DI_DRV_LIST]
-    ows = mi[DF_DRV_WS]
-    opv = ows  # [nd*n] P r_k^T
-    oD = ows + g * n  # [nd*nd]
-    ob = oD + g * g  # [nd]
-    ora = mi[MI_ROW_A]
-    orb = mi[MI_ROW_B]
-    oca = mi[DF_COEF_A]
-    ocb = mi[DF_COEF_B]
-    oinv = mi[MF_INV_INERTIA]
-    oP = mi[DF_P]
-    oacc = mi[DF_DRIVE_ACC]
-    stuck = di[mi[DI_NSTUCK]] > 0
-    hyper = mi[H_HYPER] > 0
-    dense = mi[H_DENSE] == 1
-    onx = mi[MI_ROW_NX]
-    oxo = mi[MI_ROW_XOFF]
-    oxs = mi[MI_ROW_XSHAFT]
-    ocx = mi[DF_COEF_X]
-    omv = mi[MF_MINV]  # a reduced system with nothing stuck: M^-1 (a full matrix) takes the place of P
-    for k in range(nd):
-        i = di[odl + k]
-        a = mi[ora + i]
-        b = mi[orb + i]
-        ca = df[oca + i]
-        cb = df[ocb + i]
-        nx = mi[onx + i] if hyper else 0
-        q0 = mi[oxo + i]
-        acc = 0.0
-        for r in range(n):
-            if stuck:
-                v = df[oP + r * n + a] * ca + df[oP + r * n + b] * cb
-                for q in range(q0, q0 + max(nx, 0)):
-                    v += df[oP + r * n + mi[oxs + q]] * df[ocx + q]
-            elif dense:
-                v = mf[omv + r * n + a] * ca + mf[omv + r * n + b] * cb
-                for q in range(q0, q0 + max(nx, 0)):
-                    v += mf[omv + r * n + mi[oxs + q]] * df[ocx + q]
-            else:
-                v = 0.0
-                if r == a:
-                    v = ca * mf[oinv + a]
-                elif r == b:
-                    v = cb * mf[oinv + b]
-                for q in range(q0, q0 + max(nx, 0)):
-                    if r == mi[oxs + q]:
-                        v += df[ocx + q] * mf[oinv + r]
-            df[opv + k * n + r] = v
-            acc += v * df[of + r]
-        df[ob + k] = df[oacc + i] - acc
-    scale = 0.0
-    for k in range(nd):
-        for q in range(nd):
-            iq = di[odl + q]
-            v = df[oca + iq] * df[opv + k * n + mi[ora + iq]] + df[ocb + iq] * df[opv + k * n + mi[orb + iq]]
-            nxq = mi[onx + iq] if hyper else 0
-            for qq in range(mi[oxo + iq], mi[oxo + iq] + max(nxq, 0)):
-                v += df[ocx + qq] * df[opv + k * n + mi[oxs + qq]]
-            df[oD + q * nd + k] = v
-        scale = max(scale, abs(df[oD + k * nd + k]))
-    ok = scale > 0.0
-    for c in range(nd):
-        if not ok:
-            break
-        piv = c
-        for r in range(c + 1, nd):
-            if abs(df[oD + r * nd + c]) > abs(df[oD + piv * nd + c]):
-                piv = r
-        if abs(df[oD + piv * nd + c]) <= 1e-12 * scale:
-            ok = False
-            break
-        if piv != c:
-            for q in range(nd):
-                df[oD + c * nd + q], df[oD + piv * nd + q] = df[oD + piv * nd + q], df[oD + c * nd + q]
-            df[ob + c], df[ob + piv] = df[ob + piv], df[ob + c]
-        for r in range(c + 1, nd):
-            fac = df[oD + r * nd + c] / df[oD + c * nd + c]
-            for q in range(c, nd):
-                df[oD + r * nd + q] -= fac * df[oD + c * nd + q]
-            df[ob + r] -= fac * df[ob + c]
-    omu = mi[DF_MU]
-    oprow = mi[DF_PROW]
-    odt = mi[DF_DT]
-    if not ok:
-        di[mi[DI_FLAGS] + FLAG_DRIVE_REDUNDANT] = 1
-        for k in range(nd):
-            i = di[odl + k]
-            df[omu + i] = 0.0
-            df[oprow + i] = 0.0
-        return
-    for c in range(nd - 1, -1, -1):
-        v = df[ob + c]
-        for q in range(c + 1, nd):
-            v -= df[oD + c * nd + q] * df[ob + q]
-        df[ob + c] = v / df[oD + c * nd + c]
-    for k in range(nd):
-        i = di[odl + k]
-        m_i = df[ob + k]
-        df[omu + i] = m_i
-        df[oprow + i] = m_i * df[odt + i]
-        df[of + mi[ora + i]] += df[oca + i] * m_i
-        df[of + mi[orb + i]] += df[ocb + i] * m_i
-        if hyper and mi[onx + i] > 0:
-            _extra_force(mi, df, i, m_i)
-
-
-@kernel(**JIT)
 def _accel(mf, mi, df, di, oacc):
     """Shaft accelerations from DF_F: P f with stuck rows, M^-1 f without.  Called in the real-time loop."""
     n = mi[H_N]
@@ -711,154 +584,3 @@ def _act_normal_force(mf, mi, df, i, s_abs, tau, ox0):
     else:
         x = v + r * tau
     return mf[mi[MF_ACT_GAIN] + i] * x - mf[mi[MF_ACT_PRELOAD] + i]
-
-# ==========================================================================
-# kinematic rows (the kinematic-clutch article): phases on top of the friction rows
-# ==========================================================================
-@kernel(**JIT)
-def _kin_begin(mf, mi, df, di, t):
-    """Take the engage commands of the kinematic rows, advance their phases, and put each
-    row's torque capacity in place of its command for this step (_kin_end restores it).
-
-    A kinematic row is a friction row whose capacity the phase sets: zero when
-    disengaged; MF_KIN_CAP when engaging or engaged; while engaging it is also
-    driven (DI_DRIVE), its relative speed falling linearly to zero over the
-    shift time (a_close = -delta/shift_time, the article's equation), and its
-    zero crossing is an ordinary stick event located inside the step; when
-    disengaging, the capacity ramps from the force held at the command to zero
-    over the shift time (its end is a kiss point located inside the step).
-    The command is the row's actuator input u: engaged while u >= MF_KIN_THRESH.
-    Returns True when a prescription changed (the mode must be solved again).
-    Called in the real-time loop.
-    """
-    g = mi[H_G]
-    oy = mi[DF_Y]
-    osh = mi[MF_KIN_SHIFT]
-    oth = mi[MF_KIN_THRESH]
-    oua = mi[DF_U_ACT]
-    oph = mi[DI_KIN_PHASE]
-    ot0 = mi[DF_KIN_T0]
-    ohold = mi[DF_KIN_HOLD]
-    odrv = mi[DI_DRIVE]
-    oacc = mi[DF_DRIVE_ACC]
-    omode = mi[DI_MODE]
-    omu = mi[DF_MU]
-    obk = mi[DF_KIN_BACKUP]
-    obki = mi[DI_KIN_BACKUP]
-    changed = False
-    for i in range(g):
-        T = mf[osh + i]
-        if T <= 0.0:
-            continue
-        # the phase as the step found it: a step rolled back for a non-finite result restores it (_kin_restore)
-        df[obk + i] = df[ot0 + i]
-        df[obk + g + i] = df[ohold + i]
-        df[obk + 2 * g + i] = df[oacc + i]
-        di[obki + i] = di[oph + i]
-        di[obki + g + i] = di[odrv + i]
-        cmd = df[oua + i] >= mf[oth + i]
-        ph = di[oph + i]
-        stuck = di[omode + i] == MODE_STUCK
-        if cmd and (ph == KIN_DISENGAGED or ph == KIN_DISENGAGING):
-            d = 0.0 if stuck else _slip(mi, df, di, i, oy)
-            if d == 0.0:
-                ph = KIN_ENGAGED
-                di[odrv + i] = 0
-            else:
-                ph = KIN_ENGAGING
-                df[oacc + i] = -d / T
-                di[odrv + i] = 1
-            df[ot0 + i] = t
-            changed = True
-        elif not cmd and (ph == KIN_ENGAGING or ph == KIN_ENGAGED):
-            ph = KIN_DISENGAGING
-            df[ohold + i] = abs(df[omu + i])
-            df[ot0 + i] = t
-            di[odrv + i] = 0
-            changed = True
-        elif ph == KIN_ENGAGED and di[odrv + i] == 1:
-            di[odrv + i] = 0  # the stick event ended the engagement (a stuck row is not driven)
-        elif ph == KIN_DISENGAGING and t - df[ot0 + i] >= T * (1.0 - 1e-12):
-            ph = KIN_DISENGAGED
-        di[oph + i] = ph
-        _kin_capacity(mf, mi, df, di, i, t)
-    return changed
-
-
-@kernel(**JIT)
-def _kin_restore(mf, mi, df, di):
-    """Put the kinematic rows' phases back as _kin_begin found them (a step rolled back).
-
-    Called in the real-time loop (on a roll-back only).
-    """
-    g = mi[H_G]
-    osh = mi[MF_KIN_SHIFT]
-    obk = mi[DF_KIN_BACKUP]
-    obki = mi[DI_KIN_BACKUP]
-    for i in range(g):
-        if mf[osh + i] > 0.0:
-            df[mi[DF_KIN_T0] + i] = df[obk + i]
-            df[mi[DF_KIN_HOLD] + i] = df[obk + g + i]
-            df[mi[DF_DRIVE_ACC] + i] = df[obk + 2 * g + i]
-            di[mi[DI_KIN_PHASE] + i] = di[obki + i]
-            di[mi[DI_DRIVE] + i] = di[obki + g + i]
-
-
-@kernel(**JIT)
-def _kin_capacity(mf, mi, df, di, i, t):
-    """Save kinematic row i's command (for _kin_end) and put its phase's capacity in its place.
-
-    Called in the real-time loop.
-    """
-    g = mi[H_G]
-    oua = mi[DF_U_ACT]
-    ouar = mi[DF_U_ACT_RATE]
-    ocmd = mi[DF_KIN_CMD]
-    df[ocmd + i] = df[oua + i]
-    df[ocmd + g + i] = df[ouar + i]
-    ph = di[mi[DI_KIN_PHASE] + i]
-    v = 0.0
-    rate = 0.0
-    if ph == KIN_ENGAGING or ph == KIN_ENGAGED:
-        v = mf[mi[MF_KIN_CAP] + i]
-    elif ph == KIN_DISENGAGING:
-        hold = df[mi[DF_KIN_HOLD] + i]
-        r = hold / mf[mi[MF_KIN_SHIFT] + i]
-        v = hold - r * (t - df[mi[DF_KIN_T0] + i])
-        if v > 0.0:
-            rate = -r  # the ramp's zero inside a step is a kiss point, located there
-        else:
-            v = 0.0
-    df[oua + i] = v
-    df[ouar + i] = rate
-
-
-@kernel(**JIT)
-def _kin_start(mf, mi, df, di):
-    """Phases at a start: rows that start stuck are engaged, the others disengaged; capacities
-    in place of the commands as in _kin_begin.  Called by start_entry."""
-    t = df[mi[DF_TIME]]
-    for i in range(mi[H_G]):
-        if mf[mi[MF_KIN_SHIFT] + i] <= 0.0:
-            continue
-        di[mi[DI_DRIVE] + i] = 0
-        di[mi[DI_KIN_PHASE] + i] = KIN_ENGAGED if di[mi[DI_MODE] + i] == MODE_STUCK else KIN_DISENGAGED
-        _kin_capacity(mf, mi, df, di, i, t)
-
-
-@kernel(**JIT)
-def _kin_end(mf, mi, df, di):
-    """Give the kinematic rows their callers' commands back (see _kin_begin); an engagement
-    that ended with a stick event in this step reads as engaged.  Called in the real-time loop."""
-    g = mi[H_G]
-    osh = mi[MF_KIN_SHIFT]
-    oua = mi[DF_U_ACT]
-    ouar = mi[DF_U_ACT_RATE]
-    ocmd = mi[DF_KIN_CMD]
-    oph = mi[DI_KIN_PHASE]
-    for i in range(g):
-        if mf[osh + i] > 0.0:
-            df[oua + i] = df[ocmd + i]
-            df[ouar + i] = df[ocmd + g + i]
-            if di[oph + i] == KIN_ENGAGING and di[mi[DI_MODE] + i] == MODE_STUCK:
-                di[oph + i] = KIN_ENGAGED  # reported at once; _kin_begin then clears the drive

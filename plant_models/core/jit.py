@@ -85,7 +85,7 @@ def call_start_at(typingctx, address, mf, mi, df, di):
     return _address_call(typingctx, address, mf, mi, df, di)
 
 
-class _PerTypeDispatcher(CPUDispatcher):
+class PerTypeDispatcher(CPUDispatcher):
     """A numba dispatcher that compiles a called kernel once per argument *type*, not per constant value.
 
     When a compiled function calls another with a constant ``0`` or
@@ -109,7 +109,7 @@ def kernel(**options):
     cache = options.pop("cache", False)
 
     def decorate(fn):
-        dispatcher = _PerTypeDispatcher(py_func=fn, locals={}, targetoptions=dict(options, nopython=True))
+        dispatcher = PerTypeDispatcher(py_func=fn, locals={}, targetoptions=dict(options, nopython=True))
         if cache:
             dispatcher.enable_caching()
         return dispatcher

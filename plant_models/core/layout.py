@@ -1,4 +1,4 @@
-"""Flat buffer layout of the compiled friction core.
+"""Flat buffer layout of the compiled friction core, generated from one table.
 
 The core keeps everything in four flat arrays, the way MuJoCo keeps ``mjModel``
 and ``mjData``:
@@ -12,14 +12,33 @@ and ``mjData``:
 Passing four arrays to a numba function costs about 0.3 us per call from
 Python, against 5 us for a namedtuple of 40 arrays, which is why the core does
 not use richer containers.  Each field has a *slot*: ``mi[slot]`` holds the
-offset of the field in its buffer.  Slot numbers are module constants, so the
-compiled code resolves every field with one integer load; nothing is looked up
+offset of the field in its buffer (a header slot holds the value itself).
+Slot numbers are plain module ints, so the compiled code folds them as
+constants and resolves every field with one integer load; nothing is looked up
 by name at run time.
+
+Every field is declared once, in :data:`TABLE` (as MuJoCo declares its structs
+once, in ``mjxmacro.h``): a row ``F(name, buffer, size, group, doc)`` gives
+the field's slot (its position in the table), the module constant of that
+name, its place and length in its buffer (:func:`allocate`) and its line in
+:func:`describe`.  ``buffer`` is ``mf``, ``mi``, ``df``, ``di`` or ``hdr``
+(a header int in ``mi``); ``size`` an expression in the sizes below (for a
+header int: the value :func:`allocate` writes, or empty when the
+:class:`~.handle.Core` sets it from the spec).  A field is placed in its
+buffer after the fields before it in the table, or right after the field its
+``after`` names.  Adding a field is one line at the end of the table: it gets
+the next slot number and the end of its buffer, and no other slot or offset
+moves.  (The unused slots and the three ``after`` placements keep the slot
+numbers and offsets of the hand-numbered layout this table replaced.)
 
 Sizes: ``n`` shafts (or bodies), ``g`` friction rows (clutches), ``s`` springs,
 ``P`` breakpoints per spring characteristic, ``E`` event-log capacity, ``x``
 row entries beyond the first two (rows of three or more entries), ``d`` = n
-for a reduced system with full inertia and drag matrices (0 otherwise).
+for a reduced system with full inertia and drag matrices (0 otherwise),
+``ny`` the length of the integrated state vector (:func:`y_offsets`),
+``plant_nf``/``plant_ni``/``plant_ndf``/``plant_ndi`` the plant's blocks,
+``model_block`` the model floats ``MF_INERTIA`` .. ``MF_SETTINGS``, and the
+constants ``N_SETTINGS``, ``N_FLAGS``, ``N_COUNTERS``.
 
 Rows: the first two entries of row i sit in ``MI_ROW_A``/``MI_ROW_B`` and
 ``DF_COEF_A``/``DF_COEF_B`` (every row of the Powershift, DCT and chain has
@@ -27,67 +46,19 @@ exactly two, and their arithmetic is that of two entries); the further
 entries of a row (``MI_ROW_NX[i]`` of them from ``MI_ROW_XOFF[i]``) in the
 ``*_X`` fields.  A row to the housing (a brake) has ``MI_ROW_NX[i] = -1``:
 its one entry is a, and b repeats a with coefficient 0.
+
+``python -m plant_models.core.layout`` prints the table with its slots.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-# --------------------------------------------------------------------------
-# header slots in mi (sizes and settings)
-# --------------------------------------------------------------------------
-H_N = 0  # number of shafts n
-H_G = 1  # number of friction rows g
-H_S = 2  # number of springs s
-H_P = 3  # breakpoints per spring table P
-H_NY = 4  # length of the integrated state vector
-H_EVCAP = 5  # event log capacity E
-H_MAX_EVENTS = 6  # max. event sub-steps handled inside one step
-H_MAX_ITER = 7  # max. iterations of the box-constrained friction solve
-H_PLANT_NF = 8  # length of the plant's float parameter block in mf
-H_PLANT_NI = 9  # length of the plant's int parameter block in mi
-H_PLANT_NDF = 10  # length of the plant's float data block in df (io + state)
-H_PLANT_NDI = 11  # length of the plant's int data block in di
-H_MAX_LOCATE = 12  # max. iterations of one event-time search
-H_REUSE = 13  # 1: a step may start from the previous step's end evaluation (see DF_REUSE_*)
-H_NKIN = 14  # number of kinematic rows (MF_KIN_SHIFT > 0)
-H_FN_STEP = 15  # address of the compiled step entry point in this process (see core/entry.py)
-H_FN_START = 16  # address of the compiled start entry point in this process
-H_NX = 17  # row entries beyond the first two, over all rows (x)
-H_HYPER = 18  # rows with other than two entries (more than two, or one: to the housing)
-H_DENSE = 19  # 1: full inertia and drag matrices MF_MASS / MF_MINV / MF_DRAGM (a reduced system)
-H_ONEWAY = 170  # number of one-way rows (freewheels)
-
-# --------------------------------------------------------------------------
-# model float fields (offset slots in mi)
-# --------------------------------------------------------------------------
-MF_INERTIA = 20  # [n] inertia of each shaft, kg m^2 (or mass, kg)
-MF_INV_INERTIA = 21  # [n] 1 / inertia
-MF_DRAG = 22  # [n] viscous drag to ground, N m s/rad (or N s/m)
-MF_COEF_A = 23  # [g] initial row coefficient on shaft a (radius in m, or ratio)
-MF_COEF_B = 24  # [g] initial row coefficient on shaft b
-MF_ACT_LAG = 25  # [g] first-order lag of the actuator, s (0 = none)
-MF_ACT_GAIN = 26  # [g] normal force per unit command (piston area, m^2)
-MF_ACT_PRELOAD = 27  # [g] return-spring force subtracted from it, N
-MF_GAIN_STATIC = 28  # [g] static capacity per unit normal force
-MF_GAIN_KINETIC = 29  # [g] Coulomb amplitude per unit normal force
-MF_STRIBECK_VS = 30  # [g] Stribeck velocity, row speed units (0 = no Stribeck)
-MF_STRIBECK_ALPHA = 31  # [g] Stribeck exponent
-MF_ROW_VISC = 32  # [g] viscous drag across the row, force per row speed
-MF_SPRING_CA = 33  # [s] twist-rate factor on shaft a
-MF_SPRING_CB = 34  # [s] twist-rate factor on shaft b
-MF_SPRING_K = 35  # [s] linear stiffness, N m/rad (used when no table)
-MF_SPRING_C = 36  # [s] damping, N m s/rad
-MF_SPRING_TX = 37  # [s*P] characteristic breakpoints: twist, rad
-MF_SPRING_TY = 38  # [s*P] characteristic breakpoints: torque, N m
-MF_SETTINGS = 39  # [8] solver settings, see SET_*
-MF_PLANT = 40  # [plant nf] plant parameters
-MF_KIN_SHIFT = 41  # [g] shift time of a kinematic row, s (0: a friction row)
-MF_KIN_CAP = 42  # [g] force an engaged kinematic row holds at most, row force units
-MF_KIN_THRESH = 43  # [g] a kinematic row is commanded engaged while its command u >= this
-
+# indices inside fields, and the fixed sizes the table uses (N_*)
 # settings inside MF_SETTINGS
 SET_EVENT_TOL = 0  # event-time tolerance, fraction of the step
 SET_RANK_TOL = 1  # relative pivot tolerance of the rank test
@@ -96,152 +67,6 @@ SET_CYCLE_TOL = 3  # relative tolerance of the cycle-consistency test
 SET_SOLVER_TOL = 4  # relative tolerance of the multiplier sign test
 SET_BREAK_MARGIN = 5  # relative excess over K that marks a breakaway inside a step
 N_SETTINGS = 8
-
-# --------------------------------------------------------------------------
-# model int fields
-# --------------------------------------------------------------------------
-MI_ROW_A = 50  # [g] shaft index a of each row
-MI_ROW_B = 51  # [g] shaft index b of each row
-MI_SPRING_A = 52  # [s] shaft index a of each spring
-MI_SPRING_B = 53  # [s] shaft index b of each spring
-MI_SPRING_NPTS = 54  # [s] breakpoints used (0 = linear k)
-MI_PLANT = 55  # [plant ni] plant int parameters
-
-# --------------------------------------------------------------------------
-# data float fields
-# --------------------------------------------------------------------------
-# -- state
-DF_TIME = 60  # [1] simulation time, s
-DF_Y = 61  # [ny] integrated state, see Y_* below
-DF_COEF_A = 62  # [g] current row coefficient on shaft a (plants may change it)
-DF_COEF_B = 63  # [g] current row coefficient on shaft b
-DF_DIR = 64  # [g] slip direction of slipping rows (+1 / -1, 0 = free)
-# -- inputs (first-order hold over the step: value + rate * (t - t_step))
-DF_U_TAU = 65  # [n] external torque on each shaft, N m
-DF_U_TAU_RATE = 66  # [n] its rate, N m/s
-DF_U_ACT = 67  # [g] actuator command (pressure in Pa, or force)
-DF_U_ACT_RATE = 68  # [g] its rate per second
-# -- computed at the end of each step
-DF_DELTA = 69  # [g] relative speed of each row
-DF_MU = 70  # [g] friction force of each row (constraint force when stuck)
-DF_CAP_S = 71  # [g] static capacity K
-DF_CAP_K = 72  # [g] Coulomb amplitude k
-DF_ACCEL = 73  # [n] shaft accelerations
-DF_SPRING_TQ = 74  # [s] spring torques
-DF_LAMBDA_REQ = 75  # [g] force each stuck row needs (= mu when stuck)
-# -- caches of the current stuck set
-DF_P = 76  # [n*n] constrained inverse inertia, acc = P f
-DF_L = 77  # [g*n] stuck-row force map, lambda = L f (rows in stuck-list order)
-DF_RHO = 78  # [g] parent/child ratio of stuck tree rows
-# -- workspace
-DF_Y0 = 79  # [ny] state at the start of the current sub-step
-DF_YT = 80  # [ny] trial state
-DF_YS = 81  # [ny] stage state
-DF_K1 = 82  # [ny]
-DF_K2 = 83  # [ny]
-DF_K3 = 84  # [ny]
-DF_K4 = 85  # [ny]
-DF_DYE = 86  # [ny] derivative at the trial end
-DF_F = 87  # [n] generalised force of the last derivative evaluation
-DF_CAPS_T = 88  # [3g] static capacity at the three stage points (0, h/2, h) of a sub-step
-DF_CAPK_T = 89  # [3g] Coulomb amplitude at the three stage points
-DF_A = 90  # [g*n] dense rows of the solve
-DF_W = 91  # [g*g] Delassus matrix R M^-1 R^T of the solve
-DF_CH = 92  # [g*g] Cholesky factor
-DF_BV = 93  # [g] right-hand side
-DF_XV = 94  # [g] solve vector
-DF_LAMW = 95  # [g] multipliers of the solve
-DF_GRAD = 96  # [g] slip accelerations of the solve
-DF_LO = 97  # [g] lower bounds
-DF_HI = 98  # [g] upper bounds
-DF_TMPN = 99  # [n]
-DF_TMPN2 = 100  # [n]
-DF_GEV0 = 101  # [g] event functions at the sub-step start
-DF_GEV1 = 102  # [g] event functions at the trial end
-DF_BACKUP = 103  # [ny + 3g + 1] state saved for roll-back on a non-finite step
-DF_EV_TIME = 104  # [E] event log: time, s
-DF_PLANT = 105  # [plant ndf] plant io and plant state
-DF_PREV_DIR = 106  # [g] slip directions before the current mode solve
-DF_XACT = 107  # [3g] actuator states at the three stage points
-DF_PROW = 108  # [g] friction power of each row at the current evaluation
-DF_EXP_HALF = 109  # [g] lag factor exp(-h/2T) for the cached sub-step length
-DF_EXP_FULL = 110  # [g] lag factor exp(-h/T)
-DF_EXP_H = 111  # [1] sub-step length h the lag factors belong to
-DF_POW = 112  # [3] input, drag and damping power at the last evaluation
-DF_DT = 113  # [g] relative speed of each non-stuck row at the last evaluation
-DF_GEVC = 114  # [g] event functions at a trial point of the event search
-DF_SPLIT_C = 115  # [g*g] redundant stuck rows: coefficients C of A = C A_I (stride g)
-DF_SPLIT_G = 116  # [g*g] Cholesky factor of C^T C (stride g)
-DF_REUSE_Y = 117  # [ny] state at the last step's end evaluation
-DF_REUSE_U = 118  # [n + g] torques and unlagged actuator states that evaluation used
-DF_REUSE_MF = 119  # [model block] copy of the model floats it used (MF_INERTIA .. MF_SETTINGS)
-
-# --------------------------------------------------------------------------
-# data int fields
-# --------------------------------------------------------------------------
-DI_MODE = 120  # [g] row mode, see MODE_*
-DI_BND = 121  # [g] solver bound state (-1 lower, 0 free, +1 upper)
-DI_STUCK = 122  # [g] list of stuck rows
-DI_NSTUCK = 123  # [1] length of that list
-DI_ORIENT = 124  # [g] +1: shaft a is the tree parent, -1: shaft b, 0: not a tree row
-DI_TREE_P = 125  # [n] tree edges in BFS order: parent shaft
-DI_TREE_C = 126  # [n] child shaft
-DI_TREE_R = 127  # [n] row
-DI_NTREE = 128  # [1] number of tree edges
-DI_LOCKED = 129  # [n] 1 when the shaft belongs to a component held at zero speed
-DI_CAND = 130  # [g] candidate rows of the solve
-DI_COMP = 131  # [n] component id of each shaft (workspace)
-DI_FLAGS = 132  # [N_FLAGS] see FLAG_*
-DI_COUNTERS = 133  # [8] see CNT_*
-DI_EV_ROW = 134  # [E] event log: row
-DI_EV_KIND = 135  # [E] event log: kind, see EV_*
-DI_BACKUP = 136  # [2g] modes and bound states saved for roll-back
-DI_QUEUE = 137  # [n] BFS queue (workspace)
-DI_PLANT = 138  # [plant ndi] plant int data
-DI_IDX = 139  # [g] index scratch of the solver
-DI_CBND = 140  # [g] bound states of the candidates during a solve
-DI_PREV_MODE = 141  # [g] row modes before the current mode solve
-DI_SAVED_MODE = 142  # [g] row modes before an event projection
-# -- kinematic rows (the kinematic-clutch article) and prescribed relative accelerations
-DF_DRIVE_ACC = 143  # [g] prescribed relative acceleration of a driven row, row speed units/s
-DI_DRIVE = 144  # [g] 1: the row is driven (its force is whatever gives DF_DRIVE_ACC) while not stuck
-DF_KIN_T0 = 145  # [g] start time of the current engaging / disengaging phase, s
-DF_KIN_HOLD = 146  # [g] force held when disengaging started (>= 0), row force units
-DI_KIN_PHASE = 147  # [g] phase of a kinematic row, see KIN_*
-DF_KIN_CMD = 148  # [2g] the caller's actuator command and rate of kinematic rows, kept during a step
-DF_DRV_WS = 149  # [g*n + g*g + g] workspace of the driven-row solve
-DI_DRV_LIST = 56  # [g] driven rows of the current evaluation, then candidate marks of a mode solve
-# -- rows with other than two entries (reduced planetary transmissions, brakes, freewheels)
-MI_ROW_NX = 150  # [g] entries of each row beyond a and b (-1: a row to the housing, entry a only)
-MI_ROW_XOFF = 151  # [g] index of the row's first further entry in MI_ROW_XSHAFT / *_COEF_X
-MI_ROW_XSHAFT = 152  # [x] shaft of each further entry
-MF_COEF_X = 153  # [x] initial coefficient of each further entry
-DF_COEF_X = 154  # [x] current coefficient of each further entry (plants may change it)
-DF_RHO_AB = 155  # [2g] stuck tree row with other than two entries: coefficient of a, b over the child's
-DF_RHO_X = 156  # [x] the same for the further entries
-DI_CHILD = 157  # [g] entry (0 a, 1 b, 2 + q further entry q) a stuck tree row with other than two entries fixes
-DF_BACKUP_X = 158  # [x] further coefficients saved for roll-back
-MI_ONEWAY = 159  # [g] 1: a freewheel row (force 0 .. K, no friction while it overruns)
-DI_PEEL = 160  # [n + g] workspace of the substitution order: entries per shaft, then row marks
-DF_TMPN3 = 161  # [n] workspace of the reconstruction
-# -- reduced systems: full inertia and drag matrices (d = n, else 0)
-MF_MASS = 162  # [d*d] inertia matrix M, kg m^2
-MF_MINV = 163  # [d*d] its inverse
-MF_DRAGM = 164  # [d*d] drag matrix to ground, N m s/rad
-DF_AM = 165  # [g*d] A M^-1 of the last Delassus matrix built (rows of DF_A)
-
-DF_KIN_BACKUP = 171  # [3g] DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (a roll-back restores them)
-DI_KIN_BACKUP = 172  # [2g] DI_KIN_PHASE, DI_DRIVE at the step start
-
-N_SLOTS = 173
-
-# kinematic row phases (the kinematic-clutch article)
-KIN_DISENGAGED = 0  # no torque
-KIN_ENGAGING = 1  # relative speed prescribed to fall linearly to zero over the shift time
-KIN_ENGAGED = 2  # held at zero relative speed (a stuck row with capacity MF_KIN_CAP)
-KIN_DISENGAGING = 3  # the held force ramps to zero over the shift time
-KIN_PHASE_NAMES = {KIN_DISENGAGED: "disengaged", KIN_ENGAGING: "engaging", KIN_ENGAGED: "engaged",
-                   KIN_DISENGAGING: "disengaging"}
 
 # flags inside DI_FLAGS
 FLAG_COEF_DIRTY = 0  # a plant changed row coefficients since the last step
@@ -264,6 +89,268 @@ CNT_SUBSTEPS_MAX = 4  # most event sub-steps seen in one step
 CNT_BUDGET_HITS = 5  # steps that ran out of event sub-steps
 CNT_ROLLBACKS = 6  # steps rolled back for non-finite results
 CNT_LOCATE_ITER_MAX = 7  # most iterations of one event-time search
+N_COUNTERS = 8
+
+
+class Field(NamedTuple):
+    """One row of :data:`TABLE`."""
+
+    name: str  # the module constant holding the slot ("" for an unused slot)
+    buf: str  # "mf", "mi", "df", "di", or "hdr" (a header int in mi)
+    size: str  # length in the sizes (see the module doc); for "hdr" the value allocate writes, or ""
+    group: str  # key of GROUPS
+    doc: str  # what the field holds, with its unit
+    after: str = ""  # placed right after this field of its buffer (default: after the rows before it)
+
+
+def F(name: str, buf: str, size: str, group: str, doc: str, after: str = "") -> Field:
+    """A row of :data:`TABLE`."""
+    return Field(name, buf, size, group, doc, after)
+
+
+def _unused(count: int) -> tuple[Field, ...]:
+    """Slots no field holds (kept so that the slot numbers after them stay)."""
+    return (Field("", "", "", "", "unused"),) * count
+
+
+GROUPS = {
+    "hdr": "header: sizes and settings (ints in mi)",
+    "model": "model parameters",
+    "plant": "the plant's own blocks",
+    "state": "state",
+    "in": "inputs (first-order hold over the step: value + rate * (t - t_step))",
+    "out": "computed at the end of each step",
+    "cache": "caches of the current stuck set",
+    "work": "workspace",
+    "log": "event log",
+    "solver": "modes, stuck set, tree and solver state",
+    "kin": "kinematic rows (the kinematic-clutch article) and prescribed relative accelerations",
+    "rows": "rows with other than two entries (reduced planetary transmissions, brakes, freewheels)",
+    "dense": "reduced systems: full inertia and drag matrices (d = n, else 0)",
+}
+
+TABLE: tuple[Field, ...] = (
+    F("H_N", "hdr", "n", "hdr", "number of shafts n"),
+    F("H_G", "hdr", "g", "hdr", "number of friction rows g"),
+    F("H_S", "hdr", "s", "hdr", "number of springs s"),
+    F("H_P", "hdr", "P", "hdr", "breakpoints per spring table P"),
+    F("H_NY", "hdr", "ny", "hdr", "length of the integrated state vector"),
+    F("H_EVCAP", "hdr", "E", "hdr", "event log capacity E"),
+    F("H_MAX_EVENTS", "hdr", "", "hdr", "max. event sub-steps handled inside one step"),
+    F("H_MAX_ITER", "hdr", "", "hdr", "max. iterations of the box-constrained friction solve"),
+    F("H_PLANT_NF", "hdr", "plant_nf", "hdr", "length of the plant's float parameter block in mf"),
+    F("H_PLANT_NI", "hdr", "plant_ni", "hdr", "length of the plant's int parameter block in mi"),
+    F("H_PLANT_NDF", "hdr", "plant_ndf", "hdr", "length of the plant's float data block in df (io + state)"),
+    F("H_PLANT_NDI", "hdr", "plant_ndi", "hdr", "length of the plant's int data block in di"),
+    F("H_MAX_LOCATE", "hdr", "", "hdr", "max. iterations of one event-time search"),
+    F("H_REUSE", "hdr", "", "hdr", "1: a step may start from the previous step's end evaluation (see DF_REUSE_*)"),
+    F("H_NKIN", "hdr", "", "hdr", "number of kinematic rows (MF_KIN_SHIFT > 0)"),
+    F("H_FN_STEP", "hdr", "", "hdr", "address of the compiled step entry point in this process (see core/entry.py)"),
+    F("H_FN_START", "hdr", "", "hdr", "address of the compiled start entry point in this process"),
+    F("H_NX", "hdr", "x", "hdr", "row entries beyond the first two, over all rows (x)"),
+    F("H_HYPER", "hdr", "", "hdr", "rows with other than two entries (more than two, or one: to the housing)"),
+    F("H_DENSE", "hdr", "d > 0", "hdr", "1: full matrices MF_MASS / MF_MINV / MF_DRAGM (a reduced system)"),
+    F("MF_INERTIA", "mf", "n", "model", "inertia of each shaft, kg m^2 (or mass, kg)"),
+    F("MF_INV_INERTIA", "mf", "n", "model", "1 / inertia"),
+    F("MF_DRAG", "mf", "n", "model", "viscous drag to ground, N m s/rad (or N s/m)"),
+    F("MF_COEF_A", "mf", "g", "model", "initial row coefficient on shaft a (radius in m, or ratio)"),
+    F("MF_COEF_B", "mf", "g", "model", "initial row coefficient on shaft b"),
+    F("MF_ACT_LAG", "mf", "g", "model", "first-order lag of the actuator, s (0 = none)"),
+    F("MF_ACT_GAIN", "mf", "g", "model", "normal force per unit command (piston area, m^2)"),
+    F("MF_ACT_PRELOAD", "mf", "g", "model", "return-spring force subtracted from it, N"),
+    F("MF_GAIN_STATIC", "mf", "g", "model", "static capacity per unit normal force"),
+    F("MF_GAIN_KINETIC", "mf", "g", "model", "Coulomb amplitude per unit normal force"),
+    F("MF_STRIBECK_VS", "mf", "g", "model", "Stribeck velocity, row speed units (0 = no Stribeck)"),
+    F("MF_STRIBECK_ALPHA", "mf", "g", "model", "Stribeck exponent"),
+    F("MF_ROW_VISC", "mf", "g", "model", "viscous drag across the row, force per row speed"),
+    F("MF_SPRING_CA", "mf", "s", "model", "twist-rate factor on shaft a"),
+    F("MF_SPRING_CB", "mf", "s", "model", "twist-rate factor on shaft b"),
+    F("MF_SPRING_K", "mf", "s", "model", "linear stiffness, N m/rad (used when no table)"),
+    F("MF_SPRING_C", "mf", "s", "model", "damping, N m s/rad"),
+    F("MF_SPRING_TX", "mf", "s*P", "model", "characteristic breakpoints: twist, rad"),
+    F("MF_SPRING_TY", "mf", "s*P", "model", "characteristic breakpoints: torque, N m"),
+    F("MF_SETTINGS", "mf", "N_SETTINGS", "model", "solver settings, see SET_*"),
+    F("MF_PLANT", "mf", "plant_nf", "plant", "plant parameters"),
+    F("MF_KIN_SHIFT", "mf", "g", "kin", "shift time of a kinematic row, s (0: a friction row)"),
+    F("MF_KIN_CAP", "mf", "g", "kin", "force an engaged kinematic row holds at most, row force units"),
+    F("MF_KIN_THRESH", "mf", "g", "kin", "a kinematic row is commanded engaged while its command u >= this"),
+    *_unused(6),  # slots 44-49
+    F("MI_ROW_A", "mi", "g", "model", "shaft index a of each row"),
+    F("MI_ROW_B", "mi", "g", "model", "shaft index b of each row"),
+    F("MI_SPRING_A", "mi", "s", "model", "shaft index a of each spring"),
+    F("MI_SPRING_B", "mi", "s", "model", "shaft index b of each spring"),
+    F("MI_SPRING_NPTS", "mi", "s", "model", "breakpoints used (0 = linear k)"),
+    F("MI_PLANT", "mi", "plant_ni", "plant", "plant int parameters"),
+    F("DI_DRV_LIST", "di", "g", "kin", "driven rows of an evaluation, then a mode solve's candidate marks",
+      after="DI_KIN_PHASE"),
+    *_unused(3),  # slots 57-59
+    F("DF_TIME", "df", "1", "state", "simulation time, s"),
+    F("DF_Y", "df", "ny", "state", "integrated state, see y_offsets"),
+    F("DF_COEF_A", "df", "g", "state", "current row coefficient on shaft a (plants may change it)"),
+    F("DF_COEF_B", "df", "g", "state", "current row coefficient on shaft b"),
+    F("DF_DIR", "df", "g", "state", "slip direction of slipping rows (+1 / -1, 0 = free)"),
+    F("DF_U_TAU", "df", "n", "in", "external torque on each shaft, N m"),
+    F("DF_U_TAU_RATE", "df", "n", "in", "its rate, N m/s"),
+    F("DF_U_ACT", "df", "g", "in", "actuator command (pressure in Pa, or force)"),
+    F("DF_U_ACT_RATE", "df", "g", "in", "its rate per second"),
+    F("DF_DELTA", "df", "g", "out", "relative speed of each row"),
+    F("DF_MU", "df", "g", "out", "friction force of each row (constraint force when stuck)"),
+    F("DF_CAP_S", "df", "g", "out", "static capacity K"),
+    F("DF_CAP_K", "df", "g", "out", "Coulomb amplitude k"),
+    F("DF_ACCEL", "df", "n", "out", "shaft accelerations"),
+    F("DF_SPRING_TQ", "df", "s", "out", "spring torques"),
+    F("DF_LAMBDA_REQ", "df", "g", "out", "force each stuck row needs (= mu when stuck)"),
+    F("DF_P", "df", "n*n", "cache", "constrained inverse inertia, acc = P f"),
+    F("DF_L", "df", "g*n", "cache", "stuck-row force map, lambda = L f (rows in stuck-list order)"),
+    F("DF_RHO", "df", "g", "cache", "parent/child ratio of stuck tree rows"),
+    F("DF_Y0", "df", "ny", "work", "state at the start of the current sub-step"),
+    F("DF_YT", "df", "ny", "work", "trial state"),
+    F("DF_YS", "df", "ny", "work", "stage state"),
+    F("DF_K1", "df", "ny", "work", "RK4 stage derivative 1"),
+    F("DF_K2", "df", "ny", "work", "RK4 stage derivative 2"),
+    F("DF_K3", "df", "ny", "work", "RK4 stage derivative 3"),
+    F("DF_K4", "df", "ny", "work", "RK4 stage derivative 4"),
+    F("DF_DYE", "df", "ny", "work", "derivative at the trial end"),
+    F("DF_F", "df", "n", "work", "generalised force of the last derivative evaluation"),
+    F("DF_CAPS_T", "df", "3*g", "work", "static capacity at the three stage points (0, h/2, h) of a sub-step"),
+    F("DF_CAPK_T", "df", "3*g", "work", "Coulomb amplitude at the three stage points"),
+    F("DF_A", "df", "g*n", "work", "dense rows of the solve"),
+    F("DF_W", "df", "g*g", "work", "Delassus matrix R M^-1 R^T of the solve"),
+    F("DF_CH", "df", "g*g", "work", "Cholesky factor"),
+    F("DF_BV", "df", "g", "work", "right-hand side"),
+    F("DF_XV", "df", "g", "work", "solve vector"),
+    F("DF_LAMW", "df", "g", "work", "multipliers of the solve"),
+    F("DF_GRAD", "df", "g", "work", "slip accelerations of the solve"),
+    F("DF_LO", "df", "g", "work", "lower bounds"),
+    F("DF_HI", "df", "g", "work", "upper bounds"),
+    F("DF_TMPN", "df", "n", "work", "workspace"),
+    F("DF_TMPN2", "df", "n", "work", "workspace"),
+    F("DF_GEV0", "df", "g", "work", "event functions at the sub-step start"),
+    F("DF_GEV1", "df", "g", "work", "event functions at the trial end"),
+    F("DF_BACKUP", "df", "ny + 3*g + 1", "work", "state saved for roll-back on a non-finite step"),
+    F("DF_EV_TIME", "df", "E", "log", "event log: time, s"),
+    F("DF_PLANT", "df", "plant_ndf", "plant", "plant io and plant state"),
+    F("DF_PREV_DIR", "df", "g", "work", "slip directions before the current mode solve"),
+    F("DF_XACT", "df", "3*g", "work", "actuator states at the three stage points"),
+    F("DF_PROW", "df", "g", "work", "friction power of each row at the current evaluation"),
+    F("DF_EXP_HALF", "df", "g", "work", "lag factor exp(-h/2T) for the cached sub-step length"),
+    F("DF_EXP_FULL", "df", "g", "work", "lag factor exp(-h/T)"),
+    F("DF_EXP_H", "df", "1", "work", "sub-step length h the lag factors belong to"),
+    F("DF_POW", "df", "3", "work", "input, drag and damping power at the last evaluation"),
+    F("DF_DT", "df", "g", "work", "relative speed of each non-stuck row at the last evaluation"),
+    F("DF_GEVC", "df", "g", "work", "event functions at a trial point of the event search"),
+    F("DF_SPLIT_C", "df", "g*g", "work", "redundant stuck rows: coefficients C of A = C A_I (stride g)"),
+    F("DF_SPLIT_G", "df", "g*g", "work", "Cholesky factor of C^T C (stride g)"),
+    F("DF_REUSE_Y", "df", "ny", "work", "state at the last step's end evaluation"),
+    F("DF_REUSE_U", "df", "n + g", "work", "torques and unlagged actuator states that evaluation used"),
+    F("DF_REUSE_MF", "df", "model_block", "work", "copy of the model floats it used (MF_INERTIA .. MF_SETTINGS)"),
+    F("DI_MODE", "di", "g", "solver", "row mode, see MODE_*"),
+    F("DI_BND", "di", "g", "solver", "solver bound state (-1 lower, 0 free, +1 upper)"),
+    F("DI_STUCK", "di", "g", "solver", "list of stuck rows"),
+    F("DI_NSTUCK", "di", "1", "solver", "length of that list"),
+    F("DI_ORIENT", "di", "g", "solver", "+1: shaft a is the tree parent, -1: shaft b, 0: not a tree row"),
+    F("DI_TREE_P", "di", "n", "solver", "tree edges in BFS order: parent shaft"),
+    F("DI_TREE_C", "di", "n", "solver", "child shaft"),
+    F("DI_TREE_R", "di", "n", "solver", "row"),
+    F("DI_NTREE", "di", "1", "solver", "number of tree edges"),
+    F("DI_LOCKED", "di", "n", "solver", "1 when the shaft belongs to a component held at zero speed"),
+    F("DI_CAND", "di", "g", "solver", "candidate rows of the solve"),
+    F("DI_COMP", "di", "n", "solver", "component id of each shaft (workspace)"),
+    F("DI_FLAGS", "di", "N_FLAGS", "solver", "flags, see FLAG_*"),
+    F("DI_COUNTERS", "di", "N_COUNTERS", "solver", "counters, see CNT_*"),
+    F("DI_EV_ROW", "di", "E", "log", "event log: row"),
+    F("DI_EV_KIND", "di", "E", "log", "event log: kind, see EV_*"),
+    F("DI_BACKUP", "di", "2*g", "solver", "modes and bound states saved for roll-back"),
+    F("DI_QUEUE", "di", "n", "solver", "BFS queue (workspace)"),
+    F("DI_PLANT", "di", "plant_ndi", "plant", "plant int data"),
+    F("DI_IDX", "di", "g", "solver", "index scratch of the solver"),
+    F("DI_CBND", "di", "g", "solver", "bound states of the candidates during a solve"),
+    F("DI_PREV_MODE", "di", "g", "solver", "row modes before the current mode solve"),
+    F("DI_SAVED_MODE", "di", "g", "solver", "row modes before an event projection"),
+    F("DF_DRIVE_ACC", "df", "g", "kin", "prescribed relative acceleration of a driven row, row speed units/s"),
+    F("DI_DRIVE", "di", "g", "kin", "1: a driven row (its force is whatever gives DF_DRIVE_ACC) while not stuck"),
+    F("DF_KIN_T0", "df", "g", "kin", "start time of the current engaging / disengaging phase, s"),
+    F("DF_KIN_HOLD", "df", "g", "kin", "force held when disengaging started (>= 0), row force units"),
+    F("DI_KIN_PHASE", "di", "g", "kin", "phase of a kinematic row, see KIN_*"),
+    F("DF_KIN_CMD", "df", "2*g", "kin", "the caller's command and rate of kinematic rows, kept during a step"),
+    F("DF_DRV_WS", "df", "g*n + g*g + g", "kin", "workspace of the driven-row solve"),
+    F("MI_ROW_NX", "mi", "g", "rows", "entries of each row beyond a and b (-1: a row to the housing, entry a only)"),
+    F("MI_ROW_XOFF", "mi", "g", "rows", "index of the row's first further entry in MI_ROW_XSHAFT / *_COEF_X"),
+    F("MI_ROW_XSHAFT", "mi", "x", "rows", "shaft of each further entry"),
+    F("MF_COEF_X", "mf", "x", "rows", "initial coefficient of each further entry"),
+    F("DF_COEF_X", "df", "x", "rows", "current coefficient of each further entry (plants may change it)"),
+    F("DF_RHO_AB", "df", "2*g", "rows", "stuck tree row of other than two entries: coefficients of a, b over the child"),
+    F("DF_RHO_X", "df", "x", "rows", "the same for the further entries"),
+    F("DI_CHILD", "di", "g", "rows", "entry (0 a, 1 b, 2 + q further q) a stuck tree row of other than two entries fixes"),
+    F("DF_BACKUP_X", "df", "x", "rows", "further coefficients saved for roll-back"),
+    F("MI_ONEWAY", "mi", "g", "rows", "1: a freewheel row (force 0 .. K, no friction while it overruns)"),
+    F("DI_PEEL", "di", "n + g", "rows", "workspace of the substitution order: entries per shaft, then row marks"),
+    F("DF_TMPN3", "df", "n", "rows", "workspace of the reconstruction"),
+    F("MF_MASS", "mf", "d*d", "dense", "inertia matrix M, kg m^2"),
+    F("MF_MINV", "mf", "d*d", "dense", "its inverse"),
+    F("MF_DRAGM", "mf", "d*d", "dense", "drag matrix to ground, N m s/rad"),
+    F("DF_AM", "df", "g*d", "dense", "A M^-1 of the last Delassus matrix built (rows of DF_A)"),
+    *_unused(4),  # slots 166-169
+    F("H_ONEWAY", "hdr", "", "hdr", "number of one-way rows (freewheels)"),
+    F("DF_KIN_BACKUP", "df", "3*g", "kin", "DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (roll-back)",
+      after="DF_DRV_WS"),
+    F("DI_KIN_BACKUP", "di", "2*g", "kin", "DI_KIN_PHASE, DI_DRIVE at the step start", after="DI_DRV_LIST"),
+)
+
+BUFFERS = ("mf", "mi", "df", "di")
+_SIZE_NAMES = frozenset(("n", "g", "s", "P", "E", "x", "d", "ny", "plant_nf", "plant_ni", "plant_ndf", "plant_ndi",
+                         "model_block", "N_SETTINGS", "N_FLAGS", "N_COUNTERS"))
+_SIZE_NODES = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Name, ast.Load, ast.Constant, ast.Compare,
+               ast.Gt)
+
+
+def _compile_size(field: Field):
+    """The size expression of a row as code, checked to use only sums and products of the sizes."""
+    if not field.size:
+        return None
+    tree = ast.parse(field.size, mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _SIZE_NODES) or (isinstance(node, ast.Name) and node.id not in _SIZE_NAMES) \
+                or (isinstance(node, ast.Constant) and type(node.value) is not int):
+            raise ValueError(f"layout: size of {field.name} is not a sum or product of the sizes: {field.size!r}")
+    return compile(tree, f"<layout {field.name}>", "eval")
+
+
+def _generate(table: tuple[Field, ...]):
+    """Slots by name and the placement order of each buffer, from a table."""
+    slots: dict[str, int] = {}
+    order: dict[str, list[int]] = {b: [] for b in BUFFERS + ("hdr",)}
+    for slot, f in enumerate(table):
+        if not f.name:
+            continue
+        if f.name in slots or f.buf not in order or f.group not in GROUPS:
+            raise ValueError(f"layout: row {slot} ({f.name}): repeated name, unknown buffer or unknown group")
+        if f.buf != "hdr" and not f.size:
+            raise ValueError(f"layout: field {f.name} has no size")
+        slots[f.name] = slot
+        if not f.after:
+            order[f.buf].append(slot)
+    for slot, f in enumerate(table):  # then the fields placed after a named one, in table order
+        if f.name and f.after:
+            placed = order[f.buf]
+            if slots.get(f.after, -1) not in placed:
+                raise ValueError(f"layout: {f.name} is placed after {f.after}, not a placed field of buffer {f.buf}")
+            placed.insert(placed.index(slots[f.after]) + 1, slot)
+    return slots, {b: tuple(v) for b, v in order.items()}
+
+
+SLOTS, PLACEMENT = _generate(TABLE)
+_SIZE_CODE = {slot: _compile_size(f) for slot, f in enumerate(TABLE) if f.name}
+globals().update(SLOTS)  # the slot constants: MF_INERTIA = 20, ...
+N_SLOTS = len(TABLE)
+
+# kinematic row phases (the kinematic-clutch article)
+KIN_DISENGAGED = 0  # no torque
+KIN_ENGAGING = 1  # relative speed prescribed to fall linearly to zero over the shift time
+KIN_ENGAGED = 2  # held at zero relative speed (a stuck row with capacity MF_KIN_CAP)
+KIN_DISENGAGING = 3  # the held force ramps to zero over the shift time
+KIN_PHASE_NAMES = {KIN_DISENGAGED: "disengaged", KIN_ENGAGING: "engaging", KIN_ENGAGED: "engaged",
+                   KIN_DISENGAGING: "disengaging"}
 
 # row modes
 MODE_FREE = 0  # zero relative speed and zero capacity: no friction
@@ -319,6 +406,7 @@ def y_offsets(n: int, g: int, s: int) -> dict[str, int]:
     return {"omega": o_omega, "theta": o_theta, "twist": o_twist, "act": o_act, "work": o_work, "ny": o_work + 4 + g}
 
 
+# work accounts at the start of the work block of y (y_offsets()["work"]), J
 W_INPUT = 0
 W_DRAG = 1
 W_DAMP = 2
@@ -345,64 +433,45 @@ class Sizes:
         return y_offsets(self.n, self.g, self.s)["ny"]
 
 
+def _size_values(sz: Sizes) -> dict[str, int]:
+    """The names a size expression of TABLE may use, for these sizes."""
+    ns = {"n": sz.n, "g": sz.g, "s": sz.s, "P": sz.P, "E": sz.E, "x": sz.x, "d": sz.d, "ny": sz.ny,
+          "plant_nf": sz.plant_nf, "plant_ni": sz.plant_ni, "plant_ndf": sz.plant_ndf, "plant_ndi": sz.plant_ndi,
+          "N_SETTINGS": N_SETTINGS, "N_FLAGS": N_FLAGS, "N_COUNTERS": N_COUNTERS, "model_block": 0}
+    block = PLACEMENT["mf"]
+    first, last = block.index(SLOTS["MF_INERTIA"]), block.index(SLOTS["MF_SETTINGS"])
+    ns["model_block"] = sum(_size(slot, ns) for slot in block[first:last + 1])
+    return ns
+
+
+def _size(slot: int, ns: dict[str, int]) -> int:
+    return int(eval(_SIZE_CODE[slot], {"__builtins__": {}}, ns))  # checked by _compile_size: sums and products
+
+
 def model_block_len(sz: Sizes) -> int:
     """Length of the model floats from MF_INERTIA to the end of MF_SETTINGS (contiguous, in this order)."""
-    return 3 * sz.n + 10 * sz.g + 4 * sz.s + 2 * sz.s * sz.P + N_SETTINGS
+    return _size_values(sz)["model_block"]
 
 
 def _fields(sz: Sizes):
-    n, g, s, P, E, ny = sz.n, sz.g, sz.s, sz.P, sz.E, sz.ny
-    mf = [
-        (MF_INERTIA, n), (MF_INV_INERTIA, n), (MF_DRAG, n), (MF_COEF_A, g), (MF_COEF_B, g),
-        (MF_ACT_LAG, g), (MF_ACT_GAIN, g), (MF_ACT_PRELOAD, g), (MF_GAIN_STATIC, g), (MF_GAIN_KINETIC, g),
-        (MF_STRIBECK_VS, g), (MF_STRIBECK_ALPHA, g), (MF_ROW_VISC, g),
-        (MF_SPRING_CA, s), (MF_SPRING_CB, s), (MF_SPRING_K, s), (MF_SPRING_C, s),
-        (MF_SPRING_TX, s * P), (MF_SPRING_TY, s * P), (MF_SETTINGS, N_SETTINGS), (MF_PLANT, sz.plant_nf),
-        (MF_KIN_SHIFT, g), (MF_KIN_CAP, g), (MF_KIN_THRESH, g),
-        (MF_COEF_X, sz.x), (MF_MASS, sz.d * sz.d), (MF_MINV, sz.d * sz.d), (MF_DRAGM, sz.d * sz.d),
-    ]
-    mi = [(MI_ROW_A, g), (MI_ROW_B, g), (MI_SPRING_A, s), (MI_SPRING_B, s), (MI_SPRING_NPTS, s), (MI_PLANT, sz.plant_ni),
-          (MI_ROW_NX, g), (MI_ROW_XOFF, g), (MI_ROW_XSHAFT, sz.x), (MI_ONEWAY, g)]
-    df = [
-        (DF_TIME, 1), (DF_Y, ny), (DF_COEF_A, g), (DF_COEF_B, g), (DF_DIR, g),
-        (DF_U_TAU, n), (DF_U_TAU_RATE, n), (DF_U_ACT, g), (DF_U_ACT_RATE, g),
-        (DF_DELTA, g), (DF_MU, g), (DF_CAP_S, g), (DF_CAP_K, g), (DF_ACCEL, n), (DF_SPRING_TQ, s), (DF_LAMBDA_REQ, g),
-        (DF_P, n * n), (DF_L, g * n), (DF_RHO, g),
-        (DF_Y0, ny), (DF_YT, ny), (DF_YS, ny), (DF_K1, ny), (DF_K2, ny), (DF_K3, ny), (DF_K4, ny), (DF_DYE, ny),
-        (DF_F, n), (DF_CAPS_T, 3 * g), (DF_CAPK_T, 3 * g), (DF_A, g * n), (DF_W, g * g), (DF_CH, g * g),
-        (DF_BV, g), (DF_XV, g), (DF_LAMW, g), (DF_GRAD, g), (DF_LO, g), (DF_HI, g), (DF_TMPN, n), (DF_TMPN2, n),
-        (DF_GEV0, g), (DF_GEV1, g), (DF_BACKUP, ny + 3 * g + 1), (DF_EV_TIME, E), (DF_PLANT, sz.plant_ndf),
-        (DF_PREV_DIR, g), (DF_XACT, 3 * g), (DF_PROW, g), (DF_EXP_HALF, g), (DF_EXP_FULL, g), (DF_EXP_H, 1),
-        (DF_POW, 3), (DF_DT, g), (DF_GEVC, g), (DF_SPLIT_C, g * g), (DF_SPLIT_G, g * g),
-        (DF_REUSE_Y, ny), (DF_REUSE_U, n + g), (DF_REUSE_MF, model_block_len(sz)),
-        (DF_DRIVE_ACC, g), (DF_KIN_T0, g), (DF_KIN_HOLD, g), (DF_KIN_CMD, 2 * g), (DF_DRV_WS, g * n + g * g + g),
-        (DF_KIN_BACKUP, 3 * g),
-        (DF_COEF_X, sz.x), (DF_RHO_AB, 2 * g), (DF_RHO_X, sz.x), (DF_BACKUP_X, sz.x), (DF_TMPN3, n), (DF_AM, g * sz.d),
-    ]
-    di = [
-        (DI_MODE, g), (DI_BND, g), (DI_STUCK, g), (DI_NSTUCK, 1), (DI_ORIENT, g), (DI_TREE_P, n), (DI_TREE_C, n),
-        (DI_TREE_R, n), (DI_NTREE, 1), (DI_LOCKED, n), (DI_CAND, g), (DI_COMP, n), (DI_FLAGS, N_FLAGS), (DI_COUNTERS, 8),
-        (DI_EV_ROW, E), (DI_EV_KIND, E), (DI_BACKUP, 2 * g), (DI_QUEUE, n), (DI_PLANT, sz.plant_ndi),
-        (DI_IDX, g), (DI_CBND, g), (DI_PREV_MODE, g), (DI_SAVED_MODE, g),
-        (DI_DRIVE, g), (DI_KIN_PHASE, g), (DI_DRV_LIST, g), (DI_KIN_BACKUP, 2 * g), (DI_CHILD, g),
-        (DI_PEEL, n + g),
-    ]
-    return mf, mi, df, di
+    """``(slot, size)`` of every field of mf, mi, df and di, in the order they are placed in their buffer."""
+    ns = _size_values(sz)
+    return tuple([(slot, _size(slot, ns)) for slot in PLACEMENT[b]] for b in BUFFERS)
 
 
 def allocate(sz: Sizes):
-    """Allocate the four zeroed buffers for the given sizes, with offsets filled in.
+    """Allocate the four zeroed buffers for the given sizes, with offsets and header sizes filled in.
 
     Returns ``(mf, mi, df, di)``.
     """
     mf_f, mi_f, df_f, di_f = _fields(sz)
-    header = N_SLOTS
     # mi holds the header first, then its own fields
-    mi_len = header + sum(size for _, size in mi_f)
+    mi_len = N_SLOTS + sum(size for _, size in mi_f)
     mi = np.zeros(max(mi_len, 1), dtype=np.int64)
-    mi[H_N], mi[H_G], mi[H_S], mi[H_P], mi[H_NY], mi[H_EVCAP] = sz.n, sz.g, sz.s, sz.P, sz.ny, sz.E
-    mi[H_PLANT_NF], mi[H_PLANT_NI], mi[H_PLANT_NDF], mi[H_PLANT_NDI] = sz.plant_nf, sz.plant_ni, sz.plant_ndf, sz.plant_ndi
-    mi[H_NX], mi[H_DENSE] = sz.x, 1 if sz.d else 0
+    ns = _size_values(sz)
+    for slot in PLACEMENT["hdr"]:
+        if _SIZE_CODE[slot] is not None:
+            mi[slot] = _size(slot, ns)
 
     def place(fields, start):
         off = start
@@ -412,7 +481,7 @@ def allocate(sz: Sizes):
         return off
 
     mf_len = place(mf_f, 0)
-    place(mi_f, header)
+    place(mi_f, N_SLOTS)
     df_len = place(df_f, 0)
     di_len = place(di_f, 0)
     mf = np.zeros(max(mf_len, 1))
@@ -425,3 +494,18 @@ def view(buf: np.ndarray, mi: np.ndarray, slot: int, size: int) -> np.ndarray:
     """A numpy view of one field (Python side; the compiled side slices the same way)."""
     off = int(mi[slot])
     return buf[off:off + size]
+
+
+def describe() -> str:
+    """The table as text: slot, name, buffer, size and doc of every field, by group in slot order."""
+    lines = []
+    for key, title in GROUPS.items():
+        rows = [(slot, f) for slot, f in enumerate(TABLE) if f.name and f.group == key]
+        if rows:
+            lines.append(f"-- {title}")
+            lines += [f"{slot:4d}  {f.name:<18} {f.buf:<3} [{f.size or 'spec'}]  {f.doc}" for slot, f in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(describe())

@@ -6,6 +6,12 @@ solution of the box-constrained QP of the partition problem (Morselli,
 Zanasi & Ferracin, eq. 18) by a primal active-set method with a fixed
 iteration cap.  Nothing here allocates; every function is called in the
 real-time loop.
+
+Length: :func:`_box_qp` is one primal active-set iteration (solve the free
+rows, block at a bound or release the most violated one) inside its
+iteration cap; its length is the algorithm's, and its pieces share the
+working set, the factor and the iterate, so splitting it would pass a dozen
+offsets between pieces that are never called alone.
 """
 
 from __future__ import annotations

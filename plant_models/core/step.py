@@ -17,10 +17,8 @@ import math
 
 
 from .jit import JIT, JIT_STAGE, JIT_SUMS, kernel
-from .dynamics import (
-    _accel, _caps, _deriv, _deriv_finish, _forces, _kin_begin, _kin_end, _kin_restore, _kin_start, _row_delta, _sizes,
-    _spring_elastic,
-)
+from .dynamics import _accel, _caps, _deriv, _deriv_finish, _forces, _row_delta, _sizes, _spring_elastic
+from .kinematic import _kin_begin, _kin_end, _kin_restore, _kin_start
 from .modes import (
     _build_cache, _cache_status, _enforce_capacity, _log_event, _mode_full, _mode_prepare, _reconstruct,
     _set_stuck_list, _stuck_lambda,

@@ -11,6 +11,12 @@ builds the stuck-set cache with it and runs the reconstruction).
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
 and is called in the real-time loop.
+
+Length: :func:`_build_tree` (a breadth-first search over the stuck rows
+with the cycle test on each closing row) and :func:`_build_tree_hyper` (the
+peeling loop with its locked-shaft test) are each one graph traversal over
+shared queues and marks; split, each piece would take the traversal's
+whole state as arguments.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, Settings, core_step, raw_f, raw_i
+from ..core.api import JIT, L, CoreSpec, Row, Settings, core_step, raw_f, raw_i, y_omega, y_theta
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 
@@ -144,10 +144,11 @@ def _outputs(mf, mi, df, di, st, h):
     g = mi[L.H_G]
     opi = mi[L.MI_PLANT]
     oy = mi[L.DF_PLANT] + 2 * mi[opi + PI_N_IN]
-    ow = mi[L.DF_Y]
+    ow = y_omega(mi)
+    ox = y_theta(mi)
     for j in range(n):
         df[oy + mi[opi + PI_OUT_V] + j] = df[ow + j]
-        df[oy + mi[opi + PI_OUT_X] + j] = df[ow + n + j]
+        df[oy + mi[opi + PI_OUT_X] + j] = df[ox + j]
     odelta = mi[L.DF_DELTA]
     omu = mi[L.DF_MU]
     ocap = mi[L.DF_CAP_S]

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i
+from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i, y_omega, y_row_work, y_twist
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 
@@ -126,14 +126,11 @@ def _inputs(mf, mi, df, di):
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
     """Plant outputs from the core state, h s after the step start.  Called in the real-time loop."""
-    n = mi[L.H_N]
-    g = mi[L.H_G]
-    s = mi[L.H_S]
     oy = mi[L.DF_PLANT] + 2 * N_IN
-    ow = mi[L.DF_Y]
+    ow = y_omega(mi)
     for j in range(3):
         df[oy + OUT_W + j] = df[ow + j]
-    df[oy + OUT_TWIST] = df[ow + 2 * n] / DEG
+    df[oy + OUT_TWIST] = df[y_twist(mi)] / DEG
     df[oy + OUT_DAMPER_TQ] = df[mi[L.DF_SPRING_TQ]]
     omu = mi[L.DF_MU]
     odelta = mi[L.DF_DELTA]
@@ -144,7 +141,7 @@ def _outputs(mf, mi, df, di, st, h):
     d_stuck = di[omode + ROW_DAMPER_FRICTION] == L.MODE_STUCK
     df[oy + OUT_CLUTCH_STUCK] = 1.0 if c_stuck else 0.0
     df[oy + OUT_CLUTCH_CAP] = df[mi[L.DF_CAP_S] + ROW_CLUTCH]
-    df[oy + OUT_CLUTCH_ENERGY] = df[ow + 2 * n + s + g + L.W_ROW0 + ROW_CLUTCH]
+    df[oy + OUT_CLUTCH_ENERGY] = df[y_row_work(mi) + ROW_CLUTCH]
     df[oy + OUT_DF_TQ] = -df[omu + ROW_DAMPER_FRICTION]
     df[oy + OUT_DF_SLIP] = df[odelta + ROW_DAMPER_FRICTION]
     df[oy + OUT_DF_STUCK] = 1.0 if d_stuck else 0.0

@@ -59,10 +59,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i
+from ..clutch import BAR, WetClutch
+from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
 from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
-from .clutch import BAR, WetClutch
 
 # -- state layout ------------------------------------------------------------
 # shafts
@@ -297,18 +297,15 @@ def _inputs(mf, mi, df, di):
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
     """Write the plant outputs from the core state.  Called in the real-time loop."""
-    n = mi[L.H_N]
-    g = mi[L.H_G]
-    s = mi[L.H_S]
     oy = mi[L.DF_PLANT] + 2 * N_IN
     opf = mi[L.MF_PLANT]
     opd = mi[L.DI_PLANT]
-    ow = mi[L.DF_Y]
+    ow = y_omega(mi)
     omode = mi[L.DI_MODE]
     omu = mi[L.DF_MU]
     ocap = mi[L.DF_CAP_S]
-    oact = ow + 2 * n + s
-    owork = ow + 2 * n + s + g + L.W_ROW0
+    oact = y_act(mi)
+    owork = y_row_work(mi)
     w_e = df[ow + SH_ENGINE]
     w_v = df[ow + SH_VEH]
     df[oy + OUT_W_ENGINE] = w_e

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, Settings, core_step, raw_f, raw_i
+from ..core.api import JIT, L, CoreSpec, Row, Settings, core_step, raw_f, raw_i, y_omega, y_row_work
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports
 
@@ -95,10 +95,7 @@ def _inputs(mf, mi, df, di):
 def _outputs(mf, mi, df, di, st, h):
     """Plant outputs from the core state.  Called in the real-time loop."""
     oy = mi[L.DF_PLANT] + 2 * N_IN
-    ow = mi[L.DF_Y]
-    n = mi[L.H_N]
-    g = mi[L.H_G]
-    s = mi[L.H_S]
+    ow = y_omega(mi)
     df[oy + OUT_W_IN] = df[ow]
     df[oy + OUT_W_OUT] = df[ow + 1]
     df[oy + OUT_SLIP] = df[mi[L.DF_DELTA]]
@@ -106,7 +103,7 @@ def _outputs(mf, mi, df, di, st, h):
     df[oy + OUT_PHASE] = float(di[mi[L.DI_KIN_PHASE]])
     df[oy + OUT_STUCK] = 1.0 if di[mi[L.DI_MODE]] == L.MODE_STUCK else 0.0
     df[oy + OUT_CAPACITY] = df[mi[L.DF_CAP_S]]
-    df[oy + OUT_ENERGY] = df[ow + 2 * n + s + g + L.W_ROW0]
+    df[oy + OUT_ENERGY] = df[y_row_work(mi)]
     df[oy + OUT_STATUS] = float(st)
 
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Settings, core_step, raw_f, raw_i
+from ..clutch import BAR, WetClutch
+from ..core.api import JIT, L, CoreSpec, Settings, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
-from .clutch import BAR, WetClutch
 
 N_AXLES = 4
 N_CLUTCH = 8
@@ -142,13 +142,10 @@ def _inputs(mf, mi, df, di):
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
     """Write the plant outputs from the core state.  Called in the real-time loop."""
-    n = mi[L.H_N]
-    g = mi[L.H_G]
-    s = mi[L.H_S]
     oy = mi[L.DF_PLANT] + 2 * N_IN
     opf = mi[L.MF_PLANT]
     opi = mi[L.MI_PLANT]
-    ow = mi[L.DF_Y]
+    ow = y_omega(mi)
     for j in range(N_AXLES):
         df[oy + OUT_W0 + j] = df[ow + j]
     df[oy + OUT_WOUT] = -df[ow + 3]
@@ -167,8 +164,8 @@ def _outputs(mf, mi, df, di, st, h):
     odelta = mi[L.DF_DELTA]
     omu = mi[L.DF_MU]
     ocap = mi[L.DF_CAP_S]
-    oact = ow + 2 * n + s
-    owork = ow + 2 * n + s + g + L.W_ROW0
+    oact = y_act(mi)
+    owork = y_row_work(mi)
     for i in range(N_CLUTCH):
         rc = mf[opf + PF_RC + i]
         base = oy + OUT_CL + CL_LEN * i

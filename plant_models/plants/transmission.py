@@ -28,6 +28,14 @@ capacity, pressure and dissipated energy, per selector its gear in effect
 and state, per spring its torque, per planetary set and mesh the torques
 its teeth put on its members (the rigid relations' forces, rebuilt from
 the members' accelerations), and the status word.
+
+Length: the module keeps the compiled step together with the layout of the
+plant's tables (``PI_*``/``PF_*``) and the Python code that packs them:
+numba folds the table constants into the kernels and keys its on-disk
+cache to the kernel's own source file only, so constants moved to another
+plant module could change without the cached kernels noticing.  The
+description and its reduction already live in :mod:`plant_models.drivetrain`
+and :mod:`plant_models.reduction`.
 """
 
 from __future__ import annotations
@@ -38,11 +46,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i
+from ..clutch import BAR
+from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
 from ..drivetrain import Description, Reduction
 from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
-from .clutch import BAR
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
 # (in MI_PLANT) and of the float tables (in MF_PLANT), which follow
@@ -314,7 +322,7 @@ def _outputs(mf, mi, df, di, st, h):
     n = mi[L.H_N]
     opi = mi[L.MI_PLANT]
     oy = mi[L.DF_PLANT] + 2 * mi[opi + PI_N_IN]
-    ow = mi[L.DF_Y]
+    ow = y_omega(mi)
     ot = _ftab(mi, PF_T)
     ocoord = _itab(mi, PI_MEM_COORD)
     ooutw = oy + mi[opi + PI_OUT_W]
@@ -348,18 +356,14 @@ def _element_outputs(mf, mi, df, di, oy):
 
     Called in the real-time loop.
     """
-    n = mi[L.H_N]
-    g = mi[L.H_G]
-    s = mi[L.H_S]
     opi = mi[L.MI_PLANT]
-    ow = mi[L.DF_Y]
     nel = mi[opi + PI_N_EL]
     odelta = mi[L.DF_DELTA]
     omu = mi[L.DF_MU]
     ocap = mi[L.DF_CAP_S]
     omode = mi[L.DI_MODE]
-    oact = ow + 2 * n + s
-    owork = ow + 2 * n + s + g + L.W_ROW0
+    oact = y_act(mi)
+    owork = y_row_work(mi)
     orad = _ftab(mi, PF_EL_R)
     oport = _itab(mi, PI_EL_PORT)
     oel = oy + mi[opi + PI_OUT_EL]
@@ -442,7 +446,7 @@ def _relation_outputs(mf, mi, df, di, oy, h):
     ots = _ftab(mi, PF_TQ_SIGN)
     otm = _itab(mi, PI_TQ_MEMBER)
     itq = mi[L.DF_PLANT] + mi[opi + PI_IN_TQ]
-    ow = mi[L.DF_Y]
+    ow = y_omega(mi)
     oacc = mi[L.DF_ACCEL]
     omu = mi[L.DF_MU]
     olamv = oy + mi[opi + PI_OUT_STATUS] + 1  # [relations] scratch after the outputs (see _allocate)

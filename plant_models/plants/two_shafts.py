@@ -3,7 +3,7 @@ from dataclasses import dataclass, field
 
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, core_step, raw_f, raw_i
+from ..core.api import JIT, L, CoreSpec, Row, core_step, raw_f, raw_i, y_omega
 from ..friction_plant import FrictionPlant, Ports, friction_kernels
 
 
@@ -39,7 +39,7 @@ def _inputs(mf, mi, df, di):
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
     """The core's state -> output ports.  Called in the real-time loop."""
-    y, w = mi[L.DF_PLANT] + 2 * N_IN, mi[L.DF_Y]
+    y, w = mi[L.DF_PLANT] + 2 * N_IN, y_omega(mi)
     df[y + OUT_W1], df[y + OUT_W2], df[y + OUT_STATUS] = df[w], df[w + 1], float(st)
     df[y + OUT_TORQUE], df[y + OUT_STUCK] = 0.0 - df[mi[L.DF_MU]], (1.0 if di[mi[L.DI_MODE]] == L.MODE_STUCK else 0.0)
 

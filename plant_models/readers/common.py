@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..config import ConfigReader
 from ..core.api import Settings
-from ..plants.clutch import WetClutch
+from ..clutch import WetClutch
 
 
 def read_settings(cfg: ConfigReader) -> Settings:

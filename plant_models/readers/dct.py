@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..config import ConfigReader
-from ..plants.clutch import WetClutch
+from ..clutch import WetClutch
 from ..plants.dct import MAX_GEARS, DctParams
 from .common import read_settings, read_wet_clutch
 

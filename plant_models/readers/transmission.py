@@ -4,7 +4,7 @@ The format is described in docs/transmissions.md; configs/zf8hp.toml,
 configs/powershift_described.toml and configs/dct_described.toml are
 examples.  The file is read into a :class:`~plant_models.drivetrain.Description`
 (every name resolved, every number checked), which
-:func:`~plant_models.drivetrain.reduce` checks physically and reduces to
+:func:`~plant_models.reduction.reduce` checks physically and reduces to
 independent speeds; its errors name the table of the file they concern.
 """
 
@@ -14,8 +14,9 @@ from fractions import Fraction
 
 from ..config import ConfigError, ConfigReader
 from ..drivetrain import (Description, DrivetrainError, Element, Member, Position, Relation, Selector, SpringDef,
-                          TorqueInput, reduce)
+                          TorqueInput)
 from ..plants.transmission import TransmissionParams
+from ..reduction import reduce
 from .common import read_settings, read_wet_clutch
 
 ELEMENT_KINDS = ("clutch", "brake", "freewheel")
