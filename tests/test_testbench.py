@@ -18,6 +18,7 @@ from server.testbench.verdict import Recording, evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ROOT / "tests" / "benches"
+FAILING = BENCHES / "failing"  # the files that fail on purpose
 PASSING = ["swap_1_3.toml", "swap_1_3_lockstep.toml", "swap_1_3_realtime.toml", "closed_loop_lockstep.toml",
            "closed_loop_realtime.toml"]
 
@@ -46,8 +47,22 @@ def test_passing_files_pass_with_junit(tmp_path):
     n = sum(len(s.findall("testcase")) for s in suites)
     assert n == int(root.get("tests")) >= 23
     assert root.get("failures") == "0" and root.get("errors") == "0"
+    # the README's `gearbox-hil test tests/benches/*.toml` runs exactly these: the failing ones are apart
+    assert sorted(p.name for p in BENCHES.glob("*.toml")) == sorted(PASSING)
+    assert sorted(p.name for p in FAILING.glob("*.toml")) == ["can_speeds_dropped_fails.toml",
+                                                              "swap_tie_up_fails.toml", "swap_too_slow_fails.toml"]
     assert not root.findall(".//failure") and not root.findall(".//error")
     assert r.stdout.strip().splitlines()[-1].startswith(f"PASSED: {n} passed, 0 failed, 0 errors in 5 test file(s)")
+
+
+def test_each_file_is_announced_before_it_runs():
+    """A server run takes seconds to start: the first line says what runs before its verdicts arrive."""
+    r = _cli(str(BENCHES / "swap_1_3.toml"), str(BENCHES / "swap_1_3.toml"))
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lines[0] == f"[1/2] running {BENCHES / 'swap_1_3.toml'} (offline, 1.2 s simulated) ..."
+    assert lines[1].startswith(f"{BENCHES / 'swap_1_3.toml'}: powershift swap 1 -> 3 (offline")
+    assert sum(ln.startswith("[2/2] running ") for ln in lines) == 1
 
 
 def test_failing_file_reports_expectation_time_and_value(tmp_path):
@@ -57,7 +72,7 @@ def test_failing_file_reports_expectation_time_and_value(tmp_path):
     from server.simulate import run_stepwise
 
     report = tmp_path / "fail.xml"
-    r = _cli(str(BENCHES / "swap_too_slow_fails.toml"), "--junit", str(report))
+    r = _cli(str(FAILING / "swap_too_slow_fails.toml"), "--junit", str(report))
     assert r.returncode == 1, r.stdout + r.stderr
     # the reference: the same scenario stepped independently
     plant = load_plant("powershift")
@@ -94,7 +109,7 @@ def test_tie_up_case(tmp_path):
 
     assert "fault_set" in ControlHandler.KEYS
     report = tmp_path / "tie.xml"
-    r = _cli(str(BENCHES / "swap_tie_up_fails.toml"), "--junit", str(report))
+    r = _cli(str(FAILING / "swap_tie_up_fails.toml"), "--junit", str(report))
     assert r.returncode == 1, r.stdout + r.stderr
     cases = _cases(report)
     name = "powershift swap 1 -> 3 with clutch 2 stuck closed early (fails on purpose)"
@@ -116,7 +131,7 @@ def test_can_speed_frame_dropped_case(tmp_path):
     shortly after the fault; the shift before it passed.
     """
     report = tmp_path / "can.xml"
-    r = _cli(str(BENCHES / "can_speeds_dropped_fails.toml"), "--junit", str(report), "--keep", str(tmp_path / "k"))
+    r = _cli(str(FAILING / "can_speeds_dropped_fails.toml"), "--junit", str(report), "--keep", str(tmp_path / "k"))
     assert r.returncode == 1, r.stdout + r.stderr
     cases = _cases(report)
     name = "TCU over CAN with the speed frame dropped (fails on purpose)"
@@ -127,11 +142,11 @@ def test_can_speed_frame_dropped_case(tmp_path):
     assert "note  t = 5" in r.stdout and "fault set faults[0]" in r.stdout
 
     # the control: the same file without the fault passes (the watchdog stays fed on a healthy bus)
-    text = (BENCHES / "can_speeds_dropped_fails.toml").read_text()
+    text = (FAILING / "can_speeds_dropped_fails.toml").read_text()
     head, rest = text.split("[[faults]]", 1)
     healthy = head + "[[expect]]" + rest.split("[[expect]]", 1)[1]
-    healthy = healthy.replace('"io/can_share.toml"', repr(str(BENCHES / "io" / "can_share.toml")).replace("'", '"'))
-    healthy = healthy.replace('"../../examples/ecu_emulator.py"',
+    healthy = healthy.replace('"../io/can_share.toml"', repr(str(BENCHES / "io" / "can_share.toml")).replace("'", '"'))
+    healthy = healthy.replace('"../../../examples/ecu_emulator.py"',
                               repr(str(ROOT / "examples" / "ecu_emulator.py")).replace("'", '"'))
     ok = tmp_path / "healthy.toml"
     ok.write_text(healthy)
