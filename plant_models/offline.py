@@ -278,10 +278,14 @@ class Run:
     when the run was made) and after every ``every``-th step and the last;
     ``out_step`` the step count of each row.  :meth:`advance` takes the next
     steps; :meth:`events` names the events collected (see
-    :meth:`Plant.name_events`).
+    :meth:`Plant.name_events`).  With ``buffer_rows`` the output arrays
+    hold that many rows (at least 2) and are emptied by :meth:`take_rows`:
+    :meth:`advance` then stops where the buffer is full, so a run of any
+    length is written out in chunks with bounded memory.
     """
 
-    def __init__(self, plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1):
+    def __init__(self, plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1,
+                 buffer_rows: int | None = None):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.plant = plant
@@ -298,7 +302,9 @@ class Run:
                              t_at, src_at, kind_at, count_at, cap], dtype=np.int64)
         self.acc = np.zeros(ACC_LEN, dtype=np.int64)
         self.acc[ACC_EV_READ] = plant.di[count_at]
-        self.out = np.empty((output_rows(self.n_steps, self.every), plant.n_out))
+        rows = output_rows(self.n_steps, self.every)
+        self.buffered = buffer_rows is not None and buffer_rows < rows
+        self.out = np.empty((max(2, int(buffer_rows)) if self.buffered else rows, plant.n_out))
         self.out_step = np.empty(self.out.shape[0], dtype=np.int64)
         self.out[0] = plant.y
         self.out_step[0] = 0
@@ -314,6 +320,8 @@ class Run:
     def advance(self, steps: int | None = None) -> int:
         """Take the next ``steps`` steps (all that remain by default); returns the steps taken so far."""
         k1 = self.n_steps if steps is None else min(self.n_steps, self.k + int(steps))
+        if self.buffered:  # no more steps than rows left (a row per every-th step and one for the last)
+            k1 = min(k1, self.k + (self.out.shape[0] - self.rows - 1) * self.every)
         p = self.plant
         while self.k < k1:
             self.k = int(run_steps(self._step_at, p.mf, p.mi, p.df, p.di, self.kind, self.times, self.values, self.dt,
@@ -342,6 +350,13 @@ class Run:
         self.plant.set_state((snap["df"], snap["di"]))
         self.acc[:] = snap["acc"]
         self.k = int(snap["k"])
+
+    def take_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(out_step, out)`` of the rows written since the last call (copies); the buffer is empty after."""
+        r = self.rows
+        taken = self.out_step[:r].copy(), self.out[:r].copy()
+        self.acc[ACC_ROWS] = 0
+        return taken
 
     @property
     def status_or(self) -> int:
