@@ -155,14 +155,47 @@ def test_can_speed_frame_dropped_case(tmp_path):
     assert "PASS  the TCU keeps the command watchdog fed" in r.stdout
 
 
-def test_faults_offline_are_an_error(tmp_path):
+def test_faults_offline_are_refused_when_the_file_is_read(tmp_path):
     p = tmp_path / "t.toml"
     p.write_text('plant = "powershift"\nscenario = "powershift_single_swap"\n'
                  '[[faults]]\nat = 0.1\ntarget = "clutch"\nclutch = 2\nkind = "no_torque"\n'
                  '[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
-    r = _cli(str(p))
-    assert r.returncode == 1
-    assert "ERROR run: FaultUnavailable: fault injection is not available in offline mode" in r.stdout
+    r = _cli(str(BENCHES / "swap_1_3.toml"), str(p))
+    assert r.returncode == 2 and r.stdout == ""  # nothing ran, the good file neither
+    assert r.stderr == (f"gearbox-hil: error: {p}: faults: fault injection needs a server: mode \"lockstep\" (the "
+                        "same results as offline, bit for bit) or \"realtime\"\n")
+
+
+LOCKSTEP_FAULT = 'mode = "lockstep"\n[[faults]]\nat = 0.3\n'
+BAD_FAULTS = [
+    ('target = "clutch"\nclutch = 2\nkind = "stuk_closed"', "faults[0]: 'kind' of a clutch fault must be one of "
+     "stuck_closed, no_torque, worn, slow_actuator, pressure_bias, got 'stuk_closed'"),
+    ('target = "clutch"\nclutch = 9\nkind = "stuck_closed"',
+     "faults[0]: no clutch number 9; clutches are C1, C2, C3, C4, C5, C6, C7, C8"),
+    ('target = "clutch"\nclutch = "C9"\nkind = "stuck_closed"', "faults[0]: no clutch 'C9'; clutches are C1, C2"),
+    ('target = "signal"\nsignal = "w_ot"\nkind = "freeze"', "faults[0]: no signal 'w_ot' in the plant; did you "
+     "mean 'w_out'?"),
+    ('target = "clutsh"\nkind = "freeze"', "faults[0]: 'target' must be one of signal, clutch, can, zmq, got 'clutsh'"),
+    ('target = "clutch"\nclutch = 2\nkind = "worn"', "faults[0]: "),  # a worn clutch needs its value
+]
+
+
+@pytest.mark.parametrize("body,message", BAD_FAULTS)
+def test_bad_faults_are_one_line_errors_before_anything_runs(tmp_path, body, message):
+    p = tmp_path / "bad.toml"
+    p.write_text(f'plant = "powershift"\nscenario = "powershift_single_swap"\n{LOCKSTEP_FAULT}{body}\n'
+                 '[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
+    with pytest.raises(ConfigError) as ei:
+        load_test(p)
+    assert str(ei.value).startswith(f"{p}: {message}"), str(ei.value)
+    assert "\n" not in str(ei.value)
+
+
+def test_a_good_fault_by_clutch_name_loads(tmp_path):
+    p = tmp_path / "ok.toml"
+    p.write_text(f'plant = "powershift"\nscenario = "powershift_single_swap"\n{LOCKSTEP_FAULT}'
+                 'target = "clutch"\nclutch = "C2"\nkind = "stuck_closed"\n[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
+    assert load_test(p).faults[0].fault == {"target": "clutch", "clutch": "C2", "kind": "stuck_closed"}
 
 
 BAD = [
@@ -188,9 +221,11 @@ def test_bad_expectations_are_one_line_errors(tmp_path, body, message):
 
 BAD_TOP = [
     ('mode = "offline"\n[controller]\ncommand = ["true"]', "controller: a controller needs a server"),
-    ('[[faults]]\nat = 0.5\nuntil = 0.2\ntarget = "clutch"\nkind = "worn"', "faults[0].until: must be after at"),
-    ('[[faults]]\nat = 0.5\nkind = "worn"', "faults[0].target: is required"),
-    ('[[faults]]\nat = 9.0\ntarget = "clutch"\nkind = "worn"', "faults[0].at: 9 s is after the end of the run"),
+    ('mode = "lockstep"\n[[faults]]\nat = 0.5\nuntil = 0.2\ntarget = "clutch"\nkind = "worn"',
+     "faults[0].until: must be after at"),
+    ('mode = "lockstep"\n[[faults]]\nat = 0.5\nkind = "worn"', "faults[0].target: is required"),
+    ('mode = "lockstep"\n[[faults]]\nat = 9.0\ntarget = "clutch"\nclutch = 2\nkind = "worn"\nvalue = 0.5',
+     "faults[0].at: 9 s is after the end of the run"),
     ('mode = "lokstep"',
      "mode: must be one of 'offline', 'lockstep', 'realtime', got 'lokstep'; did you mean 'lockstep'?"),
     ('speed = 3', "speed: unknown key"),
