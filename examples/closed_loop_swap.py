@@ -211,6 +211,19 @@ def write_csv(res: RunResult, path: Path) -> None:
 PHASE_COLORS = {"hold": "0.92", "torque": "#fde0c5", "inertia": "#d5e8f7", "lock": "#dcefd6"}
 
 
+def shift_name(plant: dict, plan) -> str:
+    """The shift by its gears, the swapped clutches in brackets: ``gear 1 -> gear 3 (C1 -> C2)``.
+
+    The gears come from the server's description (each gear's engaged clutches).
+    """
+    def gear(clutch: int) -> str:
+        engaged = {f"C{c}" for c in (clutch, *plan.held_clutches)}
+        return next((f"gear {g['name']}" for g in plant.get("gears", []) if set(g["engaged"]) == engaged),
+                    "no gear")
+
+    return f"{gear(plan.off_clutch)} -> {gear(plan.on_clutch)} (C{plan.off_clutch} -> C{plan.on_clutch})"
+
+
 def figure_of(res: RunResult, title: str):
     """The swap as a matplotlib figure: speeds, pressures, torques, ratio and gear, the phases shaded.
 
@@ -302,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         res = run_lockstep(hil, ctl) if args.lockstep else run_realtime(hil, ctl, timeout_s=args.timeout)
         for t, ph in res.timeline:
             print(f"  t = {t:6.3f} s  {ph} phase")
-        for t, g, r in res.gear_changes:
-            print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {r:.5f} = 1/{1 / r:.1f})" if g and r else
+        for t, g, r in res.gear_changes:  # r: the plant's `ratio` output, output over input speed
+            print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {1 / r:.1f}, input over output speed)" if g and r else
                                                     "  (clutches slipping)"))
         print(f"  {res.states_received} states received ({res.seq_gaps} gaps), {res.commands_sent} commands sent")
         status = hil.status()
@@ -317,8 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         write_csv(res, args.csv)
     if args.plot:
-        plot(res, args.plot, f"Powershift swap clutch {ctl.plan.off_clutch} -> {ctl.plan.on_clutch}, "
-             f"closed over ZeroMQ ({plant['mode']})")
+        plot(res, args.plot, f"Powershift {shift_name(plant, ctl.plan)}, closed over ZeroMQ ({plant['mode']})")
         print(f"  plot written to {args.plot}")
     shifted = len(res.gears) >= 2 and res.gears[0] == 1 and res.gears[-1] == 3
     print("shift gear 1 -> gear 3: " + ("done" if shifted else "NOT completed"))
