@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A controller closing a Powershift clutch-to-clutch swap against the plant server over ZeroMQ.
 
-Gear 1 (clutches 1, 3, 6; ratio 1/48) to gear 3 (clutches 2, 3, 6; ratio
-1/32): the first stage swaps from clutch 1 (gear pair 1:3) to clutch 2
+Gear 1 (clutches 1, 3, 6; ratio 48) to gear 3 (clutches 2, 3, 6; ratio
+32): the first stage swaps from clutch 1 (gear pair 1:3) to clutch 2
 (pair 1:2), as in section 5 of Morselli, Zanasi & Ferracin.  The controller reads the plant's
 outputs and writes pressure and torque commands, the way a TCU would:
 
@@ -270,8 +270,13 @@ def figure_of(res: RunResult, title: str):
     ax[2].plot(t, col["torque_c2"], color="tab:green", label="clutch 2 friction torque")
     ax[2].set_ylabel("clutch torque [N m]")
     legend(ax[2])
-    ax[3].plot(t, col["ratio"], color="tab:purple", label="overall ratio $-\\omega_4/\\omega_1$")
-    ax[3].set_ylabel("overall ratio [-]")
+    import numpy as np
+
+    w1, wo = np.asarray(col["w_1"]), np.asarray(col["w_out"])
+    with np.errstate(divide="ignore", invalid="ignore"):  # the ratio as describe gives it: input over output
+        ratio = np.where(wo != 0.0, w1 / wo, np.nan)
+    ax[3].plot(t, ratio, color="tab:purple", label="ratio $\\omega_1/\\omega_{out}$ (input over output speed)")
+    ax[3].set_ylabel("ratio [-]")
     gear = ax[3].twinx()
     gear.step(t, col["gear"], color="0.3", where="post", linewidth=1.0, label="engaged gear (right axis)")
     gear.set_ylabel("gear [-]")
