@@ -194,7 +194,8 @@ def test_bad_faults_are_one_line_errors_before_anything_runs(tmp_path, body, mes
 def test_a_good_fault_by_clutch_name_loads(tmp_path):
     p = tmp_path / "ok.toml"
     p.write_text(f'plant = "powershift"\nscenario = "powershift_single_swap"\n{LOCKSTEP_FAULT}'
-                 'target = "clutch"\nclutch = "C2"\nkind = "stuck_closed"\n[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
+                 'target = "clutch"\nclutch = "C2"\nkind = "stuck_closed"\n'
+                 '[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
     assert load_test(p).faults[0].fault == {"target": "clutch", "clutch": "C2", "kind": "stuck_closed"}
 
 
