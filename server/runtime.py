@@ -5,6 +5,8 @@ the tables ``[loop]``, ``[realtime]``, ``[watchdog]`` (with optional
 ``[watchdog.inputs.<name>]``), ``[initial_inputs]`` and any number of
 ``[[adapters]]``, each chosen by ``type`` from the adapter table
 (``io_adapters.base.ADAPTERS``) and given the rest of its table as options.
+What a file leaves out keeps the default of ``io_default.toml``; its
+``[[adapters]]``, if it has any, replace the default's as a whole.
 Every mistake in the file is reported as ``file: key: problem``, and every
 bad command-line override as ``--option: problem``.
 
@@ -197,8 +199,20 @@ def _adapter_specs(cfg: ConfigReader) -> tuple[AdapterSpec, ...]:
     return tuple(specs)
 
 
+def _default_adapters() -> tuple[AdapterSpec, ...]:
+    """The ``[[adapters]]`` of ``io_default.toml``: those of a file that names none."""
+    path = find_config(DEFAULT_IO)
+    return _adapter_specs(ConfigReader(load_toml(path), str(path)))
+
+
 def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
-    """Read an I/O config (a path or a name in configs/; None: the built-in ``io_default``)."""
+    """Read an I/O config (a path or a name in configs/; None: the built-in ``io_default``).
+
+    Every table and key the file leaves out keeps its default, the adapters
+    included: a file without any ``[[adapters]]`` gets those of
+    ``io_default.toml``; a file that has some gets only its own (``adapters =
+    []``: none).
+    """
     path = find_config(path_or_name or DEFAULT_IO)
     data = load_toml(path)
     cfg = ConfigReader(data, str(path))
@@ -209,7 +223,7 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
     for name in ini.data:
         v = ini.raw(name)
         initial[name] = v
-    adapters = _adapter_specs(cfg)
+    adapters = _adapter_specs(cfg) if "adapters" in data else _default_adapters()
     scenarios = _scenario_folders(cfg, path)
     recording = read_recording_config(cfg, Path(path).resolve().parent)
     cfg.reject_unknown()

@@ -172,6 +172,9 @@ def _run(args: argparse.Namespace, stdout_writer, stderr_writer) -> int:
     # python-can-remote's own start-up lines name a port before it is chosen and a web page the CAN share
     # does not serve; the share logs the URL to connect to itself
     logging.getLogger("can_remote").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # numexpr (imported by pandas through asammdf or cantools) logs its thread count at INFO when first
+    # imported: the first line of a server's log, about nothing the server does
+    logging.getLogger("numexpr").setLevel(max(logging.WARNING, logging.getLogger().level))
     overrides = dict(mode=args.mode, rate_hz=args.rate, wait=args.wait, duration_s=args.duration)
     if args.quiet:
         overrides["status_line"] = False

@@ -60,6 +60,7 @@ class Trace:
     steps: int = 0  # steps the trace covers
     events_lost: int = 0
     complete: bool = True  # false: the run was interrupted after ``steps`` steps
+    rows_written: int = 0  # > 0: the trace was streamed to its file (server.trace_stream); time/values: its last row
 
     def column(self, name: str) -> np.ndarray:
         """One output signal over time (a view)."""
@@ -76,15 +77,12 @@ class Trace:
         with open(path, "w", newline="") as fh:
             fh.write(",".join(["t"] + self.names) + "\n")
             for a in range(0, len(self.time), 65536):  # a block at a time: no list of every row at once
-                data = np.column_stack([self.time[a:a + 65536], self.values[a:a + 65536]]).tolist()
-                fh.writelines(",".join(map(repr, row)) + "\n" for row in data)
+                fh.writelines(csv_lines(self.time[a:a + 65536], self.values[a:a + 65536]))
 
     def write_parquet(self, path: str | Path, metadata: dict[str, str] | None = None) -> None:
         """One float64 column per output after ``t``, units in the field metadata (needs pyarrow)."""
         pa, pq = _pyarrow()
-        fields = [pa.field("t", pa.float64(), metadata={"unit": "s"})]
-        fields += [pa.field(n, pa.float64(), metadata={"unit": u}) for n, u in zip(self.names, self.units)]
-        schema = pa.schema(fields, metadata={k: str(v) for k, v in (metadata or {}).items()})
+        schema = parquet_schema(self.names, self.units, metadata)
         columns = [pa.array(self.time)] + [pa.array(np.ascontiguousarray(self.values[:, j]))
                                            for j in range(self.values.shape[1])]
         # zstd at its fastest level without dictionary pages: dictionaries find nothing to share in
@@ -101,6 +99,20 @@ class Trace:
         else:
             self.write_parquet(path, metadata)
         return path
+
+
+def csv_lines(time_s: np.ndarray, values: np.ndarray):
+    """The CSV lines of these rows: ``t`` then the outputs, each float as its shortest repr."""
+    data = np.column_stack([time_s, values]).tolist()
+    return (",".join(map(repr, row)) + "\n" for row in data)
+
+
+def parquet_schema(names: list[str], units: list[str], metadata: dict[str, str] | None = None):
+    """The Parquet schema of a trace: ``t`` and one float64 column per output, units in the field metadata."""
+    pa, _ = _pyarrow()
+    fields = [pa.field("t", pa.float64(), metadata={"unit": "s"})]
+    fields += [pa.field(n, pa.float64(), metadata={"unit": u}) for n, u in zip(names, units)]
+    return pa.schema(fields, metadata={k: str(v) for k, v in (metadata or {}).items()})
 
 
 def has_pyarrow() -> bool:

@@ -62,7 +62,7 @@ def _mistakes(tmp: Path, make: bool = True) -> dict[str, tuple[list[str], str]]:
     latin1_scenario = write(tmp / "latin1_scenario.toml", NON_UTF8 + b"duration_s = 1.0\n")
     latin1_io = write(tmp / "latin1_io.toml", b"# \xe9\n[loop]\n")
     misspelled_input = write(tmp / "typo.toml", "duration_s = 1.0\ndt_s = 0.001\n[inputs]\nengine_torqe = 10.0\n")
-    no_adapters = write(tmp / "no_adapters.toml", "[loop]\nmode = \"realtime\"\n")
+    no_adapters = write(tmp / "no_adapters.toml", "adapters = []\n[loop]\nmode = \"realtime\"\n")
     disabled = write(tmp / "disabled.toml", FREE_PORTS + "enabled = false\n")
     serial = write(tmp / "serial.toml", '[[adapters]]\ntype = "serial"\n')
     zqm = write(tmp / "zqm.toml", '[[adapters]]\ntype = "zqm"\n')
