@@ -93,9 +93,11 @@ def _channel(chans: ConfigReader, name: str) -> tuple[str, float, float, str | N
 
 
 def replay_profiles(cfg: ConfigReader, scenario_source: str, dt: float | None) -> dict:
-    """The ``[replay]`` table as input name -> :class:`server.scenario.Profile` (points, with their unit)."""
-    from .scenario import Profile
+    """The ``[replay]`` table as input name -> ``(times, values, unit)``: the points of a piecewise-linear profile.
 
+    The scenario format (:mod:`server.scenario`) makes them profiles; this module does not import it, so
+    the two stay apart (the scenario imports the replay only for a ``[replay]`` table).
+    """
     if not Path(scenario_source).is_file():  # e.g. a scenario sent over the control channel as a map
         raise cfg.error("file", "a [replay] needs a scenario file: the recording is read from its folder")
     base = Path(scenario_source).resolve().parent
@@ -134,6 +136,5 @@ def replay_profiles(cfg: ConfigReader, scenario_source: str, dt: float | None) -
             raise ConfigError(cfg.source, f"replay.channels.{name}", f"the times of {ch!r} decrease")
         if not all(math.isfinite(x) for x in (scale, offset)):
             raise ConfigError(cfg.source, f"replay.channels.{name}", "scale and offset must be finite")
-        profiles[name] = Profile("pwl", times=tuple(t.tolist()), values=tuple(v.tolist()),
-                                 unit=unit if unit is not None else file_unit)
+        profiles[name] = (tuple(t.tolist()), tuple(v.tolist()), unit if unit is not None else file_unit)
     return profiles

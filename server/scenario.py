@@ -307,10 +307,10 @@ def parse_scenario(data: dict, source: str) -> Scenario:
     if cfg.has("replay"):  # measured data as stimulus (server.replay)
         from .replay import replay_profiles
 
-        for name, prof in replay_profiles(cfg.sub("replay"), source, dt).items():
+        for name, (times, values, unit) in replay_profiles(cfg.sub("replay"), source, dt).items():
             if name in profiles:
                 raise cfg.error(f"replay.channels.{name}", "is also given in [inputs]")
-            profiles[name] = prof
+            profiles[name] = Profile("pwl", times=times, values=values, unit=unit)
     keep = cfg.raw("leave_at_default", [])
     if not isinstance(keep, list) or not all(isinstance(x, str) for x in keep):
         raise cfg.error("leave_at_default", "must be a list of input names")

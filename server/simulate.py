@@ -48,7 +48,7 @@ from plant_models.registry import load_plant
 
 from . import trace_stream
 from .scenario import CompiledScenario, load_scenario, offline_step
-from .traces import FORMATS, Trace, read_trace, read_trace_csv  # noqa: F401  (read_* re-exported for callers)
+from .traces import FORMATS, run_trace, Trace, read_trace, read_trace_csv  # noqa: F401  (read_* re-exported for callers)
 
 EVENTS_FORMAT = 1  # version of the events.json layout
 
@@ -96,7 +96,7 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
     events += run.events()
     rows = run.rows
     steps = compiled.n_steps if complete else int(run.out_step[rows - 1])
-    trace = _trace(plant, run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], events,
+    trace = run_trace(plant, run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], events,
                    run.status_or | start_status, start_status, wall, every, steps, run.events_lost)
     trace.complete = complete
     return trace
@@ -130,14 +130,7 @@ def run_stepwise(plant: Plant, compiled: CompiledScenario) -> Trace:
             events.extend(plant.new_events())
             seen = int(counters[CNT_EVENTS])
     wall = time.perf_counter() - t0
-    return _trace(plant, time_s, values, events, status_or, start_status, wall, 1, n_steps, 0)
-
-
-def _trace(plant, time_s, values, events, status_or, start_status, wall, every, steps, lost) -> Trace:
-    return Trace(names=[s.name for s in plant.outputs], units=[s.unit for s in plant.outputs], time=time_s,
-                 values=values, events=events, status_or=int(status_or), start_status=int(start_status),
-                 wall_time_s=wall, counters={nm: int(v) for nm, v in zip(COUNTER_NAMES, plant.counters)},
-                 every=every, steps=steps, events_lost=lost)
+    return run_trace(plant, time_s, values, events, status_or, start_status, wall, 1, n_steps, 0)
 
 
 def status_bit_names(plant: Plant, status: int) -> list[str]:
@@ -292,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         figures = []
         if args.plot:
             from .plots import plot_trace
-            figures = plot_trace(plant, trace, out, title=scenario.description or Path(scenario.source).stem)
+            figures = plotrun_trace(plant, trace, out, title=scenario.description or Path(scenario.source).stem)
     except OSError as exc:
         raise ConfigError(str(out), "--out", f"cannot write the results ({exc.strerror})") from None
     if not args.quiet:

@@ -13,6 +13,8 @@ file holds the same rows, bit for bit, as one written from a whole trace
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -23,7 +25,7 @@ from plant_models.config import ConfigError
 from plant_models.plant import Plant
 
 from .scenario import CompiledScenario
-from .traces import SUFFIX, Trace, _pyarrow, choose_format, csv_lines, parquet_schema
+from .traces import SUFFIX, Trace, run_trace, _pyarrow, choose_format, csv_lines, parquet_schema
 
 TRACE_MEMORY_BYTES = 512 << 20  # a trace up to this size (t and every output, float64) is kept whole
 CHUNK_ROWS = 1 << 16  # rows per chunk of a streamed trace (about 29 MB with 55 outputs)
@@ -53,6 +55,26 @@ def every_to_fit(plant: Plant, n_steps: int, every: int) -> int:
         else:
             n = mid
     return n
+
+
+class _InterruptFlag:
+    """SIGINT sets :attr:`raised` instead of raising, while the ``with`` block runs (main thread only)."""
+
+    def __init__(self):
+        self.raised = False
+        self._old = None
+
+    def _on_signal(self, signum, frame) -> None:
+        self.raised = True
+
+    def __enter__(self) -> "_InterruptFlag":
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
 
 
 class TraceWriter:
@@ -99,8 +121,6 @@ def run_streamed(plant: Plant, compiled: CompiledScenario, writer: TraceWriter, 
     """
     from plant_models.offline import make_run
 
-    from .simulate import _trace
-
     try:
         start_status = plant.reset(compiled.start_inputs())
     except ValueError as exc:  # an input value the plant refuses (Signal.check)
@@ -108,29 +128,28 @@ def run_streamed(plant: Plant, compiled: CompiledScenario, writer: TraceWriter, 
     events = plant.new_events()
     run = make_run(plant, compiled.table, compiled.dt, compiled.n_steps, every, buffer_rows=CHUNK_ROWS)
     last = (np.zeros(1), np.array([plant.y.copy()]))
-    complete = True
     wall = 0.0
-    try:
-        while not run.done:
-            t1 = time.perf_counter()
-            run.advance(CHUNK_ROWS * every)
-            wall += time.perf_counter() - t1
-            steps, values = run.take_rows()
-            last = (steps[-1:].astype(float) * compiled.dt, values[-1:])
-            writer.append(steps.astype(float) * compiled.dt, values)
-            if progress is not None:
-                progress(run.k, run.n_steps)
-    except KeyboardInterrupt:  # keep what was computed: the rows and events so far
-        complete = False
-        steps, values = run.take_rows()
-        if len(steps):
-            last = (steps[-1:].astype(float) * compiled.dt, values[-1:])
-            writer.append(steps.astype(float) * compiled.dt, values)
-    finally:
-        writer.close()
+    # Ctrl-C is taken between two chunks, never inside one: a KeyboardInterrupt raised inside a chunk's
+    # write could leave a row group in the file that the count (and events.json) does not know of
+    stop = _InterruptFlag()
+    with stop:
+        try:
+            while not run.done and not stop.raised:
+                t1 = time.perf_counter()
+                run.advance(CHUNK_ROWS * every)
+                wall += time.perf_counter() - t1
+                steps, values = run.take_rows()
+                if len(steps):
+                    last = (steps[-1:].astype(float) * compiled.dt, values[-1:])
+                    writer.append(steps.astype(float) * compiled.dt, values)
+                if progress is not None:
+                    progress(run.k, run.n_steps)
+        finally:
+            writer.close()
+    complete = run.done
     events += run.events()
     n_steps = compiled.n_steps if complete else int(round(last[0][0] / compiled.dt))
-    trace = _trace(plant, last[0], last[1], events, run.status_or | start_status, start_status, wall, every,
+    trace = run_trace(plant, last[0], last[1], events, run.status_or | start_status, start_status, wall, every,
                    n_steps, run.events_lost)
     trace.complete = complete
     trace.rows_written = writer.rows

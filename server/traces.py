@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from plant_models.config import ConfigError
+from plant_models.contract.vocabulary import COUNTER_NAMES
 
 AUTO_PARQUET_VALUES = 2_000_000  # above this many values (about 40 MB of CSV), --format auto writes Parquet
 FORMATS = ("auto", "csv", "parquet")
@@ -169,3 +170,11 @@ def read_trace(path: str | Path) -> tuple[list[str], np.ndarray]:
 
 __all__ = ["AUTO_PARQUET_VALUES", "FORMATS", "Trace", "choose_format", "has_pyarrow", "read_trace", "read_trace_csv",
            "read_trace_parquet"]
+
+
+def run_trace(plant, time_s, values, events, status_or, start_status, wall, every, steps, lost) -> Trace:
+    """The :class:`Trace` of an offline run of ``plant``: its outputs' names and units, the run's rows and counts."""
+    return Trace(names=[s.name for s in plant.outputs], units=[s.unit for s in plant.outputs], time=time_s,
+                 values=values, events=events, status_or=int(status_or), start_status=int(start_status),
+                 wall_time_s=wall, counters={nm: int(v) for nm, v in zip(COUNTER_NAMES, plant.counters)},
+                 every=every, steps=steps, events_lost=lost)
