@@ -23,7 +23,8 @@ DCT (``--plant dct``): a launch in 1st gear as in the paper's scenario
 (scenarios/dct_upshift.toml): 1st gear preselected on the odd shaft; once
 the plant reports the synchronizer locked, engine torque to 200 N m and
 clutch 1 from the kiss point to 5 bar in 0.2 s; when the plant reports 1st
-gear engaged (clutch 1 stuck), 12 bar.
+gear engaged (clutch 1 stuck), 12 bar.  ``--plant dct --fd`` does the same over the CAN FD
+set (configs/dct_fd.dbc; the server runs ``--io io_canfd_dct``).
 
 Run against a server that shares its virtual bus on loopback::
 
@@ -53,6 +54,7 @@ from io_adapters.can.e2e import E2EDecoder, E2EEncoder  # noqa: E402
 
 DBC_POWERSHIFT = ROOT / "configs" / "powershift.dbc"
 DBC_DCT = ROOT / "configs" / "dct.dbc"
+DBC_DCT_FD = ROOT / "configs" / "dct_fd.dbc"
 
 
 @dataclass
@@ -258,21 +260,34 @@ class PowershiftTcu:
 class DctTcu:
     """TCU + engine and road-load rest-bus of the DCT message set: a launch in 1st gear (module docstring).
 
-    ``engaged_at_s`` is when the plant reported 1st gear engaged (from HIL_DctState).
+    ``engaged_at_s`` is when the plant reported 1st gear engaged (from HIL_DctState).  ``fd = True``
+    runs the CAN FD set (configs/dct_fd.dbc: 64-byte frames with bit-rate switch, E2E profile 5);
+    its one sensor frame is kept under each classic sensor frame's name, so the logic is the same.
     """
 
-    def __init__(self, bus: can.BusABC, dbc: str | Path = DBC_DCT, launch_at_s: float = 0.3):
+    def __init__(self, bus: can.BusABC, dbc: str | Path | None = None, launch_at_s: float = 0.3, fd: bool = False):
         self.bus = bus
-        self.db = cantools.database.load_file(str(dbc))
+        self.fd = fd
+        self.db = cantools.database.load_file(str(dbc or (DBC_DCT_FD if fd else DBC_DCT)))
         msg = self.db.get_message_by_name
-        self.cmd = E2EEncoder(msg("TCU_DctCmd"), "DctCmd_CRC", "DctCmd_Counter", 0x0100)
-        self.eng = E2EEncoder(msg("ENG_Torque"), "EngTorque_CRC", "EngTorque_Counter", 0x0110)
-        self.load = E2EEncoder(msg("ENV_RoadLoad"), "RoadLoad_CRC", "RoadLoad_Counter", 0x0120)
         self.dec = {}
-        for name, prefix, did in (("HIL_DctSpeeds", "DctSpeeds", 0x200), ("HIL_DctOutput", "DctOutput", 0x201),
-                                  ("HIL_DctState", "DctState", 0x220), ("HIL_Status", "Status", 0x300)):
-            m = msg(name)
-            self.dec[m.frame_id] = (name, E2EDecoder(m, f"{prefix}_CRC", f"{prefix}_Counter", did))
+        if fd:
+            p5 = {"crc_variant": "autosar_p05"}
+            self.cmd = E2EEncoder(msg("TCU_DctCmdFd"), "DctCmdFd_CRC", "DctCmdFd_Counter", 0x0180, **p5)
+            self.eng = E2EEncoder(msg("ENG_TorqueFd"), "EngTorqueFd_CRC", "EngTorqueFd_Counter", 0x0190, **p5)
+            self.load = E2EEncoder(msg("ENV_RoadLoadFd"), "RoadLoadFd_CRC", "RoadLoadFd_Counter", 0x01A0, **p5)
+            for names, prefix, did in ((("HIL_DctSpeeds", "HIL_DctOutput", "HIL_DctState"), "DctSensorsFd", 0x280),
+                                       (("HIL_Status",), "StatusFd", 0x300)):
+                m = msg(f"HIL_{prefix}")
+                self.dec[m.frame_id] = (names, E2EDecoder(m, f"{prefix}_CRC", f"{prefix}_Counter", did, **p5))
+        else:
+            self.cmd = E2EEncoder(msg("TCU_DctCmd"), "DctCmd_CRC", "DctCmd_Counter", 0x0100)
+            self.eng = E2EEncoder(msg("ENG_Torque"), "EngTorque_CRC", "EngTorque_Counter", 0x0110)
+            self.load = E2EEncoder(msg("ENV_RoadLoad"), "RoadLoad_CRC", "RoadLoad_Counter", 0x0120)
+            for name, prefix, did in (("HIL_DctSpeeds", "DctSpeeds", 0x200), ("HIL_DctOutput", "DctOutput", 0x201),
+                                      ("HIL_DctState", "DctState", 0x220), ("HIL_Status", "Status", 0x300)):
+                m = msg(name)
+                self.dec[m.frame_id] = ((name,), E2EDecoder(m, f"{prefix}_CRC", f"{prefix}_Counter", did))
         self.rx: dict = {}
         self.e2e_errors = 0
         self.frames_received = 0
@@ -285,13 +300,14 @@ class DctTcu:
         """Take every frame waiting on the bus (non-blocking) and keep the newest values per message."""
         while (m := self.bus.recv(0.0)) is not None:
             if m.arbitration_id in self.dec:
-                name, dec = self.dec[m.arbitration_id]
+                names, dec = self.dec[m.arbitration_id]
                 self.frames_received += 1
                 v = dec.decode(bytes(m.data))
-                if v is None:
+                if v is None or bool(m.is_fd) != self.fd:
                     self.e2e_errors += 1
                 else:
-                    self.rx[name] = v
+                    for name in names:
+                        self.rx[name] = v
 
     def cycle(self, t: float, dt: float = 0.01) -> int:
         """One 10 ms task at TCU time ``t`` (s): read, decide, send; returns the number of frames sent."""
@@ -307,8 +323,8 @@ class DctTcu:
         if round(t / dt) % 10 == 0:
             frames.append((self.load, {"RoadLoad": 55.0 * f}))
         for enc, values in frames:
-            self.bus.send(can.Message(arbitration_id=enc.message.frame_id, is_extended_id=False,
-                                      data=enc.encode(values)))
+            self.bus.send(can.Message(arbitration_id=enc.message.frame_id, is_extended_id=False, is_fd=self.fd,
+                                      bitrate_switch=self.fd, data=enc.encode(values)))
         self.commands_sent += len(frames)
         return len(frames)
 
@@ -340,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interface", default="remote", help="python-can interface (remote, socketcan, pcan, ...)")
     ap.add_argument("--channel", default="ws://127.0.0.1:54701/", help="channel (share URL, vcan0, can0, ...)")
     ap.add_argument("--bitrate", type=int, default=500000)
+    ap.add_argument("--fd", action="store_true", help="DCT only: the CAN FD set (serve dct --io io_canfd_dct)")
     ap.add_argument("--duration", type=float, default=1.5, help="seconds to run")
     ap.add_argument("--shift-at", type=float, default=0.5, help="start of the shift, s")
     ap.add_argument("--engine-torque", type=float, default=200.0, help="engine torque, N m")
@@ -351,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     end = time.monotonic() + args.connect_timeout
     while True:  # the server may still be starting
         try:
-            bus = can.Bus(interface=args.interface, channel=args.channel, bitrate=args.bitrate)
+            fd = {"fd": True, "data_bitrate": 2000000} if args.fd else {}
+            bus = can.Bus(interface=args.interface, channel=args.channel, bitrate=args.bitrate, **fd)
             break
         except Exception as exc:
             if time.monotonic() > end:
@@ -360,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
     try:
         if args.plant == "dct":
-            out = DctTcu(bus).run(args.duration)
+            out = DctTcu(bus, fd=args.fd).run(args.duration)
         else:
             tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque,
                                 speed_timeout_s=args.speed_timeout)

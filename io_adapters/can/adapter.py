@@ -256,7 +256,7 @@ class CanAdapter(Adapter):
         tx_message = _tx_message_class()
         for k, m in enumerate(tx.messages):
             self._tx_msgs.append(tx_message(arbitration_id=m.frame_id, is_extended_id=m.extended, is_fd=m.fd,
-                                            data=bytearray(m.length), is_rx=False))
+                                            bitrate_switch=m.fd, data=bytearray(m.length), is_rx=False))
             self._tx_views.append(memoryview(self.codec.tx_buf[k, :m.length]))
         self._rate_log = _RateLimitedLog(self.log)
         self._tx_msgs_ok = list(self._tx_msgs)  # the frames as the DBC has them (a wrong-DLC fault swaps its own in)
@@ -564,8 +564,10 @@ class CanAdapter(Adapter):
         elif spec.kind == "wrong_dlc":
             m = self.ms.tx.messages[k]
             n = m.length - 1 if m.length > 1 else m.length + 1
+            if m.fd and m.length > 8:  # the next shorter length a CAN FD frame can have
+                n = max(x for x in (8, 12, 16, 20, 24, 32, 48) if x < m.length)
             self._tx_msgs[k] = _tx_message_class()(arbitration_id=m.frame_id, is_extended_id=m.extended,
-                                                     is_fd=m.fd, data=bytearray(n), is_rx=False)
+                                                     is_fd=m.fd, bitrate_switch=m.fd, data=bytearray(n), is_rx=False)
             self._tx_views[k] = memoryview(self.codec.tx_buf[k, :n])
         elif spec.kind == "out_of_range":
             tf[k, frames.TF_OOR_SIG], tf[k, frames.TF_OOR_RAW] = self._out_of_range_raw(spec, k)

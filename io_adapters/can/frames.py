@@ -49,6 +49,14 @@ End-to-end protection (AUTOSAR E2E profile 1/2 style)
     wrong length or CRC does not (its counter cannot be trusted).  So a
     corrected value goes out with the next counter: a resend with the same
     counter is ``counter_frozen``.
+
+Long frames (AUTOSAR E2E profile 5 style, ``crc_variant = "autosar_p05"``)
+    CRC-16/CCITT-FALSE (polynomial 0x1021, initial value 0xFFFF, no final
+    XOR; check value 0x29B1) over the payload without its two CRC bytes,
+    then the data ID's low and high byte, stored low byte first; the
+    counter rules above are the same (an 8-bit counter counts 0..255).  A
+    CRC-8 detects every error of up to 3 bits only in short frames; over a
+    64-byte payload profile 5's CRC-16 is the AUTOSAR choice.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ MAX_PAYLOAD = 64  # bytes, CAN FD
 M_LEN = 0  # payload length, bytes (the DLC the message must arrive with)
 M_SIG0 = 1  # index of the message's first signal in the signal tables
 M_NSIG = 2  # number of signals
-M_CRC_BYTE = 3  # byte holding the CRC-8, -1 = no checksum
+M_CRC_BYTE = 3  # byte holding the CRC-8 (CRC-16: its low byte, the high byte follows), -1 = no checksum
 M_CNT_SIG = 4  # signal index of the alive counter, -1 = no counter
 M_CNT_MOD = 5  # counter modulus (DBC maximum + 1)
 M_DATA_ID = 6  # 16-bit E2E data ID mixed into the checksum
@@ -84,15 +92,22 @@ M_TIMEOUT = 10  # ticks without a valid frame before the message is stale (recei
 M_REQUIRED = 11  # 1: the command watchdog needs this message fresh (receive)
 M_CRC_INIT = 12  # CRC initial value (0xFF: CRC-8 SAE J1850; 0x00: AUTOSAR E2E profile 1)
 M_CRC_XOR = 13  # CRC final XOR (0xFF; 0x00)
-M_COLS = 14
+M_CRC_BITS = 14  # 8: CRC-8 (poly 0x1D); 16: CRC-16/CCITT-FALSE (AUTOSAR E2E profile 5)
+M_COLS = 15
 
-CRC_VARIANTS = {"sae_j1850": (0xFF, 0xFF), "autosar_p01": (0x00, 0x00)}
+CRC_VARIANTS = {"sae_j1850": (0xFF, 0xFF), "autosar_p01": (0x00, 0x00), "autosar_p05": (0xFFFF, 0x0000)}
 """Initial value and final XOR of the CRC-8 (polynomial 0x1D) per variant name.
 
 ``sae_j1850`` is CRC-8 SAE J1850 as AUTOSAR's ``Crc_CalculateCRC8`` computes
 it in one call; ``autosar_p01`` is what E2E profile 1 computes when it
 chains those calls (start value 0x00, no final XOR; CRC-8/GSM-A parameters).
 """
+CRC_BITS = {"sae_j1850": 8, "autosar_p01": 8, "autosar_p05": 16}
+"""Width of the checksum per variant.  ``autosar_p05`` is AUTOSAR E2E profile 5 for long (CAN FD)
+frames: CRC-16/CCITT-FALSE (polynomial 0x1021, initial value 0xFFFF, no reflection, no final XOR;
+check value 0x29B1) over the payload without the two CRC bytes, then the data ID's low and high
+byte; the CRC is stored low byte first, the 8-bit counter follows it."""
+
 
 # -- per-signal tables ----------------------------------------------------------
 S_SEG0 = 0  # first segment
@@ -226,6 +241,60 @@ def _crc8_table(poly: int) -> np.ndarray:
 CRC8_J1850_TABLE = _crc8_table(0x1D)
 
 
+def _crc16_table(poly: int) -> np.ndarray:
+    table = np.zeros(256, dtype=np.int64)
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ poly) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+        table[byte] = crc
+    return table
+
+
+CRC16_CCITT_TABLE = _crc16_table(0x1021)  # a global array: compiled into the kernels as a constant
+
+
+@njit(**JIT)
+def crc16_ccitt(data, n, skip_byte, data_id, init=0xFFFF, xorout=0x0000):
+    """CRC-16/CCITT-FALSE of ``data[:n]`` without bytes ``skip_byte`` and ``skip_byte + 1``, then the data ID.
+
+    The order of AUTOSAR E2E profile 5: payload first, then the data ID's
+    low and high byte; ``data_id < 0`` leaves it out (check-value tests).
+    """
+    return _crc16(data, 0, n, skip_byte, data_id, init, xorout)
+
+
+@njit(**JIT)
+def _crc16(buf, d0, n, skip_byte, data_id, init, xorout):
+    """CRC-16/CCITT-FALSE of ``buf[d0:d0 + n]`` (CRC bytes skipped), then the data ID.  Called in the loop."""
+    crc = init
+    for i in range(n):
+        if i != skip_byte and i != skip_byte + 1:
+            crc = ((crc << 8) & 0xFFFF) ^ CRC16_CCITT_TABLE[((crc >> 8) ^ buf[d0 + i]) & 0xFF]
+    if data_id >= 0:
+        crc = ((crc << 8) & 0xFFFF) ^ CRC16_CCITT_TABLE[((crc >> 8) ^ (data_id & 0xFF)) & 0xFF]
+        crc = ((crc << 8) & 0xFFFF) ^ CRC16_CCITT_TABLE[((crc >> 8) ^ ((data_id >> 8) & 0xFF)) & 0xFF]
+    return crc ^ xorout
+
+
+@njit(**JIT)
+def _frame_crc(cb, d0, n, ci, oM):
+    """The checksum message row ``oM`` needs over ``cb[d0:d0 + n]`` (CRC-8 or CRC-16, by M_CRC_BITS)."""
+    if ci[oM + M_CRC_BITS] == 16:
+        return _crc16(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], ci[oM + M_CRC_INIT], ci[oM + M_CRC_XOR])
+    return _crc8(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT],
+                 ci[oM + M_CRC_XOR])
+
+
+@njit(**JIT)
+def _frame_crc_read(cb, d0, ci, oM):
+    """The checksum the frame carries (CRC-16: low byte first)."""
+    b = d0 + ci[oM + M_CRC_BYTE]
+    if ci[oM + M_CRC_BITS] == 16:
+        return np.int64(cb[b]) | (np.int64(cb[b + 1]) << 8)
+    return np.int64(cb[b])
+
+
 @njit(**JIT)
 def crc8_j1850(data, n, skip_byte, data_id, table, init=0xFF, xorout=0xFF):
     """CRC-8 (polynomial 0x1D) over the data ID (low, high byte) and ``data[:n]`` without ``skip_byte``.
@@ -312,13 +381,13 @@ def rx_frame(m, n, ci, cf, cb):
         ci[od] = ci[oM + M_LEN]
         ci[od + 1] = n
         return RX_DLC
-    cb_byte = ci[oM + M_CRC_BYTE]
-    if cb_byte >= 0:
-        crc = _crc8(cb, d0, n, cb_byte, ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT], ci[oM + M_CRC_XOR])
-        if crc != cb[d0 + cb_byte]:
+    if ci[oM + M_CRC_BYTE] >= 0:
+        crc = _frame_crc(cb, d0, n, ci, oM)
+        got = _frame_crc_read(cb, d0, ci, oM)
+        if crc != got:
             ci[oC + RX_CRC] += 1
             ci[od] = crc
-            ci[od + 1] = cb[d0 + cb_byte]
+            ci[od + 1] = got
             return RX_CRC
     cs = ci[oM + M_CNT_SIG]
     if cs >= 0:
@@ -567,10 +636,12 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
                 ci[ocnt + m] = (ci[ocnt + m] + 1) % ci[oM + M_CNT_MOD]
         cbb = ci[oM + M_CRC_BYTE]
         if cbb >= 0:
-            cb[d0 + cbb] = _crc8(cb, d0, n, cbb, ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT],
-                                 ci[oM + M_CRC_XOR])
+            crc = _frame_crc(cb, d0, n, ci, oM)
             if ci[of + TF_BAD_CRC] != 0:
-                cb[d0 + cbb] = cb[d0 + cbb] ^ 0xFF
+                crc = crc ^ 0xFFFF
+            cb[d0 + cbb] = crc & 0xFF
+            if ci[oM + M_CRC_BITS] == 16:
+                cb[d0 + cbb + 1] = (crc >> 8) & 0xFF
         dl = ci[of + TF_DELAY]
         if dl > 0:  # into the delay line; out comes the frame packed dl cycles ago, if there is one yet
             line = CB_TX + ci[CI_NTX] * MAX_PAYLOAD + m * (DELAY_MAX + 1) * MAX_PAYLOAD

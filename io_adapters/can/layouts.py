@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..base import new_tick_info
-from .frames import (CRC8_J1850_TABLE, MAX_PAYLOAD, M_CNT_MOD, M_CNT_SIG, M_COLS, M_CRC_BYTE, M_CRC_INIT, M_CRC_XOR,
+from .frames import (CRC8_J1850_TABLE, MAX_PAYLOAD, M_CNT_MOD, M_CNT_SIG, M_COLS, M_CRC_BITS, M_CRC_BYTE,
+                     M_CRC_INIT, M_CRC_XOR,
                      M_DATA_ID, M_LEN, M_MAX_DELTA, M_NSIG, M_OFFSET, M_PERIOD, M_REQUIRED, M_SIG0, M_TIMEOUT,
                      S_ALLOW0, S_COLS, S_LEN, S_NALLOW, S_NSEG, S_RAW_HI, S_RAW_LO, S_SEG0, S_SIGNED, S_SOURCE,
                      S_TARGET, SEG_COLS, SF_BIAS, SF_COLS, SF_GAIN, SF_OFFSET, SF_SCALE, SOURCE_PLANT, FrameCodec,
@@ -92,6 +93,7 @@ class MessageLayout:
     data_id: int = 0
     crc_init: int = 0xFF
     crc_xor: int = 0xFF
+    crc_bits: int = 8  # 16: CRC-16 (E2E profile 5) in two bytes, low byte first
     max_delta: int = 1
     period_ticks: int = 0
     offset_ticks: int = 0
@@ -148,6 +150,7 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
         M[k, M_REQUIRED] = 1 if msg.required else 0
         M[k, M_CRC_INIT] = msg.crc_init
         M[k, M_CRC_XOR] = msg.crc_xor
+        M[k, M_CRC_BITS] = msg.crc_bits
         for j, sig in enumerate(msg.signals):
             if not 1 <= sig.length <= 63:
                 raise ValueError(f"{msg.name}.{sig.name}: length {sig.length} bits is not supported (1..63)")
@@ -172,8 +175,10 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
             SF[s, SF_GAIN] = sig.gain
             SF[s, SF_BIAS] = sig.bias
             if j == msg.crc_signal:
-                if sig.length != 8 or pos[0] % 8 != 0 or segs != [(pos[0] // 8, 0, 8, 0)]:
-                    raise ValueError(f"{msg.name}.{sig.name}: the checksum must fill one whole byte")
+                whole = [(pos[0] // 8 + b, 0, 8, 8 * b) for b in range(msg.crc_bits // 8)]
+                if sig.length != msg.crc_bits or pos[0] % 8 != 0 or segs != whole:
+                    raise ValueError(f"{msg.name}.{sig.name}: the checksum must fill {msg.crc_bits // 8} whole "
+                                     "byte(s), low byte first")
                 M[k, M_CRC_BYTE] = pos[0] // 8
             if j == msg.counter_signal:
                 M[k, M_CNT_SIG] = s

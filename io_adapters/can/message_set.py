@@ -7,7 +7,8 @@ A message set is a TOML file in ``configs/`` (``io_can_<plant>.toml``)::
     [defaults]
     timeout_cycles = 3                # a command is stale after 3 missed cycles
     max_delta_counter = 1             # accepted alive-counter step (1 = no lost frame)
-    crc_variant = "sae_j1850"         # or "autosar_p01" (E2E profile 1: init 0x00, no final XOR)
+    crc_variant = "sae_j1850"         # or "autosar_p01" (E2E profile 1: init 0x00, no final XOR),
+                                      # or "autosar_p05" (profile 5: CRC-16 in two bytes, CAN FD)
 
     [rx.TCU_ClutchCmdA]               # TCU -> plant: DBC message name
     checksum = "ClutchCmdA_CRC"       # CRC-8 SAE J1850 byte (optional)
@@ -41,7 +42,7 @@ from pathlib import Path
 from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_config
 from plant_models.plant import Plant
 
-from .frames import CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT
+from .frames import CRC_BITS, CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT
 from .layouts import CompiledLayout, MessageLayout, SignalLayout, compile_layout, raw_bounds, raw_range
 
 # Values a transmitted signal can carry besides plant outputs (index = position).
@@ -208,7 +209,9 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
     if crc_i >= 0 and cnt_i == crc_i:
         raise mc.error("counter", "the counter and the checksum must be different signals")
     data_id = mc.integer("data_id", msg.frame_id & 0xFFFF, lo=0, hi=0xFFFF)
-    crc_init, crc_xor = CRC_VARIANTS[mc.string("crc_variant", crc_default, choices=sorted(CRC_VARIANTS))]
+    variant = mc.string("crc_variant", crc_default, choices=sorted(CRC_VARIANTS))
+    crc_init, crc_xor = CRC_VARIANTS[variant]
+    crc_bits = CRC_BITS[variant]
     max_delta = mc.integer("max_delta_counter", max_delta_default, lo=1)
     cycle_ms = msg.cycle_time or 0
     if mc.has("cycle_ms"):
@@ -231,7 +234,11 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
             raise mc.error("counter", f"{cs.name} must count at least 0..1")
     if crc_i >= 0:
         cs = msg.signals[crc_i]
-        if cs.length != 8 or cs.is_signed or cs.start % 8 != (0 if cs.byte_order == "little_endian" else 7):
+        if crc_bits == 16:
+            if cs.length != 16 or cs.is_signed or cs.start % 8 != 0 or cs.byte_order != "little_endian":
+                raise mc.error("checksum", f"{cs.name} must be an unsigned 16-bit Intel signal filling two bytes "
+                               f"(crc_variant {variant})")
+        elif cs.length != 8 or cs.is_signed or cs.start % 8 != (0 if cs.byte_order == "little_endian" else 7):
             raise mc.error("checksum", f"{cs.name} must be an unsigned 8-bit signal filling one byte")
     sigs = mc.sub("signals", required=False)
     for sname in sigs.data:
@@ -280,6 +287,7 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
     return MessageLayout(name=name, frame_id=msg.frame_id, extended=bool(msg.is_extended_frame), fd=bool(msg.is_fd),
                          length=msg.length, signals=layouts, crc_signal=crc_i, counter_signal=cnt_i,
                          counter_modulus=counter_mod, data_id=data_id, crc_init=crc_init, crc_xor=crc_xor,
+                         crc_bits=crc_bits,
                          max_delta=max_delta,
                          period_ticks=period_ticks, offset_ticks=offset_ticks, timeout_ticks=timeout_ticks,
                          required=required, cycle_ms=float(cycle_ms or 0.0), start_delay_ms=start_delay_ms,
