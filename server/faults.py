@@ -32,15 +32,21 @@ How each target acts, and why there
   only writes table rows between ticks; the tick does no per-fault Python
   work, and with no signal fault active it calls neither of the two (the
   plain ring push instead of :func:`fault_push`).
-* **clutch** faults change the friction core's model floats of the row
-  (static and Coulomb capacity gains, actuator preload and lag), which the
-  core reads afresh at every step (the reuse check of
-  ``plant_models/core/step.py`` compares them), between ticks when the
-  fault is set or cleared: nothing at all per tick.  The original floats
-  are kept and every change recomputes the row from them and the faults
-  still active on it, so faults on one clutch stack and clear in any order.
+* **clutch** faults go through the plant: the fault set turns the faults
+  active on a clutch into one overlay (a capacity factor, a static factor, a
+  lag factor, a preload offset) and hands it to
+  :meth:`~plant_models.friction_plant.FrictionPlant.set_clutch_overlay`,
+  which computes the model floats the step reads (static and Coulomb gains,
+  actuator preload and lag) from the tuned values and the overlay whenever
+  either changes, between ticks: nothing at all per tick.  So faults on one
+  clutch stack and clear in any order, and a parameter tuned with
+  ``set_params`` during a fault is neither lost when the fault clears nor
+  overwritten by it.  A clutch has one name however it is written (``6``,
+  ``"C6"``, ``"c6"``): a fault's default name uses the clutch's row name.
   ``pressure_bias`` is a signal fault (an offset) on the clutch's pressure
-  output.
+  output; ``stuck_closed`` also saturates the clutch's capacity output at the
+  top of its declared range (its real capacity is beyond any the drive line
+  can load, and an output stays inside its declared range).
 * **can** and **zmq** faults are handed to the adapter of that transport
   (:meth:`io_adapters.base.Adapter.set_fault`), which keeps them as flags of
   its own compiled codec or of its command intake.
@@ -72,6 +78,7 @@ K_HOLD = 2  # the held value is captured when the fault is set (freeze, drop-out
 K_OFFSET = 3  # value = added
 K_GAIN = 4  # value = factor
 K_NOISE = 5  # value = standard deviation; seeded Gaussian noise added
+K_CLAMP = 6  # clamped to [FF_LO, FF_HI] (the capacity output of a stuck-closed clutch)
 
 SIGNAL_KINDS = ("force", "freeze", "offset", "gain", "noise", "dropout")
 CLUTCH_KINDS = ("stuck_closed", "no_torque", "worn", "slow_actuator", "pressure_bias")
@@ -95,11 +102,11 @@ FF_LO = 4  # an input's declared range: faulted values are clamped to it
 FF_HI = 5
 N_FF = 6
 
+NEUTRAL_OVERLAY = (1.0, 1.0, 1.0, 0.0)  # a clutch's fault overlay with no fault: (capacity, static, lag, preload)
 # A stuck-closed clutch: its static capacity per unit normal force is multiplied by this, and its normal force
 # held at least at its largest commanded value, so it holds any torque the drive line can put on it and a
 # slipping one closes at its full Coulomb torque.
 STUCK_STATIC_FACTOR = 1.0e6
-
 JIT = dict(cache=True)  # not nogil: called from the tick, which keeps the GIL (see io_adapters/ring.py)
 
 
@@ -135,6 +142,8 @@ def _faulted(fi, ff, f, x):
         return x + v
     if k == K_GAIN:
         return x * v
+    if k == K_CLAMP:
+        return min(max(x, ff[f, FF_LO]), ff[f, FF_HI])
     return x + v * _normal(fi, f)
 
 
@@ -211,7 +220,9 @@ class FaultSpec:
     ``raw`` is the map it was parsed from (what ``fault_list`` reports);
     ``name`` identifies it (``fault_clear`` takes it).  For a signal fault
     ``side`` is ``"input"`` or ``"output"`` and ``index`` the signal's index
-    among those; for a clutch fault ``index`` is the friction row.
+    among those; for a clutch fault ``row`` is the friction row (and
+    ``signal`` the output a ``pressure_bias`` offsets or a ``stuck_closed``
+    saturates, if the plant has it).
     """
 
     name: str
@@ -225,6 +236,7 @@ class FaultSpec:
     hold_last: bool = False
     message: str = ""
     cycles: int = 0
+    row: int = -1
     raw: dict = field(default_factory=dict, compare=False)
 
 
@@ -260,11 +272,15 @@ def _keys(d: dict, allowed: Sequence[str], where: str) -> None:
 
 
 def clutch_row(plant: Plant, clutch: Any, where: str) -> int:
-    """The friction row of ``clutch``: a row name (``"C2"``) or a number n >= 1 (row ``C<n>``, else the n-th row)."""
+    """The friction row of ``clutch``: a row name in any case (``"C2"``, ``"c2"``) or a number n >= 1 (row
+    ``C<n>``, else the n-th row)."""
     names = plant.row_names()
     if isinstance(clutch, str):
         if clutch in names:
             return names.index(clutch)
+        folded = [n for n in names if n.casefold() == clutch.casefold()]
+        if len(folded) == 1:
+            return names.index(folded[0])
         raise _err(where, f"no clutch {clutch!r}; clutches are {', '.join(names) or 'none'}")
     if isinstance(clutch, bool) or not isinstance(clutch, int):
         raise _err(where, f"'clutch' must be a clutch name or a number, got {clutch!r}")
@@ -320,12 +336,16 @@ def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) 
         spec = FaultSpec("", "zmq", kind, cycles=cycles)
     if adapter_check is not None and target in ("can", "zmq"):
         adapter_check(spec)
-    return FaultSpec(**{**spec.__dict__, "name": name or _default_name(spec, d), "raw": raw})
+    return FaultSpec(**{**spec.__dict__, "name": name or _default_name(spec, plant), "raw": raw})
 
 
-def _default_name(s: FaultSpec, d: dict) -> str:
-    """``target:what:kind``, e.g. ``signal:w_out:offset``, ``clutch:2:stuck_closed``."""
-    what = {"signal": s.signal, "clutch": str(d.get("clutch")), "can": s.message, "zmq": "commands"}[s.target]
+def _default_name(s: FaultSpec, plant: Plant) -> str:
+    """``target:what:kind``, e.g. ``signal:w_out:offset``, ``clutch:C2:stuck_closed`` (the clutch by its row name,
+    however the map wrote it, so that one clutch has one name)."""
+    if s.target == "clutch":
+        what = plant.row_names()[s.row]
+    else:
+        what = {"signal": s.signal, "can": s.message, "zmq": "commands"}[s.target]
     return f"{s.target}:{what}:{s.kind}"
 
 
@@ -378,13 +398,13 @@ def _parse_signal(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
 
 
 def _parse_clutch(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
-    if not hasattr(plant, "core"):
+    if not callable(getattr(plant, "set_clutch_overlay", None)):
         raise _err(where, f"clutch faults need a plant on the friction core; {plant.kind} has none")
     _keys(d, ("clutch", "value"), where)
     if "clutch" not in d:
         raise _err(where, "a clutch fault needs 'clutch' (a clutch name or number)")
     row = clutch_row(plant, d["clutch"], where)
-    kin = plant.core.spec.rows[row].kinematic_shift_time > 0
+    kin = plant.is_kinematic_row(row)
     value = 0.0
     if kind == "worn":
         value = _number(d, "value", where, lo=0.0, hi=1.0)
@@ -394,26 +414,35 @@ def _parse_clutch(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
             raise _err(where, "slow_actuator: a kinematic clutch has no pressure lag")
     elif kind == "pressure_bias":
         value = _number(d, "value", where)
-        sig = _pressure_output(plant, row)
+        sig = _clutch_output(plant, row, "pressure")
         if sig is None:
             raise _err(where, f"pressure_bias: {plant.kind} has no pressure output for clutch {d['clutch']!r}")
-        spec = FaultSpec("", "clutch", kind, value=value, signal=sig, side="output",
-                         index=plant.output_index(sig))
-        return spec
+        return FaultSpec("", "clutch", kind, value=value, signal=sig, side="output", index=plant.output_index(sig),
+                         row=row)
     elif "value" in d:
         raise _err(where, f"a {kind} fault takes no 'value'")
-    if kind == "stuck_closed" and kin:
-        raise _err(where, "stuck_closed: not for a kinematic clutch (its capacity follows its phase)")
-    return FaultSpec("", "clutch", kind, value=value, index=row)
+    if kind == "stuck_closed":
+        if kin:
+            raise _err(where, "stuck_closed: not for a kinematic clutch (its capacity follows its phase)")
+        sig = _clutch_output(plant, row, "capacity")
+        if sig is not None:  # saturated at the top of its declared range
+            return FaultSpec("", "clutch", kind, signal=sig, side="output", index=plant.output_index(sig), row=row)
+    return FaultSpec("", "clutch", kind, value=value, row=row)
 
 
-def _pressure_output(plant: Plant, row: int) -> str | None:
+def _clutch_output(plant: Plant, row: int, what: str) -> str | None:
+    """The output ``<what>_<clutch>`` of friction row ``row`` (``pressure_c2``, ``capacity_c2``), if there is one."""
     name = plant.row_names()[row]
     outs = {s.name for s in plant.outputs}
-    for cand in (f"pressure_{name.lower()}", f"pressure_{name}", f"pressure_c{row + 1}"):
+    for cand in (f"{what}_{name.lower()}", f"{what}_{name}", f"{what}_c{row + 1}"):
         if cand in outs:
             return cand
     return None
+
+
+def _in_table(f: FaultSpec) -> bool:
+    """Whether a fault takes a row of the signal table (a signal fault, or a clutch fault on its outputs)."""
+    return f.target == "signal" or (f.target == "clutch" and f.side == "output")
 
 
 class FaultSet:
@@ -445,10 +474,12 @@ class FaultSet:
         self.n_signal = 0
         self.active: list[FaultSpec] = []
         self.set_total = 0
-        self._rows = {}  # clutch row -> its original model floats (while a fault acts on it)
+        self._rows: set[int] = set()  # clutch rows with a fault overlay on them
         self._table_specs: list[FaultSpec] = []  # the fault of each signal-table row in use
         self._lo = np.array([s.lo for s in plant.inputs], dtype=float)
         self._hi = np.array([s.hi for s in plant.inputs], dtype=float)
+        self._out_lo = np.array([s.lo for s in plant.outputs], dtype=float)
+        self._out_hi = np.array([s.hi for s in plant.outputs], dtype=float)
         # compile (or load from numba's cache) now, with no fault active, so the first faulted tick pays nothing
         fault_inputs(self.fi, self.ff, plant.df, 0)
         fault_outputs(self.fi, self.ff, plant.df, 0)
@@ -467,10 +498,7 @@ class FaultSet:
         """
         spec = fault if isinstance(fault, FaultSpec) else self.parse(fault)
         old = [f for f in self.active if f.name == spec.name]
-        uses_table = spec.target == "signal" or spec.kind == "pressure_bias"
-        if uses_table and sum(1 for f in self.active if f.target == "signal" or f.kind == "pressure_bias"
-                              ) - len([f for f in old if f.target == "signal" or f.kind == "pressure_bias"]
-                                      ) >= MAX_FAULTS:
+        if _in_table(spec) and sum(map(_in_table, self.active)) - sum(map(_in_table, old)) >= MAX_FAULTS:
             raise FaultError(f"fault: at most {MAX_FAULTS} signal faults at once")
         for f in old:  # first, so a replaced transport fault's flag does not clear the new one's
             self._remove(f)
@@ -523,7 +551,7 @@ class FaultSet:
         fi[:] = 0
         n = 0
         for f in self.active:
-            if f.target != "signal" and f.kind != "pressure_bias":
+            if not _in_table(f):
                 continue
             inp = f.side == "input"
             base = plant.input_offset if inp else plant.output_offset
@@ -532,11 +560,15 @@ class FaultSet:
             fi[n, FI_INDEX] = base + f.index
             fi[n, FI_RATE] = plant.input_offset + plant.n_in + f.index if inp else -1
             kind = {"force": K_FORCE, "freeze": K_HOLD, "offset": K_OFFSET, "gain": K_GAIN, "noise": K_NOISE,
-                    "pressure_bias": K_OFFSET}.get(f.kind, K_HOLD if f.hold_last else K_FORCE)
+                    "pressure_bias": K_OFFSET, "stuck_closed": K_CLAMP}.get(f.kind, K_HOLD if f.hold_last else K_FORCE)
             fi[n, FI_KIND] = kind
             ff[n, FF_VALUE] = f.value
-            ff[n, FF_LO] = self._lo[f.index] if inp else -math.inf
-            ff[n, FF_HI] = self._hi[f.index] if inp else math.inf
+            if inp:
+                ff[n, FF_LO], ff[n, FF_HI] = self._lo[f.index], self._hi[f.index]
+            elif kind == K_CLAMP:
+                ff[n, FF_LO], ff[n, FF_HI] = self._out_lo[f.index], self._out_hi[f.index]
+            else:
+                ff[n, FF_LO], ff[n, FF_HI] = -math.inf, math.inf
             self._table_specs.append(f)
             if not inp:  # until the next tick writes it
                 ff[n, FF_CLEAN] = true_y.get(base + f.index, plant.y[f.index])
@@ -550,51 +582,31 @@ class FaultSet:
         self._apply_clutches()
         self.tick_info[TI_FAULTS] = len(self.active)
 
+    def _overlays(self) -> dict[int, tuple[float, float, float, float]]:
+        """The fault overlay of each clutch row with a fault on its physics (in the order the faults were set)."""
+        out = {}
+        for f in self.active:
+            if f.target != "clutch" or f.kind == "pressure_bias":
+                continue
+            cap, stat, lag, pre = out.get(f.row, NEUTRAL_OVERLAY)
+            if f.kind == "no_torque":
+                cap = 0.0
+            elif f.kind == "worn":
+                cap = cap * f.value
+            elif f.kind == "slow_actuator":
+                lag = lag * f.value
+            elif f.kind == "stuck_closed":
+                pre = pre - self.plant.full_normal_force(f.row)
+                stat = stat * STUCK_STATIC_FACTOR
+            out[f.row] = (cap, stat, lag, pre)
+        return out
+
     def _apply_clutches(self) -> None:
-        from plant_models.core.api import L
-
-        plant = self.plant
-        if not hasattr(plant, "core"):
-            return
-        mf, mi = plant.mf, plant.mi
-        slots = (L.MF_GAIN_STATIC, L.MF_GAIN_KINETIC, L.MF_ACT_PRELOAD, L.MF_ACT_LAG, L.MF_KIN_CAP)
-        rows = {f.index for f in self.active if f.target == "clutch" and f.kind != "pressure_bias"}
-        for r in rows:
-            if r not in self._rows:
-                self._rows[r] = [float(mf[int(mi[s]) + r]) for s in slots]
-        for r in list(self._rows):
-            gs, gk, pre, lag, kcap = self._rows[r]
-            for f in self.active:
-                if f.target != "clutch" or f.index != r:
-                    continue
-                if f.kind == "no_torque":
-                    gs, gk, kcap = 0.0, 0.0, 0.0
-                elif f.kind == "worn":
-                    gs, gk, kcap = gs * f.value, gk * f.value, kcap * f.value
-                elif f.kind == "slow_actuator":
-                    lag = lag * f.value
-                elif f.kind == "stuck_closed":
-                    pre = pre - self._full_force(r)
-                    gs = gs * STUCK_STATIC_FACTOR
-            for s, v in zip(slots, (gs, gk, pre, lag, kcap)):
-                mf[int(mi[s]) + r] = v
-            if r not in rows:
-                del self._rows[r]
-        # the lag factors are cached per sub-step length; NaN never equals it, so they are recomputed
-        plant.df[int(mi[L.DF_EXP_H])] = math.nan
-
-    def _full_force(self, r: int) -> float:
-        """Normal force of row r at the top of its command range (the pressure input's upper bound)."""
-        from plant_models.core.api import L
-        from plant_models.plants.clutch import BAR
-
-        plant = self.plant
-        gain = float(plant.mf[int(plant.mi[L.MF_ACT_GAIN]) + r])
-        name = plant.row_names()[r]
-        for cand in (f"p_{name.lower()}", f"p_c{r + 1}"):
-            if cand in (s.name for s in plant.inputs):
-                return gain * plant.input_signal(cand).hi * BAR
-        return gain * 30.0 * BAR  # no pressure input found: 30 bar, above any shipped clutch's range
+        """Hand each clutch row's overlay to the plant (rows no fault acts on any more: the neutral one)."""
+        ov = self._overlays()
+        for r in sorted(self._rows | set(ov)):
+            self.plant.set_clutch_overlay(r, *ov.get(r, NEUTRAL_OVERLAY))
+        self._rows = set(ov)
 
     def _adapter_check(self, spec: FaultSpec) -> None:
         self._adapter(spec).check_fault(spec)
@@ -610,25 +622,34 @@ class FaultSet:
     # ------------------------------------------------------------------ snapshots
     def get_state(self) -> dict:
         """Everything needed to continue bit-exactly: the faults, the tables (held values, noise streams) and the
-        clutch rows' original model floats (the plant's model floats themselves are in the plant's snapshot)."""
+        tuned model floats of the clutch rows under a fault (``rows``: the plant's model floats, in the plant's
+        snapshot, carry the faults; the other rows' tuned values are those)."""
         return {"active": [dict(f.raw, name=f.name) for f in self.active], "fi": self.fi.copy(),
-                "ff": self.ff.copy(), "n": self.n_signal,
-                "rows": {int(r): list(v) for r, v in self._rows.items()}}
+                "ff": self.ff.copy(), "n": self.n_signal, "rows": self._tuned_rows()}
+
+    def _tuned_rows(self) -> dict[int, list[float]]:
+        """The tuned floats of the rows under an overlay (the plant's model floats carry the overlay)."""
+        if not self._rows:
+            return {}
+        tuned = self.plant.tuned_state()
+        return {int(r): [float(v) for v in tuned[:, r]] for r in sorted(self._rows)}
 
     def clear_for_restore(self) -> None:
-        """Clear every fault (clutch rows back to their original floats) before a snapshot's model floats return."""
+        """Clear every fault (clutch rows back to their tuned floats) before a snapshot's model floats return."""
         self.clear()
 
     def set_state(self, st: dict) -> None:
         """Restore :meth:`get_state` after :meth:`clear_for_restore` and the plant's model floats.
 
         The faults are parsed again (CAN and ZeroMQ ones handed to their
-        adapters again); the tables and the clutch rows' originals are copied
-        back as they were, not recomputed, since the restored model floats
-        already carry the clutch faults.  Raises ``FaultError`` if a fault no
-        longer fits (then no fault is active).
+        adapters again) and the clutch overlays handed to the plant again
+        (whose tuned floats are restored first, from the model floats and
+        ``rows``); the tables are copied back as they were, not recomputed.
+        Raises ``FaultError`` if a fault no longer fits (then no fault is
+        active).
         """
         specs = [self.parse(dict(d), "snapshot fault") for d in st["active"]]
+        self.plant_tuned_from(st)
         try:
             for spec in specs:
                 if spec.target in ("can", "zmq"):
@@ -640,12 +661,24 @@ class FaultSet:
                     self._adapter(spec).clear_fault(spec)
             self.active = []
             raise
-        self._rows = {int(r): list(v) for r, v in st["rows"].items()}
-        self._table_specs = [f for f in self.active if f.target == "signal" or f.kind == "pressure_bias"]
+        self._apply_clutches()
+        self._table_specs = [f for f in self.active if _in_table(f)]
         self.fi[:] = st["fi"]
         self.ff[:] = st["ff"]
         self.n_signal = int(st["n"])
+        legacy = [f for f in self.active if f.target == "signal" or f.kind == "pressure_bias"]
+        if self.n_signal != len(self._table_specs) and self.n_signal == len(legacy):
+            # a snapshot of before stuck_closed saturated the capacity output: its table lacks those rows; they
+            # are added, the rows it has keep their held values and noise streams
+            self._table_specs = legacy
+            self._rebuild()
         self.tick_info[TI_FAULTS] = len(self.active)
+
+    def plant_tuned_from(self, st: dict) -> None:
+        """The plant's tuned clutch floats from its restored model floats and the snapshot's ``rows`` (the tuned
+        floats of the rows under a fault).  No-op for a plant without clutch overlays."""
+        if callable(getattr(self.plant, "tuned_from_model", None)):
+            self.plant.tuned_from_model({int(r): [float(x) for x in v] for r, v in st["rows"].items()})
 
     def status(self) -> list[dict]:
         return self.listing()

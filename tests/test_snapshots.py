@@ -74,8 +74,7 @@ def test_an_in_process_loop_with_faults_continues_bit_exactly_after_a_restore(tm
     a = run()
     lp.clear_fault()
     lp.restore(snap)
-    assert [f["name"] for f in lp.faults.listing()] == [f"{f['target']}:{f.get('signal', f.get('clutch'))}:{f['kind']}"
-                                                      for f in FAULTS]
+    assert [f["name"] for f in lp.faults.listing()] == ["signal:w_out:noise", "signal:p_c2:offset", "clutch:C2:worn"]
     b = run()
     lp.reset()  # clears the faults and rewinds the scenario: the file must bring all back
     lp.restore(store.load_file("mid"))
