@@ -47,9 +47,12 @@ How each target acts, and why there
   output; ``stuck_closed`` also saturates the clutch's capacity output at the
   top of its declared range (its real capacity is beyond any the drive line
   can load, and an output stays inside its declared range).
-* **can** and **zmq** faults are handed to the adapter of that transport
-  (:meth:`io_adapters.base.Adapter.set_fault`), which keeps them as flags of
-  its own compiled codec or of its command intake.
+* transport faults (**can**, **zmq**, the target is the adapter type) are
+  declared by the adapter type: its declaration
+  (:mod:`io_adapters.declaration`) lists the kinds and checks the map's
+  keys, the running adapter checks the fault against its message set and
+  keeps it (:meth:`io_adapters.base.Adapter.set_fault`) as flags of its own
+  compiled codec or of its command intake.  This module names no transport.
 
 A ``reset`` clears every fault.  Every status message carries the list
 (``status()["faults"]``) and every state row the number of active faults
@@ -66,6 +69,8 @@ import numpy as np
 from numba import njit
 
 from io_adapters.base import TI_FAULTS
+from io_adapters.declaration import (TransportFault, declaration, fault_error, fault_integer, fault_keys,
+                                     fault_number, fault_targets)
 from io_adapters.ring import ring_push
 from plant_models.errors import FaultError
 from plant_models.plant import Plant
@@ -82,9 +87,7 @@ K_CLAMP = 6  # clamped to [FF_LO, FF_HI] (the capacity output of a stuck-closed 
 
 SIGNAL_KINDS = ("force", "freeze", "offset", "gain", "noise", "dropout")
 CLUTCH_KINDS = ("stuck_closed", "no_torque", "worn", "slow_actuator", "pressure_bias")
-CAN_KINDS = ("drop", "delay", "freeze_alive", "corrupt_crc", "wrong_dlc", "out_of_range", "ignore_rx")
-ZMQ_KINDS = ("drop_commands", "delay_commands")
-TARGETS = ("signal", "clutch", "can", "zmq")
+PLANT_TARGETS = ("signal", "clutch")  # and every adapter type that declares fault kinds (fault_targets())
 
 # -- table columns -------------------------------------------------------------------------------------------
 FI_ACTIVE = 0
@@ -222,7 +225,8 @@ class FaultSpec:
     ``side`` is ``"input"`` or ``"output"`` and ``index`` the signal's index
     among those; for a clutch fault ``row`` is the friction row (and
     ``signal`` the output a ``pressure_bias`` offsets or a ``stuck_closed``
-    saturates, if the plant has it).
+    saturates, if the plant has it); for a transport fault ``transport`` is
+    what its adapter type parsed.
     """
 
     name: str
@@ -234,41 +238,9 @@ class FaultSpec:
     index: int = -1
     seed: int = 0
     hold_last: bool = False
-    message: str = ""
-    cycles: int = 0
     row: int = -1
+    transport: TransportFault | None = None
     raw: dict = field(default_factory=dict, compare=False)
-
-
-def _err(where: str, msg: str) -> FaultError:
-    return FaultError(f"{where}: {msg}")
-
-
-def _number(d: dict, key: str, where: str, default: float | None = None, lo: float = -math.inf,
-            hi: float = math.inf) -> float:
-    if key not in d:
-        if default is None:
-            raise _err(where, f"needs {key!r} (a number)")
-        return default
-    v = d[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise _err(where, f"{key!r} must be a finite number, got {v!r}")
-    if not lo <= v <= hi:
-        raise _err(where, f"{key!r} must be in [{lo:g}, {hi:g}], got {v!r}")
-    return float(v)
-
-
-def _integer(d: dict, key: str, where: str, default: int, lo: int, hi: int) -> int:
-    v = d.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise _err(where, f"{key!r} must be an integer in {lo}..{hi}, got {v!r}")
-    return v
-
-
-def _keys(d: dict, allowed: Sequence[str], where: str) -> None:
-    for k in d:
-        if k not in ("target", "kind", "name", *allowed):
-            raise _err(where, f"unknown key {k!r}; allowed: target, kind, name, " + ", ".join(allowed))
 
 
 def clutch_row(plant: Plant, clutch: Any, where: str) -> int:
@@ -281,79 +253,66 @@ def clutch_row(plant: Plant, clutch: Any, where: str) -> int:
         folded = [n for n in names if n.casefold() == clutch.casefold()]
         if len(folded) == 1:
             return names.index(folded[0])
-        raise _err(where, f"no clutch {clutch!r}; clutches are {', '.join(names) or 'none'}")
+        raise fault_error(where, f"no clutch {clutch!r}; clutches are {', '.join(names) or 'none'}")
     if isinstance(clutch, bool) or not isinstance(clutch, int):
-        raise _err(where, f"'clutch' must be a clutch name or a number, got {clutch!r}")
+        raise fault_error(where, f"'clutch' must be a clutch name or a number, got {clutch!r}")
     if f"C{clutch}" in names:
         return names.index(f"C{clutch}")
     if 1 <= clutch <= len(names):
         return clutch - 1
-    raise _err(where, f"no clutch number {clutch}; clutches are {', '.join(names) or 'none'}")
+    raise fault_error(where, f"no clutch number {clutch}; clutches are {', '.join(names) or 'none'}")
 
 
 def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) -> FaultSpec:
     """Check a fault map against ``plant``; returns the :class:`FaultSpec` or raises ``FaultError`` (one line).
 
-    ``adapter_check(spec)``, if given, checks a CAN or ZeroMQ fault against
-    the running adapters (message names) and raises ``FaultError``.
+    A transport fault's keys are checked by its adapter type's declaration;
+    ``adapter_check(target, transport_fault)``, if given, checks it against
+    the running adapter of that type (message names) and raises ``FaultError``.
     """
     if not isinstance(d, dict):
-        raise _err(where, f"a fault must be a map, got {type(d).__name__}")
+        raise fault_error(where, f"a fault must be a map, got {type(d).__name__}")
     target = d.get("target")
-    if target not in TARGETS:
-        raise _err(where, f"'target' must be one of {', '.join(TARGETS)}, got {target!r}")
+    targets = PLANT_TARGETS + fault_targets()
+    if target not in targets:
+        raise fault_error(where, f"'target' must be one of {', '.join(targets)}, got {target!r}")
     kind = d.get("kind")
-    kinds = {"signal": SIGNAL_KINDS, "clutch": CLUTCH_KINDS, "can": CAN_KINDS, "zmq": ZMQ_KINDS}[target]
+    kinds = {"signal": SIGNAL_KINDS, "clutch": CLUTCH_KINDS}.get(target) or declaration(target).fault_kinds
     if kind not in kinds:
-        raise _err(where, f"'kind' of a {target} fault must be one of {', '.join(kinds)}, got {kind!r}")
+        raise fault_error(where, f"'kind' of a {target} fault must be one of {', '.join(kinds)}, got {kind!r}")
     name = d.get("name")
     if name is not None and (not isinstance(name, str) or not name or len(name) > 64):
-        raise _err(where, "'name' must be a string of 1 to 64 characters")
+        raise fault_error(where, "'name' must be a string of 1 to 64 characters")
     raw = dict(d)
     if target == "signal":
         spec = _parse_signal(d, plant, kind, where)
     elif target == "clutch":
         spec = _parse_clutch(d, plant, kind, where)
-    elif target == "can":
-        _keys(d, ("message", "cycles", "signal", "value"), where)
-        msg = d.get("message")
-        if not isinstance(msg, str) or not msg:
-            raise _err(where, "a can fault needs 'message' (a message name of the DBC)")
-        cycles = _integer(d, "cycles", where, 1, 1, 1000)
-        for k, only in (("cycles", "delay"), ("signal", "out_of_range"), ("value", "out_of_range")):
-            if k in d and kind != only:
-                raise _err(where, f"{k!r} is for {only} faults")
-        sig = d.get("signal", "")
-        if kind == "out_of_range" and (not isinstance(sig, str) or not sig):
-            raise _err(where, "an out_of_range fault needs 'signal' (a signal of the message)")
-        spec = FaultSpec("", "can", kind, value=_number(d, "value", where, 0.0), message=msg, cycles=cycles,
-                         signal=sig if isinstance(sig, str) else "")
     else:
-        _keys(d, ("cycles",), where)
-        cycles = _integer(d, "cycles", where, 1, 1, 10000)
-        if "cycles" in d and kind != "delay_commands":
-            raise _err(where, "'cycles' is for delay_commands faults")
-        spec = FaultSpec("", "zmq", kind, cycles=cycles)
-    if adapter_check is not None and target in ("can", "zmq"):
-        adapter_check(spec)
+        tf = declaration(target).parse_fault(d, where)
+        if adapter_check is not None:
+            adapter_check(tf)
+        spec = FaultSpec("", target, kind, transport=tf)
     return FaultSpec(**{**spec.__dict__, "name": name or _default_name(spec, plant), "raw": raw})
 
 
 def _default_name(s: FaultSpec, plant: Plant) -> str:
     """``target:what:kind``, e.g. ``signal:w_out:offset``, ``clutch:C2:stuck_closed`` (the clutch by its row name,
-    however the map wrote it, so that one clutch has one name)."""
+    however the map wrote it, so that one clutch has one name), ``can:HIL_Speeds:drop``."""
     if s.target == "clutch":
         what = plant.row_names()[s.row]
+    elif s.transport is not None:
+        what = s.transport.what
     else:
-        what = {"signal": s.signal, "can": s.message, "zmq": "commands"}[s.target]
+        what = s.signal
     return f"{s.target}:{what}:{s.kind}"
 
 
 def _parse_signal(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
-    _keys(d, ("signal", "value", "seed", "mode"), where)
+    fault_keys(d, ("signal", "value", "seed", "mode"), where)
     sig = d.get("signal")
     if not isinstance(sig, str):
-        raise _err(where, "a signal fault needs 'signal' (an input or output name of the plant)")
+        raise fault_error(where, "a signal fault needs 'signal' (an input or output name of the plant)")
     ins = [s.name for s in plant.inputs]
     outs = [s.name for s in plant.outputs]
     if sig in ins:
@@ -363,67 +322,67 @@ def _parse_signal(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
     else:
         from plant_models.config import did_you_mean
 
-        raise _err(where, f"no signal {sig!r} in the plant{did_you_mean(sig, ins + outs)}")
+        raise fault_error(where, f"no signal {sig!r} in the plant{did_you_mean(sig, ins + outs)}")
     if side == "input" and s.integer and kind in ("offset", "gain", "noise"):
-        raise _err(where, f"{sig} is an integer input (a selector): it takes force, freeze or dropout faults")
+        raise fault_error(where, f"{sig} is an integer input (a selector): it takes force, freeze or dropout faults")
     hold_last = False
     seed = 0
     value = 0.0
     if kind == "force":
-        value = _number(d, "value", where)
+        value = fault_number(d, "value", where)
         if side == "input" and s.check(value):
-            raise _err(where, s.check(value))
+            raise fault_error(where, s.check(value))
     elif kind == "offset":
-        value = _number(d, "value", where)
+        value = fault_number(d, "value", where)
     elif kind == "gain":
-        value = _number(d, "value", where)
+        value = fault_number(d, "value", where)
     elif kind == "noise":
-        value = _number(d, "value", where, lo=0.0)
-        seed = _integer(d, "seed", where, 1, 0, 2 ** 62)
+        value = fault_number(d, "value", where, lo=0.0)
+        seed = fault_integer(d, "seed", where, 1, 0, 2 ** 62)
     elif kind == "dropout":
         mode = d.get("mode", "zero")
         if mode not in ("zero", "last"):
-            raise _err(where, f"'mode' of a dropout must be 'zero' or 'last', got {mode!r}")
+            raise fault_error(where, f"'mode' of a dropout must be 'zero' or 'last', got {mode!r}")
         hold_last = mode == "last"
     else:
         hold_last = True  # freeze
     if kind not in ("force", "offset", "gain", "noise") and "value" in d:
-        raise _err(where, f"a {kind} fault takes no 'value'")
+        raise fault_error(where, f"a {kind} fault takes no 'value'")
     if kind != "noise" and "seed" in d:
-        raise _err(where, "'seed' is for noise faults")
+        raise fault_error(where, "'seed' is for noise faults")
     if kind != "dropout" and "mode" in d:
-        raise _err(where, "'mode' is for dropout faults")
+        raise fault_error(where, "'mode' is for dropout faults")
     return FaultSpec("", "signal", kind, value=value, signal=sig, side=side, index=index, seed=seed,
                      hold_last=hold_last)
 
 
 def _parse_clutch(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
     if not callable(getattr(plant, "set_clutch_overlay", None)):
-        raise _err(where, f"clutch faults need a plant on the friction core; {plant.kind} has none")
-    _keys(d, ("clutch", "value"), where)
+        raise fault_error(where, f"clutch faults need a plant on the friction core; {plant.kind} has none")
+    fault_keys(d, ("clutch", "value"), where)
     if "clutch" not in d:
-        raise _err(where, "a clutch fault needs 'clutch' (a clutch name or number)")
+        raise fault_error(where, "a clutch fault needs 'clutch' (a clutch name or number)")
     row = clutch_row(plant, d["clutch"], where)
     kin = plant.is_kinematic_row(row)
     value = 0.0
     if kind == "worn":
-        value = _number(d, "value", where, lo=0.0, hi=1.0)
+        value = fault_number(d, "value", where, lo=0.0, hi=1.0)
     elif kind == "slow_actuator":
-        value = _number(d, "value", where, lo=1.0, hi=1000.0)
+        value = fault_number(d, "value", where, lo=1.0, hi=1000.0)
         if kin:
-            raise _err(where, "slow_actuator: a kinematic clutch has no pressure lag")
+            raise fault_error(where, "slow_actuator: a kinematic clutch has no pressure lag")
     elif kind == "pressure_bias":
-        value = _number(d, "value", where)
+        value = fault_number(d, "value", where)
         sig = _clutch_output(plant, row, "pressure")
         if sig is None:
-            raise _err(where, f"pressure_bias: {plant.kind} has no pressure output for clutch {d['clutch']!r}")
+            raise fault_error(where, f"pressure_bias: {plant.kind} has no pressure output for clutch {d['clutch']!r}")
         return FaultSpec("", "clutch", kind, value=value, signal=sig, side="output", index=plant.output_index(sig),
                          row=row)
     elif "value" in d:
-        raise _err(where, f"a {kind} fault takes no 'value'")
+        raise fault_error(where, f"a {kind} fault takes no 'value'")
     if kind == "stuck_closed":
         if kin:
-            raise _err(where, "stuck_closed: not for a kinematic clutch (its capacity follows its phase)")
+            raise fault_error(where, "stuck_closed: not for a kinematic clutch (its capacity follows its phase)")
         sig = _clutch_output(plant, row, "capacity")
         if sig is not None:  # saturated at the top of its declared range
             return FaultSpec("", "clutch", kind, signal=sig, side="output", index=plant.output_index(sig), row=row)
@@ -456,8 +415,8 @@ class FaultSet:
         The loop's per-tick slots; ``TI_FAULTS`` holds the number of active
         faults (copied into every state row).
     adapters
-        The transports that take CAN and ZeroMQ faults
-        (:meth:`io_adapters.base.Adapter.set_fault`).
+        The transports that take transport faults (the first adapter of the
+        fault's target type; :meth:`io_adapters.base.Adapter.set_fault`).
 
     Attributes
     ----------
@@ -502,8 +461,8 @@ class FaultSet:
             raise FaultError(f"fault: at most {MAX_FAULTS} signal faults at once")
         for f in old:  # first, so a replaced transport fault's flag does not clear the new one's
             self._remove(f)
-        if spec.target in ("can", "zmq"):
-            self._adapter(spec).set_fault(spec)  # checked when parsed: does not fail here
+        if spec.transport is not None:
+            self._adapter(spec.transport).set_fault(spec.transport)  # checked when parsed: does not fail here
         self.active.append(spec)
         self._rebuild()
         self.set_total += 1
@@ -531,8 +490,8 @@ class FaultSet:
 
     def _remove(self, f: FaultSpec) -> None:
         self.active.remove(f)
-        if f.target in ("can", "zmq"):
-            self._adapter(f).clear_fault(f)
+        if f.transport is not None:
+            self._adapter(f.transport).clear_fault(f.transport)
 
     def _rebuild(self) -> None:
         """Write the signal table and the clutch rows from the active faults (between ticks)."""
@@ -608,15 +567,15 @@ class FaultSet:
             self.plant.set_clutch_overlay(r, *ov.get(r, NEUTRAL_OVERLAY))
         self._rows = set(ov)
 
-    def _adapter_check(self, spec: FaultSpec) -> None:
-        self._adapter(spec).check_fault(spec)
+    def _adapter_check(self, tf: TransportFault) -> None:
+        self._adapter(tf).check_fault(tf)
 
-    def _adapter(self, spec: FaultSpec):
-        want = {"can": "can", "zmq": "zmq"}[spec.target]
+    def _adapter(self, tf: TransportFault):
+        """The running adapter that takes faults of ``tf``'s target: the first of that type."""
         for a in self.adapters:
-            if a.type_name == want:
+            if a.type_name == tf.target:
                 return a
-        raise FaultError(f"fault: a {spec.target} fault needs the {spec.target} adapter, which this server "
+        raise FaultError(f"fault: a {tf.target} fault needs the {tf.target} adapter, which this server "
                         "does not run")
 
     # ------------------------------------------------------------------ snapshots
@@ -641,7 +600,7 @@ class FaultSet:
     def set_state(self, st: dict) -> None:
         """Restore :meth:`get_state` after :meth:`clear_for_restore` and the plant's model floats.
 
-        The faults are parsed again (CAN and ZeroMQ ones handed to their
+        The faults are parsed again (transport faults handed to their
         adapters again) and the clutch overlays handed to the plant again
         (whose tuned floats are restored first, from the model floats and
         ``rows``); the tables are copied back as they were, not recomputed.
@@ -652,13 +611,13 @@ class FaultSet:
         self.plant_tuned_from(st)
         try:
             for spec in specs:
-                if spec.target in ("can", "zmq"):
-                    self._adapter(spec).set_fault(spec)
+                if spec.transport is not None:
+                    self._adapter(spec.transport).set_fault(spec.transport)
                 self.active.append(spec)
         except Exception:
             for spec in self.active:
-                if spec.target in ("can", "zmq"):
-                    self._adapter(spec).clear_fault(spec)
+                if spec.transport is not None:
+                    self._adapter(spec.transport).clear_fault(spec.transport)
             self.active = []
             raise
         self._apply_clutches()
@@ -716,4 +675,4 @@ def _seed_state(seed: int) -> int:
 
 __all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore",
            "fault_push", "MAX_FAULTS",
-           "SIGNAL_KINDS", "CLUTCH_KINDS", "CAN_KINDS", "ZMQ_KINDS", "TARGETS"]
+           "SIGNAL_KINDS", "CLUTCH_KINDS", "PLANT_TARGETS"]

@@ -209,6 +209,8 @@ class Loop:
         self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
         self._last_service = 0
         self._wake_fds: list[int] = []
+        self._idle_fds: list[int] = []  # what _idle waits on: wake_fds and the adapters' idle_fds
+        self._idle_pending: list = []  # adapters' idle_pending methods (those that have one)
         self._adapter_rehearsals: list = []  # adapters' rehearse methods (those that have one), set by open()
         self._pumped_at = 0  # ring rows written when the adapters last pumped
         self._pump_every = max(1, self.ring.capacity // 2)  # lockstep and afap pump at least this often
@@ -233,6 +235,8 @@ class Loop:
                 raise
             self._opened.append(a)
         self._wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
+        self._idle_fds = self._wake_fds + [fd for a in self.adapters for fd in a.idle_fds()]
+        self._idle_pending = [a.idle_pending for a in self.adapters if type(a).idle_pending is not Adapter.idle_pending]
         self._adapter_rehearsals = [a.rehearse for a in self.adapters if type(a).rehearse is not Adapter.rehearse]
 
     def close(self) -> None:
@@ -797,19 +801,16 @@ class Loop:
         self._pump(0)
 
     def _idle(self) -> None:
-        """Paused, stopped or lockstep: wait for control requests without spinning."""
-        items = list(self._wake_fds)
-        for a in self.adapters:
-            items.extend(a.wait_handles())
-        if items:
-            import zmq  # only for its poller, which also accepts plain file descriptors
+        """Paused, stopped or lockstep: wait for control requests without spinning.
 
-            poller = zmq.Poller()
-            for it in items:
-                poller.register(it, zmq.POLLIN)
-            poller.poll(20)
-        else:
-            time.sleep(0.02)
+        Up to 20 ms on the adapters' descriptors (:meth:`Adapter.wake_fds`,
+        :meth:`Adapter.idle_fds`), unless an adapter says input already waits.
+        """
+        if not any(pending() for pending in self._idle_pending):
+            if self._idle_fds:
+                select.select(self._idle_fds, (), (), 0.02)
+            else:
+                time.sleep(0.02)
         now = time.monotonic_ns()
         self._service(now, 0)
 
