@@ -61,159 +61,32 @@ A ``reset`` clears every fault.  Every status message carries the list
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from numba import njit
 
 from io_adapters.base import TI_FAULTS
 from io_adapters.declaration import (TransportFault, declaration, fault_error, fault_integer, fault_keys,
                                      fault_number, fault_targets)
-from io_adapters.ring import ring_push
 from plant_models.errors import FaultError
 from plant_models.plant import Plant
 
-MAX_FAULTS = 32  # signal faults active at once (the tables are preallocated)
-
-# -- signal fault kinds (FI_KIND) ----------------------------------------------------------------------------
-K_FORCE = 1  # value = the forced value
-K_HOLD = 2  # the held value is captured when the fault is set (freeze, drop-out "last")
-K_OFFSET = 3  # value = added
-K_GAIN = 4  # value = factor
-K_NOISE = 5  # value = standard deviation; seeded Gaussian noise added
-K_CLAMP = 6  # clamped to [FF_LO, FF_HI] (the capacity output of a stuck-closed clutch)
+from .fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_VALUE, FI_ACTIVE, FI_INDEX, FI_KIND, FI_RATE, FI_RNG,
+                           FI_SIDE, K_CLAMP, K_FORCE, K_GAIN, K_HOLD, K_NOISE, K_OFFSET, MAX_FAULTS, N_FF, N_FI,
+                           fault_inputs, fault_outputs, fault_push, fault_restore, seed_state, warm_up)
 
 SIGNAL_KINDS = ("force", "freeze", "offset", "gain", "noise", "dropout")
 CLUTCH_KINDS = ("stuck_closed", "no_torque", "worn", "slow_actuator", "pressure_bias")
 PLANT_TARGETS = ("signal", "clutch")  # and every adapter type that declares fault kinds (fault_targets())
-
-# -- table columns -------------------------------------------------------------------------------------------
-FI_ACTIVE = 0
-FI_SIDE = 1  # 0: input, 1: output
-FI_INDEX = 2  # the signal's value in the plant's df
-FI_RATE = 3  # an input's rate in df (-1 for an output)
-FI_KIND = 4
-FI_RNG = 5  # a noise fault's xorshift64* state (uint64 bits)
-N_FI = 6
-FF_VALUE = 0
-FF_HELD = 1
-FF_CLEAN = 2  # an input's clean value and rate during the step; the value an output fault got
-FF_CLEAN_RATE = 3
-FF_LO = 4  # an input's declared range: faulted values are clamped to it
-FF_HI = 5
-N_FF = 6
 
 NEUTRAL_OVERLAY = (1.0, 1.0, 1.0, 0.0)  # a clutch's fault overlay with no fault: (capacity, static, lag, preload)
 # A stuck-closed clutch: its static capacity per unit normal force is multiplied by this, and its normal force
 # held at least at its largest commanded value, so it holds any torque the drive line can put on it and a
 # slipping one closes at its full Coulomb torque.
 STUCK_STATIC_FACTOR = 1.0e6
-JIT = dict(cache=True)  # not nogil: called from the tick, which keeps the GIL (see io_adapters/ring.py)
-
-
-@njit(**JIT)
-def _uniform(fi, f):
-    """The next number in (0, 1) of fault f's xorshift64* stream (53 bits).  Called in the real-time loop."""
-    x = np.uint64(fi[f, FI_RNG])  # the same 64 bits, read as unsigned
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    fi[f, FI_RNG] = np.int64(x)
-    m = x * np.uint64(2685821657736338717)
-    return (float(m >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
-
-
-@njit(**JIT)
-def _normal(fi, f):
-    """A standard normal number from fault f's stream (Box-Muller on two draws; nothing allocated)."""
-    u1 = _uniform(fi, f)
-    u2 = _uniform(fi, f)
-    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
-
-
-@njit(**JIT)
-def _faulted(fi, ff, f, x):
-    k = fi[f, FI_KIND]
-    v = ff[f, FF_VALUE]
-    if k == K_FORCE:
-        return v
-    if k == K_HOLD:
-        return ff[f, FF_HELD]
-    if k == K_OFFSET:
-        return x + v
-    if k == K_GAIN:
-        return x * v
-    if k == K_CLAMP:
-        return min(max(x, ff[f, FF_LO]), ff[f, FF_HI])
-    return x + v * _normal(fi, f)
-
-
-@njit(**JIT)
-def fault_inputs(fi, ff, df, n):
-    """Replace the faulted inputs by their faulted values, keeping the clean ones.  Called in the real-time loop.
-
-    Faults are applied in table order (two on one input compose); rates:
-    0 for a forced or held input, scaled by a gain, unchanged otherwise.
-    """
-    for f in range(n):
-        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 0:
-            continue
-        i = fi[f, FI_INDEX]
-        r = fi[f, FI_RATE]
-        x = df[i]
-        ff[f, FF_CLEAN] = x
-        ff[f, FF_CLEAN_RATE] = df[r]
-        y = _faulted(fi, ff, f, x)
-        lo = ff[f, FF_LO]
-        hi = ff[f, FF_HI]
-        if y < lo:
-            y = lo
-        elif y > hi:
-            y = hi
-        elif y != y:
-            y = x
-        df[i] = y
-        k = fi[f, FI_KIND]
-        if k == K_FORCE or k == K_HOLD:
-            df[r] = 0.0
-        elif k == K_GAIN:
-            df[r] = df[r] * ff[f, FF_VALUE]
-
-
-@njit(**JIT)
-def fault_outputs(fi, ff, df, n):
-    """Replace the faulted outputs by what the faulty sensors report.  Called in the real-time loop."""
-    for f in range(n):
-        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 1:
-            continue
-        i = fi[f, FI_INDEX]
-        x = df[i]
-        ff[f, FF_CLEAN] = x  # what this fault saw: for the first fault on a signal, the true value
-        df[i] = _faulted(fi, ff, f, x)
-
-
-@njit(**JIT)
-def fault_restore(fi, ff, df, n):
-    """Put the clean inputs back after the step (last fault first).  Called in the real-time loop."""
-    for f in range(n - 1, -1, -1):
-        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 0:
-            continue
-        df[fi[f, FI_INDEX]] = ff[f, FF_CLEAN]
-        df[fi[f, FI_RATE]] = ff[f, FF_CLEAN_RATE]
-
-
-@njit(**JIT)
-def fault_push(fi, ff, df, head, ints, floats, tick_info, n, tick, now_ns, t):
-    """After the step: the faulted outputs, the state-ring row, then the commanded inputs back, in one call.
-
-    One compiled call instead of three (each call from Python costs more
-    than the work of ten faults).  Called in the real-time loop.
-    """
-    fault_outputs(fi, ff, df, n)
-    ring_push(head, ints, floats, tick_info, df, tick, now_ns, t)
-    fault_restore(fi, ff, df, n)
 
 
 @dataclass(frozen=True)
@@ -417,14 +290,23 @@ class FaultSet:
     adapters
         The transports that take transport faults (the first adapter of the
         fault's target type; :meth:`io_adapters.base.Adapter.set_fault`).
+    ring
+        The loop's state ring (:class:`io_adapters.ring.StateRing`), which
+        :attr:`push` writes; None: no :attr:`push`.
 
     Attributes
     ----------
     n_signal
         The number of table rows in use (0: the tick calls no fault function).
+    inputs
+        ``inputs(n)``: :func:`fault_inputs` with the tables and the plant's
+        buffer bound (a C-level call).  Called in the real-time loop.
+    push
+        ``push(n, tick, now_ns, t)``: :func:`fault_push` with the tables,
+        the buffer, the ring and ``tick_info`` bound.  Called in the real-time loop.
     """
 
-    def __init__(self, plant: Plant, tick_info: np.ndarray | None = None, adapters: Sequence = ()):
+    def __init__(self, plant: Plant, tick_info: np.ndarray | None = None, adapters: Sequence = (), ring=None):
         self.plant = plant
         self.tick_info = tick_info if tick_info is not None else np.zeros(TI_FAULTS + 1, dtype=np.int64)
         self.adapters = tuple(adapters)
@@ -443,6 +325,9 @@ class FaultSet:
         fault_inputs(self.fi, self.ff, plant.df, 0)
         fault_outputs(self.fi, self.ff, plant.df, 0)
         fault_restore(self.fi, self.ff, plant.df, 0)
+        self.inputs = functools.partial(fault_inputs, self.fi, self.ff, plant.df)
+        self.push = None if ring is None else functools.partial(
+            fault_push, self.fi, self.ff, plant.df, ring.head, ring.ints, ring.floats, self.tick_info)
 
     # ------------------------------------------------------------------ between ticks
     def parse(self, d: Any, where: str = "fault") -> FaultSpec:
@@ -535,7 +420,7 @@ class FaultSet:
                 ff[n, FF_HELD], fi[n, FI_RNG] = prev[id(f)]
             else:
                 ff[n, FF_HELD] = plant.u[f.index] if inp else true_y.get(base + f.index, plant.y[f.index])
-                fi[n, FI_RNG] = _seed_state(f.seed)
+                fi[n, FI_RNG] = seed_state(f.seed)
             n += 1
         self.n_signal = n
         self._apply_clutches()
@@ -579,7 +464,7 @@ class FaultSet:
                         "does not run")
 
     # ------------------------------------------------------------------ snapshots
-    def get_state(self) -> dict:
+    def snapshot_state(self) -> dict:
         """Everything needed to continue bit-exactly: the faults, the tables (held values, noise streams) and the
         tuned model floats of the clutch rows under a fault (``rows``: the plant's model floats, in the plant's
         snapshot, carry the faults; the other rows' tuned values are those)."""
@@ -597,8 +482,21 @@ class FaultSet:
         """Clear every fault (clutch rows back to their tuned floats) before a snapshot's model floats return."""
         self.clear()
 
-    def set_state(self, st: dict) -> None:
-        """Restore :meth:`get_state` after :meth:`clear_for_restore` and the plant's model floats.
+    def check_state(self, st: dict) -> None:
+        """Raise (``FaultError``, ``KeyError``, ``TypeError``, ``ValueError``) unless ``st`` is a
+        :meth:`snapshot_state` that fits this plant and these adapters; changes nothing."""
+        for key, arr in (("fi", self.fi), ("ff", self.ff)):
+            a = st[key]
+            if not isinstance(a, np.ndarray) or a.shape != arr.shape or a.dtype != arr.dtype:
+                raise ValueError(f"faults.{key} of the wrong shape")
+        specs = [self.parse(dict(d), "snapshot fault") for d in st["active"]]
+        if not 0 <= int(st["n"]) <= len(specs):
+            raise ValueError("faults.n out of range")
+        if not isinstance(st["rows"], dict):
+            raise TypeError("faults.rows must be a map")
+
+    def restore_state(self, st: dict) -> None:
+        """Restore :meth:`snapshot_state` (checked) after :meth:`clear_for_restore` and the plant's model floats.
 
         The faults are parsed again (transport faults handed to their
         adapters again) and the clutch overlays handed to the plant again
@@ -641,36 +539,6 @@ class FaultSet:
 
     def status(self) -> list[dict]:
         return self.listing()
-
-
-def warm_up() -> None:
-    """Compile (or load from numba's cache) the three fault kernels, with one fault of each side active."""
-    fi = np.zeros((2, N_FI), dtype=np.int64)
-    ff = np.zeros((2, N_FF))
-    df = np.zeros(4)
-    fi[:, FI_ACTIVE] = 1
-    fi[1, FI_SIDE] = 1
-    fi[:, FI_KIND] = K_NOISE
-    fi[0, FI_RATE] = 1
-    ff[:, FF_HI] = 1.0
-    fi[:, FI_RNG] = 1
-    fault_inputs(fi, ff, df, 2)
-    fault_outputs(fi, ff, df, 2)
-    fault_restore(fi, ff, df, 2)
-    from io_adapters.ring import StateRing
-
-    ring = StateRing(1, 1, 0, 2, 4)
-    fault_push(fi, ff, df, ring.head, ring.ints, ring.floats, np.zeros(8, dtype=np.int64), 2, 1, 0, 0.0)
-
-
-def _seed_state(seed: int) -> int:
-    """A non-zero xorshift state from a seed (splitmix64 of it), as the int64 with its bits."""
-    z = (int(seed) + 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFF_FFFF_FFFF_FFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFF_FFFF_FFFF_FFFF
-    z ^= z >> 31
-    z = z or 1
-    return z - (1 << 64) if z >= 1 << 63 else z  # the uint64 bits as an int64
 
 
 __all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore",

@@ -43,16 +43,21 @@ collector is frozen and disabled while the loop runs; a young-generation
 collection runs in the slack between ticks once a second, so reference
 cycles created by control requests do not accumulate.
 
-The loop does only this.  It is handed its parts by :mod:`server.runtime`:
-the command watchdog (:mod:`server.watchdog`), the scenario player
-(:mod:`server.scenario_player`), and, through :meth:`Loop.attach`, the
-context it shares with the adapters and a :class:`Reporter` (the status
-report of :mod:`server.status`, which reads the loop; the loop does not
-import it).  Control requests (:mod:`server.control`) change it only
-through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
+The loop does the tick and its transitions.  It is handed its parts by
+:mod:`server.runtime`: the command watchdog (:mod:`server.watchdog`), the
+scenario player (:mod:`server.scenario_player`), and, through
+:meth:`Loop.attach`, the context it shares with the adapters and a
+:class:`Reporter` (the status report of :mod:`server.status`, which reads
+the loop; the loop does not import it).  It builds its fault set
+(:class:`server.faults.FaultSet`, :attr:`Loop.faults`), whose tables and
+compiled partials the tick calls; setting and clearing faults is the fault
+set's (``Loop.set_fault`` and ``clear_fault`` hand over to it).  A snapshot
+is assembled by :mod:`server.snapshots` from each part's own state (the
+loop's part: its clock and queued inputs, :meth:`Loop.snapshot_state`).
+Control requests (:mod:`server.control`) change it only through its
+public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
 :meth:`Loop.stop`, :meth:`Loop.reset`, :meth:`Loop.step`,
-:meth:`Loop.apply_inputs`, :meth:`Loop.queue_inputs`,
-:meth:`Loop.set_fault`, :meth:`Loop.clear_fault`, :meth:`Loop.snapshot`,
+:meth:`Loop.apply_inputs`, :meth:`Loop.queue_inputs`, :meth:`Loop.snapshot`,
 :meth:`Loop.restore`, :meth:`Loop.set_step` and :meth:`Loop.request_shutdown`.
 """
 
@@ -72,11 +77,12 @@ import numpy as np
 
 from io_adapters.base import TI_OVERRUNS, TI_STATUS, Adapter, LoopContext
 from io_adapters.ring import StateRing, ring_push
+from plant_models.errors import SnapshotError
 from plant_models.plant import Plant
 
-from . import rtsetup
+from . import rtsetup, snapshots
+from .faults import FaultSet, FaultSpec
 from .loop_config import LoopConfig
-from .faults import FaultSet, FaultSpec, fault_inputs, fault_push
 from .scenario import offline_step
 from .scenario_player import ScenarioPlayer
 from .telemetry import (C_MISSED, C_MISSED_GRACE, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry,
@@ -149,14 +155,8 @@ class Loop:
         self.player = player
         self.tick_info = tick_info
         self.initial_inputs = dict(initial_inputs or {})
-        # injected faults (server/faults.py): their tables, and the two compiled calls with the tables bound
-        self.faults = FaultSet(plant, tick_info, self.adapters)
-        fs = self.faults
-        self._fault_in = functools.partial(fault_inputs, fs.fi, fs.ff, plant.df)
-        # fault_push(n, tick, now_ns, t): faulted outputs, the ring row, commanded inputs back, in one call
-        self._fault_push = functools.partial(fault_push, fs.fi, fs.ff, plant.df, self.ring.head, self.ring.ints,
-                                             self.ring.floats, tick_info)
-        self._n_faults = 0  # signal-fault table rows in use; 0: the tick calls no fault function
+        # injected faults (server/faults.py): the tick calls their two compiled partials while n_signal > 0
+        self.faults = FaultSet(plant, tick_info, self.adapters, self.ring)
         # The tick's rehearsal (sleep_spin): the step, the ring row and the telemetry on scratch copies, in the spin
         # before the deadline, so that a tick after a sleep finds its code and data in the caches (BENCHMARKS.md,
         # "The tick").
@@ -271,7 +271,6 @@ class Loop:
         """
         if self.faults.active:
             self.faults.clear()
-            self._n_faults = self.faults.n_signal
         initial = self.player.rewind()
         if initial is None:
             initial = dict(self.initial_inputs)
@@ -303,127 +302,57 @@ class Loop:
     def set_fault(self, fault: dict | FaultSpec) -> FaultSpec:
         """Inject a fault (the map of ``docs/faults.md``, or a parsed spec) from the next tick on; returns it.
 
-        Between ticks (a control request, or a runner that steps the loop
-        and applies a fault schedule).  Raises ``FaultError`` for a bad
-        fault, changing nothing.
+        :meth:`server.faults.FaultSet.set` of :attr:`faults`; raises
+        ``FaultError`` for a bad fault, changing nothing.
         """
-        spec = self.faults.set(fault)
-        self._n_faults = self.faults.n_signal
-        return spec
+        return self.faults.set(fault)
 
     def clear_fault(self, name: str | None = None) -> list[str]:
-        """Clear the fault called ``name`` (None: all) from the next tick on; returns the names cleared.
-
-        Raises ``KeyError`` for a name that is not active.
-        """
-        gone = self.faults.clear(name)
-        self._n_faults = self.faults.n_signal
-        return gone
+        """Clear the fault called ``name`` (None: all) from the next tick on (:meth:`FaultSet.clear`)."""
+        return self.faults.clear(name)
 
     def snapshot(self) -> dict:
-        """The whole simulation state, to continue bit-exactly with :meth:`restore`; between ticks.
-
-        The plant's data and model floats (the core's state, stuck modes,
-        pressure lags, kinematic phases, time, counters, tuned parameters),
-        the loop's tick and step, the inputs queued for the next tick, the
-        scenario position, the injected faults and the command watchdog.  A
-        dict of plain values and numpy arrays (:mod:`server.snapshots`
-        writes it to a file).  The state ring, the adapters' own counters
-        (CAN alive counters, sequence numbers) and the timing telemetry are
-        not part of it: they describe the link and the run, not the
-        simulation.
-        """
-        plant = self.plant
-        df, di = plant.get_state()
-        player = self.player
-        sc = player.loaded
-        return {
-            "format": 1,
-            "plant": {"kind": plant.kind, "n_in": plant.n_in, "n_out": plant.n_out,
-                      "outputs": [s.name for s in plant.outputs], "mf": plant.mf.copy(), "df": df, "di": di},
-            "loop": {"tick": self.tick, "period_ns": self.period_ns, "mode": self.mode,
-                     "tick_info": self.tick_info.copy(), "queued_idx": self._queued_idx.copy(),
-                     "queued_val": self._queued_val.copy(), "queued_n": self._queued_n},
-            "scenario": None if sc is None else {
-                "source": sc.scenario.source, "n_steps": sc.n_steps, "dt_s": sc.dt,
-                "active": player.active is not None, "finished": bool(player.info and player.info.get("finished")),
-                "finished_at_tick": (player.info or {}).get("finished_at_tick")},
-            "faults": self.faults.get_state(),
-            "watchdog": self.watchdog.get_state(self.clock_ns()),
-        }
+        """The whole simulation state, to continue bit-exactly with :meth:`restore` (:func:`server.snapshots.take`)."""
+        return snapshots.take(self)
 
     def restore(self, snap: dict) -> None:
-        """Continue from a :meth:`snapshot` of this plant (the same config); between ticks.
+        """Continue from a :meth:`snapshot` of this plant and config (:func:`server.snapshots.restore`).
 
-        Checks everything before it changes anything: the plant's kind and
-        ports, the buffers' shapes and the loaded scenario (the same one must
-        be loaded, or none if none was).  Raises ``SnapshotError`` (nothing
-        changed) for a snapshot that does not fit.
+        Every part checks its own state before any changes; ``SnapshotError``
+        (nothing changed) for a snapshot that does not fit.
         """
-        from plant_models.errors import FaultError, SnapshotError
+        snapshots.restore(self, snap)
 
-        plant = self.plant
-        p = snap.get("plant") if isinstance(snap, dict) else None
-        if not isinstance(p, dict) or snap.get("format") != 1:
-            raise SnapshotError("not a snapshot of this server (format 1)")
-        if (p.get("kind") != plant.kind or p.get("n_in") != plant.n_in or p.get("n_out") != plant.n_out
-                or list(p.get("outputs", [])) != [s.name for s in plant.outputs]):
-            raise SnapshotError(f"the snapshot is of a {p.get('kind')} plant with other signals, not of this "
-                            f"{plant.kind} plant")
-        for key, buf in (("mf", plant.mf), ("df", plant.df), ("di", plant.di)):
-            a = p.get(key)
-            if not isinstance(a, np.ndarray) or a.shape != buf.shape or a.dtype != buf.dtype:
-                raise SnapshotError(f"the snapshot's plant buffer {key} does not fit this plant's configuration")
-        try:  # every field read and checked before anything changes
-            lp = snap["loop"]
-            period_ns, tick, queued_n = int(lp["period_ns"]), int(lp["tick"]), int(lp["queued_n"])
-            ti = np.asarray(lp["tick_info"], dtype=np.int64)
-            q_idx = np.asarray(lp["queued_idx"], dtype=np.int64)
-            q_val = np.asarray(lp["queued_val"], dtype=np.float64)
-            wd, flt = snap["watchdog"], snap["faults"]
-            want, have = snap["scenario"], self.player.loaded
-            if (ti.shape != self.tick_info.shape or q_idx.shape != self._queued_idx.shape
-                    or q_val.shape != self._queued_val.shape or not 0 <= queued_n <= q_idx.size
-                    or tick < 0 or period_ns <= 0):
-                raise ValueError("loop fields of the wrong shape")
-            for key in ("held", "cur", "cur_rate", "max_rate"):
-                if np.shape(wd[key]) != getattr(self.watchdog, key).shape:
-                    raise ValueError(f"watchdog.{key} of the wrong shape")
-            for key, arr in (("fi", self.faults.fi), ("ff", self.faults.ff)):
-                a = flt[key]
-                if not isinstance(a, np.ndarray) or a.shape != arr.shape or a.dtype != arr.dtype:
-                    raise ValueError(f"faults.{key} of the wrong shape")
-            specs = [self.faults.parse(dict(d), "snapshot fault") for d in flt["active"]]
-            if not 0 <= int(flt["n"]) <= len(specs):
-                raise ValueError("faults.n out of range")
-        except FaultError as exc:
-            raise SnapshotError(f"a fault of the snapshot does not fit: {exc}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SnapshotError(f"a damaged snapshot ({type(exc).__name__}: {exc})") from None
+    # ------------------------------------------------------------------ the clock's part of a snapshot
+    def snapshot_state(self) -> dict:
+        """The loop's part of a snapshot: tick, step, mode, the status word and the inputs queued for the next tick."""
+        return {"tick": self.tick, "period_ns": self.period_ns, "mode": self.mode, "tick_info": self.tick_info.copy(),
+                "queued_idx": self._queued_idx.copy(), "queued_val": self._queued_val.copy(),
+                "queued_n": self._queued_n}
+
+    def check_state(self, st: dict) -> None:
+        """Raise unless ``st`` fits this loop (shapes; a realtime loop keeps its period); changes nothing."""
+        period_ns, tick, queued_n = int(st["period_ns"]), int(st["tick"]), int(st["queued_n"])
+        shapes = [(np.asarray(st[k]).shape, ref.shape) for k, ref in (
+            ("tick_info", self.tick_info), ("queued_idx", self._queued_idx), ("queued_val", self._queued_val))]
+        if (any(a != b for a, b in shapes) or not 0 <= queued_n <= self._queued_idx.size or tick < 0
+                or period_ns <= 0):
+            raise ValueError("loop fields of the wrong shape")
         if period_ns != self.period_ns and self.mode == "realtime":
             raise SnapshotError(f"the snapshot's step {period_ns / 1e9:g} s differs from this realtime server's "
-                            f"period {self.dt:g} s")
-        if (want is None) != (have is None) or (want is not None and (
-                want["source"] != have.scenario.source or want["n_steps"] != have.n_steps
-                or want["dt_s"] != have.dt)):
-            raise SnapshotError("the snapshot was taken with " + (f"scenario {want['source']} loaded" if want else
-                            "no scenario loaded") + ", the server has " +
-                            (f"scenario {have.scenario.source} loaded" if have else "none loaded"))
-        del specs  # parsed above only to check them; set_state parses them again as it sets them
-        self.faults.clear_for_restore()
-        plant.mf[:] = p["mf"]
-        plant.set_state((p["df"], p["di"]))
+                                f"period {self.dt:g} s")
+
+    def restore_state(self, st: dict) -> None:
+        """Restore a checked :meth:`snapshot_state`; the next :meth:`start` continues from it."""
+        period_ns = int(st["period_ns"])
         if period_ns != self.period_ns:
             self.set_step(period_ns / 1e9)
-        self.tick = tick
-        self.tick_info[TI_STATUS] = ti[TI_STATUS]  # the other slots: set below (watchdog, scenario, faults) or telemetry
-        self._queued_idx[:] = q_idx
-        self._queued_val[:] = q_val
-        self._queued_n = queued_n
-        self.player.seek(self.tick, want)
-        self.watchdog.set_state(wd, self.clock_ns())
-        self.faults.set_state(flt)
-        self._n_faults = self.faults.n_signal
+        self.tick = int(st["tick"])
+        # the other slots: set by the watchdog, the scenario player, the fault set, or telemetry
+        self.tick_info[TI_STATUS] = np.asarray(st["tick_info"], dtype=np.int64)[TI_STATUS]
+        self._queued_idx[:] = np.asarray(st["queued_idx"], dtype=np.int64)
+        self._queued_val[:] = np.asarray(st["queued_val"], dtype=np.float64)
+        self._queued_n = int(st["queued_n"])
         self._restart_pending = False
 
     def set_step(self, dt: float) -> None:
@@ -520,13 +449,14 @@ class Loop:
         if k == player.swap_at:
             player.swap()
         sc = player.active
-        nf = self._n_faults
+        faults = self.faults
+        nf = faults.n_signal
         if sc is not None and k < sc.n_steps:
             # exactly the offline simulator's step, so lockstep equals `gearbox-hil simulate` bit for bit
             t0 = time.monotonic_ns()
             if nf:  # the same two stages with the faulted inputs between them
                 sc.apply(plant, k)
-                self._fault_in(nf)
+                faults.inputs(nf)
                 st = plant.step(sc.dt)
             else:
                 st = offline_step(plant, sc, k)
@@ -536,14 +466,14 @@ class Loop:
             elif self._watchdog_in_mode:
                 self.watchdog.update(now_ns, self.dt)
             if nf:
-                self._fault_in(nf)
+                faults.inputs(nf)
             t0 = time.monotonic_ns()
             st = plant.step(self.dt)
         self._step_ns = time.monotonic_ns() - t0
         self.tick = k + 1
         self.tick_info[TI_STATUS] = st
         if nf:
-            self._fault_push(nf, k + 1, now_ns, plant.time)
+            faults.push(nf, k + 1, now_ns, plant.time)
             if sc is not None and k + 1 >= sc.n_steps:
                 player.release(k + 1)  # after the commanded inputs are back, so its final values stay
         else:
