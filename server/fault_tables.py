@@ -26,7 +26,7 @@ K_GAIN = 4  # value = factor
 K_NOISE = 5  # value = standard deviation; seeded Gaussian noise added
 K_CLAMP = 6  # clamped to [FF_LO, FF_HI] (the capacity output of a stuck-closed clutch)
 
-# -- table columns (fi: int64, ff: float64) -------------------------------------------------------------------------------------------
+# -- table columns (fi: int64, ff: float64) -----------------------------------------------------------------
 FI_ACTIVE = 0
 FI_SIDE = 1  # 0: input, 1: output
 FI_INDEX = 2  # the signal's value in the plant's df

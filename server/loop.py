@@ -1,27 +1,22 @@
 """The fixed-rate loop: read -> step -> write on absolute deadlines, with timing telemetry.
 
-One thread does everything, so nothing waits for the GIL: between ticks it
-lets the adapters publish the states of the last ticks and take in arrived
-commands (:meth:`~io_adapters.base.Adapter.pump`), serves control requests,
-flushes logs and prints the status line, each only while enough slack
-remains before the next deadline; it sleeps on the adapters' input
-(:meth:`~io_adapters.base.Adapter.wake_fds`), so a command that arrives
-while it sleeps is taken in at once; at the deadline it wakes (sleep,
-sleep-then-spin or spin) and runs the tick, which does physics and copies,
-nothing else:
+One thread does everything, so nothing waits for the GIL.  Between ticks,
+while the slack allows, :mod:`server.housekeeping` pumps the adapters
+(states out, commands in), serves control requests, publishes events and
+shows the status line; :mod:`server.waits` waits for the deadline (sleep,
+sleep-then-spin or spin; a sleep wakes for adapter input).  The tick does
+physics and copies, nothing else:
 
 1. every adapter's ``read`` copies the commands decoded since the last tick
    into ``plant.u``;
 2. a loaded scenario writes the inputs of this step (exactly as the offline
    simulator does), or else the command watchdog applies its safe action;
 3. ``plant.step(dt)``: one compiled call; with signal faults injected
-   (:mod:`server.faults`), one compiled call before it fakes the faulted
-   inputs;
+   (:mod:`server.faults`), one before it fakes the faulted inputs;
 4. the state after the step goes into the next row of the state ring
-   (:mod:`io_adapters.ring`): one compiled call, which is how the ZeroMQ
-   state stream (and any other consumer) gets it, between ticks; with signal
-   faults injected the same call first fakes the faulted outputs and then
-   gives the faulted inputs their commanded values back;
+   (:mod:`io_adapters.ring`), which every consumer (the ZeroMQ state stream)
+   reads between ticks: one compiled call, which with signal faults also
+   fakes the faulted outputs and gives the faulted inputs back;
 5. the ``write`` of every adapter that sends something every tick (CAN
    frames due this tick).
 
@@ -43,19 +38,14 @@ collector is frozen and disabled while the loop runs; a young-generation
 collection runs in the slack between ticks once a second, so reference
 cycles created by control requests do not accumulate.
 
-The loop does the tick and its transitions.  It is handed its parts by
-:mod:`server.runtime`: the command watchdog (:mod:`server.watchdog`), the
-scenario player (:mod:`server.scenario_player`), and, through
-:meth:`Loop.attach`, the context it shares with the adapters and a
-:class:`Reporter` (the status report of :mod:`server.status`, which reads
-the loop; the loop does not import it).  It builds its fault set
-(:class:`server.faults.FaultSet`, :attr:`Loop.faults`), whose tables and
-compiled partials the tick calls; setting and clearing faults is the fault
-set's (``Loop.set_fault`` and ``clear_fault`` hand over to it).  A snapshot
-is assembled by :mod:`server.snapshots` from each part's own state (the
-loop's part: its clock and queued inputs, :meth:`Loop.snapshot_state`).
-Control requests (:mod:`server.control`) change it only through its
-public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
+The loop does the tick and its transitions.  :mod:`server.runtime` hands
+it the command watchdog and the scenario player, and through
+:meth:`Loop.attach` the adapters' context and a :class:`Reporter` (the
+status report, which reads the loop; the loop does not import it).  Its
+fault set (:attr:`Loop.faults`) sets and clears faults and gives the tick
+its compiled partials; :mod:`server.snapshots` assembles a snapshot from
+each part's own state.  Control requests (:mod:`server.control`) change it
+only through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
 :meth:`Loop.stop`, :meth:`Loop.reset`, :meth:`Loop.step`,
 :meth:`Loop.apply_inputs`, :meth:`Loop.queue_inputs`, :meth:`Loop.snapshot`,
 :meth:`Loop.restore`, :meth:`Loop.set_step` and :meth:`Loop.request_shutdown`.
@@ -66,12 +56,9 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-import select
-import signal
 import sys
-import threading
 import time
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -87,25 +74,15 @@ from .scenario import offline_step
 from .scenario_player import ScenarioPlayer
 from .telemetry import (C_MISSED, C_MISSED_GRACE, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry,
                         record_tick)
+from .housekeeping import Housekeeping, Reporter
+from .waits import Waiter
 from .watchdog import CommandWatchdog
 
 STOPPED = "stopped"
 RUNNING = "running"
 PAUSED = "paused"
-# The spin wait rehearses the adapters' decoding (about 10 us) only with at least this much time to the deadline.
-REHEARSAL_SLACK_NS = 30_000
 
 log = logging.getLogger("gearbox_hil.loop")
-
-
-class Reporter(Protocol):
-    """What the loop calls to report its status between ticks (implemented by :class:`server.status.StatusReport`)."""
-
-    def warm_up(self) -> None:
-        """Run the reporting code paths once before the first deadline (changes nothing)."""
-
-    def status_window(self) -> None:
-        """A status window ended while running: close it and show the status line."""
 
 
 class Loop:
@@ -157,18 +134,6 @@ class Loop:
         self.initial_inputs = dict(initial_inputs or {})
         # injected faults (server/faults.py): the tick calls their two compiled partials while n_signal > 0
         self.faults = FaultSet(plant, tick_info, self.adapters, self.ring)
-        # The tick's rehearsal (sleep_spin): the step, the ring row and the telemetry on scratch copies, in the spin
-        # before the deadline, so that a tick after a sleep finds its code and data in the caches (BENCHMARKS.md,
-        # "The tick").
-        # (only a plant whose step is the standard compiled call on its buffers: its state is all in them)
-        self._rehearse_step = type(plant).step is Plant.step
-        self._dry_df = np.empty_like(plant.df)
-        self._dry_di = np.empty_like(plant.di)
-        dry_ring = StateRing.for_plant(plant, 4)
-        self._dry_ring_push = functools.partial(ring_push, dry_ring.head, dry_ring.ints, dry_ring.floats,
-                                                tick_info.copy(), self._dry_df)
-        scratch = Telemetry(cfg.period_ns, 1)
-        self._dry_record_tick = functools.partial(record_tick, scratch.counters, scratch.hist, scratch.samples)
         self.state = STOPPED
         self.tick = 0  # plant steps taken since the last reset
         self.telemetry = Telemetry(self.period_ns, cfg.sample_capacity)
@@ -188,30 +153,14 @@ class Loop:
         self._queued_idx = np.zeros(max(plant.n_in, 1), dtype=np.int64)
         self._queued_val = np.zeros(max(plant.n_in, 1))
         self._queued_n = 0
-        self._last_status_window = 0
-        self._last_gc = 0
-        self._last_events = 0
         self._rt: rtsetup.RealtimeSettings | None = None
         self._opened: list[Adapter] = []
-        self._wait = {"sleep": self._wait_sleep, "sleep_spin": self._wait_sleep_spin,
-                      "spin": self._wait_spin}[cfg.wait]
-        self._spin_margin_ns = int(cfg.spin_margin_us * 1000)
-        self._adapt_margin = cfg.spin_margin_adapt
-        self._margin_min_ns = 20_000
-        # At most half a period: a margin near the period is a pure spin, which under SCHED_FIFO triggers
-        # the kernel's real-time throttling.
-        self._margin_max_ns = max(min(self._spin_margin_ns, self.period_ns // 2), self._margin_min_ns)
-        if self._adapt_margin:
-            self._spin_margin_ns = self._margin_max_ns
-        self._overshoot_q = self._spin_margin_ns
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
         # rates still serve requests; and no request waits more than 50 ms (see _run_realtime).
-        self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
-        self._last_service = 0
-        self._wake_fds: list[int] = []
-        self._idle_fds: list[int] = []  # what _idle waits on: wake_fds and the adapters' idle_fds
-        self._idle_pending: list = []  # adapters' idle_pending methods (those that have one)
-        self._adapter_rehearsals: list = []  # adapters' rehearse methods (those that have one), set by open()
+        self.service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
+        # the wait before each deadline (it pumps when input arrives), and the work between ticks
+        self.waiter = Waiter(self, lambda until_ns: self._pump(until_ns), self.service_budget_ns)
+        self.housekeeping = Housekeeping(self)
         self._pumped_at = 0  # ring rows written when the adapters last pumped
         self._pump_every = max(1, self.ring.capacity // 2)  # lockstep and afap pump at least this often
         self._pump_failures = 0
@@ -234,10 +183,10 @@ class Loop:
                 self.close()
                 raise
             self._opened.append(a)
-        self._wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
-        self._idle_fds = self._wake_fds + [fd for a in self.adapters for fd in a.idle_fds()]
-        self._idle_pending = [a.idle_pending for a in self.adapters if type(a).idle_pending is not Adapter.idle_pending]
-        self._adapter_rehearsals = [a.rehearse for a in self.adapters if type(a).rehearse is not Adapter.rehearse]
+        w = self.waiter
+        w.wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
+        w.adapter_rehearsals = [a.rehearse for a in self.adapters if type(a).rehearse is not Adapter.rehearse]
+        self.housekeeping.adapters_opened(self.adapters, w.wake_fds)
 
     def close(self) -> None:
         for a in reversed(self._opened):
@@ -300,11 +249,7 @@ class Loop:
         self._queued_n = count
 
     def set_fault(self, fault: dict | FaultSpec) -> FaultSpec:
-        """Inject a fault (the map of ``docs/faults.md``, or a parsed spec) from the next tick on; returns it.
-
-        :meth:`server.faults.FaultSet.set` of :attr:`faults`; raises
-        ``FaultError`` for a bad fault, changing nothing.
-        """
+        """Inject a fault (a map of ``docs/faults.md``) from the next tick on (:meth:`FaultSet.set`); returns it."""
         return self.faults.set(fault)
 
     def clear_fault(self, name: str | None = None) -> list[str]:
@@ -404,6 +349,10 @@ class Loop:
         return self._shutdown
 
     @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+    @property
     def status_word(self) -> int:
         """Status word of the last plant step (0: normal)."""
         return int(self.tick_info[TI_STATUS])
@@ -421,7 +370,7 @@ class Loop:
     @property
     def spin_margin_us(self) -> float:
         """How long before a deadline the sleep_spin wait stops sleeping (adapted to the machine), us."""
-        return self._spin_margin_ns / 1000.0
+        return self.waiter.spin_margin_us
 
     def sim_ns(self) -> int:
         """Simulated time of the next tick in ns (the clock of lockstep and afap)."""
@@ -484,91 +433,10 @@ class Loop:
             a.write(k + 1, now_ns)
         return st
 
-    # ------------------------------------------------------------------ waiting
-    def _sleep_until(self, target: int, deadline: int) -> bool:
-        """Sleep until ``target`` (ns), taking in adapter input that arrives meanwhile while the slack allows.
-
-        Returns True when the sleep ended at ``target`` by its timeout (so
-        its overshoot says how late this machine wakes a sleeper).
-        """
-        mono = time.monotonic_ns
-        rem = target - mono()
-        if rem <= 0:
-            return False
-        fds = self._wake_fds
-        wakes = 0
-        while fds and wakes < 8:  # a few early wake-ups per period at most, then a plain sleep
-            readable = select.select(fds, (), (), rem / 1e9)[0]
-            if not readable:
-                return True
-            wakes += 1
-            now = mono()
-            if deadline - now <= self._service_budget_ns:
-                break
-            self._pump(deadline - self._service_budget_ns)  # a command arrived: ready for the next tick
-            rem = target - mono()
-            if rem <= 0:
-                return False
-        rem = target - mono()
-        if rem > 0:
-            time.sleep(rem / 1e9)
-            return wakes == 0
-        return False
-
-    def _wait_sleep(self, deadline: int) -> None:
-        self._sleep_until(deadline, deadline)
-
-    def _wait_sleep_spin(self, deadline: int) -> None:
-        mono = time.monotonic_ns
-        margin = self._spin_margin_ns
-        target = deadline - margin
-        slept = self._sleep_until(target, deadline)
-        if slept and self._adapt_margin:
-            # Track the 99th percentile of the sleep's overshoot (stochastic quantile estimate: up
-            # 99 steps when above it, down 1 step when below), so that rare stalls move it little;
-            # spin that long plus 15 us (which also covers the rehearsal below).
-            q = self._overshoot_q
-            q = q + 3_960 if mono() - target > q else q - 40
-            q = min(max(q, 0), self._margin_max_ns)
-            self._overshoot_q = q
-            margin = q + 15_000
-            self._spin_margin_ns = min(max(margin, self._margin_min_ns), self._margin_max_ns)
-        self._rehearse(deadline)
-        while mono() < deadline:
-            pass
-
-    def _rehearse(self, now_ns: int) -> None:
-        """The tick's compiled work on scratch copies: plant step, ring row, telemetry (no state changes)."""
-        if self._rehearse_step:
-            self.plant.rehearse_step(self._dry_df, self._dry_di, self.dt)
-        self._dry_ring_push(self.tick + 1, now_ns, self.plant.time)
-        self._dry_record_tick(0, 0, 0, 0, True)
-
-    def _wait_spin(self, deadline: int) -> None:
-        mono = time.monotonic_ns
-        if self._adapter_rehearsals and deadline - mono() > REHEARSAL_SLACK_NS:
-            self._rehearse_adapters()
-        while mono() < deadline:
-            pass
-
-    def _rehearse_adapters(self) -> None:
-        """The adapters' between-tick decoding on scratch data (:meth:`Adapter.rehearse`), in the spin wait.
-
-        At rates where the spin wait is used, a command arrives every hundred ticks or so and its
-        decoding, cold by then, cost more than the gap between two ticks (BENCHMARKS.md, "The tick").
-        """
-        for rehearse in self._adapter_rehearsals:
-            try:
-                rehearse()
-            except Exception:  # a rehearsal must never stop the loop: drop it
-                log.exception("rehearsal of an adapter's decoding failed; it is not rehearsed any more")
-                self._adapter_rehearsals = [r for r in self._adapter_rehearsals if r != rehearse]
-                return
-
     # ------------------------------------------------------------------ running
     def run(self) -> int:
         """Run until shutdown (Ctrl-C, SIGTERM, a ``shutdown`` request, ``duration_s``); returns the exit code."""
-        handlers = self._install_signal_handlers()
+        handlers = rtsetup.install_signal_handlers(lambda name: self.request_shutdown(name))
         switch = sys.getswitchinterval()
         gc_was = gc.isenabled()
         try:
@@ -587,7 +455,7 @@ class Loop:
                 elif self.state == RUNNING and self.mode == "afap":
                     self._run_afap()
                 else:
-                    self._idle()
+                    self.housekeeping.idle()
         finally:
             gc.unfreeze()
             if gc_was:
@@ -595,7 +463,7 @@ class Loop:
             sys.setswitchinterval(switch)
             if self._rt is not None:
                 self._rt.restore()
-            self._restore_signal_handlers(handlers)
+            rtsetup.restore_signal_handlers(handlers)
         return self.exit_code
 
     def _warm_up(self) -> None:
@@ -612,24 +480,6 @@ class Loop:
         self.telemetry.reset()
         self.tick_info[TI_OVERRUNS] = 0
 
-    def _install_signal_handlers(self):
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        old = {}
-
-        def on_signal(signum, frame):
-            self.request_shutdown(signal.Signals(signum).name)
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, on_signal)
-        return old
-
-    @staticmethod
-    def _restore_signal_handlers(old) -> None:
-        if old:
-            for sig, h in old.items():
-                signal.signal(sig, h)
-
     def _begin_running(self) -> None:
         if self._restart_pending:
             self.reset()
@@ -644,7 +494,8 @@ class Loop:
         samples = self.telemetry.samples
         tick_info = self.tick_info
         mono = time.monotonic_ns
-        wait = self._wait
+        wait = self.waiter.wait
+        serve = self.housekeeping.serve
         tick = self._tick
         stop_policy = self.cfg.overrun_policy == "stop"
         max_overruns = self.cfg.max_overruns
@@ -656,10 +507,10 @@ class Loop:
         self._step_ns = 0
         while self.state == RUNNING and not self._shutdown:
             now = mono()
-            if deadline - now > self._service_budget_ns:
-                self._service(now, deadline)
-            elif now - self._last_service > 50_000_000:  # never starve control requests (e.g. at 10 kHz)
-                self._service(now, deadline, force=True)
+            if deadline - now > self.service_budget_ns:
+                serve(now, deadline)
+            elif now - self.housekeeping.last_service > 50_000_000:  # never starve control requests (10 kHz)
+                serve(now, deadline, force=True)
                 if self.state != RUNNING or self._shutdown:
                     break
             wait(deadline)
@@ -725,58 +576,10 @@ class Loop:
             if end >= next_service:
                 self.telemetry.add_run_time(end - last)
                 last = end
-                self._service(end, 0)
+                self.housekeeping.serve(end, 0)
                 next_service = mono() + 1_000_000
         self.telemetry.add_run_time(mono() - last)
         self._pump(0)
-
-    def _idle(self) -> None:
-        """Paused, stopped or lockstep: wait for control requests without spinning.
-
-        Up to 20 ms on the adapters' descriptors (:meth:`Adapter.wake_fds`,
-        :meth:`Adapter.idle_fds`), unless an adapter says input already waits.
-        """
-        if not any(pending() for pending in self._idle_pending):
-            if self._idle_fds:
-                select.select(self._idle_fds, (), (), 0.02)
-            else:
-                time.sleep(0.02)
-        now = time.monotonic_ns()
-        self._service(now, 0)
-
-    # ------------------------------------------------------------------ between ticks
-    def _service(self, now: int, deadline: int, force: bool = False) -> None:
-        """Housekeeping between ticks, each item only while the slack allows (deadline 0: no deadline).
-
-        ``force`` serves the adapters once even without slack (an overrun is then counted).
-        """
-        budget = self._service_budget_ns
-        mono = time.monotonic_ns
-        self._last_service = now
-        # states out and commands in first: they are what the clients wait for
-        self._pump(deadline - budget if deadline else 0)
-        for a in self.adapters:
-            if deadline and not force and deadline - mono() < budget:
-                return
-            try:
-                a.poll_control(self.sim_ns() if self.mode != "realtime" else mono())
-            except Exception:
-                log.exception("adapter %s failed while serving control requests", a.name)
-        if deadline and self.player.active is not None:
-            self.player.prefetch(self.tick, deadline - mono())
-        if now - self._last_events >= 20_000_000 and (not deadline or deadline - mono() >= budget):
-            self._last_events = now
-            self._collect_events()
-            self.watchdog.log_changes()
-        if (self.cfg.status_interval_s > 0 and now - self._last_status_window >= self.cfg.status_interval_s * 1e9
-                and (not deadline or deadline - mono() >= budget)):
-            self._last_status_window = now
-            if self.reporter is not None and self.state == RUNNING:
-                self.reporter.status_window()
-        if (self.cfg.gc_interval_s > 0 and now - self._last_gc >= self.cfg.gc_interval_s * 1e9
-                and (not deadline or deadline - mono() >= budget)):
-            self._last_gc = now
-            gc.collect(1)
 
     def _pump(self, until_ns: int) -> None:
         """Every adapter's :meth:`~io_adapters.base.Adapter.pump` (states out, commands in), between ticks."""
@@ -789,17 +592,6 @@ class Loop:
                     log.exception("adapter %s failed while moving data between ticks (%d failures)", a.name,
                                   self._pump_failures)
         self._pumped_at = self.ring.written
-
-    def _collect_events(self) -> None:
-        events = self.plant.new_events()
-        if not events:
-            return
-        self.events_total += len(events)
-        for a in self.adapters:
-            try:
-                a.publish_events(events)
-            except Exception:
-                log.exception("adapter %s failed to publish events", a.name)
 
 
 __all__ = ["Loop", "Reporter", "STOPPED", "RUNNING", "PAUSED"]
