@@ -146,3 +146,11 @@ def test_a_third_transport_brings_its_option_and_fault_kind_without_an_edit_of_s
     fs = FaultSet(load_plant("powershift"), adapters=[web])
     spec = fs.set({"target": "web", "kind": "freeze_page"})
     assert spec.name == "web:page:freeze_page" and web.faults == [TransportFault("web", "freeze_page", "page")]
+
+
+def test_faults_loop_and_snapshots_reach_the_core_only_through_the_plant():
+    """Clutch faults go through the plant's overlay (FrictionPlant.set_clutch_overlay), not the core's slots."""
+    for rel in ("faults.py", "fault_tables.py", "loop.py", "snapshots.py", "params.py", "runtime.py", "waits.py",
+                "housekeeping.py"):
+        found = {m for m in _imports((ROOT / "server" / rel).read_text()) if m.startswith("plant_models.core")}
+        assert found == set(), rel
