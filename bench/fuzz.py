@@ -6,7 +6,8 @@ signals, wrong types, NaN and infinities, values out of range, too many
 entries, oversized and multi-frame messages, bad arguments of every control
 command, paths outside the scenario folders; CAN frames with a wrong
 checksum, length or ID, a frozen or jumping alive counter, values out of
-range).  Every run asserts what the issue asks of a hardened server:
+range; the same for CAN FD frames of the DCT's FD set, class ``canfd``, with
+the profile-5 CRC-16, the other CAN FD lengths and classic frames).  Every run asserts what the issue asks of a hardened server:
 
 * the server is alive afterwards and answers;
 * no plant state changes from rejected input (inputs and outputs equal
@@ -394,7 +395,25 @@ def fuzz_state(srv: Server, rng: random.Random, n: int) -> dict:
 
 
 # ------------------------------------------------------------------ CAN frames
-def fuzz_can(rng: random.Random, n: int) -> dict:
+CAN_PROFILES = {
+    # classic CAN: the Powershift's 8-byte command frame, CRC-8 SAE J1850, 4-bit counter
+    "can": {"plant": "powershift", "dbc": "powershift.dbc", "options": {}, "message": "TCU_ClutchCmdA",
+            "crc": "ClutchCmdA_CRC", "counter": "ClutchCmdA_Counter", "data_id": 0x0100, "variant": "sae_j1850",
+            "ok": {"PressureCmd_C1": 12.5, "PressureCmd_C2": 0.0, "PressureCmd_C3": 16.0, "PressureCmd_C4": 0.0},
+            "pressures": ("PressureCmd_C1", "PressureCmd_C2", "PressureCmd_C3", "PressureCmd_C4"), "p_max": 40.0,
+            "out_of_range": ("PressureCmd_C2", 40.95), "bad_lengths": (0, 1, 3, 7)},
+    # CAN FD: the DCT's 64-byte command frame, E2E profile 5 (CRC-16), 8-bit counter; wrong lengths are
+    # the other CAN FD lengths (and classic frames)
+    "canfd": {"plant": "dct", "dbc": "dct_fd.dbc", "options": {"fd": True, "message_set": "io_can_dct_fd"},
+              "message": "TCU_DctCmdFd", "crc": "DctCmdFd_CRC", "counter": "DctCmdFd_Counter", "data_id": 0x0180,
+              "variant": "autosar_p05",
+              "ok": {"GearOddCmd": 1, "GearEvenCmd": 2, "PressureCmd_C1": 12.5, "PressureCmd_C2": 0.0},
+              "pressures": ("PressureCmd_C1", "PressureCmd_C2"), "p_max": 25.0,
+              "out_of_range": ("PressureCmd_C1", 65.0), "bad_lengths": (0, 1, 8, 12, 16, 20, 24, 32, 48)},
+}
+
+
+def fuzz_can(rng: random.Random, n: int, profile: str = "can") -> dict:
     """Invalid command frames of every kind into a CAN adapter on a virtual bus; all rejected, inputs unchanged."""
     import can
     import cantools
@@ -403,22 +422,29 @@ def fuzz_can(rng: random.Random, n: int) -> dict:
     from io_adapters.can.e2e import E2EEncoder
     from plant_models.registry import load_plant
 
-    db = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
-    msg = db.get_message_by_name("TCU_ClutchCmdA")
-    plant = load_plant(PLANT)
-    opts = {"interface": "virtual", "channel": f"fuzz-{os.getpid()}-{rng.randrange(1 << 30)}"}
+    pr = CAN_PROFILES[profile]
+    db = cantools.database.load_file(str(ROOT / "configs" / pr["dbc"]))
+    msg = db.get_message_by_name(pr["message"])
+    plant = load_plant(pr["plant"])
+    opts = {"interface": "virtual", "channel": f"fuzz-{os.getpid()}-{rng.randrange(1 << 30)}", **pr["options"]}
     quiet = logging.getLogger("gearbox_hil.fuzz.can")  # the adapter logs the first rejects of each kind
     quiet.setLevel(logging.ERROR)
     ctx = LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=lambda: {}, tick_info=new_tick_info(),
                       log=quiet)
     ad = create_adapter("can", "can", opts)
     ad.open(plant, ctx)
-    bus = can.Bus(interface="virtual", channel=opts["channel"])
-    enc = E2EEncoder(msg, "ClutchCmdA_CRC", "ClutchCmdA_Counter", 0x0100)
-    ok = {"PressureCmd_C1": 12.5, "PressureCmd_C2": 0.0, "PressureCmd_C3": 16.0, "PressureCmd_C4": 0.0}
+    fd = bool(pr["options"].get("fd"))
+    bus = can.Bus(interface="virtual", channel=opts["channel"], fd=fd)
+    enc = E2EEncoder(msg, pr["crc"], pr["counter"], pr["data_id"], pr["variant"])
+    mod = enc.modulus
+    ok = pr["ok"]
+
+    def frame(fid, data, fd_frame=fd):
+        return can.Message(arbitration_id=fid, is_extended_id=False, is_fd=fd_frame, bitrate_switch=fd_frame,
+                           data=data)
     failures = []
     try:
-        bus.send(can.Message(arbitration_id=msg.frame_id, is_extended_id=False, data=enc.encode(ok, counter=0)))
+        bus.send(frame(msg.frame_id, enc.encode(ok, counter=0)))
         deadline = time.monotonic() + 10
         while ad.rx_handled < 1 and time.monotonic() < deadline:
             time.sleep(0.001)
@@ -430,23 +456,27 @@ def fuzz_can(rng: random.Random, n: int) -> dict:
         t0 = time.monotonic()
         for i in range(n):
             kind = ("crc", "dlc", "unknown_id", "counter_frozen", "out_of_range")[i % 5]
-            vals = {k: rng.uniform(0.0, 40.0) for k in ok}
+            vals = dict(ok, **{k: rng.uniform(0.0, pr["p_max"]) for k in pr["pressures"]})
+            fd_frame = fd
             if kind == "crc":
-                data = enc.encode(vals, counter=rng.randrange(16), corrupt_crc=True)
+                data = enc.encode(vals, counter=rng.randrange(mod), corrupt_crc=True)
             elif kind == "dlc":
-                data = rng.randbytes(rng.choice([0, 1, 3, 7]))
+                data = rng.randbytes(rng.choice(pr["bad_lengths"]))
+                if fd and rng.random() < 0.25:  # a classic frame where the DBC has a CAN FD frame
+                    data, fd_frame = rng.randbytes(8), False
             elif kind == "unknown_id":
                 fid = rng.choice([0x7FF, 0x123, 0x555, 0x000])
-                bus.send(can.Message(arbitration_id=fid, is_extended_id=False, data=rng.randbytes(8)))
+                bus.send(frame(fid, rng.randbytes(64 if fd else 8)))
                 expect[kind] += 1
                 continue
             elif kind == "counter_frozen":
                 data = enc.encode(vals, counter=ref)  # the counter of the last frame that passed the E2E checks
             else:
-                vals["PressureCmd_C2"] = 40.95  # fits the 12-bit signal, not its DBC range
-                ref = (ref + 1) % 16  # a valid counter step: it passes the E2E checks and becomes the reference
+                sig, bad = pr["out_of_range"]
+                vals[sig] = bad  # fits the signal's bits, not its DBC range
+                ref = (ref + 1) % mod  # a valid counter step: it passes the E2E checks and becomes the reference
                 data = enc.encode(vals, counter=ref)
-            bus.send(can.Message(arbitration_id=msg.frame_id, is_extended_id=False, data=data))
+            bus.send(frame(msg.frame_id, data, fd_frame))
             expect[kind] += 1
         deadline = time.monotonic() + 60
         while ad.rx_handled < n + 1 and time.monotonic() < deadline:
@@ -456,16 +486,16 @@ def fuzz_can(rng: random.Random, n: int) -> dict:
         st = ad.status()["rx"]
         got = {r: st["rejected"][r] - st0["rejected"][r] for r in st["rejected"]}
         if st["accepted"] != st0["accepted"]:
-            failures.append(f"can: {st['accepted'] - st0['accepted']} frames accepted")
+            failures.append(f"{profile}: {st['accepted'] - st0['accepted']} frames accepted")
         for r, k in expect.items():
             if got.get(r, 0) != k:
-                failures.append(f"can: {r}: counted {got.get(r, 0)}, sent {k}")
+                failures.append(f"{profile}: {r}: counted {got.get(r, 0)}, sent {k}")
         if sum(got.values()) != n:
-            failures.append(f"can: {sum(got.values())} rejected, {n} sent")
+            failures.append(f"{profile}: {sum(got.values())} rejected, {n} sent")
         if not (plant.u.tobytes() == u0.tobytes()):
-            failures.append("can: the plant's inputs changed")
+            failures.append(f"{profile}: the plant's inputs changed")
         if not ad._thread.is_alive():
-            failures.append("can: the receive thread died")
+            failures.append(f"{profile}: the receive thread died")
     finally:
         bus.shutdown()
         ad.close()
@@ -476,11 +506,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=10_000, help="messages per class (default 10000)")
     ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--only", choices=("commands", "control", "state", "can"), action="append",
+    ap.add_argument("--only", choices=("commands", "control", "state", "can", "canfd"), action="append",
                     help="run only these classes (repeatable)")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
-    classes = args.only or ["commands", "control", "state", "can"]
+    classes = args.only or ["commands", "control", "state", "can", "canfd"]
     rng = random.Random(args.seed)
     results: dict = {"n": args.n, "seed": args.seed}
     if set(classes) & {"commands", "control", "state"}:
@@ -498,13 +528,14 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 code = srv.close()
             results["server"] = {"alive_after": alive, "exit_code": code}
-    if "can" in classes:
-        results["can"] = fuzz_can(rng, args.n)
-    failures = [f for k in ("commands", "control", "state", "can") for f in results.get(k, {}).get("failures", [])]
+    for k in ("can", "canfd"):
+        if k in classes:
+            results[k] = fuzz_can(rng, args.n, k)
+    failures = [f for k in ("commands", "control", "state", "can", "canfd") for f in results.get(k, {}).get("failures", [])]
     if "server" in results and not (results["server"]["alive_after"] and results["server"]["exit_code"] == 0):
         failures.append(f"server: {results['server']}")
     results["ok"] = not failures
-    for k in ("commands", "control", "state", "can"):
+    for k in ("commands", "control", "state", "can", "canfd"):
         if k in results:
             r = results[k]
             print(f"{k:9s} {r['sent']:6d} sent in {r['s']:6.2f} s   "

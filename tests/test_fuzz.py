@@ -26,3 +26,16 @@ def test_short_fuzz_of_every_socket_and_can_frames(tmp_path):
     assert sum(res["commands"]["by_reason"].values()) == 400
     assert sum(res["control"]["by_code"].values()) == 400
     assert sum(res["can"]["by_reason"].values()) == 400
+    assert res["canfd"]["sent"] == 400 and res["canfd"]["failures"] == []
+
+
+def test_short_fuzz_of_can_fd_frames(tmp_path):
+    """CAN FD frames of the DCT's FD set (E2E profile 5, 64 bytes): every defect kind, counted exactly."""
+    out = tmp_path / "fuzz.json"
+    r = subprocess.run([sys.executable, "bench/fuzz.py", "--only", "canfd", "--n", "500", "--seed", "5",
+                        "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["ok"] and res["canfd"]["sent"] == 500 and res["canfd"]["failures"] == []
+    assert {k: v for k, v in res["canfd"]["by_reason"].items() if v} == \
+        {"crc": 100, "dlc": 100, "unknown_id": 100, "counter_frozen": 100, "out_of_range": 100}
