@@ -1,0 +1,125 @@
+"""J1939 essentials of the tractor's rest-bus: identifiers, the DBC, address claim, requests, DM1 with BAM.
+
+Frames are checked byte by byte against J1939-21/-73/-81 as written there;
+identifiers against cantools' J1939 helpers.
+"""
+
+from __future__ import annotations
+
+import cantools
+import pytest
+from cantools import j1939 as cj
+
+from can_support import ROOT
+from io_adapters.can import j1939 as j
+
+DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift_j1939.dbc"), strict=True)
+ENG_NAME = j.name_pack(1001, 0x123, function=0, industry_group=2)  # engine (function 0), agricultural group 2
+LOWER_NAME = j.name_pack(7, 0x001, function=0, industry_group=2)  # same fields but a lower identity: lower NAME
+
+
+# (name, PGN, priority, source, destination) as J1939-71/-21/-73/-81 give them
+EXPECTED = {"EEC1": (61444, 3, 0x00, 255), "EEC2": (61443, 3, 0x00, 255), "CCVS1": (65265, 6, 0x21, 255),
+            "TC1": (256, 3, 0x21, 0x03), "ETC1": (61442, 3, 0x03, 255), "ETC2": (61445, 6, 0x03, 255),
+            "TSC1": (0, 3, 0x03, 0x00), "DM1": (65226, 6, 0x00, 255), "RQST_TCU": (59904, 6, 0x03, 255),
+            "ACL_ENG": (60928, 6, 0x00, 255), "ACL_VEH": (60928, 6, 0x21, 255), "ACL_TCU": (60928, 6, 0x03, 255),
+            "TPCM_ENG": (60416, 7, 0x00, 255), "TPDT_ENG": (60160, 7, 0x00, 255)}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_dbc_frame_ids_from_priority_pgn_and_source(name):
+    pgn, prio, sa, da = EXPECTED[name]
+    m = DBC.get_message_by_name(name)
+    assert m.protocol == "j1939" and m.is_extended_frame
+    fi = cj.frame_id_unpack(m.frame_id)
+    assert (fi.priority, fi.source_address, cj.pgn_from_frame_id(m.frame_id)) == (prio, sa, pgn)
+    _, dp, pf, ps = cj.pgn_unpack(pgn)
+    assert (fi.data_page, fi.pdu_format) == (dp, pf)
+    assert fi.pdu_specific == (da if cj.is_pdu_format_1(pf) else ps)
+    assert m.frame_id == j.frame_id(prio, pgn, sa, da)
+    assert j.parse_id(m.frame_id) == (prio, pgn, da, sa)
+
+
+def test_dbc_signals_carry_their_spns():
+    spn = {s.name: s.spn for m in DBC.messages for s in m.signals}
+    assert (spn["EngSpeed"], spn["ActualEngPercentTorque"], spn["WheelBasedVehicleSpeed"]) == (190, 513, 84)
+    assert (spn["TransRequestedGear"], spn["TransCurrentGear"], spn["EngRqedTorque_TorqueLimit"]) == (525, 523, 518)
+    assert DBC.get_message_by_name("EEC1").decode(bytes((0, 0x7D, 0xAF, 0x40, 0x1F, 0, 0, 0x7D)))["EngSpeed"] == 1000
+
+
+def test_address_claim_and_the_lower_name_winning():
+    eng = j.Node("engine", ENG_NAME, 0x00, {})
+    assert eng.start(0.0) == [(0x18EEFF00, ENG_NAME.to_bytes(8, "little"))]
+    assert not eng.can_send and eng.poll(249.0) == [] and not eng.can_send
+    eng.poll(250.0)
+    assert eng.can_send
+    # a competing claim for 0x00 with a higher NAME: we win and repeat our claim
+    higher = (ENG_NAME + 1).to_bytes(8, "little")
+    assert eng.on_frame(0x18EEFF00, higher, 300.0) == [(0x18EEFF00, ENG_NAME.to_bytes(8, "little"))]
+    assert eng.can_send
+    # our own claim echoed: nothing
+    assert eng.on_frame(0x18EEFF00, ENG_NAME.to_bytes(8, "little"), 301.0) == []
+    # a claim with a lower NAME: we lose, send cannot-claim from 254, and fall silent
+    out = eng.on_frame(0x18EEFF00, LOWER_NAME.to_bytes(8, "little"), 310.0)
+    assert out == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
+    assert eng.state == "lost" and eng.poll(5000.0) == []
+    # a request for the address claim is answered with cannot-claim
+    assert eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 320.0) == [(0x18EEFFFE,
+                                                                           ENG_NAME.to_bytes(8, "little"))]
+
+
+def test_name_fields_in_the_claim_bytes():
+    n = j.name_pack(0x1ABCDE, 0x2A5, function=0x81, ecu_instance=5, function_instance=3, vehicle_system=0x7F,
+                    vehicle_system_instance=9, industry_group=2, arbitrary_address_capable=True)
+    b = n.to_bytes(8, "little")
+    v = DBC.get_message_by_name("ACL_ENG").decode(b)
+    assert (v["IdentityNumber"], v["ManufacturerCode"], v["ECUInstance"], v["FunctionInstance"]) == (0x1ABCDE, 0x2A5,
+                                                                                                     5, 3)
+    assert (v["Function"], v["VehicleSystem"], v["VehicleSystemInstance"], v["IndustryGroup"]) == (0x81, 0x7F, 9, 2)
+    assert v["ArbitraryAddressCapable"] == 1
+
+
+def test_requests_answered_for_owned_pgns_nacked_for_others():
+    eec1 = bytes((0xF0, 0x7D, 0x91, 0x40, 0x1F, 0xFF, 0xFF, 0x7D))
+    eng = j.Node("engine", ENG_NAME, 0x00, {j.PGN_EEC1: lambda: (3, eec1)})
+    eng.start(0.0)
+    eng.poll(250.0)
+    req = lambda pgn: pgn.to_bytes(3, "little")
+    # global request from the TCU (0x03) for EEC1: answered broadcast
+    assert eng.on_frame(0x18EAFF03, req(61444), 260.0) == [(0x0CF00400, eec1)]
+    # destination-specific request for a PGN the engine does not own: NACK (J1939-21 acknowledgement)
+    assert eng.on_frame(0x18EA0003, req(65265), 261.0) == [(0x18E8FF00, bytes((1, 0xFF, 0xFF, 0xFF, 0x03,
+                                                                                  0xF1, 0xFE, 0x00)))]
+    # global request for it: no answer
+    assert eng.on_frame(0x18EAFF03, req(65265), 262.0) == []
+    # request to another address: not ours
+    assert eng.on_frame(0x18EA2103, req(61444), 263.0) == []
+    assert eng.counts["requests_answered"] == 1 and eng.counts["nacks"] == 1
+
+
+def test_dm1_single_frame_and_bam_for_more_than_one_dtc():
+    dm1 = j.Dm1(dtcs=[(190, 2, 1)], amber_lamp=1)
+    eng = j.Node("engine", ENG_NAME, 0x00, {}, dm1=dm1)
+    eng.start(0.0)
+    # one DTC: a single frame; SPN 190 = 0x0000BE, FMI 2, OC 1; amber lamp on (bits 3-2 = 01)
+    assert eng.poll(250.0) == [(0x18FECA00, bytes((0x04, 0xFF, 0xBE, 0x00, 0x02, 0x01, 0xFF, 0xFF)))]
+    assert eng.poll(1249.0) == []
+    dm1.dtcs.append((520000, 31, 127))  # SPN 0x7EF40: high bits 0b111 -> byte (7 << 5) | 31 = 0xFF
+    dm1.red_lamp = 1
+    out = eng.poll(1250.0)
+    data = bytes((0x14, 0xFF, 0xBE, 0x00, 0x02, 0x01, 0x40, 0xEF, 0xFF, 0x7F))  # 10 bytes: 2 packets
+    assert out == [(0x1CECFF00, bytes((32, 10, 0, 2, 0xFF, 0xCA, 0xFE, 0x00)))]  # TP.CM BAM, PGN 65226
+    assert eng.poll(1299.0) == []  # 50 ms between the BAM's frames
+    assert eng.poll(1300.0) == [(0x1CEBFF00, bytes((1,)) + data[:7])]
+    assert eng.poll(1349.0) == []
+    assert eng.poll(1350.0) == [(0x1CEBFF00, bytes((2,)) + data[7:] + b"\xff" * 4)]
+    assert eng.poll(1400.0) == [] and eng.bam.done
+    assert eng.counts["bam_transfers"] == 1
+
+
+def test_no_dtc_dm1_and_a_dm1_request():
+    eng = j.Node("engine", ENG_NAME, 0x00, {}, dm1=j.Dm1())
+    eng.start(0.0)
+    assert eng.poll(250.0) == [(0x18FECA00, bytes((0, 0xFF, 0, 0, 0, 0, 0xFF, 0xFF)))]
+    assert eng.on_frame(0x18EA0003, (65226).to_bytes(3, "little"), 300.0) == [
+        (0x18FECA00, bytes((0, 0xFF, 0, 0, 0, 0, 0xFF, 0xFF)))]
