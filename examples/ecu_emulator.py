@@ -141,31 +141,35 @@ class PowershiftTcu:
             m = self.bus.recv(0.0)
             if m is None:
                 return
-            entry = self.rx.get(m.arbitration_id)
-            if entry is None:
-                continue
-            name, dec = entry
-            r = self.result
-            r.frames_received += 1
-            values = dec.decode(bytes(m.data))
-            if values is None:
-                r.e2e_errors += 1
-                continue
-            if name == "HIL_SpeedsA":
-                self._speeds_at = time.monotonic()
-                r.engine_rpm = float(values["EngineSpeed"])
-                r.shaft2_rpm = float(values["Shaft2Speed"])
-            elif name == "HIL_SpeedsB":
-                r.output_rpm = float(values["OutputSpeed"])
-            elif name == "HIL_ClutchState":
-                r.gear_actual = int(values["GearActual"])
-                r.stuck = {c: int(values[f"Stuck_C{c}"]) for c in range(1, 9)}
-            elif name == "HIL_Status":
-                r.watchdog_state = int(values["WatchdogState"])
-                r.commands_fresh = int(values["CommandsFresh"])
-                r.hil_tick = int(values["Tick"])
-            elif name == "HIL_RxDiag":
-                r.rx_diag = {k: int(v) for k, v in values.items() if not k.startswith("RxDiag_")}
+            self.take(m)
+
+    def take(self, m: can.Message) -> None:
+        """Decode one received frame of the message set (others are ignored)."""
+        entry = self.rx.get(m.arbitration_id) if not m.is_extended_id else None
+        if entry is None:
+            return
+        name, dec = entry
+        r = self.result
+        r.frames_received += 1
+        values = dec.decode(bytes(m.data))
+        if values is None:
+            r.e2e_errors += 1
+            return
+        if name == "HIL_SpeedsA":
+            self._speeds_at = time.monotonic()
+            r.engine_rpm = float(values["EngineSpeed"])
+            r.shaft2_rpm = float(values["Shaft2Speed"])
+        elif name == "HIL_SpeedsB":
+            r.output_rpm = float(values["OutputSpeed"])
+        elif name == "HIL_ClutchState":
+            r.gear_actual = int(values["GearActual"])
+            r.stuck = {c: int(values[f"Stuck_C{c}"]) for c in range(1, 9)}
+        elif name == "HIL_Status":
+            r.watchdog_state = int(values["WatchdogState"])
+            r.commands_fresh = int(values["CommandsFresh"])
+            r.hil_tick = int(values["Tick"])
+        elif name == "HIL_RxDiag":
+            r.rx_diag = {k: int(v) for k, v in values.items() if not k.startswith("RxDiag_")}
 
     # -- the shift ----------------------------------------------------------------------
     def _enter(self, phase: str, t: float) -> None:

@@ -345,6 +345,7 @@ def _no_feed(now_ns: int) -> None:
 ADAPTERS: dict[str, tuple[str, str]] = {
     "zmq": ("io_adapters.zmq.adapter", "ZmqAdapter"),
     "can": ("io_adapters.can.adapter", "CanAdapter"),
+    "j1939": ("io_adapters.can.restbus", "J1939Adapter"),
 }
 """Built-in adapter types: type name -> (module, class), imported when a config asks for the type."""
 

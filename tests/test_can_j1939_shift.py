@@ -1,0 +1,116 @@
+"""A Powershift 1 -> 3 shift over J1939 in lockstep: the operator's request on TC1, TSC1 honoured, ETC2 read back.
+
+The plant runs a ``can`` adapter (the TCU's valve commands, the sensor
+frames) and a ``j1939`` adapter (engine and vehicle ECU) on one virtual bus;
+the TCU of examples/ecu_emulator_j1939.py claims its address, shifts when
+TC1 requests gear 3 and limits the engine torque with TSC1 meanwhile.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import can
+import pytest
+
+from can_support import load_example, wait_until
+from io_adapters.base import LoopContext, create_adapter, new_tick_info
+from io_adapters.can import j1939 as j
+from plant_models.registry import load_plant
+
+J1939Tcu = load_example("ecu_emulator_j1939").J1939Tcu
+PERIOD = 0.001
+
+
+class Bench:
+    def __init__(self):
+        self.plant = load_plant("powershift")
+        ch = f"test-{uuid.uuid4().hex[:8]}"
+        self.ctx = LoopContext(period_s=PERIOD, feed_watchdog=lambda ns: None, status=lambda: {},
+                               tick_info=new_tick_info(), mode="lockstep")
+        self.can = create_adapter("can", "can", {"interface": "virtual", "channel": ch, "receive_filters": True,
+                                                 "message_set": "io_can_powershift_j1939"})
+        self.j = create_adapter("j1939", "j1939", {"interface": "virtual", "channel": ch})
+        self.can.open(self.plant, self.ctx)
+        self.j.open(self.plant, self.ctx)
+        self.bus = can.Bus(interface="virtual", channel=ch)
+        self.tick = 0
+        self.torque_after_tick: list[float] = []
+
+    def run(self, n):
+        for _ in range(n):
+            now = self.tick * int(PERIOD * 1e9)
+            self.can.read(self.tick, now)
+            self.j.read(self.tick, now)
+            self.torque_after_tick.append(self.plant.input_dict()["engine_torque"])
+            self.plant.step(PERIOD)
+            self.tick += 1
+            self.can.write(self.tick, now)
+            self.can.pump(0)
+            self.j.pump(0)
+
+    def close(self):
+        self.bus.shutdown()
+        self.can.close()
+        self.j.close()
+
+
+def test_powershift_1_to_3_over_j1939_in_lockstep():
+    b = Bench()
+    try:
+        tcu = J1939Tcu(b.bus, torque_limit_pct=15.0)
+        sent = 0
+        tsc1_limit_tick = None
+        for c in range(200):  # 2 s, ten plant ticks per 10 ms TCU task
+            if c == 40:
+                b.j.request_gear(3)  # the operator's request, carried by the vehicle ECU's TC1
+            phase_before = tcu.phase
+            tcu.cycle(c * 0.01, 0.01)
+            sent += 2
+            wait_until(lambda: b.can.rx_handled >= sent, what="the command cycle")
+            b.j.pump(0)  # the TCU's J1939 frames of this cycle, between ticks
+            if tsc1_limit_tick is None and tcu.phase == "torque" and phase_before == "hold":
+                tsc1_limit_tick = b.tick
+            b.run(10)
+        tcu.receive()
+    finally:
+        b.close()
+    r = tcu.result
+    assert [p for _, p in r.phases] == ["hold", "torque", "inertia", "lock"]
+    assert r.closed_at_s is not None and r.gear_actual == 3
+    assert b.plant.output_dict()["gear"] == 3
+    # the TSC1 limit (mode 3, 15 % of 1000 N m) is in the plant input from the first tick after it arrived
+    assert tsc1_limit_tick is not None and b.torque_after_tick[tsc1_limit_tick] == 150.0
+    assert b.torque_after_tick[tsc1_limit_tick - 1] == 200.0
+    assert b.torque_after_tick[-1] == 200.0  # released after the shift (mode 0)
+    st = b.j.status()
+    assert st["tcu"]["ETC2"]["TransCurrentGear"] == 3 and st["tcu"]["TSC1"]["EngOverrideCtrlMode"] == 0
+    assert st["timeouts"] == 0 and st["decode_errors"] == 0
+    assert {k: v["state"] for k, v in st["nodes"].items()} == {"engine": "claimed", "vehicle": "claimed"}
+    assert tcu.node.state == "claimed" and set(tcu.claims_seen) == {0x00, 0x21}  # the engine and vehicle ECU
+    assert tcu.requested_gear == 3
+    assert tcu.eec1["EngSpeed"] == pytest.approx(b.plant.output_dict()["w_1"] * 60 / (2 * 3.141592653589793),
+                                                 abs=60.0)  # one 10 ms EEC1 cycle of engine deceleration
+    assert b.can.status()["rx"]["rejected_total"] == 0
+
+
+def test_tsc1_timeout_counted_and_override_released():
+    b = Bench()
+    try:
+        b.run(300)  # address claims stand
+        tsc1 = j.frame_id(3, j.PGN_TSC1, 0x03, 0x00)
+        b.bus.send(can.Message(arbitration_id=tsc1, is_extended_id=True, data=bytes((0x03, 0xFF, 0xFF, 125 + 10,
+                                                                                     0xFF, 0xFF, 0xFF, 0xFF))))
+        b.j.pump(0)
+        b.run(1)
+        assert b.torque_after_tick[-1] == 100.0  # 10 % of 1000 N m
+        b.run(29)
+        assert b.j.status()["timeouts_by_pgn"]["TSC1"] == 0 and b.torque_after_tick[-1] == 100.0
+        b.run(3)  # more than 3 x 10 ms without TSC1: stale, counted once, released
+        st = b.j.status()
+        assert st["timeouts_by_pgn"]["TSC1"] == 1 and st["timeouts"] == 1
+        assert b.torque_after_tick[-1] == 200.0
+        b.run(100)
+        assert b.j.status()["timeouts"] == 1
+    finally:
+        b.close()
