@@ -96,6 +96,7 @@ class AdapterDeclaration:
 DECLARATIONS: dict[str, str] = {
     "zmq": "io_adapters.zmq.declaration",
     "can": "io_adapters.can.declaration",
+    "j1939": "io_adapters.can.j1939_declaration",
 }
 """Adapter type -> the module whose ``DECLARATION`` declares it (in the order ``serve --help`` lists options)."""
 

@@ -208,7 +208,7 @@ class Node:
             prio, payload = self.owned[requested]()
             self.counts["requests_answered"] += 1
             return [(frame_id(prio, requested, self.address, requester), payload)]
-        if requested == PGN_DM1 and self.dm1 is not None:
+        if requested == PGN_DM1 and self.dm1 is not None and not self.dm1_suppressed:
             self.counts["requests_answered"] += 1
             return self._dm1_frames(now_ms)
         if da == self.address:  # J1939-21: a destination-specific request for an unknown PGN is NACKed

@@ -37,6 +37,7 @@ from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, LoopContext
 from . import j1939 as j
+from .j1939_declaration import DECLARATION, MESSAGE_KINDS, J1939Fault
 from .message_set import load_dbc
 
 RPM = 60.0 / (2.0 * 3.141592653589793)  # rpm per rad/s
@@ -49,6 +50,7 @@ class J1939Adapter(Adapter):
     """Engine and vehicle ECU of a J1939 network, emulated around the TCU (module docstring)."""
 
     type_name = "j1939"
+    declaration = DECLARATION  # its fault kinds
 
     def __init__(self, name: str, options: dict):
         super().__init__(name, options)
@@ -97,11 +99,12 @@ class J1939Adapter(Adapter):
         self.vehicle = j.Node("vehicle", self.names["vehicle"], 0x21, {
             j.PGN_CCVS1: lambda: (6, self._ccvs1()), j.PGN_TC1: lambda: (3, self._tc1())})
         self.nodes = (self.engine, self.vehicle)
-        # cyclic messages: (node, frame ID, payload function, period ms, next due ms)
-        self._cyclic = [[self.engine, self.m["EEC1"].frame_id, self._eec1, 10.0, 0.0],
-                        [self.engine, self.m["EEC2"].frame_id, self._eec2, 50.0, 0.0],
-                        [self.vehicle, self.m["CCVS1"].frame_id, self._ccvs1, 100.0, 0.0],
-                        [self.vehicle, self.m["TC1"].frame_id, self._tc1, 50.0, 0.0]]
+        # cyclic messages: [node, frame ID, payload function, period ms, next due ms, fault kind or ""]
+        self._cyclic = {"EEC1": [self.engine, self.m["EEC1"].frame_id, self._eec1, 10.0, 0.0, ""],
+                        "EEC2": [self.engine, self.m["EEC2"].frame_id, self._eec2, 50.0, 0.0, ""],
+                        "CCVS1": [self.vehicle, self.m["CCVS1"].frame_id, self._ccvs1, 100.0, 0.0, ""],
+                        "TC1": [self.vehicle, self.m["TC1"].frame_id, self._tc1, 50.0, 0.0, ""]}
+        self.dropped_by_fault = 0
         self._timeout_ms = {n: 3.0 * (self.m[n].cycle_time or 100) for n in TCU_PGNS.values()}
         try:
             self.bus = can.Bus(interface=self.interface, channel=self.channel, bitrate=self.bitrate)
@@ -111,7 +114,7 @@ class J1939Adapter(Adapter):
 
     # -- the tick --------------------------------------------------------------------------------------
     def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
-        self._now_ms = tick * self.ctx.period_s * 1e3
+        self._now_ms = round(tick * self.ctx.period_s * 1e3, 6)  # whole ms stay whole (cycles exact)
         if drive:
             self.plant.u[self._u] = min(max(self.torque_Nm, self._u_lo), self._u_hi)  # inside the input's range
         return 0  # the TCU's own command frames (the can adapter) feed the watchdog
@@ -130,11 +133,15 @@ class J1939Adapter(Adapter):
                 self._on_frame(msg, now)
         for node in self.nodes:
             self._send_all(node.poll(now))
-        for c in self._cyclic:
+        for c in self._cyclic.values():
             if now >= c[4]:
-                c[4] = now + c[3]
+                c[4] = max(c[4] + c[3], now)  # on the cycle's grid
                 if c[0].can_send:
-                    self._send(c[1], c[2]())
+                    if c[5] == "drop":
+                        self.dropped_by_fault += 1
+                    else:
+                        data = c[2]()
+                        self._send(c[1], data[:-1] if c[5] == "wrong_dlc" else data)
         self._check_timeouts(now)
         if until_ns and time.monotonic_ns() > until_ns:
             return
@@ -226,13 +233,47 @@ class J1939Adapter(Adapter):
         self.engine.dm1.dtcs = list(dtcs)
         self.engine.dm1.amber_lamp = 1 if dtcs else 0
 
+    # -- injected faults (kinds: j1939_declaration.py), between ticks ------------------------------------
+    def check_fault(self, spec: J1939Fault) -> None:
+        from plant_models.errors import FaultError
+
+        if spec.kind in MESSAGE_KINDS and spec.what not in self._cyclic:
+            raise FaultError(f"fault: j1939 has no cyclic message {spec.what!r}; its messages are "
+                             + ", ".join(self._cyclic))
+        nodes = {n.label: n for n in self.nodes}
+        if spec.kind not in MESSAGE_KINDS and spec.what not in nodes:
+            raise FaultError(f"fault: j1939 has no node {spec.what!r}; its nodes are {', '.join(nodes)}")
+        if spec.kind == "missing_dm1" and nodes[spec.what].dm1 is None:
+            raise FaultError(f"fault: the j1939 {spec.what} node sends no DM1")
+
+    def set_fault(self, spec: J1939Fault) -> None:
+        self.check_fault(spec)
+        if spec.kind in MESSAGE_KINDS:
+            self._cyclic[spec.what][5] = spec.kind
+            return
+        node = {n.label: n for n in self.nodes}[spec.what]
+        if spec.kind == "missing_dm1":
+            node.dm1_suppressed = True
+        elif node.state != "lost":
+            self._send_all(node.lose_claim())
+
+    def clear_fault(self, spec: J1939Fault) -> None:
+        if spec.kind in MESSAGE_KINDS:
+            self._cyclic[spec.what][5] = ""
+            return
+        node = {n.label: n for n in self.nodes}[spec.what]
+        if spec.kind == "missing_dm1":
+            node.dm1_suppressed = False
+        elif node.state == "lost":
+            self._send_all(node.start(self._now_ms))
+
     def close(self) -> None:
         if self.bus is not None:
             self.bus.shutdown()
             self.bus = None
 
     def _status_internal(self) -> dict:
-        return {"type": "j1939", **self.counts, "timeouts_by_pgn": dict(self.per_pgn_timeouts),
+        return {"type": "j1939", **self.counts, "dropped_by_fault": self.dropped_by_fault, "timeouts_by_pgn": dict(self.per_pgn_timeouts),
                 "engine_torque_Nm": self.torque_Nm,
                 "nodes": {n.label: {"address": n.address, "state": n.state, **n.counts} for n in self.nodes},
                 "tcu": {k: dict(v) for k, v in self.tcu_signals.items()}}
