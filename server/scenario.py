@@ -145,7 +145,7 @@ class Scenario:
 
     def _in_input_units(self, plant: Plant) -> dict[str, Profile]:
         """The profiles with every value in its input's unit (``Profile.unit`` converted, then cleared)."""
-        from io_adapters.can.message_set import unit_gain
+        from plant_models.units import unit_gain
 
         out = {}
         for name, prof in self.profiles.items():

@@ -117,7 +117,8 @@ PLANT_FLOORS = (
     ("plant_models.errors",),  # the error types every floor raises (it imports nothing)
     ("plant_models.core",),  # the friction core (its modules import one another through their own order)
     ("plant_models.config", "plant_models.plant", "plant_models.friction_plant", "plant_models.drivetrain",
-     "plant_models.reduction", "plant_models.clutch", "plant_models.compiling", "plant_models.contract"),  # the contract
+     "plant_models.reduction", "plant_models.clutch", "plant_models.compiling", "plant_models.contract",
+     "plant_models.units"),  # the contract
     ("plant_models.plants", "plant_models.readers"),  # the plants and their config readers
     ("plant_models.registry", "plant_models.offline"),  # what finds, builds and runs plants by name
 )
