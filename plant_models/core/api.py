@@ -18,7 +18,8 @@ from __future__ import annotations
 from numba import njit
 
 from . import layout as L
-from .handle import Core
+from .entry import ForceLaw
+from .handle import Core, LawBlocks
 from .jit import BUFS, JIT, call_step_at, raw_f, raw_i
 from .layout import H_FN_STEP
 from .spec import GROUND, CoreSpec, Row, Settings, SpecError, Spring
@@ -35,5 +36,5 @@ def core_step(mf, mi, df, di, dt):
     return call_step_at(mi[H_FN_STEP], mf, mi, df, di, dt)
 
 
-__all__ = ["BUFS", "GROUND", "JIT", "L", "Core", "CoreSpec", "Row", "Settings", "SpecError", "Spring",
+__all__ = ["BUFS", "GROUND", "JIT", "L", "Core", "CoreSpec", "ForceLaw", "LawBlocks", "Row", "Settings", "SpecError", "Spring",
            "call_step_at", "core_step", "raw_f", "raw_i"]

@@ -233,7 +233,20 @@ DF_AM = 165  # [g*d] A M^-1 of the last Delassus matrix built (rows of DF_A)
 DF_KIN_BACKUP = 171  # [3g] DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (a roll-back restores them)
 DI_KIN_BACKUP = 172  # [2g] DI_KIN_PHASE, DI_DRIVE at the step start
 
-N_SLOTS = 173
+# -- force law (a compiled law the core calls at every evaluation; 0 = none). See the block
+#    "force law" at the end of this module for the law's state and work account.
+H_FN_LAW = 173  # address of the compiled force law in this process, 0 = no law (core/entry.py LAW_SIGNATURE)
+H_LAW_NF = 174  # length of the law's float parameter block MF_LAW
+H_LAW_NI = 175  # length of the law's int parameter block MI_LAW
+H_LAW_NDF = 176  # length of the law's float data block DF_LAW
+H_LAW_NZ = 177  # number of law states z, integrated in the state vector after the law's work account
+MF_LAW = 178  # [law nf] the law's parameters
+MI_LAW = 179  # [law ni] the law's int parameters
+DF_LAW = 180  # [law ndf] the law's data (its own scratch and reported values)
+DF_LAW_POW = 181  # [1] power the law delivered at the last evaluation, W
+DF_LAW_ZDOT = 182  # [nz] time derivative of the law states at the last evaluation
+
+N_SLOTS = 183
 
 # kinematic row phases (the kinematic-clutch article)
 KIN_DISENGAGED = 0  # no torque
@@ -302,21 +315,25 @@ def status_names(status: int) -> list[str]:
 
 
 # state vector layout helpers (offsets inside DF_Y)
-def y_offsets(n: int, g: int, s: int) -> dict[str, int]:
+def y_offsets(n: int, g: int, s: int, law: int = 0, nz: int = 0) -> dict[str, int]:
     """Offsets of the blocks of the integrated state vector.
 
     ``omega`` [n] shaft speeds, ``theta`` [n] shaft angles, ``twist`` [s]
     spring twists, ``act`` [g] actuator states (e.g. actual pressure),
-    ``work`` [4 + g]: input work, drag work, spring damping work, impulse
+    ``work`` [4 + g (+ 1)]: input work, drag work, spring damping work, impulse
     work (energy removed by the projections at sticking events), then the
-    friction work of each row.  All work in J, positive into the system.
+    friction work of each row, then (with a force law, ``law = 1``) the work
+    of the law (``W_ROW0 + g``).  All work in J, positive into the system.
+    ``z`` [nz]: the force law's own states (after the work block).
     """
     o_omega = 0
     o_theta = n
     o_twist = 2 * n
     o_act = 2 * n + s
     o_work = 2 * n + s + g
-    return {"omega": o_omega, "theta": o_theta, "twist": o_twist, "act": o_act, "work": o_work, "ny": o_work + 4 + g}
+    o_z = o_work + 4 + g + law
+    return {"omega": o_omega, "theta": o_theta, "twist": o_twist, "act": o_act, "work": o_work, "z": o_z,
+            "ny": o_z + nz}
 
 
 W_INPUT = 0
@@ -339,10 +356,15 @@ class Sizes:
     plant_ndi: int = 0
     x: int = 0  # row entries beyond the first two
     d: int = 0  # n for a reduced system with full inertia and drag matrices, else 0
+    law: int = 0  # 1: a force law is installed (its work account ends the work block)
+    law_nf: int = 0
+    law_ni: int = 0
+    law_ndf: int = 0
+    law_nz: int = 0
 
     @property
     def ny(self) -> int:
-        return y_offsets(self.n, self.g, self.s)["ny"]
+        return y_offsets(self.n, self.g, self.s, self.law, self.law_nz)["ny"]
 
 
 def model_block_len(sz: Sizes) -> int:
@@ -360,9 +382,10 @@ def _fields(sz: Sizes):
         (MF_SPRING_TX, s * P), (MF_SPRING_TY, s * P), (MF_SETTINGS, N_SETTINGS), (MF_PLANT, sz.plant_nf),
         (MF_KIN_SHIFT, g), (MF_KIN_CAP, g), (MF_KIN_THRESH, g),
         (MF_COEF_X, sz.x), (MF_MASS, sz.d * sz.d), (MF_MINV, sz.d * sz.d), (MF_DRAGM, sz.d * sz.d),
+        (MF_LAW, sz.law_nf),
     ]
     mi = [(MI_ROW_A, g), (MI_ROW_B, g), (MI_SPRING_A, s), (MI_SPRING_B, s), (MI_SPRING_NPTS, s), (MI_PLANT, sz.plant_ni),
-          (MI_ROW_NX, g), (MI_ROW_XOFF, g), (MI_ROW_XSHAFT, sz.x), (MI_ONEWAY, g)]
+          (MI_ROW_NX, g), (MI_ROW_XOFF, g), (MI_ROW_XSHAFT, sz.x), (MI_ONEWAY, g), (MI_LAW, sz.law_ni)]
     df = [
         (DF_TIME, 1), (DF_Y, ny), (DF_COEF_A, g), (DF_COEF_B, g), (DF_DIR, g),
         (DF_U_TAU, n), (DF_U_TAU_RATE, n), (DF_U_ACT, g), (DF_U_ACT_RATE, g),
@@ -378,6 +401,7 @@ def _fields(sz: Sizes):
         (DF_DRIVE_ACC, g), (DF_KIN_T0, g), (DF_KIN_HOLD, g), (DF_KIN_CMD, 2 * g), (DF_DRV_WS, g * n + g * g + g),
         (DF_KIN_BACKUP, 3 * g),
         (DF_COEF_X, sz.x), (DF_RHO_AB, 2 * g), (DF_RHO_X, sz.x), (DF_BACKUP_X, sz.x), (DF_TMPN3, n), (DF_AM, g * sz.d),
+        (DF_LAW, sz.law_ndf), (DF_LAW_POW, 1), (DF_LAW_ZDOT, sz.law_nz),
     ]
     di = [
         (DI_MODE, g), (DI_BND, g), (DI_STUCK, g), (DI_NSTUCK, 1), (DI_ORIENT, g), (DI_TREE_P, n), (DI_TREE_C, n),
@@ -403,6 +427,7 @@ def allocate(sz: Sizes):
     mi[H_N], mi[H_G], mi[H_S], mi[H_P], mi[H_NY], mi[H_EVCAP] = sz.n, sz.g, sz.s, sz.P, sz.ny, sz.E
     mi[H_PLANT_NF], mi[H_PLANT_NI], mi[H_PLANT_NDF], mi[H_PLANT_NDI] = sz.plant_nf, sz.plant_ni, sz.plant_ndf, sz.plant_ndi
     mi[H_NX], mi[H_DENSE] = sz.x, 1 if sz.d else 0
+    mi[H_LAW_NF], mi[H_LAW_NI], mi[H_LAW_NDF], mi[H_LAW_NZ] = sz.law_nf, sz.law_ni, sz.law_ndf, sz.law_nz
 
     def place(fields, start):
         off = start
