@@ -38,10 +38,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i
+from ..core.api import JIT, L, CoreSpec, LawBlocks, Row, Settings, Spring, core_step, raw_f, raw_i
 from ..drivetrain import Description, Reduction
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
+from ..powertrain import components as PT
+from ..powertrain.law import NZ as LAW_NZ, N_LD, POWERTRAIN_LAW, Z_LIMIT, write_outputs
 from .clutch import BAR
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
@@ -90,7 +92,8 @@ PF_SEL_DOG = 40  # [selectors] dog clutch capacity, N m
 PF_LAMBDA = 41  # [relations x members] relation forces from the members' torque balance
 PF_G = 42  # [relations x members] the relations' coefficients
 PF_OUT_SIGN = 43  # [1] w_out = sign * w_output_member
-PI_LEN = 44
+PI_OUT_PT = 44  # output index of the powertrain components' first output, -1: no powertrain
+PI_LEN = 45
 # plant int data (DI_PLANT block)
 PD_SEL = 0  # [selectors] position in effect (its command value, 0 = neutral)
 
@@ -124,9 +127,11 @@ class TransmissionParams:
     description: Description
     reduction: Reduction
     settings: Settings
+    powertrain: PT.Powertrain | None = None  # engine, torque converter, vehicle (docs/powertrain.md)
 
 
-def transmission_ports(d: Description, red: Reduction | None = None) -> tuple[Ports, Ports, dict[int, int]]:
+def transmission_ports(d: Description, red: Reduction | None = None,
+                       pt: PT.Powertrain | None = None) -> tuple[Ports, Ports, dict[int, int]]:
     """Inputs, outputs, and the start of each port block as the plant's int parameters ``{PI_*: index}``."""
     names = [m.name for m in d.members]
     inputs = Ports()
@@ -159,12 +164,14 @@ def transmission_ports(d: Description, red: Reduction | None = None) -> tuple[Po
                                           f"torque of spring {s.name}") for s in d.springs)
     relout = relation_outputs(d, red)
     out_rel = outputs.add_block(Signal(nm, "N m", -1.0e5, 1.0e5, 0.0, doc) for nm, doc, _, _ in relout)
+    out_pt = len(outputs) if pt is not None else -1
+    pt_ports = PT.add_ports(pt, inputs, outputs) if pt is not None else {}
     out_status = outputs.add("status", "-", 0, 2 ** 16, 0, "core status bits, plus 256 = selector command rejected",
                              integer=True)
     blocks = {PI_N_IN: len(inputs), PI_IN_TQ: in_tq, PI_OUT_W: out_w, PI_OUT_WOUT: out_wout, PI_OUT_GEAR: out_gear,
               PI_OUT_RATIO: out_ratio, PI_OUT_EL: out_el, PI_OUT_SEL: out_sel, PI_OUT_SPRING: out_spring,
-              PI_OUT_REL: out_rel, PI_OUT_STATUS: out_status}
-    return inputs, outputs, dict(blocks, element_ports=ports, selector_ports=sel_ports)
+              PI_OUT_REL: out_rel, PI_OUT_STATUS: out_status, PI_OUT_PT: out_pt}
+    return inputs, outputs, dict(blocks, element_ports=ports, selector_ports=sel_ports, powertrain_ports=pt_ports)
 
 
 def relation_outputs(d: Description, red: Reduction | None) -> list[tuple[str, str, int, int]]:
@@ -335,6 +342,8 @@ def _outputs(mf, mi, df, di, st, h):
         df[osp + j] = df[mi[L.DF_SPRING_TQ] + j]
     if mi[opi + PI_N_RELOUT] > 0:
         _relation_outputs(mf, mi, df, di, oy, h)
+    if mi[opi + PI_OUT_PT] >= 0:
+        write_outputs(mf, mi, df, di, h, oy + mi[opi + PI_OUT_PT])
     df[oy + mi[opi + PI_OUT_STATUS]] = float(st)
 
 
@@ -530,20 +539,22 @@ class TransmissionPlant(FrictionPlant):
 
     @classmethod
     def signals(cls, params: TransmissionParams):
-        inputs, outputs, _ = transmission_ports(params.description, params.reduction)
+        inputs, outputs, _ = transmission_ports(params.description, params.reduction, params.powertrain)
         return inputs.signals(params), outputs.signals(params)
 
     @classmethod
     def description_of(cls, params: TransmissionParams, source: str = "") -> dict:
         """What ``describe`` prints: the signals, the independent speeds and every gear with its ratio."""
         out = super().description_of(params, source)
-        d, red = params.description, params.reduction
+        p, d, red = params, params.description, params.reduction
         out["description"] = f"{d.name}: {cls.description}"
         out["independent_speeds"] = [d.members[m].name for m in red.coordinates]
         out["gears"] = [dict(name=g.name, number=g.number,
                              engaged=[d.elements[e].name for e in g.elements]
                              + [f"{d.selectors[s].name}:{v}" for s, v in g.positions],
                              ratio=float(g.ratio)) for g in red.gears]
+        if p.powertrain is not None:
+            out["components"] = PT.describe(p.powertrain, [m.name for m in d.members])
         return out
 
     @classmethod
@@ -579,14 +590,28 @@ class TransmissionPlant(FrictionPlant):
         self.plant_nf = len(tables[1])
         self.plant_ni = len(tables[0])
         self.plant_ndi = max(len(self.params.description.selectors), 1)
+        law = None
+        if self.params.powertrain is not None:
+            li, lf = self._law_tables()
+            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia), nz=LAW_NZ)
         self.core = Core(self.spec, plant_nf=self.plant_nf, plant_ni=self.plant_ni,
-                         plant_ndf=2 * self.n_in + self.n_out + nrel, plant_ndi=self.plant_ndi)
+                         plant_ndf=2 * self.n_in + self.n_out + nrel, plant_ndi=self.plant_ndi, law=law)
         return self.core.mf, self.core.mi, self.core.df, self.core.di
+
+    def _law_tables(self):
+        p = self.params
+        _, _, blocks = transmission_ports(p.description, p.reduction, p.powertrain)
+        T = np.asarray(p.reduction.T, dtype=float).reshape(len(p.description.members), len(p.reduction.coordinates))
+        return PT.law_tables(p.powertrain, T, p.reduction.coordinates, self.n_in, blocks["powertrain_ports"])
 
     def _fill_model(self) -> None:
         ints, floats = _tables(self.params)
         self.core.plant_i[:] = ints
         self.core.plant_f[:] = floats
+        if self.params.powertrain is not None:
+            li, lf = self._law_tables()
+            self.core.law_i[:] = li
+            self.core.law_f[:] = lf
 
     # -- life cycle ------------------------------------------------------------------------------------
     def _positions(self) -> list[tuple[int, int]]:
@@ -620,6 +645,8 @@ class TransmissionPlant(FrictionPlant):
             c.act[nel + s] = cap
             c.u_act[nel + s] = cap
         c.twist[:] = 0.0
+        if self.params.powertrain is not None and self.params.powertrain.engine is not None:
+            c.law_z[Z_LIMIT] = self.u[self.input_index("torque_limit")]  # the limit starts settled
 
     def _engaged_at_start(self) -> list[int]:
         d = self.params.description
@@ -712,6 +739,8 @@ def _element_row(e, entries) -> Row:
         kw = dict(shaft_b=GROUND, coef_b=1.0)
     if e.kind == "freewheel":
         return Row(e.name, a, coef_a=ca, act_gain=1.0, gain_static=1.0, gain_kinetic=0.0, one_way=True, **kw)
+    if e.kind == "rolling":  # a vehicle's rolling resistance: Coulomb friction of constant capacity
+        return Row(e.name, a, coef_a=ca, act_gain=1.0, gain_static=1.0, gain_kinetic=1.0, **kw)
     base = e.clutch.row(e.name, a, kw["shaft_b"], ca, kw["coef_b"], force_radius_m=e.force_radius)
     return replace(base, more=kw.get("more", ()))
 
@@ -781,7 +810,7 @@ def quasi_steady_twists(core) -> np.ndarray:
 def _tables(p: TransmissionParams) -> tuple[list[int], list[float]]:
     """The plant's int and float parameter blocks (layout: the PI_* / PF_* slots above)."""
     d, red = p.description, p.reduction
-    inputs, outputs, blocks = transmission_ports(d, red)
+    inputs, outputs, blocks = transmission_ports(d, red, p.powertrain)
     N, n = len(d.members), len(red.coordinates)
     ints = [0] * PI_LEN
     floats: list[float] = []
@@ -791,7 +820,7 @@ def _tables(p: TransmissionParams) -> tuple[list[int], list[float]]:
     ints[PI_N_RELOUT], ints[PI_N_SPRING] = len(relout), len(d.springs)
     ints[PI_INPUT_MEMBER], ints[PI_OUTPUT_MEMBER] = d.input_member, d.output_member
     for slot in (PI_IN_TQ, PI_OUT_W, PI_OUT_WOUT, PI_OUT_GEAR, PI_OUT_RATIO, PI_OUT_EL, PI_OUT_SEL, PI_OUT_SPRING,
-                 PI_OUT_REL, PI_OUT_STATUS):
+                 PI_OUT_REL, PI_OUT_STATUS, PI_OUT_PT):
         ints[slot] = blocks[slot]
 
     def itable(slot, values):

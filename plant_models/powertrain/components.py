@@ -1,0 +1,188 @@
+"""Parameters of the powertrain components, their ports, and the packing of the force law's blocks.
+
+A component that is a friction row (the lock-up clutch, the service brake,
+the rolling resistance) becomes an element of the transmission's
+description when the file is read (:mod:`plant_models.readers.powertrain`);
+what depends on the state beyond friction (engine torque, converter
+torques, aerodynamic drag, grade) is the force law of :mod:`.law`, whose
+parameters are packed here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..plant import Ports
+from . import law as W
+
+RPM = 2.0 * math.pi / 60.0  # rad/s per rpm
+GRAVITY = 9.81  # m/s^2
+
+ENGINE_MEMBER = "engine"  # the member a converter's impeller and the engine's crank make
+LOCKUP = "lockup"  # the lock-up clutch element
+BRAKE = "brake"  # the service brake element
+ROLLING = "rolling"  # the rolling-resistance element
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A combustion engine as torque curves over crank speed (no combustion cycle: a mean-value model)."""
+
+    inertia: float  # crank, flywheel and (with a converter) impeller, kg m^2
+    idle_speed: float  # rad/s
+    governor_kp: float  # N m per rad/s
+    governor_ki: float  # N m per rad
+    rev_limit: float  # rad/s: fuel cut complete
+    rev_band: float  # rad/s: fuel cut begins this far below the limit
+    intervention_time: float  # s: first-order response of the torque-intervention limit (0: immediate)
+    full_load: tuple[tuple[float, float], ...]  # (rad/s, N m)
+    drag: tuple[tuple[float, float], ...]  # (rad/s, N m), motoring torque (<= 0)
+    max_torque: float  # N m, the largest full-load torque (the default of the intervention limit)
+
+
+@dataclass(frozen=True)
+class TorqueConverter:
+    """A torque converter as capacity-factor and torque-ratio tables over the speed ratio."""
+
+    speed_ratio: tuple[float, ...]  # 0 .. 1
+    capacity_factor: tuple[float, ...]  # K, rad/s per sqrt(N m)
+    torque_ratio: tuple[float, ...]  # TR
+
+
+@dataclass(frozen=True)
+class Vehicle:
+    """A longitudinal vehicle seen from the transmission's output member."""
+
+    mass: float  # kg
+    wheel_radius: float  # m
+    final_drive: float  # w_output / w_wheel
+    drag_area: float  # cd A, m^2
+    air_density: float  # kg/m^3
+    rolling_coefficient: float  # rolling resistance per weight
+    wheel_inertia: float  # all wheels, kg m^2 (at the wheels)
+
+    @property
+    def radius_per_ratio(self) -> float:
+        """m: v = w_output * r / i."""
+        return self.wheel_radius / self.final_drive
+
+    @property
+    def reflected_inertia(self) -> float:
+        """The vehicle's mass and wheels seen at the output member, kg m^2: (m r^2 + J_wheels) / i^2."""
+        return (self.mass * self.wheel_radius ** 2 + self.wheel_inertia) / self.final_drive ** 2
+
+    @property
+    def rolling_torque(self) -> float:
+        """Rolling resistance at the output member, N m: c_r m g r / i (the weight on level ground)."""
+        return self.rolling_coefficient * self.mass * GRAVITY * self.radius_per_ratio
+
+
+@dataclass(frozen=True)
+class Powertrain:
+    """The components present (None: absent) and the members they act on (member indices)."""
+
+    engine: Engine | None
+    converter: TorqueConverter | None
+    vehicle: Vehicle | None
+    engine_member: int  # the engine's crank (the impeller with a converter; else the transmission input)
+    turbine_member: int  # the transmission input
+    output_member: int
+    output_sign: float
+
+
+def add_ports(pt: Powertrain, inputs: Ports, outputs: Ports) -> dict[str, int]:
+    """The components' input and output ports; returns {name: index} of each."""
+    idx = {}
+    if pt.engine is not None:
+        e = pt.engine
+        idx["pedal"] = inputs.add("pedal", "-", 0.0, 1.0, 0.0, "accelerator pedal, 0 (released) .. 1 (full load)")
+        idx["torque_limit"] = inputs.add(
+            "torque_limit", "N m", -1.0e4, 1.0e4, float(e.max_torque),
+            "torque intervention: the engine torque is held at most at this limit (after its response time)")
+        idx["engine_torque"] = outputs.add("engine_torque", "N m", -1.0e4, 1.0e4, 0.0, "engine torque on the crank")
+    if pt.converter is not None:
+        idx["impeller_torque"] = outputs.add("impeller_torque", "N m", -1.0e4, 1.0e4, 0.0,
+                                             "torque the converter takes from the impeller")
+        idx["turbine_torque"] = outputs.add("turbine_torque", "N m", -1.0e4, 1.0e4, 0.0,
+                                            "torque the converter gives the turbine (transmission input)")
+        idx["speed_ratio"] = outputs.add("speed_ratio", "-", -100.0, 100.0, 0.0,
+                                         "converter speed ratio w_turbine / w_impeller (0 with the impeller at rest)")
+    if pt.vehicle is not None:
+        idx["grade_percent"] = inputs.add("grade_percent", "%", -50.0, 50.0, 0.0,
+                                          "road grade, positive uphill (100 tan of the slope angle)")
+        idx["vehicle_speed"] = outputs.add("vehicle_speed", "m/s", -100.0, 100.0, 0.0, "vehicle speed, forward positive")
+        idx["aero_force"] = outputs.add("aero_force", "N", -1.0e5, 1.0e5, 0.0, "aerodynamic drag force")
+        idx["grade_force"] = outputs.add("grade_force", "N", -1.0e5, 1.0e5, 0.0, "grade force, positive resists")
+    return idx
+
+
+def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in: int,
+               ports: dict[str, int]) -> tuple[list[int], list[float]]:
+    """The law's int and float blocks (layout: the LI_* / LF_* slots of :mod:`.law`)."""
+    ints = [0] * W.LI_LEN
+    floats = [0.0] * W.N_LF_SCALARS
+    n = T.shape[1]
+    members = (pt.engine_member, pt.turbine_member, pt.output_member)
+    for k, m in enumerate(members):
+        ints[W.LI_COORD + k] = coordinates.index(m) if m in coordinates else -1
+    for m in members:
+        floats.extend(float(v) for v in T[m])
+    ints[W.LI_N_IN] = n_in
+    ints[W.LI_IN_PEDAL] = ports.get("pedal", 0)
+    ints[W.LI_IN_LIMIT] = ports.get("torque_limit", 0)
+    ints[W.LI_IN_GRADE] = ports.get("grade_percent", 0)
+
+    def table(k, xs, ys):
+        ints[W.LI_TAB + k] = len(floats)
+        ints[W.LI_TAB_N + k] = len(xs)
+        floats.extend(float(x) for x in xs)
+        floats.extend(float(y) for y in ys)
+
+    e, c, v = pt.engine, pt.converter, pt.vehicle
+    if e is not None:
+        ints[W.LI_ENGINE] = 1
+        floats[W.LF_IDLE], floats[W.LF_KP], floats[W.LF_KI] = e.idle_speed, e.governor_kp, e.governor_ki
+        floats[W.LF_REV], floats[W.LF_REV_BAND], floats[W.LF_INT_T] = e.rev_limit, e.rev_band, e.intervention_time
+        table(W.TAB_FULL, *zip(*e.full_load))
+        table(W.TAB_DRAG, *zip(*e.drag))
+    if c is not None:
+        ints[W.LI_CONVERTER] = 1
+        table(W.TAB_K, c.speed_ratio, c.capacity_factor)
+        table(W.TAB_TR, c.speed_ratio, c.torque_ratio)
+    if v is not None:
+        ints[W.LI_VEHICLE] = 1
+        floats[W.LF_AERO] = 0.5 * v.air_density * v.drag_area
+        floats[W.LF_RFD] = v.radius_per_ratio
+        floats[W.LF_MG] = v.mass * GRAVITY
+        floats[W.LF_SIGN] = pt.output_sign
+    return ints, floats
+
+
+def describe(pt: Powertrain, names: list[str]) -> dict:
+    """What ``describe`` shows of the components."""
+    out = {}
+    if pt.engine is not None:
+        e = pt.engine
+        out["engine"] = dict(member=names[pt.engine_member], idle_rpm=round(e.idle_speed / RPM, 1),
+                             rev_limit_rpm=round(e.rev_limit / RPM, 1), max_torque_N_m=e.max_torque,
+                             inputs=["pedal", "torque_limit"], outputs=["engine_torque"])
+    if pt.converter is not None:
+        c = pt.converter
+        out["torque_converter"] = dict(impeller=names[pt.engine_member], turbine=names[pt.turbine_member],
+                                       stall_K_rpm_per_sqrt_N_m=round(c.capacity_factor[0] / RPM, 2),
+                                       stall_torque_ratio=c.torque_ratio[0], lockup_element=LOCKUP,
+                                       inputs=[f"p_{LOCKUP}"],
+                                       outputs=["impeller_torque", "turbine_torque", "speed_ratio"])
+    if pt.vehicle is not None:
+        v = pt.vehicle
+        out["vehicle"] = dict(member=names[pt.output_member], mass_kg=v.mass, wheel_radius_m=v.wheel_radius,
+                              final_drive=v.final_drive, drag_area_m2=v.drag_area,
+                              rolling_coefficient=v.rolling_coefficient,
+                              reflected_inertia_kg_m2=round(v.reflected_inertia, 4),
+                              elements=[BRAKE] + ([ROLLING] if v.rolling_coefficient > 0 else []),
+                              inputs=["grade_percent", f"p_{BRAKE}"],
+                              outputs=["vehicle_speed", "aero_force", "grade_force"])
+    return out
