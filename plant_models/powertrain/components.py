@@ -45,11 +45,41 @@ class Engine:
 
 @dataclass(frozen=True)
 class TorqueConverter:
-    """A torque converter as capacity-factor and torque-ratio tables over the speed ratio."""
+    """A torque converter as capacity-factor and torque-ratio tables over the speed ratio.
 
-    speed_ratio: tuple[float, ...]  # 0 .. 1
+    The tables end below the coupling point SR = 1, where the converter
+    transmits no torque (K infinite): the model adds that point with TR = 1.
+    """
+
+    speed_ratio: tuple[float, ...]  # 0 .. below 1
     capacity_factor: tuple[float, ...]  # K, rad/s per sqrt(N m)
     torque_ratio: tuple[float, ...]  # TR
+
+    def capacity_table(self) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+        """(SR, C = 1/K^2 in N m s^2/rad^2, TR) with the coupling point (1, 0, 1) added."""
+        return (self.speed_ratio + (1.0,), tuple(1.0 / k ** 2 for k in self.capacity_factor) + (0.0,),
+                self.torque_ratio + (1.0,))
+
+
+def monotone_slopes(xs, ys) -> list[float]:
+    """Slopes at the breakpoints of the monotone cubic Hermite interpolant (Fritsch and Carlson, SIAM J.
+    Numer. Anal. 17, 1980; the weighted harmonic mean of Fritsch and Butland): no overshoot between
+    breakpoints, a flat slope where the data turn."""
+    n = len(xs)
+    h = [xs[k + 1] - xs[k] for k in range(n - 1)]
+    dl = [(ys[k + 1] - ys[k]) / h[k] for k in range(n - 1)]
+    d = [dl[0]] + [0.0] * (n - 2) + [dl[-1]]
+    for k in range(1, n - 1):
+        if dl[k - 1] * dl[k] > 0.0:
+            w1, w2 = 2.0 * h[k] + h[k - 1], h[k] + 2.0 * h[k - 1]
+            d[k] = (w1 + w2) / (w1 / dl[k - 1] + w2 / dl[k])
+    for k in (0, n - 1):  # end slopes no steeper than three times the secant (monotone)
+        j = 0 if k == 0 else n - 2
+        if d[k] * dl[j] <= 0.0:
+            d[k] = 0.0
+        elif abs(d[k]) > 3.0 * abs(dl[j]):
+            d[k] = 3.0 * dl[j]
+    return d
 
 
 @dataclass(frozen=True)
@@ -135,11 +165,13 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
     ints[W.LI_IN_LIMIT] = ports.get("torque_limit", 0)
     ints[W.LI_IN_GRADE] = ports.get("grade_percent", 0)
 
-    def table(k, xs, ys):
+    def table(k, xs, ys, cubic=False):
         ints[W.LI_TAB + k] = len(floats)
         ints[W.LI_TAB_N + k] = len(xs)
         floats.extend(float(x) for x in xs)
         floats.extend(float(y) for y in ys)
+        if cubic:
+            floats.extend(monotone_slopes(xs, ys))
 
     e, c, v = pt.engine, pt.converter, pt.vehicle
     if e is not None:
@@ -150,8 +182,9 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
         table(W.TAB_DRAG, *zip(*e.drag))
     if c is not None:
         ints[W.LI_CONVERTER] = 1
-        table(W.TAB_K, c.speed_ratio, c.capacity_factor)
-        table(W.TAB_TR, c.speed_ratio, c.torque_ratio)
+        sr, cap, tr = c.capacity_table()
+        table(W.TAB_K, sr, cap, cubic=True)
+        table(W.TAB_TR, sr, tr, cubic=True)
     if v is not None:
         ints[W.LI_VEHICLE] = 1
         floats[W.LF_AERO] = 0.5 * v.air_density * v.drag_area

@@ -116,8 +116,9 @@ def _engine(r: ConfigReader) -> Engine:
 
 def _converter(r: ConfigReader) -> TorqueConverter:
     sr = r.numbers("speed_ratio", nonnegative=True)
-    if len(sr) < 2 or sr[0] != 0.0 or sr[-1] != 1.0 or any(b <= a for a, b in zip(sr, sr[1:])):
-        raise r.error("speed_ratio", "must rise from 0 to 1")
+    if len(sr) < 2 or sr[0] != 0.0 or sr[-1] >= 1.0 or any(b <= a for a, b in zip(sr, sr[1:])):
+        raise r.error("speed_ratio", "must rise from 0 to below 1 (the coupling point 1, where the converter "
+                      "transmits no torque, is added)")
     k = r.numbers("capacity_factor_rpm_per_sqrt_N_m", length=len(sr), positive=True)
     tr = r.numbers("torque_ratio", length=len(sr), positive=True)
     for s, t in zip(sr, tr):
