@@ -1,0 +1,134 @@
+"""The 8HP car (configs/zf8hp_car.toml) with every component active: energy balance over a drive
+(scenarios/zf8hp_car_drive.toml) and lockstep = offline bit for bit (docs/powertrain.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from plant_models.core import layout as L
+from plant_models.powertrain import law as W
+from plant_models.registry import describe_config, load_plant
+from server.scenario import load_scenario
+from server.simulate import run_offline
+from server_support import ServerProcess
+
+CHUNK = 700
+
+
+@pytest.fixture(scope="module")
+def drive():
+    plant = load_plant("zf8hp_car")
+    ke0 = None
+
+    class Probe:
+        pass
+
+    sc = load_scenario("zf8hp_car_drive").compile(plant)
+    plant.reset(sc.start_inputs())
+    ke0 = plant.core.kinetic_energy()
+    res = run_offline(plant, sc)
+    p = Probe()
+    p.plant, p.res, p.ke0 = plant, res, ke0
+    return p
+
+
+def _col(res, name):
+    return res.values[:, list(res.names).index(name)]
+
+
+def test_the_drive_uses_every_component(drive):
+    r = drive.res
+    gears = set(_col(r, "gear").astype(int))
+    assert {1, 2, 3, 4} <= gears
+    assert _col(r, "stuck_lockup").max() == 1.0  # locked up in 4th
+    assert _col(r, "speed_ratio")[:2000].min() == 0.0  # launched from the stalled converter
+    assert _col(r, "vehicle_speed").max() > 17.0
+    assert _col(r, "vehicle_speed")[-1] == 0.0  # braked to a standstill on the 5 % grade, held exactly
+    assert _col(r, "stuck_brake")[-1] == 1.0
+    assert _col(r, "engine_torque").min() < 0.0 < _col(r, "engine_torque").max()
+    assert _col(r, "grade_force")[-1] > 0.0
+
+
+def test_engine_work_balances_losses_and_the_change_of_energy(drive):
+    """Engine work = clutch, brake, rolling and converter losses + drags + aerodynamic drag
+    + change of kinetic energy + change of potential energy, to 1e-9 of the engine work."""
+    plant = drive.plant
+    c = plant.core
+    names = [e.name for e in plant.params.description.elements]
+    rows = c.work[L.W_ROW0:]
+    z = c.law_z
+    engine = z[W.Z_W_ENGINE]
+    clutches = -sum(rows[i] for i, nm in enumerate(names) if nm not in ("brake", "rolling"))
+    brake = -rows[names.index("brake")]
+    rolling = -rows[names.index("rolling")]
+    converter = -z[W.Z_W_CONVERTER]
+    drag = -(c.work[L.W_DRAG] + c.work[L.W_DAMP])
+    impulse = -c.work[L.W_IMPULSE]
+    aero = -z[W.Z_W_AERO]
+    potential = -z[W.Z_W_GRADE]
+    kinetic = c.kinetic_energy() - drive.ke0
+    assert c.work[L.W_INPUT] == 0.0  # no torque input: the engine is the only source
+    assert min(clutches, brake, rolling, converter, drag, aero, potential, engine) > 0.0
+    balance = engine - (clutches + brake + rolling + converter + drag + impulse + aero + potential + kinetic)
+    assert abs(balance) <= 1e-9 * engine
+    # the law's account is the sum of its components' accounts
+    assert c.law_work[0] == pytest.approx(z[W.Z_W_ENGINE] + z[W.Z_W_CONVERTER] + z[W.Z_W_AERO] + z[W.Z_W_GRADE],
+                                          rel=1e-12)
+
+
+def test_describe_shows_the_components_and_their_ports():
+    d = describe_config("zf8hp_car")
+    comp = d["components"]
+    assert set(comp) == {"engine", "torque_converter", "vehicle"}
+    assert comp["torque_converter"]["impeller"] == "engine" and comp["torque_converter"]["turbine"] == "input"
+    assert comp["vehicle"]["elements"] == ["brake", "rolling"]
+    inputs = {s["name"] if isinstance(s, dict) else s.name for s in d["inputs"]}
+    assert {"pedal", "torque_limit", "grade_percent", "p_lockup", "p_brake"} <= inputs
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    srv = ServerProcess(tmp_path_factory.mktemp("zf8hp_car_lockstep"), plant="zf8hp_car", mode="lockstep")
+    yield srv
+    srv.shutdown()
+
+
+def test_the_served_car_equals_the_offline_run_bit_for_bit(served, drive):
+    offline = drive.res
+    with served.client() as hil:
+        names = hil.output_names
+        assert names == list(offline.names)
+        info = hil.load_scenario("zf8hp_car_drive")
+        n = info["n_steps"]
+        assert n == offline.values.shape[0] - 1
+        k = 0
+        while k < n:
+            r = hil.step(min(CHUNK, n - k))
+            k = r.tick
+            got = np.array([r.y[nm] for nm in names])
+            want = offline.values[k]
+            bad = [nm for nm, a, b in zip(names, got, want) if a.view(np.int64) != b.view(np.int64)]
+            assert not bad, f"tick {k}: lockstep differs from the offline run in {bad}"
+        assert r.scenario_finished is True
+
+
+def test_a_snapshot_of_the_car_continues_bit_exactly():
+    """Save in the middle of the 2-3 shift under torque intervention (law states mid-response), run on,
+    restore, run again: the same rows and the same data buffer."""
+    from plant_models.offline import Run
+    from server.snapshots import from_bytes, to_bytes
+
+    plant = load_plant("zf8hp_car")
+    sc = load_scenario("zf8hp_car_drive").compile(plant, 0.001)
+    plant.reset(sc.start_inputs())
+    run = Run(plant, sc.table, sc.dt, sc.n_steps)
+    run.advance(4560)
+    snap = run.snapshot()
+    run.advance(1000)
+    first = run.out[4561:5561].copy()
+    df_end = plant.df.copy()
+    run.restore(from_bytes(to_bytes(snap)))
+    run.advance(1000)
+    assert np.array_equal(run.out[4561:5561], first)
+    assert np.array_equal(plant.df, df_end)
