@@ -158,7 +158,9 @@ def transmission_ports(d: Description, red: Reduction | None = None,
                            "engaged gear (all its elements stuck), 0 = none", integer=True)
     out_ratio = outputs.add("ratio", "-", -RATIO_LIMIT, RATIO_LIMIT, 0.0,
                             "overall ratio w_input / w_out; 0 below 1 rad/s output speed, limited to +-100")
-    out_el = outputs.add_block(s for e in d.elements for s in ELEMENT.formatted(e=e.name))
+    # a pressure output reads up to the element's command range (a service brake's runs to 200 bar)
+    out_el = outputs.add_block(replace(s, hi=max(s.hi, e.pressure_max_bar)) if s.name == f"pressure_{e.name}" else s
+                               for e in d.elements for s in ELEMENT.formatted(e=e.name))
     out_sel = outputs.add_block(s for sel in d.selectors for s in SELECTOR.formatted(s=sel.name))
     out_spring = outputs.add_block(Signal(f"torque_{s.name}", "N m", -1.0e5, 1.0e5, 0.0,
                                           f"torque of spring {s.name}") for s in d.springs)
@@ -381,7 +383,10 @@ def _element_outputs(mf, mi, df, di, oy):
             # a kinematic clutch has no pressure state: report its command
             df[base + EL_PRESSURE] = (df[oact + i] if mf[mi[L.MF_KIN_SHIFT] + i] <= 0.0
                                       else df[mi[L.DF_U_ACT] + i]) / BAR
-        df[base + EL_ENERGY] = 0.0 - df[owork + i]  # dissipated energy >= 0 (the work of friction is <= 0)
+        # dissipated energy >= 0 (the work of friction is <= 0); a row held at its bound at zero slip in a
+        # locked, redundant set (a parked car's brake and rolling resistance) books rounding of either sign
+        e_diss = 0.0 - df[owork + i]
+        df[base + EL_ENERGY] = e_diss if e_diss > 0.0 else 0.0
     osel = oy + mi[opi + PI_OUT_SEL]
     for k in range(mi[opi + PI_N_SEL]):
         row = nel + k
