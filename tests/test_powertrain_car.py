@@ -132,3 +132,59 @@ def test_a_snapshot_of_the_car_continues_bit_exactly():
     run.advance(1000)
     assert np.array_equal(run.out[4561:5561], first)
     assert np.array_equal(plant.df, df_end)
+
+
+def _cruise_with_pedal_steps(reuse: bool) -> np.ndarray:
+    """The car in 4th, locked up; the pedal jumps every 50 ms (rate 0), the grade every 70 ms."""
+    plant = load_plant("zf8hp_car")
+    assert plant.mi[L.H_REUSE] == 1  # the powertrain checks its law's inputs, so the core may reuse
+    plant.mi[L.H_REUSE] = 1 if reuse else 0
+    inputs = {f"p_{e}": (12.0 if e in "BDE" else 0.0) for e in "ABCDE"}
+    inputs.update(p_lockup=8.0, pedal=0.3)
+    plant.reset(inputs)
+    plant.start_in_gear("4", 16.0 / 0.33 * 3.15 * plant.gear_ratio("4"))
+    rows = []
+    for k in range(600):
+        if k % 50 == 0:
+            plant.set_input("pedal", 0.3 + 0.1 * ((k // 50) % 3))
+        if k % 70 == 0:
+            plant.set_input("grade_percent", float((k // 70) % 4))
+        plant.step(1e-3)
+        rows.append(plant.y.copy())
+    return np.array(rows)
+
+
+def test_starting_steps_from_the_last_end_evaluation_changes_nothing(drive):
+    """A step may start from the previous step's end evaluation only when the law's inputs are those that
+    evaluation used (the plant checks them): with jumps in the pedal and the grade, the run with that reuse
+    equals the run without it, bit for bit (and the offline drive too)."""
+    with_reuse = _cruise_with_pedal_steps(True)
+    assert np.array_equal(with_reuse.view(np.int64), _cruise_with_pedal_steps(False).view(np.int64))
+    plant = load_plant("zf8hp_car")
+    plant.mi[L.H_REUSE] = 0
+    fresh = run_offline(plant, load_scenario("zf8hp_car_drive").compile(plant))
+    assert np.array_equal(fresh.values.view(np.int64), drive.res.values.view(np.int64))
+
+
+def test_outputs_after_a_step_are_the_law_at_the_final_state():
+    """The components' outputs after a step come from the core's last evaluation of the law, which is at
+    the step's final state: the same values as an evaluation made there."""
+    from plant_models.powertrain.law import LD_ENGINE_TQ, LD_SPEED, LD_TURBINE_TQ, evaluate_at_state
+
+    plant = load_plant("zf8hp_car")
+    sc = load_scenario("zf8hp_car_drive").compile(plant, 0.001)
+    plant.reset(sc.start_inputs())
+    from plant_models.offline import Run
+
+    run = Run(plant, sc.table, sc.dt, sc.n_steps)
+    od = int(plant.mi[L.DF_LAW])
+    checked = 0
+    for _ in range(40):
+        run.advance(400)
+        y = plant.output_dict()
+        evaluate_at_state(plant.mf, plant.mi, plant.df, plant.di, 0.001)
+        assert y["engine_torque"] == pytest.approx(plant.df[od + LD_ENGINE_TQ], rel=1e-12, abs=1e-9)
+        assert y["turbine_torque"] == pytest.approx(plant.df[od + LD_TURBINE_TQ], rel=1e-12, abs=1e-9)
+        assert y["vehicle_speed"] == pytest.approx(plant.df[od + LD_SPEED], rel=1e-12, abs=1e-12)
+        checked += 1
+    assert checked == 40

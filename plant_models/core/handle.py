@@ -21,13 +21,21 @@ from .spec import CoreSpec, Row, Settings, SpecError, Spring  # noqa: F401  (han
 @dataclass(frozen=True)
 class LawBlocks:
     """A force law and the sizes of its blocks: parameters (``MF_LAW`` [nf], ``MI_LAW`` [ni]),
-    data (``DF_LAW`` [ndf]) and states integrated with the core's (``nz``)."""
+    data (``DF_LAW`` [ndf]) and states integrated with the core's (``nz``).
+
+    ``checks_reuse``: the plant clears ``FLAG_REUSE`` before a step whenever
+    an input the law reads (beyond the state and its parameters) differs
+    from the value the previous step's end evaluation used; only then may a
+    step start from that evaluation (``Settings.reuse_end_evaluation``).
+    Otherwise the core evaluates every step afresh.
+    """
 
     law: entry.ForceLaw
     nf: int = 0
     ni: int = 0
     ndf: int = 0
     nz: int = 0
+    checks_reuse: bool = False
 
 
 class Core:
@@ -68,8 +76,9 @@ class Core:
         mi[L.H_FN_STEP], mi[L.H_FN_START] = entry.entry_addresses()
         if law is not None:
             mi[L.H_FN_LAW] = law.law.address
-            # the law's inputs are not among what the end-evaluation reuse compares: a step evaluates afresh
-            mi[L.H_REUSE] = 0
+            if not law.checks_reuse:
+                # the law's inputs are not among what the end-evaluation reuse compares: evaluate afresh
+                mi[L.H_REUSE] = 0
         self._fill_model()
         self.reset()
 

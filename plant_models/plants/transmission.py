@@ -43,7 +43,7 @@ from ..drivetrain import Description, Reduction
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from ..powertrain import components as PT
-from ..powertrain.law import NZ as LAW_NZ, N_LD, POWERTRAIN_LAW, Z_LIMIT, write_outputs
+from ..powertrain.law import NZ as LAW_NZ, N_LD, POWERTRAIN_LAW, Z_LIMIT, inputs_changed, write_outputs
 from .clutch import BAR
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
@@ -272,6 +272,8 @@ def _inputs(mf, mi, df, di):
                 df[outr + j] += t * r
     if not finite:
         return 0  # the core rejects the step (ST_BAD_INPUT); leave the selections untouched too
+    if mi[opi + PI_OUT_PT] >= 0 and inputs_changed(mi, df):
+        di[mi[L.DI_FLAGS] + L.FLAG_REUSE] = 0  # the force law's inputs moved: evaluate afresh
     return _selectors_in(mf, mi, df, di)
 
 
@@ -598,7 +600,8 @@ class TransmissionPlant(FrictionPlant):
         law = None
         if self.params.powertrain is not None:
             li, lf = self._law_tables()
-            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia), nz=LAW_NZ)
+            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia), nz=LAW_NZ,
+                            checks_reuse=True)
         self.core = Core(self.spec, plant_nf=self.plant_nf, plant_ni=self.plant_ni,
                          plant_ndf=2 * self.n_in + self.n_out + nrel, plant_ndi=self.plant_ndi, law=law)
         return self.core.mf, self.core.mi, self.core.df, self.core.di

@@ -73,8 +73,9 @@ LD_SR = 3  # converter speed ratio w_turbine / w_impeller (0 with the impeller a
 LD_SPEED = 4  # vehicle speed, m/s
 LD_AERO_F = 5  # aerodynamic drag force, N (resisting forward motion when positive)
 LD_GRADE_F = 6  # grade force, N (resisting forward motion when positive)
-LD_SCRATCH = 8  # [n] forces of an evaluation made for the outputs only
-N_LD = 8
+LD_IN_END = 8  # [3] pedal, limit, grade as the last evaluation of the previous step used them (value + rate dt)
+LD_SCRATCH = 11  # [n] forces of an evaluation made for the outputs only
+N_LD = 11
 
 
 @njit(**JIT)
@@ -206,7 +207,7 @@ def converter_torques(mf, mi, wp, wt):
     the coupling point SR = 1 the capacity C is zero, so both branches meet
     there.  Called in the real-time loop.
     """
-    if wp <= 0.0 and wt <= 0.0:
+    if (wp <= 0.0 and wt <= 0.0) or wt == wp:  # standing, or locked up: C(1) = 0
         return 0.0, 0.0
     if wt <= wp:
         sr = max(wt / wp, 0.0)
@@ -292,11 +293,21 @@ def evaluate_at_state(mf, mi, df, di, s):
 @njit(**JIT)
 def write_outputs(mf, mi, df, di, s, oout):
     """The components' outputs from df[oout] on, in the order of components.add_ports (engine torque;
-    impeller torque, turbine torque, speed ratio; vehicle speed, aerodynamic force, grade force), evaluated
-    at the current state, s into the step.  Called in the real-time loop."""
-    evaluate_at_state(mf, mi, df, di, s)
+    impeller torque, turbine torque, speed ratio; vehicle speed, aerodynamic force, grade force).
+
+    After a step (s = dt > 0) the core's last evaluation of the law was at
+    the step's final state (the end evaluation of its last sub-step, or the
+    one its outputs make), so its values stand; at a refresh (s = 0) the
+    law is evaluated here.  Also keeps the law's input values that
+    evaluation used (see :func:`inputs_changed`).  Called in the real-time loop.
+    """
+    if s == 0.0:
+        evaluate_at_state(mf, mi, df, di, s)
     oli = mi[L.MI_LAW]
     od = mi[L.DF_LAW]
+    df[od + LD_IN_END] = _input(mi, df, LI_IN_PEDAL, s)
+    df[od + LD_IN_END + 1] = _input(mi, df, LI_IN_LIMIT, s)
+    df[od + LD_IN_END + 2] = _input(mi, df, LI_IN_GRADE, s)
     q = oout
     if mi[oli + LI_ENGINE] == 1:
         df[q] = df[od + LD_ENGINE_TQ]
@@ -310,3 +321,14 @@ def write_outputs(mf, mi, df, di, s, oout):
         df[q] = df[od + LD_SPEED] + 0.0  # a standstill reads +0.0
         df[q + 1] = df[od + LD_AERO_F]
         df[q + 2] = df[od + LD_GRADE_F]
+
+
+@njit(**JIT)
+def inputs_changed(mi, df):
+    """Do the law's inputs at the start of this step differ from those the previous step's end evaluation
+    used?  Then that evaluation must not serve as this step's first stage (the core compares its own inputs
+    and the state, not the plant's): the caller clears FLAG_REUSE.  Called in the real-time loop."""
+    od = mi[L.DF_LAW]
+    return (df[od + LD_IN_END] != _input(mi, df, LI_IN_PEDAL, 0.0)
+            or df[od + LD_IN_END + 1] != _input(mi, df, LI_IN_LIMIT, 0.0)
+            or df[od + LD_IN_END + 2] != _input(mi, df, LI_IN_GRADE, 0.0))
