@@ -23,6 +23,7 @@ SCENARIOS = {
     "dct_kinematic_upshift.toml": "dct_kinematic.toml",
     "zf8hp_shifts.toml": "zf8hp.toml",
     "zf8hp_car_drive.toml": "zf8hp_car.toml",
+    "powershift_tractor_pull.toml": "powershift_tractor.toml",
 }
 # a car standing in gear on its brake: brake, rolling resistance and the gear's elements all stuck hold the
 # whole transmission at zero speed (locked) with more rows than it needs (overconstrained)

@@ -93,7 +93,7 @@ class Vehicle:
     air_density: float  # kg/m^3
     rolling_coefficient: float  # rolling resistance per weight
     wheel_inertia: float  # all wheels, kg m^2 (at the wheels)
-
+    drawbar: bool = False  # a drawbar pull input (a tractor's implement), N
     @property
     def radius_per_ratio(self) -> float:
         """m: v = w_output * r / i."""
@@ -143,6 +143,9 @@ def add_ports(pt: Powertrain, inputs: Ports, outputs: Ports) -> dict[str, int]:
     if pt.vehicle is not None:
         idx["grade_percent"] = inputs.add("grade_percent", "%", -50.0, 50.0, 0.0,
                                           "road grade, positive uphill (100 tan of the slope angle)")
+        if pt.vehicle.drawbar:
+            idx["drawbar_force"] = inputs.add("drawbar_force", "N", -2.0e5, 2.0e5, 0.0,
+                                              "drawbar pull of the implement, positive resists forward motion")
         idx["vehicle_speed"] = outputs.add("vehicle_speed", "m/s", -100.0, 100.0, 0.0, "vehicle speed, forward positive")
         idx["aero_force"] = outputs.add("aero_force", "N", -1.0e5, 1.0e5, 0.0, "aerodynamic drag force")
         idx["grade_force"] = outputs.add("grade_force", "N", -1.0e5, 1.0e5, 0.0, "grade force, positive resists")
@@ -164,6 +167,7 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
     ints[W.LI_IN_PEDAL] = ports.get("pedal", 0)
     ints[W.LI_IN_LIMIT] = ports.get("torque_limit", 0)
     ints[W.LI_IN_GRADE] = ports.get("grade_percent", 0)
+    ints[W.LI_IN_DRAWBAR] = ports.get("drawbar_force", -1)
 
     def table(k, xs, ys, cubic=False):
         ints[W.LI_TAB + k] = len(floats)
@@ -216,6 +220,6 @@ def describe(pt: Powertrain, names: list[str]) -> dict:
                               rolling_coefficient=v.rolling_coefficient,
                               reflected_inertia_kg_m2=round(v.reflected_inertia, 4),
                               elements=[BRAKE] + ([ROLLING] if v.rolling_coefficient > 0 else []),
-                              inputs=["grade_percent", f"p_{BRAKE}"],
+                              inputs=["grade_percent", f"p_{BRAKE}"] + (["drawbar_force"] if v.drawbar else []),
                               outputs=["vehicle_speed", "aero_force", "grade_force"])
     return out

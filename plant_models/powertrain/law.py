@@ -38,7 +38,8 @@ LI_IN_GRADE = 9  # input index of the road grade, %
 LI_TAB = 10  # [4] offsets in MF_LAW of the tables: full load, drag (x values, then y values: linear),
 #              C = 1/K^2, TR (x, y, then the slopes at x: monotone cubic)
 LI_TAB_N = 14  # [4] their numbers of breakpoints
-LI_LEN = 18
+LI_IN_DRAWBAR = 18  # input index of the drawbar pull, N, or -1 (no drawbar)
+LI_LEN = 19
 TAB_FULL, TAB_DRAG, TAB_K, TAB_TR = 0, 1, 2, 3
 PM_ENGINE, PM_TURBINE, PM_OUTPUT = 0, 1, 2
 
@@ -63,7 +64,8 @@ Z_W_ENGINE = 2  # work of the engine torque, J
 Z_W_CONVERTER = 3  # work of the converter's torques (<= 0: its loss), J
 Z_W_AERO = 4  # work of the aerodynamic drag, J
 Z_W_GRADE = 5  # work of the grade force (minus the change of potential energy), J
-NZ = 6
+Z_W_DRAWBAR = 6  # work of the drawbar pull (<= 0 while pulling forward), J
+NZ = 7
 
 # -- DF_LAW: values at the last evaluation, then a force scratch for the outputs' evaluation
 LD_ENGINE_TQ = 0  # engine torque, N m
@@ -73,9 +75,9 @@ LD_SR = 3  # converter speed ratio w_turbine / w_impeller (0 with the impeller a
 LD_SPEED = 4  # vehicle speed, m/s
 LD_AERO_F = 5  # aerodynamic drag force, N (resisting forward motion when positive)
 LD_GRADE_F = 6  # grade force, N (resisting forward motion when positive)
-LD_IN_END = 8  # [3] pedal, limit, grade as the last evaluation of the previous step used them (value + rate dt)
-LD_SCRATCH = 11  # [n] forces of an evaluation made for the outputs only
-N_LD = 11
+LD_IN_END = 8  # [4] pedal, limit, grade, drawbar as the previous step's last evaluation used them (value + rate dt)
+LD_SCRATCH = 12  # [n] forces of an evaluation made for the outputs only
+N_LD = 12
 
 
 @njit(**JIT)
@@ -259,13 +261,15 @@ def powertrain_forces(mf, mi, df, di, s, oy, of):
         fa = mf[ol + LF_AERO] * v * abs(v)
         gr = 0.01 * _input(mi, df, LI_IN_GRADE, s)
         fg = mf[ol + LF_MG] * gr / math.sqrt(1.0 + gr * gr)  # m g sin(atan(grade))
-        _apply(mf, mi, df, PM_OUTPUT, of, -sign * rfd * (fa + fg))
+        fd = _input(mi, df, LI_IN_DRAWBAR, s) if mi[oli + LI_IN_DRAWBAR] >= 0 else 0.0
+        _apply(mf, mi, df, PM_OUTPUT, of, -sign * rfd * (fa + fg + fd))
         df[ozd + Z_W_AERO] = -fa * v
         df[ozd + Z_W_GRADE] = -fg * v
+        df[ozd + Z_W_DRAWBAR] = -fd * v
         df[od + LD_SPEED] = v
         df[od + LD_AERO_F] = fa
         df[od + LD_GRADE_F] = fg
-        p -= (fa + fg) * v
+        p -= (fa + fg + fd) * v
     return p
 
 
@@ -308,6 +312,8 @@ def write_outputs(mf, mi, df, di, s, oout):
     df[od + LD_IN_END] = _input(mi, df, LI_IN_PEDAL, s)
     df[od + LD_IN_END + 1] = _input(mi, df, LI_IN_LIMIT, s)
     df[od + LD_IN_END + 2] = _input(mi, df, LI_IN_GRADE, s)
+    if mi[oli + LI_IN_DRAWBAR] >= 0:
+        df[od + LD_IN_END + 3] = _input(mi, df, LI_IN_DRAWBAR, s)
     q = oout
     if mi[oli + LI_ENGINE] == 1:
         df[q] = df[od + LD_ENGINE_TQ]
@@ -329,6 +335,8 @@ def inputs_changed(mi, df):
     used?  Then that evaluation must not serve as this step's first stage (the core compares its own inputs
     and the state, not the plant's): the caller clears FLAG_REUSE.  Called in the real-time loop."""
     od = mi[L.DF_LAW]
+    if mi[mi[L.MI_LAW] + LI_IN_DRAWBAR] >= 0 and df[od + LD_IN_END + 3] != _input(mi, df, LI_IN_DRAWBAR, 0.0):
+        return True
     return (df[od + LD_IN_END] != _input(mi, df, LI_IN_PEDAL, 0.0)
             or df[od + LD_IN_END + 1] != _input(mi, df, LI_IN_LIMIT, 0.0)
             or df[od + LD_IN_END + 2] != _input(mi, df, LI_IN_GRADE, 0.0))

@@ -133,7 +133,8 @@ def _vehicle(r: ConfigReader) -> Vehicle:
                    drag_area=r.number("drag_area_m2", 0.0, nonnegative=True),
                    air_density=r.number("air_density_kg_m3", 1.2, positive=True),
                    rolling_coefficient=r.number("rolling_coefficient", 0.0, nonnegative=True),
-                   wheel_inertia=r.number("wheel_inertia_kg_m2", 0.0, nonnegative=True))
+                   wheel_inertia=r.number("wheel_inertia_kg_m2", 0.0, nonnegative=True),
+                   drawbar=r.boolean("drawbar", False))
 
 
 def _brake(b: ConfigReader, v: Vehicle) -> WetClutch:
