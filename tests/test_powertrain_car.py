@@ -188,3 +188,25 @@ def test_outputs_after_a_step_are_the_law_at_the_final_state():
         assert y["vehicle_speed"] == pytest.approx(plant.df[od + LD_SPEED], rel=1e-12, abs=1e-12)
         checked += 1
     assert checked == 40
+
+
+def test_a_non_finite_pedal_is_refused_and_changes_nothing():
+    """A NaN (or infinite) value of an input the force law reads, past the ports' checks: the step is
+    refused with ST_BAD_INPUT, the state stays bit for bit, and the next good step goes on."""
+    plant = load_plant("zf8hp_car")
+    plant.reset({"p_A": 12.0, "p_B": 12.0, "p_C": 12.0, "pedal": 0.3})
+    for _ in range(50):
+        plant.step(1e-3)
+    y_before = plant.core.y.copy()
+    k = plant.input_index("pedal")
+    for bad in (float("nan"), float("inf")):
+        plant.u[k] = bad
+        assert plant.step(1e-3) == L.ST_BAD_INPUT
+        assert np.array_equal(plant.core.y.view(np.int64), y_before.view(np.int64))
+        assert np.isfinite(plant.output_dict()["engine_torque"])
+    plant.u[k] = 0.3
+    plant.u_rate[plant.input_index("grade_percent")] = float("nan")
+    assert plant.step(1e-3) == L.ST_BAD_INPUT
+    plant.u_rate[plant.input_index("grade_percent")] = 0.0
+    assert plant.step(1e-3) & (L.ST_BAD_INPUT | L.ST_NONFINITE) == 0
+    assert plant.core.time[0] == pytest.approx(0.051, rel=1e-12)

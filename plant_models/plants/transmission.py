@@ -43,7 +43,8 @@ from ..drivetrain import Description, Reduction
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from ..powertrain import components as PT
-from ..powertrain.law import NZ as LAW_NZ, N_LD, POWERTRAIN_LAW, Z_LIMIT, inputs_changed, write_outputs
+from ..powertrain.law import (NZ as LAW_NZ, N_LD, POWERTRAIN_LAW, Z_LIMIT, inputs_changed, inputs_finite,
+                              write_outputs)
 from .clutch import BAR
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
@@ -270,6 +271,9 @@ def _inputs(mf, mi, df, di):
             elif t != 0.0:
                 df[out + j] += t * v
                 df[outr + j] += t * r
+    if mi[opi + PI_OUT_PT] >= 0 and not inputs_finite(mi, df):
+        df[out] = math.nan  # a force-law input is not finite: the core refuses the step like any other
+        finite = False
     if not finite:
         return 0  # the core rejects the step (ST_BAD_INPUT); leave the selections untouched too
     if mi[opi + PI_OUT_PT] >= 0 and inputs_changed(mi, df):

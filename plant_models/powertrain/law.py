@@ -330,6 +330,20 @@ def write_outputs(mf, mi, df, di, s, oout):
 
 
 @njit(**JIT)
+def inputs_finite(mi, df):
+    """Are the values and rates of the law's inputs finite?  Called in the real-time loop."""
+    oli = mi[L.MI_LAW]
+    op = mi[L.DF_PLANT]
+    n_in = mi[oli + LI_N_IN]
+    probe = 0.0
+    for slot in (LI_IN_PEDAL, LI_IN_LIMIT, LI_IN_GRADE, LI_IN_DRAWBAR):
+        k = mi[oli + slot]
+        if k >= 0:
+            probe += (df[op + k] - df[op + k]) + (df[op + n_in + k] - df[op + n_in + k])
+    return probe == 0.0  # x - x is NaN for inf or NaN
+
+
+@njit(**JIT)
 def inputs_changed(mi, df):
     """Do the law's inputs at the start of this step differ from those the previous step's end evaluation
     used?  Then that evaluation must not serve as this step's first stage (the core compares its own inputs
