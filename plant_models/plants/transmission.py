@@ -43,8 +43,9 @@ from ..drivetrain import Description, Reduction
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from ..powertrain import components as PT
-from ..powertrain.law import (NZ as LAW_NZ, N_LD, POWERTRAIN_LAW, Z_LIMIT, inputs_changed, inputs_finite,
-                              write_outputs)
+from ..powertrain.driver import driver_update
+from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, NZ as LAW_NZ, N_LD, POWERTRAIN_LAW,
+                              Z_LIMIT, inputs_changed, inputs_finite, write_outputs)
 from .clutch import BAR
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
@@ -276,9 +277,23 @@ def _inputs(mf, mi, df, di):
         finite = False
     if not finite:
         return 0  # the core rejects the step (ST_BAD_INPUT); leave the selections untouched too
-    if mi[opi + PI_OUT_PT] >= 0 and inputs_changed(mi, df):
-        di[mi[L.DI_FLAGS] + L.FLAG_REUSE] = 0  # the force law's inputs moved: evaluate afresh
+    if mi[opi + PI_OUT_PT] >= 0:
+        _powertrain_inputs(mi, df, di)
     return _selectors_in(mf, mi, df, di)
+
+
+@njit(**JIT)
+def _powertrain_inputs(mi, df, di):
+    """The driver's brake pressure in place of p_brake while it commands; reuse of the last step's end
+    evaluation only if the force law's inputs did not move.  Called in the real-time loop."""
+    oli = mi[L.MI_LAW]
+    od = mi[L.DF_LAW]
+    if mi[oli + LI_DRIVER] == 1 and df[od + LD_DRV_ON] == 1.0:
+        row = mi[oli + LI_BRAKE_ROW]
+        df[mi[L.DF_U_ACT] + row] = df[od + LD_DRV_BRAKE] * BAR
+        df[mi[L.DF_U_ACT_RATE] + row] = 0.0
+    if inputs_changed(mi, df):
+        di[mi[L.DI_FLAGS] + L.FLAG_REUSE] = 0  # the force law's inputs moved: evaluate afresh
 
 
 @njit(**JIT)
@@ -521,6 +536,8 @@ def _selector_and_spring_torque(mi, df, m):
 def transmission_step(mf, mi, df, di, dt):
     """Inputs -> core step -> outputs.  Called in the real-time loop."""
     rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    if rmi[rmi[L.MI_PLANT] + PI_OUT_PT] >= 0:
+        driver_update(rmf, rmi, rdf, dt)
     pst = _inputs(rmf, rmi, rdf, rdi)
     st = core_step(rmf, rmi, rdf, rdi, dt)
     if st != L.ST_BAD_INPUT:  # a refused step reports only that

@@ -111,6 +111,16 @@ class Vehicle:
 
 
 @dataclass(frozen=True)
+class Driver:
+    """A driver following a target speed: feed-forward of the road load plus PI on the speed error."""
+
+    kp: float  # pedal per m/s
+    ki: float  # pedal per m
+    full_pedal_force: float  # N at the wheels at full pedal (the feed-forward's scale)
+    brake_bar: float  # bar of brake pressure at a command of -1
+
+
+@dataclass(frozen=True)
 class Powertrain:
     """The components present (None: absent) and the members they act on (member indices)."""
 
@@ -121,6 +131,8 @@ class Powertrain:
     turbine_member: int  # the transmission input
     output_member: int
     output_sign: float
+    driver: Driver | None = None
+    brake_row: int = -1  # the service brake's element (core row)
 
 
 def add_ports(pt: Powertrain, inputs: Ports, outputs: Ports) -> dict[str, int]:
@@ -149,6 +161,13 @@ def add_ports(pt: Powertrain, inputs: Ports, outputs: Ports) -> dict[str, int]:
         idx["vehicle_speed"] = outputs.add("vehicle_speed", "m/s", -100.0, 100.0, 0.0, "vehicle speed, forward positive")
         idx["aero_force"] = outputs.add("aero_force", "N", -1.0e5, 1.0e5, 0.0, "aerodynamic drag force")
         idx["grade_force"] = outputs.add("grade_force", "N", -1.0e5, 1.0e5, 0.0, "grade force, positive resists")
+    if pt.driver is not None:
+        idx["target_speed"] = inputs.add("target_speed", "m/s", -100.0, 100.0, 0.0, "the driver's target speed")
+        idx["driver_on"] = inputs.add("driver_on", "-", 0, 1, 0, "1: the driver commands pedal and brake "
+                                      "(the pedal and p_brake inputs are then ignored)", integer=True)
+        idx["driver_pedal"] = outputs.add("driver_pedal", "-", 0.0, 1.0, 0.0, "the driver's pedal (0 while off)")
+        idx["driver_brake"] = outputs.add("driver_brake", "bar", 0.0, 1.0e3, 0.0,
+                                          "the driver's brake pressure (0 while off)")
     return idx
 
 
@@ -168,6 +187,9 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
     ints[W.LI_IN_LIMIT] = ports.get("torque_limit", 0)
     ints[W.LI_IN_GRADE] = ports.get("grade_percent", 0)
     ints[W.LI_IN_DRAWBAR] = ports.get("drawbar_force", -1)
+    ints[W.LI_IN_TARGET] = ports.get("target_speed", 0)
+    ints[W.LI_IN_DRIVER_ON] = ports.get("driver_on", 0)
+    ints[W.LI_BRAKE_ROW] = pt.brake_row
 
     def table(k, xs, ys, cubic=False):
         ints[W.LI_TAB + k] = len(floats)
@@ -195,6 +217,12 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
         floats[W.LF_RFD] = v.radius_per_ratio
         floats[W.LF_MG] = v.mass * GRAVITY
         floats[W.LF_SIGN] = pt.output_sign
+        floats[W.LF_ROLL] = v.rolling_coefficient * v.mass * GRAVITY
+    if pt.driver is not None:
+        ints[W.LI_DRIVER] = 1
+        dr = pt.driver
+        floats[W.LF_DRV_KP], floats[W.LF_DRV_KI] = dr.kp, dr.ki
+        floats[W.LF_DRV_FULL], floats[W.LF_DRV_BRAKE] = dr.full_pedal_force, dr.brake_bar
     return ints, floats
 
 
@@ -222,4 +250,7 @@ def describe(pt: Powertrain, names: list[str]) -> dict:
                               elements=[BRAKE] + ([ROLLING] if v.rolling_coefficient > 0 else []),
                               inputs=["grade_percent", f"p_{BRAKE}"] + (["drawbar_force"] if v.drawbar else []),
                               outputs=["vehicle_speed", "aero_force", "grade_force"])
+    if pt.driver is not None:
+        out["driver"] = dict(kp=pt.driver.kp, ki=pt.driver.ki, full_pedal_force_N=pt.driver.full_pedal_force,
+                             inputs=["target_speed", "driver_on"], outputs=["driver_pedal", "driver_brake"])
     return out

@@ -39,7 +39,11 @@ LI_TAB = 10  # [4] offsets in MF_LAW of the tables: full load, drag (x values, t
 #              C = 1/K^2, TR (x, y, then the slopes at x: monotone cubic)
 LI_TAB_N = 14  # [4] their numbers of breakpoints
 LI_IN_DRAWBAR = 18  # input index of the drawbar pull, N, or -1 (no drawbar)
-LI_LEN = 19
+LI_DRIVER = 19  # 1: a driver (powertrain/driver.py) may command pedal and brake
+LI_IN_TARGET = 20  # input index of the driver's target speed, m/s
+LI_IN_DRIVER_ON = 21  # input index of the driver's enable (>= 0.5: the driver commands)
+LI_BRAKE_ROW = 22  # core row of the service brake
+LI_LEN = 23
 TAB_FULL, TAB_DRAG, TAB_K, TAB_TR = 0, 1, 2, 3
 PM_ENGINE, PM_TURBINE, PM_OUTPUT = 0, 1, 2
 
@@ -54,8 +58,13 @@ LF_AERO = 6  # 1/2 rho cd A, N per (m/s)^2
 LF_RFD = 7  # wheel radius / final drive ratio, m (v = sign * w_output * LF_RFD)
 LF_MG = 8  # vehicle weight m g, N
 LF_SIGN = 9  # forward sense of the output member (+1 / -1)
-LF_T = 10  # [3 n] rows of T of the port members
-N_LF_SCALARS = 10
+LF_DRV_KP = 10  # driver: pedal per m/s of speed error
+LF_DRV_KI = 11  # driver: pedal per m of integrated speed error
+LF_DRV_FULL = 12  # driver: force at the wheels the feed-forward takes for full pedal, N
+LF_DRV_BRAKE = 13  # driver: brake pressure per unit of negative command, bar
+LF_ROLL = 14  # rolling resistance force c_r m g, N (the driver's feed-forward)
+LF_T = 15  # [3 n] rows of T of the port members
+N_LF_SCALARS = 15
 
 # -- the law's states z (after its work account in the state vector)
 Z_GOV = 0  # idle governor integral of (idle speed - speed), rad
@@ -76,8 +85,12 @@ LD_SPEED = 4  # vehicle speed, m/s
 LD_AERO_F = 5  # aerodynamic drag force, N (resisting forward motion when positive)
 LD_GRADE_F = 6  # grade force, N (resisting forward motion when positive)
 LD_IN_END = 8  # [4] pedal, limit, grade, drawbar as the previous step's last evaluation used them (value + rate dt)
-LD_SCRATCH = 12  # [n] forces of an evaluation made for the outputs only
-N_LD = 12
+LD_DRV_ON = 12  # 1.0: the driver commands pedal and brake in this step
+LD_DRV_INT = 13  # the driver's integral of the speed error, m
+LD_DRV_PEDAL = 14  # the driver's pedal for this step, 0..1
+LD_DRV_BRAKE = 15  # the driver's brake pressure for this step, bar
+LD_SCRATCH = 16  # [n] forces of an evaluation made for the outputs only
+N_LD = 16
 
 
 @njit(**JIT)
@@ -165,6 +178,18 @@ def _input(mi, df, slot, s):
 
 
 @njit(**JIT)
+def pedal_at(mi, df, s):
+    """The pedal in effect s into the step: the driver's (held over the step) or the input's, 0..1.
+
+    Called in the real-time loop.
+    """
+    od = mi[L.DF_LAW]
+    if df[od + LD_DRV_ON] == 1.0:
+        return df[od + LD_DRV_PEDAL]
+    return min(max(_input(mi, df, LI_IN_PEDAL, s), 0.0), 1.0)
+
+
+@njit(**JIT)
 def engine_torque(mf, mi, df, s, oz, ozd, w):
     """Engine torque at crank speed w (rad/s), N m; writes the governor's and the limit's derivatives.
 
@@ -177,7 +202,7 @@ def engine_torque(mf, mi, df, s, oz, ozd, w):
     ol = mi[L.MF_LAW]
     full = _table(mf, mi, TAB_FULL, w)
     drag = _table(mf, mi, TAB_DRAG, w)
-    pedal = min(max(_input(mi, df, LI_IN_PEDAL, s), 0.0), 1.0)
+    pedal = pedal_at(mi, df, s)
     span = full - drag
     e = mf[ol + LF_IDLE] - w
     u = mf[ol + LF_KP] * e + mf[ol + LF_KI] * df[oz + Z_GOV]
@@ -309,7 +334,7 @@ def write_outputs(mf, mi, df, di, s, oout):
         evaluate_at_state(mf, mi, df, di, s)
     oli = mi[L.MI_LAW]
     od = mi[L.DF_LAW]
-    df[od + LD_IN_END] = _input(mi, df, LI_IN_PEDAL, s)
+    df[od + LD_IN_END] = pedal_at(mi, df, s)
     df[od + LD_IN_END + 1] = _input(mi, df, LI_IN_LIMIT, s)
     df[od + LD_IN_END + 2] = _input(mi, df, LI_IN_GRADE, s)
     if mi[oli + LI_IN_DRAWBAR] >= 0:
@@ -327,6 +352,11 @@ def write_outputs(mf, mi, df, di, s, oout):
         df[q] = df[od + LD_SPEED] + 0.0  # a standstill reads +0.0
         df[q + 1] = df[od + LD_AERO_F]
         df[q + 2] = df[od + LD_GRADE_F]
+        q += 3
+    if mi[oli + LI_DRIVER] == 1:
+        on = df[od + LD_DRV_ON] == 1.0
+        df[q] = df[od + LD_DRV_PEDAL] if on else 0.0
+        df[q + 1] = df[od + LD_DRV_BRAKE] if on else 0.0
 
 
 @njit(**JIT)
@@ -336,7 +366,7 @@ def inputs_finite(mi, df):
     op = mi[L.DF_PLANT]
     n_in = mi[oli + LI_N_IN]
     probe = 0.0
-    for slot in (LI_IN_PEDAL, LI_IN_LIMIT, LI_IN_GRADE, LI_IN_DRAWBAR):
+    for slot in (LI_IN_PEDAL, LI_IN_LIMIT, LI_IN_GRADE, LI_IN_DRAWBAR, LI_IN_TARGET, LI_IN_DRIVER_ON):
         k = mi[oli + slot]
         if k >= 0:
             probe += (df[op + k] - df[op + k]) + (df[op + n_in + k] - df[op + n_in + k])
@@ -351,6 +381,6 @@ def inputs_changed(mi, df):
     od = mi[L.DF_LAW]
     if mi[mi[L.MI_LAW] + LI_IN_DRAWBAR] >= 0 and df[od + LD_IN_END + 3] != _input(mi, df, LI_IN_DRAWBAR, 0.0):
         return True
-    return (df[od + LD_IN_END] != _input(mi, df, LI_IN_PEDAL, 0.0)
+    return (df[od + LD_IN_END] != pedal_at(mi, df, 0.0)
             or df[od + LD_IN_END + 1] != _input(mi, df, LI_IN_LIMIT, 0.0)
             or df[od + LD_IN_END + 2] != _input(mi, df, LI_IN_GRADE, 0.0))

@@ -17,8 +17,8 @@ from fractions import Fraction
 from ..config import ConfigReader
 from ..drivetrain import Element, Member
 from ..plants.clutch import BAR, WetClutch
-from ..powertrain.components import (BRAKE, ENGINE_MEMBER, LOCKUP, ROLLING, RPM, Engine, Powertrain, TorqueConverter,
-                                     Vehicle)
+from ..powertrain.components import (BRAKE, ENGINE_MEMBER, LOCKUP, ROLLING, RPM, Driver, Engine, Powertrain,
+                                     TorqueConverter, Vehicle)
 from .common import read_wet_clutch
 
 BRAKE_FRICTION_STATIC = 0.45  # pad on disc; the capacity per bar is the file's, this only sets kinetic/static
@@ -70,7 +70,18 @@ def read_powertrain(cfg: ConfigReader, members: list[Member], elements: list[Ele
                                           ((output_member, Fraction(1)),), 1.0, None, 0.0, vehicle.rolling_torque),
                  r, "rolling_coefficient")
         r.reject_unknown()
-    pt = Powertrain(engine, converter, vehicle, engine_member, input_member, output_member, output_sign)
+    driver = None
+    if cfg.has("driver"):
+        r = cfg.sub("driver")
+        if engine is None or vehicle is None:
+            raise r.error("kp_per_m_s", "a driver needs an [engine] and a [vehicle]")
+        driver = Driver(kp=r.number("kp_per_m_s", nonnegative=True), ki=r.number("ki_per_m", nonnegative=True),
+                        full_pedal_force=r.number("full_pedal_force_N", positive=True),
+                        brake_bar=r.number("brake_bar_at_full_command", positive=True))
+        r.reject_unknown()
+    brake_row = [e.name for e in elements].index(BRAKE) if vehicle is not None else -1
+    pt = Powertrain(engine, converter, vehicle, engine_member, input_member, output_member, output_sign, driver,
+                    brake_row)
     return members, elements, pt
 
 
