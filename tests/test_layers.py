@@ -119,6 +119,7 @@ PLANT_FLOORS = (
     ("plant_models.config", "plant_models.plant", "plant_models.friction_plant", "plant_models.drivetrain",
      "plant_models.reduction", "plant_models.clutch", "plant_models.compiling", "plant_models.contract",
      "plant_models.units"),  # the contract
+    ("plant_models.powertrain",),  # components (engine, converter, vehicle, driver): ports and compiled force laws
     ("plant_models.plants", "plant_models.readers"),  # the plants and their config readers
     ("plant_models.registry", "plant_models.offline"),  # what finds, builds and runs plants by name
 )

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from plant_models.config import repo_root
+from plant_models.core import layout as L
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
 from server.simulate import run_offline
@@ -21,7 +22,12 @@ SCENARIOS = {
     "powershift_kinematic_swap.toml": "powershift_kinematic.toml",
     "dct_kinematic_upshift.toml": "dct_kinematic.toml",
     "zf8hp_shifts.toml": "zf8hp.toml",
+    "zf8hp_car_drive.toml": "zf8hp_car.toml",
+    "powershift_tractor_pull.toml": "powershift_tractor.toml",
 }
+# a car standing in gear on its brake: brake, rolling resistance and the gear's elements all stuck hold the
+# whole transmission at zero speed (locked) with more rows than it needs (overconstrained)
+ALLOWED_STATUS = {"zf8hp_car_drive.toml": L.ST_OVERCONSTRAINED | L.ST_LOCKED}
 _runs: dict = {}
 
 
@@ -42,7 +48,8 @@ def test_every_scenario_of_these_plants_is_covered():
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_scenario_runs_cleanly_inside_the_declared_ranges(name):
     plant, tr = run(name)
-    assert tr.status_or == 0, tr.status_or  # no redundant/locked sets, no budget or solver limits, no roll-backs
+    # no redundant/locked sets, no budget or solver limits, no roll-backs
+    assert tr.status_or & ~ALLOWED_STATUS.get(name, 0) == 0, tr.status_or
     assert np.all(np.isfinite(tr.values))
     for k, sig in enumerate(plant.outputs):
         col = tr.values[:, k]
