@@ -236,3 +236,14 @@ def test_a_scenario_inside_the_folder_loads(server):
         info = hil.load_scenario("inside")
         assert info["n_steps"] > 0 and info["source"].endswith("inside.toml")
         hil.unload_scenario()
+        # a path that starts with the folder's own name (as written from the folder above it)
+        info = hil.load_scenario(f"{SCENARIO_DIR_NAME}/inside.toml")
+        assert info["source"] == str(server.scenario_folder / "inside.toml")
+        hil.unload_scenario()
+        for path, why in ((f"{SCENARIO_DIR_NAME}/../{SCENARIO_DIR_NAME}/inside.toml", "'..' is not accepted"),
+                          (str(server.scenario_folder / "inside.toml"), "absolute paths are not accepted"),
+                          (f"{SCENARIO_DIR_NAME}/insde.toml", "did you mean 'inside'?")):
+            with pytest.raises(ServerError) as ei:
+                hil.load_scenario(path)
+            assert ei.value.code == "scenario_error" and why in ei.value.message, ei.value.message
+        assert hil.status()["scenario"] is None
