@@ -67,6 +67,11 @@ ERROR_CODES = ("oversized", "malformed", "bad_message", "bad_version", "unknown_
 assert set(INPUT_REASONS) <= set(REASONS) <= set(ERROR_CODES)
 
 MAX_SIGNALS_PER_COMMAND = 256
+"""Most entries of a map in a message (an input map: a command's ``set``, a request's ``set`` / ``inputs``).
+
+Counted as sent by the decoder (:func:`io_adapters.zmq.codec.unpack_message`:
+a name repeated 257 times is 257 entries); :class:`InputValidator` checks the
+same number of keys for maps made in-process."""
 
 
 class ProtocolError(GearboxHilError, ValueError):

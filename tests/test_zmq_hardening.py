@@ -135,6 +135,36 @@ def test_more_than_256_entries_is_bad_message_on_both_sockets(server):
         assert ei.value.code == "bad_message"
 
 
+def _entries(name: str, value: float, n: int) -> bytes:
+    """A msgpack map of ``n`` entries that all name ``name`` (a decoded dict keeps one of them)."""
+    return b"\xde" + n.to_bytes(2, "big") + (msgpack.packb(name) + msgpack.packb(value)) * n
+
+
+def test_257_entries_of_one_repeated_name_are_bad_message_on_both_sockets(server):
+    """The size rule counts the entries sent, so repeating a name does not get past it: the plant keeps p_c8."""
+    ctx = zmq.Context.instance()
+    with server.client() as hil:
+        p0 = hil.get()["u"]["p_c8"]
+        before = hil.status()["adapters"]["zmq"]["rejected"]["by_reason"]["bad_message"]
+        hil.send_raw_command(b"\x83\xa1v\x01\xa3seq\x05\xa3set" + _entries("p_c8", 7.0, 257))
+        assert wait_until(lambda: hil.status()["adapters"]["zmq"]["rejected"]["by_reason"]["bad_message"]
+                          == before + 1, timeout_s=30)
+        req = ctx.socket(zmq.REQ)
+        req.setsockopt(zmq.LINGER, 0)
+        req.connect(server.control)
+        try:
+            for cmd, key in (("set", "set"), ("reset", "inputs")):  # step's set: test_server_lockstep.py
+                req.send(b"\x83\xa1v\x01\xa3cmd" + msgpack.packb(cmd) + msgpack.packb(key) + _entries("p_c8", 7.0, 257))
+                assert req.poll(30_000)
+                rep = msgpack.unpackb(req.recv())
+                assert rep["ok"] is False and rep["error"]["code"] == "bad_message", (cmd, rep)
+                assert rep["error"]["message"].startswith("more than 256 entries in a map"), (cmd, rep)
+        finally:
+            req.close()
+        got = hil.get()
+        assert got["u"]["p_c8"] == p0 and got["t"] > 0.0  # not set, and not reset
+
+
 # A peer's process that subscribes with a 4 MiB prefix and pushes a 1 MiB command.  In a process of its own:
 # libzmq 4.3.5 crashes the *subscriber's* process when such a SUB socket is closed (seen here; the server's PUB,
 # which drops the connection at its size cap, is not affected).
