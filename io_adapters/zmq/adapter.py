@@ -3,10 +3,10 @@
 The wire format is specified in docs/protocol.md.  Three sockets, all bound
 by the server (127.0.0.1 by default, endpoints from the I/O config):
 
-* **state** (PUB): every ``publish_every``-th tick a two-frame message
+* **state** (XPUB): every ``publish_every``-th tick a two-frame message
   ``[b"state", msgpack]``; also ``[b"status", ...]`` every
-  ``status_publish_s`` and ``[b"event", ...]`` when clutches stick or break
-  away.
+  ``status_publish_s``, ``[b"event", ...]`` when clutches stick or break
+  away, and the answer to a ``hello/<token>`` subscription (:mod:`.hello`).
 * **command** (PULL): partial updates of input signals by name, each
   validated whole before it is applied.
 * **control** (ROUTER): request/reply, served between ticks.  A ROUTER
@@ -74,7 +74,8 @@ from ..protocol import (COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, PendingRe
                         error_reply)
 from . import curve
 from ..ring import F_TIME, I_AUX, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
-from .codec import CommandDecoder, StateEncoder, decode_request, encode
+from .codec import CommandDecoder, StateEncoder, acceptable_command, decode_request, encode
+from .hello import HelloResponder
 
 log = logging.getLogger("gearbox_hil.zmq")
 
@@ -118,18 +119,6 @@ def split_envelope(identity: bytes, rest: list) -> tuple[list, list]:
         if f == b"":
             return [identity, *rest[: i + 1]], rest[i + 1:]
     return [identity], rest
-
-
-def _acceptable_command(plant: Plant, decoder: CommandDecoder) -> bytes | None:
-    """A command message setting one input to its current value, if ``decoder`` accepts it (for rehearsals)."""
-    for k, sig in enumerate(plant.inputs):
-        msg = encode({"v": PROTOCOL_VERSION, "seq": 1, "set": {sig.name: float(plant.u[k])}})
-        try:
-            decoder.decode(msg)
-        except COMMAND_ERRORS:
-            continue
-        return msg
-    return None
 
 
 ROWS_PER_CHECK = 4  # state rows published between two reads of the clock when the pump has a deadline
@@ -239,7 +228,7 @@ class ZmqAdapter(Adapter):
         # rehearse(): a decoder and a two-row queue of its own, and a command they accept
         self._dry_decoder = CommandDecoder(plant.inputs, self.max_command_bytes)
         self._dry_rows = CommandRows(plant.n_in, 2)
-        self._dry_command = _acceptable_command(plant, self._dry_decoder)
+        self._dry_command = acceptable_command(plant, self._dry_decoder)
         self._scenario_seen = 0
         self.received = 0
         self.sent = 0
@@ -258,7 +247,7 @@ class ZmqAdapter(Adapter):
                             "peer that reaches them can command the plant and shut the server down", self.name,
                             ", ".join(self.endpoints_cfg[k] for k in self.remote))
             # a subscription is an inbound message of the PUB socket: capped like every other one
-            self._pub = self._socket(zmq.PUB, "state_endpoint", {
+            self._pub = self._socket(zmq.XPUB, "state_endpoint", {
                 zmq.SNDHWM: self.send_hwm, zmq.MAXMSGSIZE: self.max_subscription_bytes})
             self._pull = self._socket(zmq.PULL, "command_endpoint", {
                 zmq.RCVHWM: self.receive_hwm, zmq.MAXMSGSIZE: max(16 * self.max_command_bytes, 1 << 16)})
@@ -270,6 +259,7 @@ class ZmqAdapter(Adapter):
         # The command socket's notification fd is readable when its events may have changed; polling it
         # (0.4 us) is much cheaper than asking zmq for its events (1.5-3 us) at every pump.
         self._pull_fd = self._pull.getsockopt(zmq.FD)
+        self._hello = HelloResponder(self._pub, ctx.mode == "realtime")
         self._fd_poll = select.poll()
         self._fd_poll.register(self._pull_fd, select.POLLIN)
         self._more_waiting = True
@@ -314,7 +304,7 @@ class ZmqAdapter(Adapter):
         self._open = False
 
     def wait_handles(self) -> list:
-        return [self._ctl] if self._ctl is not None else []
+        return [self._ctl, self._pub] if self._ctl is not None else []  # the XPUB: a hello subscription
 
     # ------------------------------------------------------------------ real-time path
     def read(self, tick: int, now_ns: int) -> None:
@@ -484,8 +474,10 @@ class ZmqAdapter(Adapter):
                 return
 
     def poll_control(self, now_ns: int) -> None:
-        """Serve at most one control request, publish the status when due, flush reject logs."""
+        """Answer hello subscriptions, serve at most one control request, publish the status when due, flush logs."""
         ctl = self._ctl
+        if self._pub is not None:
+            self._hello.serve(self.cursor.selected)
         if self._pending and self._send_ready_replies():
             return
         if ctl is not None and ctl.getsockopt(zmq.EVENTS) & zmq.POLLIN:
@@ -593,6 +585,7 @@ class ZmqAdapter(Adapter):
             "received": self.received, "last_ack": self.ack, "dropped_by_fault": self.fault_dropped,
             "delayed_by_fault": len(self._delayed),
             "state_sent": self.sent, "state_dropped": self.cursor.lost, "send_errors": self.send_errors,
+            "hellos_answered": self._hello.answered,
             "control_requests": self.requests, "control_errors": self.control_rejects.status(),
         }
 

@@ -31,11 +31,11 @@ import msgpack
 import numpy as np
 from numba import njit
 
-from ..protocol import (MAX_SIGNALS_PER_COMMAND, PROTOCOL_VERSION, InputValidator, ProtocolError, schema_id,
-                        wire_type_name)
+from ..protocol import (COMMAND_ERRORS, MAX_SIGNALS_PER_COMMAND, PROTOCOL_VERSION, InputValidator, ProtocolError,
+                        schema_id, wire_type_name)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plant_models.plant import Signal
+    from plant_models.plant import Plant, Signal
 
 
 # ---------------------------------------------------------------------------
@@ -339,9 +339,22 @@ def decode_request(payload: bytes, max_bytes: int) -> dict:
     return msg
 
 
+def acceptable_command(plant: "Plant", decoder: CommandDecoder) -> bytes | None:
+    """A command message setting one input to its current value, if ``decoder`` accepts it (for rehearsals)."""
+    for k, sig in enumerate(plant.inputs):
+        msg = encode({"v": PROTOCOL_VERSION, "seq": 1, "set": {sig.name: float(plant.u[k])}})
+        try:
+            decoder.decode(msg)
+        except COMMAND_ERRORS:
+            continue
+        return msg
+    return None
+
+
 def encode(obj: Any) -> bytes:
     """msgpack with float64 floats and str/bin kept apart (the protocol's encoding)."""
     return msgpack.packb(obj, use_bin_type=True, use_single_float=False)
 
 
-__all__ = ["StateEncoder", "CommandDecoder", "decode_state", "decode_request", "unpack_message", "encode"]
+__all__ = ["StateEncoder", "CommandDecoder", "decode_state", "decode_request", "unpack_message", "acceptable_command",
+           "encode"]
