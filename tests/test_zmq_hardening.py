@@ -46,6 +46,23 @@ def _missed(hil) -> int:
     return hil.status()["timing"]["missed_ticks"]
 
 
+def _no_stall(missed: int, control: int) -> bool:
+    """Missed ticks while a peer misbehaved, against a same-run control of the same kind of work without it.
+
+    A stall of the loop fails (those these tests guard against lasted 0.5 to 3 s: 50 to 300 ticks at 100 Hz);
+    what a loaded machine takes from either half passes (CI runs saw a few ticks in one half and none in the
+    other).  What the misbehaving peers cost in ticks is measured by bench/bench_zmq_hardening.py, not here.
+    """
+    return missed <= 2 * control + 25
+
+
+def _missed_in(hil, seconds: float) -> int:
+    """The control: ticks missed while nothing but the test's own status requests reaches the server."""
+    before = _missed(hil)
+    time.sleep(seconds)
+    return _missed(hil) - before
+
+
 def _host_port(endpoint: str) -> tuple[str, int]:
     u = urlsplit(endpoint)
     return u.hostname, u.port
@@ -188,9 +205,9 @@ def test_a_4_mib_subscription_and_a_1_mib_command_are_dropped_unread_at_no_cost_
     and the loop loses at most a few ticks more than while the same peers' processes send normal messages.
 
     The control is needed because starting three Python processes on a 2-core machine is itself a load.  The tick
-    bound is loose on purpose: on a shared virtual machine one run in a few loses a tick or two to the host in
-    either half (a CI run saw 2 against 0); the bound still catches messages that stall the loop for milliseconds.
-    What the messages cost in time is a benchmark's question, not this test's."""
+    bound (:func:`_no_stall`) is loose on purpose: on a loaded machine either half loses ticks to the host (a CI
+    run saw 2 against 0, others more); the bound still catches a stall of the loop.  What the messages cost in
+    time is measured by bench/bench_zmq_hardening.py, not here."""
     with server.client() as hil:
 
         def missed_while_running(script: str) -> int:
@@ -206,7 +223,7 @@ def test_a_4_mib_subscription_and_a_1_mib_command_are_dropped_unread_at_no_cost_
         assert hil.status()["adapters"]["zmq"]["received"] == received0 + 3
         received0 += 3
         flood = missed_while_running(FLOOD)
-        assert flood <= control + 5, f"missed ticks: {flood} with the oversized messages, {control} without"
+        assert _no_stall(flood, control), f"missed ticks: {flood} with the oversized messages, {control} without"
         st = hil.status()["adapters"]["zmq"]
         assert st["received"] == received0  # ZeroMQ dropped the 1 MiB messages before the server saw them
         # the server still serves a normal subscriber and normal commands
@@ -252,12 +269,16 @@ def test_load_scenario_reads_only_regular_files_inside_the_scenario_folders(serv
         path, why = "big.toml", "more than the limit"
     with server.client(timeout_s=20.0) as hil:
         missed0 = _missed(hil)
+        t0 = time.monotonic()
         with pytest.raises(ServerError) as ei:
             hil.load_scenario(path)
         assert ei.value.code == "scenario_error" and why in ei.value.message, ei.value.message
         assert hil.ping()["ok"] is True
-        # refused without blocking the loop (a tick or two may go to the host's own stalls, as in any second)
-        assert _missed(hil) - missed0 <= 2
+        missed, took = _missed(hil) - missed0, time.monotonic() - t0
+        # refused without blocking the loop: no stall beyond what the same time without the request loses
+        control = _missed_in(hil, max(took, 0.2))
+        assert _no_stall(missed, control), f"missed ticks: {missed} in the refused request's {took:.3f} s, " \
+                                           f"{control} in the same time without it"
         assert hil.status()["scenario"] is None
 
 
