@@ -319,6 +319,99 @@ class NaiveCantoolsAdapter(io_adapters.can.adapter.CanAdapter):
                     pass  # a full queue drops the frame, as a real bus would; the benchmark counts received frames
 
 
+# -- the message sets side by side: classic, CAN FD, J1939 rest-bus (--sets) ---------------------------------------
+
+def _set_tcu(kind: str, bus: can.BusABC, seconds: float, stop: threading.Event, j1939=None) -> None:
+    """The example TCU of the set, every 10 ms on absolute deadlines (in a thread)."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    if kind == "fd":
+        from ecu_emulator import DctTcu
+        tcu = DctTcu(bus, fd=True)
+    elif kind == "j1939":
+        from ecu_emulator_j1939 import J1939Tcu
+        tcu = J1939Tcu(bus)
+    else:
+        from ecu_emulator import PowershiftTcu
+        tcu = PowershiftTcu(bus, shift_at_s=0.5)
+    t0 = time.monotonic()
+    k = 0
+    while not stop.is_set() and k * 0.01 < seconds:
+        if kind == "j1939" and k == 50:
+            j1939.request_gear(3)  # the operator's request: the TCU shifts 1 -> 3 under a TSC1 limit
+        tcu.cycle(k * 0.01, 0.01) if kind != "fd" else tcu.cycle(k * 0.01)
+        k += 1
+        rem = t0 + k * 0.01 - time.monotonic()
+        if rem > 0:
+            time.sleep(rem)
+
+
+def run_set(kind: str, seconds: float) -> dict:
+    """Per-tick cost of one message set in the real-time loop at 1 kHz, with its example TCU on the bus."""
+    from io_adapters.can.restbus import J1939Adapter
+
+    channel = f"bench-{uuid.uuid4().hex[:8]}"
+    bus_opts = {"interface": "virtual", "channel": channel}
+    n = int(seconds * 1000) + 2000
+    j1939 = None
+    if kind == "fd":
+        plant = load_plant("dct")
+        adapters = [io_adapters.can.adapter.CanAdapter("can", {**bus_opts, "fd": True,
+                                                               "message_set": "io_can_dct_fd"})]
+    elif kind == "j1939":
+        plant = load_plant("powershift")
+        j1939 = J1939Adapter("j1939", dict(bus_opts))
+        adapters = [io_adapters.can.adapter.CanAdapter("can", {**bus_opts, "receive_filters": True,
+                                                               "message_set": "io_can_powershift_j1939"}), j1939]
+    else:
+        plant = load_plant("powershift")
+        adapters = [io_adapters.can.adapter.CanAdapter("can", dict(bus_opts))]
+    timed = [TimedAdapter(a, n) for a in adapters]
+    cfg = LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=seconds + 0.5, status_interval_s=0.0,
+                     sample_capacity=n, startup_grace_s=0.5)
+    loop = assemble(plant, timed, cfg, WatchdogConfig(timeout_s=0.1)).loop
+    loop.open()
+    stop = threading.Event()
+    tcu_bus = can.Bus(interface="virtual", channel=channel, fd=(kind == "fd"))
+    th = threading.Thread(target=lambda: (time.sleep(0.3), _set_tcu(kind, tcu_bus, seconds, stop, j1939)),
+                          daemon=True)
+    th.start()
+    try:
+        loop.run()
+    finally:
+        stop.set()
+        th.join(timeout=5)
+        tcu_bus.shutdown()
+        status = [a.status() for a in adapters]
+        loop.close()
+    k0 = 500
+    m = min(min(t.n_read, t.n_write) for t in timed)
+    rw = sum(t.read_ns[k0:m] + t.write_ns[k0:m] for t in timed)
+    pump = sum(float(t.pump_ns[:t.n_pump].sum()) for t in timed) / max(m, 1)
+    return {"rw_ns": rw, "pump_per_tick_ns": pump, "step_ns": loop.telemetry.sample_array()[k0:, 2],
+            "status": status}
+
+
+def sets_table(seconds: float) -> list[str]:
+    """Classic, CAN FD and J1939 sets in one run (one after the other, same process)."""
+    rows = ["| set | ticks | p50 | p99 | p99.9 | max | mean | between ticks, per tick |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for kind, label in (("classic", "classic: Powershift, 4 in / 7 out, CRC-8"),
+                        ("fd", "CAN FD: DCT, 3 in / 2 out of 64 bytes, E2E profile 5"),
+                        ("j1939", "J1939: Powershift valve set (2 in / 7 out) + engine and vehicle ECU")):
+        r = run_set(kind, seconds)
+        st = r["status"][0]
+        extra = ""
+        if kind == "j1939":
+            js = r["status"][1]
+            extra = (f"; j1939 rx {js['rx_frames']}, tx {js['tx_frames']}, TSC1 applied {js['tsc1_applied']}, "
+                     f"timeouts {js['timeouts']}, nodes {[v['state'] for v in js['nodes'].values()]}")
+        print(f"{kind}: rx accepted {st['rx']['accepted']}, rejected {st['rx']['rejected_total']}, "
+              f"tx {st['tx']['frames']}{extra}", flush=True)
+        rows.append(stats_row(label, r["rw_ns"]) + f" {r['pump_per_tick_ns'] / 1000:.1f} |")
+        rows.append(stats_row("  plant step, same run", r["step_ns"]) + " |")
+    return rows
+
+
 def pct(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) / 1000.0 if len(a) else math.nan
 
@@ -336,7 +429,16 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="measured seconds per run")
     ap.add_argument("--share", action="store_true", help="also run with the TCU in a second process (loopback share)")
     ap.add_argument("--markdown", help="write the result tables to this file")
+    ap.add_argument("--sets", action="store_true",
+                    help="only the per-tick cost of the classic, CAN FD and J1939 sets, one after the other")
     args = ap.parse_args(argv)
+    if args.sets:
+        text = "\n".join(["Per-tick CAN cost (read + write in the tick; the J1939 protocol and the sends run "
+                          "between ticks), microseconds:", ""] + sets_table(args.seconds)) + "\n"
+        print(text)
+        if args.markdown:
+            Path(args.markdown).write_text(text)
+        return 0
     lines = [f"Command: `.venv/bin/python bench/bench_can.py --seconds {args.seconds:g}"
              f"{' --share' if args.share else ''}`", "",
              f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "

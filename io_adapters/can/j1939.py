@@ -245,3 +245,39 @@ class Node:
             self.next_dm1_ms = now_ms + self.dm1_period_ms
             out += self._dm1_frames(now_ms)
         return out
+
+
+def dbc_table_markdown(dbc_name: str) -> str:
+    """Markdown tables of a J1939 DBC (for docs/can.md): parameter groups, then signals with their SPNs."""
+    import cantools
+    from cantools import j1939 as cj
+
+    from plant_models.config import resolve_config
+
+    path = resolve_config(dbc_name)
+    db = cantools.database.load_file(str(path), strict=True)
+    lines = [f"Generated from `configs/{path.name}`.", "",
+             "| message | PGN | priority | source | destination | ID | DLC | cycle, ms | sender |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for m in db.messages:
+        prio, pgn, da, sa = parse_id(m.frame_id)
+        if cj.pgn_from_frame_id(m.frame_id) != pgn:  # the same reading as cantools', or the DBC is no J1939 set
+            raise ValueError(f"{path.name}: {m.name}: PGN {pgn} here, {cj.pgn_from_frame_id(m.frame_id)} in cantools")
+        dest = "global" if da == ADDR_GLOBAL else f"0x{da:02X}"
+        lines.append(f"| {m.name} | {pgn} (0x{pgn:04X}) | {prio} | 0x{sa:02X} | {dest} | 0x{m.frame_id:08X} | "
+                     f"{m.length} | {m.cycle_time or 'on request / event'} | {', '.join(m.senders)} |")
+    lines += ["", "| message | signal | SPN | bits (start\\|length) | factor, offset | range | unit |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for m in db.messages:
+        for s in m.signals:
+            rng = f"{s.minimum:g} .. {s.maximum:g}" if s.minimum is not None and s.maximum is not None else ""
+            lines.append(f"| {m.name} | {s.name} | {s.spn or ''} | {s.start}\\|{s.length} | {s.scale:g}, "
+                         f"{s.offset:g} | {rng} | {s.unit or ''} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    for arg in sys.argv[1:] or ["powershift_j1939.dbc"]:
+        sys.stdout.write(dbc_table_markdown(arg))
