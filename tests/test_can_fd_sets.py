@@ -122,3 +122,38 @@ def test_dct_launch_closed_over_can_fd_in_lockstep():
         assert (st["GearActual"], st["Stuck_C1"], st["SyncOddLocked"], st["SelectedOdd"]) == (1, 1, 1, 1)
         assert st["EngineSpeed"] == st["OddShaftSpeed"]  # clutch 1 stuck
         assert st["OddShaftSpeed"] / st["OutputSpeed"] == pytest.approx(3.5 * 4.0, rel=1e-4)  # 0.01 rpm steps
+
+
+def test_zf8hp_first_gear_held_over_can_fd():
+    """The 8-speed automatic on its FD set: one 64-byte command frame, the sensor frame back (profile 5)."""
+    db = cantools.database.load_file(str(ROOT / "configs" / "zf8hp_fd.dbc"))
+    p5 = "autosar_p05"
+    cmd = E2EEncoder(db.get_message_by_name("TCU_ShiftCmdFd"), "ShiftCmdFd_CRC", "ShiftCmdFd_Counter", 0x0180, p5)
+    eng = E2EEncoder(db.get_message_by_name("ENG_TorqueFd"), "EngTorqueFd_CRC", "EngTorqueFd_Counter", 0x0190, p5)
+    dec = E2EDecoder(db.get_message_by_name("HIL_SensorsFd"), "SensorsFd_CRC", "SensorsFd_Counter", 0x0280, p5)
+    got = None
+    with Harness("zf8hp", options={"fd": True, "message_set": "io_can_zf8hp_fd"}) as h:
+        bus = h.peer()
+        sent = 0
+        try:
+            for _ in range(100):  # 1 s of 10 ms command cycles
+                for enc, values in ((cmd, {"PressureCmd_A": 12.0, "PressureCmd_B": 12.0, "PressureCmd_C": 12.0,
+                                           "PressureCmd_D": 0.0, "PressureCmd_E": 0.0}),
+                                    (eng, {"EngineTorque": 150.0})):
+                    bus.send(can.Message(arbitration_id=enc.message.frame_id, is_extended_id=False, is_fd=True,
+                                         bitrate_switch=True, data=enc.encode(values)))
+                sent += 2
+                wait_until(lambda: h.adapter.rx_handled >= sent, what="the command cycle")
+                h.run(10)
+                while (msg := bus.recv(0.0)) is not None:
+                    if msg.arbitration_id == dec.message.frame_id:
+                        got = dec.decode(bytes(msg.data))
+                        assert got is not None
+        finally:
+            bus.shutdown()
+        assert h.adapter.status()["rx"]["rejected_total"] == 0 and dec.crc_errors == dec.counter_errors == 0
+        u = h.plant.input_dict()
+        assert (u["p_A"], u["p_B"], u["p_C"], u["p_D"], u["input_torque"]) == (12.0, 12.0, 12.0, 0.0, 150.0)
+    assert (got["GearActual"], got["Stuck_A"], got["Stuck_B"], got["Stuck_C"], got["Stuck_D"]) == (1, 1, 1, 1, 0)
+    assert got["InputSpeed"] / got["OutputSpeed"] == pytest.approx(108 / 23, rel=1e-3)  # 0.01 rpm steps
+    assert got["Ratio"] == pytest.approx(108 / 23, abs=1e-4)
