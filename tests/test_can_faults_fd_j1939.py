@@ -102,3 +102,15 @@ def test_j1939_missing_dm1_and_dropped_or_short_eec1():
             b.j.check_fault(J_DECL.parse_fault({"target": "j1939", "kind": "missing_dm1", "node": "vehicle"}, "t"))
     finally:
         b.close()
+
+
+def test_dm1_of_configured_dtcs_goes_by_bam_on_the_bus():
+    b = Bench({"engine_dtcs": [[190, 2, 1], [100, 1, 3]]})  # two active engine DTCs in the options
+    try:
+        frames = [(m.arbitration_id, bytes(m.data)) for m in _node_frames(b, 400)
+                  if m.arbitration_id in (0x1CECFF00, 0x1CEBFF00, 0x18FECA00)]
+    finally:
+        b.close()
+    body = bytes((0x04, 0xFF, 0xBE, 0x00, 0x02, 0x01, 0x64, 0x00, 0x01, 0x03))  # amber lamp; SPN 190, SPN 100
+    assert frames == [(0x1CECFF00, bytes((32, 10, 0, 2, 0xFF, 0xCA, 0xFE, 0x00))),
+                      (0x1CEBFF00, bytes((1,)) + body[:7]), (0x1CEBFF00, bytes((2,)) + body[7:] + b"\xff" * 4)]

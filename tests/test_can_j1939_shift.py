@@ -23,14 +23,16 @@ PERIOD = 0.001
 
 
 class Bench:
-    def __init__(self):
+    """The plant with a can and a j1939 adapter on one virtual bus, ticked as the loop does; ``bus`` is the TCU's."""
+
+    def __init__(self, j1939_options: dict | None = None):
         self.plant = load_plant("powershift")
         ch = f"test-{uuid.uuid4().hex[:8]}"
         self.ctx = LoopContext(period_s=PERIOD, feed_watchdog=lambda ns: None, status=lambda: {},
                                tick_info=new_tick_info(), mode="lockstep")
         self.can = create_adapter("can", "can", {"interface": "virtual", "channel": ch, "receive_filters": True,
                                                  "message_set": "io_can_powershift_j1939"})
-        self.j = create_adapter("j1939", "j1939", {"interface": "virtual", "channel": ch})
+        self.j = create_adapter("j1939", "j1939", {"interface": "virtual", "channel": ch, **(j1939_options or {})})
         self.can.open(self.plant, self.ctx)
         self.j.open(self.plant, self.ctx)
         self.bus = can.Bus(interface="virtual", channel=ch)

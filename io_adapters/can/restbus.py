@@ -6,7 +6,8 @@ adapter that carries the TCU's valve commands and the plant's sensor frames
 
 * engine ECU (source address 0x00): EEC1 every 10 ms with the plant's engine
   speed and the applied torque in percent of the reference torque, EEC2 every
-  50 ms (pedal), DM1 every second (by BAM for more than one active DTC);
+  50 ms (pedal), DM1 every second (by BAM for more than one active DTC; the
+  DTCs from the option ``engine_dtcs`` or :meth:`J1939Adapter.set_dtcs`);
   it obeys TSC1 from the TCU: override mode 2 (torque control) sets the
   engine torque, mode 3 (speed/torque limit) limits the demand to the
   requested torque; the plant's engine torque input gets the result in the
@@ -68,6 +69,12 @@ class J1939Adapter(Adapter):
         self.requested_gear = cfg.integer("requested_gear", 1, lo=-125, hi=125)
         self.names = {k: cfg.integer(f"{k}_name", v, lo=0, hi=(1 << 64) - 1) for k, v in DEFAULT_NAMES.items()}
         self.tcu_address = cfg.integer("tcu_address", 0x03, lo=0, hi=253)
+        dtcs = cfg.raw("engine_dtcs", [])
+        if not isinstance(dtcs, list) or not all(
+                isinstance(d, list) and len(d) == 3 and all(isinstance(x, int) and not isinstance(x, bool) for x in d)
+                and 0 <= d[0] < 1 << 19 and 0 <= d[1] < 32 and 0 <= d[2] < 128 for d in dtcs):
+            raise cfg.error("engine_dtcs", "must be a list of [SPN (0..524287), FMI (0..31), occurrences (0..127)]")
+        self.engine_dtcs = [tuple(d) for d in dtcs]
         cfg.reject_unknown()
         self.bus = None
         self.torque_Nm = self.demand_Nm  # the engine torque the next tick applies
@@ -96,6 +103,7 @@ class J1939Adapter(Adapter):
         self.m = {n: msg(n) for n in ("EEC1", "EEC2", "CCVS1", "TC1", "ETC1", "ETC2", "TSC1", "DM1")}
         self.engine = j.Node("engine", self.names["engine"], 0x00, {
             j.PGN_EEC1: lambda: (3, self._eec1()), j.PGN_EEC2: lambda: (3, self._eec2())}, dm1=j.Dm1())
+        self.set_dtcs(self.engine_dtcs)
         self.vehicle = j.Node("vehicle", self.names["vehicle"], 0x21, {
             j.PGN_CCVS1: lambda: (6, self._ccvs1()), j.PGN_TC1: lambda: (3, self._tc1())})
         self.nodes = (self.engine, self.vehicle)
