@@ -114,3 +114,20 @@ def test_dm1_of_configured_dtcs_goes_by_bam_on_the_bus():
     body = bytes((0x04, 0xFF, 0xBE, 0x00, 0x02, 0x01, 0x64, 0x00, 0x01, 0x03))  # amber lamp; SPN 190, SPN 100
     assert frames == [(0x1CECFF00, bytes((32, 10, 0, 2, 0xFF, 0xCA, 0xFE, 0x00))),
                       (0x1CEBFF00, bytes((1,)) + body[:7]), (0x1CEBFF00, bytes((2,)) + body[7:] + b"\xff" * 4)]
+
+
+def test_server_fault_maps_reach_the_j1939_declaration():
+    from server.faults import parse_fault
+
+    from plant_models.registry import load_plant
+
+    plant = load_plant("powershift")
+    s = parse_fault({"target": "j1939", "kind": "lost_address_claim", "node": "vehicle"}, plant)
+    assert (s.target, s.kind) == ("j1939", "lost_address_claim")
+    with pytest.raises(FaultError, match="'kind' of a j1939 fault must be one of drop, wrong_dlc, "
+                                         "lost_address_claim, missing_dm1, got 'freeze_alive'"):
+        parse_fault({"target": "j1939", "kind": "freeze_alive", "message": "EEC1"}, plant)
+    with pytest.raises(FaultError, match="unknown key 'node'; allowed: target, kind, name, message$"):
+        parse_fault({"target": "j1939", "kind": "drop", "node": "engine"}, plant)
+    with pytest.raises(FaultError, match="a j1939 missing_dm1 fault needs 'node'$"):
+        parse_fault({"target": "j1939", "kind": "missing_dm1"}, plant)
