@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")"
 source scripts/bootstrap.sh test,plot,campaign,record
 # compile and cache every plant once, with progress shown (a second when everything is cached)
-python -m server.warmup
+python -m server.cli.warmup
 exec python -m pytest "$@"

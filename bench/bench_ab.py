@@ -56,7 +56,7 @@ def main() -> int:
     trees = {"base": base_tree, "this": ROOT}
     for name, tree in trees.items():
         print(f"warming up {name} ({tree}) ...", file=sys.stderr, flush=True)
-        subprocess.run([sys.executable, "-m", "server.warmup"], cwd=tree, check=True, stdout=subprocess.DEVNULL,
+        subprocess.run([sys.executable, "-m", "server.cli.warmup"], cwd=tree, check=True, stdout=subprocess.DEVNULL,
                        env=dict(os.environ, PYTHONPATH=str(tree), NUMBA_CACHE_DIR=str(caches[name])))
     results = []
     for rnd in range(args.rounds):

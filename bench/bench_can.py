@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CAN adapter benchmarks: per-tick cost at 1 kHz and the command -> speed-frame round trip.
 
-One run = the Powershift plant in the real-time loop (``server.loop.Loop``,
+One run = the Powershift plant in the real-time loop (``server.realtime.loop.Loop``,
 1 kHz, realtime mode) with the CAN adapter and its full message set (4
 command messages in, 7 sensor/status messages out, all E2E-protected) on
 python-can's virtual bus, and a TCU in a second thread of the same process
@@ -55,10 +55,10 @@ import io_adapters.can.adapter  # noqa: E402,F401
 from io_adapters.base import Adapter  # noqa: E402
 from io_adapters.can.e2e import E2EEncoder, crc8_sae_j1850  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
-from server.loop_config import LoopConfig  # noqa: E402
-from server.runtime import assemble  # noqa: E402
-from server.telemetry import C_OVERRUNS  # noqa: E402
-from server.watchdog import WatchdogConfig  # noqa: E402
+from server.realtime.loop_config import LoopConfig  # noqa: E402
+from server.realtime.runtime import assemble  # noqa: E402
+from server.realtime.telemetry import C_OVERRUNS  # noqa: E402
+from server.realtime.watchdog import WatchdogConfig  # noqa: E402
 
 DBC_PATH = ROOT / "configs" / "powershift.dbc"
 MS_PATH = ROOT / "configs" / "io_can_powershift.toml"

@@ -116,7 +116,7 @@ def stats(us: np.ndarray) -> dict:
 
 def scenario_tables(plant, name: str, steps: int):
     """Inputs (values, rates) of every step of a scenario, run past its end if steps asks for more."""
-    from server.scenario import load_scenario
+    from server.offline.scenario import load_scenario
 
     comp = load_scenario(ROOT / "scenarios" / f"{name}.toml").compile(plant)
     U = np.empty((steps, plant.n_in))

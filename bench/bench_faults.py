@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What injected faults cost per tick: the loop's tick with 10 active signal faults against none, in one run.
 
-The server's own tick (:meth:`server.loop.Loop._tick`: adapters' read, the
+The server's own tick (:meth:`server.realtime.loop.Loop._tick`: adapters' read, the
 fault stage before the step, the plant step, the fault stage after it, the
 state-ring row, the inputs restored) of the Powershift plant in lockstep
 mode, in process, in blocks of ``--block`` ticks taken in turn without faults, with the
@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from plant_models.registry import load_plant  # noqa: E402
-from server.loop_config import LoopConfig  # noqa: E402
-from server.runtime import assemble  # noqa: E402
+from server.realtime.loop_config import LoopConfig  # noqa: E402
+from server.realtime.runtime import assemble  # noqa: E402
 
 INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
 FAULTS = [

@@ -45,9 +45,9 @@ sys.path.insert(0, str(ROOT))
 from _support import FREE_ENDPOINTS  # noqa: E402
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
-from server.loop_config import LoopConfig  # noqa: E402
-from server.rtsetup import RealtimeConfig  # noqa: E402
-from server.runtime import assemble  # noqa: E402
+from server.realtime.loop_config import LoopConfig  # noqa: E402
+from server.realtime.rtsetup import RealtimeConfig  # noqa: E402
+from server.realtime.runtime import assemble  # noqa: E402
 
 
 def pct(x: np.ndarray) -> dict:

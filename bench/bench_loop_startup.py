@@ -7,7 +7,7 @@ ports) and reads the CLOCK_MONOTONIC time of its first tick from
 ``Popen``.  Baselines in the same run: the interpreter alone
 (``python -c pass``) and the interpreter importing numba.
 
-    python -m server.warmup                      # make sure the cache is warm
+    python -m server.cli.warmup                      # make sure the cache is warm
     python bench/bench_loop_startup.py --runs 7
 """
 

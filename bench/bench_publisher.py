@@ -177,8 +177,8 @@ def busy_thread(stop: threading.Event) -> None:
 
 def one_run(variant: str, rate: float, duration: float) -> dict:
     from plant_models.registry import load_plant
-    from server.loop_config import LoopConfig
-    from server.runtime import assemble
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
 
     sys.path.insert(0, str(ROOT / "bench"))
     from bench_tick_stages import start_clients, stop_clients

@@ -39,8 +39,8 @@ from plant_models.plants.dct import dct_refresh
 from plant_models.plants.powershift import powershift_refresh
 from plant_models.config import repo_root
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
-from server.simulate import offline_step, run_offline, run_stepwise
+from server.offline.scenario import load_scenario
+from server.offline.run import offline_step, run_offline, run_stepwise
 
 CASES = (("powershift", "powershift_swaps"), ("dct", "dct_upshift"), ("chain", "chain_4mass"))
 # each plant's compiled "map inputs and write outputs without stepping"

@@ -29,7 +29,7 @@ from plant_models.config import repo_root
 from plant_models.plants.damper import damper_refresh
 from plant_models.registry import load_plant
 from plant_models.plants.servo import ServoActuatorPlant
-from server.scenario import load_scenario
+from server.offline.scenario import load_scenario
 
 
 def stats(ns: np.ndarray) -> dict:

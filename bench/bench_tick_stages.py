@@ -41,13 +41,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from _support import FREE_ENDPOINTS  # noqa: E402
-import server.loop as loop_module  # noqa: E402
+import server.realtime.loop as loop_module  # noqa: E402
 from io_adapters.base import TI_STATUS  # noqa: E402
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
-from server.loop_config import LoopConfig  # noqa: E402
-from server.runtime import assemble  # noqa: E402
-from server.scenario import offline_step  # noqa: E402
+from server.realtime.loop_config import LoopConfig  # noqa: E402
+from server.realtime.runtime import assemble  # noqa: E402
+from server.offline.scenario import offline_step  # noqa: E402
 
 STAGES = ("read", "inputs", "step", "ring", "writes", "rest", "telemetry")
 INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}

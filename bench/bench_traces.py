@@ -45,8 +45,8 @@ import numpy as np
 from plant_models.config import repo_root
 from plant_models.registry import load_plant
 from server.cli import main as cli
-from server.scenario import load_scenario
-from server.simulate import run_offline, run_stepwise
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline, run_stepwise
 
 ROOT = repo_root()
 

@@ -16,8 +16,8 @@ import numpy as np
 from plant_models.config import repo_root
 from server.plots.kinematic import plot_experiment
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 
 CASES = (("baseline", "kinematic.toml", "kinematic_engagement.toml"),
          ("modified (torque +50 %, J1 -25 %)", "kinematic_modified.toml", "kinematic_engagement_modified.toml"))

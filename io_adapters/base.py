@@ -52,7 +52,7 @@ TI_WATCHDOG = 0  # 1 while the command watchdog is tripped
 TI_STATUS = 1  # status word of the last plant step
 TI_SCENARIO = 2  # 1 while a loaded scenario drives the inputs (commands are not applied)
 TI_OVERRUNS = 3  # the loop's overrun count, copied there whenever the loop counts an overrun
-TI_FAULTS = 4  # number of active injected faults (server/faults.py), written when one is set or cleared
+TI_FAULTS = 4  # number of active injected faults (server/realtime/faults.py), written when one is set or cleared
 TICK_INFO_SLOTS = 5
 
 

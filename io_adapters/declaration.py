@@ -129,7 +129,7 @@ def fault_targets() -> tuple[str, ...]:
     return tuple(d.type_name for d in declarations() if d.fault_kinds)
 
 
-# -- checking the keys of a fault map (shared with server/faults.py) --------------------------------------
+# -- checking the keys of a fault map (shared with server/realtime/faults.py) --------------------------------------
 def fault_error(where: str, msg: str) -> FaultError:
     return FaultError(f"{where}: {msg}")
 

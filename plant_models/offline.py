@@ -9,7 +9,7 @@ Here the whole sequence runs in one compiled loop, :func:`run_steps`:
 
 * the input histories are an :class:`InputTable` (constant, piecewise
   linear, piecewise constant, sine), evaluated inside the loop with the
-  sampling rule of :mod:`server.scenario` (the value just after t_k, and
+  sampling rule of :mod:`server.offline.scenario` (the value just after t_k, and
   with a first-order hold the rate (u(t_k+1 -) - u(t_k +)) / dt);
   :func:`fill_inputs` is the same evaluation into a block of rows, which the
   server's scenario playback steps through one tick at a time, so a lockstep

@@ -54,8 +54,8 @@ def fingerprint(config: str, scenario: str, dt: float | None) -> dict:
     """Run one case offline and fingerprint its trace and events."""
     from plant_models.config import repo_root
     from plant_models.registry import load_plant
-    from server.scenario import load_scenario
-    from server.simulate import run_offline
+    from server.offline.scenario import load_scenario
+    from server.offline.run import run_offline
 
     root = repo_root()
     plant = load_plant(root / "configs" / config)

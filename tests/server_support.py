@@ -2,7 +2,7 @@
 
 Servers bind ``tcp://127.0.0.1:*`` (the kernel picks free ports) and report
 their endpoints in a ready file, so tests never collide on ports
-(:mod:`server.local_server`, shared with the test bench and the
+(:mod:`server.testbench.local_server`, shared with the test bench and the
 benchmarks).  Waits are generous: other processes may be compiling on the
 same two cores.
 """
@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from server.local_server import FREE_PORTS, LocalServer, write_io
+from server.testbench.local_server import FREE_PORTS, LocalServer, write_io
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 class ServerProcess(LocalServer):
-    """``gearbox-hil serve`` in a subprocess (:class:`server.local_server.LocalServer`); a context manager."""
+    """``gearbox-hil serve`` in a subprocess (:class:`server.testbench.local_server.LocalServer`); a context manager."""
 
     def __init__(self, tmp: Path, plant: str = "powershift", mode: str = "realtime", loop: str = "",
                  extra: str = "", args: tuple[str, ...] = (), ready_timeout_s: float = 300.0,

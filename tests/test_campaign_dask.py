@@ -109,7 +109,7 @@ def test_one_and_two_workers_give_the_same_table_bit_for_bit_and_the_bare_runs(s
     values = case_values(spec, range(40))
     assert one.column("lag_s").to_pylist() == [v[1] for v in values]
     # the kept traces: runs 3 and 5, every 4th row
-    from server.traces import read_trace_parquet
+    from server.offline.traces import read_trace_parquet
 
     names, data, meta = read_trace_parquet(tmp_path / "one" / "traces" / "run_000005.parquet")
     assert sorted(p.name for p in (tmp_path / "one" / "traces").iterdir()) == ["run_000003.parquet",

@@ -236,8 +236,8 @@ values = [0.03, -1.0, 0.02]
 def test_built_in_metrics_agree_with_the_trace_they_summarise(tmp_path):
     """The dissipated energy is the integral of slip times torque; the clutch is stuck from the shift time on."""
     from plant_models.registry import read_config_data
-    from server.scenario import parse_scenario
-    from server.simulate import run_offline
+    from server.offline.scenario import parse_scenario
+    from server.offline.run import run_offline
 
     spec = campaign(tmp_path, BASE.replace("dt_s = 0.002", "dt_s = 0.0005")
                     + '[design]\nmethod = "list"\n[parameters.off]\npath = "scenario.inputs.p_c2"\nmode = "shift"\n'

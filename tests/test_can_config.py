@@ -107,7 +107,7 @@ def test_adapter_options_are_checked_at_creation():
 
 
 def test_io_config_errors_name_the_file_and_the_adapter(tmp_path):
-    from server.runtime import create_adapters, load_io_config
+    from server.realtime.runtime import create_adapters, load_io_config
 
     io = tmp_path / "io.toml"
     io.write_text('[[adapters]]\ntype = "can"\nname = "can"\nbitrate = "fast"\n')

@@ -1,4 +1,4 @@
-"""The CAN adapter in the real-time loop (server.loop.Loop): stale commands put the plant in its safe state.
+"""The CAN adapter in the real-time loop (server.realtime.loop.Loop): stale commands put the plant in its safe state.
 
 A TCU (this test's thread) sends the three required command messages every
 10 ms.  When one of them (TCU_ClutchCmdB) stops, the adapter stops feeding
@@ -23,9 +23,9 @@ from io_adapters.base import TI_OVERRUNS
 from io_adapters.can.adapter import CanAdapter
 from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 from plant_models.registry import load_plant
-from server.loop_config import LoopConfig
-from server.runtime import assemble
-from server.watchdog import WatchdogConfig
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import assemble
+from server.realtime.watchdog import WatchdogConfig
 
 DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
 
@@ -101,7 +101,7 @@ def test_stale_command_message_trips_the_watchdog_and_recovers():
     assert status_frames("back")[-1]["Tick"] > status_frames("all")[-1]["Tick"] + 1000
     # the status frame's Overruns reads the loop's overrun slot of tick_info, which the loop keeps equal to its
     # own overrun counter (it can only grow after the frame)
-    from server.telemetry import C_OVERRUNS
+    from server.realtime.telemetry import C_OVERRUNS
     assert adapter._tick_info is loop.tick_info
     assert loop.tick_info[TI_OVERRUNS] == loop.telemetry.counters[C_OVERRUNS]
     assert status_frames("back")[-1]["Overruns"] <= status["timing"]["overruns"]

@@ -75,7 +75,7 @@ def test_recording_to_an_unknown_format_is_an_error(tmp_path):
 
 LAZY_MF4 = r"""
 import sys, uuid
-import server.cli, server.serve  # the server's own imports
+import server.cli, server.cli.serve  # the server's own imports
 from io_adapters.base import LoopContext, create_adapter, new_tick_info
 from plant_models.registry import load_plant
 

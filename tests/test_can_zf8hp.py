@@ -18,7 +18,7 @@ from can_support import BACKENDS, ROOT, Harness, wait_until
 from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 from io_adapters.can.message_set import load_message_set
 from plant_models.registry import load_plant
-from server.runtime import load_io_config
+from server.realtime.runtime import load_io_config
 
 DBC = cantools.database.load_file(str(ROOT / "configs" / "zf8hp.dbc"))
 CMD, ENG = DBC.get_message_by_name("TCU_ShiftCmd"), DBC.get_message_by_name("ENG_Torque")

@@ -26,7 +26,7 @@ import pytest
 from io_adapters.zmq.client import HilClient
 from plant_models.config import ConfigError, closest, did_you_mean, find_config, load_toml
 from server.cli import main
-from server.status import timing_problems
+from server.realtime.status import timing_problems
 
 from server_support import FREE_PORTS, ROOT, wait_until
 
@@ -191,7 +191,7 @@ def test_list_shows_every_plant_config_scenario_and_io_config_on_one_line_each(c
 
 
 def test_endpoint_options_move_the_sockets_of_the_config():
-    from server.runtime import apply_adapter_options, load_io_config
+    from server.realtime.runtime import apply_adapter_options, load_io_config
 
     io = apply_adapter_options(load_io_config("io_can"), {"zmq": {"--zmq-port": 6000},
                                                           "can": {"--can-share": ("127.0.0.1", 0)}})
@@ -319,7 +319,7 @@ def test_shipped_scenarios_set_every_input_or_say_why_not(caplog):
     from golden import CASES
 
     from plant_models.registry import load_plant
-    from server.scenario import load_scenario
+    from server.offline.scenario import load_scenario
 
     for config, scenario, _ in CASES:
         plant = load_plant(config.removesuffix(".toml"))
@@ -383,7 +383,7 @@ def test_the_scenario_guide_example_runs_without_warnings(tmp_path):
 ])
 def test_the_scenario_guide_table_of_first_order_hold_and_steps(interpolation, expected):
     from plant_models.registry import load_plant
-    from server.scenario import parse_scenario
+    from server.offline.scenario import parse_scenario
 
     plant = load_plant("powershift")
     sc = parse_scenario({"duration_s": 0.1, "dt_s": 0.01, "interpolation": interpolation,

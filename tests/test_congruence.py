@@ -295,7 +295,7 @@ def test_4mass_benchmark_with_sine_forces_converges_to_the_transformed_solution(
 def test_chain_plant_runs_the_benchmark_scenario_like_the_reference():
     """The product path (configs/chain.toml + scenarios/chain_4mass.toml) gives the same run."""
     from plant_models.registry import load_plant
-    from server.scenario import load_scenario
+    from server.offline.scenario import load_scenario
 
     plant = load_plant("chain")
     sc = load_scenario("chain_4mass").compile(plant, 1e-3)

@@ -1,6 +1,6 @@
 """Console output never stalls the loop: a reader that stops reading stdout costs lines, not ticks.
 
-* :class:`server.console.ConsoleWriter` returns at once while the pipe it
+* :class:`server.realtime.console.ConsoleWriter` returns at once while the pipe it
   writes to is full, counts what it cannot queue, and delivers what it
   queued, in order, once the reader reads again.
 * A server whose stdout is a pipe nobody reads keeps ticking and answering
@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-from server.console import ConsoleLogHandler, ConsoleWriter
+from server.realtime.console import ConsoleLogHandler, ConsoleWriter
 
 from server_support import ROOT, wait_until, write_io
 

@@ -13,9 +13,9 @@ from plant_models.contract import vocabulary as V
 from plant_models.core import layout as L
 from plant_models.friction_plant import CORE_STATUS
 from plant_models.registry import load_plant
-from server.loop_config import LoopConfig
-from server.runtime import assemble
-from server.simulate import status_bit_names
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import assemble
+from server.offline.run import status_bit_names
 
 
 def test_the_live_status_of_a_dct_server_names_the_rejected_gear_command():

@@ -14,7 +14,7 @@ import numpy as np
 
 from plant_models.core import layout as L
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
+from server.offline.scenario import load_scenario
 from plant_models.config import repo_root
 
 

@@ -26,7 +26,7 @@ from plant_models.config import ConfigError, ConfigReader
 from plant_models.plants.damper import DEG, DamperClutchPlant, DamperParams
 from plant_models.readers.damper import read_damper
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
+from server.offline.scenario import load_scenario
 
 ROWS = ((0, 1), (1, 2))  # clutch, damper friction
 SCENARIO = "damper_clutch_engagement"
@@ -405,7 +405,7 @@ def test_characteristic_errors(points, message):
 
 def test_offline_run_and_figures(tmp_path):
     from server.plots import plot_trace
-    from server.simulate import run_offline
+    from server.offline.run import run_offline
 
     plant = load_plant("damper")
     sc = load_scenario(SCENARIO)

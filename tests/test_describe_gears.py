@@ -13,8 +13,8 @@ import pytest
 
 from plant_models.registry import describe_config, load_plant
 from server.cli import main
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 
 
 def _end_ratio(config: str, scenario: str, w_in: str, w_out: str) -> tuple[int, float, float]:

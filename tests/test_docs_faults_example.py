@@ -11,7 +11,7 @@ import contextlib
 import io
 import re
 
-from server.runtime import load_io_config
+from server.realtime.runtime import load_io_config
 
 from server_support import ROOT, ServerProcess
 

@@ -1,4 +1,4 @@
-"""Fault injection (server/faults.py, docs/faults.md): signal faults, clutch faults, control requests, visibility.
+"""Fault injection (server/realtime/faults.py, docs/faults.md): signal faults, clutch faults, control requests, visibility.
 
 Most tests run a lockstep loop in this process and compare it with a twin
 loop without the fault, stepped the same way: a sensor fault must change
@@ -20,9 +20,9 @@ from io_adapters.ring import I_FAULTS
 from plant_models.core.api import L
 from plant_models.errors import FaultError
 from plant_models.registry import load_plant
-from server.faults import MAX_FAULTS, parse_fault
-from server.loop_config import LoopConfig
-from server.runtime import assemble
+from server.realtime.faults import MAX_FAULTS, parse_fault
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import assemble
 
 from server_support import ServerProcess
 

@@ -21,9 +21,9 @@ from can_support import ROOT
 from io_adapters.can.adapter import CanAdapter
 from io_adapters.can.e2e import E2EDecoder, E2EEncoder
 from plant_models.registry import load_plant
-from server.loop_config import LoopConfig
-from server.runtime import assemble
-from server.watchdog import WatchdogConfig
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import assemble
+from server.realtime.watchdog import WatchdogConfig
 
 from server_support import ServerProcess
 

@@ -1,4 +1,4 @@
-"""Clutch faults as an overlay on the plant's tuned parameters (server/faults.py, FrictionPlant.set_clutch_overlay).
+"""Clutch faults as an overlay on the plant's tuned parameters (server/realtime/faults.py, FrictionPlant.set_clutch_overlay).
 
 Three defects of clutch faults written straight into the core's model floats:
 (a) ``set_params`` and a clutch fault wrote the same floats, so a value tuned
@@ -15,8 +15,8 @@ import pytest
 
 from plant_models.core.api import L
 from plant_models.registry import load_plant
-from server.loop_config import LoopConfig
-from server.runtime import assemble
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import assemble
 
 GEAR1 = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 500.0}
 
@@ -142,7 +142,7 @@ def test_a_snapshot_file_written_before_the_overlay_restores_and_continues_bit_e
 
     import numpy as np
 
-    from server.snapshots import from_bytes
+    from server.realtime.snapshots import from_bytes
 
     data = Path(__file__).parent / "data"
     snap = from_bytes((data / "snapshot_v0_clutch_faults.npz").read_bytes())

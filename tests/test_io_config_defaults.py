@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from plant_models.config import ConfigError
-from server.runtime import apply_adapter_options, load_io_config
+from server.realtime.runtime import apply_adapter_options, load_io_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

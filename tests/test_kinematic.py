@@ -25,8 +25,8 @@ from plant_models.config import ConfigError, repo_root
 from plant_models.core import Core, CoreSpec, Row
 from plant_models.plants.kinematic import KinematicClutchPlant, KinematicParams
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 
 ROOT = repo_root()
 T_ON, T_OFF, SHIFT = 1.0, 3.0, 0.8

@@ -175,7 +175,7 @@ GRAPH = import_graph(ROOT)
 
 
 def test_the_scan_sees_the_project():
-    assert "plant_models.core.handle" in GRAPH and "server.loop" in GRAPH and "io_adapters.base" in GRAPH
+    assert "plant_models.core.handle" in GRAPH and "server.realtime.loop" in GRAPH and "io_adapters.base" in GRAPH
     assert "plant_models.plant" in GRAPH["io_adapters.base"]
 
 
@@ -208,6 +208,28 @@ def test_no_import_runs_back_up_a_floor_inside_plant_models():
     assert upward_within(GRAPH) == []
 
 
+# server/ grouped by what each part is (docs/architecture.md, "Top floor"): runs without a clock, figures and
+# the MF4 writer at the bottom; the real-time server on them; the test bench and campaigns, which drive either
+# side; the command line on top.
+SERVER_FLOORS = (
+    ("server.offline", "server.plots", "server.recording"),
+    ("server.realtime",),
+    ("server.testbench", "server.campaign"),
+    ("server.cli",),
+)
+
+
+def test_every_module_of_server_has_a_group():
+    assert sorted(m for m in GRAPH if m.split(".")[0] == "server" and floor_of(m, SERVER_FLOORS) is None) == ["server"]
+
+
+def test_no_import_runs_back_up_a_group_inside_server():
+    assert upward_within(GRAPH, SERVER_FLOORS, "server") == []
+    planted = {"server.offline.run": {"server.realtime.loop": 3}, "server.realtime.loop": {"server.cli.serve": 7}}
+    assert upward_within(planted, SERVER_FLOORS, "server") == ["server.offline.run:3 -> server.realtime.loop",
+                                                               "server.realtime.loop:7 -> server.cli.serve"]
+
+
 # -- the checks catch what they are for -----------------------------------------------
 def _plant(tmp_path: Path, files: dict[str, str]) -> dict[str, dict[str, int]]:
     for rel, text in files.items():
@@ -222,22 +244,22 @@ def _plant(tmp_path: Path, files: dict[str, str]) -> dict[str, dict[str, int]]:
 
 def test_a_planted_function_local_upward_import_is_reported(tmp_path):
     graph = _plant(tmp_path, {
-        "plant_models/plant.py": "def tunables():\n    from server.params import Param\n    return Param\n",
-        "server/params.py": "from plant_models.plant import tunables\nParam = object\n",
-        "io_adapters/base.py": "import server.params as p\n",
+        "plant_models/plant.py": "def tunables():\n    from server.realtime.params import Param\n    return Param\n",
+        "server/realtime/params.py": "from plant_models.plant import tunables\nParam = object\n",
+        "io_adapters/base.py": "import server.realtime.params as p\n",
     })
-    assert upward_imports(graph) == ["io_adapters.base:1 -> server.params", "plant_models.plant:2 -> server.params"]
-    assert cycles(graph) == [["plant_models.plant", "server.params"]]
+    assert upward_imports(graph) == ["io_adapters.base:1 -> server.realtime.params", "plant_models.plant:2 -> server.realtime.params"]
+    assert cycles(graph) == [["plant_models.plant", "server.realtime.params"]]
 
 
 def test_a_planted_relative_import_cycle_is_reported(tmp_path):
     graph = _plant(tmp_path, {
-        "server/loop.py": "from .control import ControlHandler\n",
-        "server/control.py": "def handle():\n    from . import loop\n",
-        "server/status.py": "from . import loop\n",
+        "server/realtime/loop.py": "from .control import ControlHandler\n",
+        "server/realtime/control.py": "def handle():\n    from . import loop\n",
+        "server/realtime/status.py": "from . import loop\n",
     })
     assert upward_imports(graph) == []
-    assert cycles(graph) == [["server.control", "server.loop"]]
+    assert cycles(graph) == [["server.realtime.control", "server.realtime.loop"]]
 
 
 def test_a_planted_import_past_the_core_door_is_reported(tmp_path):
@@ -249,17 +271,17 @@ def test_a_planted_import_past_the_core_door_is_reported(tmp_path):
         "plant_models/compiling.py": "def count():\n    from .core.jit import kernel\n    return kernel\n",
         "plant_models/plants/__init__.py": "",
         "plant_models/plants/p.py": "from ..core.api import H_N\nfrom ..core import api\n",
-        "server/status.py": "from plant_models.core import layout as L\n",
-        "server/simulate.py": "import plant_models.core.api\n",
+        "server/realtime/status.py": "from plant_models.core import layout as L\n",
+        "server/cli/simulate.py": "import plant_models.core.api\n",
     })
     found = door_violations(graph)
-    assert found == ["plant_models.compiling:2 -> plant_models.core.jit", "server.status:1 -> plant_models.core.layout"]
+    assert found == ["plant_models.compiling:2 -> plant_models.core.jit", "server.realtime.status:1 -> plant_models.core.layout"]
     # a pending violation is let through while it is real, and reported once it is gone
-    assert pending_check(found, {"server.status -> plant_models.core.layout"}) == (
+    assert pending_check(found, {"server.realtime.status -> plant_models.core.layout"}) == (
         ["plant_models.compiling:2 -> plant_models.core.jit"], [])
-    assert pending_check(found, {"server.status -> plant_models.core.layout",
-                                 "server.faults -> plant_models.core.layout"}) == (
-        ["plant_models.compiling:2 -> plant_models.core.jit"], ["server.faults -> plant_models.core.layout"])
+    assert pending_check(found, {"server.realtime.status -> plant_models.core.layout",
+                                 "server.realtime.faults -> plant_models.core.layout"}) == (
+        ["plant_models.compiling:2 -> plant_models.core.jit"], ["server.realtime.faults -> plant_models.core.layout"])
 
 
 def test_a_planted_upward_import_inside_plant_models_is_reported(tmp_path):

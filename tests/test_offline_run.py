@@ -10,8 +10,8 @@ import pytest
 from plant_models.config import repo_root
 from plant_models.offline import InputTable, Run, fill_inputs
 from plant_models.registry import load_plant
-from server.scenario import Profile, load_scenario, parse_scenario
-from server.simulate import run_offline, run_stepwise
+from server.offline.scenario import Profile, load_scenario, parse_scenario
+from server.offline.run import run_offline, run_stepwise
 
 ROOT = repo_root()
 

@@ -14,7 +14,7 @@ from plant_models.errors import ParamError
 from plant_models.friction_plant import FrictionPlant
 from plant_models.plant import Param, Plant, Ports, Signal
 from plant_models.registry import BUILTIN, load_plant, plant_class
-from server.params import ParamTable
+from server.realtime.params import ParamTable
 
 ROOT = repo_root()
 

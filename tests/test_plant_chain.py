@@ -13,8 +13,8 @@ from plant_models.readers.chain import read_chain
 from plant_models.config import ConfigError, ConfigReader, load_toml, repo_root
 from plant_models.registry import load_plant
 from references.reference_solutions import CHAIN4_V0, ReferenceSolver, chain4_network
-from server.scenario import load_scenario, parse_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario, parse_scenario
+from server.offline.run import run_offline
 
 BASE = load_toml(repo_root() / "configs" / "chain.toml")
 

@@ -13,8 +13,8 @@ from plant_models.config import ConfigReader, load_toml, repo_root
 from plant_models.plants.dct import ROW_S_EVEN, ROW_S_ODD, ST_GEAR_REJECTED, DctPlant
 from plant_models.readers.dct import read_dct
 from references.reference_solutions import ReferenceSolver, network_from_spec
-from server.scenario import parse_scenario
-from server.simulate import run_offline
+from server.offline.scenario import parse_scenario
+from server.offline.run import run_offline
 
 BASE = load_toml(repo_root() / "configs" / "dct.toml")
 T_ENGINE = 200.0  # N m

@@ -14,8 +14,8 @@ from plant_models.clutch import BAR
 from plant_models.plants.powershift import PowershiftPlant, gear_table
 from plant_models.readers.powershift import read_powershift
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 
 BASE = load_toml(repo_root() / "configs" / "powershift.toml")
 

@@ -25,8 +25,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from plant_models.config import repo_root  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.plots import plot_trace  # noqa: E402
-from server.scenario import load_scenario  # noqa: E402
-from server.simulate import run_offline  # noqa: E402
+from server.offline.scenario import load_scenario  # noqa: E402
+from server.offline.run import run_offline  # noqa: E402
 
 ROOT = repo_root()
 RAW_NAME = re.compile(r"\b[a-z]+_[a-z0-9_]+\b")  # a signal name as the code writes it (w_1, slip_c2, ...)

@@ -9,8 +9,8 @@ import pytest
 from plant_models.core import layout as L
 from plant_models.powertrain import law as W
 from plant_models.registry import describe_config, load_plant
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 from server_support import ServerProcess
 
 CHUNK = 700
@@ -117,7 +117,7 @@ def test_a_snapshot_of_the_car_continues_bit_exactly():
     """Save in the middle of the 2-3 shift under torque intervention (law states mid-response), run on,
     restore, run again: the same rows and the same data buffer."""
     from plant_models.offline import Run
-    from server.snapshots import from_bytes, to_bytes
+    from server.realtime.snapshots import from_bytes, to_bytes
 
     plant = load_plant("zf8hp_car")
     sc = load_scenario("zf8hp_car_drive").compile(plant, 0.001)

@@ -9,8 +9,8 @@ import pytest
 from plant_models.core import layout as L
 from plant_models.powertrain import law as W
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 from server_support import ServerProcess
 
 

@@ -19,10 +19,10 @@ from io_adapters.base import LoopContext, create_adapter, new_tick_info
 from plant_models.contract.vocabulary import CNT_EVENTS, CNT_STEPS, ST_BAD_INPUT
 from plant_models.offline import Run, StepwiseRun, make_run
 from plant_models.plants.viscous_coupling import ViscousCouplingParams, ViscousCouplingPlant
-from server.loop_config import LoopConfig
-from server.runtime import assemble
-from server.scenario import parse_scenario
-from server.simulate import events_document, run_offline, run_stepwise
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import assemble
+from server.offline.scenario import parse_scenario
+from server.offline.run import events_document, run_offline, run_stepwise
 
 from can_support import bus_options, peer_bus, wait_until
 

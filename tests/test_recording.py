@@ -14,7 +14,7 @@ import pytest
 from io_adapters.zmq.client import ServerError
 from plant_models.config import ConfigError
 from server.recording import read_recording, recording_files
-from server.runtime import load_io_config
+from server.realtime.runtime import load_io_config
 
 from server_support import ServerProcess, wait_until
 

@@ -14,8 +14,8 @@ import pytest
 
 from plant_models.config import ConfigError
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 
 from server_support import ROOT, ServerProcess
 
@@ -86,7 +86,7 @@ def test_a_trace_file_replays_its_pressures_with_a_window_an_offset_and_a_unit(t
                   'p_c3 = { channel = "pressure_c3", unit = "mbar" }\n')  # read as mbar: 1/1000 bar
     plant = load_plant("powershift")
     compiled = load_scenario(sc).compile(plant, warn=False)
-    from server.traces import read_trace
+    from server.offline.traces import read_trace
 
     names, data = read_trace(tmp_path / "o" / f"trace.{fmt}")
     col = {n: data[:, j] for j, n in enumerate(names)}

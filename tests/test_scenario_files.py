@@ -8,8 +8,8 @@ import pytest
 from plant_models.config import repo_root
 from plant_models.core import layout as L
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 
 ROOT = repo_root()
 SCENARIOS = {
@@ -101,7 +101,7 @@ def test_a_request_path_that_starts_with_the_scenario_folder_names_the_file_insi
     """``scenarios/powershift_single_swap.toml`` (a path from the project folder) is the file in the folder
     ``<project>/scenarios``; outside the folders, ``..`` and absolute paths are still refused."""
     from plant_models.config import ConfigError
-    from server.scenario import ScenarioFolders
+    from server.offline.scenario import ScenarioFolders
 
     folders = ScenarioFolders.default()
     want = ROOT / "scenarios" / "powershift_single_swap.toml"

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-from server.telemetry import C_MISSED, Telemetry, format_summary, record_tick
+from server.realtime.telemetry import C_MISSED, Telemetry, format_summary, record_tick
 
 from server_support import ROOT
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from plant_models.config import ConfigError
-from server import runtime
+from server.realtime import runtime
 from server_support import FREE_PORTS, ROOT, ServerProcess
 
 

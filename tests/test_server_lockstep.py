@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from io_adapters.zmq.client import ServerError
-from server.simulate import read_trace_csv
+from server.offline.run import read_trace_csv
 
 from server_support import ROOT, ServerProcess, wait_until
 

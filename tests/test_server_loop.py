@@ -15,10 +15,10 @@ import pytest
 
 from io_adapters.base import Adapter
 from plant_models.registry import load_plant
-from server.loop import Loop
-from server.loop_config import LoopConfig
-from server.rtsetup import RealtimeConfig
-from server.runtime import Server, assemble
+from server.realtime.loop import Loop
+from server.realtime.loop_config import LoopConfig
+from server.realtime.rtsetup import RealtimeConfig
+from server.realtime.runtime import Server, assemble
 
 
 class SlowTicks(Adapter):
@@ -194,8 +194,8 @@ def test_gc_is_disabled_while_running_and_restored_after():
 
 
 def test_a_scenario_played_in_realtime_equals_the_offline_run_across_table_blocks():
-    from server.scenario import BLOCK, parse_scenario
-    from server.simulate import run_offline
+    from server.offline.scenario import BLOCK, parse_scenario
+    from server.offline.run import run_offline
 
     content = {"duration_s": 1.0, "inputs": {
         "engine_torque": 300.0, "load_torque": 3500.0, "p_c3": 16.0, "p_c6": 16.0,

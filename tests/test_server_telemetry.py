@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from server.telemetry import (C_TICKS, H_LAT, N_BINS, Telemetry, bin_of, bin_upper_edges_ns, format_summary,
+from server.realtime.telemetry import (C_TICKS, H_LAT, N_BINS, Telemetry, bin_of, bin_upper_edges_ns, format_summary,
                               percentile_ns, record_tick)
 
 

@@ -18,7 +18,7 @@ from plant_models.config import ConfigError, ConfigReader
 from plant_models.registry import load_plant
 from plant_models.plants.servo import DEG, DF_STATE, DF_TIME, N_STATE, ServoActuatorPlant
 from plant_models.readers.servo import read_servo
-from server.scenario import load_scenario
+from server.offline.scenario import load_scenario
 
 DT = 1.0e-3
 
@@ -380,7 +380,7 @@ def test_config_rejects_unknown_keys_and_a_too_long_internal_step():
 def test_offline_run_and_figures(tmp_path, irr):
     """The simulator's run loop serves the plant; the plant's own figures are written."""
     from server.plots import plot_trace
-    from server.simulate import events_document, run_offline
+    from server.offline.run import events_document, run_offline
 
     sc = load_scenario("servo_deploy_pressure_drop")
     trace = run_offline(irr, sc.compile(irr))

@@ -13,8 +13,8 @@ import pytest
 from plant_models.config import repo_root
 from plant_models.registry import load_plant
 from server.cli import main
-from server.scenario import load_scenario, offline_step
-from server.simulate import read_trace_csv, run_offline
+from server.offline.scenario import load_scenario, offline_step
+from server.offline.run import read_trace_csv, run_offline
 
 ROOT = repo_root()
 CHAIN = ("configs/chain.toml", "scenarios/chain_4mass.toml")

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from plant_models.registry import load_plant
-from server import trace_stream
+from server.offline import trace_stream
 from server.cli import main
-from server.traces import read_trace, read_trace_parquet
+from server.offline.traces import read_trace, read_trace_parquet
 
 from server_support import ROOT, wait_until
 

@@ -10,9 +10,9 @@ import pytest
 from plant_models.config import repo_root
 from plant_models.registry import load_plant
 from server.cli import main
-from server.scenario import load_scenario
-from server.simulate import run_offline
-from server.traces import AUTO_PARQUET_VALUES, read_trace, read_trace_csv, read_trace_parquet
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
+from server.offline.traces import AUTO_PARQUET_VALUES, read_trace, read_trace_csv, read_trace_parquet
 
 ROOT = repo_root()
 DCT = ("configs/dct.toml", "scenarios/dct_upshift.toml")

@@ -19,10 +19,10 @@ from io_adapters.zmq.client import ServerError
 from plant_models.errors import SnapshotError
 from plant_models.offline import Run
 from plant_models.registry import load_plant
-from server.loop_config import LoopConfig
-from server.runtime import assemble
-from server.scenario import load_scenario
-from server.snapshots import SnapshotStore, from_bytes, to_bytes
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import assemble
+from server.offline.scenario import load_scenario
+from server.realtime.snapshots import SnapshotStore, from_bytes, to_bytes
 
 from server_support import ServerProcess
 

@@ -28,7 +28,7 @@ from io_adapters.ring import StateRing
 from io_adapters.zmq.adapter import ZmqAdapter
 from io_adapters.zmq.codec import encode
 from plant_models.registry import load_plant
-from server.simulate import read_trace_csv
+from server.offline.run import read_trace_csv
 
 from server_support import ROOT, ServerProcess, wait_until
 

@@ -68,8 +68,8 @@ def test_each_file_is_announced_before_it_runs():
 def test_failing_file_reports_expectation_time_and_value(tmp_path):
     """The deliberately failing case: the report names each failed expectation with its first failing time/value."""
     from plant_models.registry import load_plant
-    from server.scenario import load_scenario
-    from server.simulate import run_stepwise
+    from server.offline.scenario import load_scenario
+    from server.offline.run import run_stepwise
 
     report = tmp_path / "fail.xml"
     r = _cli(str(FAILING / "swap_too_slow_fails.toml"), "--junit", str(report))
@@ -105,7 +105,7 @@ def test_tie_up_case(tmp_path):
     Gear 1 is lost at the first tick with the fault (the step after 0.3 s), and the output speed falls
     below its value at the fault while clutch 1 drags; both failures carry their time and value.
     """
-    from server.control import ControlHandler
+    from server.realtime.control import ControlHandler
 
     assert "fault_set" in ControlHandler.KEYS
     report = tmp_path / "tie.xml"
@@ -175,7 +175,7 @@ BAD_FAULTS = [
     ('target = "clutch"\nclutch = "C9"\nkind = "stuck_closed"', "faults[0]: no clutch 'C9'; clutches are C1, C2"),
     ('target = "signal"\nsignal = "w_ot"\nkind = "freeze"', "faults[0]: no signal 'w_ot' in the plant; did you "
      "mean 'w_out'?"),
-    ('target = "clutsh"\nkind = "freeze"', "faults[0]: 'target' must be one of signal, clutch, can, zmq, got 'clutsh'"),
+    ('target = "clutsh"\nkind = "freeze"', "faults[0]: 'target' must be one of signal, clutch, zmq, can, got 'clutsh'"),
     ('target = "clutch"\nclutch = 2\nkind = "worn"', "faults[0]: "),  # a worn clutch needs its value
 ]
 

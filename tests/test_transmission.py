@@ -30,8 +30,8 @@ from plant_models.core import Core, CoreSpec, Row
 from plant_models.core import layout as L
 from plant_models.core.spec import GROUND
 from plant_models.registry import load_plant, read_config
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 
 PUBLISHED = {"R": -3.2968, "1": 4.6957, "2": 3.1304, "3": 2.1039, "4": 1.6667, "5": 1.2845, "6": 1.0000,
              "7": 0.8392, "8": 0.6667}

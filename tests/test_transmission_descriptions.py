@@ -20,8 +20,8 @@ import pytest
 
 from plant_models.config import ConfigError
 from plant_models.registry import describe_config, load_plant, read_config
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from plant_models.registry import describe_config, load_plant
-from server.scenario import parse_scenario
-from server.simulate import run_offline
+from server.offline.scenario import parse_scenario
+from server.offline.run import run_offline
 
 from server_support import ROOT
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from plant_models.registry import load_plant
-from server.scenario import load_scenario
-from server.simulate import run_offline
+from server.offline.scenario import load_scenario
+from server.offline.run import run_offline
 from server_support import ServerProcess
 
 CHUNK = 500
@@ -53,7 +53,7 @@ def test_the_served_8hp_equals_the_offline_run_bit_for_bit(served):
 def test_a_snapshot_of_the_8hp_mid_shift_continues_bit_exactly():
     """Save in 3rd gear at 2.9 s, run through the 3 -> 4 swap (E off, D on) and back: the same rows."""
     from plant_models.offline import Run
-    from server.snapshots import from_bytes, to_bytes
+    from server.realtime.snapshots import from_bytes, to_bytes
 
     plant = load_plant("zf8hp")
     sc = load_scenario("zf8hp_shifts").compile(plant, 0.001)

@@ -21,11 +21,11 @@ TRANSPORTS = ("zmq", "can", "io_adapters.zmq", "io_adapters.can")
 
 # file (relative to server/) -> the transport modules it may import, and why
 ALLOWED = {
-    "warmup.py": {"io_adapters.can.layouts"},  # `gearbox-hil warmup` compiles every kernel, the CAN codec's too
-    "keys.py": {"io_adapters.zmq.curve"},  # `gearbox-hil keys` writes the ZeroMQ CURVE key files
+    "cli/warmup.py": {"io_adapters.can.layouts"},  # `gearbox-hil warmup` compiles every kernel, the CAN codec's too
+    "cli/keys.py": {"io_adapters.zmq.curve"},  # `gearbox-hil keys` writes the ZeroMQ CURVE key files
     "testbench/runner.py": {"io_adapters.zmq.client"},  # the test bench is a ZeroMQ client of a server
     "testbench/pytest_plugin.py": {"io_adapters.zmq.client"},
-    "local_server.py": {"io_adapters.zmq.client"},  # a server started for tests and benchmarks, and its client
+    "testbench/local_server.py": {"io_adapters.zmq.client"},  # a server started for tests and benchmarks, and its client
 }
 
 
@@ -103,9 +103,9 @@ def test_a_third_transport_brings_its_option_and_fault_kind_without_an_edit_of_s
     from io_adapters.base import Adapter, register_adapter
     from io_adapters.declaration import AdapterDeclaration, CliOption, TransportFault, fault_keys
     from plant_models.registry import load_plant
-    from server.faults import FaultSet
-    from server.runtime import AdapterSpec, IoConfig, apply_adapter_options, load_io_config
-    from server.serve import _adapter_options, add_arguments
+    from server.realtime.faults import FaultSet
+    from server.realtime.runtime import AdapterSpec, IoConfig, apply_adapter_options, load_io_config
+    from server.cli.serve import _adapter_options, add_arguments
 
     class WebDeclaration(AdapterDeclaration):
         type_name = "web"
@@ -153,5 +153,6 @@ def test_faults_loop_and_snapshots_reach_the_core_only_through_the_plant():
     """Clutch faults go through the plant's overlay (FrictionPlant.set_clutch_overlay), not the core's slots."""
     for rel in ("faults.py", "fault_tables.py", "loop.py", "snapshots.py", "params.py", "runtime.py", "waits.py",
                 "housekeeping.py"):
+        rel = f"realtime/{rel}"
         found = {m for m in _imports((ROOT / "server" / rel).read_text()) if m.startswith("plant_models.core")}
         assert found == set(), rel

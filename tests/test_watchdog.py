@@ -11,9 +11,9 @@ import pytest
 
 from io_adapters.base import TI_WATCHDOG
 from plant_models.registry import load_plant
-from server.loop_config import LoopConfig
-from server.runtime import Server, assemble
-from server.watchdog import InputPolicy, WatchdogConfig
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import Server, assemble
+from server.realtime.watchdog import InputPolicy, WatchdogConfig
 
 
 def make_server(plant="powershift", **wd) -> Server:

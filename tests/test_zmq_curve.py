@@ -110,7 +110,7 @@ def test_insecure_remote_starts_and_warns(tmp_path):
 
 def test_the_docker_config_requires_its_keys():
     from plant_models.config import ConfigError
-    from server import runtime
+    from server.realtime import runtime
 
     io = runtime.load_io_config("io_docker")
     opts = io.adapters[0].options

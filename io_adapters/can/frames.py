@@ -185,7 +185,7 @@ CI_F_RX_SF = 29  # offsets into cf
 CI_F_VALUES = 30
 CI_F_TX_SF = 31
 CI_F_AUX = 32
-CI_TX_FLT = 33  # [n_tx * TF_COLS] injected transmit faults (server/faults.py, docs/faults.md)
+CI_TX_FLT = 33  # [n_tx * TF_COLS] injected transmit faults (server/realtime/faults.py, docs/faults.md)
 CI_HEADER = 40
 
 # -- injected faults of a transmit message (TF_*), set between ticks by the adapter -----------

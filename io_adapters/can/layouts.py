@@ -244,7 +244,7 @@ def raw_range(length: int, signed: bool, scale: float, offset: float, lo: float 
 def warm_up() -> None:
     """Compile (or load from numba's cache) every kernel of :mod:`~io_adapters.can.frames` on a one-message codec.
 
-    For ``python -m server.warmup`` and container builds, so a server's first
+    For ``python -m server.cli.warmup`` and container builds, so a server's first
     start does not compile.  The adapter also calls its kernels once in
     ``open``, outside the tick.
     """

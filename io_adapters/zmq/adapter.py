@@ -184,7 +184,7 @@ class ZmqAdapter(Adapter):
         self._pub = self._pull = self._ctl = None
         self._open = False
         self._rows_q = (0, 0)  # the command-row counters once open (nothing waits before)
-        # injected faults (server/faults.py): drop commands, or hold them back a number of ticks
+        # injected faults (server/realtime/faults.py): drop commands, or hold them back a number of ticks
         self._drop_commands = False
         self._delay_ticks = 0
         self._delayed: collections.deque = collections.deque()

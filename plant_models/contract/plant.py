@@ -328,7 +328,7 @@ class Plant(ABC):
     def _restored(self) -> None:
         """After :meth:`set_state`: events logged before the state count as read; nothing by default."""
 
-    # -- snapshots (assembled by server/snapshots.py) -------------------------------------------------
+    # -- snapshots (assembled by server/realtime/snapshots.py) -------------------------------------------------
     def snapshot_state(self) -> dict:
         """What the plant is and its whole state: kind and ports (to check a restore against), the model floats
         (tuned parameters) and the data (:meth:`get_state`)."""

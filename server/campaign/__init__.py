@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
                           "(pip install 'gearbox-hil[campaign]')") from None
     from pathlib import Path
 
-    from server.progress_bars import count_bar
+    from server.offline.progress_bars import count_bar
 
     if args.plot:
         try:

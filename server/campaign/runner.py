@@ -3,7 +3,7 @@
 A run applies its parameter values to the base config and scenario
 (:func:`.spec.apply_case`), builds the plant (or reuses the worker's last
 plant of the same config), runs the scenario in compiled code at full rate
-(:func:`server.simulate.run_offline`), computes the metrics
+(:func:`server.offline.run.run_offline`), computes the metrics
 (:mod:`.metrics`) and, when the campaign keeps its trace, encodes it as
 Parquet (decimated by ``[traces] every``) for the client to write.  Any
 error ends that run only: it is recorded with its message (a config value
@@ -60,8 +60,8 @@ def _plant(config: dict, source: str):
 
 def run_case(spec: CampaignSpec, run: int, values: tuple) -> RunResult:
     """Run number ``run`` with its parameter values; never raises for a problem of the run itself."""
-    from server.scenario import parse_scenario
-    from server.simulate import run_offline
+    from server.offline.scenario import parse_scenario
+    from server.offline.run import run_offline
 
     began = time.perf_counter()
     where = f" (run {run})"

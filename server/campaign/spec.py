@@ -262,7 +262,7 @@ def _with_digest(spec: CampaignSpec) -> CampaignSpec:
 
 def _dry_run(spec: CampaignSpec) -> None:
     """Apply the first run's values to the base files and read them: a wrong path fails here, not in every run."""
-    from server.scenario import parse_scenario
+    from server.offline.scenario import parse_scenario
 
     first = case_values(spec, [0])[0]
     try:

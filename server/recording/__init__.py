@@ -93,7 +93,7 @@ def select_signals(patterns, outputs: list[str], inputs: list[str]) -> list[tupl
 
 
 class Recorder:
-    """Starts and stops the writer process for one server (made by :func:`server.runtime.assemble`).
+    """Starts and stops the writer process for one server (made by :func:`server.realtime.runtime.assemble`).
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """Running a test file: the plant offline or a server in lockstep/realtime, the fault schedule, a controller.
 
 * offline: the plant in this process, the scenario's steps one by one
-  (:func:`server.scenario.offline_step`, the same sequence as ``gearbox-hil
+  (:func:`server.offline.scenario.offline_step`, the same sequence as ``gearbox-hil
   simulate`` and lockstep), every output and input recorded per step;
 * lockstep without a controller: a ``gearbox-hil serve --mode lockstep``
   process; the runner loads the stimulus and steps it one tick at a time,
@@ -29,7 +29,7 @@ import numpy as np
 
 from plant_models.config import repo_root
 
-from ..local_server import FREE_PORTS
+from server.testbench.local_server import FREE_PORTS
 from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
 from .verdict import Recording, Verdict, evaluate
 
@@ -125,7 +125,7 @@ def _compile(spec: TestSpec):
 
 
 def run_offline(spec: TestSpec, log: list[str]) -> Recording:
-    from ..scenario import offline_step
+    from server.offline.scenario import offline_step
 
     plant, compiled = _compile(spec)
     n = compiled.n_steps

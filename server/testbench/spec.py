@@ -27,7 +27,7 @@ The format (``docs/testing.md`` has the whole reference and a worked example)::
 Every problem is reported as ``file: key: problem`` (a :class:`ConfigError`)
 when the file is read, before anything runs: expressions and their signals,
 times, the stimulus against the plant, and each fault through the fault
-API's own check (:func:`server.faults.parse_fault`); offline mode with a
+API's own check (:func:`server.realtime.faults.parse_fault`); offline mode with a
 fault schedule is refused (faults need a server).
 """
 
@@ -43,7 +43,7 @@ from typing import Any
 from plant_models.config import ConfigError, ConfigReader, find_config, load_toml
 from plant_models.plant import Plant
 
-from ..scenario import Scenario, parse_scenario
+from server.offline.scenario import Scenario, parse_scenario
 from .expr import Expr, ExprError
 
 MODES = ("offline", "lockstep", "realtime")
@@ -247,14 +247,14 @@ def _expectation(cfg: ConfigReader, k: int, known: list[str], inputs: list[str])
 def _fault(cfg: ConfigReader, k: int, plant: Plant) -> ScheduledFault:
     """A schedule entry: ``at``/``until`` checked here, the rest as the fault API checks it against the plant.
 
-    The fault API's own check (:func:`server.faults.parse_fault`: target,
+    The fault API's own check (:func:`server.realtime.faults.parse_fault`: target,
     kind, clutch, signal, values) runs here, when the file is read, so a
     mistake is one line before anything runs; CAN message names are
     checked by the server against its message set.
     """
     from plant_models.errors import FaultError
 
-    from ..faults import parse_fault
+    from server.realtime.faults import parse_fault
 
     at = cfg.number("at", nonnegative=True)
     until = cfg.number("until", None, nonnegative=True) if cfg.has("until") else None

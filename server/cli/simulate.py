@@ -7,7 +7,7 @@
 
 writes ``DIR/trace.csv`` or ``DIR/trace.parquet`` (``t`` then every output
 signal, one row at t = 0 and one per step, or every N-th step and the last
-with ``--every N``; floats read back bit for bit; see :mod:`server.traces`
+with ``--every N``; floats read back bit for bit; see :mod:`server.offline.traces`
 for the formats), ``DIR/events.json`` (every stick, breakaway and reversal
 with its time and clutch, plus the run's metadata) and, with ``--plot``,
 PNG figures in the style of the papers (:mod:`server.plots`).  On a
@@ -15,17 +15,12 @@ terminal a progress bar shows the simulated time and the rate; the summary
 gives the time of the steps and of the whole command.  Ctrl-C during a long
 run stops it and writes the trace and events up to there (``"complete":
 false`` in events.json, exit code 130).  A trace larger than
-:data:`server.trace_stream.TRACE_MEMORY_BYTES` is never held whole: it is
-written to the file in chunks as the run goes (:mod:`server.trace_stream`),
+:data:`server.offline.trace_stream.TRACE_MEMORY_BYTES` is never held whole: it is
+written to the file in chunks as the run goes (:mod:`server.offline.trace_stream`),
 and ``--plot`` is then refused up front with the ``--every`` that fits.
 
-The run is compiled as a whole (:func:`run_offline`: the scenario's inputs
-evaluated, the plant stepped, outputs and events collected in one compiled
-loop, :mod:`plant_models.offline`).  Its inputs and steps are those of
-:func:`server.scenario.offline_step`, which the server's scenario playback
-calls tick by tick after the same ``plant.reset(compiled.initial_inputs())``,
-so a lockstep run and an offline run produce identical outputs bit for bit
-(:func:`run_stepwise` is that sequence from Python, for tests and benchmarks).
+The run itself is :func:`server.offline.run.run_offline` (compiled as a
+whole; a lockstep run of the server gives the same outputs bit for bit).
 """
 
 from __future__ import annotations
@@ -37,129 +32,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable
-
-import numpy as np
 
 from plant_models.config import ConfigError
-from plant_models.contract.vocabulary import CNT_EVENTS, COUNTER_NAMES
-from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
-from . import trace_stream
-from .scenario import CompiledScenario, load_scenario, offline_step
-from .traces import FORMATS, run_trace, Trace, read_trace, read_trace_csv  # noqa: F401  (read_* re-exported for callers)
-
-EVENTS_FORMAT = 1  # version of the events.json layout
-
-
-def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
-                progress: Callable[[int, int], None] | None = None) -> Trace:
-    """Reset the plant to the scenario's initial inputs and run all its steps in compiled code.
-
-    The scenario's inputs are evaluated, the plant stepped, the outputs kept
-    (every ``every``-th step and the last) and the events collected inside
-    one compiled loop (:class:`plant_models.offline.Run`; for a plant whose
-    step is Python, the same sequence from Python,
-    :class:`plant_models.offline.StepwiseRun`), with the same
-    inputs and steps as :func:`run_stepwise` (the server's lockstep
-    sequence), bit for bit.  ``progress(k, n)``, when given, is called after
-    chunks of about a tenth of a second (the chunks change nothing in the
-    results); then Ctrl-C between two chunks ends the run early with the
-    rows so far (``Trace.complete`` false).
-    """
-    try:
-        start_status = plant.reset(compiled.start_inputs())
-    except ValueError as exc:  # an input value the plant refuses (Signal.check)
-        raise ConfigError(compiled.scenario.source, "inputs", f"initial value rejected: {exc}") from None
-    from plant_models.offline import make_run  # loads numba: not for --help
-
-    events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
-    # compiled as a whole for a plant with a compiled step; a Python step is called a step at a time
-    run = make_run(plant, compiled.table, compiled.dt, compiled.n_steps, every)
-    t0 = time.perf_counter()
-    complete = True
-    if progress is None:
-        run.advance()
-    else:
-        chunk = 1000
-        try:
-            while not run.done:
-                t1 = time.perf_counter()
-                run.advance(chunk)
-                took = time.perf_counter() - t1
-                progress(run.k, run.n_steps)
-                chunk = max(100, min(4 * chunk, int(chunk * 0.1 / took))) if took > 0 else 4 * chunk
-        except KeyboardInterrupt:  # keep what was computed: the rows and events so far
-            complete = False
-    wall = time.perf_counter() - t0
-    events += run.events()
-    rows = run.rows
-    steps = compiled.n_steps if complete else int(run.out_step[rows - 1])
-    trace = run_trace(plant, run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], events,
-                   run.status_or | start_status, start_status, wall, every, steps, run.events_lost)
-    trace.complete = complete
-    return trace
-
-
-def run_stepwise(plant: Plant, compiled: CompiledScenario) -> Trace:
-    """The same run a step at a time from Python, through :func:`offline_step`, as the server's lockstep mode.
-
-    The reference :func:`run_offline` is tested against (and the baseline of
-    ``bench/bench_simulate.py``): the outputs go into one preallocated
-    array; events are drained from the plant whenever its counter moved.
-    """
-    n_steps = compiled.n_steps
-    values = np.empty((n_steps + 1, plant.n_out))
-    time_s = np.arange(n_steps + 1, dtype=float) * compiled.dt
-    try:
-        start_status = plant.reset(compiled.initial_inputs())
-    except ValueError as exc:
-        raise ConfigError(compiled.scenario.source, "inputs", f"initial value rejected: {exc}") from None
-    values[0] = plant.y
-    counters = plant.counters
-    events = plant.new_events()
-    seen = int(counters[CNT_EVENTS])
-    status_or = start_status
-    y = plant.y
-    t0 = time.perf_counter()
-    for k in range(n_steps):
-        status_or |= offline_step(plant, compiled, k)
-        values[k + 1] = y
-        if counters[CNT_EVENTS] != seen:
-            events.extend(plant.new_events())
-            seen = int(counters[CNT_EVENTS])
-    wall = time.perf_counter() - t0
-    return run_trace(plant, time_s, values, events, status_or, start_status, wall, 1, n_steps, 0)
-
-
-def status_bit_names(plant: Plant, status: int) -> list[str]:
-    """Names of the status bits set in ``status`` (shared, solver and plant bits), as the plant names them."""
-    return plant.status_names(status)
-
-
-def events_document(plant: Plant, trace: Trace, config: str, scenario: str, dt: float) -> dict:
-    """The content of events.json."""
-    return {
-        "format": EVENTS_FORMAT,
-        "plant": plant.kind,
-        "config": str(config),
-        "scenario": str(scenario),
-        "dt_s": dt,
-        "steps": trace.steps,
-        "complete": trace.complete,
-        "every": trace.every,
-        "rows": trace.rows_written or len(trace.time),
-        "duration_s": float(trace.time[-1]),
-        "wall_time_s": trace.wall_time_s,
-        "realtime_factor": (float(trace.time[-1]) / trace.wall_time_s) if trace.wall_time_s > 0 else None,
-        "status_bits_seen": status_bit_names(plant, trace.status_or),
-        "start_status_bits": status_bit_names(plant, trace.start_status),
-        "counters": trace.counters,
-        "clutches": plant.row_names(),
-        "events_lost": trace.events_lost,
-        "events": [dict(time=e["time"], clutch=e["clutch"], type=e["type"]) for e in trace.events],
-    }
+from server.offline import trace_stream
+from server.offline.run import events_document, run_offline
+from server.offline.scenario import load_scenario
+from server.offline.traces import FORMATS
 
 
 # -- command line ----------------------------------------------------------------
@@ -223,7 +103,7 @@ def _no_progress(k: int, n: int) -> None:
 
 
 def _run_streamed(plant, compiled, out: Path, args: argparse.Namespace, meta: dict, progress):
-    """The run with its trace written to the file in chunks (:mod:`server.trace_stream`); a note says so."""
+    """The run with its trace written to the file in chunks (:mod:`server.offline.trace_stream`); a note says so."""
     rows = trace_stream.trace_bytes(plant, compiled.n_steps, args.every) // ((plant.n_out + 1) * 8)
     writer = trace_stream.TraceWriter(out, args.format, [s.name for s in plant.outputs],
                                       [s.unit for s in plant.outputs], rows * (plant.n_out + 1), meta)
@@ -243,12 +123,12 @@ def run(args: argparse.Namespace) -> int:
         except ImportError:
             raise ConfigError("--plot", "", "needs matplotlib (pip install 'gearbox-hil[plot]')") from None
     if args.format == "parquet":
-        from .traces import _pyarrow
+        from server.offline.traces import _pyarrow
         _pyarrow()  # a missing pyarrow is reported before anything runs
     from plant_models import offline
     from plant_models.compiling import CompileProgress, silent  # loads numba: not for --help
 
-    from .progress_bars import simulation_bar
+    from server.offline.progress_bars import simulation_bar
 
     # a first run on a machine compiles the plant's code: a line per function on stderr
     with CompileProgress(_progress_line if not args.quiet else silent):
@@ -284,8 +164,8 @@ def run(args: argparse.Namespace) -> int:
         written = time.perf_counter()
         figures = []
         if args.plot:
-            from .plots import plot_trace
-            figures = plotrun_trace(plant, trace, out, title=scenario.description or Path(scenario.source).stem)
+            from server.plots import plot_trace
+            figures = plot_trace(plant, trace, out, title=scenario.description or Path(scenario.source).stem)
     except OSError as exc:
         raise ConfigError(str(out), "--out", f"cannot write the results ({exc.strerror})") from None
     if not args.quiet:

@@ -16,7 +16,7 @@ A scenario is a TOML file::
 Inputs not listed keep their declared defaults, with a warning that lists
 them once (``leave_at_default = ["p_c8"]`` names inputs left out on purpose,
 which silences it).  A ``[replay]`` table takes inputs from a recorded file
-(MF4, CSV, Parquet; :mod:`server.replay`).  Integer inputs (gear selectors) are piecewise constant:
+(MF4, CSV, Parquet; :mod:`server.offline.replay`).  Integer inputs (gear selectors) are piecewise constant:
 a point holds until the next one.  The format with examples:
 ``docs/scenarios.md``.
 
@@ -239,7 +239,7 @@ def offline_step(plant: Plant, compiled: CompiledScenario, k: int) -> int:
     """Step k of a scenario run: apply the scenario's inputs, then one plant step.
 
     Returns the step's status word.  This is the whole per-step sequence of
-    an offline run (:func:`server.simulate.run_offline`); the server's
+    an offline run (:func:`server.offline.run.run_offline`); the server's
     scenario playback calls exactly this, so a lockstep run equals an
     offline run bit for bit.  Called in the real-time loop.
     """
@@ -304,8 +304,8 @@ def parse_scenario(data: dict, source: str) -> Scenario:
     interp = cfg.string("interpolation", "linear", choices=("linear", "hold"))
     inp = cfg.sub("inputs", required=False)
     profiles = {name: _profile(inp, name) for name in inp.data}
-    if cfg.has("replay"):  # measured data as stimulus (server.replay)
-        from .replay import replay_profiles
+    if cfg.has("replay"):  # measured data as stimulus (server.offline.replay)
+        from server.offline.replay import replay_profiles
 
         for name, (times, values, unit) in replay_profiles(cfg.sub("replay"), source, dt).items():
             if name in profiles:

@@ -1,9 +1,9 @@
 """The fixed-rate loop: read -> step -> write on absolute deadlines, with timing telemetry.
 
 One thread does everything, so nothing waits for the GIL.  Between ticks,
-while the slack allows, :mod:`server.housekeeping` pumps the adapters
+while the slack allows, :mod:`server.realtime.housekeeping` pumps the adapters
 (states out, commands in), serves control requests, publishes events and
-shows the status line; :mod:`server.waits` waits for the deadline (sleep,
+shows the status line; :mod:`server.realtime.waits` waits for the deadline (sleep,
 sleep-then-spin or spin; a sleep wakes for adapter input).  The tick does
 physics and copies, nothing else:
 
@@ -12,7 +12,7 @@ physics and copies, nothing else:
 2. a loaded scenario writes the inputs of this step (exactly as the offline
    simulator does), or else the command watchdog applies its safe action;
 3. ``plant.step(dt)``: one compiled call; with signal faults injected
-   (:mod:`server.faults`), one before it fakes the faulted inputs;
+   (:mod:`server.realtime.faults`), one before it fakes the faulted inputs;
 4. the state after the step goes into the next row of the state ring
    (:mod:`io_adapters.ring`), which every consumer (the ZeroMQ state stream)
    reads between ticks: one compiled call, which with signal faults also
@@ -38,13 +38,13 @@ collector is frozen and disabled while the loop runs; a young-generation
 collection runs in the slack between ticks once a second, so reference
 cycles created by control requests do not accumulate.
 
-The loop does the tick and its transitions.  :mod:`server.runtime` hands
+The loop does the tick and its transitions.  :mod:`server.realtime.runtime` hands
 it the command watchdog and the scenario player, and through
 :meth:`Loop.attach` the adapters' context and a :class:`Reporter` (the
 status report, which reads the loop; the loop does not import it).  Its
 fault set (:attr:`Loop.faults`) sets and clears faults and gives the tick
-its compiled partials; :mod:`server.snapshots` assembles a snapshot from
-each part's own state.  Control requests (:mod:`server.control`) change it
+its compiled partials; :mod:`server.realtime.snapshots` assembles a snapshot from
+each part's own state.  Control requests (:mod:`server.realtime.control`) change it
 only through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
 :meth:`Loop.stop`, :meth:`Loop.reset`, :meth:`Loop.step`,
 :meth:`Loop.apply_inputs`, :meth:`Loop.queue_inputs`, :meth:`Loop.snapshot`,
@@ -67,16 +67,16 @@ from io_adapters.ring import StateRing, ring_push
 from plant_models.errors import SnapshotError
 from plant_models.plant import Plant
 
-from . import rtsetup, snapshots
-from .faults import FaultSet, FaultSpec
-from .loop_config import LoopConfig
-from .scenario import offline_step
-from .scenario_player import ScenarioPlayer
-from .telemetry import (C_MISSED, C_MISSED_GRACE, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry,
+from server.realtime import rtsetup, snapshots
+from server.realtime.faults import FaultSet, FaultSpec
+from server.realtime.loop_config import LoopConfig
+from server.offline.scenario import offline_step
+from server.realtime.scenario_player import ScenarioPlayer
+from server.realtime.telemetry import (C_MISSED, C_MISSED_GRACE, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry,
                         record_tick)
-from .housekeeping import Housekeeping, Reporter
-from .waits import Waiter
-from .watchdog import CommandWatchdog
+from server.realtime.housekeeping import Housekeeping, Reporter
+from server.realtime.waits import Waiter
+from server.realtime.watchdog import CommandWatchdog
 
 STOPPED = "stopped"
 RUNNING = "running"
@@ -132,7 +132,7 @@ class Loop:
         self.player = player
         self.tick_info = tick_info
         self.initial_inputs = dict(initial_inputs or {})
-        # injected faults (server/faults.py): the tick calls their two compiled partials while n_signal > 0
+        # injected faults (server/realtime/faults.py): the tick calls their two compiled partials while n_signal > 0
         self.faults = FaultSet(plant, tick_info, self.adapters, self.ring)
         self.state = STOPPED
         self.tick = 0  # plant steps taken since the last reset
@@ -175,7 +175,7 @@ class Loop:
     def open(self) -> None:
         """Open every adapter (bind sockets, open buses); on failure close those already open."""
         if self.context is None:
-            raise RuntimeError("Loop.open: no context attached (server.runtime.assemble attaches one)")
+            raise RuntimeError("Loop.open: no context attached (server.realtime.runtime.assemble attaches one)")
         for a in self.adapters:
             try:
                 a.open(self.plant, self.context)
@@ -257,11 +257,11 @@ class Loop:
         return self.faults.clear(name)
 
     def snapshot(self) -> dict:
-        """The whole simulation state, to continue bit-exactly with :meth:`restore` (:func:`server.snapshots.take`)."""
+        """The whole simulation state, to continue bit-exactly with :meth:`restore` (:func:`server.realtime.snapshots.take`)."""
         return snapshots.take(self)
 
     def restore(self, snap: dict) -> None:
-        """Continue from a :meth:`snapshot` of this plant and config (:func:`server.snapshots.restore`).
+        """Continue from a :meth:`snapshot` of this plant and config (:func:`server.realtime.snapshots.restore`).
 
         Every part checks its own state before any changes; ``SnapshotError``
         (nothing changed) for a snapshot that does not fit.

@@ -18,14 +18,14 @@ from plant_models.config import ConfigError, did_you_mean
 
 # name -> (module, help); each module provides add_arguments(parser) and run(args) -> int
 COMMANDS = {
-    "simulate": ("server.simulate", "run a plant offline through a scenario and write trace/events (and plots)"),
-    "serve": ("server.serve", "run a plant in the real-time loop with its I/O adapters"),
-    "describe": ("server.describe", "print a plant's input and output signals"),
-    "list": ("server.listing", "list the plants, plant configs, scenarios and I/O configs, one line each"),
-    "warmup": ("server.warmup", "compile and cache the compiled code once (first start on a machine)"),
+    "simulate": ("server.cli.simulate", "run a plant offline through a scenario and write trace/events (and plots)"),
+    "serve": ("server.cli.serve", "run a plant in the real-time loop with its I/O adapters"),
+    "describe": ("server.cli.describe", "print a plant's input and output signals"),
+    "list": ("server.cli.listing", "list the plants, plant configs, scenarios and I/O configs, one line each"),
+    "warmup": ("server.cli.warmup", "compile and cache the compiled code once (first start on a machine)"),
     "test": ("server.testbench", "run test files: a stimulus, faults, a controller, expectations with verdicts"),
     "campaign": ("server.campaign", "run many offline cases over varied parameters, locally or on a Dask cluster"),
-    "keys": ("server.keys", "write CURVE key pairs for the ZeroMQ sockets (a server's, a client's)"),
+    "keys": ("server.cli.keys", "write CURVE key pairs for the ZeroMQ sockets (a server's, a client's)"),
 }
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '?([^'\s]*)'? \(choose from (.*)\)$")

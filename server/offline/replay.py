@@ -54,7 +54,7 @@ def _read(path: Path, channels: list[str], time_channel: str, source: str) -> di
                 out[ch] = (np.asarray(sig.timestamps, float), np.asarray(sig.samples, float), sig.unit or "")
         return out
     if suffix == ".parquet":
-        from .traces import _pyarrow
+        from server.offline.traces import _pyarrow
 
         _, pq = _pyarrow()
         table = pq.read_table(path)
@@ -95,7 +95,7 @@ def _channel(chans: ConfigReader, name: str) -> tuple[str, float, float, str | N
 def replay_profiles(cfg: ConfigReader, scenario_source: str, dt: float | None) -> dict:
     """The ``[replay]`` table as input name -> ``(times, values, unit)``: the points of a piecewise-linear profile.
 
-    The scenario format (:mod:`server.scenario`) makes them profiles; this module does not import it, so
+    The scenario format (:mod:`server.offline.scenario`) makes them profiles; this module does not import it, so
     the two stay apart (the scenario imports the replay only for a ``[replay]`` table).
     """
     if not Path(scenario_source).is_file():  # e.g. a scenario sent over the control channel as a map

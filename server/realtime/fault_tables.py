@@ -1,6 +1,6 @@
 """The compiled part of fault injection: the signal-fault tables and the three functions the tick calls.
 
-:class:`server.faults.FaultSet` writes the tables between ticks (a row per
+:class:`server.realtime.faults.FaultSet` writes the tables between ticks (a row per
 signal fault, and per clutch fault that acts on an output); the tick walks
 them in :func:`fault_inputs` before the plant step and :func:`fault_push`
 after it (faulted outputs, the state-ring row, the commanded inputs back).

@@ -70,9 +70,9 @@ def warm(configs: list[str | Path], say=_say) -> int:
             say(f"{Path(str(cfg)).stem}: {plant.kind} plant ready ({time.perf_counter() - began:.1f} s elapsed)")
         from io_adapters.can.layouts import warm_up as warm_up_can_codec
         from plant_models.offline import warm_up as warm_up_offline_run
-        from server import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
+        from server.realtime import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
 
-        from server.faults import warm_up as warm_up_faults
+        from server.realtime.faults import warm_up as warm_up_faults
 
         warm_up_can_codec()
         warm_up_offline_run()
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m server.warmup", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m server.cli.warmup", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

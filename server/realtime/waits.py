@@ -24,7 +24,7 @@ import numpy as np
 from io_adapters.ring import StateRing, ring_push
 from plant_models.plant import Plant
 
-from .telemetry import Telemetry, record_tick
+from server.realtime.telemetry import Telemetry, record_tick
 
 # The spin wait rehearses the adapters' decoding (about 10 us) only with at least this much time to the deadline.
 REHEARSAL_SLACK_NS = 30_000
@@ -38,7 +38,7 @@ class Waiter:
     Parameters
     ----------
     loop
-        The :class:`server.loop.Loop` (its ``plant``, ``tick``, ``dt``,
+        The :class:`server.realtime.loop.Loop` (its ``plant``, ``tick``, ``dt``,
         ``tick_info`` and ``cfg`` are read).
     pump
         ``pump(until_ns)``: the adapters' pumps, called when input arrives

@@ -9,9 +9,9 @@ a rejected request leaves the plant exactly as it was.
 
 Inputs are validated by ``io_adapters.protocol.InputValidator``, the same
 rule as for command messages.  The handler changes the server only through
-public methods: the loop's transitions (:class:`server.loop.Loop`), the
+public methods: the loop's transitions (:class:`server.realtime.loop.Loop`), the
 scenario player's load/unload
-(:class:`server.scenario_player.ScenarioPlayer`), the parameter table and
+(:class:`server.realtime.scenario_player.ScenarioPlayer`), the parameter table and
 the watchdog.
 """
 
@@ -26,12 +26,12 @@ from io_adapters.protocol import (COMMAND_ERRORS, PROTOCOL_REVISION, PROTOCOL_VE
                                   error_reply, schema_id)
 from plant_models.errors import ConfigError, FaultError, ParamError, SnapshotError
 
-from .loop import RUNNING, Loop
-from .params import ParamTable
-from .scenario import ScenarioFolders, parse_scenario
-from .scenario_player import ScenarioPlayer
-from .snapshots import SnapshotStore
-from .status import StatusReport
+from server.realtime.loop import RUNNING, Loop
+from server.realtime.params import ParamTable
+from server.offline.scenario import ScenarioFolders, parse_scenario
+from server.realtime.scenario_player import ScenarioPlayer
+from server.realtime.snapshots import SnapshotStore
+from server.realtime.status import StatusReport
 
 log = logging.getLogger("gearbox_hil.control")
 
@@ -433,7 +433,7 @@ class ControlHandler:
         return self.recorder
 
     def _record_start(self, req):
-        from .recording import RecordingError
+        from server.recording import RecordingError
 
         rec = self._require_recorder("record_start")
         try:
@@ -443,7 +443,7 @@ class ControlHandler:
         return {"recording": job}
 
     def _record_stop(self, req):
-        from .recording import RecordingError
+        from server.recording import RecordingError
 
         rec = self._require_recorder("record_stop")
         try:

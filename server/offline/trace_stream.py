@@ -8,7 +8,7 @@ memory only up to :data:`TRACE_MEMORY_BYTES`; above that the compiled run
 the file (CSV lines, or a Parquet row group), and the run goes on, so memory
 stays bounded at any length.  The chunks change nothing in the results: the
 file holds the same rows, bit for bit, as one written from a whole trace
-(:meth:`server.traces.Trace.write`).
+(:meth:`server.offline.traces.Trace.write`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import numpy as np
 from plant_models.config import ConfigError
 from plant_models.plant import Plant
 
-from .scenario import CompiledScenario
-from .traces import SUFFIX, Trace, run_trace, _pyarrow, choose_format, csv_lines, parquet_schema
+from server.offline.scenario import CompiledScenario
+from server.offline.traces import SUFFIX, Trace, run_trace, _pyarrow, choose_format, csv_lines, parquet_schema
 
 TRACE_MEMORY_BYTES = 512 << 20  # a trace up to this size (t and every output, float64) is kept whole
 CHUNK_ROWS = 1 << 16  # rows per chunk of a streamed trace (about 29 MB with 55 outputs)
@@ -113,7 +113,7 @@ class TraceWriter:
 
 def run_streamed(plant: Plant, compiled: CompiledScenario, writer: TraceWriter, every: int = 1,
                  progress: Callable[[int, int], None] | None = None) -> Trace:
-    """:func:`server.simulate.run_offline` with the rows written to ``writer`` a chunk at a time.
+    """:func:`server.offline.run.run_offline` with the rows written to ``writer`` a chunk at a time.
 
     Returns the run's :class:`Trace` holding only its last row (``time``,
     ``values``) and, in ``rows_written``, the rows of the file.  Ctrl-C

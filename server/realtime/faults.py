@@ -74,7 +74,7 @@ from io_adapters.declaration import (TransportFault, declaration, fault_error, f
 from plant_models.errors import FaultError
 from plant_models.plant import Plant
 
-from .fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_VALUE, FI_ACTIVE, FI_INDEX, FI_KIND, FI_RATE, FI_RNG,
+from server.realtime.fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_VALUE, FI_ACTIVE, FI_INDEX, FI_KIND, FI_RATE, FI_RNG,
                            FI_SIDE, K_CLAMP, K_FORCE, K_GAIN, K_HOLD, K_NOISE, K_OFFSET, MAX_FAULTS, N_FF, N_FI,
                            fault_inputs, fault_outputs, fault_push, fault_restore, seed_state, warm_up)
 

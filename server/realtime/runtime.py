@@ -12,11 +12,11 @@ bad command-line override as ``--option: problem``.
 
 :func:`assemble` puts the parts together, each built once, here:
 
-* the command watchdog (:mod:`server.watchdog`) and the scenario player
-  (:mod:`server.scenario_player`), which the loop uses in its tick;
-* the loop (:mod:`server.loop`), which does only the tick and its clock;
-* the parameter table (:mod:`server.params`), the status report
-  (:mod:`server.status`) and the control handler (:mod:`server.control`);
+* the command watchdog (:mod:`server.realtime.watchdog`) and the scenario player
+  (:mod:`server.realtime.scenario_player`), which the loop uses in its tick;
+* the loop (:mod:`server.realtime.loop`), which does only the tick and its clock;
+* the parameter table (:mod:`server.realtime.params`), the status report
+  (:mod:`server.realtime.status`) and the control handler (:mod:`server.realtime.control`);
 * the state ring (:mod:`io_adapters.ring`), which the tick writes and the
   adapters (and any later consumer) read between ticks;
 * the context the loop shares with its adapters (``tick_info``, the state
@@ -39,16 +39,16 @@ from plant_models.errors import InputError
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
-from .control import ControlHandler
-from .loop import Loop
-from .loop_config import MODES, LoopConfig, SettingError
-from .params import ParamTable
-from .recording import Recorder, RecordingConfig, read_recording_config
-from .rtsetup import RealtimeConfig
-from .scenario import ScenarioFolders
-from .scenario_player import ScenarioPlayer
-from .status import StatusReport
-from .watchdog import CommandWatchdog, InputPolicy, WatchdogConfig
+from server.realtime.control import ControlHandler
+from server.realtime.loop import Loop
+from server.realtime.loop_config import MODES, LoopConfig, SettingError
+from server.realtime.params import ParamTable
+from server.recording import Recorder, RecordingConfig, read_recording_config
+from server.realtime.rtsetup import RealtimeConfig
+from server.offline.scenario import ScenarioFolders
+from server.realtime.scenario_player import ScenarioPlayer
+from server.realtime.status import StatusReport
+from server.realtime.watchdog import CommandWatchdog, InputPolicy, WatchdogConfig
 
 DEFAULT_IO = "io_default"
 

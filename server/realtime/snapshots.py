@@ -9,7 +9,7 @@ the loop's clock); a dict of plain values and numpy arrays, ``format`` 1.
 :func:`restore` has every part check its own state (``check_state()``)
 before any part changes, then restores them in order
 (``restore_state()``); the run then continues bit-exactly.
-:meth:`server.loop.Loop.snapshot` and :meth:`~server.loop.Loop.restore`
+:meth:`server.realtime.loop.Loop.snapshot` and :meth:`~server.realtime.loop.Loop.restore`
 call these two.  :class:`SnapshotStore` is what the ``snapshot_save`` and
 ``snapshot_restore`` control requests use:
 
@@ -56,7 +56,7 @@ def _check_format(snap: Any, source: str = "", parts: tuple[str, ...] = ()) -> N
 
 
 def take(loop) -> dict:
-    """The whole simulation state of ``loop`` (a :class:`server.loop.Loop`), between ticks.
+    """The whole simulation state of ``loop`` (a :class:`server.realtime.loop.Loop`), between ticks.
 
     Not in it: the state ring, the adapters' link state (CAN alive counters,
     sequence numbers) and the timing telemetry; they describe the link and

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from io_adapters.declaration import declarations
 
-from .loop_config import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
+from server.realtime.loop_config import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
 
 _T_IMPORT_NS = time.monotonic_ns()
 
@@ -115,9 +115,9 @@ def _adapter_options(args: argparse.Namespace) -> dict[str, dict]:
 
 def run(args: argparse.Namespace) -> int:
     level = args.log_level or ("WARNING" if args.quiet else "INFO")
-    # While the loop runs, status lines and log records go through writer threads (server.console): a
+    # While the loop runs, status lines and log records go through writer threads (server.realtime.console): a
     # reader that stops reading our stdout or stderr must not stall the loop.
-    from .console import ConsoleLogHandler, ConsoleWriter
+    from server.realtime.console import ConsoleLogHandler, ConsoleWriter
 
     stdout_writer, stderr_writer = ConsoleWriter(sys.stdout, name="stdout"), ConsoleWriter(sys.stderr, name="stderr")
     log_handler = ConsoleLogHandler(stderr_writer)
@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace, stdout_writer, stderr_writer) -> int:
     with CompileProgress(_quiet_progress_line if args.quiet else _progress_line):
         from io_adapters.base import AdapterError
 
-        from . import runtime
+        from server.realtime import runtime
 
         server = runtime.build(args.config, args.io, _adapter_options(args), **overrides)  # checks them
         runtime.check_reachable(server)

@@ -21,7 +21,7 @@ log = logging.getLogger("gearbox_hil.loop")
 
 
 class Reporter(Protocol):
-    """What the loop calls to report its status between ticks (implemented by :class:`server.status.StatusReport`)."""
+    """What the loop calls to report its status between ticks (implemented by :class:`server.realtime.status.StatusReport`)."""
 
     def warm_up(self) -> None:
         """Run the reporting code paths once before the first deadline (changes nothing)."""
@@ -31,7 +31,7 @@ class Reporter(Protocol):
 
 
 class Housekeeping:
-    """The between-tick work of one :class:`server.loop.Loop` (its adapters, player, watchdog, reporter).
+    """The between-tick work of one :class:`server.realtime.loop.Loop` (its adapters, player, watchdog, reporter).
 
     Attributes
     ----------

@@ -12,8 +12,8 @@ its adapters, and assembles
   run's actual rate and missed ticks against a tolerance
   (:meth:`StatusReport.timing_check`).
 
-The loop does not import this module: :mod:`server.runtime` attaches a
-report to the loop as its :class:`server.loop.Reporter`.
+The loop does not import this module: :mod:`server.realtime.runtime` attaches a
+report to the loop as its :class:`server.realtime.loop.Reporter`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Callable, Sequence
 
 from io_adapters.base import Adapter
 
-from .loop import RUNNING, Loop
-from .telemetry import C_OVERRUNS, format_summary
+from server.realtime.loop import RUNNING, Loop
+from server.realtime.telemetry import C_OVERRUNS, format_summary
 
 
 def timing_problems(timing: dict, tolerance_pct: float) -> list[str]:

@@ -2,7 +2,7 @@
 
 A scenario loaded with the ``load_scenario`` control request replaces the
 commands: from the loop's next reset, each tick applies the scenario's
-inputs of that step with :func:`server.scenario.offline_step`, exactly as
+inputs of that step with :func:`server.offline.scenario.offline_step`, exactly as
 ``gearbox-hil simulate`` does, so a lockstep run equals the offline run bit
 for bit.  When its last step is done the player *releases* it: the inputs
 hold the scenario's final values (rate 0), and commands take over.  The
@@ -33,8 +33,8 @@ import numpy as np
 from io_adapters.base import TI_SCENARIO
 from plant_models.plant import Plant
 
-from .scenario import BLOCK, CompiledScenario
-from .watchdog import CommandWatchdog
+from server.offline.scenario import BLOCK, CompiledScenario
+from server.realtime.watchdog import CommandWatchdog
 
 
 class ScenarioPlayer:

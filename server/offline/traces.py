@@ -61,7 +61,7 @@ class Trace:
     steps: int = 0  # steps the trace covers
     events_lost: int = 0
     complete: bool = True  # false: the run was interrupted after ``steps`` steps
-    rows_written: int = 0  # > 0: the trace was streamed to its file (server.trace_stream); time/values: its last row
+    rows_written: int = 0  # > 0: the trace was streamed to its file (server.offline.trace_stream); time/values: its last row
 
     def column(self, name: str) -> np.ndarray:
         """One output signal over time (a view)."""

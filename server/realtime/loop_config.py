@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from plant_models.errors import GearboxHilError
 
-from . import rtsetup
+from server.realtime import rtsetup
 
 MODES = ("realtime", "lockstep", "afap")
 WAITS = ("sleep", "sleep_spin", "spin")
@@ -24,7 +24,7 @@ class SettingError(GearboxHilError, ValueError):
 
     ``settings`` names the settings involved as :class:`LoopConfig` fields
     (``realtime.<name>`` for the OS settings), the one to change first;
-    ``problem`` says what is wrong.  :mod:`server.runtime` reports it against
+    ``problem`` says what is wrong.  :mod:`server.realtime.runtime` reports it against
     the config key or the command-line option the value came from.
     """
 
