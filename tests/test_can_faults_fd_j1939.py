@@ -117,7 +117,7 @@ def test_dm1_of_configured_dtcs_goes_by_bam_on_the_bus():
 
 
 def test_server_fault_maps_reach_the_j1939_declaration():
-    from server.faults import parse_fault
+    from server.realtime.faults import parse_fault
 
     from plant_models.registry import load_plant
 
