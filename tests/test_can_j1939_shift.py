@@ -116,3 +116,53 @@ def test_tsc1_timeout_counted_and_override_released():
         assert b.j.status()["timeouts"] == 1
     finally:
         b.close()
+
+
+def test_powershift_1_to_3_over_j1939_in_realtime():
+    """The same shift with the real-time loop at 1 kHz and the TCU in a thread on its own 10 ms clock."""
+    import threading
+    import time
+
+    from io_adapters.can.adapter import CanAdapter
+    from io_adapters.can.restbus import J1939Adapter
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+    from server.realtime.watchdog import WatchdogConfig
+
+    ch = f"rt-{uuid.uuid4().hex[:8]}"
+    plant = load_plant("powershift")
+    can_ad = CanAdapter("can", {"interface": "virtual", "channel": ch, "receive_filters": True,
+                                "message_set": "io_can_powershift_j1939"})
+    j_ad = J1939Adapter("j1939", {"interface": "virtual", "channel": ch})
+    loop = assemble(plant, [can_ad, j_ad], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=3.5,
+                                                      status_interval_s=0.0),
+                    WatchdogConfig(timeout_s=0.1, hold_s=0.05, ramp_s=0.1)).loop
+    loop.open()
+    bus = can.Bus(interface="virtual", channel=ch)
+    tcu = J1939Tcu(bus, torque_limit_pct=15.0)
+    runner = threading.Thread(target=loop.run, daemon=True)
+    runner.start()
+    try:
+        assert tcu.wait_for_plant(10.0)
+        t0 = time.monotonic()
+        k = 0
+        while k < 250:  # 2.5 s of 10 ms cycles on absolute deadlines
+            if k == 50:
+                j_ad.request_gear(3)
+            tcu.cycle(k * 0.01, 0.01)
+            k += 1
+            rem = t0 + k * 0.01 - time.monotonic()
+            if rem > 0:
+                time.sleep(rem)
+            if not runner.is_alive():
+                break
+        tcu.receive()
+    finally:
+        runner.join(timeout=10)
+        bus.shutdown()
+        st = j_ad.status()
+        loop.close()
+    r = tcu.result
+    assert [p for _, p in r.phases] == ["hold", "torque", "inertia", "lock"] and r.gear_actual == 3
+    assert st["tsc1_applied"] > 0 and st["tcu"]["ETC2"]["TransCurrentGear"] == 3
+    assert {v["state"] for v in st["nodes"].values()} == {"claimed"} and tcu.node.state == "claimed"
