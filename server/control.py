@@ -26,6 +26,7 @@ from io_adapters.protocol import COMMAND_ERRORS, PROTOCOL_VERSION, InputValidato
 from plant_models.errors import ConfigError, FaultError, ParamError, SnapshotError
 
 from .loop import RUNNING, Loop
+from .faults import fault_catalogue
 from .params import ParamTable
 from .scenario import ScenarioFolders, parse_scenario
 from .scenario_player import ScenarioPlayer
@@ -168,7 +169,7 @@ class ControlHandler:
             "input_names": [s.name for s in lp.plant.inputs],
             "output_names": [s.name for s in lp.plant.outputs],
             "schema": schema_id(s.name for s in lp.plant.outputs),
-            "endpoints": endpoints, "params": self.params.names(),
+            "endpoints": endpoints, "params": self.params.names(), "fault_kinds": fault_catalogue(),
         })
         return {"plant": d}
 

@@ -323,6 +323,19 @@ def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) 
     return FaultSpec(**{**spec.__dict__, "name": name or _default_name(spec, d), "raw": raw})
 
 
+def fault_catalogue() -> dict[str, dict]:
+    """Every fault target: its kinds and the keys a fault map of it takes besides target, kind and name.
+
+    For a form that lists every fault (``describe`` -> ``plant.fault_kinds``, the web workspace).
+    """
+    return {
+        "signal": {"kinds": list(SIGNAL_KINDS), "keys": ["signal", "value", "seed", "mode"]},
+        "clutch": {"kinds": list(CLUTCH_KINDS), "keys": ["clutch", "value"]},
+        "can": {"kinds": list(CAN_KINDS), "keys": ["message", "cycles", "signal", "value"]},
+        "zmq": {"kinds": list(ZMQ_KINDS), "keys": ["cycles"]},
+    }
+
+
 def _default_name(s: FaultSpec, d: dict) -> str:
     """``target:what:kind``, e.g. ``signal:w_out:offset``, ``clutch:2:stuck_closed``."""
     what = {"signal": s.signal, "clutch": str(d.get("clutch")), "can": s.message, "zmq": "commands"}[s.target]
@@ -683,4 +696,4 @@ def _seed_state(seed: int) -> int:
 
 __all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore",
            "fault_push", "MAX_FAULTS",
-           "SIGNAL_KINDS", "CLUTCH_KINDS", "CAN_KINDS", "ZMQ_KINDS", "TARGETS"]
+           "SIGNAL_KINDS", "CLUTCH_KINDS", "CAN_KINDS", "ZMQ_KINDS", "TARGETS", "fault_catalogue"]

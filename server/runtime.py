@@ -194,6 +194,14 @@ def _adapter_specs(cfg: ConfigReader) -> tuple[AdapterSpec, ...]:
             continue
         options = {k: v for k, v in entry.items() if k not in ("type", "name", "enabled")}
         specs.append(AdapterSpec(typ, name, options, key))
+    web = cfg.raw("web", None)  # [web]: the workspace's table, a shorthand for [[adapters]] type = "web"
+    if web is not None:
+        if not isinstance(web, dict):
+            raise cfg.error("web", "must be a table ([web])")
+        if "web" in names:
+            raise cfg.error("web", "an adapter is named 'web' already; configure the workspace in one place")
+        if web.get("enabled", True):
+            specs.append(AdapterSpec("web", "web", {k: v for k, v in web.items() if k != "enabled"}, "web"))
     return tuple(specs)
 
 
@@ -251,11 +259,15 @@ class EndpointOverrides:
     can_share
         (host, port) of the CAN adapter's loopback share of its virtual bus
         (port 0: a free one); adds the share if the file has none.
+    web_port
+        The web workspace's port (0: a free one, -1: the adapter's default);
+        adds a web adapter on loopback if the file has none.
     """
 
     zmq_port: int | None = None
     zmq: tuple[tuple[str, str], ...] = ()
     can_share: tuple[str, int] | None = None
+    web_port: int | None = None  # --web [PORT]: the workspace's port (-1: its default); adds it if the file has none
 
 
 def _only_adapter(specs: list[AdapterSpec], typ: str, source: str, option: str) -> int:
@@ -306,6 +318,14 @@ def apply_endpoints(io: IoConfig, ov: EndpointOverrides) -> IoConfig:
             raise ConfigError(io.source, f"{specs[k].key}.share", "must be a table")
         options["share"] = dict(share, host=ov.can_share[0], port=ov.can_share[1])
         specs[k] = replace(specs[k], options=options)
+    if ov.web_port is not None:
+        found = [k for k, a in enumerate(specs) if a.type == "web"]
+        if not found:
+            specs.append(AdapterSpec("web", "web", {}, "--web"))
+            found = [len(specs) - 1]
+        k = _only_adapter(specs, "web", io.source, "--web")
+        if ov.web_port >= 0:
+            specs[k] = replace(specs[k], options=dict(specs[k].options, port=ov.web_port))
     return replace(io, adapters=tuple(specs))
 
 

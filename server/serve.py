@@ -39,6 +39,16 @@ def _port_arg(text: str) -> int:
     return v
 
 
+def _web_port_arg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 (a free port) or a port 1..65535, got {text}")
+    return v
+
+
 def _endpoint_arg(text: str) -> str:
     if "://" not in text:
         raise argparse.ArgumentTypeError(f"must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555, got {text!r}")
@@ -93,6 +103,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zmq-command", type=_endpoint_arg, metavar="ENDPOINT", help="the ZeroMQ command endpoint")
     p.add_argument("--can-share", type=_share_arg, metavar="URL", help="share the CAN adapter's virtual bus with "
                    "other processes at ws://HOST:PORT/ (or HOST:PORT, or PORT on 127.0.0.1; 0: a free port)")
+    p.add_argument("--web", type=_web_port_arg, nargs="?", const=-1, metavar="PORT", help="serve the web workspace "
+                   "on 127.0.0.1:PORT (default 8765; 0: a free port), named in the start-up lines and the ready file; "
+                   "other hosts and the access token in a [[adapters]] type = \"web\" table")
     p.add_argument("--timing-tolerance", type=_tolerance_arg, default=DEFAULT_TOLERANCE_PCT, metavar="PCT",
                    help="warn at the end of a realtime run whose actual rate is more than PCT %% below the target "
                    "or that missed more than PCT %% of its ticks (default %(default)g)")
@@ -144,9 +157,9 @@ def _endpoint_overrides(args: argparse.Namespace):
     zmq = tuple((key, value) for key, value in (("control_endpoint", args.zmq_control),
                                                 ("state_endpoint", args.zmq_state),
                                                 ("command_endpoint", args.zmq_command)) if value is not None)
-    if args.zmq_port is None and not zmq and args.can_share is None:
+    if args.zmq_port is None and not zmq and args.can_share is None and args.web is None:
         return None
-    return EndpointOverrides(zmq_port=args.zmq_port, zmq=zmq, can_share=args.can_share)
+    return EndpointOverrides(zmq_port=args.zmq_port, zmq=zmq, can_share=args.can_share, web_port=args.web)
 
 
 def run(args: argparse.Namespace) -> int:
