@@ -180,6 +180,7 @@ class WebServer:
         app.router.add_get("/api/status", self._status_handler)
         app.router.add_post("/api/control", self._control_handler)
         app.router.add_get("/ws", self._ws_handler)
+        app.router.add_get("/favicon.ico", lambda request: web.Response(status=204))
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
