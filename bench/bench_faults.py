@@ -118,7 +118,7 @@ def main() -> int:
     for f in FAULTS:
         lp.set_fault(f)
     rows_used = fs.n_signal
-    fin, fpush, push = lp._fault_in, lp._fault_push, lp._ring_push
+    fin, fpush, push = lp.faults.inputs, lp.faults.push, lp._ring_push
     reps = 200_000
     t0 = mono()
     for k in range(reps):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A controller closing a Powershift clutch-to-clutch swap against the plant server over ZeroMQ.
 
-Gear 1 (clutches 1, 3, 6; ratio 1/48) to gear 3 (clutches 2, 3, 6; ratio
-1/32): the first stage swaps from clutch 1 (gear pair 1:3) to clutch 2
+Gear 1 (clutches 1, 3, 6; ratio 48) to gear 3 (clutches 2, 3, 6; ratio
+32): the first stage swaps from clutch 1 (gear pair 1:3) to clutch 2
 (pair 1:2), as in section 5 of Morselli, Zanasi & Ferracin.  The controller reads the plant's
 outputs and writes pressure and torque commands, the way a TCU would:
 
@@ -211,6 +211,19 @@ def write_csv(res: RunResult, path: Path) -> None:
 PHASE_COLORS = {"hold": "0.92", "torque": "#fde0c5", "inertia": "#d5e8f7", "lock": "#dcefd6"}
 
 
+def shift_name(plant: dict, plan) -> str:
+    """The shift by its gears, the swapped clutches in brackets: ``gear 1 -> gear 3 (C1 -> C2)``.
+
+    The gears come from the server's description (each gear's engaged clutches).
+    """
+    def gear(clutch: int) -> str:
+        engaged = {f"C{c}" for c in (clutch, *plan.held_clutches)}
+        return next((f"gear {g['name']}" for g in plant.get("gears", []) if set(g["engaged"]) == engaged),
+                    "no gear")
+
+    return f"{gear(plan.off_clutch)} -> {gear(plan.on_clutch)} (C{plan.off_clutch} -> C{plan.on_clutch})"
+
+
 def figure_of(res: RunResult, title: str):
     """The swap as a matplotlib figure: speeds, pressures, torques, ratio and gear, the phases shaded.
 
@@ -257,8 +270,13 @@ def figure_of(res: RunResult, title: str):
     ax[2].plot(t, col["torque_c2"], color="tab:green", label="clutch 2 friction torque")
     ax[2].set_ylabel("clutch torque [N m]")
     legend(ax[2])
-    ax[3].plot(t, col["ratio"], color="tab:purple", label="overall ratio $-\\omega_4/\\omega_1$")
-    ax[3].set_ylabel("overall ratio [-]")
+    import numpy as np
+
+    w1, wo = np.asarray(col["w_1"]), np.asarray(col["w_out"])
+    with np.errstate(divide="ignore", invalid="ignore"):  # the ratio as describe gives it: input over output
+        ratio = np.where(wo != 0.0, w1 / wo, np.nan)
+    ax[3].plot(t, ratio, color="tab:purple", label="ratio $\\omega_1/\\omega_{out}$ (input over output speed)")
+    ax[3].set_ylabel("ratio [-]")
     gear = ax[3].twinx()
     gear.step(t, col["gear"], color="0.3", where="post", linewidth=1.0, label="engaged gear (right axis)")
     gear.set_ylabel("gear [-]")
@@ -302,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         res = run_lockstep(hil, ctl) if args.lockstep else run_realtime(hil, ctl, timeout_s=args.timeout)
         for t, ph in res.timeline:
             print(f"  t = {t:6.3f} s  {ph} phase")
-        for t, g, r in res.gear_changes:
-            print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {r:.5f} = 1/{1 / r:.1f})" if g and r else
+        for t, g, r in res.gear_changes:  # r: the plant's `ratio` output, output over input speed
+            print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {1 / r:.1f}, input over output speed)" if g and r else
                                                     "  (clutches slipping)"))
         print(f"  {res.states_received} states received ({res.seq_gaps} gaps), {res.commands_sent} commands sent")
         status = hil.status()
@@ -317,8 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         write_csv(res, args.csv)
     if args.plot:
-        plot(res, args.plot, f"Powershift swap clutch {ctl.plan.off_clutch} -> {ctl.plan.on_clutch}, "
-             f"closed over ZeroMQ ({plant['mode']})")
+        plot(res, args.plot, f"Powershift {shift_name(plant, ctl.plan)}, closed over ZeroMQ ({plant['mode']})")
         print(f"  plot written to {args.plot}")
     shifted = len(res.gears) >= 2 and res.gears[0] == 1 and res.gears[-1] == 3
     print("shift gear 1 -> gear 3: " + ("done" if shifted else "NOT completed"))

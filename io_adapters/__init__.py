@@ -5,12 +5,15 @@ Modules, by what they hold:
 * ``base``: the :class:`Adapter` interface with its per-tick template, the
   typed :class:`LoopContext` and its ``tick_info`` slots (``TI_*``), the
   adapter table :data:`ADAPTERS` and :func:`create_adapter`;
+* ``declaration``: what an adapter type declares before it opens (its
+  ``serve`` options, its fault kinds), read from light modules
+  (``zmq/declaration.py``, ``can/declaration.py``) that import no transport;
 * ``protocol``: the transport-neutral command and control vocabulary
   (``PROTOCOL_VERSION``, rejection ``REASONS``, ``ERROR_CODES``,
   ``error_reply``, ``schema_id``, the input check :class:`InputValidator`);
-* ``zmq``: the ZeroMQ transport (``adapter``, ``codec`` = the msgpack
-  encoding, ``client`` = the Python client ``HilClient``);
-* ``can``: the CAN transport (``adapter``, ``message_set`` = DBC + mapping,
+* ``zmq``: the ZeroMQ transport (``adapter``, ``declaration``, ``codec`` =
+  the msgpack encoding, ``client`` = the Python client ``HilClient``);
+* ``can``: the CAN transport (``adapter``, ``declaration``, ``message_set`` = DBC + mapping,
   ``layouts`` = DBC signals to tables, ``frames`` = the compiled frame codec,
   ``e2e``, ``share``, ``recorder``).
 

@@ -45,6 +45,8 @@ import numpy as np
 from plant_models.errors import GearboxHilError
 from plant_models.plant import Plant
 
+from .declaration import AdapterDeclaration, TransportFault, register_declaration
+
 # -- slots of LoopContext.tick_info (int64), written by the loop, read by adapters each tick --------------
 TI_WATCHDOG = 0  # 1 while the command watchdog is tripped
 TI_STATUS = 1  # status word of the last plant step
@@ -163,9 +165,15 @@ class Adapter(ABC):
     :meth:`_status_internal` and :meth:`command_counts`; :meth:`write` if it
     sends something every tick, :meth:`pump` (with :meth:`wake_fds`) if it
     moves data between ticks.  The rest has defaults.
+
+    What the server learns of the type before opening one (its
+    command-line options, its fault kinds) is its ``declaration``
+    (:mod:`io_adapters.declaration`); what the idle loop waits on, once
+    open, is :meth:`wake_fds` and :meth:`idle_fds` (with :meth:`idle_pending`).
     """
 
     type_name: ClassVar[str] = ""
+    declaration: ClassVar[AdapterDeclaration] = AdapterDeclaration()
 
     def __init__(self, name: str, options: dict):
         self.name = name
@@ -263,34 +271,43 @@ class Adapter(ABC):
     def poll_control(self, now_ns: int) -> None:
         """Serve pending control requests (called between ticks, outside the timed part)."""
 
-    def wait_handles(self) -> list:
-        """Sockets or file descriptors the loop may wait on while idle (paused, stopped, lockstep).
+    def idle_fds(self) -> list[int]:
+        """File descriptors the loop waits on while idle (paused, stopped, lockstep), besides :meth:`wake_fds`.
 
         When one becomes readable the loop calls :meth:`poll_control` at once
-        instead of after its idle timeout.  Accepts what ``zmq.Poller``
-        accepts: zmq sockets and plain file descriptors.
+        instead of after its idle timeout.  Plain descriptors for
+        ``select``; a transport whose descriptor signals edges, not levels
+        (ZeroMQ's ``FD`` option), also implements :meth:`idle_pending`.
         """
         return []
+
+    def idle_pending(self) -> bool:
+        """Whether input already waits that the descriptors of :meth:`idle_fds` would not signal again.
+
+        The loop asks it before it sleeps on them; True: it serves at once.
+        """
+        return False
 
     def publish_events(self, events: list[dict]) -> None:
         """Plant events (clutch stick/breakaway/reversal) since the last call; called between ticks."""
 
-    def check_fault(self, spec) -> None:
+    def check_fault(self, spec: TransportFault) -> None:
         """Raise ``plant_models.errors.FaultError`` (one line) if this transport cannot inject ``spec``.
 
-        ``spec`` is a :class:`server.faults.FaultSpec` of this transport's
-        target (``can``, ``zmq``); by default no fault is supported.  Between ticks.
+        ``spec`` is what this type's declaration parsed from a fault map of
+        its target (:meth:`~io_adapters.declaration.AdapterDeclaration.parse_fault`);
+        by default no fault is supported.  Between ticks.
         """
         from plant_models.errors import FaultError
 
         raise FaultError(f"fault: the {self.type_name or self.name} adapter {self.name!r} injects no "
                         f"{spec.target} faults")
 
-    def set_fault(self, spec) -> None:
+    def set_fault(self, spec: TransportFault) -> None:
         """Start injecting ``spec`` (checked with :meth:`check_fault` first) from the next tick on.  Between ticks."""
         self.check_fault(spec)
 
-    def clear_fault(self, spec) -> None:
+    def clear_fault(self, spec: TransportFault) -> None:
         """Stop injecting ``spec``.  Between ticks."""
 
     def command_counts(self) -> CommandCounts | None:
@@ -344,6 +361,9 @@ def register_adapter(type_name: str, factory: Callable[[str, dict], Adapter]) ->
     if type_name in ADAPTERS:
         raise ValueError(f"adapter type {type_name!r} is built in ({ADAPTERS[type_name][0]})")
     _REGISTERED[type_name] = factory
+    decl = getattr(factory, "declaration", None)
+    if isinstance(decl, AdapterDeclaration):  # its command-line options and fault kinds
+        register_declaration(type_name, decl)
 
 
 def adapter_types() -> list[str]:

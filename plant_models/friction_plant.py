@@ -37,6 +37,16 @@ STEP_SIGNATURE = "int64(" + BUFS + ", float64)"  # step(mf, mi, df, di, dt) -> s
 REFRESH_SIGNATURE = "int64(" + BUFS + ", int64)"  # refresh(mf, mi, df, di, status) -> plant status bits
 
 
+# The row model floats a clutch fault changes (the base value of each is the tuned one), in the order of the
+# columns of FrictionPlant._tuned.
+_FAULTED_SLOTS = (L.MF_GAIN_STATIC, L.MF_GAIN_KINETIC, L.MF_ACT_PRELOAD, L.MF_ACT_LAG, L.MF_KIN_CAP)
+T_GAIN_STATIC, T_GAIN_KINETIC, T_PRELOAD, T_LAG, T_KIN_CAP = range(5)
+# columns of the fault overlay of a row (FrictionPlant.set_clutch_overlay)
+O_CAPACITY, O_STATIC, O_LAG, O_PRELOAD = range(4)
+NEUTRAL_OVERLAY = (1.0, 1.0, 1.0, 0.0)
+PA_PER_BAR = 1.0e5  # the pressure inputs are in bar
+
+
 def friction_kernels(step, refresh) -> tuple[Kernel, Kernel]:
     """The two kernels of a friction plant (see :class:`FrictionPlant` for how they are written)."""
     return Kernel("step", step, STEP_SIGNATURE), Kernel("refresh", refresh, REFRESH_SIGNATURE)
@@ -101,6 +111,12 @@ class FrictionPlant(CompiledPlant):
         self.spec = self.build_spec(params)
         super().__init__(params, source)
         self._fill_model()
+        g = len(self.spec.rows)
+        # The tuned (base) values of the row floats a clutch fault changes, and the fault overlay of each row:
+        # the model floats the step reads are computed from both whenever either changes (_apply_row), so a
+        # parameter tuned during a fault, and a fault cleared after a tuning, both leave the right value.
+        self._tuned = np.array([[float(self.mf[int(self.mi[s]) + r]) for r in range(g)] for s in _FAULTED_SLOTS])
+        self._overlay = np.tile(np.array(NEUTRAL_OVERLAY), (g, 1))
         self.reset()
 
     # -- what the plant is ---------------------------------------------------------------------------
@@ -200,34 +216,115 @@ class FrictionPlant(CompiledPlant):
         changes its momentum and invalidates the core's constrained-inertia
         cache.  Subclasses add their own with ``super().tunable_parameters() + [...]``.
         """
-        mf, mi, df = self.mf, self.mi, self.df
+        mf, mi = self.mf, self.mi
 
-        def slot(name, unit, lo, hi, doc, slot_, idx, after_set=None, at_most=""):
+        def slot(name, unit, lo, hi, doc, slot_, idx, at_most=""):
             off = int(mi[slot_]) + idx
 
             def set_(v):
                 mf[off] = v
-                if after_set is not None:
-                    after_set()
 
             return Param(name, unit, lo, hi, doc, lambda: float(mf[off]), set_, at_most=at_most)
 
-        def lag_changed():
-            # the lag factors are cached per sub-step length; NaN never equals h, so they are recomputed
-            df[int(mi[L.DF_EXP_H])] = math.nan
+        def tuned(name, unit, lo, hi, doc, col, idx, at_most=""):
+            # a row float a clutch fault may change: the parameter is its tuned value, under any fault overlay
+            def set_(v):
+                self._tuned[col, idx] = v
+                self._apply_row(idx)
+
+            return Param(name, unit, lo, hi, doc, lambda: float(self._tuned[col, idx]), set_, at_most=at_most)
 
         out = [slot(f"shaft.{s}.drag", "N m s/rad", 0.0, 1e9, f"viscous drag of shaft {s} to ground", L.MF_DRAG, j)
                for j, s in enumerate(self.core.spec.shaft_names)]
         for i, row in enumerate(self.core.spec.rows):
             r = row.name
             out += [
-                slot(f"row.{r}.gain_static", "1", 0.0, 1e9, f"static capacity of {r} per unit normal force",
-                     L.MF_GAIN_STATIC, i),
-                slot(f"row.{r}.gain_kinetic", "1", 0.0, 1e9,
-                     f"Coulomb amplitude of {r} per unit normal force (<= gain_static)", L.MF_GAIN_KINETIC, i,
-                     at_most=f"row.{r}.gain_static"),
+                tuned(f"row.{r}.gain_static", "1", 0.0, 1e9, f"static capacity of {r} per unit normal force",
+                      T_GAIN_STATIC, i),
+                tuned(f"row.{r}.gain_kinetic", "1", 0.0, 1e9,
+                      f"Coulomb amplitude of {r} per unit normal force (<= gain_static)", T_GAIN_KINETIC, i,
+                      at_most=f"row.{r}.gain_static"),
                 slot(f"row.{r}.viscous", "force/(row speed)", 0.0, 1e9, f"viscous drag across {r}", L.MF_ROW_VISC, i),
-                slot(f"row.{r}.act_lag_s", "s", 0.0, 10.0, f"first-order lag of the actuator of {r}", L.MF_ACT_LAG,
-                     i, lag_changed),
+                tuned(f"row.{r}.act_lag_s", "s", 0.0, 10.0, f"first-order lag of the actuator of {r}", T_LAG, i),
             ]
         return out
+
+    # -- clutch faults: an overlay on the tuned row floats ---------------------------------------------
+    def is_kinematic_row(self, row: int) -> bool:
+        """Whether friction row ``row`` is a kinematic clutch (a shift time, no pressure lag)."""
+        return self.spec.rows[row].kinematic_shift_time > 0
+
+    def full_normal_force(self, row: int) -> float:
+        """Normal force of row ``row`` at the top of its command range (its pressure input's upper bound), N.
+
+        30 bar when the plant has no pressure input for the row (above any shipped clutch's range).
+        """
+        gain = float(self.mf[int(self.mi[L.MF_ACT_GAIN]) + row])
+        name = self.row_names()[row]
+        names = {s.name for s in self.inputs}
+        for cand in (f"p_{name.lower()}", f"p_c{row + 1}"):
+            if cand in names:
+                return gain * self.input_signal(cand).hi * PA_PER_BAR
+        return gain * 30.0 * PA_PER_BAR
+
+    def clutch_overlay(self, row: int) -> tuple[float, float, float, float]:
+        """The fault overlay of row ``row``: (capacity factor, static factor, lag factor, preload offset N)."""
+        return tuple(float(v) for v in self._overlay[row])
+
+    def set_clutch_overlay(self, row: int, capacity: float = 1.0, static: float = 1.0, lag: float = 1.0,
+                           preload: float = 0.0) -> None:
+        """Put a fault overlay on row ``row`` (the neutral values: none); between steps.
+
+        The model floats of the row become: static gain = tuned x ``capacity``
+        x ``static``; Coulomb gain and kinematic capacity = tuned x
+        ``capacity``; actuator lag = tuned x ``lag``; actuator preload = tuned
+        + ``preload`` (N).  The tuned values stay what ``set_params`` sets and
+        ``get_params`` reports.
+        """
+        self._overlay[row] = (capacity, static, lag, preload)
+        self._apply_row(row)
+
+    def clear_clutch_overlays(self) -> None:
+        """Every row back to its tuned values."""
+        for r in range(self._overlay.shape[0]):
+            if tuple(self._overlay[r]) != NEUTRAL_OVERLAY:
+                self.set_clutch_overlay(r)
+
+    def _apply_row(self, r: int) -> None:
+        """Write row r's model floats from its tuned values and its overlay (between steps)."""
+        t, (cap, stat, lag, pre) = self._tuned[:, r], self._overlay[r]
+        values = (t[T_GAIN_STATIC] * cap * stat, t[T_GAIN_KINETIC] * cap, t[T_PRELOAD] + pre, t[T_LAG] * lag,
+                  t[T_KIN_CAP] * cap)
+        mf, mi = self.mf, self.mi
+        lag_slot = int(mi[L.MF_ACT_LAG]) + r
+        old_lag = float(mf[lag_slot])
+        for s, v in zip(_FAULTED_SLOTS, values):
+            mf[int(mi[s]) + r] = v
+        if mf[lag_slot] != old_lag:
+            # the lag factors are cached per sub-step length; NaN never equals h, so they are recomputed
+            self.df[int(mi[L.DF_EXP_H])] = math.nan
+
+    def tuned_state(self) -> np.ndarray:
+        """A copy of the tuned row floats (rows: static gain, Coulomb gain, preload, lag, kinematic capacity).
+
+        For a snapshot: the model floats (``mf``) carry the overlay, these are what it acts on.
+        """
+        return self._tuned.copy()
+
+    def set_tuned_state(self, tuned: np.ndarray) -> None:
+        """Restore :meth:`tuned_state` (the overlays are set again by whoever set them); ValueError if it does
+        not fit this plant."""
+        if not isinstance(tuned, np.ndarray) or tuned.shape != self._tuned.shape or tuned.dtype != self._tuned.dtype:
+            raise ValueError("the tuned row floats do not fit this plant")
+        self._tuned[:] = tuned
+
+    def tuned_from_model(self, originals: dict[int, list[float]]) -> None:
+        """The tuned values from the model floats, except the rows of ``originals`` (row -> the 5 tuned floats).
+
+        For a snapshot of before the overlay (whose fault set kept the faulted rows' original floats).
+        """
+        mf, mi = self.mf, self.mi
+        for c, s in enumerate(_FAULTED_SLOTS):
+            self._tuned[c] = mf[int(mi[s]):int(mi[s]) + self._tuned.shape[1]]
+        for r, vals in originals.items():
+            self._tuned[:, int(r)] = vals

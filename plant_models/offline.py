@@ -286,10 +286,14 @@ class Run:
     when the run was made) and after every ``every``-th step and the last;
     ``out_step`` the step count of each row.  :meth:`advance` takes the next
     steps; :meth:`events` names the events collected (see
-    :meth:`Plant.name_events`).
+    :meth:`Plant.name_events`).  With ``buffer_rows`` the output arrays
+    hold that many rows (at least 2) and are emptied by :meth:`take_rows`:
+    :meth:`advance` then stops where the buffer is full, so a run of any
+    length is written out in chunks with bounded memory.
     """
 
-    def __init__(self, plant: CompiledPlant, table: InputTable, dt: float, n_steps: int, every: int = 1):
+    def __init__(self, plant: CompiledPlant, table: InputTable, dt: float, n_steps: int, every: int = 1,
+                 buffer_rows: int | None = None):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         if not isinstance(plant, CompiledPlant):
@@ -309,7 +313,9 @@ class Run:
                              t_at, src_at, kind_at, count_at, cap], dtype=np.int64)
         self.acc = np.zeros(ACC_LEN, dtype=np.int64)
         self.acc[ACC_EV_READ] = plant.di[count_at]
-        self.out = np.empty((output_rows(self.n_steps, self.every), plant.n_out))
+        rows = output_rows(self.n_steps, self.every)
+        self.buffered = buffer_rows is not None and buffer_rows < rows
+        self.out = np.empty((max(2, int(buffer_rows)) if self.buffered else rows, plant.n_out))
         self.out_step = np.empty(self.out.shape[0], dtype=np.int64)
         self.out[0] = plant.y
         self.out_step[0] = 0
@@ -325,6 +331,8 @@ class Run:
     def advance(self, steps: int | None = None) -> int:
         """Take the next ``steps`` steps (all that remain by default); returns the steps taken so far."""
         k1 = self.n_steps if steps is None else min(self.n_steps, self.k + int(steps))
+        if self.buffered:  # no more steps than rows left (a row per every-th step and one for the last)
+            k1 = min(k1, self.k + (self.out.shape[0] - self.rows - 1) * self.every)
         p = self.plant
         while self.k < k1:
             self.k = int(run_steps(self._step_at, p.mf, p.mi, p.df, p.di, self.kind, self.times, self.values, self.dt,
@@ -353,6 +361,13 @@ class Run:
         self.plant.set_state((snap["df"], snap["di"]))
         self.acc[:] = snap["acc"]
         self.k = int(snap["k"])
+
+    def take_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(out_step, out)`` of the rows written since the last call (copies); the buffer is empty after."""
+        r = self.rows
+        taken = self.out_step[:r].copy(), self.out[:r].copy()
+        self.acc[ACC_ROWS] = 0
+        return taken
 
     @property
     def status_or(self) -> int:
@@ -386,7 +401,8 @@ class StepwiseRun:
 
     BLOCK = 256  # input rows evaluated at a time
 
-    def __init__(self, plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1):
+    def __init__(self, plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1,
+                 buffer_rows: int | None = None):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.plant = plant
@@ -397,7 +413,9 @@ class StepwiseRun:
         self.kind, self.times, self.values = table.arrays()
         if self.kind.shape[0] != plant.n_in:
             raise ValueError(f"the input table has {self.kind.shape[0]} rows, the plant {plant.n_in} inputs")
-        self.out = np.empty((output_rows(self.n_steps, self.every), plant.n_out))
+        rows = output_rows(self.n_steps, self.every)
+        self.buffered = buffer_rows is not None and buffer_rows < rows
+        self.out = np.empty((max(2, int(buffer_rows)) if self.buffered else rows, plant.n_out))
         self.out_step = np.empty(self.out.shape[0], dtype=np.int64)
         self.out[0] = plant.y
         self.out_step[0] = 0
@@ -437,7 +455,16 @@ class StepwiseRun:
                 self.out[self._rows] = y
                 self.out_step[self._rows] = self.k
                 self._rows += 1
+                if self._rows == self.out.shape[0]:
+                    break  # a buffered run's rows are full: the caller takes them (take_rows) and goes on
         return self.k
+
+    def take_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(out_step, out)`` of the rows written since the last call (copies); the buffer is empty after."""
+        r = self._rows
+        taken = self.out_step[:r].copy(), self.out[:r].copy()
+        self._rows = 0
+        return taken
 
     @property
     def status_or(self) -> int:
@@ -456,10 +483,11 @@ class StepwiseRun:
         return list(self._events)
 
 
-def make_run(plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1) -> Run | StepwiseRun:
+def make_run(plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1,
+             buffer_rows: int | None = None) -> Run | StepwiseRun:
     """The compiled :class:`Run` for a plant with a compiled step, else a :class:`StepwiseRun`."""
     cls = Run if isinstance(plant, CompiledPlant) else StepwiseRun
-    return cls(plant, table, dt, n_steps, every)
+    return cls(plant, table, dt, n_steps, every, buffer_rows)
 
 
 def warm_up() -> None:

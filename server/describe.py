@@ -1,5 +1,7 @@
-"""``gearbox-hil describe CONFIG``: the plant's signals with units, ranges and defaults (and, for a
-transmission described as data, its independent speeds and its gears with their ratios).
+"""``gearbox-hil describe CONFIG``: the plant's signals with units, ranges and defaults, where those units
+hold (ZeroMQ: as listed; CAN: the DBC's, e.g. rpm), and every gear with its engaged elements and its ratio
+(input speed over output speed) for the plants with gears (Powershift, DCT, transmissions described as
+data, which also show their independent speeds).
 
 Read from the config's parameters alone: the plant is not built and nothing compiles.
 """
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from plant_models.config import repo_root
 from plant_models.registry import describe_config
 
 
@@ -27,10 +30,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n{title}:")
         for s in d[key]:
             print(f"  {s['name']:<16} {s['unit']:<7} [{s['min']:g}, {s['max']:g}]  default {s['default']:g}  {s['doc']}")
+    print("\n" + units_note(d["kind"]))
     if d.get("independent_speeds"):  # a transmission described as data: its reduction and shift table
         print(f"\nindependent speeds: {', '.join(d['independent_speeds'])}")
     if d.get("gears"):
-        print("\ngears (engaged elements, ratio w_input / w_out):")
+        print(f"\ngears (engaged elements; {RATIO})")
         for g in d["gears"]:
             print(f"  {g['name']:<4} {', '.join(g['engaged']):<24} {g['ratio']:.4f}")
     return 0
+
+
+RATIO = "ratio = input speed / output speed"
+
+
+def units_note(kind: str) -> str:
+    """Where the units above hold, and what CAN carries instead."""
+    text = "units: as listed over ZeroMQ, in scenarios, traces and recordings (speeds in rad/s)"
+    if (repo_root() / "configs" / f"io_can_{kind}.toml").is_file():
+        text += (f"; over CAN as the DBC states them, converted by the adapter (speeds in rpm, "
+                 f"configs/io_can_{kind}.toml)")
+    return text

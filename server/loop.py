@@ -1,27 +1,22 @@
 """The fixed-rate loop: read -> step -> write on absolute deadlines, with timing telemetry.
 
-One thread does everything, so nothing waits for the GIL: between ticks it
-lets the adapters publish the states of the last ticks and take in arrived
-commands (:meth:`~io_adapters.base.Adapter.pump`), serves control requests,
-flushes logs and prints the status line, each only while enough slack
-remains before the next deadline; it sleeps on the adapters' input
-(:meth:`~io_adapters.base.Adapter.wake_fds`), so a command that arrives
-while it sleeps is taken in at once; at the deadline it wakes (sleep,
-sleep-then-spin or spin) and runs the tick, which does physics and copies,
-nothing else:
+One thread does everything, so nothing waits for the GIL.  Between ticks,
+while the slack allows, :mod:`server.housekeeping` pumps the adapters
+(states out, commands in), serves control requests, publishes events and
+shows the status line; :mod:`server.waits` waits for the deadline (sleep,
+sleep-then-spin or spin; a sleep wakes for adapter input).  The tick does
+physics and copies, nothing else:
 
 1. every adapter's ``read`` copies the commands decoded since the last tick
    into ``plant.u``;
 2. a loaded scenario writes the inputs of this step (exactly as the offline
    simulator does), or else the command watchdog applies its safe action;
 3. ``plant.step(dt)``: one compiled call; with signal faults injected
-   (:mod:`server.faults`), one compiled call before it fakes the faulted
-   inputs;
+   (:mod:`server.faults`), one before it fakes the faulted inputs;
 4. the state after the step goes into the next row of the state ring
-   (:mod:`io_adapters.ring`): one compiled call, which is how the ZeroMQ
-   state stream (and any other consumer) gets it, between ticks; with signal
-   faults injected the same call first fakes the faulted outputs and then
-   gives the faulted inputs their commanded values back;
+   (:mod:`io_adapters.ring`), which every consumer (the ZeroMQ state stream)
+   reads between ticks: one compiled call, which with signal faults also
+   fakes the faulted outputs and gives the faulted inputs back;
 5. the ``write`` of every adapter that sends something every tick (CAN
    frames due this tick).
 
@@ -43,16 +38,16 @@ collector is frozen and disabled while the loop runs; a young-generation
 collection runs in the slack between ticks once a second, so reference
 cycles created by control requests do not accumulate.
 
-The loop does only this.  It is handed its parts by :mod:`server.runtime`:
-the command watchdog (:mod:`server.watchdog`), the scenario player
-(:mod:`server.scenario_player`), and, through :meth:`Loop.attach`, the
-context it shares with the adapters and a :class:`Reporter` (the status
-report of :mod:`server.status`, which reads the loop; the loop does not
-import it).  Control requests (:mod:`server.control`) change it only
-through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
+The loop does the tick and its transitions.  :mod:`server.runtime` hands
+it the command watchdog and the scenario player, and through
+:meth:`Loop.attach` the adapters' context and a :class:`Reporter` (the
+status report, which reads the loop; the loop does not import it).  Its
+fault set (:attr:`Loop.faults`) sets and clears faults and gives the tick
+its compiled partials; :mod:`server.snapshots` assembles a snapshot from
+each part's own state.  Control requests (:mod:`server.control`) change it
+only through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
 :meth:`Loop.stop`, :meth:`Loop.reset`, :meth:`Loop.step`,
-:meth:`Loop.apply_inputs`, :meth:`Loop.queue_inputs`,
-:meth:`Loop.set_fault`, :meth:`Loop.clear_fault`, :meth:`Loop.snapshot`,
+:meth:`Loop.apply_inputs`, :meth:`Loop.queue_inputs`, :meth:`Loop.snapshot`,
 :meth:`Loop.restore`, :meth:`Loop.set_step` and :meth:`Loop.request_shutdown`.
 """
 
@@ -61,45 +56,33 @@ from __future__ import annotations
 import functools
 import gc
 import logging
-import select
-import signal
 import sys
-import threading
 import time
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from io_adapters.base import TI_OVERRUNS, TI_STATUS, Adapter, LoopContext
 from io_adapters.ring import StateRing, ring_push
+from plant_models.errors import SnapshotError
 from plant_models.plant import Plant
 
-from . import rtsetup
+from . import rtsetup, snapshots
+from .faults import FaultSet, FaultSpec
 from .loop_config import LoopConfig
-from .faults import FaultSet, FaultSpec, fault_inputs, fault_push
 from .scenario import offline_step
 from .scenario_player import ScenarioPlayer
 from .telemetry import (C_MISSED, C_MISSED_GRACE, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry,
                         record_tick)
+from .housekeeping import Housekeeping, Reporter
+from .waits import Waiter
 from .watchdog import CommandWatchdog
 
 STOPPED = "stopped"
 RUNNING = "running"
 PAUSED = "paused"
-# The spin wait rehearses the adapters' decoding (about 10 us) only with at least this much time to the deadline.
-REHEARSAL_SLACK_NS = 30_000
 
 log = logging.getLogger("gearbox_hil.loop")
-
-
-class Reporter(Protocol):
-    """What the loop calls to report its status between ticks (implemented by :class:`server.status.StatusReport`)."""
-
-    def warm_up(self) -> None:
-        """Run the reporting code paths once before the first deadline (changes nothing)."""
-
-    def status_window(self) -> None:
-        """A status window ended while running: close it and show the status line."""
 
 
 class Loop:
@@ -149,26 +132,8 @@ class Loop:
         self.player = player
         self.tick_info = tick_info
         self.initial_inputs = dict(initial_inputs or {})
-        # injected faults (server/faults.py): their tables, and the two compiled calls with the tables bound
-        self.faults = FaultSet(plant, tick_info, self.adapters)
-        fs = self.faults
-        self._fault_in = functools.partial(fault_inputs, fs.fi, fs.ff, plant.df)
-        # fault_push(n, tick, now_ns, t): faulted outputs, the ring row, commanded inputs back, in one call
-        self._fault_push = functools.partial(fault_push, fs.fi, fs.ff, plant.df, self.ring.head, self.ring.ints,
-                                             self.ring.floats, tick_info)
-        self._n_faults = 0  # signal-fault table rows in use; 0: the tick calls no fault function
-        # The tick's rehearsal (sleep_spin): the step, the ring row and the telemetry on scratch copies, in the spin
-        # before the deadline, so that a tick after a sleep finds its code and data in the caches (BENCHMARKS.md,
-        # "The tick").
-        # (only a compiled plant whose step is the standard call on its buffers: its state is all in them)
-        self._rehearse_step = plant.rehearsable
-        self._dry_df = np.empty_like(plant.df)
-        self._dry_di = np.empty_like(plant.di)
-        dry_ring = StateRing.for_plant(plant, 4)
-        self._dry_ring_push = functools.partial(ring_push, dry_ring.head, dry_ring.ints, dry_ring.floats,
-                                                tick_info.copy(), self._dry_df)
-        scratch = Telemetry(cfg.period_ns, 1)
-        self._dry_record_tick = functools.partial(record_tick, scratch.counters, scratch.hist, scratch.samples)
+        # injected faults (server/faults.py): the tick calls their two compiled partials while n_signal > 0
+        self.faults = FaultSet(plant, tick_info, self.adapters, self.ring)
         self.state = STOPPED
         self.tick = 0  # plant steps taken since the last reset
         self.telemetry = Telemetry(self.period_ns, cfg.sample_capacity)
@@ -188,28 +153,14 @@ class Loop:
         self._queued_idx = np.zeros(max(plant.n_in, 1), dtype=np.int64)
         self._queued_val = np.zeros(max(plant.n_in, 1))
         self._queued_n = 0
-        self._last_status_window = 0
-        self._last_gc = 0
-        self._last_events = 0
         self._rt: rtsetup.RealtimeSettings | None = None
         self._opened: list[Adapter] = []
-        self._wait = {"sleep": self._wait_sleep, "sleep_spin": self._wait_sleep_spin,
-                      "spin": self._wait_spin}[cfg.wait]
-        self._spin_margin_ns = int(cfg.spin_margin_us * 1000)
-        self._adapt_margin = cfg.spin_margin_adapt
-        self._margin_min_ns = 20_000
-        # At most half a period: a margin near the period is a pure spin, which under SCHED_FIFO triggers
-        # the kernel's real-time throttling.
-        self._margin_max_ns = max(min(self._spin_margin_ns, self.period_ns // 2), self._margin_min_ns)
-        if self._adapt_margin:
-            self._spin_margin_ns = self._margin_max_ns
-        self._overshoot_q = self._spin_margin_ns
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
         # rates still serve requests; and no request waits more than 50 ms (see _run_realtime).
-        self._service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
-        self._last_service = 0
-        self._wake_fds: list[int] = []
-        self._adapter_rehearsals: list = []  # adapters' rehearse methods (those that have one), set by open()
+        self.service_budget_ns = min(int(cfg.service_budget_us * 1000), self.period_ns * 6 // 10)
+        # the wait before each deadline (it pumps when input arrives), and the work between ticks
+        self.waiter = Waiter(self, lambda until_ns: self._pump(until_ns), self.service_budget_ns)
+        self.housekeeping = Housekeeping(self)
         self._pumped_at = 0  # ring rows written when the adapters last pumped
         self._pump_every = max(1, self.ring.capacity // 2)  # lockstep and afap pump at least this often
         self._pump_failures = 0
@@ -232,8 +183,10 @@ class Loop:
                 self.close()
                 raise
             self._opened.append(a)
-        self._wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
-        self._adapter_rehearsals = [a.rehearse for a in self.adapters if type(a).rehearse is not Adapter.rehearse]
+        w = self.waiter
+        w.wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
+        w.adapter_rehearsals = [a.rehearse for a in self.adapters if type(a).rehearse is not Adapter.rehearse]
+        self.housekeeping.adapters_opened(self.adapters, w.wake_fds)
 
     def close(self) -> None:
         for a in reversed(self._opened):
@@ -267,7 +220,6 @@ class Loop:
         """
         if self.faults.active:
             self.faults.clear()
-            self._n_faults = self.faults.n_signal
         initial = self.player.rewind()
         if initial is None:
             initial = dict(self.initial_inputs)
@@ -297,129 +249,55 @@ class Loop:
         self._queued_n = count
 
     def set_fault(self, fault: dict | FaultSpec) -> FaultSpec:
-        """Inject a fault (the map of ``docs/faults.md``, or a parsed spec) from the next tick on; returns it.
-
-        Between ticks (a control request, or a runner that steps the loop
-        and applies a fault schedule).  Raises ``FaultError`` for a bad
-        fault, changing nothing.
-        """
-        spec = self.faults.set(fault)
-        self._n_faults = self.faults.n_signal
-        return spec
+        """Inject a fault (a map of ``docs/faults.md``) from the next tick on (:meth:`FaultSet.set`); returns it."""
+        return self.faults.set(fault)
 
     def clear_fault(self, name: str | None = None) -> list[str]:
-        """Clear the fault called ``name`` (None: all) from the next tick on; returns the names cleared.
-
-        Raises ``KeyError`` for a name that is not active.
-        """
-        gone = self.faults.clear(name)
-        self._n_faults = self.faults.n_signal
-        return gone
+        """Clear the fault called ``name`` (None: all) from the next tick on (:meth:`FaultSet.clear`)."""
+        return self.faults.clear(name)
 
     def snapshot(self) -> dict:
-        """The whole simulation state, to continue bit-exactly with :meth:`restore`; between ticks.
-
-        The plant's data and model floats (the core's state, stuck modes,
-        pressure lags, kinematic phases, time, counters, tuned parameters),
-        the loop's tick and step, the inputs queued for the next tick, the
-        scenario position, the injected faults and the command watchdog.  A
-        dict of plain values and numpy arrays (:mod:`server.snapshots`
-        writes it to a file).  The state ring, the adapters' own counters
-        (CAN alive counters, sequence numbers) and the timing telemetry are
-        not part of it: they describe the link and the run, not the
-        simulation.
-        """
-        plant = self.plant
-        df, di = plant.get_state()
-        player = self.player
-        sc = player.loaded
-        return {
-            "format": 1,
-            "plant": {"kind": plant.kind, "n_in": plant.n_in, "n_out": plant.n_out,
-                      "outputs": [s.name for s in plant.outputs], "mf": plant.mf.copy(), "df": df, "di": di},
-            "loop": {"tick": self.tick, "period_ns": self.period_ns, "mode": self.mode,
-                     "tick_info": self.tick_info.copy(), "queued_idx": self._queued_idx.copy(),
-                     "queued_val": self._queued_val.copy(), "queued_n": self._queued_n},
-            "scenario": None if sc is None else {
-                "source": sc.scenario.source, "n_steps": sc.n_steps, "dt_s": sc.dt,
-                "active": player.active is not None, "finished": bool(player.info and player.info.get("finished")),
-                "finished_at_tick": (player.info or {}).get("finished_at_tick")},
-            "faults": self.faults.get_state(),
-            "watchdog": self.watchdog.get_state(self.clock_ns()),
-        }
+        """The whole simulation state, to continue bit-exactly with :meth:`restore` (:func:`server.snapshots.take`)."""
+        return snapshots.take(self)
 
     def restore(self, snap: dict) -> None:
-        """Continue from a :meth:`snapshot` of this plant (the same config); between ticks.
+        """Continue from a :meth:`snapshot` of this plant and config (:func:`server.snapshots.restore`).
 
-        Checks everything before it changes anything: the plant's kind and
-        ports, the buffers' shapes and the loaded scenario (the same one must
-        be loaded, or none if none was).  Raises ``SnapshotError`` (nothing
-        changed) for a snapshot that does not fit.
+        Every part checks its own state before any changes; ``SnapshotError``
+        (nothing changed) for a snapshot that does not fit.
         """
-        from plant_models.errors import FaultError, SnapshotError
+        snapshots.restore(self, snap)
 
-        plant = self.plant
-        p = snap.get("plant") if isinstance(snap, dict) else None
-        if not isinstance(p, dict) or snap.get("format") != 1:
-            raise SnapshotError("not a snapshot of this server (format 1)")
-        if (p.get("kind") != plant.kind or p.get("n_in") != plant.n_in or p.get("n_out") != plant.n_out
-                or list(p.get("outputs", [])) != [s.name for s in plant.outputs]):
-            raise SnapshotError(f"the snapshot is of a {p.get('kind')} plant with other signals, not of this "
-                            f"{plant.kind} plant")
-        for key, buf in (("mf", plant.mf), ("df", plant.df), ("di", plant.di)):
-            a = p.get(key)
-            if not isinstance(a, np.ndarray) or a.shape != buf.shape or a.dtype != buf.dtype:
-                raise SnapshotError(f"the snapshot's plant buffer {key} does not fit this plant's configuration")
-        try:  # every field read and checked before anything changes
-            lp = snap["loop"]
-            period_ns, tick, queued_n = int(lp["period_ns"]), int(lp["tick"]), int(lp["queued_n"])
-            ti = np.asarray(lp["tick_info"], dtype=np.int64)
-            q_idx = np.asarray(lp["queued_idx"], dtype=np.int64)
-            q_val = np.asarray(lp["queued_val"], dtype=np.float64)
-            wd, flt = snap["watchdog"], snap["faults"]
-            want, have = snap["scenario"], self.player.loaded
-            if (ti.shape != self.tick_info.shape or q_idx.shape != self._queued_idx.shape
-                    or q_val.shape != self._queued_val.shape or not 0 <= queued_n <= q_idx.size
-                    or tick < 0 or period_ns <= 0):
-                raise ValueError("loop fields of the wrong shape")
-            for key in ("held", "cur", "cur_rate", "max_rate"):
-                if np.shape(wd[key]) != getattr(self.watchdog, key).shape:
-                    raise ValueError(f"watchdog.{key} of the wrong shape")
-            for key, arr in (("fi", self.faults.fi), ("ff", self.faults.ff)):
-                a = flt[key]
-                if not isinstance(a, np.ndarray) or a.shape != arr.shape or a.dtype != arr.dtype:
-                    raise ValueError(f"faults.{key} of the wrong shape")
-            specs = [self.faults.parse(dict(d), "snapshot fault") for d in flt["active"]]
-            if not 0 <= int(flt["n"]) <= len(specs):
-                raise ValueError("faults.n out of range")
-        except FaultError as exc:
-            raise SnapshotError(f"a fault of the snapshot does not fit: {exc}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SnapshotError(f"a damaged snapshot ({type(exc).__name__}: {exc})") from None
+    # ------------------------------------------------------------------ the clock's part of a snapshot
+    def snapshot_state(self) -> dict:
+        """The loop's part of a snapshot: tick, step, mode, the status word and the inputs queued for the next tick."""
+        return {"tick": self.tick, "period_ns": self.period_ns, "mode": self.mode, "tick_info": self.tick_info.copy(),
+                "queued_idx": self._queued_idx.copy(), "queued_val": self._queued_val.copy(),
+                "queued_n": self._queued_n}
+
+    def check_state(self, st: dict) -> None:
+        """Raise unless ``st`` fits this loop (shapes; a realtime loop keeps its period); changes nothing."""
+        period_ns, tick, queued_n = int(st["period_ns"]), int(st["tick"]), int(st["queued_n"])
+        shapes = [(np.asarray(st[k]).shape, ref.shape) for k, ref in (
+            ("tick_info", self.tick_info), ("queued_idx", self._queued_idx), ("queued_val", self._queued_val))]
+        if (any(a != b for a, b in shapes) or not 0 <= queued_n <= self._queued_idx.size or tick < 0
+                or period_ns <= 0):
+            raise ValueError("loop fields of the wrong shape")
         if period_ns != self.period_ns and self.mode == "realtime":
             raise SnapshotError(f"the snapshot's step {period_ns / 1e9:g} s differs from this realtime server's "
-                            f"period {self.dt:g} s")
-        if (want is None) != (have is None) or (want is not None and (
-                want["source"] != have.scenario.source or want["n_steps"] != have.n_steps
-                or want["dt_s"] != have.dt)):
-            raise SnapshotError("the snapshot was taken with " + (f"scenario {want['source']} loaded" if want else
-                            "no scenario loaded") + ", the server has " +
-                            (f"scenario {have.scenario.source} loaded" if have else "none loaded"))
-        del specs  # parsed above only to check them; set_state parses them again as it sets them
-        self.faults.clear_for_restore()
-        plant.mf[:] = p["mf"]
-        plant.set_state((p["df"], p["di"]))
+                                f"period {self.dt:g} s")
+
+    def restore_state(self, st: dict) -> None:
+        """Restore a checked :meth:`snapshot_state`; the next :meth:`start` continues from it."""
+        period_ns = int(st["period_ns"])
         if period_ns != self.period_ns:
             self.set_step(period_ns / 1e9)
-        self.tick = tick
-        self.tick_info[TI_STATUS] = ti[TI_STATUS]  # the other slots: set below (watchdog, scenario, faults) or telemetry
-        self._queued_idx[:] = q_idx
-        self._queued_val[:] = q_val
-        self._queued_n = queued_n
-        self.player.seek(self.tick, want)
-        self.watchdog.set_state(wd, self.clock_ns())
-        self.faults.set_state(flt)
-        self._n_faults = self.faults.n_signal
+        self.tick = int(st["tick"])
+        # the other slots: set by the watchdog, the scenario player, the fault set, or telemetry
+        self.tick_info[TI_STATUS] = np.asarray(st["tick_info"], dtype=np.int64)[TI_STATUS]
+        self._queued_idx[:] = np.asarray(st["queued_idx"], dtype=np.int64)
+        self._queued_val[:] = np.asarray(st["queued_val"], dtype=np.float64)
+        self._queued_n = int(st["queued_n"])
         self._restart_pending = False
 
     def set_step(self, dt: float) -> None:
@@ -471,6 +349,10 @@ class Loop:
         return self._shutdown
 
     @property
+    def running(self) -> bool:
+        return self.state == RUNNING
+
+    @property
     def status_word(self) -> int:
         """Status word of the last plant step (0: normal)."""
         return int(self.tick_info[TI_STATUS])
@@ -488,7 +370,7 @@ class Loop:
     @property
     def spin_margin_us(self) -> float:
         """How long before a deadline the sleep_spin wait stops sleeping (adapted to the machine), us."""
-        return self._spin_margin_ns / 1000.0
+        return self.waiter.spin_margin_us
 
     def sim_ns(self) -> int:
         """Simulated time of the next tick in ns (the clock of lockstep and afap)."""
@@ -516,13 +398,14 @@ class Loop:
         if k == player.swap_at:
             player.swap()
         sc = player.active
-        nf = self._n_faults
+        faults = self.faults
+        nf = faults.n_signal
         if sc is not None and k < sc.n_steps:
             # exactly the offline simulator's step, so lockstep equals `gearbox-hil simulate` bit for bit
             t0 = time.monotonic_ns()
             if nf:  # the same two stages with the faulted inputs between them
                 sc.apply(plant, k)
-                self._fault_in(nf)
+                faults.inputs(nf)
                 st = plant.step(sc.dt)
             else:
                 st = offline_step(plant, sc, k)
@@ -532,14 +415,14 @@ class Loop:
             elif self._watchdog_in_mode:
                 self.watchdog.update(now_ns, self.dt)
             if nf:
-                self._fault_in(nf)
+                faults.inputs(nf)
             t0 = time.monotonic_ns()
             st = plant.step(self.dt)
         self._step_ns = time.monotonic_ns() - t0
         self.tick = k + 1
         self.tick_info[TI_STATUS] = st
         if nf:
-            self._fault_push(nf, k + 1, now_ns, plant.time)
+            faults.push(nf, k + 1, now_ns, plant.time)
             if sc is not None and k + 1 >= sc.n_steps:
                 player.release(k + 1)  # after the commanded inputs are back, so its final values stay
         else:
@@ -550,91 +433,10 @@ class Loop:
             a.write(k + 1, now_ns)
         return st
 
-    # ------------------------------------------------------------------ waiting
-    def _sleep_until(self, target: int, deadline: int) -> bool:
-        """Sleep until ``target`` (ns), taking in adapter input that arrives meanwhile while the slack allows.
-
-        Returns True when the sleep ended at ``target`` by its timeout (so
-        its overshoot says how late this machine wakes a sleeper).
-        """
-        mono = time.monotonic_ns
-        rem = target - mono()
-        if rem <= 0:
-            return False
-        fds = self._wake_fds
-        wakes = 0
-        while fds and wakes < 8:  # a few early wake-ups per period at most, then a plain sleep
-            readable = select.select(fds, (), (), rem / 1e9)[0]
-            if not readable:
-                return True
-            wakes += 1
-            now = mono()
-            if deadline - now <= self._service_budget_ns:
-                break
-            self._pump(deadline - self._service_budget_ns)  # a command arrived: ready for the next tick
-            rem = target - mono()
-            if rem <= 0:
-                return False
-        rem = target - mono()
-        if rem > 0:
-            time.sleep(rem / 1e9)
-            return wakes == 0
-        return False
-
-    def _wait_sleep(self, deadline: int) -> None:
-        self._sleep_until(deadline, deadline)
-
-    def _wait_sleep_spin(self, deadline: int) -> None:
-        mono = time.monotonic_ns
-        margin = self._spin_margin_ns
-        target = deadline - margin
-        slept = self._sleep_until(target, deadline)
-        if slept and self._adapt_margin:
-            # Track the 99th percentile of the sleep's overshoot (stochastic quantile estimate: up
-            # 99 steps when above it, down 1 step when below), so that rare stalls move it little;
-            # spin that long plus 15 us (which also covers the rehearsal below).
-            q = self._overshoot_q
-            q = q + 3_960 if mono() - target > q else q - 40
-            q = min(max(q, 0), self._margin_max_ns)
-            self._overshoot_q = q
-            margin = q + 15_000
-            self._spin_margin_ns = min(max(margin, self._margin_min_ns), self._margin_max_ns)
-        self._rehearse(deadline)
-        while mono() < deadline:
-            pass
-
-    def _rehearse(self, now_ns: int) -> None:
-        """The tick's compiled work on scratch copies: plant step, ring row, telemetry (no state changes)."""
-        if self._rehearse_step:
-            self.plant.rehearse_step(self._dry_df, self._dry_di, self.dt)
-        self._dry_ring_push(self.tick + 1, now_ns, self.plant.time)
-        self._dry_record_tick(0, 0, 0, 0, True)
-
-    def _wait_spin(self, deadline: int) -> None:
-        mono = time.monotonic_ns
-        if self._adapter_rehearsals and deadline - mono() > REHEARSAL_SLACK_NS:
-            self._rehearse_adapters()
-        while mono() < deadline:
-            pass
-
-    def _rehearse_adapters(self) -> None:
-        """The adapters' between-tick decoding on scratch data (:meth:`Adapter.rehearse`), in the spin wait.
-
-        At rates where the spin wait is used, a command arrives every hundred ticks or so and its
-        decoding, cold by then, cost more than the gap between two ticks (BENCHMARKS.md, "The tick").
-        """
-        for rehearse in self._adapter_rehearsals:
-            try:
-                rehearse()
-            except Exception:  # a rehearsal must never stop the loop: drop it
-                log.exception("rehearsal of an adapter's decoding failed; it is not rehearsed any more")
-                self._adapter_rehearsals = [r for r in self._adapter_rehearsals if r != rehearse]
-                return
-
     # ------------------------------------------------------------------ running
     def run(self) -> int:
         """Run until shutdown (Ctrl-C, SIGTERM, a ``shutdown`` request, ``duration_s``); returns the exit code."""
-        handlers = self._install_signal_handlers()
+        handlers = rtsetup.install_signal_handlers(lambda name: self.request_shutdown(name))
         switch = sys.getswitchinterval()
         gc_was = gc.isenabled()
         try:
@@ -653,7 +455,7 @@ class Loop:
                 elif self.state == RUNNING and self.mode == "afap":
                     self._run_afap()
                 else:
-                    self._idle()
+                    self.housekeeping.idle()
         finally:
             gc.unfreeze()
             if gc_was:
@@ -661,7 +463,7 @@ class Loop:
             sys.setswitchinterval(switch)
             if self._rt is not None:
                 self._rt.restore()
-            self._restore_signal_handlers(handlers)
+            rtsetup.restore_signal_handlers(handlers)
         return self.exit_code
 
     def _warm_up(self) -> None:
@@ -678,24 +480,6 @@ class Loop:
         self.telemetry.reset()
         self.tick_info[TI_OVERRUNS] = 0
 
-    def _install_signal_handlers(self):
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        old = {}
-
-        def on_signal(signum, frame):
-            self.request_shutdown(signal.Signals(signum).name)
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, on_signal)
-        return old
-
-    @staticmethod
-    def _restore_signal_handlers(old) -> None:
-        if old:
-            for sig, h in old.items():
-                signal.signal(sig, h)
-
     def _begin_running(self) -> None:
         if self._restart_pending:
             self.reset()
@@ -710,7 +494,8 @@ class Loop:
         samples = self.telemetry.samples
         tick_info = self.tick_info
         mono = time.monotonic_ns
-        wait = self._wait
+        wait = self.waiter.wait
+        serve = self.housekeeping.serve
         tick = self._tick
         stop_policy = self.cfg.overrun_policy == "stop"
         max_overruns = self.cfg.max_overruns
@@ -722,10 +507,10 @@ class Loop:
         self._step_ns = 0
         while self.state == RUNNING and not self._shutdown:
             now = mono()
-            if deadline - now > self._service_budget_ns:
-                self._service(now, deadline)
-            elif now - self._last_service > 50_000_000:  # never starve control requests (e.g. at 10 kHz)
-                self._service(now, deadline, force=True)
+            if deadline - now > self.service_budget_ns:
+                serve(now, deadline)
+            elif now - self.housekeeping.last_service > 50_000_000:  # never starve control requests (10 kHz)
+                serve(now, deadline, force=True)
                 if self.state != RUNNING or self._shutdown:
                     break
             wait(deadline)
@@ -791,61 +576,10 @@ class Loop:
             if end >= next_service:
                 self.telemetry.add_run_time(end - last)
                 last = end
-                self._service(end, 0)
+                self.housekeeping.serve(end, 0)
                 next_service = mono() + 1_000_000
         self.telemetry.add_run_time(mono() - last)
         self._pump(0)
-
-    def _idle(self) -> None:
-        """Paused, stopped or lockstep: wait for control requests without spinning."""
-        items = list(self._wake_fds)
-        for a in self.adapters:
-            items.extend(a.wait_handles())
-        if items:
-            import zmq  # only for its poller, which also accepts plain file descriptors
-
-            poller = zmq.Poller()
-            for it in items:
-                poller.register(it, zmq.POLLIN)
-            poller.poll(20)
-        else:
-            time.sleep(0.02)
-        now = time.monotonic_ns()
-        self._service(now, 0)
-
-    # ------------------------------------------------------------------ between ticks
-    def _service(self, now: int, deadline: int, force: bool = False) -> None:
-        """Housekeeping between ticks, each item only while the slack allows (deadline 0: no deadline).
-
-        ``force`` serves the adapters once even without slack (an overrun is then counted).
-        """
-        budget = self._service_budget_ns
-        mono = time.monotonic_ns
-        self._last_service = now
-        # states out and commands in first: they are what the clients wait for
-        self._pump(deadline - budget if deadline else 0)
-        for a in self.adapters:
-            if deadline and not force and deadline - mono() < budget:
-                return
-            try:
-                a.poll_control(self.sim_ns() if self.mode != "realtime" else mono())
-            except Exception:
-                log.exception("adapter %s failed while serving control requests", a.name)
-        if deadline and self.player.active is not None:
-            self.player.prefetch(self.tick, deadline - mono())
-        if now - self._last_events >= 20_000_000 and (not deadline or deadline - mono() >= budget):
-            self._last_events = now
-            self._collect_events()
-            self.watchdog.log_changes()
-        if (self.cfg.status_interval_s > 0 and now - self._last_status_window >= self.cfg.status_interval_s * 1e9
-                and (not deadline or deadline - mono() >= budget)):
-            self._last_status_window = now
-            if self.reporter is not None and self.state == RUNNING:
-                self.reporter.status_window()
-        if (self.cfg.gc_interval_s > 0 and now - self._last_gc >= self.cfg.gc_interval_s * 1e9
-                and (not deadline or deadline - mono() >= budget)):
-            self._last_gc = now
-            gc.collect(1)
 
     def _pump(self, until_ns: int) -> None:
         """Every adapter's :meth:`~io_adapters.base.Adapter.pump` (states out, commands in), between ticks."""
@@ -858,17 +592,6 @@ class Loop:
                     log.exception("adapter %s failed while moving data between ticks (%d failures)", a.name,
                                   self._pump_failures)
         self._pumped_at = self.ring.written
-
-    def _collect_events(self) -> None:
-        events = self.plant.new_events()
-        if not events:
-            return
-        self.events_total += len(events)
-        for a in self.adapters:
-            try:
-                a.publish_events(events)
-            except Exception:
-                log.exception("adapter %s failed to publish events", a.name)
 
 
 __all__ = ["Loop", "Reporter", "STOPPED", "RUNNING", "PAUSED"]

@@ -18,7 +18,9 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass, field
 
 PR_SET_TIMERSLACK = 29
@@ -140,6 +142,22 @@ def apply(cfg: RealtimeConfig, log: logging.Logger) -> RealtimeSettings:
     for w in rs.warnings:
         log.warning("%s", w)
     return rs
+
+
+def install_signal_handlers(on_signal) -> dict | None:
+    """SIGINT and SIGTERM call ``on_signal(name)`` (the main thread only; elsewhere None); returns the old handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        old[sig] = signal.signal(sig, lambda signum, frame: on_signal(signal.Signals(signum).name))
+    return old
+
+
+def restore_signal_handlers(old: dict | None) -> None:
+    """Put back what :func:`install_signal_handlers` returned."""
+    for sig, h in (old or {}).items():
+        signal.signal(sig, h)
 
 
 def _why(exc: BaseException) -> str:

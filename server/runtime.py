@@ -5,6 +5,8 @@ the tables ``[loop]``, ``[realtime]``, ``[watchdog]`` (with optional
 ``[watchdog.inputs.<name>]``), ``[initial_inputs]`` and any number of
 ``[[adapters]]``, each chosen by ``type`` from the adapter table
 (``io_adapters.base.ADAPTERS``) and given the rest of its table as options.
+What a file leaves out keeps the default of ``io_default.toml``; its
+``[[adapters]]``, if it has any, replace the default's as a whole.
 Every mistake in the file is reported as ``file: key: problem``, and every
 bad command-line override as ``--option: problem``.
 
@@ -30,6 +32,7 @@ from typing import Any, Callable
 
 from io_adapters.base import (TI_WATCHDOG, Adapter, AdapterError, LoopContext, UnknownAdapterType, create_adapter,
                               new_tick_info)
+from io_adapters.declaration import declaration, declarations
 from io_adapters.ring import StateRing
 from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml, repo_root
 from plant_models.errors import InputError
@@ -50,11 +53,6 @@ from .watchdog import CommandWatchdog, InputPolicy, WatchdogConfig
 DEFAULT_IO = "io_default"
 
 log = logging.getLogger("gearbox_hil.runtime")
-
-# `--zmq-port N`: the ZeroMQ endpoints on N, N+1 and N+2, in the order of the defaults (5555, 5556, 5557)
-ZMQ_PORT_OFFSETS = {"control_endpoint": 0, "state_endpoint": 1, "command_endpoint": 2}
-ZMQ_OPTIONS = {"control_endpoint": "--zmq-control", "state_endpoint": "--zmq-state",
-               "command_endpoint": "--zmq-command"}
 
 
 @dataclass(frozen=True)
@@ -194,19 +192,40 @@ def _adapter_specs(cfg: ConfigReader) -> tuple[AdapterSpec, ...]:
             continue
         options = {k: v for k, v in entry.items() if k not in ("type", "name", "enabled")}
         specs.append(AdapterSpec(typ, name, options, key))
-    web = cfg.raw("web", None)  # [web]: the workspace's table, a shorthand for [[adapters]] type = "web"
-    if web is not None:
-        if not isinstance(web, dict):
-            raise cfg.error("web", "must be a table ([web])")
-        if "web" in names:
-            raise cfg.error("web", "an adapter is named 'web' already; configure the workspace in one place")
-        if web.get("enabled", True):
-            specs.append(AdapterSpec("web", "web", {k: v for k, v in web.items() if k != "enabled"}, "web"))
     return tuple(specs)
 
 
+def _adapter_tables(cfg: ConfigReader, specs: tuple[AdapterSpec, ...]) -> tuple[AdapterSpec, ...]:
+    """The adapters of top-level tables named after a type whose declaration allows it (``[web]``)."""
+    out = []
+    for decl in declarations():
+        typ = decl.type_name
+        if not decl.config_table or typ not in cfg.data:
+            continue
+        table = cfg.raw(typ)
+        if not isinstance(table, dict):
+            raise cfg.error(typ, f"must be a table ([{typ}])")
+        if any(a.name == typ for a in specs):
+            raise cfg.error(typ, f"an adapter is named {typ!r} already; configure it in one place")
+        if table.get("enabled", True) is not False:
+            out.append(AdapterSpec(typ, typ, {k: v for k, v in table.items() if k != "enabled"}, typ))
+    return tuple(out)
+
+
+def _default_adapters() -> tuple[AdapterSpec, ...]:
+    """The ``[[adapters]]`` of ``io_default.toml``: those of a file that names none."""
+    path = find_config(DEFAULT_IO)
+    return _adapter_specs(ConfigReader(load_toml(path), str(path)))
+
+
 def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
-    """Read an I/O config (a path or a name in configs/; None: the built-in ``io_default``)."""
+    """Read an I/O config (a path or a name in configs/; None: the built-in ``io_default``).
+
+    Every table and key the file leaves out keeps its default, the adapters
+    included: a file without any ``[[adapters]]`` gets those of
+    ``io_default.toml``; a file that has some gets only its own (``adapters =
+    []``: none).
+    """
     path = find_config(path_or_name or DEFAULT_IO)
     data = load_toml(path)
     cfg = ConfigReader(data, str(path))
@@ -217,7 +236,8 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
     for name in ini.data:
         v = ini.raw(name)
         initial[name] = v
-    adapters = _adapter_specs(cfg)
+    adapters = _adapter_specs(cfg) if "adapters" in data else _default_adapters()
+    adapters += _adapter_tables(cfg, adapters)
     scenarios = _scenario_folders(cfg, path)
     recording = read_recording_config(cfg, Path(path).resolve().parent)
     cfg.reject_unknown()
@@ -243,33 +263,6 @@ def _scenario_folders(cfg: ConfigReader, path: Path) -> ScenarioFolders:
     return ScenarioFolders(out, max_bytes)
 
 
-@dataclass(frozen=True)
-class EndpointOverrides:
-    """Where the server listens, chosen on the command line (``gearbox-hil serve --zmq-port ...``).
-
-    Attributes
-    ----------
-    zmq_port
-        Base port of the ZeroMQ adapter: control on it, state on +1,
-        commands on +2, each on the host its endpoint names in the file
-        (default 127.0.0.1); 0 lets the kernel pick a free port for each.
-    zmq
-        (option key, endpoint) pairs, e.g. ``("control_endpoint",
-        "tcp://127.0.0.1:6000")``, applied after ``zmq_port``.
-    can_share
-        (host, port) of the CAN adapter's loopback share of its virtual bus
-        (port 0: a free one); adds the share if the file has none.
-    web_port
-        The web workspace's port (0: a free one, -1: the adapter's default);
-        adds a web adapter on loopback if the file has none.
-    """
-
-    zmq_port: int | None = None
-    zmq: tuple[tuple[str, str], ...] = ()
-    can_share: tuple[str, int] | None = None
-    web_port: int | None = None  # --web [PORT]: the workspace's port (-1: its default); adds it if the file has none
-
-
 def _only_adapter(specs: list[AdapterSpec], typ: str, source: str, option: str) -> int:
     """The index of the one adapter of type ``typ`` a command-line option applies to."""
     found = [k for k, a in enumerate(specs) if a.type == typ]
@@ -281,51 +274,25 @@ def _only_adapter(specs: list[AdapterSpec], typ: str, source: str, option: str) 
     return found[0]
 
 
-def _with_port(endpoint: str, port: int, option: str, key: str) -> str:
-    """``tcp://host:port`` with another port (0: any free port)."""
-    if not endpoint.startswith("tcp://") or ":" not in endpoint[len("tcp://"):]:
-        raise ConfigError(option, "", f"the zmq adapter's {key} {endpoint!r} is not a tcp://host:port endpoint; "
-                          f"set it with {ZMQ_OPTIONS[key]}")
-    host = endpoint[len("tcp://"):].rsplit(":", 1)[0]
-    return f"tcp://{host}:{port}"
+def apply_adapter_options(io: IoConfig, given: dict[str, dict[str, Any]]) -> IoConfig:
+    """The I/O config with the command line's adapter options applied.
 
-
-def apply_endpoints(io: IoConfig, ov: EndpointOverrides) -> IoConfig:
-    """The I/O config with the command line's endpoint choices applied to its zmq and can adapters."""
+    ``given``: adapter type -> {option flag: value} (e.g. ``{"zmq":
+    {"--zmq-port": 6000}}``), the options each type declares
+    (:mod:`io_adapters.declaration`); each type's options apply to the one
+    enabled adapter of that type, through its declaration's ``apply_cli``;
+    a type whose declaration says ``cli_adds_adapter`` gets an adapter
+    (named after the type) if the file has none.
+    """
     specs = list(io.adapters)
-    if ov.zmq_port is not None or ov.zmq:
-        option = "--zmq-port" if ov.zmq_port is not None else ZMQ_OPTIONS[ov.zmq[0][0]]
-        k = _only_adapter(specs, "zmq", io.source, option)
-        options = dict(specs[k].options)
-        if ov.zmq_port is not None:
-            from io_adapters.zmq.adapter import DEFAULTS
-
-            for key, offset in ZMQ_PORT_OFFSETS.items():
-                endpoint = options.get(key, DEFAULTS[key])
-                if not isinstance(endpoint, str):
-                    raise ConfigError(io.source, f"{specs[k].key}.{key}", "must be a string")
-                options[key] = _with_port(endpoint, ov.zmq_port + offset if ov.zmq_port else 0, option, key)
-        options.update(ov.zmq)
+    for typ, flags in given.items():
+        if not flags:
+            continue
+        if declaration(typ).cli_adds_adapter and not any(a.type == typ for a in specs):
+            specs.append(AdapterSpec(typ, typ, {}, next(iter(flags))))
+        k = _only_adapter(specs, typ, io.source, next(iter(flags)))
+        options = declaration(typ).apply_cli(dict(specs[k].options), flags, io.source, specs[k].key)
         specs[k] = replace(specs[k], options=options)
-    if ov.can_share is not None:
-        k = _only_adapter(specs, "can", io.source, "--can-share")
-        options = dict(specs[k].options)
-        if options.get("interface", "virtual") != "virtual":
-            raise ConfigError("--can-share", "", f"the can adapter of {io.source} uses interface "
-                              f"{options['interface']!r}; only a virtual bus is shared")
-        share = options.get("share", {})
-        if not isinstance(share, dict):
-            raise ConfigError(io.source, f"{specs[k].key}.share", "must be a table")
-        options["share"] = dict(share, host=ov.can_share[0], port=ov.can_share[1])
-        specs[k] = replace(specs[k], options=options)
-    if ov.web_port is not None:
-        found = [k for k, a in enumerate(specs) if a.type == "web"]
-        if not found:
-            specs.append(AdapterSpec("web", "web", {}, "--web"))
-            found = [len(specs) - 1]
-        k = _only_adapter(specs, "web", io.source, "--web")
-        if ov.web_port >= 0:
-            specs[k] = replace(specs[k], options=dict(specs[k].options, port=ov.web_port))
     return replace(io, adapters=tuple(specs))
 
 
@@ -488,18 +455,19 @@ CLI_OPTIONS = {"mode": "--mode", "rate_hz": "--rate", "wait": "--wait", "duratio
                "status_line": "--quiet"}
 
 
-def build(plant_config: str | Path, io_config: str | Path | None = None, endpoints: EndpointOverrides | None = None,
-          **loop_overrides: Any) -> Server:
+def build(plant_config: str | Path, io_config: str | Path | None = None,
+          adapter_options: dict[str, dict[str, Any]] | None = None, **loop_overrides: Any) -> Server:
     """A server from the two config files; ``loop_overrides`` (command-line options) replace [loop] settings.
 
     Overrides of None are ignored.  Every override is checked here, once,
     with the file's settings (:class:`LoopConfig`); a bad one is reported
-    against its command-line option.  ``endpoints`` moves the adapters'
-    sockets (:class:`EndpointOverrides`).
+    against its command-line option.  ``adapter_options`` are the command
+    line's options of the adapter types (:func:`apply_adapter_options`; e.g.
+    the sockets moved by ``--zmq-port``).
     """
     io = load_io_config(io_config)
-    if endpoints is not None:
-        io = apply_endpoints(io, endpoints)
+    if adapter_options:
+        io = apply_adapter_options(io, adapter_options)
     given = {k: v for k, v in loop_overrides.items() if v is not None}
     try:
         loop_cfg = replace(io.loop, **given)

@@ -15,7 +15,8 @@ A scenario is a TOML file::
 
 Inputs not listed keep their declared defaults, with a warning that lists
 them once (``leave_at_default = ["p_c8"]`` names inputs left out on purpose,
-which silences it).  Integer inputs (gear selectors) are piecewise constant:
+which silences it).  A ``[replay]`` table takes inputs from a recorded file
+(MF4, CSV, Parquet; :mod:`server.replay`).  Integer inputs (gear selectors) are piecewise constant:
 a point holds until the next one.  The format with examples:
 ``docs/scenarios.md``.
 
@@ -36,7 +37,7 @@ import math
 import os
 import stat
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,7 @@ class Profile:
     frequency_hz: float = 0.0
     phase_rad: float = 0.0
     offset: float = 0.0
+    unit: str = ""  # unit of the values when not the input's own (replayed recordings): converted when compiled
 
     def value_range(self) -> tuple[float, float]:
         if self.kind == "sine":
@@ -96,6 +98,8 @@ class Scenario:
         ``warn``: a second compile of the same load): they stay at their
         declared defaults, which may not be what the author meant.
         """
+        if any(p.unit for p in self.profiles.values()):  # replayed channels in other units: convert first
+            return replace(self, profiles=self._in_input_units(plant)).compile(plant, dt, warn)
         step = dt if dt is not None else self.dt
         if step is None:
             raise ConfigError(self.source, "dt_s", "no step given (set dt_s in the scenario or pass --dt)")
@@ -138,6 +142,24 @@ class Scenario:
                         "input" if one else "inputs", plant.kind, "stays" if one else "stay", "its" if one else "their",
                         ", ".join(f"{s.name} = {s.default:g} {s.unit}" for s in unset))
         return CompiledScenario(self, plant, step)
+
+    def _in_input_units(self, plant: Plant) -> dict[str, Profile]:
+        """The profiles with every value in its input's unit (``Profile.unit`` converted, then cleared)."""
+        from io_adapters.can.message_set import unit_gain
+
+        out = {}
+        for name, prof in self.profiles.items():
+            if not prof.unit or name not in {s.name for s in plant.inputs}:
+                out[name] = prof
+                continue
+            unit = plant.input_signal(name).unit
+            gain = unit_gain(prof.unit, unit)
+            if gain is None:
+                raise ConfigError(self.source, f"replay.channels.{name}", f"the recording's unit {prof.unit!r} "
+                                  f"does not convert to the input's {unit!r}")
+            values = prof.values if gain == 1.0 else tuple(v * gain for v in prof.values)
+            out[name] = replace(prof, values=values, unit="")
+        return out
 
     def unset_inputs(self, plant: Plant) -> list:
         """The plant's input signals this scenario neither sets nor names in ``leave_at_default``."""
@@ -282,6 +304,13 @@ def parse_scenario(data: dict, source: str) -> Scenario:
     interp = cfg.string("interpolation", "linear", choices=("linear", "hold"))
     inp = cfg.sub("inputs", required=False)
     profiles = {name: _profile(inp, name) for name in inp.data}
+    if cfg.has("replay"):  # measured data as stimulus (server.replay)
+        from .replay import replay_profiles
+
+        for name, (times, values, unit) in replay_profiles(cfg.sub("replay"), source, dt).items():
+            if name in profiles:
+                raise cfg.error(f"replay.channels.{name}", "is also given in [inputs]")
+            profiles[name] = Profile("pwl", times=times, values=values, unit=unit)
     keep = cfg.raw("leave_at_default", [])
     if not isinstance(keep, list) or not all(isinstance(x, str) for x in keep):
         raise cfg.error("leave_at_default", "must be a list of input names")

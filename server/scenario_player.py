@@ -120,8 +120,30 @@ class ScenarioPlayer:
         self.info = None
         self._hand_inputs_to_commands()
 
-    def seek(self, tick: int, position: dict | None) -> None:
-        """Continue the loaded scenario at ``tick`` (a snapshot's restore); ``position`` as the loop's snapshot has it.
+    def snapshot_state(self) -> dict | None:
+        """Which scenario is loaded and whether it still drives the inputs (None: none loaded); its position is
+        the loop's tick."""
+        sc = self.loaded
+        if sc is None:
+            return None
+        info = self.info or {}
+        return {"source": sc.scenario.source, "n_steps": sc.n_steps, "dt_s": sc.dt, "active": self.active is not None,
+                "finished": bool(info.get("finished")), "finished_at_tick": info.get("finished_at_tick")}
+
+    def check_state(self, want: dict | None) -> None:
+        """Raise ``SnapshotError`` unless ``want`` (a :meth:`snapshot_state`) names the scenario loaded now."""
+        from plant_models.errors import SnapshotError
+
+        have = self.loaded
+        if (want is None) != (have is None) or (want is not None and (
+                want["source"] != have.scenario.source or want["n_steps"] != have.n_steps
+                or want["dt_s"] != have.dt)):
+            raise SnapshotError("the snapshot was taken with " + (f"scenario {want['source']} loaded" if want else
+                                "no scenario loaded") + ", the server has " +
+                                (f"scenario {have.scenario.source} loaded" if have else "none loaded"))
+
+    def restore_state(self, position: dict | None, tick: int) -> None:
+        """Continue the loaded scenario at ``tick`` (a snapshot's restore); ``position`` a checked :meth:`snapshot_state`.
 
         The input tables are filled for the block of ``tick`` on demand (as at
         any block boundary), so the inputs of every later step are those of

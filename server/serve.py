@@ -4,7 +4,8 @@ Prints where it listens (the same endpoints go into ``--ready-file``),
 shows a live status line (rate, TET, p99 lateness, overruns, speeds), shuts
 down cleanly on Ctrl-C or SIGTERM and prints the timing summary, with a
 warning when a real-time run's actual rate or missed ticks fall outside
-``--timing-tolerance`` (exit code 4 with ``--strict-timing``).  ``--zmq-port``,
+``--timing-tolerance`` (exit code 4 with ``--strict-timing``).  The adapter
+types add their own options (:mod:`io_adapters.declaration`): ``--zmq-port``,
 ``--zmq-control/-state/-command`` and ``--can-share`` move the sockets, so
 that two servers can run on one machine (port 0: any free port).
 """
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 
 
+from io_adapters.declaration import declarations
+
 from .loop_config import MODES, RATE_MAX_HZ, RATE_MIN_HZ, WAITS
 
 _T_IMPORT_NS = time.monotonic_ns()
@@ -27,48 +30,6 @@ _T_IMPORT_NS = time.monotonic_ns()
 EXIT_TIMING = 4  # --strict-timing: the real-time run fell outside its timing tolerance
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 DEFAULT_TOLERANCE_PCT = 5.0  # a realtime run may lose this much of its rate and miss this share of its ticks
-
-
-def _port_arg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= v <= 65533:  # the base port and the two after it
-        raise argparse.ArgumentTypeError(f"must be 0 (free ports) or a port 1..65533, got {text}")
-    return v
-
-
-def _web_port_arg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0 (a free port) or a port 1..65535, got {text}")
-    return v
-
-
-def _endpoint_arg(text: str) -> str:
-    if "://" not in text:
-        raise argparse.ArgumentTypeError(f"must be a ZeroMQ endpoint such as tcp://127.0.0.1:5555, got {text!r}")
-    return text
-
-
-def _share_arg(text: str) -> tuple[str, int]:
-    """``ws://HOST:PORT/``, ``HOST:PORT`` or ``PORT`` (host 127.0.0.1) -> (host, port)."""
-    rest = text[len("ws://"):] if text.startswith("ws://") else text
-    rest = rest.rstrip("/")
-    host, sep, port = rest.rpartition(":")
-    if not sep:
-        host, port = "127.0.0.1", rest
-    try:
-        v = int(port)
-    except ValueError:
-        v = -1
-    if not host or not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"must be ws://HOST:PORT/, HOST:PORT or PORT (0: a free port), got {text!r}")
-    return host.strip("[]"), v
 
 
 def _tolerance_arg(text: str) -> float:
@@ -94,18 +55,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "realtime, simulated time in lockstep/afap); overrides [loop].duration_s")
     p.add_argument("--quiet", action="store_true", help="no live status line, no log lines below warnings, no "
                    "compile progress per function; the endpoints, warnings, errors and the final summary remain")
-    p.add_argument("--zmq-port", type=_port_arg, metavar="PORT", help="ZeroMQ control on PORT, state on PORT+1, "
-                   "commands on PORT+2 (the defaults are 5555-5557); 0: each on a free port, named in the start-up "
-                   "lines and the ready file")
-    p.add_argument("--zmq-control", type=_endpoint_arg, metavar="ENDPOINT", help="the ZeroMQ control endpoint, "
-                   "e.g. tcp://127.0.0.1:6000 (port 0 or *: a free port)")
-    p.add_argument("--zmq-state", type=_endpoint_arg, metavar="ENDPOINT", help="the ZeroMQ state endpoint")
-    p.add_argument("--zmq-command", type=_endpoint_arg, metavar="ENDPOINT", help="the ZeroMQ command endpoint")
-    p.add_argument("--can-share", type=_share_arg, metavar="URL", help="share the CAN adapter's virtual bus with "
-                   "other processes at ws://HOST:PORT/ (or HOST:PORT, or PORT on 127.0.0.1; 0: a free port)")
-    p.add_argument("--web", type=_web_port_arg, nargs="?", const=-1, metavar="PORT", help="serve the web workspace "
-                   "on 127.0.0.1:PORT (default 8765; 0: a free port), named in the start-up lines and the ready file; "
-                   "other hosts and the access token in a [[adapters]] type = \"web\" table")
+    for decl in declarations():  # each adapter type's own options (light modules: no transport is imported)
+        for opt in decl.cli_options:
+            extra = {"nargs": "?", "const": opt.const} if opt.optional_value else {}
+            p.add_argument(opt.flag, type=opt.parse, metavar=opt.metavar, help=opt.help, **extra)
     p.add_argument("--timing-tolerance", type=_tolerance_arg, default=DEFAULT_TOLERANCE_PCT, metavar="PCT",
                    help="warn at the end of a realtime run whose actual rate is more than PCT %% below the target "
                    "or that missed more than PCT %% of its ticks (default %(default)g)")
@@ -151,15 +104,14 @@ def _quiet_progress_line(line: str) -> None:
         _progress_line(line)
 
 
-def _endpoint_overrides(args: argparse.Namespace):
-    from .runtime import EndpointOverrides
-
-    zmq = tuple((key, value) for key, value in (("control_endpoint", args.zmq_control),
-                                                ("state_endpoint", args.zmq_state),
-                                                ("command_endpoint", args.zmq_command)) if value is not None)
-    if args.zmq_port is None and not zmq and args.can_share is None and args.web is None:
-        return None
-    return EndpointOverrides(zmq_port=args.zmq_port, zmq=zmq, can_share=args.can_share, web_port=args.web)
+def _adapter_options(args: argparse.Namespace) -> dict[str, dict]:
+    """The adapter types' options given on the command line: type -> {flag: value}."""
+    out = {}
+    for decl in declarations():
+        given = {o.flag: getattr(args, o.dest) for o in decl.cli_options if getattr(args, o.dest, None) is not None}
+        if given:
+            out[decl.type_name] = given
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -185,6 +137,9 @@ def _run(args: argparse.Namespace, stdout_writer, stderr_writer) -> int:
     # python-can-remote's own start-up lines name a port before it is chosen and a web page the CAN share
     # does not serve; the share logs the URL to connect to itself
     logging.getLogger("can_remote").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # numexpr (imported by pandas through asammdf or cantools) logs its thread count at INFO when first
+    # imported: the first line of a server's log, about nothing the server does
+    logging.getLogger("numexpr").setLevel(max(logging.WARNING, logging.getLogger().level))
     overrides = dict(mode=args.mode, rate_hz=args.rate, wait=args.wait, duration_s=args.duration)
     if args.quiet:
         overrides["status_line"] = False
@@ -198,7 +153,7 @@ def _run(args: argparse.Namespace, stdout_writer, stderr_writer) -> int:
 
         from . import runtime
 
-        server = runtime.build(args.config, args.io, _endpoint_overrides(args), **overrides)  # checks them
+        server = runtime.build(args.config, args.io, _adapter_options(args), **overrides)  # checks them
         runtime.check_reachable(server)
         try:
             server.open()

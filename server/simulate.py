@@ -14,7 +14,10 @@ PNG figures in the style of the papers (:mod:`server.plots`).  On a
 terminal a progress bar shows the simulated time and the rate; the summary
 gives the time of the steps and of the whole command.  Ctrl-C during a long
 run stops it and writes the trace and events up to there (``"complete":
-false`` in events.json, exit code 130).
+false`` in events.json, exit code 130).  A trace larger than
+:data:`server.trace_stream.TRACE_MEMORY_BYTES` is never held whole: it is
+written to the file in chunks as the run goes (:mod:`server.trace_stream`),
+and ``--plot`` is then refused up front with the ``--every`` that fits.
 
 The run is compiled as a whole (:func:`run_offline`: the scenario's inputs
 evaluated, the plant stepped, outputs and events collected in one compiled
@@ -43,8 +46,9 @@ from plant_models.contract.vocabulary import CNT_EVENTS, COUNTER_NAMES
 from plant_models.plant import Plant
 from plant_models.registry import load_plant
 
+from . import trace_stream
 from .scenario import CompiledScenario, load_scenario, offline_step
-from .traces import FORMATS, Trace, read_trace, read_trace_csv  # noqa: F401  (read_* re-exported for callers)
+from .traces import FORMATS, run_trace, Trace, read_trace, read_trace_csv  # noqa: F401  (read_* re-exported for callers)
 
 EVENTS_FORMAT = 1  # version of the events.json layout
 
@@ -92,7 +96,7 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
     events += run.events()
     rows = run.rows
     steps = compiled.n_steps if complete else int(run.out_step[rows - 1])
-    trace = _trace(plant, run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], events,
+    trace = run_trace(plant, run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], events,
                    run.status_or | start_status, start_status, wall, every, steps, run.events_lost)
     trace.complete = complete
     return trace
@@ -126,14 +130,7 @@ def run_stepwise(plant: Plant, compiled: CompiledScenario) -> Trace:
             events.extend(plant.new_events())
             seen = int(counters[CNT_EVENTS])
     wall = time.perf_counter() - t0
-    return _trace(plant, time_s, values, events, status_or, start_status, wall, 1, n_steps, 0)
-
-
-def _trace(plant, time_s, values, events, status_or, start_status, wall, every, steps, lost) -> Trace:
-    return Trace(names=[s.name for s in plant.outputs], units=[s.unit for s in plant.outputs], time=time_s,
-                 values=values, events=events, status_or=int(status_or), start_status=int(start_status),
-                 wall_time_s=wall, counters={nm: int(v) for nm, v in zip(COUNTER_NAMES, plant.counters)},
-                 every=every, steps=steps, events_lost=lost)
+    return run_trace(plant, time_s, values, events, status_or, start_status, wall, 1, n_steps, 0)
 
 
 def status_bit_names(plant: Plant, status: int) -> list[str]:
@@ -152,7 +149,7 @@ def events_document(plant: Plant, trace: Trace, config: str, scenario: str, dt: 
         "steps": trace.steps,
         "complete": trace.complete,
         "every": trace.every,
-        "rows": len(trace.time),
+        "rows": trace.rows_written or len(trace.time),
         "duration_s": float(trace.time[-1]),
         "wall_time_s": trace.wall_time_s,
         "realtime_factor": (float(trace.time[-1]) / trace.wall_time_s) if trace.wall_time_s > 0 else None,
@@ -225,6 +222,19 @@ def _no_progress(k: int, n: int) -> None:
     pass
 
 
+def _run_streamed(plant, compiled, out: Path, args: argparse.Namespace, meta: dict, progress):
+    """The run with its trace written to the file in chunks (:mod:`server.trace_stream`); a note says so."""
+    rows = trace_stream.trace_bytes(plant, compiled.n_steps, args.every) // ((plant.n_out + 1) * 8)
+    writer = trace_stream.TraceWriter(out, args.format, [s.name for s in plant.outputs],
+                                      [s.unit for s in plant.outputs], rows * (plant.n_out + 1), meta)
+    if not args.quiet:
+        _progress_line(f"the trace has {rows} rows ({rows * (plant.n_out + 1) * 8 / 2**30:.1f} GiB): written to "
+                       f"{writer.path} as the run goes; --every N keeps every N-th step")
+    trace = trace_stream.run_streamed(plant, compiled, writer, args.every, progress)
+    trace.path = writer.path
+    return trace
+
+
 def run(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     if args.plot:
@@ -246,17 +256,27 @@ def run(args: argparse.Namespace) -> int:
         offline.warm_up()
     scenario = load_scenario(args.scenario)
     compiled = scenario.compile(plant, args.dt)
+    streamed = trace_stream.needs_streaming(plant, compiled.n_steps, args.every)
+    if streamed and args.plot:
+        raise ConfigError("--plot", "", f"the trace of {compiled.n_steps} steps is too large to plot from memory "
+                          f"({trace_stream.trace_bytes(plant, compiled.n_steps, args.every) / 2**30:.1f} GiB); "
+                          f"keep every N-th step with --every "
+                          f"{trace_stream.every_to_fit(plant, compiled.n_steps, args.every)} or more")
     out = _prepare_out(args.out)
     ready = time.perf_counter()
+    meta = {"plant": plant.kind, "config": str(plant.source or args.config), "scenario": str(scenario.source),
+            "dt_s": repr(compiled.dt), "every": str(args.every), "steps": str(compiled.n_steps)}
     with simulation_bar(plant.kind, compiled.dt, enabled=not args.quiet) as progress:
         # always in chunks, so that Ctrl-C stops a long run and keeps what it computed
-        trace = run_offline(plant, compiled, every=args.every, progress=progress or _no_progress)
+        if streamed:  # a trace larger than memory allows goes to its file a chunk at a time
+            trace = _run_streamed(plant, compiled, out, args, meta, progress or _no_progress)
+        else:
+            trace = run_offline(plant, compiled, every=args.every, progress=progress or _no_progress)
     ran = time.perf_counter()
     doc = events_document(plant, trace, plant.source or args.config, scenario.source, compiled.dt)
     try:
-        meta = {"plant": plant.kind, "config": doc["config"], "scenario": doc["scenario"], "dt_s": repr(compiled.dt),
-                "every": str(args.every), "steps": str(trace.steps)}
-        trace_path = trace.write(out, args.format, meta)
+        meta["steps"] = str(trace.steps)
+        trace_path = trace.path if streamed else trace.write(out, args.format, meta)
         doc["trace_file"] = trace_path.name
         with open(out / "events.json", "w") as fh:
             json.dump(doc, fh, indent=1)
@@ -265,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         figures = []
         if args.plot:
             from .plots import plot_trace
-            figures = plot_trace(plant, trace, out, title=scenario.description or Path(scenario.source).stem)
+            figures = plotrun_trace(plant, trace, out, title=scenario.description or Path(scenario.source).stem)
     except OSError as exc:
         raise ConfigError(str(out), "--out", f"cannot write the results ({exc.strerror})") from None
     if not args.quiet:
@@ -276,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
               f"in {trace.wall_time_s:.3f} s of stepping ({rate:.0f}x real time); {len(trace.events)} events; "
               f"status bits: {bits}")
         plots = f", plots {done - written:.2f} s" if figures else ""
-        print(f"wrote {trace_path} ({len(trace.time)} rows), {out / 'events.json'}"
+        print(f"wrote {trace_path} ({doc['rows']} rows), {out / 'events.json'}"
               + "".join(f", {f}" for f in figures))
         print(f"{done - began:.2f} s wall in all (set-up {ready - began:.2f} s, run {ran - ready:.2f} s, "
               f"writing {written - ran:.2f} s{plots})")

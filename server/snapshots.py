@@ -1,8 +1,16 @@
-"""Snapshots of the whole simulation, kept in memory by name or written to files in one configured folder.
+"""Snapshots of the whole simulation: assembled from its parts, kept in memory by name or written to files.
 
-:meth:`server.loop.Loop.snapshot` returns the state as a dict of plain
-values and numpy arrays; :meth:`server.loop.Loop.restore` continues from it
-bit-exactly.  :class:`SnapshotStore` is what the ``snapshot_save`` and
+:func:`take` asks each part of a running loop for its own state
+(``snapshot_state()``): the plant (kind, ports, model floats, data), the
+loop's clock (tick, step, queued inputs), the scenario player (which
+scenario, whether it still drives), the fault set (faults, tables, tuned
+floats of faulted clutches) and the command watchdog (its times relative to
+the loop's clock); a dict of plain values and numpy arrays, ``format`` 1.
+:func:`restore` has every part check its own state (``check_state()``)
+before any part changes, then restores them in order
+(``restore_state()``); the run then continues bit-exactly.
+:meth:`server.loop.Loop.snapshot` and :meth:`~server.loop.Loop.restore`
+call these two.  :class:`SnapshotStore` is what the ``snapshot_save`` and
 ``snapshot_restore`` control requests use:
 
 * by ``name``: kept in the server's memory (at most :data:`MAX_KEPT`, the
@@ -31,10 +39,59 @@ from typing import Any
 
 import numpy as np
 
-from plant_models.errors import SnapshotError
+from plant_models.errors import FaultError, SnapshotError
 
+FORMAT = 1  # the layout of a snapshot (the parts' keys); a file of another format is refused with its number
 MAX_KEPT = 16  # snapshots kept in memory by name
 SUFFIX = ".npz"
+
+
+def _check_format(snap: Any, source: str = "", parts: tuple[str, ...] = ()) -> None:
+    """A dict of :data:`FORMAT` with the maps ``parts``; else ``SnapshotError`` naming the format found."""
+    where = f"{source}: " if source else ""
+    if not isinstance(snap, dict) or "format" not in snap or not all(isinstance(snap.get(p), dict) for p in parts):
+        raise SnapshotError(f"{where}not a snapshot of this server (format {FORMAT})")
+    if snap["format"] != FORMAT:
+        raise SnapshotError(f"{where}a snapshot of format {snap['format']!r}; this server reads format {FORMAT}")
+
+
+def take(loop) -> dict:
+    """The whole simulation state of ``loop`` (a :class:`server.loop.Loop`), between ticks.
+
+    Not in it: the state ring, the adapters' link state (CAN alive counters,
+    sequence numbers) and the timing telemetry; they describe the link and
+    the run, not the simulation.
+    """
+    return {"format": FORMAT, "plant": loop.plant.snapshot_state(), "loop": loop.snapshot_state(),
+            "scenario": loop.player.snapshot_state(), "faults": loop.faults.snapshot_state(),
+            "watchdog": loop.watchdog.snapshot_state(loop.clock_ns())}
+
+
+def restore(loop, snap: dict) -> None:
+    """Continue ``loop`` from :func:`take`'s ``snap`` (of this plant and config), between ticks.
+
+    Every part checks its own state first; ``SnapshotError`` (one line,
+    nothing changed) for a snapshot that does not fit.
+    """
+    _check_format(snap, parts=("plant", "loop"))
+    loop.plant.check_state(snap["plant"])
+    try:
+        loop.check_state(snap["loop"])
+        loop.watchdog.check_state(snap["watchdog"])
+        loop.faults.check_state(snap["faults"])
+        loop.player.check_state(snap["scenario"])
+    except SnapshotError:
+        raise
+    except FaultError as exc:
+        raise SnapshotError(f"a fault of the snapshot does not fit: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SnapshotError(f"a damaged snapshot ({type(exc).__name__}: {exc})") from None
+    loop.faults.clear_for_restore()
+    loop.plant.restore_state(snap["plant"])
+    loop.restore_state(snap["loop"])
+    loop.player.restore_state(snap["scenario"], loop.tick)
+    loop.watchdog.restore_state(snap["watchdog"], loop.clock_ns())  # its times on the restored clock
+    loop.faults.restore_state(snap["faults"])
 
 
 def _flatten(obj: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
@@ -78,8 +135,7 @@ def from_bytes(data: bytes, source: str = "snapshot") -> dict:
         snap = _unflatten(meta, arrays)
     except Exception as exc:  # a damaged or foreign file: one line, never a crash
         raise SnapshotError(f"{source}: not a readable snapshot file ({type(exc).__name__}: {exc})") from None
-    if not isinstance(snap, dict) or snap.get("format") != 1:
-        raise SnapshotError(f"{source}: not a snapshot file of this server (format 1)")
+    _check_format(snap, source)
     # JSON turns the fault rows' integer keys into strings, and lists of arrays stay lists: what restore expects
     return snap
 
@@ -166,4 +222,4 @@ class SnapshotStore:
         return from_bytes(data, path)
 
 
-__all__ = ["SnapshotStore", "to_bytes", "from_bytes", "MAX_KEPT"]
+__all__ = ["SnapshotStore", "take", "restore", "to_bytes", "from_bytes", "MAX_KEPT", "FORMAT"]

@@ -190,7 +190,8 @@ class StatusReport:
     def summary_text(self) -> str:
         """The timing summary, the watchdog's trips and each adapter's applied and rejected commands."""
         lp = self.loop
-        text = format_summary(lp.telemetry.summary(), lp.mode)
+        grace_s = lp.cfg.startup_grace_s if lp.mode == "realtime" else None
+        text = format_summary(lp.telemetry.summary(), lp.mode, grace_s)
         wd = lp.watchdog
         text += f"\n  watchdog         {wd.trips} trips, {wd.recoveries} recoveries"
         for a in lp.adapters:

@@ -62,6 +62,8 @@ C_SAMPLES = 24  # number of samples written into the sample ring so far
 C_LAT_TIMED = 25  # ticks whose lateness is meaningful (wall-clock mode)
 C_WIN_LAT_TIMED = 26
 C_MISSED_GRACE = 27  # missed ticks of the overruns in the start-up grace period (counted in C_MISSED too)
+C_LAT_MAX_AT = 28  # deadlines since the start (ticks + missed ticks) at the tick of the largest lateness
+C_TET_MAX_AT = 29  # the same for the largest TET
 N_COUNTERS = 32
 
 
@@ -118,6 +120,7 @@ def record_tick(c, hist, samples, lateness_ns, tet_ns, step_ns, status, timed):
         c[C_WIN_LAT_TIMED] += 1
         if lateness_ns > c[C_LAT_MAX]:
             c[C_LAT_MAX] = lateness_ns
+            c[C_LAT_MAX_AT] = c[C_TICKS] + c[C_MISSED]  # this tick's deadline is that many periods after the start
         if lateness_ns > c[C_WIN_LAT_MAX]:
             c[C_WIN_LAT_MAX] = lateness_ns
     b = bin_of(tet_ns)
@@ -126,6 +129,7 @@ def record_tick(c, hist, samples, lateness_ns, tet_ns, step_ns, status, timed):
     c[C_TET_SUM] += tet_ns
     if tet_ns > c[C_TET_MAX]:
         c[C_TET_MAX] = tet_ns
+        c[C_TET_MAX_AT] = c[C_TICKS] + c[C_MISSED]
     if tet_ns > c[C_WIN_TET_MAX]:
         c[C_WIN_TET_MAX] = tet_ns
     b = bin_of(step_ns)
@@ -277,6 +281,9 @@ class Telemetry:
             "overruns_in_grace": int(c[C_OVERRUNS_GRACE]),
             "missed_ticks": int(c[C_MISSED]),
             "missed_ticks_in_grace": int(c[C_MISSED_GRACE]),
+            # when the extremes happened: the deadline of their tick, s after the start (realtime mode)
+            "lateness_max_at_s": round(int(c[C_LAT_MAX_AT]) * self.period_ns / 1e9, 6) if timed else None,
+            "tet_max_at_s": round(int(c[C_TET_MAX_AT]) * self.period_ns / 1e9, 6) if timed else None,
             "missed_fraction": round(int(c[C_MISSED]) / (ticks + int(c[C_MISSED])), 6) if ticks else 0.0,
             "plant_status_nonzero_ticks": int(c[C_STATUS_NONZERO]),
             "plant_status_bit_ticks": {str(1 << b): int(c[C_STATUS_BITS + b]) for b in range(8)
@@ -306,8 +313,19 @@ class Telemetry:
         return out
 
 
-def format_summary(s: dict, mode: str) -> str:
-    """The timing summary printed at shutdown (plain text, one item per line)."""
+def _when(at_s: float | None, grace_s: float) -> str:
+    if at_s is None:
+        return "n/a"
+    return f"t = {at_s:.3f} s" + (" (in the start-up grace)" if at_s < grace_s else "")
+
+
+def format_summary(s: dict, mode: str, grace_s: float | None = None) -> str:
+    """The timing summary printed at shutdown (plain text, one item per line).
+
+    With ``grace_s`` (the start-up grace, s) a line says when the largest
+    lateness and TET happened and whether in the grace, where caches warm up
+    and the start is allowed to be late.
+    """
 
     def st(d: dict) -> str:
         if d.get("p50") is None:
@@ -326,6 +344,9 @@ def format_summary(s: dict, mode: str) -> str:
         f"  overruns         {s['overruns']} (+{s['overruns_in_grace']} during start-up grace), "
         f"missed ticks {s['missed_ticks']} ({100.0 * s['missed_fraction']:.3f} %)",
     ]
+    if grace_s is not None and s.get("lateness_max_at_s") is not None:
+        lines.append(f"  maxima at        lateness {_when(s['lateness_max_at_s'], grace_s)}, "
+                     f"TET {_when(s['tet_max_at_s'], grace_s)} (start-up grace: the first {grace_s:g} s)")
     if s.get("plant_status_nonzero_ticks"):
         lines.append(f"  plant status     {s['plant_status_nonzero_ticks']} ticks with a non-zero status word "
                      f"{s['plant_status_bit_ticks']}")

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from plant_models.config import ConfigError
+from plant_models.contract.vocabulary import COUNTER_NAMES
 
 AUTO_PARQUET_VALUES = 2_000_000  # above this many values (about 40 MB of CSV), --format auto writes Parquet
 FORMATS = ("auto", "csv", "parquet")
@@ -60,6 +61,7 @@ class Trace:
     steps: int = 0  # steps the trace covers
     events_lost: int = 0
     complete: bool = True  # false: the run was interrupted after ``steps`` steps
+    rows_written: int = 0  # > 0: the trace was streamed to its file (server.trace_stream); time/values: its last row
 
     def column(self, name: str) -> np.ndarray:
         """One output signal over time (a view)."""
@@ -76,15 +78,12 @@ class Trace:
         with open(path, "w", newline="") as fh:
             fh.write(",".join(["t"] + self.names) + "\n")
             for a in range(0, len(self.time), 65536):  # a block at a time: no list of every row at once
-                data = np.column_stack([self.time[a:a + 65536], self.values[a:a + 65536]]).tolist()
-                fh.writelines(",".join(map(repr, row)) + "\n" for row in data)
+                fh.writelines(csv_lines(self.time[a:a + 65536], self.values[a:a + 65536]))
 
     def write_parquet(self, path: str | Path, metadata: dict[str, str] | None = None) -> None:
         """One float64 column per output after ``t``, units in the field metadata (needs pyarrow)."""
         pa, pq = _pyarrow()
-        fields = [pa.field("t", pa.float64(), metadata={"unit": "s"})]
-        fields += [pa.field(n, pa.float64(), metadata={"unit": u}) for n, u in zip(self.names, self.units)]
-        schema = pa.schema(fields, metadata={k: str(v) for k, v in (metadata or {}).items()})
+        schema = parquet_schema(self.names, self.units, metadata)
         columns = [pa.array(self.time)] + [pa.array(np.ascontiguousarray(self.values[:, j]))
                                            for j in range(self.values.shape[1])]
         # zstd at its fastest level without dictionary pages: dictionaries find nothing to share in
@@ -101,6 +100,20 @@ class Trace:
         else:
             self.write_parquet(path, metadata)
         return path
+
+
+def csv_lines(time_s: np.ndarray, values: np.ndarray):
+    """The CSV lines of these rows: ``t`` then the outputs, each float as its shortest repr."""
+    data = np.column_stack([time_s, values]).tolist()
+    return (",".join(map(repr, row)) + "\n" for row in data)
+
+
+def parquet_schema(names: list[str], units: list[str], metadata: dict[str, str] | None = None):
+    """The Parquet schema of a trace: ``t`` and one float64 column per output, units in the field metadata."""
+    pa, _ = _pyarrow()
+    fields = [pa.field("t", pa.float64(), metadata={"unit": "s"})]
+    fields += [pa.field(n, pa.float64(), metadata={"unit": u}) for n, u in zip(names, units)]
+    return pa.schema(fields, metadata={k: str(v) for k, v in (metadata or {}).items()})
 
 
 def has_pyarrow() -> bool:
@@ -157,3 +170,11 @@ def read_trace(path: str | Path) -> tuple[list[str], np.ndarray]:
 
 __all__ = ["AUTO_PARQUET_VALUES", "FORMATS", "Trace", "choose_format", "has_pyarrow", "read_trace", "read_trace_csv",
            "read_trace_parquet"]
+
+
+def run_trace(plant, time_s, values, events, status_or, start_status, wall, every, steps, lost) -> Trace:
+    """The :class:`Trace` of an offline run of ``plant``: its outputs' names and units, the run's rows and counts."""
+    return Trace(names=[s.name for s in plant.outputs], units=[s.unit for s in plant.outputs], time=time_s,
+                 values=values, events=events, status_or=int(status_or), start_status=int(start_status),
+                 wall_time_s=wall, counters={nm: int(v) for nm, v in zip(COUNTER_NAMES, plant.counters)},
+                 every=every, steps=steps, events_lost=lost)

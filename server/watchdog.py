@@ -227,15 +227,25 @@ class CommandWatchdog:
         self.tripped_flag[0] = 0
 
     # -- snapshots (between ticks) -------------------------------------------------
-    def get_state(self, now_ns: int) -> dict:
+    def snapshot_state(self, now_ns: int) -> dict:
         """The watchdog's state; its times relative to ``now_ns`` (the loop's clock), so a restore re-bases them."""
         return {"phase": int(self.phase), "armed": bool(self.armed), "feed_age_ns": int(now_ns - self.last_feed_ns),
                 "trip_age_ns": int(now_ns - self.trip_ns), "trips": int(self.trips),
                 "recoveries": int(self.recoveries), "held": self.held.copy(), "cur": self.cur.copy(),
                 "cur_rate": self.cur_rate.copy(), "max_rate": self.max_rate.copy()}
 
-    def set_state(self, st: dict, now_ns: int) -> None:
-        """Restore :meth:`get_state` at ``now_ns`` on the loop's clock."""
+    def check_state(self, st: dict) -> None:
+        """Raise (``KeyError``, ``TypeError``, ``ValueError``) unless ``st`` is a :meth:`snapshot_state` of a
+        watchdog of these inputs; changes nothing."""
+        for k in ("phase", "feed_age_ns", "trip_age_ns", "trips", "recoveries"):
+            int(st[k])
+        bool(st["armed"])
+        for k in ("held", "cur", "cur_rate", "max_rate"):
+            if np.shape(st[k]) != getattr(self, k).shape:
+                raise ValueError(f"watchdog.{k} of the wrong shape")
+
+    def restore_state(self, st: dict, now_ns: int) -> None:
+        """Restore :meth:`snapshot_state` (checked) at ``now_ns`` on the loop's clock."""
         self.phase = int(st["phase"])
         self.armed = bool(st["armed"])
         self.last_feed_ns = now_ns - int(st["feed_age_ns"])

@@ -62,7 +62,7 @@ def _mistakes(tmp: Path, make: bool = True) -> dict[str, tuple[list[str], str]]:
     latin1_scenario = write(tmp / "latin1_scenario.toml", NON_UTF8 + b"duration_s = 1.0\n")
     latin1_io = write(tmp / "latin1_io.toml", b"# \xe9\n[loop]\n")
     misspelled_input = write(tmp / "typo.toml", "duration_s = 1.0\ndt_s = 0.001\n[inputs]\nengine_torqe = 10.0\n")
-    no_adapters = write(tmp / "no_adapters.toml", "[loop]\nmode = \"realtime\"\n")
+    no_adapters = write(tmp / "no_adapters.toml", "adapters = []\n[loop]\nmode = \"realtime\"\n")
     disabled = write(tmp / "disabled.toml", FREE_PORTS + "enabled = false\n")
     serial = write(tmp / "serial.toml", '[[adapters]]\ntype = "serial"\n')
     zqm = write(tmp / "zqm.toml", '[[adapters]]\ntype = "zqm"\n')
@@ -191,15 +191,16 @@ def test_list_shows_every_plant_config_scenario_and_io_config_on_one_line_each(c
 
 
 def test_endpoint_options_move_the_sockets_of_the_config():
-    from server.runtime import EndpointOverrides, apply_endpoints, load_io_config
+    from server.runtime import apply_adapter_options, load_io_config
 
-    io = apply_endpoints(load_io_config("io_can"), EndpointOverrides(zmq_port=6000, can_share=("127.0.0.1", 0)))
+    io = apply_adapter_options(load_io_config("io_can"), {"zmq": {"--zmq-port": 6000},
+                                                          "can": {"--can-share": ("127.0.0.1", 0)}})
     zmq = next(a for a in io.adapters if a.type == "zmq").options
     assert (zmq["control_endpoint"], zmq["state_endpoint"], zmq["command_endpoint"]) == (
         "tcp://127.0.0.1:6000", "tcp://127.0.0.1:6001", "tcp://127.0.0.1:6002")
     assert next(a for a in io.adapters if a.type == "can").options["share"] == {"host": "127.0.0.1", "port": 0}
-    io = apply_endpoints(load_io_config(None), EndpointOverrides(zmq_port=0, zmq=(("control_endpoint",
-                                                                                    "tcp://127.0.0.1:7000"),)))
+    io = apply_adapter_options(load_io_config(None), {"zmq": {"--zmq-port": 0,
+                                                              "--zmq-control": "tcp://127.0.0.1:7000"}})
     zmq = next(a for a in io.adapters if a.type == "zmq").options
     assert (zmq["control_endpoint"], zmq["state_endpoint"]) == ("tcp://127.0.0.1:7000", "tcp://127.0.0.1:0")
     assert "share" not in next(a for a in io.adapters if a.type == "can").options

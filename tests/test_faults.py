@@ -290,13 +290,13 @@ def test_fault_requests_set_list_clear_and_a_reset_clears_everything():
     assert rep["ok"] and rep["name"] == "signal:w_out:freeze"
     assert h({"cmd": "fault_set", "fault": {"target": "clutch", "clutch": 2, "kind": "no_torque"}})["ok"]
     names = [f["name"] for f in h({"cmd": "fault_list"})["faults"]]
-    assert names == ["signal:w_out:freeze", "clutch:2:no_torque"]
+    assert names == ["signal:w_out:freeze", "clutch:C2:no_torque"]
     st = h({"cmd": "status"})["status"]
     assert [f["name"] for f in st["faults"]] == names
     assert "FAULTS 2" in s.report.status_line()
     assert h({"cmd": "fault_clear", "name": "signal:w_out:freeze"})["cleared"] == ["signal:w_out:freeze"]
     err = h({"cmd": "fault_clear", "name": "nope"})
-    assert not err["ok"] and err["error"]["code"] == "fault_error" and "clutch:2:no_torque" in err["error"]["message"]
+    assert not err["ok"] and err["error"]["code"] == "fault_error" and "clutch:C2:no_torque" in err["error"]["message"]
     h({"cmd": "step", "n": 5})
     assert h({"cmd": "reset"})["ok"]
     assert h({"cmd": "fault_list"})["faults"] == [] and s.loop.tick_info[TI_FAULTS] == 0
@@ -344,8 +344,8 @@ def test_parse_fault_names_and_clutch_numbers():
     plant = load_plant("dct")
     names = plant.row_names()
     spec = parse_fault({"target": "clutch", "clutch": names[0], "kind": "no_torque"}, plant)
-    assert spec.index == 0 and spec.name == f"clutch:{names[0]}:no_torque"
-    assert parse_fault({"target": "clutch", "clutch": 1, "kind": "no_torque"}, plant).index == 0
+    assert spec.row == 0 and spec.name == f"clutch:{names[0]}:no_torque"
+    assert parse_fault({"target": "clutch", "clutch": 1, "kind": "no_torque"}, plant).row == 0
 
 
 # ---------------------------------------------------------------------------------------------------------

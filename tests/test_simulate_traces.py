@@ -126,6 +126,14 @@ def test_on_a_terminal_simulate_shows_progress_with_simulated_time_and_rate(tmp_
     assert piped.returncode == 0 and "simulated" not in piped.stderr and "x real time" not in piped.stderr
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, s (Linux /proc)."""
+    import os
+
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def test_ctrl_c_ends_a_long_run_early_and_keeps_the_trace_so_far(tmp_path):
     import os
     import signal
@@ -140,7 +148,12 @@ def test_ctrl_c_ends_a_long_run_early_and_keeps_the_trace_so_far(tmp_path):
                              str(long), "--dt", "5e-5", "--every", "1000", "--out", str(out)], cwd=ROOT,
                             env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)  # start-up, then part of the 12 million steps
+    # start-up takes about 1.5 s of CPU time (imports, the plant from the cache), the 12 million steps
+    # more than 10 s: interrupt after 3.5 s of the process's own CPU time, however busy the host is
+    # (a wall-clock sleep interrupted a start-up slowed down by other work)
+    deadline = time.monotonic() + 120
+    while _cpu_seconds(proc.pid) < 3.5 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr

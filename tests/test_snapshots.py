@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from io_adapters.zmq.client import ServerError
+from plant_models.errors import SnapshotError
 from plant_models.offline import Run
 from plant_models.registry import load_plant
 from server.loop_config import LoopConfig
@@ -74,8 +75,7 @@ def test_an_in_process_loop_with_faults_continues_bit_exactly_after_a_restore(tm
     a = run()
     lp.clear_fault()
     lp.restore(snap)
-    assert [f["name"] for f in lp.faults.listing()] == [f"{f['target']}:{f.get('signal', f.get('clutch'))}:{f['kind']}"
-                                                      for f in FAULTS]
+    assert [f["name"] for f in lp.faults.listing()] == ["signal:w_out:noise", "signal:p_c2:offset", "clutch:C2:worn"]
     b = run()
     lp.reset()  # clears the faults and rewinds the scenario: the file must bring all back
     lp.restore(store.load_file("mid"))
@@ -204,6 +204,28 @@ def test_bad_snapshot_requests_are_refused_in_one_line_and_change_nothing(tmp_pa
     bare = assemble(load_plant("powershift"), [], LoopConfig(mode="lockstep"))
     rep = bare.control.handle({"cmd": "snapshot_save", "path": "x"})
     assert not rep["ok"] and "snapshot_dir" in rep["error"]["message"]
+
+
+def test_a_snapshot_of_another_format_is_refused_with_its_version_and_each_part_checks_its_own():
+    plant = load_plant("powershift")
+    srv = assemble(plant, [], LoopConfig(mode="lockstep"))
+    srv.loop.start()
+    srv.loop.step(5)
+    good = srv.loop.snapshot()
+    assert set(good) == {"format", "plant", "loop", "scenario", "faults", "watchdog"} and good["format"] == 1
+    with pytest.raises(SnapshotError, match="^a snapshot of format 2; this server reads format 1$"):
+        srv.loop.restore({**good, "format": 2})
+    with pytest.raises(SnapshotError, match="^f.npz: a snapshot of format 2; this server reads format 1$"):
+        from_bytes(to_bytes({**good, "format": 2}), "f.npz")
+    # each part refuses a damaged state of its own before any part changes
+    df0, tick0 = plant.df.copy(), srv.loop.tick
+    for part, key, bad in (("watchdog", "cur", np.zeros(1)), ("faults", "fi", np.zeros(1)),
+                           ("loop", "tick_info", np.zeros(1, dtype=np.int64)), ("plant", "df", np.zeros(1))):
+        with pytest.raises(SnapshotError):
+            srv.loop.restore({**good, part: {**good[part], key: bad}})
+        assert np.array_equal(plant.df, df0) and srv.loop.tick == tick0
+    srv.loop.restore(good)
+    assert np.array_equal(plant.df, df0)
 
 
 def test_restore_needs_the_same_scenario_loaded(tmp_path):

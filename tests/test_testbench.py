@@ -18,6 +18,7 @@ from server.testbench.verdict import Recording, evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ROOT / "tests" / "benches"
+FAILING = BENCHES / "failing"  # the files that fail on purpose
 PASSING = ["swap_1_3.toml", "swap_1_3_lockstep.toml", "swap_1_3_realtime.toml", "closed_loop_lockstep.toml",
            "closed_loop_realtime.toml"]
 
@@ -46,8 +47,22 @@ def test_passing_files_pass_with_junit(tmp_path):
     n = sum(len(s.findall("testcase")) for s in suites)
     assert n == int(root.get("tests")) >= 23
     assert root.get("failures") == "0" and root.get("errors") == "0"
+    # the README's `gearbox-hil test tests/benches/*.toml` runs exactly these: the failing ones are apart
+    assert sorted(p.name for p in BENCHES.glob("*.toml")) == sorted(PASSING)
+    assert sorted(p.name for p in FAILING.glob("*.toml")) == ["can_speeds_dropped_fails.toml",
+                                                              "swap_tie_up_fails.toml", "swap_too_slow_fails.toml"]
     assert not root.findall(".//failure") and not root.findall(".//error")
     assert r.stdout.strip().splitlines()[-1].startswith(f"PASSED: {n} passed, 0 failed, 0 errors in 5 test file(s)")
+
+
+def test_each_file_is_announced_before_it_runs():
+    """A server run takes seconds to start: the first line says what runs before its verdicts arrive."""
+    r = _cli(str(BENCHES / "swap_1_3.toml"), str(BENCHES / "swap_1_3.toml"))
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lines[0] == f"[1/2] running {BENCHES / 'swap_1_3.toml'} (offline, 1.2 s simulated) ..."
+    assert lines[1].startswith(f"{BENCHES / 'swap_1_3.toml'}: powershift swap 1 -> 3 (offline")
+    assert sum(ln.startswith("[2/2] running ") for ln in lines) == 1
 
 
 def test_failing_file_reports_expectation_time_and_value(tmp_path):
@@ -57,7 +72,7 @@ def test_failing_file_reports_expectation_time_and_value(tmp_path):
     from server.simulate import run_stepwise
 
     report = tmp_path / "fail.xml"
-    r = _cli(str(BENCHES / "swap_too_slow_fails.toml"), "--junit", str(report))
+    r = _cli(str(FAILING / "swap_too_slow_fails.toml"), "--junit", str(report))
     assert r.returncode == 1, r.stdout + r.stderr
     # the reference: the same scenario stepped independently
     plant = load_plant("powershift")
@@ -94,7 +109,7 @@ def test_tie_up_case(tmp_path):
 
     assert "fault_set" in ControlHandler.KEYS
     report = tmp_path / "tie.xml"
-    r = _cli(str(BENCHES / "swap_tie_up_fails.toml"), "--junit", str(report))
+    r = _cli(str(FAILING / "swap_tie_up_fails.toml"), "--junit", str(report))
     assert r.returncode == 1, r.stdout + r.stderr
     cases = _cases(report)
     name = "powershift swap 1 -> 3 with clutch 2 stuck closed early (fails on purpose)"
@@ -116,7 +131,7 @@ def test_can_speed_frame_dropped_case(tmp_path):
     shortly after the fault; the shift before it passed.
     """
     report = tmp_path / "can.xml"
-    r = _cli(str(BENCHES / "can_speeds_dropped_fails.toml"), "--junit", str(report), "--keep", str(tmp_path / "k"))
+    r = _cli(str(FAILING / "can_speeds_dropped_fails.toml"), "--junit", str(report), "--keep", str(tmp_path / "k"))
     assert r.returncode == 1, r.stdout + r.stderr
     cases = _cases(report)
     name = "TCU over CAN with the speed frame dropped (fails on purpose)"
@@ -127,11 +142,11 @@ def test_can_speed_frame_dropped_case(tmp_path):
     assert "note  t = 5" in r.stdout and "fault set faults[0]" in r.stdout
 
     # the control: the same file without the fault passes (the watchdog stays fed on a healthy bus)
-    text = (BENCHES / "can_speeds_dropped_fails.toml").read_text()
+    text = (FAILING / "can_speeds_dropped_fails.toml").read_text()
     head, rest = text.split("[[faults]]", 1)
     healthy = head + "[[expect]]" + rest.split("[[expect]]", 1)[1]
-    healthy = healthy.replace('"io/can_share.toml"', repr(str(BENCHES / "io" / "can_share.toml")).replace("'", '"'))
-    healthy = healthy.replace('"../../examples/ecu_emulator.py"',
+    healthy = healthy.replace('"../io/can_share.toml"', repr(str(BENCHES / "io" / "can_share.toml")).replace("'", '"'))
+    healthy = healthy.replace('"../../../examples/ecu_emulator.py"',
                               repr(str(ROOT / "examples" / "ecu_emulator.py")).replace("'", '"'))
     ok = tmp_path / "healthy.toml"
     ok.write_text(healthy)
@@ -140,14 +155,48 @@ def test_can_speed_frame_dropped_case(tmp_path):
     assert "PASS  the TCU keeps the command watchdog fed" in r.stdout
 
 
-def test_faults_offline_are_an_error(tmp_path):
+def test_faults_offline_are_refused_when_the_file_is_read(tmp_path):
     p = tmp_path / "t.toml"
     p.write_text('plant = "powershift"\nscenario = "powershift_single_swap"\n'
                  '[[faults]]\nat = 0.1\ntarget = "clutch"\nclutch = 2\nkind = "no_torque"\n'
                  '[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
-    r = _cli(str(p))
-    assert r.returncode == 1
-    assert "ERROR run: FaultUnavailable: fault injection is not available in offline mode" in r.stdout
+    r = _cli(str(BENCHES / "swap_1_3.toml"), str(p))
+    assert r.returncode == 2 and r.stdout == ""  # nothing ran, the good file neither
+    assert r.stderr == (f"gearbox-hil: error: {p}: faults: fault injection needs a server: mode \"lockstep\" (the "
+                        "same results as offline, bit for bit) or \"realtime\"\n")
+
+
+LOCKSTEP_FAULT = 'mode = "lockstep"\n[[faults]]\nat = 0.3\n'
+BAD_FAULTS = [
+    ('target = "clutch"\nclutch = 2\nkind = "stuk_closed"', "faults[0]: 'kind' of a clutch fault must be one of "
+     "stuck_closed, no_torque, worn, slow_actuator, pressure_bias, got 'stuk_closed'"),
+    ('target = "clutch"\nclutch = 9\nkind = "stuck_closed"',
+     "faults[0]: no clutch number 9; clutches are C1, C2, C3, C4, C5, C6, C7, C8"),
+    ('target = "clutch"\nclutch = "C9"\nkind = "stuck_closed"', "faults[0]: no clutch 'C9'; clutches are C1, C2"),
+    ('target = "signal"\nsignal = "w_ot"\nkind = "freeze"', "faults[0]: no signal 'w_ot' in the plant; did you "
+     "mean 'w_out'?"),
+    ('target = "clutsh"\nkind = "freeze"', "faults[0]: 'target' must be one of signal, clutch, can, zmq, got 'clutsh'"),
+    ('target = "clutch"\nclutch = 2\nkind = "worn"', "faults[0]: "),  # a worn clutch needs its value
+]
+
+
+@pytest.mark.parametrize("body,message", BAD_FAULTS)
+def test_bad_faults_are_one_line_errors_before_anything_runs(tmp_path, body, message):
+    p = tmp_path / "bad.toml"
+    p.write_text(f'plant = "powershift"\nscenario = "powershift_single_swap"\n{LOCKSTEP_FAULT}{body}\n'
+                 '[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
+    with pytest.raises(ConfigError) as ei:
+        load_test(p)
+    assert str(ei.value).startswith(f"{p}: {message}"), str(ei.value)
+    assert "\n" not in str(ei.value)
+
+
+def test_a_good_fault_by_clutch_name_loads(tmp_path):
+    p = tmp_path / "ok.toml"
+    p.write_text(f'plant = "powershift"\nscenario = "powershift_single_swap"\n{LOCKSTEP_FAULT}'
+                 'target = "clutch"\nclutch = "C2"\nkind = "stuck_closed"\n'
+                 '[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
+    assert load_test(p).faults[0].fault == {"target": "clutch", "clutch": "C2", "kind": "stuck_closed"}
 
 
 BAD = [
@@ -173,9 +222,11 @@ def test_bad_expectations_are_one_line_errors(tmp_path, body, message):
 
 BAD_TOP = [
     ('mode = "offline"\n[controller]\ncommand = ["true"]', "controller: a controller needs a server"),
-    ('[[faults]]\nat = 0.5\nuntil = 0.2\ntarget = "clutch"\nkind = "worn"', "faults[0].until: must be after at"),
-    ('[[faults]]\nat = 0.5\nkind = "worn"', "faults[0].target: is required"),
-    ('[[faults]]\nat = 9.0\ntarget = "clutch"\nkind = "worn"', "faults[0].at: 9 s is after the end of the run"),
+    ('mode = "lockstep"\n[[faults]]\nat = 0.5\nuntil = 0.2\ntarget = "clutch"\nkind = "worn"',
+     "faults[0].until: must be after at"),
+    ('mode = "lockstep"\n[[faults]]\nat = 0.5\nkind = "worn"', "faults[0].target: is required"),
+    ('mode = "lockstep"\n[[faults]]\nat = 9.0\ntarget = "clutch"\nclutch = 2\nkind = "worn"\nvalue = 0.5',
+     "faults[0].at: 9 s is after the end of the run"),
     ('mode = "lokstep"',
      "mode: must be one of 'offline', 'lockstep', 'realtime', got 'lokstep'; did you mean 'lockstep'?"),
     ('speed = 3', "speed: unknown key"),

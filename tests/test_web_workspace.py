@@ -307,3 +307,21 @@ def test_the_ready_file_and_the_start_up_lines_name_the_workspace(server):
     assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/")
     assert server.url in server.output()
     assert wait_until(lambda: _get(server.url)[0] == 200, 10)
+
+
+def test_the_web_option_adds_the_workspace_to_a_config_without_one():
+    import argparse
+
+    from server.runtime import apply_adapter_options, load_io_config
+    from server.serve import _adapter_options, add_arguments
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    io = load_io_config(None)
+    assert not any(a.type == "web" for a in io.adapters)
+    for argv, options in ((["--web"], {}), (["--web", "0"], {"port": 0}), (["--web", "9000"], {"port": 9000})):
+        out = apply_adapter_options(io, _adapter_options(p.parse_args(["powershift", *argv])))
+        assert [(a.type, a.options) for a in out.adapters if a.type == "web"] == [("web", options)]
+        assert out.adapters[:-1] == io.adapters
+    with pytest.raises(SystemExit):
+        p.parse_args(["powershift", "--web", "70000"])

@@ -63,6 +63,7 @@ from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, CommandCounts, LoopContext, new_tick_info
 from . import frames, layouts
+from .declaration import DECLARATION, CanFault
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
 
 DEFAULT_CHANNEL = "gearbox-hil"
@@ -125,6 +126,7 @@ class CanAdapter(Adapter):
     """DBC message set <-> plant ports over a python-can bus (see the module docstring)."""
 
     type_name = "can"
+    declaration = DECLARATION  # --can-share, the fault kinds
 
     def __init__(self, name: str, options: dict):
         super().__init__(name, options)
@@ -492,7 +494,7 @@ class CanAdapter(Adapter):
         if self._recorder is not None:
             self._recorder.close()
 
-    # -- injected faults (server/faults.py, docs/faults.md), between ticks -------------------------
+    # -- injected faults (kinds and keys: declaration.py; docs/faults.md), between ticks ----------------
     TX_FAULTS = {"drop": frames.TF_DROP, "delay": frames.TF_DELAY, "freeze_alive": frames.TF_FREEZE,
                  "corrupt_crc": frames.TF_BAD_CRC}
 
@@ -529,7 +531,7 @@ class CanAdapter(Adapter):
         j = names.index(spec.signal)
         sg = lay.signals[j]
         lo, hi = layouts.raw_bounds(sg.length, sg.signed)
-        if "value" in spec.raw:
+        if spec.value is not None:
             raw = int(round((spec.value - sg.offset) / sg.scale))
             if not lo <= raw <= hi:
                 raise FaultError(f"fault: out_of_range: {spec.value} does not fit the {sg.length} bits of "
@@ -544,7 +546,7 @@ class CanAdapter(Adapter):
             raise FaultError(f"fault: out_of_range: {spec.value} is inside the DBC range of {spec.signal}")
         return int(self.codec.tx.M[k, frames.M_SIG0]) + j, raw
 
-    def check_fault(self, spec) -> None:
+    def check_fault(self, spec: CanFault) -> None:
         """A CAN fault must name a message of this message set (and a signal, counter or CRC it has)."""
         from plant_models.errors import FaultError
 
@@ -554,7 +556,7 @@ class CanAdapter(Adapter):
         if spec.kind == "out_of_range":
             self._out_of_range_raw(spec, k)
 
-    def set_fault(self, spec) -> None:
+    def set_fault(self, spec: CanFault) -> None:
         """Set the message's fault flag in the compiled codec (from the next tick on)."""
         self.check_fault(spec)
         side, k = self._fault_message(spec)
@@ -575,7 +577,7 @@ class CanAdapter(Adapter):
         else:
             tf[k, self.TX_FAULTS[spec.kind]] = 1
 
-    def clear_fault(self, spec) -> None:
+    def clear_fault(self, spec: CanFault) -> None:
         """Clear the message's fault flag."""
         try:
             side, k = self._fault_message(spec)

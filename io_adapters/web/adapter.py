@@ -16,7 +16,7 @@ What crosses between the two threads goes through a :class:`Bridge`:
   dropped (no page took them) are counted.  With no page open the cursor just
   skips to the newest row.
 * **control**: a request from the page is queued with its reply callback and
-  the loop is woken through a pipe (:meth:`WebAdapter.wait_handles`); the
+  the loop is woken through a pipe (:meth:`WebAdapter.idle_fds`); the
   loop's thread executes it in :meth:`WebAdapter.poll_control` with the same
   :class:`server.control.ControlHandler` as the ZeroMQ control socket
   (``LoopContext.control``), one request per call, a file read (a
@@ -47,10 +47,10 @@ from plant_models.plant import Plant
 from ..base import Adapter, AdapterError, LoopContext
 from ..protocol import PendingReply, error_reply
 from ..ring import C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
+from .declaration import DECLARATION, DEFAULT_PORT
 
 log = logging.getLogger("gearbox_hil.web")
 
-DEFAULT_PORT = 8765
 MAX_CHUNKS = 512  # row chunks waiting for the web thread; older ones are dropped (and counted) beyond this
 INT_COLUMNS = (I_TICK, I_STATUS, I_FAULTS, I_WATCHDOG)  # the int columns a page sees with each row
 
@@ -116,6 +116,7 @@ class WebAdapter(Adapter):
     """
 
     type_name = "web"
+    declaration = DECLARATION  # --web [PORT], the [web] table
 
     def __init__(self, name: str, options: dict):
         super().__init__(name, options)
@@ -206,7 +207,8 @@ class WebAdapter(Adapter):
                 os.close(fd)
         self._wake_r = self._wake_w = -1
 
-    def wait_handles(self) -> list:
+    def idle_fds(self) -> list[int]:
+        """The pipe the web thread writes to when a control request waits (a level: readable until drained)."""
         return [self._wake_r] if self._wake_r >= 0 else []
 
     def read(self, tick: int, now_ns: int) -> None:

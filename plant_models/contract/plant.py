@@ -43,6 +43,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from ..errors import SnapshotError
 from .ports import Param, Ports, Signal, signal_table
 from .vocabulary import CNT_EVENTS, SHARED_EVENTS, SHARED_STATUS, EventKinds, StatusBits
 
@@ -326,6 +327,31 @@ class Plant(ABC):
 
     def _restored(self) -> None:
         """After :meth:`set_state`: events logged before the state count as read; nothing by default."""
+
+    # -- snapshots (assembled by server/snapshots.py) -------------------------------------------------
+    def snapshot_state(self) -> dict:
+        """What the plant is and its whole state: kind and ports (to check a restore against), the model floats
+        (tuned parameters) and the data (:meth:`get_state`)."""
+        df, di = self.get_state()
+        return {"kind": self.kind, "n_in": self.n_in, "n_out": self.n_out,
+                "outputs": [s.name for s in self.outputs], "mf": self.mf.copy(), "df": df, "di": di}
+
+    def check_state(self, st: dict) -> None:
+        """Raise ``SnapshotError`` unless ``st`` is a :meth:`snapshot_state` of a plant of this kind, these
+        ports and these buffer shapes; changes nothing."""
+        if (st.get("kind") != self.kind or st.get("n_in") != self.n_in or st.get("n_out") != self.n_out
+                or list(st.get("outputs", [])) != [s.name for s in self.outputs]):
+            raise SnapshotError(f"the snapshot is of a {st.get('kind')} plant with other signals, not of this "
+                                f"{self.kind} plant")
+        for key, buf in (("mf", self.mf), ("df", self.df), ("di", self.di)):
+            a = st.get(key)
+            if not isinstance(a, np.ndarray) or a.shape != buf.shape or a.dtype != buf.dtype:
+                raise SnapshotError(f"the snapshot's plant buffer {key} does not fit this plant's configuration")
+
+    def restore_state(self, st: dict) -> None:
+        """Restore a checked :meth:`snapshot_state`: model floats, then the data."""
+        self.mf[:] = st["mf"]
+        self.set_state((st["df"], st["di"]))
 
     def tunable_parameters(self) -> list[Param]:
         """Parameters a running server may change (read afresh at every step); none by default."""

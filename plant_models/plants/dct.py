@@ -375,6 +375,14 @@ class DctPlant(FrictionPlant):
     plant_ndi = PD_LEN
 
     @classmethod
+    def description_of(cls, params: DctParams, source: str = "") -> dict:
+        """The signals and every gear: its clutch and synchronizer, ratio w_engine / w_wheel (input over output)."""
+        out = super().description_of(params, source)
+        out["gears"] = [dict(name=str(g), number=g, engaged=[f"C{2 - g % 2}", f"S_{'odd' if g % 2 else 'even'}:{g}"],
+                             ratio=r * params.final_drive) for g, r in enumerate(params.gear_ratios, start=1)]
+        return out
+
+    @classmethod
     def build_spec(cls, p: DctParams) -> CoreSpec:
         rows = []
         for name, shaft, c in (("C1", SH_ODD, p.clutches[0]), ("C2", SH_EVEN, p.clutches[1])):

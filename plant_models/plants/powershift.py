@@ -107,7 +107,8 @@ OUT_W0 = OUTPUTS.add_block(Signal(f"w_{j + 1}", "rad/s", -1000.0, 1000.0, 0.0, f
 OUT_WOUT = OUTPUTS.add("w_out", "rad/s", -1000.0, 1000.0, 0.0, "output speed, forward positive (-w_4)")
 OUT_GEAR = OUTPUTS.add("gear", "-", 0, 18, 0, "engaged forward gear 1..18 (all three clutches stuck), 0 = none",
                        integer=True)
-OUT_RATIO = OUTPUTS.add("ratio", "-", -10.0, 10.0, 0.0, "overall speed ratio -w_4/w_1 as the paper plots it")
+OUT_RATIO = OUTPUTS.add("ratio", "-", -10.0, 10.0, 0.0, "output over input speed -w_4/w_1 as the paper plots it "
+                        "(1/48 in gear 1: the inverse of the gear ratio)")
 OUT_CL = OUTPUTS.add_block(s for c in range(1, N_CLUTCH + 1) for s in CLUTCH.formatted(c=c))
 OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0, "core status bits (see docs/method.md)", integer=True)
 
@@ -241,6 +242,14 @@ class PowershiftPlant(FrictionPlant):
 
     def _engaged_at_start(self) -> list[int]:
         return list(self.params.engaged0)
+
+    @classmethod
+    def description_of(cls, params: PowershiftParams, source: str = "") -> dict:
+        """The signals and the 18 forward gears: engaged clutches and ratio w_1 / w_out (input over output)."""
+        out = super().description_of(params, source)
+        out["gears"] = [dict(name=str(g), number=g, engaged=[f"C{i + 1}" for i in trip], ratio=1.0 / r)
+                        for g, (trip, r) in enumerate(gear_table(), start=1)]
+        return out
 
     def gear_ratio(self, gear: int) -> float:
         """Nominal overall ratio |w_4 / w_1| of forward gear 1..18."""

@@ -5,7 +5,8 @@
     gearbox-hil test FILE... [--junit report.xml] [--keep DIR]
 
 reads every file first (a mistake in any of them: one line ``file: key:
-problem``, exit 2, nothing runs), then runs them one after the other and
+problem``, exit 2, nothing runs), then runs them one after the other,
+saying which one runs as it starts (``[k/n] running FILE ...``), and
 prints a verdict per expectation, with the first failing time and value.
 Exit code 0 when every expectation passed, 1 otherwise.  The format:
 :mod:`server.testbench.spec` and ``docs/testing.md``.
@@ -32,6 +33,9 @@ def run(args: argparse.Namespace) -> int:
     results = []
     for k, spec in enumerate(specs):
         workdir = Path(args.keep) / f"{k:02d}_{Path(spec.source).stem}" if args.keep else None
+        # a server run takes seconds to start: say what runs before it does, not only when it is done
+        print(f"[{k + 1}/{len(specs)}] running {spec.source} ({spec.mode}, {spec.duration_s:g} s simulated) ...",
+              flush=True)
         res = run_test(spec, workdir)
         print_result(res)
         results.append(res)

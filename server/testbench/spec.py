@@ -25,7 +25,10 @@ The format (``docs/testing.md`` has the whole reference and a worked example)::
     after = 0.5                       # a time, or { when = "condition" }, or { command = "input" }
 
 Every problem is reported as ``file: key: problem`` (a :class:`ConfigError`)
-when the file is read, before anything runs.
+when the file is read, before anything runs: expressions and their signals,
+times, the stimulus against the plant, and each fault through the fault
+API's own check (:func:`server.faults.parse_fault`); offline mode with a
+fault schedule is refused (faults need a server).
 """
 
 from __future__ import annotations
@@ -241,8 +244,18 @@ def _expectation(cfg: ConfigReader, k: int, known: list[str], inputs: list[str])
     return Expectation(name=name, key=key, expr=expr, kind=kind, tol=tol, rel_tol=rel_tol, **bounds, **args)
 
 
-def _fault(cfg: ConfigReader, k: int) -> ScheduledFault:
-    """A schedule entry: ``at``/``until`` are checked here; the rest is the fault API's dict, passed on as is."""
+def _fault(cfg: ConfigReader, k: int, plant: Plant) -> ScheduledFault:
+    """A schedule entry: ``at``/``until`` checked here, the rest as the fault API checks it against the plant.
+
+    The fault API's own check (:func:`server.faults.parse_fault`: target,
+    kind, clutch, signal, values) runs here, when the file is read, so a
+    mistake is one line before anything runs; CAN message names are
+    checked by the server against its message set.
+    """
+    from plant_models.errors import FaultError
+
+    from ..faults import parse_fault
+
     at = cfg.number("at", nonnegative=True)
     until = cfg.number("until", None, nonnegative=True) if cfg.has("until") else None
     if until is not None and until <= at:
@@ -255,6 +268,10 @@ def _fault(cfg: ConfigReader, k: int) -> ScheduledFault:
     for key, v in fault.items():
         if not isinstance(v, (str, int, float, bool)) or (isinstance(v, float) and not math.isfinite(v)):
             raise cfg.error(key, "must be a string, a finite number or a boolean")
+    try:
+        parse_fault(fault, plant, where="fault")
+    except FaultError as exc:
+        raise ConfigError(cfg.source, f"faults[{k}]", str(exc).removeprefix("fault: ")) from None
     return ScheduledFault(key=f"faults[{k}]", at=at, until=until, fault=fault)
 
 
@@ -350,9 +367,12 @@ def load_test(path: str | Path) -> TestSpec:
     raw_faults = cfg.raw("faults", [])
     if not isinstance(raw_faults, list) or len(raw_faults) > MAX_FAULTS:
         raise cfg.error("faults", f"must be an array of tables ([[faults]]), at most {MAX_FAULTS}")
+    if raw_faults and mode == "offline":
+        raise cfg.error("faults", "fault injection needs a server: mode \"lockstep\" (the same results as "
+                        "offline, bit for bit) or \"realtime\"")
     faults = []
     for k, f in enumerate(raw_faults):
-        sched = _fault(ConfigReader(f, source, f"faults[{k}]"), k)
+        sched = _fault(ConfigReader(f, source, f"faults[{k}]"), k, plant)
         if sched.at > duration:
             raise ConfigError(source, f"faults[{k}].at", f"{sched.at:g} s is after the end of the run "
                               f"({duration:g} s)")

@@ -1,0 +1,180 @@
+"""The compiled part of fault injection: the signal-fault tables and the three functions the tick calls.
+
+:class:`server.faults.FaultSet` writes the tables between ticks (a row per
+signal fault, and per clutch fault that acts on an output); the tick walks
+them in :func:`fault_inputs` before the plant step and :func:`fault_push`
+after it (faulted outputs, the state-ring row, the commanded inputs back).
+No Python work per fault in the tick; none at all with no signal fault.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from io_adapters.ring import ring_push
+
+MAX_FAULTS = 32  # signal faults active at once (the tables are preallocated)
+
+# -- signal fault kinds (FI_KIND) ----------------------------------------------------------------------------
+K_FORCE = 1  # value = the forced value
+K_HOLD = 2  # the held value is captured when the fault is set (freeze, drop-out "last")
+K_OFFSET = 3  # value = added
+K_GAIN = 4  # value = factor
+K_NOISE = 5  # value = standard deviation; seeded Gaussian noise added
+K_CLAMP = 6  # clamped to [FF_LO, FF_HI] (the capacity output of a stuck-closed clutch)
+
+# -- table columns (fi: int64, ff: float64) -----------------------------------------------------------------
+FI_ACTIVE = 0
+FI_SIDE = 1  # 0: input, 1: output
+FI_INDEX = 2  # the signal's value in the plant's df
+FI_RATE = 3  # an input's rate in df (-1 for an output)
+FI_KIND = 4
+FI_RNG = 5  # a noise fault's xorshift64* state (uint64 bits)
+N_FI = 6
+FF_VALUE = 0
+FF_HELD = 1
+FF_CLEAN = 2  # an input's clean value and rate during the step; the value an output fault got
+FF_CLEAN_RATE = 3
+FF_LO = 4  # an input's declared range: faulted values are clamped to it
+FF_HI = 5
+N_FF = 6
+JIT = dict(cache=True)  # not nogil: called from the tick, which keeps the GIL (see io_adapters/ring.py)
+
+
+@njit(**JIT)
+def _uniform(fi, f):
+    """The next number in (0, 1) of fault f's xorshift64* stream (53 bits).  Called in the real-time loop."""
+    x = np.uint64(fi[f, FI_RNG])  # the same 64 bits, read as unsigned
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    fi[f, FI_RNG] = np.int64(x)
+    m = x * np.uint64(2685821657736338717)
+    return (float(m >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+@njit(**JIT)
+def _normal(fi, f):
+    """A standard normal number from fault f's stream (Box-Muller on two draws; nothing allocated)."""
+    u1 = _uniform(fi, f)
+    u2 = _uniform(fi, f)
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+@njit(**JIT)
+def _faulted(fi, ff, f, x):
+    k = fi[f, FI_KIND]
+    v = ff[f, FF_VALUE]
+    if k == K_FORCE:
+        return v
+    if k == K_HOLD:
+        return ff[f, FF_HELD]
+    if k == K_OFFSET:
+        return x + v
+    if k == K_GAIN:
+        return x * v
+    if k == K_CLAMP:
+        return min(max(x, ff[f, FF_LO]), ff[f, FF_HI])
+    return x + v * _normal(fi, f)
+
+
+@njit(**JIT)
+def fault_inputs(fi, ff, df, n):
+    """Replace the faulted inputs by their faulted values, keeping the clean ones.  Called in the real-time loop.
+
+    Faults are applied in table order (two on one input compose); rates:
+    0 for a forced or held input, scaled by a gain, unchanged otherwise.
+    """
+    for f in range(n):
+        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 0:
+            continue
+        i = fi[f, FI_INDEX]
+        r = fi[f, FI_RATE]
+        x = df[i]
+        ff[f, FF_CLEAN] = x
+        ff[f, FF_CLEAN_RATE] = df[r]
+        y = _faulted(fi, ff, f, x)
+        lo = ff[f, FF_LO]
+        hi = ff[f, FF_HI]
+        if y < lo:
+            y = lo
+        elif y > hi:
+            y = hi
+        elif y != y:
+            y = x
+        df[i] = y
+        k = fi[f, FI_KIND]
+        if k == K_FORCE or k == K_HOLD:
+            df[r] = 0.0
+        elif k == K_GAIN:
+            df[r] = df[r] * ff[f, FF_VALUE]
+
+
+@njit(**JIT)
+def fault_outputs(fi, ff, df, n):
+    """Replace the faulted outputs by what the faulty sensors report.  Called in the real-time loop."""
+    for f in range(n):
+        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 1:
+            continue
+        i = fi[f, FI_INDEX]
+        x = df[i]
+        ff[f, FF_CLEAN] = x  # what this fault saw: for the first fault on a signal, the true value
+        df[i] = _faulted(fi, ff, f, x)
+
+
+@njit(**JIT)
+def fault_restore(fi, ff, df, n):
+    """Put the clean inputs back after the step (last fault first).  Called in the real-time loop."""
+    for f in range(n - 1, -1, -1):
+        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 0:
+            continue
+        df[fi[f, FI_INDEX]] = ff[f, FF_CLEAN]
+        df[fi[f, FI_RATE]] = ff[f, FF_CLEAN_RATE]
+
+
+@njit(**JIT)
+def fault_push(fi, ff, df, head, ints, floats, tick_info, n, tick, now_ns, t):
+    """After the step: the faulted outputs, the state-ring row, then the commanded inputs back, in one call.
+
+    One compiled call instead of three (each call from Python costs more
+    than the work of ten faults).  Called in the real-time loop.
+    """
+    fault_outputs(fi, ff, df, n)
+    ring_push(head, ints, floats, tick_info, df, tick, now_ns, t)
+    fault_restore(fi, ff, df, n)
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the three fault kernels, with one fault of each side active."""
+    fi = np.zeros((2, N_FI), dtype=np.int64)
+    ff = np.zeros((2, N_FF))
+    df = np.zeros(4)
+    fi[:, FI_ACTIVE] = 1
+    fi[1, FI_SIDE] = 1
+    fi[:, FI_KIND] = K_NOISE
+    fi[0, FI_RATE] = 1
+    ff[:, FF_HI] = 1.0
+    fi[:, FI_RNG] = 1
+    fault_inputs(fi, ff, df, 2)
+    fault_outputs(fi, ff, df, 2)
+    fault_restore(fi, ff, df, 2)
+    from io_adapters.ring import StateRing
+
+    ring = StateRing(1, 1, 0, 2, 4)
+    fault_push(fi, ff, df, ring.head, ring.ints, ring.floats, np.zeros(8, dtype=np.int64), 2, 1, 0, 0.0)
+
+
+def seed_state(seed: int) -> int:
+    """A non-zero xorshift state from a seed (splitmix64 of it), as the int64 with its bits."""
+    z = (int(seed) + 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFF_FFFF_FFFF_FFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFF_FFFF_FFFF_FFFF
+    z ^= z >> 31
+    z = z or 1
+    return z - (1 << 64) if z >= 1 << 63 else z  # the uint64 bits as an int64
+
+
+__all__ = ["MAX_FAULTS", "fault_inputs", "fault_outputs", "fault_restore", "fault_push", "warm_up", "seed_state"]
