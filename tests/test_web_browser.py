@@ -130,3 +130,35 @@ def test_an_out_of_range_parameter_edit_shows_the_error_and_changes_nothing(serv
         assert err and name in err and "outside" in err
         assert zc.get_params() == before
 
+
+
+def test_the_page_reconnects_after_a_server_restart(served, tmp_path):
+    s, _ = served
+    port = _free_port()
+    adapters = FREE_PORTS + f'\n[web]\nport = {port}\n'
+    first = ServerProcess(tmp_path / "a", mode="lockstep", adapters=adapters)
+    drv = chrome(1000, 700)
+    try:
+        drv.get(first.info["endpoints"]["web.url"])
+        assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+        first.shutdown()
+        assert wait_until(lambda: not drv.execute_script("return workspace.connected"), 10)
+        with ServerProcess(tmp_path / "b", mode="lockstep", adapters=adapters) as second:
+            assert wait_until(lambda: drv.execute_script("return workspace.connected"), 20)
+            with second.client() as zc:
+                assert wait_until(lambda: zc.status()["adapters"]["web"]["clients"] == 1, 10)
+                time.sleep(0.3)  # the page's subscription after its hello
+                zc.step(50)
+            assert wait_until(lambda: max(_plotted(drv).get("w_out", {0: 0})) >= 50, 10)
+            second.shutdown()
+    finally:
+        drv.quit()
+        first.kill()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -325,3 +325,21 @@ def test_the_web_option_adds_the_workspace_to_a_config_without_one():
         assert out.adapters[:-1] == io.adapters
     with pytest.raises(SystemExit):
         p.parse_args(["powershift", "--web", "70000"])
+
+
+def test_a_closed_page_costs_nothing(server):
+    async def body(page):
+        await page.subscribe(["w_out"])
+        await page.control("reset", inputs=GEAR1)
+        await page.control("step", n=100)
+        await page.rows_until(100)
+
+    run_page(server.url, body)  # the page closes here
+    with server.client() as c:
+        assert wait_until(lambda: c.status()["adapters"]["web"]["clients"] == 0, 10)
+        before = c.status()["adapters"]["web"]
+        c.step(500)
+        after = c.status()["adapters"]["web"]
+    assert before["rows_shown"] >= 10
+    assert after["rows_shown"] == before["rows_shown"]  # no page: no row is copied for the web thread
+    assert after["rows_dropped"] == before["rows_dropped"] and after["rows_lost"] == before["rows_lost"]
