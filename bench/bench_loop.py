@@ -42,6 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _support import FREE_ENDPOINTS  # noqa: E402
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.loop_config import LoopConfig  # noqa: E402
@@ -150,8 +151,7 @@ def run_loop(args) -> dict:
                      spin_margin_adapt=not args.fixed_margin,
                      duration_s=args.duration, status_interval_s=0.5, status_line=False, sample_capacity=n,
                      startup_grace_s=1.0, realtime=rt, autostart=args.clients == "none")
-    zmq = ZmqAdapter("zmq", {"state_endpoint": "tcp://127.0.0.1:*", "command_endpoint": "tcp://127.0.0.1:*",
-                             "control_endpoint": "tcp://127.0.0.1:*", "status_publish_s": 1.0,
+    zmq = ZmqAdapter("zmq", {**FREE_ENDPOINTS, "status_publish_s": 1.0,
                              "publish_every": args.publish_every,
                              "publish_batch": args.publish_batch})
     server = assemble(load_plant("powershift"), [zmq], cfg,

@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
+from _support import ROOT, write_io
 
 
 def spawn_time(args: list[str]) -> float:
@@ -39,9 +38,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
-    io = tmp / "io.toml"
-    io.write_text('[loop]\nstatus_line = false\n[[adapters]]\ntype = "zmq"\nstate_endpoint = "tcp://127.0.0.1:*"\n'
-                  'command_endpoint = "tcp://127.0.0.1:*"\ncontrol_endpoint = "tcp://127.0.0.1:*"\n')
+    io = write_io(tmp / "io.toml")
     res = {"load_avg_before": os.getloadavg()}
     first_tick, total = [], []
     for k in range(args.runs + 1):  # the first run only refreshes the OS file cache

@@ -30,22 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _support import FREE_PORTS, ROOT, LocalServer, write_io
 
-IO = """
-[loop]
-status_line = false
-rate_hz = {rate}
-{extra_loop}
-
-[[adapters]]
-type = "zmq"
-name = "zmq"
-state_endpoint = "tcp://127.0.0.1:*"
-command_endpoint = "tcp://127.0.0.1:*"
-control_endpoint = "tcp://127.0.0.1:*"
-{zmq_extra}
-
+CAN = """
 [[adapters]]
 type = "can"
 name = "can"
@@ -102,22 +89,15 @@ def main() -> int:
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp())
-    io = tmp / "io.toml"
-    io.write_text(IO.format(rate=args.rate, can="false" if args.no_can else "true", pid=os.getpid(),
-                            zmq_extra=args.zmq, extra_loop=args.loop))
-    ready = tmp / "ready.json"
-    srv = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "powershift", "--io", str(io), "--quiet",
-                            "--ready-file", str(ready), "--summary-json", str(tmp / "summary.json")], cwd=ROOT,
-                           stdout=open(tmp / "server.log", "w"), stderr=subprocess.STDOUT)
+    io = write_io(tmp / "io.toml", f"rate_hz = {args.rate}\n{args.loop}", adapters=FREE_PORTS + args.zmq + "\n"
+                  + CAN.format(can="false" if args.no_can else "true", pid=os.getpid()))
+    server = LocalServer(tmp, "powershift", io)
+    srv = server.proc
     client = None
     res: dict = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                  "load_avg_before": os.getloadavg(), "samples": [], "steps": []}
     try:
-        while not ready.exists():
-            if srv.poll() is not None:
-                raise RuntimeError("server did not start: " + (tmp / "server.log").read_text())
-            time.sleep(0.05)
-        control = json.loads(ready.read_text())["endpoints"]["zmq.control"]
+        control = server.control
         client = subprocess.Popen([sys.executable, str(ROOT / "bench" / "load_client.py"), "--control", control,
                                    "--subscribe", "--command-hz", str(args.command_hz), "--status-hz",
                                    str(args.status_hz)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -162,7 +142,8 @@ def main() -> int:
         if srv.poll() is None:
             srv.send_signal(signal.SIGTERM)
             srv.wait(timeout=30)
-    summary = tmp / "summary.json"
+        server.kill()
+    summary = server.summary
     if summary.exists():
         st = json.loads(summary.read_text())
         res["server_timing"] = st.get("timing")

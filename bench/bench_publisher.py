@@ -45,14 +45,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _support import FREE_ENDPOINTS  # noqa: E402
 from io_adapters.ring import F_TIME, I_AUX, I_STATUS, I_TICK, I_WATCHDOG, StateRing  # noqa: E402
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from io_adapters.zmq.codec import StateEncoder  # noqa: E402
 
 VARIANTS = ("loop", "thread", "process", "busy_thread")
 INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
-OPTIONS = {"state_endpoint": "tcp://127.0.0.1:*", "command_endpoint": "tcp://127.0.0.1:*",
-           "control_endpoint": "tcp://127.0.0.1:*", "status_publish_s": 0.0, "publish_events": False}
+OPTIONS = {**FREE_ENDPOINTS, "status_publish_s": 0.0, "publish_events": False}
 
 
 def pct(x) -> dict:

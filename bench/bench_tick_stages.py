@@ -40,6 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _support import FREE_ENDPOINTS  # noqa: E402
 import server.loop as loop_module  # noqa: E402
 from io_adapters.base import TI_STATUS  # noqa: E402
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
@@ -177,8 +178,7 @@ def one_run(rate: float, duration: float, wait: str, clients: str, can: bool, in
     cfg = LoopConfig(mode="realtime", rate_hz=rate, wait=wait, duration_s=duration, status_interval_s=0.5,
                      status_line=False, sample_capacity=n, startup_grace_s=1.0,
                      autostart=clients == "none")
-    zmqa = ZmqAdapter("zmq", {"state_endpoint": "tcp://127.0.0.1:*", "command_endpoint": "tcp://127.0.0.1:*",
-                              "control_endpoint": "tcp://127.0.0.1:*", "status_publish_s": 1.0})
+    zmqa = ZmqAdapter("zmq", {**FREE_ENDPOINTS, "status_publish_s": 1.0})
     adapters = [zmqa]
     if can:
         from io_adapters.can.adapter import CanAdapter

@@ -33,10 +33,9 @@ import msgpack
 import numpy as np
 import zmq
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _support import LocalServer, write_io
 
-from io_adapters.zmq.client import HilClient  # noqa: E402
+from io_adapters.zmq.client import HilClient
 
 ECHO = """
 import sys, zmq
@@ -88,32 +87,14 @@ def main() -> int:
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp())
-    io = tmp / "io.toml"
-    io.write_text(f"""[loop]
-status_line = false
-rate_hz = {args.rate}
-[realtime]
-sched_fifo_priority = {args.fifo}
-[watchdog]
-enabled = false
-[[adapters]]
-type = "zmq"
-state_endpoint = "tcp://127.0.0.1:*"
-command_endpoint = "tcp://127.0.0.1:*"
-control_endpoint = "tcp://127.0.0.1:*"
-""")
-    ready = tmp / "ready.json"
-    srv = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "powershift", "--io", str(io), "--quiet",
-                            "--ready-file", str(ready), "--summary-json", str(tmp / "summary.json")], cwd=ROOT,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    io = write_io(tmp / "io.toml", f"rate_hz = {args.rate}",
+                  f"[realtime]\nsched_fifo_priority = {args.fifo}\n[watchdog]\nenabled = false\n")
+    server = LocalServer(tmp, "powershift", io)
+    srv = server.proc
     res: dict = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                  "load_avg_before": os.getloadavg()}
     try:
-        while not ready.exists():
-            if srv.poll() is not None:
-                raise RuntimeError("server did not start")
-            time.sleep(0.05)
-        control = json.loads(ready.read_text())["endpoints"]["zmq.control"]
+        control = server.control
         print("baseline: ZeroMQ REQ/REP echo between two processes ...", flush=True)
         res["baseline_echo_us"] = echo_baseline(args.samples)
         with HilClient(control, timeout_s=10.0) as hil:
@@ -155,8 +136,7 @@ control_endpoint = "tcp://127.0.0.1:*"
             hil.shutdown()
         srv.wait(timeout=30)
     finally:
-        if srv.poll() is None:
-            srv.kill()
+        server.kill()
     res["load_avg_after"] = os.getloadavg()
     print(json.dumps(res, indent=2))
     print("\n| quantity (us) | p50 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- |")

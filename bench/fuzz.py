@@ -36,7 +36,6 @@ import os
 import random
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -44,20 +43,10 @@ from urllib.parse import urlsplit
 
 import msgpack
 import zmq
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _support import ROOT, LocalServer, write_io
 
 PLANT = "powershift"
-IO = """[loop]
-status_line = false
-[[adapters]]
-type = "zmq"
-name = "zmq"
-state_endpoint = "tcp://127.0.0.1:*"
-command_endpoint = "tcp://127.0.0.1:*"
-control_endpoint = "tcp://127.0.0.1:*"
-"""
+
 
 
 def pack(obj) -> bytes:
@@ -201,20 +190,9 @@ class Server:
     """``gearbox-hil serve`` in lockstep on free loopback ports (running, never stepped by the fuzzer)."""
 
     def __init__(self, tmp: Path):
-        io = tmp / "io_fuzz.toml"
-        io.write_text(IO)
-        self.ready = tmp / "ready.json"
-        self.log = open(tmp / "server.log", "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", "serve", PLANT, "--io", str(io), "--mode", "lockstep",
-             "--ready-file", str(self.ready), "--quiet"], cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        while not self.ready.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start: {(tmp / 'server.log').read_text()}")
-            time.sleep(0.05)
-        time.sleep(0.05)
-        self.endpoints = json.loads(self.ready.read_text())["endpoints"]
+        self.server = LocalServer(tmp, PLANT, write_io(tmp / "io_fuzz.toml"), mode="lockstep")
+        self.proc = self.server.proc
+        self.endpoints = self.server.endpoints
         self.ctx = zmq.Context()
         self.req = self.ctx.socket(zmq.DEALER)
         self.req.setsockopt(zmq.LINGER, 0)
@@ -254,7 +232,7 @@ class Server:
             code = -9
         self.req.close(0)
         self.ctx.term()
-        self.log.close()
+        self.server.kill()
         return code
 
 

@@ -37,23 +37,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _support import FREE_PORTS, ROOT, LocalServer, write_io
 
-from io_adapters.zmq.client import HilClient  # noqa: E402
+from io_adapters.zmq.client import HilClient
 
-IO = """
-[loop]
-status_line = false
-rate_hz = {rate}
-
-[[adapters]]
-type = "zmq"
-name = "zmq"
-state_endpoint = "tcp://127.0.0.1:*"
-command_endpoint = "tcp://127.0.0.1:*"
-control_endpoint = "tcp://127.0.0.1:*"
-
+CAN = """
 [[adapters]]
 type = "can"
 name = "can"
@@ -148,23 +136,17 @@ def main() -> int:
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="gearbox-hil-soak-"))
-    io = tmp / "io.toml"
-    io.write_text(IO.format(rate=args.rate, can="false" if args.no_can else "true", pid=os.getpid()))
-    ready = tmp / "ready.json"
-    srv = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "powershift", "--io", str(io), "--quiet",
-                            "--ready-file", str(ready), "--summary-json", str(tmp / "summary.json")], cwd=ROOT,
-                           stdout=open(tmp / "server.log", "w"), stderr=subprocess.STDOUT)
+    io = write_io(tmp / "io.toml", f"rate_hz = {args.rate}",
+                  adapters=FREE_PORTS + CAN.format(can="false" if args.no_can else "true", pid=os.getpid()))
+    server = LocalServer(tmp, "powershift", io)
+    srv = server.proc
     client = None
     samples: list[dict] = []
     res: dict = {"command": " ".join(["python", "bench/soak.py"] + sys.argv[1:]),
                  "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                  "load_avg_before": os.getloadavg()}
     try:
-        while not ready.exists():
-            if srv.poll() is not None:
-                raise RuntimeError("server did not start: " + (tmp / "server.log").read_text())
-            time.sleep(0.05)
-        control = json.loads(ready.read_text())["endpoints"]["zmq.control"]
+        control = server.control
         client = subprocess.Popen([sys.executable, str(ROOT / "bench" / "load_client.py"), "--control", control,
                                    "--subscribe", "--command-hz", str(args.command_hz), "--status-hz", "1"],
                                   cwd=ROOT, stdout=subprocess.PIPE, text=True)
@@ -206,7 +188,8 @@ def main() -> int:
         if srv.poll() is None:
             srv.send_signal(signal.SIGTERM)
             srv.wait(timeout=60)
-    summary = tmp / "summary.json"
+        server.kill()
+    summary = server.summary
     if summary.exists():
         res["server_timing"] = json.loads(summary.read_text()).get("timing")
     res["load_avg_after"] = os.getloadavg()

@@ -43,6 +43,13 @@ if TYPE_CHECKING:  # pragma: no cover
 PROTOCOL_VERSION = 1
 """Version of the message formats in docs/protocol.md; carried as ``v`` in every message."""
 
+PROTOCOL_REVISION = 1
+"""Additions to version 1 that change none of its messages, reported by ``ping`` and ``describe`` as ``revision``.
+
+0 (no ``revision`` key): the first servers of version 1.  1: the state
+socket answers a ``hello/<token>`` subscription, so a subscriber knows when
+its subscriptions are live (docs/protocol.md, section 3.3)."""
+
 # Why a command message was rejected.  Status counters carry one entry per reason, in this order.
 REASONS = (
     "oversized",        # longer than the configured limit
@@ -67,6 +74,11 @@ ERROR_CODES = ("oversized", "malformed", "bad_message", "bad_version", "unknown_
 assert set(INPUT_REASONS) <= set(REASONS) <= set(ERROR_CODES)
 
 MAX_SIGNALS_PER_COMMAND = 256
+"""Most entries of a map in a message (an input map: a command's ``set``, a request's ``set`` / ``inputs``).
+
+Counted as sent by the decoder (:func:`io_adapters.zmq.codec.unpack_message`:
+a name repeated 257 times is 257 entries); :class:`InputValidator` checks the
+same number of keys for maps made in-process."""
 
 
 class ProtocolError(GearboxHilError, ValueError):
@@ -249,6 +261,6 @@ class RejectLog:
         return {"total": self.total, "by_reason": dict(self.counts), "last": list(self.last)}
 
 
-__all__ = ["PROTOCOL_VERSION", "REASONS", "ERROR_CODES", "MAX_SIGNALS_PER_COMMAND", "ProtocolError",
-           "COMMAND_ERRORS", "InputError", "schema_id", "error_reply", "wire_type_name", "InputValidator",
+__all__ = ["PROTOCOL_VERSION", "PROTOCOL_REVISION", "REASONS", "ERROR_CODES", "MAX_SIGNALS_PER_COMMAND",
+           "ProtocolError", "COMMAND_ERRORS", "InputError", "schema_id", "error_reply", "wire_type_name", "InputValidator",
            "RejectLog", "PendingReply"]

@@ -66,7 +66,7 @@ The last row slot is kept free for that check, so a ring of ``capacity``
 rows holds ``capacity - 1`` unread rows.
 
 The recording of chosen signals at a decimation and a dashboard read it the
-same way as the ZeroMQ publisher (:mod:`io_adapters.zmq.publisher`).
+same way as the ZeroMQ adapter's publisher (:meth:`io_adapters.zmq.adapter.ZmqAdapter.pump`).
 """
 
 from __future__ import annotations

@@ -93,12 +93,12 @@ class Element:
 
     name: str
     key: str
-    kind: str  # "clutch", "brake", "freewheel"
+    kind: str  # "clutch", "brake", "freewheel", "rolling" (a vehicle's rolling resistance, capacity holding_N_m)
     coefs: tuple[tuple[int, Exact], ...]
     force_radius: float = 1.0
     clutch: WetClutch | None = None
     pressure_max_bar: float = 40.0
-    holding_N_m: float = 0.0  # a freewheel's capacity, N m
+    holding_N_m: float = 0.0  # a freewheel's (or the rolling resistance's) capacity, N m
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from io_adapters.protocol import COMMAND_ERRORS, PROTOCOL_VERSION, InputValidator, PendingReply, error_reply, schema_id
+from io_adapters.protocol import (COMMAND_ERRORS, PROTOCOL_REVISION, PROTOCOL_VERSION, InputValidator, PendingReply,
+                                  error_reply, schema_id)
 from plant_models.errors import ConfigError, FaultError, ParamError, SnapshotError
 
 from .loop import RUNNING, Loop
@@ -153,7 +154,8 @@ class ControlHandler:
 
     # ------------------------------------------------------------------ commands
     def _ping(self, req):
-        return {"server": SERVER_NAME, "protocol": PROTOCOL_VERSION, "time_ns": time.monotonic_ns()}
+        return {"server": SERVER_NAME, "protocol": PROTOCOL_VERSION, "revision": PROTOCOL_REVISION,
+                "time_ns": time.monotonic_ns()}
 
     def _describe(self, req):
         lp = self.loop
@@ -164,7 +166,8 @@ class ControlHandler:
             if isinstance(st, dict) and isinstance(st.get("endpoints"), dict):
                 endpoints.update(st["endpoints"])
         d.update({
-            "server": SERVER_NAME, "protocol": PROTOCOL_VERSION, "mode": lp.mode, "state": lp.state,
+            "server": SERVER_NAME, "protocol": PROTOCOL_VERSION, "revision": PROTOCOL_REVISION,
+            "mode": lp.mode, "state": lp.state,
             "period_s": lp.dt, "rate_hz": 1.0 / lp.dt,
             "input_names": [s.name for s in lp.plant.inputs],
             "output_names": [s.name for s in lp.plant.outputs],

@@ -37,6 +37,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"\ngears (engaged elements; {RATIO})")
         for g in d["gears"]:
             print(f"  {g['name']:<4} {', '.join(g['engaged']):<24} {g['ratio']:.4f}")
+    if d.get("components"):  # the powertrain around a described transmission (docs/powertrain.md)
+        print("\ncomponents:")
+        for name, comp in d["components"].items():
+            ports = "; ".join(f"{k} {', '.join(comp[k])}" for k in ("inputs", "outputs", "elements") if k in comp)
+            rest = ", ".join(f"{k} {v}" for k, v in comp.items() if k not in ("inputs", "outputs", "elements"))
+            print(f"  {name:<17} {ports}\n  {'':<17} {rest}")
     return 0
 
 

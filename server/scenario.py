@@ -145,7 +145,7 @@ class Scenario:
 
     def _in_input_units(self, plant: Plant) -> dict[str, Profile]:
         """The profiles with every value in its input's unit (``Profile.unit`` converted, then cleared)."""
-        from io_adapters.can.message_set import unit_gain
+        from plant_models.units import unit_gain
 
         out = {}
         for name, prof in self.profiles.items():
@@ -332,8 +332,9 @@ class ScenarioFolders:
     """Where the ``load_scenario`` control request may read scenario files, and how much of one.
 
     A request names a file *relative to* one of ``folders`` (a name such as
-    ``powershift_single_swap`` gets ``.toml`` appended); absolute paths and
-    ``..`` are refused, and so is a name whose real path (symlinks
+    ``powershift_single_swap`` gets ``.toml`` appended; a path that starts
+    with the folder's own name, ``scenarios/powershift_single_swap.toml``,
+    means the file inside it); absolute paths and ``..`` are refused, and so is a name whose real path (symlinks
     resolved) leaves its folder.  Only regular files of at most
     ``max_bytes`` are read: a FIFO, a device or a socket is refused before
     a byte is read, and the file is opened non-blocking so that no open can
@@ -372,16 +373,17 @@ class ScenarioFolders:
         if not given.suffix:
             given = given.with_name(given.name + ".toml")
         for folder in self.folders:
-            cand = folder / given
-            if not os.path.lexists(cand):
-                continue
-            real, root = os.path.realpath(cand), os.path.realpath(folder)
-            if os.path.commonpath([real, root]) != root:
-                raise ConfigError(name, "path", f"leads outside the scenario folder {folder} (a symbolic link)")
-            return cand
+            for inside in _inside_parts(folder, given):
+                cand = folder / inside
+                if not os.path.lexists(cand):
+                    continue
+                real, root = os.path.realpath(cand), os.path.realpath(folder)
+                if os.path.commonpath([real, root]) != root:
+                    raise ConfigError(name, "path", f"leads outside the scenario folder {folder} (a symbolic link)")
+                return cand
         names = sorted({f.name[:-5] for d in self.folders if d.is_dir() for f in d.iterdir() if f.suffix == ".toml"})
-        raise ConfigError(name, "path", f"no such scenario in {self._where()}"
-                          + (did_you_mean(given.stem, names) or ""))
+        raise ConfigError(name, "path", f"no such scenario in {self._where()} (a path is taken relative to a "
+                          "scenario folder)" + (did_you_mean(given.stem, names) or ""))
 
     def _where(self) -> str:
         return ", ".join(str(f) for f in self.folders)
@@ -430,3 +432,20 @@ class ScenarioFolders:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(str(p), "", f"not valid TOML ({exc})") from None
         return parse_scenario(data, str(p))
+
+
+def _inside_parts(folder: Path, given: Path) -> list[Path]:
+    """The paths inside ``folder`` that the relative path ``given`` may mean, the literal one first.
+
+    ``given`` may also start with the folder's own name or trailing folders
+    (``scenarios/powershift_single_swap.toml`` for the folder ``<project>/scenarios``,
+    as a path from the project folder is written); those leading parts are
+    dropped.  ``given`` has no ``..`` and is not absolute (checked by the caller).
+    """
+    out = [given]
+    parts, tail = given.parts, folder.parts
+    for k in range(1, min(len(parts) - 1, len(tail)) + 1):
+        if parts[:k] == tail[len(tail) - k:]:
+            out.append(Path(*parts[k:]))
+    return out
+

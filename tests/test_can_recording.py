@@ -71,3 +71,54 @@ def test_recording_to_an_unknown_format_is_an_error(tmp_path):
 
     with pytest.raises(AdapterError, match=r"can: cannot record to .*can\.xyz"):
         Harness(options={"record": str(tmp_path / "can.xyz")})
+
+
+LAZY_MF4 = r"""
+import sys, uuid
+import server.cli, server.serve  # the server's own imports
+from io_adapters.base import LoopContext, create_adapter, new_tick_info
+from plant_models.registry import load_plant
+
+HEAVY = ("asammdf", "pandas", "pyarrow", "polars")
+
+
+def run(options):
+    plant = load_plant("powershift")
+    ctx = LoopContext(period_s=0.001, feed_watchdog=lambda now: None, status=lambda: {}, tick_info=new_tick_info(),
+                      mode="realtime")
+    a = create_adapter("can", "can", {"interface": "virtual", "channel": f"lazy-{uuid.uuid4().hex[:8]}", **options})
+    a.open(plant, ctx)
+    for k in range(30):
+        a.read(k, k * 1_000_000)
+        plant.step(0.001)
+        a.write(k + 1, k * 1_000_000)
+        a.pump(0)
+    a.close()
+    return a.status()["tx"]["frames"]
+
+
+run({})
+print("served", sorted(m for m in HEAVY if m in sys.modules))
+if len(sys.argv) > 1:  # a recording to MF4 loads python-can's MF4 writer then, and works
+    sent = run({"record": sys.argv[1]})
+    import can
+    print("recorded", len(list(can.LogReader(sys.argv[1]))), "of", sent, "asammdf" in sys.modules)
+"""
+
+
+def test_a_process_that_does_not_record_mf4_imports_no_asammdf_and_mf4_recording_still_works(tmp_path):
+    """python-can imports asammdf (and pandas, pyarrow) with can.io.mf4 when it is installed: ~90 MB and 3 threads
+    in the server.  io_adapters.can defers it until a CAN recording to .mf4 asks for it."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-c", LAZY_MF4]
+    has_asammdf = __import__("importlib").util.find_spec("asammdf") is not None
+    if has_asammdf:
+        args.append(str(tmp_path / "can.mf4"))
+    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "served []" in out.stdout.splitlines()
+    if has_asammdf:
+        # 30 ticks: five 10 ms messages 3 times, two 100 ms ones once, each frame in the file
+        assert "recorded 17 of 17 True" in out.stdout.splitlines(), out.stdout

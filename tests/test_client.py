@@ -43,7 +43,6 @@ def test_client_discovers_endpoints_and_reads_the_plant(server):
 def test_state_stream_in_lockstep_carries_every_published_tick_and_the_ack(server):
     with server.client() as hil:
         hil.subscribe(("state",))
-        time.sleep(0.3)  # let the subscription reach the server before the first message
         hil.reset({"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0})  # gear 1 engaged and held from t = 0
         seq = hil.set_inputs(engine_torque=200.0)
         # The command socket is not ordered with the control socket: step until a tick has applied it.
@@ -94,9 +93,50 @@ def test_array_format_states_decode_by_name_after_the_schema_check(tmp_path):
     with ServerProcess(tmp_path, mode="lockstep", adapters=ARRAY_FORMAT) as srv:
         with srv.client() as hil:
             hil.subscribe(("state",))
-            time.sleep(0.3)  # let the subscription reach the server before the first message
             r = hil.step(4, inputs={"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0})
             s = hil.wait_for(lambda st: st.tick == 4, 30.0)
             assert s is not None and s.y == r.y  # names restored from the schema-checked order
             assert hil.status()["adapters"]["zmq"]["state_sent"] == 2  # every second tick
         srv.shutdown()
+
+
+def test_subscribe_returns_once_the_subscription_is_live_so_the_first_step_loses_no_state(server):
+    """The slow joiner: a SUB socket's subscription reaches the server some time after subscribe() returned, and
+    the states published before it are lost.  subscribe() waits for the server's answer to a hello subscription
+    (docs/protocol.md, 3.3): connect, subscribe, step 5 gets all 5 states, every time."""
+    for _ in range(20):
+        with server.client() as hil:
+            hil.subscribe()
+            r = hil.step(5)
+            ticks = []
+            for _ in range(5):
+                s = hil.recv_state(2.0)
+                ticks.append(None if s is None else s.tick)
+            assert ticks == list(range(r.tick - 4, r.tick + 1))
+            assert hil.recv_state(0.05) is None  # nothing else: no state twice
+
+
+def test_a_subscriber_waits_for_the_hello_with_plain_pyzmq(server):
+    """The handshake as docs/protocol.md 3.3 writes it, without the Python client."""
+    import msgpack
+
+    with server.client() as hil:
+        ctx = zmq.Context.instance()
+        sub = ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.LINGER, 0)
+        sub.connect(hil.endpoints["state"])
+        try:
+            sub.setsockopt(zmq.SUBSCRIBE, b"state")
+            sub.setsockopt(zmq.SUBSCRIBE, b"hello/0123456789abcdef")
+            assert sub.poll(10_000)
+            topic, body = sub.recv_multipart()
+            assert topic == b"hello/0123456789abcdef"
+            hello = msgpack.unpackb(body)
+            assert set(hello) == {"v", "seq"} and hello["v"] == 1
+            sub.setsockopt(zmq.UNSUBSCRIBE, b"hello/0123456789abcdef")
+            hil.step(3)
+            states = [msgpack.unpackb(sub.recv_multipart()[1]) for _ in range(3) if sub.poll(5_000)]
+            assert [s["seq"] for s in states] == [hello["seq"] + 1, hello["seq"] + 2, hello["seq"] + 3]
+        finally:
+            sub.close(0)
+        assert hil.ping()["revision"] == 1 and hil.describe()["revision"] == 1

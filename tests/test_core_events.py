@@ -159,3 +159,37 @@ def test_event_log_overflow_is_counted(two_shafts):
         c.step(dt)
         c.new_events()
     assert c.events_lost == total - 4
+
+
+def _open_row_and_a_stick(dt):
+    """Shaft a turns faster than b through an open clutch (no capacity) and slows at 10 rad/s^2
+    relative to b: that slip crosses zero at 49.2 ms.  b and c slip through a clutch of Coulomb
+    force 5 N m, slip 0.497 rad/s falling at 10 rad/s^2: it sticks at 49.7 ms, in the same step
+    as the crossing at dt = 1 and 2 ms."""
+    rows = (Row("open", 0, 1, gain_static=1.0, gain_kinetic=1.0), Row("s", 1, 2, gain_static=1.2, gain_kinetic=1.0))
+    c = Core(CoreSpec(("a", "b", "c"), (1.0, 1.0, 1.0), (0.0, 0.0, 0.0), rows))
+    c.omega[:] = (1.492, 1.0, 0.503)
+    c.u_act[:] = (0.0, 5.0)
+    c.act[:] = (0.0, 5.0)
+    c.u_torque[:] = (-15.0, 0.0, 0.0)
+    c.start([])
+    c.run(dt, int(round(0.06 / dt)))
+    return c
+
+
+@pytest.mark.parametrize("dt", [1e-3, 1e-4, 2e-3])
+def test_an_open_clutch_whose_slip_crosses_zero_logs_no_event(dt):
+    c = _open_row_and_a_stick(dt)
+    assert c.new_events() == [(pytest.approx(0.0497, abs=1e-12), 1, L.EV_STICK)]
+    assert c.delta[0] < 0.0 and c.mode[0] == L.MODE_SLIP  # the open clutch did cross zero
+    assert c.mu[0] == 0.0
+
+
+@pytest.mark.parametrize("dt", [1e-3, 1e-4, 2e-3])
+def test_a_slipping_clutch_logs_its_reversal_at_the_crossing(two_shafts, dt):
+    """Slip 0.5 rad/s falling at 12 rad/s^2 (torque -10 N m on a, Coulomb force 1 N m, J = 1): it
+    reaches zero at 0.5/12 s, where sticking would need 5 N m > K = 1 N m, so it reverses there."""
+    c = two_shafts(J1=1.0, J2=1.0, K=1.0, w0=(0.5, 0.0), torque=(-10.0, 0.0))
+    c.run(dt, int(round(0.06 / dt)))
+    assert c.new_events() == [(pytest.approx(0.5 / 12.0, abs=1e-12), 0, L.EV_REVERSAL)]
+    assert c.mode[0] == L.MODE_SLIP and c.delta[0] < 0.0

@@ -39,7 +39,7 @@ def test_the_example_runs_against_a_lockstep_server(tmp_path):
         with contextlib.redirect_stdout(out):
             exec(compile(code, "docs/faults.md", "exec"), {})
         printed = out.getvalue()
-        assert "clutch:3:stuck_closed" in printed and "w_out" in printed, printed
+        assert "clutch:C3:stuck_closed" in printed and "w_out" in printed, printed
         with srv.client() as hil:
             assert hil.faults() == []  # the example's last line cleared them all
         srv.shutdown()

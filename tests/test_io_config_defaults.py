@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from plant_models.config import ConfigError
-from server.runtime import EndpointOverrides, apply_endpoints, load_io_config
+from server.runtime import apply_adapter_options, load_io_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,7 +48,7 @@ def test_a_file_with_only_the_docs_recording_table_keeps_the_default_adapters(tm
     assert io.recording is not None and io.recording.folder == tmp_path / "recordings"
     assert io.recording.every == 1 and io.recording.name == "rec"
     # the command of the issue: `serve ... --io rec.toml --zmq-port 0` ("has no enabled zmq adapter" before)
-    moved = apply_endpoints(io, EndpointOverrides(zmq_port=0))
+    moved = apply_adapter_options(io, {"zmq": {"--zmq-port": 0}})
     assert next(a for a in moved.adapters if a.type == "zmq").options["control_endpoint"] == "tcp://127.0.0.1:0"
 
 
@@ -66,7 +66,7 @@ def test_adapters_of_a_file_replace_the_default_ones_and_an_empty_list_means_non
     p.write_text('adapters = []\n[loop]\nmode = "lockstep"\n')
     assert load_io_config(p).adapters == ()
     with pytest.raises(ConfigError) as ei:
-        apply_endpoints(load_io_config(p), EndpointOverrides(zmq_port=0))
+        apply_adapter_options(load_io_config(p), {"zmq": {"--zmq-port": 0}})
     assert "has no enabled zmq adapter" in str(ei.value)
 
 

@@ -117,7 +117,9 @@ PLANT_FLOORS = (
     ("plant_models.errors",),  # the error types every floor raises (it imports nothing)
     ("plant_models.core",),  # the friction core (its modules import one another through their own order)
     ("plant_models.config", "plant_models.plant", "plant_models.friction_plant", "plant_models.drivetrain",
-     "plant_models.reduction", "plant_models.clutch", "plant_models.compiling", "plant_models.contract"),  # the contract
+     "plant_models.reduction", "plant_models.clutch", "plant_models.compiling", "plant_models.contract",
+     "plant_models.units"),  # the contract
+    ("plant_models.powertrain",),  # components (engine, converter, vehicle, driver): ports and compiled force laws
     ("plant_models.plants", "plant_models.readers"),  # the plants and their config readers
     ("plant_models.registry", "plant_models.offline"),  # what finds, builds and runs plants by name
 )
@@ -274,5 +276,5 @@ def test_a_planted_upward_import_inside_plant_models_is_reported(tmp_path):
     assert upward_within(graph) == ["plant_models.core.spec:2 -> plant_models.drivetrain",
                                     "plant_models.drivetrain:1 -> plant_models.plants.clutch",
                                     "plant_models.readers.r:2 -> plant_models.registry"]
-    assert floor_of("plant_models.core.spec") == 1 and floor_of("plant_models.readers") == 3
+    assert floor_of("plant_models.core.spec") == 1 and floor_of("plant_models.readers") == 4
     assert floor_of("plant_models.newmodule") is None

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from plant_models.config import repo_root
+from plant_models.core import layout as L
 from plant_models.registry import load_plant
 from server.scenario import load_scenario
 from server.simulate import run_offline
@@ -21,7 +22,12 @@ SCENARIOS = {
     "powershift_kinematic_swap.toml": "powershift_kinematic.toml",
     "dct_kinematic_upshift.toml": "dct_kinematic.toml",
     "zf8hp_shifts.toml": "zf8hp.toml",
+    "zf8hp_car_drive.toml": "zf8hp_car.toml",
+    "powershift_tractor_pull.toml": "powershift_tractor.toml",
 }
+# a car standing in gear on its brake: brake, rolling resistance and the gear's elements all stuck hold the
+# whole transmission at zero speed (locked) with more rows than it needs (overconstrained)
+ALLOWED_STATUS = {"zf8hp_car_drive.toml": L.ST_OVERCONSTRAINED | L.ST_LOCKED}
 _runs: dict = {}
 
 
@@ -42,7 +48,8 @@ def test_every_scenario_of_these_plants_is_covered():
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_scenario_runs_cleanly_inside_the_declared_ranges(name):
     plant, tr = run(name)
-    assert tr.status_or == 0, tr.status_or  # no redundant/locked sets, no budget or solver limits, no roll-backs
+    # no redundant/locked sets, no budget or solver limits, no roll-backs
+    assert tr.status_or & ~ALLOWED_STATUS.get(name, 0) == 0, tr.status_or
     assert np.all(np.isfinite(tr.values))
     for k, sig in enumerate(plant.outputs):
         col = tr.values[:, k]
@@ -88,3 +95,37 @@ def test_chain_scenario_is_the_four_mass_benchmark():
     assert [round(e["time"], 2) for e in tr.events[:3]] == [0.80, 0.93, 0.97]
     v = np.column_stack([tr.column(f"v_{j}") for j in (1, 2, 3, 4)])
     assert np.ptp(v[-1]) == 0.0  # all four masses move together at the end
+
+
+def test_a_request_path_that_starts_with_the_scenario_folder_names_the_file_inside_it(tmp_path):
+    """``scenarios/powershift_single_swap.toml`` (a path from the project folder) is the file in the folder
+    ``<project>/scenarios``; outside the folders, ``..`` and absolute paths are still refused."""
+    from plant_models.config import ConfigError
+    from server.scenario import ScenarioFolders
+
+    folders = ScenarioFolders.default()
+    want = ROOT / "scenarios" / "powershift_single_swap.toml"
+    assert folders.resolve("scenarios/powershift_single_swap.toml") == want
+    assert folders.resolve("scenarios/powershift_single_swap") == want
+    assert folders.resolve("powershift_single_swap") == want
+    deep = tmp_path / "bench" / "scen"
+    deep.mkdir(parents=True)
+    (deep / "a.toml").write_text(want.read_text())
+    nested = ScenarioFolders((deep,))
+    assert nested.resolve("bench/scen/a.toml") == deep / "a.toml"  # trailing folders of the folder's path
+    assert nested.resolve("scen/a") == deep / "a.toml"
+    refused = {
+        "scenarios/../configs/powershift.toml": "'..' is not accepted",
+        str(want): "absolute paths are not accepted",
+        "configs/powershift.toml": "no such scenario",  # in the project, not in a scenario folder
+        "other/powershift_single_swap.toml": "no such scenario",  # a folder of another name
+    }
+    for path, why in refused.items():
+        with pytest.raises(ConfigError) as ei:
+            folders.resolve(path)
+        assert why in str(ei.value), (path, str(ei.value))
+    with pytest.raises(ConfigError) as ei:
+        folders.resolve("scenarios/powershift_singel_swap.toml")
+    msg = str(ei.value)
+    assert "a path is taken relative to a scenario folder" in msg
+    assert msg.endswith("did you mean 'powershift_single_swap'?"), msg

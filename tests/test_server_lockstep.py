@@ -182,6 +182,26 @@ def _raw_bytes_error(hil, raw, code):
     assert rep["ok"] is False and rep["error"]["code"] == code, rep
 
 
+def test_257_entries_of_one_name_are_bad_message_in_step_reset_set_and_a_command(hil):
+    """A map of 257 entries naming p_c8 is refused whole on both sockets (repeated names count), nothing changes."""
+    def entries(n):
+        return b"\xde" + n.to_bytes(2, "big") + (msgpack.packb("p_c8") + msgpack.packb(7.0)) * n
+
+    hil.reset()
+    r0 = hil.step(2)
+    before = hil.status()["adapters"]["zmq"]["rejected"]["by_reason"]["bad_message"]
+    hil.send_raw_command(b"\x82\xa1v\x01\xa3set" + entries(257))
+    assert wait_until(lambda: hil.status()["adapters"]["zmq"]["rejected"]["by_reason"]["bad_message"]
+                      == before + 1, timeout_s=30.0)
+    for head in (b"\x84\xa1v\x01\xa3cmd\xa4step\xa1n\x01\xa3set", b"\x83\xa1v\x01\xa3cmd\xa3set\xa3set",
+                 b"\x83\xa1v\x01\xa3cmd\xa5reset\xa6inputs"):
+        _raw_bytes_error(hil, head + entries(257), "bad_message")
+    got = hil.get()
+    assert got["tick"] == r0.tick and got["u"]["p_c8"] == 0.0  # not stepped, not set, not reset
+    r = hil.step(1, inputs={"p_c8": 7.0})  # a map within the rule is applied
+    assert r.tick == r0.tick + 1 and hil.get()["u"]["p_c8"] == 7.0
+
+
 def test_lockstep_rejects_realtime_only_requests_and_reports_state(hil):
     hil.pause()
     with pytest.raises(ServerError) as ei:

@@ -46,7 +46,6 @@ def test_lockstep_stream_carries_every_tick_in_order_and_equals_the_offline_run(
     with ServerProcess(tmp_path, mode="lockstep", loop=SMALL_RING) as srv:
         with srv.client() as hil:
             hil.subscribe(("state",))
-            time.sleep(0.3)  # let the subscription reach the server before the first message
             info = hil.load_scenario("powershift_single_swap")
             n = info["n_steps"]
             assert n > 10 * 64  # the request covers the ring many times over

@@ -25,6 +25,7 @@ ALLOWED = {
     "keys.py": {"io_adapters.zmq.curve"},  # `gearbox-hil keys` writes the ZeroMQ CURVE key files
     "testbench/runner.py": {"io_adapters.zmq.client"},  # the test bench is a ZeroMQ client of a server
     "testbench/pytest_plugin.py": {"io_adapters.zmq.client"},
+    "local_server.py": {"io_adapters.zmq.client"},  # a server started for tests and benchmarks, and its client
 }
 
 

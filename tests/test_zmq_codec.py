@@ -172,3 +172,38 @@ def test_validator_keeps_the_last_value_of_a_name_and_rejects_non_string_names()
     assert (ei.value.reason, ei.value.message) == ("bad_message", "signal names must be strings, got int")
     v.validate({"p_c1": 1.0, "engine_torque": -3})
     assert v.as_dict() == {"p_c1": 1.0, "engine_torque": -3.0}
+
+
+def _repeated_map(name: str, value: float, n: int) -> bytes:
+    """A msgpack map of ``n`` entries that all name ``name`` (map16 header): a dict keeps one."""
+    return b"\xde" + n.to_bytes(2, "big") + (msgpack.packb(name) + msgpack.packb(value)) * n
+
+
+TOO_MANY = ("bad_message", "more than 256 entries in a map or array (257 exceeds max_map_len(256))")
+
+
+def test_the_map_size_rule_counts_entries_as_sent_on_both_sockets():
+    """257 entries naming one input are 257 entries, in a command and in a control request."""
+    head = msgpack.packb("v") + msgpack.packb(1) + msgpack.packb("seq") + msgpack.packb(2) + msgpack.packb("set")
+    dec = CommandDecoder(INPUTS, max_bytes=4096)
+    dec.decode(b"\x83" + head + _repeated_map("p_c1", 5.0, 256))  # the limit itself is accepted
+    assert dec.validator.count == 1 and dec.validator.val[0] == 5.0
+    with pytest.raises(ProtocolError) as ei:
+        dec.decode(b"\x83" + head + _repeated_map("p_c1", 6.0, 257))
+    assert (ei.value.reason, ei.value.message) == TOO_MANY
+    # the command map itself: 257 entries of which most repeat a key
+    with pytest.raises(ProtocolError) as ei:
+        dec.decode(b"\xde" + (257).to_bytes(2, "big") + (msgpack.packb("seq") + msgpack.packb(1)) * 255 + head[:3]
+                   + msgpack.packb("set") + b"\x80")
+    assert (ei.value.reason, ei.value.message) == TOO_MANY
+    # control requests: set's, step's set and reset's inputs, decoded by the same step
+    for cmd, key in (("set", "set"), ("step", "set"), ("reset", "inputs")):
+        body = (msgpack.packb("v") + msgpack.packb(1) + msgpack.packb("cmd") + msgpack.packb(cmd)
+                + msgpack.packb(key))
+        assert decode_request(b"\x83" + body + _repeated_map("p_c1", 5.0, 256), 1 << 20)[key] == {"p_c1": 5.0}
+        with pytest.raises(ProtocolError) as ei:
+            decode_request(b"\x83" + body + _repeated_map("p_c1", 5.0, 257), 1 << 20)
+        assert (ei.value.reason, ei.value.message) == TOO_MANY
+    # arrays are not limited in a request (a scenario's points), only in a command
+    long = {"v": 1, "cmd": "get_params", "names": ["x"] * 1000}
+    assert decode_request(msgpack.packb(long), 1 << 20)["names"] == ["x"] * 1000

@@ -46,6 +46,23 @@ def _missed(hil) -> int:
     return hil.status()["timing"]["missed_ticks"]
 
 
+def _no_stall(missed: int, control: int) -> bool:
+    """Missed ticks while a peer misbehaved, against a same-run control of the same kind of work without it.
+
+    A stall of the loop fails (those these tests guard against lasted 0.5 to 3 s: 50 to 300 ticks at 100 Hz);
+    what a loaded machine takes from either half passes (CI runs saw a few ticks in one half and none in the
+    other).  What the misbehaving peers cost in ticks is measured by bench/bench_zmq_hardening.py, not here.
+    """
+    return missed <= 2 * control + 25
+
+
+def _missed_in(hil, seconds: float) -> int:
+    """The control: ticks missed while nothing but the test's own status requests reaches the server."""
+    before = _missed(hil)
+    time.sleep(seconds)
+    return _missed(hil) - before
+
+
 def _host_port(endpoint: str) -> tuple[str, int]:
     u = urlsplit(endpoint)
     return u.hostname, u.port
@@ -135,6 +152,36 @@ def test_more_than_256_entries_is_bad_message_on_both_sockets(server):
         assert ei.value.code == "bad_message"
 
 
+def _entries(name: str, value: float, n: int) -> bytes:
+    """A msgpack map of ``n`` entries that all name ``name`` (a decoded dict keeps one of them)."""
+    return b"\xde" + n.to_bytes(2, "big") + (msgpack.packb(name) + msgpack.packb(value)) * n
+
+
+def test_257_entries_of_one_repeated_name_are_bad_message_on_both_sockets(server):
+    """The size rule counts the entries sent, so repeating a name does not get past it: the plant keeps p_c8."""
+    ctx = zmq.Context.instance()
+    with server.client() as hil:
+        p0 = hil.get()["u"]["p_c8"]
+        before = hil.status()["adapters"]["zmq"]["rejected"]["by_reason"]["bad_message"]
+        hil.send_raw_command(b"\x83\xa1v\x01\xa3seq\x05\xa3set" + _entries("p_c8", 7.0, 257))
+        assert wait_until(lambda: hil.status()["adapters"]["zmq"]["rejected"]["by_reason"]["bad_message"]
+                          == before + 1, timeout_s=30)
+        req = ctx.socket(zmq.REQ)
+        req.setsockopt(zmq.LINGER, 0)
+        req.connect(server.control)
+        try:
+            for cmd, key in (("set", "set"), ("reset", "inputs")):  # step's set: test_server_lockstep.py
+                req.send(b"\x83\xa1v\x01\xa3cmd" + msgpack.packb(cmd) + msgpack.packb(key) + _entries("p_c8", 7.0, 257))
+                assert req.poll(30_000)
+                rep = msgpack.unpackb(req.recv())
+                assert rep["ok"] is False and rep["error"]["code"] == "bad_message", (cmd, rep)
+                assert rep["error"]["message"].startswith("more than 256 entries in a map"), (cmd, rep)
+        finally:
+            req.close()
+        got = hil.get()
+        assert got["u"]["p_c8"] == p0 and got["t"] > 0.0  # not set, and not reset
+
+
 # A peer's process that subscribes with a 4 MiB prefix and pushes a 1 MiB command.  In a process of its own:
 # libzmq 4.3.5 crashes the *subscriber's* process when such a SUB socket is closed (seen here; the server's PUB,
 # which drops the connection at its size cap, is not affected).
@@ -158,9 +205,9 @@ def test_a_4_mib_subscription_and_a_1_mib_command_are_dropped_unread_at_no_cost_
     and the loop loses at most a few ticks more than while the same peers' processes send normal messages.
 
     The control is needed because starting three Python processes on a 2-core machine is itself a load.  The tick
-    bound is loose on purpose: on a shared virtual machine one run in a few loses a tick or two to the host in
-    either half (a CI run saw 2 against 0); the bound still catches messages that stall the loop for milliseconds.
-    What the messages cost in time is a benchmark's question, not this test's."""
+    bound (:func:`_no_stall`) is loose on purpose: on a loaded machine either half loses ticks to the host (a CI
+    run saw 2 against 0, others more); the bound still catches a stall of the loop.  What the messages cost in
+    time is measured by bench/bench_zmq_hardening.py, not here."""
     with server.client() as hil:
 
         def missed_while_running(script: str) -> int:
@@ -176,7 +223,7 @@ def test_a_4_mib_subscription_and_a_1_mib_command_are_dropped_unread_at_no_cost_
         assert hil.status()["adapters"]["zmq"]["received"] == received0 + 3
         received0 += 3
         flood = missed_while_running(FLOOD)
-        assert flood <= control + 5, f"missed ticks: {flood} with the oversized messages, {control} without"
+        assert _no_stall(flood, control), f"missed ticks: {flood} with the oversized messages, {control} without"
         st = hil.status()["adapters"]["zmq"]
         assert st["received"] == received0  # ZeroMQ dropped the 1 MiB messages before the server saw them
         # the server still serves a normal subscriber and normal commands
@@ -222,12 +269,16 @@ def test_load_scenario_reads_only_regular_files_inside_the_scenario_folders(serv
         path, why = "big.toml", "more than the limit"
     with server.client(timeout_s=20.0) as hil:
         missed0 = _missed(hil)
+        t0 = time.monotonic()
         with pytest.raises(ServerError) as ei:
             hil.load_scenario(path)
         assert ei.value.code == "scenario_error" and why in ei.value.message, ei.value.message
         assert hil.ping()["ok"] is True
-        # refused without blocking the loop (a tick or two may go to the host's own stalls, as in any second)
-        assert _missed(hil) - missed0 <= 2
+        missed, took = _missed(hil) - missed0, time.monotonic() - t0
+        # refused without blocking the loop: no stall beyond what the same time without the request loses
+        control = _missed_in(hil, max(took, 0.2))
+        assert _no_stall(missed, control), f"missed ticks: {missed} in the refused request's {took:.3f} s, " \
+                                           f"{control} in the same time without it"
         assert hil.status()["scenario"] is None
 
 
@@ -236,3 +287,14 @@ def test_a_scenario_inside_the_folder_loads(server):
         info = hil.load_scenario("inside")
         assert info["n_steps"] > 0 and info["source"].endswith("inside.toml")
         hil.unload_scenario()
+        # a path that starts with the folder's own name (as written from the folder above it)
+        info = hil.load_scenario(f"{SCENARIO_DIR_NAME}/inside.toml")
+        assert info["source"] == str(server.scenario_folder / "inside.toml")
+        hil.unload_scenario()
+        for path, why in ((f"{SCENARIO_DIR_NAME}/../{SCENARIO_DIR_NAME}/inside.toml", "'..' is not accepted"),
+                          (str(server.scenario_folder / "inside.toml"), "absolute paths are not accepted"),
+                          (f"{SCENARIO_DIR_NAME}/insde.toml", "did you mean 'inside'?")):
+            with pytest.raises(ServerError) as ei:
+                hil.load_scenario(path)
+            assert ei.value.code == "scenario_error" and why in ei.value.message, ei.value.message
+        assert hil.status()["scenario"] is None

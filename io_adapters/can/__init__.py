@@ -11,7 +11,10 @@
 * ``e2e``: plain-Python end-to-end protection for the other side of the bus
   (:class:`E2EEncoder`, :class:`E2EDecoder`);
 * ``share``: the virtual bus offered to other processes on loopback;
-* ``recorder``: BLF/ASC recording off the real-time thread.
+* ``recorder``: BLF/ASC (any python-can format) recording off the real-time thread;
+* ``lazy_mf4``: python-can without asammdf (pandas, pyarrow) until a
+  recording to ``.mf4`` asks for it; installed here, before anything of
+  this package imports python-can.
 
 The public names are handed on here and imported on first use.
 """
@@ -19,6 +22,10 @@ The public names are handed on here and imported on first use.
 from __future__ import annotations
 
 import importlib
+
+from . import lazy_mf4
+
+lazy_mf4.install()
 
 _EXPORTS = {
     "CanAdapter": ".adapter",

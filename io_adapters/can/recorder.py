@@ -18,6 +18,8 @@ from pathlib import Path
 
 import can
 
+from . import lazy_mf4
+
 _STOP = object()
 
 
@@ -42,6 +44,8 @@ class FrameRecorder:
         self.channel = channel
         self.log = log or logging.getLogger(__name__)
         try:
+            if ".mf4" in (sfx.lower() for sfx in self.path.suffixes):
+                lazy_mf4.enable()  # python-can's MF4 writer, loaded only now (see lazy_mf4)
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._writer = can.Logger(str(self.path))
         except (ValueError, OSError, ImportError) as exc:

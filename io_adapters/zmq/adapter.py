@@ -3,10 +3,10 @@
 The wire format is specified in docs/protocol.md.  Three sockets, all bound
 by the server (127.0.0.1 by default, endpoints from the I/O config):
 
-* **state** (PUB): every ``publish_every``-th tick a two-frame message
+* **state** (XPUB): every ``publish_every``-th tick a two-frame message
   ``[b"state", msgpack]``; also ``[b"status", ...]`` every
-  ``status_publish_s`` and ``[b"event", ...]`` when clutches stick or break
-  away.
+  ``status_publish_s``, ``[b"event", ...]`` when clutches stick or break
+  away, and the answer to a ``hello/<token>`` subscription (:mod:`.hello`).
 * **command** (PULL): partial updates of input signals by name, each
   validated whole before it is applied.
 * **control** (ROUTER): request/reply, served between ticks.  A ROUTER
@@ -74,8 +74,9 @@ from ..protocol import (COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, PendingRe
                         error_reply)
 from . import curve
 from ..ring import F_TIME, I_AUX, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
-from .codec import CommandDecoder, StateEncoder, decode_request, encode
+from .codec import CommandDecoder, StateEncoder, acceptable_command, decode_request, encode
 from .declaration import DECLARATION, DEFAULTS, ZmqFault
+from .hello import HelloResponder
 
 log = logging.getLogger("gearbox_hil.zmq")
 
@@ -113,18 +114,6 @@ def split_envelope(identity: bytes, rest: list) -> tuple[list, list]:
         if f == b"":
             return [identity, *rest[: i + 1]], rest[i + 1:]
     return [identity], rest
-
-
-def _acceptable_command(plant: Plant, decoder: CommandDecoder) -> bytes | None:
-    """A command message setting one input to its current value, if ``decoder`` accepts it (for rehearsals)."""
-    for k, sig in enumerate(plant.inputs):
-        msg = encode({"v": PROTOCOL_VERSION, "seq": 1, "set": {sig.name: float(plant.u[k])}})
-        try:
-            decoder.decode(msg)
-        except COMMAND_ERRORS:
-            continue
-        return msg
-    return None
 
 
 ROWS_PER_CHECK = 4  # state rows published between two reads of the clock when the pump has a deadline
@@ -235,7 +224,7 @@ class ZmqAdapter(Adapter):
         # rehearse(): a decoder and a two-row queue of its own, and a command they accept
         self._dry_decoder = CommandDecoder(plant.inputs, self.max_command_bytes)
         self._dry_rows = CommandRows(plant.n_in, 2)
-        self._dry_command = _acceptable_command(plant, self._dry_decoder)
+        self._dry_command = acceptable_command(plant, self._dry_decoder)
         self._scenario_seen = 0
         self.received = 0
         self.sent = 0
@@ -254,7 +243,7 @@ class ZmqAdapter(Adapter):
                             "peer that reaches them can command the plant and shut the server down", self.name,
                             ", ".join(self.endpoints_cfg[k] for k in self.remote))
             # a subscription is an inbound message of the PUB socket: capped like every other one
-            self._pub = self._socket(zmq.PUB, "state_endpoint", {
+            self._pub = self._socket(zmq.XPUB, "state_endpoint", {
                 zmq.SNDHWM: self.send_hwm, zmq.MAXMSGSIZE: self.max_subscription_bytes})
             self._pull = self._socket(zmq.PULL, "command_endpoint", {
                 zmq.RCVHWM: self.receive_hwm, zmq.MAXMSGSIZE: max(16 * self.max_command_bytes, 1 << 16)})
@@ -267,6 +256,8 @@ class ZmqAdapter(Adapter):
         # (0.4 us) is much cheaper than asking zmq for its events (1.5-3 us) at every pump.
         self._pull_fd = self._pull.getsockopt(zmq.FD)
         self._ctl_fd = self._ctl.getsockopt(zmq.FD)
+        self._pub_fd = self._pub.getsockopt(zmq.FD)  # the XPUB: readable when a subscription (a hello) arrives
+        self._hello = HelloResponder(self._pub, ctx.mode == "realtime")
         self._fd_poll = select.poll()
         self._fd_poll.register(self._pull_fd, select.POLLIN)
         self._more_waiting = True
@@ -311,15 +302,19 @@ class ZmqAdapter(Adapter):
         self._open = False
 
     def idle_fds(self) -> list[int]:
-        """The control socket's notification descriptor (the command socket's is in :meth:`wake_fds`)."""
-        return [self._ctl_fd] if self._ctl is not None else []
+        """The control socket's and the state socket's notification descriptors (the command socket's is in
+        :meth:`wake_fds`); the state socket (an XPUB) receives the subscriptions a hello answers."""
+        return [self._ctl_fd, self._pub_fd] if self._ctl is not None else []
 
     def idle_pending(self) -> bool:
-        """A control request already queued (ZeroMQ's descriptors signal changes, not levels; asking re-arms it).
+        """A control request or a subscription already queued (ZeroMQ's descriptors signal changes, not levels;
+        asking re-arms them).
 
         Not the command socket's events: :meth:`pump` tracks its descriptor (asking would consume the change).
         """
-        return self._ctl is not None and bool(self._ctl.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+        if self._ctl is None:
+            return False
+        return bool(self._ctl.getsockopt(zmq.EVENTS) & zmq.POLLIN) or bool(self._pub.getsockopt(zmq.EVENTS) & zmq.POLLIN)
 
     # ------------------------------------------------------------------ real-time path
     def read(self, tick: int, now_ns: int) -> None:
@@ -489,8 +484,10 @@ class ZmqAdapter(Adapter):
                 return
 
     def poll_control(self, now_ns: int) -> None:
-        """Serve at most one control request, publish the status when due, flush reject logs."""
+        """Answer hello subscriptions, serve at most one control request, publish the status when due, flush logs."""
         ctl = self._ctl
+        if self._pub is not None:
+            self._hello.serve(self.cursor.selected)
         if self._pending and self._send_ready_replies():
             return
         if ctl is not None and ctl.getsockopt(zmq.EVENTS) & zmq.POLLIN:
@@ -592,6 +589,7 @@ class ZmqAdapter(Adapter):
             "received": self.received, "last_ack": self.ack, "dropped_by_fault": self.fault_dropped,
             "delayed_by_fault": len(self._delayed),
             "state_sent": self.sent, "state_dropped": self.cursor.lost, "send_errors": self.send_errors,
+            "hellos_answered": self._hello.answered,
             "control_requests": self.requests, "control_errors": self.control_rejects.status(),
         }
 

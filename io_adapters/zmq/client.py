@@ -26,7 +26,9 @@ document alone.
 
 from __future__ import annotations
 
+import collections
 import itertools
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
@@ -148,6 +150,7 @@ class HilClient:
         self._req: zmq.Socket | None = None
         self._push: zmq.Socket | None = None
         self._sub: zmq.Socket | None = None
+        self._early: collections.deque = collections.deque()  # messages received while subscribe() waited
         self._ids = itertools.count(1)
         self._cmd_seq = itertools.count(1)
         self.plant: dict = {}
@@ -195,6 +198,7 @@ class HilClient:
             if s is not None:
                 s.close(0)
         self._req = self._push = self._sub = None
+        self._early.clear()
 
     def __enter__(self) -> "HilClient":
         return self.connect() if self._req is None else self
@@ -357,14 +361,58 @@ class HilClient:
             self._push.connect(self.endpoints["command"])
 
     # ------------------------------------------------------------------ streams
-    def subscribe(self, topics: tuple[str, ...] = ("state",), hwm: int = 100_000) -> None:
-        """Subscribe to the state socket's topics: ``"state"``, ``"status"``, ``"event"``."""
+    def subscribe(self, topics: tuple[str, ...] = ("state",), hwm: int = 100_000, wait: bool = True,
+                  timeout_s: float | None = None) -> None:
+        """Subscribe to the state socket's topics: ``"state"``, ``"status"``, ``"event"``.
+
+        With ``wait`` (and a server of protocol revision 1 or later), returns
+        once the server has the subscriptions: every message it publishes
+        afterwards reaches this client, so a lockstep ``step`` right after it
+        loses no state (docs/protocol.md, 3.3).  Messages that arrive
+        meanwhile are kept for :meth:`recv`.  Without ``wait``, or with an
+        older server, it returns at once and the first messages may be lost.
+
+        Raises
+        ------
+        TimeoutError
+            The server did not answer within ``timeout_s`` (default: the
+            client's timeout).
+        """
         if self._sub is None:
             self._sub = self._socket(zmq.SUB)
             self._sub.setsockopt(zmq.RCVHWM, hwm)
             self._sub.connect(self.endpoints["state"])
         for t in topics:
             self._sub.setsockopt(zmq.SUBSCRIBE, t.encode())
+        if wait and self.plant.get("revision", 0) >= 1:
+            self._hello(self.timeout_s if timeout_s is None else timeout_s)
+
+    def _hello(self, timeout_s: float) -> None:
+        """Subscribe to a topic of this call's own and wait for the server's answer on it (docs/protocol.md, 3.3)."""
+        topic = b"hello/" + secrets.token_hex(8).encode()
+        self._sub.setsockopt(zmq.SUBSCRIBE, topic)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                rem = deadline - time.monotonic()
+                if rem <= 0 or not self._sub.poll(int(rem * 1000) + 1):
+                    raise TimeoutError(f"subscribe: no answer from {self.endpoints['state']} within {timeout_s:g} s "
+                                       "(the server is busy or gone)")
+                frames = self._sub.recv_multipart()
+                if frames[0] == topic:
+                    return
+                self._early.append((frames[0], frames[1], time.monotonic_ns()))
+        finally:
+            self._sub.setsockopt(zmq.UNSUBSCRIBE, topic)
+
+    def _next_raw(self, timeout_s: float) -> tuple[bytes, bytes, int] | None:
+        """The next (topic, body, arrival ns): kept ones first, then the socket's; None on timeout."""
+        if self._early:
+            return self._early.popleft()
+        if not self._sub.poll(int(timeout_s * 1000)):
+            return None
+        topic, payload = self._sub.recv_multipart()
+        return topic, payload, time.monotonic_ns()
 
     def _decode(self, topic: bytes, payload: bytes, now: int) -> State | dict:
         msg = msgpack.unpackb(payload, raw=False)
@@ -383,11 +431,8 @@ class HilClient:
         """The next message of a subscribed topic (a :class:`State`, or a dict with ``topic``); None on timeout."""
         if self._sub is None:
             raise RuntimeError("call subscribe() first")
-        t = self.timeout_s if timeout_s is None else timeout_s
-        if not self._sub.poll(int(t * 1000)):
-            return None
-        topic, payload = self._sub.recv_multipart()
-        return self._decode(topic, payload, time.monotonic_ns())
+        m = self._next_raw(self.timeout_s if timeout_s is None else timeout_s)
+        return None if m is None else self._decode(*m)
 
     def recv_state(self, timeout_s: float | None = None) -> State | None:
         """The next state message (other topics are skipped); None on timeout."""
@@ -407,10 +452,9 @@ class HilClient:
         s = self.recv_state(timeout_s)
         if s is None:
             return None
-        while self._sub.poll(0):
-            topic, payload = self._sub.recv_multipart()
-            if topic == b"state":
-                s = self._decode(topic, payload, time.monotonic_ns())
+        while (m := self._next_raw(0.0)) is not None:
+            if m[0] == b"state":
+                s = self._decode(*m)
         return s
 
     def states(self, timeout_s: float | None = None) -> Iterator[State]:

@@ -19,7 +19,8 @@ and unpacks:
   :data:`~io_adapters.protocol.COMMAND_ERRORS`).  A message is applied whole
   or not at all.
 * :func:`decode_request`, :func:`encode` and :func:`decode_state` for control
-  requests, replies and clients.
+  requests, replies and clients; :func:`unpack_message`, the decoding step
+  of commands and control requests alike (one size rule for their maps).
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ import msgpack
 import numpy as np
 from numba import njit
 
-from ..protocol import (MAX_SIGNALS_PER_COMMAND, PROTOCOL_VERSION, InputValidator, ProtocolError, schema_id,
-                        wire_type_name)
+from ..protocol import (COMMAND_ERRORS, MAX_SIGNALS_PER_COMMAND, PROTOCOL_VERSION, InputValidator, ProtocolError,
+                        schema_id, wire_type_name)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from plant_models.plant import Signal
+    from plant_models.plant import Plant, Signal
 
 
 # ---------------------------------------------------------------------------
@@ -252,10 +253,10 @@ class CommandDecoder:
         self.validator = InputValidator(inputs)
         self.max_bytes = int(max_bytes)
         self.seq = 0
-        # msgpack limits keep a hostile message from allocating much before we reject it
-        self._unpack_kw = dict(raw=False, strict_map_key=True, max_str_len=self.max_bytes, max_bin_len=self.max_bytes,
-                               max_array_len=MAX_SIGNALS_PER_COMMAND, max_map_len=MAX_SIGNALS_PER_COMMAND,
-                               max_ext_len=0)
+        # msgpack limits keep a hostile message from allocating much before we reject it; a command holds no
+        # array (a value that is one is wrong_type), so arrays get the maps' limit
+        self._unpack_kw = dict(max_str_len=self.max_bytes, max_bin_len=self.max_bytes,
+                               max_array_len=MAX_SIGNALS_PER_COMMAND)
 
     def decode(self, payload: bytes) -> None:
         """Decode and validate one command; on success the update waits in ``validator`` and ``seq`` is set.
@@ -272,17 +273,7 @@ class CommandDecoder:
         """
         if len(payload) > self.max_bytes:
             raise ProtocolError("oversized", f"message of {len(payload)} bytes exceeds the limit of {self.max_bytes}")
-        try:
-            msg = msgpack.unpackb(payload, **self._unpack_kw)
-        except ValueError as exc:
-            if "exceeds max_" in str(exc):  # decodable, but more entries than a command may hold
-                raise ProtocolError("bad_message", f"more than {MAX_SIGNALS_PER_COMMAND} entries in a map or array "
-                                    f"({exc})") from None
-            if "not allowed for map key" in str(exc):  # decodable, but a name that is not a string
-                raise ProtocolError("bad_message", f"map keys (signal names) must be strings ({exc})") from None
-            raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
-        except Exception as exc:  # msgpack raises several unrelated types for bad input
-            raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
+        msg = unpack_message(payload, **self._unpack_kw)
         if not isinstance(msg, dict):
             raise ProtocolError("bad_message", f"a command must be a map, got {wire_type_name(msg)}")
         v = msg.get("v")
@@ -302,14 +293,40 @@ class CommandDecoder:
         self.seq = seq
 
 
+def unpack_message(payload: bytes, **limits: int) -> Any:
+    """Decode a command or a control request with the protocol's rules for its shape.
+
+    The one decoding step of both sockets: every map is counted as sent, so
+    a map of more than :data:`~io_adapters.protocol.MAX_SIGNALS_PER_COMMAND`
+    entries is ``bad_message`` even when its names repeat (a dict would keep
+    one of them); so is a map key that is not a string.  ``limits``: further
+    msgpack limits (``max_array_len`` and the like; one exceeded is
+    ``bad_message`` too).  Called in the real-time loop (for command messages).
+
+    Raises
+    ------
+    ProtocolError
+        ``malformed`` (not msgpack) or ``bad_message``.
+    """
+    try:
+        return msgpack.unpackb(payload, raw=False, strict_map_key=True, max_ext_len=0,
+                               max_map_len=MAX_SIGNALS_PER_COMMAND, **limits)
+    except ValueError as exc:
+        if "exceeds max_" in str(exc):  # decodable, but more entries than a message may hold
+            raise ProtocolError("bad_message", f"more than {MAX_SIGNALS_PER_COMMAND} entries in a map or array "
+                                f"({exc})") from None
+        if "not allowed for map key" in str(exc):  # decodable, but a name that is not a string
+            raise ProtocolError("bad_message", f"map keys (signal names) must be strings ({exc})") from None
+        raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
+
+
 def decode_request(payload: bytes, max_bytes: int) -> dict:
-    """Decode a control request; raises :class:`ProtocolError` with the reason."""
+    """Decode a control request (the maps' size rule of :func:`unpack_message`); raises :class:`ProtocolError`."""
     if len(payload) > max_bytes:
         raise ProtocolError("oversized", f"request of {len(payload)} bytes exceeds the limit of {max_bytes}")
-    try:
-        msg = msgpack.unpackb(payload, raw=False, strict_map_key=True, max_ext_len=0)
-    except Exception as exc:
-        raise ProtocolError("malformed", f"not valid msgpack ({type(exc).__name__})") from None
+    msg = unpack_message(payload)
     if not isinstance(msg, dict):
         raise ProtocolError("bad_message", f"a request must be a map, got {wire_type_name(msg)}")
     v = msg.get("v")
@@ -322,9 +339,22 @@ def decode_request(payload: bytes, max_bytes: int) -> dict:
     return msg
 
 
+def acceptable_command(plant: "Plant", decoder: CommandDecoder) -> bytes | None:
+    """A command message setting one input to its current value, if ``decoder`` accepts it (for rehearsals)."""
+    for k, sig in enumerate(plant.inputs):
+        msg = encode({"v": PROTOCOL_VERSION, "seq": 1, "set": {sig.name: float(plant.u[k])}})
+        try:
+            decoder.decode(msg)
+        except COMMAND_ERRORS:
+            continue
+        return msg
+    return None
+
+
 def encode(obj: Any) -> bytes:
     """msgpack with float64 floats and str/bin kept apart (the protocol's encoding)."""
     return msgpack.packb(obj, use_bin_type=True, use_single_float=False)
 
 
-__all__ = ["StateEncoder", "CommandDecoder", "decode_state", "decode_request", "encode"]
+__all__ = ["StateEncoder", "CommandDecoder", "decode_state", "decode_request", "unpack_message", "acceptable_command",
+           "encode"]

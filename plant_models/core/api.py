@@ -29,7 +29,8 @@ from numba import njit
 
 from . import dynamics, integrate, kinematic, linalg, modes, rowforces, step, stuckset, tree
 from . import layout as L
-from .handle import Core
+from .entry import ForceLaw
+from .handle import Core, LawBlocks
 from .jit import BUFS, JIT, JIT_STAGE, PerTypeDispatcher, call_step_at, raw_f, raw_i
 from .layout import DF_Y, H_FN_STEP, H_G, H_N, H_S, W_ROW0
 from .spec import GROUND, CoreSpec, Row, Settings, SpecError, Spring
@@ -102,6 +103,6 @@ def y_row_work(mi):
     return mi[DF_Y] + 2 * mi[H_N] + mi[H_S] + mi[H_G] + W_ROW0
 
 
-__all__ = ["BUFS", "GROUND", "JIT", "L", "STAGE_MODULES", "Core", "CoreSpec", "Row", "Settings", "SpecError",
+__all__ = ["BUFS", "GROUND", "JIT", "L", "STAGE_MODULES", "Core", "CoreSpec", "ForceLaw", "LawBlocks", "Row", "Settings", "SpecError",
            "Spring", "call_step_at", "core_step", "kernel_count", "raw_f", "raw_i", "y_act", "y_omega", "y_row_work",
            "y_theta", "y_twist", "y_work"]

@@ -5,9 +5,10 @@ compiled function carries the code of the functions it calls: the step in
 :mod:`.step` contains the dynamics of :mod:`.dynamics`, the mode solver of
 :mod:`.modes` and so on.  After a change in one module the others' caches
 would keep running the old code.  So a hash of every source file of this
-package is kept next to the caches; when it differs, every cached kernel
-of the core and of the plants (whose steps call into the core) is removed
-and compiles again on first use.
+package and of the powertrain components (``plant_models/powertrain``, whose
+force law the plants' output kernels call) is kept next to the caches; when
+it differs, every cached kernel of the core, the components and the plants
+(whose steps call into the core) is removed and compiles again on first use.
 """
 
 from __future__ import annotations
@@ -52,13 +53,15 @@ def cache_folders(package: Path) -> list[Path]:
 
 
 def drop_stale_caches() -> None:
-    """Remove the cached kernels of the core and the plants when the core's sources changed."""
+    """Remove the cached kernels of the core, the powertrain components and the plants when the sources of
+    the core or of the components changed (a plant's step carries the components' code too)."""
     core = Path(__file__).resolve().parent
+    powertrain = core.parent / "powertrain"
     try:
-        stamp = sources_digest(core)
+        stamp = sources_digest(core) + (sources_digest(powertrain) if powertrain.is_dir() else "")
     except OSError:
         return
-    for package in (core, core.parent / "plants"):
+    for package in (core, core.parent / "plants", powertrain):
         for folder in cache_folders(package):
             marker = folder / STAMP_NAME
             try:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 
-from .jit import JIT, JIT_STAGE, kernel
+from .jit import JIT, JIT_STAGE, call_law_at, kernel
 from .layout import (
     H_HYPER, DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL,
     DF_EXP_H, DF_EXP_HALF, DF_F, DF_KIN_BACKUP, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW,
@@ -49,6 +49,7 @@ from .layout import (
     W_IMPULSE, W_INPUT, W_ROW0, DF_COEF_X, DF_RHO_AB, DF_RHO_X, DI_CHILD, H_DENSE, MF_DRAGM, MF_MINV, MI_ROW_NX,
     MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
+from .layout import DF_LAW_POW, DF_LAW_ZDOT, H_FN_LAW, H_LAW_NZ
 from .rowforces import _drive_forces, _extra_force
 
 ORIENT_HYPER = 3  # DI_ORIENT of a stuck tree row with other than two entries (its child: DI_CHILD)
@@ -439,6 +440,10 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
             df[of + j] = tq - b * w
             p_in += tq * w
             p_drag -= b * w * w
+    if mi[H_FN_LAW] != 0:
+        # the plant's force law adds its torques here, before the rows: the mode solve, the events and
+        # the driven rows see them as they see the inputs (s_abs + tau: time into the step, as for the inputs)
+        df[mi[DF_LAW_POW]] = call_law_at(mi[H_FN_LAW], mf, mi, df, di, s_abs + tau, oy, of)
     p_damp = _spring_forces(mf, mi, df, oy, of, n, s) if s > 0 else 0.0
     omode = mi[DI_MODE]
     odir = mi[DF_DIR]
@@ -561,6 +566,13 @@ def _deriv_finish(mf, mi, df, di, oy, ody):
     df[ody + ow + W_DRAG] = df[op + 1]
     df[ody + ow + W_DAMP] = df[op + 2]
     df[ody + ow + W_IMPULSE] = 0.0
+    if mi[H_FN_LAW] != 0:
+        # the law's work account ends the work block; its states follow it
+        ol = ody + ow + W_ROW0 + g
+        df[ol] = df[mi[DF_LAW_POW]]
+        oz = mi[DF_LAW_ZDOT]
+        for k in range(mi[H_LAW_NZ]):
+            df[ol + 1 + k] = df[oz + k]
 
 
 @kernel(**JIT)

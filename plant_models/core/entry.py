@@ -32,6 +32,8 @@ _FP = types.CPointer(types.float64)
 _IP = types.CPointer(types.int64)
 STEP_SIGNATURE = types.int64(_FP, _IP, _FP, _IP, types.float64)  # (mf, mi, df, di, dt) -> status word
 START_SIGNATURE = types.int64(_FP, _IP, _FP, _IP)  # (mf, mi, df, di) -> status word
+# (mf, mi, df, di, s, oy, of) -> power, W: a force law (see ForceLaw)
+LAW_SIGNATURE = types.float64(_FP, _IP, _FP, _IP, types.float64, types.int64, types.int64)
 
 _lock = threading.Lock()
 _compiled: list = []  # [step cfunc, start cfunc] once built; kept for the life of the process
@@ -51,6 +53,41 @@ def entry_addresses() -> tuple[int, int]:
             _compiled[:] = [_compile_entry(step.step_entry, STEP_SIGNATURE, options),
                             _compile_entry(step.start_entry, START_SIGNATURE, options)]
         return _compiled[0].address, _compiled[1].address
+
+
+class ForceLaw:
+    """A plant's (or a component's) force law, compiled once as a C function the core calls by address.
+
+    ``py_func(mf, mi, df, di, s, oy, of) -> power`` receives raw pointers to
+    the four buffers, the time ``s`` into the current step (s; the inputs'
+    first-order hold is ``value + rate * s``), the offset ``oy`` in ``df``
+    of the state vector to evaluate at (a stage state of RK4, the state at
+    an event, the step's end) and the offset ``of`` of the generalised
+    forces, one per shaft (N m; in the reduced coordinates for a reduced
+    system), to which it *adds* its torques.  It returns the power those
+    torques deliver at that state, ``sum_j f_j w_j`` (W), which the core
+    integrates into the law's work account, and it writes the time
+    derivatives of its own states (``DF_LAW_ZDOT``, read from the state
+    vector at ``oy + ny - nz``).  It must be a pure function of its
+    arguments and the buffers (the core calls it at every stage point, in
+    trial steps of the event search and in the mode solves), allocate
+    nothing and hold no Python object.  Its parameters live in ``MF_LAW``
+    / ``MI_LAW``, its scratch in ``DF_LAW``.
+
+    Compiled (or loaded from numba's on-disk cache) on first use of
+    :attr:`address`.
+    """
+
+    def __init__(self, py_func):
+        self.py_func = py_func
+        self._cfunc = None
+
+    @property
+    def address(self) -> int:
+        with _lock:
+            if self._cfunc is None:
+                self._cfunc = _compile_entry(self.py_func, LAW_SIGNATURE, dict(error_model=JIT["error_model"]))
+            return self._cfunc.address
 
 
 class _EntryCompile:

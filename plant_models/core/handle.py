@@ -9,11 +9,33 @@ is one call into compiled code.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from . import layout as L
 from . import entry
 from .spec import CoreSpec, Row, Settings, SpecError, Spring  # noqa: F401  (handed on by the package)
+
+
+@dataclass(frozen=True)
+class LawBlocks:
+    """A force law and the sizes of its blocks: parameters (``MF_LAW`` [nf], ``MI_LAW`` [ni]),
+    data (``DF_LAW`` [ndf]) and states integrated with the core's (``nz``).
+
+    ``checks_reuse``: the plant clears ``FLAG_REUSE`` before a step whenever
+    an input the law reads (beyond the state and its parameters) differs
+    from the value the previous step's end evaluation used; only then may a
+    step start from that evaluation (``Settings.reuse_end_evaluation``).
+    Otherwise the core evaluates every step afresh.
+    """
+
+    law: entry.ForceLaw
+    nf: int = 0
+    ni: int = 0
+    ndf: int = 0
+    nz: int = 0
+    checks_reuse: bool = False
 
 
 class Core:
@@ -32,7 +54,7 @@ class Core:
     """
 
     def __init__(self, spec: CoreSpec, plant_nf: int = 0, plant_ni: int = 0,
-                 plant_ndf: int = 0, plant_ndi: int = 0):
+                 plant_ndf: int = 0, plant_ndi: int = 0, law: LawBlocks | None = None):
         spec.validate()
         self.spec = spec
         n, g, s = len(spec.inertia), len(spec.rows), len(spec.springs)
@@ -42,6 +64,8 @@ class Core:
         self.sizes = L.Sizes(n=n, g=g, s=s, P=P, E=st.event_capacity, plant_nf=plant_nf,
                              plant_ni=plant_ni, plant_ndf=plant_ndf, plant_ndi=plant_ndi, x=x,
                              d=n if spec.dense else 0)
+        if law is not None:
+            self.sizes = replace(self.sizes, law=1, law_nf=law.nf, law_ni=law.ni, law_ndf=law.ndf, law_nz=law.nz)
         self.mf, self.mi, self.df, self.di = L.allocate(self.sizes)
         mi = self.mi
         mi[L.H_MAX_EVENTS] = st.max_event_substeps or (2 * g + 4)
@@ -50,6 +74,11 @@ class Core:
         mi[L.H_REUSE] = 1 if st.reuse_end_evaluation else 0
         # the compiled core (compiled or loaded from the cache the first time a Core is built)
         mi[L.H_FN_STEP], mi[L.H_FN_START] = entry.entry_addresses()
+        if law is not None:
+            mi[L.H_FN_LAW] = law.law.address
+            if not law.checks_reuse:
+                # the law's inputs are not among what the end-evaluation reuse compares: evaluate afresh
+                mi[L.H_REUSE] = 0
         self._fill_model()
         self.reset()
 
@@ -145,7 +174,7 @@ class Core:
     def _make_views(self):
         sz = self.sizes
         n, g, s = sz.n, sz.g, sz.s
-        yo = L.y_offsets(n, g, s)
+        yo = L.y_offsets(n, g, s, sz.law, sz.law_nz)
         y = self._dfv(L.DF_Y, sz.ny)
         self.y = y
         self.omega = y[yo["omega"]:yo["omega"] + n]
@@ -153,6 +182,12 @@ class Core:
         self.twist = y[yo["twist"]:yo["twist"] + s]
         self.act = y[yo["act"]:yo["act"] + g]
         self.work = y[yo["work"]:yo["work"] + 4 + g]
+        # with a force law: its work account (J, W_ROW0 + g in the work block), its states, its blocks
+        self.law_work = y[yo["work"] + 4 + g:yo["z"]]
+        self.law_z = y[yo["z"]:yo["z"] + sz.law_nz]
+        self.law_f = self._mfv(L.MF_LAW, sz.law_nf)
+        self.law_i = self._miv(L.MI_LAW, sz.law_ni)
+        self.law_df = self._dfv(L.DF_LAW, sz.law_ndf)
         self.time = self._dfv(L.DF_TIME, 1)
         self.u_torque = self._dfv(L.DF_U_TAU, n)
         self.u_torque_rate = self._dfv(L.DF_U_TAU_RATE, n)

@@ -40,6 +40,7 @@ from .layout import (
     SET_BREAK_MARGIN, SET_EVENT_TOL,
     DF_COEF_X, H_HYPER, H_ONEWAY, MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
+from .layout import H_FN_LAW
 
 # ==========================================================================
 # integration with events inside a step
@@ -65,21 +66,29 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
         _caps(mf, mi, df, s_abs, h, 1, ox0)
         _caps(mf, mi, df, s_abs, h, 2, ox0)
     hh = 0.5 * h
-    # stage states: speeds and spring twists (the angles are not read at the stage points)
+    # stage states: speeds and spring twists (the core reads no angle at the stage points); a force law
+    # may read the angles and its own states, so with a law those are staged too
+    law = mi[H_FN_LAW] != 0
     for q in range(n):
         df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
     for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
+    if law:
+        _stage_law_states(df, oys, oy0, ok1, hh, ot, otw, ow, ny)
     _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok2)
     for q in range(n):
         df[oys + q] = df[oy0 + q] + hh * df[ok2 + q]
     for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + hh * df[ok2 + q]
+    if law:
+        _stage_law_states(df, oys, oy0, ok2, hh, ot, otw, ow, ny)
     _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok3)
     for q in range(n):
         df[oys + q] = df[oy0 + q] + h * df[ok3 + q]
     for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + h * df[ok3 + q]
+    if law:
+        _stage_law_states(df, oys, oy0, ok3, h, ot, otw, ow, ny)
     _deriv(mf, mi, df, di, s_abs, h, 2, oys, ox0, ok4)
     h6 = h / 6.0
     for q in range(oa):
@@ -90,6 +99,18 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
     for i in range(g):
         df[oyout + oa + i] = df[oxa + i]
     _reconstruct(mf, mi, df, di, oyout)
+
+
+@kernel(**JIT)
+def _stage_law_states(df, oys, oy0, ok, c, ot, otw, ow, ny):
+    """Angles, work accounts and law states of an RK4 stage state (with a force law only).
+
+    Called in the real-time loop.
+    """
+    for q in range(ot, otw):
+        df[oys + q] = df[oy0 + q] + c * df[ok + q]
+    for q in range(ow, ny):
+        df[oys + q] = df[oy0 + q] + c * df[ok + q]
 
 
 @kernel(**JIT)

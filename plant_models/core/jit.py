@@ -85,6 +85,20 @@ def call_start_at(typingctx, address, mf, mi, df, di):
     return _address_call(typingctx, address, mf, mi, df, di)
 
 
+@intrinsic
+def call_law_at(typingctx, address, mf, mi, df, di, s, oy, of):
+    """Call the compiled force law at ``address`` (see :mod:`.entry`, ``LAW_SIGNATURE``); returns its power, W.
+
+    Called in the real-time loop.
+    """
+    sig = types.float64(address, mf, mi, df, di, s, oy, of)
+
+    def codegen(context, builder, signature, llargs):
+        fnty = ir.FunctionType(ir.DoubleType(), [context.get_value_type(t) for t in signature.args[1:]])
+        return builder.call(builder.inttoptr(llargs[0], fnty.as_pointer()), llargs[1:])
+    return sig, codegen
+
+
 class PerTypeDispatcher(CPUDispatcher):
     """A numba dispatcher that compiles a called kernel once per argument *type*, not per constant value.
 

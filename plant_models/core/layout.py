@@ -127,6 +127,7 @@ GROUPS = {
     "kin": "kinematic rows (the kinematic-clutch article) and prescribed relative accelerations",
     "rows": "rows with other than two entries (reduced planetary transmissions, brakes, freewheels)",
     "dense": "reduced systems: full inertia and drag matrices (d = n, else 0)",
+    "law": "force law: a compiled law the core calls at every evaluation (0 = none), its parameters and data",
 }
 
 TABLE: tuple[Field, ...] = (
@@ -295,11 +296,21 @@ TABLE: tuple[Field, ...] = (
     F("DF_KIN_BACKUP", "df", "3*g", "kin", "DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (roll-back)",
       after="DF_DRV_WS"),
     F("DI_KIN_BACKUP", "di", "2*g", "kin", "DI_KIN_PHASE, DI_DRIVE at the step start", after="DI_DRV_LIST"),
+    F("H_FN_LAW", "hdr", "", "law", "address of the compiled force law in this process, 0 = no law (entry.LAW_SIGNATURE)"),
+    F("H_LAW_NF", "hdr", "law_nf", "law", "length of the law's float parameter block MF_LAW"),
+    F("H_LAW_NI", "hdr", "law_ni", "law", "length of the law's int parameter block MI_LAW"),
+    F("H_LAW_NDF", "hdr", "law_ndf", "law", "length of the law's float data block DF_LAW"),
+    F("H_LAW_NZ", "hdr", "law_nz", "law", "number of law states z, integrated after the law's work account"),
+    F("MF_LAW", "mf", "law_nf", "law", "the law's parameters"),
+    F("MI_LAW", "mi", "law_ni", "law", "the law's int parameters"),
+    F("DF_LAW", "df", "law_ndf", "law", "the law's data (its own scratch and reported values)"),
+    F("DF_LAW_POW", "df", "1", "law", "power the law delivered at the last evaluation, W"),
+    F("DF_LAW_ZDOT", "df", "law_nz", "law", "time derivative of the law states at the last evaluation"),
 )
 
 BUFFERS = ("mf", "mi", "df", "di")
 _SIZE_NAMES = frozenset(("n", "g", "s", "P", "E", "x", "d", "ny", "plant_nf", "plant_ni", "plant_ndf", "plant_ndi",
-                         "model_block", "N_SETTINGS", "N_FLAGS", "N_COUNTERS"))
+                         "law_nf", "law_ni", "law_ndf", "law_nz", "model_block", "N_SETTINGS", "N_FLAGS", "N_COUNTERS"))
 _SIZE_NODES = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Name, ast.Load, ast.Constant, ast.Compare,
                ast.Gt)
 
@@ -389,21 +400,25 @@ def status_names(status: int) -> list[str]:
 
 
 # state vector layout helpers (offsets inside DF_Y)
-def y_offsets(n: int, g: int, s: int) -> dict[str, int]:
+def y_offsets(n: int, g: int, s: int, law: int = 0, nz: int = 0) -> dict[str, int]:
     """Offsets of the blocks of the integrated state vector.
 
     ``omega`` [n] shaft speeds, ``theta`` [n] shaft angles, ``twist`` [s]
     spring twists, ``act`` [g] actuator states (e.g. actual pressure),
-    ``work`` [4 + g]: input work, drag work, spring damping work, impulse
+    ``work`` [4 + g (+ 1)]: input work, drag work, spring damping work, impulse
     work (energy removed by the projections at sticking events), then the
-    friction work of each row.  All work in J, positive into the system.
+    friction work of each row, then (with a force law, ``law = 1``) the work
+    of the law (``W_ROW0 + g``).  All work in J, positive into the system.
+    ``z`` [nz]: the force law's own states (after the work block).
     """
     o_omega = 0
     o_theta = n
     o_twist = 2 * n
     o_act = 2 * n + s
     o_work = 2 * n + s + g
-    return {"omega": o_omega, "theta": o_theta, "twist": o_twist, "act": o_act, "work": o_work, "ny": o_work + 4 + g}
+    o_z = o_work + 4 + g + law
+    return {"omega": o_omega, "theta": o_theta, "twist": o_twist, "act": o_act, "work": o_work, "z": o_z,
+            "ny": o_z + nz}
 
 
 # work accounts at the start of the work block of y (y_offsets()["work"]), J
@@ -427,16 +442,22 @@ class Sizes:
     plant_ndi: int = 0
     x: int = 0  # row entries beyond the first two
     d: int = 0  # n for a reduced system with full inertia and drag matrices, else 0
+    law: int = 0  # 1: a force law is installed (its work account ends the work block)
+    law_nf: int = 0
+    law_ni: int = 0
+    law_ndf: int = 0
+    law_nz: int = 0
 
     @property
     def ny(self) -> int:
-        return y_offsets(self.n, self.g, self.s)["ny"]
+        return y_offsets(self.n, self.g, self.s, self.law, self.law_nz)["ny"]
 
 
 def _size_values(sz: Sizes) -> dict[str, int]:
     """The names a size expression of TABLE may use, for these sizes."""
     ns = {"n": sz.n, "g": sz.g, "s": sz.s, "P": sz.P, "E": sz.E, "x": sz.x, "d": sz.d, "ny": sz.ny,
           "plant_nf": sz.plant_nf, "plant_ni": sz.plant_ni, "plant_ndf": sz.plant_ndf, "plant_ndi": sz.plant_ndi,
+          "law_nf": sz.law_nf, "law_ni": sz.law_ni, "law_ndf": sz.law_ndf, "law_nz": sz.law_nz,
           "N_SETTINGS": N_SETTINGS, "N_FLAGS": N_FLAGS, "N_COUNTERS": N_COUNTERS, "model_block": 0}
     block = PLACEMENT["mf"]
     first, last = block.index(SLOTS["MF_INERTIA"]), block.index(SLOTS["MF_SETTINGS"])

@@ -127,7 +127,10 @@ def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
 
     A full solve is due when a stuck row lost its capacity, a non-stuck row
     with capacity has exactly zero relative speed (a candidate), the caches
-    are invalid, or the caller asks for it.  Called in the real-time loop.
+    are invalid, or the caller asks for it.  A row without capacity whose
+    slip changed sign since its direction was last set (its crossing is not
+    located) takes the new direction as its previous one too, so no
+    reversal is logged for it.  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     omode = mi[DI_MODE]
@@ -135,6 +138,7 @@ def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
     opm = mi[DI_PREV_MODE]
     opd = mi[DF_PREV_DIR]
     ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
     for i in range(g):
         di[opm + i] = di[omode + i]
         df[opd + i] = df[odir + i]
@@ -146,12 +150,13 @@ def _mode_prepare(mf, mi, df, di, s_abs, oy, force_full):
                 need = True
             continue
         d = _slip(mi, df, di, i, oy)
-        if d > 0.0:
+        if d > 0.0 or d < 0.0:
             di[omode + i] = MODE_SLIP
-            df[odir + i] = 1.0
-        elif d < 0.0:
-            di[omode + i] = MODE_SLIP
-            df[odir + i] = -1.0
+            df[odir + i] = 1.0 if d > 0.0 else -1.0
+            if df[ocs + i] <= 0.0 and df[ock + i] <= 0.0:
+                # an open row's zero crossing is no friction event (nothing located it, nothing acts
+                # there): its new direction is not a reversal for _commit_mode to log
+                df[opd + i] = df[odir + i]
         elif df[ocs + i] > 0.0:
             need = True
         elif di[omode + i] != MODE_SLIP:

@@ -47,10 +47,15 @@ import numpy as np
 from numba import njit
 
 from ..clutch import BAR
-from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
+from ..core.api import (JIT, L, CoreSpec, LawBlocks, Row, Settings, Spring, core_step, raw_f, raw_i, y_act, y_omega,
+                        y_row_work)
 from ..drivetrain import Description, Reduction
 from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
+from ..powertrain import components as PT
+from ..powertrain.driver import driver_update
+from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, NZ as LAW_NZ, N_LD, POWERTRAIN_LAW,
+                              Z_LIMIT, inputs_changed, inputs_finite, write_outputs)
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
 # (in MI_PLANT) and of the float tables (in MF_PLANT), which follow
@@ -98,7 +103,8 @@ PF_SEL_DOG = 40  # [selectors] dog clutch capacity, N m
 PF_LAMBDA = 41  # [relations x members] relation forces from the members' torque balance
 PF_G = 42  # [relations x members] the relations' coefficients
 PF_OUT_SIGN = 43  # [1] w_out = sign * w_output_member
-PI_LEN = 44
+PI_OUT_PT = 44  # output index of the powertrain components' first output, -1: no powertrain
+PI_LEN = 45
 # plant int data (DI_PLANT block)
 PD_SEL = 0  # [selectors] position in effect (its command value, 0 = neutral)
 
@@ -135,9 +141,11 @@ class TransmissionParams:
     description: Description
     reduction: Reduction
     settings: Settings
+    powertrain: PT.Powertrain | None = None  # engine, torque converter, vehicle (docs/powertrain.md)
 
 
-def transmission_ports(d: Description, red: Reduction | None = None) -> tuple[Ports, Ports, dict[int, int]]:
+def transmission_ports(d: Description, red: Reduction | None = None,
+                       pt: PT.Powertrain | None = None) -> tuple[Ports, Ports, dict[int, int]]:
     """Inputs, outputs, and the start of each port block as the plant's int parameters ``{PI_*: index}``."""
     names = [m.name for m in d.members]
     inputs = Ports()
@@ -164,19 +172,23 @@ def transmission_ports(d: Description, red: Reduction | None = None) -> tuple[Po
                            "engaged gear (all its elements stuck), 0 = none", integer=True)
     out_ratio = outputs.add("ratio", "-", -RATIO_LIMIT, RATIO_LIMIT, 0.0,
                             "overall ratio w_input / w_out; 0 below 1 rad/s output speed, limited to +-100")
-    out_el = outputs.add_block(s for e in d.elements for s in ELEMENT.formatted(e=e.name))
+    # a pressure output reads up to the element's command range (a service brake's runs to 200 bar)
+    out_el = outputs.add_block(replace(s, hi=max(s.hi, e.pressure_max_bar)) if s.name == f"pressure_{e.name}" else s
+                               for e in d.elements for s in ELEMENT.formatted(e=e.name))
     out_sel = outputs.add_block(s for sel in d.selectors for s in SELECTOR.formatted(s=sel.name))
     out_spring = outputs.add_block(Signal(f"torque_{s.name}", "N m", -1.0e5, 1.0e5, 0.0,
                                           f"torque of spring {s.name}") for s in d.springs)
     relout = relation_outputs(d, red)
     out_rel = outputs.add_block(Signal(nm, "N m", -1.0e5, 1.0e5, 0.0, doc) for nm, doc, _, _ in relout)
+    out_pt = len(outputs) if pt is not None else -1
+    pt_ports = PT.add_ports(pt, inputs, outputs) if pt is not None else {}
     out_status = outputs.add("status", "-", 0, 2 ** 16, 0,
                              f"core status bits, plus {ST_GEAR_REJECTED} = selector command rejected",
                              integer=True)
     blocks = {PI_N_IN: len(inputs), PI_IN_TQ: in_tq, PI_OUT_W: out_w, PI_OUT_WOUT: out_wout, PI_OUT_GEAR: out_gear,
               PI_OUT_RATIO: out_ratio, PI_OUT_EL: out_el, PI_OUT_SEL: out_sel, PI_OUT_SPRING: out_spring,
-              PI_OUT_REL: out_rel, PI_OUT_STATUS: out_status}
-    return inputs, outputs, dict(blocks, element_ports=ports, selector_ports=sel_ports)
+              PI_OUT_REL: out_rel, PI_OUT_STATUS: out_status, PI_OUT_PT: out_pt}
+    return inputs, outputs, dict(blocks, element_ports=ports, selector_ports=sel_ports, powertrain_ports=pt_ports)
 
 
 def relation_outputs(d: Description, red: Reduction | None) -> list[tuple[str, str, int, int]]:
@@ -273,9 +285,28 @@ def _inputs(mf, mi, df, di):
             elif t != 0.0:
                 df[out + j] += t * v
                 df[outr + j] += t * r
+    if mi[opi + PI_OUT_PT] >= 0 and not inputs_finite(mi, df):
+        df[out] = math.nan  # a force-law input is not finite: the core refuses the step like any other
+        finite = False
     if not finite:
         return 0  # the core rejects the step (ST_BAD_INPUT); leave the selections untouched too
+    if mi[opi + PI_OUT_PT] >= 0:
+        _powertrain_inputs(mi, df, di)
     return _selectors_in(mf, mi, df, di)
+
+
+@njit(**JIT)
+def _powertrain_inputs(mi, df, di):
+    """The driver's brake pressure in place of p_brake while it commands; reuse of the last step's end
+    evaluation only if the force law's inputs did not move.  Called in the real-time loop."""
+    oli = mi[L.MI_LAW]
+    od = mi[L.DF_LAW]
+    if mi[oli + LI_DRIVER] == 1 and df[od + LD_DRV_ON] == 1.0:
+        row = mi[oli + LI_BRAKE_ROW]
+        df[mi[L.DF_U_ACT] + row] = df[od + LD_DRV_BRAKE] * BAR
+        df[mi[L.DF_U_ACT_RATE] + row] = 0.0
+    if inputs_changed(mi, df):
+        di[mi[L.DI_FLAGS] + L.FLAG_REUSE] = 0  # the force law's inputs moved: evaluate afresh
 
 
 @njit(**JIT)
@@ -347,6 +378,8 @@ def _outputs(mf, mi, df, di, st, h):
         df[osp + j] = df[mi[L.DF_SPRING_TQ] + j]
     if mi[opi + PI_N_RELOUT] > 0:
         _relation_outputs(mf, mi, df, di, oy, h)
+    if mi[opi + PI_OUT_PT] >= 0:
+        write_outputs(mf, mi, df, di, h, oy + mi[opi + PI_OUT_PT])
     df[oy + mi[opi + PI_OUT_STATUS]] = float(st)
 
 
@@ -380,7 +413,10 @@ def _element_outputs(mf, mi, df, di, oy):
             # a kinematic clutch has no pressure state: report its command
             df[base + EL_PRESSURE] = (df[oact + i] if mf[mi[L.MF_KIN_SHIFT] + i] <= 0.0
                                       else df[mi[L.DF_U_ACT] + i]) / BAR
-        df[base + EL_ENERGY] = 0.0 - df[owork + i]  # dissipated energy >= 0 (the work of friction is <= 0)
+        # dissipated energy >= 0 (the work of friction is <= 0); a row held at its bound at zero slip in a
+        # locked, redundant set (a parked car's brake and rolling resistance) books rounding of either sign
+        e_diss = 0.0 - df[owork + i]
+        df[base + EL_ENERGY] = e_diss if e_diss > 0.0 else 0.0
     osel = oy + mi[opi + PI_OUT_SEL]
     for k in range(mi[opi + PI_N_SEL]):
         row = nel + k
@@ -509,6 +545,8 @@ def _selector_and_spring_torque(mi, df, m):
 def transmission_step(mf, mi, df, di, dt):
     """Inputs -> core step -> outputs.  Called in the real-time loop."""
     rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
+    if rmi[rmi[L.MI_PLANT] + PI_OUT_PT] >= 0:
+        driver_update(rmf, rmi, rdf, dt)
     pst = _inputs(rmf, rmi, rdf, rdi)
     st = core_step(rmf, rmi, rdf, rdi, dt)
     if st != L.ST_BAD_INPUT:  # a refused step reports only that
@@ -538,20 +576,22 @@ class TransmissionPlant(FrictionPlant):
 
     @classmethod
     def signals(cls, params: TransmissionParams):
-        inputs, outputs, _ = transmission_ports(params.description, params.reduction)
+        inputs, outputs, _ = transmission_ports(params.description, params.reduction, params.powertrain)
         return inputs.signals(params), outputs.signals(params)
 
     @classmethod
     def description_of(cls, params: TransmissionParams, source: str = "") -> dict:
         """What ``describe`` prints: the signals, the independent speeds and every gear with its ratio."""
         out = super().description_of(params, source)
-        d, red = params.description, params.reduction
+        p, d, red = params, params.description, params.reduction
         out["description"] = f"{d.name}: {cls.description}"
         out["independent_speeds"] = [d.members[m].name for m in red.coordinates]
         out["gears"] = [dict(name=g.name, number=g.number,
                              engaged=[d.elements[e].name for e in g.elements]
                              + [f"{d.selectors[s].name}:{v}" for s, v in g.positions],
                              ratio=float(g.ratio)) for g in red.gears]
+        if p.powertrain is not None:
+            out["components"] = PT.describe(p.powertrain, [m.name for m in d.members])
         return out
 
     @classmethod
@@ -587,14 +627,29 @@ class TransmissionPlant(FrictionPlant):
         self.plant_nf = len(tables[1])
         self.plant_ni = len(tables[0])
         self.plant_ndi = max(len(self.params.description.selectors), 1)
+        law = None
+        if self.params.powertrain is not None:
+            li, lf = self._law_tables()
+            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia), nz=LAW_NZ,
+                            checks_reuse=True)
         self.core = Core(self.spec, plant_nf=self.plant_nf, plant_ni=self.plant_ni,
-                         plant_ndf=2 * self.n_in + self.n_out + nrel, plant_ndi=self.plant_ndi)
+                         plant_ndf=2 * self.n_in + self.n_out + nrel, plant_ndi=self.plant_ndi, law=law)
         return self.core.mf, self.core.mi, self.core.df, self.core.di
+
+    def _law_tables(self):
+        p = self.params
+        _, _, blocks = transmission_ports(p.description, p.reduction, p.powertrain)
+        T = np.asarray(p.reduction.T, dtype=float).reshape(len(p.description.members), len(p.reduction.coordinates))
+        return PT.law_tables(p.powertrain, T, p.reduction.coordinates, self.n_in, blocks["powertrain_ports"])
 
     def _fill_model(self) -> None:
         ints, floats = _tables(self.params)
         self.core.plant_i[:] = ints
         self.core.plant_f[:] = floats
+        if self.params.powertrain is not None:
+            li, lf = self._law_tables()
+            self.core.law_i[:] = li
+            self.core.law_f[:] = lf
 
     # -- life cycle ------------------------------------------------------------------------------------
     def _positions(self) -> list[tuple[int, int]]:
@@ -628,6 +683,8 @@ class TransmissionPlant(FrictionPlant):
             c.act[nel + s] = cap
             c.u_act[nel + s] = cap
         c.twist[:] = 0.0
+        if self.params.powertrain is not None and self.params.powertrain.engine is not None:
+            c.law_z[Z_LIMIT] = self.u[self.input_index("torque_limit")]  # the limit starts settled
 
     def _engaged_at_start(self) -> list[int]:
         d = self.params.description
@@ -720,6 +777,8 @@ def _element_row(e, entries) -> Row:
         kw = dict(shaft_b=GROUND, coef_b=1.0)
     if e.kind == "freewheel":
         return Row(e.name, a, coef_a=ca, act_gain=1.0, gain_static=1.0, gain_kinetic=0.0, one_way=True, **kw)
+    if e.kind == "rolling":  # a vehicle's rolling resistance: Coulomb friction of constant capacity
+        return Row(e.name, a, coef_a=ca, act_gain=1.0, gain_static=1.0, gain_kinetic=1.0, **kw)
     base = e.clutch.row(e.name, a, kw["shaft_b"], ca, kw["coef_b"], force_radius_m=e.force_radius)
     return replace(base, more=kw.get("more", ()))
 
@@ -789,7 +848,7 @@ def quasi_steady_twists(core) -> np.ndarray:
 def _tables(p: TransmissionParams) -> tuple[list[int], list[float]]:
     """The plant's int and float parameter blocks (layout: the PI_* / PF_* slots above)."""
     d, red = p.description, p.reduction
-    inputs, outputs, blocks = transmission_ports(d, red)
+    inputs, outputs, blocks = transmission_ports(d, red, p.powertrain)
     N, n = len(d.members), len(red.coordinates)
     ints = [0] * PI_LEN
     floats: list[float] = []
@@ -799,7 +858,7 @@ def _tables(p: TransmissionParams) -> tuple[list[int], list[float]]:
     ints[PI_N_RELOUT], ints[PI_N_SPRING] = len(relout), len(d.springs)
     ints[PI_INPUT_MEMBER], ints[PI_OUTPUT_MEMBER] = d.input_member, d.output_member
     for slot in (PI_IN_TQ, PI_OUT_W, PI_OUT_WOUT, PI_OUT_GEAR, PI_OUT_RATIO, PI_OUT_EL, PI_OUT_SEL, PI_OUT_SPRING,
-                 PI_OUT_REL, PI_OUT_STATUS):
+                 PI_OUT_REL, PI_OUT_STATUS, PI_OUT_PT):
         ints[slot] = blocks[slot]
 
     def itable(slot, values):

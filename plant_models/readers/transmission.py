@@ -18,6 +18,7 @@ from ..drivetrain import (Description, DrivetrainError, Element, Member, Positio
 from ..plants.transmission import TransmissionParams
 from ..reduction import reduce
 from .common import read_settings, read_wet_clutch
+from .powertrain import read_powertrain
 
 ELEMENT_KINDS = ("clutch", "brake", "freewheel")
 CLUTCH_KEYS = ("piston_area_m2", "return_spring_N", "friction_static", "friction_kinetic", "surfaces", "mean_radius_m",
@@ -51,6 +52,8 @@ def read_transmission(cfg: ConfigReader) -> TransmissionParams:
     if output_sign not in (1.0, -1.0):
         raise out.error("sign", f"must be 1 or -1 (the forward sense of the output member), got {output_sign:g}")
     out.reject_unknown()
+    members, elements, powertrain = read_powertrain(cfg, members, elements, input_member, output_member, output_sign)
+    index.update({m.name: k for k, m in enumerate(members)})  # a converter adds the engine's member
     gears = _gears(cfg, elements, selectors)
     independent = ()
     if cfg.has("independent_speeds"):
@@ -75,7 +78,7 @@ def read_transmission(cfg: ConfigReader) -> TransmissionParams:
         red = reduce(d)
     except DrivetrainError as exc:
         raise ConfigError(cfg.source, exc.key, exc.problem) from None
-    return TransmissionParams(d, red, settings)
+    return TransmissionParams(d, red, settings, powertrain)
 
 
 def _items(cfg: ConfigReader, key: str) -> list[ConfigReader]:

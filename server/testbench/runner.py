@@ -29,20 +29,11 @@ import numpy as np
 
 from plant_models.config import repo_root
 
+from ..local_server import FREE_PORTS
 from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
 from .verdict import Recording, Verdict, evaluate
 
-SERVER_IO = """[loop]
-status_line = false
-autostart = {autostart}
-
-[[adapters]]
-type = "zmq"
-name = "zmq"
-state_endpoint = "tcp://127.0.0.1:*"
-command_endpoint = "tcp://127.0.0.1:*"
-control_endpoint = "tcp://127.0.0.1:*"
-"""
+SERVER_IO = "[loop]\nstatus_line = false\nautostart = {autostart}\n" + FREE_PORTS
 
 
 class FaultUnavailable(RuntimeError):

@@ -1,0 +1,95 @@
+"""Step cost of the 8HP car (engine, torque converter, lock-up, vehicle, brake) against the bare 8HP, same run.
+
+Every figure is the cost of one plant step (input mapping, core step with its
+events and the force law at every stage point, outputs) timed with the CPU's
+cycle counter inside a compiled loop (``bench/bench_core.py``'s
+``_time_plant_steps``), in microseconds:
+
+* baseline: the bare 8HP (``configs/zf8hp.toml``) through ``scenarios/zf8hp_shifts.toml``;
+* the 8HP car (``configs/zf8hp_car.toml``) through ``scenarios/zf8hp_car_drive.toml``
+  (launch through the converter, four shifts, lock-up, brake to standstill);
+* the bare 8HP held in 5th, and the car cruising in 4th locked up (pedal held, no event).
+
+Run: ``PYTHONPATH=. python bench/bench_powertrain.py [--repeat N]``.  The
+numbers depend on the machine and its load; compare the ratios measured in
+the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_core import _time_plant_steps, ns_per_cycle, stats  # noqa: E402
+from bench_transmission import time_in_gear, time_scenario  # noqa: E402
+
+from plant_models.core import layout as L  # noqa: E402
+from plant_models.registry import load_plant  # noqa: E402
+
+
+def time_car_cruising(repeat: int, npc: float, steps: int = 5000):
+    """The car in 4th, locked up, 30 % pedal at 16 m/s: 4 rows stuck, the law's three components active."""
+    from plant_models.plants.transmission import transmission_step
+
+    samples = []
+    for _ in range(repeat):
+        plant = load_plant("zf8hp_car")
+        inputs = {f"p_{e}": (12.0 if e in "BDE" else 0.0) for e in "ABCDE"}
+        inputs.update(p_lockup=8.0, pedal=0.3)
+        plant.reset(inputs)
+        plant.start_in_gear("4", 16.0 / 0.33 * 3.15 * plant.gear_ratio("4"))
+        c = plant.core
+        coords = plant.params.reduction.coordinates
+        d = plant.params.description
+        c.omega[coords.index(d.member_index("engine"))] = plant.member_speeds()[d.member_index("input")]
+        plant.start()
+        U = np.tile(plant.u.copy(), (steps, 1))
+        R = np.zeros_like(U)
+        cyc = np.empty(steps, dtype=np.int64)
+        st = _time_plant_steps(transmission_step, c.mf, c.mi, c.df, c.di, U, R, 1e-3, int(c.mi[L.DF_PLANT]),
+                               plant.n_in, cyc)
+        assert st & (L.ST_BAD_INPUT | L.ST_NONFINITE) == 0
+        assert plant.output_dict()["stuck_lockup"] == 1.0
+        samples.append(cyc * npc / 1000.0)
+    return stats(np.concatenate(samples)), f"{repeat} x {steps} steps"
+
+
+def report(repeat: int) -> str:
+    from plant_models.plants.transmission import transmission_step
+
+    npc = ns_per_cycle()
+    rows = [("bare 8HP, zf8hp_shifts (baseline)",
+             *time_scenario("zf8hp", "zf8hp_shifts", transmission_step, 15000, repeat, npc)),
+            ("8HP car, zf8hp_car_drive (all components)",
+             *time_scenario("zf8hp_car", "zf8hp_car_drive", transmission_step, 16000, repeat, npc,
+                            allowed=L.ST_LOCKED)),
+            ("bare 8HP held in 5th", *time_in_gear(repeat, npc)),
+            ("8HP car cruising in 4th, locked up", *time_car_cruising(repeat, npc))]
+    base = rows[0][1]["median"]
+    lines = [f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+             f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end, "
+             f"{npc:.4f} ns per cycle-counter tick", "",
+             "| step | median [us] | p90 | p99 | max | / baseline median | runs |", "|---|---|---|---|---|---|---|"]
+    for name, s, note in rows:
+        lines.append(f"| {name} | {s['median']:.3f} | {s['p90']:.3f} | {s['p99']:.3f} | {s['max']:.1f} | "
+                     f"{s['median'] / base:.2f} | {note} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5, help="runs per measurement (default 5)")
+    args = ap.parse_args(argv)
+    print(report(args.repeat))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
