@@ -188,9 +188,14 @@ class WebAdapter(Adapter):
         self.bridge = Bridge(self._wake_w)
         meta = {"period_s": ctx.period_s, "mode": ctx.mode, "every": self.every, "signals": self.signals,
                 "columns": {"t": F_TIME, "ints": ["tick", "status", "faults", "watchdog"]}}
-        self._server = WebServer(self.bridge, meta, host=self.host, port=self.port, token=self.token,
-                                 max_request_bytes=self.max_request_bytes, max_clients=self.max_clients,
-                                 allowed_origins=self.allowed_origins, log=log)
+        try:
+            self._server = WebServer(self.bridge, meta, host=self.host, port=self.port, token=self.token,
+                                     max_request_bytes=self.max_request_bytes, max_clients=self.max_clients,
+                                     allowed_origins=self.allowed_origins, log=log)
+        except (ImportError, OSError) as exc:  # plotly missing, or its package without plotly.min.js
+            self.close()
+            raise AdapterError(f"{self.name}: the workspace's plotting library: {exc} "
+                               "(pip install 'gearbox-hil[web]')") from None
         try:
             self.url = self._server.start()
         except Exception as exc:
