@@ -345,6 +345,7 @@ def _no_feed(now_ns: int) -> None:
 ADAPTERS: dict[str, tuple[str, str]] = {
     "zmq": ("io_adapters.zmq.adapter", "ZmqAdapter"),
     "can": ("io_adapters.can.adapter", "CanAdapter"),
+    "web": ("io_adapters.web.adapter", "WebAdapter"),
 }
 """Built-in adapter types: type name -> (module, class), imported when a config asks for the type."""
 
