@@ -346,6 +346,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "zmq": ("io_adapters.zmq.adapter", "ZmqAdapter"),
     "can": ("io_adapters.can.adapter", "CanAdapter"),
     "j1939": ("io_adapters.can.restbus", "J1939Adapter"),
+    "web": ("io_adapters.web.adapter", "WebAdapter"),
 }
 """Built-in adapter types: type name -> (module, class), imported when a config asks for the type."""
 

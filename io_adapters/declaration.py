@@ -39,13 +39,17 @@ class CliOption:
 
     ``parse`` is the argparse ``type``: it returns the value or raises
     ``argparse.ArgumentTypeError`` with a one-line message.  The value
-    reaches :meth:`AdapterDeclaration.apply_cli` under ``flag``.
+    reaches :meth:`AdapterDeclaration.apply_cli` under ``flag``.  With
+    ``optional_value`` the value may be left out (``--web`` as well as
+    ``--web 9000``); ``const`` is the value then.
     """
 
     flag: str
     metavar: str
     help: str
     parse: Callable[[str], Any]
+    optional_value: bool = False
+    const: Any = None
 
     @property
     def dest(self) -> str:
@@ -77,6 +81,10 @@ class AdapterDeclaration:
     type_name: str = ""
     cli_options: tuple[CliOption, ...] = ()
     fault_kinds: tuple[str, ...] = ()
+    # its command-line options add an adapter of the type (named after it) to an I/O config that has none
+    cli_adds_adapter: bool = False
+    # a top-level table named after the type (``[web]``) is a shorthand for one ``[[adapters]]`` table of the type
+    config_table: bool = False
 
     def apply_cli(self, options: dict, given: dict[str, Any], source: str, key: str) -> dict:
         """The ``[[adapters]]`` options with the command line's values applied (``given``: flag -> value).
@@ -97,6 +105,7 @@ DECLARATIONS: dict[str, str] = {
     "zmq": "io_adapters.zmq.declaration",
     "can": "io_adapters.can.declaration",
     "j1939": "io_adapters.can.j1939_declaration",
+    "web": "io_adapters.web.declaration",
 }
 """Adapter type -> the module whose ``DECLARATION`` declares it (in the order ``serve --help`` lists options)."""
 

@@ -90,12 +90,12 @@ def test_the_adapter_types_declare_their_options_and_fault_kinds_in_light_module
             "print(sorted(o.flag for d in declarations() for o in d.cli_options), fault_targets(),"
             " 'zmq' in sys.modules, 'can' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert out.strip() == ("['--can-share', '--zmq-command', '--zmq-control', '--zmq-port', '--zmq-state'] "
+    assert out.strip() == ("['--can-share', '--web', '--zmq-command', '--zmq-control', '--zmq-port', '--zmq-state'] "
                            "('zmq', 'can', 'j1939') False False")
 
 
 def test_a_third_transport_brings_its_option_and_fault_kind_without_an_edit_of_server(monkeypatch):
-    """An adapter type from outside (a web dashboard, say): its option reaches `serve`'s command line and its
+    """An adapter type from outside (a dashboard, say): its option reaches `serve`'s command line and its
     config table, its fault kind the fault map, the fault its adapter; server/ is not touched."""
     import argparse
 
@@ -108,19 +108,19 @@ def test_a_third_transport_brings_its_option_and_fault_kind_without_an_edit_of_s
     from server.cli.serve import _adapter_options, add_arguments
 
     class WebDeclaration(AdapterDeclaration):
-        type_name = "web"
-        cli_options = (CliOption("--web-port", "PORT", "the dashboard's port", int),)
+        type_name = "dash"
+        cli_options = (CliOption("--dash-port", "PORT", "the dashboard's port", int),)
         fault_kinds = ("freeze_page",)
 
         def apply_cli(self, options, given, source, key):
-            return dict(options, port=given["--web-port"])
+            return dict(options, port=given["--dash-port"])
 
         def parse_fault(self, d, where):
             fault_keys(d, (), where)
-            return TransportFault("web", d["kind"], "page")
+            return TransportFault("dash", d["kind"], "page")
 
     class WebAdapter(Adapter):
-        type_name = "web"
+        type_name = "dash"
         declaration = WebDeclaration()
         faults: list = []
 
@@ -135,18 +135,18 @@ def test_a_third_transport_brings_its_option_and_fault_kind_without_an_edit_of_s
 
     monkeypatch.setattr(base, "_REGISTERED", {})
     monkeypatch.setattr(decl_mod, "_REGISTERED", {})
-    register_adapter("web", WebAdapter)
+    register_adapter("dash", WebAdapter)
     p = argparse.ArgumentParser()
     add_arguments(p)
-    given = _adapter_options(p.parse_args(["powershift", "--web-port", "8080"]))
-    assert given == {"web": {"--web-port": 8080}}
+    given = _adapter_options(p.parse_args(["powershift", "--dash-port", "8080"]))
+    assert given == {"dash": {"--dash-port": 8080}}
     io = load_io_config(None)
-    io = IoConfig(io.source, io.loop, io.watchdog, {}, io.adapters + (AdapterSpec("web", "dash", {}, "adapters[2]"),))
+    io = IoConfig(io.source, io.loop, io.watchdog, {}, io.adapters + (AdapterSpec("dash", "dash", {}, "adapters[2]"),))
     assert apply_adapter_options(io, given).adapters[-1].options == {"port": 8080}
     web = WebAdapter("dash", {})
     fs = FaultSet(load_plant("powershift"), adapters=[web])
-    spec = fs.set({"target": "web", "kind": "freeze_page"})
-    assert spec.name == "web:page:freeze_page" and web.faults == [TransportFault("web", "freeze_page", "page")]
+    spec = fs.set({"target": "dash", "kind": "freeze_page"})
+    assert spec.name == "dash:page:freeze_page" and web.faults == [TransportFault("dash", "freeze_page", "page")]
 
 
 def test_faults_loop_and_snapshots_reach_the_core_only_through_the_plant():

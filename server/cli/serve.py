@@ -57,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "compile progress per function; the endpoints, warnings, errors and the final summary remain")
     for decl in declarations():  # each adapter type's own options (light modules: no transport is imported)
         for opt in decl.cli_options:
-            p.add_argument(opt.flag, type=opt.parse, metavar=opt.metavar, help=opt.help)
+            extra = {"nargs": "?", "const": opt.const} if opt.optional_value else {}
+            p.add_argument(opt.flag, type=opt.parse, metavar=opt.metavar, help=opt.help, **extra)
     p.add_argument("--timing-tolerance", type=_tolerance_arg, default=DEFAULT_TOLERANCE_PCT, metavar="PCT",
                    help="warn at the end of a realtime run whose actual rate is more than PCT %% below the target "
                    "or that missed more than PCT %% of its ticks (default %(default)g)")

@@ -27,6 +27,7 @@ from io_adapters.protocol import (COMMAND_ERRORS, PROTOCOL_REVISION, PROTOCOL_VE
 from plant_models.errors import ConfigError, FaultError, ParamError, SnapshotError
 
 from server.realtime.loop import RUNNING, Loop
+from server.realtime.faults import fault_catalogue
 from server.realtime.params import ParamTable
 from server.offline.scenario import ScenarioFolders, parse_scenario
 from server.realtime.scenario_player import ScenarioPlayer
@@ -171,7 +172,7 @@ class ControlHandler:
             "input_names": [s.name for s in lp.plant.inputs],
             "output_names": [s.name for s in lp.plant.outputs],
             "schema": schema_id(s.name for s in lp.plant.outputs),
-            "endpoints": endpoints, "params": self.params.names(),
+            "endpoints": endpoints, "params": self.params.names(), "fault_kinds": fault_catalogue(),
         })
         return {"plant": d}
 

@@ -169,6 +169,16 @@ def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) 
     return FaultSpec(**{**spec.__dict__, "name": name or _default_name(spec, plant), "raw": raw})
 
 
+def fault_catalogue() -> dict[str, list[str]]:
+    """Every fault target and its kinds: the plant's (``signal``, ``clutch``) and each fault-taking adapter type's.
+
+    For a form that lists every fault (``describe`` -> ``plant.fault_kinds``, the web workspace).
+    """
+    out = {"signal": list(SIGNAL_KINDS), "clutch": list(CLUTCH_KINDS)}
+    out.update({t: list(declaration(t).fault_kinds) for t in fault_targets()})
+    return out
+
+
 def _default_name(s: FaultSpec, plant: Plant) -> str:
     """``target:what:kind``, e.g. ``signal:w_out:offset``, ``clutch:C2:stuck_closed`` (the clutch by its row name,
     however the map wrote it, so that one clutch has one name), ``can:HIL_Speeds:drop``."""
@@ -543,4 +553,4 @@ class FaultSet:
 
 __all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore",
            "fault_push", "MAX_FAULTS",
-           "SIGNAL_KINDS", "CLUTCH_KINDS", "PLANT_TARGETS"]
+           "SIGNAL_KINDS", "CLUTCH_KINDS", "PLANT_TARGETS", "fault_catalogue"]

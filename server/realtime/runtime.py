@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from io_adapters.base import (TI_WATCHDOG, Adapter, AdapterError, LoopContext, UnknownAdapterType, create_adapter,
                               new_tick_info)
-from io_adapters.declaration import declaration
+from io_adapters.declaration import declaration, declarations
 from io_adapters.ring import StateRing
 from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml, repo_root
 from plant_models.errors import InputError
@@ -195,6 +195,23 @@ def _adapter_specs(cfg: ConfigReader) -> tuple[AdapterSpec, ...]:
     return tuple(specs)
 
 
+def _adapter_tables(cfg: ConfigReader, specs: tuple[AdapterSpec, ...]) -> tuple[AdapterSpec, ...]:
+    """The adapters of top-level tables named after a type whose declaration allows it (``[web]``)."""
+    out = []
+    for decl in declarations():
+        typ = decl.type_name
+        if not decl.config_table or typ not in cfg.data:
+            continue
+        table = cfg.raw(typ)
+        if not isinstance(table, dict):
+            raise cfg.error(typ, f"must be a table ([{typ}])")
+        if any(a.name == typ for a in specs):
+            raise cfg.error(typ, f"an adapter is named {typ!r} already; configure it in one place")
+        if table.get("enabled", True) is not False:
+            out.append(AdapterSpec(typ, typ, {k: v for k, v in table.items() if k != "enabled"}, typ))
+    return tuple(out)
+
+
 def _default_adapters() -> tuple[AdapterSpec, ...]:
     """The ``[[adapters]]`` of ``io_default.toml``: those of a file that names none."""
     path = find_config(DEFAULT_IO)
@@ -220,6 +237,7 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
         v = ini.raw(name)
         initial[name] = v
     adapters = _adapter_specs(cfg) if "adapters" in data else _default_adapters()
+    adapters += _adapter_tables(cfg, adapters)
     scenarios = _scenario_folders(cfg, path)
     recording = read_recording_config(cfg, Path(path).resolve().parent)
     cfg.reject_unknown()
@@ -262,12 +280,16 @@ def apply_adapter_options(io: IoConfig, given: dict[str, dict[str, Any]]) -> IoC
     ``given``: adapter type -> {option flag: value} (e.g. ``{"zmq":
     {"--zmq-port": 6000}}``), the options each type declares
     (:mod:`io_adapters.declaration`); each type's options apply to the one
-    enabled adapter of that type, through its declaration's ``apply_cli``.
+    enabled adapter of that type, through its declaration's ``apply_cli``;
+    a type whose declaration says ``cli_adds_adapter`` gets an adapter
+    (named after the type) if the file has none.
     """
     specs = list(io.adapters)
     for typ, flags in given.items():
         if not flags:
             continue
+        if declaration(typ).cli_adds_adapter and not any(a.type == typ for a in specs):
+            specs.append(AdapterSpec(typ, typ, {}, next(iter(flags))))
         k = _only_adapter(specs, typ, io.source, next(iter(flags)))
         options = declaration(typ).apply_cli(dict(specs[k].options), flags, io.source, specs[k].key)
         specs[k] = replace(specs[k], options=options)

@@ -1,0 +1,44 @@
+"""What the web workspace declares to the server: ``--web [PORT]`` and its ``[web]`` table; it injects no faults.
+
+Imports no aiohttp (``serve --help`` stays cheap); see :mod:`io_adapters.declaration`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..declaration import AdapterDeclaration, CliOption
+
+DEFAULT_PORT = 8765
+DEFAULT = -1  # `--web` without a port: the adapter's own (its table's `port`, else DEFAULT_PORT)
+
+
+def _port_arg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 (a free port) or a port 1..65535, got {text}")
+    return v
+
+
+class WebDeclaration(AdapterDeclaration):
+    type_name = "web"
+    cli_options = (
+        CliOption("--web", "PORT", f"serve the web workspace (docs/workspace.md) on 127.0.0.1:PORT (default "
+                  f"{DEFAULT_PORT}; 0: a free port), named in the start-up lines and the ready file; another host "
+                  "and the access token go in a [web] table", _port_arg, optional_value=True, const=DEFAULT),
+    )
+    cli_adds_adapter = True
+    config_table = True
+
+    def apply_cli(self, options: dict, given: dict[str, Any], source: str, key: str) -> dict:
+        port = given.get("--web", DEFAULT)
+        return options if port == DEFAULT else dict(options, port=port)
+
+
+DECLARATION = WebDeclaration()
+
+__all__ = ["DECLARATION", "WebDeclaration", "DEFAULT_PORT"]

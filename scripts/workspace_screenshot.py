@@ -1,0 +1,111 @@
+"""Make docs/figures/workspace.png: the web workspace during the Powershift 1 -> 3 swap.
+
+Starts ``gearbox-hil serve powershift --mode lockstep --web 0`` (ZeroMQ on
+free ports), opens the workspace in a headless Chromium (Debian's
+``chromium`` and ``chromium-driver``, Selenium from the test extra), loads
+``scenarios/powershift_single_swap.toml`` from the page, plots the output
+speed, the slips and pressures of clutches 1 and 2, and steps to 0.62 s in
+lockstep (mid-swap: clutch 1 released, clutch 2 slipping) before the
+screenshot.  Run from the project folder::
+
+    python scripts/workspace_screenshot.py [OUT.png]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+IO = """[loop]
+status_line = false
+[[adapters]]
+type = "zmq"
+name = "zmq"
+state_endpoint = "tcp://127.0.0.1:*"
+command_endpoint = "tcp://127.0.0.1:*"
+control_endpoint = "tcp://127.0.0.1:*"
+"""
+
+
+def wait(pred, timeout_s: float, what: str):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise TimeoutError(what)
+
+
+def browser(width: int, height: int):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver:
+        sys.exit("workspace_screenshot: needs Debian's chromium and chromium-driver (apt-get install chromium "
+                 "chromium-driver)")
+    opts = webdriver.ChromeOptions()
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+              f"--window-size={width},{height}", "--hide-scrollbars"):
+        opts.add_argument(a)
+    opts.binary_location = chromium
+    return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+def page_step(drv, n: int) -> None:
+    """Step ``n`` ticks from the page's own control (as a click on its step button does)."""
+    rep = drv.execute_async_script("const done = arguments[arguments.length - 1];"
+                                   f"act({{cmd: 'step', n: {n}}}).then(done);")
+    if not rep.get("ok"):
+        raise RuntimeError(f"step: {rep}")
+
+
+def main(out: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    with tempfile.TemporaryDirectory() as tmp:
+        io, ready = Path(tmp) / "io.toml", Path(tmp) / "ready.json"
+        io.write_text(IO)
+        proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "powershift", "--io", str(io), "--mode",
+                                 "lockstep", "--web", "0", "--ready-file", str(ready), "--quiet"], cwd=ROOT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        drv = None
+        try:
+            wait(lambda: ready.exists() or proc.poll() is not None, 300, "the server did not start")
+            url = json.loads(ready.read_text())["endpoints"]["web.url"]
+            drv = browser(1600, 1250)
+            drv.set_script_timeout(60)
+            drv.get(url)
+            wait(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30,
+                 "the page did not connect")
+            for el, text in (("pattern", "w_out, slip_c1, slip_c2, pressure_c1, pressure_c2"), ("window", "1")):
+                box = drv.find_element(By.ID, el)
+                box.clear()
+                box.send_keys(text)
+            drv.find_element(By.ID, "pick").click()
+            drv.find_element(By.ID, "load").click()  # the page's default: powershift_single_swap.toml
+            wait(lambda: drv.execute_script("return workspace.status && workspace.status.scenario && workspace.status.scenario.source"), 30,
+                 "the scenario did not load")
+            for _ in range(31):  # 0.62 s in steps of 20 ms, so the plot fills as in a run
+                page_step(drv, 20)
+            time.sleep(1.5)  # the last rows, the status and a redraw reach the page
+            out.parent.mkdir(parents=True, exist_ok=True)
+            drv.save_screenshot(str(out))
+            print(f"wrote {out}")
+        finally:
+            if drv is not None:
+                drv.quit()
+            proc.terminate()
+            proc.wait(30)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "figures" / "workspace.png")

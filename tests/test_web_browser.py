@@ -1,0 +1,164 @@
+"""The web workspace in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``, Selenium).
+
+Few and bounded: one lockstep server and one browser for the module.  Where
+no browser is installed the tests skip and say so (``.ci/run`` installs it
+in CI).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+pytest.importorskip("aiohttp")
+webdriver = pytest.importorskip("selenium.webdriver")
+
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+from server_support import FREE_PORTS, ServerProcess, wait_until  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
+                                reason="no headless browser: install Debian's chromium and chromium-driver")
+GEAR1 = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
+
+
+def chrome(width: int = 1600, height: int = 1000):
+    """A headless Chromium driven by chromedriver."""
+    opts = webdriver.ChromeOptions()
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+              f"--window-size={width},{height}"):
+        opts.add_argument(a)
+    opts.binary_location = CHROMIUM
+    drv = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    drv.set_page_load_timeout(30)
+    drv.set_script_timeout(30)
+    return drv
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    adapters = FREE_PORTS + '\n[[adapters]]\ntype = "web"\nname = "web"\nport = 0\n'
+    with ServerProcess(tmp_path_factory.mktemp("browser"), mode="lockstep", adapters=adapters) as s:
+        drv = chrome()
+        try:
+            drv.get(s.info["endpoints"]["web.url"])
+            assert wait_until(lambda: drv.execute_script(
+                "return window.workspace && workspace.connected && workspace.plant !== null"), 30), \
+                drv.get_log("browser")
+            yield s, drv
+        finally:
+            drv.quit()
+            s.shutdown()
+
+
+def _plotted(drv) -> dict[str, dict[int, float]]:
+    """name -> {tick: value} of the traces drawn in the signal plot."""
+    traces = drv.execute_script("const d = document.getElementById('plot').data || [];"
+                                "return d.map((t) => [t.name, Array.from(t.customdata), Array.from(t.y)]);")
+    return {name.split(" [")[0]: dict(zip(ticks, ys)) for name, ticks, ys in traces}
+
+
+def test_the_page_loads_and_plots_the_state_streams_values(served):
+    s, drv = served
+    box = drv.find_element(By.ID, "pattern")
+    box.clear()
+    box.send_keys("w_out, slip_c?")  # a name and a glob
+    drv.find_element(By.ID, "pick").click()
+    assert drv.find_element(By.ID, "matched").text == "9 signal(s)"
+    time.sleep(0.3)  # the subscription reaches the server
+    with s.client() as zc:
+        zc.subscribe(("state",))
+        time.sleep(0.3)
+        zc.reset(GEAR1)
+        zc.step(300)
+        states = {}
+        while 300 not in states:
+            st = zc.recv_state(5.0)
+            assert st is not None
+            states[st.tick] = st
+    plotted = wait_until(lambda: (p := _plotted(drv)) and max(p.get("w_out", {0: 0})) >= 300 and p, 20)
+    assert plotted, drv.get_log("browser")
+    assert set(plotted) == {"w_out", *(f"slip_c{k}" for k in range(1, 9))}
+    ticks = [t for t in plotted["w_out"] if t <= 300]
+    assert ticks == list(range(10, 301, 10))
+    for name, values in plotted.items():
+        for tick in ticks:
+            assert values[tick] == states[tick].y[name], (name, tick)
+    # the transmission at a glance: gear 1 with clutches 1, 3, 6 applied
+    assert drv.find_element(By.ID, "gear").text == "1"
+    state = {r.get_attribute("data-clutch"): r.find_elements(By.TAG_NAME, "td")[1].text
+             for r in drv.find_elements(By.CSS_SELECTOR, "#clutches tbody tr")}
+    assert state["c2"] == "open" and state["c8"] == "open"
+    assert {state["c1"], state["c3"], state["c6"]} <= {"stuck", "slipping"}
+
+
+def test_a_fault_set_from_the_page_acts_at_the_next_tick_and_shows(served):
+    s, drv = served
+    Select(drv.find_element(By.ID, "ftarget")).select_by_visible_text("signal")
+    Select(drv.find_element(By.ID, "fkind")).select_by_visible_text("force")
+    Select(drv.find_element(By.ID, "fwhat")).select_by_visible_text("w_out")
+    drv.find_element(By.ID, "fvalue").send_keys("55.5")
+    drv.find_element(By.ID, "fset").click()
+    with s.client() as zc:
+        assert wait_until(lambda: zc.faults(), 10)
+        assert zc.step(1).y["w_out"] == 55.5
+        zc.step(9)
+        shown = wait_until(lambda: drv.find_elements(By.CSS_SELECTOR, "#faults tbody tr")
+                           and drv.find_element(By.ID, "nfaults").text == "1", 10)
+        assert shown, drv.find_element(By.ID, "error").text
+        drv.find_element(By.ID, "fclearall").click()
+        assert wait_until(lambda: not zc.faults(), 10)
+
+
+def test_an_out_of_range_parameter_edit_shows_the_error_and_changes_nothing(served):
+    s, drv = served
+    with s.client() as zc:
+        before = zc.get_params()
+        name, p = next((n, p) for n, p in before.items() if p["type"] == "float" and p["max"] < 1e6)
+        row = drv.find_element(By.CSS_SELECTOR, f"#params tr[data-param='{name}']")
+        box = row.find_element(By.TAG_NAME, "input")
+        box.clear()
+        box.send_keys(str(p["max"] * 10 + 1))
+        row.find_element(By.CLASS_NAME, "pset").click()
+        err = wait_until(lambda: drv.find_element(By.ID, "error").text, 10)
+        assert err and name in err and "outside" in err
+        assert zc.get_params() == before
+
+
+
+def test_the_page_reconnects_after_a_server_restart(served, tmp_path):
+    s, _ = served
+    port = _free_port()
+    adapters = FREE_PORTS + f'\n[web]\nport = {port}\n'
+    first = ServerProcess(tmp_path / "a", mode="lockstep", adapters=adapters)
+    drv = chrome(1000, 700)
+    try:
+        drv.get(first.info["endpoints"]["web.url"])
+        assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+        first.shutdown()
+        assert wait_until(lambda: not drv.execute_script("return workspace.connected"), 10)
+        with ServerProcess(tmp_path / "b", mode="lockstep", adapters=adapters) as second:
+            assert wait_until(lambda: drv.execute_script("return workspace.connected"), 20)
+            with second.client() as zc:
+                assert wait_until(lambda: zc.status()["adapters"]["web"]["clients"] == 1, 10)
+                time.sleep(0.3)  # the page's subscription after its hello
+                zc.step(50)
+            assert wait_until(lambda: max(_plotted(drv).get("w_out", {0: 0})) >= 50, 10)
+            second.shutdown()
+    finally:
+        drv.quit()
+        first.kill()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
