@@ -38,6 +38,7 @@ def fmu_dir(tmp_path_factory):
     build_first_order(d / "stateless.fmu", state=False)
     build_first_order(d / "rpm.fmu", torque_unit="rad/s")
     build_first_order(d / "win.fmu", platform="win64")
+    build_first_order(d / "wide.fmu", out_range=(-1e4, 1e4))
     return d
 
 
@@ -153,6 +154,8 @@ def test_an_fmu_error_sets_the_status_bit_and_the_plant_keeps_stepping(fmu_dir):
     (dict(file="win.fmu"), "fmu[0].file: fmu engine: no binary for this platform (linux64); the FMU has win64"),
     (dict(to_plant={"torque": "engine_trq"}), "fmu[0].to_plant.torque: fmu engine: the plant has no input "
                                              "'engine_trq'"),
+    (dict(file="wide.fmu"), "fmu[0].to_plant.torque: fmu engine: variable 'torque' range [-10000, 10000] exceeds "
+                            "plant input 'engine_torque' range [-1000, 5000]"),
     (dict(start={"tau": -1.0}), "fmu[0].start.tau: fmu engine: start value -1.0 outside the variable's range "
                                 "[1e-06, inf]"),
 ])
