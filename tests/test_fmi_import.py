@@ -188,3 +188,15 @@ def test_a_realtime_server_steps_the_fmu_once_per_tick(fmu_dir):
     # one FMU step per tick: its torque is the closed form at the plant's time
     t = plant.time
     assert plant.y[plant.output_index("engine.torque")] == pytest.approx(T_CMD * -math.expm1(-t / TAU), abs=1e-9)
+
+
+def test_a_plant_output_feeds_an_fmu_input_from_the_start_of_the_step(fmu_dir):
+    """from_plant: the lag filters w_1 (its unit here rad/s); T_k+1 = w_k + (T_k - w_k) exp(-dt/tau), w_k at t_k."""
+    plant = load_plant(write_config(fmu_dir, file="rpm.fmu", to_plant={}, from_plant={"torque_cmd": "w_1"}))
+    assert "engine.torque_cmd" not in [s.name for s in plant.inputs]
+    trace = offline(plant, {**SCENARIO, "inputs": {"engine_torque": 300.0, "load_torque": 3500.0, **GEAR_1}})
+    w = trace.values[:, plant.output_index("w_1")]
+    lag = trace.values[:, plant.output_index("engine.torque")]
+    expected = w[:-1] + (lag[:-1] - w[:-1]) * math.exp(-DT / TAU)
+    assert np.allclose(lag[1:], expected, rtol=1e-13, atol=1e-12)
+    assert lag[0] == 0.0 and abs(lag[-1] - w[-1]) < abs(w[-1] - w[0])
