@@ -3,7 +3,9 @@
 * :mod:`.connect`: reads and checks the tables against the FMU's model
   description and the plant's ports (one-line errors, exit 2);
 * :mod:`.assembly`: ``FmuAssembly``, a :class:`~plant_models.contract.plant.Plant`
-  that steps the FMUs, then the inner plant, once per tick.
+  that steps the FMUs, then the inner plant, once per tick;
+* :mod:`.export_slave`: ``PlantSlave``, the PythonFMU slave of a plant
+  exported as an FMU (``gearbox-hil fmu``, :mod:`server.fmu_export`).
 
-FMPy is imported only when a config has an ``[[fmu]]`` table.
+FMPy is imported only when a config has an ``[[fmu]]`` table, PythonFMU only by the export.
 """
