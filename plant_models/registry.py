@@ -89,6 +89,7 @@ class PlantConfig:
     plant_class: type[Plant]
     params: Any  # the plant's frozen parameters (``plant_class.params_type``)
     source: str  # the config file
+    fmus: tuple = ()  # the [[fmu]] tables (plant_models.fmi.connect.FmuTable), checked when the plant is built
 
 
 def read_config(path_or_name: str | Path) -> PlantConfig:
@@ -106,12 +107,17 @@ def read_config_data(data: dict, source: str) -> PlantConfig:
     For configs changed in memory before they are read (a campaign's
     parameters, :mod:`server.campaign`).
     """
+    fmus = ()
+    if "fmu" in data:  # FMUs in the loop (docs/fmi.md): read here, checked against the FMU when built
+        from .fmi.connect import read_fmu_tables
+        data = dict(data)
+        fmus = read_fmu_tables(data.pop("fmu"), source)
     cfg = ConfigReader(data, source)
     kind = cfg.string("plant", choices=plant_kinds())
     cls, reader = plant_class(kind)
     params = reader(cfg)
     cfg.reject_unknown()
-    return PlantConfig(cls, params, cfg.source)
+    return PlantConfig(cls, params, cfg.source, fmus)
 
 
 def load_plant(path_or_name: str | Path) -> Plant:
@@ -120,7 +126,14 @@ def load_plant(path_or_name: str | Path) -> Plant:
     Raises ConfigError with file, key and problem for any mistake in the file.
     """
     c = read_config(path_or_name)
-    return c.plant_class(c.params, source=c.source)
+    plant = c.plant_class(c.params, source=c.source)
+    if c.fmus:
+        from .fmi.assembly import FmuAssembly
+        from .fmi.connect import check_fmu
+        ins = {s.name: s for s in plant.inputs}
+        outs = {s.name: s for s in plant.outputs}
+        plant = FmuAssembly(plant, [check_fmu(t, c.source, ins, outs) for t in c.fmus])
+    return plant
 
 
 def describe_config(path_or_name: str | Path) -> dict:

@@ -120,7 +120,7 @@ PLANT_FLOORS = (
      "plant_models.reduction", "plant_models.clutch", "plant_models.compiling", "plant_models.contract",
      "plant_models.units"),  # the contract
     ("plant_models.powertrain",),  # components (engine, converter, vehicle, driver): ports and compiled force laws
-    ("plant_models.plants", "plant_models.readers"),  # the plants and their config readers
+    ("plant_models.plants", "plant_models.readers", "plant_models.fmi"),  # the plants, their readers, FMUs
     ("plant_models.registry", "plant_models.offline"),  # what finds, builds and runs plants by name
 )
 UNPLACED = {"plant_models"}  # the package's __init__, which imports nothing

@@ -25,6 +25,7 @@ COMMANDS = {
     "warmup": ("server.cli.warmup", "compile and cache the compiled code once (first start on a machine)"),
     "test": ("server.testbench", "run test files: a stimulus, faults, a controller, expectations with verdicts"),
     "campaign": ("server.campaign", "run many offline cases over varied parameters, locally or on a Dask cluster"),
+    "fmu": ("server.cli.fmu", "write a plant config as an FMI 2.0 co-simulation FMU (runs in the target's Python)"),
     "keys": ("server.cli.keys", "write CURVE key pairs for the ZeroMQ sockets (a server's, a client's)"),
 }
 

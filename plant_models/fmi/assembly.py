@@ -1,0 +1,342 @@
+"""``FmuAssembly``: a plant plus its FMUs, one :class:`~plant_models.contract.plant.Plant` through the contract.
+
+Ports: the inner plant's inputs that no FMU drives, then each FMU's inputs
+that no plant output feeds (``name.var``); the inner plant's outputs, then
+each FMU's outputs (``name.var``).  One step of ``dt``, in this fixed order:
+
+1. each FMU's inputs are set: from the assembly's inputs, and from the
+   inner plant's outputs at the start of the step (time t);
+2. each FMU does one step from t to t + dt (``fmi2DoStep``), in config order;
+3. the FMU outputs at t + dt are written to the inner plant's inputs they
+   drive, held over the step (rate 0); the other inputs and rates are copied;
+4. the inner plant steps from t to t + dt; the outputs are gathered.
+
+So a plant input driven by an FMU lags by one step against a monolithic
+model (the coupling error docs/fmi.md states).  The per-step path calls the
+FMU's C functions through ctypes on arrays allocated once at load time.
+
+An FMU call that fails (status error or fatal) sets the status bit
+``fmu_error``; the FMU is not called again until the next reset, its
+outputs hold their last values, the inner plant keeps stepping, and the
+message is kept in :attr:`FmuAssembly.fmu_errors`.  FMUs are loaded (FMPy
+changes the working directory while it extracts and loads a library) when
+the assembly is built, before any real-time thread starts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import shutil
+import weakref
+
+import numpy as np
+
+from ..contract.plant import Plant
+from ..contract.ports import Signal
+from ..contract.vocabulary import ST_BAD_INPUT
+from .connect import CheckedFmu
+
+DF_TIME = 0  # simulated time, s
+DF_U = 1  # [n_in] inputs, [n_in] rates, [n_out] outputs
+
+
+class _Slot:
+    """One loaded FMU: its FMPy slave and the preallocated ctypes arrays of the per-step calls."""
+
+    def __init__(self, fmu: CheckedFmu):
+        import fmpy
+        from fmpy.fmi2 import FMU2Slave, fmi2Real, fmi2ValueReference
+        t = fmu.table
+        self.fmu = fmu
+        self.name = t.name
+        self.unzipped = fmpy.extract(str(t.file))
+        weakref.finalize(self, shutil.rmtree, self.unzipped, True)  # the extracted files go with the slot
+        md = fmu.md
+        self.slave = FMU2Slave(guid=md.guid, unzipDirectory=self.unzipped,
+                               modelIdentifier=md.coSimulation.modelIdentifier, instanceName=t.name)
+        self.slave.instantiate()
+        fn = self.slave._functions
+        self.c_set, self.c_get, self.c_step = fn["fmi2SetReal"], fn["fmi2GetReal"], fn["fmi2DoStep"]
+        v = fmu.variables
+        self.in_names = [n for n, x in v.items() if x.causality == "input"]
+        self.out_names = [n for n, x in v.items() if x.causality == "output"]
+        self.n_in, self.n_out = len(self.in_names), len(self.out_names)
+        self.vr_in = (fmi2ValueReference * max(self.n_in, 1))(*[v[n].vr for n in self.in_names])
+        self.vr_out = (fmi2ValueReference * max(self.n_out, 1))(*[v[n].vr for n in self.out_names])
+        self.val_in = (fmi2Real * max(self.n_in, 1))()
+        self.val_out = (fmi2Real * max(self.n_out, 1))()
+        self.np_in = np.ctypeslib.as_array(self.val_in)[:self.n_in]
+        self.np_out = np.ctypeslib.as_array(self.val_out)[:self.n_out]
+        self.failed = False
+        self.state_size = 0  # bytes of the serialized FMU state (a snapshot keeps it in the assembly's di)
+        if fmu.can_get_set_state:
+            self.start()
+            self.state_size = len(self.state_bytes())
+
+    def state_bytes(self) -> bytes:
+        st = self.slave.getFMUstate()
+        try:
+            return self.slave.serializeFMUstate(st)
+        finally:
+            self.slave.freeFMUstate(st)
+
+    def start(self) -> None:
+        """Reset, start values, initialization (not for the real-time tick)."""
+        s, t = self.slave, self.fmu.table
+        s.reset()
+        s.setupExperiment(startTime=0.0)
+        for name, value in t.start.items():
+            s.setReal([self.fmu.variables[name].vr], [value])
+        s.enterInitializationMode()
+        s.exitInitializationMode()
+        self.failed = False
+
+    def close(self) -> None:
+        try:
+            self.slave.terminate()
+            self.slave.freeInstance()
+        finally:
+            shutil.rmtree(self.unzipped, ignore_errors=True)
+
+
+class FmuAssembly(Plant):
+    """An inner plant and its FMUs stepped as one plant (the order in the module docstring)."""
+
+    description = "a plant with FMUs in the loop"
+
+    def __init__(self, inner: Plant, fmus: list[CheckedFmu]):
+        self.inner = inner
+        self.kind = inner.kind
+        self.status_bits = inner.status_bits.extend(f"{inner.kind} with FMUs")
+        self.ST_FMU_ERROR = self.status_bits.allocate("fmu_error", "an FMU call failed: its outputs hold, see the log")
+        self.event_kinds = inner.event_kinds
+        self.slots = [_Slot(f) for f in fmus]
+        self.fmu_errors: list[str] = []
+        self._wire()
+        super().__init__(inner.params, inner.source)
+        self.reset()
+
+    # -- wiring (once) -------------------------------------------------------------------------------
+    def _wire(self) -> None:
+        inner = self.inner
+        driven = {port: (k, s.out_names.index(v)) for k, s in enumerate(self.slots)
+                  for v, port in s.fmu.table.to_plant.items()}
+        self._free_in = np.array([i for i, sig in enumerate(inner.inputs) if sig.name not in driven], dtype=np.int64)
+        self._driven = [(inner.input_index(p), k, j) for p, (k, j) in driven.items()]
+        ins, outs = [inner.inputs[i] for i in self._free_in], list(inner.outputs)
+        self._fmu_in = []  # per slot: (indices in its inputs fed by assembly inputs, assembly input indices)
+        self._fed = []  # per slot: (indices in its inputs, inner output indices)
+        for s in self.slots:
+            fed = s.fmu.table.from_plant
+            own, ext = [], []
+            for j, n in enumerate(s.in_names):
+                if n not in fed:
+                    v = s.fmu.variables[n]
+                    own.append(j)
+                    ext.append(len(ins))
+                    lo, hi = (v.lo if math.isfinite(v.lo) else -1e300), (v.hi if math.isfinite(v.hi) else 1e300)
+                    ins.append(Signal(f"{s.name}.{n}", v.unit or "-", lo, hi, v.start, f"input of FMU {s.name}"))
+            self._fmu_in.append((np.array(own, dtype=np.int64), np.array(ext, dtype=np.int64)))
+            pairs = [(s.in_names.index(n), inner.output_index(p)) for n, p in fed.items()]
+            self._fed.append((np.array([a for a, _ in pairs], dtype=np.int64),
+                              np.array([b for _, b in pairs], dtype=np.int64)))
+            for n in s.out_names:
+                v = s.fmu.variables[n]
+                outs.append(Signal(f"{s.name}.{n}", v.unit or "-", -1e300, 1e300, 0.0, f"output of FMU {s.name}"))
+        self._ins, self._outs = tuple(ins), tuple(outs)
+        self._status_at = next((k for k, sig in enumerate(inner.outputs) if sig.name == "status"), -1)
+
+    def signals(self, params):
+        return self._ins, self._outs
+
+    def describe(self) -> dict:
+        from ..contract.ports import signal_table
+        d = dict(kind=self.kind, description=self.inner.description, source=self.source,
+                 inputs=signal_table(self._ins), outputs=signal_table(self._outs), clutches=self.row_names())
+        d["fmus"] = [dict(name=s.name, file=str(s.fmu.table.file)) for s in self.slots]
+        return d
+
+    def clutch_names(self, params=None) -> list[str]:
+        return self.inner.row_names()
+
+    def row_names(self) -> list[str]:
+        return self.inner.row_names()
+
+    def _allocate_data(self):
+        # df: time, ports, then room for the inner plant's df in a state copy; di: a word, the head of a state copy
+        # (inner lengths, failed flag), the inner di and each FMU's serialized state, one byte per int64
+        n_df = DF_U + 2 * len(self._ins) + len(self._outs)
+        self._n_df, self._n_di = n_df, 1
+        idf, idi = self.inner.get_state()
+        n_di = 1 + 3 + len(idi) + sum(s.state_size for s in self.slots)
+        return np.zeros(0), np.zeros(n_df + len(idf)), np.zeros(n_di, dtype=np.int64)
+
+    @property
+    def input_offset(self) -> int:
+        return DF_U
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    def _clear(self) -> None:
+        self.df[:] = 0.0
+        self.di[:] = 0
+        self.fmu_errors.clear()
+
+    def _initial_state(self) -> None:
+        """FMUs initialized, then the inner plant reset with its free inputs and the FMU outputs at t = 0."""
+        for s in self.slots:
+            s.start()
+        self._get_outputs()
+        inputs = {self.inner.inputs[i].name: float(self.u[k]) for k, i in enumerate(self._free_in)}
+        inputs.update({self.inner.inputs[i].name: float(self.slots[k].np_out[j]) for i, k, j in self._driven})
+        self._start_status = self.inner.reset(inputs)
+
+    def reset(self, inputs=None) -> int:
+        """Back to t = 0: the FMUs reset and initialized with their start values, the inner plant reset."""
+        return super().reset(inputs)
+
+    def start(self) -> int:
+        self._gather(self._start_status)
+        return self._start_status
+
+    def _get_outputs(self) -> None:
+        for s in self.slots:
+            if s.n_out and not s.failed:
+                s.c_get(s.slave.component, s.vr_out, s.n_out, s.val_out)
+
+    def _drive_inner(self) -> None:
+        u = self.inner.u
+        for i, k, j in self._driven:
+            u[i] = self.slots[k].np_out[j]
+            self.inner.u_rate[i] = 0.0
+
+    def step(self, dt: float) -> int:
+        """FMUs (inputs at t, one doStep), then the inner plant with the FMU outputs held.  Called in the real-time loop."""
+        if not (dt > 0.0 and math.isfinite(dt)):
+            return ST_BAD_INPUT
+        t = self.df[DF_TIME]
+        inner, u, y_in = self.inner, self.u, self.inner.y
+        status = 0
+        for k, s in enumerate(self.slots):
+            if s.failed:
+                status |= self.ST_FMU_ERROR
+                continue
+            own, ext = self._fmu_in[k]
+            s.np_in[own] = u[ext]
+            a, b = self._fed[k]
+            s.np_in[a] = y_in[b]
+            comp = s.slave.component
+            rc = s.c_set(comp, s.vr_in, s.n_in, s.val_in) if s.n_in else 0
+            if rc <= 1:
+                rc = s.c_step(comp, t, dt, 1)
+            if rc <= 1 and s.n_out:
+                rc = s.c_get(comp, s.vr_out, s.n_out, s.val_out)
+            if rc > 1:
+                self._fail(s, t, rc)
+                status |= self.ST_FMU_ERROR
+        n_free = len(self._free_in)
+        inner.u[self._free_in] = u[:n_free]
+        inner.u_rate[self._free_in] = self.u_rate[:n_free]
+        self._drive_inner()
+        status |= inner.step(dt)
+        self.df[DF_TIME] = inner.time
+        self._gather(status)
+        return status
+
+    def _fail(self, s: _Slot, t: float, rc: int) -> None:
+        """Not for the real-time tick, but taken once per FMU failure (then the FMU is skipped)."""
+        s.failed = True
+        what = {2: "discard", 3: "error", 4: "fatal"}.get(int(rc), str(rc))
+        self.fmu_errors.append(f"fmu {s.name}: a call returned {what} at t = {t:.6f} s; its outputs hold from now on")
+
+    def _gather(self, status: int) -> None:
+        y = self.y
+        n = self.inner.n_out
+        y[:n] = self.inner.y
+        o = n
+        for s in self.slots:
+            y[o:o + s.n_out] = s.np_out
+            o += s.n_out
+        if self._status_at >= 0:  # the step's status word, FMU bits included
+            y[self._status_at] = float(int(y[self._status_at]) | status)
+
+    # -- reporting -----------------------------------------------------------------------------------
+    @property
+    def time(self) -> float:
+        return float(self.df[DF_TIME])
+
+    @property
+    def counters(self) -> np.ndarray:
+        return self.inner.counters
+
+    @property
+    def events_lost(self) -> int:
+        return self.inner.events_lost
+
+    def _drain_events(self):
+        return self.inner._drain_events()
+
+    def tunable_parameters(self):
+        return self.inner.tunable_parameters()
+
+    @property
+    def mf(self):
+        return self.inner.mf
+
+    @mf.setter
+    def mf(self, value):
+        pass  # the tunable values live in the inner plant's mf
+
+    # -- snapshots -----------------------------------------------------------------------------------
+    def get_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """The assembly's and the inner plant's data, and each FMU's serialized state (bytes as int64).
+
+        Shaped as ``df`` and ``di`` (the server's snapshot checks the shapes).
+        Raises ValueError naming the FMU when one cannot get and set its state.
+        """
+        blobs = []
+        for s in self.slots:
+            if not s.fmu.can_get_set_state:
+                raise ValueError(f"fmu {s.name}: cannot save its state (canGetAndSetFMUstate is false)")
+            blob = s.state_bytes()
+            if len(blob) != s.state_size:
+                raise ValueError(f"fmu {s.name}: its serialized state changed size ({s.state_size} -> {len(blob)} "
+                                 f"bytes); cannot save it")
+            blobs.append(np.frombuffer(blob, dtype=np.uint8).astype(np.int64))
+        idf, idi = self.inner.get_state()
+        df = self.df.copy()
+        df[self._n_df:] = idf
+        head = np.array([len(idf), len(idi), int(any(s.failed for s in self.slots))], dtype=np.int64)
+        di = np.concatenate([self.di[:self._n_di], head, idi, *blobs])
+        return df, di
+
+    def set_state(self, state: tuple[np.ndarray, np.ndarray]) -> None:
+        df, di = state
+        if df.shape != self.df.shape or di.shape != self.di.shape:
+            raise ValueError("state does not belong to this plant")
+        n_di = self._n_di
+        n_idf, n_idi, failed = (int(x) for x in di[n_di:n_di + 3])
+        o = n_di + 3
+        idf, idi = df[self._n_df:], di[o:o + n_idi]
+        o += n_idi
+        for s in self.slots:
+            blob = di[o:o + s.state_size].astype(np.uint8).tobytes()
+            o += s.state_size
+            st = s.slave.deSerializeFMUstate(blob)
+            try:
+                s.slave.setFMUstate(st)
+            finally:
+                s.slave.freeFMUstate(st)
+            s.failed = bool(failed)
+        self.inner.set_state((idf.copy(), idi.copy()))
+        self.df[:self._n_df] = df[:self._n_df]
+        self.di[:n_di] = di[:n_di]
+
+    def close(self) -> None:
+        """Free the FMU instances and their extracted files."""
+        for s in self.slots:
+            s.close()
+        self.slots = []
+
+
+__all__ = ["FmuAssembly"]

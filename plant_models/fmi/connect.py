@@ -1,0 +1,185 @@
+"""``[[fmu]]`` tables: which FMU, its start values, and its connections to the plant's ports, checked at load time.
+
+A table::
+
+    [[fmu]]
+    name = "engine"                       # its signals are "engine.<variable>"
+    file = "engine.fmu"                   # relative to the config file
+    start = { tau = 0.05 }                # parameters / inputs set before initialization
+    to_plant = { torque = "torque_in" }   # FMU output -> plant input (the plant input is no longer a port)
+    from_plant = { speed = "w_in" }       # plant output -> FMU input
+
+Every mistake is a :class:`~plant_models.errors.ConfigError` of one line
+naming the config, the FMU, the variable and the problem: a missing
+variable, a wrong causality, a unit that differs from the port's, a start
+value outside the variable's range, an FMU output whose declared range
+exceeds the plant input's, an FMU that is not FMI 2.0 co-simulation or has
+no binary for this platform.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class FmuTable:
+    """One ``[[fmu]]`` table as read from the config (not yet checked against the FMU)."""
+
+    name: str
+    file: Path
+    start: dict[str, float] = field(default_factory=dict)
+    to_plant: dict[str, str] = field(default_factory=dict)  # FMU output -> plant input
+    from_plant: dict[str, str] = field(default_factory=dict)  # FMU input <- plant output
+    key: str = "fmu"  # where in the config, for errors
+
+
+def _str_table(source: str, key: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(source, key, "must be a table of FMU variable = \"plant port\"")
+    return dict(value)
+
+
+def read_fmu_tables(raw: Any, source: str) -> tuple[FmuTable, ...]:
+    """The ``fmu`` array of tables of a config (``source`` its file); files resolved relative to it."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise ConfigError(source, "fmu", "must be an array of tables ([[fmu]])")
+    out, names = [], set()
+    for k, t in enumerate(raw):
+        key = f"fmu[{k}]"
+        unknown = set(t) - {"name", "file", "start", "to_plant", "from_plant"}
+        if unknown:
+            raise ConfigError(source, f"{key}.{sorted(unknown)[0]}", "unknown key (name, file, start, to_plant, "
+                                                                       "from_plant)")
+        name = t.get("name")
+        if not isinstance(name, str) or not NAME.match(name) or name in names:
+            raise ConfigError(source, f"{key}.name", "needs a unique identifier (letters, digits, _)")
+        names.add(name)
+        file = t.get("file")
+        if not isinstance(file, str):
+            raise ConfigError(source, f"{key}.file", "needs the path of the .fmu file")
+        path = (Path(source).parent / file).resolve()
+        if not path.is_file():
+            raise ConfigError(source, f"{key}.file", f"fmu {name}: no such file {file}")
+        start = t.get("start", {})
+        if not isinstance(start, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                  for v in start.values()):
+            raise ConfigError(source, f"{key}.start", f"fmu {name}: must be a table of variable = number")
+        out.append(FmuTable(name, path, {a: float(b) for a, b in start.items()},
+                            _str_table(source, f"{key}.to_plant", t.get("to_plant", {})),
+                            _str_table(source, f"{key}.from_plant", t.get("from_plant", {})), key))
+    return tuple(out)
+
+
+def normalize_unit(unit: str) -> str:
+    """A unit in one spelling: FMI's "N.m" and the plant's "N m" compare equal; "" and "-" mean dimensionless."""
+    u = unit.strip().replace("*", ".").replace(" ", ".")
+    return "" if u in ("-", "1") else u
+
+
+@dataclass(frozen=True)
+class FmuVar:
+    """What the loop needs of one FMU variable."""
+
+    name: str
+    vr: int
+    causality: str
+    unit: str
+    lo: float
+    hi: float
+    start: float
+
+
+def _variables(md) -> dict[str, FmuVar]:
+    units = {t.name: (t.unit or "") for t in md.typeDefinitions}
+    out = {}
+    for v in md.modelVariables:
+        if v.type != "Real":
+            continue
+        unit = v.unit or units.get(v.declaredType.name if v.declaredType else "", "") or ""
+        lo = float(v.min) if v.min is not None else float("-inf")
+        hi = float(v.max) if v.max is not None else float("inf")
+        start = float(v.start) if v.start is not None else 0.0
+        out[v.name] = FmuVar(v.name, int(v.valueReference), v.causality, unit, lo, hi, start)
+    return out
+
+
+@dataclass(frozen=True)
+class CheckedFmu:
+    """An ``[[fmu]]`` table checked against its FMU and the plant's ports: what :class:`.assembly.FmuAssembly` loads."""
+
+    table: FmuTable
+    md: Any  # fmpy's ModelDescription
+    variables: dict[str, FmuVar]
+    can_get_set_state: bool
+
+
+def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedFmu:
+    """Check one table against its FMU's model description and the plant's ports (``name -> Signal``)."""
+    import fmpy
+
+    def err(key: str, problem: str) -> ConfigError:
+        return ConfigError(source, f"{t.key}.{key}" if key else t.key, f"fmu {t.name}: {problem}")
+
+    try:
+        md = fmpy.read_model_description(str(t.file), validate=False)
+    except Exception as exc:  # a broken zip or XML: one line, whatever FMPy raised
+        raise err("file", f"cannot read the model description ({str(exc).splitlines()[0] if str(exc) else exc!r})")
+    if not md.fmiVersion.startswith("2.") or md.coSimulation is None:
+        raise err("file", f"FMI {md.fmiVersion} without co-simulation; only FMI 2.0 co-simulation FMUs are supported")
+    platform = fmpy.platform
+    if platform not in fmpy.supported_platforms(str(t.file)):
+        raise err("file", f"no binary for this platform ({platform}); the FMU has "
+                          f"{', '.join(fmpy.supported_platforms(str(t.file))) or 'none'}")
+    variables = _variables(md)
+
+    def var(key: str, name: str, causalities: tuple[str, ...]) -> FmuVar:
+        v = variables.get(name)
+        if v is None:
+            raise err(key, f"no Real variable {name!r}")
+        if v.causality not in causalities:
+            raise err(key, f"variable {name!r} has causality {v.causality}, needs {' or '.join(causalities)}")
+        return v
+
+    for name, value in t.start.items():
+        v = var(f"start.{name}", name, ("parameter", "input"))
+        if not v.lo <= value <= v.hi:
+            raise err(f"start.{name}", f"start value {value} outside the variable's range [{v.lo:g}, {v.hi:g}]")
+    driven = set()
+    for name, port in t.to_plant.items():
+        v = var(f"to_plant.{name}", name, ("output",))
+        s = inputs.get(port)
+        if s is None:
+            raise err(f"to_plant.{name}", f"the plant has no input {port!r}")
+        if port in driven:
+            raise err(f"to_plant.{name}", f"plant input {port!r} is driven twice")
+        driven.add(port)
+        _check_unit(err, f"to_plant.{name}", v, s)
+        if (math.isfinite(v.lo) and v.lo < s.lo) or (math.isfinite(v.hi) and v.hi > s.hi):  # declared bounds only
+            raise err(f"to_plant.{name}", f"variable {name!r} range [{v.lo:g}, {v.hi:g}] exceeds plant input "
+                                          f"{port!r} range [{s.lo:g}, {s.hi:g}]")
+    for name, port in t.from_plant.items():
+        v = var(f"from_plant.{name}", name, ("input",))
+        s = outputs.get(port)
+        if s is None:
+            raise err(f"from_plant.{name}", f"the plant has no output {port!r}")
+        _check_unit(err, f"from_plant.{name}", v, s)
+    return CheckedFmu(t, md, variables, bool(md.coSimulation.canGetAndSetFMUstate))
+
+
+def _check_unit(err, key: str, v: FmuVar, s) -> None:
+    if v.unit and normalize_unit(v.unit) != normalize_unit(s.unit):
+        raise err(key, f"variable {v.name!r} has unit {v.unit!r}, plant port {s.name!r} has {s.unit!r}")
+
+
+__all__ = ["CheckedFmu", "FmuTable", "FmuVar", "check_fmu", "normalize_unit", "read_fmu_tables"]

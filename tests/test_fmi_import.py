@@ -1,0 +1,202 @@
+"""FMUs in the loop: a first-order torque source (an FMI 2.0 co-simulation FMU built here from tests/fmu_src/)
+drives the Powershift's engine torque, offline, in lockstep and through snapshots; bad tables are one line, exit 2."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fmpy", reason="needs the fmi extra (pip install 'gearbox-hil[fmi]')")
+
+from fmu_build import build_first_order, compiler  # noqa: E402
+from plant_models.registry import load_plant  # noqa: E402
+from server.realtime.loop_config import LoopConfig  # noqa: E402
+from server.realtime.runtime import assemble  # noqa: E402
+from server.offline.scenario import parse_scenario  # noqa: E402
+from server.offline.run import run_offline  # noqa: E402
+
+pytestmark = pytest.mark.skipif(compiler() is None, reason="needs a C compiler (cc) to build the test FMU")
+
+ROOT = Path(__file__).resolve().parents[1]
+TAU = 0.05  # s, the torque source's time constant
+T_CMD = 300.0  # N m, the commanded engine torque (a step at t = 0)
+DT = 1e-3  # s
+GEAR_1 = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}  # clutches 1, 3, 6 engaged: gear 1
+SCENARIO = {"duration_s": 0.5, "dt_s": DT, "interpolation": "linear",
+            "inputs": {"engine.torque_cmd": T_CMD, "load_torque": 3500.0, **GEAR_1}}
+
+
+@pytest.fixture(scope="module")
+def fmu_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fmu")
+    build_first_order(d / "engine.fmu")
+    build_first_order(d / "stateless.fmu", state=False)
+    build_first_order(d / "rpm.fmu", torque_unit="rad/s")
+    build_first_order(d / "win.fmu", platform="win64")
+    build_first_order(d / "wide.fmu", out_range=(-1e4, 1e4))
+    return d
+
+
+def write_config(d: Path, name: str = "ps.toml", **table) -> Path:
+    t = dict(name="engine", file="engine.fmu", start={"tau": TAU}, to_plant={"torque": "engine_torque"})
+    t.update(table)
+
+    def val(v):
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f'{k} = {val(x)}' for k, x in v.items()) + " }"
+        return f'"{v}"' if isinstance(v, str) else repr(v)
+    body = "\n".join(f"{k} = {val(v)}" for k, v in t.items())
+    p = d / name
+    p.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\n{body}\n')
+    return p
+
+
+def offline(plant, content=SCENARIO):
+    return run_offline(plant, parse_scenario(content, "inline").compile(plant))
+
+
+def test_the_fmu_torque_is_the_closed_form_and_drives_the_plant_one_step_ahead(fmu_dir):
+    plant = load_plant(write_config(fmu_dir))
+    trace = offline(plant)
+    t = trace.time
+    torque = trace.values[:, plant.output_index("engine.torque")]
+    # the FMU integrates T' = (T_cmd - T)/tau exactly over each step: the closed form at every step
+    assert np.allclose(torque, T_CMD * -np.expm1(-t / TAU), rtol=0, atol=1e-10)
+    # the plant sees T(t_k+1) held over [t_k, t_k+1]: the bare plant stepped with that sequence is the same run
+    bare = load_plant(ROOT / "configs" / "powershift.toml")
+    bare.reset({"load_torque": 3500.0, "engine_torque": 0.0, **GEAR_1})
+    k_eng = bare.input_index("engine_torque")
+    rows = [bare.y.copy()]
+    for k in range(1, len(t)):
+        bare.u[k_eng] = T_CMD * -math.expm1(-t[k] / TAU)
+        bare.step(DT)
+        rows.append(bare.y.copy())
+    n = bare.n_out
+    assert np.allclose(trace.values[:, :n], np.array(rows), rtol=1e-12, atol=1e-9)
+
+
+def test_the_result_equals_the_closed_form_torque_within_the_coupling_error(fmu_dir):
+    """Against the engine torque T_CMD (1 - exp(-t/tau)) given to the bare plant as a first-order hold:
+    the FMU's value at the step's end, held, exceeds the hold's mean by half the step's increment, a
+    telescoping sum: at most T_CMD * dt / 2 = 0.15 N m s of extra impulse on axle 1 (J1 = 1.5 kg m^2),
+    so |dw_1| <= 0.1 rad/s."""
+    plant = load_plant(write_config(fmu_dir))
+    trace = offline(plant)
+    t = trace.time
+    pts = [[float(x), T_CMD * -math.expm1(-x / TAU)] for x in t]
+    ref_plant = load_plant(ROOT / "configs" / "powershift.toml")
+    ref = offline(ref_plant, {**SCENARIO, "inputs": {**{k: v for k, v in SCENARIO["inputs"].items()
+                                                       if not k.startswith("engine.")}, "engine_torque": pts}})
+    k = plant.output_index("w_1")
+    err = np.abs(trace.values[:, k] - ref.values[:, k])
+    bound = T_CMD * DT / 2.0 / 1.5
+    assert err.max() <= bound
+    assert err.max() > 0.0  # the one-step coupling is visible: the two runs are not the same computation
+    assert trace.values[-1, plant.output_index("gear")] == 1.0
+
+
+def test_lockstep_equals_offline_bit_for_bit_and_a_snapshot_repeats_the_run(fmu_dir):
+    cfg = write_config(fmu_dir)
+    ref = offline(load_plant(cfg))
+    plant = load_plant(cfg)
+    srv = assemble(plant, [], LoopConfig(mode="lockstep", status_interval_s=0.0))
+    rep = srv.control.handle({"v": 1, "cmd": "load_scenario", "scenario": SCENARIO})
+    assert rep["ok"], rep
+    srv.loop.start()
+    rows = [plant.y.copy()]
+    for _ in range(200):
+        srv.loop.step(1)
+        rows.append(plant.y.copy())
+    snap = srv.loop.snapshot()
+    for _ in range(300):
+        srv.loop.step(1)
+        rows.append(plant.y.copy())
+    assert np.array_equal(np.array(rows), ref.values)
+    srv.loop.restore(snap)
+    again = []
+    for _ in range(300):
+        srv.loop.step(1)
+        again.append(plant.y.copy())
+    assert np.array_equal(np.array(again), ref.values[201:])
+
+
+def test_an_fmu_without_state_access_refuses_a_snapshot(fmu_dir):
+    plant = load_plant(write_config(fmu_dir, file="stateless.fmu"))
+    with pytest.raises(ValueError, match=r"^fmu engine: cannot save its state \(canGetAndSetFMUstate is false\)$"):
+        plant.get_state()
+
+
+def test_an_fmu_error_sets_the_status_bit_and_the_plant_keeps_stepping(fmu_dir):
+    plant = load_plant(write_config(fmu_dir, start={"tau": TAU, "fail_at": 0.1}))
+    trace = offline(plant)
+    status = trace.values[:, plant.output_index("status")].astype(int)
+    bit = plant.ST_FMU_ERROR
+    assert plant.status_bits.names()[bit] == "fmu_error" and bit >= 256
+    k_fail = int(round(0.1 / DT))  # the step from t = 0.1 s is the first the FMU refuses
+    assert not (status[:k_fail + 1] & bit).any() and (status[k_fail + 1:] & bit).all()
+    torque = trace.values[:, plant.output_index("engine.torque")]
+    assert (torque[k_fail + 1:] == torque[k_fail]).all()  # held
+    assert trace.time[-1] == pytest.approx(0.5) and plant.counters[0] == 500
+    assert plant.fmu_errors == ["fmu engine: a call returned error at t = 0.100000 s; its outputs hold from now on"]
+
+
+@pytest.mark.parametrize("table, message", [
+    (dict(to_plant={"torq": "engine_torque"}), "fmu[0].to_plant.torq: fmu engine: no Real variable 'torq'"),
+    (dict(to_plant={"torque_cmd": "engine_torque"}),
+     "fmu[0].to_plant.torque_cmd: fmu engine: variable 'torque_cmd' has causality input, needs output"),
+    (dict(file="rpm.fmu"),
+     "fmu[0].to_plant.torque: fmu engine: variable 'torque' has unit 'rad/s', plant port 'engine_torque' has 'N m'"),
+    (dict(file="win.fmu"), "fmu[0].file: fmu engine: no binary for this platform (linux64); the FMU has win64"),
+    (dict(to_plant={"torque": "engine_trq"}), "fmu[0].to_plant.torque: fmu engine: the plant has no input "
+                                             "'engine_trq'"),
+    (dict(file="wide.fmu"), "fmu[0].to_plant.torque: fmu engine: variable 'torque' range [-10000, 10000] exceeds "
+                            "plant input 'engine_torque' range [-1000, 5000]"),
+    (dict(start={"tau": -1.0}), "fmu[0].start.tau: fmu engine: start value -1.0 outside the variable's range "
+                                "[1e-06, inf]"),
+])
+def test_a_bad_table_is_one_line_and_exit_2_through_simulate(fmu_dir, tmp_path, table, message):
+    import fmpy
+    if "linux64" in message and fmpy.platform != "linux64":
+        pytest.skip("the message names this platform")
+    cfg = write_config(fmu_dir, name="bad.toml", **table)
+    scen = tmp_path / "s.toml"
+    scen.write_text('duration_s = 0.01\ndt_s = 0.001\n[inputs]\n"engine.torque_cmd" = 1.0\n')
+    r = subprocess.run([sys.executable, "-m", "server.cli", "simulate", str(cfg), "--scenario", str(scen), "--out",
+                        str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines == [f"gearbox-hil: error: {cfg}: {message}"], r.stderr
+
+
+def test_a_realtime_server_steps_the_fmu_once_per_tick(fmu_dir):
+    plant = load_plant(write_config(fmu_dir))
+    rate, n = 1000.0, 300
+    cfg = LoopConfig(mode="realtime", rate_hz=rate, duration_s=n / rate, status_interval_s=0.0, startup_grace_s=0.0)
+    srv = assemble(plant, [], cfg, initial_inputs={"engine.torque_cmd": T_CMD, **GEAR_1})
+    srv.open()
+    try:
+        srv.run()
+    finally:
+        srv.close()
+    ticks = srv.loop.tick
+    assert ticks >= n // 2 and plant.counters[0] == ticks
+    # one FMU step per tick: its torque is the closed form at the plant's time
+    t = plant.time
+    assert plant.y[plant.output_index("engine.torque")] == pytest.approx(T_CMD * -math.expm1(-t / TAU), abs=1e-9)
+
+
+def test_a_plant_output_feeds_an_fmu_input_from_the_start_of_the_step(fmu_dir):
+    """from_plant: the lag filters w_1 (its unit here rad/s); T_k+1 = w_k + (T_k - w_k) exp(-dt/tau), w_k at t_k."""
+    plant = load_plant(write_config(fmu_dir, file="rpm.fmu", to_plant={}, from_plant={"torque_cmd": "w_1"}))
+    assert "engine.torque_cmd" not in [s.name for s in plant.inputs]
+    trace = offline(plant, {**SCENARIO, "inputs": {"engine_torque": 300.0, "load_torque": 3500.0, **GEAR_1}})
+    w = trace.values[:, plant.output_index("w_1")]
+    lag = trace.values[:, plant.output_index("engine.torque")]
+    expected = w[:-1] + (lag[:-1] - w[:-1]) * math.exp(-DT / TAU)
+    assert np.allclose(lag[1:], expected, rtol=1e-13, atol=1e-12)
+    assert lag[0] == 0.0 and abs(lag[-1] - w[-1]) < abs(w[-1] - w[0])
