@@ -30,6 +30,12 @@ DBC messages and signals by name, plant ports by name, unit conversions
 values), cycle times in ticks (from the DBC's ``GenMsgCycleTime``), start
 offsets (``GenMsgStartDelayTime``, else staggered) and receive timeouts.
 The result is a pair of :class:`~io_adapters.can.layouts.CompiledLayout`.
+
+Why ``_message`` is longer than 80 lines: it resolves one DBC message
+against its mapping and the plant's ports in one pass (signals, units,
+ranges, cycle time, E2E, timeouts), each step ending in a one-line error
+naming the file, message and signal; the steps depend on one another's
+results (a range needs the unit's gain, a timeout the cycle time).
 """
 
 from __future__ import annotations

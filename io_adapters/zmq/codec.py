@@ -21,6 +21,12 @@ and unpacks:
 * :func:`decode_request`, :func:`encode` and :func:`decode_state` for control
   requests, replies and clients; :func:`unpack_message`, the decoding step
   of commands and control requests alike (one size rule for their maps).
+
+Why ``StateEncoder.__init__`` is longer than 80 lines: it lays out the
+state message's msgpack bytes once (a fixed template with the header, every
+output's float slot and the status fields at known offsets), so that the
+encoder only copies numbers into it between ticks; the template's building
+steps and their offsets must stay together to stay consistent.
 """
 
 from __future__ import annotations

@@ -64,6 +64,13 @@ surface far more than C_M does (about 1e6 N m s/rad with the defaults).
 EtO must lie in (0, 1]; EtA <= 1: 0 < EtA <= 1 is a reversible
 transmission, EtA <= 0 an irreversible one (the load alone cannot move it:
 with EtA = -0.5 the friction produced by a load is 1.5 times the load).
+
+Why this file is longer than 600 lines and ``_substep`` longer than 80: the
+servo is the one plant with its own compiled integrator (the paper's Table 1
+fixed step with its dry-friction cases and hard stops), and ``_substep`` is
+that algorithm's one sub-step, case by case in the paper's order; cut into
+pieces it would no longer read against the paper, and each piece would be a
+numba call with a dozen scalar arguments.
 """
 
 from __future__ import annotations

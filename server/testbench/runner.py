@@ -12,6 +12,11 @@
   latency, a tick or a few in realtime, one controller step in lockstep).
 
 Faults go through :func:`apply_fault` and :func:`clear_fault` only.
+
+Why ``run_observed`` is longer than 80 lines: it is the one sequence of a
+run on the state stream (start the server, subscribe, start the controller,
+play stimulus and fault schedule, stop and collect) with its clean-up in one
+``try``/``finally``, so that every way out of it stops what it started.
 """
 
 from __future__ import annotations

@@ -29,6 +29,12 @@ when the file is read, before anything runs: expressions and their signals,
 times, the stimulus against the plant, and each fault through the fault
 API's own check (:func:`server.realtime.faults.parse_fault`); offline mode with a
 fault schedule is refused (faults need a server).
+
+Why ``load_test`` is longer than 80 lines: it reads a test file's tables in
+their documented order, each a short block that ends in a one-line
+``ConfigError``; the blocks share the reader and the plant, and reading them
+in one function keeps that order (which error a file with two mistakes
+reports first) in one place.
 """
 
 from __future__ import annotations
