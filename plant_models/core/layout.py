@@ -304,13 +304,14 @@ TABLE: tuple[Field, ...] = (
     F("MF_LAW", "mf", "law_nf", "law", "the law's parameters"),
     F("MI_LAW", "mi", "law_ni", "law", "the law's int parameters"),
     F("DF_LAW", "df", "law_ndf", "law", "the law's data (its own scratch and reported values)"),
-    F("DF_LAW_POW", "df", "1", "law", "power the law delivered at the last evaluation, W"),
+    F("DF_LAW_POW", "df", "law", "law", "power the law delivered at the last evaluation, W (only with a law: a plant"
+      " without one keeps the data buffer, and its snapshot files, of the layout before the seam)"),
     F("DF_LAW_ZDOT", "df", "law_nz", "law", "time derivative of the law states at the last evaluation"),
 )
 
 BUFFERS = ("mf", "mi", "df", "di")
 _SIZE_NAMES = frozenset(("n", "g", "s", "P", "E", "x", "d", "ny", "plant_nf", "plant_ni", "plant_ndf", "plant_ndi",
-                         "law_nf", "law_ni", "law_ndf", "law_nz", "model_block", "N_SETTINGS", "N_FLAGS", "N_COUNTERS"))
+                         "law", "law_nf", "law_ni", "law_ndf", "law_nz", "model_block", "N_SETTINGS", "N_FLAGS", "N_COUNTERS"))
 _SIZE_NODES = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Name, ast.Load, ast.Constant, ast.Compare,
                ast.Gt)
 
@@ -457,7 +458,7 @@ def _size_values(sz: Sizes) -> dict[str, int]:
     """The names a size expression of TABLE may use, for these sizes."""
     ns = {"n": sz.n, "g": sz.g, "s": sz.s, "P": sz.P, "E": sz.E, "x": sz.x, "d": sz.d, "ny": sz.ny,
           "plant_nf": sz.plant_nf, "plant_ni": sz.plant_ni, "plant_ndf": sz.plant_ndf, "plant_ndi": sz.plant_ndi,
-          "law_nf": sz.law_nf, "law_ni": sz.law_ni, "law_ndf": sz.law_ndf, "law_nz": sz.law_nz,
+          "law": sz.law, "law_nf": sz.law_nf, "law_ni": sz.law_ni, "law_ndf": sz.law_ndf, "law_nz": sz.law_nz,
           "N_SETTINGS": N_SETTINGS, "N_FLAGS": N_FLAGS, "N_COUNTERS": N_COUNTERS, "model_block": 0}
     block = PLACEMENT["mf"]
     first, last = block.index(SLOTS["MF_INERTIA"]), block.index(SLOTS["MF_SETTINGS"])
