@@ -279,6 +279,18 @@ def output_rows(n_steps: int, every: int) -> int:
     return 1 + n_steps // every + (1 if n_steps % every else 0)
 
 
+def output_buffer(plant: Plant, n_steps: int, every: int, buffer_rows: int | None):
+    """(buffered, out, out_step) for a run: all of its output rows, or ``buffer_rows`` of them (at least
+    two) when that is fewer; row 0 holds the plant's outputs at step 0."""
+    rows = output_rows(n_steps, every)
+    buffered = buffer_rows is not None and buffer_rows < rows
+    out = np.empty((max(2, int(buffer_rows)) if buffered else rows, plant.n_out))
+    out_step = np.empty(out.shape[0], dtype=np.int64)
+    out[0] = plant.y
+    out_step[0] = 0
+    return buffered, out, out_step
+
+
 class Run:
     """A whole run of a plant, after its reset, through an :class:`InputTable`, in compiled chunks.
 
@@ -313,12 +325,7 @@ class Run:
                              t_at, src_at, kind_at, count_at, cap], dtype=np.int64)
         self.acc = np.zeros(ACC_LEN, dtype=np.int64)
         self.acc[ACC_EV_READ] = plant.di[count_at]
-        rows = output_rows(self.n_steps, self.every)
-        self.buffered = buffer_rows is not None and buffer_rows < rows
-        self.out = np.empty((max(2, int(buffer_rows)) if self.buffered else rows, plant.n_out))
-        self.out_step = np.empty(self.out.shape[0], dtype=np.int64)
-        self.out[0] = plant.y
-        self.out_step[0] = 0
+        self.buffered, self.out, self.out_step = output_buffer(plant, self.n_steps, self.every, buffer_rows)
         self.acc[ACC_ROWS] = 1
         self._ev_time = np.empty(max(64, 2 * cap))
         self._ev_source = np.empty(self._ev_time.shape[0], dtype=np.int64)
@@ -413,12 +420,7 @@ class StepwiseRun:
         self.kind, self.times, self.values = table.arrays()
         if self.kind.shape[0] != plant.n_in:
             raise ValueError(f"the input table has {self.kind.shape[0]} rows, the plant {plant.n_in} inputs")
-        rows = output_rows(self.n_steps, self.every)
-        self.buffered = buffer_rows is not None and buffer_rows < rows
-        self.out = np.empty((max(2, int(buffer_rows)) if self.buffered else rows, plant.n_out))
-        self.out_step = np.empty(self.out.shape[0], dtype=np.int64)
-        self.out[0] = plant.y
-        self.out_step[0] = 0
+        self.buffered, self.out, self.out_step = output_buffer(plant, self.n_steps, self.every, buffer_rows)
         self._rows = 1
         self._U = np.empty((self.BLOCK, plant.n_in))
         self._R = np.empty((self.BLOCK, plant.n_in))

@@ -397,6 +397,32 @@ def peel(rows: list[list[tuple[int, Exact]]], n: int) -> tuple[bool, set[int]]:
 # ----------------------------------------------------------------------------------------------
 # the initial state
 # ----------------------------------------------------------------------------------------------
+def speed_constraints(d: Description, red: Reduction, positions) -> tuple[np.ndarray, list, list]:
+    """Rows and right-hand sides on the independent speeds at the start: each engaged element slips
+    at zero, each selected gear (non-zero position in ``positions``) turns its member at the gear's
+    ratio, each listed member has its listed speed (rad/s).  Returns also T (members x coordinates)."""
+    n = len(red.coordinates)
+    T = np.asarray(red.T, dtype=float).reshape(len(d.members), n)
+    rows, rhs = [], []
+    for e in d.initial_engaged:
+        r = np.zeros(n)
+        for i, c in red.rows[e]:
+            r[i] += c
+        rows.append(r)
+        rhs.append(0.0)
+    for s, value in positions:
+        if value == 0:
+            continue
+        sel = d.selectors[s]
+        pos = next(p for p in sel.positions if p.value == value)
+        rows.append(T[sel.member] - pos.ratio * T[sel.to])
+        rhs.append(0.0)
+    for m, v in d.initial_speeds:
+        rows.append(T[m])
+        rhs.append(v)
+    return T, rows, rhs
+
+
 def _initial_q(d: Description, red: Reduction) -> np.ndarray:
     """Independent speeds that give the listed members their speeds and hold the engaged elements.
 
@@ -408,25 +434,7 @@ def _initial_q(d: Description, red: Reduction) -> np.ndarray:
     n = len(red.coordinates)
     if not d.initial_speeds:
         return np.zeros(n)  # no speeds listed: everything at rest, whatever is engaged
-    T = np.asarray(red.T, dtype=float).reshape(len(d.members), n)
-    rows, rhs = [], []
-    for e in d.initial_engaged:
-        r = np.zeros(n)
-        for i, c in red.rows[e]:
-            r[i] += c
-        rows.append(r)
-        rhs.append(0.0)
-    for s, value in d.initial_positions:
-        if value == 0:
-            continue
-        sel = d.selectors[s]
-        pos = next(p for p in sel.positions if p.value == value)
-        r = T[sel.member] - pos.ratio * T[sel.to]
-        rows.append(r)
-        rhs.append(0.0)
-    for m, v in d.initial_speeds:
-        rows.append(T[m])
-        rhs.append(v)
+    T, rows, rhs = speed_constraints(d, red, d.initial_positions)
     if n == 0:
         return np.zeros(0)
     A = np.array(rows) if rows else np.zeros((0, n))
@@ -447,4 +455,4 @@ def _initial_q(d: Description, red: Reduction) -> np.ndarray:
     return q
 
 
-__all__ = ["MAX_COORDINATE_SEARCH", "peel", "reduce"]
+__all__ = ["MAX_COORDINATE_SEARCH", "peel", "reduce", "speed_constraints"]

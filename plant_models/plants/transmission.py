@@ -56,6 +56,7 @@ from ..powertrain import components as PT
 from ..powertrain.driver import driver_update
 from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, NZ as LAW_NZ, N_LD, POWERTRAIN_LAW,
                               Z_LIMIT, inputs_changed, inputs_finite, write_outputs)
+from ..reduction import speed_constraints
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
 # (in MI_PLANT) and of the float tables (in MF_PLANT), which follow
@@ -789,23 +790,7 @@ def initial_speeds(d: Description, red: Reduction, positions) -> np.ndarray:
     n = len(red.coordinates)
     if not d.initial_speeds:
         return np.zeros(n)
-    T = np.asarray(red.T, dtype=float).reshape(len(d.members), n)
-    rows, rhs = [], []
-    for e in d.initial_engaged:
-        r = np.zeros(n)
-        for i, c in red.rows[e]:
-            r[i] += c
-        rows.append(r)
-        rhs.append(0.0)
-    for s, v in positions:
-        if v:
-            sel = d.selectors[s]
-            ratio = next(p.ratio for p in sel.positions if p.value == v)
-            rows.append(T[sel.member] - ratio * T[sel.to])
-            rhs.append(0.0)
-    for m, v in d.initial_speeds:
-        rows.append(T[m])
-        rhs.append(v)
+    _, rows, rhs = speed_constraints(d, red, positions)
     if not rows or n == 0:
         return np.zeros(n)
     q, *_ = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)

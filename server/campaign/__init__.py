@@ -31,15 +31,7 @@ import time
 
 from plant_models.config import ConfigError
 
-
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return v
+from server.offline.args import positive_int
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,12 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="output directory (created if missing; resumed if it holds this "
                    "campaign's results)")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=_positive, default=None, metavar="N",
+    where.add_argument("--workers", type=positive_int, default=None, metavar="N",
                        help="worker processes of the embedded local cluster (default: one per core)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="run on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 (its workers need "
                             "gearbox-hil installed)")
-    p.add_argument("--batch", type=_positive, default=None, metavar="N",
+    p.add_argument("--batch", type=positive_int, default=None, metavar="N",
                    help="runs per task (default: about eight tasks per worker, at most 200 runs)")
     p.add_argument("--restart", action="store_true", help="forget the results in --out and run everything again")
     p.add_argument("--plot", action="store_true", help="also write PNG figures of the table (needs matplotlib)")

@@ -37,6 +37,7 @@ from plant_models.config import ConfigError
 from plant_models.registry import load_plant
 
 from server.offline import trace_stream
+from server.offline.args import positive_int
 from server.offline.run import events_document, run_offline
 from server.offline.scenario import load_scenario
 from server.offline.traces import FORMATS
@@ -53,23 +54,13 @@ def _step_arg(text: str) -> float:
     return v
 
 
-def _every_arg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return v
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("config", help="plant config file (or the name of one in configs/)")
     p.add_argument("--scenario", required=True, help="scenario file (or the name of one in scenarios/)")
     p.add_argument("--out", required=True, help="output directory (created if missing)")
     p.add_argument("--dt", type=_step_arg, default=None, metavar="SECONDS",
                    help="fixed step, overrides the scenario's dt_s (5e-05 .. 0.01 s)")
-    p.add_argument("--every", type=_every_arg, default=1, metavar="N",
+    p.add_argument("--every", type=positive_int, default=1, metavar="N",
                    help="keep the outputs of every N-th step (and the last); events are all kept (default 1)")
     p.add_argument("--format", choices=FORMATS, default="auto",
                    help="trace file: csv, parquet (needs pyarrow), or auto: csv up to 2 million values, "
