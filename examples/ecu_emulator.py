@@ -253,11 +253,12 @@ class PowershiftTcu:
                 time.sleep(rem / 1e9)
         # the server's view of this TCU as last reported while it was still commanding: once it
         # stops, its commands go stale after 3 cycles and the status frames rightly say so
+        # (the receive diagnostics too: a status frame sent after the commands went stale counts their timeout)
         self.receive()
-        wd, fresh = self.result.watchdog_state, self.result.commands_fresh
+        wd, fresh, diag = self.result.watchdog_state, self.result.commands_fresh, dict(self.result.rx_diag)
         time.sleep(3 * period_s)
         self.receive()
-        self.result.watchdog_state, self.result.commands_fresh = wd, fresh
+        self.result.watchdog_state, self.result.commands_fresh, self.result.rx_diag = wd, fresh, diag
         return self.result
 
 
