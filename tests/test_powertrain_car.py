@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -21,16 +23,11 @@ def drive():
     plant = load_plant("zf8hp_car")
     ke0 = None
 
-    class Probe:
-        pass
-
     sc = load_scenario("zf8hp_car_drive").compile(plant)
     plant.reset(sc.start_inputs())
     ke0 = plant.core.kinetic_energy()
     res = run_offline(plant, sc)
-    p = Probe()
-    p.plant, p.res, p.ke0 = plant, res, ke0
-    return p
+    return SimpleNamespace(plant=plant, res=res, ke0=ke0)
 
 
 def _col(res, name):

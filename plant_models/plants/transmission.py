@@ -36,6 +36,11 @@ cache to the kernel's own source file only, so constants moved to another
 plant module could change without the cached kernels noticing.  The
 description and its reduction already live in :mod:`plant_models.drivetrain`
 and :mod:`plant_models.reduction`.
+
+Why this file is longer than 600 lines: numba caches each compiled kernel keyed to its own source file and
+does not see a change in another module's constants that the kernel has folded in; the transmission's kernels,
+their table offsets and the constants they fold therefore stay in this one file (a split into two plant modules
+could leave stale cached kernels after an edit of the other one).
 """
 
 from __future__ import annotations
