@@ -16,7 +16,8 @@ import pytest
 
 from plant_models.config import ConfigError
 from plant_models.registry import load_plant
-from server.offline.controller import Controller, ControllerError, bind_controller, closed_loop, run_closed_loop
+from server.offline.controller import (Controller, ControllerError, bind_controller, closed_loop, row_steps,
+                                      run_closed_loop)
 from server.testbench.spec import load_test
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,3 +241,44 @@ def test_a_controller_class_is_refused_in_realtime_mode(tmp_path):
     with pytest.raises(ConfigError) as ei:
         load_test(p)
     assert str(ei.value).startswith(f"{p}: controller: a controller class runs in process in offline and lockstep")
+
+
+def _pi():
+    spec = importlib.util.spec_from_file_location("slip_pi_controller_t", ROOT / "examples" / "slip_pi_controller.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+PI_INITIAL = {"p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 0.0}
+
+
+def test_a_controller_kernel_in_the_compiled_loop_equals_its_update_path_and_lockstep(lockstep):
+    """The kernel called inside the compiled run, the same kernel through update offline, and in lockstep."""
+    from server.offline.scenario import parse_scenario
+    from server.testbench.closed_loop import closed_loop_lockstep
+
+    pi = _pi()
+    plant = load_plant("powershift")
+    data = {"duration_s": 1.5, "dt_s": 0.001, "leave_at_default": ["p_c1", "p_c2", "p_c4", "p_c5", "p_c7", "p_c8"],
+            "inputs": {"engine_torque": [[0.0, 250.0], [1.0, 320.0]], "load_torque": 0.0, "p_c3": 16.0,
+                       "p_c6": 16.0}}
+    compiled = parse_scenario(data, "test").compile(plant)
+    for source in (None, compiled):
+        args = dict(duration_s=1.5, dt=1e-3) if source is None else {}
+        fast_ctl = pi.SlipPIController(period_ticks=3, initial=PI_INITIAL)
+        fast = closed_loop(plant, source, fast_ctl, every=1, **args)
+        slow_ctl = pi.SlipPIController(period_ticks=3, initial=PI_INITIAL)
+        slow = closed_loop(plant, source, slow_ctl, every=1, use_kernel=False, **args)
+        _same(fast, slow)
+        assert fast_ctl.kernel_state.tobytes() == slow_ctl.kernel_state.tobytes()
+        assert fast.status_or == slow.status_or
+        assert [(e["time"], e["type"]) for e in fast.events] == [(e["time"], e["type"]) for e in slow.events]
+        slip = fast.outputs[:, fast.output_names.index("slip_c2")]
+        assert abs(abs(slip[-1]) - 5.0) < 0.2  # the PI loop holds the target slip
+    lock = closed_loop_lockstep(lockstep, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), compiled)
+    _same(fast, lock)
+    # every 7th row, compiled: the same rows
+    thin = closed_loop(plant, compiled, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), every=7)
+    assert thin.outputs.tobytes() == fast.outputs[row_steps(1500, 7)].tobytes()
