@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from plant_models.config import repo_root
+from plant_models.errors import FaultError
 
 from server.testbench.local_server import FREE_PORTS
 from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
@@ -142,8 +143,6 @@ def offline_schedule(spec: TestSpec, plant, dt: float, log: list[str] | None = N
     """The test file's fault schedule for an offline run of ``plant`` at step ``dt`` (None without faults)."""
     if not spec.faults:
         return None
-    from plant_models.errors import FaultError
-
     from server.realtime.fault_schedule import FaultSchedule
 
     try:
@@ -161,7 +160,21 @@ def run_offline(spec: TestSpec, log: list[str]) -> Recording:
     plant.reset(compiled.initial_inputs())
     Y[0] = plant.y
     faults = offline_schedule(spec, plant, compiled.dt, log)
-    for k in range(n):
+    try:
+        _offline_steps(plant, compiled, faults, Y, U)
+    except FaultError as exc:  # a switch the fault set refuses (e.g. more signal faults at once than its table)
+        raise RunError(str(exc)) from None
+    U[n] = U[n - 1] if n else plant.u
+    t = np.arange(n + 1) * compiled.dt
+    sig = {s.name: U[:, i].copy() for i, s in enumerate(plant.inputs)}
+    sig.update({s.name: Y[:, j].copy() for j, s in enumerate(plant.outputs)})
+    sig.setdefault(WATCHDOG, np.zeros(n + 1))  # no command watchdog offline
+    return Recording(t, sig, compiled.dt)
+
+
+def _offline_steps(plant, compiled, faults, Y, U) -> None:
+    """The offline run's steps, the fault stage around each as in the tick; rows into ``Y`` and ``U``."""
+    for k in range(compiled.n_steps):
         nf = 0
         if faults is not None:
             faults.switch(k)
@@ -176,12 +189,6 @@ def run_offline(spec: TestSpec, log: list[str]) -> Recording:
         if nf:
             faults.restore(nf)
         U[k] = plant.u  # the commanded inputs, as the lockstep run records them
-    U[n] = U[n - 1] if n else plant.u
-    t = np.arange(n + 1) * compiled.dt
-    sig = {s.name: U[:, i].copy() for i, s in enumerate(plant.inputs)}
-    sig.update({s.name: Y[:, j].copy() for j, s in enumerate(plant.outputs)})
-    sig.setdefault(WATCHDOG, np.zeros(n + 1))  # no command watchdog offline
-    return Recording(t, sig, compiled.dt)
 
 
 def _closed_loop_recording(r) -> Recording:
@@ -225,8 +232,8 @@ def run_in_process(spec: TestSpec, workdir: Path, log: list[str]) -> Recording:
                 r = closed_loop_lockstep(client, ctl, compiled, duration_s=spec.duration_s,
                                          faults=[(f.fault, f.at, f.until) for f in spec.faults], log=log)
         return _closed_loop_recording(r)
-    except (ControllerError, ValueError) as exc:  # a controller that fails its checks; a server of another step
-        raise RunError(str(exc)) from None
+    except (ControllerError, ValueError, FaultError) as exc:  # a controller that fails its checks, a server of
+        raise RunError(str(exc)) from None  # another step, a fault switch the fault set refuses
 
 
 class ServerRun:
