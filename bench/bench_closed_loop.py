@@ -10,7 +10,12 @@ the machine's load hits all alike:
   ``period_ticks`` = 2 ticks) through the Python step loop with ``update``
   (:func:`server.offline.controller.closed_loop` with ``use_kernel=False``)
   and through the compiled loop with the kernel
-  (:class:`plant_models.closed_loop.ClosedRun`);
+  (:class:`plant_models.closed_loop.StagedRun`);
+* an open-loop run with a fault schedule (the single swap, a noisy speed
+  sensor, an offset on the engine torque and a worn clutch):
+  :func:`server.offline.run.run_offline` with the fault stage inside the
+  compiled loop (:class:`plant_models.closed_loop.StagedRun`) against the
+  same run a step at a time from Python (:class:`plant_models.offline.StepwiseRun`);
 * one controller call alone, in a tight loop: ``update`` from Python (what
   the Python step loop, a lockstep or a realtime client pays per call) and
   the kernel from compiled code (what the compiled loop pays), with the
@@ -65,6 +70,29 @@ def _update_alone(pi, plant, calls: int) -> float:
     return (time.perf_counter() - t0) / calls
 
 
+FAULTS = [({"target": "signal", "signal": "w_out", "kind": "noise", "value": 0.5, "seed": 7}, 0.2, 0.8),
+          ({"target": "signal", "signal": "engine_torque", "kind": "offset", "value": -30.0}, 0.4, None),
+          ({"target": "clutch", "clutch": 3, "kind": "worn", "value": 0.8}, 0.3, None)]
+
+
+def _faulted(plant, compiled, staged: bool) -> float:
+    from plant_models.offline import StepwiseRun
+    from server.offline.run import run_offline
+    from server.realtime.fault_schedule import FaultSchedule
+
+    sched = FaultSchedule(plant, FAULTS, compiled.dt)
+    if staged:
+        return run_offline(plant, compiled, faults=sched).wall_time_s / compiled.n_steps
+    sched.reset()
+    plant.reset(compiled.start_inputs())
+    run = StepwiseRun(plant, compiled.table, compiled.dt, compiled.n_steps, 1, None, sched)
+    t0 = time.perf_counter()
+    run.advance()
+    took = time.perf_counter() - t0
+    sched.reset()
+    return took / compiled.n_steps
+
+
 @njit
 def _kernel_loop(kernel, calls, y, u, state, params):
     for _ in range(calls):
@@ -94,12 +122,19 @@ def main() -> int:
     pi = _example()
     plant = load_plant("powershift")
     n = int(round(args.seconds / 1e-3))
-    for kernel in (False, True):  # compile and warm both paths
+    from server.offline.scenario import ScenarioFolders
+
+    swap = ScenarioFolders.default().read("powershift_single_swap").compile(plant, warn=False)
+    for kernel in (False, True):  # compile and warm every path
         _run(pi, plant, 0.05, 2, kernel)
+        _faulted(plant, swap, kernel)
     _update_alone(pi, plant, 1000)
     _kernel_alone(pi, plant, 1000)
-    rows = {k: [] for k in ("python_step", "kernel_step", "update_call", "kernel_call")}
+    rows = {k: [] for k in ("python_step", "kernel_step", "update_call", "kernel_call", "faults_stepwise_step",
+                            "faults_compiled_step")}
     for _ in range(args.repeats):
+        rows["faults_stepwise_step"].append(_faulted(plant, swap, False))
+        rows["faults_compiled_step"].append(_faulted(plant, swap, True))
         rows["python_step"].append(_run(pi, plant, args.seconds, 2, False) / n)
         rows["kernel_step"].append(_run(pi, plant, args.seconds, 2, True) / n)
         rows["update_call"].append(_update_alone(pi, plant, 20000))
@@ -107,8 +142,10 @@ def main() -> int:
     us = {k: {q: v * 1e6 for q, v in _stats(a).items()} for k, a in rows.items()}
     ratio = _stats(np.array(rows["python_step"]) / np.array(rows["kernel_step"]))
     call_ratio = _stats(np.array(rows["update_call"]) / np.array(rows["kernel_call"]))
+    fault_ratio = _stats(np.array(rows["faults_stepwise_step"]) / np.array(rows["faults_compiled_step"]))
     out = {"command": " ".join(sys.argv), "loadavg": list(os.getloadavg()), "steps_per_run": n,
-           "us": us, "run_ratio_python_over_kernel": ratio, "call_ratio_python_over_kernel": call_ratio}
+           "us": us, "run_ratio_python_over_kernel": ratio, "call_ratio_python_over_kernel": call_ratio,
+           "faults_ratio_stepwise_over_compiled": fault_ratio}
     print(json.dumps(out, indent=2))
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")

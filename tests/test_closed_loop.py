@@ -279,6 +279,22 @@ def test_a_controller_kernel_in_the_compiled_loop_equals_its_update_path_and_loc
         assert abs(abs(slip[-1]) - 5.0) < 0.2  # the PI loop holds the target slip
     lock = closed_loop_lockstep(lockstep, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), compiled)
     _same(fast, lock)
+    # with a fault schedule: the fault stage inside the compiled loop, chunked at the switches
+    from server.realtime.fault_schedule import FaultSchedule
+
+    faults = [({"target": "signal", "signal": "slip_c2", "kind": "noise", "value": 0.5, "seed": 5}, 0.6, 0.9),
+              ({"target": "signal", "signal": "engine_torque", "kind": "offset", "value": 30.0}, 0.7, None),
+              ({"target": "clutch", "clutch": 2, "kind": "slow_actuator", "value": 2.0}, 0.8, 1.2)]
+    runs = []
+    for kernel in (True, False):
+        sched = FaultSchedule(plant, faults, compiled.dt)
+        runs.append(closed_loop(plant, compiled, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), sched,
+                                use_kernel=kernel))
+    _same(*runs)
+    lock = closed_loop_lockstep(lockstep, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), compiled,
+                                faults=faults)
+    _same(runs[0], lock)
+    assert not np.array_equal(runs[0].outputs, fast.outputs)  # the faults acted
     # every 7th row, compiled: the same rows
     thin = closed_loop(plant, compiled, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), every=7)
     assert thin.outputs.tobytes() == fast.outputs[row_steps(1500, 7)].tobytes()
