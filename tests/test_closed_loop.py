@@ -298,3 +298,25 @@ def test_a_controller_kernel_in_the_compiled_loop_equals_its_update_path_and_loc
     # every 7th row, compiled: the same rows
     thin = closed_loop(plant, compiled, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), every=7)
     assert thin.outputs.tobytes() == fast.outputs[row_steps(1500, 7)].tobytes()
+
+
+def test_record_offline_takes_another_plant_controller_and_faults_for_a_campaign(tmp_path):
+    """The file's run on a plant made once, with its controller's parameters and its fault's times varied."""
+    from dataclasses import replace
+
+    from server.testbench.runner import record_offline
+
+    p = tmp_path / "base.toml"
+    p.write_text(TEST_FILE.format(mode="offline", controller=CONTROLLER))
+    spec = load_test(p)
+    plant = load_plant(spec.plant_config)
+    base = record_offline(spec, plant, None)
+    assert base.signals["p_c2"][599] == 0.0 and base.signals["p_c2"][604] > 0.0  # shift_at_s = 0.6 of the file
+    later = record_offline(spec, plant, None, controller=spec.controller_class.build(shift_at_s=0.7))
+    assert later.signals["p_c2"][699] == 0.0 and later.signals["p_c2"][704] > 0.0
+    log: list[str] = []
+    moved = (replace(spec.faults[0], at=0.1, until=0.2),)
+    record_offline(spec, plant, None, log, faults=moved)
+    assert log[0].startswith("t = 0.1 s: fault set") and log[1].startswith("t = 0.2 s: fault cleared")
+    # the same plant object again: nothing of the runs before is left in it
+    assert record_offline(spec, plant, None).signals["w_out"].tobytes() == base.signals["w_out"].tobytes()
