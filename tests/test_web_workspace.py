@@ -343,3 +343,43 @@ def test_a_closed_page_costs_nothing(server):
     assert before["rows_shown"] >= 10
     assert after["rows_shown"] == before["rows_shown"]  # no page: no row is copied for the web thread
     assert after["rows_dropped"] == before["rows_dropped"] and after["rows_lost"] == before["rows_lost"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return not any(ln.startswith("State:") and "Z" in ln for ln in fh)
+    except OSError:
+        return False
+
+
+def test_the_web_server_runs_in_a_process_of_its_own_and_ends_with_a_killed_server(tmp_path):
+    import os
+    import signal
+
+    with ServerProcess(tmp_path, mode="lockstep", adapters=WEB) as s:
+        with s.client() as c:
+            web = c.status()["adapters"]["web"]
+        pid = web["pid"]
+        assert pid != s.proc.pid
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            assert b"io_adapters.web.process" in fh.read()
+        # the port is served by the workspace process: it closes when that process ends
+        port = int(s.info["endpoints"]["web.url"].rsplit(":", 1)[1].strip("/"))
+        assert _get(s.info["endpoints"]["web.url"])[0] == 200
+        os.kill(s.proc.pid, signal.SIGKILL)
+        s.proc.wait()
+        assert wait_until(lambda: not _alive(pid), 20)  # the link closed: the workspace process ended too
+        import socket
+
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_the_loop_leaves_the_workspace_out_of_its_tick():
+    from io_adapters.base import Adapter
+    from io_adapters.web.adapter import WebAdapter
+
+    web = WebAdapter("web", {"port": 0})
+    assert not web.reads_commands and web.shares_ring
+    assert type(web).pump is Adapter.pump and type(web).write is Adapter.write
