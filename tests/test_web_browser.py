@@ -96,6 +96,14 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
              for r in drv.find_elements(By.CSS_SELECTOR, "#clutches tbody tr")}
     assert state["c2"] == "open" and state["c8"] == "open"
     assert {state["c1"], state["c3"], state["c6"]} <= {"stuck", "slipping"}
+    # the timing panel draws the run's whole TET histogram: its bins hold every tick of the status shown
+    drawn = wait_until(lambda: drv.execute_script(
+        "const d = document.getElementById('histo').data, s = window.workspace.status;"
+        "if (!d || !d.length || !s || s.tick < 300) return null;"
+        "const y = d[0].y.filter((v, i) => i % 3 == 0);"  # a bin is a segment: count, count, gap
+        "return [y.reduce((a, b) => a + b, 0), s.timing.ticks, s.timing_histograms.tet_us.count];"), 20)
+    assert drawn, drv.get_log("browser")
+    assert drawn[0] == drawn[1] >= 300 and drawn[2] == [int(v) for v in drawn[2]]
 
 
 def test_a_fault_set_from_the_page_acts_at_the_next_tick_and_shows(served):

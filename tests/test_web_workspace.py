@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 aiohttp = pytest.importorskip("aiohttp")
@@ -383,3 +384,21 @@ def test_the_loop_leaves_the_workspace_out_of_its_tick():
     web = WebAdapter("web", {"port": 0})
     assert not web.reads_commands and web.shares_ring
     assert type(web).pump is Adapter.pump and type(web).write is Adapter.write
+
+
+def test_the_page_gets_the_runs_whole_tet_histogram_with_the_status(server):
+    async def body(page):
+        await page.control("reset", inputs=GEAR1)
+        await page.control("step", n=300)
+        end = time.monotonic() + 10
+        while not page.status or page.status["tick"] < 300:
+            assert time.monotonic() < end, page.status
+            await page.next_of("status", 10)
+        return page.status
+
+    st = run_page(server.url, body)
+    h, timing = st["timing_histograms"]["tet_us"], st["timing"]
+    assert h["total"] == sum(h["count"]) == timing["ticks"] >= 300
+    rank = -(-99 * h["total"] // 100)  # nearest rank of p99
+    k = next(j for j, acc in enumerate(np.cumsum(h["count"])) if acc >= rank)
+    assert timing["tet_us"]["p99"] == min(h["upper_us"][k], timing["tet_us"]["max"])
