@@ -299,6 +299,8 @@ class WebAdapter(Adapter):
             else:
                 self._answer(reply, msg.get("id"))
         elif op == "status":
+            if msg.get("counters"):
+                self.remote = msg["counters"]
             self._send({"op": "status", "status": self.ctx.status()})
         elif op == "counters":
             self.remote = msg.get("counters") or {}

@@ -14,9 +14,11 @@ a line:
   while a page is open) and ``stop``;
 * workspace -> server: ``ready`` (the URL) or ``failed`` (why it cannot
   serve), then ``control`` (a request for the server's one control handler),
-  ``status`` (asks for the status map while a page is open) and
-  ``counters`` (rows shown, skipped and lost, pages open, refusals: the
-  adapter's status).
+  ``status`` (asks for the status map while a page is open, with the
+  counters) and ``counters`` (rows shown, skipped and lost, pages open,
+  refusals: the adapter's status; sent by themselves only when a page opens
+  or closes or a request is refused, so the loop serves no message for
+  them while nothing changes).
 
 It ends on ``stop``, when the socket closes (the server ended or was
 killed: it then releases the shared ring's name, as the recording writer
@@ -38,6 +40,9 @@ import sys
 log = logging.getLogger("gearbox_hil.web")
 
 LINE_LIMIT = 1 << 26  # one status map or reply is far below this
+# The workspace runs at a lower CPU priority than the loop: on a busy machine the scheduler then lets the loop's
+# thread, waking for its deadline, preempt it rather than wait for its time slice to end.
+NICE = 10
 
 
 def dumps_line(obj) -> bytes:
@@ -74,12 +79,12 @@ class Link:
         finally:
             self._waiting.pop(rid, None)
 
-    async def request_status(self) -> None:
-        """Ask for the status map and wait for it (at most 10 s)."""
+    async def request_status(self, counters: dict) -> None:
+        """Ask for the status map, handing over ``counters`` (for the adapter's part of it); wait for it (<= 10 s)."""
         if self.closed.is_set():
             return
         self._status_wait = asyncio.get_running_loop().create_future()
-        self._send({"op": "status"})
+        self._send({"op": "status", "counters": counters})
         try:
             await asyncio.wait_for(self._status_wait, 10.0)
         except asyncio.TimeoutError:
@@ -180,6 +185,10 @@ async def _run(sock: socket.socket, job: dict) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        os.nice(NICE)
+    except OSError:  # not allowed here: it runs at the server's priority
+        pass
     logging.basicConfig(level=logging.WARNING, format="gearbox-hil workspace: %(levelname)s: %(message)s")
     fd = int((argv or sys.argv[1:])[0])
     sock = socket.socket(fileno=fd)

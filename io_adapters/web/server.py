@@ -34,7 +34,6 @@ import asyncio
 import hmac
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +49,6 @@ CONTROL_TIMEOUT_S = 60.0
 REFUSALS = ("host", "token", "origin", "too_large", "bad_message", "too_many_clients")
 INT_COLUMNS = (I_TICK, I_STATUS, I_FAULTS, I_WATCHDOG)  # the int columns a page sees with each row
 MAX_FLUSH_ROWS = 4096  # display rows one update carries at most; the rest wait for the next one
-COUNTERS_S = 0.2  # row counters go to the server process at most this often (refusals and clients at once)
 
 
 def plotly_js() -> Path:
@@ -155,8 +153,6 @@ class WebServer:
         self._page = PAGE.read_bytes()
         self._plotly = plotly_js()
         self._status_sent = 0
-        self._counters_sent = None
-        self._counters_at = 0.0
         self._counters_soon = False
 
     def stop(self) -> None:
@@ -172,24 +168,19 @@ class WebServer:
                 "http": {"requests": self.http_requests, "refused": dict(self.refused),
                          "client_messages_dropped": self.closed_dropped[0] + sum(c.dropped for c in self.clients)}}
 
-    def _send_counters(self, now: bool = False) -> None:
-        """Counters to the server process when they changed: at once (``now``) or at most every COUNTERS_S."""
-        if now:
-            if not self._counters_soon:  # coalesce the refusals of one request
-                self._counters_soon = True
-                asyncio.get_running_loop().call_soon(self._send_counters_now)
-            return
-        if time.monotonic() - self._counters_at >= COUNTERS_S:
-            self._send_counters_now()
+    def _send_counters(self) -> None:
+        """Counters to the server process at once, when pages open or close or a request is refused.
+
+        Otherwise they ride on the status requests (:meth:`_status_forever`),
+        so the loop serves no message of its own for them.
+        """
+        if not self._counters_soon:  # coalesce the refusals of one request
+            self._counters_soon = True
+            asyncio.get_running_loop().call_soon(self._send_counters_now)
 
     def _send_counters_now(self) -> None:
         self._counters_soon = False
-        c = self.counters()
-        c["http"]["requests"] = None  # every request changes it: not a reason to send
-        if c != self._counters_sent:
-            self._counters_sent = c
-            self._counters_at = time.monotonic()
-            self.link.send_counters(self.counters())
+        self.link.send_counters(self.counters())
 
     async def serve(self, on_listening) -> None:
         """Listen, call ``on_listening(url)``, serve until :meth:`stop` (a bind failure raises)."""
@@ -224,12 +215,12 @@ class WebServer:
         while True:
             await asyncio.sleep(1.0 / self.status_hz)
             if self.clients:
-                await self.link.request_status()
+                await self.link.request_status(self.counters())
 
     # ------------------------------------------------------------------ checks
     def _refuse(self, reason: str, status: int, message: str) -> web.Response:
         self.refused[reason] += 1
-        self._send_counters(now=True)
+        self._send_counters()
         return web.json_response({"ok": False, "error": {"code": reason, "message": message}}, status=status)
 
     def _origin_ok(self, request: web.Request) -> bool:
@@ -287,7 +278,7 @@ class WebServer:
         """Execute ``req`` in the server process through its control handler; its reply (never raises)."""
         if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
             self.refused["bad_message"] += 1
-            self._send_counters(now=True)
+            self._send_counters()
             return {"v": 1, "ok": False, "error": {"code": "bad_message",
                                                    "message": "a request is a JSON object with a 'cmd' string"}}
         try:
@@ -307,7 +298,7 @@ class WebServer:
         await ws.prepare(request)
         client = Client(ws)
         self.clients.append(client)
-        self._send_counters(now=True)
+        self._send_counters()
         sender = asyncio.ensure_future(self._send_forever(client))
         client.offer(dumps(dict(self.meta, op="hello", url=self.url)))
         if self.link.status is not None:
@@ -318,10 +309,10 @@ class WebServer:
                     await self._ws_message(client, msg.data)
                 elif msg.type == WSMsgType.ERROR:
                     self.refused["too_large" if "size" in str(ws.exception()).lower() else "bad_message"] += 1
-                    self._send_counters(now=True)
+                    self._send_counters()
                 else:
                     self.refused["bad_message"] += 1
-                    self._send_counters(now=True)
+                    self._send_counters()
                     client.offer(dumps({"op": "error", "message": "messages are JSON text"}))
         finally:
             self.clients.remove(client)
@@ -329,7 +320,7 @@ class WebServer:
             self.closed_dropped[1] += client.dropped_rows
             if not self.clients:  # what was read for the last page is counted before the count says none is open
                 self.cursor.skip_to_now()
-            self._send_counters(now=True)
+            self._send_counters()
             sender.cancel()
         return ws
 
@@ -408,7 +399,6 @@ class WebServer:
         events = []
         while link.events:
             events.append(link.events.popleft())
-        self._send_counters()
         if not self.clients:
             return
         if rows is not None:
