@@ -174,6 +174,10 @@ class Adapter(ABC):
 
     type_name: ClassVar[str] = ""
     declaration: ClassVar[AdapterDeclaration] = AdapterDeclaration()
+    # False: the transport takes no commands, and the tick does not call its read (e.g. the web workspace)
+    reads_commands: ClassVar[bool] = True
+    # True: a process of the transport's own reads the state ring, so the server keeps it in shared memory
+    shares_ring: ClassVar[bool] = False
 
     def __init__(self, name: str, options: dict):
         self.name = name

@@ -91,7 +91,9 @@ def main(out: Path) -> None:
                 box.clear()
                 box.send_keys(text)
             drv.find_element(By.ID, "pick").click()
-            drv.find_element(By.ID, "load").click()  # the page's default: powershift_single_swap.toml
+            wait(lambda: drv.execute_script("return document.getElementById('scenario').value")
+                 == "powershift_single_swap.toml", 30, "the page did not list the scenarios")
+            drv.find_element(By.ID, "load").click()  # the list's default: powershift_single_swap.toml
             wait(lambda: drv.execute_script("return workspace.status && workspace.status.scenario && workspace.status.scenario.source"), 30,
                  "the scenario did not load")
             for _ in range(31):  # 0.62 s in steps of 20 ms, so the plot fills as in a run

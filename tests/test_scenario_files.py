@@ -129,3 +129,36 @@ def test_a_request_path_that_starts_with_the_scenario_folder_names_the_file_insi
     msg = str(ei.value)
     assert "a path is taken relative to a scenario folder" in msg
     assert msg.endswith("did you mean 'powershift_single_swap'?"), msg
+
+
+def test_the_listing_names_only_scenario_files_inside_the_folders(tmp_path):
+    """list_scenarios offers what load_scenario would read: nothing reached through a link out of a folder."""
+    import os
+
+    from server.offline.scenario import ScenarioFolders
+
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "secret.toml").write_text("[meta]\n")
+    (outside / "deep" / "more.toml").write_text("[meta]\n")
+    a, b = tmp_path / "a", tmp_path / "b"
+    (a / "sub" / "subsub" / "too_deep").mkdir(parents=True)
+    for rel in ("x.toml", "sub/y.toml", "sub/subsub/z.toml", "sub/subsub/too_deep/w.toml", ".hidden.toml",
+                "notes.txt"):
+        (a / rel).write_text("[meta]\n")
+    os.symlink(outside / "secret.toml", a / "escape.toml")  # a file link out of the folder
+    os.symlink(outside / "deep", a / "linked_dir")  # a folder link out of it
+    os.symlink(a / "x.toml", a / "alias.toml")  # a link that stays inside: listed (load_scenario reads it)
+    b.mkdir()
+    (b / "x.toml").write_text("[meta]\n")  # shadowed by a/x.toml, which load_scenario reads
+    (b / "v.toml").write_text("[meta]\n")
+    folders = ScenarioFolders((a, b))
+    entries, cut = folders.listing()
+    assert not cut
+    assert entries == [{"path": "alias.toml", "folder": "a"}, {"path": "x.toml", "folder": "a"},
+                       {"path": "sub/y.toml", "folder": "a"}, {"path": "sub/subsub/z.toml", "folder": "a"},
+                       {"path": "v.toml", "folder": "b"}]
+    for e in entries:  # every name listed is one load_scenario resolves inside its folder
+        real = os.path.realpath(folders.resolve(e["path"]))
+        assert real.startswith(str(a) + os.sep) or real.startswith(str(b) + os.sep)
+    assert folders.listing(max_entries=2) == (entries[:2], True)

@@ -60,3 +60,40 @@ def test_untimed_ticks_record_no_lateness():
     record_tick(tel.counters, tel.hist, tel.samples, 123_456, 5_000, 3_000, 0, False)
     summ = tel.summary()
     assert summ["lateness_us"]["p50"] is None and summ["tet_us"]["p50"] is not None
+
+
+def _nearest_rank_upper_us(hist: dict, q: float) -> float:
+    """The q-th percentile read from the whole histogram as the status hands it out (upper edge, us)."""
+    rank = max(1, int(np.ceil(q / 100.0 * hist["total"])))
+    acc = np.cumsum(hist["count"])
+    return hist["upper_us"][int(np.searchsorted(acc, rank))]
+
+
+def test_the_whole_histograms_count_every_tick_and_agree_with_the_percentiles():
+    rng = np.random.default_rng(7)
+    n = 5000
+    tet = np.concatenate([rng.integers(3_000, 9_000, n - 60), rng.integers(40_000, 900_000, 50),
+                          rng.integers(2_000_000, 20_000_000, 9), [3_000_000_000]])
+    lat = rng.integers(-2_000, 300_000, n)
+    tel = Telemetry(1_000_000)
+    c, h, s = tel.counters, tel.hist, tel.samples
+    for k in range(n):
+        record_tick(c, h, s, int(lat[k]), int(tet[k]), 1_000, 0, k % 2 == 0)  # every other tick untimed
+    hs, summ = tel.histograms(), tel.summary()
+    assert hs["tet_us"]["total"] == sum(hs["tet_us"]["count"]) == summ["ticks"] == n
+    assert hs["lateness_us"]["total"] == (n + 1) // 2  # the timed ticks only
+    # each bin's count is the number of samples between its edges (the overflow bin's upper edge is None)
+    for key, x in (("tet_us", tet), ("lateness_us", lat[::2])):
+        hb = hs[key]
+        for lo, hi, cnt in zip(hb["lower_us"], hb["upper_us"], hb["count"]):
+            inside = (x >= lo * 1000) & (x < (np.inf if hi is None else hi * 1000))
+            if lo == 0:
+                inside |= x < 0  # negative lateness is counted in the first bin
+            assert cnt == int(inside.sum())
+        assert hb["upper_us"] == sorted(hb["upper_us"], key=lambda u: np.inf if u is None else u)
+    assert hs["tet_us"]["upper_us"][-1] is None and hs["tet_us"]["count"][-1] == 1  # the 3 s tick: overflow
+    for key in ("tet_us", "lateness_us"):
+        for q, name in ((50.0, "p50"), (99.0, "p99"), (99.9, "p999")):
+            edge = _nearest_rank_upper_us(hs[key], q)
+            assert summ[key][name] == min(edge, summ[key]["max"])  # the summary's percentile is capped at max
+

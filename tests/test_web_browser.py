@@ -96,6 +96,15 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
              for r in drv.find_elements(By.CSS_SELECTOR, "#clutches tbody tr")}
     assert state["c2"] == "open" and state["c8"] == "open"
     assert {state["c1"], state["c3"], state["c6"]} <= {"stuck", "slipping"}
+    # the timing panel draws the run's whole TET histogram: its bins hold every tick of the status shown
+    drawn = wait_until(lambda: drv.execute_script(
+        "const d = document.getElementById('histo').data, s = window.workspace.status;"
+        "if (!d || !d.length || !s || s.tick < 300) return null;"
+        "const x = d[0].x, y = d[0].y, tops = [];"  # a bin is its flat top: two points at its count
+        "for (let i = 0; i + 1 < x.length; i++) if (y[i] === y[i + 1] && x[i] < x[i + 1] && y[i] >= 1) tops.push(y[i]);"
+        "return [tops.reduce((a, b) => a + b, 0), s.timing.ticks, tops, s.timing_histograms.tet_us.count];"), 20)
+    assert drawn, drv.get_log("browser")
+    assert drawn[0] == drawn[1] >= 300 and drawn[2] == drawn[3]
 
 
 def test_a_fault_set_from_the_page_acts_at_the_next_tick_and_shows(served):
@@ -130,6 +139,44 @@ def test_an_out_of_range_parameter_edit_shows_the_error_and_changes_nothing(serv
         assert err and name in err and "outside" in err
         assert zc.get_params() == before
 
+
+def test_the_page_offers_the_scenario_folders_files_and_loads_the_chosen_one(served):
+    from server.offline.scenario import ScenarioFolders
+
+    s, drv = served
+    offered = wait_until(lambda: [o.get_attribute("value") for o in
+                                  drv.find_elements(By.CSS_SELECTOR, "#scenario option")], 10)
+    assert offered == [e["path"] for e in ScenarioFolders.default().listing()[0]]  # the server's folders only
+    assert "powershift_double_swap.toml" in offered
+    Select(drv.find_element(By.ID, "scenario")).select_by_value("powershift_double_swap.toml")
+    drv.find_element(By.ID, "load").click()
+    with s.client() as zc:
+        assert wait_until(lambda: (zc.status().get("scenario") or {}).get("source", "").endswith(
+            "powershift_double_swap.toml"), 10), drv.find_element(By.ID, "error").text
+        zc.request("unload_scenario")
+
+
+def test_lockstep_has_no_rate_and_a_narrow_window_keeps_the_adapter_names_whole(served):
+    s, drv = served
+    rate = wait_until(lambda: [r.text for r in drv.find_elements(By.CSS_SELECTOR, "#timing tr")
+                               if r.text.startswith("rate")], 10)
+    assert rate and "n/a in lockstep" in rate[0] and "actual" not in rate[0]
+    drv.set_window_size(640, 900)
+    try:
+        time.sleep(1.0)  # the next status redraws the tables at the new width
+        # each name is one line (it used to wrap letter by letter), and the counters wrap between words
+        cells = wait_until(lambda: drv.execute_script(
+            "const rows = document.querySelectorAll('#adapters tr'), lines = (td) => {"
+            " const r = document.createRange(); r.selectNodeContents(td); return r.getClientRects().length; };"
+            "return rows.length ? Array.from(rows).map((r) => [r.cells[0].textContent, lines(r.cells[0]),"
+            " r.cells[0].scrollWidth <= r.cells[0].clientWidth, lines(r.cells[1]),"
+            " r.cells[1].textContent.split(' ').filter((w) => w.length).length]) : null;"), 10)
+        assert {c[0] for c in cells} == {"zmq", "web"}
+        for name, name_lines, fits, counter_lines, words in cells:
+            assert name_lines == 1 and fits, (name, name_lines)
+            assert 1 <= counter_lines < words / 2, (name, counter_lines, words)  # not a word or a letter a line
+    finally:
+        drv.set_window_size(1600, 1000)
 
 
 def test_the_page_reconnects_after_a_server_restart(served, tmp_path):

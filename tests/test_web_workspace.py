@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 aiohttp = pytest.importorskip("aiohttp")
@@ -343,3 +344,61 @@ def test_a_closed_page_costs_nothing(server):
     assert before["rows_shown"] >= 10
     assert after["rows_shown"] == before["rows_shown"]  # no page: no row is copied for the web thread
     assert after["rows_dropped"] == before["rows_dropped"] and after["rows_lost"] == before["rows_lost"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return not any(ln.startswith("State:") and "Z" in ln for ln in fh)
+    except OSError:
+        return False
+
+
+def test_the_web_server_runs_in_a_process_of_its_own_and_ends_with_a_killed_server(tmp_path):
+    import os
+    import signal
+
+    with ServerProcess(tmp_path, mode="lockstep", adapters=WEB) as s:
+        with s.client() as c:
+            web = c.status()["adapters"]["web"]
+        pid = web["pid"]
+        assert pid != s.proc.pid
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            assert b"io_adapters.web.process" in fh.read()
+        # the port is served by the workspace process: it closes when that process ends
+        port = int(s.info["endpoints"]["web.url"].rsplit(":", 1)[1].strip("/"))
+        assert _get(s.info["endpoints"]["web.url"])[0] == 200
+        os.kill(s.proc.pid, signal.SIGKILL)
+        s.proc.wait()
+        assert wait_until(lambda: not _alive(pid), 20)  # the link closed: the workspace process ended too
+        import socket
+
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_the_loop_leaves_the_workspace_out_of_its_tick():
+    from io_adapters.base import Adapter
+    from io_adapters.web.adapter import WebAdapter
+
+    web = WebAdapter("web", {"port": 0})
+    assert not web.reads_commands and web.shares_ring
+    assert type(web).pump is Adapter.pump and type(web).write is Adapter.write
+
+
+def test_the_page_gets_the_runs_whole_tet_histogram_with_the_status(server):
+    async def body(page):
+        await page.control("reset", inputs=GEAR1)
+        await page.control("step", n=300)
+        end = time.monotonic() + 10
+        while not page.status or page.status["tick"] < 300:
+            assert time.monotonic() < end, page.status
+            await page.next_of("status", 10)
+        return page.status
+
+    st = run_page(server.url, body)
+    h, timing = st["timing_histograms"]["tet_us"], st["timing"]
+    assert h["total"] == sum(h["count"]) == timing["ticks"] >= 300
+    rank = -(-99 * h["total"] // 100)  # nearest rank of p99
+    k = next(j for j, acc in enumerate(np.cumsum(h["count"])) if acc >= rank)
+    assert timing["tet_us"]["p99"] == min(h["upper_us"][k], timing["tet_us"]["max"])

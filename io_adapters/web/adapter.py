@@ -1,41 +1,46 @@
 """The web workspace adapter (``[[adapters]] type = "web"``, ``gearbox-hil serve --web [PORT]``).
 
 The page, its plotting library and a WebSocket are served by an aiohttp
-server (:mod:`io_adapters.web.server`) in a thread of its own with its own
-asyncio loop; it never runs in the loop's thread and never touches the plant.
-What crosses between the two threads goes through a :class:`Bridge`:
+server (:mod:`io_adapters.web.server`) in a process of its own, the
+workspace process (:mod:`io_adapters.web.process`), so that nothing it does
+holds the real-time loop's interpreter lock.  The adapter, in the server
+process, starts it, and between the two there are only:
 
-* **states**: the adapter reads the state ring in :meth:`WebAdapter.pump`,
-  between ticks, through a cursor of its own decimated for display (one row
-  every ``every`` ticks, about ``display_hz`` rows a second of run time), and
-  hands copies of the rows to the web thread.  The ring is read on the loop's
-  thread because its reader (:func:`io_adapters.ring.ring_take`) is meant for
-  the time between ticks (a reader in another thread of the same process
-  would hold the GIL in the middle of a period).  The rows it skips by
-  decimation, those it lost (the ring overran it) and those the web thread
-  dropped (no page took them) are counted.  With no page open the cursor just
-  skips to the newest row.
-* **control**: a request from the page is queued with its reply callback and
-  the loop is woken through a pipe (:meth:`WebAdapter.idle_fds`); the
-  loop's thread executes it in :meth:`WebAdapter.poll_control` with the same
-  :class:`server.realtime.control.ControlHandler` as the ZeroMQ control socket
-  (``LoopContext.control``), one request per call, a file read (a
-  :class:`~io_adapters.protocol.PendingReply`) answered once it is done.
-* **status and events**: the loop's status map about ``status_hz`` times a
-  second while a page is open, and the plant's events as they are collected.
+* **the state ring in shared memory**: the workspace process reads it
+  through a cursor of its own, decimated for display (one row every
+  ``every`` ticks, about ``display_hz`` rows a second of run time), and
+  counts the rows it skips by decimation (or because no page is open) and
+  those it lost (the ring overran it).  The loop's process does nothing per
+  tick for the web: the adapter has no ``read``, ``write`` or ``pump`` work
+  (the loop leaves it out of its tick, see :attr:`Adapter.reads_commands`).
+* **one Unix socket** (a JSON object a line, see
+  :mod:`io_adapters.web.process`): a control request from a page arrives
+  there, wakes the idle loop (:meth:`WebAdapter.idle_fds`) and is executed
+  between ticks in :meth:`WebAdapter.poll_control` by the same
+  :class:`server.realtime.control.ControlHandler` as the ZeroMQ control
+  socket (``LoopContext.control``), a file read (a
+  :class:`~io_adapters.protocol.PendingReply`) answered once it is done.  The
+  status map goes back when the workspace asks for it (about ``status_hz``
+  times a second while a page is open), the plant's events while a page is
+  open, and the workspace's counters come the other way for the adapter's
+  status.
 
 Security (docs/workspace.md): the server listens on 127.0.0.1 by default;
 beyond loopback it needs an access token (``token`` or ``token_file``), or
-refuses to start.  The checks themselves are in :mod:`io_adapters.web.server`.
+refuses to start.  The token goes to the workspace process through the
+socket, not its command line.  The checks themselves are in
+:mod:`io_adapters.web.server`.
 """
 
 from __future__ import annotations
 
-import collections
 import ipaddress
+import json
 import logging
 import os
-import threading
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -46,13 +51,32 @@ from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, LoopContext
 from ..protocol import PendingReply, error_reply
-from ..ring import C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
+from ..ring import F_TIME
 from .declaration import DECLARATION, DEFAULT_PORT
 
 log = logging.getLogger("gearbox_hil.web")
 
-MAX_CHUNKS = 512  # row chunks waiting for the web thread; older ones are dropped (and counted) beyond this
-INT_COLUMNS = (I_TICK, I_STATUS, I_FAULTS, I_WATCHDOG)  # the int columns a page sees with each row
+START_TIMEOUT_S = 60.0  # the workspace process imports aiohttp and numpy and binds its port within this
+STOP_TIMEOUT_S = 5.0
+MAX_OUTBOX = 1 << 24  # bytes waiting for a workspace process that does not read; beyond, it is stopped
+
+
+def _jsonable(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (bytes, bytearray)):
+        return obj.hex()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON")
+
+
+def _line(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), default=_jsonable).encode() + b"\n"
 
 
 def is_loopback_host(host: str) -> bool:
@@ -63,37 +87,6 @@ def is_loopback_host(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:  # "0.0.0.0" parses; a name or "" does not: not provably loopback
         return False
-
-
-class Bridge:
-    """What the loop's thread and the web thread hand each other (each field has one writer).
-
-    ``deque`` appends and pops are atomic, so neither side takes a lock.
-    """
-
-    def __init__(self, wake_fd: int):
-        self._wake_fd = wake_fd
-        self.requests: collections.deque = collections.deque()  # (request, reply callback), web -> loop
-        self.chunks: collections.deque = collections.deque()  # (ints, floats) row copies, loop -> web
-        self.events: collections.deque = collections.deque(maxlen=1000)  # plant events, loop -> web
-        self.status: dict | None = None  # the newest status map, loop -> web
-        self.status_version = 0
-        self.clients = 0  # open WebSockets, written by the web thread
-        self.chunks_dropped_rows = 0  # rows of chunks dropped because the web thread did not take them
-
-    def submit(self, req: dict, on_reply) -> None:
-        """Queue a control request (web thread); ``on_reply(reply)`` is called on the loop's thread."""
-        self.requests.append((req, on_reply))
-        try:
-            os.write(self._wake_fd, b"!")
-        except (BlockingIOError, OSError):  # the pipe is full: the loop is awake already (or closing)
-            pass
-
-    def put_rows(self, ints: np.ndarray, floats: np.ndarray) -> None:
-        """Hand over copies of state rows (loop thread)."""
-        while len(self.chunks) >= MAX_CHUNKS:
-            self.chunks_dropped_rows += len(self.chunks.popleft()[0])
-        self.chunks.append((ints, floats))
 
 
 class WebAdapter(Adapter):
@@ -117,6 +110,8 @@ class WebAdapter(Adapter):
 
     type_name = "web"
     declaration = DECLARATION  # --web [PORT], the [web] table
+    reads_commands = False  # the tick does not call read: the page sends control requests only
+    shares_ring = True  # the workspace process reads the state ring in shared memory
 
     def __init__(self, name: str, options: dict):
         super().__init__(name, options)
@@ -139,12 +134,15 @@ class WebAdapter(Adapter):
             raise cfg.error("host", f"the workspace would listen on {self.host}, beyond loopback, without an access "
                             "token; set token_file (or token) in the web adapter's table")
         self.url = ""
-        self._server = None
-        self._wake_r = self._wake_w = -1
-        self._pending: list = []  # (PendingReply, reply callback) of requests whose work runs off the loop thread
-        self._last_status = 0.0
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self._inbox = b""
+        self._outbox = bytearray()
+        self._pending: list = []  # (PendingReply, request id) of requests whose work runs off the loop thread
+        self.remote: dict = {}  # the workspace process's last counters
         self.requests = 0
         self.request_errors = 0
+        self.every = 1
 
     @staticmethod
     def _read_token(cfg: ConfigReader) -> str:
@@ -166,132 +164,194 @@ class WebAdapter(Adapter):
     def open(self, plant: Plant, ctx: LoopContext) -> None:
         super().open(plant, ctx)
         ring = ctx.ring
-        if ring is None:
-            raise AdapterError(f"{self.name}: the web workspace reads the loop's state ring; LoopContext.ring is None")
+        if ring is None or ring.shm_name is None:
+            raise AdapterError(f"{self.name}: the web workspace reads the loop's state ring from another process; "
+                               "the ring must be in shared memory (LoopContext.ring)")
         try:
-            from .server import WebServer
+            import aiohttp  # noqa: F401  (checked here: the workspace process would fail later and less clearly)
         except ImportError as exc:
             raise AdapterError(f"{self.name}: the web workspace needs aiohttp and plotly "
                                f"(pip install 'gearbox-hil[web]'): {exc}") from None
-        self.ring = ring
         self.every = max(1, int(round(1.0 / (ctx.period_s * self.display_hz))))
-        self.cursor = ring.cursor(every=self.every, batch=256)
-        self._start_seq = int(self.cursor.state[C_NEXT])
         units = {s.name: s.unit for s in (*plant.outputs, *plant.inputs)}
-        self.signals = [{"name": n, "unit": units.get(n, ""), "kind": kind, "col": ring.f_y + k if kind == "output"
-                         else ring.f_u + k}
-                        for kind, names in (("output", ring.output_names), ("input", ring.input_names))
-                        for k, n in enumerate(names)]
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self.bridge = Bridge(self._wake_w)
-        meta = {"period_s": ctx.period_s, "mode": ctx.mode, "every": self.every, "signals": self.signals,
+        signals = [{"name": n, "unit": units.get(n, ""), "kind": kind, "col": ring.f_y + k if kind == "output"
+                    else ring.f_u + k}
+                   for kind, names in (("output", ring.output_names), ("input", ring.input_names))
+                   for k, n in enumerate(names)]
+        meta = {"period_s": ctx.period_s, "mode": ctx.mode, "every": self.every, "signals": signals,
                 "columns": {"t": F_TIME, "ints": ["tick", "status", "faults", "watchdog"]}}
+        options = {"host": self.host, "port": self.port, "token": self.token, "status_hz": self.status_hz,
+                   "max_request_bytes": self.max_request_bytes, "max_clients": self.max_clients,
+                   "allowed_origins": list(self.allowed_origins)}
+        job = {"op": "job", "shm": ring.shm_name, "every": self.every, "meta": meta, "options": options,
+               "parent_pid": os.getpid()}
         try:
-            self._server = WebServer(self.bridge, meta, host=self.host, port=self.port, token=self.token,
-                                     max_request_bytes=self.max_request_bytes, max_clients=self.max_clients,
-                                     allowed_origins=self.allowed_origins, log=log)
-        except (ImportError, OSError) as exc:  # plotly missing, or its package without plotly.min.js
+            self.url = self._start(job)
+        except Exception:
             self.close()
-            raise AdapterError(f"{self.name}: the workspace's plotting library: {exc} "
-                               "(pip install 'gearbox-hil[web]')") from None
-        try:
-            self.url = self._server.start()
-        except Exception as exc:
-            self.close()
-            raise AdapterError(f"{self.name}: cannot serve the workspace on {self.host}:{self.port}: {exc}") from None
+            raise
         log.info("%s: workspace at %s%s", self.name, self.url, " (with ?token=<the access token>)" if self.token else "")
 
+    def _start(self, job: dict) -> str:
+        """Start the workspace process, hand it the job, wait for its URL (or its reason not to serve)."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock = mine
+        root = Path(__file__).resolve().parents[2]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", ""))
+                                                          if p))
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "io_adapters.web.process", str(theirs.fileno())],
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        finally:
+            theirs.close()
+        mine.sendall(_line(job))
+        mine.settimeout(START_TIMEOUT_S)
+        end = time.monotonic() + START_TIMEOUT_S
+        while b"\n" not in self._inbox:
+            try:
+                part = mine.recv(1 << 16)
+            except socket.timeout:
+                part = None
+            if not part or time.monotonic() > end:
+                code = self.proc.poll()
+                raise AdapterError(f"{self.name}: the workspace process " + (
+                    f"exited with {code} before it served" if code is not None else
+                    f"did not serve within {START_TIMEOUT_S:g} s"))
+            self._inbox += part
+        line, self._inbox = self._inbox.split(b"\n", 1)
+        msg = json.loads(line)
+        mine.setblocking(False)
+        if msg.get("op") != "ready":
+            raise AdapterError(f"{self.name}: {msg.get('error', msg)}")
+        return msg["url"]
+
     def close(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
-        self._wake_r = self._wake_w = -1
+        proc, sock = self.proc, self.sock
+        self.proc = self.sock = None
+        if sock is not None:
+            try:
+                sock.setblocking(True)
+                sock.settimeout(1.0)
+                sock.sendall(bytes(self._outbox) + _line({"op": "stop"}))
+            except OSError:  # the workspace process is gone already
+                pass
+            sock.close()
+        if proc is not None:
+            try:
+                proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                log.warning("%s: the workspace process did not stop within %g s; killed", self.name, STOP_TIMEOUT_S)
+                proc.kill()
+                proc.wait()
 
     def idle_fds(self) -> list[int]:
-        """The pipe the web thread writes to when a control request waits (a level: readable until drained)."""
-        return [self._wake_r] if self._wake_r >= 0 else []
+        """The socket to the workspace process (a level: readable while a message waits)."""
+        return [self.sock.fileno()] if self.sock is not None else []
 
     def read(self, tick: int, now_ns: int) -> None:
-        """Nothing: the page sends no commands, only control requests (between ticks).  Called in the real-time loop."""
+        """Nothing: the page sends no commands, only control requests (the loop does not call it)."""
 
     # ------------------------------------------------------------------ between ticks
-    def pump(self, until_ns: int = 0) -> None:
-        """Copy the display rows written since the last call to the web thread (nothing while no page is open)."""
-        cur = self.cursor
-        if not self.bridge.clients:
-            if cur.pending():
-                cur.skip_to_now()
-            return
-        mono = time.monotonic_ns
-        while cur.pending():
-            n = cur.take()
-            if n:
-                self.bridge.put_rows(cur.ints[:n, INT_COLUMNS], cur.floats[:n].copy())  # fancy index: a copy
-            if until_ns and mono() >= until_ns:
-                return
-
     def poll_control(self, now_ns: int) -> None:
-        """Serve one control request from the page (or send a finished one), refresh the page's status."""
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-        for i, (pending, on_reply) in enumerate(self._pending):
+        """Serve one message of the workspace process (a control request, a status request, its counters).
+
+        Also sends what waits for it and the replies of finished file reads.
+        """
+        if self.sock is None:
+            return
+        self._flush_outbox()
+        for i, (pending, rid) in enumerate(self._pending):
             if pending.ready():
                 del self._pending[i]
-                self._answer(pending.reply(), on_reply)
+                self._answer(pending.reply(), rid)
                 return
-        b = self.bridge
-        if b.requests:
-            req, on_reply = b.requests.popleft()
+        if b"\n" not in self._inbox:
+            try:
+                part = self.sock.recv(1 << 16)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                part = b""
+            if not part:
+                self._lost("closed the link")
+                return
+            self._inbox += part
+            if b"\n" not in self._inbox:
+                return
+        line, self._inbox = self._inbox.split(b"\n", 1)
+        self._serve(json.loads(line))
+
+    def idle_pending(self) -> bool:
+        """A whole message already read waits (the socket would not signal it again)."""
+        return b"\n" in self._inbox
+
+    def _serve(self, msg: dict) -> None:
+        op = msg.get("op")
+        if op == "control":
             self.requests += 1
+            req = msg.get("req")
             if self.ctx.control is None:
                 reply = error_reply("internal", "this server has no control handler", req)
             else:
                 reply = self.ctx.control(req)
             if isinstance(reply, PendingReply):
-                self._pending.append((reply, on_reply))
+                self._pending.append((reply, msg.get("id")))
             else:
-                self._answer(reply, on_reply)
-            return
-        if b.clients:
-            now = time.monotonic()
-            if now - self._last_status >= 1.0 / self.status_hz:
-                self._last_status = now
-                st = self.ctx.status()
-                st["workspace"] = self._status_internal()
-                b.status = st
-                b.status_version += 1
+                self._answer(reply, msg.get("id"))
+        elif op == "status":
+            if msg.get("counters"):
+                self.remote = msg["counters"]
+            self._send({"op": "status", "status": self.ctx.status()})
+        elif op == "counters":
+            self.remote = msg.get("counters") or {}
 
-    def _answer(self, reply: dict, on_reply) -> None:
+    def _answer(self, reply: dict, rid) -> None:
         if not reply.get("ok"):
             self.request_errors += 1
-        on_reply(reply)
+        self._send({"op": "reply", "id": rid, "reply": reply})
+
+    def _send(self, obj) -> None:
+        self._outbox += _line(obj)
+        if len(self._outbox) > MAX_OUTBOX:
+            self._lost(f"took no message for {len(self._outbox)} bytes")
+            return
+        self._flush_outbox()
+
+    def _flush_outbox(self) -> None:
+        if self._outbox and self.sock is not None:
+            try:
+                n = self.sock.send(self._outbox)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._lost("closed the link")
+                return
+            del self._outbox[:n]
+
+    def _lost(self, why: str) -> None:
+        code = self.proc.poll() if self.proc is not None else None
+        log.error("%s: the workspace process %s%s; the workspace is closed, the server runs on", self.name, why,
+                  f" (exit code {code})" if code is not None else "")
+        self.close()
 
     def publish_events(self, events: list[dict]) -> None:
-        if self._server is not None and self.bridge.clients:
-            self.bridge.events.extend(events)
+        if self.sock is not None and self.remote.get("clients"):
+            self._send({"op": "events", "events": events})
 
     def _status_internal(self) -> dict:
-        if self._server is None:
+        if self.sock is None:
             return {"type": self.type_name, "open": False}
-        st = self.cursor.state
-        seen = int(st[C_NEXT]) - self._start_seq
+        r = self.remote
         return {
             "type": self.type_name, "open": True, "endpoints": {"url": self.url},
-            "clients": self.bridge.clients, "display_every": self.every,
-            "rows_shown": int(st[C_READ]), "rows_lost": self.cursor.lost,
-            "rows_skipped": max(0, seen - int(st[C_READ]) - self.cursor.lost),
-            "rows_dropped": self.bridge.chunks_dropped_rows,
+            "pid": self.proc.pid if self.proc is not None else None,
+            "clients": r.get("clients", 0), "display_every": self.every,
+            "rows_shown": r.get("rows_shown", 0), "rows_lost": r.get("rows_lost", 0),
+            "rows_skipped": r.get("rows_skipped", 0),
+            "rows_dropped": r.get("rows_dropped", 0),
             "control_requests": self.requests, "control_errors": self.request_errors,
-            "http": self._server.counters(),
+            "http": r.get("http", {"requests": 0, "refused": {}, "client_messages_dropped": 0}),
         }
 
 
-__all__ = ["WebAdapter", "Bridge", "DEFAULT_PORT", "is_loopback_host"]
+__all__ = ["WebAdapter", "DEFAULT_PORT", "is_loopback_host"]

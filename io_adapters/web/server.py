@@ -1,8 +1,9 @@
-"""The workspace's HTTP and WebSocket server: aiohttp in a thread of its own, with its own asyncio loop.
+"""The workspace's HTTP and WebSocket server: aiohttp in the workspace process (:mod:`io_adapters.web.process`).
 
-It never touches the plant or the loop: control requests go to the loop's
-thread through the :class:`~io_adapters.web.adapter.Bridge`, states and
-status come back the same way (see :mod:`io_adapters.web.adapter`).
+It never touches the plant or the loop: it reads the state ring in shared
+memory through its own decimated cursor, and hands control requests to the
+server process through a :class:`~io_adapters.web.process.Link`, whose
+replies, status maps and events come back the same way.
 
 Routes (all behind the same checks):
 
@@ -33,13 +34,12 @@ import asyncio
 import hmac
 import json
 import math
-import threading
 from pathlib import Path
 
 import numpy as np
 from aiohttp import WSMsgType, web
 
-from ..ring import F_TIME
+from ..ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
 
 PAGE = Path(__file__).with_name("workspace.html")
 FLUSH_S = 1.0 / 30.0  # rows, status and events go to the pages about 30 times a second
@@ -47,6 +47,8 @@ CLIENT_QUEUE = 16  # messages waiting for one slow page; more are dropped (count
 MAX_SIGNALS = 256  # signals one page may subscribe to
 CONTROL_TIMEOUT_S = 60.0
 REFUSALS = ("host", "token", "origin", "too_large", "bad_message", "too_many_clients")
+INT_COLUMNS = (I_TICK, I_STATUS, I_FAULTS, I_WATCHDOG)  # the int columns a page sees with each row
+MAX_FLUSH_ROWS = 4096  # display rows one update carries at most; the rest wait for the next one
 
 
 def plotly_js() -> Path:
@@ -102,77 +104,86 @@ class Client:
         self.cols: list[int] = []
         self.queue: asyncio.Queue = asyncio.Queue(CLIENT_QUEUE)
         self.dropped = 0
+        self.dropped_rows = 0
 
-    def offer(self, text: str) -> None:
+    def offer(self, text: str, rows: int = 0) -> None:
+        """Queue ``text`` (carrying ``rows`` display rows) for the page, or drop and count it if the page lags."""
         try:
             self.queue.put_nowait(text)
         except asyncio.QueueFull:
             self.dropped += 1
+            self.dropped_rows += rows
 
 
 class WebServer:
-    """The aiohttp application in its thread; :meth:`start` returns the URL once it listens."""
+    """The aiohttp application of the workspace process; :meth:`serve` runs it until :meth:`stop`.
 
-    def __init__(self, bridge, meta: dict, *, host: str, port: int, token: str, max_request_bytes: int,
-                 max_clients: int, allowed_origins: tuple[str, ...], log):
-        self.bridge = bridge
+    Parameters
+    ----------
+    link
+        The connection to the server process (control requests, status,
+        events, counters): a :class:`~io_adapters.web.process.Link`.
+    meta
+        What a page learns first (signals with their ring columns, period, mode).
+    ring
+        The server's state ring, attached in shared memory.
+    every
+        Display decimation: one row every ``every`` ticks.
+    """
+
+    def __init__(self, link, meta: dict, ring, every: int, *, host: str, port: int, token: str,
+                 max_request_bytes: int, max_clients: int, allowed_origins: tuple[str, ...], status_hz: float, log):
+        self.link = link
         self.meta = meta
         self.by_name = {s["name"]: s["col"] for s in meta["signals"]}
         self.host, self.port, self.token = host, port, token
         self.max_request_bytes = max_request_bytes
         self.max_clients = max_clients
         self.allowed_origins = allowed_origins
+        self.status_hz = status_hz
         self.log = log
         self.refused = {r: 0 for r in REFUSALS}
         self.http_requests = 0
         self.clients: list[Client] = []
+        self.closed_dropped = [0, 0]  # messages and rows dropped for pages closed since
         self.url = ""
-        self._aio: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
+        self.cursor = Cursor(ring, every=every, batch=256)
+        self._start_seq = int(self.cursor.state[C_NEXT])
+        self._stop = asyncio.Event()
         self._page = PAGE.read_bytes()
         self._plotly = plotly_js()
         self._status_sent = 0
-
-    # ------------------------------------------------------------------ thread
-    def start(self, timeout_s: float = 30.0) -> str:
-        self._thread = threading.Thread(target=self._run, name="gearbox-hil-web", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout_s):
-            raise TimeoutError(f"the web server did not listen within {timeout_s:g} s")
-        if self._error is not None:
-            raise self._error
-        return self.url
+        self._counters_soon = False
 
     def stop(self) -> None:
-        if self._aio is not None and self._stop is not None and not self._aio.is_closed():
-            try:
-                self._aio.call_soon_threadsafe(self._stop.set)
-            except RuntimeError:  # the loop closed meanwhile
-                pass
-        if self._thread is not None:
-            self._thread.join(5.0)
-            self._thread = None
+        self._stop.set()
 
     def counters(self) -> dict:
-        return {"requests": self.http_requests, "refused": dict(self.refused),
-                "client_messages_dropped": sum(c.dropped for c in self.clients)}
+        """Row, client and request counters (sent to the server process for its status)."""
+        st = self.cursor.state
+        seen = int(st[C_NEXT]) - self._start_seq
+        return {"clients": len(self.clients), "display_every": int(st[C_EVERY]), "rows_shown": int(st[C_READ]),
+                "rows_lost": self.cursor.lost, "rows_skipped": max(0, seen - int(st[C_READ]) - self.cursor.lost),
+                "rows_dropped": self.closed_dropped[1] + sum(c.dropped_rows for c in self.clients),
+                "http": {"requests": self.http_requests, "refused": dict(self.refused),
+                         "client_messages_dropped": self.closed_dropped[0] + sum(c.dropped for c in self.clients)}}
 
-    def _run(self) -> None:
-        self._aio = asyncio.new_event_loop()
-        asyncio.set_event_loop(self._aio)
-        try:
-            self._aio.run_until_complete(self._serve())
-        except BaseException as exc:  # a failure to bind: reported by start()
-            self._error = exc
-            self._ready.set()
-        finally:
-            self._aio.close()
+    def _send_counters(self) -> None:
+        """Counters to the server process at once, when pages open or close or a request is refused.
 
-    async def _serve(self) -> None:
-        self._stop = asyncio.Event()
+        Otherwise they ride on the status requests (:meth:`_status_forever`),
+        so the loop serves no message of its own for them.
+        """
+        if not self._counters_soon:  # coalesce the refusals of one request
+            self._counters_soon = True
+            asyncio.get_running_loop().call_soon(self._send_counters_now)
+
+    def _send_counters_now(self) -> None:
+        self._counters_soon = False
+        self.link.send_counters(self.counters())
+
+    async def serve(self, on_listening) -> None:
+        """Listen, call ``on_listening(url)``, serve until :meth:`stop` (a bind failure raises)."""
         app = web.Application(client_max_size=self.max_request_bytes, middlewares=[self._guard])
         app.router.add_get("/", self._page_handler)
         app.router.add_get("/plotly.min.js", self._plotly_handler)
@@ -189,18 +200,27 @@ class WebServer:
             port = site._server.sockets[0].getsockname()[1]
             host = f"[{self.host}]" if ":" in self.host else self.host
             self.url = f"http://{host}:{port}/"
-            self._ready.set()
-            flusher = asyncio.ensure_future(self._flush_forever())
+            on_listening(self.url)
+            tasks = [asyncio.ensure_future(self._flush_forever()), asyncio.ensure_future(self._status_forever())]
             await self._stop.wait()
-            flusher.cancel()
+            for t in tasks:
+                t.cancel()
             for c in list(self.clients):
                 await c.ws.close()
         finally:
             await runner.cleanup()
 
+    async def _status_forever(self) -> None:
+        """The server's status map about ``status_hz`` times a second while a page is open."""
+        while True:
+            await asyncio.sleep(1.0 / self.status_hz)
+            if self.clients:
+                await self.link.request_status(self.counters())
+
     # ------------------------------------------------------------------ checks
     def _refuse(self, reason: str, status: int, message: str) -> web.Response:
         self.refused[reason] += 1
+        self._send_counters()
         return web.json_response({"ok": False, "error": {"code": reason, "message": message}}, status=status)
 
     def _origin_ok(self, request: web.Request) -> bool:
@@ -242,7 +262,7 @@ class WebServer:
         return web.json_response(dict(self.meta, url=self.url))
 
     async def _status_handler(self, request: web.Request) -> web.Response:
-        return web.Response(text=dumps(clean(self.bridge.status or {})), content_type="application/json")
+        return web.Response(text=dumps(clean(self.link.status or {})), content_type="application/json")
 
     async def _control_handler(self, request: web.Request) -> web.Response:
         try:
@@ -255,26 +275,20 @@ class WebServer:
         return web.Response(text=dumps(clean(reply)), content_type="application/json")
 
     async def control(self, req) -> dict:
-        """Execute ``req`` on the loop's thread through the control handler; its reply (never raises)."""
+        """Execute ``req`` in the server process through its control handler; its reply (never raises)."""
         if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
             self.refused["bad_message"] += 1
+            self._send_counters()
             return {"v": 1, "ok": False, "error": {"code": "bad_message",
                                                    "message": "a request is a JSON object with a 'cmd' string"}}
-        aio = asyncio.get_running_loop()
-        fut = aio.create_future()
-
-        def on_reply(rep: dict) -> None:  # on the loop's thread
-            try:
-                aio.call_soon_threadsafe(lambda: fut.done() or fut.set_result(rep))
-            except RuntimeError:  # the web server stopped meanwhile
-                pass
-
-        self.bridge.submit(req, on_reply)
         try:
-            return await asyncio.wait_for(fut, CONTROL_TIMEOUT_S)
+            return await asyncio.wait_for(self.link.control(req), CONTROL_TIMEOUT_S)
         except asyncio.TimeoutError:
             return {"v": 1, "cmd": req.get("cmd"), "ok": False,
                     "error": {"code": "internal", "message": f"no reply within {CONTROL_TIMEOUT_S:g} s"}}
+        except ConnectionError as exc:
+            return {"v": 1, "cmd": req.get("cmd"), "ok": False,
+                    "error": {"code": "internal", "message": f"the server process is gone: {exc}"}}
 
     # ------------------------------------------------------------------ WebSocket
     async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
@@ -284,23 +298,29 @@ class WebServer:
         await ws.prepare(request)
         client = Client(ws)
         self.clients.append(client)
-        self.bridge.clients = len(self.clients)
+        self._send_counters()
         sender = asyncio.ensure_future(self._send_forever(client))
         client.offer(dumps(dict(self.meta, op="hello", url=self.url)))
-        if self.bridge.status is not None:
-            client.offer(dumps({"op": "status", "status": clean(self.bridge.status)}))
+        if self.link.status is not None:
+            client.offer(dumps({"op": "status", "status": clean(self.link.status)}))
         try:
             async for msg in ws:
                 if msg.type == WSMsgType.TEXT:
                     await self._ws_message(client, msg.data)
                 elif msg.type == WSMsgType.ERROR:
                     self.refused["too_large" if "size" in str(ws.exception()).lower() else "bad_message"] += 1
+                    self._send_counters()
                 else:
                     self.refused["bad_message"] += 1
+                    self._send_counters()
                     client.offer(dumps({"op": "error", "message": "messages are JSON text"}))
         finally:
             self.clients.remove(client)
-            self.bridge.clients = len(self.clients)
+            self.closed_dropped[0] += client.dropped
+            self.closed_dropped[1] += client.dropped_rows
+            if not self.clients:  # what was read for the last page is counted before the count says none is open
+                self.cursor.skip_to_now()
+            self._send_counters()
             sender.cancel()
         return ws
 
@@ -355,30 +375,46 @@ class WebServer:
             except Exception:  # one bad flush must not end the page's updates
                 self.log.exception("the workspace failed to send an update")
 
+    def _take_rows(self):
+        """The display rows written since the last update as (ints, floats), or None (no page: skip them)."""
+        cur = self.cursor
+        if not self.clients:
+            cur.skip_to_now()
+            return None
+        ints, floats, n_all = [], [], 0
+        while n_all < MAX_FLUSH_ROWS:
+            n = cur.take()
+            if not n:
+                break
+            ints.append(cur.ints[:n, INT_COLUMNS])  # fancy index: a copy
+            floats.append(cur.floats[:n].copy())
+            n_all += n
+        if not ints:
+            return None
+        return np.concatenate(ints), np.concatenate(floats)
+
     def _flush(self) -> None:
-        b = self.bridge
-        chunks = []
-        while b.chunks:
-            chunks.append(b.chunks.popleft())
+        rows = self._take_rows()
+        link = self.link
         events = []
-        while b.events:
-            events.append(b.events.popleft())
+        while link.events:
+            events.append(link.events.popleft())
         if not self.clients:
             return
-        if chunks:
-            ints = np.concatenate([c[0] for c in chunks])
-            floats = np.concatenate([c[1] for c in chunks])
+        if rows is not None:
+            ints, floats = rows
             head = {"op": "rows", "tick": ints[:, 0].tolist(), "status": ints[:, 1].tolist(),
                     "faults": ints[:, 2].tolist(), "watchdog": ints[:, 3].tolist(), "t": column(floats[:, F_TIME])}
             for c in self.clients:
-                c.offer(dumps(dict(head, values={n: column(floats[:, k]) for n, k in zip(c.names, c.cols)})))
+                c.offer(dumps(dict(head, values={n: column(floats[:, k]) for n, k in zip(c.names, c.cols)})),
+                        len(ints))
         if events:
             text = dumps({"op": "events", "events": clean(events)})
             for c in self.clients:
                 c.offer(text)
-        if b.status is not None and b.status_version != self._status_sent:
-            self._status_sent = b.status_version
-            text = dumps({"op": "status", "status": clean(b.status)})
+        if link.status is not None and link.status_version != self._status_sent:
+            self._status_sent = link.status_version
+            text = dumps({"op": "status", "status": clean(link.status)})
             for c in self.clients:
                 c.offer(text)
 

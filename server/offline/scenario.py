@@ -325,6 +325,7 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 DEFAULT_MAX_SCENARIO_BYTES = 1 << 20
+MAX_LISTED = 1000  # scenario files list_scenarios names at most
 
 
 @dataclass(frozen=True)
@@ -388,6 +389,31 @@ class ScenarioFolders:
     def _where(self) -> str:
         return ", ".join(str(f) for f in self.folders)
 
+    def listing(self, max_entries: int = MAX_LISTED) -> tuple[list[dict], bool]:
+        """The scenario files of the folders as ``load_scenario`` names them, and whether the list was cut.
+
+        Each entry is ``{"path": "sub/name.toml", "folder": "<the folder's own name>"}``: every
+        ``*.toml`` in a folder and in its sub-folders (two levels deep), in
+        name order per folder.  Hidden names, entries whose real path leaves
+        their folder (a symbolic link) and names an earlier folder already
+        has (``load_scenario`` reads that one) are left out; at most
+        ``max_entries``.  Lists only; reads no file.  Off the loop's thread.
+        """
+        out: list[dict] = []
+        seen: set[str] = set()
+        for folder in self.folders:
+            root = os.path.realpath(folder)
+            if not os.path.isdir(root):
+                continue
+            for rel in _tomls_inside(folder, root):
+                if rel in seen:
+                    continue
+                if len(out) >= max_entries:
+                    return out, True
+                seen.add(rel)
+                out.append({"path": rel, "folder": folder.name})
+        return out, False
+
     def read(self, name: str) -> "Scenario":
         """Resolve, read (regular files only, at most ``max_bytes``) and parse the scenario ``name``.
 
@@ -432,6 +458,34 @@ class ScenarioFolders:
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(str(p), "", f"not valid TOML ({exc})") from None
         return parse_scenario(data, str(p))
+
+
+def _tomls_inside(folder: Path, root: str, depth: int = 2) -> list[str]:
+    """Relative paths (``/``-separated) of the ``*.toml`` files in ``folder`` whose real path stays in ``root``."""
+    out: list[str] = []
+    todo = [("", 0)]
+    while todo:
+        rel, level = todo.pop(0)
+        try:
+            entries = sorted(os.scandir(os.path.join(folder, rel)), key=lambda e: e.name)
+        except OSError:  # unreadable: nothing to offer from it
+            continue
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            real = os.path.realpath(e.path)
+            if os.path.commonpath([real, root]) != root:  # a symbolic link out of the folder
+                continue
+            r = f"{rel}/{e.name}" if rel else e.name
+            try:
+                if e.is_dir():
+                    if level < depth:
+                        todo.append((r, level + 1))
+                elif e.name.endswith(".toml") and e.is_file():
+                    out.append(r)
+            except OSError:
+                continue
+    return out
 
 
 def _inside_parts(folder: Path, given: Path) -> list[Path]:

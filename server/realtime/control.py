@@ -71,6 +71,7 @@ class ControlHandler:
         "ping": (), "describe": (), "status": (), "start": (), "pause": (), "stop": (), "shutdown": (),
         "reset": ("inputs",), "step": ("n", "set", "outputs"), "set": ("set",), "get": (),
         "get_params": ("names",), "set_params": ("params",), "load_scenario": ("path", "scenario", "dt_s"),
+        "list_scenarios": (),
         "unload_scenario": (), "clear_watchdog": (), "fault_set": ("fault",), "fault_clear": ("name",),
         "fault_list": (), "snapshot_save": ("name", "path"), "snapshot_restore": ("name", "path"),
         "record_start": ("signals", "every", "name"), "record_stop": (),
@@ -302,6 +303,12 @@ class ControlHandler:
             raise ControlError("scenario_error", str(exc)) from None
         return self._install_scenario(sc, dt)
 
+    def _list_scenarios(self, req):
+        """The scenario files ``load_scenario`` may read, listed in the worker thread (a folder may be slow)."""
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(1, thread_name_prefix="scenario-reader")
+        return _ListingRead(req, self._reader.submit(self.scenarios.listing))
+
     def _install_scenario(self, sc, dt) -> dict:
         """Compile a parsed scenario for the plant and load it (on the loop's thread, between ticks)."""
         lp = self.loop
@@ -467,6 +474,24 @@ class _ScenarioRead(PendingReply):
         if self._reply is None:
             self._reply = self.handler.finish_read(self.req, self.fut)
         return self._reply
+
+
+class _ListingRead(PendingReply):
+    """A ``list_scenarios`` whose folders are being listed off the loop's thread."""
+
+    def __init__(self, req: dict, fut: Future):
+        self.req, self.fut = req, fut
+
+    def ready(self) -> bool:
+        return self.fut.done()
+
+    def reply(self) -> dict:
+        exc = self.fut.exception()
+        if exc is not None:
+            return error_reply("internal", f"list_scenarios: {type(exc).__name__}: {exc}", self.req)
+        entries, cut = self.fut.result()
+        return {"v": PROTOCOL_VERSION, "id": self.req.get("id"), "cmd": "list_scenarios", "ok": True,
+                "scenarios": entries, "truncated": cut}
 
 
 __all__ = ["ControlError", "ControlHandler", "SERVER_NAME"]

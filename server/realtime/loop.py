@@ -124,6 +124,8 @@ class Loop:
         self.adapters: tuple[Adapter, ...] = tuple(adapters)
         # the tick calls write only where it does something (a transport that publishes reads the state ring)
         self._writers = tuple(a for a in self.adapters if type(a).write is not Adapter.write)
+        self._readers = tuple(a for a in self.adapters if a.reads_commands)  # the others take no commands
+        self._pumpers = tuple(a for a in self.adapters if type(a).pump is not Adapter.pump)
         self.cfg = cfg
         self.mode = cfg.mode
         self.period_ns = cfg.period_ns
@@ -386,7 +388,7 @@ class Loop:
         plant = self.plant
         player = self.player
         k = self.tick
-        for a in self.adapters:
+        for a in self._readers:
             a.read(k, now_ns)
         n = self._queued_n
         if n:
@@ -583,7 +585,7 @@ class Loop:
 
     def _pump(self, until_ns: int) -> None:
         """Every adapter's :meth:`~io_adapters.base.Adapter.pump` (states out, commands in), between ticks."""
-        for a in self.adapters:
+        for a in self._pumpers:
             try:
                 a.pump(until_ns)
             except Exception:

@@ -369,6 +369,7 @@ class Server:
     context: LoopContext
     io_source: str = ""  # the I/O config it was built from (for messages)
     recorder: Recorder | None = None  # with a [recording] table
+    own_ring: bool = False  # the ring was made by assemble (a shared one is removed by close)
 
     def open(self) -> None:
         self.loop.open()
@@ -388,8 +389,8 @@ class Server:
         finally:
             self.loop.close()
             self.control.close()
-            if self.recorder is not None:
-                self.recorder.ring.close(unlink=True)
+            if self.own_ring and self.loop.ring.shm_name is not None:
+                self.loop.ring.close(unlink=True)
 
 
 def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cfg: WatchdogConfig | None = None,
@@ -411,8 +412,10 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
     watchdog = CommandWatchdog(plant, watchdog_cfg or WatchdogConfig(),
                                tripped_flag=tick_info[TI_WATCHDOG:TI_WATCHDOG + 1])
     player = ScenarioPlayer(plant, watchdog, tick_info)
-    if ring is None:
-        ring = StateRing.for_plant(plant, cfg.ring_rows, shared=recording is not None)
+    own_ring = ring is None
+    if ring is None:  # in shared memory when a process of its own reads it (the recording writer, the workspace)
+        ring = StateRing.for_plant(plant, cfg.ring_rows,
+                                   shared=recording is not None or any(a.shares_ring for a in adapters))
     loop = Loop(plant, adapters, cfg, watchdog, player, tick_info, initial_inputs, ring)
     params = ParamTable(plant, extra=watchdog.tunable_parameters())
     report = StatusReport(loop, out)
@@ -426,7 +429,8 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
         recorder = Recorder(recording, ring, plant, loop.dt)
         control.recorder = recorder
         report.extra["recording"] = recorder.status
-    return Server(plant, loop, watchdog, player, params, report, control, context, recorder=recorder)
+    return Server(plant, loop, watchdog, player, params, report, control, context, recorder=recorder,
+                  own_ring=own_ring)
 
 
 def check_reachable(server: Server) -> None:

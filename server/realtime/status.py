@@ -103,6 +103,7 @@ class StatusReport:
             "plant": {"kind": plant.kind, "status_word": lp.status_word,
                       "status_names": plant.status_names(lp.status_word), "events_total": lp.events_total},
             "timing": lp.telemetry.summary(),
+            "timing_histograms": lp.telemetry.histograms(),
             "window": lp.telemetry.last_window,
             "watchdog": lp.watchdog.status(lp.clock_ns(), lp.watchdog_active),
             "scenario": dict(info) if info else None,

@@ -13,7 +13,9 @@ object) adds the tick to log-linear histograms (100 ns resolution below
 1 s) that are kept twice: since the start of the run, and for the current
 status window (reset by :meth:`Telemetry.window`).  Percentiles are read from
 the histograms outside the tick and are reported as the upper edge of their
-bin, so they never understate.
+bin, so they never understate.  :meth:`Telemetry.histograms` hands out the
+run's TET and lateness histograms whole (their non-empty bins), for the web
+workspace's timing panel and any client of the status channel.
 """
 
 from __future__ import annotations
@@ -216,6 +218,20 @@ def _stats_us(hist_row: np.ndarray, count: int, total_ns: int | None, max_ns: in
             "mean": us(total_ns / count) if total_ns is not None else None}
 
 
+def histogram_bins(hist_row: np.ndarray) -> dict:
+    """The non-empty bins of a histogram row: ``lower_us``, ``upper_us`` (None: the overflow bin), ``count``.
+
+    ``total`` is the sum of the counts (the ticks the row holds).  A bin holds
+    the durations d with lower <= d < upper; negative durations are in the
+    first bin.  Outside the tick.
+    """
+    nz = np.flatnonzero(hist_row)
+    lower = [0.0 if b == 0 else _EDGES_LIST[b - 1] / 1000.0 for b in nz.tolist()]
+    upper = [None if b == OVERFLOW_BIN else _EDGES_LIST[b] / 1000.0 for b in nz.tolist()]
+    counts = hist_row[nz].tolist()
+    return {"total": int(sum(counts)), "lower_us": lower, "upper_us": upper, "count": counts}
+
+
 class Telemetry:
     """Counters and histograms of one run, with the status-window bookkeeping.
 
@@ -289,6 +305,10 @@ class Telemetry:
             "plant_status_bit_ticks": {str(1 << b): int(c[C_STATUS_BITS + b]) for b in range(8)
                                        if c[C_STATUS_BITS + b]},
         }
+
+    def histograms(self) -> dict:
+        """The run's TET and lateness histograms (:func:`histogram_bins`; lateness is empty unless realtime)."""
+        return {"tet_us": histogram_bins(self.hist[H_TET]), "lateness_us": histogram_bins(self.hist[H_LAT])}
 
     def window(self) -> dict:
         """Timing of the window since the last call, then start a new window."""
