@@ -25,6 +25,7 @@ SCENARIOS = {
     "zf8hp_car_drive.toml": "zf8hp_car.toml",
     "powershift_tractor_pull.toml": "powershift_tractor.toml",
     "dct_car_launch.toml": "dct_car.toml",
+    "powershift_tractor_pto.toml": "powershift_tractor_pto.toml",
 }
 # a car standing in gear on its brake: brake, rolling resistance and the gear's elements all stuck hold the
 # whole transmission at zero speed (locked) with more rows than it needs (overconstrained); the DCT car

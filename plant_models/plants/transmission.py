@@ -62,7 +62,7 @@ from ..powertrain.driver import driver_update
 from ..powertrain.hydraulics import (Hydraulics, data_length, hydraulics_after, hydraulics_before, initial_data,
                                      param_block, write_fill_outputs)
 from ..powertrain.hydraulics import describe as hydraulics_description
-from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, NZ as LAW_NZ, N_LD, POWERTRAIN_LAW,
+from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, N_LD, POWERTRAIN_LAW,
                               Z_LIMIT, inputs_changed, inputs_finite, write_outputs)
 from ..reduction import speed_constraints
 
@@ -665,7 +665,8 @@ class TransmissionPlant(FrictionPlant):
         law = None
         if self.params.powertrain is not None:
             li, lf = self._law_tables()
-            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia), nz=LAW_NZ,
+            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia),
+                            nz=self.params.powertrain.law_states,
                             checks_reuse=True)
         hyd = self.params.hydraulics
         self.core = Core(self.spec, plant_nf=self.plant_nf, plant_ni=self.plant_ni,
