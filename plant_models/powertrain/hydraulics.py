@@ -77,7 +77,10 @@ HS_CMD = 7  # this step: the command the piston sees (Pa), held over a stroking 
 HS_S1 = 8  # this step: stroke time, s (the core's DF_ACT_HOLD)
 HS_Q = 9  # this step: pressure slope while stroking, Pa/s (the core's DF_ACT_RAMP)
 HS_X0 = 10  # this step: the chamber pressure at its start, Pa
-HS_LEN = 11
+HS_HEAD = 11  # the dead-time ring's slot of this step (0 .. dead time - 1)
+HS_EXP_DT = 12  # the step length the valve's lag factor belongs to, s (NaN: none yet)
+HS_EXP = 13  # exp(-dt / valve lag) for that step length
+HS_LEN = 14
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,7 @@ def initial_data(h: Hydraulics, commands_Pa: list[float]) -> list[float]:
         frac = min(max((p - c.rest_pressure_Pa) / (c.kiss_pressure_Pa - c.rest_pressure_Pa), 0.0), 1.0)
         out[s + HS_V] = c.fill_volume_m3 * frac
         out[s + HS_PV] = out[s + HS_LAST] = p
+        out[s + HS_EXP_DT] = math.nan
         for j in range(c.dead_time_steps):
             out[ring + 2 * j] = p
         ring += 2 * c.dead_time_steps
@@ -190,7 +194,7 @@ def _valve(mf, df, p, s, od, c, rc, dt):
     """
     nd = int(mf[p + HP_DEAD])
     if nd > 0:
-        slot = od + int(mf[p + HP_RING]) + 2 * int(df[od + D_TICK] % nd)
+        slot = od + int(mf[p + HP_RING]) + 2 * int(df[s + HS_HEAD])
         df[s + HS_IN] = c
         df[s + HS_IN + 1] = rc
         c = df[slot]
@@ -208,7 +212,10 @@ def _valve(mf, df, p, s, od, c, rc, dt):
         pv0 = df[s + HS_PV]
         pv1 = pv0
         if dt > 0.0:
-            pv1 = c + rc * dt - rc * tv + (pv0 - c + rc * tv) * math.exp(-dt / tv)
+            if df[s + HS_EXP_DT] != dt:  # the factor is kept per step length (an exp per step costs 20 ns)
+                df[s + HS_EXP] = math.exp(-dt / tv)
+                df[s + HS_EXP_DT] = dt
+            pv1 = c + rc * dt - rc * tv + (pv0 - c + rc * tv) * df[s + HS_EXP]
             rc = (pv1 - pv0) / dt  # the valve's output, a ramp over the step, drives the piston's lag
         else:
             rc = 0.0
@@ -312,9 +319,11 @@ def hydraulics_after(mf, mi, df, of, od, dt):
         row = int(mf[p + HP_ROW])
         nd = int(mf[p + HP_DEAD])
         if nd > 0:
-            slot = od + int(mf[p + HP_RING]) + 2 * int(df[od + D_TICK] % nd)
+            head = int(df[s + HS_HEAD])
+            slot = od + int(mf[p + HP_RING]) + 2 * head
             df[slot] = df[s + HS_IN]
             df[slot + 1] = df[s + HS_IN + 1]
+            df[s + HS_HEAD] = float(head + 1) if head + 1 < nd else 0.0
         df[s + HS_LAST] = df[s + HS_LAST_NEXT]
         df[s + HS_PV] = df[s + HS_PV_NEXT]
         v = df[s + HS_V]
