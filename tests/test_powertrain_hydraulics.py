@@ -206,8 +206,8 @@ def test_the_car_with_hydraulics_shifts_and_its_energy_balances(drive):
 
 def test_describe_shows_the_hydraulics():
     h = describe_config("zf8hp_car_hydraulics")["components"]["hydraulics"]
-    assert set(h) == {"A", "B", "C", "D", "E"}
-    assert h["E"]["fill_time_s"] == pytest.approx(0.12) and h["E"]["kiss_point_bar"] == pytest.approx(1.5)
+    assert h["elements"] == ["A", "B", "C", "D", "E"] and h["outputs"] == [f"fill_{e}" for e in "ABCDE"]
+    assert h["fill_time_s"] == pytest.approx(0.12) and h["kiss_point_bar"] == pytest.approx(1.5)
 
 
 @pytest.fixture(scope="module")
@@ -254,3 +254,18 @@ def test_a_snapshot_in_the_middle_of_a_fill_continues_bit_exactly():
     assert np.array_equal(run.out[2504:2904], first)
     assert np.array_equal(plant.df, df_end)
     assert fill[0] == 0.0 < fill[-1] == 1.0  # saved while E's command was in the ring; it fills after
+
+
+def test_a_solenoid_current_through_the_valve_map(tmp_path):
+    p = tmp_path / "current.toml"
+    p.write_text(ONE_CLUTCH + "valve_current_A = [0.0, 0.2, 1.0]\nvalve_pressure_bar = [0.0, 0.0, 16.0]\n")
+    plant = load_plant(p)
+    assert "i_C" in [s.name for s in plant.inputs] and "p_C" not in [s.name for s in plant.inputs]
+    plant.reset({"i_C": 0.0})
+    out = [s.name for s in plant.outputs]
+    for k in range(1500):
+        if k == 10:
+            plant.set_input("i_C", 0.6)  # 8 bar on the map
+        plant.step(DT)
+    assert plant.y[out.index("fill_C")] == 1.0
+    assert plant.y[out.index("pressure_C")] == pytest.approx(8.0, abs=1e-9)

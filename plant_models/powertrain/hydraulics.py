@@ -362,15 +362,21 @@ def write_fill_outputs(mf, df, of, od, oout):
 
 
 def describe(h: Hydraulics, element_names: list[str]) -> dict:
-    """What ``describe`` shows of the hydraulics."""
-    out = {}
-    for e, c in zip(h.elements, h.clutches):
-        name = element_names[e]
-        out[name] = dict(dead_time_steps=c.dead_time_steps, fill_volume_cm3=round(c.fill_volume_m3 * 1e6, 4),
-                         fill_flow_l_per_min=round(c.fill_flow_m3_s * 6e4, 4), fill_time_s=round(c.fill_time_s(), 6),
-                         rest_pressure_bar=c.rest_pressure_Pa / BAR, kiss_point_bar=c.kiss_pressure_Pa / BAR,
-                         time_constant_s=c.time_constant_s, valve_time_constant_s=c.valve_time_constant_s,
-                         input=(f"i_{name}" if h.current_commands else f"p_{name}"), output=f"fill_{name}")
+    """What ``describe`` shows of the hydraulics: the elements and their ports, each parameter once when the
+    elements share it (else per element)."""
+    names = [element_names[e] for e in h.elements]
+    out = dict(elements=names, inputs=[("i_" if h.current_commands else "p_") + n for n in names],
+               outputs=[f"fill_{n}" for n in names])
+    values = {"dead_time_steps": [c.dead_time_steps for c in h.clutches],
+              "fill_volume_cm3": [round(c.fill_volume_m3 * 1e6, 4) for c in h.clutches],
+              "fill_flow_l_per_min": [round(c.fill_flow_m3_s * 6e4, 4) for c in h.clutches],
+              "fill_time_s": [round(c.fill_time_s(), 6) for c in h.clutches],
+              "rest_pressure_bar": [c.rest_pressure_Pa / BAR for c in h.clutches],
+              "kiss_point_bar": [round(c.kiss_pressure_Pa / BAR, 6) for c in h.clutches],
+              "time_constant_s": [c.time_constant_s for c in h.clutches],
+              "valve_time_constant_s": [c.valve_time_constant_s for c in h.clutches]}
+    for key, vs in values.items():
+        out[key] = vs[0] if len(set(vs)) == 1 else ", ".join(f"{n} {v}" for n, v in zip(names, vs))
     if h.current_commands:
-        out["valve_map"] = dict(current_A=list(h.valve_current_A), pressure_bar=list(h.valve_pressure_bar))
+        out["valve_map_A_to_bar"] = ", ".join(f"{a}:{p}" for a, p in zip(h.valve_current_A, h.valve_pressure_bar))
     return out
