@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 
 from .jit import JIT, kernel
-from .layout import (DF_ACT_HOLD, DF_ACT_RAMP, DF_U_ACT, DF_U_ACT_RATE, H_ACT_HOLD, MF_ACT_GAIN, MF_ACT_LAG,
-                     MF_ACT_PRELOAD)
+from .layout import (DF_ACT_HOLD, DF_ACT_RAMP, DF_CAPK_T, DF_CAPS_T, DF_U_ACT, DF_U_ACT_RATE, DF_XACT, H_ACT_HOLD,
+                     H_G, MF_ACT_GAIN, MF_ACT_LAG, MF_ACT_PRELOAD, MF_GAIN_KINETIC, MF_GAIN_STATIC)
 
 
 @kernel(**JIT)
@@ -42,6 +42,48 @@ def _act_held(mf, mi, df, i, s_abs, tau, x_start):
     if T > 0.0:
         return v1 + r * e - r * T + (xf - v1 + r * T) * math.exp(-e / T)
     return v1 + r * e
+
+
+@kernel(**JIT)
+def _write_stage(mf, mi, df, i, stage, x):
+    """Actuator state x of row i at a stage point and its capacities; returns its unclamped normal force."""
+    g = mi[H_G]
+    df[mi[DF_XACT] + stage * g + i] = x
+    f = mf[mi[MF_ACT_GAIN] + i] * x - mf[mi[MF_ACT_PRELOAD] + i]
+    fn = f if f > 0.0 else 0.0
+    df[mi[DF_CAPS_T] + stage * g + i] = mf[mi[MF_GAIN_STATIC] + i] * fn
+    df[mi[DF_CAPK_T] + stage * g + i] = mf[mi[MF_GAIN_KINETIC] + i] * fn
+    return f
+
+
+@kernel(**JIT)
+def _caps_held(mf, mi, df, s_abs, tau, stage, ox0):
+    """Stage point ``stage`` (1: h/2, 2: h, tau into the sub-step) of the rows whose hold has not ended at the
+    sub-step's start: state and capacities rewritten on the ramp-then-lag form.  Called in the real-time loop."""
+    ohold = mi[DF_ACT_HOLD]
+    olag = mi[MF_ACT_LAG]
+    for i in range(mi[H_G]):
+        if s_abs < df[ohold + i] and mf[olag + i] > 0.0:
+            _write_stage(mf, mi, df, i, stage, _act_held(mf, mi, df, i, s_abs, tau, df[ox0 + i]))
+
+
+@kernel(**JIT)
+def _caps_substep_held(mf, mi, df, s_abs, h, ox0):
+    """Stage points 1 and 2 of the sub-step for the rows whose hold has not ended at its start (as
+    :func:`_caps_held`); True if such a row's normal force changes sign between the stage points (a kiss
+    point may lie inside).  Called in the real-time loop."""
+    ohold = mi[DF_ACT_HOLD]
+    olag = mi[MF_ACT_LAG]
+    kiss = False
+    for i in range(mi[H_G]):
+        if s_abs < df[ohold + i] and mf[olag + i] > 0.0:
+            x0 = df[ox0 + i]
+            f0 = mf[mi[MF_ACT_GAIN] + i] * x0 - mf[mi[MF_ACT_PRELOAD] + i]
+            f1 = _write_stage(mf, mi, df, i, 1, _act_held(mf, mi, df, i, s_abs, 0.5 * h, x0))
+            f2 = _write_stage(mf, mi, df, i, 2, _act_held(mf, mi, df, i, s_abs, h, x0))
+            if (f0 > 0.0) != (f1 > 0.0) or (f0 > 0.0) != (f2 > 0.0):
+                kiss = True
+    return kiss
 
 
 @kernel(**JIT)

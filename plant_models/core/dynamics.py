@@ -36,10 +36,10 @@ from __future__ import annotations
 import math
 
 
-from .actuator import _act_held
+from .actuator import _caps_held, _caps_substep_held
 from .jit import JIT, JIT_STAGE, call_law_at, kernel
 from .layout import (
-    DF_ACT_HOLD, H_ACT_HOLD, H_HYPER, DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL,
+    H_ACT_HOLD, H_HYPER, DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL,
     DF_EXP_H, DF_EXP_HALF, DF_F, DF_KIN_BACKUP, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW,
     DF_RHO, DF_TIME, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU, DF_U_TAU_RATE, DF_XACT, DF_Y, DI_DRIVE, DI_DRV_LIST,
     DI_FLAGS, DI_KIN_BACKUP, DI_KIN_PHASE, DI_MODE, DI_NSTUCK, DI_ORIENT, FLAG_DRIVE_REDUNDANT, H_G, H_N, H_P, H_S,
@@ -286,7 +286,6 @@ def _caps(mf, mi, df, s_abs, h, stage, ox0):
     ocs = mi[DF_CAPS_T] + stage * g
     ock = mi[DF_CAPK_T] + stage * g
     ofac = mi[DF_EXP_HALF] if stage == 1 else mi[DF_EXP_FULL]
-    hold = mi[H_ACT_HOLD] == 1
     for i in range(g):
         r = df[our + i]
         v_start = df[ou0 + i] + r * s_abs
@@ -294,8 +293,6 @@ def _caps(mf, mi, df, s_abs, h, stage, ox0):
         if T > 0.0:
             if stage == 0:
                 x = df[ox0 + i]
-            elif hold and s_abs < df[mi[DF_ACT_HOLD] + i]:  # a fill ramp first (core/actuator.py)
-                x = _act_held(mf, mi, df, i, s_abs, tau, df[ox0 + i])
             else:
                 x = v_start + r * tau - r * T + (df[ox0 + i] - v_start + r * T) * df[ofac + i]
         else:
@@ -306,6 +303,8 @@ def _caps(mf, mi, df, s_abs, h, stage, ox0):
             fn = 0.0
         df[ocs + i] = mf[ogs + i] * fn
         df[ock + i] = mf[ogk + i] * fn
+    if stage != 0 and mi[H_ACT_HOLD] == 1:  # rows on a fill ramp (core/actuator.py), after the loop left as it was
+        _caps_held(mf, mi, df, s_abs, tau, stage, ox0)
 
 @kernel(**JIT)
 def _caps_substep(mf, mi, df, s_abs, h, ox0):
@@ -333,7 +332,6 @@ def _caps_substep(mf, mi, df, s_abs, h, ox0):
     oef = mi[DF_EXP_FULL]
     hh = 0.5 * h
     kiss = False
-    hold = mi[H_ACT_HOLD] == 1
     for i in range(g):
         r = df[our + i]
         v = df[ou0 + i] + r * s_abs
@@ -342,10 +340,7 @@ def _caps_substep(mf, mi, df, s_abs, h, ox0):
         pre = mf[opre + i]
         if T > 0.0:
             x0 = df[ox0 + i]
-            if hold and s_abs < df[mi[DF_ACT_HOLD] + i]:  # a fill ramp first (core/actuator.py)
-                x1 = _act_held(mf, mi, df, i, s_abs, hh, x0)
-                x2 = _act_held(mf, mi, df, i, s_abs, h, x0)
-            elif r == 0.0 and x0 == v:
+            if r == 0.0 and x0 == v:
                 x1 = x0
                 x2 = x0
             else:
@@ -381,6 +376,8 @@ def _caps_substep(mf, mi, df, s_abs, h, ox0):
         fn = f2 if f2 > 0.0 else 0.0
         df[ocs + 2 * g + i] = gs * fn
         df[ock + 2 * g + i] = gk * fn
+    if mi[H_ACT_HOLD] == 1:  # rows on a fill ramp (core/actuator.py), after the loop left as it was
+        kiss = _caps_substep_held(mf, mi, df, s_abs, h, ox0) or kiss
     return kiss
 
 
