@@ -308,7 +308,8 @@ TABLE: tuple[Field, ...] = (
       " without one keeps the data buffer, and its snapshot files, of the layout before the seam)"),
     F("DF_LAW_ZDOT", "df", "law_nz", "law", "time derivative of the law states at the last evaluation"),
     F("H_ACT_HOLD", "hdr", "hold", "hdr",
-      "1: rows may hold their actuator on a ramp before its lag (DF_ACT_HOLD, DF_ACT_RAMP)"),
+      "1: rows may hold their actuator on a ramp before its lag (DF_ACT_HOLD, DF_ACT_RAMP); a plant with the"
+      " blocks may clear it for a step in which no row holds"),
     F("DF_ACT_HOLD", "df", "hold*g", "in", "time into the step until which the row's actuator state follows the ramp"
       " DF_ACT_RAMP instead of its lag, s (0: the lag from the step start; only with H_ACT_HOLD: a clutch fill)"),
     F("DF_ACT_RAMP", "df", "hold*g", "in", "slope of that ramp, command units/s"),

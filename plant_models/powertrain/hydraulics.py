@@ -243,6 +243,7 @@ def hydraulics_before(mf, mi, df, of, od, dt):
     op = mi[L.DF_PLANT]
     n_in = int(mf[of + H_N_IN])
     mapped = mf[of + H_MAP_N] > 0.0
+    stroking = 0
     for k in range(int(mf[of + H_COUNT])):
         p = of + H_FIRST + k * HP_LEN
         s = od + D_FIRST + k * HS_LEN
@@ -284,6 +285,10 @@ def hydraulics_before(mf, mi, df, of, od, dt):
         df[ouar + row] = rc
         df[ohold + row] = s1
         df[oramp + row] = q
+        if s1 > 0.0:
+            stroking = 1
+    # the core looks at the rows' holds only in a step in which a piston strokes (the flag is this step's)
+    mi[L.H_ACT_HOLD] = stroking
 
 
 @njit(**JIT)
