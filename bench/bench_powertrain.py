@@ -8,19 +8,30 @@ cycle counter inside a compiled loop (``bench/bench_core.py``'s
 * baseline: the bare 8HP (``configs/zf8hp.toml``) through ``scenarios/zf8hp_shifts.toml``;
 * the 8HP car (``configs/zf8hp_car.toml``) through ``scenarios/zf8hp_car_drive.toml``
   (launch through the converter, four shifts, lock-up, brake to standstill);
+* the 8HP car with clutch hydraulics on its five shift elements
+  (``configs/zf8hp_car_hydraulics.toml``: dead time, valve lag, fill) through the same drive;
 * the bare 8HP held in 5th, and the car cruising in 4th locked up (pedal held, no event).
 
 Run: ``PYTHONPATH=. python bench/bench_powertrain.py [--repeat N]``.  The
 numbers depend on the machine and its load; compare the ratios measured in
 the same run.
+
+``--ab COMMIT [--rounds N]``: the existing plants' steps (the Powershift's
+core and plant step, the DCT plant, the bare 8HP through its shifts and held
+in 5th, the 8HP car) measured alternately in a ``git archive`` of COMMIT
+(its own numba cache, warmed first) and in this tree, N rounds, so that both
+see the same machine load; medians in us, base / this.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +81,9 @@ def report(repeat: int) -> str:
             ("8HP car, zf8hp_car_drive (all components)",
              *time_scenario("zf8hp_car", "zf8hp_car_drive", transmission_step, 16000, repeat, npc,
                             allowed=L.ST_LOCKED)),
+            ("8HP car with clutch hydraulics, zf8hp_car_drive",
+             *time_scenario("zf8hp_car_hydraulics", "zf8hp_car_drive", transmission_step, 16000, repeat, npc,
+                            allowed=L.ST_LOCKED)),
             ("bare 8HP held in 5th", *time_in_gear(repeat, npc)),
             ("8HP car cruising in 4th, locked up", *time_car_cruising(repeat, npc))]
     base = rows[0][1]["median"]
@@ -83,11 +97,66 @@ def report(repeat: int) -> str:
     return "\n".join(lines)
 
 
+def existing_plants(repeat: int) -> dict[str, float]:
+    """Median step of each existing plant (configs that exist at the base commit too), us."""
+    from bench_core import compiled_loop
+
+    from plant_models.plants.transmission import transmission_step
+
+    npc = ns_per_cycle()
+    rows = compiled_loop(repeat, npc)
+    rows += [("transmission_step, zf8hp_shifts",
+              *time_scenario("zf8hp", "zf8hp_shifts", transmission_step, 15000, repeat, npc)),
+             ("transmission_step, zf8hp held in 5th", *time_in_gear(repeat, npc)),
+             ("transmission_step, zf8hp_car_drive",
+              *time_scenario("zf8hp_car", "zf8hp_car_drive", transmission_step, 16000, repeat, npc,
+                             allowed=L.ST_LOCKED))]
+    return {name.split(" (")[0]: s["median"] for name, s, _ in rows}
+
+
+def ab(base: str, rounds: int, repeat: int) -> str:
+    """Same-run A/B of :func:`existing_plants` against a ``git archive`` of ``base``."""
+    root = Path(__file__).resolve().parent.parent
+    tmp = Path(tempfile.mkdtemp(prefix="gearbox-hil-ab-"))
+    archive = subprocess.run(["git", "-C", str(root), "archive", base], check=True, capture_output=True).stdout
+    (tmp / "base").mkdir()
+    subprocess.run(["tar", "-x", "-C", str(tmp / "base")], input=archive, check=True)
+    trees = {"base": tmp / "base", "this": root}
+    env = {"base": dict(os.environ, PYTHONPATH=str(tmp / "base"), NUMBA_CACHE_DIR=str(tmp / "numba-base")),
+           "this": dict(os.environ, PYTHONPATH=str(root))}
+    for name in trees:
+        subprocess.run([sys.executable, "-m", "server.cli.warmup"], cwd=trees[name], env=env[name], check=True,
+                       stdout=subprocess.DEVNULL)
+    script = Path(__file__).resolve()  # this tree's measurement, on either tree's plants and core
+    medians: dict[str, list] = {}
+    for _ in range(rounds):
+        for name in ("base", "this"):
+            out = subprocess.run([sys.executable, str(script), "--existing", "--repeat", str(repeat)],
+                                 cwd=trees[name], env=env[name], check=True, capture_output=True, text=True).stdout
+            for k, v in json.loads(out).items():
+                medians.setdefault(k, []).append(v)
+    lines = [f"base {base} (git archive, own numba cache) / this tree, {rounds} rounds alternating, medians in us; "
+             f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end", "",
+             "| step | " + " | ".join(f"round {r + 1}" for r in range(rounds)) + " |",
+             "|---|" + "---|" * rounds]
+    for k, v in medians.items():
+        lines.append(f"| {k} | " + " | ".join(f"{v[2 * r]:.3f} / {v[2 * r + 1]:.3f}" for r in range(rounds)) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs per measurement (default 5)")
+    ap.add_argument("--ab", metavar="COMMIT", help="A/B of the existing plants' steps against COMMIT")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the A/B (default 3)")
+    ap.add_argument("--existing", action="store_true", help=argparse.SUPPRESS)  # one side of the A/B, as JSON
     args = ap.parse_args(argv)
-    print(report(args.repeat))
+    if args.existing:
+        print(json.dumps(existing_plants(args.repeat)))
+    elif args.ab:
+        print(ab(args.ab, args.rounds, args.repeat))
+    else:
+        print(report(args.repeat))
     return 0
 
 

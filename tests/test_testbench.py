@@ -173,7 +173,8 @@ def test_a_fault_schedule_runs_offline_with_the_lockstep_verdicts(tmp_path):
 LOCKSTEP_FAULT = 'mode = "lockstep"\n[[faults]]\nat = 0.3\n'
 BAD_FAULTS = [
     ('target = "clutch"\nclutch = 2\nkind = "stuk_closed"', "faults[0]: 'kind' of a clutch fault must be one of "
-     "stuck_closed, no_torque, worn, slow_actuator, pressure_bias, got 'stuk_closed'"),
+     "stuck_closed, no_torque, worn, slow_actuator, pressure_bias, slow_fill, leakage, valve_stuck, "
+     "got 'stuk_closed'"),
     ('target = "clutch"\nclutch = 9\nkind = "stuck_closed"',
      "faults[0]: no clutch number 9; clutches are C1, C2, C3, C4, C5, C6, C7, C8"),
     ('target = "clutch"\nclutch = "C9"\nkind = "stuck_closed"', "faults[0]: no clutch 'C9'; clutches are C1, C2"),

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from . import dynamics, integrate, kinematic, linalg, modes, rowforces, step, stuckset, tree
+from . import actuator, dynamics, integrate, kinematic, linalg, modes, rowforces, step, stuckset, tree
 from . import layout as L
 from .entry import ForceLaw
 from .handle import Core, LawBlocks
@@ -35,7 +35,7 @@ from .jit import BUFS, JIT, JIT_STAGE, PerTypeDispatcher, call_step_at, raw_f, r
 from .layout import DF_Y, H_FN_STEP, H_G, H_N, H_S, W_ROW0
 from .spec import GROUND, CoreSpec, Row, Settings, SpecError, Spring
 
-_STAGES = (rowforces, dynamics, kinematic, tree, stuckset, modes, linalg, integrate, step)
+_STAGES = (actuator, rowforces, dynamics, kinematic, tree, stuckset, modes, linalg, integrate, step)
 STAGE_MODULES = tuple(m.__name__ for m in _STAGES)  # the modules that hold the core's compiled stages
 
 

@@ -36,9 +36,10 @@ from __future__ import annotations
 import math
 
 
+from .actuator import _caps_held, _caps_substep_held
 from .jit import JIT, JIT_STAGE, call_law_at, kernel
 from .layout import (
-    H_HYPER, DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL,
+    H_ACT_HOLD, H_HYPER, DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_EXP_FULL,
     DF_EXP_H, DF_EXP_HALF, DF_F, DF_KIN_BACKUP, DF_KIN_CMD, DF_KIN_HOLD, DF_KIN_T0, DF_MU, DF_P, DF_POW, DF_PROW,
     DF_RHO, DF_TIME, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU, DF_U_TAU_RATE, DF_XACT, DF_Y, DI_DRIVE, DI_DRV_LIST,
     DI_FLAGS, DI_KIN_BACKUP, DI_KIN_PHASE, DI_MODE, DI_NSTUCK, DI_ORIENT, FLAG_DRIVE_REDUNDANT, H_G, H_N, H_P, H_S,
@@ -302,6 +303,8 @@ def _caps(mf, mi, df, s_abs, h, stage, ox0):
             fn = 0.0
         df[ocs + i] = mf[ogs + i] * fn
         df[ock + i] = mf[ogk + i] * fn
+    if stage != 0 and mi[H_ACT_HOLD] == 1:  # rows on a fill ramp (core/actuator.py), after the loop left as it was
+        _caps_held(mf, mi, df, s_abs, tau, stage, ox0)
 
 @kernel(**JIT)
 def _caps_substep(mf, mi, df, s_abs, h, ox0):
@@ -373,6 +376,8 @@ def _caps_substep(mf, mi, df, s_abs, h, ox0):
         fn = f2 if f2 > 0.0 else 0.0
         df[ocs + 2 * g + i] = gs * fn
         df[ock + 2 * g + i] = gk * fn
+    if mi[H_ACT_HOLD] == 1:  # rows on a fill ramp (core/actuator.py), after the loop left as it was
+        kiss = _caps_substep_held(mf, mi, df, s_abs, h, ox0) or kiss
     return kiss
 
 
@@ -580,19 +585,3 @@ def _deriv(mf, mi, df, di, s_abs, h, stage, oy, ox0, ody):
     """Time derivative of the state at df[oy] in the current (fixed) friction mode.  Called in the real-time loop."""
     _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0)
     _deriv_finish(mf, mi, df, di, oy, ody)
-
-
-@kernel(**JIT)
-def _act_normal_force(mf, mi, df, i, s_abs, tau, ox0):
-    """Unclamped normal force gain*x - preload of row i, tau into the sub-step starting s_abs after the step start.
-
-    The same closed form as _caps, with the exponential taken directly.  Called in the real-time loop.
-    """
-    r = df[mi[DF_U_ACT_RATE] + i]
-    v = df[mi[DF_U_ACT] + i] + r * s_abs
-    T = mf[mi[MF_ACT_LAG] + i]
-    if T > 0.0:
-        x = v + r * tau - r * T + (df[ox0 + i] - v + r * T) * math.exp(-tau / T)
-    else:
-        x = v + r * tau
-    return mf[mi[MF_ACT_GAIN] + i] * x - mf[mi[MF_ACT_PRELOAD] + i]

@@ -54,7 +54,7 @@ class Core:
     """
 
     def __init__(self, spec: CoreSpec, plant_nf: int = 0, plant_ni: int = 0,
-                 plant_ndf: int = 0, plant_ndi: int = 0, law: LawBlocks | None = None):
+                 plant_ndf: int = 0, plant_ndi: int = 0, law: LawBlocks | None = None, act_hold: bool = False):
         spec.validate()
         self.spec = spec
         n, g, s = len(spec.inertia), len(spec.rows), len(spec.springs)
@@ -64,6 +64,8 @@ class Core:
         self.sizes = L.Sizes(n=n, g=g, s=s, P=P, E=st.event_capacity, plant_nf=plant_nf,
                              plant_ni=plant_ni, plant_ndf=plant_ndf, plant_ndi=plant_ndi, x=x,
                              d=n if spec.dense else 0)
+        if act_hold:  # the plant may hold rows' actuators on a ramp before their lag (DF_ACT_HOLD, a clutch fill)
+            self.sizes = replace(self.sizes, hold=1)
         if law is not None:
             self.sizes = replace(self.sizes, law=1, law_nf=law.nf, law_ni=law.ni, law_ndf=law.ndf, law_nz=law.nz)
         self.mf, self.mi, self.df, self.di = L.allocate(self.sizes)
@@ -193,6 +195,8 @@ class Core:
         self.u_torque_rate = self._dfv(L.DF_U_TAU_RATE, n)
         self.u_act = self._dfv(L.DF_U_ACT, g)
         self.u_act_rate = self._dfv(L.DF_U_ACT_RATE, g)
+        self.act_hold = self._dfv(L.DF_ACT_HOLD, g * sz.hold)  # s into the step (empty without act_hold)
+        self.act_ramp = self._dfv(L.DF_ACT_RAMP, g * sz.hold)
         self.delta = self._dfv(L.DF_DELTA, g)
         self.mu = self._dfv(L.DF_MU, g)
         self.cap_static = self._dfv(L.DF_CAP_S, g)

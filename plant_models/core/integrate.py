@@ -24,8 +24,9 @@ import math
 import numpy as np
 
 from .jit import JIT, JIT_STAGE, kernel
+from .actuator import _act_normal_force
 from .dynamics import (
-    _accel, _act_normal_force, _caps, _caps_substep, _deriv, _deriv_finish, _forces, _lag_factors, _sizes, _slip,
+    _accel, _caps, _caps_substep, _deriv, _deriv_finish, _forces, _lag_factors, _sizes, _slip,
     _yoff,
 )
 from .modes import (

@@ -307,11 +307,18 @@ TABLE: tuple[Field, ...] = (
     F("DF_LAW_POW", "df", "law", "law", "power the law delivered at the last evaluation, W (only with a law: a plant"
       " without one keeps the data buffer, and its snapshot files, of the layout before the seam)"),
     F("DF_LAW_ZDOT", "df", "law_nz", "law", "time derivative of the law states at the last evaluation"),
+    F("H_ACT_HOLD", "hdr", "hold", "hdr",
+      "1: rows may hold their actuator on a ramp before its lag (DF_ACT_HOLD, DF_ACT_RAMP); a plant with the"
+      " blocks may clear it for a step in which no row holds"),
+    F("DF_ACT_HOLD", "df", "hold*g", "in", "time into the step until which the row's actuator state follows the ramp"
+      " DF_ACT_RAMP instead of its lag, s (0: the lag from the step start; only with H_ACT_HOLD: a clutch fill)"),
+    F("DF_ACT_RAMP", "df", "hold*g", "in", "slope of that ramp, command units/s"),
 )
 
 BUFFERS = ("mf", "mi", "df", "di")
 _SIZE_NAMES = frozenset(("n", "g", "s", "P", "E", "x", "d", "ny", "plant_nf", "plant_ni", "plant_ndf", "plant_ndi",
-                         "law", "law_nf", "law_ni", "law_ndf", "law_nz", "model_block", "N_SETTINGS", "N_FLAGS", "N_COUNTERS"))
+                         "law", "law_nf", "law_ni", "law_ndf", "law_nz", "hold", "model_block", "N_SETTINGS", "N_FLAGS",
+                         "N_COUNTERS"))
 _SIZE_NODES = (ast.Expression, ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Name, ast.Load, ast.Constant, ast.Compare,
                ast.Gt)
 
@@ -448,6 +455,7 @@ class Sizes:
     law_ni: int = 0
     law_ndf: int = 0
     law_nz: int = 0
+    hold: int = 0  # 1: rows may hold their actuator on a ramp before its lag (a clutch's hydraulic fill)
 
     @property
     def ny(self) -> int:
@@ -459,7 +467,7 @@ def _size_values(sz: Sizes) -> dict[str, int]:
     ns = {"n": sz.n, "g": sz.g, "s": sz.s, "P": sz.P, "E": sz.E, "x": sz.x, "d": sz.d, "ny": sz.ny,
           "plant_nf": sz.plant_nf, "plant_ni": sz.plant_ni, "plant_ndf": sz.plant_ndf, "plant_ndi": sz.plant_ndi,
           "law": sz.law, "law_nf": sz.law_nf, "law_ni": sz.law_ni, "law_ndf": sz.law_ndf, "law_nz": sz.law_nz,
-          "N_SETTINGS": N_SETTINGS, "N_FLAGS": N_FLAGS, "N_COUNTERS": N_COUNTERS, "model_block": 0}
+          "hold": sz.hold, "N_SETTINGS": N_SETTINGS, "N_FLAGS": N_FLAGS, "N_COUNTERS": N_COUNTERS, "model_block": 0}
     block = PLACEMENT["mf"]
     first, last = block.index(SLOTS["MF_INERTIA"]), block.index(SLOTS["MF_SETTINGS"])
     ns["model_block"] = sum(_size(slot, ns) for slot in block[first:last + 1])

@@ -59,7 +59,10 @@ from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from ..powertrain import components as PT
 from ..powertrain.driver import driver_update
-from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, NZ as LAW_NZ, N_LD, POWERTRAIN_LAW,
+from ..powertrain.hydraulics import (Hydraulics, data_length, hydraulics_after, hydraulics_before, initial_data,
+                                     param_block, write_fill_outputs)
+from ..powertrain.hydraulics import describe as hydraulics_description
+from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, N_LD, POWERTRAIN_LAW,
                               Z_LIMIT, inputs_changed, inputs_finite, write_outputs)
 from ..reduction import speed_constraints
 
@@ -110,7 +113,10 @@ PF_LAMBDA = 41  # [relations x members] relation forces from the members' torque
 PF_G = 42  # [relations x members] the relations' coefficients
 PF_OUT_SIGN = 43  # [1] w_out = sign * w_output_member
 PI_OUT_PT = 44  # output index of the powertrain components' first output, -1: no powertrain
-PI_LEN = 45
+PF_HYD = 45  # the clutch hydraulics' parameter block (powertrain/hydraulics.py), empty without
+PI_HYD_D = 46  # offset in the plant data block of the hydraulics' data, -1: no hydraulics
+PI_OUT_HYD = 47  # output index of the first fill output
+PI_LEN = 48
 # plant int data (DI_PLANT block)
 PD_SEL = 0  # [selectors] position in effect (its command value, 0 = neutral)
 
@@ -148,16 +154,20 @@ class TransmissionParams:
     reduction: Reduction
     settings: Settings
     powertrain: PT.Powertrain | None = None  # engine, torque converter, vehicle (docs/powertrain.md)
+    hydraulics: Hydraulics | None = None  # clutch fill, dead time, valve (docs/powertrain.md)
 
 
-def transmission_ports(d: Description, red: Reduction | None = None,
-                       pt: PT.Powertrain | None = None) -> tuple[Ports, Ports, dict[int, int]]:
+def transmission_ports(d: Description, red: Reduction | None = None, pt: PT.Powertrain | None = None,
+                       hyd: Hydraulics | None = None) -> tuple[Ports, Ports, dict[int, int]]:
     """Inputs, outputs, and the start of each port block as the plant's int parameters ``{PI_*: index}``."""
     names = [m.name for m in d.members]
     inputs = Ports()
     ports = {}
     for k, e in enumerate(d.elements):
-        if e.clutch is not None:
+        if hyd is not None and hyd.current_commands and k in hyd.elements:
+            ports[k] = inputs.add(f"i_{e.name}", "A", hyd.valve_current_A[0], hyd.valve_current_A[-1],
+                                  hyd.valve_current_A[0], f"{e.kind} {e.name} solenoid current (valve map)")
+        elif e.clutch is not None:
             ports[k] = inputs.add(f"p_{e.name}", "bar", 0.0, e.pressure_max_bar, 0.0,
                                   f"{e.kind} {e.name} pressure command")
     sel_ports = [inputs.add(s.input, "-", min([0] + [p.value for p in s.positions]),
@@ -188,12 +198,17 @@ def transmission_ports(d: Description, red: Reduction | None = None,
     out_rel = outputs.add_block(Signal(nm, "N m", -1.0e5, 1.0e5, 0.0, doc) for nm, doc, _, _ in relout)
     out_pt = len(outputs) if pt is not None else -1
     pt_ports = PT.add_ports(pt, inputs, outputs) if pt is not None else {}
+    out_hyd = -1
+    if hyd is not None:
+        out_hyd = outputs.add_block(Signal(f"fill_{d.elements[k].name}", "-", 0.0, 1.0, 0.0,
+                                           f"{d.elements[k].name} piston stroke: filled volume / fill volume")
+                                    for k in hyd.elements)
     out_status = outputs.add("status", "-", 0, 2 ** 16, 0,
                              f"core status bits, plus {ST_GEAR_REJECTED} = selector command rejected",
                              integer=True)
     blocks = {PI_N_IN: len(inputs), PI_IN_TQ: in_tq, PI_OUT_W: out_w, PI_OUT_WOUT: out_wout, PI_OUT_GEAR: out_gear,
               PI_OUT_RATIO: out_ratio, PI_OUT_EL: out_el, PI_OUT_SEL: out_sel, PI_OUT_SPRING: out_spring,
-              PI_OUT_REL: out_rel, PI_OUT_STATUS: out_status, PI_OUT_PT: out_pt}
+              PI_OUT_REL: out_rel, PI_OUT_STATUS: out_status, PI_OUT_PT: out_pt, PI_OUT_HYD: out_hyd}
     return inputs, outputs, dict(blocks, element_ports=ports, selector_ports=sel_ports, powertrain_ports=pt_ports)
 
 
@@ -386,6 +401,8 @@ def _outputs(mf, mi, df, di, st, h):
         _relation_outputs(mf, mi, df, di, oy, h)
     if mi[opi + PI_OUT_PT] >= 0:
         write_outputs(mf, mi, df, di, h, oy + mi[opi + PI_OUT_PT])
+    if mi[opi + PI_HYD_D] >= 0:
+        write_fill_outputs(mf, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + mi[opi + PI_HYD_D], oy + mi[opi + PI_OUT_HYD])
     df[oy + mi[opi + PI_OUT_STATUS]] = float(st)
 
 
@@ -554,9 +571,14 @@ def transmission_step(mf, mi, df, di, dt):
     if rmi[rmi[L.MI_PLANT] + PI_OUT_PT] >= 0:
         driver_update(rmf, rmi, rdf, dt)
     pst = _inputs(rmf, rmi, rdf, rdi)
+    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:  # clutch hydraulics: the command after dead time and valve, the stroke of this step
+        hydraulics_before(rmf, rmi, rdf, _ftab(rmi, PF_HYD), rmi[L.DF_PLANT] + ohd, dt)
     st = core_step(rmf, rmi, rdf, rdi, dt)
     if st != L.ST_BAD_INPUT:  # a refused step reports only that
         st |= pst
+        if ohd >= 0:
+            hydraulics_after(rmf, rmi, rdf, _ftab(rmi, PF_HYD), rmi[L.DF_PLANT] + ohd, dt)
     _outputs(rmf, rmi, rdf, rdi, st, dt)
     return st
 
@@ -566,6 +588,9 @@ def transmission_refresh(mf, mi, df, di, st):
     """Inputs -> outputs without stepping (at the start)."""
     rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
     pst = _inputs(rmf, rmi, rdf, rdi)
+    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        hydraulics_before(rmf, rmi, rdf, _ftab(rmi, PF_HYD), rmi[L.DF_PLANT] + ohd, 0.0)
     _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
     return pst
 
@@ -582,7 +607,8 @@ class TransmissionPlant(FrictionPlant):
 
     @classmethod
     def signals(cls, params: TransmissionParams):
-        inputs, outputs, _ = transmission_ports(params.description, params.reduction, params.powertrain)
+        inputs, outputs, _ = transmission_ports(params.description, params.reduction, params.powertrain,
+                                               params.hydraulics)
         return inputs.signals(params), outputs.signals(params)
 
     @classmethod
@@ -598,6 +624,9 @@ class TransmissionPlant(FrictionPlant):
                              ratio=float(g.ratio)) for g in red.gears]
         if p.powertrain is not None:
             out["components"] = PT.describe(p.powertrain, [m.name for m in d.members])
+        if p.hydraulics is not None:
+            out.setdefault("components", {})["hydraulics"] = hydraulics_description(p.hydraulics,
+                                                                                    [e.name for e in d.elements])
         return out
 
     @classmethod
@@ -636,15 +665,18 @@ class TransmissionPlant(FrictionPlant):
         law = None
         if self.params.powertrain is not None:
             li, lf = self._law_tables()
-            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia), nz=LAW_NZ,
+            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia),
+                            nz=self.params.powertrain.law_states,
                             checks_reuse=True)
+        hyd = self.params.hydraulics
         self.core = Core(self.spec, plant_nf=self.plant_nf, plant_ni=self.plant_ni,
-                         plant_ndf=2 * self.n_in + self.n_out + nrel, plant_ndi=self.plant_ndi, law=law)
+                         plant_ndf=2 * self.n_in + self.n_out + nrel + (data_length(hyd) if hyd else 0),
+                         plant_ndi=self.plant_ndi, law=law, act_hold=hyd is not None)
         return self.core.mf, self.core.mi, self.core.df, self.core.di
 
     def _law_tables(self):
         p = self.params
-        _, _, blocks = transmission_ports(p.description, p.reduction, p.powertrain)
+        _, _, blocks = transmission_ports(p.description, p.reduction, p.powertrain, p.hydraulics)
         T = np.asarray(p.reduction.T, dtype=float).reshape(len(p.description.members), len(p.reduction.coordinates))
         return PT.law_tables(p.powertrain, T, p.reduction.coordinates, self.n_in, blocks["powertrain_ports"])
 
@@ -680,7 +712,7 @@ class TransmissionPlant(FrictionPlant):
         c.omega[:] = initial_speeds(d, red, positions)
         for i, e in enumerate(d.elements):
             if e.clutch is not None:
-                c.act[i] = self.u[self.input_index(f"p_{e.name}")] * BAR
+                c.act[i] = self.command_pressure(i) * BAR
             else:
                 c.act[i] = e.holding_N_m / e.force_radius
             c.u_act[i] = c.act[i]
@@ -689,6 +721,7 @@ class TransmissionPlant(FrictionPlant):
             c.act[nel + s] = cap
             c.u_act[nel + s] = cap
         c.twist[:] = 0.0
+        self._settle_hydraulics()
         if self.params.powertrain is not None and self.params.powertrain.engine is not None:
             c.law_z[Z_LIMIT] = self.u[self.input_index("torque_limit")]  # the limit starts settled
 
@@ -755,12 +788,54 @@ class TransmissionPlant(FrictionPlant):
         held = replace(d, initial_engaged=g.elements, initial_speeds=((d.input_member, input_speed),))
         c.omega[:] = initial_speeds(held, red, list(g.positions))
         refresh = self.compiled["refresh"]
+        self._settle_hydraulics()
         refresh(self.mf, self.mi, self.df, self.di, 0)
         c.act[:] = c.u_act
         for s, v in g.positions:
             c.act[nel + s] = c.u_act[nel + s] = d.selectors[s].dog_capacity
         st = c.start(list(g.elements) + [nel + s for s, _ in g.positions])
         return st | int(refresh(self.mf, self.mi, self.df, self.di, st))
+
+    # -- clutch hydraulics -----------------------------------------------------------------------------
+    def command_pressure(self, element: int) -> float:
+        """The pressure element ``element`` is commanded now, bar (through the valve map for a current)."""
+        e = self.params.description.elements[element]
+        hyd = self.params.hydraulics
+        if hyd is not None and hyd.current_commands and element in hyd.elements:
+            return hyd.pressure_of_current(float(self.u[self.input_index(f"i_{e.name}")]))
+        return float(self.u[self.input_index(f"p_{e.name}")])
+
+    def _hydraulics_blocks(self) -> tuple[np.ndarray, np.ndarray]:
+        """Views of the hydraulics' parameter block (mf) and data block (df)."""
+        opi = int(self.mi[L.MI_PLANT])
+        of = int(self.mi[L.MF_PLANT]) + int(self.mi[opi + PF_HYD])
+        od = int(self.mi[L.DF_PLANT]) + int(self.mi[opi + PI_HYD_D])
+        hyd = self.params.hydraulics
+        return self.mf[of:of + len(param_block(hyd, 0, [0] * len(hyd.elements)))], self.df[od:od + data_length(hyd)]
+
+    def _settle_hydraulics(self) -> None:
+        """Hydraulics settled at the current commands (ring full, valve settled, piston stroked to balance)."""
+        hyd = self.params.hydraulics
+        if hyd is None:
+            return
+        _, data = self._hydraulics_blocks()
+        data[:] = initial_data(hyd, [self.command_pressure(k) * BAR for k in hyd.elements])
+
+    def set_hydraulics_fault(self, row: int, fill_flow: float = 1.0, leak_bar: float = 0.0,
+                             stuck: bool = False) -> None:
+        """Faults of an element's hydraulics (between steps): fill flow factor (``slow_fill``), pressure lost
+        at the piston (``leakage``, bar), valve stuck at its last output (``valve_stuck``); the neutral values
+        clear them.  ValueError for an element without hydraulics."""
+        hyd = self.params.hydraulics
+        if hyd is None or row not in hyd.elements:
+            raise ValueError(f"{self.row_names()[row]} has no hydraulics")
+        from ..powertrain.hydraulics import H_FIRST, HP_FLOW, HP_LEAK, HP_LEN, HP_STUCK
+        params, _ = self._hydraulics_blocks()
+        b = H_FIRST + hyd.elements.index(row) * HP_LEN
+        params[b + HP_FLOW], params[b + HP_LEAK], params[b + HP_STUCK] = fill_flow, leak_bar * BAR, float(stuck)
+
+    def has_hydraulics(self, row: int) -> bool:
+        return self.params.hydraulics is not None and row in self.params.hydraulics.elements
 
     def gear_ratio(self, name: str) -> float:
         """w_input / w_out of a gear of the shift table."""
@@ -838,7 +913,7 @@ def quasi_steady_twists(core) -> np.ndarray:
 def _tables(p: TransmissionParams) -> tuple[list[int], list[float]]:
     """The plant's int and float parameter blocks (layout: the PI_* / PF_* slots above)."""
     d, red = p.description, p.reduction
-    inputs, outputs, blocks = transmission_ports(d, red, p.powertrain)
+    inputs, outputs, blocks = transmission_ports(d, red, p.powertrain, p.hydraulics)
     N, n = len(d.members), len(red.coordinates)
     ints = [0] * PI_LEN
     floats: list[float] = []
@@ -893,4 +968,10 @@ def _tables(p: TransmissionParams) -> tuple[list[int], list[float]]:
     ftable(PF_LAMBDA, np.asarray(red.relation_map, dtype=float).ravel())
     ftable(PF_G, np.asarray(red.relation_rows, dtype=float).ravel())
     ftable(PF_OUT_SIGN, [d.output_sign])
+    hyd = p.hydraulics
+    ftable(PF_HYD, [] if hyd is None else param_block(hyd, len(inputs),
+                                                       [blocks["element_ports"][k] for k in hyd.elements]))
+    ints[PI_OUT_HYD] = blocks[PI_OUT_HYD]
+    # the hydraulics' data follow the ports and the relation scratch in the plant's data block
+    ints[PI_HYD_D] = -1 if hyd is None else 2 * len(inputs) + len(outputs) + len(red.relation_names)
     return ints, floats

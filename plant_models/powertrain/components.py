@@ -121,6 +121,18 @@ class Driver:
 
 
 @dataclass(frozen=True)
+class Pto:
+    """A power take-off: a shaft driven from the crank at a fixed ratio, loaded by an implement."""
+
+    ratio: float  # crank speed / PTO shaft speed
+    load: tuple[tuple[float, float], ...]  # (PTO shaft speed rad/s, torque N m at full load), from (0, 0)
+
+    def crank_table(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The load seen at the crank: (crank speed rad/s, torque N m) = (ratio w, T / ratio)."""
+        return (tuple(self.ratio * w for w, _ in self.load), tuple(t / self.ratio for _, t in self.load))
+
+
+@dataclass(frozen=True)
 class Powertrain:
     """The components present (None: absent) and the members they act on (member indices)."""
 
@@ -133,6 +145,12 @@ class Powertrain:
     output_sign: float
     driver: Driver | None = None
     brake_row: int = -1  # the service brake's element (core row)
+    pto: Pto | None = None
+
+    @property
+    def law_states(self) -> int:
+        """Number of the law's states z (a PTO adds its work account)."""
+        return W.NZ_PTO if self.pto is not None else W.NZ
 
 
 def add_ports(pt: Powertrain, inputs: Ports, outputs: Ports) -> dict[str, int]:
@@ -168,6 +186,11 @@ def add_ports(pt: Powertrain, inputs: Ports, outputs: Ports) -> dict[str, int]:
         idx["driver_pedal"] = outputs.add("driver_pedal", "-", 0.0, 1.0, 0.0, "the driver's pedal (0 while off)")
         idx["driver_brake"] = outputs.add("driver_brake", "bar", 0.0, 1.0e3, 0.0,
                                           "the driver's brake pressure (0 while off)")
+    if pt.pto is not None:
+        idx["pto_load"] = inputs.add("pto_load", "-", 0.0, 1.0, 0.0,
+                                     "PTO implement load, 0 (disengaged) .. 1 (its full-load torque curve)")
+        idx["pto_torque"] = outputs.add("pto_torque", "N m", -1.0e4, 1.0e4, 0.0,
+                                        "torque the PTO load takes from the crank")
     return idx
 
 
@@ -190,6 +213,7 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
     ints[W.LI_IN_TARGET] = ports.get("target_speed", 0)
     ints[W.LI_IN_DRIVER_ON] = ports.get("driver_on", 0)
     ints[W.LI_BRAKE_ROW] = pt.brake_row
+    ints[W.LI_IN_PTO] = ports.get("pto_load", -1)
 
     def table(k, xs, ys, cubic=False):
         ints[W.LI_TAB + k] = len(floats)
@@ -223,6 +247,12 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
         dr = pt.driver
         floats[W.LF_DRV_KP], floats[W.LF_DRV_KI] = dr.kp, dr.ki
         floats[W.LF_DRV_FULL], floats[W.LF_DRV_BRAKE] = dr.full_pedal_force, dr.brake_bar
+    if pt.pto is not None:
+        ints[W.LI_PTO] = 1
+        xs, ys = pt.pto.crank_table()
+        ints[W.LI_PTO_TAB], ints[W.LI_PTO_N] = len(floats), len(xs)
+        floats.extend(xs)
+        floats.extend(ys)
     return ints, floats
 
 
@@ -250,6 +280,10 @@ def describe(pt: Powertrain, names: list[str]) -> dict:
                               elements=[BRAKE] + ([ROLLING] if v.rolling_coefficient > 0 else []),
                               inputs=["grade_percent", f"p_{BRAKE}"] + (["drawbar_force"] if v.drawbar else []),
                               outputs=["vehicle_speed", "aero_force", "grade_force"])
+    if pt.pto is not None:
+        out["pto"] = dict(member=names[pt.engine_member], ratio=pt.pto.ratio,
+                          full_load_kW=round(max(w * t for w, t in pt.pto.load) / 1e3, 2),
+                          inputs=["pto_load"], outputs=["pto_torque"])
     if pt.driver is not None:
         out["driver"] = dict(kp=pt.driver.kp, ki=pt.driver.ki, full_pedal_force_N=pt.driver.full_pedal_force,
                              inputs=["target_speed", "driver_on"], outputs=["driver_pedal", "driver_brake"])

@@ -43,7 +43,11 @@ LI_DRIVER = 19  # 1: a driver (powertrain/driver.py) may command pedal and brake
 LI_IN_TARGET = 20  # input index of the driver's target speed, m/s
 LI_IN_DRIVER_ON = 21  # input index of the driver's enable (>= 0.5: the driver commands)
 LI_BRAKE_ROW = 22  # core row of the service brake
-LI_LEN = 23
+LI_PTO = 23  # 1: a power take-off loads the engine's member
+LI_PTO_TAB = 24  # offset in MF_LAW of its table: engine speed (rad/s), then torque on the crank at full load (N m)
+LI_PTO_N = 25  # its number of breakpoints
+LI_IN_PTO = 26  # input index of the PTO load, 0..1, or -1 (no PTO)
+LI_LEN = 27
 TAB_FULL, TAB_DRAG, TAB_K, TAB_TR = 0, 1, 2, 3
 PM_ENGINE, PM_TURBINE, PM_OUTPUT = 0, 1, 2
 
@@ -75,6 +79,8 @@ Z_W_AERO = 4  # work of the aerodynamic drag, J
 Z_W_GRADE = 5  # work of the grade force (minus the change of potential energy), J
 Z_W_DRAWBAR = 6  # work of the drawbar pull (<= 0 while pulling forward), J
 NZ = 7
+Z_W_PTO = 7  # work of the PTO load (<= 0), J: a state only with a PTO (NZ_PTO states)
+NZ_PTO = 8
 
 # -- DF_LAW: values at the last evaluation, then a force scratch for the outputs' evaluation
 LD_ENGINE_TQ = 0  # engine torque, N m
@@ -84,6 +90,7 @@ LD_SR = 3  # converter speed ratio w_turbine / w_impeller (0 with the impeller a
 LD_SPEED = 4  # vehicle speed, m/s
 LD_AERO_F = 5  # aerodynamic drag force, N (resisting forward motion when positive)
 LD_GRADE_F = 6  # grade force, N (resisting forward motion when positive)
+LD_IN_PTO = 7  # the PTO load as the previous step's last evaluation used it
 LD_IN_END = 8  # [4] pedal, limit, grade, drawbar as the previous step's last evaluation used them (value + rate dt)
 LD_DRV_ON = 12  # 1.0: the driver commands pedal and brake in this step
 LD_DRV_INT = 13  # the driver's integral of the speed error, m
@@ -178,6 +185,28 @@ def _input(mi, df, slot, s):
 
 
 @njit(**JIT)
+def pto_torque(mf, mi, df, s, we):
+    """Torque the PTO takes from the crank at crank speed we (rad/s), N m: the load input (0..1) times the
+    implement's full-load torque over speed, linear between breakpoints, 0 at rest, odd in we (a load
+    resists either sense).  Called in the real-time loop."""
+    oli = mi[L.MI_LAW]
+    ox = mi[L.MF_LAW] + mi[oli + LI_PTO_TAB]
+    n = mi[oli + LI_PTO_N]
+    a = abs(we)
+    if a >= mf[ox + n - 1]:
+        t = mf[ox + 2 * n - 1]
+    else:
+        q = 1
+        while a > mf[ox + q]:
+            q += 1
+        x0 = mf[ox + q - 1]
+        y0 = mf[ox + n + q - 1]
+        t = y0 + (mf[ox + n + q] - y0) * (a - x0) / (mf[ox + q] - x0)
+    t *= min(max(_input(mi, df, LI_IN_PTO, s), 0.0), 1.0)
+    return t if we >= 0.0 else -t
+
+
+@njit(**JIT)
 def pedal_at(mi, df, s):
     """The pedal in effect s into the step: the driver's (held over the step) or the input's, 0..1.
 
@@ -266,6 +295,12 @@ def powertrain_forces(mf, mi, df, di, s, oy, of):
         df[ozd + Z_W_ENGINE] = pe
         df[od + LD_ENGINE_TQ] = te
         p += pe
+    if mi[oli + LI_PTO] == 1:
+        we = _speed(mf, mi, df, PM_ENGINE, oy)
+        tq = pto_torque(mf, mi, df, s, we)
+        _apply(mf, mi, df, PM_ENGINE, of, -tq)
+        df[ozd + Z_W_PTO] = -tq * we
+        p -= tq * we
     if mi[oli + LI_CONVERTER] == 1:
         wp = _speed(mf, mi, df, PM_ENGINE, oy)
         wt = _speed(mf, mi, df, PM_TURBINE, oy)
@@ -339,6 +374,8 @@ def write_outputs(mf, mi, df, di, s, oout):
     df[od + LD_IN_END + 2] = _input(mi, df, LI_IN_GRADE, s)
     if mi[oli + LI_IN_DRAWBAR] >= 0:
         df[od + LD_IN_END + 3] = _input(mi, df, LI_IN_DRAWBAR, s)
+    if mi[oli + LI_IN_PTO] >= 0:
+        df[od + LD_IN_PTO] = _input(mi, df, LI_IN_PTO, s)
     q = oout
     if mi[oli + LI_ENGINE] == 1:
         df[q] = df[od + LD_ENGINE_TQ]
@@ -357,6 +394,9 @@ def write_outputs(mf, mi, df, di, s, oout):
         on = df[od + LD_DRV_ON] == 1.0
         df[q] = df[od + LD_DRV_PEDAL] if on else 0.0
         df[q + 1] = df[od + LD_DRV_BRAKE] if on else 0.0
+        q += 2
+    if mi[oli + LI_PTO] == 1:  # at the state the outputs are written for (the step's end)
+        df[q] = pto_torque(mf, mi, df, s, _speed(mf, mi, df, PM_ENGINE, y_omega(mi)))
 
 
 @njit(**JIT)
@@ -366,7 +406,7 @@ def inputs_finite(mi, df):
     op = mi[L.DF_PLANT]
     n_in = mi[oli + LI_N_IN]
     probe = 0.0
-    for slot in (LI_IN_PEDAL, LI_IN_LIMIT, LI_IN_GRADE, LI_IN_DRAWBAR, LI_IN_TARGET, LI_IN_DRIVER_ON):
+    for slot in (LI_IN_PEDAL, LI_IN_LIMIT, LI_IN_GRADE, LI_IN_DRAWBAR, LI_IN_TARGET, LI_IN_DRIVER_ON, LI_IN_PTO):
         k = mi[oli + slot]
         if k >= 0:
             probe += (df[op + k] - df[op + k]) + (df[op + n_in + k] - df[op + n_in + k])
@@ -380,6 +420,8 @@ def inputs_changed(mi, df):
     and the state, not the plant's): the caller clears FLAG_REUSE.  Called in the real-time loop."""
     od = mi[L.DF_LAW]
     if mi[mi[L.MI_LAW] + LI_IN_DRAWBAR] >= 0 and df[od + LD_IN_END + 3] != _input(mi, df, LI_IN_DRAWBAR, 0.0):
+        return True
+    if mi[mi[L.MI_LAW] + LI_IN_PTO] >= 0 and df[od + LD_IN_PTO] != _input(mi, df, LI_IN_PTO, 0.0):
         return True
     return (df[od + LD_IN_END] != pedal_at(mi, df, 0.0)
             or df[od + LD_IN_END + 1] != _input(mi, df, LI_IN_LIMIT, 0.0)

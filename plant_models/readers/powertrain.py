@@ -1,4 +1,5 @@
-"""Reading the powertrain tables of a transmission description: ``[engine]``, ``[torque_converter]``, ``[vehicle]``.
+"""Reading the powertrain tables of a transmission description: ``[engine]``, ``[torque_converter]``, ``[vehicle]``,
+``[driver]``, ``[pto]``.
 
 The components that are friction rows become elements of the description
 (``lockup``: a clutch between the engine member and the transmission
@@ -17,7 +18,7 @@ from fractions import Fraction
 from ..config import ConfigReader
 from ..drivetrain import Element, Member
 from ..clutch import BAR, WetClutch
-from ..powertrain.components import (BRAKE, ENGINE_MEMBER, LOCKUP, ROLLING, RPM, Driver, Engine, Powertrain,
+from ..powertrain.components import (BRAKE, ENGINE_MEMBER, LOCKUP, ROLLING, RPM, Driver, Engine, Powertrain, Pto,
                                      TorqueConverter, Vehicle)
 from .common import read_wet_clutch
 
@@ -79,10 +80,24 @@ def read_powertrain(cfg: ConfigReader, members: list[Member], elements: list[Ele
                         full_pedal_force=r.number("full_pedal_force_N", positive=True),
                         brake_bar=r.number("brake_bar_at_full_command", positive=True))
         r.reject_unknown()
+    pto = _pto(cfg.sub("pto"), engine) if cfg.has("pto") else None
     brake_row = [e.name for e in elements].index(BRAKE) if vehicle is not None else -1
     pt = Powertrain(engine, converter, vehicle, engine_member, input_member, output_member, output_sign, driver,
-                    brake_row)
+                    brake_row, pto)
     return members, elements, pt
+
+
+def _pto(r: ConfigReader, engine: Engine | None) -> Pto:
+    """``[pto]``: a power take-off on the engine's member (``ratio`` = crank speed / PTO speed, the implement's
+    full-load torque at the PTO shaft over its speed, starting at 0 rpm with 0 N m)."""
+    if engine is None:
+        raise r.error("ratio", "a PTO needs an [engine] (it is driven from the crank)")
+    load = _curve(r, "speed_rpm", "torque_N_m", RPM)
+    if load[0] != (0.0, 0.0) or any(t < 0.0 for _, t in load):
+        raise r.error("torque_N_m", "must start at 0 N m at 0 rpm and be nonnegative (a load)")
+    pto = Pto(ratio=r.number("ratio", positive=True), load=load)
+    r.reject_unknown()
+    return pto
 
 
 def _add(elements, taken, e: Element, r: ConfigReader, key: str) -> None:

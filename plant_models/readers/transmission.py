@@ -18,6 +18,7 @@ from ..drivetrain import (Description, DrivetrainError, Element, Member, Positio
 from ..plants.transmission import TransmissionParams
 from ..reduction import reduce
 from .common import read_settings, read_wet_clutch
+from .hydraulics import read_hydraulics
 from .powertrain import read_powertrain
 
 ELEMENT_KINDS = ("clutch", "brake", "freewheel")
@@ -54,6 +55,7 @@ def read_transmission(cfg: ConfigReader) -> TransmissionParams:
     out.reject_unknown()
     members, elements, powertrain = read_powertrain(cfg, members, elements, input_member, output_member, output_sign)
     index.update({m.name: k for k, m in enumerate(members)})  # a converter adds the engine's member
+    elements, hydraulics = read_hydraulics(cfg, elements)
     gears = _gears(cfg, elements, selectors)
     independent = ()
     if cfg.has("independent_speeds"):
@@ -78,7 +80,7 @@ def read_transmission(cfg: ConfigReader) -> TransmissionParams:
         red = reduce(d)
     except DrivetrainError as exc:
         raise ConfigError(cfg.source, exc.key, exc.problem) from None
-    return TransmissionParams(d, red, settings, powertrain)
+    return TransmissionParams(d, red, settings, powertrain, hydraulics)
 
 
 def _items(cfg: ConfigReader, key: str) -> list[ConfigReader]:

@@ -46,7 +46,11 @@ How each target acts, and why there
   ``pressure_bias`` is a signal fault (an offset) on the clutch's pressure
   output; ``stuck_closed`` also saturates the clutch's capacity output at the
   top of its declared range (its real capacity is beyond any the drive line
-  can load, and an output stays inside its declared range).
+  can load, and an output stays inside its declared range).  The faults of
+  a clutch's hydraulics (``slow_fill``: the fill flow times ``value`` in
+  (0, 1]; ``leakage``: ``value`` bar lost at the piston; ``valve_stuck``:
+  the valve keeps its last output) go to the plant's
+  ``set_hydraulics_fault`` the same way, between ticks.
 * transport faults (**can**, **zmq**, the target is the adapter type) are
   declared by the adapter type: its declaration
   (:mod:`io_adapters.declaration`) lists the kinds and checks the map's
@@ -79,7 +83,9 @@ from server.realtime.fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_VA
                            fault_inputs, fault_outputs, fault_push, fault_restore, seed_state, warm_up)
 
 SIGNAL_KINDS = ("force", "freeze", "offset", "gain", "noise", "dropout")
-CLUTCH_KINDS = ("stuck_closed", "no_torque", "worn", "slow_actuator", "pressure_bias")
+CLUTCH_KINDS = ("stuck_closed", "no_torque", "worn", "slow_actuator", "pressure_bias", "slow_fill", "leakage",
+                "valve_stuck")
+HYDRAULIC_KINDS = CLUTCH_KINDS[5:]  # faults of a clutch's hydraulics (a plant with [hydraulics] on that clutch)
 PLANT_TARGETS = ("signal", "clutch")  # and every adapter type that declares fault kinds (fault_targets())
 
 NEUTRAL_OVERLAY = (1.0, 1.0, 1.0, 0.0)  # a clutch's fault overlay with no fault: (capacity, static, lag, preload)
@@ -261,6 +267,13 @@ def _parse_clutch(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
             raise fault_error(where, f"pressure_bias: {plant.kind} has no pressure output for clutch {d['clutch']!r}")
         return FaultSpec("", "clutch", kind, value=value, signal=sig, side="output", index=plant.output_index(sig),
                          row=row)
+    elif kind in HYDRAULIC_KINDS and not (callable(getattr(plant, "has_hydraulics", None))
+                                          and plant.has_hydraulics(row)):
+        raise fault_error(where, f"{kind}: clutch {d['clutch']!r} has no hydraulics (a [hydraulics] table)")
+    elif kind == "slow_fill":
+        value = fault_number(d, "value", where, lo=1e-6, hi=1.0)
+    elif kind == "leakage":
+        value = fault_number(d, "value", where, lo=0.0, hi=1000.0)
     elif "value" in d:
         raise fault_error(where, f"a {kind} fault takes no 'value'")
     if kind == "stuck_closed":
@@ -326,6 +339,7 @@ class FaultSet:
         self.active: list[FaultSpec] = []
         self.set_total = 0
         self._rows: set[int] = set()  # clutch rows with a fault overlay on them
+        self._hyd_rows: set[int] = set()  # clutch rows with a fault on their hydraulics
         self._table_specs: list[FaultSpec] = []  # the fault of each signal-table row in use
         self._lo = np.array([s.lo for s in plant.inputs], dtype=float)
         self._hi = np.array([s.hi for s in plant.inputs], dtype=float)
@@ -440,7 +454,7 @@ class FaultSet:
         """The fault overlay of each clutch row with a fault on its physics (in the order the faults were set)."""
         out = {}
         for f in self.active:
-            if f.target != "clutch" or f.kind == "pressure_bias":
+            if f.target != "clutch" or f.kind == "pressure_bias" or f.kind in HYDRAULIC_KINDS:
                 continue
             cap, stat, lag, pre = out.get(f.row, NEUTRAL_OVERLAY)
             if f.kind == "no_torque":
@@ -461,6 +475,15 @@ class FaultSet:
         for r in sorted(self._rows | set(ov)):
             self.plant.set_clutch_overlay(r, *ov.get(r, NEUTRAL_OVERLAY))
         self._rows = set(ov)
+        hyd = {}  # row -> (fill flow factor, leak bar, valve stuck)
+        for f in self.active:
+            if f.target == "clutch" and f.kind in HYDRAULIC_KINDS:
+                flow, leak, stuck = hyd.get(f.row, (1.0, 0.0, False))
+                hyd[f.row] = (flow * f.value if f.kind == "slow_fill" else flow,
+                              leak + f.value if f.kind == "leakage" else leak, stuck or f.kind == "valve_stuck")
+        for r in sorted(self._hyd_rows | set(hyd)):
+            self.plant.set_hydraulics_fault(r, *hyd.get(r, (1.0, 0.0, False)))
+        self._hyd_rows = set(hyd)
 
     def _adapter_check(self, tf: TransportFault) -> None:
         self._adapter(tf).check_fault(tf)
