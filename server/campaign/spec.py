@@ -1,7 +1,8 @@
 """Campaign files: what to vary, how to sample it, what to measure; read once, checked once.
 
 A campaign file (TOML; the format is documented in ``docs/campaigns.md``)
-names a base plant config and scenario, the parameters to vary (each
+names a base plant config and scenario, or a test file whose plant,
+stimulus and expectations are the base (:mod:`.testbase`), the parameters to vary (each
 addressed by a path, see :mod:`.paths`), a design that samples them (a
 full grid, a list, seeded random or Latin-hypercube), the metrics to
 compute per run (:mod:`.metrics`) and whether to keep traces.  Everything
@@ -33,7 +34,7 @@ from . import paths as P
 DESIGNS = ("grid", "list", "random", "lhs")
 MODES = ("set", "scale", "shift")
 KEEP = ("none", "all")
-RESERVED = ("run", "status", "error", "status_bits", "events")  # columns of every campaign table
+RESERVED = ("run", "status", "error", "status_bits", "events", "verdict")  # columns of campaign tables
 MAX_RUNS = 10_000_000
 
 
@@ -93,7 +94,16 @@ class CampaignSpec:
     keep_traces: str | tuple[int, ...] = "none"
     trace_every: int = 1
     integer_inputs: tuple[str, ...] = ()  # the plant's whole-number inputs (a shift cuts their histories as steps)
+    test_source: str = ""  # a test file as the base (.testbase): its path,
+    test_data: dict | None = None  # its content as read (what the expectations depend on),
+    test_name: str = ""
+    expectations: tuple = ()  # and its expectations (server.testbench.spec.Expectation), judged in every run
     digest: str = field(default="", compare=False)
+
+    @property
+    def judged(self) -> bool:
+        """Whether the runs are judged by a test file's expectations (the table has verdict columns)."""
+        return bool(self.expectations)
 
     @property
     def metric_names(self) -> list[str]:
@@ -120,8 +130,8 @@ def _resolve(reader: ConfigReader, key: str, folder: str) -> Path:
 
 
 def _parameter(params: ConfigReader, name: str, design: str) -> Parameter:
-    if name in RESERVED:
-        raise params.error(name, "is a column every campaign table has; choose another name")
+    if name in RESERVED or name.startswith("expect["):
+        raise params.error(name, "is the name of a column of campaign tables; choose another name")
     tab = params.sub(name)
     if tab.has("path") == tab.has("paths"):
         raise tab.error("path", "give either path (one) or paths (a list)")
@@ -207,8 +217,7 @@ def parse_campaign(data: dict, source: str) -> CampaignSpec:
 
     cfg = ConfigReader(data, source)
     description = cfg.string("description", "")
-    config_path = _resolve(cfg, "config", "configs")
-    scenario_path = _resolve(cfg, "scenario", "scenarios")
+    base = _base(cfg)
     dt = cfg.number("dt_s", positive=True) if cfg.has("dt_s") else None
     design_tab = cfg.sub("design")
     design = design_tab.string("method", choices=DESIGNS)
@@ -236,25 +245,44 @@ def parse_campaign(data: dict, source: str) -> CampaignSpec:
             raise ConfigError(source, "[parameters]", f"the grid has {runs} runs, more than {MAX_RUNS}")
     shift = _shift(cfg)
     metrics_tab = cfg.sub("metrics", required=False)
-    builtin, expressions = check_metrics(metrics_tab, [p.name for p in parameters])
+    builtin, expressions = check_metrics(metrics_tab, [p.name for p in parameters],
+                                         required=not base.get("expectations"))
     keep, every = _traces(cfg)
     cfg.reject_unknown()
-    config_data = load_plant_toml(config_path)
-    base = read_config_data(copy.deepcopy(config_data), str(config_path))
-    integer_inputs = tuple(s.name for s in base.plant_class.signals(base.params)[0] if s.integer)
-    spec = CampaignSpec(source=source, description=description, config_source=str(config_path),
-                        config_data=config_data, scenario_source=str(scenario_path),
-                        scenario_data=load_toml(scenario_path), dt=dt, parameters=parameters, design=design,
+    config_path = Path(base["config_source"])
+    config = read_config_data(copy.deepcopy(base["config_data"]), str(config_path))
+    integer_inputs = tuple(s.name for s in config.plant_class.signals(config.params)[0] if s.integer)
+    spec = CampaignSpec(source=source, description=description, dt=dt, parameters=parameters, design=design,
                         runs=runs, seed=seed, shift=shift, builtin=builtin, expressions=expressions,
-                        keep_traces=keep, trace_every=every, integer_inputs=integer_inputs)
+                        keep_traces=keep, trace_every=every, integer_inputs=integer_inputs, **base)
     spec = _with_digest(spec)
     _dry_run(spec)
     return spec
 
 
+def _base(cfg: ConfigReader) -> dict:
+    """The base of the runs, as CampaignSpec fields: a plant config and a scenario, or a test file."""
+    if cfg.has("test"):
+        for key in ("config", "scenario", "dt_s"):
+            if cfg.has(key):
+                raise cfg.error(key, "comes from the test file with a test as the base (give test, or config "
+                                "and scenario)")
+        from .testbase import read_test_base
+
+        test, raw = read_test_base(cfg)
+        return dict(config_source=str(test.plant_config), config_data=load_plant_toml(test.plant_config),
+                    scenario_source=test.scenario.source, scenario_data=test.scenario_data,
+                    test_source=test.source, test_data=raw, test_name=test.name, expectations=test.expectations)
+    config_path = _resolve(cfg, "config", "configs")
+    scenario_path = _resolve(cfg, "scenario", "scenarios")
+    return dict(config_source=str(config_path), config_data=load_plant_toml(config_path),
+                scenario_source=str(scenario_path), scenario_data=load_toml(scenario_path))
+
+
 def _with_digest(spec: CampaignSpec) -> CampaignSpec:
     """The spec with a digest of everything its results depend on (the file, the base config and scenario)."""
-    skip = ("digest", "source", "description", "keep_traces", "trace_every")  # nothing in the table depends on them
+    # nothing in the table depends on them (the expectations are in test_data, as the test file has them)
+    skip = ("digest", "source", "description", "keep_traces", "trace_every", "expectations", "test_name")
     doc = {k: v for k, v in spec.__dict__.items() if k not in skip}
     text = json.dumps(doc, sort_keys=True, default=lambda o: o.__dict__ if hasattr(o, "__dict__") else repr(o))
     return CampaignSpec(**{**spec.__dict__, "digest": hashlib.sha256(text.encode()).hexdigest()})
