@@ -145,3 +145,98 @@ def test_a_failed_run_has_every_expectation_in_error(tmp_path):
     assert ok.status == "ok" and bad.status == "failed" and "friction" in bad.error
     assert bad.verdict == "error" and all(v[0] == "error" and math.isnan(v[1]) for v in bad.verdicts)
     assert np.isnan(bad.metrics["flare"])
+
+
+# -- the answer: pass rates, influence, worst runs, the region plot, the replay ------------------------------
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A judged campaign of 40 runs, run on one worker, with its summary and figures."""
+    folder = tmp_path_factory.mktemp("judged")
+    camp = write(folder, CAMPAIGN.replace("RUNS", "40"))
+    out = folder / "out"
+    assert main(["campaign", str(camp), "--out", str(out), "--workers", "1", "--plot", "--quiet"]) == 0
+    return camp, out, load_campaign(camp), pq.read_table(out / TABLE)
+
+
+def test_the_summary_counts_pass_rates_ranks_influence_and_lists_the_worst_runs(finished):
+    camp, out, spec, table = finished
+    doc = json.loads((out / "summary.json").read_text())
+    verdict = table.column("verdict").to_pylist()
+    assert doc["runs"] == 40 and doc["passed"] == verdict.count("pass") and 0 < doc["passed"] < 40
+    for k, rate in enumerate(doc["expectations"]):
+        col = table.column(f"expect[{k}].verdict").to_pylist()
+        assert (rate["passed"], rate["failed"], rate["errors"]) == (col.count("pass"), col.count("fail"),
+                                                                    col.count("error"))
+    # the on-coming clutch's delay decides failure; friction much less
+    assert list(doc["influence"]) == ["c2_delay_s", "friction_scale"] and doc["region"] == list(doc["influence"])
+    assert doc["influence"]["c2_delay_s"] > 0.8 > doc["influence"]["friction_scale"]
+    worst = doc["worst"]
+    assert len(worst) == min(10, 40 - doc["passed"])
+    counts = [len(w["failing"]) for w in worst]
+    assert counts == sorted(counts, reverse=True)
+    first = worst[0]
+    row = table.filter(pc.equal(table["run"], first["run"])).to_pylist()[0]
+    f0 = first["failing"][0]
+    assert (row[f"{f0['column']}.fail_t_s"], row[f"{f0['column']}.fail_value"]) == (f0["t_s"], f0["value"])
+    assert first["replay"] == f"gearbox-hil campaign {camp} --out {out} --replay {first['run']}"
+    assert (out / "failing_region.png").stat().st_size > 10_000
+
+
+def test_replay_reproduces_a_failing_runs_verdicts_times_and_values_exactly(finished, capsys):
+    camp, out, spec, table = finished
+    from server.testbench.runner import run_test
+    from server.testbench.spec import load_test
+
+    run = json.loads((out / "summary.json").read_text())["worst"][0]["run"]
+    assert main(["campaign", str(camp), "--out", str(out), "--replay", str(run)]) == 1  # it fails, as in the table
+    text = capsys.readouterr().out
+    assert f"replay of run {run}: the same verdicts, failing times and values as the campaign table" in text
+    # the written test file, run by the test bench, against the table's row: bit for bit
+    result = run_test(load_test(out / "replay" / f"run_{run:06d}" / "test.toml"))
+    row = table.filter(pc.equal(table["run"], run)).to_pylist()[0]
+    failed = 0
+    for k, v in enumerate(result.verdicts):
+        label = "pass" if v.passed else "fail"
+        assert row[f"expect[{k}].verdict"] == label
+        if not v.passed:
+            failed += 1
+            assert np.float64(row[f"expect[{k}].fail_t_s"]).view(np.int64) == np.float64(v.t).view(np.int64)
+            assert np.float64(row[f"expect[{k}].fail_value"]).view(np.int64) == np.float64(v.value).view(np.int64)
+    assert failed >= 2
+
+
+def test_a_replay_that_differs_from_the_table_says_so(finished, tmp_path, capsys):
+    """The comparison can fail: a table whose failing value was changed in its last bit is caught."""
+    import shutil
+
+    camp, out, spec, table = finished
+    run = json.loads((out / "summary.json").read_text())["worst"][0]["run"]
+    other = tmp_path / "out"
+    shutil.copytree(out, other)
+    k = next(k for k in range(5) if table.column(f"expect[{k}].verdict")[run].as_py() == "fail")
+    col = f"expect[{k}].fail_value"
+    values = table.column(col).to_numpy().copy()
+    values[run] = np.nextafter(values[run], np.inf)
+    import pyarrow as pa
+    pq.write_table(table.set_column(table.schema.get_field_index(col), col, pa.array(values)), other / TABLE)
+    assert main(["campaign", str(camp), "--out", str(other), "--replay", str(run)]) == 3
+    assert f"DIFFERS expect[{k}]" in capsys.readouterr().out
+
+
+def test_replay_refuses_a_run_outside_the_campaign(finished, capsys):
+    camp, out, spec, table = finished
+    assert main(["campaign", str(camp), "--out", str(out), "--replay", "40"]) == 2
+    assert "--replay: run 40 is not a run of this campaign (0 .. 39)" in capsys.readouterr().err
+
+
+def test_the_toml_writer_reads_back_the_same_data_bit_for_bit():
+    import tomllib
+
+    from server.campaign.replay import dumps
+
+    data = {"name": "a \"quoted\" name\n", "x": 0.1 + 0.2, "n": 3, "b": True, "tiny": 1e-300, "inf": math.inf,
+            "list": [[0.0, 1.5], [0.59378845415217, -2.0]], "table": {"sub": {"deep": 1.0}, "k-1": "v"},
+            "expect": [{"expr": "gear", "after": {"command": "p_c2"}}, {"expr": "w", "during": [0.1, 0.5]}],
+            "inline": {"s": {"sine": {"amplitude": 2.0}}}, "odd key": 1}
+    back = tomllib.loads(dumps(data))
+    assert back == data and back["x"].hex() == (0.1 + 0.2).hex()
