@@ -404,12 +404,21 @@ class StepwiseRun:
     Python-step plant has the same rows, events and status as its lockstep
     run, bit for bit.  Same attributes and methods as :class:`Run`
     (``snapshot``/``restore`` aside).
+
+    ``faults``, if given, is a fault schedule applied as the real-time
+    tick applies its faults (:class:`server.realtime.fault_schedule.FaultSchedule`):
+    an object with ``switch(k)`` (the switches due before step k, between
+    steps), ``n_signal`` (signal-fault rows in use), and ``inputs(n)``,
+    ``outputs(n)``, ``restore(n)`` (the faulted inputs before the step, the
+    faulted outputs after it, which the kept row shows, and the commanded
+    inputs back after the row is kept).  The compiled :class:`Run` has no
+    fault stage: :func:`make_run` gives a run with faults this class.
     """
 
     BLOCK = 256  # input rows evaluated at a time
 
     def __init__(self, plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1,
-                 buffer_rows: int | None = None):
+                 buffer_rows: int | None = None, faults=None):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.plant = plant
@@ -417,6 +426,7 @@ class StepwiseRun:
         self.n_steps = int(n_steps)
         self.every = int(every)
         self.k = 0
+        self.faults = faults
         self.kind, self.times, self.values = table.arrays()
         if self.kind.shape[0] != plant.n_in:
             raise ValueError(f"the input table has {self.kind.shape[0]} rows, the plant {plant.n_in} inputs")
@@ -439,6 +449,7 @@ class StepwiseRun:
         k1 = self.n_steps if steps is None else min(self.n_steps, self.k + int(steps))
         p = self.plant
         u, u_rate, y, counters = p.u, p.u_rate, p.y, p.counters
+        faults = self.faults
         while self.k < k1:
             k = self.k
             j = k - self._k0
@@ -446,19 +457,31 @@ class StepwiseRun:
                 self._k0 = k
                 fill_inputs(self.kind, self.times, self.values, self.dt, k, self._U, self._R)
                 j = 0
+            nf = 0
+            if faults is not None:
+                faults.switch(k)
+                nf = faults.n_signal
             u[:] = self._U[j]
             u_rate[:] = self._R[j]
+            if nf:
+                faults.inputs(nf)
             self._status |= p.step(self.dt)
+            if nf:
+                faults.outputs(nf)
             if counters[CNT_EVENTS] != self._seen:
                 self._events.extend(p.new_events())
                 self._seen = int(counters[CNT_EVENTS])
             self.k = k + 1
+            full = False
             if self.k % self.every == 0 or self.k == self.n_steps:
                 self.out[self._rows] = y
                 self.out_step[self._rows] = self.k
                 self._rows += 1
-                if self._rows == self.out.shape[0]:
-                    break  # a buffered run's rows are full: the caller takes them (take_rows) and goes on
+                full = self._rows == self.out.shape[0]
+            if nf:
+                faults.restore(nf)
+            if full:
+                break  # a buffered run's rows are full: the caller takes them (take_rows) and goes on
         return self.k
 
     def take_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -486,8 +509,15 @@ class StepwiseRun:
 
 
 def make_run(plant: Plant, table: InputTable, dt: float, n_steps: int, every: int = 1,
-             buffer_rows: int | None = None) -> Run | StepwiseRun:
-    """The compiled :class:`Run` for a plant with a compiled step, else a :class:`StepwiseRun`."""
+             buffer_rows: int | None = None, faults=None) -> Run | StepwiseRun:
+    """The compiled :class:`Run` for a plant with a compiled step, else a :class:`StepwiseRun`.
+
+    With a fault schedule (``faults``, see :class:`StepwiseRun`) the run is
+    a :class:`StepwiseRun` for any plant: the fault stage is called around
+    each step as the real-time tick calls it.
+    """
+    if faults is not None:
+        return StepwiseRun(plant, table, dt, n_steps, every, buffer_rows, faults)
     cls = Run if isinstance(plant, CompiledPlant) else StepwiseRun
     return cls(plant, table, dt, n_steps, every, buffer_rows)
 

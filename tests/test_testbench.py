@@ -155,15 +155,19 @@ def test_can_speed_frame_dropped_case(tmp_path):
     assert "PASS  the TCU keeps the command watchdog fed" in r.stdout
 
 
-def test_faults_offline_are_refused_when_the_file_is_read(tmp_path):
-    p = tmp_path / "t.toml"
-    p.write_text('plant = "powershift"\nscenario = "powershift_single_swap"\n'
-                 '[[faults]]\nat = 0.1\ntarget = "clutch"\nclutch = 2\nkind = "no_torque"\n'
-                 '[[expect]]\nexpr = "gear"\neq = 1\nat = 0.2\n')
-    r = _cli(str(BENCHES / "swap_1_3.toml"), str(p))
-    assert r.returncode == 2 and r.stdout == ""  # nothing ran, the good file neither
-    assert r.stderr == (f"gearbox-hil: error: {p}: faults: fault injection needs a server: mode \"lockstep\" (the "
-                        "same results as offline, bit for bit) or \"realtime\"\n")
+def test_a_fault_schedule_runs_offline_with_the_lockstep_verdicts(tmp_path):
+    """The tie-up file in offline mode: the same failures at the same times as in lockstep (test_tie_up_case)."""
+    p = tmp_path / "tie_offline.toml"
+    p.write_text((FAILING / "swap_tie_up_fails.toml").read_text().replace('mode = "lockstep"', 'mode = "offline"'))
+    report = tmp_path / "tie.xml"
+    r = _cli(str(p), "--junit", str(report))
+    assert r.returncode == 1, r.stdout + r.stderr
+    cases = _cases(report)
+    name = "powershift swap 1 -> 3 with clutch 2 stuck closed early (fails on purpose)"
+    f = cases[f"{name}::gear 1 until the shift"].find("failure")
+    assert float(f.get("time_s")) == pytest.approx(0.301, abs=1e-9) and float(f.get("value")) != 1
+    assert cases[f"{name}::tie-up: clutch 1 slips against the stuck clutch 2"].find("failure") is None
+    assert "note  t = 0.3 s: fault set faults[0]" in r.stdout
 
 
 LOCKSTEP_FAULT = 'mode = "lockstep"\n[[faults]]\nat = 0.3\n'

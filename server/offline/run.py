@@ -29,7 +29,7 @@ EVENTS_FORMAT = 1  # version of the events.json layout
 
 
 def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
-                progress: Callable[[int, int], None] | None = None) -> Trace:
+                progress: Callable[[int, int], None] | None = None, faults=None) -> Trace:
     """Reset the plant to the scenario's initial inputs and run all its steps in compiled code.
 
     The scenario's inputs are evaluated, the plant stepped, the outputs kept
@@ -42,7 +42,16 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
     chunks of about a tenth of a second (the chunks change nothing in the
     results); then Ctrl-C between two chunks ends the run early with the
     rows so far (``Trace.complete`` false).
+
+    ``faults``: a fault schedule
+    (:class:`server.realtime.fault_schedule.FaultSchedule` for this plant and
+    ``compiled.dt``), started over here and cleared at the end; its faults are switched and applied
+    as the real-time loop applies them, so the trace equals a lockstep run
+    with the same faults bit for bit.  The run is then taken a step at a time
+    (:class:`plant_models.offline.StepwiseRun`).
     """
+    if faults is not None:
+        faults.reset()
     try:
         start_status = plant.reset(compiled.start_inputs())
     except ValueError as exc:  # an input value the plant refuses (Signal.check)
@@ -51,7 +60,7 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
 
     events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
     # compiled as a whole for a plant with a compiled step; a Python step is called a step at a time
-    run = make_run(plant, compiled.table, compiled.dt, compiled.n_steps, every)
+    run = make_run(plant, compiled.table, compiled.dt, compiled.n_steps, every, faults=faults)
     t0 = time.perf_counter()
     complete = True
     if progress is None:
@@ -68,6 +77,8 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
         except KeyboardInterrupt:  # keep what was computed: the rows and events so far
             complete = False
     wall = time.perf_counter() - t0
+    if faults is not None:  # the plant is left without the schedule's clutch overlays (a reset keeps them)
+        faults.reset()
     events += run.events()
     rows = run.rows
     steps = compiled.n_steps if complete else int(run.out_step[rows - 1])

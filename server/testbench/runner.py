@@ -1,8 +1,10 @@
 """Running a test file: the plant offline or a server in lockstep/realtime, the fault schedule, a controller.
 
 * offline: the plant in this process, the scenario's steps one by one
-  (:func:`server.offline.scenario.offline_step`, the same sequence as ``gearbox-hil
-  simulate`` and lockstep), every output and input recorded per step;
+  (the same sequence as ``gearbox-hil simulate`` and lockstep), with the
+  fault schedule applied around each step as the real-time tick applies it
+  (:mod:`server.realtime.fault_schedule`), every output and input recorded
+  per step: the same outputs as lockstep with the same faults, bit for bit;
 * lockstep without a controller: a ``gearbox-hil serve --mode lockstep``
   process; the runner loads the stimulus and steps it one tick at a time,
   switching scheduled faults between exactly the ticks they name;
@@ -62,7 +64,10 @@ def apply_fault(session: Session, fault: dict) -> None:
     """Switch a fault of the schedule on (the fault map of docs/faults.md, without ``at``/``until``).
 
     With a server: the ``fault_set`` control request, active from the next
-    tick.  Offline: not available (raises :class:`FaultUnavailable`).
+    tick.  Offline runs switch their faults through a
+    :class:`server.realtime.fault_schedule.FaultSchedule` instead
+    (:func:`offline_schedule`); here, without a client, this raises
+    :class:`FaultUnavailable`.
     """
     rep = _fault_request(session, "fault_set", fault=dict(fault))
     session.names[id(fault)] = rep.get("name")
@@ -129,23 +134,44 @@ def _compile(spec: TestSpec):
     return plant, compiled
 
 
-def run_offline(spec: TestSpec, log: list[str]) -> Recording:
-    from server.offline.scenario import offline_step
+def offline_schedule(spec: TestSpec, plant, dt: float, log: list[str] | None = None):
+    """The test file's fault schedule for an offline run of ``plant`` at step ``dt`` (None without faults)."""
+    if not spec.faults:
+        return None
+    from plant_models.errors import FaultError
 
+    from server.realtime.fault_schedule import FaultSchedule
+
+    try:
+        return FaultSchedule(plant, [(f.fault, f.at, f.until) for f in spec.faults], dt, log)
+    except FaultError as exc:
+        raise FaultUnavailable(str(exc)) from None
+
+
+def run_offline(spec: TestSpec, log: list[str]) -> Recording:
+    """The plant in this process, step by step; the fault schedule's stage around each step as in the tick."""
     plant, compiled = _compile(spec)
     n = compiled.n_steps
     Y = np.empty((n + 1, plant.n_out))
     U = np.empty((n + 1, plant.n_in))
     plant.reset(compiled.initial_inputs())
     Y[0] = plant.y
-    session = Session("offline")
-    clock = FaultClock(spec.faults)
-    eps = 0.5 * compiled.dt
+    faults = offline_schedule(spec, plant, compiled.dt, log)
     for k in range(n):
-        _switch(session, clock, k * compiled.dt, eps, log)
-        offline_step(plant, compiled, k)
+        nf = 0
+        if faults is not None:
+            faults.switch(k)
+            nf = faults.n_signal
+        compiled.apply(plant, k)
+        if nf:
+            faults.inputs(nf)
+        plant.step(compiled.dt)
+        if nf:
+            faults.outputs(nf)
         Y[k + 1] = plant.y
-        U[k] = plant.u
+        if nf:
+            faults.restore(nf)
+        U[k] = plant.u  # the commanded inputs, as the lockstep run records them
     U[n] = U[n - 1] if n else plant.u
     t = np.arange(n + 1) * compiled.dt
     sig = {s.name: U[:, i].copy() for i, s in enumerate(plant.inputs)}
