@@ -129,13 +129,6 @@ def test_a_parameter_may_not_take_a_verdict_columns_name(tmp_path):
         load_campaign(write(tmp_path, text))
 
 
-def test_a_test_file_with_a_fault_schedule_is_refused_with_one_line(tmp_path):
-    faulted = ROOT / "tests" / "benches" / "failing" / "swap_tie_up_fails.toml"
-    text = CAMPAIGN.replace("RUNS", "4").replace(str(SWAP), str(faulted))
-    with pytest.raises(ConfigError, match=r"test: .*fault schedule"):
-        load_campaign(write(tmp_path, text))
-
-
 def test_a_failed_run_has_every_expectation_in_error(tmp_path):
     text = CAMPAIGN.replace("RUNS", "4").replace("range = [0.8, 1.2]", "values = [1.0, -1.0]")
     text = text.replace('method = "lhs"', 'method = "list"').replace("runs = 4\nseed = 3\n", "")
@@ -240,3 +233,68 @@ def test_the_toml_writer_reads_back_the_same_data_bit_for_bit():
             "inline": {"s": {"sine": {"amplitude": 2.0}}}, "odd key": 1}
     back = tomllib.loads(dumps(data))
     assert back == data and back["x"].hex() == (0.1 + 0.2).hex()
+
+
+# -- a fault schedule in the base: its parameters vary like any other -----------------------------------------
+FAULTED = f"""
+description = "clutch 2 stuck closed: when does it break the swap"
+test = "{ROOT / 'tests' / 'benches' / 'failing' / 'swap_tie_up_fails.toml'}"
+
+[design]
+method = "lhs"
+runs = 12
+seed = 5
+
+[parameters.friction_scale]
+paths = ["config.clutch.friction_static", "config.clutch.friction_kinetic"]
+mode = "scale"
+range = [0.8, 1.2]
+[parameters.stuck_at_s]
+path = "faults[0].at"
+range = [0.05, 1.1]
+"""
+
+
+def _table_without_dask(spec, out):
+    """The campaign's table made in this process (the same rows as any worker count: tests above)."""
+    from server.campaign.engine import _store, assemble, prepare
+
+    prepare(out, spec, True)
+    runs = list(range(spec.runs))
+    _store(out, spec, run_bare(spec, runs), dict(zip(runs, case_values(spec, runs))))
+    return pq.read_table(assemble(out, spec))
+
+
+def test_a_faults_onset_is_a_parameter_and_gear_1_is_lost_one_step_after_it(tmp_path, capsys):
+    """Clutch 2 stuck closed before the shift (0.5 s) takes gear 1 away at once: "gear 1 until the shift"
+    fails at the first sample after the fault's step, k dt + dt with k the step the schedule switches it at."""
+    from server.realtime.fault_schedule import switch_step
+
+    camp = write(tmp_path, FAULTED)
+    spec = load_campaign(camp)
+    table = _table_without_dask(spec, tmp_path / "out")
+    rows = table.to_pylist()
+    early = [r for r in rows if r["stuck_at_s"] < 0.5 - 0.001]
+    late = [r for r in rows if r["stuck_at_s"] > 0.5 + 0.001]
+    assert early and late
+    for r in early:
+        k = switch_step(r["stuck_at_s"], 0.001)
+        assert r["expect[0].verdict"] == "fail" and r["expect[0].fail_t_s"] == (k + 1) * 0.001
+        assert r["expect[0].fail_value"] != 1.0
+    assert all(r["expect[0].verdict"] == "pass" for r in late)
+    # and the replay of an early one, through the test bench's offline run with the same fault, agrees
+    run = early[0]["run"]
+    assert main(["campaign", str(camp), "--out", str(tmp_path / "out"), "--replay", str(run)]) == 1
+    text = capsys.readouterr().out
+    assert "the same verdicts, failing times and values as the campaign table" in text
+    replayed = (tmp_path / "out" / "replay" / f"run_{run:06d}" / "test.toml").read_text()
+    assert f"at = {early[0]['stuck_at_s']!r}" in replayed
+
+
+def test_a_transport_fault_in_the_base_is_refused(tmp_path):
+    test = tmp_path / "t.toml"
+    test.write_text((ROOT / "tests" / "benches" / "swap_1_3.toml").read_text().replace(
+        'mode = "offline"', 'mode = "lockstep"') + '\n[[faults]]\nat = 0.1\ntarget = "zmq"\nkind = "drop_commands"\n')
+    text = CAMPAIGN.replace("RUNS", "4").replace(str(SWAP), str(test))
+    with pytest.raises(ConfigError, match=r"test: .*faults\[0\]: a zmq fault acts on a transport"):
+        load_campaign(write(tmp_path, text))

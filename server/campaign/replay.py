@@ -1,10 +1,10 @@
 """``gearbox-hil campaign FILE --out DIR --replay RUN``: one run of a campaign over a test file, as a test file.
 
-The run's parameter values are applied to the base (:func:`.spec.apply_case`)
+The run's parameter values are applied to the base (:func:`.spec.apply_all`)
 and written out as an ordinary test file with its own plant config
 (``DIR/replay/run_NNNNNN/test.toml`` and ``plant.toml``): the test's
-expectations as they are, its stimulus inline (``[stimulus]``, with the
-run's changes), mode ``offline``.  That file is then run by the test bench
+expectations as they are, its stimulus inline (``[stimulus]``) and its
+fault schedule with the run's changes, mode ``offline``.  That file is then run by the test bench
 (:func:`server.testbench.runner.run_test`, what ``gearbox-hil test`` does)
 and its verdicts printed; when the campaign's table holds the run, every
 expectation's verdict, failing time and failing value are compared with
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from plant_models.config import ConfigError
 
-from .spec import CampaignSpec, apply_case, case_values
+from .spec import CampaignSpec, apply_all, case_values
 from .testbase import PARTS, VERDICT, column
 
 REPLAY = "replay"
@@ -87,17 +87,22 @@ def write_replay(spec: CampaignSpec, run: int, out: Path) -> Path:
     if not 0 <= run < spec.runs:
         raise ConfigError(spec.source, "--replay", f"run {run} is not a run of this campaign (0 .. {spec.runs - 1})")
     values = case_values(spec, [run])[0]
-    config, scenario = apply_case(spec, values)
+    case = apply_all(spec, values)
     folder = out / REPLAY / f"run_{run:06d}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "plant.toml").write_text(f"# {spec.config_source} with run {run} of {spec.source} applied\n"
-                                       + dumps(config))
+                                       + dumps(case.config))
     test = {k: v for k, v in spec.test_data.items()
-            if k not in ("plant", "mode", "scenario", "stimulus", "duration_s", "dt_s", "io", "name")}
+            if k not in ("plant", "mode", "scenario", "stimulus", "duration_s", "dt_s", "io", "name", "faults",
+                         "controller")}
     setting = ", ".join(f"{p.name} = {v!r}" for p, v in zip(spec.parameters, values))
     head = {"name": f"{spec.test_name} (run {run} of campaign {Path(spec.source).stem})", "plant": "plant.toml",
             "mode": "offline"}
-    body = {**head, **test, "stimulus": scenario}
+    body = {**head, **test, "stimulus": case.scenario}
+    if case.faults:
+        body["faults"] = case.faults
+    if case.controller is not None:
+        body["controller"] = case.controller
     path = folder / "test.toml"
     path.write_text(f"# Run {run} of the campaign {spec.source} over the test {spec.test_source}:\n# {setting}\n"
                     + dumps(body))

@@ -1,9 +1,10 @@
 """One campaign run, and a batch of them: what a worker executes.
 
 A run applies its parameter values to the base config and scenario
-(:func:`.spec.apply_case`), builds the plant (or reuses the worker's last
+(:func:`.spec.apply_all`), builds the plant (or reuses the worker's last
 plant of the same config), runs the scenario in compiled code at full rate
-(:func:`server.offline.run.run_offline`), computes the metrics
+(:func:`server.offline.run.run_offline`; with a test file's fault schedule
+applied around each step as the real-time tick applies it), computes the metrics
 (:mod:`.metrics`), judges the test file's expectations when a test file is
 the base (:mod:`.testbase`) and, when the campaign keeps its trace, encodes it as
 Parquet (decimated by ``[traces] every``) for the client to write.  Any
@@ -27,8 +28,8 @@ from plant_models.config import ConfigError
 from plant_models.registry import read_config_data
 
 from .metrics import compute
-from .spec import CampaignSpec, apply_case
-from .testbase import failed_row, judge, recording
+from .spec import CampaignSpec, apply_all, apply_case
+from .testbase import failed_row, fault_schedule, judge, recording
 
 _PLANTS: dict[str, object] = {}  # config data (as JSON) -> plant: this process's last few plants
 _PLANTS_KEPT = 4
@@ -70,10 +71,11 @@ def run_case(spec: CampaignSpec, run: int, values: tuple) -> RunResult:
     began = time.perf_counter()
     where = f" (run {run})"
     try:
-        config, scenario = apply_case(spec, values)
-        plant = _plant(config, spec.config_source + where)
-        compiled = parse_scenario(scenario, spec.scenario_source + where).compile(plant, spec.dt)
-        trace = run_offline(plant, compiled)
+        case = apply_all(spec, values)
+        plant = _plant(case.config, spec.config_source + where)
+        compiled = parse_scenario(case.scenario, spec.scenario_source + where).compile(plant, spec.dt)
+        faults = fault_schedule(case.faults, plant, compiled.dt)
+        trace = run_offline(plant, compiled, faults=faults)
         params = {p.name: v for p, v in zip(spec.parameters, values)}
         metrics = compute(spec, trace, params)
         verdict, verdicts = judge(spec.expectations, recording(plant, compiled, trace)) if spec.judged else ("", ())
@@ -84,6 +86,7 @@ def run_case(spec: CampaignSpec, run: int, values: tuple) -> RunResult:
         error = str(exc)
     except Exception as exc:  # a run's own failure (a metric, the plant) must not end the campaign
         error = f"{type(exc).__name__}: {exc}"
+    _PLANTS.clear()  # a run that stopped half-way may leave a plant with a fault's overlay: build afresh
     return failed_result(spec, run, error.splitlines()[0] if error else "failed", time.perf_counter() - began)
 
 

@@ -294,13 +294,24 @@ def _dry_run(spec: CampaignSpec) -> None:
 
     first = case_values(spec, [0])[0]
     try:
-        config, scenario = apply_case(spec, first)
+        case = apply_all(spec, first)
     except ValueError as exc:
         raise ConfigError(spec.source, "parameters", str(exc)) from None
-    plant_config = read_config_data(config, spec.config_source + " (with run 0's parameters)")
-    parse_scenario(scenario, spec.scenario_source + " (with run 0's parameters)")
+    where = " (with run 0's parameters)"
+    plant_config = read_config_data(case.config, spec.config_source + where)
+    scenario = parse_scenario(case.scenario, spec.scenario_source + where)
     from .metrics import check_signals
     check_signals(spec, plant_config)
+    if case.faults:  # the fault maps with run 0's values, checked against the plant as a run checks them
+        from plant_models.errors import FaultError
+
+        from .testbase import fault_schedule
+
+        plant = plant_config.plant_class(plant_config.params, source=spec.config_source)
+        try:
+            fault_schedule(case.faults, plant, scenario.compile(plant, spec.dt, warn=False).dt)
+        except (FaultError, ValueError) as exc:
+            raise ConfigError(spec.test_source + where, "faults", str(exc)) from None
 
 
 def load_campaign(path: str | Path) -> CampaignSpec:
@@ -345,16 +356,38 @@ def design_columns(spec: CampaignSpec) -> list[list]:
     return out
 
 
-def apply_case(spec: CampaignSpec, values: tuple) -> tuple[dict, dict]:
-    """The base config and scenario data with one run's parameter values applied (copies)."""
+@dataclass(frozen=True)
+class Case:
+    """One run's base data with its parameter values applied (copies): what a run is made of."""
+
+    config: dict  # the plant config
+    scenario: dict  # the scenario (a test file's stimulus)
+    faults: list | None = None  # a test file's [[faults]] (fault maps with at/until, s); None without a test base
+    controller: dict | None = None  # a test file's [controller] table
+
+
+def _copy(data):
     # a copy through pickle: the same as copy.deepcopy for TOML data, and several times faster
-    config = pickle.loads(pickle.dumps(spec.config_data, protocol=pickle.HIGHEST_PROTOCOL))
-    scenario = pickle.loads(pickle.dumps(spec.scenario_data, protocol=pickle.HIGHEST_PROTOCOL))
+    return pickle.loads(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def apply_all(spec: CampaignSpec, values: tuple) -> Case:
+    """The base data with one run's parameter values applied (copies; the base stays as read)."""
+    test = spec.test_data or {}
+    config, scenario = _copy(spec.config_data), _copy(spec.scenario_data)
+    faults = _copy(test.get("faults", [])) if spec.judged else None
+    controller = _copy(test["controller"]) if spec.judged and "controller" in test else None
     for p, v in zip(spec.parameters, values):
         for path in p.paths:
-            P.apply(config, scenario, path, p.mode, v, spec.integer_inputs)
-    return config, scenario
+            P.apply(config, scenario, path, p.mode, v, spec.integer_inputs, faults=faults, controller=controller)
+    return Case(config, scenario, faults, controller)
 
 
-__all__ = ["CampaignSpec", "Parameter", "ShiftWindow", "apply_case", "case_values", "design_columns",
-           "load_campaign", "parse_campaign"]
+def apply_case(spec: CampaignSpec, values: tuple) -> tuple[dict, dict]:
+    """The base config and scenario data with one run's parameter values applied (copies)."""
+    case = apply_all(spec, values)
+    return case.config, case.scenario
+
+
+__all__ = ["CampaignSpec", "Case", "Parameter", "ShiftWindow", "apply_all", "apply_case", "case_values",
+           "design_columns", "load_campaign", "parse_campaign"]

@@ -67,10 +67,35 @@ def read_test_base(cfg: ConfigReader):
     if test.controller is not None:
         raise cfg.error("test", f"{p}: the test's [controller] is a process beside a server; a campaign runs its "
                         "test file offline")
-    if test.faults:
-        raise cfg.error("test", f"{p}: the test's fault schedule needs a server; a campaign runs its test file "
-                        "offline")
+    for f in test.faults:
+        if f.fault["target"] not in ("signal", "clutch"):
+            raise cfg.error("test", f"{p}: {f.key}: a {f.fault['target']} fault acts on a transport, which an "
+                            "offline run does not have; a campaign runs its test file offline (signal and clutch "
+                            "faults)")
     return test, load_toml(p)
+
+
+def fault_schedule(faults: list, plant, dt: float):
+    """A run's fault schedule (:class:`server.realtime.fault_schedule.FaultSchedule`) from the test file's
+    [[faults]] with the run's values; None without faults.  ValueError for a time out of place."""
+    if not faults:
+        return None
+    from server.realtime.fault_schedule import FaultSchedule
+
+    entries = []
+    for k, f in enumerate(faults):
+        at, until = f.get("at"), f.get("until")
+        if not _time(at) or not (until is None or _time(until)):
+            raise ValueError(f"faults[{k}]: at and until must be times >= 0 s, got at = {at!r}, until = {until!r}")
+        if until is not None and until <= at:
+            raise ValueError(f"faults[{k}].until: must be after at ({until:g} <= {at:g})")
+        entries.append(({key: v for key, v in f.items() if key not in ("at", "until")}, float(at),
+                        None if until is None else float(until)))
+    return FaultSchedule(plant, entries, dt)
+
+
+def _time(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0.0
 
 
 def recording(plant, compiled, trace):
@@ -125,5 +150,5 @@ def failed_row(n: int) -> tuple[str, tuple[tuple[str, float, float], ...]]:
     return "error", tuple(("error", math.nan, math.nan) for _ in range(n))
 
 
-__all__ = ["LABELS", "PARTS", "VERDICT", "column", "failed_row", "judge", "overall", "read_test_base", "recording",
-           "verdict_columns"]
+__all__ = ["LABELS", "PARTS", "VERDICT", "column", "failed_row", "fault_schedule", "judge", "overall",
+           "read_test_base", "recording", "verdict_columns"]
