@@ -19,11 +19,15 @@ Realtime (the server's default)::
     gearbox-hil serve powershift &
     python examples/closed_loop_swap.py --plot out/demo/closed_loop_swap.png --shutdown
 
-The controller then reacts to every state message (1 kHz) and sends a
-command whenever its outputs change (at least every 20 ms, which also feeds
+The controller is then called whenever a state message (1 kHz) shows a new
+period of ``period_ticks`` ticks (2 by default) and sends a command whenever
+its outputs change (at least every 20 ms, which also feeds
 the server's command watchdog).  With ``--lockstep`` (server started with
-``--mode lockstep``) it steps the plant itself, ``period`` ticks per
-controller update, and the run is deterministic.
+``--mode lockstep``) it steps the plant itself, ``period_ticks`` ticks per
+controller update, and the run is deterministic; with ``--offline`` the
+plant runs in this process (no server) and the run equals the lockstep one
+bit for bit.  The controller is written to the controller interface of
+``server/offline/controller.py``: the same object in all three.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from io_adapters.zmq.client import HilClient  # noqa: E402
+from server.offline.controller import Controller  # noqa: E402
+from server.testbench.closed_loop import closed_loop_lockstep, closed_loop_realtime  # noqa: E402
 
 TRACE_SIGNALS = ("w_1", "w_2", "w_out", "ratio", "gear", "pressure_c1", "pressure_c2", "torque_c1", "torque_c2",
                  "slip_c1", "slip_c2", "stuck_c1", "stuck_c2")
@@ -64,15 +70,34 @@ class SwapPlan:
     load_torque: float = 3500.0
 
 
-@dataclass
-class SwapController:
-    """Pressure commands from the plant's outputs; the same logic in realtime and lockstep."""
+class SwapController(Controller):
+    """Pressure commands from the plant's outputs: the controller interface of ``server.offline.controller``.
 
-    plan: SwapPlan = field(default_factory=SwapPlan)
-    phase: str = "hold"
-    t_sync: float | None = None
-    p_on_at_sync: float = 0.0
-    timeline: list = field(default_factory=list)  # (t, phase)
+    The same object runs offline (``closed_loop``), in lockstep and against a
+    realtime server (``server.testbench.closed_loop``).  It owns the
+    pressures of the off-going and the on-coming clutch, sets the held
+    clutches, engine and load torque before tick 0, and is called every
+    ``period_ticks`` ticks.  Parameters: a :class:`SwapPlan`, or its fields as
+    keywords (what a test file's ``[controller] params`` gives).
+    """
+
+    def __init__(self, plan: SwapPlan | None = None, period_ticks: int = 2, **plan_values):
+        self.plan = plan if plan is not None else SwapPlan(**plan_values)
+        self.period_ticks = period_ticks
+        p = self.plan
+        self.owned_inputs = (f"p_c{p.off_clutch}", f"p_c{p.on_clutch}")
+        self.phase = "hold"
+        self.t_sync: float | None = None
+        self.p_on_at_sync = 0.0
+        self.timeline: list = []  # (t, phase)
+
+    def bind(self, output_names, input_names) -> None:
+        super().bind(output_names, input_names)
+        p = self.plan
+        self._off = self.input_index[f"p_c{p.off_clutch}"]
+        self._on = self.input_index[f"p_c{p.on_clutch}"]
+        self._slip = self.output_index[f"slip_c{p.on_clutch}"]
+        self._stuck = self.output_index[f"stuck_c{p.on_clutch}"]
 
     def initial_inputs(self) -> dict[str, float]:
         p = self.plan
@@ -84,34 +109,36 @@ class SwapController:
         self.phase = phase
         self.timeline.append((round(t, 6), phase))
 
-    def update(self, t: float, y: dict[str, float]) -> dict[str, float]:
-        """The commands for the plant state ``y`` at time ``t`` (s)."""
+    def update(self, t_s: float, y, u) -> None:
+        """Write the pressure commands (bar) for the plant outputs ``y`` at time ``t_s`` (s) into ``u``."""
+        u[self._off], u[self._on] = self.pressures(t_s, abs(y[self._slip]), y[self._stuck] >= 0.5)
+
+    def pressures(self, t: float, slip: float, stuck: bool) -> tuple[float, float]:
+        """(off-going, on-coming) clutch pressure, bar, at time ``t`` (s) for the on-coming clutch's slip
+        (rad/s) and stuck flag."""
         p = self.plan
-        off, on = f"p_c{p.off_clutch}", f"p_c{p.on_clutch}"
         if not self.timeline:
             self._enter("hold", t)
         tau = t - p.shift_at_s
         if tau < 0.0:
-            return {off: p.full_bar, on: 0.0}
+            return p.full_bar, 0.0
         if self.phase == "hold":
             self._enter("torque", t)
         p_off = max(0.0, p.full_bar * (1.0 - tau / p.torque_phase_s))
         if self.phase == "torque":
             if tau < p.torque_phase_s:
                 frac = tau / p.torque_phase_s
-                return {off: p_off, on: p.fill_bar + frac * (p.torque_phase_bar - p.fill_bar)}
+                return p_off, p.fill_bar + frac * (p.torque_phase_bar - p.fill_bar)
             self._enter("inertia", t)
-        slip = abs(y[f"slip_c{p.on_clutch}"])
-        stuck = y[f"stuck_c{p.on_clutch}"] >= 0.5
         if self.phase == "inertia":
             p_on = min(p.full_bar, p.torque_phase_bar + p.sync_rate_bar_s * (tau - p.torque_phase_s))
             if not (stuck or slip < p.sync_slip_rad_s):
-                return {off: 0.0, on: p_on}
+                return 0.0, p_on
             self.t_sync = t
             self.p_on_at_sync = p_on
             self._enter("lock", t)
         frac = min(1.0, max(0.0, (t - self.t_sync) / p.lock_s))
-        return {off: 0.0, on: self.p_on_at_sync + frac * (p.full_bar - self.p_on_at_sync)}
+        return 0.0, self.p_on_at_sync + frac * (p.full_bar - self.p_on_at_sync)
 
 
 @dataclass
@@ -140,64 +167,44 @@ def _observe(res: RunResult, t: float, y: dict[str, float], last_gear: list) -> 
 
 def run_realtime(hil: HilClient, ctl: SwapController, timeout_s: float = 10.0,
                  heartbeat_s: float = 0.02) -> RunResult:
-    """Close the loop on the state stream of a server in realtime mode."""
+    """Close the loop on the state stream of a server in realtime mode (``closed_loop_realtime``)."""
     res = RunResult()
-    hil.subscribe(("state",))
-    hil.reset(ctl.initial_inputs())
-    # States queued before the reset are stale: the first state that acknowledges a command sent after
-    # the reset is the first one of the new run.
-    seq = hil.set_inputs(ctl.initial_inputs())
-    first = hil.wait_for(lambda s: s.ack >= seq, timeout_s)
-    if first is None:
-        raise TimeoutError("no state acknowledging our command (is the server running and started?)")
-    last_sent: dict[str, float] = {}
-    last_send_wall = 0.0
     last_gear = [-1]
-    prev_seq = first.seq
-    deadline = time.monotonic() + timeout_s + ctl.plan.duration_s
-    while time.monotonic() < deadline:
-        s = hil.latest_state(timeout_s=1.0)
-        if s is None:
-            raise TimeoutError("the state stream stopped")
-        res.states_received += 1
-        if s.seq != prev_seq + 1:
-            res.seq_gaps += 1
-        prev_seq = s.seq
-        t = s.t
-        if res.trace and t < res.trace[-1]["t"]:
-            raise RuntimeError(f"the plant was reset by another client at t = {res.trace[-1]['t']:.3f} s; "
-                               "run one controller per server")
-        _observe(res, t, s.y, last_gear)
-        if t >= ctl.plan.duration_s:
-            break
-        cmd = ctl.update(t, s.y)
-        now = time.monotonic()
-        if cmd != last_sent or now - last_send_wall >= heartbeat_s:
-            hil.set_inputs(cmd)
-            res.commands_sent += 1
-            last_sent = cmd
-            last_send_wall = now
+    st = closed_loop_realtime(hil, ctl, ctl.plan.duration_s, heartbeat_s=heartbeat_s, timeout_s=timeout_s,
+                              on_state=lambda s: _observe(res, s.t, s.y, last_gear))
+    res.states_received, res.seq_gaps, res.commands_sent = st.states, st.gaps, st.commands
     res.timeline = list(ctl.timeline)
     return res
 
 
-def run_lockstep(hil: HilClient, ctl: SwapController, period_ticks: int = 2) -> RunResult:
-    """Close the loop by stepping a server in lockstep mode (deterministic)."""
+def _result(r, ctl: SwapController) -> RunResult:
+    """The rows of a lockstep or offline closed-loop run (``ClosedLoopResult``) as a :class:`RunResult`."""
     res = RunResult()
-    r = hil.reset(ctl.initial_inputs())
-    t = r["t"]
-    y = hil.get()["y"]
     last_gear = [-1]
-    _observe(res, t, y, last_gear)
-    while t < ctl.plan.duration_s:
-        cmd = ctl.update(t, y)
-        step = hil.step(period_ticks, inputs=cmd)
-        res.commands_sent += 1
-        res.states_received += 1
-        t, y = step.t, step.y
-        _observe(res, t, y, last_gear)
+    for t, row in zip(r.time, r.outputs):
+        _observe(res, float(t), dict(zip(r.output_names, row.tolist())), last_gear)
+    res.commands_sent = r.updates
+    res.states_received = len(r.time) - 1
     res.timeline = list(ctl.timeline)
     return res
+
+
+def run_lockstep(hil: HilClient, ctl: SwapController, period_ticks: int | None = None) -> RunResult:
+    """Close the loop by stepping a server in lockstep mode (deterministic; ``closed_loop_lockstep``)."""
+    if period_ticks is not None:
+        ctl.period_ticks = period_ticks
+    r = closed_loop_lockstep(hil, ctl, duration_s=ctl.plan.duration_s, every=ctl.period_ticks)
+    return _result(r, ctl)
+
+
+def run_offline(ctl: SwapController, config: str = "powershift", dt_s: float = 1e-3) -> tuple[RunResult, dict]:
+    """The same controller against the plant in this process, no server (``closed_loop``); (result, describe)."""
+    from plant_models.registry import describe_config, load_plant
+    from server.offline.controller import closed_loop
+
+    plant = load_plant(config)
+    r = closed_loop(plant, None, ctl, every=ctl.period_ticks, duration_s=ctl.plan.duration_s, dt=dt_s)
+    return _result(r, ctl), describe_config(config)
 
 
 def write_csv(res: RunResult, path: Path) -> None:
@@ -294,10 +301,33 @@ def plot(res: RunResult, path: Path, title: str) -> None:
     fig.savefig(path)
 
 
+def _report(res: RunResult) -> bool:
+    for t, ph in res.timeline:
+        print(f"  t = {t:6.3f} s  {ph} phase")
+    for t, g, r in res.gear_changes:  # r: the plant's `ratio` output, output over input speed
+        print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {1 / r:.1f}, input over output speed)" if g and r else
+                                                "  (clutches slipping)"))
+    return len(res.gears) >= 2 and res.gears[0] == 1 and res.gears[-1] == 3
+
+
+def _offline_main(ctl: SwapController, args) -> int:
+    res, plant = run_offline(ctl)
+    print(f"offline: {plant['kind']} plant in this process, controller every {ctl.period_ticks} ticks")
+    shifted = _report(res)
+    if args.csv:
+        write_csv(res, args.csv)
+    if args.plot:
+        plot(res, args.plot, f"Powershift {shift_name(plant, ctl.plan)}, closed in process (offline)")
+        print(f"  plot written to {args.plot}")
+    print("shift gear 1 -> gear 3: " + ("done" if shifted else "NOT completed"))
+    return 0 if shifted else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--control", default="tcp://127.0.0.1:5555", help="the server's control endpoint")
     ap.add_argument("--lockstep", action="store_true", help="step the server (started with --mode lockstep)")
+    ap.add_argument("--offline", action="store_true", help="run the plant in this process (no server)")
     ap.add_argument("--shift-at", type=float, default=0.5, help="start of the swap, s after the reset")
     ap.add_argument("--duration", type=float, default=1.5, help="simulated time to run, s")
     ap.add_argument("--plot", type=Path, help="write a PNG of the swap here")
@@ -309,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     ctl = SwapController(SwapPlan(shift_at_s=args.shift_at, duration_s=args.duration))
+    if args.offline:
+        return _offline_main(ctl, args)
     with HilClient(args.control, timeout_s=args.timeout, client_key=args.client_key,
                    server_key=args.server_key) as hil:
         plant = hil.describe()
@@ -318,11 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"connected to {args.control}: {plant['kind']} plant, {plant['mode']} mode at "
               f"{plant['rate_hz']:g} Hz")
         res = run_lockstep(hil, ctl) if args.lockstep else run_realtime(hil, ctl, timeout_s=args.timeout)
-        for t, ph in res.timeline:
-            print(f"  t = {t:6.3f} s  {ph} phase")
-        for t, g, r in res.gear_changes:  # r: the plant's `ratio` output, output over input speed
-            print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {1 / r:.1f}, input over output speed)" if g and r else
-                                                    "  (clutches slipping)"))
+        shifted = _report(res)
         print(f"  {res.states_received} states received ({res.seq_gaps} gaps), {res.commands_sent} commands sent")
         status = hil.status()
         if args.shutdown:  # before plotting: a silent controller would trip the server's command watchdog
@@ -337,7 +365,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot(res, args.plot, f"Powershift {shift_name(plant, ctl.plan)}, closed over ZeroMQ ({plant['mode']})")
         print(f"  plot written to {args.plot}")
-    shifted = len(res.gears) >= 2 and res.gears[0] == 1 and res.gears[-1] == 3
     print("shift gear 1 -> gear 3: " + ("done" if shifted else "NOT completed"))
     return 0 if shifted else 1
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHES = ROOT / "tests" / "benches"
 FAILING = BENCHES / "failing"  # the files that fail on purpose
 PASSING = ["swap_1_3.toml", "swap_1_3_lockstep.toml", "swap_1_3_realtime.toml", "closed_loop_lockstep.toml",
-           "closed_loop_realtime.toml"]
+           "closed_loop_realtime.toml", "closed_loop_in_process.toml"]
 
 
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -45,14 +45,14 @@ def test_passing_files_pass_with_junit(tmp_path):
     assert {s.find("properties/property[@name='mode']").get("value") for s in suites} == {
         "offline", "lockstep", "realtime"}
     n = sum(len(s.findall("testcase")) for s in suites)
-    assert n == int(root.get("tests")) >= 23
+    assert n == int(root.get("tests")) >= 27
     assert root.get("failures") == "0" and root.get("errors") == "0"
     # the README's `gearbox-hil test tests/benches/*.toml` runs exactly these: the failing ones are apart
     assert sorted(p.name for p in BENCHES.glob("*.toml")) == sorted(PASSING)
     assert sorted(p.name for p in FAILING.glob("*.toml")) == ["can_speeds_dropped_fails.toml",
                                                               "swap_tie_up_fails.toml", "swap_too_slow_fails.toml"]
     assert not root.findall(".//failure") and not root.findall(".//error")
-    assert r.stdout.strip().splitlines()[-1].startswith(f"PASSED: {n} passed, 0 failed, 0 errors in 5 test file(s)")
+    assert r.stdout.strip().splitlines()[-1].startswith(f"PASSED: {n} passed, 0 failed, 0 errors in 6 test file(s)")
 
 
 def test_each_file_is_announced_before_it_runs():
@@ -225,7 +225,7 @@ def test_bad_expectations_are_one_line_errors(tmp_path, body, message):
 
 
 BAD_TOP = [
-    ('mode = "offline"\n[controller]\ncommand = ["true"]', "controller: a controller needs a server"),
+    ('mode = "offline"\n[controller]\ncommand = ["true"]', "controller: a controller process needs a server"),
     ('mode = "lockstep"\n[[faults]]\nat = 0.5\nuntil = 0.2\ntarget = "clutch"\nkind = "worn"',
      "faults[0].until: must be after at"),
     ('mode = "lockstep"\n[[faults]]\nat = 0.5\nkind = "worn"', "faults[0].target: is required"),

@@ -29,7 +29,7 @@ step: their overlay is in the plant's model floats from the switch on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from plant_models.errors import FaultError
 from plant_models.plant import Plant
@@ -63,6 +63,23 @@ class Switch:
     index: int
 
 
+def schedule_switches(faults: Sequence[tuple[dict, float, float | None]], dt: float) -> list[Switch]:
+    """The switches of ``(fault, at_s, until_s)`` entries at step ``dt``, in the order they are made.
+
+    The test bench's fault clock's order: by time, at one time clears
+    before sets, else the schedule's order.  A lockstep runner makes them
+    before the ticks named (``fault_set`` / ``fault_clear``), an offline run
+    through :class:`FaultSchedule`.
+    """
+    sets, clears = [], []
+    for j, (_, at, until) in enumerate(faults):
+        sets.append((float(at), 1, j))
+        if until is not None:
+            clears.append((float(until), 0, j))
+    ev = sorted(sets + clears, key=lambda e: (e[0], e[1]))
+    return [Switch(switch_step(t, dt), bool(on), j) for t, on, j in ev]
+
+
 class FaultSchedule:
     """Faults switched on and off at given times, applied to one plant's run step by step.
 
@@ -94,7 +111,7 @@ class FaultSchedule:
         self.dt = float(dt)
         self.specs: list[FaultSpec] = []
         self.maps: list[dict] = []
-        sets, clears = [], []
+        faults = list(faults)
         for j, (fault, at, until) in enumerate(faults):
             spec = parse_fault(dict(fault), plant, f"faults[{j}]")
             if spec.transport is not None:
@@ -102,12 +119,7 @@ class FaultSchedule:
                                  "a server does not have (run it in lockstep or realtime mode)")
             self.specs.append(spec)
             self.maps.append(dict(fault))
-            sets.append((float(at), 1, j))
-            if until is not None:
-                clears.append((float(until), 0, j))
-        # the test bench's fault clock's order: by time, at one time clears before sets, else the schedule's
-        ev = sorted(sets + clears, key=lambda e: (e[0], e[1]))
-        self.switches = [Switch(switch_step(t, self.dt), bool(on), j) for t, on, j in ev]
+        self.switches = schedule_switches(faults, self.dt)
         self.log = log
         self.set = FaultSet(plant)  # no ring: the run keeps the rows itself
         self._pos = 0
@@ -150,4 +162,4 @@ class FaultSchedule:
         self._names.clear()
 
 
-__all__ = ["FaultSchedule", "Switch", "switch_step"]
+__all__ = ["FaultSchedule", "Switch", "schedule_switches", "switch_step"]

@@ -8,7 +8,10 @@
 * lockstep without a controller: a ``gearbox-hil serve --mode lockstep``
   process; the runner loads the stimulus and steps it one tick at a time,
   switching scheduled faults between exactly the ticks they name;
-* realtime, or a controller: the runner loads the stimulus (if any), starts
+* a controller class (``controller = "file.py:Class"``): run in this process,
+  offline against the plant here or in lockstep against a server, through
+  :func:`run_in_process` (the same recording bit for bit);
+* realtime, or a controller process: the runner loads the stimulus (if any), starts
   the controller, and records the state stream; a scheduled fault is
   switched when the stream shows its time has come (within the stream's
   latency, a tick or a few in realtime, one controller step in lockstep).
@@ -41,6 +44,7 @@ from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
 from .verdict import Recording, Verdict, evaluate
 
 SERVER_IO = "[loop]\nstatus_line = false\nautostart = {autostart}\n" + FREE_PORTS
+DEFAULT_DT_S = 1e-3  # the step of a run with neither a scenario nor dt_s: a server's default period (1 kHz)
 
 
 class FaultUnavailable(RuntimeError):
@@ -178,6 +182,51 @@ def run_offline(spec: TestSpec, log: list[str]) -> Recording:
     sig.update({s.name: Y[:, j].copy() for j, s in enumerate(plant.outputs)})
     sig.setdefault(WATCHDOG, np.zeros(n + 1))  # no command watchdog offline
     return Recording(t, sig, compiled.dt)
+
+
+def _closed_loop_recording(r) -> Recording:
+    """A closed-loop run's rows (every step) as a recording: an input's sample k is the value step k was
+    commanded (the lockstep and offline recordings' convention)."""
+    sig = {nm: np.append(r.inputs[1:, i], r.inputs[-1, i]) for i, nm in enumerate(r.input_names)}
+    sig.update({nm: r.outputs[:, j].copy() for j, nm in enumerate(r.output_names)})
+    sig.setdefault(WATCHDOG, np.zeros(len(r.time)))
+    return Recording(r.time, sig, float(r.time[1] - r.time[0]) if len(r.time) > 1 else 0.0)
+
+
+def run_in_process(spec: TestSpec, workdir: Path, log: list[str]) -> Recording:
+    """A controller class in this process: offline against the plant here, or in lockstep against a server.
+
+    The two give the same recording bit for bit (:mod:`server.testbench.closed_loop`).
+    """
+    from server.offline.controller import ControllerError, closed_loop
+
+    from server.testbench.closed_loop import closed_loop_lockstep
+
+    plant, compiled = _compile(spec)
+    dt = compiled.dt if compiled is not None else (spec.dt_s or DEFAULT_DT_S)
+    try:
+        ctl = spec.controller_class.build()
+        if spec.mode == "offline":
+            faults = offline_schedule(spec, plant, dt, log)
+            r = closed_loop(plant, compiled, ctl, faults, duration_s=spec.duration_s, dt=dt)
+            return _closed_loop_recording(r)
+        io = spec.io_config
+        if io is None:
+            if 1.0 / (1.0 / dt) != dt:
+                raise RunError(f"a lockstep server ticks at 1 / rate_hz: dt = {dt!r} s is not 1 / (1 / dt) in "
+                               "floating point; choose another step")
+            io = workdir / "io_closed_loop.toml"
+            text = SERVER_IO.format(autostart="true")
+            io.write_text(text.replace("[loop]\n", f"[loop]\nrate_hz = {1.0 / dt!r}\n", 1))
+        from io_adapters.zmq.client import HilClient
+
+        with ServerRun(spec.plant_config, "lockstep", workdir, io) as server:
+            with HilClient(server.control, timeout_s=30.0).connect() as client:
+                r = closed_loop_lockstep(client, ctl, compiled, duration_s=spec.duration_s,
+                                         faults=[(f.fault, f.at, f.until) for f in spec.faults], log=log)
+        return _closed_loop_recording(r)
+    except (ControllerError, ValueError) as exc:  # a controller that fails its checks; a server of another step
+        raise RunError(str(exc)) from None
 
 
 class ServerRun:
@@ -380,7 +429,9 @@ def run_test(spec: TestSpec, workdir: Path | None = None) -> TestResult:
         workdir = Path(tmp.name)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        if spec.mode == "offline":
+        if spec.controller_class is not None:
+            rec = run_in_process(spec, workdir, log)
+        elif spec.mode == "offline":
             rec = run_offline(spec, log)
         else:
             with ServerRun(spec.plant_config, spec.mode, workdir, spec.io_config) as server:

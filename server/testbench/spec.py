@@ -10,6 +10,8 @@ The format (``docs/testing.md`` has the whole reference and a worked example)::
 
     [controller]                      # optional: a process that drives the server (lockstep/realtime)
     command = ["{python}", "../../examples/closed_loop_swap.py", "--control", "{control}", "--lockstep"]
+    # or a controller class run in process (offline/lockstep): controller = "file.py:Class", or
+    # [controller] class = "file.py:Class", params = {...}
 
     [[faults]]                        # the fault API's dicts plus `at` (and `until`), s
     at = 0.45
@@ -144,6 +146,26 @@ class ControllerSpec:
 
 
 @dataclass(frozen=True)
+class InProcessController:
+    """A controller class run in the test's own process (offline and lockstep; :mod:`server.offline.controller`).
+
+    ``target`` is ``"file.py:ClassName"`` (a file relative to the test
+    file's folder ``here``, else to the repository) or ``"module:ClassName"``;
+    ``params`` the keyword arguments it is made with.  :meth:`build` makes a
+    fresh one (a campaign varies ``params`` through ``overrides``).
+    """
+
+    target: str
+    here: Path
+    params: dict = field(default_factory=dict)
+
+    def build(self, **overrides):
+        from server.offline.controller import load_controller
+
+        return load_controller(self.target, self.here, {**self.params, **overrides})
+
+
+@dataclass(frozen=True)
 class TestSpec:
     """A whole test file, validated against its plant."""
 
@@ -162,6 +184,7 @@ class TestSpec:
     io_config: Path | None = None
     settle_s: float = 0.3
     extra: dict = field(default_factory=dict)
+    controller_class: InProcessController | None = None  # a controller in process, instead of a process
 
 
 def _path(cfg: ConfigReader, name: str, here: Path, folder: str) -> Path:
@@ -281,6 +304,34 @@ def _fault(cfg: ConfigReader, k: int, plant: Plant) -> ScheduledFault:
     return ScheduledFault(key=f"faults[{k}]", at=at, until=until, fault=fault)
 
 
+def _in_process(cfg: ConfigReader, here: Path, plant: Plant, mode: str) -> InProcessController:
+    """``controller = "file.py:Class"`` or ``[controller]`` with ``class`` (and ``params``): made and bound to the
+    plant now, so that a mistake is one line before anything runs."""
+    from server.offline.controller import ControllerError, bind_controller
+
+    if isinstance(cfg.data.get("controller"), str):
+        target, params, key = cfg.data["controller"], {}, "controller"
+    else:
+        sub = cfg.sub("controller")
+        target, key = sub.string("class"), "controller.class"
+        params = sub.raw("params", {})
+        if not isinstance(params, dict):
+            raise sub.error("params", "must be a table of the controller's keyword arguments")
+        sub.reject_unknown()
+    cfg.raw("controller")
+    if mode == "realtime":
+        raise cfg.error("controller", "a controller class runs in process in offline and lockstep modes; in realtime "
+                        "mode give [controller] a command (a process on the server's state stream)")
+    spec = InProcessController(target, here, dict(params))
+    try:
+        bind_controller(spec.build(), [s.name for s in plant.outputs], [s.name for s in plant.inputs])
+    except ControllerError as exc:
+        raise ConfigError(cfg.source, key, str(exc)) from None
+    except Exception as exc:  # the controller's own code failed while it was made or bound
+        raise ConfigError(cfg.source, key, f"{target}: {type(exc).__name__}: {exc}") from None
+    return spec
+
+
 def _controller(cfg: ConfigReader, here: Path) -> ControllerSpec:
     cmd = cfg.raw("command")
     if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) for c in cmd):
@@ -351,10 +402,17 @@ def load_test(path: str | Path) -> TestSpec:
             if nm not in inputs:
                 raise ConfigError(scenario.source, f"inputs.{nm}", "not an input of plant "
                                   f"{plant.kind} (inputs: {', '.join(inputs)})")
-    controller = _controller(cfg.sub("controller"), here) if cfg.has("controller") else None
+    controller = in_process = None
+    if cfg.has("controller"):
+        ctl = cfg.data["controller"]
+        if isinstance(ctl, str) or (isinstance(ctl, dict) and "class" in ctl):
+            in_process = _in_process(cfg, here, plant, mode)
+        else:
+            controller = _controller(cfg.sub("controller"), here)
     if controller is not None and mode == "offline":
-        raise cfg.error("controller", "a controller needs a server: mode \"lockstep\" or \"realtime\"")
-    if scenario is None and controller is None:
+        raise cfg.error("controller", "a controller process needs a server: mode \"lockstep\" or \"realtime\" "
+                        "(or name a controller class, which runs in process: controller = \"file.py:Class\")")
+    if scenario is None and controller is None and in_process is None:
         raise cfg.error("scenario", "is required without a [controller] (or give an inline [stimulus])")
     if cfg.has("duration_s"):
         duration = cfg.number("duration_s", positive=True)
@@ -400,7 +458,8 @@ def load_test(path: str | Path) -> TestSpec:
     cfg.reject_unknown()
     return TestSpec(source=source, name=name, description=desc, plant_config=plant_path, mode=mode,
                     scenario=scenario, scenario_data=data, duration_s=duration, dt_s=dt, controller=controller,
-                    faults=tuple(faults), expectations=tuple(exps), io_config=io_config, settle_s=settle)
+                    faults=tuple(faults), expectations=tuple(exps), io_config=io_config, settle_s=settle,
+                    controller_class=in_process)
 
 
 def _check_times(exp: Expectation, duration: float, source: str) -> None:

@@ -1,0 +1,242 @@
+"""Controllers in process: one controller object offline, in lockstep and in a test file, with the same results.
+
+The offline closed loop (:func:`server.offline.controller.closed_loop`) and the lockstep one over the
+client (:func:`server.testbench.closed_loop.closed_loop_lockstep`) must give the same rows bit for bit,
+with a scenario, with a fault schedule, and without either.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plant_models.config import ConfigError
+from plant_models.registry import load_plant
+from server.offline.controller import Controller, ControllerError, bind_controller, closed_loop, run_closed_loop
+from server.testbench.spec import load_test
+
+ROOT = Path(__file__).resolve().parent.parent
+SWAP = "examples/closed_loop_swap.py:SwapController"
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location("closed_loop_swap_t", ROOT / "examples" / "closed_loop_swap.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def lockstep(tmp_path_factory):
+    from io_adapters.zmq.client import HilClient
+    from server.testbench.runner import ServerRun
+
+    with ServerRun("powershift", "lockstep", tmp_path_factory.mktemp("lockstep")) as server:
+        with HilClient(server.control, timeout_s=30.0).connect() as client:
+            yield client
+
+
+def _same(a, b):
+    assert a.output_names == b.output_names and a.input_names == b.input_names
+    assert a.time.tobytes() == b.time.tobytes()
+    for j, nm in enumerate(a.output_names):
+        assert a.outputs[:, j].tobytes() == b.outputs[:, j].tobytes(), nm
+    for i, nm in enumerate(a.input_names):
+        assert a.inputs[:, i].tobytes() == b.inputs[:, i].tobytes(), nm
+    assert a.updates == b.updates
+
+
+def test_the_swap_controller_offline_equals_lockstep_bit_for_bit(lockstep):
+    from server.testbench.closed_loop import closed_loop_lockstep
+
+    ex = _example()
+    off_ctl = ex.SwapController(ex.SwapPlan(duration_s=1.0))
+    off = closed_loop(load_plant("powershift"), None, off_ctl, duration_s=1.0, dt=1e-3)
+    lock_ctl = ex.SwapController(ex.SwapPlan(duration_s=1.0))
+    lock = closed_loop_lockstep(lockstep, lock_ctl, duration_s=1.0)
+    _same(off, lock)
+    assert off.updates == 500 and off_ctl.timeline == lock_ctl.timeline
+    assert [ph for _, ph in off_ctl.timeline] == ["hold", "torque", "inertia", "lock"]
+    gear = off.outputs[:, off.output_names.index("gear")]
+    assert gear[0] == 1 and gear[-1] == 3  # the controller made the shift
+
+
+def test_with_a_scenario_and_faults_offline_equals_lockstep_bit_for_bit(lockstep):
+    """The scenario drives the inputs the controller does not own; faults on a sensor it reads and a clutch."""
+    from server.offline.scenario import parse_scenario
+    from server.realtime.fault_schedule import FaultSchedule
+    from server.testbench.closed_loop import closed_loop_lockstep
+
+    ex = _example()
+    data = {"duration_s": 0.9, "dt_s": 0.001, "inputs": {
+        "engine_torque": [[0.0, 250.0], [0.4, 320.0]], "load_torque": 3500.0, "p_c3": 16.0, "p_c6": 16.0,
+        "p_c4": 0.0, "p_c5": 0.0, "p_c7": 0.0, "p_c8": 0.0, "p_c1": 3.0, "p_c2": 5.0}}
+    faults = [({"target": "signal", "signal": "slip_c2", "kind": "offset", "value": 0.3}, 0.55, 0.7),
+              ({"target": "clutch", "clutch": 2, "kind": "worn", "value": 0.8}, 0.5, None)]
+    plant = load_plant("powershift")
+    compiled = parse_scenario(data, "test").compile(plant)
+    sched = FaultSchedule(plant, faults, compiled.dt)
+    off_log, lock_log = [], []
+    sched.log = off_log
+    off = closed_loop(plant, compiled, ex.SwapController(ex.SwapPlan(duration_s=0.9), period_ticks=3), sched)
+    lock = closed_loop_lockstep(lockstep, ex.SwapController(ex.SwapPlan(duration_s=0.9), period_ticks=3),
+                                compiled, faults=faults, log=lock_log)
+    _same(off, lock)
+    assert off_log == lock_log and len(off_log) == 3
+    # the scenario's ramp reached the plant (not its first-order hold: a closed-loop step holds its inputs)
+    k = off.input_names.index("engine_torque")
+    assert off.inputs[1, k] == 250.0 and off.inputs[201, k] == 250.0 + 70.0 * 0.2 / 0.4
+    # the owned inputs are the controller's, not the scenario's
+    assert off.inputs[1, off.input_names.index("p_c1")] == 16.0
+    # the faulted sensor changed what the controller did: without the faults the run differs
+    clean = closed_loop(plant, compiled, ex.SwapController(ex.SwapPlan(duration_s=0.9), period_ticks=3))
+    assert not np.array_equal(clean.outputs, off.outputs)
+
+
+class Stairs(Controller):
+    """p_c2 = 0.1 bar per call: shows when a command applies."""
+
+    owned_inputs = ("p_c2",)
+
+    def __init__(self, period_ticks=3):
+        self.period_ticks = period_ticks
+        self.calls: list[float] = []
+
+    def bind(self, output_names, input_names):
+        super().bind(output_names, input_names)
+        self.i = self.input_index["p_c2"]
+
+    def update(self, t_s, y, u):
+        self.calls.append(t_s)
+        u[self.i] = 0.1 * len(self.calls)
+
+
+def test_update_is_called_after_every_period_and_its_commands_apply_from_the_next_tick():
+    plant = load_plant("powershift")
+    ctl = Stairs(3)
+    r = closed_loop(plant, None, ctl, duration_s=0.02, dt=1e-3)
+    assert ctl.calls == [pytest.approx(3e-3 * (j + 1), rel=1e-12) for j in range(6)]
+    p_c2 = r.inputs[:, r.input_names.index("p_c2")]
+    # row j > 0 holds the inputs of step j - 1: step k is commanded 0.1 * (k // 3) bar
+    assert p_c2.tolist() == [0.0] + [0.1 * (k // 3) for k in range(20)]
+    trace = run_closed_loop(plant, None, Stairs(3), duration_s=0.02, dt=1e-3, every=5)
+    assert trace.time.tolist() == pytest.approx([0.0, 0.005, 0.01, 0.015, 0.02]) and trace.steps == 20
+    assert trace.values.tobytes() == r.outputs[::5].tobytes()
+
+
+class _Bare:
+    period_ticks = 1
+    owned_inputs = ("p_c2",)
+
+    def bind(self, outs, ins):
+        pass
+
+    def update(self, t, y, u):
+        pass
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(period_ticks=0), "controller _Bare: period_ticks must be an integer >= 1, got 0"),
+    (dict(period_ticks=1.5), "controller _Bare: period_ticks must be an integer >= 1, got 1.5"),
+    (dict(period_ticks=True), "controller _Bare: period_ticks must be an integer >= 1, got True"),
+    (dict(owned_inputs=("p_c22",)), "controller _Bare: owned input 'p_c22' is not an input of the plant; did you "
+     "mean 'p_c2'?; its inputs are p_c1, p_c2, p_c3, p_c4, p_c5, p_c6, p_c7, p_c8, engine_torque, load_torque"),
+    (dict(owned_inputs="p_c2"), "controller _Bare: owned_inputs must be a tuple of input names, got 'p_c2'"),
+    (dict(owned_inputs=("p_c2", "p_c2")), "controller _Bare: owned_inputs names an input twice: ['p_c2', 'p_c2']"),
+    (dict(initial_inputs=lambda: {"w_out": 1.0}), "controller _Bare: initial input 'w_out' is not an input"),
+    (dict(initial_inputs=lambda: {"p_c1": float("nan")}), "controller _Bare: initial input p_c1 must be a finite"),
+    (dict(kernel=lambda *a: None), "controller _Bare: a kernel needs kernel_state, a 1-d float64 array"),
+])
+def test_a_controller_that_does_not_fit_is_a_one_line_error(change, message):
+    plant = load_plant("powershift")
+    ctl = _Bare()
+    for k, v in change.items():
+        setattr(ctl, k, v)
+    with pytest.raises(ControllerError) as ei:
+        bind_controller(ctl, [s.name for s in plant.outputs], [s.name for s in plant.inputs])
+    assert str(ei.value).startswith(message) and "\n" not in str(ei.value)
+
+
+TEST_FILE = '''name = "swap by the controller in process ({mode})"
+plant = "powershift"
+mode = "{mode}"
+duration_s = 1.0
+{controller}
+[[faults]]
+at = 0.3
+until = 0.45
+target = "signal"
+signal = "w_out"
+kind = "noise"
+value = 0.2
+seed = 3
+
+[[expect]]
+name = "gear 3 within 0.3 s of the shift"
+expr = "gear"
+eq = 3
+within_s = 0.3
+after = {{ command = "p_c2" }}
+
+[[expect]]
+name = "clutch 2 holds at the end"
+expr = "stuck_c2 == 1"
+at = 1.0
+'''
+CONTROLLER = f'[controller]\nclass = "{SWAP}"\nparams = {{ shift_at_s = 0.6, period_ticks = 4 }}\n'
+
+
+def test_a_test_file_runs_a_controller_class_offline_and_in_lockstep_with_the_same_recording(tmp_path):
+    from server.testbench.runner import run_in_process, run_test
+
+    recs = {}
+    for mode in ("offline", "lockstep"):
+        p = tmp_path / f"{mode}.toml"
+        p.write_text(TEST_FILE.format(mode=mode, controller=CONTROLLER))
+        spec = load_test(p)
+        assert spec.controller_class.target == SWAP and spec.controller_class.params == {"shift_at_s": 0.6,
+                                                                                         "period_ticks": 4}
+        log: list[str] = []
+        (tmp_path / mode).mkdir()
+        recs[mode] = run_in_process(spec, tmp_path / mode, log)
+        assert log[0].startswith("t = 0.3 s: fault set faults[0]") and len(log) == 2
+    off, lock = recs["offline"], recs["lockstep"]
+    assert off.signals.keys() == lock.signals.keys()
+    for nm in off.signals:
+        assert off.signals[nm].tobytes() == lock.signals[nm].tobytes(), nm
+    p_c2 = off.signals["p_c2"]
+    assert p_c2[599] == 0.0 and p_c2[604] > 0.0  # the shift began at 0.6 s, as the parameter said
+    res = run_test(load_test(tmp_path / "offline.toml"))
+    assert res.passed, [v.message for v in res.verdicts]
+    assert res.verdicts[0].message.startswith("gear == 3 reached at t = ")
+
+
+@pytest.mark.parametrize("body,key,message", [
+    ('controller = "examples/closed_loop_swap.py:NoSuch"', "controller",
+     "controller 'examples/closed_loop_swap.py:NoSuch': no class NoSuch in examples/closed_loop_swap.py"),
+    ('controller = "examples/no_such_file.py:SwapController"', "controller",
+     "controller 'examples/no_such_file.py:SwapController': no file examples/no_such_file.py"),
+    (f'[controller]\nclass = "{SWAP}"\nparams = {{ shift_at = 0.6 }}', "controller.class",
+     f"controller '{SWAP}': parameters {{'shift_at': 0.6}}: "),
+    (f'[controller]\nclass = "{SWAP}"\nparams = {{ period_ticks = 0 }}', "controller.class",
+     "controller SwapController: period_ticks must be an integer >= 1, got 0"),
+])
+def test_a_bad_controller_class_in_a_test_file_is_one_line_before_anything_runs(tmp_path, body, key, message):
+    p = tmp_path / "bad.toml"
+    p.write_text(TEST_FILE.format(mode="offline", controller=body))
+    with pytest.raises(ConfigError) as ei:
+        load_test(p)
+    assert str(ei.value).startswith(f"{p}: {key}: {message}"), str(ei.value)
+
+
+def test_a_controller_class_is_refused_in_realtime_mode(tmp_path):
+    p = tmp_path / "rt.toml"
+    p.write_text(TEST_FILE.format(mode="realtime", controller=f'controller = "{SWAP}"'))
+    with pytest.raises(ConfigError) as ei:
+        load_test(p)
+    assert str(ei.value).startswith(f"{p}: controller: a controller class runs in process in offline and lockstep")
