@@ -298,3 +298,62 @@ def test_a_transport_fault_in_the_base_is_refused(tmp_path):
     text = CAMPAIGN.replace("RUNS", "4").replace(str(SWAP), str(test))
     with pytest.raises(ConfigError, match=r"test: .*faults\[0\]: a zmq fault acts on a transport"):
         load_campaign(write(tmp_path, text))
+
+
+# -- closed loop: the worked example's controller class, its parameters varied ----------------------------------
+def _closed_loop_campaign(tmp_path, runs: int):
+    """The worked example (campaigns/closed_loop_swap_1_3.toml) with fewer runs."""
+    text = (ROOT / "campaigns" / "closed_loop_swap_1_3.toml").read_text()
+    text = text.replace('test = "tests/', f'test = "{ROOT / "campaigns" / "tests"}/').replace(
+        "runs = 1000", f"runs = {runs}")
+    return write(tmp_path, text, "closed_loop.toml")
+
+
+@pytest.mark.slow
+def test_a_closed_loop_campaign_gives_the_same_table_with_1_and_2_workers_and_after_a_resume(tmp_path):
+    camp = _closed_loop_campaign(tmp_path, 24)
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["campaign", str(camp), "--out", str(one), "--workers", "1", "--quiet"]) == 0
+    assert main(["campaign", str(camp), "--out", str(two), "--workers", "2", "--batch", "4", "--quiet"]) == 0
+    a = pq.read_table(one / TABLE)
+    assert set(a.column("status").to_pylist()) == {"ok"} and set(a.column("verdict").to_pylist()) == {"pass", "fail"}
+    assert_same_bits(a, pq.read_table(two / TABLE))
+    # interrupted after 3 of 6 batches, one part half written: the same command finishes it
+    written = pq.read_table(two / "parts")
+    for p in (two / "parts").iterdir():
+        p.unlink()
+    for first in (0, 8, 16):
+        kept = written.filter(pc.and_(pc.greater_equal(written["run"], first), pc.less(written["run"], first + 4)))
+        pq.write_table(kept, two / "parts" / f"runs_{first:07d}_4.parquet")
+    (two / "parts" / "runs_0000004_4.parquet.tmp").write_bytes(b"PAR1 half a file")
+    (two / TABLE).unlink()
+    assert main(["campaign", str(camp), "--out", str(two), "--workers", "2", "--quiet"]) == 0
+    assert json.loads((two / "campaign.json").read_text())["last_execution"]["runs_ran"] == 12
+    assert_same_bits(a, pq.read_table(two / TABLE))
+
+
+def test_a_closed_loop_runs_verdicts_are_replayed_exactly_and_its_parameters_reach_the_controller(tmp_path, capsys):
+    """The controller's engine torque (a controller parameter) and the slow actuator's onset (a fault
+    parameter) take effect: the replayed test file carries them, and its verdicts equal the table's."""
+    camp = _closed_loop_campaign(tmp_path, 16)
+    spec = load_campaign(camp)
+    table = _table_without_dask(spec, tmp_path / "out")
+    rows = table.to_pylist()
+    failing = [r for r in rows if r["verdict"] == "fail"]
+    assert failing and len(failing) < len(rows)
+    run = failing[0]["run"]
+    assert main(["campaign", str(camp), "--out", str(tmp_path / "out"), "--replay", str(run)]) == 1
+    assert "the same verdicts, failing times and values as the campaign table" in capsys.readouterr().out
+    replayed = (tmp_path / "out" / "replay" / f"run_{run:06d}" / "test.toml").read_text()
+    assert f"engine_torque = {failing[0]['engine_torque_N_m']!r}" in replayed
+    assert f"at = {failing[0]['fault_onset_s']!r}" in replayed
+    # the engine torque reaches the plant's input through the controller's initial inputs, for the whole run
+    from server.campaign.runner import _plant
+    from server.campaign.spec import apply_all
+    from server.campaign.testbase import run_test_case
+
+    values = case_values(spec, [run])[0]
+    case = apply_all(spec, values)
+    assert case.controller["params"]["engine_torque"] == values[2] and case.faults[0]["at"] == values[3]
+    trace, rec = run_test_case(spec, case, _plant(case.config, "test"), "")
+    assert np.all(rec.signals["engine_torque"] == values[2]) and len(rec.t) == 1501

@@ -90,8 +90,7 @@ def apply(config: dict, scenario: dict, path: str, mode: str, value, integer_inp
     root, steps = parse(path)
     data = {"config": config, "scenario": scenario, "faults": faults, "controller": controller}[root]
     if data is None:
-        raise ValueError(f"{path}: the campaign's base has no {root} (only a test file has a fault schedule and "
-                         "a controller)")
+        raise ValueError(f"{path}: the campaign's base has no {root}")
     name = input_name(root, steps)
     if mode == "shift":
         inputs = scenario.get("inputs", {})

@@ -3,8 +3,9 @@
 The run's parameter values are applied to the base (:func:`.spec.apply_all`)
 and written out as an ordinary test file with its own plant config
 (``DIR/replay/run_NNNNNN/test.toml`` and ``plant.toml``): the test's
-expectations as they are, its stimulus inline (``[stimulus]``) and its
-fault schedule with the run's changes, mode ``offline``.  That file is then run by the test bench
+expectations as they are, its stimulus inline (``[stimulus]``), its fault
+schedule and its controller's table with the run's changes, mode
+``offline``.  That file is then run by the test bench
 (:func:`server.testbench.runner.run_test`, what ``gearbox-hil test`` does)
 and its verdicts printed; when the campaign's table holds the run, every
 expectation's verdict, failing time and failing value are compared with
@@ -98,15 +99,30 @@ def write_replay(spec: CampaignSpec, run: int, out: Path) -> Path:
     setting = ", ".join(f"{p.name} = {v!r}" for p, v in zip(spec.parameters, values))
     head = {"name": f"{spec.test_name} (run {run} of campaign {Path(spec.source).stem})", "plant": "plant.toml",
             "mode": "offline"}
-    body = {**head, **test, "stimulus": case.scenario}
+    body = {**head, **test}
+    if case.scenario is not None:
+        body["stimulus"] = case.scenario
+    else:
+        body["duration_s"] = spec.duration_s
+        body["dt_s"] = spec.dt
     if case.faults:
         body["faults"] = case.faults
-    if case.controller is not None:
-        body["controller"] = case.controller
+    if case.controller is not None:  # its file named from the replay's folder on
+        body["controller"] = {**case.controller, "class": _target(case.controller.get("class"), spec)}
     path = folder / "test.toml"
     path.write_text(f"# Run {run} of the campaign {spec.source} over the test {spec.test_source}:\n# {setting}\n"
                     + dumps(body))
     return path
+
+
+def _target(target, spec: CampaignSpec):
+    """A controller class ``file.py:Class`` relative to the test file's folder, as an absolute path (others as
+    they are: a module, or a file the loader finds from the repository)."""
+    if not isinstance(target, str) or target.count(":") != 1:
+        return target
+    where, cls = target.split(":")
+    here = Path(spec.test_source).resolve().parent / where
+    return f"{here.resolve()}:{cls}" if where.endswith(".py") and here.is_file() else target
 
 
 def table_row(out: Path, spec: CampaignSpec, run: int) -> dict | None:

@@ -29,7 +29,7 @@ from plant_models.registry import read_config_data
 
 from .metrics import compute
 from .spec import CampaignSpec, apply_all, apply_case
-from .testbase import failed_row, fault_schedule, judge, recording
+from .testbase import failed_row, judge, run_test_case
 
 _PLANTS: dict[str, object] = {}  # config data (as JSON) -> plant: this process's last few plants
 _PLANTS_KEPT = 4
@@ -73,12 +73,15 @@ def run_case(spec: CampaignSpec, run: int, values: tuple) -> RunResult:
     try:
         case = apply_all(spec, values)
         plant = _plant(case.config, spec.config_source + where)
-        compiled = parse_scenario(case.scenario, spec.scenario_source + where).compile(plant, spec.dt)
-        faults = fault_schedule(case.faults, plant, compiled.dt)
-        trace = run_offline(plant, compiled, faults=faults)
         params = {p.name: v for p, v in zip(spec.parameters, values)}
+        verdict, verdicts = "", ()
+        if spec.judged:
+            trace, rec = run_test_case(spec, case, plant, where)
+            verdict, verdicts = judge(spec.expectations, rec)
+        else:
+            compiled = parse_scenario(case.scenario, spec.scenario_source + where).compile(plant, spec.dt)
+            trace = run_offline(plant, compiled)
         metrics = compute(spec, trace, params)
-        verdict, verdicts = judge(spec.expectations, recording(plant, compiled, trace)) if spec.judged else ("", ())
         data = _trace_bytes(trace, spec, run) if spec.keeps_trace(run) else None
         return RunResult(run, "ok", "", int(trace.status_or), len(trace.events), metrics,
                          time.perf_counter() - began, data, verdict, verdicts)

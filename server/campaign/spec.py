@@ -98,6 +98,7 @@ class CampaignSpec:
     test_data: dict | None = None  # its content as read (what the expectations depend on),
     test_name: str = ""
     expectations: tuple = ()  # and its expectations (server.testbench.spec.Expectation), judged in every run
+    duration_s: float | None = None  # a test's run without a scenario (a controller drives it): its length, s
     digest: str = field(default="", compare=False)
 
     @property
@@ -218,7 +219,7 @@ def parse_campaign(data: dict, source: str) -> CampaignSpec:
     cfg = ConfigReader(data, source)
     description = cfg.string("description", "")
     base = _base(cfg)
-    dt = cfg.number("dt_s", positive=True) if cfg.has("dt_s") else None
+    dt = cfg.number("dt_s", positive=True) if cfg.has("dt_s") else base.pop("dt", None)
     design_tab = cfg.sub("design")
     design = design_tab.string("method", choices=DESIGNS)
     runs = 0
@@ -267,11 +268,12 @@ def _base(cfg: ConfigReader) -> dict:
             if cfg.has(key):
                 raise cfg.error(key, "comes from the test file with a test as the base (give test, or config "
                                 "and scenario)")
-        from .testbase import read_test_base
+        from .testbase import read_test_base, test_step
 
         test, raw = read_test_base(cfg)
         return dict(config_source=str(test.plant_config), config_data=load_plant_toml(test.plant_config),
-                    scenario_source=test.scenario.source, scenario_data=test.scenario_data,
+                    scenario_source=test.scenario.source if test.scenario is not None else "",
+                    scenario_data=test.scenario_data, dt=test_step(test), duration_s=test.duration_s,
                     test_source=test.source, test_data=raw, test_name=test.name, expectations=test.expectations)
     config_path = _resolve(cfg, "config", "configs")
     scenario_path = _resolve(cfg, "scenario", "scenarios")
@@ -299,19 +301,30 @@ def _dry_run(spec: CampaignSpec) -> None:
         raise ConfigError(spec.source, "parameters", str(exc)) from None
     where = " (with run 0's parameters)"
     plant_config = read_config_data(case.config, spec.config_source + where)
-    scenario = parse_scenario(case.scenario, spec.scenario_source + where)
+    scenario = parse_scenario(case.scenario, spec.scenario_source + where) if case.scenario is not None else None
     from .metrics import check_signals
     check_signals(spec, plant_config)
-    if case.faults:  # the fault maps with run 0's values, checked against the plant as a run checks them
+    if case.faults or case.controller is not None:  # checked against the plant as a run checks them
         from plant_models.errors import FaultError
 
-        from .testbase import fault_schedule
+        from server.offline.controller import ControllerError, bind_controller
+
+        from .testbase import build_controller, fault_schedule
 
         plant = plant_config.plant_class(plant_config.params, source=spec.config_source)
+        dt = scenario.compile(plant, spec.dt, warn=False).dt if scenario is not None else spec.dt
         try:
-            fault_schedule(case.faults, plant, scenario.compile(plant, spec.dt, warn=False).dt)
+            fault_schedule(case.faults, plant, dt)
         except (FaultError, ValueError) as exc:
             raise ConfigError(spec.test_source + where, "faults", str(exc)) from None
+        if case.controller is not None:
+            try:
+                bind_controller(build_controller(spec, case.controller), [s.name for s in plant.outputs],
+                                [s.name for s in plant.inputs])
+            except ControllerError as exc:
+                raise ConfigError(spec.test_source + where, "controller", str(exc)) from None
+            except Exception as exc:  # the controller's own code failed while it was made or bound
+                raise ConfigError(spec.test_source + where, "controller", f"{type(exc).__name__}: {exc}") from None
 
 
 def load_campaign(path: str | Path) -> CampaignSpec:
@@ -361,7 +374,7 @@ class Case:
     """One run's base data with its parameter values applied (copies): what a run is made of."""
 
     config: dict  # the plant config
-    scenario: dict  # the scenario (a test file's stimulus)
+    scenario: dict | None  # the scenario (a test file's stimulus; None: a controller drives a test without one)
     faults: list | None = None  # a test file's [[faults]] (fault maps with at/until, s); None without a test base
     controller: dict | None = None  # a test file's [controller] table
 
@@ -374,9 +387,13 @@ def _copy(data):
 def apply_all(spec: CampaignSpec, values: tuple) -> Case:
     """The base data with one run's parameter values applied (copies; the base stays as read)."""
     test = spec.test_data or {}
-    config, scenario = _copy(spec.config_data), _copy(spec.scenario_data)
+    config = _copy(spec.config_data)
+    scenario = _copy(spec.scenario_data) if spec.scenario_data is not None else None
     faults = _copy(test.get("faults", [])) if spec.judged else None
-    controller = _copy(test["controller"]) if spec.judged and "controller" in test else None
+    controller = None
+    if spec.judged and "controller" in test:  # a class named alone is a [controller] table without params
+        ctl = test["controller"]
+        controller = {"class": ctl, "params": {}} if isinstance(ctl, str) else _copy(ctl)
     for p, v in zip(spec.parameters, values):
         for path in p.paths:
             P.apply(config, scenario, path, p.mode, v, spec.integer_inputs, faults=faults, controller=controller)

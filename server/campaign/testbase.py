@@ -3,18 +3,22 @@
 A campaign file with ``test = "FILE"`` (instead of ``config`` and
 ``scenario``) takes the test file's plant config, its stimulus (a scenario
 file or an inline ``[stimulus]``, with the test's ``duration_s`` and
-``dt_s``) and its expectations (:mod:`server.testbench.spec`: read and
-checked by the test bench's own reader).  The design's parameters apply to
-the plant config (``config.``), the stimulus (``scenario.``) as for any
-campaign (:mod:`.paths`).  Every run is made offline, in compiled code
-(:func:`server.offline.run.run_offline`), which gives the same outputs bit
-for bit as the test bench's offline and lockstep runs; the run's outputs
-and inputs become the test bench's :class:`~server.testbench.verdict.Recording`
-exactly as the test bench builds it (:func:`recording`), and every
-expectation is judged by the test bench's
-:func:`~server.testbench.verdict.evaluate`, so a run's verdicts are those
-``gearbox-hil test`` gives for the same test file (``--replay``,
-:mod:`.replay`, writes that file and runs it).
+``dt_s``), its fault schedule, its controller class and its expectations
+(:mod:`server.testbench.spec`: read and checked by the test bench's own
+reader).  The design's parameters apply to the plant config (``config.``),
+the stimulus (``scenario.``), the fault schedule (``faults[N].``) and the
+controller's table (``controller.params.``) (:mod:`.paths`).  Every run is
+made offline: open loop in compiled code
+(:func:`server.offline.run.run_offline`), closed loop by the test bench's
+in-process runner (:func:`server.offline.controller.closed_loop`), each
+with the fault schedule applied around each step as the real-time tick
+applies it; both give the same outputs bit for bit as the test bench's
+offline and lockstep runs.  The run's outputs and inputs become the test
+bench's :class:`~server.testbench.verdict.Recording` exactly as the test
+bench builds it (:func:`recording`), and every expectation is judged by the
+test bench's :func:`~server.testbench.verdict.evaluate`, so a run's
+verdicts are those ``gearbox-hil test`` gives for the same test file
+(``--replay``, :mod:`.replay`, writes that file and runs it).
 
 The table gets, after the run's columns, ``verdict`` (``pass``, ``fail``
 or ``error``: the run's, over all expectations) and for expectation k (the
@@ -62,17 +66,64 @@ def read_test_base(cfg: ConfigReader):
     if not p.is_file():
         raise cfg.error("test", f"no such test file {name!r} (next to the campaign file, or a path)")
     test = load_test(p)
-    if test.scenario_data is None:
-        raise cfg.error("test", f"{p}: a campaign needs the test's stimulus (a scenario or [stimulus])")
     if test.controller is not None:
         raise cfg.error("test", f"{p}: the test's [controller] is a process beside a server; a campaign runs its "
-                        "test file offline")
+                        "test file offline (name a controller class: [controller] class = \"file.py:Class\")")
     for f in test.faults:
         if f.fault["target"] not in ("signal", "clutch"):
             raise cfg.error("test", f"{p}: {f.key}: a {f.fault['target']} fault acts on a transport, which an "
                             "offline run does not have; a campaign runs its test file offline (signal and clutch "
                             "faults)")
     return test, load_toml(p)
+
+
+def test_step(test) -> float | None:
+    """The step of a test's runs, s: its ``dt_s``; else its scenario's (None here); else the test bench's default."""
+    from server.testbench.runner import DEFAULT_DT_S
+
+    if test.dt_s is not None:
+        return test.dt_s
+    return None if test.scenario is not None else DEFAULT_DT_S
+
+
+def build_controller(spec, table: dict):
+    """A fresh controller for one run from the test's [controller] table with the run's values (class, params)."""
+    from server.offline.controller import load_controller
+
+    target, params = table.get("class"), table.get("params", {})
+    if not isinstance(target, str) or not isinstance(params, dict):
+        raise ValueError(f"controller: class must be \"file.py:Class\" and params a table, got {table!r}")
+    return load_controller(target, Path(spec.test_source).resolve().parent, params)
+
+
+def run_test_case(spec, case, plant, where: str):
+    """One run of a campaign over a test file: (its trace, the test bench's recording of it).
+
+    Open loop: the compiled offline run (with the fault schedule, if any).
+    With a controller class: the test bench's closed-loop run in process
+    (:func:`server.offline.controller.closed_loop`, the controller made
+    afresh with the run's parameters), recorded as the test bench records it.
+    """
+    from server.offline.run import run_offline
+    from server.offline.scenario import parse_scenario
+
+    compiled = None
+    if case.scenario is not None:
+        compiled = parse_scenario(case.scenario, spec.scenario_source + where).compile(plant, spec.dt, warn=False)
+    dt = compiled.dt if compiled is not None else spec.dt
+    faults = fault_schedule(case.faults, plant, dt)
+    if case.controller is None:
+        trace = run_offline(plant, compiled, faults=faults)
+        return trace, recording(plant, compiled, trace)
+    from server.offline.controller import closed_loop
+    from server.offline.traces import run_trace
+    from server.testbench.runner import _closed_loop_recording  # the test bench's own recording of such a run
+
+    r = closed_loop(plant, compiled, build_controller(spec, case.controller), faults, duration_s=spec.duration_s,
+                    dt=dt)
+    trace = run_trace(plant, r.time, r.outputs, r.events, r.status_or, r.start_status, r.wall_time_s, r.every,
+                      r.steps, plant.events_lost)
+    return trace, _closed_loop_recording(r)
 
 
 def fault_schedule(faults: list, plant, dt: float):
@@ -150,5 +201,5 @@ def failed_row(n: int) -> tuple[str, tuple[tuple[str, float, float], ...]]:
     return "error", tuple(("error", math.nan, math.nan) for _ in range(n))
 
 
-__all__ = ["LABELS", "PARTS", "VERDICT", "column", "failed_row", "fault_schedule", "judge", "overall",
-           "read_test_base", "recording", "verdict_columns"]
+__all__ = ["LABELS", "PARTS", "VERDICT", "build_controller", "column", "failed_row", "fault_schedule", "judge",
+           "overall", "read_test_base", "recording", "run_test_case", "test_step", "verdict_columns"]
