@@ -8,7 +8,8 @@ first-order indices of failure and, for the two parameters that decide
 failure most, the failure rate over bins of each (where the failing region
 begins), plus the medians of the metrics of passing and failing runs.
 
-    python scripts/campaign_figures.py campaigns/closed_loop_swap_1_3.toml --prefix closed_loop [--workers 2]
+    python scripts/campaign_figures.py campaigns/closed_loop_swap_1_3.toml --prefix campaign_closed_loop \
+        --figures failing_region sensitivity shift_time
 """
 
 from __future__ import annotations
@@ -32,12 +33,20 @@ def bins_table(x: np.ndarray, fail: np.ndarray, n: int = 8) -> list[tuple[float,
              int(np.sum(idx == b))) for b in range(n)]
 
 
+def _rates_in(cols: dict, p: str, lo: float, hi: float, n_exp: int) -> list[tuple[str, float]]:
+    """Per expectation, the failure rate of the runs with ``lo <= p <= hi``."""
+    sel = (cols[p] >= lo) & (cols[p] <= hi)
+    return [(f"expect[{k}]", float(np.mean(cols[f"expect[{k}].verdict"][sel] != "pass"))) for k in range(n_exp)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("campaign")
     ap.add_argument("--prefix", required=True, help="figure names in docs/figures: PREFIX_NAME.png")
     ap.add_argument("--out", default=None, help="the campaign's output folder (default: out/PREFIX)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--figures", nargs="+", default=None, metavar="NAME",
+                    help="copy only these figures (names without .png; default: all)")
     args = ap.parse_args()
     from server.cli import main as cli
 
@@ -54,6 +63,8 @@ def main() -> int:
     spec = load_campaign(args.campaign)
     figures = ROOT / "docs" / "figures"
     for png in sorted(out.glob("*.png")):
+        if args.figures and png.stem not in args.figures:
+            continue
         dest = figures / f"{args.prefix}_{png.name}"
         shutil.copyfile(png, dest)
         print(f"figure: {dest.relative_to(ROOT)}")
@@ -68,10 +79,13 @@ def main() -> int:
         print(f"  {r['column']} {r['name']} ({r['expects']}): pass rate {r['pass_rate']:.1%}, {r['failed']} failed, "
               f"{r['errors']} errors")
     print("first-order index of failure: " + ", ".join(f"{p} {v:.3f}" for p, v in summary["influence"].items()))
-    for p in summary["region"]:
+    for col, s1 in summary["influence_per_expectation"].items():
+        print(f"  {col} alone: " + ", ".join(f"{p} {v:.3f}" for p, v in s1.items()))
+    for p in [p.name for p in spec.parameters if cols[p.name].dtype.kind in "fi"]:
         print(f"\nfailure rate over {p}:")
         for lo, hi, rate, count in bins_table(cols[p].astype(float), fail):
-            print(f"  [{lo:9.4g}, {hi:9.4g}]  {rate:6.1%} of {count}")
+            per = ", ".join(f"{c} {r:.0%}" for c, r in _rates_in(cols, p, lo, hi, len(spec.expectations)))
+            print(f"  [{lo:9.4g}, {hi:9.4g}]  {rate:6.1%} of {count} ({per})")
     for m in spec.metric_names:
         v = cols[m]
         ok = np.isfinite(v)

@@ -163,6 +163,9 @@ def test_the_summary_counts_pass_rates_ranks_influence_and_lists_the_worst_runs(
     # the on-coming clutch's delay decides failure; friction much less
     assert list(doc["influence"]) == ["c2_delay_s", "friction_scale"] and doc["region"] == list(doc["influence"])
     assert doc["influence"]["c2_delay_s"] > 0.8 > doc["influence"]["friction_scale"]
+    # per expectation: "gear 3 within 0.5 s" fails on the delay alone; "gear 1 before the shift" never fails
+    assert list(doc["influence_per_expectation"]["expect[1]"])[0] == "c2_delay_s"
+    assert "expect[0]" not in doc["influence_per_expectation"]
     worst = doc["worst"]
     assert len(worst) == min(10, 40 - doc["passed"])
     counts = [len(w["failing"]) for w in worst]

@@ -6,7 +6,8 @@ From the table alone (:mod:`.testbase` columns):
   expectation the shares that passed, failed and were in error (a run that
   failed as a whole counts as an error of every expectation);
 * **influence**: for every numeric parameter, the share of the variance of
-  the failure indicator (1 for a run that did not pass, 0 for one that did)
+  the failure indicator (1 for a run that did not pass, 0 for one that did;
+  and, per expectation that failed in some runs, of its own indicator)
   that the parameter explains alone: the first-order index Var(E[F | x]) /
   Var(F), estimated by cutting the runs into (up to) 10 bins of equal count
   along the parameter and comparing the bins' failure rates
@@ -69,6 +70,8 @@ class Summary:
     influence: dict[str, float]  # parameter -> first-order index of failure, largest first
     region: list[str]  # the two parameters of the failing-region plot
     worst: list[WorstRun] = field(default_factory=list)
+    # per expectation that failed in some runs but not all: the first-order indices of its own failure
+    influence_per_expectation: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def _distance(exp, value: float) -> float:
@@ -130,8 +133,13 @@ def summarize(table, spec: CampaignSpec, out: Path, worst: int = WORST) -> Summa
     scored.sort(key=lambda s: s[:3])
     worst_runs = [WorstRun(run, {p: _plain(cols[p][i]) for p in params}, failing, far,
                            replay_command(spec, out, run)) for _, _, run, i, failing, far in scored[:worst]]
+    per = {}
+    for k in range(len(spec.expectations)):
+        bad_k = cols[column(k, "verdict")] != "pass"
+        if 0 < bad_k.sum() < n:
+            per[f"expect[{k}]"] = influence(cols, params, bad_k)
     return Summary(n, int(passed_run.sum()), float(passed_run.mean()) if n else math.nan, rates, s1, region,
-                   worst_runs)
+                   worst_runs, per)
 
 
 def _plain(x):
@@ -154,6 +162,8 @@ def print_summary(summary: Summary, file=None) -> None:
     if s.passed < s.runs and s.influence:
         w.append("what decides failure (first-order index: the share of the failure's variance a parameter "
                  "explains alone): " + ", ".join(f"{p} {v:.2f}" for p, v in s.influence.items()))
+        for col, s1 in s.influence_per_expectation.items():
+            w.append(f"  {col} alone: " + ", ".join(f"{p} {v:.2f}" for p, v in s1.items()))
     for r in s.worst[:5]:
         first = r.failing[0]
         at = f" at t = {first['t_s']:.6g} s, value {first['value']:.6g}" if first["t_s"] is not None else ""
