@@ -285,6 +285,8 @@ def _with_digest(spec: CampaignSpec) -> CampaignSpec:
     """The spec with a digest of everything its results depend on (the file, the base config and scenario)."""
     # nothing in the table depends on them (the expectations are in test_data, as the test file has them)
     skip = ("digest", "source", "description", "keep_traces", "trace_every", "expectations", "test_name")
+    if not spec.judged:  # without a test file, the digest of the fields before there were test files (resumable)
+        skip += ("test_source", "test_data", "duration_s")
     doc = {k: v for k, v in spec.__dict__.items() if k not in skip}
     text = json.dumps(doc, sort_keys=True, default=lambda o: o.__dict__ if hasattr(o, "__dict__") else repr(o))
     return CampaignSpec(**{**spec.__dict__, "digest": hashlib.sha256(text.encode()).hexdigest()})
