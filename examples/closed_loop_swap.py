@@ -92,7 +92,9 @@ class SwapController(Controller):
         self.timeline: list = []  # (t, phase)
 
     def bind(self, output_names, input_names) -> None:
+        """Resolve the signals' indices; a run starts here, in the hold phase at t = 0."""
         super().bind(output_names, input_names)
+        self.phase, self.t_sync, self.p_on_at_sync, self.timeline = "hold", None, 0.0, [(0.0, "hold")]
         p = self.plan
         self._off = self.input_index[f"p_c{p.off_clutch}"]
         self._on = self.input_index[f"p_c{p.on_clutch}"]

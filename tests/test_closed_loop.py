@@ -16,7 +16,8 @@ import pytest
 
 from plant_models.config import ConfigError
 from plant_models.registry import load_plant
-from server.offline.controller import Controller, ControllerError, bind_controller, closed_loop, run_closed_loop
+from server.offline.controller import (Controller, ControllerError, bind_controller, closed_loop, row_steps,
+                                      run_closed_loop)
 from server.testbench.spec import load_test
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -240,3 +241,82 @@ def test_a_controller_class_is_refused_in_realtime_mode(tmp_path):
     with pytest.raises(ConfigError) as ei:
         load_test(p)
     assert str(ei.value).startswith(f"{p}: controller: a controller class runs in process in offline and lockstep")
+
+
+def _pi():
+    spec = importlib.util.spec_from_file_location("slip_pi_controller_t", ROOT / "examples" / "slip_pi_controller.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+PI_INITIAL = {"p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 0.0}
+
+
+def test_a_controller_kernel_in_the_compiled_loop_equals_its_update_path_and_lockstep(lockstep):
+    """The kernel called inside the compiled run, the same kernel through update offline, and in lockstep."""
+    from server.offline.scenario import parse_scenario
+    from server.testbench.closed_loop import closed_loop_lockstep
+
+    pi = _pi()
+    plant = load_plant("powershift")
+    data = {"duration_s": 1.5, "dt_s": 0.001, "leave_at_default": ["p_c1", "p_c2", "p_c4", "p_c5", "p_c7", "p_c8"],
+            "inputs": {"engine_torque": [[0.0, 250.0], [1.0, 320.0]], "load_torque": 0.0, "p_c3": 16.0,
+                       "p_c6": 16.0}}
+    compiled = parse_scenario(data, "test").compile(plant)
+    for source in (None, compiled):
+        args = dict(duration_s=1.5, dt=1e-3) if source is None else {}
+        fast_ctl = pi.SlipPIController(period_ticks=3, initial=PI_INITIAL)
+        fast = closed_loop(plant, source, fast_ctl, every=1, **args)
+        slow_ctl = pi.SlipPIController(period_ticks=3, initial=PI_INITIAL)
+        slow = closed_loop(plant, source, slow_ctl, every=1, use_kernel=False, **args)
+        _same(fast, slow)
+        assert fast_ctl.kernel_state.tobytes() == slow_ctl.kernel_state.tobytes()
+        assert fast.status_or == slow.status_or
+        assert [(e["time"], e["type"]) for e in fast.events] == [(e["time"], e["type"]) for e in slow.events]
+        slip = fast.outputs[:, fast.output_names.index("slip_c2")]
+        assert abs(abs(slip[-1]) - 5.0) < 0.2  # the PI loop holds the target slip
+    lock = closed_loop_lockstep(lockstep, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), compiled)
+    _same(fast, lock)
+    # with a fault schedule: the fault stage inside the compiled loop, chunked at the switches
+    from server.realtime.fault_schedule import FaultSchedule
+
+    faults = [({"target": "signal", "signal": "slip_c2", "kind": "noise", "value": 0.5, "seed": 5}, 0.6, 0.9),
+              ({"target": "signal", "signal": "engine_torque", "kind": "offset", "value": 30.0}, 0.7, None),
+              ({"target": "clutch", "clutch": 2, "kind": "slow_actuator", "value": 2.0}, 0.8, 1.2)]
+    runs = []
+    for kernel in (True, False):
+        sched = FaultSchedule(plant, faults, compiled.dt)
+        runs.append(closed_loop(plant, compiled, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), sched,
+                                use_kernel=kernel))
+    _same(*runs)
+    lock = closed_loop_lockstep(lockstep, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), compiled,
+                                faults=faults)
+    _same(runs[0], lock)
+    assert not np.array_equal(runs[0].outputs, fast.outputs)  # the faults acted
+    # every 7th row, compiled: the same rows
+    thin = closed_loop(plant, compiled, pi.SlipPIController(period_ticks=3, initial=PI_INITIAL), every=7)
+    assert thin.outputs.tobytes() == fast.outputs[row_steps(1500, 7)].tobytes()
+
+
+def test_record_offline_takes_another_plant_controller_and_faults_for_a_campaign(tmp_path):
+    """The file's run on a plant made once, with its controller's parameters and its fault's times varied."""
+    from dataclasses import replace
+
+    from server.testbench.runner import record_offline
+
+    p = tmp_path / "base.toml"
+    p.write_text(TEST_FILE.format(mode="offline", controller=CONTROLLER))
+    spec = load_test(p)
+    plant = load_plant(spec.plant_config)
+    base = record_offline(spec, plant, None)
+    assert base.signals["p_c2"][599] == 0.0 and base.signals["p_c2"][604] > 0.0  # shift_at_s = 0.6 of the file
+    later = record_offline(spec, plant, None, controller=spec.controller_class.build(shift_at_s=0.7))
+    assert later.signals["p_c2"][699] == 0.0 and later.signals["p_c2"][704] > 0.0
+    log: list[str] = []
+    moved = (replace(spec.faults[0], at=0.1, until=0.2),)
+    record_offline(spec, plant, None, log, faults=moved)
+    assert log[0].startswith("t = 0.1 s: fault set") and log[1].startswith("t = 0.2 s: fault cleared")
+    # the same plant object again: nothing of the runs before is left in it
+    assert record_offline(spec, plant, None).signals["w_out"].tobytes() == base.signals["w_out"].tobytes()

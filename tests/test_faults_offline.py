@@ -162,3 +162,15 @@ def test_a_transport_fault_offline_is_refused_when_the_file_is_read(tmp_path):
         load_test(p)
     assert str(ei.value) == (f"{p}: faults[0].target: a zmq fault acts on a transport: it needs a server "
                              "(mode \"lockstep\" or \"realtime\"); offline runs take signal and clutch faults")
+
+
+def test_a_switch_the_fault_set_refuses_is_a_run_error_not_a_crash(tmp_path):
+    """33 signal faults at once: the table holds 32; the run ends with an ERROR naming why (as lockstep's does)."""
+    from server.testbench.runner import run_test
+
+    many = "".join(f'[[faults]]\nat = 0.1\ntarget = "signal"\nsignal = "w_out"\nkind = "offset"\nvalue = 0.0\n'
+                   f'name = "f{j}"\n' for j in range(33))
+    res = run_test(_spec(tmp_path, "offline", many))
+    assert not res.passed
+    run = [v for v in res.verdicts if v.name == "run"]
+    assert len(run) == 1 and run[0].error and run[0].message == "RunError: fault: at most 32 signal faults at once"

@@ -24,7 +24,9 @@ A controller is an object with
 :class:`Controller` is a base class with those defaults; any object with
 the attributes will do (:func:`bind_controller` checks them and raises
 :class:`ControllerError` with one line).  :func:`run_closed_loop` runs a
-controller against a plant in this process; the lockstep and realtime runs
+controller against a plant in this process (a controller with a kernel, on a
+plant of the friction core, inside one compiled loop:
+:mod:`plant_models.closed_loop`); the lockstep and realtime runs
 over ZeroMQ are :mod:`server.testbench.closed_loop`; the three give the
 controller the same calls, so the same object runs unchanged in each.
 
@@ -244,7 +246,8 @@ def closed_loop_start(binding: Binding, compiled: CompiledScenario, input_names:
 
 
 def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any, faults=None, every: int = 1,
-                duration_s: float | None = None, dt: float | None = None) -> ClosedLoopResult:
+                duration_s: float | None = None, dt: float | None = None,
+                use_kernel: bool = True) -> ClosedLoopResult:
     """Run ``controller`` against ``plant`` through ``compiled`` in this process (see the module's docstring).
 
     ``compiled`` None: no scenario; the inputs the controller does not own
@@ -252,6 +255,11 @@ def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any
     initial inputs) for ``duration_s`` at step ``dt``.  ``faults``: a fault
     schedule (:class:`server.realtime.fault_schedule.FaultSchedule` of this
     plant at the run's step), started over here and cleared at the end.
+
+    A controller with a ``kernel`` on a compiled plant of the friction core
+    runs in one compiled loop, with the fault stage if any
+    (:class:`plant_models.closed_loop.StagedRun`: no Python per step; the
+    same rows bit for bit); ``use_kernel=False`` calls ``update`` instead.
     """
     if every < 1:
         raise ValueError(f"every must be >= 1, got {every}")
@@ -270,6 +278,11 @@ def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any
         init, held, mask = closed_loop_start(b, compiled, ins)
         start_status = plant.reset(init)
     n, period, update = compiled.n_steps, b.period_ticks, controller.update
+    if use_kernel and getattr(controller, "kernel", None) is not None:
+        from plant_models.closed_loop import supports
+
+        if supports(plant):
+            return _compiled_closed_loop(plant, compiled, b, held, every, start_status, faults)
     keep = row_steps(n, every)
     Y = np.empty((len(keep), plant.n_out))
     U = np.empty((len(keep), plant.n_in))
@@ -313,6 +326,34 @@ def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any
         faults.reset()
     return ClosedLoopResult([s.name for s in plant.outputs], ins, keep.astype(float) * compiled.dt, Y, U, n, every,
                             int(status), int(start_status), events, wall, updates)
+
+
+def _compiled_closed_loop(plant, compiled, b: Binding, held: np.ndarray, every: int, start_status: int,
+                          faults) -> ClosedLoopResult:
+    """:func:`closed_loop` with the controller's kernel in the compiled loop (``plant_models.closed_loop``)."""
+    from plant_models.closed_loop import StagedRun
+    from plant_models.offline import InputTable
+
+    if isinstance(compiled, ConstantInputs):
+        table = InputTable(plant.n_in)
+        for i, v in enumerate(compiled.values):
+            table.set_const(i, float(v))
+    else:
+        table = compiled.table
+    ctl = b.controller
+    run = StagedRun(plant, table, compiled.dt, compiled.n_steps, every, faults,
+                    (b.owned, held, ctl.kernel, ctl.kernel_state, ctl.kernel_params, b.period_ticks))
+    events = plant.new_events()
+    t0 = time.perf_counter()
+    run.advance()
+    wall = time.perf_counter() - t0
+    if faults is not None:
+        faults.reset()
+    rows = run.rows
+    return ClosedLoopResult([s.name for s in plant.outputs], [s.name for s in plant.inputs],
+                            run.out_step[:rows].astype(float) * compiled.dt, run.out[:rows], run.out_u[:rows],
+                            compiled.n_steps, every, run.status_or | int(start_status), int(start_status),
+                            events + run.events(), wall, run.updates)
 
 
 def run_closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any, faults=None, every: int = 1,

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from plant_models.config import ConfigError
+from plant_models.contract.compiled import CompiledPlant
 from plant_models.contract.vocabulary import CNT_EVENTS
 from plant_models.plant import Plant
 
@@ -47,8 +48,10 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
     (:class:`server.realtime.fault_schedule.FaultSchedule` for this plant and
     ``compiled.dt``), started over here and cleared at the end; its faults are switched and applied
     as the real-time loop applies them, so the trace equals a lockstep run
-    with the same faults bit for bit.  The run is then taken a step at a time
-    (:class:`plant_models.offline.StepwiseRun`).
+    with the same faults bit for bit.  A compiled plant's run calls the fault
+    stage inside its compiled loop, in chunks between the switches
+    (:class:`plant_models.closed_loop.StagedRun`); a Python-step plant's is
+    taken a step at a time (:class:`plant_models.offline.StepwiseRun`).
     """
     if faults is not None:
         faults.reset()
@@ -60,7 +63,12 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
 
     events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
     # compiled as a whole for a plant with a compiled step; a Python step is called a step at a time
-    run = make_run(plant, compiled.table, compiled.dt, compiled.n_steps, every, faults=faults)
+    if faults is not None and isinstance(plant, CompiledPlant):  # the fault stage inside the compiled loop
+        from plant_models.closed_loop import StagedRun
+
+        run = StagedRun(plant, compiled.table, compiled.dt, compiled.n_steps, every, faults)
+    else:
+        run = make_run(plant, compiled.table, compiled.dt, compiled.n_steps, every, faults=faults)
     t0 = time.perf_counter()
     complete = True
     if progress is None:

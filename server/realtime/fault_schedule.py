@@ -103,6 +103,10 @@ class FaultSchedule:
         The signal-table rows in use now (0: the step calls no fault function).
     switches
         The :class:`Switch` es in the order they are made (by time; at one time, clears before sets).
+    fi, ff, stage
+        The fault set's tables and ``(fault_inputs, fault_outputs,
+        fault_restore)``, for a compiled run that calls them in its loop
+        (:class:`plant_models.closed_loop.StagedRun`).
     """
 
     def __init__(self, plant: Plant, faults: Iterable[tuple[dict, float, float | None]], dt: float,
@@ -127,6 +131,9 @@ class FaultSchedule:
         fs = self.set
         self.outputs = lambda n: fault_outputs(fs.fi, fs.ff, plant.df, n)
         self.restore = lambda n: fault_restore(fs.fi, fs.ff, plant.df, n)
+        # for a compiled run's loop (plant_models.closed_loop.StagedRun): the tables and the three functions
+        self.fi, self.ff = fs.fi, fs.ff
+        self.stage = (fault_inputs, fault_outputs, fault_restore)
 
     @property
     def n_signal(self) -> int:

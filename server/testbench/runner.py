@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from plant_models.config import repo_root
+from plant_models.errors import FaultError
 
 from server.testbench.local_server import FREE_PORTS
 from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
@@ -138,30 +139,73 @@ def _compile(spec: TestSpec):
     return plant, compiled
 
 
-def offline_schedule(spec: TestSpec, plant, dt: float, log: list[str] | None = None):
-    """The test file's fault schedule for an offline run of ``plant`` at step ``dt`` (None without faults)."""
-    if not spec.faults:
+def offline_schedule(spec: TestSpec, plant, dt: float, log: list[str] | None = None,
+                     faults: tuple[ScheduledFault, ...] | None = None):
+    """The fault schedule (the test file's, or ``faults``) for an offline run of ``plant`` at step ``dt``
+    (None without faults)."""
+    faults = spec.faults if faults is None else faults
+    if not faults:
         return None
-    from plant_models.errors import FaultError
-
     from server.realtime.fault_schedule import FaultSchedule
 
     try:
-        return FaultSchedule(plant, [(f.fault, f.at, f.until) for f in spec.faults], dt, log)
+        return FaultSchedule(plant, [(f.fault, f.at, f.until) for f in faults], dt, log)
     except FaultError as exc:
         raise FaultUnavailable(str(exc)) from None
+
+
+def record_offline(spec: TestSpec, plant, compiled, log: list[str] | None = None, controller=None,
+                   faults: tuple[ScheduledFault, ...] | None = None) -> Recording:
+    """A test file's run offline on a given plant: what the verdicts read, for a campaign that varies the plant
+    (its parameters set before), the controller (``controller``: an object of the interface, by default the
+    file's controller class made with its parameters) or the faults (``faults``: by default the file's).
+
+    ``compiled``: the file's scenario compiled for ``plant`` (None: no scenario).  Raises :class:`RunError`
+    for a run the fault set or the controller refuses.
+    """
+    from server.offline.controller import ControllerError, closed_loop
+
+    if controller is None and spec.controller_class is not None:
+        controller = spec.controller_class.build()
+    dt = compiled.dt if compiled is not None else (spec.dt_s or DEFAULT_DT_S)
+    schedule = offline_schedule(spec, plant, dt, log, faults)
+    try:
+        if controller is not None:
+            return closed_loop_recording(closed_loop(plant, compiled, controller, schedule,
+                                                     duration_s=spec.duration_s, dt=dt))
+        return _open_loop(plant, compiled, schedule)
+    except (ControllerError, FaultError) as exc:  # a controller that fails its checks; a switch the fault set
+        raise RunError(str(exc)) from None  # refuses (e.g. more signal faults at once than its table)
 
 
 def run_offline(spec: TestSpec, log: list[str]) -> Recording:
     """The plant in this process, step by step; the fault schedule's stage around each step as in the tick."""
     plant, compiled = _compile(spec)
+    return record_offline(spec, plant, compiled, log)
+
+
+def _open_loop(plant, compiled, faults) -> Recording:
     n = compiled.n_steps
     Y = np.empty((n + 1, plant.n_out))
     U = np.empty((n + 1, plant.n_in))
+    if faults is not None:
+        faults.reset()
     plant.reset(compiled.initial_inputs())
     Y[0] = plant.y
-    faults = offline_schedule(spec, plant, compiled.dt, log)
-    for k in range(n):
+    _offline_steps(plant, compiled, faults, Y, U)
+    if faults is not None:  # the plant is left without the schedule's clutch overlays
+        faults.reset()
+    U[n] = U[n - 1] if n else plant.u
+    t = np.arange(n + 1) * compiled.dt
+    sig = {s.name: U[:, i].copy() for i, s in enumerate(plant.inputs)}
+    sig.update({s.name: Y[:, j].copy() for j, s in enumerate(plant.outputs)})
+    sig.setdefault(WATCHDOG, np.zeros(n + 1))  # no command watchdog offline
+    return Recording(t, sig, compiled.dt)
+
+
+def _offline_steps(plant, compiled, faults, Y, U) -> None:
+    """The offline run's steps, the fault stage around each as in the tick; rows into ``Y`` and ``U``."""
+    for k in range(compiled.n_steps):
         nf = 0
         if faults is not None:
             faults.switch(k)
@@ -176,15 +220,9 @@ def run_offline(spec: TestSpec, log: list[str]) -> Recording:
         if nf:
             faults.restore(nf)
         U[k] = plant.u  # the commanded inputs, as the lockstep run records them
-    U[n] = U[n - 1] if n else plant.u
-    t = np.arange(n + 1) * compiled.dt
-    sig = {s.name: U[:, i].copy() for i, s in enumerate(plant.inputs)}
-    sig.update({s.name: Y[:, j].copy() for j, s in enumerate(plant.outputs)})
-    sig.setdefault(WATCHDOG, np.zeros(n + 1))  # no command watchdog offline
-    return Recording(t, sig, compiled.dt)
 
 
-def _closed_loop_recording(r) -> Recording:
+def closed_loop_recording(r) -> Recording:
     """A closed-loop run's rows (every step) as a recording: an input's sample k is the value step k was
     commanded (the lockstep and offline recordings' convention)."""
     sig = {nm: np.append(r.inputs[1:, i], r.inputs[-1, i]) for i, nm in enumerate(r.input_names)}
@@ -198,18 +236,16 @@ def run_in_process(spec: TestSpec, workdir: Path, log: list[str]) -> Recording:
 
     The two give the same recording bit for bit (:mod:`server.testbench.closed_loop`).
     """
-    from server.offline.controller import ControllerError, closed_loop
+    from server.offline.controller import ControllerError
 
     from server.testbench.closed_loop import closed_loop_lockstep
 
     plant, compiled = _compile(spec)
+    if spec.mode == "offline":
+        return record_offline(spec, plant, compiled, log)
     dt = compiled.dt if compiled is not None else (spec.dt_s or DEFAULT_DT_S)
     try:
         ctl = spec.controller_class.build()
-        if spec.mode == "offline":
-            faults = offline_schedule(spec, plant, dt, log)
-            r = closed_loop(plant, compiled, ctl, faults, duration_s=spec.duration_s, dt=dt)
-            return _closed_loop_recording(r)
         io = spec.io_config
         if io is None:
             if 1.0 / (1.0 / dt) != dt:
@@ -224,9 +260,9 @@ def run_in_process(spec: TestSpec, workdir: Path, log: list[str]) -> Recording:
             with HilClient(server.control, timeout_s=30.0).connect() as client:
                 r = closed_loop_lockstep(client, ctl, compiled, duration_s=spec.duration_s,
                                          faults=[(f.fault, f.at, f.until) for f in spec.faults], log=log)
-        return _closed_loop_recording(r)
-    except (ControllerError, ValueError) as exc:  # a controller that fails its checks; a server of another step
-        raise RunError(str(exc)) from None
+        return closed_loop_recording(r)
+    except (ControllerError, ValueError, FaultError) as exc:  # a controller that fails its checks, a server of
+        raise RunError(str(exc)) from None  # another step, a fault switch the fault set refuses
 
 
 class ServerRun:
