@@ -117,13 +117,13 @@ def run_test_case(spec, case, plant, where: str):
         return trace, recording(plant, compiled, trace)
     from server.offline.controller import closed_loop
     from server.offline.traces import run_trace
-    from server.testbench.runner import _closed_loop_recording  # the test bench's own recording of such a run
+    from server.testbench.runner import closed_loop_recording  # the test bench's own recording of such a run
 
     r = closed_loop(plant, compiled, build_controller(spec, case.controller), faults, duration_s=spec.duration_s,
                     dt=dt)
     trace = run_trace(plant, r.time, r.outputs, r.events, r.status_or, r.start_status, r.wall_time_s, r.every,
                       r.steps, plant.events_lost)
-    return trace, _closed_loop_recording(r)
+    return trace, closed_loop_recording(r)
 
 
 def fault_schedule(faults: list, plant, dt: float):
