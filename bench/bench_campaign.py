@@ -26,7 +26,10 @@ Dask overhead per run: (task time with 1 worker) / runs - bare time per run.
 ``MALLOC_TRIM_THRESHOLD_=65536`` (what Dask sets in its workers by
 default), alternating.
 
-Run: ``.venv/bin/python bench/bench_campaign.py [--repeat 3] [--runs 1200]``.
+Run: ``.venv/bin/python bench/bench_campaign.py [--repeat 3] [--runs 1200]``;
+``--campaign campaigns/closed_loop_swap_1_3.toml`` measures the same for the
+closed-loop worked example (a test file as the base: the example controller
+in process, a scheduled fault, its expectations judged in every run).
 The JIT cache must be warm (``gearbox-hil warmup``).  Numbers depend on
 the machine and its load (printed with each result).
 """

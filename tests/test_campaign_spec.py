@@ -71,7 +71,9 @@ def test_paths_set_scale_and_index_into_the_toml_data():
 
 
 @pytest.mark.parametrize("path,mode,problem", [
-    ("clutch.friction", "set", "a path starts with config. or scenario."),
+    ("clutch.friction", "set", r"a path starts with config\., scenario\., faults\[N\]\. or controller\."),
+    ("faults.at", "set", r"a path starts with config\., scenario\., faults\[N\]\. or controller\."),
+    ("config[0].x", "set", r"a path starts with config\., scenario\., faults\[N\]\. or controller\."),
     ("config.clutch.fr!ction", "set", "is not a key"),
     ("config.clutch.friction_static", "shift", "a shift moves an input history in time"),
 ])
@@ -146,14 +148,14 @@ ERRORS = {
     "range without points": ('[design]\nmethod = "grid"\n' + PARAMS + METRICS,
                              "parameters.friction_scale.values: is required by the grid design"),
     "bad prefix": ('[design]\nmethod = "list"\n[parameters.x]\npath = "plant.clutch.mu"\nvalues = [1.0]\n' + METRICS,
-                   "parameters.x.path: 'plant.clutch.mu': a path starts with config. or scenario."),
+                   "parameters.x.path: 'plant.clutch.mu': a path starts with config., scenario., faults[N]. or controller."),
     "unknown config key": ('[design]\nmethod = "list"\n[parameters.x]\npath = "config.clutch.frction_static"\n'
                            'values = [0.1]\n' + METRICS, "clutch.frction_static: unknown key"),
     "list lengths": ('[design]\nmethod = "list"\n[parameters.x]\npath = "config.clutch.pressure_lag_s"\n'
                      'values = [0.1, 0.2]\n[parameters.y]\npath = "scenario.inputs.engine_torque"\nvalues = [1.0]\n'
                      + METRICS, "the list design needs the same number of values for every parameter"),
     "reserved name": ('[design]\nmethod = "list"\n[parameters.status]\npath = "config.clutch.pressure_lag_s"\n'
-                      'values = [0.1]\n' + METRICS, "parameters.status: is a column every campaign table has"),
+                      'values = [0.1]\n' + METRICS, "parameters.status: is the name of a column of campaign tables"),
     "unknown metric": ('[design]\nmethod = "lhs"\nruns = 2\n' + PARAMS + METRICS.replace('"max_slip"', '"jerk"'),
                        "metrics.builtin[6]: unknown metric 'jerk'"),
     "metric needs a shift key": ('[design]\nmethod = "lhs"\nruns = 2\n' + PARAMS
@@ -330,3 +332,18 @@ def test_guided_batches_shrink_to_the_end_and_cover_every_run_once():
         assert all(n >= MIN_BATCH for n in sizes[:-1])
     assert batch_sizes(1200, 2)[0] == 150 and batch_sizes(1200, 2)[-2:] == [16, 9]
     assert batch_sizes(10, 2, fixed=3) == [3, 3, 3, 1]
+
+
+def test_paths_reach_a_fault_schedule_and_a_controller_table():
+    faults = [{"at": 0.3, "target": "clutch", "clutch": 2, "kind": "stuck_closed"}, {"at": 0.1, "value": 2.0}]
+    controller = {"params": {"sync_rate_bar_s": 40.0}}
+    assert P.parse("faults[1].value") == ("faults", [1, "value"])
+    P.apply({}, {}, "faults[0].at", "set", 0.45, faults=faults, controller=controller)
+    P.apply({}, {}, "faults[1].value", "scale", 1.5, faults=faults, controller=controller)
+    P.apply({}, {}, "controller.params.sync_rate_bar_s", "scale", 0.5, faults=faults, controller=controller)
+    assert faults == [{"at": 0.45, "target": "clutch", "clutch": 2, "kind": "stuck_closed"}, {"at": 0.1, "value": 3.0}]
+    assert controller == {"params": {"sync_rate_bar_s": 20.0}}
+    with pytest.raises(ValueError, match=r"faults\[2\]\.at: index \[2\] is outside the list"):
+        P.apply({}, {}, "faults[2].at", "set", 0.1, faults=faults, controller=controller)
+    with pytest.raises(ValueError, match=r"the campaign's base has no faults"):
+        P.apply({}, {}, "faults[0].at", "set", 0.1)

@@ -3,13 +3,19 @@
 ::
 
     gearbox-hil campaign FILE --out DIR [--workers N | --scheduler ADDRESS] [--batch N] [--restart] [--plot]
+    gearbox-hil campaign FILE --out DIR --replay RUN
 
 runs every case of a campaign file (:mod:`.spec`; format and worked
 example in ``docs/campaigns.md``) and writes ``DIR/campaign.parquet`` (one
 row per run: its number, parameter values, status, error, status bits,
 event count and metrics), ``DIR/campaign.json`` (what ran, where, how
 fast), when the file keeps them, ``DIR/traces/run_NNNNNN.parquet``, and
-with ``--plot`` the figures of :mod:`server.plots.campaign`.
+with ``--plot`` the figures of :mod:`server.plots.campaign`.  A campaign
+over a test file (:mod:`.testbase`) also prints and writes
+``DIR/summary.json``: pass rates, the parameters that decide failure, the
+worst runs and the command that replays one (:mod:`.summary`);
+``--replay RUN`` writes that run as a test file and runs it with the test
+bench, comparing its verdicts with the table (:mod:`.replay`).
 Started again with the same file and ``--out``, it runs only what is
 missing (:mod:`.engine`).  The parts:
 
@@ -17,7 +23,10 @@ missing (:mod:`.engine`).  The parts:
 * :mod:`.paths` -- where a parameter applies in the base config or scenario;
 * :mod:`.metrics` -- built-in shift metrics and expressions;
 * :mod:`.runner` -- one run and a batch of runs (what a worker executes);
-* :mod:`.engine` -- Dask: the cluster, the batches, the parts, the table.
+* :mod:`.engine` -- Dask: the cluster, the batches, the parts, the table;
+* :mod:`.testbase` -- a test file as the base: its expectations judged in every run;
+* :mod:`.summary` -- pass rates, influence, the worst runs;
+* :mod:`.replay` -- one run as a test file.
 
 This module holds only the command line, so that ``gearbox-hil --help``
 loads neither Dask nor compiled code.
@@ -48,6 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="runs per task (default: about eight tasks per worker, at most 200 runs)")
     p.add_argument("--restart", action="store_true", help="forget the results in --out and run everything again")
     p.add_argument("--plot", action="store_true", help="also write PNG figures of the table (needs matplotlib)")
+    p.add_argument("--replay", type=int, default=None, metavar="RUN",
+                   help="write run RUN of a campaign over a test file as a test file (DIR/replay/) and run it with "
+                        "the test bench; its verdicts are compared with the table's row")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
 
 
@@ -74,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_campaign(args.file)
     out = Path(args.out)
+    if args.replay is not None:
+        from .replay import replay
+
+        return replay(spec, args.replay, out)
     prepare(out, spec, args.restart)
     before = len(finished_runs(out, spec))
     try:
@@ -86,13 +102,24 @@ def run(args: argparse.Namespace) -> int:
               "resumes it", file=sys.stderr)
         return 130
     figures = []
-    if args.plot:
+    title = spec.description or Path(spec.source).stem
+    summary = None
+    if spec.judged or args.plot:
         import pyarrow.parquet as pq
 
-        from server.plots.campaign import plot_campaign
+        table = pq.read_table(outcome.table)
+    if spec.judged:
+        from .summary import summarize, write_summary
 
-        figures = plot_campaign(pq.read_table(outcome.table), [p.name for p in spec.parameters], spec.metric_names,
-                                out, spec.description or Path(spec.source).stem)
+        summary = summarize(table, spec, out)
+        figures.append(write_summary(summary, out))
+    if args.plot:
+        from server.plots.campaign import plot_campaign, plot_failing_region
+
+        figures += plot_campaign(table, [p.name for p in spec.parameters], spec.metric_names, out, title)
+        if summary is not None and len(summary.region) == 2:
+            figures.append(plot_failing_region(table, summary.region, summary.influence,
+                                               [e.name for e in spec.expectations], out, title))
     if not args.quiet:
         o = outcome
         rate = f" ({o.ran / o.tasks_s:.0f} runs/s on {o.workers} worker{'s' * (o.workers != 1)})" if o.tasks_s else ""
@@ -100,4 +127,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"campaign {Path(spec.source).stem}: {o.ran} runs, {o.ok} ok, {o.failed} failed{rate}{skipped}")
         print(f"wrote {o.table} ({spec.runs} rows), {out / 'campaign.json'}" + "".join(f", {f}" for f in figures)
               + f"; {time.perf_counter() - began:.1f} s wall in all")
+        if summary is not None:
+            from .summary import print_summary
+
+            print_summary(summary)
     return 0

@@ -38,8 +38,9 @@ from typing import Callable
 
 from plant_models.config import ConfigError
 
-from .runner import RunResult, run_batch, warm
+from .runner import RunResult, failed_result, run_batch, warm
 from .spec import CampaignSpec, case_values
+from .testbase import PARTS as VERDICT_PARTS, VERDICT, column, verdict_columns
 
 TABLE = "campaign.parquet"
 MANIFEST = "campaign.json"
@@ -78,7 +79,7 @@ class Outcome:
 
 # -- the table --------------------------------------------------------------------------------------------
 def table_schema(spec: CampaignSpec):
-    """Columns: run, the parameters, status, error, status_bits, events, the metrics."""
+    """Columns: run, the parameters, status, error, status_bits, events, the verdicts (.testbase), the metrics."""
     import pyarrow as pa
 
     types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
@@ -86,8 +87,14 @@ def table_schema(spec: CampaignSpec):
     fields += [pa.field(p.name, types[p.dtype]) for p in spec.parameters]
     fields += [pa.field("status", pa.string()), pa.field("error", pa.string()), pa.field("status_bits", pa.int64()),
                pa.field("events", pa.int64())]
+    fields += [pa.field(name, types[kind]) for name, kind in verdict_columns(len(spec.expectations))
+               if spec.judged]
     fields += [pa.field(m, pa.float64()) for m in spec.metric_names]
-    return pa.schema(fields, metadata={"campaign": spec.source, "digest": spec.digest})
+    meta = {"campaign": spec.source, "digest": spec.digest}
+    if spec.judged:  # what expect[k] is: the test file and its expectations' names
+        meta["test"] = spec.test_source
+        meta["expectations"] = json.dumps([e.name for e in spec.expectations])
+    return pa.schema(fields, metadata=meta)
 
 
 def batch_table(spec: CampaignSpec, results: list[RunResult], values: dict[int, tuple]):
@@ -99,6 +106,11 @@ def batch_table(spec: CampaignSpec, results: list[RunResult], values: dict[int, 
         cols[p.name] = [values[r.run][j] for r in results]
     cols.update(status=[r.status for r in results], error=[r.error for r in results],
                 status_bits=[r.status_bits for r in results], events=[r.events for r in results])
+    if spec.judged:
+        cols[VERDICT] = [r.verdict for r in results]
+        for k in range(len(spec.expectations)):
+            for j, part in enumerate(VERDICT_PARTS):
+                cols[column(k, part)] = [r.verdicts[k][j] for r in results]
     for m in spec.metric_names:
         cols[m] = [r.metrics.get(m, math.nan) for r in results]
     return pa.Table.from_pydict(cols, schema=schema)
@@ -181,6 +193,10 @@ def _write_manifest(out: Path, spec: CampaignSpec, outcome: Outcome | None) -> N
            "digest": spec.digest, "config": spec.config_source, "scenario": spec.scenario_source,
            "design": spec.design, "runs": spec.runs, "seed": spec.seed,
            "parameters": [p.name for p in spec.parameters], "metrics": spec.metric_names}
+    if spec.judged:
+        doc["test"] = spec.test_source
+        doc["expectations"] = [{"column": f"expect[{k}]", "name": e.name, "expects": e.bounds_text()}
+                               for k, e in enumerate(spec.expectations)]
     if outcome is not None:
         doc["last_execution"] = {
             "workers": outcome.workers, "scheduler": outcome.scheduler, "batch": outcome.batch,
@@ -300,8 +316,8 @@ def execute(spec: CampaignSpec, out: Path, *, workers: int | None = None, schedu
                     try:
                         results = fut.result()
                     except Exception as exc:  # the worker died or the task could not run: these runs failed
-                        results = [RunResult(r, "failed", f"{type(exc).__name__}: {exc}".splitlines()[0], 0, 0,
-                                             {m: math.nan for m in spec.metric_names}, 0.0) for r in ids]
+                        results = [failed_result(spec, r, f"{type(exc).__name__}: {exc}".splitlines()[0])
+                                   for r in ids]
                     unsaved += results
                     ok += sum(r.status == "ok" for r in results)
                     failed += sum(r.status != "ok" for r in results)

@@ -58,8 +58,12 @@ _OPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: n
 
 
 # -- reading ---------------------------------------------------------------------------------------------
-def check_metrics(tab: ConfigReader, param_names: list[str]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
-    """The ``[metrics]`` table: built-in names and (name, expression) pairs, syntax checked."""
+def check_metrics(tab: ConfigReader, param_names: list[str],
+                  required: bool = True) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The ``[metrics]`` table: built-in names and (name, expression) pairs, syntax checked.
+
+    ``required``: at least one metric (a campaign judged by a test file's expectations needs none).
+    """
     raw = tab.raw("builtin", [])
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
         raise tab.error("builtin", "must be a list of built-in metric names")
@@ -68,11 +72,11 @@ def check_metrics(tab: ConfigReader, param_names: list[str]) -> tuple[tuple[str,
             raise tab.error(f"builtin[{j}]", f"unknown metric {name!r}; built-ins: {', '.join(BUILTINS)}")
     builtin = tuple(dict.fromkeys(raw))
     exprs = tab.sub("expressions", required=False)
-    taken = set(builtin) | set(param_names) | {"run", "status", "error", "status_bits", "events"}
+    taken = set(builtin) | set(param_names) | {"run", "status", "error", "status_bits", "events", "verdict"}
     expressions = []
     for name in exprs.data:
         text = exprs.string(name)
-        if name in taken:
+        if name in taken or name.startswith("expect["):
             raise exprs.error(name, "this name is already a parameter, a built-in metric or a table column")
         try:
             tree = ast.parse(text, mode="eval")
@@ -84,7 +88,7 @@ def check_metrics(tab: ConfigReader, param_names: list[str]) -> tuple[tuple[str,
         taken.add(name)
         expressions.append((name, text))
     tab.reject_unknown()
-    if not builtin and not expressions:
+    if required and not builtin and not expressions:
         raise ConfigError(tab.source, "[metrics]", "no metrics: list built-ins and/or expressions")
     return builtin, tuple(expressions)
 

@@ -10,6 +10,13 @@ dots, each key optionally followed by list indices::
     scenario.inputs.engine_torque         an input history (a constant here)
     scenario.inputs.p_c2[3][1]            the value of the fourth [time, value] point of p_c2
 
+and, for a campaign whose base is a test file (:mod:`.testbase`), its fault
+schedule and its controller's parameters::
+
+    faults[0].at                          when the first scheduled fault switches on (s)
+    faults[1].value                       a value of the second fault (e.g. an offset's size)
+    controller.params.sync_rate_bar_s     a parameter of the test file's [controller] table
+
 and a mode:
 
 * ``set``: the parameter's value replaces the value at the path (a
@@ -35,18 +42,24 @@ from __future__ import annotations
 import math
 import re
 
-PREFIXES = ("config", "scenario")
+PREFIXES = ("config", "scenario", "faults", "controller")
 _KEY = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)$")
 
 
 def parse(path: str) -> tuple[str, list[str | int]]:
-    """``"config.axles.inertia_kg_m2[0]"`` -> ``("config", ["axles", "inertia_kg_m2", 0])``; ValueError if malformed."""
+    """``"config.axles.inertia_kg_m2[0]"`` -> ``("config", ["axles", "inertia_kg_m2", 0])``; ValueError if malformed.
+
+    ``"faults[1].at"`` -> ``("faults", [1, "at"])``: the schedule is a list, so its root takes an index.
+    """
     if not isinstance(path, str) or "." not in path:
-        raise ValueError(f"{path!r} is not a path: config.KEY... or scenario.KEY...")
-    root, _, rest = path.partition(".")
-    if root not in PREFIXES:
-        raise ValueError(f"{path!r}: a path starts with config. or scenario.")
-    steps: list[str | int] = []
+        raise ValueError(f"{path!r} is not a path: config.KEY..., scenario.KEY..., faults[N].KEY or "
+                         "controller.KEY...")
+    head, _, rest = path.partition(".")
+    m = _KEY.match(head)
+    root = m.group(1) if m else head
+    if m is None or root not in PREFIXES or (m.group(2) != "") != (root == "faults"):
+        raise ValueError(f"{path!r}: a path starts with config., scenario., faults[N]. or controller.")
+    steps: list[str | int] = [int(x) for x in re.findall(r"\[(\d+)\]", m.group(2))]
     for part in rest.split("."):
         m = _KEY.match(part)
         if not m:
@@ -70,10 +83,14 @@ def check(path: str, mode: str) -> None:
         raise ValueError(f"{path!r}: a shift moves an input history in time; its path is scenario.inputs.NAME")
 
 
-def apply(config: dict, scenario: dict, path: str, mode: str, value, integer_inputs=()) -> None:
-    """Apply one parameter value at ``path`` in place (``config`` / ``scenario`` are TOML data)."""
+def apply(config: dict, scenario: dict, path: str, mode: str, value, integer_inputs=(), faults: list | None = None,
+          controller: dict | None = None) -> None:
+    """Apply one parameter value at ``path`` in place (``config`` / ``scenario`` / ``faults`` / ``controller``
+    are TOML data: the plant config, the scenario, the test file's [[faults]] and [controller])."""
     root, steps = parse(path)
-    data = config if root == "config" else scenario
+    data = {"config": config, "scenario": scenario, "faults": faults, "controller": controller}[root]
+    if data is None:
+        raise ValueError(f"{path}: the campaign's base has no {root}")
     name = input_name(root, steps)
     if mode == "shift":
         inputs = scenario.get("inputs", {})

@@ -1,10 +1,12 @@
 """One campaign run, and a batch of them: what a worker executes.
 
 A run applies its parameter values to the base config and scenario
-(:func:`.spec.apply_case`), builds the plant (or reuses the worker's last
+(:func:`.spec.apply_all`), builds the plant (or reuses the worker's last
 plant of the same config), runs the scenario in compiled code at full rate
-(:func:`server.offline.run.run_offline`), computes the metrics
-(:mod:`.metrics`) and, when the campaign keeps its trace, encodes it as
+(:func:`server.offline.run.run_offline`; with a test file's fault schedule
+applied around each step as the real-time tick applies it), computes the metrics
+(:mod:`.metrics`), judges the test file's expectations when a test file is
+the base (:mod:`.testbase`) and, when the campaign keeps its trace, encodes it as
 Parquet (decimated by ``[traces] every``) for the client to write.  Any
 error ends that run only: it is recorded with its message (a config value
 out of range, a metric that cannot be computed) and the batch goes on.
@@ -26,7 +28,8 @@ from plant_models.config import ConfigError
 from plant_models.registry import read_config_data
 
 from .metrics import compute
-from .spec import CampaignSpec, apply_case
+from .spec import CampaignSpec, apply_all, apply_case
+from .testbase import failed_row, judge, run_test_case
 
 _PLANTS: dict[str, object] = {}  # config data (as JSON) -> plant: this process's last few plants
 _PLANTS_KEPT = 4
@@ -44,6 +47,8 @@ class RunResult:
     metrics: dict
     wall_s: float
     trace: bytes | None = None
+    verdict: str = ""  # with a test file as the base: pass, fail or error (.testbase.judge),
+    verdicts: tuple = ()  # and (verdict, failing time s, failing value) per expectation
 
 
 def _plant(config: dict, source: str):
@@ -66,21 +71,33 @@ def run_case(spec: CampaignSpec, run: int, values: tuple) -> RunResult:
     began = time.perf_counter()
     where = f" (run {run})"
     try:
-        config, scenario = apply_case(spec, values)
-        plant = _plant(config, spec.config_source + where)
-        compiled = parse_scenario(scenario, spec.scenario_source + where).compile(plant, spec.dt)
-        trace = run_offline(plant, compiled)
+        case = apply_all(spec, values)
+        plant = _plant(case.config, spec.config_source + where)
         params = {p.name: v for p, v in zip(spec.parameters, values)}
+        verdict, verdicts = "", ()
+        if spec.judged:
+            trace, rec = run_test_case(spec, case, plant, where)
+            verdict, verdicts = judge(spec.expectations, rec)
+        else:
+            compiled = parse_scenario(case.scenario, spec.scenario_source + where).compile(plant, spec.dt)
+            trace = run_offline(plant, compiled)
         metrics = compute(spec, trace, params)
         data = _trace_bytes(trace, spec, run) if spec.keeps_trace(run) else None
         return RunResult(run, "ok", "", int(trace.status_or), len(trace.events), metrics,
-                         time.perf_counter() - began, data)
+                         time.perf_counter() - began, data, verdict, verdicts)
     except ConfigError as exc:
         error = str(exc)
     except Exception as exc:  # a run's own failure (a metric, the plant) must not end the campaign
         error = f"{type(exc).__name__}: {exc}"
-    return RunResult(run, "failed", error.splitlines()[0] if error else "failed", 0, 0,
-                     {m: math.nan for m in spec.metric_names}, time.perf_counter() - began)
+    _PLANTS.clear()  # a run that stopped half-way may leave a plant with a fault's overlay: build afresh
+    return failed_result(spec, run, error.splitlines()[0] if error else "failed", time.perf_counter() - began)
+
+
+def failed_result(spec: CampaignSpec, run: int, error: str, wall_s: float = 0.0) -> RunResult:
+    """The row of a run that did not complete: its error, NaN metrics, every expectation in error."""
+    verdict, verdicts = failed_row(len(spec.expectations)) if spec.judged else ("", ())
+    return RunResult(run, "failed", error, 0, 0, {m: math.nan for m in spec.metric_names}, wall_s, None, verdict,
+                     verdicts)
 
 
 def run_batch(spec: CampaignSpec, runs: list[int], values: list[tuple]) -> list[RunResult]:
@@ -126,4 +143,4 @@ def _first_values(spec: CampaignSpec) -> tuple:
     return case_values(spec, [0])[0]
 
 
-__all__ = ["RunResult", "run_batch", "run_case", "warm"]
+__all__ = ["RunResult", "failed_result", "run_batch", "run_case", "warm"]

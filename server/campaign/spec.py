@@ -1,7 +1,8 @@
 """Campaign files: what to vary, how to sample it, what to measure; read once, checked once.
 
 A campaign file (TOML; the format is documented in ``docs/campaigns.md``)
-names a base plant config and scenario, the parameters to vary (each
+names a base plant config and scenario, or a test file whose plant,
+stimulus and expectations are the base (:mod:`.testbase`), the parameters to vary (each
 addressed by a path, see :mod:`.paths`), a design that samples them (a
 full grid, a list, seeded random or Latin-hypercube), the metrics to
 compute per run (:mod:`.metrics`) and whether to keep traces.  Everything
@@ -33,7 +34,7 @@ from . import paths as P
 DESIGNS = ("grid", "list", "random", "lhs")
 MODES = ("set", "scale", "shift")
 KEEP = ("none", "all")
-RESERVED = ("run", "status", "error", "status_bits", "events")  # columns of every campaign table
+RESERVED = ("run", "status", "error", "status_bits", "events", "verdict")  # columns of campaign tables
 MAX_RUNS = 10_000_000
 
 
@@ -93,7 +94,17 @@ class CampaignSpec:
     keep_traces: str | tuple[int, ...] = "none"
     trace_every: int = 1
     integer_inputs: tuple[str, ...] = ()  # the plant's whole-number inputs (a shift cuts their histories as steps)
+    test_source: str = ""  # a test file as the base (.testbase): its path,
+    test_data: dict | None = None  # its content as read (what the expectations depend on),
+    test_name: str = ""
+    expectations: tuple = ()  # and its expectations (server.testbench.spec.Expectation), judged in every run
+    duration_s: float | None = None  # a test's run without a scenario (a controller drives it): its length, s
     digest: str = field(default="", compare=False)
+
+    @property
+    def judged(self) -> bool:
+        """Whether the runs are judged by a test file's expectations (the table has verdict columns)."""
+        return bool(self.expectations)
 
     @property
     def metric_names(self) -> list[str]:
@@ -120,8 +131,8 @@ def _resolve(reader: ConfigReader, key: str, folder: str) -> Path:
 
 
 def _parameter(params: ConfigReader, name: str, design: str) -> Parameter:
-    if name in RESERVED:
-        raise params.error(name, "is a column every campaign table has; choose another name")
+    if name in RESERVED or name.startswith("expect["):
+        raise params.error(name, "is the name of a column of campaign tables; choose another name")
     tab = params.sub(name)
     if tab.has("path") == tab.has("paths"):
         raise tab.error("path", "give either path (one) or paths (a list)")
@@ -207,9 +218,8 @@ def parse_campaign(data: dict, source: str) -> CampaignSpec:
 
     cfg = ConfigReader(data, source)
     description = cfg.string("description", "")
-    config_path = _resolve(cfg, "config", "configs")
-    scenario_path = _resolve(cfg, "scenario", "scenarios")
-    dt = cfg.number("dt_s", positive=True) if cfg.has("dt_s") else None
+    base = _base(cfg)
+    dt = cfg.number("dt_s", positive=True) if cfg.has("dt_s") else base.pop("dt", None)
     design_tab = cfg.sub("design")
     design = design_tab.string("method", choices=DESIGNS)
     runs = 0
@@ -236,25 +246,47 @@ def parse_campaign(data: dict, source: str) -> CampaignSpec:
             raise ConfigError(source, "[parameters]", f"the grid has {runs} runs, more than {MAX_RUNS}")
     shift = _shift(cfg)
     metrics_tab = cfg.sub("metrics", required=False)
-    builtin, expressions = check_metrics(metrics_tab, [p.name for p in parameters])
+    builtin, expressions = check_metrics(metrics_tab, [p.name for p in parameters],
+                                         required=not base.get("expectations"))
     keep, every = _traces(cfg)
     cfg.reject_unknown()
-    config_data = load_plant_toml(config_path)
-    base = read_config_data(copy.deepcopy(config_data), str(config_path))
-    integer_inputs = tuple(s.name for s in base.plant_class.signals(base.params)[0] if s.integer)
-    spec = CampaignSpec(source=source, description=description, config_source=str(config_path),
-                        config_data=config_data, scenario_source=str(scenario_path),
-                        scenario_data=load_toml(scenario_path), dt=dt, parameters=parameters, design=design,
+    config_path = Path(base["config_source"])
+    config = read_config_data(copy.deepcopy(base["config_data"]), str(config_path))
+    integer_inputs = tuple(s.name for s in config.plant_class.signals(config.params)[0] if s.integer)
+    spec = CampaignSpec(source=source, description=description, dt=dt, parameters=parameters, design=design,
                         runs=runs, seed=seed, shift=shift, builtin=builtin, expressions=expressions,
-                        keep_traces=keep, trace_every=every, integer_inputs=integer_inputs)
+                        keep_traces=keep, trace_every=every, integer_inputs=integer_inputs, **base)
     spec = _with_digest(spec)
     _dry_run(spec)
     return spec
 
 
+def _base(cfg: ConfigReader) -> dict:
+    """The base of the runs, as CampaignSpec fields: a plant config and a scenario, or a test file."""
+    if cfg.has("test"):
+        for key in ("config", "scenario", "dt_s"):
+            if cfg.has(key):
+                raise cfg.error(key, "comes from the test file with a test as the base (give test, or config "
+                                "and scenario)")
+        from .testbase import read_test_base, test_step
+
+        test, raw = read_test_base(cfg)
+        return dict(config_source=str(test.plant_config), config_data=load_plant_toml(test.plant_config),
+                    scenario_source=test.scenario.source if test.scenario is not None else "",
+                    scenario_data=test.scenario_data, dt=test_step(test), duration_s=test.duration_s,
+                    test_source=test.source, test_data=raw, test_name=test.name, expectations=test.expectations)
+    config_path = _resolve(cfg, "config", "configs")
+    scenario_path = _resolve(cfg, "scenario", "scenarios")
+    return dict(config_source=str(config_path), config_data=load_plant_toml(config_path),
+                scenario_source=str(scenario_path), scenario_data=load_toml(scenario_path))
+
+
 def _with_digest(spec: CampaignSpec) -> CampaignSpec:
     """The spec with a digest of everything its results depend on (the file, the base config and scenario)."""
-    skip = ("digest", "source", "description", "keep_traces", "trace_every")  # nothing in the table depends on them
+    # nothing in the table depends on them (the expectations are in test_data, as the test file has them)
+    skip = ("digest", "source", "description", "keep_traces", "trace_every", "expectations", "test_name")
+    if not spec.judged:  # without a test file, the digest of the fields before there were test files (resumable)
+        skip += ("test_source", "test_data", "duration_s")
     doc = {k: v for k, v in spec.__dict__.items() if k not in skip}
     text = json.dumps(doc, sort_keys=True, default=lambda o: o.__dict__ if hasattr(o, "__dict__") else repr(o))
     return CampaignSpec(**{**spec.__dict__, "digest": hashlib.sha256(text.encode()).hexdigest()})
@@ -266,13 +298,35 @@ def _dry_run(spec: CampaignSpec) -> None:
 
     first = case_values(spec, [0])[0]
     try:
-        config, scenario = apply_case(spec, first)
+        case = apply_all(spec, first)
     except ValueError as exc:
         raise ConfigError(spec.source, "parameters", str(exc)) from None
-    plant_config = read_config_data(config, spec.config_source + " (with run 0's parameters)")
-    parse_scenario(scenario, spec.scenario_source + " (with run 0's parameters)")
+    where = " (with run 0's parameters)"
+    plant_config = read_config_data(case.config, spec.config_source + where)
+    scenario = parse_scenario(case.scenario, spec.scenario_source + where) if case.scenario is not None else None
     from .metrics import check_signals
     check_signals(spec, plant_config)
+    if case.faults or case.controller is not None:  # checked against the plant as a run checks them
+        from plant_models.errors import FaultError
+
+        from server.offline.controller import ControllerError, bind_controller
+
+        from .testbase import build_controller, fault_schedule
+
+        plant = plant_config.plant_class(plant_config.params, source=spec.config_source)
+        dt = scenario.compile(plant, spec.dt, warn=False).dt if scenario is not None else spec.dt
+        try:
+            fault_schedule(case.faults, plant, dt)
+        except (FaultError, ValueError) as exc:
+            raise ConfigError(spec.test_source + where, "faults", str(exc)) from None
+        if case.controller is not None:
+            try:
+                bind_controller(build_controller(spec, case.controller), [s.name for s in plant.outputs],
+                                [s.name for s in plant.inputs])
+            except ControllerError as exc:
+                raise ConfigError(spec.test_source + where, "controller", str(exc)) from None
+            except Exception as exc:  # the controller's own code failed while it was made or bound
+                raise ConfigError(spec.test_source + where, "controller", f"{type(exc).__name__}: {exc}") from None
 
 
 def load_campaign(path: str | Path) -> CampaignSpec:
@@ -317,16 +371,42 @@ def design_columns(spec: CampaignSpec) -> list[list]:
     return out
 
 
-def apply_case(spec: CampaignSpec, values: tuple) -> tuple[dict, dict]:
-    """The base config and scenario data with one run's parameter values applied (copies)."""
+@dataclass(frozen=True)
+class Case:
+    """One run's base data with its parameter values applied (copies): what a run is made of."""
+
+    config: dict  # the plant config
+    scenario: dict | None  # the scenario (a test file's stimulus; None: a controller drives a test without one)
+    faults: list | None = None  # a test file's [[faults]] (fault maps with at/until, s); None without a test base
+    controller: dict | None = None  # a test file's [controller] table
+
+
+def _copy(data):
     # a copy through pickle: the same as copy.deepcopy for TOML data, and several times faster
-    config = pickle.loads(pickle.dumps(spec.config_data, protocol=pickle.HIGHEST_PROTOCOL))
-    scenario = pickle.loads(pickle.dumps(spec.scenario_data, protocol=pickle.HIGHEST_PROTOCOL))
+    return pickle.loads(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def apply_all(spec: CampaignSpec, values: tuple) -> Case:
+    """The base data with one run's parameter values applied (copies; the base stays as read)."""
+    test = spec.test_data or {}
+    config = _copy(spec.config_data)
+    scenario = _copy(spec.scenario_data) if spec.scenario_data is not None else None
+    faults = _copy(test.get("faults", [])) if spec.judged else None
+    controller = None
+    if spec.judged and "controller" in test:  # a class named alone is a [controller] table without params
+        ctl = test["controller"]
+        controller = {"class": ctl, "params": {}} if isinstance(ctl, str) else _copy(ctl)
     for p, v in zip(spec.parameters, values):
         for path in p.paths:
-            P.apply(config, scenario, path, p.mode, v, spec.integer_inputs)
-    return config, scenario
+            P.apply(config, scenario, path, p.mode, v, spec.integer_inputs, faults=faults, controller=controller)
+    return Case(config, scenario, faults, controller)
 
 
-__all__ = ["CampaignSpec", "Parameter", "ShiftWindow", "apply_case", "case_values", "design_columns",
-           "load_campaign", "parse_campaign"]
+def apply_case(spec: CampaignSpec, values: tuple) -> tuple[dict, dict]:
+    """The base config and scenario data with one run's parameter values applied (copies)."""
+    case = apply_all(spec, values)
+    return case.config, case.scenario
+
+
+__all__ = ["CampaignSpec", "Case", "Parameter", "ShiftWindow", "apply_all", "apply_case", "case_values",
+           "design_columns", "load_campaign", "parse_campaign"]

@@ -13,6 +13,11 @@
   while the off-going one still holds) or a flare (the engine rises more
   than ``flare_limit`` above the off-going gear's speed).
 
+* ``failing_region.png`` (a campaign over a test file): every run over two
+  parameters (those that decide failure most, chosen by
+  :mod:`server.campaign.summary`), a run that met every expectation in
+  green, one that did not in the colour of its first failing expectation.
+
 Drawn from the table alone (matplotlib's object API, Agg canvas, as
 :mod:`.figures`); runs that failed or whose metric is NaN are left out and
 counted in the title.
@@ -151,4 +156,43 @@ def _regions(cols, ok, pair, out: Path, title: str, flare_limit: float, tie_up_s
     return save(fig, out / "regions.png", f"{title}\ntie-up and flare regions")
 
 
-__all__ = ["first_order", "label", "plot_campaign"]
+def plot_failing_region(table, pair: list[str], index: dict[str, float], names: list[str], out: Path,
+                        title: str = "") -> Path:
+    """``failing_region.png``: pass / first failing expectation over two parameters (see the module's docstring).
+
+    ``names``: the expectations' names, in the order of their ``expect[k]`` columns; ``index``: the
+    parameters' first-order indices of failure (shown on the axes).
+    """
+    cols = _columns(table)
+    px, py = pair
+    verdicts = np.array([cols[f"expect[{k}].verdict"] for k in range(len(names))]).reshape(len(names), -1)
+    passed = cols["verdict"] == "pass"
+    first = np.where(passed, -1, np.argmax(verdicts != "pass", axis=0))
+    error = cols["verdict"] == "error"
+    fig = _figure(7.5, 5.2)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.scatter(cols[px][passed], cols[py][passed], s=9, color="tab:green", linewidths=0,
+               label=f"met every expectation ({int(passed.sum())} runs)")
+    shown = 0
+    for k, name in enumerate(names):
+        mask = (first == k) & ~passed & ~error
+        if mask.any():
+            color = _FAIL_COLORS[shown % len(_FAIL_COLORS)]
+            ax.scatter(cols[px][mask], cols[py][mask], s=11, linewidths=0, color=color,
+                       label=f"fails first: {name} ({int(mask.sum())} runs)")
+            shown += 1
+    if error.any():
+        ax.scatter(cols[px][error], cols[py][error], s=14, marker="x", color="black",
+                   label=f"error ({int(error.sum())} runs)")
+    ax.set_xlabel(f"{label(px)}  (first-order index of failure {index.get(px, 0.0):.2f})")
+    ax.set_ylabel(f"{label(py)}  (first-order index of failure {index.get(py, 0.0):.2f})")
+    ax.grid(True, linewidth=0.4, alpha=0.6)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, framealpha=0.9)
+    rate = passed.mean() if passed.size else float("nan")
+    return save(fig, out / "failing_region.png", f"{title}\nwhere the runs fail: pass rate {rate:.1%} of "
+                                                  f"{passed.size} runs")
+
+
+_FAIL_COLORS = ("tab:red", "tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:blue")
+
+__all__ = ["first_order", "label", "plot_campaign", "plot_failing_region"]
