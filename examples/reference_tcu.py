@@ -271,18 +271,25 @@ POWERSHIFT_TRACTOR = TcuCalibration(
     engine_max_N_m=600.0, input_speed="w_1", engine_speed="w_1", kp=1.5, ki=0.5, on_bar=(5.0, 12.0),
     full_bar=16.0, brake_N_per_bar=100.0 / 0.85, up_rpm=(1700.0, 2150.0), down_rpm=(1100.0, 1500.0), guard_s=1.5, reduction=0.5, drawbar=True)
 
+CALIBRATIONS = {"zf8hp_car": ZF8HP_CAR, "powershift_tractor": POWERSHIFT_TRACTOR}
+
 
 class ReferenceTcu(Controller):
     """The reference TCU and its driver on a cycle; ``kernel`` is its logic (see the module's docstring).
 
-    ``cal``: a :class:`TcuCalibration` (``ZF8HP_CAR``, ``POWERSHIFT_TRACTOR``); ``cycle``: (time s, target
+    ``cal``: a :class:`TcuCalibration` or the name of one in :data:`CALIBRATIONS` (``"zf8hp_car"``,
+    ``"powershift_tractor"``: what a test file's ``[controller] params`` gives); ``cycle``: (time s, target
     speed m/s[, drawbar N]) arrays (default: the WLTC class 3b, or the field cycle for a calibration with a
     drawbar).  ``period_ticks`` 10: a 10 ms task at dt = 1 ms.
     """
 
     kernel = staticmethod(tcu_kernel)
 
-    def __init__(self, cal: TcuCalibration = ZF8HP_CAR, cycle=None, period_ticks: int = 10):
+    def __init__(self, cal: TcuCalibration | str = ZF8HP_CAR, cycle=None, period_ticks: int = 10):
+        if isinstance(cal, str):
+            if cal not in CALIBRATIONS:
+                raise ValueError(f"no TCU calibration {cal!r}; there are {', '.join(CALIBRATIONS)}")
+            cal = CALIBRATIONS[cal]
         self.cal, self.period_ticks = cal, int(period_ticks)
         if cycle is None:
             cycle = tractor_field() if cal.drawbar else wltc_class3b()
