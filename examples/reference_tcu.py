@@ -30,7 +30,7 @@ Run: ``python examples/reference_tcu.py`` (the whole WLTC offline, its figures: 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,8 @@ from drive_cycles import tractor_field, wltc_class3b  # noqa: E402
 
 from server.offline.controller import Controller  # noqa: E402
 
+# The kernel's functions are compiled per process, not cached: a test file loads this module under a module
+# name of its own (server/offline/controller.py, load_controller), which a numba cache entry would pin.
 RPM = np.pi / 30.0
 MAX_EL = 8
 
@@ -48,19 +50,20 @@ MAX_EL = 8
 (P_NG, P_NE, P_NT, P_IY_V, P_IY_WIN, P_IY_WENG, P_IY_TE, P_IU_LU, P_IU_BRAKE, P_IU_PEDAL, P_IU_LIMIT, P_IU_DRAWBAR,
  P_MASS, P_FROLL, P_AERO, P_R_OVER_I, P_TMAX, P_KP, P_KI, P_BRAKE_BAR, P_FULL, P_FILL, P_ON0, P_ON1, P_T_FILL,
  P_T_TP, P_T_INERTIA, P_T_CLOSE, P_REDUCTION, P_WUP0, P_WUP1, P_WDN0, P_WDN1, P_GUARD, P_LU_ON, P_LU_OFF, P_LU_GEAR,
- P_LU_FULL, P_LU_RATE, P_KISS, P_LOOKAHEAD, P_OFF_RATIO, P_OFF_MASK, P_OFF_TT, P_OFF_TV, P_OFF_TF, P_BRAKE_N_PER_BAR) = range(47)
+ P_LU_FULL, P_LU_RATE, P_KISS, P_LOOKAHEAD, P_OFF_RATIO, P_OFF_MASK, P_OFF_TT, P_OFF_TV, P_OFF_TF,
+ P_BRAKE_N_PER_BAR) = range(47)
 P_IY_STUCK0 = 47  # MAX_EL slots: the elements' stuck outputs
 P_IU_P0 = P_IY_STUCK0 + MAX_EL  # MAX_EL slots: their pressure inputs
 P_LEN = P_IU_P0 + MAX_EL
 
 # state
 (S_GEAR, S_TARGET, S_PHASE, S_T0, S_INT, S_LU, S_PLU, S_T_END, S_TE0, S_PEDAL, S_NSHIFT, S_LIMIT, S_UP, S_LIMIT0,
- S_BRAKE) = range(15)
-S_LEN = 15
+ S_BRAKE, S_TLAST) = range(16)
+S_LEN = 16
 PH_NONE, PH_FILL, PH_TORQUE, PH_INERTIA, PH_CLOSE = 0.0, 1.0, 2.0, 3.0, 4.0
 
 
-@njit(cache=True)
+@njit
 def _interp(t, p, off_t, off_v, n):
     """The table's value at t (linear between points, held beyond the ends)."""
     if t <= p[off_t]:
@@ -78,8 +81,8 @@ def _interp(t, p, off_t, off_v, n):
     return p[off_v + lo] + a * (p[off_v + hi] - p[off_v + lo])
 
 
-@njit(cache=True)
-def _driver(t, y, u, s, p, gear):
+@njit
+def _driver(t, h, y, u, s, p, gear):
     """Pedal and brake from the target speed: feed-forward + PI (the integral stops while saturated)."""
     n, ot, ov = int(p[P_NT]), int(p[P_OFF_TT]), int(p[P_OFF_TV])
     la = p[P_LOOKAHEAD]
@@ -98,7 +101,7 @@ def _driver(t, y, u, s, p, gear):
         ff = f_req / (p[P_BRAKE_BAR] * p[P_BRAKE_N_PER_BAR])
     cmd = ff + p[P_KP] * e + p[P_KI] * s[S_INT]
     if not ((cmd >= 1.0 and e > 0.0) or (cmd <= -1.0 and e < 0.0)):
-        s[S_INT] += e * 0.01
+        s[S_INT] += e * h
     if vt <= 0.0 and at <= 0.0 and v < 1.0:
         cmd = -1.0
     pedal = min(max(cmd, 0.0), 1.0)
@@ -109,7 +112,7 @@ def _driver(t, y, u, s, p, gear):
     return v, pedal
 
 
-@njit(cache=True)
+@njit
 def _schedule(t, v, pedal, s, p):
     """The gear the schedule asks for (one step from the present one), or the present one."""
     g, ng = int(s[S_GEAR]), int(p[P_NG])
@@ -125,7 +128,7 @@ def _schedule(t, v, pedal, s, p):
     return g
 
 
-@njit(cache=True)
+@njit
 def _pressures(t, y, u, s, p):
     """The elements' pressures for the present shift phase; advances the phase."""
     ne, om = int(p[P_NE]), int(p[P_OFF_MASK])
@@ -176,11 +179,13 @@ def _pressures(t, y, u, s, p):
         u[int(p[P_IU_P0 + e])] = val
 
 
-@njit(cache=True)
+@njit
 def tcu_kernel(t_s, y, u, s, p):
     """One 10 ms task of the TCU: driver, schedule, shift phases, torque intervention, lock-up."""
+    h = t_s - s[S_TLAST]  # the task's period, s
+    s[S_TLAST] = t_s
     gear = int(s[S_GEAR])
-    v, pedal = _driver(t_s, y, u, s, p, gear)
+    v, pedal = _driver(t_s, h, y, u, s, p, gear)
     if s[S_PHASE] == PH_NONE:
         g1 = _schedule(t_s, v, pedal, s, p)
         if g1 != gear:
@@ -205,7 +210,7 @@ def tcu_kernel(t_s, y, u, s, p):
         elif s[S_LU] > 0.5 and (w_e < p[P_LU_OFF] or s[S_GEAR] < p[P_LU_GEAR] - 1):
             s[S_LU] = 0.0
         if s[S_LU] > 0.5:
-            s[S_PLU] = min(s[S_PLU] + p[P_LU_RATE] * 0.01, p[P_LU_FULL])
+            s[S_PLU] = min(s[S_PLU] + p[P_LU_RATE] * h, p[P_LU_FULL])
         else:
             s[S_PLU] = 0.0
         u[int(p[P_IU_LU])] = s[S_PLU]
@@ -269,7 +274,8 @@ POWERSHIFT_TRACTOR = TcuCalibration(
     ratios=(48.0, 36.0, 32.0, 24.0, 18.0, 16.0, 12.0, 9.0, 8.0, 6.0, 4.0),
     mass_kg=6000.0, wheel_radius_m=0.85, final_drive=5.6, rolling_N=0.04 * 6000.0 * 9.80665, aero_N_s2_per_m2=0.0,
     engine_max_N_m=600.0, input_speed="w_1", engine_speed="w_1", kp=1.5, ki=0.5, on_bar=(5.0, 12.0),
-    full_bar=16.0, brake_N_per_bar=100.0 / 0.85, up_rpm=(1700.0, 2150.0), down_rpm=(1100.0, 1500.0), guard_s=1.5, reduction=0.5, drawbar=True)
+    full_bar=16.0, brake_N_per_bar=100.0 / 0.85, up_rpm=(1700.0, 2150.0), down_rpm=(1100.0, 1500.0), guard_s=1.5,
+    reduction=0.5, drawbar=True)
 
 CALIBRATIONS = {"zf8hp_car": ZF8HP_CAR, "powershift_tractor": POWERSHIFT_TRACTOR}
 
@@ -320,7 +326,8 @@ class ReferenceTcu(Controller):
                 P_IU_PEDAL: ii["pedal"], P_IU_LIMIT: ii["torque_limit"], P_IU_DRAWBAR: ii.get("drawbar_force", -1),
                 P_MASS: c.mass_kg, P_FROLL: c.rolling_N, P_AERO: c.aero_N_s2_per_m2,
                 P_R_OVER_I: c.wheel_radius_m / c.final_drive, P_TMAX: c.engine_max_N_m, P_KP: c.kp, P_KI: c.ki,
-                P_BRAKE_BAR: c.brake_bar, P_BRAKE_N_PER_BAR: c.brake_N_per_bar, P_FULL: c.full_bar, P_FILL: c.fill_bar, P_ON0: c.on_bar[0],
+                P_BRAKE_BAR: c.brake_bar, P_BRAKE_N_PER_BAR: c.brake_N_per_bar, P_FULL: c.full_bar,
+                P_FILL: c.fill_bar, P_ON0: c.on_bar[0],
                 P_ON1: c.on_bar[1], P_T_FILL: c.fill_s, P_T_TP: c.torque_phase_s, P_T_INERTIA: c.inertia_max_s,
                 P_T_CLOSE: c.close_s, P_REDUCTION: c.reduction, P_WUP0: c.up_rpm[0] * RPM,
                 P_WUP1: c.up_rpm[1] * RPM, P_WDN0: c.down_rpm[0] * RPM, P_WDN1: c.down_rpm[1] * RPM,
