@@ -24,7 +24,8 @@ What it does every period (``kernel``):
 * **Converter lock-up** (plants with ``p_lockup``): applied above an input speed from a gear on, ramped in, opened
   below a lower engine speed.
 
-Run: ``python examples/reference_tcu.py`` (the whole WLTC offline, its figures: ``scripts/drive_cycle_figures.py``).
+Run: ``python examples/drive_cycle_results.py [car|tractor]`` (a whole cycle offline and its results); the figures:
+``scripts/drive_cycle_figures.py``; docs/drive_cycles.md.
 """
 
 from __future__ import annotations
