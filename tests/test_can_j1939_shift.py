@@ -166,3 +166,60 @@ def test_powershift_1_to_3_over_j1939_in_realtime():
     assert [p for _, p in r.phases] == ["hold", "torque", "inertia", "lock"] and r.gear_actual == 3
     assert st["tsc1_applied"] > 0 and st["tcu"]["ETC2"]["TransCurrentGear"] == 3
     assert {v["state"] for v in st["nodes"].values()} == {"claimed"} and tcu.node.state == "claimed"
+
+
+def test_tc1_requested_gear_set_by_the_control_channel_byte_by_byte():
+    """``adapter_set`` on the control channel sets the gear the vehicle ECU's TC1 requests (SPN 525).
+
+    TC1 (PGN 256, priority 3, from the vehicle ECU 0x21 to the TCU 0x03): byte 0 shift inhibit (00),
+    lock-up disable (11: not available), driveline disengage (00); byte 1 requested clutch slip; byte 2
+    the requested gear + 125 (J1939-71 offset -125).  A bad request changes nothing.
+    """
+    from io_adapters.can.adapter import CanAdapter
+    from io_adapters.can.restbus import J1939Adapter
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+
+    ch = f"ctl-{uuid.uuid4().hex[:8]}"
+    plant = load_plant("powershift")
+    j_ad = J1939Adapter("j1939", {"interface": "virtual", "channel": ch})
+    srv = assemble(plant, [CanAdapter("can", {"interface": "virtual", "channel": ch, "receive_filters": True,
+                                              "message_set": "io_can_powershift_j1939"}), j_ad],
+                   LoopConfig(mode="lockstep", rate_hz=1000.0))
+    srv.loop.open()
+    srv.loop.start()
+    bus = can.Bus(interface="virtual", channel=ch)
+    tc1_id = j.frame_id(3, j.PGN_TC1, 0x21, 0x03)
+    assert tc1_id == 0x0C010321  # priority 3, PF 0x01 (PDU1), destination 0x03, source 0x21
+
+    def tc1_frames(ticks: int) -> list[bytes]:
+        out = []
+        for _ in range(ticks // 10):  # 10 ms steps, as a lockstep client that serves a 10 ms TCU task
+            assert srv.control.handle_now({"cmd": "step", "n": 10, "outputs": False})["ok"]
+            while (m := bus.recv(0.0)) is not None:
+                if m.arbitration_id == tc1_id:
+                    out.append(bytes(m.data))
+        return out
+
+    try:
+        before = tc1_frames(400)  # address claims stand after 250 ms, then TC1 every 50 ms
+        assert before and set(before) == {bytes((0x0C, 0x00, 125 + 1, 0, 0, 0, 0, 0))}  # option requested_gear = 1
+        rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "j1939", "set": {"requested_gear": 3}})
+        assert rep["ok"] and rep["set"] == {"requested_gear": 3}
+        after = tc1_frames(100)
+        assert len(after) == 2 and set(after) == {bytes((0x0C, 0x00, 125 + 3, 0, 0, 0, 0, 0))}
+        for bad, why in (({"requested_gear": 126}, "must be an integer in -125 .. 125"),
+                         ({"requested_gear": 2.5}, "must be an integer"),
+                         ({"gear": 2}, "has no settable value 'gear'"), ({}, "non-empty map")):
+            rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "j1939", "set": bad})
+            assert not rep["ok"] and why in rep["error"]["message"]
+        rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "can", "set": {"requested_gear": 2}})
+        assert not rep["ok"] and "takes none" in rep["error"]["message"]
+        rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "nope", "set": {"requested_gear": 2}})
+        assert not rep["ok"] and "no adapter 'nope'" in rep["error"]["message"]
+        assert set(tc1_frames(100)) == {bytes((0x0C, 0x00, 125 + 3, 0, 0, 0, 0, 0))}  # unchanged by the bad ones
+        srv.control.handle_now({"cmd": "adapter_set", "adapter": "j1939", "set": {"requested_gear": -1}})
+        assert set(tc1_frames(100)) == {bytes((0x0C, 0x00, 125 - 1, 0, 0, 0, 0, 0))}  # reverse
+    finally:
+        bus.shutdown()
+        srv.loop.close()

@@ -14,7 +14,8 @@ adapter that carries the TCU's valve commands and the plant's sensor frames
   tick after the TSC1 frame arrived; a stale TSC1 releases the override;
 * vehicle ECU (source address 0x21): CCVS1 every 100 ms with the wheel-based
   speed from the plant's output shaft, TC1 every 50 ms to the TCU with the
-  requested gear (:meth:`J1939Adapter.request_gear`, option ``requested_gear``).
+  requested gear (option ``requested_gear``; then the control request ``adapter_set``
+  ``{"adapter": "j1939", "set": {"requested_gear": 3}}`` or :meth:`J1939Adapter.request_gear`).
 
 Each node claims its address with its NAME at start-up (J1939-81) and
 answers requests for the PGNs it sends (:mod:`io_adapters.can.j1939`).  What
@@ -235,6 +236,12 @@ class J1939Adapter(Adapter):
     def request_gear(self, gear: int) -> None:
         """The operator's gear request that TC1 carries from now on (between ticks)."""
         self.requested_gear = int(gear)
+
+    def settable(self) -> dict[str, tuple[int, int]]:
+        return {"requested_gear": (-125, 125)}  # TC1's SPN 525 range (125: park, 126: use current gear)
+
+    def set_values(self, values: dict[str, int]) -> None:
+        self.request_gear(values["requested_gear"])
 
     def set_dtcs(self, dtcs: list[tuple[int, int, int]]) -> None:
         """The engine's active DTCs ``(SPN, FMI, occurrences)`` for DM1 (more than one go by BAM)."""
