@@ -8,6 +8,7 @@ TC1 requests gear 3 and limits the engine torque with TSC1 meanwhile.
 
 from __future__ import annotations
 
+import math
 import uuid
 
 import can
@@ -223,3 +224,57 @@ def test_tc1_requested_gear_set_by_the_control_channel_byte_by_byte():
     finally:
         bus.shutdown()
         srv.loop.close()
+
+
+@pytest.mark.parametrize("response_s", [0.0, 0.05])
+def test_tsc1_limit_acts_on_the_tractor_engine_intervention_by_the_next_tick(tmp_path, response_s):
+    """On the tractor with its engine, TSC1 (mode 3) sets the engine's torque intervention input from the next tick.
+
+    With an immediate intervention the engine torque is at the limit in that very tick; with the shipped
+    50 ms response the run equals, bit for bit, a run whose torque_limit input is set directly at that tick.
+    """
+    from plant_models.config import resolve_config
+
+    text = resolve_config("powershift_tractor").read_text()
+    cfg = tmp_path / "tractor.toml"
+    cfg.write_text(text.replace("intervention_time_s = 0.05", f"intervention_time_s = {response_s}"))
+    plant, ref = load_plant(str(cfg)), load_plant(str(cfg))
+    ch = f"tsc1-{uuid.uuid4().hex[:8]}"
+    ctx = LoopContext(period_s=PERIOD, feed_watchdog=lambda ns: None, status=lambda: {}, tick_info=new_tick_info(),
+                      mode="lockstep")
+    ad = create_adapter("j1939", "j1939", {"interface": "virtual", "channel": ch})
+    ad.open(plant, ctx)
+    bus = can.Bus(interface="virtual", channel=ch)
+    lim, i_t = plant.input_index("torque_limit"), plant.output_index("engine_torque")
+    torques, ref_torques, limits = [], [], []
+    try:
+        assert ad.intervention and plant.u[lim] == 600.0
+        for p in (plant, ref):
+            p.u[p.input_index("pedal")] = 1.0
+        for k in range(400):
+            if k == 300:  # 20 % of the 1000 N m reference torque, from the TCU at 0x03 to the engine at 0x00
+                bus.send(can.Message(arbitration_id=j.frame_id(3, j.PGN_TSC1, 0x03, 0x00), is_extended_id=True,
+                                     data=bytes((0x03, 0xFF, 0xFF, 125 + 20, 0xFF, 0xFF, 0xFF, 0xFF))))
+                ad.pump(0)
+                ref.u[ref.input_index("torque_limit")] = 200.0
+            ad.read(k, k * 1_000_000)
+            limits.append(float(plant.u[lim]))
+            plant.step(PERIOD)
+            ref.step(PERIOD)
+            torques.append(float(plant.y[i_t]))
+            ref_torques.append(float(ref.y[i_t]))
+            if k < 300:
+                ad.pump(0)
+    finally:
+        bus.shutdown()
+        ad.close()
+    assert limits[299] == 600.0 and limits[300] == 200.0 and ad.counts["tsc1_applied"] == 1
+    assert torques[299] > 250.0  # full pedal before the limit
+    assert torques == ref_torques  # the bus path applies exactly what a direct input does, at the same tick
+    if response_s == 0.0:
+        assert torques[300] <= 200.0 and max(torques[300:]) <= 200.0
+    else:
+        assert 200.0 < torques[300] < torques[299]  # the limit's first-order response has begun
+        # 100 ticks later the cap has closed in on 200 N m as 600 -> 200 with a 50 ms time constant (the engine's
+        # own torque at full pedal is above it throughout)
+        assert torques[-1] == pytest.approx(200.0 + 400.0 * math.exp(-0.1 / 0.05), rel=1e-3)
