@@ -26,6 +26,14 @@ clutch 1 from the kiss point to 5 bar in 0.2 s; when the plant reports 1st
 gear engaged (clutch 1 stuck), 12 bar.  ``--plant dct --fd`` does the same over the CAN FD
 set (configs/dct_fd.dbc; the server runs ``--io io_canfd_dct``).
 
+8-speed automatic (``--plant zf8hp``, ``--fd`` for the CAN FD set, the server running
+``--io io_zf8hp`` or ``--io io_canfd_zf8hp``): a clutch-to-clutch upshift 1 -> 2 under load,
+clutch C off and clutch E on (1st: A, B, C; 2nd: A, B, E).  With brakes A and B holding sun 1/2
+and ring 1, set 2 turns ring 2 / sun 3 at 1.5 x the input speed, so the slip of clutch E is
+``1.5 * InputSpeed - Sun4Speed`` from the received speeds: torque phase (C down, E filled to
+its torque pressure), inertia phase (E rising until that slip is below the sync threshold),
+then E locked at full pressure.
+
 Run against a server that shares its virtual bus on loopback::
 
     gearbox-hil serve powershift --io configs/io_can_share.toml
@@ -55,6 +63,8 @@ from io_adapters.can.e2e import E2EDecoder, E2EEncoder  # noqa: E402
 DBC_POWERSHIFT = ROOT / "configs" / "powershift.dbc"
 DBC_DCT = ROOT / "configs" / "dct.dbc"
 DBC_DCT_FD = ROOT / "configs" / "dct_fd.dbc"
+DBC_ZF8HP = ROOT / "configs" / "zf8hp.dbc"
+DBC_ZF8HP_FD = ROOT / "configs" / "zf8hp_fd.dbc"
 
 
 @dataclass
@@ -355,13 +365,140 @@ class DctTcu:
                 "e2e_errors": self.e2e_errors, "commands_sent": self.commands_sent, **self.rx}
 
 
+class Zf8hpTcu:
+    """TCU + engine and load rest-bus of the 8-speed automatic: the upshift 1 -> 2 (module docstring).
+
+    ``fd = True`` runs the CAN FD set (configs/zf8hp_fd.dbc: 64-byte frames with bit-rate switch,
+    E2E profile 5), else the classic set (configs/zf8hp.dbc, CRC-8).  The received values of all
+    sensor frames are merged into ``rx`` (the FD set carries them in one frame).  ``phases`` lists
+    (time s, phase); ``closed_at_s`` is when the slip of clutch E fell below ``SYNC_RPM``.
+    """
+
+    P_FULL = 12.0  # bar
+    P_FILL = 1.8  # bar, clutch E at its kiss point when the torque phase starts
+    P_TORQUE_END = 5.5  # bar, clutch E at the end of the torque phase
+    TORQUE_PHASE_S = 0.1
+    INERTIA_RATE = 10.0  # bar/s, clutch E during the inertia phase
+    SYNC_RPM = 10.0
+    INPUT_TORQUE_NM = 250.0
+    LOAD_NM = 60.0
+
+    def __init__(self, bus: can.BusABC, fd: bool = True, shift_at_s: float = 0.5):
+        self.bus = bus
+        self.fd = fd
+        self.db = cantools.database.load_file(str(DBC_ZF8HP_FD if fd else DBC_ZF8HP))
+        msg = self.db.get_message_by_name
+        sfx, p5 = ("Fd", {"crc_variant": "autosar_p05"}) if fd else ("", {})
+        base = 0x180 if fd else 0x100
+        self.cmd = E2EEncoder(msg(f"TCU_ShiftCmd{sfx}"), f"ShiftCmd{sfx}_CRC", f"ShiftCmd{sfx}_Counter", base, **p5)
+        self.eng = E2EEncoder(msg(f"ENG_Torque{sfx}"), f"EngTorque{sfx}_CRC", f"EngTorque{sfx}_Counter",
+                              base + 0x10, **p5)
+        self.load = E2EEncoder(msg(f"ENV_Load{sfx}"), f"EnvLoad{sfx}_CRC", f"EnvLoad{sfx}_Counter", base + 0x20, **p5)
+        rx = ((("SensorsFd", 0x280), ("StatusFd", 0x300)) if fd else
+              (("Speeds", 0x200), ("Pressures", 0x210), ("ShiftState", 0x220), ("Status", 0x300)))
+        self.dec = {}
+        for prefix, did in rx:
+            m = msg(f"HIL_{prefix}")
+            self.dec[m.frame_id] = E2EDecoder(m, f"{prefix}_CRC", f"{prefix}_Counter", did, **p5)
+        self.rx: dict = {}
+        self.e2e_errors = self.frames_received = self.commands_sent = 0
+        self.shift_at_s = shift_at_s
+        self.p = {"A": self.P_FULL, "B": self.P_FULL, "C": self.P_FULL, "D": 0.0, "E": 0.0}
+        self.phase = "hold"
+        self.phases: list = []
+        self.closed_at_s: float | None = None
+        self._t_phase = 0.0
+
+    def receive(self) -> None:
+        """Take every frame waiting on the bus (non-blocking) and keep the newest values."""
+        while (m := self.bus.recv(0.0)) is not None:
+            dec = self.dec.get(m.arbitration_id) if not m.is_extended_id else None
+            if dec is None:
+                continue
+            self.frames_received += 1
+            v = dec.decode(bytes(m.data))
+            if v is None or bool(m.is_fd) != self.fd:
+                self.e2e_errors += 1
+            else:
+                self.rx.update(v)
+
+    def slip_e_rpm(self) -> float | None:
+        """Slip of clutch E (ring 2 / sun 3 against sun 4 / ring 3) from the received speeds, rpm."""
+        if "InputSpeed" not in self.rx:
+            return None
+        return 1.5 * self.rx["InputSpeed"] - self.rx["Sun4Speed"]
+
+    def _enter(self, phase: str, t: float) -> None:
+        self.phase, self._t_phase = phase, t
+        self.phases.append((round(t, 4), phase))
+
+    def update(self, t: float, dt: float) -> None:
+        """Advance the shift logic to time ``t`` (s) on the latest received speeds."""
+        if not self.phases:
+            self.phases.append((round(t, 4), "hold"))
+        p = self.p
+        if self.phase == "hold" and t >= self.shift_at_s and self.rx.get("GearActual") == 1:
+            self._enter("torque", t)
+        if self.phase == "torque":
+            f = min((t - self._t_phase) / self.TORQUE_PHASE_S, 1.0)
+            p["C"] = self.P_FULL * (1.0 - f)
+            p["E"] = self.P_FILL + (self.P_TORQUE_END - self.P_FILL) * f
+            if f >= 1.0:
+                self._enter("inertia", t)
+        elif self.phase == "inertia":
+            p["E"] = min(p["E"] + self.INERTIA_RATE * dt, self.P_FULL)
+            slip = self.slip_e_rpm()
+            if slip is not None and slip < self.SYNC_RPM:
+                self.closed_at_s = round(t, 4)
+                self._enter("lock", t)
+        if self.phase == "lock":
+            p["E"] = self.P_FULL
+
+    def cycle(self, t: float, dt: float = 0.01) -> int:
+        """One 10 ms task at TCU time ``t`` (s): read, decide, send; returns the number of frames sent."""
+        self.receive()
+        self.update(t, dt)
+        ramp = min(t / 0.3, 1.0)  # input torque up over the first 0.3 s, as scenarios/zf8hp_shifts.toml
+        frames = [(self.cmd, {f"PressureCmd_{e}": v for e, v in self.p.items()}),
+                  (self.eng, {"EngineTorque": self.INPUT_TORQUE_NM * ramp})]
+        if round(t / dt) % 10 == 0:
+            frames.append((self.load, {"LoadTorque": self.LOAD_NM}))
+        for enc, values in frames:
+            self.bus.send(can.Message(arbitration_id=enc.message.frame_id, is_extended_id=False, is_fd=self.fd,
+                                      bitrate_switch=self.fd, data=enc.encode(values)))
+        self.commands_sent += len(frames)
+        return len(frames)
+
+    def run(self, duration_s: float, period_s: float = 0.01) -> dict:
+        """Wait for the plant's frames, then run the task on absolute deadlines for ``duration_s``."""
+        end = time.monotonic() + 30.0
+        while "InputSpeed" not in self.rx and time.monotonic() < end:
+            time.sleep(0.005)
+            self.receive()
+        period_ns = int(period_s * 1e9)
+        deadline = time.monotonic_ns()
+        k = 0
+        while k * period_s < duration_s:
+            self.cycle(k * period_s, period_s)
+            k += 1
+            deadline += period_ns
+            rem = deadline - time.monotonic_ns()
+            if rem > 0:
+                time.sleep(rem / 1e9)
+        self.receive()
+        return {"phases": self.phases, "closed_at_s": self.closed_at_s, "frames_received": self.frames_received,
+                "e2e_errors": self.e2e_errors, "commands_sent": self.commands_sent, **self.rx}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--plant", choices=("powershift", "dct"), default="powershift", help="message set to drive")
+    ap.add_argument("--plant", choices=("powershift", "dct", "zf8hp"), default="powershift",
+                    help="message set to drive")
     ap.add_argument("--interface", default="remote", help="python-can interface (remote, socketcan, pcan, ...)")
     ap.add_argument("--channel", default="ws://127.0.0.1:54701/", help="channel (share URL, vcan0, can0, ...)")
     ap.add_argument("--bitrate", type=int, default=500000)
-    ap.add_argument("--fd", action="store_true", help="DCT only: the CAN FD set (serve dct --io io_canfd_dct)")
+    ap.add_argument("--fd", action="store_true",
+                    help="DCT and zf8hp: the CAN FD set (serve dct --io io_canfd_dct, zf8hp --io io_canfd_zf8hp)")
     ap.add_argument("--duration", type=float, default=1.5, help="seconds to run")
     ap.add_argument("--shift-at", type=float, default=0.5, help="start of the shift, s")
     ap.add_argument("--engine-torque", type=float, default=200.0, help="engine torque, N m")
@@ -384,12 +521,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.plant == "dct":
             out = DctTcu(bus, fd=args.fd).run(args.duration)
+        elif args.plant == "zf8hp":
+            out = Zf8hpTcu(bus, fd=args.fd, shift_at_s=args.shift_at).run(args.duration)
         else:
             tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque,
                                 speed_timeout_s=args.speed_timeout)
             res = tcu.run(args.duration)
     finally:
         bus.shutdown()
+    if args.plant == "zf8hp":
+        print(json.dumps(out) if args.json else "phases: " + ", ".join(f"{p} at {t:.3f} s" for t, p in out["phases"])
+              + f"\nshift 1 -> 2 closed at {out['closed_at_s']} s; gear actual {out.get('GearActual')}; "
+              f"input {out.get('InputSpeed')} rpm, output {out.get('OutputSpeed')} rpm; frames received "
+              f"{out['frames_received']}, E2E errors {out['e2e_errors']}")
+        return 0 if out["closed_at_s"] is not None and out.get("GearActual") == 2 else 1
     if args.plant == "dct":
         print(json.dumps(out) if args.json else f"1st gear engaged at {out['engaged_at_s']} s; "
               f"frames received {out['frames_received']}, E2E errors {out['e2e_errors']}; last state "

@@ -314,6 +314,31 @@ class Adapter(ABC):
     def clear_fault(self, spec: TransportFault) -> None:
         """Stop injecting ``spec``.  Between ticks."""
 
+    def settable(self) -> dict[str, tuple[int, int]]:
+        """Integer values of the transport a control request may set (``adapter_set``): name -> (min, max).
+
+        E.g. the gear an emulated vehicle ECU requests on its bus.  None by default."""
+        return {}
+
+    def check_values(self, values: Any) -> dict[str, int]:
+        """``values`` checked whole against :meth:`settable` (``ValueError`` naming the problem); changes nothing."""
+        allowed = self.settable()
+        if not isinstance(values, dict) or not values:
+            raise ValueError("'set' must be a non-empty map of name -> integer; this adapter takes "
+                             + (", ".join(allowed) or "none"))
+        out = {}
+        for k, v in values.items():
+            if k not in allowed:
+                raise ValueError(f"{self.name} has no settable value {k!r}; it takes " + (", ".join(allowed) or "none"))
+            lo, hi = allowed[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or not lo <= v <= hi:
+                raise ValueError(f"{k} = {v!r}: must be an integer in {lo} .. {hi}")
+            out[k] = int(v)
+        return out
+
+    def set_values(self, values: dict[str, int]) -> None:
+        """Set values checked by :meth:`check_values`, from the next tick on.  Between ticks."""
+
     def command_counts(self) -> CommandCounts | None:
         """Commands applied and rejected by reason since :meth:`open`; None before (or without) a transport."""
         return None

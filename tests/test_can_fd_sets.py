@@ -157,3 +157,73 @@ def test_zf8hp_first_gear_held_over_can_fd():
     assert (got["GearActual"], got["Stuck_A"], got["Stuck_B"], got["Stuck_C"], got["Stuck_D"]) == (1, 1, 1, 1, 0)
     assert got["InputSpeed"] / got["OutputSpeed"] == pytest.approx(108 / 23, rel=1e-3)  # 0.01 rpm steps
     assert got["Ratio"] == pytest.approx(108 / 23, abs=1e-4)
+
+
+Zf8hpTcu = load_example("ecu_emulator").Zf8hpTcu
+RATIO_1, RATIO_2 = 108 / 23, 72 / 23  # 8HP70 1st and 2nd (docs/transmissions.md)
+
+
+def _check_upshift_1_2(tcu) -> None:
+    """The 1 -> 2 swap went through its phases, closed on the received slip of E, and the plant says 2nd."""
+    assert [p for _, p in tcu.phases] == ["hold", "torque", "inertia", "lock"]
+    assert tcu.closed_at_s is not None and tcu.e2e_errors == 0
+    rx = tcu.rx
+    assert (rx["GearActual"], rx["Stuck_A"], rx["Stuck_B"], rx["Stuck_C"], rx["Stuck_E"]) == (2, 1, 1, 0, 1)
+    assert rx["InputSpeed"] / rx["OutputSpeed"] == pytest.approx(RATIO_2, rel=1e-3)  # 0.01 rpm steps
+    assert rx["Ratio"] == pytest.approx(RATIO_2, abs=1e-4)
+    assert abs(tcu.slip_e_rpm()) < 0.05  # E stuck: ring 2 / sun 3 turns with sun 4 / ring 3
+
+
+def test_zf8hp_upshift_1_2_closed_over_can_fd_in_lockstep():
+    with Harness("zf8hp", options={"fd": True, "message_set": "io_can_zf8hp_fd"}, mode="lockstep") as h:
+        bus = can.Bus(interface="virtual", channel=h.options["channel"], fd=True)
+        try:
+            tcu = Zf8hpTcu(bus, fd=True, shift_at_s=0.5)
+            sent = 0
+            ratio_before = None
+            for c in range(120):  # 1.2 s, ten plant ticks per 10 ms TCU task
+                sent += tcu.cycle(c * 0.01)
+                wait_until(lambda: h.adapter.rx_handled >= sent, what="the command cycle")
+                if c == 49:
+                    ratio_before = tcu.rx["InputSpeed"] / tcu.rx["OutputSpeed"]
+                h.run(10)
+            tcu.receive()
+        finally:
+            bus.shutdown()
+        assert ratio_before == pytest.approx(RATIO_1, rel=1e-3) and tcu.rx["GearActual"] == 2
+        _check_upshift_1_2(tcu)
+        y = h.plant.output_dict()
+        assert (y["gear"], y["stuck_A"], y["stuck_B"], y["stuck_C"], y["stuck_E"]) == (2, 1, 1, 0, 1)
+        assert 0.6 < tcu.closed_at_s < 1.1
+        st = h.adapter.status()["rx"]
+        assert st["rejected_total"] == 0 and st["accepted"] == tcu.commands_sent
+
+
+def test_zf8hp_upshift_1_2_closed_over_can_fd_in_realtime():
+    """The same shift with the real-time loop at 1 kHz and the TCU on its own 10 ms clock."""
+    import threading
+
+    from io_adapters.can.adapter import CanAdapter
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+    from server.realtime.watchdog import WatchdogConfig
+
+    ch = f"rt-{random.getrandbits(32):08x}"
+    plant = load_plant("zf8hp")
+    ad = CanAdapter("can", {"interface": "virtual", "channel": ch, "fd": True, "message_set": "io_can_zf8hp_fd"})
+    loop = assemble(plant, [ad], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=1.6, status_interval_s=0.0),
+                    WatchdogConfig(timeout_s=0.1, hold_s=0.05, ramp_s=0.1)).loop
+    loop.open()
+    bus = can.Bus(interface="virtual", channel=ch, fd=True)
+    runner = threading.Thread(target=loop.run, daemon=True)
+    runner.start()
+    try:
+        tcu = Zf8hpTcu(bus, fd=True, shift_at_s=0.5)
+        tcu.run(1.3)
+    finally:
+        runner.join(timeout=10)
+        bus.shutdown()
+        st = ad.status()["rx"]
+        loop.close()
+    _check_upshift_1_2(tcu)  # what the plant sent while the TCU ran (after it, the watchdog takes over)
+    assert st["rejected_total"] == 0

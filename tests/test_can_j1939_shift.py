@@ -8,6 +8,7 @@ TC1 requests gear 3 and limits the engine torque with TSC1 meanwhile.
 
 from __future__ import annotations
 
+import math
 import uuid
 
 import can
@@ -166,3 +167,114 @@ def test_powershift_1_to_3_over_j1939_in_realtime():
     assert [p for _, p in r.phases] == ["hold", "torque", "inertia", "lock"] and r.gear_actual == 3
     assert st["tsc1_applied"] > 0 and st["tcu"]["ETC2"]["TransCurrentGear"] == 3
     assert {v["state"] for v in st["nodes"].values()} == {"claimed"} and tcu.node.state == "claimed"
+
+
+def test_tc1_requested_gear_set_by_the_control_channel_byte_by_byte():
+    """``adapter_set`` on the control channel sets the gear the vehicle ECU's TC1 requests (SPN 525).
+
+    TC1 (PGN 256, priority 3, from the vehicle ECU 0x21 to the TCU 0x03): byte 0 shift inhibit (00),
+    lock-up disable (11: not available), driveline disengage (00); byte 1 requested clutch slip; byte 2
+    the requested gear + 125 (J1939-71 offset -125).  A bad request changes nothing.
+    """
+    from io_adapters.can.adapter import CanAdapter
+    from io_adapters.can.restbus import J1939Adapter
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+
+    ch = f"ctl-{uuid.uuid4().hex[:8]}"
+    plant = load_plant("powershift")
+    j_ad = J1939Adapter("j1939", {"interface": "virtual", "channel": ch})
+    srv = assemble(plant, [CanAdapter("can", {"interface": "virtual", "channel": ch, "receive_filters": True,
+                                              "message_set": "io_can_powershift_j1939"}), j_ad],
+                   LoopConfig(mode="lockstep", rate_hz=1000.0))
+    srv.loop.open()
+    srv.loop.start()
+    bus = can.Bus(interface="virtual", channel=ch)
+    tc1_id = j.frame_id(3, j.PGN_TC1, 0x21, 0x03)
+    assert tc1_id == 0x0C010321  # priority 3, PF 0x01 (PDU1), destination 0x03, source 0x21
+
+    def tc1_frames(ticks: int) -> list[bytes]:
+        out = []
+        for _ in range(ticks // 10):  # 10 ms steps, as a lockstep client that serves a 10 ms TCU task
+            assert srv.control.handle_now({"cmd": "step", "n": 10, "outputs": False})["ok"]
+            while (m := bus.recv(0.0)) is not None:
+                if m.arbitration_id == tc1_id:
+                    out.append(bytes(m.data))
+        return out
+
+    try:
+        before = tc1_frames(400)  # address claims stand after 250 ms, then TC1 every 50 ms
+        assert before and set(before) == {bytes((0x0C, 0x00, 125 + 1, 0, 0, 0, 0, 0))}  # option requested_gear = 1
+        rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "j1939", "set": {"requested_gear": 3}})
+        assert rep["ok"] and rep["set"] == {"requested_gear": 3}
+        after = tc1_frames(100)
+        assert len(after) == 2 and set(after) == {bytes((0x0C, 0x00, 125 + 3, 0, 0, 0, 0, 0))}
+        for bad, why in (({"requested_gear": 126}, "must be an integer in -125 .. 125"),
+                         ({"requested_gear": 2.5}, "must be an integer"),
+                         ({"gear": 2}, "has no settable value 'gear'"), ({}, "non-empty map")):
+            rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "j1939", "set": bad})
+            assert not rep["ok"] and why in rep["error"]["message"]
+        rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "can", "set": {"requested_gear": 2}})
+        assert not rep["ok"] and "takes none" in rep["error"]["message"]
+        rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "nope", "set": {"requested_gear": 2}})
+        assert not rep["ok"] and "no adapter 'nope'" in rep["error"]["message"]
+        assert set(tc1_frames(100)) == {bytes((0x0C, 0x00, 125 + 3, 0, 0, 0, 0, 0))}  # unchanged by the bad ones
+        srv.control.handle_now({"cmd": "adapter_set", "adapter": "j1939", "set": {"requested_gear": -1}})
+        assert set(tc1_frames(100)) == {bytes((0x0C, 0x00, 125 - 1, 0, 0, 0, 0, 0))}  # reverse
+    finally:
+        bus.shutdown()
+        srv.loop.close()
+
+
+@pytest.mark.parametrize("response_s", [0.0, 0.05])
+def test_tsc1_limit_acts_on_the_tractor_engine_intervention_by_the_next_tick(tmp_path, response_s):
+    """On the tractor with its engine, TSC1 (mode 3) sets the engine's torque intervention input from the next tick.
+
+    With an immediate intervention the engine torque is at the limit in that very tick; with the shipped
+    50 ms response the run equals, bit for bit, a run whose torque_limit input is set directly at that tick.
+    """
+    from plant_models.config import resolve_config
+
+    text = resolve_config("powershift_tractor").read_text()
+    cfg = tmp_path / "tractor.toml"
+    cfg.write_text(text.replace("intervention_time_s = 0.05", f"intervention_time_s = {response_s}"))
+    plant, ref = load_plant(str(cfg)), load_plant(str(cfg))
+    ch = f"tsc1-{uuid.uuid4().hex[:8]}"
+    ctx = LoopContext(period_s=PERIOD, feed_watchdog=lambda ns: None, status=lambda: {}, tick_info=new_tick_info(),
+                      mode="lockstep")
+    ad = create_adapter("j1939", "j1939", {"interface": "virtual", "channel": ch})
+    ad.open(plant, ctx)
+    bus = can.Bus(interface="virtual", channel=ch)
+    lim, i_t = plant.input_index("torque_limit"), plant.output_index("engine_torque")
+    torques, ref_torques, limits = [], [], []
+    try:
+        assert ad.intervention and plant.u[lim] == 600.0
+        for p in (plant, ref):
+            p.u[p.input_index("pedal")] = 1.0
+        for k in range(400):
+            if k == 300:  # 20 % of the 1000 N m reference torque, from the TCU at 0x03 to the engine at 0x00
+                bus.send(can.Message(arbitration_id=j.frame_id(3, j.PGN_TSC1, 0x03, 0x00), is_extended_id=True,
+                                     data=bytes((0x03, 0xFF, 0xFF, 125 + 20, 0xFF, 0xFF, 0xFF, 0xFF))))
+                ad.pump(0)
+                ref.u[ref.input_index("torque_limit")] = 200.0
+            ad.read(k, k * 1_000_000)
+            limits.append(float(plant.u[lim]))
+            plant.step(PERIOD)
+            ref.step(PERIOD)
+            torques.append(float(plant.y[i_t]))
+            ref_torques.append(float(ref.y[i_t]))
+            if k < 300:
+                ad.pump(0)
+    finally:
+        bus.shutdown()
+        ad.close()
+    assert limits[299] == 600.0 and limits[300] == 200.0 and ad.counts["tsc1_applied"] == 1
+    assert torques[299] > 250.0  # full pedal before the limit
+    assert torques == ref_torques  # the bus path applies exactly what a direct input does, at the same tick
+    if response_s == 0.0:
+        assert torques[300] <= 200.0 and max(torques[300:]) <= 200.0
+    else:
+        assert 200.0 < torques[300] < torques[299]  # the limit's first-order response has begun
+        # 100 ticks later the cap has closed in on 200 N m as 600 -> 200 with a 50 ms time constant (the engine's
+        # own torque at full pedal is above it throughout)
+        assert torques[-1] == pytest.approx(200.0 + 400.0 * math.exp(-0.1 / 0.05), rel=1e-3)

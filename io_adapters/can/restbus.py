@@ -11,10 +11,14 @@ adapter that carries the TCU's valve commands and the plant's sensor frames
   it obeys TSC1 from the TCU: override mode 2 (torque control) sets the
   engine torque, mode 3 (speed/torque limit) limits the demand to the
   requested torque; the plant's engine torque input gets the result in the
-  tick after the TSC1 frame arrived; a stale TSC1 releases the override;
+  tick after the TSC1 frame arrived; a stale TSC1 releases the override.  On a
+  plant with the powertrain's engine (an input ``torque_limit``) TSC1 modes 2
+  and 3 set that torque intervention input instead (released: its default,
+  the largest full-load torque) and EEC1 reports the engine's torque output;
 * vehicle ECU (source address 0x21): CCVS1 every 100 ms with the wheel-based
   speed from the plant's output shaft, TC1 every 50 ms to the TCU with the
-  requested gear (:meth:`J1939Adapter.request_gear`, option ``requested_gear``).
+  requested gear (option ``requested_gear``; then the control request ``adapter_set``
+  ``{"adapter": "j1939", "set": {"requested_gear": 3}}`` or :meth:`J1939Adapter.request_gear`).
 
 Each node claims its address with its NAME at start-up (J1939-81) and
 answers requests for the PGNs it sends (:mod:`io_adapters.can.j1939`).  What
@@ -60,7 +64,7 @@ class J1939Adapter(Adapter):
         self.channel = cfg.raw("channel", "gearbox-hil")
         self.bitrate = cfg.integer("bitrate", 250000, lo=10000, hi=1000000)
         self.dbc_name = cfg.string("dbc", "powershift_j1939.dbc")
-        self.torque_input = cfg.string("engine_torque_input", "engine_torque")
+        self.torque_input = cfg.string("engine_torque_input", "")  # "": torque_limit with an engine, else engine_torque
         self.speed_output = cfg.string("engine_speed_output", "w_1")
         self.wheel_output = cfg.string("wheel_speed_output", "w_out")
         self.kmh_per_rad_s = cfg.number("wheel_speed_kmh_per_rad_s", 0.144, positive=True)
@@ -92,8 +96,18 @@ class J1939Adapter(Adapter):
         super().open(plant, ctx)
         path = resolve_config(self.dbc_name)
         self.db = load_dbc(Path(path), f"adapter {self.name!r}", "dbc")
+        names = {s.name for s in plant.inputs}
+        if not self.torque_input:
+            self.torque_input = "torque_limit" if "torque_limit" in names else "engine_torque"
+        # with the powertrain's engine TSC1 acts on its torque intervention input (a cap on the torque the engine
+        # makes from its pedal and governor), and EEC1 reports the engine's torque output
+        self.intervention = self.torque_input == "torque_limit"
         try:
             self._u = plant.input_index(self.torque_input)
+            if self.intervention:
+                self.demand_Nm = plant.inputs[self._u].default  # the released limit: no intervention
+                self.torque_Nm = self.demand_Nm
+            self._y_torque = plant.output_index("engine_torque") if self.intervention else -1
             self._u_lo, self._u_hi = plant.inputs[self._u].lo, plant.inputs[self._u].hi
             self._w_eng = plant.output_index(self.speed_output)
             self._w_out = plant.output_index(self.wheel_output)
@@ -177,7 +191,9 @@ class J1939Adapter(Adapter):
     def _apply_tsc1(self, v: dict) -> None:
         mode = int(v["EngOverrideCtrlMode"])
         limit = float(v["EngRqedTorque_TorqueLimit"]) * self.reference_Nm / 100.0
-        if mode == 2:  # torque control: the requested torque
+        if self.intervention and mode in (2, 3):  # the engine's cap (it cannot be driven above its pedal's torque)
+            self.torque_Nm = limit
+        elif mode == 2:  # torque control: the requested torque
             self.torque_Nm = limit
         elif mode == 3:  # speed/torque limit control: the demand, limited
             self.torque_Nm = min(self.demand_Nm, limit)
@@ -211,7 +227,8 @@ class J1939Adapter(Adapter):
 
     # -- payloads of the emulated nodes ----------------------------------------------------------------
     def _eec1(self) -> bytes:
-        pct = max(-125.0, min(125.0, 100.0 * self.torque_Nm / self.reference_Nm))
+        actual = float(self.plant.y[self._y_torque]) if self.intervention else self.torque_Nm
+        pct = max(-125.0, min(125.0, 100.0 * actual / self.reference_Nm))
         rpm = max(0.0, min(8031.875, float(self.plant.y[self._w_eng]) * RPM))
         dem = max(-125.0, min(125.0, 100.0 * self.demand_Nm / self.reference_Nm))
         return self.m["EEC1"].encode({"EngTorqueMode": 0, "DriversDemandEngPercentTorque": round(dem),
@@ -235,6 +252,12 @@ class J1939Adapter(Adapter):
     def request_gear(self, gear: int) -> None:
         """The operator's gear request that TC1 carries from now on (between ticks)."""
         self.requested_gear = int(gear)
+
+    def settable(self) -> dict[str, tuple[int, int]]:
+        return {"requested_gear": (-125, 125)}  # TC1's SPN 525 range (125: park, 126: use current gear)
+
+    def set_values(self, values: dict[str, int]) -> None:
+        self.request_gear(values["requested_gear"])
 
     def set_dtcs(self, dtcs: list[tuple[int, int, int]]) -> None:
         """The engine's active DTCs ``(SPN, FMI, occurrences)`` for DM1 (more than one go by BAM)."""

@@ -320,6 +320,10 @@ class HilClient:
         args = {} if name is None else {"name": name}
         return self.request("fault_clear", **args)["cleared"]
 
+    def adapter_set(self, adapter: str, **values: int) -> dict:
+        """Set values an adapter offers (e.g. ``adapter_set("j1939", requested_gear=3)``); returns those set."""
+        return self.request("adapter_set", adapter=adapter, set=values)["set"]
+
     def faults(self) -> list[dict]:
         """The active faults, each the map it was set with plus its ``name``."""
         return self.request("fault_list")["faults"]

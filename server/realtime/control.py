@@ -73,7 +73,8 @@ class ControlHandler:
         "get_params": ("names",), "set_params": ("params",), "load_scenario": ("path", "scenario", "dt_s"),
         "list_scenarios": (),
         "unload_scenario": (), "clear_watchdog": (), "fault_set": ("fault",), "fault_clear": ("name",),
-        "fault_list": (), "snapshot_save": ("name", "path"), "snapshot_restore": ("name", "path"),
+        "fault_list": (), "adapter_set": ("adapter", "set"),
+        "snapshot_save": ("name", "path"), "snapshot_restore": ("name", "path"),
         "record_start": ("signals", "every", "name"), "record_stop": (),
     }
 
@@ -384,6 +385,22 @@ class ControlHandler:
         if gone:
             log.info("faults cleared: %s", ", ".join(gone))
         return {"cleared": gone, "tick": lp.tick, "faults": lp.faults.listing()}
+
+    def _adapter_set(self, req):
+        lp = self.loop
+        name = req.get("adapter")
+        by_name = {a.name: a for a in lp.adapters}
+        if name not in by_name:
+            raise ControlError("bad_request", f"adapter_set: no adapter {name!r}; the adapters are "
+                               + ", ".join(by_name))
+        ad = by_name[name]
+        try:
+            values = ad.check_values(req.get("set"))
+        except ValueError as exc:
+            raise ControlError("bad_request", f"adapter_set: {exc}") from None
+        ad.set_values(values)
+        log.info("adapter %s set: %s", name, values)
+        return {"adapter": name, "set": values, "tick": lp.tick}
 
     def _fault_list(self, req):
         return {"faults": self.loop.faults.listing(), "tick": self.loop.tick}
