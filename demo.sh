@@ -41,7 +41,7 @@ source scripts/bootstrap.sh
 STAGE="compiling"
 say "[2/4] compiling the plant code (the first run on a machine takes about a minute, a line per function;" \
   "later runs load it from the cache)"
-python -m server.cli.warmup powershift
+python -m server.cli.warmup powershift --serve-only
 
 STAGE="starting the server"
 OUT=out/demo
