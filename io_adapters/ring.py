@@ -190,8 +190,8 @@ def ring_take(head, ints, floats, cur, out_i, out_f, max_rows):
         r = (nxt - 1) % cap
         tick = ints[r, I_TICK]
         if tick % every == 0:
-            # element by element: a row assignment (out_i[n] = ints[r]) makes numba compile about 40 helpers
-            # for its shape-mismatch message, seconds of a first start
+            # element by element: a row assignment (out_i[n] = ints[r]) makes numba compile some 40 helpers
+            # of its own (for its shape-mismatch message), seconds of a first start
             for c in range(n_i):
                 out_i[n, c] = ints[r, c]
             for c in range(n_f):
@@ -222,8 +222,9 @@ def ring_check(head, cur, out_i, n):
     if bad:
         cur[C_LOST] += bad
         cur[C_READ] -= bad
-        for j in range(n - bad):
-            out_i[j] = out_i[j + bad]
+        for j in range(n - bad):  # element by element: a row assignment makes numba compile some 40 helpers of
+            for c in range(out_i.shape[1]):  # its own (for its shape-mismatch message), seconds of a first start
+                out_i[j, c] = out_i[j + bad, c]
     return n - bad
 
 
