@@ -110,6 +110,7 @@ print(json.dumps([lines, quiet]))
 def test_compilation_progress_names_each_compiled_function_once_and_nothing_when_nothing_compiles():
     out = subprocess.run([sys.executable, "-c", PROGRESS], capture_output=True, text=True, cwd=ROOT, check=True)
     lines, quiet = json.loads(out.stdout.splitlines()[-1])
+    lines = [ln for ln in lines if not ln.startswith("  still ")]  # a busy machine's heartbeat lines
     assert lines[0].startswith("first start with this code on this machine: compiling")
     assert [line.split(" (")[0].strip() for line in lines[1:3]] == ["other 1: square", "other 2: twice_square"]
     assert lines[3].startswith("compiled 2 functions in ") and len(lines) == 4

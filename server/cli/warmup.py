@@ -59,6 +59,7 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False) -> int:
     With ``serve_only`` the compiled offline run (which the real-time
     server never calls) is left to its first use.
     """
+    say("loading the compiler (numba) and the plant code")  # a second or two before numba says anything
     from plant_models.compiling import CompileProgress  # loads numba: not for --help
 
     began = time.perf_counter()
