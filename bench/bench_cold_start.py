@@ -17,6 +17,12 @@ no numba cache) and measures, in order:
    environment, five times (how fast this machine is right now), and the
    load average before the run.
 
+CPU time (user + system, of every process each stage started) is
+reported next to the wall time: on a machine shared with other work the
+wall time of a compile depends on the load, its CPU time much less.  The
+largest gap between two lines of the first demo's output while it compiles
+is reported too (the progress promises none over 2 s).
+
 Run: ``.venv/bin/python bench/bench_cold_start.py [--runs N] [--json PATH]``
 (about two minutes per run).  Results go to stdout as a Markdown table.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,10 +43,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _timed(cmd: list[str] | str, cwd: Path, shell: bool = False) -> tuple[float, str]:
-    t0 = time.monotonic()
+def _cpu() -> float:
+    """User + system CPU s of the finished child processes (and theirs) so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _timed(cmd: list[str] | str, cwd: Path, shell: bool = False, cpu: list | None = None) -> tuple[float, str]:
+    t0, c0 = time.monotonic(), _cpu()
     out = subprocess.run(cmd, cwd=cwd, shell=shell, executable="/bin/bash" if shell else None,
                          capture_output=True, text=True, check=True)
+    if cpu is not None:
+        cpu.append(_cpu() - c0)
     return time.monotonic() - t0, out.stdout + out.stderr
 
 
@@ -47,13 +62,17 @@ def _demo(clone: Path) -> dict:
     """Run ./demo.sh, time-stamping its output lines; returns the phases in s from its start."""
     env = dict(os.environ)
     env.pop("NUMBA_CACHE_DIR", None)
-    t0_ns = time.monotonic_ns()
+    t0_ns, c0 = time.monotonic_ns(), _cpu()
     proc = subprocess.Popen(["./demo.sh"], cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, bufsize=1)
     marks: dict[str, float] = {}
     lines = []
+    last, gap = 0.0, 0.0
     for line in proc.stdout:
         now = (time.monotonic_ns() - t0_ns) / 1e9
+        if "compile_start" in marks and "warmup_done" not in marks:
+            gap = max(gap, now - last)
+        last = now
         lines.append(f"{now:7.2f} {line.rstrip()}")
         if line.startswith("warmup: first start") and "compile_start" not in marks:
             marks["compile_start"] = now
@@ -62,6 +81,8 @@ def _demo(clone: Path) -> dict:
         if line.startswith("gearbox-hil serve:") and "server_bound" not in marks:
             marks["server_bound"] = now
     code = proc.wait()
+    marks["cpu_s"] = _cpu() - c0
+    marks["max_gap_compiling_s"] = gap
     if code != 0:
         raise RuntimeError("demo.sh failed:\n" + "\n".join(lines[-40:]))
     status = json.loads((clone / "out" / "demo" / "server_status.json").read_text())
@@ -77,7 +98,8 @@ def one_run(repo: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="gearbox-hil-cold-") as tmp:
         clone = Path(tmp) / "gearbox-hil"
         subprocess.run(["git", "clone", "--quiet", str(repo), str(clone)], check=True)
-        setup_s, _ = _timed("source scripts/bootstrap.sh", clone, shell=True)
+        setup_cpu: list[float] = []
+        setup_s, _ = _timed("source scripts/bootstrap.sh", clone, shell=True, cpu=setup_cpu)
         gbh = str(clone / ".venv" / "bin" / "gearbox-hil")
         helps = [_timed([gbh, "--help"], clone)[0] for _ in range(3)]
         cold = _demo(clone)
@@ -87,6 +109,9 @@ def one_run(repo: Path) -> dict:
     return {
         "load_average_1min": load[0],
         "setup_s": setup_s,
+        "setup_cpu_s": setup_cpu[0],
+        "first_demo_cpu_s": cold["cpu_s"],
+        "first_demo_max_gap_compiling_s": cold["max_gap_compiling_s"],
         "help_s": helps,
         "first_demo_compile_start_s": cold.get("compile_start"),
         "first_demo_warmup_done_s": cold["warmup_done"],
@@ -120,9 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         ("load average (1 min) before the run", [r["load_average_1min"] for r in runs]),
         ("`python -c \"import numba\"` (baseline), s", [statistics.median(r["import_numba_s"]) for r in runs]),
         ("set-up: virtual environment and install, s", [r["setup_s"] for r in runs]),
+        ("set-up: CPU time (user + system), s", [r["setup_cpu_s"] for r in runs]),
         ("`gearbox-hil --help`, nothing compiled yet, s", [statistics.median(r["help_s"]) for r in runs]),
         ("first `./demo.sh`: warm-up done (compiling included), s", [r["first_demo_warmup_done_s"] for r in runs]),
         ("first `./demo.sh`: start to the server's first tick, s", [r["first_demo_first_tick_s"] for r in runs]),
+        ("first `./demo.sh`: CPU time (user + system, to its end: compiling, server, shift), s",
+         [r["first_demo_cpu_s"] for r in runs]),
+        ("first `./demo.sh`: largest gap between two lines while compiling, s",
+         [r["first_demo_max_gap_compiling_s"] for r in runs]),
         ("set-up + first `./demo.sh` to the first tick, s", [r["setup_plus_first_demo_to_first_tick_s"] for r in runs]),
         ("second `./demo.sh`: start to the first tick, s", [r["warm_demo_first_tick_s"] for r in runs]),
         ("second run: server process start to the first tick, s", [r["warm_server_process_to_first_tick_s"] for r in runs]),

@@ -183,12 +183,19 @@ def ring_take(head, ints, floats, cur, out_i, out_f, max_rows):
         nxt = oldest
     n = 0
     limit = min(max_rows, out_i.shape[0])
+    n_i, n_f = ints.shape[1], floats.shape[1]
+    if out_i.shape[1] != n_i or out_f.shape[1] != n_f:
+        raise ValueError("ring_take: the output rows are not as wide as the ring's")
     while nxt <= w and n < limit:
         r = (nxt - 1) % cap
         tick = ints[r, I_TICK]
         if tick % every == 0:
-            out_i[n] = ints[r]
-            out_f[n] = floats[r]
+            # element by element: a row assignment (out_i[n] = ints[r]) makes numba compile some 40 helpers
+            # of its own (for its shape-mismatch message), seconds of a first start
+            for c in range(n_i):
+                out_i[n, c] = ints[r, c]
+            for c in range(n_f):
+                out_f[n, c] = floats[r, c]
             n += 1
         cur[C_LAST_TICK] = tick
         nxt += 1
@@ -215,8 +222,9 @@ def ring_check(head, cur, out_i, n):
     if bad:
         cur[C_LOST] += bad
         cur[C_READ] -= bad
-        for j in range(n - bad):
-            out_i[j] = out_i[j + bad]
+        for j in range(n - bad):  # element by element: a row assignment makes numba compile some 40 helpers of
+            for c in range(out_i.shape[1]):  # its own (for its shape-mismatch message), seconds of a first start
+                out_i[j, c] = out_i[j + bad, c]
     return n - bad
 
 

@@ -10,11 +10,18 @@ nothing.
 
 Functions are grouped by where they live: the core's kernels (with their
 known number, so a line reads ``core 12/47``), the plants' kernels, and the
-server's and transports' kernels.
+server's and transports' kernels.  numba's own helpers (its ``impl`` and
+``<lambda>`` implementations of numpy and string operations) are counted in
+the total but get no line: their names mean nothing to a user.  So that no
+wait looks like a hang, a line ``still compiling NAME (N s)`` follows
+:data:`HEARTBEAT_S` seconds without a line while numba works (one function
+can take half a minute: the core's step, which is compiled with everything
+it calls).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable
 
@@ -22,6 +29,9 @@ from numba.core import event
 
 from .core.api import STAGE_MODULES as CORE_STAGE_MODULES
 from .core.api import kernel_count as core_kernel_count  # how many functions a cold compile of the core goes through
+
+
+HEARTBEAT_S = 1.5  # s without a line while compiling before a "still compiling" line
 
 
 def silent(line: str) -> None:
@@ -37,6 +47,8 @@ def _group(module: str) -> str:
         return "codecs"
     if module.startswith(("server", "plant_models")):
         return "loop"
+    if module == "numba" or module.startswith("numba."):
+        return "numba"
     return "other"
 
 
@@ -49,12 +61,21 @@ class CompileProgress(event.Listener):
     """
 
     def __init__(self, write: Callable[[str], None]):
-        self.write = write
-        self.count = {"core": 0, "plant": 0, "loop": 0, "codecs": 0, "other": 0}
+        self._write = write
+        self.count = {"core": 0, "plant": 0, "loop": 0, "codecs": 0, "other": 0, "numba": 0}
         self.expected = {"core": 0}
         self.began = 0.0
-        self._stack: list[float] = []
+        self._stack: list[tuple[float, str]] = []
         self._compiled = 0
+        self._lock = threading.Lock()
+        self._last = 0.0  # time of the last line written
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def write(self, line: str) -> None:
+        with self._lock:
+            self._last = time.perf_counter()
+            self._write(line)
 
     def __enter__(self) -> "CompileProgress":
         self.began = time.perf_counter()
@@ -63,6 +84,9 @@ class CompileProgress(event.Listener):
 
     def __exit__(self, *exc) -> bool:
         event.unregister("numba:compile", self)
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
         if self._compiled:
             self.write(f"compiled {self._compiled} functions in {time.perf_counter() - self.began:.1f} s; "
                        "later starts load them from the cache")
@@ -73,18 +97,38 @@ class CompileProgress(event.Listener):
         """Functions compiled inside the block so far."""
         return self._compiled
 
+    def _heartbeat(self) -> None:
+        """A line after HEARTBEAT_S s of silence while a function compiles (or between two of them)."""
+        while not self._stop.wait(0.1):
+            now = time.perf_counter()
+            if now - self._last < HEARTBEAT_S:
+                continue
+            named = [(t0, name) for t0, name in list(self._stack) if name]
+            if named:  # the innermost function of ours that numba works on
+                t0, name = named[-1]
+                self.write(f"  still compiling {name} ({now - t0:.0f} s so far; {now - self.began:.0f} s elapsed)")
+            else:
+                self.write(f"  still working: loading, linking ({now - self.began:.0f} s elapsed)")
+
     def on_start(self, ev) -> None:
         if not self._compiled and not self._stack:
             self.write("first start with this code on this machine: compiling (cached for later starts)")
             self.expected["core"] = core_kernel_count()
-        self._stack.append(time.perf_counter())
+            if self._beat is None:
+                self._beat = threading.Thread(target=self._heartbeat, name="compile-progress", daemon=True)
+                self._beat.start()
+        func = getattr(ev.data.get("dispatcher"), "py_func", None)
+        name = getattr(func, "__name__", "") if _group(getattr(func, "__module__", "") or "") != "numba" else ""
+        self._stack.append((time.perf_counter(), name))
 
     def on_end(self, ev) -> None:
-        took = time.perf_counter() - self._stack.pop()
+        took = time.perf_counter() - self._stack.pop()[0]
         func = getattr(ev.data.get("dispatcher"), "py_func", None)
         group = _group(getattr(func, "__module__", "") or "")
         self.count[group] += 1
         self._compiled += 1
+        if group == "numba":  # numba's own helpers: counted, not named
+            return
         expected = self.expected.get(group, 0)
         of = f"/{expected}" if expected and self.count[group] <= expected else ""
         self.write(f"  {group} {self.count[group]}{of}: {getattr(func, '__name__', '?')} ({took:.1f} s; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -23,8 +24,13 @@ PASSING = ["swap_1_3.toml", "swap_1_3_lockstep.toml", "swap_1_3_realtime.toml", 
            "closed_loop_realtime.toml", "closed_loop_in_process.toml"]
 
 
+_ARTIFACTS = tempfile.TemporaryDirectory(prefix="gearbox-hil-artifacts-")  # not in the checkout
+
+
 def _cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if "--artifacts" not in args:
+        args = (*args, "--artifacts", _ARTIFACTS.name)
     return subprocess.run([sys.executable, "-m", "server.cli", "test", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env=env)
 

@@ -23,6 +23,7 @@ TRANSPORTS = ("zmq", "can", "io_adapters.zmq", "io_adapters.can")
 ALLOWED = {
     "cli/warmup.py": {"io_adapters.can.layouts"},  # `gearbox-hil warmup` compiles every kernel, the CAN codec's too
     "cli/keys.py": {"io_adapters.zmq.curve"},  # `gearbox-hil keys` writes the ZeroMQ CURVE key files
+    "offline/bus_log.py": {"can"},  # python-can's BLF/ASC file readers: a recorded bus log replayed, no bus opened
     "testbench/runner.py": {"io_adapters.zmq.client"},  # the test bench is a ZeroMQ client of a server
     "testbench/pytest_plugin.py": {"io_adapters.zmq.client"},
     "testbench/local_server.py": {"io_adapters.zmq.client"},  # a server started for tests and benchmarks, and its client

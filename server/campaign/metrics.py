@@ -43,6 +43,11 @@ import numpy as np
 
 from plant_models.config import ConfigError, ConfigReader
 
+from server.offline import shift_metrics
+# the shift metric functions live a floor below (shared with the test bench); re-exported here
+from server.offline.shift_metrics import (clutch_energy, flare, shift_time, shift_time_from_events,
+                                          tie_up_energy)
+
 BUILTINS = ("shift_time", "final_gear", "flare", "peak_reaction_torque", "rms_reaction_torque", "clutch_energy",
             "tie_up_energy", "max_slip")
 # what each built-in needs from the [shift] table
@@ -225,10 +230,7 @@ def compute(spec, trace, params: dict) -> dict[str, float]:
     """Every metric of one run from its full-rate trace and events."""
     w = spec.shift
     t = trace.time
-    dt = t[1] - t[0] if t.size > 1 else 0.0
-    i0 = min(int(np.searchsorted(t, w.start_s - 0.5 * dt)), t.size - 1)
-    i1 = int(np.searchsorted(t, w.start_s + w.window_s + 0.5 * dt)) if math.isfinite(w.window_s) else t.size
-    win = slice(i0, max(i1, i0 + 1))
+    win, i0 = shift_metrics.window(t, w.start_s, w.window_s)
     out: dict[str, float] = {}
     col = trace.column
     with np.errstate(all="ignore"):
@@ -246,34 +248,26 @@ def compute(spec, trace, params: dict) -> dict[str, float]:
 
 
 def _builtin(m: str, w, trace, col, win: slice, i0: int) -> float:
+    """One built-in (the functions live in :mod:`server.offline.shift_metrics`, shared with the test bench)."""
     on, off = w.on_coming.lower(), w.off_going.lower()
     if m == "shift_time":
-        evs = [e for e in trace.events if e["clutch"] == w.on_coming]
-        if evs and evs[-1]["type"] == "stick" and evs[-1]["time"] >= w.start_s:
-            return evs[-1]["time"] - w.start_s
-        return math.nan
+        return shift_metrics.shift_time_from_events(trace.events, w.on_coming, w.start_s)
     if m == "final_gear":
         return col("gear")[-1]
     if m == "flare":
-        we, wo = col(w.engine_speed), col(w.output_speed)
-        if we[i0] == 0.0 or wo[i0] == 0.0:
-            return math.nan
-        r0 = wo[i0] / we[i0]
-        return max(0.0, float(np.max(we[win] - wo[win] / r0)))
+        return shift_metrics.flare(col(w.engine_speed), col(w.output_speed), win, i0)
     if m == "peak_reaction_torque":
-        return np.max(np.abs(col(w.reaction_torque)[win]))
+        return shift_metrics.peak_abs(col(w.reaction_torque), win)
     if m == "rms_reaction_torque":
-        x = col(w.reaction_torque)[win]
-        return np.sqrt(np.mean(x * x))
+        return shift_metrics.rms(col(w.reaction_torque), win)
     if m == "clutch_energy":
-        e = col(f"energy_{off}") + col(f"energy_{on}")
-        return e[win][-1] - e[i0]
-    if m == "tie_up_energy":  # the on-coming clutch's energy increments over steps begun with the off-going stuck
-        de = np.diff(col(f"energy_{on}")[win])
-        return float(np.sum(de[col(f"stuck_{off}")[win][:-1] == 1.0]))
+        return shift_metrics.clutch_energy(col(f"energy_{off}"), col(f"energy_{on}"), win, i0)
+    if m == "tie_up_energy":
+        return shift_metrics.tie_up_energy(col(f"stuck_{off}"), col(f"energy_{on}"), win)
     if m == "max_slip":
-        return np.max(np.abs(col(f"slip_{on}")[win]))
+        return shift_metrics.max_abs(col(f"slip_{on}"), win)
     raise ValueError(f"unknown metric {m}")
 
 
-__all__ = ["BUILTINS", "FUNCTIONS", "Series", "check_metrics", "check_signals", "compute", "evaluate"]
+__all__ = ["BUILTINS", "FUNCTIONS", "Series", "check_metrics", "check_signals", "clutch_energy", "compute", "evaluate",
+           "flare", "shift_time", "shift_time_from_events", "tie_up_energy"]

@@ -4,7 +4,8 @@ Compiles the friction core, the kernels of the given plant configs (all
 plant configs in ``configs/`` when none is given), the loop's telemetry and
 watchdog kernels, the CAN codec's kernels and the compiled offline run
 (:mod:`plant_models.offline`), so that later starts take
-about a second.  A line per compiled function shows what is happening;
+about a second (``--serve-only``: not the offline run, which the
+real-time server never calls; ``./demo.sh`` uses it).  A line per compiled function shows what is happening;
 with everything cached already, warm-up loads the code in a few seconds
 and says so.  ``./demo.sh`` and ``./test.sh`` run it once after set-up;
 the container image runs it at build time.
@@ -42,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("configs", nargs="*", metavar="CONFIG",
                    help="plant configs to compile (default: every plant config in configs/)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
+    p.add_argument("--serve-only", action="store_true",
+                   help="compile only what `gearbox-hil serve` runs: not the compiled offline run of "
+                        "simulate, test and campaign (it compiles at their first use)")
 
 
 def _say(line: str) -> None:
@@ -49,11 +53,17 @@ def _say(line: str) -> None:
 
 
 
-def warm(configs: list[str | Path], say=_say) -> int:
-    """Compile (or load) everything a server of these plant configs runs; returns the number of failures."""
+def warm(configs: list[str | Path], say=_say, serve_only: bool = False) -> int:
+    """Compile (or load) everything a server of these plant configs runs; returns the number of failures.
+
+    With ``serve_only`` the compiled offline run (which the real-time
+    server never calls) is left to its first use.
+    """
+    say("loading the compiler (numba) and the plant code")  # a second or two before numba says anything
     from plant_models.compiling import CompileProgress  # loads numba: not for --help
 
     began = time.perf_counter()
+    cpu0 = time.process_time()
     failed = 0
     with CompileProgress(say) as progress:
         from plant_models.registry import load_plant
@@ -75,10 +85,12 @@ def warm(configs: list[str | Path], say=_say) -> int:
         from server.realtime.faults import warm_up as warm_up_faults
 
         warm_up_can_codec()
-        warm_up_offline_run()
+        if not serve_only:
+            warm_up_offline_run()
         warm_up_faults()
         how = "compiled" if progress.compiled else "everything was cached already"
-    say(f"ready in {time.perf_counter() - began:.1f} s ({how})")
+    # CPU time beside the wall time: on a shared machine the wall time also says how busy the others are
+    say(f"ready in {time.perf_counter() - began:.1f} s ({how}; {time.process_time() - cpu0:.1f} s of CPU)")
     return failed
 
 
@@ -86,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     from plant_models.compiling import silent
 
     configs = args.configs or plant_configs()
-    return 1 if warm(configs, silent if args.quiet else _say) else 0
+    return 1 if warm(configs, silent if args.quiet else _say, serve_only=args.serve_only) else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,9 @@
 ::
 
     [replay]
-    file = "recordings/rec_0001.mf4"   # MF4 (asammdf), CSV or Parquet, in the scenario file's folder or below
+    file = "recordings/rec_0001.mf4"   # MF4 (asammdf), CSV, Parquet, or a BLF/ASC bus log, in the scenario
+                                       # file's folder or below
+    dbc = "powershift.dbc"             # a bus log's DBC: in the scenario's folder or below, or a name in configs/
     window_s = [2.0, 5.0]              # optional: the part of the recording played, recording time, s
     time_offset_s = 0.0                # optional: recording time t plays at t - window start + offset
     time_channel = "t"                 # CSV/Parquet: the time column (default "t"); MF4: the master channel
@@ -20,7 +22,9 @@ Sample times that lie on the step grid (to 1e-6 of a step) are put on it
 exactly, so a recording made at the step replays its samples unchanged.
 ``scale`` and ``offset`` act in the recording's unit, then the unit (the
 channel's own in MF4 and Parquet files with units, or ``unit``) converts to
-the input's.
+the input's.  A bus log's channels are DBC signals (``Signal`` or
+``Message.Signal``), decoded by :mod:`server.offline.bus_log`, in the DBC's
+units.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import numpy as np
 
 from plant_models.config import ConfigError, ConfigReader
 
-SUFFIXES = (".mf4", ".mdf", ".csv", ".parquet")
+SUFFIXES = (".mf4", ".mdf", ".csv", ".parquet", ".blf", ".asc")
+BUS_LOGS = (".blf", ".asc")
 
 
 def _read(path: Path, channels: list[str], time_channel: str, source: str) -> dict[str, tuple]:
@@ -92,6 +97,23 @@ def _channel(chans: ConfigReader, name: str) -> tuple[str, float, float, str | N
     return spec
 
 
+def _dbc(cfg: ConfigReader, base: Path) -> Path:
+    """A bus log's DBC: a file in the scenario's folder or below, or the name of one of the project's (configs/)."""
+    from plant_models.config import did_you_mean, repo_root
+
+    if not cfg.has("dbc"):
+        raise cfg.error("dbc", "a bus log is decoded through a DBC: give dbc = \"FILE.dbc\"")
+    name = cfg.string("dbc")
+    path = (base / name).resolve()
+    if base in path.parents and path.is_file():
+        return path
+    shipped = repo_root() / "configs"
+    if Path(name).name == name and (shipped / name).is_file():  # a bare name: one of the project's DBCs
+        return shipped / name
+    raise cfg.error("dbc", f"{name!r} is neither a file inside the scenario's folder {base} nor a DBC in configs/"
+                    + did_you_mean(name, sorted(p.name for p in shipped.glob("*.dbc"))))
+
+
 def replay_profiles(cfg: ConfigReader, scenario_source: str, dt: float | None) -> dict:
     """The ``[replay]`` table as input name -> ``(times, values, unit)``: the points of a piecewise-linear profile.
 
@@ -115,8 +137,16 @@ def replay_profiles(cfg: ConfigReader, scenario_source: str, dt: float | None) -
     specs = {name: _channel(chans, name) for name in chans.data}
     if not specs:
         raise cfg.error("channels", "names no input")
+    names = sorted({s[0] for s in specs.values()})
+    if path.suffix.lower() in BUS_LOGS:
+        from server.offline.bus_log import read_bus_log
+
+        data = read_bus_log(path, _dbc(cfg, base), names, cfg.source)
+    elif cfg.has("dbc"):
+        raise cfg.error("dbc", f"only a bus log ({', '.join(BUS_LOGS)}) is decoded through a DBC")
     cfg.reject_unknown()
-    data = _read(path, sorted({s[0] for s in specs.values()}), time_channel, cfg.source)
+    if path.suffix.lower() not in BUS_LOGS:
+        data = _read(path, names, time_channel, cfg.source)
     profiles = {}
     for name, (ch, scale, offset, unit) in specs.items():
         t, v, file_unit = data[ch]

@@ -3,7 +3,9 @@
 An expression is Python syntax restricted to numbers, signal names, ``t``
 (time, s), ``+ - * / ** %``, comparisons (``<``, ``<=``, ``==``, ...),
 ``and``/``or``/``not`` and a few functions (``abs``, ``sqrt``, ``min``,
-``max``, ``sign``).  It is checked against that list when the test file is
+``max``, ``sign``) and the shift metrics of :data:`METRICS` (a number over
+a time window, the same functions the campaigns compute:
+:mod:`server.offline.shift_metrics`).  It is checked against that list when the test file is
 read, so a typo or an unknown signal is a one-line error before anything
 runs; it is evaluated on numpy arrays (one value per sample), so a
 comparison gives a boolean array.
@@ -21,6 +23,16 @@ _BINOPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div
            ast.Mod: np.mod}
 _CMPOPS = {ast.Lt: np.less, ast.LtE: np.less_equal, ast.Gt: np.greater, ast.GtE: np.greater_equal,
            ast.Eq: np.equal, ast.NotEq: np.not_equal}
+# shift metrics: name -> (signals it takes, what they are); then the window's start (and end) in s, numbers
+METRICS = {
+    "shift_time": (1, "the on-coming clutch's stuck flag"),
+    "flare": (2, "the engine speed and the output speed"),
+    "peak_reaction_torque": (1, "the reaction torque"),
+    "rms_reaction_torque": (1, "the reaction torque"),
+    "clutch_energy": (2, "the off-going and the on-coming clutch's energy"),
+    "tie_up_energy": (2, "the off-going clutch's stuck flag and the on-coming clutch's energy"),
+    "max_slip": (1, "the on-coming clutch's slip"),
+}
 MAX_LENGTH = 500  # characters; an expression is a line of a test file, not a program
 
 
@@ -76,13 +88,32 @@ class Expr:
         elif isinstance(node, ast.BoolOp):
             for sub in node.values:
                 self._check(sub, known)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in METRICS:
+            self._check_metric(node, known)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in FUNCTIONS
               and not node.keywords and 1 <= len(node.args) <= 2):
             for sub in node.args:
                 self._check(sub, known)
         else:
             raise ExprError(f"{self.text!r}: {type(node).__name__} is not allowed (numbers, signal names, t, "
-                            "+ - * / ** %, comparisons, and/or/not, abs/sqrt/min/max/sign)")
+                            "+ - * / ** %, comparisons, and/or/not, abs/sqrt/min/max/sign, "
+                            f"the shift metrics {'/'.join(METRICS)})")
+
+    def _check_metric(self, node: ast.Call, known: set[str]) -> None:
+        """``metric(signal, ..., start_s[, end_s])``: signal names, then one or two times as numbers."""
+        fn = node.func.id
+        n_sig, what = METRICS[fn]
+        usage = (f"{self.text!r}: {fn}() takes {what} (signal name{'s' if n_sig > 1 else ''}), then the window's "
+                 f"start and optionally its end in s (numbers)")
+        if node.keywords or not n_sig + 1 <= len(node.args) <= n_sig + 2:
+            raise ExprError(usage)
+        for sub in node.args[:n_sig]:
+            if not isinstance(sub, ast.Name):
+                raise ExprError(usage)
+            self._check(sub, known)
+        for sub in node.args[n_sig:]:
+            if _number(sub) is None:
+                raise ExprError(usage)
 
     def evaluate(self, signals: Mapping[str, np.ndarray]) -> np.ndarray:
         """The expression on every sample: a float (or, for a condition, bool) array like the signals'."""
@@ -118,7 +149,47 @@ class Expr:
             for sub in node.values[1:]:
                 out = f(out, self._eval(sub, s))
             return out
+        if node.func.id in METRICS:
+            return _metric(node, s)
         return FUNCTIONS[node.func.id](*(self._eval(a, s) for a in node.args))
 
     def __repr__(self) -> str:
         return f"Expr({self.text!r})"
+
+
+def _number(node: ast.AST) -> float | None:
+    """A number constant (with a sign) as a float; None for anything else."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _number(node.operand)
+        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return float(node.value)
+    return None
+
+
+def _metric(node: ast.Call, s: Mapping[str, np.ndarray]) -> float:
+    """A shift metric over [start, end] (end: the run's end) of the recorded signals: one number."""
+    from server.offline import shift_metrics as sm
+
+    fn = node.func.id
+    n_sig = METRICS[fn][0]
+    x = [np.asarray(s[a.id], dtype=float) for a in node.args[:n_sig]]
+    times = [_number(a) for a in node.args[n_sig:]]
+    t = np.asarray(s["t"], dtype=float)
+    start = times[0]
+    if t.size == 0:
+        return np.nan
+    win, i0 = sm.window(t, start, times[1] - start if len(times) > 1 else np.inf)
+    if fn == "shift_time":
+        return sm.shift_time(t, x[0], start)
+    if fn == "flare":
+        return sm.flare(x[0], x[1], win, i0)
+    if fn == "peak_reaction_torque":
+        return sm.peak_abs(x[0], win)
+    if fn == "rms_reaction_torque":
+        return sm.rms(x[0], win)
+    if fn == "clutch_energy":
+        return sm.clutch_energy(x[0], x[1], win, i0)
+    if fn == "tie_up_energy":
+        return sm.tie_up_energy(x[0], x[1], win)
+    return sm.max_abs(x[0], win)

@@ -452,8 +452,11 @@ class TestResult:
         return all(v.passed for v in self.verdicts)
 
 
-def run_test(spec: TestSpec, workdir: Path | None = None) -> TestResult:
-    """Run one test file and check every expectation; never raises for a failure of the run itself."""
+def run_test(spec: TestSpec, workdir: Path | None = None, artifacts: Path | None = None) -> TestResult:
+    """Run one test file and check every expectation; never raises for a failure of the run itself.
+
+    ``artifacts``: a folder for the trace and plot of a failure (:mod:`server.testbench.artifacts`).
+    """
     from io_adapters.zmq.client import HilClient
 
     t0 = time.perf_counter()
@@ -477,6 +480,11 @@ def run_test(spec: TestSpec, workdir: Path | None = None) -> TestResult:
                     else:
                         rec, verdicts = run_observed(spec, client, server, spec.mode, log)
         verdicts += [evaluate(e, rec) for e in spec.expectations]
+        if artifacts is not None:
+            from .artifacts import keep_failure, note
+
+            if keep_failure(spec, rec, verdicts, artifacts) is not None:
+                note(verdicts, artifacts)
     except (FaultUnavailable, RunError, TimeoutError, OSError) as exc:
         verdicts.append(Verdict("run", "run", False, f"{type(exc).__name__}: {exc}", error=True))
     finally:
