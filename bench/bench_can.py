@@ -327,7 +327,10 @@ def _set_tcu(kind: str, bus: can.BusABC, seconds: float, stop: threading.Event, 
     if kind == "fd":
         from ecu_emulator import DctTcu
         tcu = DctTcu(bus, fd=True)
-    elif kind == "j1939":
+    elif kind == "fd8hp":
+        from ecu_emulator import Zf8hpTcu
+        tcu = Zf8hpTcu(bus, fd=True, shift_at_s=0.5)  # the upshift 1 -> 2 at 0.5 s, closed on the received slip
+    elif kind in ("j1939", "j1939_tractor"):
         from ecu_emulator_j1939 import J1939Tcu
         tcu = J1939Tcu(bus)
     else:
@@ -336,9 +339,9 @@ def _set_tcu(kind: str, bus: can.BusABC, seconds: float, stop: threading.Event, 
     t0 = time.monotonic()
     k = 0
     while not stop.is_set() and k * 0.01 < seconds:
-        if kind == "j1939" and k == 50:
+        if j1939 is not None and k == 50:
             j1939.request_gear(3)  # the operator's request: the TCU shifts 1 -> 3 under a TSC1 limit
-        tcu.cycle(k * 0.01, 0.01) if kind != "fd" else tcu.cycle(k * 0.01)
+        tcu.cycle(k * 0.01, 0.01)
         k += 1
         rem = t0 + k * 0.01 - time.monotonic()
         if rem > 0:
@@ -357,8 +360,12 @@ def run_set(kind: str, seconds: float) -> dict:
         plant = load_plant("dct")
         adapters = [io_adapters.can.adapter.CanAdapter("can", {**bus_opts, "fd": True,
                                                                "message_set": "io_can_dct_fd"})]
-    elif kind == "j1939":
-        plant = load_plant("powershift")
+    elif kind == "fd8hp":
+        plant = load_plant("zf8hp")
+        adapters = [io_adapters.can.adapter.CanAdapter("can", {**bus_opts, "fd": True,
+                                                               "message_set": "io_can_zf8hp_fd"})]
+    elif kind in ("j1939", "j1939_tractor"):
+        plant = load_plant("powershift" if kind == "j1939" else "powershift_tractor")
         j1939 = J1939Adapter("j1939", dict(bus_opts))
         adapters = [io_adapters.can.adapter.CanAdapter("can", {**bus_opts, "receive_filters": True,
                                                                "message_set": "io_can_powershift_j1939"}), j1939]
@@ -371,7 +378,7 @@ def run_set(kind: str, seconds: float) -> dict:
     loop = assemble(plant, timed, cfg, WatchdogConfig(timeout_s=0.1)).loop
     loop.open()
     stop = threading.Event()
-    tcu_bus = can.Bus(interface="virtual", channel=channel, fd=(kind == "fd"))
+    tcu_bus = can.Bus(interface="virtual", channel=channel, fd=kind.startswith("fd"))
     th = threading.Thread(target=lambda: (time.sleep(0.3), _set_tcu(kind, tcu_bus, seconds, stop, j1939)),
                           daemon=True)
     th.start()
@@ -392,16 +399,18 @@ def run_set(kind: str, seconds: float) -> dict:
 
 
 def sets_table(seconds: float) -> list[str]:
-    """Classic, CAN FD and J1939 sets in one run (one after the other, same process)."""
+    """Classic, CAN FD (DCT, 8HP) and J1939 (gearbox, tractor) sets in one run (one after the other, same process)."""
     rows = ["| set | ticks | p50 | p99 | p99.9 | max | mean | between ticks, per tick |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for kind, label in (("classic", "classic: Powershift, 4 in / 7 out, CRC-8"),
                         ("fd", "CAN FD: DCT, 3 in / 2 out of 64 bytes, E2E profile 5"),
-                        ("j1939", "J1939: Powershift valve set (2 in / 7 out) + engine and vehicle ECU")):
+                        ("fd8hp", "CAN FD: 8HP, 3 in / 2 out of 64 bytes, E2E profile 5, upshift 1 -> 2"),
+                        ("j1939", "J1939: Powershift valve set (2 in / 7 out) + engine and vehicle ECU"),
+                        ("j1939_tractor", "J1939: as above, the tractor (TSC1 on the engine's intervention)")):
         r = run_set(kind, seconds)
         st = r["status"][0]
         extra = ""
-        if kind == "j1939":
+        if kind.startswith("j1939"):
             js = r["status"][1]
             extra = (f"; j1939 rx {js['rx_frames']}, tx {js['tx_frames']}, TSC1 applied {js['tsc1_applied']}, "
                      f"timeouts {js['timeouts']}, nodes {[v['state'] for v in js['nodes'].values()]}")

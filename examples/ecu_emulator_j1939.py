@@ -105,15 +105,16 @@ class J1939Tcu(PowershiftTcu):
             return
         shifting = self.phase in ("torque", "inertia")
         msg = self.j.get_message_by_name
-        rpm_in = self.result.engine_rpm or 0.0
-        rpm_out = abs(self.result.output_rpm or 0.0)
+        # ETC1's shaft speeds span 0 .. 8031.875 rpm (SPNs 191, 161): a faster shaft is sent at the top of the range
+        rpm_in = min(max(self.result.engine_rpm or 0.0, 0.0), 8031.875)
+        rpm_out = min(abs(self.result.output_rpm or 0.0), 8031.875)
         frames = [(msg("TSC1"), {"EngOverrideCtrlMode": 3 if shifting else 0, "EngRqedSpeedCtrlConditions": 0,
                                  "OverrideCtrlModePriority": 1, "EngRqedSpeed_SpeedLimit": 8031.875,
                                  "EngRqedTorque_TorqueLimit": self.torque_limit_pct if shifting else 125}),
                   (msg("ETC1"), {"TransDrivelineEngaged": 1, "TorqueConverterLockupEngaged": 3,
                                  "TransShiftInProcess": 1 if shifting else 0, "TransOutputShaftSpeed": rpm_out,
                                  "PercentClutchSlip": 0, "EngMomentaryOverspeedEnable": 0,
-                                 "ProgressiveShiftDisable": 0, "TransInputShaftSpeed": max(rpm_in, 0.0),
+                                 "ProgressiveShiftDisable": 0, "TransInputShaftSpeed": rpm_in,
                                  "SrcAddrssOfCntrllngDvcForTrnsCtrl": 255})]
         if self._k % 10 == 0:
             gear = self.result.gear_actual or 0

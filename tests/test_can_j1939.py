@@ -6,12 +6,16 @@ identifiers against cantools' J1939 helpers.
 
 from __future__ import annotations
 
+import uuid
+
 import cantools
 import pytest
 from cantools import j1939 as cj
 
 from can_support import ROOT
+from io_adapters.base import LoopContext, create_adapter, new_tick_info
 from io_adapters.can import j1939 as j
+from plant_models.registry import load_plant
 
 DBC = cantools.database.load_file(str(ROOT / "configs" / "powershift_j1939.dbc"), strict=True)
 ENG_NAME = j.name_pack(1001, 0x123, function=0, industry_group=2)  # engine (function 0), agricultural group 2
@@ -123,3 +127,26 @@ def test_no_dtc_dm1_and_a_dm1_request():
     assert eng.poll(250.0) == [(0x18FECA00, bytes((0, 0xFF, 0, 0, 0, 0, 0xFF, 0xFF)))]
     assert eng.on_frame(0x18EA0003, (65226).to_bytes(3, "little"), 300.0) == [
         (0x18FECA00, bytes((0, 0xFF, 0, 0, 0, 0, 0xFF, 0xFF)))]
+
+
+@pytest.mark.parametrize("plant,engine_input", [("powershift", "engine_torque"), ("powershift_tractor", "torque_limit")])
+def test_the_shipped_j1939_config_serves_the_powershift_and_the_tractor(plant, engine_input):
+    """configs/io_j1939_powershift.toml opens on both: the engine ECU drives the engine torque input of the bare
+    gearbox and the torque intervention input of the tractor's engine."""
+    from server.realtime.runtime import load_io_config
+
+    from io_adapters.can.message_set import load_message_set
+
+    io = load_io_config("io_j1939_powershift")
+    can_opts = next(a for a in io.adapters if a.type == "can").options
+    ms = load_message_set(can_opts["message_set"], load_plant(plant), 0.001)  # the valve and sensor frames resolve
+    assert len(ms.rx.messages) == 2 and len(ms.tx.messages) == 7
+    opts = dict(next(a for a in io.adapters if a.type == "j1939").options)
+    opts["channel"] = f"cfg-{uuid.uuid4().hex[:8]}"
+    ad = create_adapter("j1939", "j1939", opts)
+    ad.open(load_plant(plant), LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=lambda: {},
+                                           tick_info=new_tick_info()))
+    try:
+        assert ad.torque_input == engine_input and ad.intervention == (engine_input == "torque_limit")
+    finally:
+        ad.close()

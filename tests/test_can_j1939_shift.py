@@ -278,3 +278,21 @@ def test_tsc1_limit_acts_on_the_tractor_engine_intervention_by_the_next_tick(tmp
         # 100 ticks later the cap has closed in on 200 N m as 600 -> 200 with a 50 ms time constant (the engine's
         # own torque at full pedal is above it throughout)
         assert torques[-1] == pytest.approx(200.0 + 400.0 * math.exp(-0.1 / 0.05), rel=1e-3)
+
+
+def test_tcu_sends_etc1_with_shaft_speeds_beyond_its_range_at_the_top_of_it():
+    """A shaft faster than ETC1's 8031.875 rpm (a runaway engine in a long bench run) is sent as 8031.875 rpm
+    (raw 0xFAFF, bytes 1-2 and 5-6), instead of the TCU's task dying on an encoder overflow."""
+    ch = f"etc1-{uuid.uuid4().hex[:8]}"
+    bus, rx = can.Bus(interface="virtual", channel=ch), can.Bus(interface="virtual", channel=ch)
+    try:
+        tcu = J1939Tcu(bus)
+        tcu.node.state = "claimed"  # the address claim stood
+        tcu.result.engine_rpm, tcu.result.output_rpm = 9000.0, -8500.0
+        tcu.send()
+        etc1 = j.frame_id(3, j.PGN_ETC1, 0x03, 0xFF)
+        got = [bytes(m.data) for m in iter(lambda: rx.recv(0.05), None) if m.arbitration_id == etc1]
+    finally:
+        bus.shutdown()
+        rx.shutdown()
+    assert len(got) == 1 and got[0][1:3] == b"\xff\xfa" and got[0][5:7] == b"\xff\xfa"
