@@ -272,7 +272,39 @@ class PowershiftTcu:
         return self.result
 
 
-class DctTcu:
+class _RestBusTask:
+    """What the DCT's and the 8-speed automatic's emulated TCUs share: their frames out, and their task.
+
+    A subclass sets ``bus``, ``fd``, ``rx``, ``commands_sent`` and defines ``receive()`` and ``cycle(t, dt)``.
+    """
+
+    def _send(self, frames: list) -> int:
+        """Encode and send ``(encoder, values)`` pairs (FD frames with bit-rate switch on an FD set); their number."""
+        for enc, values in frames:
+            self.bus.send(can.Message(arbitration_id=enc.message.frame_id, is_extended_id=False, is_fd=self.fd,
+                                      bitrate_switch=self.fd, data=enc.encode(values)))
+        self.commands_sent += len(frames)
+        return len(frames)
+
+    def _run_task(self, ready_key: str, duration_s: float, period_s: float) -> None:
+        """Wait (up to 30 s) until ``ready_key`` was received, then run ``cycle`` on absolute deadlines."""
+        end = time.monotonic() + 30.0
+        while ready_key not in self.rx and time.monotonic() < end:
+            time.sleep(0.005)
+            self.receive()
+        period_ns = int(period_s * 1e9)
+        deadline = time.monotonic_ns()
+        k = 0
+        while k * period_s < duration_s:
+            self.cycle(k * period_s, period_s)
+            k += 1
+            deadline += period_ns  # absolute deadlines: a late cycle does not shift the ones after it
+            rem = deadline - time.monotonic_ns()
+            if rem > 0:
+                time.sleep(rem / 1e9)
+
+
+class DctTcu(_RestBusTask):
     """TCU + engine and road-load rest-bus of the DCT message set: a launch in 1st gear (module docstring).
 
     ``engaged_at_s`` is when the plant reported 1st gear engaged (from HIL_DctState).  ``fd = True``
@@ -337,35 +369,18 @@ class DctTcu:
                   (self.eng, {"EngineTorque": 200.0 * f})]
         if round(t / dt) % 10 == 0:
             frames.append((self.load, {"RoadLoad": 55.0 * f}))
-        for enc, values in frames:
-            self.bus.send(can.Message(arbitration_id=enc.message.frame_id, is_extended_id=False, is_fd=self.fd,
-                                      bitrate_switch=self.fd, data=enc.encode(values)))
-        self.commands_sent += len(frames)
-        return len(frames)
+        return self._send(frames)
 
     def run(self, duration_s: float, period_s: float = 0.01) -> dict:
         """Wait for the plant's frames, then run the task on absolute deadlines for ``duration_s``."""
-        end = time.monotonic() + 30.0
-        while "HIL_DctSpeeds" not in self.rx and time.monotonic() < end:
-            time.sleep(0.005)
-            self.receive()
-        period_ns = int(period_s * 1e9)
-        deadline = time.monotonic_ns()
-        k = 0
-        while k * period_s < duration_s:
-            self.cycle(k * period_s, period_s)
-            k += 1
-            deadline += period_ns
-            rem = deadline - time.monotonic_ns()
-            if rem > 0:
-                time.sleep(rem / 1e9)
+        self._run_task("HIL_DctSpeeds", duration_s, period_s)
         time.sleep(3 * period_s)
         self.receive()
         return {"engaged_at_s": self.engaged_at_s, "frames_received": self.frames_received,
                 "e2e_errors": self.e2e_errors, "commands_sent": self.commands_sent, **self.rx}
 
 
-class Zf8hpTcu:
+class Zf8hpTcu(_RestBusTask):
     """TCU + engine and load rest-bus of the 8-speed automatic: the upshift 1 -> 2 (module docstring).
 
     ``fd = True`` runs the CAN FD set (configs/zf8hp_fd.dbc: 64-byte frames with bit-rate switch,
@@ -463,28 +478,11 @@ class Zf8hpTcu:
                   (self.eng, {"EngineTorque": self.INPUT_TORQUE_NM * ramp})]
         if round(t / dt) % 10 == 0:
             frames.append((self.load, {"LoadTorque": self.LOAD_NM}))
-        for enc, values in frames:
-            self.bus.send(can.Message(arbitration_id=enc.message.frame_id, is_extended_id=False, is_fd=self.fd,
-                                      bitrate_switch=self.fd, data=enc.encode(values)))
-        self.commands_sent += len(frames)
-        return len(frames)
+        return self._send(frames)
 
     def run(self, duration_s: float, period_s: float = 0.01) -> dict:
         """Wait for the plant's frames, then run the task on absolute deadlines for ``duration_s``."""
-        end = time.monotonic() + 30.0
-        while "InputSpeed" not in self.rx and time.monotonic() < end:
-            time.sleep(0.005)
-            self.receive()
-        period_ns = int(period_s * 1e9)
-        deadline = time.monotonic_ns()
-        k = 0
-        while k * period_s < duration_s:
-            self.cycle(k * period_s, period_s)
-            k += 1
-            deadline += period_ns
-            rem = deadline - time.monotonic_ns()
-            if rem > 0:
-                time.sleep(rem / 1e9)
+        self._run_task("InputSpeed", duration_s, period_s)
         self.receive()
         return {"phases": self.phases, "closed_at_s": self.closed_at_s, "frames_received": self.frames_received,
                 "e2e_errors": self.e2e_errors, "commands_sent": self.commands_sent, **self.rx}
