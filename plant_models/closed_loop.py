@@ -37,7 +37,7 @@ from .contract.compiled import CompiledPlant
 from .core.api import JIT, L, call_step_at
 from .offline import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_STATUS, LAY_EV_CAP, LAY_EV_COUNT,
                       LAY_EV_KIND, LAY_EV_SOURCE, LAY_EV_TIME, LAY_EVERY, LAY_IN, LAY_LAST, LAY_LEN, LAY_N_OUT,
-                      LAY_OUT, InputTable, _write_inputs, kernel_address, output_buffer)
+                      LAY_OUT, CompiledCounters, InputTable, _write_inputs, kernel_address, output_buffer)
 
 LAY_TIME = LAY_LEN  # index in df of the plant's time, s
 LAY_PERIOD = LAY_LEN + 1  # the kernel is called after every N-th step (0: no controller)
@@ -146,7 +146,7 @@ def supports(plant, kernel: bool = True) -> bool:
     return isinstance(plant, CompiledPlant) and (not kernel or getattr(plant, "core", None) is not None)
 
 
-class StagedRun:
+class StagedRun(CompiledCounters):
     """A whole run in compiled chunks with a fault schedule and/or a controller's kernel, after the plant's reset.
 
     Parameters
@@ -231,18 +231,6 @@ class StagedRun:
         if self.done:
             p.mark_events_read()
         return self.k
-
-    @property
-    def rows(self) -> int:
-        return int(self.acc[ACC_ROWS])
-
-    @property
-    def status_or(self) -> int:
-        return int(self.acc[ACC_STATUS])
-
-    @property
-    def events_lost(self) -> int:
-        return int(self.acc[ACC_LOST])
 
     @property
     def updates(self) -> int:

@@ -291,7 +291,28 @@ def output_buffer(plant: Plant, n_steps: int, every: int, buffer_rows: int | Non
     return buffered, out, out_step
 
 
-class Run:
+class CompiledCounters:
+    """The counters a compiled run keeps in its accumulator array ``acc`` (indices ``ACC_*``)."""
+
+    acc: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        """Output rows written and not yet taken."""
+        return int(self.acc[ACC_ROWS])
+
+    @property
+    def status_or(self) -> int:
+        """OR of every step's status word so far."""
+        return int(self.acc[ACC_STATUS])
+
+    @property
+    def events_lost(self) -> int:
+        """Events overwritten in the plant's ring before the run read them."""
+        return int(self.acc[ACC_LOST])
+
+
+class Run(CompiledCounters):
     """A whole run of a plant, after its reset, through an :class:`InputTable`, in compiled chunks.
 
     ``out`` [rows, n_out] holds the outputs at t = 0 (the plant's outputs
@@ -375,18 +396,6 @@ class Run:
         taken = self.out_step[:r].copy(), self.out[:r].copy()
         self.acc[ACC_ROWS] = 0
         return taken
-
-    @property
-    def status_or(self) -> int:
-        return int(self.acc[ACC_STATUS])
-
-    @property
-    def events_lost(self) -> int:
-        return int(self.acc[ACC_LOST])
-
-    @property
-    def rows(self) -> int:
-        return int(self.acc[ACC_ROWS])
 
     def events(self) -> list[dict]:
         """The events collected so far, named by the plant (time, clutch, row, type)."""
