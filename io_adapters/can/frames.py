@@ -23,7 +23,9 @@ Per frame and per tick:
 The table columns (``M_*``, ``S_*``, ...) and buffer slots (``CI_*``, ...)
 are defined here, beside the kernels that read them, because numba's cache
 keys a kernel on its own source file only: a constant changed in another
-file would leave stale machine code behind.
+file would leave stale machine code behind.  That is also why the codec
+stays one file of over 600 lines: the kernels, the CRCs and the table
+layout they index must change together.
 
 Bit layout
     Every signal is split once into *segments*: runs of its raw bits that lie

@@ -87,7 +87,7 @@ class Link:
         self._send({"op": "status", "counters": counters})
         try:
             await asyncio.wait_for(self._status_wait, 10.0)
-        except asyncio.TimeoutError:
+        except asyncio.TimeoutError:  # the server is busy or gone: the page keeps its last status, the next poll asks again
             pass
 
     def send_counters(self, counters: dict) -> None:
@@ -176,7 +176,7 @@ async def _run(sock: socket.socket, job: dict) -> bool:
         if parent_gone:  # the server was killed: its shared block would otherwise stay behind
             try:
                 ring.close(unlink=True)
-            except Exception:
+            except Exception:  # best effort while this process ends: at worst the block stays in /dev/shm until reboot
                 pass
         else:
             ring.close()

@@ -11,6 +11,11 @@ degree of freedom; it does not use the shaft/row friction core but its own
 fixed-step algorithm (the paper's Table 1), compiled into one step function
 on buffers of its own (a :class:`~plant_models.contract.compiled.CompiledPlant`).
 
+Why one file of over 600 lines: the parameters, the compiled sub-step of the
+paper's Table 1 (friction with its two efficiencies, the hard stops and their
+events) and the plant class that lays out its buffers share one buffer
+layout; split, every part would import the others' offsets.
+
 Signs: positions, rates and torques are positive in the deploy direction.
 A positive ``load_torque`` T_LD acts against positive motion (the
 aerodynamic hinge moment of a deploying flap): it *opposes* a positive rate
