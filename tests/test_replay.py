@@ -113,3 +113,63 @@ def test_replay_mistakes_are_one_line_errors(tmp_path, body, message):
     with pytest.raises(ConfigError) as ei:
         load_scenario(sc).compile(load_plant("powershift"), warn=False)
     assert message in str(ei.value) and "\n" not in str(ei.value), str(ei.value)
+
+
+def test_a_test_file_replaying_a_trace_runs_in_lockstep_as_it_runs_offline_bit_for_bit(tmp_path):
+    """Lockstep = offline with measured data as stimulus: the runner sends the replayed points, not the file.
+
+    The replay has a first-order hold (rates rebuilt from the samples), a window, an offset, a scale and a
+    unit conversion, so each of them must reach the server exactly as the offline run plays it.
+    """
+    from io_adapters.zmq.client import HilClient
+    from server.testbench.runner import ServerRun, run_lockstep, run_offline as bench_offline
+    from server.testbench.spec import load_test
+
+    _trace_file(tmp_path, "csv")
+    (tmp_path / "replay.toml").write_text(
+        'duration_s = 0.6\ndt_s = 0.001\ninterpolation = "linear"\n'
+        '[replay]\nfile = "o/trace.csv"\nwindow_s = [0.3, 0.9]\ntime_offset_s = 0.05\n[replay.channels]\n'
+        'p_c1 = "pressure_c1"\np_c2 = { channel = "pressure_c2", scale = 0.9 }\n'
+        'p_c3 = { channel = "pressure_c3", unit = "mbar" }\np_c4 = "pressure_c4"\n'
+        '[inputs]\nengine_torque = 300.0\nload_torque = 3500.0\np_c5 = 16.0\n')
+    specs = {}
+    for mode in ("offline", "lockstep"):
+        p = tmp_path / f"t_{mode}.toml"
+        p.write_text(f'plant = "powershift"\nmode = "{mode}"\nscenario = "replay.toml"\n'
+                     'name = "replay"\n[[expect]]\nexpr = "gear"\nmin = 0\nat = 0.1\n')
+        specs[mode] = load_test(p)
+    off = bench_offline(specs["offline"], [])
+    (tmp_path / "srv").mkdir()
+    with ServerRun(specs["lockstep"].plant_config, "lockstep", tmp_path / "srv") as server:
+        with HilClient(server.control, timeout_s=30.0).connect() as client:
+            lock = run_lockstep(specs["lockstep"], client, [])
+    plant = load_plant("powershift")
+    assert len(off.t) == 601 and np.array_equal(off.t, lock.t)
+    for name in [s.name for s in plant.outputs] + ["p_c1", "p_c2", "p_c3", "p_c4"]:
+        assert off.signals[name].tobytes() == lock.signals[name].tobytes(), name
+    # the stimulus is the recording's: the pressures moved through the window, and the plant moved with them
+    assert np.ptp(off.signals["pressure_c1"]) > 1.0 and np.ptp(off.signals["w_1"]) > 1.0
+
+
+def test_a_replayed_scenario_as_a_map_reads_back_to_the_same_profiles(tmp_path):
+    """The map the runner sends parses to the profiles the file compiles to (units converted), value for value."""
+    from server.offline.scenario import parse_scenario
+
+    _trace_file(tmp_path, "csv")
+    sc = tmp_path / "r.toml"
+    sc.write_text('duration_s = 0.5\ndt_s = 0.001\n[replay]\nfile = "o/trace.csv"\n[replay.channels]\n'
+                  'p_c3 = { channel = "pressure_c3", unit = "mbar" }\n'
+                  '[inputs]\np_c1 = 3.0\nload_torque = { sine = { amplitude = 5.0, frequency_hz = 2.0 } }\n')
+    plant = load_plant("powershift")
+    original = load_scenario(sc)
+    back = parse_scenario(original.as_map(plant), "map")
+    assert back.profiles["p_c3"].unit == "" and original.profiles["p_c3"].unit == "mbar"
+    assert back.profiles["p_c3"].values == tuple(v * 1e-3 for v in original.profiles["p_c3"].values)
+    assert back.profiles["p_c3"].times == original.profiles["p_c3"].times
+    assert back.profiles["p_c1"] == original.profiles["p_c1"]
+    assert back.profiles["load_torque"] == original.profiles["load_torque"]
+    a, b = original.compile(plant, warn=False), back.compile(plant, warn=False)
+    for k in range(0, 500, 7):
+        ua, ra = a.inputs_at(k)
+        ub, rb = b.inputs_at(k)
+        assert ua.tobytes() == ub.tobytes() and ra.tobytes() == rb.tobytes()

@@ -161,6 +161,33 @@ class Scenario:
             out[name] = replace(prof, values=values, unit="")
         return out
 
+    def as_map(self, plant: Plant) -> dict:
+        """The scenario as the map ``load_scenario`` takes, every history written out as its points.
+
+        :func:`parse_scenario` reads the map back to the same profiles, bit
+        for bit; replayed channels come as their points in their inputs'
+        units (converted as :meth:`compile` converts them), so a server given
+        the map plays what an offline run of the file plays without reading
+        the recording itself (which lies with the client, not in the
+        server's scenario folders).
+        """
+        inputs: dict = {}
+        for name, prof in self._in_input_units(plant).items():
+            if prof.kind == "const":
+                inputs[name] = prof.values[0]
+            elif prof.kind == "sine":
+                inputs[name] = {"sine": {"amplitude": prof.amplitude, "frequency_hz": prof.frequency_hz,
+                                         "phase_rad": prof.phase_rad, "offset": prof.offset}}
+            else:
+                inputs[name] = [[t, v] for t, v in zip(prof.times, prof.values)]
+        out = {"description": self.description, "duration_s": self.duration, "interpolation": self.interpolation,
+               "inputs": inputs}
+        if self.dt is not None:
+            out["dt_s"] = self.dt
+        if self.leave_at_default:
+            out["leave_at_default"] = list(self.leave_at_default)
+        return out
+
     def unset_inputs(self, plant: Plant) -> list:
         """The plant's input signals this scenario neither sets nor names in ``leave_at_default``."""
         return [s for s in plant.inputs if s.name not in self.profiles and s.name not in self.leave_at_default]

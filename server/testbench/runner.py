@@ -44,7 +44,9 @@ from server.testbench.local_server import FREE_PORTS
 from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
 from .verdict import Recording, Verdict, evaluate
 
-SERVER_IO = "[loop]\nstatus_line = false\nautostart = {autostart}\n" + FREE_PORTS
+# the runner's own servers take a replayed stimulus as one request of its points (64 MiB: about three million
+# points; a server on loopback that only this runner talks to)
+SERVER_IO = "[loop]\nstatus_line = false\nautostart = {autostart}\n" + FREE_PORTS + "max_request_bytes = 67108864\n"
 DEFAULT_DT_S = 1e-3  # the step of a run with neither a scenario nor dt_s: a server's default period (1 kHz)
 
 
@@ -325,14 +327,33 @@ class ServerRun:
         self.close()
 
 
-def _scenario_map(spec: TestSpec) -> dict:
-    return dict(spec.scenario_data)
+def _load_stimulus(client, spec: TestSpec, plant) -> None:
+    """Send the test's scenario to the server (``load_scenario`` with the map).
+
+    A scenario that replays a recording (``[replay]``) goes as its points:
+    the recording lies with the test file, which the server may not read
+    (it reads files only in its own scenario folders), and the points are
+    exactly what the offline run plays, so lockstep equals offline with
+    such a stimulus too.
+    """
+    from io_adapters.zmq.client import ServerError
+
+    data = spec.scenario_data
+    if "replay" in data:
+        data = spec.scenario.as_map(plant)
+    try:
+        client.load_scenario(scenario=dict(data))
+    except ServerError as exc:
+        if exc.code != "oversized":
+            raise
+        raise RunError(f"the stimulus is too long for one request to the server ({exc.message}); raise the zmq "
+                       "adapter's max_request_bytes in the test's I/O config") from None
 
 
 def run_lockstep(spec: TestSpec, client, log: list[str]) -> Recording:
     """Load the stimulus and step it tick by tick, switching faults between exactly the right ticks."""
     plant, compiled = _compile(spec)
-    client.load_scenario(scenario=_scenario_map(spec))
+    _load_stimulus(client, spec, plant)
     names = client.output_names
     n = compiled.n_steps
     Y = np.empty((n + 1, len(names)))
@@ -363,7 +384,7 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
     time.sleep(0.2)  # a SUB socket receives only what is published after it has connected
     dt = float(client.describe()["period_s"])
     if compiled is not None:
-        client.load_scenario(scenario=_scenario_map(spec))
+        _load_stimulus(client, spec, plant)
         dt = compiled.dt
     else:
         client.reset()
