@@ -144,7 +144,8 @@ def test_a_resumed_campaign_runs_only_what_is_missing_and_gives_the_same_table(s
 
 @pytest.mark.slow
 def test_an_interrupted_campaign_keeps_its_finished_batches_and_resumes(tmp_path):
-    n = 2000  # several seconds on one worker: the client saves a part about every second
+    n = 4000  # about 8 s on one worker: the client saves a part about every second, so the interrupt
+    # after the first part arrives with seconds to spare even on a loaded machine
     camp = tmp_path / "long.toml"
     camp.write_text(CAMPAIGN.replace("RUNS", str(n)))
     out = tmp_path / "out"
