@@ -193,3 +193,28 @@ def test_a_slipping_clutch_logs_its_reversal_at_the_crossing(two_shafts, dt):
     c.run(dt, int(round(0.06 / dt)))
     assert c.new_events() == [(pytest.approx(0.5 / 12.0, abs=1e-12), 0, L.EV_REVERSAL)]
     assert c.mode[0] == L.MODE_SLIP and c.delta[0] < 0.0
+
+
+def test_an_open_row_that_crosses_zero_before_its_kiss_point_in_the_same_step_slips_on(foh):
+    """An open clutch's slip falls through zero at 10.3 ms (no friction: nothing happens there), its kiss point
+    follows at 10.6 ms inside the same step.  There it slips at -0.3 mrad/s in the other direction: the
+    Coulomb force, growing as 1e4 s N m after the kiss, brings it to zero s = (1 + sqrt(13)) / 2e4 later,
+    where it sticks (holding 0.5 N m against 2.3 N m).  Snapping the slip to zero at the kiss point would be
+    a jump of relative speed the forces cannot make."""
+    row = Row("c", 0, 1, act_gain=0.01, act_preload=500.0, gain_static=0.1, gain_kinetic=0.1)
+    c = Core(CoreSpec(("a", "b"), (1.0, 1.0), (0.0, 0.0), (row,)))
+    t_cross, t_kiss = 0.0103, 0.0106
+    c.omega[:] = (20.0 + t_cross, 20.0)  # delta = t_cross - t with -1 N m on shaft a
+    c.u_torque[:] = (-1.0, 0.0)
+    c.start([])
+    assert c.mode[0] == L.MODE_SLIP
+    p_kiss, slope = 500.0 / 0.01, 1e7  # normal force 1e5 s N after the kiss, kinetic capacity 1e4 s N m
+    foh(c, 1e-3, 12, torque=lambda t: (-1.0, 0.0), command=lambda t: [p_kiss + slope * (t - t_kiss)])
+    ev = c.new_events()
+    t_stick = t_kiss + (1.0 + math.sqrt(13.0)) / 2e4
+    assert [e[2] for e in ev] == [L.EV_STICK], ev
+    assert ev[0][0] == pytest.approx(t_stick, abs=1e-10)
+    assert c.mode[0] == L.MODE_STUCK and c.delta[0] == 0.0
+    # the momentum: the Coulomb impulse from the kiss to the stick, integral of 1e4 s ds, on each shaft
+    impulse = 1e4 * (t_stick - t_kiss) ** 2 / 2.0
+    assert c.omega[0] == pytest.approx(20.0 + t_cross - t_stick + impulse - 0.5 * (0.012 - t_stick), abs=1e-9)

@@ -286,14 +286,18 @@ def _kiss_scan(mf, mi, df, s_abs, h, ox0):
 def _first_crossing(g, oga, ogb, t_a, t_b, df):
     """The row whose event function went from >= 0 (at t_a) to <= 0 (at t_b) first, by linear estimate.
 
-    Returns (row, estimated time), row -1 if none.  Called in the real-time loop.
+    A row without an event function at t_a (+inf: open, no capacity) has
+    none before its kiss point, which ends the sub-step: a value <= 0 just
+    past the kiss point means it slipped through zero while open, which is
+    no event (the step gives it its new direction there).  Returns (row,
+    estimated time), row -1 if none.  Called in the real-time loop.
     """
     first = -1
     sfirst = t_b
     for i in range(g):
         gb = df[ogb + i]
         ga = df[oga + i]
-        if gb <= 0.0 and gb < ga and ga >= 0.0:
+        if gb <= 0.0 and gb < ga and ga >= 0.0 and ga < np.inf:
             si = t_a + (t_b - t_a) * ga / (ga - gb)
             if first < 0 or si < sfirst:
                 first = i

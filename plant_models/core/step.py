@@ -35,7 +35,7 @@ from .layout import (
     MODE_STUCK, N_SETTINGS, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
     DF_BACKUP_X, DF_COEF_X, H_NX,
 )
-from .dynamics import _abs_terms, _extra_sum
+from .dynamics import _abs_terms, _extra_sum, _slip
 from .layout import MI_ROW_NX
 
 @kernel(**JIT)
@@ -378,12 +378,37 @@ def _advance_through_events(mf, mi, df, di, dt, t0, reuse, backed_up):
         used += h_used
         if code == 3:
             # a kiss point: the mode is checked (and solved if it no longer fits) there
+            _open_crossings(mi, df, di, oy)
             check_start = True
             continue
         st |= _handle_event(mf, mi, df, di, used, t0 + used)
     if nsub > di[ocnt + CNT_SUBSTEPS_MAX]:
         di[ocnt + CNT_SUBSTEPS_MAX] = nsub
     return st, fresh, last_s, last_h, backed_up
+
+
+@kernel(**JIT)
+def _open_crossings(mi, df, di, oy):
+    """At a kiss point: rows that were open through the sub-step and slipped through zero take their new direction.
+
+    No friction acted at such a crossing, so nothing located or logged it;
+    the kiss point now gives the row capacity while it slips the other way.
+    Left alone, the check at the next sub-step's start would take it for a
+    missed crossing of a row with friction and project its slip onto zero:
+    a jump of relative speed that no force makes.  (A row with capacity at
+    the sub-step's start cannot be here: its crossing would have ended the
+    sub-step as an event before the kiss point.)  Called in the real-time loop.
+    """
+    n, g, s = _sizes(mi)
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    ocs = mi[DF_CAPS_T]  # stage 0: the capacities at the sub-step's start
+    ock = mi[DF_CAPK_T]
+    for i in range(g):
+        if di[omode + i] == MODE_SLIP and df[ocs + i] <= 0.0 and df[ock + i] <= 0.0:
+            d = _slip(mi, df, di, i, oy)
+            if df[odir + i] * d < 0.0:
+                df[odir + i] = 1.0 if d > 0.0 else -1.0
 
 
 @kernel(**JIT_STAGE)
