@@ -320,3 +320,54 @@ def test_record_offline_takes_another_plant_controller_and_faults_for_a_campaign
     assert log[0].startswith("t = 0.1 s: fault set") and log[1].startswith("t = 0.2 s: fault cleared")
     # the same plant object again: nothing of the runs before is left in it
     assert record_offline(spec, plant, None).signals["w_out"].tobytes() == base.signals["w_out"].tobytes()
+
+
+class _LaggingServer:
+    """A stand-in for a realtime server's client whose plant advances ``slowdown`` times slower than the wall clock,
+    as a loop that misses ticks on a loaded machine does (each state: one tick, 1 ms of plant time)."""
+
+    output_names = ("w_out",)
+    input_names = ("p_c2",)
+
+    def __init__(self, slowdown: float):
+        import time
+
+        self._clock, self._t0, self.tick, self._slow = time.monotonic, time.monotonic(), 0, slowdown
+
+    def subscribe(self, topics):
+        pass
+
+    def reset(self, inputs):
+        pass
+
+    def get(self):
+        return {"u": {"p_c2": 0.0}}
+
+    def set_inputs(self, values):
+        return 1
+
+    def _state(self):
+        from types import SimpleNamespace
+
+        self.tick = int((self._clock() - self._t0) / (1e-3 * self._slow))
+        return SimpleNamespace(t=self.tick * 1e-3, tick=self.tick, seq=self.tick, ack=1, y={"w_out": 0.0})
+
+    def wait_for(self, predicate, timeout_s):
+        return self._state()
+
+    def latest_state(self, timeout_s):
+        import time
+
+        time.sleep(1e-3)
+        return self._state()
+
+
+def test_a_realtime_closed_loop_runs_to_the_plants_duration_when_the_plant_falls_behind_the_wall_clock():
+    """Ending on the wall clock would cut the run short by the ticks the loop missed (it did: a whole WLTC on a
+    loaded machine ended at 1734 s of plant time); the run ends at the plant's duration, or says how far it got."""
+    from server.testbench.closed_loop import closed_loop_realtime
+
+    st = closed_loop_realtime(_LaggingServer(1.5), _Bare(), duration_s=0.2, timeout_s=0.05)
+    assert st.t_end_s >= 0.2  # 0.3 s of wall time: more than timeout_s + duration_s
+    with pytest.raises(TimeoutError, match=r"the plant reached t = 0\.\d+ s of 0\.1 s within 0\.25 s of wall"):
+        closed_loop_realtime(_LaggingServer(4.0), _Bare(), duration_s=0.1, timeout_s=0.05)  # 0.4 s needed

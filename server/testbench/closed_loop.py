@@ -152,6 +152,7 @@ class RealtimeStats:
     gaps: int = 0
     updates: int = 0
     commands: int = 0
+    t_end_s: float = 0.0  # the plant time of the last state seen (>= duration_s when the run is complete)
 
 
 def closed_loop_realtime(client, controller: Any, duration_s: float, heartbeat_s: float = 0.02,
@@ -162,7 +163,11 @@ def closed_loop_realtime(client, controller: Any, duration_s: float, heartbeat_s
     that acknowledges a command sent after the reset starts the run.
     ``on_state(state)``, if given, sees every state received (before the
     controller).  Raises ``TimeoutError`` when the stream stops and
-    ``RuntimeError`` when another client resets the plant.
+    ``RuntimeError`` when another client resets the plant.  The run ends
+    at the plant's ``duration_s``, not the wall clock's: a loop that misses
+    ticks (a loaded machine) takes longer, and the wall-time bound
+    (``timeout_s`` + twice ``duration_s``) raises ``TimeoutError`` naming
+    how far the plant got, rather than ending the run short.
     """
     outs, ins = list(client.output_names), list(client.input_names)
     b = bind_controller(controller, outs, ins)
@@ -181,11 +186,15 @@ def closed_loop_realtime(client, controller: Any, duration_s: float, heartbeat_s
     last_period = first.tick // period
     last_sent = u[b.owned].copy()
     last_wall, prev_seq, prev_tick = time.monotonic(), first.seq, first.tick
-    deadline = time.monotonic() + timeout_s + duration_s
+    deadline = time.monotonic() + timeout_s + 2.0 * duration_s
     s = first
-    while time.monotonic() < deadline:
+    while True:
         if s is None:
             raise TimeoutError("the state stream stopped")
+        st.t_end_s = s.t
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the plant reached t = {s.t:.3f} s of {duration_s:g} s within "
+                               f"{timeout_s + 2.0 * duration_s:g} s of wall time")
         st.states += 1
         st.gaps += int(s.seq != prev_seq + 1 and s is not first)
         if s.tick < prev_tick:
