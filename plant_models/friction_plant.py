@@ -131,9 +131,16 @@ class FrictionPlant(CompiledPlant):
 
     # -- buffers: the core's, with the ports in its plant data block ------------------------------------
     def _allocate(self):
-        self.core = Core(self.spec, plant_nf=self.plant_nf, plant_ni=self.plant_ni,
-                         plant_ndf=2 * self.n_in + self.n_out, plant_ndi=max(self.plant_ndi, 1))
+        nf, ndf, hold = self._extra_blocks()
+        self.core = Core(self.spec, plant_nf=self.plant_nf + nf, plant_ni=self.plant_ni,
+                         plant_ndf=2 * self.n_in + self.n_out + ndf, plant_ndi=max(self.plant_ndi, 1), act_hold=hold)
         return self.core.mf, self.core.mi, self.core.df, self.core.di
+
+    def _extra_blocks(self) -> tuple[int, int, bool]:
+        """Floats the plant adds after its parameter block (``plant_nf``) and after its ports in its data block,
+        and whether the core may hold its rows' actuators on a ramp (``act_hold``, a clutch fill): none by
+        default (:class:`plant_models.powertrain.hydraulics_plant.HydraulicsPlant` adds clutch hydraulics)."""
+        return 0, 0, False
 
     @property
     def input_offset(self) -> int:
