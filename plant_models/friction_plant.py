@@ -97,6 +97,13 @@ class FrictionPlant(CompiledPlant):
               _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
               return pst
 
+    A plant whose clutches may carry hydraulics (the transmission, the
+    Powershift, the DCT plant) mixes in
+    :class:`plant_models.powertrain.hydraulics_plant.HydraulicsPlant` and
+    adds the compiled hydraulics stage to both kernels: ``hydraulics_before``
+    after ``_inputs``, ``hydraulics_after`` after an accepted core step, both
+    only when its hydraulics' data offset is >= 0.
+
     ``@njit(**JIT)`` carries no signature: the kernels compile (or load from
     numba's cache) at the first reset, in :meth:`CompiledPlant.compile_kernels`.
     """
