@@ -19,7 +19,7 @@ the same run.
 ``--hydraulics [--rounds N]``: the Powershift through ``scenarios/powershift_swaps.toml`` and the DCT plant
 through ``scenarios/dct_upshift.toml``, each without and with clutch hydraulics on all its clutches
 (``configs/powershift_hydraulics.toml``, ``configs/dct_hydraulics.toml``), alternately in N rounds of the same
-run; medians and percentiles over all rounds, and the ratio with / without.
+run; the median over the rounds of each round's median, p90 and p99, and the ratio with / without.
 
 ``--ab COMMIT [--rounds N]``: the existing plants' steps (the Powershift's
 core and plant step, the DCT plant, the bare 8HP through its shifts and held
@@ -166,16 +166,20 @@ def hydraulic_kinds(rounds: int, repeat: int) -> str:
     for _ in range(rounds):
         for name, cfg, scen, fn, steps in cases:
             s, notes[name] = time_scenario(cfg, scen, fn, steps, repeat, npc)
-            samples[name].append(s["median"])
+            samples[name].append(s)
     lines = [f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {rounds} rounds alternating, "
              f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end", "",
-             "| step | median of the rounds' medians [us] | rounds' medians | with / without | runs per round |",
-             "|---|---|---|---|---|"]
-    med = {k: float(np.median(v)) for k, v in samples.items()}
+             "| step | median [us] | p90 | p99 | rounds' medians | with / without | runs per round |",
+             "|---|---|---|---|---|---|---|"]
+
+    def over_rounds(name, key):  # the median over the rounds of a statistic of each round
+        return float(np.median([s[key] for s in samples[name]]))
     for k, (name, *_rest) in enumerate(cases):
-        ratio = f"{med[name] / med[cases[k - 1][0]]:.3f}" if k % 2 else "baseline"
-        lines.append(f"| {name} | {med[name]:.3f} | {' '.join(f'{v:.3f}' for v in samples[name])} | {ratio} | "
-                     f"{notes[name]} |")
+        med = over_rounds(name, "median")
+        ratio = f"{med / over_rounds(cases[k - 1][0], 'median'):.3f}" if k % 2 else "baseline"
+        each = " ".join(f"{s['median']:.3f}" for s in samples[name])
+        lines.append(f"| {name} | {med:.3f} | {over_rounds(name, 'p90'):.3f} | {over_rounds(name, 'p99'):.3f} | "
+                     f"{each} | {ratio} | {notes[name]} |")
     return "\n".join(lines)
 
 
