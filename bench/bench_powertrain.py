@@ -16,6 +16,11 @@ Run: ``PYTHONPATH=. python bench/bench_powertrain.py [--repeat N]``.  The
 numbers depend on the machine and its load; compare the ratios measured in
 the same run.
 
+``--hydraulics [--rounds N]``: the Powershift through ``scenarios/powershift_swaps.toml`` and the DCT plant
+through ``scenarios/dct_upshift.toml``, each without and with clutch hydraulics on all its clutches
+(``configs/powershift_hydraulics.toml``, ``configs/dct_hydraulics.toml``), alternately in N rounds of the same
+run; the median over the rounds of each round's median, p90 and p99, and the ratio with / without.
+
 ``--ab COMMIT [--rounds N]``: the existing plants' steps (the Powershift's
 core and plant step, the DCT plant, the bare 8HP through its shifts and held
 in 5th, the 8HP car) measured alternately in a ``git archive`` of COMMIT
@@ -144,14 +149,52 @@ def ab(base: str, rounds: int, repeat: int) -> str:
     return "\n".join(lines)
 
 
+def hydraulic_kinds(rounds: int, repeat: int) -> str:
+    """The Powershift and the DCT plant without and with clutch hydraulics, alternately, same run."""
+    from plant_models.plants.dct import dct_step
+    from plant_models.plants.powershift import powershift_step
+
+    npc = ns_per_cycle()
+    cases = (("Powershift, powershift_swaps", "powershift", "powershift_swaps", powershift_step, 3500),
+             ("Powershift with clutch hydraulics (8 clutches), powershift_swaps", "powershift_hydraulics",
+              "powershift_swaps", powershift_step, 3500),
+             ("DCT plant, dct_upshift", "dct", "dct_upshift", dct_step, 4000),
+             ("DCT plant with clutch hydraulics (c1, c2), dct_upshift", "dct_hydraulics", "dct_upshift", dct_step,
+              4000))
+    samples: dict[str, list] = {c[0]: [] for c in cases}
+    notes = {}
+    for _ in range(rounds):
+        for name, cfg, scen, fn, steps in cases:
+            s, notes[name] = time_scenario(cfg, scen, fn, steps, repeat, npc)
+            samples[name].append(s)
+    lines = [f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {rounds} rounds alternating, "
+             f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end", "",
+             "| step | median [us] | p90 | p99 | rounds' medians | with / without | runs per round |",
+             "|---|---|---|---|---|---|---|"]
+
+    def over_rounds(name, key):  # the median over the rounds of a statistic of each round
+        return float(np.median([s[key] for s in samples[name]]))
+    for k, (name, *_rest) in enumerate(cases):
+        med = over_rounds(name, "median")
+        ratio = f"{med / over_rounds(cases[k - 1][0], 'median'):.3f}" if k % 2 else "baseline"
+        each = " ".join(f"{s['median']:.3f}" for s in samples[name])
+        lines.append(f"| {name} | {med:.3f} | {over_rounds(name, 'p90'):.3f} | {over_rounds(name, 'p99'):.3f} | "
+                     f"{each} | {ratio} | {notes[name]} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs per measurement (default 5)")
     ap.add_argument("--ab", metavar="COMMIT", help="A/B of the existing plants' steps against COMMIT")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the A/B (default 3)")
     ap.add_argument("--existing", action="store_true", help=argparse.SUPPRESS)  # one side of the A/B, as JSON
+    ap.add_argument("--hydraulics", action="store_true",
+                    help="the Powershift and the DCT plant without and with clutch hydraulics, same run")
     args = ap.parse_args(argv)
-    if args.existing:
+    if args.hydraulics:
+        print(hydraulic_kinds(args.rounds, args.repeat))
+    elif args.existing:
         print(json.dumps(existing_plants(args.repeat)))
     elif args.ab:
         print(ab(args.ab, args.rounds, args.repeat))

@@ -97,6 +97,13 @@ class FrictionPlant(CompiledPlant):
               _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
               return pst
 
+    A plant whose clutches may carry hydraulics (the transmission, the
+    Powershift, the DCT plant) mixes in
+    :class:`plant_models.powertrain.hydraulics_plant.HydraulicsPlant` and
+    adds the compiled hydraulics stage to both kernels: ``hydraulics_before``
+    after ``_inputs``, ``hydraulics_after`` after an accepted core step, both
+    only when its hydraulics' data offset is >= 0.
+
     ``@njit(**JIT)`` carries no signature: the kernels compile (or load from
     numba's cache) at the first reset, in :meth:`CompiledPlant.compile_kernels`.
     """
@@ -131,9 +138,16 @@ class FrictionPlant(CompiledPlant):
 
     # -- buffers: the core's, with the ports in its plant data block ------------------------------------
     def _allocate(self):
-        self.core = Core(self.spec, plant_nf=self.plant_nf, plant_ni=self.plant_ni,
-                         plant_ndf=2 * self.n_in + self.n_out, plant_ndi=max(self.plant_ndi, 1))
+        nf, ndf, hold = self._extra_blocks()
+        self.core = Core(self.spec, plant_nf=self.plant_nf + nf, plant_ni=self.plant_ni,
+                         plant_ndf=2 * self.n_in + self.n_out + ndf, plant_ndi=max(self.plant_ndi, 1), act_hold=hold)
         return self.core.mf, self.core.mi, self.core.df, self.core.di
+
+    def _extra_blocks(self) -> tuple[int, int, bool]:
+        """Floats the plant adds after its parameter block (``plant_nf``) and after its ports in its data block,
+        and whether the core may hold its rows' actuators on a ramp (``act_hold``, a clutch fill): none by
+        default (:class:`plant_models.powertrain.hydraulics_plant.HydraulicsPlant` adds clutch hydraulics)."""
+        return 0, 0, False
 
     @property
     def input_offset(self) -> int:

@@ -1,4 +1,5 @@
-"""The DCT car (configs/dct_car.toml: the wet dual-clutch gear set with an engine and a vehicle, no converter):
+"""The DCT car (configs/dct_car.toml: the wet dual-clutch gear set with an engine and a vehicle, no converter;
+configs/dct_car_hydraulics.toml with clutch hydraulics on c1 and c2):
 a launch on clutch c1 and a 1-2 shift clutch to clutch (scenarios/dct_car_launch.toml), with the energy
 balance closed to 1e-9 of the engine work (docs/powertrain.md)."""
 
@@ -67,3 +68,53 @@ def test_describe_shows_the_components():
     comp = describe_config("dct_car")["components"]
     assert set(comp) == {"engine", "vehicle"}
     assert comp["engine"]["member"] == "engine" and comp["vehicle"]["member"] == "output"
+
+
+@pytest.fixture(scope="module")
+def hydraulic_drive():
+    plant = load_plant("dct_car_hydraulics")
+    sc = load_scenario("dct_car_launch").compile(plant)
+    plant.reset(sc.start_inputs())
+    ke0 = plant.core.kinetic_energy()
+    return SimpleNamespace(plant=plant, res=run_offline(plant, sc), ke0=ke0)
+
+
+def test_the_car_with_clutch_hydraulics_launches_shifts_and_its_energy_balances(hydraulic_drive, drive):
+    """configs/dct_car_hydraulics.toml through the same launch: c1 fills before it takes torque, the launch and
+    the 1-2 shift each close later than without hydraulics, and engine work = losses + change of energy to
+    1e-9 (the hydraulics do no work of their own)."""
+    r, plant = hydraulic_drive.res, hydraulic_drive.plant
+    fill_c1, fill_c2 = _col(r, "fill_c1"), _col(r, "fill_c2")
+    assert fill_c1[400] == 0.0 and fill_c1[1000] == 1.0 and fill_c2[2990] == 0.0 and fill_c2[-1] == 1.0
+    assert np.all(_col(r, "capacity_c1")[fill_c1 < 1.0] == 0.0)  # no torque before the kiss point
+    gear, gear0 = _col(r, "gear"), _col(drive.res, "gear")
+    assert set(gear[3600:].astype(int)) == {2} and _col(r, "stuck_c2")[-1] == 1.0
+    first = [int(np.argmax(g == k)) for g in (gear0, gear) for k in (1, 2)]
+    assert first[2] > first[0] and first[3] > first[1]  # 1st and 2nd each engage later
+    c = plant.core
+    z = c.law_z
+    engine = z[W.Z_W_ENGINE]
+    drag = -(c.work[L.W_DRAG] + c.work[L.W_DAMP] + c.work[L.W_IMPULSE])
+    balance = engine - (-sum(c.work[L.W_ROW0:]) + drag - z[W.Z_W_AERO] - z[W.Z_W_GRADE] + c.kinetic_energy()
+                        - hydraulic_drive.ke0)
+    assert engine > 1.0e5 and abs(balance) <= 1e-9 * engine
+
+
+def test_lockstep_equals_offline_with_hydraulics(tmp_path, hydraulic_drive):
+    from server_support import ServerProcess
+
+    offline = hydraulic_drive.res
+    names = list(offline.names)
+    srv = ServerProcess(tmp_path, plant="dct_car_hydraulics", mode="lockstep")
+    try:
+        with srv.client() as hil:
+            assert hil.output_names == names
+            n = hil.load_scenario("dct_car_launch")["n_steps"]
+            k = 0
+            while k < n:
+                k = (r := hil.step(min(1500, n - k))).tick
+                got = np.array([r.y[nm] for nm in names])
+                bad = [nm for nm, a, b in zip(names, got, offline.values[k]) if a.view(np.int64) != b.view(np.int64)]
+                assert not bad, f"tick {k}: lockstep differs from the offline run in {bad}"
+    finally:
+        srv.shutdown()

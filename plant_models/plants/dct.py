@@ -37,6 +37,12 @@ Rows of R (all in torque units: coefficients 1 and a ratio, forces in N m):
 Spring ``driveshaft`` [output, vehicle]: half-shaft torsional stiffness and
 damping at the wheel.
 
+With a ``[hydraulics]`` table the clutches' pressure commands reach their
+pistons through the clutch hydraulics of
+:mod:`plant_models.powertrain.hydraulics` (dead time, valve, fill phase to
+the kiss point, return spring; ``fill_c1`` / ``fill_c2`` outputs after the
+status word) instead of the first-order lag alone.
+
 Biagiotti & Zanasi put a compliance on each branch (k1, b1 / k3, b3) and models the
 gear ratios as fixed gains R1, R3.  This plant uses the layout of real DCTs
 instead: both input shafts drive one output through the preselected gears
@@ -63,6 +69,9 @@ from ..clutch import BAR, WetClutch
 from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
 from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
+from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
+from ..powertrain.hydraulics import describe as hydraulics_description
+from ..powertrain.hydraulics_plant import HydraulicsPlant, hydraulic_signals
 
 # -- state layout ------------------------------------------------------------
 # shafts
@@ -88,6 +97,10 @@ PF_SYNC_CAP = PF_WHEEL_RADIUS + 1  # [MAX_GEARS + 1] synchronizer capacity per g
 PF_DOG_CAP = PF_SYNC_CAP + MAX_GEARS + 1  # dog clutch capacity, N m at the input shaft
 PF_N_GEARS = PF_DOG_CAP + 1  # number of forward gears
 PF_LEN = PF_N_GEARS + 1
+PF_HYD = PF_LEN  # the clutch hydraulics' parameter block (powertrain/hydraulics.py) follows, with hydraulics
+# plant int parameters (MI_PLANT block)
+PI_HYD_D = 0  # offset in the plant data block of the hydraulics' data, -1: no hydraulics
+PI_LEN = 1
 # plant int data (DI_PLANT block)
 PD_SEL_ODD = 0  # gear in effect on the odd shaft (0 = neutral)
 PD_SEL_EVEN = 1  # gear in effect on the even shaft
@@ -129,6 +142,7 @@ class DctParams:
     engine_speed0: float  # rad/s
     clutch_engaged0: str  # "c1", "c2" or "none"
     settings: Settings
+    hydraulics: Hydraulics | None = None  # clutch fill, dead time, valve (docs/powertrain.md), rows C1, C2
 
     @property
     def vehicle_inertia(self) -> float:
@@ -217,6 +231,8 @@ OUT_SEL_ODD = OUTPUTS.add_block([
 OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0,
                          f"core status bits, plus {ST_GEAR_REJECTED} = gear command rejected",
                          integer=True)
+OUT_FILL = len(OUTPUTS)  # with hydraulics: fill_c1 / fill_c2 of the clutches with hydraulics (hydraulics_plant.py)
+CLUTCH_NAMES = ["c1", "c2"]  # the clutches' names in the config and the ports (rows C1, C2)
 
 
 # -- compiled step ----------------------------------------------------------------
@@ -337,6 +353,9 @@ def _outputs(mf, mi, df, di, st, h):
     df[oy + OUT_RATIO] = min(max(ratio, -RATIO_LIMIT), RATIO_LIMIT)
     df[oy + OUT_DRIVESHAFT] = df[mi[L.DF_SPRING_TQ]]
     df[oy + OUT_STATUS] = float(st)
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        write_fill_outputs(mf, df, opf + PF_HYD, mi[L.DF_PLANT] + ohd, oy + OUT_FILL)
 
 
 @njit(**JIT)
@@ -344,9 +363,14 @@ def dct_step(mf, mi, df, di, dt):
     """Inputs -> core step -> outputs.  Called in the real-time loop."""
     rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
     pst = _inputs(rmf, rmi, rdf, rdi)
+    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:  # clutch hydraulics: the command after dead time and valve, the stroke of this step
+        hydraulics_before(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, dt)
     st = core_step(rmf, rmi, rdf, rdi, dt)
     if st != L.ST_BAD_INPUT:  # a refused step reports only that
         st |= pst
+        if ohd >= 0:
+            hydraulics_after(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, dt)
     _outputs(rmf, rmi, rdf, rdi, st, dt)
     return st
 
@@ -356,11 +380,14 @@ def dct_refresh(mf, mi, df, di, st):
     """Inputs -> outputs without stepping (at the start)."""
     rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
     pst = _inputs(rmf, rmi, rdf, rdi)
+    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        hydraulics_before(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, 0.0)
     _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
     return pst
 
 
-class DctPlant(FrictionPlant):
+class DctPlant(HydraulicsPlant, FrictionPlant):
     """Dual-clutch transmission in a simplified vehicle driveline (Biagiotti & Zanasi, section 4)."""
 
     kind = "dct"
@@ -372,7 +399,16 @@ class DctPlant(FrictionPlant):
     output_ports = OUTPUTS
     kernels = friction_kernels(dct_step, dct_refresh)
     plant_nf = PF_LEN
+    plant_ni = PI_LEN
     plant_ndi = PD_LEN
+
+    @classmethod
+    def signals(cls, params: DctParams):
+        """The ports; with hydraulics the fill outputs (and with a valve map the currents ``i_c1``, ``i_c2``)."""
+        inputs, outputs = super().signals(params)
+        h = params.hydraulics
+        return hydraulic_signals(h, inputs, outputs, [] if h is None else [IN_P_C1 + k for k in h.elements],
+                                 CLUTCH_NAMES)
 
     @classmethod
     def description_of(cls, params: DctParams, source: str = "") -> dict:
@@ -380,6 +416,8 @@ class DctPlant(FrictionPlant):
         out = super().description_of(params, source)
         out["gears"] = [dict(name=str(g), number=g, engaged=[f"C{2 - g % 2}", f"S_{'odd' if g % 2 else 'even'}:{g}"],
                              ratio=r * params.final_drive) for g, r in enumerate(params.gear_ratios, start=1)]
+        if params.hydraulics is not None:
+            out["components"] = {"hydraulics": hydraulics_description(params.hydraulics, CLUTCH_NAMES)}
         return out
 
     @classmethod
@@ -411,6 +449,16 @@ class DctPlant(FrictionPlant):
             pf[PF_RATIO + k + 1] = ratio
             # cone torque acts at the idler (layshaft side), which turns at w_input / ratio
             pf[PF_SYNC_CAP + k + 1] = cone / ratio
+        hyd = p.hydraulics
+        self.core.plant_i[PI_HYD_D] = -1 if hyd is None else 2 * self.n_in + self.n_out  # the data follow the ports
+        if hyd is not None:
+            pf[PF_HYD:] = param_block(hyd, self.n_in, [IN_P_C1 + k for k in hyd.elements])
+
+    def _hydraulics_offsets(self) -> tuple[int, int]:
+        return int(self.mi[L.MF_PLANT]) + PF_HYD, int(self.mi[L.DF_PLANT]) + int(self.core.plant_i[PI_HYD_D])
+
+    def _command_input(self, row: int) -> int:
+        return IN_P_C1 + row
 
     # -- helpers for tests, docs and scenario design -----------------------------
     def total_ratio(self, gear: int) -> float:
@@ -446,9 +494,10 @@ class DctPlant(FrictionPlant):
         # a shaft in neutral turns with the engine (its open wet clutch drags it along)
         w_in = [w_engine if w is None else w for w in w_in]
         c.omega[:] = (w_engine, w_in[0], w_in[1], w_wheel, w_wheel)
-        c.act[ROW_C1] = self.u[IN_P_C1] * BAR
-        c.act[ROW_C2] = self.u[IN_P_C2] * BAR
+        c.act[ROW_C1] = self.command_pressure(ROW_C1) * BAR
+        c.act[ROW_C2] = self.command_pressure(ROW_C2) * BAR
         c.u_act[:2] = c.act[:2]
+        self._settle_hydraulics()  # with hydraulics: ring full, valve settled, pistons stroked to balance
         # gears selected at reset start engaged: dog teeth in
         for side in range(2):
             row = ROW_S_ODD + side

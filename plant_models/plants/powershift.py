@@ -12,7 +12,10 @@ clutch of each stage: {1, 2} x {3, 4, 5} x {6, 7, 8} = 18 gears.
 Clutch capacity from pressure (section 5): F_N = A p - F_spring (zero below
 the kiss point p = F_spring / A), K = F_N eta_s n_c r_m / r_c,
 k = F_N eta_c n_c r_m / r_c, with r_c the radius of the gear the clutch
-locks.  Commanded pressure reaches the clutch through a first-order lag.
+locks.  Commanded pressure reaches the clutch through a first-order lag, or,
+with a ``[hydraulics]`` table, through the clutch hydraulics of
+:mod:`plant_models.powertrain.hydraulics` (dead time, valve, fill phase to the
+kiss point, return spring; ``fill_c<i>`` outputs after the status word).
 
 Signs: with three direct gears, w_4 turns opposite to w_1 in every forward
 gear; ``w_out = -w_4`` is the output speed in the forward sense and
@@ -31,6 +34,9 @@ from ..clutch import BAR, WetClutch
 from ..core.api import JIT, L, CoreSpec, Settings, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
+from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
+from ..powertrain.hydraulics import describe as hydraulics_description
+from ..powertrain.hydraulics_plant import HydraulicsPlant, hydraulic_signals
 
 N_AXLES = 4
 N_CLUTCH = 8
@@ -44,9 +50,11 @@ PF_RC = 0  # [8] radius of the gear each clutch locks, m
 PF_LOAD_SIGN = 8  # torque on axle 4 per unit load torque (+1: resists forward motion)
 PF_GEAR_RATIO = 9  # [18] nominal overall ratio |w4/w1| of each gear
 PF_LEN = 27
+PF_HYD = PF_LEN  # the clutch hydraulics' parameter block (powertrain/hydraulics.py) follows, with hydraulics
 # plant int parameters (MI_PLANT block)
 PI_GEARS = 0  # [18*3] clutch indices of each gear
-PI_LEN = 54
+PI_HYD_D = 54  # offset in the plant data block of the hydraulics' data, -1: no hydraulics
+PI_LEN = 55
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class PowershiftParams:
     engine_speed0: float  # rad/s
     engaged0: tuple[int, ...]  # 0-based clutch indices engaged at t = 0
     settings: Settings
+    hydraulics: Hydraulics | None = None  # clutch fill, dead time, valve (docs/powertrain.md), rows 0..7
 
 
 def gear_table() -> list[tuple[tuple[int, int, int], float]]:
@@ -111,6 +120,8 @@ OUT_RATIO = OUTPUTS.add("ratio", "-", -10.0, 10.0, 0.0, "output over input speed
                         "(1/48 in gear 1: the inverse of the gear ratio)")
 OUT_CL = OUTPUTS.add_block(s for c in range(1, N_CLUTCH + 1) for s in CLUTCH.formatted(c=c))
 OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0, "core status bits (see docs/method.md)", integer=True)
+OUT_FILL = len(OUTPUTS)  # with hydraulics: fill_c<i> of each element with hydraulics (hydraulics_plant.py)
+CLUTCH_NAMES = [f"c{i + 1}" for i in range(N_CLUTCH)]  # the clutches' names in the config and the ports
 
 
 def _clutch_radius(p: PowershiftParams, i: int) -> float:
@@ -178,6 +189,8 @@ def _outputs(mf, mi, df, di, st, h):
         df[base + CL_PRESSURE] = (df[oact + i] if mf[mi[L.MF_KIN_SHIFT] + i] <= 0.0 else df[mi[L.DF_U_ACT] + i]) / BAR
         df[base + CL_ENERGY] = 0.0 - df[owork + i]  # dissipated energy >= 0 (the work of friction is <= 0)
     df[oy + OUT_STATUS] = float(st)
+    if mi[opi + PI_HYD_D] >= 0:
+        write_fill_outputs(mf, df, opf + PF_HYD, mi[L.DF_PLANT] + mi[opi + PI_HYD_D], oy + OUT_FILL)
 
 
 @njit(**JIT)
@@ -185,9 +198,14 @@ def powershift_step(mf, mi, df, di, dt):
     """Inputs -> core step -> outputs.  Called in the real-time loop."""
     rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
     pst = _inputs(rmf, rmi, rdf, rdi)
+    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:  # clutch hydraulics: the command after dead time and valve, the stroke of this step
+        hydraulics_before(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, dt)
     st = core_step(rmf, rmi, rdf, rdi, dt)
     if st != L.ST_BAD_INPUT:  # a refused step reports only that
         st |= pst
+        if ohd >= 0:
+            hydraulics_after(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, dt)
     _outputs(rmf, rmi, rdf, rdi, st, dt)
     return st
 
@@ -197,11 +215,14 @@ def powershift_refresh(mf, mi, df, di, st):
     """Inputs -> outputs without stepping (at the start)."""
     rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
     pst = _inputs(rmf, rmi, rdf, rdi)
+    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        hydraulics_before(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, 0.0)
     _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
     return pst
 
 
-class PowershiftPlant(FrictionPlant):
+class PowershiftPlant(HydraulicsPlant, FrictionPlant):
     """The Powershift gearbox of Morselli, Zanasi & Ferracin: 4 axles, 8 clutches, 18 forward gears."""
 
     kind = "powershift"
@@ -212,6 +233,14 @@ class PowershiftPlant(FrictionPlant):
     kernels = friction_kernels(powershift_step, powershift_refresh)
     plant_nf = PF_LEN
     plant_ni = PI_LEN
+
+    @classmethod
+    def signals(cls, params: PowershiftParams):
+        """The ports; with hydraulics the fill outputs (and with a valve map the currents ``i_c<i>``)."""
+        inputs, outputs = super().signals(params)
+        h = params.hydraulics
+        return hydraulic_signals(h, inputs, outputs, [] if h is None else [IN_P0 + k for k in h.elements],
+                                 CLUTCH_NAMES)
 
     @classmethod
     def build_spec(cls, p: PowershiftParams) -> CoreSpec:
@@ -231,14 +260,25 @@ class PowershiftPlant(FrictionPlant):
         pi = self.core.plant_i
         for k, (trip, _) in enumerate(self.gears):
             pi[PI_GEARS + 3 * k:PI_GEARS + 3 * k + 3] = trip
+        hyd = self.params.hydraulics
+        pi[PI_HYD_D] = -1 if hyd is None else 2 * self.n_in + self.n_out  # the data follow the ports
+        if hyd is not None:
+            pf[PF_HYD:] = param_block(hyd, self.n_in, [IN_P0 + k for k in hyd.elements])
+
+    def _hydraulics_offsets(self) -> tuple[int, int]:
+        return int(self.mi[L.MF_PLANT]) + PF_HYD, int(self.mi[L.DF_PLANT]) + int(self.core.plant_i[PI_HYD_D])
+
+    def _command_input(self, row: int) -> int:
+        return IN_P0 + row
 
     def _initial_state(self) -> None:
         c = self.core
         c.omega[:] = 0.0
         c.omega[0] = self.params.engine_speed0
-        # actuators settled at the commanded pressures
-        c.act[:] = self.u[IN_P0:IN_P0 + N_CLUTCH] * BAR
+        # actuators settled at the commanded pressures (hydraulics: ring full, pistons stroked to balance)
+        c.act[:] = [self.command_pressure(i) * BAR for i in range(N_CLUTCH)]
         c.u_act[:] = c.act
+        self._settle_hydraulics()
 
     def _engaged_at_start(self) -> list[int]:
         return list(self.params.engaged0)
@@ -249,6 +289,8 @@ class PowershiftPlant(FrictionPlant):
         out = super().description_of(params, source)
         out["gears"] = [dict(name=str(g), number=g, engaged=[f"C{i + 1}" for i in trip], ratio=1.0 / r)
                         for g, (trip, r) in enumerate(gear_table(), start=1)]
+        if params.hydraulics is not None:
+            out["components"] = {"hydraulics": hydraulics_description(params.hydraulics, CLUTCH_NAMES)}
         return out
 
     def gear_ratio(self, gear: int) -> float:

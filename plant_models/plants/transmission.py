@@ -59,9 +59,10 @@ from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from ..powertrain import components as PT
 from ..powertrain.driver import driver_update
-from ..powertrain.hydraulics import (Hydraulics, data_length, hydraulics_after, hydraulics_before, initial_data,
-                                     param_block, write_fill_outputs)
+from ..powertrain.hydraulics import (Hydraulics, data_length, hydraulics_after, hydraulics_before, param_block,
+                                     write_fill_outputs)
 from ..powertrain.hydraulics import describe as hydraulics_description
+from ..powertrain.hydraulics_plant import HydraulicsPlant, current_signal, fill_signal
 from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, N_LD, POWERTRAIN_LAW,
                               Z_LIMIT, inputs_changed, inputs_finite, write_outputs)
 from ..reduction import speed_constraints
@@ -165,8 +166,7 @@ def transmission_ports(d: Description, red: Reduction | None = None, pt: PT.Powe
     ports = {}
     for k, e in enumerate(d.elements):
         if hyd is not None and hyd.current_commands and k in hyd.elements:
-            ports[k] = inputs.add(f"i_{e.name}", "A", hyd.valve_current_A[0], hyd.valve_current_A[-1],
-                                  hyd.valve_current_A[0], f"{e.kind} {e.name} solenoid current (valve map)")
+            ports[k] = inputs.add_block([current_signal(hyd, e.name, e.kind)])
         elif e.clutch is not None:
             ports[k] = inputs.add(f"p_{e.name}", "bar", 0.0, e.pressure_max_bar, 0.0,
                                   f"{e.kind} {e.name} pressure command")
@@ -200,9 +200,7 @@ def transmission_ports(d: Description, red: Reduction | None = None, pt: PT.Powe
     pt_ports = PT.add_ports(pt, inputs, outputs) if pt is not None else {}
     out_hyd = -1
     if hyd is not None:
-        out_hyd = outputs.add_block(Signal(f"fill_{d.elements[k].name}", "-", 0.0, 1.0, 0.0,
-                                           f"{d.elements[k].name} piston stroke: filled volume / fill volume")
-                                    for k in hyd.elements)
+        out_hyd = outputs.add_block(fill_signal(d.elements[k].name) for k in hyd.elements)
     out_status = outputs.add("status", "-", 0, 2 ** 16, 0,
                              f"core status bits, plus {ST_GEAR_REJECTED} = selector command rejected",
                              integer=True)
@@ -595,7 +593,7 @@ def transmission_refresh(mf, mi, df, di, st):
     return pst
 
 
-class TransmissionPlant(FrictionPlant):
+class TransmissionPlant(HydraulicsPlant, FrictionPlant):
     """A transmission described in a file, reduced to independent speeds, on the friction core."""
 
     kind = "transmission"
@@ -796,46 +794,17 @@ class TransmissionPlant(FrictionPlant):
         st = c.start(list(g.elements) + [nel + s for s, _ in g.positions])
         return st | int(refresh(self.mf, self.mi, self.df, self.di, st))
 
-    # -- clutch hydraulics -----------------------------------------------------------------------------
-    def command_pressure(self, element: int) -> float:
-        """The pressure element ``element`` is commanded now, bar (through the valve map for a current)."""
-        e = self.params.description.elements[element]
+    # -- clutch hydraulics (the rest in HydraulicsPlant) --------------------------------------------------
+    def _command_input(self, row: int) -> int:
+        e = self.params.description.elements[row]
         hyd = self.params.hydraulics
-        if hyd is not None and hyd.current_commands and element in hyd.elements:
-            return hyd.pressure_of_current(float(self.u[self.input_index(f"i_{e.name}")]))
-        return float(self.u[self.input_index(f"p_{e.name}")])
+        current = hyd is not None and hyd.current_commands and row in hyd.elements
+        return self.input_index(f"{'i' if current else 'p'}_{e.name}")
 
-    def _hydraulics_blocks(self) -> tuple[np.ndarray, np.ndarray]:
-        """Views of the hydraulics' parameter block (mf) and data block (df)."""
+    def _hydraulics_offsets(self) -> tuple[int, int]:
         opi = int(self.mi[L.MI_PLANT])
-        of = int(self.mi[L.MF_PLANT]) + int(self.mi[opi + PF_HYD])
-        od = int(self.mi[L.DF_PLANT]) + int(self.mi[opi + PI_HYD_D])
-        hyd = self.params.hydraulics
-        return self.mf[of:of + len(param_block(hyd, 0, [0] * len(hyd.elements)))], self.df[od:od + data_length(hyd)]
-
-    def _settle_hydraulics(self) -> None:
-        """Hydraulics settled at the current commands (ring full, valve settled, piston stroked to balance)."""
-        hyd = self.params.hydraulics
-        if hyd is None:
-            return
-        _, data = self._hydraulics_blocks()
-        data[:] = initial_data(hyd, [self.command_pressure(k) * BAR for k in hyd.elements])
-
-    def set_hydraulics_fault(self, row: int, fill_flow: float = 1.0, leak_bar: float = 0.0,
-                             stuck: bool = False) -> None:
-        """Faults of an element's hydraulics (between steps): fill flow factor (``slow_fill``), pressure lost
-        at the piston (``leakage``, bar), valve stuck at its last output (``valve_stuck``); the neutral values
-        clear them.  ValueError for an element without hydraulics."""
-        hyd = self.params.hydraulics
-        if hyd is None or row not in hyd.elements:
-            raise ValueError(f"{self.row_names()[row]} has no hydraulics")
-        from ..powertrain.hydraulics import H_FIRST, HP_FLOW, HP_LEAK, HP_LEN, HP_STUCK
-        params, _ = self._hydraulics_blocks()
-        b = H_FIRST + hyd.elements.index(row) * HP_LEN
-        params[b + HP_FLOW], params[b + HP_LEAK], params[b + HP_STUCK] = fill_flow, leak_bar * BAR, float(stuck)
-
-    def has_hydraulics(self, row: int) -> bool:
-        return self.params.hydraulics is not None and row in self.params.hydraulics.elements
+        return (int(self.mi[L.MF_PLANT]) + int(self.mi[opi + PF_HYD]),
+                int(self.mi[L.DF_PLANT]) + int(self.mi[opi + PI_HYD_D]))
 
     def gear_ratio(self, name: str) -> float:
         """w_input / w_out of a gear of the shift table."""

@@ -147,6 +147,11 @@ def param_block(h: Hydraulics, n_in: int, ports: list[int]) -> list[float]:
     return out
 
 
+def param_length(h: Hydraulics) -> int:
+    """Floats of the parameter block."""
+    return H_FIRST + len(h.elements) * HP_LEN + 2 * len(h.valve_current_A)
+
+
 def data_length(h: Hydraulics) -> int:
     """Floats of the data block."""
     return D_FIRST + len(h.elements) * HS_LEN + sum(2 * c.dead_time_steps for c in h.clutches)
@@ -249,6 +254,13 @@ def hydraulics_before(mf, mi, df, of, od, dt):
         s = od + D_FIRST + k * HS_LEN
         row = int(mf[p + HP_ROW])
         port = int(mf[p + HP_PORT])
+        if not (math.isfinite(df[op + port]) and math.isfinite(df[op + n_in + port])):
+            # the core refuses the step (ST_BAD_INPUT) and nothing here commits: the bad command does not
+            # enter the dead-time ring (where it would refuse every step once it came out), and a current
+            # is not clamped to the valve map's end
+            df[oua + row] = math.nan
+            df[ohold + row] = 0.0
+            continue
         if mapped:  # a solenoid current through the valve map
             c, slope = valve_map(mf, of, df[op + port])
             rc = slope * df[op + n_in + port]

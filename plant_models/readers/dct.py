@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ..config import ConfigReader
 from ..clutch import WetClutch
-from ..plants.dct import MAX_GEARS, DctParams
+from ..plants.dct import CLUTCH_NAMES, MAX_GEARS, DctParams
 from .common import read_settings, read_wet_clutch
+from .hydraulics import read_clutch_hydraulics
 
 
 def read_dct(cfg: ConfigReader) -> DctParams:
@@ -44,6 +45,9 @@ def read_dct(cfg: ConfigReader) -> DctParams:
     c_ds = ds.number("damping_N_m_s_per_rad", 0.0, nonnegative=True)
     ds.reject_unknown()
     clutches = _clutches(cfg)
+    # [hydraulics] (docs/powertrain.md): default on both clutches (not on a kinematic one)
+    clutches, hydraulics = read_clutch_hydraulics(cfg, CLUTCH_NAMES, list(clutches),
+                                                  [c.model != "kinematic" for c in clutches], "a clutch")
     sy = cfg.sub("synchronizer")
     cone_raw = sy.raw("cone_torque_N_m")
     if isinstance(cone_raw, list):
@@ -60,8 +64,8 @@ def read_dct(cfg: ConfigReader) -> DctParams:
     ini.reject_unknown()
     settings = read_settings(cfg)
     return DctParams(engine_inertia, engine_drag, odd_inertia, even_inertia, input_drag, tuple(ratios), final,
-                     output_inertia, output_drag, mass, r_w, j_w, b_v, k_ds, c_ds, clutches, tuple(cone),
-                     cone_ratio, dog, v0, w0, c0, settings)
+                     output_inertia, output_drag, mass, r_w, j_w, b_v, k_ds, c_ds, tuple(clutches), tuple(cone),
+                     cone_ratio, dog, v0, w0, c0, settings, hydraulics)
 
 
 def _clutches(cfg: ConfigReader) -> tuple[WetClutch, WetClutch]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..config import ConfigReader
-from ..plants.powershift import N_AXLES, N_CLUTCH, PowershiftParams
+from ..plants.powershift import CLUTCH_NAMES, N_AXLES, N_CLUTCH, PowershiftParams
 from .common import read_settings, read_wet_clutch
+from .hydraulics import read_clutch_hydraulics
 
 
 def read_powershift(cfg: ConfigReader) -> PowershiftParams:
@@ -14,6 +15,9 @@ def read_powershift(cfg: ConfigReader) -> PowershiftParams:
     ax.reject_unknown()
     R = _gear_radii(cfg.sub("gears"))
     clutches, sides = _clutches(cfg)
+    # [hydraulics] (docs/powertrain.md): default on every clutch that has a pressure (not a kinematic one)
+    clutches, hydraulics = read_clutch_hydraulics(cfg, CLUTCH_NAMES, list(clutches),
+                                                  [c.model != "kinematic" for c in clutches], "a clutch")
     ini = cfg.sub("initial")
     w0 = ini.number("engine_speed_rad_s")
     eng = ini.raw("engaged", [])
@@ -22,7 +26,8 @@ def read_powershift(cfg: ConfigReader) -> PowershiftParams:
         raise ini.error("engaged", f"must be a list of clutch numbers 1..{N_CLUTCH}, got {eng!r}")
     ini.reject_unknown()
     settings = read_settings(cfg)
-    return PowershiftParams(inertia, drag, R, clutches, sides, w0, tuple(v - 1 for v in eng), settings)
+    return PowershiftParams(inertia, drag, R, tuple(clutches), sides, w0, tuple(v - 1 for v in eng), settings,
+                            hydraulics)
 
 
 def _gear_radii(gr: ConfigReader) -> tuple[tuple[float, ...], ...]:

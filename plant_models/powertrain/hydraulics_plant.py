@@ -1,0 +1,102 @@
+"""Clutch hydraulics on a plant of the friction core: ports, buffer sizes, settling at reset, faults.
+
+The compiled stage is :mod:`plant_models.powertrain.hydraulics` (``hydraulics_before`` and
+``hydraulics_after`` around the core's step, ``write_fill_outputs``); this is its Python side, shared by
+every plant kind that carries a ``[hydraulics]`` table (the transmission description, the Powershift,
+the DCT plant), so the three hold one copy of it.  A plant using :class:`HydraulicsPlant` has
+``params.hydraulics`` (a :class:`~plant_models.powertrain.hydraulics.Hydraulics` or None, its elements
+the core's rows) and says where its compiled step finds the hydraulics' blocks
+(:meth:`HydraulicsPlant._hydraulics_offsets`) and each row's command input
+(:meth:`HydraulicsPlant._command_input`).
+"""
+
+from __future__ import annotations
+
+from ..clutch import BAR
+from ..plant import Signal
+from .hydraulics import (H_FIRST, HP_FLOW, HP_LEAK, HP_LEN, HP_STUCK, Hydraulics, data_length, initial_data,
+                         param_length)
+
+
+def current_signal(h: Hydraulics, name: str, what: str) -> Signal:
+    """The solenoid-current input ``i_<name>`` (A) that replaces a pressure command with a valve map."""
+    return Signal(f"i_{name}", "A", h.valve_current_A[0], h.valve_current_A[-1], h.valve_current_A[0],
+                  f"{what} {name} solenoid current (valve map)")
+
+
+def fill_signal(name: str) -> Signal:
+    """The output ``fill_<name>``: the piston's filled volume over its fill volume (0 .. 1)."""
+    return Signal(f"fill_{name}", "-", 0.0, 1.0, 0.0, f"{name} piston stroke: filled volume / fill volume")
+
+
+def hydraulic_signals(h: Hydraulics | None, inputs: tuple[Signal, ...], outputs: tuple[Signal, ...],
+                      ports: list[int], names: list[str], what: str = "clutch"
+                      ) -> tuple[tuple[Signal, ...], tuple[Signal, ...]]:
+    """A plant's signals with hydraulics: with a valve map each element's pressure command (input index
+    ``ports[k]`` of element ``h.elements[k]``) becomes its current, at the same index; the fill outputs are
+    appended after the plant's own (so no output of the plant without hydraulics moves).  ``names``: the
+    rows' names in the config.  Unchanged without hydraulics."""
+    if h is None:
+        return inputs, outputs
+    ins = list(inputs)
+    if h.current_commands:
+        for e, k in zip(h.elements, ports):
+            ins[k] = current_signal(h, names[e], what)
+    return tuple(ins), tuple(outputs) + tuple(fill_signal(names[e]) for e in h.elements)
+
+
+class HydraulicsPlant:
+    """The Python side of clutch hydraulics for a :class:`~plant_models.friction_plant.FrictionPlant`.
+
+    Mixed in before ``FrictionPlant``; without hydraulics every method here leaves the plant as it was.
+    """
+
+    def _hydraulics_offsets(self) -> tuple[int, int]:
+        """(offset in ``mf`` of the hydraulics' parameter block, offset in ``df`` of its data block)."""
+        raise NotImplementedError
+
+    def _command_input(self, row: int) -> int:
+        """Input index of row ``row``'s command (its pressure in bar, or its current through the valve map)."""
+        raise NotImplementedError
+
+    def _extra_blocks(self) -> tuple[int, int, bool]:
+        """The hydraulics' parameter and data floats, and the core's actuator hold (FrictionPlant._allocate)."""
+        hyd = self.params.hydraulics
+        return (0, 0, False) if hyd is None else (param_length(hyd), data_length(hyd), True)
+
+    def command_pressure(self, row: int) -> float:
+        """The pressure row ``row`` is commanded now, bar (through the valve map for a current)."""
+        hyd = self.params.hydraulics
+        v = float(self.u[self._command_input(row)])
+        if hyd is not None and hyd.current_commands and row in hyd.elements:
+            return hyd.pressure_of_current(v)
+        return v
+
+    def has_hydraulics(self, row: int) -> bool:
+        return self.params.hydraulics is not None and row in self.params.hydraulics.elements
+
+    def _hydraulics_blocks(self):
+        """Views of the hydraulics' parameter block (mf) and data block (df)."""
+        hyd = self.params.hydraulics
+        of, od = self._hydraulics_offsets()
+        return self.mf[of:of + param_length(hyd)], self.df[od:od + data_length(hyd)]
+
+    def _settle_hydraulics(self) -> None:
+        """Hydraulics settled at the current commands (ring full, valve settled, piston stroked to balance)."""
+        hyd = self.params.hydraulics
+        if hyd is None:
+            return
+        _, data = self._hydraulics_blocks()
+        data[:] = initial_data(hyd, [self.command_pressure(k) * BAR for k in hyd.elements])
+
+    def set_hydraulics_fault(self, row: int, fill_flow: float = 1.0, leak_bar: float = 0.0,
+                             stuck: bool = False) -> None:
+        """Faults of a row's hydraulics (between steps): fill flow factor (``slow_fill``), pressure lost
+        at the piston (``leakage``, bar), valve stuck at its last output (``valve_stuck``); the neutral values
+        clear them.  ValueError for a row without hydraulics."""
+        hyd = self.params.hydraulics
+        if not self.has_hydraulics(row):
+            raise ValueError(f"{self.row_names()[row]} has no hydraulics")
+        params, _ = self._hydraulics_blocks()
+        b = H_FIRST + hyd.elements.index(row) * HP_LEN
+        params[b + HP_FLOW], params[b + HP_LEAK], params[b + HP_STUCK] = fill_flow, leak_bar * BAR, float(stuck)
