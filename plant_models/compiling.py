@@ -9,8 +9,9 @@ actually compiles.  Loading from the cache compiles nothing and writes
 nothing.
 
 Functions are grouped by where they live: the core's kernels (with their
-known number, so a line reads ``core 12/47``), the plants' kernels, and the
-server's and transports' kernels.  numba's own helpers (its ``impl`` and
+known number and the time left at the pace so far, so a line reads ``core
+12/47: _caps (0.6 s; 10 s elapsed, about 29 s left)``), the plants'
+kernels, the server loop's kernels and the CAN and ZeroMQ codecs'.  numba's own helpers (its ``impl`` and
 ``<lambda>`` implementations of numpy and string operations) are counted in
 the total but get no line: their names mean nothing to a user.  So that no
 wait looks like a hang, a line ``still compiling NAME (N s)`` follows
@@ -36,6 +37,9 @@ HEARTBEAT_S = 1.5  # s without a line while compiling before a "still compiling"
 
 def silent(line: str) -> None:
     """A progress sink that prints nothing (``--quiet``)."""
+
+
+LABELS = {"core": "core", "plant": "plant", "loop": "server loop", "codecs": "CAN/ZeroMQ codec", "other": "other"}
 
 
 def _group(module: str) -> str:
@@ -66,6 +70,7 @@ class CompileProgress(event.Listener):
         self.expected = {"core": 0}
         self.began = 0.0
         self._stack: list[tuple[float, str]] = []
+        self._group_began: dict[str, float] = {}  # when each group's first function began compiling
         self._compiled = 0
         self._lock = threading.Lock()
         self._last = 0.0  # time of the last line written
@@ -97,6 +102,11 @@ class CompileProgress(event.Listener):
         """Functions compiled inside the block so far."""
         return self._compiled
 
+    def add_compiled(self, n: int) -> None:
+        """Count ``n`` functions compiled elsewhere for this block (a second process) in the total."""
+        with self._lock:
+            self._compiled += n
+
     def _heartbeat(self) -> None:
         """A line after HEARTBEAT_S s of silence while a function compiles (or between two of them)."""
         while not self._stop.wait(0.1):
@@ -118,8 +128,11 @@ class CompileProgress(event.Listener):
                 self._beat = threading.Thread(target=self._heartbeat, name="compile-progress", daemon=True)
                 self._beat.start()
         func = getattr(ev.data.get("dispatcher"), "py_func", None)
-        name = getattr(func, "__name__", "") if _group(getattr(func, "__module__", "") or "") != "numba" else ""
-        self._stack.append((time.perf_counter(), name))
+        group = _group(getattr(func, "__module__", "") or "")
+        name = getattr(func, "__name__", "") if group != "numba" else ""
+        now = time.perf_counter()
+        self._group_began.setdefault(group, now)
+        self._stack.append((now, name))
 
     def on_end(self, ev) -> None:
         took = time.perf_counter() - self._stack.pop()[0]
@@ -129,10 +142,15 @@ class CompileProgress(event.Listener):
         self._compiled += 1
         if group == "numba":  # numba's own helpers: counted, not named
             return
+        n, now = self.count[group], time.perf_counter()
         expected = self.expected.get(group, 0)
-        of = f"/{expected}" if expected and self.count[group] <= expected else ""
-        self.write(f"  {group} {self.count[group]}{of}: {getattr(func, '__name__', '?')} ({took:.1f} s; "
-                   f"{time.perf_counter() - self.began:.0f} s elapsed)")
+        of = left = ""
+        if expected and n <= expected:
+            of = f"/{expected}"
+            if n < expected:  # at the pace of this group so far: kernels take 0.1-10 s each, an estimate
+                left = f", about {(now - self._group_began[group]) / n * (expected - n):.0f} s left"
+        self.write(f"  {LABELS[group]} {n}{of}: {getattr(func, '__name__', '?')} ({took:.1f} s; "
+                   f"{now - self.began:.0f} s elapsed{left})")
 
 
 __all__ = ["CompileProgress", "core_kernel_count"]

@@ -102,7 +102,11 @@ class _ReportedCFunc(CFunc):
 
     def _compile_uncached(self):
         with event.trigger_event("numba:compile", data=dict(dispatcher=_EntryCompile(self._pyfunc), args=self._sig)):
-            return super()._compile_uncached()
+            cres = super()._compile_uncached()
+            # numba optimises and emits the whole linked module (the core's step: every stage it calls) when
+            # the result is first used, after this event; done here, a progress display counts it to the entry
+            cres.library._ensure_finalized()
+            return cres
 
 
 def _compile_entry(py_func, signature, options):
