@@ -67,7 +67,8 @@ class CompileProgress(event.Listener):
     def __init__(self, write: Callable[[str], None]):
         self._write = write
         self.count = {"core": 0, "plant": 0, "loop": 0, "codecs": 0, "other": 0, "numba": 0}
-        self.expected = {"core": 0}
+        self.count_here = dict(self.count)  # not counting those of another process (external)
+        self.expected = {"core": core_kernel_count()}
         self.began = 0.0
         self._stack: list[tuple[float, str]] = []
         self._group_began: dict[str, float] = {}  # when each group's first function began compiling
@@ -123,7 +124,6 @@ class CompileProgress(event.Listener):
     def on_start(self, ev) -> None:
         if not self._compiled and not self._stack:
             self.write("first start with this code on this machine: compiling (cached for later starts)")
-            self.expected["core"] = core_kernel_count()
             if self._beat is None:
                 self._beat = threading.Thread(target=self._heartbeat, name="compile-progress", daemon=True)
                 self._beat.start()
@@ -139,9 +139,23 @@ class CompileProgress(event.Listener):
         func = getattr(ev.data.get("dispatcher"), "py_func", None)
         group = _group(getattr(func, "__module__", "") or "")
         self.count[group] += 1
+        self.count_here[group] += 1
         self._compiled += 1
         if group == "numba":  # numba's own helpers: counted, not named
             return
+        self._line(group, getattr(func, "__name__", "?"), took)
+
+    def external(self, group: str, name: str, took: float) -> None:
+        """A function of ``group`` compiled by another process for this block: counted and shown like ours.
+
+        (Its total is added by :meth:`add_compiled`.)
+        """
+        with self._lock:
+            self.count[group] += 1
+            self._group_began.setdefault(group, time.perf_counter() - took)
+        self._line(group, name, took)
+
+    def _line(self, group: str, name: str, took: float) -> None:
         n, now = self.count[group], time.perf_counter()
         expected = self.expected.get(group, 0)
         of = left = ""
@@ -149,8 +163,7 @@ class CompileProgress(event.Listener):
             of = f"/{expected}"
             if n < expected:  # at the pace of this group so far: kernels take 0.1-10 s each, an estimate
                 left = f", about {(now - self._group_began[group]) / n * (expected - n):.0f} s left"
-        self.write(f"  {LABELS[group]} {n}{of}: {getattr(func, '__name__', '?')} ({took:.1f} s; "
-                   f"{now - self.began:.0f} s elapsed{left})")
+        self.write(f"  {LABELS[group]} {n}{of}: {name} ({took:.1f} s; {now - self.began:.0f} s elapsed{left})")
 
 
 __all__ = ["CompileProgress", "core_kernel_count"]

@@ -14,9 +14,14 @@ around by their offset.
 
 from __future__ import annotations
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: kernels compile there without the lock between processes
+    fcntl = None
+
 from llvmlite import ir
 from numba import njit, types
-from numba.core import config
+from numba.core import config, sigutils
 from numba.core.codegen import JITCodeLibrary
 from numba.core.compiler import Compiler
 from numba.core.registry import CPUDispatcher
@@ -119,6 +124,26 @@ class PerTypeDispatcher(CPUDispatcher):
     def get_call_template(self, args, kws):
         return super().get_call_template(tuple(types.unliteral(a) for a in args),
                                          {k: types.unliteral(v) for k, v in kws.items()})
+
+    def compile(self, sig):
+        """Compile (or load) ``sig``; while another process compiles this kernel, wait and load its result.
+
+        Two processes of a warm-up compile the core's kernels at once
+        (:data:`plant_models.core.entry.PARALLEL_ROOTS`); without the lock
+        both would compile the kernels they share.  The calls between
+        kernels form no cycle, so neither waits for a kernel the other
+        waits for.
+        """
+        index = getattr(getattr(self._cache, "_cache_file", None), "_index_path", None)
+        if index is None or fcntl is None or tuple(sigutils.normalize_signature(sig)[0]) in self.overloads:
+            return super().compile(sig)
+        try:
+            lock = open(index + ".lock", "a")
+        except OSError:  # a read-only cache folder: numba loads or compiles as ever
+            return super().compile(sig)
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return super().compile(sig)  # the lock goes with the file's closing
 
 
 class _LinkedOnlyLibrary(JITCodeLibrary):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,12 +59,19 @@ def _say(line: str) -> None:
 
 
 def _server_kernels(serve_only: bool) -> None:
-    """Compile (or load) the kernels of the server around the plant: loop, faults, CAN and ZeroMQ codecs.
+    """Compile (or load) the core's mode solver and the kernels of the server around the plant.
 
-    None of them calls the core or a plant's code, so they compile in a
-    process of their own while the core compiles (numba's cache files are
-    one per function, written whole under a temporary name and renamed).
+    The mode solver's kernels (:data:`plant_models.core.entry.PARALLEL_ROOTS`)
+    compile without the rest of the core, and the loop's, the faults' and
+    the CAN and ZeroMQ codecs' call neither the core nor a plant's code, so
+    they compile in a process of their own while the core's entry points
+    compile (numba's cache files are one per function, written whole under a
+    temporary name and renamed); the entry points load the mode solver from
+    the cache when they come to it.
     """
+    from plant_models.core.entry import compile_parallel_roots
+
+    compile_parallel_roots()
     import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec
@@ -77,10 +85,13 @@ def _server_kernels(serve_only: bool) -> None:
     warm_up_faults()
 
 
+_CORE_LINE = re.compile(r"^  core \d+(/\d+)?: (?P<name>\S+) \((?P<took>[0-9.]+) s;")
+
+
 class _Beside:
     """The server's kernels compiled in a second process; its progress lines come through ``write``."""
 
-    def __init__(self, serve_only: bool, write):
+    def __init__(self, serve_only: bool, progress):
         import subprocess
         import threading
 
@@ -95,10 +106,15 @@ class _Beside:
             for line in self._proc.stdout:
                 line = line.rstrip("\n")
                 if line.startswith("  "):  # a function compiled (or still compiling): shown as it comes
-                    if not self.compiled and not self._said:
-                        write("  (a second process compiles the server loop's and the codecs' kernels meanwhile)")
+                    if not self._said:
+                        progress.write("  (a second process compiles the core's mode solver and the server "
+                                       "loop's and the codecs' kernels meanwhile)")
                         self._said = True
-                    write(line)
+                    core = _CORE_LINE.match(line)
+                    if core:  # counted in this process's core n/m
+                        progress.external("core", core["name"], float(core["took"]))
+                    else:
+                        progress.write(line)
                 elif line.startswith("compiled "):
                     self.compiled = int(line.split()[1])
                 else:
@@ -134,7 +150,7 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
     cpu0 = time.process_time() + _children_cpu()
     failed = 0
     with CompileProgress(say) as progress:
-        beside = _Beside(serve_only, progress.write) if jobs == 2 else None
+        beside = _Beside(serve_only, progress) if jobs == 2 else None
         from plant_models.registry import load_plant
 
         for cfg in configs:
@@ -152,11 +168,23 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
         else:
             failed += 1 if beside.wait() else 0
             progress.add_compiled(beside.compiled)
+            _check_parallel_roots(say, progress)
         how = "compiled" if progress.compiled else "everything was cached already"
     # CPU time beside the wall time: on a shared machine the wall time also says how busy the others are
     cpu = time.process_time() + _children_cpu() - cpu0
     say(f"ready in {time.perf_counter() - began:.1f} s ({how}; {cpu:.1f} s of CPU)")
     return failed
+
+
+def _check_parallel_roots(say, progress) -> None:
+    """Say so if the second process compiled kernels in types the core's step (compiled here) did not use."""
+    from plant_models.core.entry import unused_parallel_roots
+
+    if progress.count_here["core"]:  # the entry points compiled here, not loaded: they asked for their kernels
+        unused = unused_parallel_roots()
+        if unused:
+            say("warning: compiled in vain (update PARALLEL_ROOTS in plant_models/core/entry.py): "
+                + ", ".join(unused))
 
 
 def _children_cpu() -> float:
