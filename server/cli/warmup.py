@@ -61,7 +61,7 @@ def _say(line: str) -> None:
 def _server_kernels(serve_only: bool) -> None:
     """Compile (or load) the core's mode solver and the kernels of the server around the plant.
 
-    The mode solver's kernels (:data:`plant_models.core.entry.PARALLEL_ROOTS`)
+    The mode solver's kernels (``PARALLEL_ROOTS`` in :mod:`plant_models.core.entry`)
     compile without the rest of the core, and the loop's, the faults' and
     the CAN and ZeroMQ codecs' call neither the core nor a plant's code, so
     they compile in a process of their own while the core's entry points
@@ -69,7 +69,7 @@ def _server_kernels(serve_only: bool) -> None:
     temporary name and renamed); the entry points load the mode solver from
     the cache when they come to it.
     """
-    from plant_models.core.entry import compile_parallel_roots
+    from plant_models.core.api import compile_parallel_roots
 
     compile_parallel_roots()
     import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
@@ -178,7 +178,7 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
 
 def _check_parallel_roots(say, progress) -> None:
     """Say so if the second process compiled kernels in types the core's step (compiled here) did not use."""
-    from plant_models.core.entry import unused_parallel_roots
+    from plant_models.core.api import unused_parallel_roots
 
     if progress.count_here["core"]:  # the entry points compiled here, not loaded: they asked for their kernels
         unused = unused_parallel_roots()
