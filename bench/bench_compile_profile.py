@@ -1,18 +1,15 @@
 """Where a cold compile goes: per function (wall and CPU), per group, per specialisation.
 
-Runs what the first ``./demo.sh`` compiles (``warm([plant], serve_only=True)``)
-and then starts the real-time server's pieces far enough to see what it
-compiles on top, with numba's compile events recorded: for every compiled
-function its group (core, plant, loop, codecs, numba's own helpers), the
-argument types of each specialisation, and the wall and CPU time inclusive
-of the functions compiled inside it and exclusive of them.  Use a fresh
-cache, or nothing is compiled:
+Runs what the first ``./demo.sh`` compiles (``warm([plant], serve_only=True,
+jobs=1)``: everything in this process) with numba's compile events
+recorded: for every compiled specialisation its group (core, plant, server
+loop, codecs, numba's own helpers), its argument types, and its wall and
+CPU time inclusive of the functions compiled inside it and exclusive of
+them.  Use a fresh cache, or nothing is compiled:
 
     NUMBA_CACHE_DIR=$(mktemp -d) .venv/bin/python bench/bench_compile_profile.py powershift
 
-``--server`` also times what the server compiles at its start after the
-warm-up (serve for one tick on an in-process loop).  Results go to stdout
-as Markdown tables; ``--json PATH`` keeps every event.
+Results go to stdout as Markdown tables; ``--json PATH`` keeps every event.
 """
 
 from __future__ import annotations
@@ -73,7 +70,8 @@ def main(argv=None) -> int:
     event.register("numba:compile", rec)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     lines: list[tuple[float, str]] = []
-    warm(args.plants, say=lambda line: lines.append((time.perf_counter() - wall0, line)), serve_only=True)
+    warm(args.plants, say=lambda line: lines.append((time.perf_counter() - wall0, line)), serve_only=True,
+         jobs=1)
     warm_wall, warm_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     event.unregister("numba:compile", rec)
 

@@ -5,7 +5,10 @@ plant configs in ``configs/`` when none is given), the loop's telemetry and
 watchdog kernels, the CAN codec's kernels and the compiled offline run
 (:mod:`plant_models.offline`), so that later starts take
 about a second (``--serve-only``: not the offline run, which the
-real-time server never calls; ``./demo.sh`` uses it).  A line per compiled function shows what is happening;
+real-time server never calls; ``./demo.sh`` uses it).  On a machine with two
+or more cores it compiles in two processes (``--jobs``): the core's entry
+points and the plants in this one, the core's mode solver and the server's
+own kernels in a second one.  A line per compiled function shows what is happening;
 with everything cached already, warm-up loads the code in a few seconds
 and says so.  ``./demo.sh`` and ``./test.sh`` run it once after set-up;
 the container image runs it at build time.
