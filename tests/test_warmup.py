@@ -95,3 +95,40 @@ print(adapter_types in frames.tx_enqueue.signatures, len(frames.tx_enqueue.signa
 """
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "1", "True", "True"], out
+
+
+def test_core_lines_count_both_processes_in_one_n_of_m_with_the_time_left():
+    """The core's kernels compiled by the second process are counted in this one's ``core n/m``, and every
+    line but the last gives the time left at the pace so far (here 2 s a kernel)."""
+    from plant_models.compiling import CompileProgress
+
+    lines: list[str] = []
+    progress = CompileProgress(lines.append)
+    progress.expected["core"] = 4
+    progress.external("core", "_mode_full", 2.0)  # began 2 s ago: 2 s a kernel, 3 to go
+    progress.external("core", "_box_qp", 0.0)  # 2 kernels in 2 s: 1 s a kernel, 2 to go
+    assert lines[0].startswith("  core 1/4: _mode_full (2.0 s; ") and lines[0].endswith(", about 6 s left)")
+    assert lines[1].startswith("  core 2/4: _box_qp (0.0 s; ") and lines[1].endswith(", about 2 s left)")
+    assert progress.count_here["core"] == 0 and progress.compiled == 0  # compiled elsewhere: added by its total
+
+
+def test_stages_are_named_for_a_user():
+    from plant_models.compiling import LABELS
+
+    assert LABELS["core"] == "core" and LABELS["plant"] == "plant"
+    assert LABELS["codecs"] == "CAN/ZeroMQ codec" and LABELS["loop"] == "server loop"
+
+
+def test_demo_arguments_go_to_the_server_not_to_the_set_up(tmp_path):
+    """A sourced script sees the caller's arguments: `./demo.sh --rate 2000` made the set-up install the
+    extras `[--rate]` and fail; the set-up is given its extras by name."""
+    import subprocess
+
+    from plant_models.config import repo_root
+
+    demo = (repo_root() / "demo.sh").read_text()
+    setup = next(line for line in demo.splitlines() if line.startswith("source scripts/bootstrap.sh"))
+    stand_in = tmp_path / "bootstrap.sh"
+    stand_in.write_text('echo "extras=${1:-plot}"\n')  # what bootstrap.sh takes for its extras
+    probe = "set -- --rate 2000\n" + setup.replace("scripts/bootstrap.sh", str(stand_in))
+    assert subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout == "extras=plot\n"
