@@ -63,7 +63,9 @@ def _demo(clone: Path) -> dict:
     env = dict(os.environ)
     env.pop("NUMBA_CACHE_DIR", None)
     t0_ns, c0 = time.monotonic_ns(), _cpu()
-    proc = subprocess.Popen(["./demo.sh"], cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    # the start is measured, not the real-time run's timing: on a busy machine the demo's timing check
+    # (5 % by default) fails while the start-up figures are still good (--timing-tolerance goes to serve)
+    proc = subprocess.Popen(["./demo.sh", "--timing-tolerance", "100"], cwd=clone, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, bufsize=1)
     marks: dict[str, float] = {}
     lines = []

@@ -21,7 +21,8 @@ TRANSPORTS = ("zmq", "can", "io_adapters.zmq", "io_adapters.can")
 
 # file (relative to server/) -> the transport modules it may import, and why
 ALLOWED = {
-    "cli/warmup.py": {"io_adapters.can.layouts"},  # `gearbox-hil warmup` compiles every kernel, the CAN codec's too
+    # `gearbox-hil warmup` compiles every kernel, the CAN and ZeroMQ codecs' too
+    "cli/warmup.py": {"io_adapters.can.layouts", "io_adapters.zmq.codec"},
     "cli/keys.py": {"io_adapters.zmq.curve"},  # `gearbox-hil keys` writes the ZeroMQ CURVE key files
     "offline/bus_log.py": {"can"},  # python-can's BLF/ASC file readers: a recorded bus log replayed, no bus opened
     "testbench/runner.py": {"io_adapters.zmq.client"},  # the test bench is a ZeroMQ client of a server

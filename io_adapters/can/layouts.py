@@ -23,8 +23,8 @@ from .frames import (CRC8_J1850_TABLE, MAX_PAYLOAD, M_CNT_MOD, M_CNT_SIG, M_COLS
                      M_CRC_INIT, M_CRC_XOR,
                      M_DATA_ID, M_LEN, M_MAX_DELTA, M_NSIG, M_OFFSET, M_PERIOD, M_REQUIRED, M_SIG0, M_TIMEOUT,
                      S_ALLOW0, S_COLS, S_LEN, S_NALLOW, S_NSEG, S_RAW_HI, S_RAW_LO, S_SEG0, S_SIGNED, S_SOURCE,
-                     S_TARGET, SEG_COLS, SF_BIAS, SF_COLS, SF_GAIN, SF_OFFSET, SF_SCALE, SOURCE_PLANT, FrameCodec,
-                     crc8_j1850, rx_apply, tx_pack)
+                     S_TARGET, SEG_COLS, SF_BIAS, SF_COLS, SF_GAIN, SF_OFFSET, SF_SCALE, SOURCE_PLANT, Q_COLS,
+                     FrameCodec, crc8_j1850, rx_apply, tx_enqueue, tx_pack)
 
 
 def signal_bit_positions(start: int, length: int, little_endian: bool) -> list[int]:
@@ -260,6 +260,9 @@ def warm_up() -> None:
     codec.receive(0, bytes(8))
     rx_apply(0, True, True, codec.ci, codec.cf, df)
     tx_pack(0, codec.ci, codec.cf, codec.cb, df, new_tick_info())
+    # the realtime send queue's copy (the adapter's queue types: int64 rows, uint8 payloads), 0 frames due
+    tx_enqueue(codec.ci, codec.cb, 0, np.zeros(1, dtype=np.int64), np.zeros((1, MAX_PAYLOAD), dtype=np.uint8),
+               np.zeros(Q_COLS, dtype=np.int64))
     crc8_j1850(codec.rx_buf, 8, -1, -1, CRC8_J1850_TABLE)
 
 

@@ -35,6 +35,36 @@ START_SIGNATURE = types.int64(_FP, _IP, _FP, _IP)  # (mf, mi, df, di) -> status 
 # (mf, mi, df, di, s, oy, of) -> power, W: a force law (see ForceLaw)
 LAW_SIGNATURE = types.float64(_FP, _IP, _FP, _IP, types.float64, types.int64, types.int64)
 
+# Kernels of the step that compile without the rest of the core (the mode solver's side, about 40 % of the
+# core's compile): a second process of the warm-up compiles them into numba's cache, with the argument types
+# the step calls them with, while the first compiles the entry points, which then load them from the cache
+# (a cache file per kernel, written whole and renamed).  A signature the step no longer uses only costs the
+# second process the time: see unused_parallel_roots.
+_F, _I = types.float64, types.int64
+PARALLEL_ROOTS = (
+    ("plant_models.core.stuckset", "_build_cache", (_FP, _IP, _FP, _IP)),
+    ("plant_models.core.modes", "_mode_full", (_FP, _IP, _FP, _IP, _F, _I, _F, _I)),
+    ("plant_models.core.modes", "_enforce_capacity", (_FP, _IP, _FP, _IP, _F, _I, _F)),
+)
+
+
+def _root(module: str, name: str):
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def compile_parallel_roots() -> None:
+    """Compile (or load) the kernels of :data:`PARALLEL_ROOTS`, each in the types the step calls it with."""
+    for module, name, args in PARALLEL_ROOTS:
+        _root(module, name).compile(args)
+
+
+def unused_parallel_roots(roots=PARALLEL_ROOTS) -> list[str]:
+    """The roots whose listed types the entry points did not ask for (call after they compiled here)."""
+    return [f"{name}{args}" for module, name, args in roots if args not in _root(module, name).signatures]
+
+
 _lock = threading.Lock()
 _compiled: list = []  # [step cfunc, start cfunc] once built; kept for the life of the process
 
@@ -102,7 +132,11 @@ class _ReportedCFunc(CFunc):
 
     def _compile_uncached(self):
         with event.trigger_event("numba:compile", data=dict(dispatcher=_EntryCompile(self._pyfunc), args=self._sig)):
-            return super()._compile_uncached()
+            cres = super()._compile_uncached()
+            # numba optimises and emits the whole linked module (the core's step: every stage it calls) when
+            # the result is first used, after this event; done here, a progress display counts it to the entry
+            cres.library._ensure_finalized()
+            return cres
 
 
 def _compile_entry(py_func, signature, options):

@@ -14,9 +14,18 @@ around by their offset.
 
 from __future__ import annotations
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: kernels compile there without the lock between processes
+    fcntl = None
+
 from llvmlite import ir
 from numba import njit, types
+from numba.core import config, sigutils
+from numba.core.codegen import JITCodeLibrary
+from numba.core.compiler import Compiler
 from numba.core.registry import CPUDispatcher
+from numba.core.runtime.nrtopt import remove_redundant_nrt_refct
 from numba.extending import intrinsic
 
 from .cache import drop_stale_caches
@@ -116,14 +125,77 @@ class PerTypeDispatcher(CPUDispatcher):
         return super().get_call_template(tuple(types.unliteral(a) for a in args),
                                          {k: types.unliteral(v) for k, v in kws.items()})
 
+    def compile(self, sig):
+        """Compile (or load) ``sig``; while another process compiles this kernel, wait and load its result.
+
+        Two processes of a warm-up compile the core's kernels at once
+        (:data:`plant_models.core.entry.PARALLEL_ROOTS`); without the lock
+        both would compile the kernels they share.  The calls between
+        kernels form no cycle, so neither waits for a kernel the other
+        waits for.
+        """
+        index = getattr(getattr(self._cache, "_cache_file", None), "_index_path", None)
+        if index is None or fcntl is None or tuple(sigutils.normalize_signature(sig)[0]) in self.overloads:
+            return super().compile(sig)
+        try:
+            lock = open(index + ".lock", "a")
+        except OSError:  # a read-only cache folder: numba loads or compiles as ever
+            return super().compile(sig)
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return super().compile(sig)  # the lock goes with the file's closing
+
+
+class _LinkedOnlyLibrary(JITCodeLibrary):
+    """The code library of a kernel whose code runs linked into its callers: optimised once, not twice.
+
+    numba optimises every compiled function's module twice (a "cheap"
+    pipeline, then the full one), and again, whole, in every caller it is
+    linked into.  A kernel of the core is called by the C entry points (and
+    a few top-level functions); their modules, which hold the linked kernels,
+    still get both pipelines over everything, so the code the tick runs
+    gets the full optimisation as before.  Only the kernel's own copy, which
+    only a direct call from Python runs (tests), gets the first pipeline
+    alone: that halves the LLVM work of a cold compile of the core (about
+    20 s of CPU of 48; ``BENCHMARKS.md``, cold start).
+    """
+
+    def _optimize_final_module(self):
+        cheap, builder = self._codegen._module_pass_manager(
+            loop_vectorize=self._codegen._loopvect, slp_vectorize=False, opt=self._codegen._opt_level, cost="cheap")
+        with self._recorded_timings.record("Module passes (cheap optimization for refprune)", builder):
+            cheap.run(self._final_module, builder)
+        if not config.LLVM_REFPRUNE_PASS:
+            self._final_module = remove_redundant_nrt_refct(self._final_module)
+
+
+class _KernelCompiler(Compiler):
+    """numba's compiler pipeline with the kernel's code library a :class:`_LinkedOnlyLibrary`."""
+
+    def _compile_bytecode(self):
+        if self.state.library is None:  # numba's lowering would create a plain one under the same name
+            library = self.state.targetctx.codegen().create_library(self.state.func_id.func_qualname)
+            if type(library) is JITCodeLibrary:  # another target's library (none in this project) stays as it is
+                library.__class__ = _LinkedOnlyLibrary
+            library.enable_object_caching()  # as numba's lowering does for the library it creates
+            self.state.library = library
+        return super()._compile_bytecode()
+
 
 def kernel(**options):
-    """``@kernel(**JIT)``: like ``@njit(**JIT)``, compiled lazily, once per argument type (see above)."""
+    """``@kernel(**JIT)``: like ``@njit(**JIT)``, compiled lazily, once per argument type (see above).
+
+    Its code is optimised once on its own and fully in the entry points it
+    is linked into (:class:`_LinkedOnlyLibrary`), and it has no C-callable
+    wrapper (nothing takes a kernel's address; numba would build, optimise
+    and emit one for every kernel).
+    """
     options = dict(options)
     cache = options.pop("cache", False)
 
     def decorate(fn):
-        dispatcher = PerTypeDispatcher(py_func=fn, locals={}, targetoptions=dict(options, nopython=True))
+        dispatcher = PerTypeDispatcher(py_func=fn, locals={}, pipeline_class=_KernelCompiler,
+                                       targetoptions=dict(options, nopython=True, no_cfunc_wrapper=True))
         if cache:
             dispatcher.enable_caching()
         return dispatcher

@@ -5,7 +5,10 @@ plant configs in ``configs/`` when none is given), the loop's telemetry and
 watchdog kernels, the CAN codec's kernels and the compiled offline run
 (:mod:`plant_models.offline`), so that later starts take
 about a second (``--serve-only``: not the offline run, which the
-real-time server never calls; ``./demo.sh`` uses it).  A line per compiled function shows what is happening;
+real-time server never calls; ``./demo.sh`` uses it).  On a machine with two
+or more cores it compiles in two processes (``--jobs``): the core's entry
+points and the plants in this one, the core's mode solver and the server's
+own kernels in a second one.  A line per compiled function shows what is happening;
 with everything cached already, warm-up loads the code in a few seconds
 and says so.  ``./demo.sh`` and ``./test.sh`` run it once after set-up;
 the container image runs it at build time.
@@ -18,6 +21,8 @@ on: on a different CPU numba compiles again at the first start.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -46,26 +51,109 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--serve-only", action="store_true",
                    help="compile only what `gearbox-hil serve` runs: not the compiled offline run of "
                         "simulate, test and campaign (it compiles at their first use)")
+    p.add_argument("--jobs", type=int, choices=(1, 2), default=None,
+                   help="processes that compile at once (default: 2 on a machine with 2 or more cores: the "
+                        "core and the plants in this one, the server's own kernels beside it)")
+    p.add_argument("--server-kernels", action="store_true", help=argparse.SUPPRESS)  # the second process's part
 
 
 def _say(line: str) -> None:
     print(f"warmup: {line}", flush=True)
 
 
+def _server_kernels(serve_only: bool) -> None:
+    """Compile (or load) the core's mode solver and the kernels of the server around the plant.
 
-def warm(configs: list[str | Path], say=_say, serve_only: bool = False) -> int:
+    The mode solver's kernels (``PARALLEL_ROOTS`` in :mod:`plant_models.core.entry`)
+    compile without the rest of the core, and the loop's, the faults' and
+    the CAN and ZeroMQ codecs' call neither the core nor a plant's code, so
+    they compile in a process of their own while the core's entry points
+    compile (numba's cache files are one per function, written whole under a
+    temporary name and renamed); the entry points load the mode solver from
+    the cache when they come to it.
+    """
+    from plant_models.core.api import compile_parallel_roots
+
+    compile_parallel_roots()
+    import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
+    import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
+    from io_adapters.can.layouts import warm_up as warm_up_can_codec
+    from plant_models.offline import warm_up as warm_up_offline_run
+    from server.realtime import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
+    from server.realtime.faults import warm_up as warm_up_faults
+
+    warm_up_can_codec()
+    if not serve_only:
+        warm_up_offline_run()
+    warm_up_faults()
+
+
+_CORE_LINE = re.compile(r"^  core \d+(/\d+)?: (?P<name>\S+) \((?P<took>[0-9.]+) s;")
+
+
+class _Beside:
+    """The server's kernels compiled in a second process; its progress lines come through ``write``."""
+
+    def __init__(self, serve_only: bool, progress):
+        import subprocess
+        import threading
+
+        cmd = [sys.executable, "-m", "server.cli.warmup", "--server-kernels"] + (["--serve-only"] if serve_only else [])
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                      cwd=str(repo_root()))
+        self.compiled = 0
+        self.output: list[str] = []
+        self._said = False
+
+        def forward():
+            for line in self._proc.stdout:
+                line = line.rstrip("\n")
+                if line.startswith("  "):  # a function compiled (or still compiling): shown as it comes
+                    if not self._said:
+                        progress.write("  (a second process compiles the core's mode solver and the server "
+                                       "loop's and the codecs' kernels meanwhile)")
+                        self._said = True
+                    core = _CORE_LINE.match(line)
+                    if core:  # counted in this process's core n/m
+                        progress.external("core", core["name"], float(core["took"]))
+                    else:
+                        progress.write(line)
+                elif line.startswith("compiled "):
+                    self.compiled = int(line.split()[1])
+                else:
+                    self.output.append(line)
+
+        self._reader = threading.Thread(target=forward, name="warmup-beside", daemon=True)
+        self._reader.start()
+
+    def wait(self) -> int:
+        code = self._proc.wait()
+        self._reader.join()
+        if code:
+            print("warmup: error: compiling the server's kernels failed:\n" + "\n".join(self.output), file=sys.stderr)
+        return code
+
+
+def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: int | None = None) -> int:
     """Compile (or load) everything a server of these plant configs runs; returns the number of failures.
 
     With ``serve_only`` the compiled offline run (which the real-time
-    server never calls) is left to its first use.
+    server never calls) is left to its first use.  With ``jobs`` 2 (the
+    default on a machine with 2 or more cores) the server's own kernels
+    compile in a second process while this one compiles the core and the
+    plants: on a cold cache the core takes most of the time, and the
+    other kernels need none of its code.
     """
     say("loading the compiler (numba) and the plant code")  # a second or two before numba says anything
     from plant_models.compiling import CompileProgress  # loads numba: not for --help
 
+    if jobs is None:
+        jobs = 2 if (os.cpu_count() or 1) >= 2 else 1
     began = time.perf_counter()
-    cpu0 = time.process_time()
+    cpu0 = time.process_time() + _children_cpu()
     failed = 0
     with CompileProgress(say) as progress:
+        beside = _Beside(serve_only, progress) if jobs == 2 else None
         from plant_models.registry import load_plant
 
         for cfg in configs:
@@ -78,27 +166,47 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False) -> int:
                 print(f"warmup: error: {exc}", file=sys.stderr)
                 continue
             say(f"{Path(str(cfg)).stem}: {plant.kind} plant ready ({time.perf_counter() - began:.1f} s elapsed)")
-        from io_adapters.can.layouts import warm_up as warm_up_can_codec
-        from plant_models.offline import warm_up as warm_up_offline_run
-        from server.realtime import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
-
-        from server.realtime.faults import warm_up as warm_up_faults
-
-        warm_up_can_codec()
-        if not serve_only:
-            warm_up_offline_run()
-        warm_up_faults()
+        if beside is None:
+            _server_kernels(serve_only)
+        else:
+            failed += 1 if beside.wait() else 0
+            progress.add_compiled(beside.compiled)
+            _check_parallel_roots(say, progress)
         how = "compiled" if progress.compiled else "everything was cached already"
     # CPU time beside the wall time: on a shared machine the wall time also says how busy the others are
-    say(f"ready in {time.perf_counter() - began:.1f} s ({how}; {time.process_time() - cpu0:.1f} s of CPU)")
+    cpu = time.process_time() + _children_cpu() - cpu0
+    say(f"ready in {time.perf_counter() - began:.1f} s ({how}; {cpu:.1f} s of CPU)")
     return failed
 
 
-def run(args: argparse.Namespace) -> int:
-    from plant_models.compiling import silent
+def _check_parallel_roots(say, progress) -> None:
+    """Say so if the second process compiled kernels in types the core's step (compiled here) did not use."""
+    from plant_models.core.api import unused_parallel_roots
 
+    if progress.count_here["core"]:  # the entry points compiled here, not loaded: they asked for their kernels
+        unused = unused_parallel_roots()
+        if unused:
+            say("warning: compiled in vain (update PARALLEL_ROOTS in plant_models/core/entry.py): "
+                + ", ".join(unused))
+
+
+def _children_cpu() -> float:
+    """CPU s of the finished child processes so far (the second compiling process among them)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(args: argparse.Namespace) -> int:
+    from plant_models.compiling import CompileProgress, silent
+
+    if args.server_kernels:  # the second process of a warm-up: progress lines without the prefix
+        with CompileProgress(lambda line: print(line, flush=True)):
+            _server_kernels(args.serve_only)
+        return 0
     configs = args.configs or plant_configs()
-    return 1 if warm(configs, silent if args.quiet else _say, serve_only=args.serve_only) else 0
+    return 1 if warm(configs, silent if args.quiet else _say, serve_only=args.serve_only, jobs=args.jobs) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
