@@ -147,3 +147,19 @@ def test_tc1_gear_request_from_the_test_file_in_realtime(tmp_path):
                                                  "from tick ")
     tick = int(sets[0].rsplit(" ", 1)[1])
     assert 4000 <= tick < 4100  # the stream's latency in realtime: a few ticks on a loaded machine
+
+
+def test_a_stimulus_in_lockstep_takes_the_entry_at_its_exact_tick(tmp_path):
+    """The runner's tick-by-tick lockstep run (a stimulus, no controller) sends the entry before tick 250."""
+    from server.testbench.runner import run_test
+
+    text = FILE.read_text()
+    text = text.split("[controller]")[0] + text[text.index("[[adapter_set]]"):]
+    text = text.replace("duration_s = 1.5", "duration_s = 0.3\n[stimulus]\ndt_s = 0.001\n"
+                        "inputs = { engine_torque = 100.0, p_c1 = 16.0, p_c3 = 16.0, p_c6 = 16.0 }\n")
+    text = text.replace("at = 0.4", "at = 0.25").split("[[expect]]")[0]
+    text += '[[expect]]\nname = "gear 1 (the stimulus drives the clutches)"\nexpr = "gear"\neq = 1\nat = 0.3\n'
+    path, _ = _copy(tmp_path, text)
+    res = run_test(load_test(path), tmp_path / "work")
+    assert res.passed, [v.message for v in res.verdicts if not v.passed]
+    assert res.log == ["t = 0.25 s: adapter_set adapter_set[0] j1939 {'requested_gear': 3} from tick 250"]
