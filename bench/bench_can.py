@@ -321,6 +321,9 @@ class NaiveCantoolsAdapter(io_adapters.can.adapter.CanAdapter):
 
 # -- the message sets side by side: classic, CAN FD, J1939 rest-bus (--sets) ---------------------------------------
 
+TCU_GAPS: list[float] = []  # ms between two task starts of the TCU thread, where more than 30 ms (this run)
+
+
 def _set_tcu(kind: str, bus: can.BusABC, seconds: float, stop: threading.Event, j1939=None) -> None:
     """The example TCU of the set, every 10 ms on absolute deadlines (in a thread)."""
     sys.path.insert(0, str(ROOT / "examples"))
@@ -338,9 +341,14 @@ def _set_tcu(kind: str, bus: can.BusABC, seconds: float, stop: threading.Event, 
         tcu = PowershiftTcu(bus, shift_at_s=0.5)
     t0 = time.monotonic()
     k = 0
+    last = None
     while not stop.is_set() and k * 0.01 < seconds:
         if j1939 is not None and k == 50:
             j1939.request_gear(3)  # the operator's request: the TCU shifts 1 -> 3 under a TSC1 limit
+        now = time.monotonic()
+        if last is not None and now - last > 0.03:  # more than the rest-bus's 3 x 10 ms: ETC1/TSC1 go stale
+            TCU_GAPS.append(round((now - last) * 1e3, 1))
+        last = now
         tcu.cycle(k * 0.01, 0.01)
         k += 1
         rem = t0 + k * 0.01 - time.monotonic()
@@ -353,6 +361,7 @@ def run_set(kind: str, seconds: float) -> dict:
     from io_adapters.can.restbus import J1939Adapter
 
     channel = f"bench-{uuid.uuid4().hex[:8]}"
+    TCU_GAPS.clear()
     bus_opts = {"interface": "virtual", "channel": channel}
     n = int(seconds * 1000) + 2000
     j1939 = None
@@ -413,7 +422,8 @@ def sets_table(seconds: float) -> list[str]:
         if kind.startswith("j1939"):
             js = r["status"][1]
             extra = (f"; j1939 rx {js['rx_frames']}, tx {js['tx_frames']}, TSC1 applied {js['tsc1_applied']}, "
-                     f"timeouts {js['timeouts']}, nodes {[v['state'] for v in js['nodes'].values()]}")
+                     f"timeouts {js['timeouts']} {js['timeouts_by_pgn']}, TCU task gaps > 30 ms {TCU_GAPS}, "
+                     f"nodes {[v['state'] for v in js['nodes'].values()]}")
         print(f"{kind}: rx accepted {st['rx']['accepted']}, rejected {st['rx']['rejected_total']}, "
               f"tx {st['tx']['frames']}{extra}", flush=True)
         rows.append(stats_row(label, r["rw_ns"]) + f" {r['pump_per_tick_ns'] / 1000:.1f} |")

@@ -303,6 +303,17 @@ def test_a_transport_fault_in_the_base_is_refused(tmp_path):
         load_campaign(write(tmp_path, text))
 
 
+def test_an_adapter_set_in_the_base_is_refused(tmp_path):
+    test = tmp_path / "t.toml"
+    io = ROOT / "tests" / "data" / "io_j1939_lockstep.toml"
+    test.write_text((ROOT / "tests" / "benches" / "swap_1_3.toml").read_text().replace(
+        'mode = "offline"', f'mode = "lockstep"\nio = "{io}"')
+        + '\n[[adapter_set]]\nat = 0.1\nadapter = "j1939"\nrequested_gear = 3\n')
+    text = CAMPAIGN.replace("RUNS", "4").replace(str(SWAP), str(test))
+    with pytest.raises(ConfigError, match=r"test: .*adapter_set\[0\]: an adapter set acts on a server's adapter"):
+        load_campaign(write(tmp_path, text))
+
+
 # -- closed loop: the worked example's controller class, its parameters varied ----------------------------------
 def _closed_loop_campaign(tmp_path, runs: int):
     """The worked example (campaigns/closed_loop_swap_1_3.toml) with fewer runs."""

@@ -296,3 +296,46 @@ def test_tcu_sends_etc1_with_shaft_speeds_beyond_its_range_at_the_top_of_it():
         bus.shutdown()
         rx.shutdown()
     assert len(got) == 1 and got[0][1:3] == b"\xff\xfa" and got[0][5:7] == b"\xff\xfa"
+
+
+def test_only_a_pause_of_the_tcu_itself_makes_its_10_ms_messages_stale():
+    """The signature of the bench's extra timeouts: a TCU that skips its 10 ms task for more than 3 cycles
+    makes ETC1 and TSC1 stale once each and ETC2 (100 ms, stale after 300 ms) not; a loop that stops ticking
+    and pumping while the TCU keeps sending counts nothing (the frames are read, then the clock is checked)."""
+    b = Bench()
+    try:
+        tcu = J1939Tcu(b.bus, torque_limit_pct=15.0)
+        sent, c = 0, 0
+
+        def task(ticks: int = 10, skip: bool = False):
+            nonlocal sent, c
+            if not skip:
+                tcu.cycle(c * 0.01, 0.01)
+                sent += 2
+                wait_until(lambda: b.can.rx_handled >= sent, what="the command cycle")
+                b.j.pump(0)
+            c += 1
+            b.run(ticks)
+
+        for _ in range(60):  # address claims stand, ETC1/TSC1 every 10 ms, ETC2 every 100 ms
+            task()
+        assert b.j.status()["timeouts"] == 0 and b.j.status()["tcu"]["TSC1"]
+        for _ in range(2):  # 2 tasks skipped: 30 ms between frames, not more than 3 cycles
+            task(skip=True)
+        for _ in range(10):
+            task()
+        assert b.j.status()["timeouts"] == 0
+        for _ in range(4):  # 4 tasks skipped: 50 ms between frames
+            task(skip=True)
+        for _ in range(10):
+            task()
+        assert b.j.status()["timeouts_by_pgn"] == {"ETC1": 1, "ETC2": 0, "TSC1": 1}
+        for _ in range(10):  # the loop stalls (no tick, no pump) for 10 TCU tasks, then catches the frames
+            tcu.cycle(c * 0.01, 0.01)
+            c += 1
+        b.run(10)
+        b.j.pump(0)
+        b.run(10)
+        assert b.j.status()["timeouts_by_pgn"] == {"ETC1": 1, "ETC2": 0, "TSC1": 1}
+    finally:
+        b.close()

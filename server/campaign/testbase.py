@@ -74,6 +74,9 @@ def read_test_base(cfg: ConfigReader):
             raise cfg.error("test", f"{p}: {f.key}: a {f.fault['target']} fault acts on a transport, which an "
                             "offline run does not have; a campaign runs its test file offline (signal and clutch "
                             "faults)")
+    if test.adapter_sets:
+        raise cfg.error("test", f"{p}: {test.adapter_sets[0].key}: an adapter set acts on a server's adapter (its "
+                        "bus), which an offline run does not have; a campaign runs its test file offline")
     return test, load_toml(p)
 
 

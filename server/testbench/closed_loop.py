@@ -43,7 +43,8 @@ def _vector(values: dict, names: Sequence[str]) -> np.ndarray:
 
 def closed_loop_lockstep(client, controller: Any, compiled: CompiledScenario | None = None,
                          duration_s: float | None = None, faults: Sequence[tuple[dict, float, float | None]] = (),
-                         every: int = 1, log: list[str] | None = None) -> ClosedLoopResult:
+                         every: int = 1, log: list[str] | None = None,
+                         adapter_sets: Sequence[Any] = ()) -> ClosedLoopResult:
     """Run ``controller`` against a lockstep server through ``client`` (see the module's docstring).
 
     Parameters
@@ -62,13 +63,17 @@ def closed_loop_lockstep(client, controller: Any, compiled: CompiledScenario | N
     every
         Keep a row every ``every``-th step (and after the last).
     log
-        If given, a line per fault switched.
+        If given, a line per fault switched and per adapter set.
+    adapter_sets
+        The test file's ``[[adapter_set]]`` entries (:class:`server.testbench.spec.ScheduledSet`, in time
+        order): each an ``adapter_set`` request before the tick of its time.
     """
     outs, ins = list(client.output_names), list(client.input_names)
     b = bind_controller(controller, outs, ins)
     compiled, held, mask = _lockstep_start(client, b, compiled, duration_s, ins)
     n, dt, period, update = compiled.n_steps, compiled.dt, b.period_ticks, controller.update
     switches = schedule_switches(list(faults), dt)
+    set_steps = [int(round(e.at / dt)) for e in adapter_sets] + [n]
     keep = row_steps(n, every)
     g = client.get()
     Y = np.empty((len(keep), len(outs)))
@@ -76,16 +81,20 @@ def closed_loop_lockstep(client, controller: Any, compiled: CompiledScenario | N
     Y[0], U[0] = _vector(g["y"], outs), _vector(g["u"], ins)
     sent = U[0].copy()  # the server's commanded inputs now (every rate 0)
     names: dict[int, str] = {}
-    k, row, sw, updates, status = 0, 1, 0, 0, 0
+    k, row, sw, st, updates, status = 0, 1, 0, 0, 0, 0
     t0 = time.perf_counter()
     while k < n:
         while sw < len(switches) and switches[sw].step <= k:
             _switch(client, switches[sw], faults, names, k * dt, log)
             sw += 1
+        while st < len(adapter_sets) and set_steps[st] <= k:
+            _adapter_set(client, adapter_sets[st], log)
+            st += 1
         want = np.where(mask, held, compiled.inputs_at(k)[0])
         changed = np.flatnonzero(want.view(np.int64) != sent.view(np.int64))
         # the ticks up to the next one that needs a message: a new period, a row, a switch, a new input value
-        stop = min(n, (k // period + 1) * period, int(keep[row]), switches[sw].step if sw < len(switches) else n)
+        stop = min(n, (k // period + 1) * period, int(keep[row]), switches[sw].step if sw < len(switches) else n,
+                   max(set_steps[st], k + 1))
         m = 1
         while k + m < stop and np.array_equal(np.where(mask, held, compiled.inputs_at(k + m)[0]).view(np.int64),
                                               want.view(np.int64)):
@@ -142,6 +151,13 @@ def _switch(client, s, faults, names: dict, t: float, log: list[str] | None) -> 
         client.clear_fault(names.pop(s.index))
     if log is not None:
         log.append(f"t = {t:.6g} s: fault {'set' if s.on else 'cleared'} faults[{s.index}] {fault}")
+
+
+def _adapter_set(client, entry, log: list[str] | None) -> None:
+    """One entry of the ``[[adapter_set]]`` schedule over the control channel (between ticks)."""
+    rep = client.request("adapter_set", adapter=entry.adapter, set=dict(entry.values))
+    if log is not None:
+        log.append(f"t = {entry.at:.6g} s: adapter_set {entry.key} {entry.adapter} {rep['set']} from tick {rep['tick']}")
 
 
 @dataclass

@@ -16,7 +16,10 @@
   switched when the stream shows its time has come (within the stream's
   latency, a tick or a few in realtime, one controller step in lockstep).
 
-Faults go through :func:`apply_fault` and :func:`clear_fault` only.
+Faults go through :func:`apply_fault` and :func:`clear_fault` only; the
+``[[adapter_set]]`` schedule through :func:`send_adapter_set` (the
+``adapter_set`` control request), at the same points as the faults: before
+the exact tick in lockstep, when the stream shows its time in realtime.
 
 Why ``run_observed`` is longer than 80 lines: it is the one sequence of a
 run on the state stream (start the server, subscribe, start the controller,
@@ -41,7 +44,7 @@ from plant_models.config import repo_root
 from plant_models.errors import FaultError
 
 from server.testbench.local_server import FREE_PORTS
-from .spec import WATCHDOG, ScheduledFault, TestSpec, substitute
+from .spec import WATCHDOG, ScheduledFault, ScheduledSet, TestSpec, substitute
 from .verdict import Recording, Verdict, evaluate
 
 # the runner's own servers take a replayed stimulus as one request of its points (64 MiB: about three million
@@ -122,6 +125,31 @@ def _switch(session: Session, clock: FaultClock, t: float, eps: float, log: list
     for on, f in clock.due(t, eps):
         (apply_fault if on else clear_fault)(session, f.fault)
         log.append(f"t = {t:.6g} s: fault {'set' if on else 'cleared'} {f.key} {f.fault}")
+
+
+def send_adapter_set(session: Session, entry: ScheduledSet, log: list[str]) -> None:
+    """One ``[[adapter_set]]`` entry as the ``adapter_set`` control request (from the server's next tick on)."""
+    if session.client is None:
+        raise FaultUnavailable(f"{entry.key}: an adapter set needs a server (lockstep or realtime mode)")
+    from io_adapters.zmq.client import ServerError
+
+    try:
+        rep = session.client.request("adapter_set", adapter=entry.adapter, set=dict(entry.values))
+    except ServerError as exc:
+        raise RunError(f"adapter_set {entry.adapter} {entry.values}: {exc}") from None
+    log.append(f"t = {entry.at:.6g} s: adapter_set {entry.key} {entry.adapter} {rep['set']} from tick {rep['tick']}")
+
+
+class SetClock:
+    """The ``[[adapter_set]]`` schedule (in time order): ``send(t)`` sends the entries whose time has come."""
+
+    def __init__(self, sets: tuple[ScheduledSet, ...], session: Session, log: list[str]):
+        self.sets, self.session, self.log, self.pos = sets, session, log, 0
+
+    def send(self, t: float, eps: float) -> None:
+        while self.pos < len(self.sets) and self.sets[self.pos].at <= t + eps:
+            send_adapter_set(self.session, self.sets[self.pos], self.log)
+            self.pos += 1
 
 
 def _inputs_table(spec: TestSpec, plant, compiled, ticks: np.ndarray) -> dict[str, np.ndarray]:
@@ -261,7 +289,8 @@ def run_in_process(spec: TestSpec, workdir: Path, log: list[str]) -> Recording:
         with ServerRun(spec.plant_config, "lockstep", workdir, io) as server:
             with HilClient(server.control, timeout_s=30.0).connect() as client:
                 r = closed_loop_lockstep(client, ctl, compiled, duration_s=spec.duration_s,
-                                         faults=[(f.fault, f.at, f.until) for f in spec.faults], log=log)
+                                         faults=[(f.fault, f.at, f.until) for f in spec.faults], log=log,
+                                         adapter_sets=spec.adapter_sets)
         return closed_loop_recording(r)
     except (ControllerError, ValueError, FaultError) as exc:  # a controller that fails its checks, a server of
         raise RunError(str(exc)) from None  # another step, a fault switch the fault set refuses
@@ -362,9 +391,11 @@ def run_lockstep(spec: TestSpec, client, log: list[str]) -> Recording:
     Y[0] = [g["y"][nm] for nm in names]
     session = Session("lockstep", client)
     clock = FaultClock(spec.faults)
+    sets = SetClock(spec.adapter_sets, session, log)
     eps = 0.5 * compiled.dt
     for k in range(n):
         _switch(session, clock, k * compiled.dt, eps, log)
+        sets.send(k * compiled.dt, eps)
         r = client.step(1)
         Y[k + 1] = [r.y[nm] for nm in names]
         wd[k + 1] = r.watchdog
@@ -404,6 +435,8 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
         proc = subprocess.Popen(args, cwd=c.cwd, stdout=open(out_path, "w"), stderr=subprocess.STDOUT, env=env)
     session = Session(mode, client)
     clock = FaultClock(spec.faults)
+    sets = SetClock(spec.adapter_sets, session, log)
+    sets.send(0.0, 0.5 * dt)  # the entries at t = 0 before the first state is awaited
     eps = 0.5 * dt
     rows: list[tuple[int, float, dict, bool]] = []
     wall_limit = time.monotonic() + (spec.controller.timeout_s if spec.controller else 60.0 + 2 * spec.duration_s)
@@ -420,10 +453,12 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
                 rows.clear()
                 full = False
                 clock = FaultClock(spec.faults)  # a reset clears the server's faults: the schedule starts over
+                sets = SetClock(spec.adapter_sets, session, log)
             last_tick = s.tick
             if not full:
                 rows.append((s.tick, s.t, s.y, s.watchdog))
                 _switch(session, clock, s.t, eps, log)
+                sets.send(s.t, eps)
                 full = s.t >= spec.duration_s - eps
                 if full and proc is None:
                     break

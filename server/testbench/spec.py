@@ -19,6 +19,11 @@ The format (``docs/testing.md`` has the whole reference and a worked example)::
     clutch = 2
     kind = "stuck_closed"
 
+    [[adapter_set]]                   # values a server's adapter offers (lockstep/realtime), `at` in s
+    at = 0.4
+    adapter = "j1939"
+    requested_gear = 3                # e.g. the gear the J1939 vehicle ECU's TC1 requests
+
     [[expect]]
     name = "gear 3 within 0.5 s of the shift"
     expr = "gear"
@@ -30,7 +35,10 @@ Every problem is reported as ``file: key: problem`` (a :class:`ConfigError`)
 when the file is read, before anything runs: expressions and their signals,
 times, the stimulus against the plant, and each fault through the fault
 API's own check (:func:`server.realtime.faults.parse_fault`); offline mode takes
-signal and clutch faults (a transport fault needs a server).
+signal and clutch faults (a transport fault needs a server); each
+``[[adapter_set]]`` against the I/O config's adapter of that name and its
+own check of the values (:meth:`io_adapters.base.Adapter.check_values`), in
+time order (an adapter set needs a server: offline refuses it).
 
 Why ``load_test`` is longer than 80 lines: it reads a test file's tables in
 their documented order, each a short block that ends in a one-line
@@ -129,6 +137,16 @@ class ScheduledFault:
 
 
 @dataclass(frozen=True)
+class ScheduledSet:
+    """An ``[[adapter_set]]`` entry: the ``adapter_set`` control request for adapter ``adapter`` at ``at`` (s)."""
+
+    key: str
+    at: float
+    adapter: str
+    values: dict  # name -> integer, checked by the adapter's check_values
+
+
+@dataclass(frozen=True)
 class ControllerSpec:
     """An external process started once the server is ready.
 
@@ -185,6 +203,7 @@ class TestSpec:
     settle_s: float = 0.3
     extra: dict = field(default_factory=dict)
     controller_class: InProcessController | None = None  # a controller in process, instead of a process
+    adapter_sets: tuple[ScheduledSet, ...] = ()  # in time order
 
 
 def _path(cfg: ConfigReader, name: str, here: Path, folder: str) -> Path:
@@ -302,6 +321,44 @@ def _fault(cfg: ConfigReader, k: int, plant: Plant) -> ScheduledFault:
     except FaultError as exc:
         raise ConfigError(cfg.source, f"faults[{k}]", str(exc).removeprefix("fault: ")) from None
     return ScheduledFault(key=f"faults[{k}]", at=at, until=until, fault=fault)
+
+
+def _adapter_sets(cfg: ConfigReader, mode: str, io_config: Path | None, duration: float) -> tuple[ScheduledSet, ...]:
+    """The ``[[adapter_set]]`` schedule, each entry checked against its adapter (made from the I/O config, not
+    opened) so that a mistake is one line before anything runs."""
+    raw = cfg.raw("adapter_set", [])
+    if not isinstance(raw, list) or len(raw) > MAX_FAULTS or not all(isinstance(e, dict) for e in raw):
+        raise cfg.error("adapter_set", f"must be an array of tables ([[adapter_set]]), at most {MAX_FAULTS}")
+    if not raw:
+        return ()
+    if mode == "offline":
+        raise cfg.error("adapter_set", "sets a value of a server's adapter (e.g. a gear request on its bus): it "
+                        "needs a server (mode \"lockstep\" or \"realtime\"); an offline run has no bus")
+    if io_config is None:
+        raise cfg.error("adapter_set", "names an adapter of the server's I/O config: give io = \"...\"")
+    from server.realtime.runtime import create_adapters, load_io_config
+
+    adapters = {a.name: a for a in create_adapters(load_io_config(io_config))}
+    out: list[ScheduledSet] = []
+    for k, entry in enumerate(raw):
+        e = ConfigReader(entry, cfg.source, f"adapter_set[{k}]")
+        at = e.number("at", nonnegative=True)
+        if at > duration:
+            raise e.error("at", f"{at:g} s is after the end of the run ({duration:g} s)")
+        if out and at < out[-1].at:
+            raise e.error("at", f"{at:g} s is before the previous entry's {out[-1].at:g} s: give the entries in "
+                          "time order")
+        name = e.string("adapter")
+        if name not in adapters:
+            raise e.error("adapter", f"no adapter {name!r} in {io_config.name}; its adapters are "
+                          + ", ".join(adapters))
+        values = {key: v for key, v in entry.items() if key not in ("at", "adapter")}
+        try:
+            values = adapters[name].check_values(values)
+        except ValueError as exc:
+            raise ConfigError(cfg.source, f"adapter_set[{k}]", str(exc).replace("'set'", "the entry")) from None
+        out.append(ScheduledSet(f"adapter_set[{k}]", at, name, values))
+    return tuple(out)
 
 
 def _in_process(cfg: ConfigReader, here: Path, plant: Plant, mode: str) -> InProcessController:
@@ -442,6 +499,7 @@ def load_test(path: str | Path) -> TestSpec:
             raise ConfigError(source, f"faults[{k}].at", f"{sched.at:g} s is after the end of the run "
                               f"({duration:g} s)")
         faults.append(sched)
+    sets = _adapter_sets(cfg, mode, io_config, duration)
     raw_exp = cfg.raw("expect")
     if not isinstance(raw_exp, list) or not raw_exp or len(raw_exp) > MAX_EXPECTATIONS:
         raise cfg.error("expect", f"must be an array of 1..{MAX_EXPECTATIONS} tables ([[expect]])")
@@ -459,7 +517,7 @@ def load_test(path: str | Path) -> TestSpec:
     return TestSpec(source=source, name=name, description=desc, plant_config=plant_path, mode=mode,
                     scenario=scenario, scenario_data=data, duration_s=duration, dt_s=dt, controller=controller,
                     faults=tuple(faults), expectations=tuple(exps), io_config=io_config, settle_s=settle,
-                    controller_class=in_process)
+                    controller_class=in_process, adapter_sets=sets)
 
 
 def _check_times(exp: Expectation, duration: float, source: str) -> None:
