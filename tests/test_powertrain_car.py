@@ -207,3 +207,24 @@ def test_a_non_finite_pedal_is_refused_and_changes_nothing():
     plant.u_rate[plant.input_index("grade_percent")] = 0.0
     assert plant.step(1e-3) & (L.ST_BAD_INPUT | L.ST_NONFINITE) == 0
     assert plant.core.time[0] == pytest.approx(0.051, rel=1e-12)
+
+
+def test_a_car_standing_on_its_brake_keeps_its_mode_without_a_solve_per_step():
+    """Standing on the brake in 1st with the engine idling against the stalled converter, the rolling-resistance
+    row slips at exactly zero speed beside the stuck brake (a redundant pair).  Its speed is held by the stuck
+    rows, so the mode the start solved still fits every later step: no step spends a sub-step on a mode solve
+    (the core's sub-step count stays 0), the car stays at exactly 0.0 and the step still reports the
+    redundant set (ST_OVERCONSTRAINED) as the solve did."""
+    plant = load_plant("zf8hp_car")
+    inputs = {f"p_{e}": (12.0 if e in "ABC" else 0.0) for e in "ABCDE"}
+    inputs.update(p_lockup=0.0, p_brake=120.0, pedal=0.0)
+    plant.reset(inputs)
+    plant.start()
+    status = 0
+    for _ in range(200):
+        status |= plant.step(1e-3)
+    out = plant.output_dict()
+    assert out["vehicle_speed"] == 0.0 and out["stuck_brake"] == 1.0 and out["stuck_rolling"] == 0.0
+    assert out["slip_rolling"] == 0.0 and out["capacity_rolling"] > 0.0
+    assert status & L.ST_OVERCONSTRAINED
+    assert int(plant.core.counters[L.CNT_SUBSTEPS_MAX]) == 0

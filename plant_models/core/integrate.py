@@ -39,9 +39,11 @@ from .layout import (
     DI_MODE, DI_NSTUCK, DI_SAVED_MODE, DI_STUCK, FLAG_CACHE_VALID, H_G, H_MAX_LOCATE, H_NY, MF_ACT_GAIN,
     MF_ACT_PRELOAD, MF_GAIN_KINETIC, MF_GAIN_STATIC, MF_SETTINGS, MI_ROW_A, MI_ROW_B, MODE_SLIP, MODE_STUCK,
     SET_BREAK_MARGIN, SET_EVENT_TOL,
-    DF_COEF_X, H_HYPER, H_ONEWAY, MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
+    DF_COEF_X, H_FN_LAW, H_HYPER, H_ONEWAY, MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
-from .layout import H_FN_LAW
+from .stuckset import _held_by_stuck
+
+REDUNDANT = 8  # added to _integrate_substep's code: the mode fit for a redundant candidate set
 
 # ==========================================================================
 # integration with events inside a step
@@ -156,7 +158,7 @@ def _event_values(mf, mi, df, di, oy, stage, ogev):
 
 
 @kernel(**JIT)
-def _start_consistent(mi, df, di, oy):
+def _start_consistent(mf, mi, df, di, oy):
     """Does the mode still fit the state at a sub-step start?  (Uses the stage-0 evaluation.)
 
     Returns 0 when it does; 2 when a stuck row lost its capacity or needs
@@ -167,7 +169,11 @@ def _start_consistent(mi, df, di, oy):
     event now; 1 for the other misfits, which _mode_prepare sorts out (a
     row without friction moving against its direction, a free row with
     speed and capacity, a row at zero speed that acquired capacity; the
-    last one makes _mode_prepare ask for the full solve itself).  Called in the real-time loop.
+    last one makes _mode_prepare ask for the full solve itself).  A row the
+    last solve left slipping at zero speed whose speed the stuck rows hold
+    (:func:`.stuckset._held_by_stuck`) is no misfit: the solve would leave
+    it so again; then 6 (the mode fits; the candidates the solve would see,
+    that row with the stuck ones, are redundant).  Called in the real-time loop.
     """
     g = mi[H_G]
     omode = mi[DI_MODE]
@@ -186,6 +192,7 @@ def _start_consistent(mi, df, di, oy):
         if oneway and mi[oow + di[ost + k]] == 1 and df[olam + k] < -1e-10 * cap:
             return 2  # a freewheel whose force turned negative: it overruns
     misfit = 0
+    held = False
     for i in range(g):
         md = di[omode + i]
         if md == MODE_STUCK:
@@ -194,7 +201,11 @@ def _start_consistent(mi, df, di, oy):
         if d != 0.0 and df[odir + i] * d <= 0.0:
             d = _slip(mi, df, di, i, oy)  # a wrong sign may be rounding noise at zero
         if d == 0.0:
-            if df[ocs + i] > 0.0:
+            # a row at zero speed with capacity may stick: the solve decides, unless it already left the
+            # row slipping there and the stuck rows hold its speed at zero
+            if md == MODE_SLIP and df[ocs + i] > 0.0 and di[mi[DI_NSTUCK]] > 0 and _held_by_stuck(mf, mi, df, di, i):
+                held = True
+            elif df[ocs + i] > 0.0:
                 misfit = 1
         elif md == MODE_SLIP:
             if df[odir + i] * d < 0.0:
@@ -203,7 +214,7 @@ def _start_consistent(mi, df, di, oy):
                 misfit = 1
         elif df[ocs + i] > 0.0:
             misfit = 1
-    return misfit
+    return 6 if misfit == 0 and held else misfit
 
 
 @kernel(**JIT)
@@ -486,7 +497,8 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
     advanced; 4: a stuck row is over its capacity, a full mode solve is
     due; 5: a slipping row crossed zero unseen, handle it as an event),
     3 = stopped at a kiss point (no mode change by itself; the caller checks
-    the mode there).
+    the mode there); plus REDUNDANT when the start check found a row slipping
+    at zero speed held by the stuck rows (see _start_consistent).
 
     Events: a row's event function changing sign over the trial, or a
     slipping row's relative speed dipping through zero and back inside it
@@ -517,9 +529,12 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
     else:
         _forces(mf, mi, df, di, s_abs, h, 0, oy0, ox0)
         _event_values(mf, mi, df, di, oy0, 0, og0)
+    redundant = 0
     if check_start:
-        misfit = _start_consistent(mi, df, di, oy0)
-        if misfit != 0:
+        misfit = _start_consistent(mf, mi, df, di, oy0)
+        if misfit == 6:
+            redundant = REDUNDANT  # reported as the solve the fit saved would have (ST_OVERCONSTRAINED)
+        elif misfit != 0:
             return 0.0, 2 if misfit == 1 else (4 if misfit == 2 else 5)
     if not reuse:
         _deriv_finish(mf, mi, df, di, oy0, ok1)
@@ -543,12 +558,12 @@ def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
     if first < 0:
         for q in range(ny):
             df[oy + q] = df[oyt + q]
-        return hk, end_code
+        return hk, end_code + redundant
     hi = _locate_event(mf, mi, df, di, s_abs, h, hi, first)
     _rk4(mf, mi, df, di, s_abs, hi, oy0, ok1, oyt, False)
     for q in range(ny):
         df[oy + q] = df[oyt + q]
-    return hi, 1
+    return hi, 1 + redundant
 
 
 @kernel(**JIT)

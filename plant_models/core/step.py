@@ -23,7 +23,7 @@ from .modes import (
     _build_cache, _cache_status, _enforce_capacity, _log_event, _mode_full, _mode_prepare, _reconstruct,
     _set_stuck_list, _stuck_lambda,
 )
-from .integrate import _handle_event, _integrate_substep, _rk4
+from .integrate import REDUNDANT, _handle_event, _integrate_substep, _rk4
 from .layout import (
     CNT_BUDGET_HITS, CNT_EVENTS, CNT_ROLLBACKS, CNT_STEPS, CNT_SUBSTEPS_MAX, DF_ACCEL, DF_BACKUP, DF_CAPK_T,
     DF_CAPS_T, DF_CAP_K, DF_CAP_S, DF_COEF_A, DF_COEF_B, DF_DELTA, DF_DIR, DF_DT, DF_EV_TIME, DF_K1, DF_LAMBDA_REQ,
@@ -32,7 +32,7 @@ from .layout import (
     DI_NSTUCK, DI_ORIENT, DI_STUCK, EV_BREAKAWAY, EV_STICK, FLAG_CACHE_VALID, FLAG_COEF_DIRTY, FLAG_DRIVE_REDUNDANT,
     FLAG_REUSE, FLAG_STATUS, H_EVCAP, H_MAX_EVENTS, H_NKIN, H_NY, H_REUSE, MF_ACT_LAG, MF_INERTIA, MF_SETTINGS,
     MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MODE_FREE, MODE_SLIP,
-    MODE_STUCK, N_SETTINGS, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
+    MODE_STUCK, N_SETTINGS, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE, ST_OVERCONSTRAINED,
     DF_BACKUP_X, DF_COEF_X, H_NX,
 )
 from .dynamics import _abs_terms, _extra_sum, _slip
@@ -348,6 +348,9 @@ def _advance_through_events(mf, mi, df, di, dt, t0, reuse, backed_up):
             fresh = False
             break
         h_used, code = _integrate_substep(mf, mi, df, di, used, remaining, check_start, reuse)
+        if code >= REDUNDANT:
+            st |= ST_OVERCONSTRAINED
+            code -= REDUNDANT
         check_start = False
         reuse = False
         if code == 0:

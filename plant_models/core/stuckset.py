@@ -32,6 +32,7 @@ from .layout import (
     DI_IDX, DI_LOCKED, DI_NSTUCK, DI_NTREE, DI_ORIENT, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, FLAG_CACHE_VALID,
     FLAG_HELD, FLAG_LOCKED, FLAG_OVERCONSTRAINED, FLAG_TREE_PARTIAL, H_DENSE, H_N, MF_INERTIA, MF_INV_INERTIA,
     MF_MASS, MF_MINV, MF_SETTINGS, SET_RANK_TOL, ST_LOCKED, ST_OVERCONSTRAINED,
+    DF_COEF_A, DF_COEF_B, DF_COEF_X, H_HYPER, MI_ROW_A, MI_ROW_B, MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
 
 
@@ -300,3 +301,41 @@ def _stuck_lambda(mi, df, di):
         for c in range(n):
             acc += df[oL + k * n + c] * df[of + c]
         df[olam + k] = acc
+
+
+@kernel(**JIT)
+def _held_by_stuck(mf, mi, df, di, i):
+    """Is row i's relative acceleration zero whatever the forces, because the stuck rows hold it (R_i P = 0)?
+
+    Then a row the last mode solve left slipping at zero speed (a row
+    redundant with the stuck set: a car's rolling resistance beside its
+    stuck brake) stays at zero speed and its direction stands: the solve
+    would come to the same answer.  R_i P is rounding noise then, so it is
+    compared with the same sum over the unconstrained inverse inertia.
+    Needs stuck rows (P valid).  Called in the real-time loop.
+    """
+    n = mi[H_N]
+    oP = mi[DF_P]
+    dense = mi[H_DENSE] == 1
+    om = mi[MF_MINV]
+    oinv = mi[MF_INV_INERTIA]
+    nx = mi[mi[MI_ROW_NX] + i] if mi[H_HYPER] > 0 else 0
+    q0 = mi[mi[MI_ROW_XOFF] + i] if nx > 0 else 0
+    num = 0.0
+    den = 0.0
+    for j in range(n):
+        v = 0.0
+        for e in range(2 + nx):
+            if e == 0:
+                sh, c = mi[mi[MI_ROW_A] + i], df[mi[DF_COEF_A] + i]
+            elif e == 1:
+                sh, c = mi[mi[MI_ROW_B] + i], df[mi[DF_COEF_B] + i]
+            else:
+                sh, c = mi[mi[MI_ROW_XSHAFT] + q0 + e - 2], df[mi[DF_COEF_X] + q0 + e - 2]
+            v += c * df[oP + sh * n + j]
+            if dense:
+                den += abs(c * mf[om + sh * n + j])
+            elif sh == j:
+                den += abs(c * mf[oinv + j])
+        num += abs(v)
+    return den > 0.0 and num <= 1e-9 * den

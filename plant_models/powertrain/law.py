@@ -119,24 +119,11 @@ def _table(mf, mi, k, x):
 
 
 @njit(**JIT)
-def _cubic(mf, mi, k, x):
-    """Monotone cubic Hermite interpolation (Fritsch-Carlson slopes) in table k, held constant beyond its ends.
+def _hermite(mf, ox, n, q, x):
+    """The monotone cubic of the table at ox (n breakpoints) on its interval q (x in (x[q-1], x[q]]).
 
-    C1: a speed ratio crossing a breakpoint inside an RK4 sub-step costs no
-    order of accuracy worth naming (a kink of a linear table did: 4e-4 J of
-    energy residual per crossing of the capacity table's steepest kink at
-    1 ms).  Called in the real-time loop.
+    Called in the real-time loop.
     """
-    oli = mi[L.MI_LAW]
-    ox = mi[L.MF_LAW] + mi[oli + LI_TAB + k]
-    n = mi[oli + LI_TAB_N + k]
-    if x <= mf[ox]:
-        return mf[ox + n]
-    if x >= mf[ox + n - 1]:
-        return mf[ox + 2 * n - 1]
-    q = 1
-    while x > mf[ox + q]:
-        q += 1
     x0 = mf[ox + q - 1]
     h = mf[ox + q] - x0
     t = (x - x0) / h
@@ -146,6 +133,31 @@ def _cubic(mf, mi, k, x):
     d0 = mf[ox + 2 * n + q - 1]
     d1 = mf[ox + 2 * n + q]
     return (y0 * (1.0 + 2.0 * t) + h * d0 * t) * u * u + (y1 * (3.0 - 2.0 * t) - h * d1 * u) * t * t
+
+
+@njit(**JIT)
+def _converter_tables(mf, mi, sr):
+    """(C(sr), TR(sr)): monotone cubic Hermite interpolation (Fritsch-Carlson slopes) in both converter
+    tables at one speed ratio, held constant beyond their ends; the interval is searched once
+    (:mod:`.components` packs both over the same speed ratios).
+
+    C1: a speed ratio crossing a breakpoint inside an RK4 sub-step costs no
+    order of accuracy worth naming (a kink of a linear table did: 4e-4 J of
+    energy residual per crossing of the capacity table's steepest kink at
+    1 ms).  Called in the real-time loop.
+    """
+    oli = mi[L.MI_LAW]
+    ok = mi[L.MF_LAW] + mi[oli + LI_TAB + TAB_K]
+    otr = mi[L.MF_LAW] + mi[oli + LI_TAB + TAB_TR]
+    n = mi[oli + LI_TAB_N + TAB_K]
+    if sr <= mf[ok]:
+        return mf[ok + n], mf[otr + n]
+    if sr >= mf[ok + n - 1]:
+        return mf[ok + 2 * n - 1], mf[otr + 2 * n - 1]
+    q = 1
+    while sr > mf[ok + q]:
+        q += 1
+    return _hermite(mf, ok, n, q, sr), _hermite(mf, otr, n, q, sr)
 
 
 @njit(**JIT)
@@ -266,12 +278,12 @@ def converter_torques(mf, mi, wp, wt):
     if (wp <= 0.0 and wt <= 0.0) or wt == wp:  # standing, or locked up: C(1) = 0
         return 0.0, 0.0
     if wt <= wp:
-        sr = max(wt / wp, 0.0)
-        tp = _cubic(mf, mi, TAB_K, sr) * wp * wp
-        return tp, _cubic(mf, mi, TAB_TR, sr) * tp
-    sr = max(wp / wt, 0.0)
-    tt = _cubic(mf, mi, TAB_K, sr) * wt * wt
-    return -_cubic(mf, mi, TAB_TR, sr) * tt, -tt
+        c, tr = _converter_tables(mf, mi, max(wt / wp, 0.0))
+        tp = c * wp * wp
+        return tp, tr * tp
+    c, tr = _converter_tables(mf, mi, max(wp / wt, 0.0))
+    tt = c * wt * wt
+    return -tr * tt, -tt
 
 
 @njit(**JIT)
@@ -311,7 +323,8 @@ def powertrain_forces(mf, mi, df, di, s, oy, of):
         df[ozd + Z_W_CONVERTER] = pc
         df[od + LD_IMPELLER_TQ] = tp
         df[od + LD_TURBINE_TQ] = tt
-        df[od + LD_SR] = wt / wp if wp > 0.0 else 0.0
+        # locked up (wt == wp exactly) the ratio is exactly 1: no division
+        df[od + LD_SR] = (1.0 if wt == wp else wt / wp) if wp > 0.0 else 0.0
         p += pc
     if mi[oli + LI_VEHICLE] == 1:
         wo = _speed(mf, mi, df, PM_OUTPUT, oy)
@@ -320,7 +333,8 @@ def powertrain_forces(mf, mi, df, di, s, oy, of):
         v = sign * wo * rfd
         fa = mf[ol + LF_AERO] * v * abs(v)
         gr = 0.01 * _input(mi, df, LI_IN_GRADE, s)
-        fg = mf[ol + LF_MG] * gr / math.sqrt(1.0 + gr * gr)  # m g sin(atan(grade))
+        # m g sin(atan(grade)); on the flat sqrt(1 + 0) = 1 exactly, so the same value without the sqrt
+        fg = mf[ol + LF_MG] * gr if gr == 0.0 else mf[ol + LF_MG] * gr / math.sqrt(1.0 + gr * gr)
         fd = _input(mi, df, LI_IN_DRAWBAR, s) if mi[oli + LI_IN_DRAWBAR] >= 0 else 0.0
         _apply(mf, mi, df, PM_OUTPUT, of, -sign * rfd * (fa + fg + fd))
         df[ozd + Z_W_AERO] = -fa * v
