@@ -297,11 +297,9 @@ def _kiss_scan(mf, mi, df, s_abs, h, ox0):
 def _first_crossing(g, oga, ogb, t_a, t_b, df):
     """The row whose event function went from >= 0 (at t_a) to <= 0 (at t_b) first, by linear estimate.
 
-    A row without an event function at t_a (+inf: open, no capacity) has
-    none before its kiss point, which ends the sub-step: a value <= 0 just
-    past the kiss point means it slipped through zero while open, which is
-    no event (the step gives it its new direction there).  Returns (row,
-    estimated time), row -1 if none.  Called in the real-time loop.
+    A row open at t_a (+inf) has no event before its kiss point, which ends the sub-step: <= 0 there means it
+    slipped through zero while open (no event; the step turns its direction).  Returns (row, estimated time),
+    row -1 if none.  Called in the real-time loop.
     """
     first = -1
     sfirst = t_b
@@ -490,15 +488,13 @@ def _locate_event(mf, mi, df, di, s_abs, h, hi, first):
 def _integrate_substep(mf, mi, df, di, s_abs, h, check_start, reuse):
     """Integrate DF_Y from s_abs over at most h, stopping just past the first event.
 
-    ``reuse``: the previous step's end evaluation (see _reuse_valid) serves as
-    the first stage.  Returns (time advanced, code): code 0 = reached the end with no event (the
-    last force evaluation is at the final state), 1 = stopped at an event,
-    2 / 4 / 5 = the mode does not fit the state at the start (nothing was
-    advanced; 4: a stuck row is over its capacity, a full mode solve is
-    due; 5: a slipping row crossed zero unseen, handle it as an event),
-    3 = stopped at a kiss point (no mode change by itself; the caller checks
-    the mode there); plus REDUNDANT when the start check found a row slipping
-    at zero speed held by the stuck rows (see _start_consistent).
+    ``reuse``: the previous step's end evaluation (see _reuse_valid) serves as the first stage.
+    Returns (time advanced, code): code 0 = reached the end with no event (the last force evaluation
+    is at the final state), 1 = stopped at an event, 2 / 4 / 5 = the mode does not fit the state at
+    the start (nothing was advanced; 4: a stuck row is over its capacity, a full mode solve is due;
+    5: a slipping row crossed zero unseen, handle it as an event), 3 = stopped at a kiss point (the
+    caller checks the mode there); plus REDUNDANT when the start check found a row slipping at zero
+    speed held by the stuck rows (see _start_consistent).
 
     Events: a row's event function changing sign over the trial, or a
     slipping row's relative speed dipping through zero and back inside it
