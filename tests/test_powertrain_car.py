@@ -228,3 +228,21 @@ def test_a_car_standing_on_its_brake_keeps_its_mode_without_a_solve_per_step():
     assert out["slip_rolling"] == 0.0 and out["capacity_rolling"] > 0.0
     assert status & L.ST_OVERCONSTRAINED
     assert int(plant.core.counters[L.CNT_SUBSTEPS_MAX]) == 0
+
+
+def test_the_laws_input_check_reads_only_the_laws_inputs_on_a_car_without_a_driver():
+    """The car has no driver: the law's finite-input check must not take another input (p_A, input 0) for the
+    driver's target; a bad pedal is still the law's."""
+    import math
+
+    from plant_models.powertrain.law import inputs_finite
+    from plant_models.registry import load_plant
+
+    plant = load_plant("zf8hp_car")
+    names = [s.name for s in plant.inputs]
+    assert "target_speed" not in names and names[0] == "p_A"
+    assert inputs_finite(plant.mi, plant.df)
+    plant.u[0] = math.nan
+    assert inputs_finite(plant.mi, plant.df)  # p_A is the core's input, checked by the core
+    plant.u[names.index("pedal")] = math.nan
+    assert not inputs_finite(plant.mi, plant.df)

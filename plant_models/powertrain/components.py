@@ -210,8 +210,10 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
     ints[W.LI_IN_LIMIT] = ports.get("torque_limit", 0)
     ints[W.LI_IN_GRADE] = ports.get("grade_percent", 0)
     ints[W.LI_IN_DRAWBAR] = ports.get("drawbar_force", -1)
-    ints[W.LI_IN_TARGET] = ports.get("target_speed", 0)
-    ints[W.LI_IN_DRIVER_ON] = ports.get("driver_on", 0)
+    # -1 without a driver: only the driver reads them (when it exists), and the law's finite-input check skips
+    # -1, where 0 would have it probe another input (p_A on the 8HP car) as the driver's
+    ints[W.LI_IN_TARGET] = ports.get("target_speed", -1)
+    ints[W.LI_IN_DRIVER_ON] = ports.get("driver_on", -1)
     ints[W.LI_BRAKE_ROW] = pt.brake_row
     ints[W.LI_IN_PTO] = ports.get("pto_load", -1)
 
