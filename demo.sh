@@ -39,8 +39,8 @@ say "[1/4] set-up: the virtual environment in .venv (created and installed on fi
 source scripts/bootstrap.sh plot  # its extras named: a sourced script sees the arguments meant for serve
 
 STAGE="compiling"
-say "[2/4] compiling the plant code (the first run on a machine: 34 s, 34 s of CPU, measured on 2 cores at load 1;" \
-  "50 s of CPU and 90-120 s at load 5; a line per function; later runs load it from the cache)"
+say "[2/4] compiling the plant code (the first run on a machine: 24-26 s measured on 2 idle cores, 90-120 s" \
+  "on 2 cores busy with other work; a line per function; later runs load it from the cache)"
 python -m server.cli.warmup powershift --serve-only
 
 STAGE="starting the server"
