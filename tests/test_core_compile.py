@@ -106,3 +106,53 @@ def test_a_kernel_another_process_compiles_is_waited_for_and_loaded_not_compiled
         compiler = start("numba")
         assert json.loads(compiler.communicate(timeout=60)[0]) == ["halve"]
     assert json.loads(waiter.communicate(timeout=60)[0]) == []  # loaded from the cache, nothing compiled
+
+
+def _library(cls, name: str, ir_text: str):
+    """A code library of numba's codegen holding ``ir_text``, made of class ``cls``, finalized."""
+    from llvmlite import binding as ll
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+
+    with global_compiler_lock:
+        codegen = cpu_target.target_context.codegen()
+        library = codegen.create_library(name)
+        library.__class__ = cls
+        module = ll.parse_assembly(ir_text)
+        module.triple = ll.get_process_triple()
+        library.add_llvm_module(module)
+        library.finalize()
+    return library
+
+
+def test_an_entry_point_calls_its_own_optimised_copies_of_the_kernels():
+    """A kernel linked into an entry point is a weak (linkonce_odr) copy, and the loader bound the entry's calls
+    to a definition of that name loaded before it: the kernel's own, cheaply optimised module (the step called
+    the -O0 copy of its force evaluation nine times a sub-step).  The entry's copies are now internal, under
+    names of their own: a definition of the same name elsewhere (here one that adds 100) is never called."""
+    import ctypes
+    import re
+
+    from numba.core.codegen import JITCodeLibrary
+
+    from plant_models.core.jit import _EntryLibrary
+
+    _library(JITCodeLibrary, "probe_kernel_own", """
+define i64 @probe_kernel(i64 %x) noinline {
+  %y = add i64 %x, 100
+  ret i64 %y
+}""")
+    entry = _library(_EntryLibrary, "probe_entry", """
+define linkonce_odr i64 @probe_kernel(i64 %x) noinline {
+  %y = add i64 %x, 1
+  ret i64 %y
+}
+define i64 @probe_entry(i64 %x) {
+  %r = call i64 @probe_kernel(i64 %x)
+  ret i64 %r
+}""")
+    text = entry.get_llvm_str()
+    assert "linkonce_odr" not in text
+    assert re.search(r'define internal [^@]*@"?probe_kernel\.entry\.[0-9a-f]{12}', text)
+    call = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(entry.get_pointer_to_function("probe_entry"))
+    assert call(41) == 42

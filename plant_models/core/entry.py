@@ -25,7 +25,7 @@ from numba import njit, types
 from numba.core import event, sigutils
 from numba.core.ccallback import CFunc
 
-from .jit import JIT, call_start_at, call_step_at, raw_f, raw_i
+from .jit import JIT, EntryCompiler, call_start_at, call_step_at, raw_f, raw_i
 from .layout import H_FN_START, H_FN_STEP
 
 _FP = types.CPointer(types.float64)
@@ -140,8 +140,9 @@ class _ReportedCFunc(CFunc):
 
 
 def _compile_entry(py_func, signature, options):
-    """One C entry point, compiled or loaded from the cache."""
-    entry_point = _ReportedCFunc(py_func, sigutils.normalize_signature(signature), locals={}, options=options)
+    """One C entry point, compiled or loaded from the cache (its kernels bound to its own copies: EntryCompiler)."""
+    entry_point = _ReportedCFunc(py_func, sigutils.normalize_signature(signature), locals={}, options=options,
+                                 pipeline_class=EntryCompiler)
     entry_point.enable_caching()
     entry_point.compile()
     return entry_point

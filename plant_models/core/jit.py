@@ -14,11 +14,14 @@ around by their offset.
 
 from __future__ import annotations
 
+import hashlib
+
 try:
     import fcntl
 except ImportError:  # not on Windows: kernels compile there without the lock between processes
     fcntl = None
 
+from llvmlite import binding as ll
 from llvmlite import ir
 from numba import njit, types
 from numba.core import config, sigutils
@@ -178,6 +181,47 @@ class _KernelCompiler(Compiler):
             if type(library) is JITCodeLibrary:  # another target's library (none in this project) stays as it is
                 library.__class__ = _LinkedOnlyLibrary
             library.enable_object_caching()  # as numba's lowering does for the library it creates
+            self.state.library = library
+        return super()._compile_bytecode()
+
+
+class _EntryLibrary(JITCodeLibrary):
+    """The code library of a C entry point: its calls bind to its own, fully optimised copies of the kernels.
+
+    numba links every called kernel into the caller's module as a
+    ``linkonce_odr`` copy, which the loader treats as a weak definition: the
+    copy a call is not inlined into is discarded in favour of the kernel's
+    own module loaded before it, so the step called the kernels' own copies
+    (``_forces`` nine times a sub-step), which :class:`_LinkedOnlyLibrary`
+    optimises cheaply (numba's "cheap" pipeline is ``-O0`` with a few
+    passes).  Made internal before the full optimisation, the linked copies
+    are the entry's own: every call inside the entry point runs code
+    optimised together with it, the optimiser may inline a copy that has one
+    caller, and nothing it does not call is emitted.
+    """
+
+    def _optimize_final_module(self):
+        functions = [fn for fn in self._final_module.functions if not fn.is_declaration]
+        # a suffix of this entry's own (exported) names: the loader binds a call by name, and an internal copy
+        # the optimiser may give another signature must never be taken for the kernel of that name
+        own = sorted(fn.name for fn in functions if fn.linkage == ll.Linkage.external)
+        suffix = ".entry." + hashlib.sha1("\n".join(own).encode()).hexdigest()[:12]
+        for fn in functions:
+            if fn.linkage == ll.Linkage.linkonce_odr:
+                fn.linkage = ll.Linkage.internal
+                fn.name = fn.name + suffix
+        super()._optimize_final_module()
+
+
+class EntryCompiler(Compiler):
+    """numba's compiler pipeline with the code library an :class:`_EntryLibrary` (for the C entry points)."""
+
+    def _compile_bytecode(self):
+        if self.state.library is None:
+            library = self.state.targetctx.codegen().create_library(self.state.func_id.func_qualname)
+            if type(library) is JITCodeLibrary:
+                library.__class__ = _EntryLibrary
+            library.enable_object_caching()
             self.state.library = library
         return super()._compile_bytecode()
 
