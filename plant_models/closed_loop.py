@@ -37,7 +37,8 @@ from .contract.compiled import CompiledPlant
 from .core.api import JIT, L, call_step_at
 from .offline import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_STATUS, LAY_EV_CAP, LAY_EV_COUNT,
                       LAY_EV_KIND, LAY_EV_SOURCE, LAY_EV_TIME, LAY_EVERY, LAY_IN, LAY_LAST, LAY_LEN, LAY_N_OUT,
-                      LAY_OUT, CompiledCounters, InputTable, _write_inputs, kernel_address, output_buffer)
+                      LAY_OUT, LAY_OUTPUTS_UNREAD, CompiledCounters, InputTable, _stop, _write_inputs, kernel_address,
+                      output_buffer)
 
 LAY_TIME = LAY_LEN  # index in df of the plant's time, s
 LAY_PERIOD = LAY_LEN + 1  # the kernel is called after every N-th step (0: no controller)
@@ -99,7 +100,9 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
     (``f_restore``), the events, the row (outputs as the sensors report
     them, the commanded inputs), and after every ``lay[LAY_PERIOD]``-th step
     the kernel on copies of the outputs and inputs, its commands taken from
-    the owned places into ``held``.
+    the owned places into ``held``.  Without fault rows, the plant may skip
+    the outputs of a step that neither a row nor the kernel reads (see
+    :func:`plant_models.offline.run_steps`).
     """
     at_in = lay[LAY_IN]
     at_out = lay[LAY_OUT]
@@ -108,12 +111,17 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
     every = lay[LAY_EVERY]
     period = lay[LAY_PERIOD]
     closed = lay[LAY_CLOSED] != 0
+    unread_at = lay[LAY_OUTPUTS_UNREAD] if nf == 0 else -1  # a sensor fault stage acts on every step's outputs
     status = acc[ACC_STATUS]
     for k in range(k0, k1):
         if acc[ACC_EVENTS] + lay[LAY_EV_CAP] > ev_time.shape[0]:
             acc[ACC_STATUS] = status
-            return k
+            return _stop(di, unread_at, k)
         _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, held)
+        if unread_at >= 0:
+            read = ((k + 1) % every == 0 or k + 1 == lay[LAY_LAST] or k + 1 == k1
+                    or (period > 0 and (k + 1) % period == 0))
+            di[unread_at] = 0 if read else 1
         if nf:
             f_in(fi, ff, df, nf)
         status |= call_step_at(step_at, mf, mi, df, di, dt)
@@ -138,7 +146,7 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
             for j in range(owned.shape[0]):
                 held[owned[j]] = ubuf[owned[j]]
     acc[ACC_STATUS] = status
-    return k1
+    return _stop(di, unread_at, k1)
 
 
 def supports(plant, kernel: bool = True) -> bool:
@@ -183,6 +191,7 @@ class StagedRun(CompiledCounters):
                                                                  plant.n_out, every, self.n_steps)
         lay[[LAY_EV_TIME, LAY_EV_SOURCE, LAY_EV_KIND, LAY_EV_COUNT, LAY_EV_CAP]] = (t_at, src_at, kind_at, count_at,
                                                                                     cap)
+        lay[LAY_OUTPUTS_UNREAD] = plant.outputs_unread_flag()
         if controller is None:
             owned, held, self.kernel, kstate, kparams = np.zeros(0, np.int64), np.array(plant.u), no_kernel, None, None
         else:

@@ -193,7 +193,8 @@ LAY_EV_SOURCE = 6  # index in di of the sources (rows)
 LAY_EV_KIND = 7  # index in di of the kinds
 LAY_EV_COUNT = 8  # index in di of the count of events logged
 LAY_EV_CAP = 9  # capacity of the ring
-LAY_LEN = 10
+LAY_OUTPUTS_UNREAD = 10  # index in di of the plant's outputs-unread flag, -1: none (Plant.outputs_unread_flag)
+LAY_LEN = 11
 # what run_steps carries from one call to the next: an int64 array
 ACC_ROWS = 0  # output rows written
 ACC_EV_READ = 1  # the plant's event count read so far
@@ -214,7 +215,9 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
     go into row ``acc[ACC_ROWS]`` of ``out`` (and k + 1 into ``out_step``)
     when k + 1 is a multiple of ``lay[LAY_EVERY]`` or the last step.  Events
     go into ``ev_*``; the loop stops before a step when fewer than the ring's
-    capacity of places are left.
+    capacity of places are left.  Before a step whose outputs it keeps in
+    no row (nor the call's last step) it sets the plant's outputs-unread
+    flag, which it clears again before it returns.
     """
     at_in = lay[LAY_IN]
     at_out = lay[LAY_OUT]
@@ -226,12 +229,15 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
     kind_at = lay[LAY_EV_KIND]
     count_at = lay[LAY_EV_COUNT]
     cap = lay[LAY_EV_CAP]
+    unread_at = lay[LAY_OUTPUTS_UNREAD]
     status = acc[ACC_STATUS]
     for k in range(k0, k1):
         if acc[ACC_EVENTS] + cap > ev_time.shape[0]:
             acc[ACC_STATUS] = status
-            return k
+            return _stop(di, unread_at, k)
         _write_inputs(kind, times, values, dt, k, df, at_in)
+        if unread_at >= 0:
+            di[unread_at] = 0 if (k + 1) % every == 0 or k + 1 == last or k + 1 == k1 else 1
         status |= call_step_at(step_at, mf, mi, df, di, dt)
         total = di[count_at]
         if total != acc[ACC_EV_READ]:
@@ -253,7 +259,16 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
             out_step[r] = k + 1
             acc[ACC_ROWS] = r + 1
     acc[ACC_STATUS] = status
-    return k1
+    return _stop(di, unread_at, k1)
+
+
+@njit(**JIT)
+def _stop(di, unread_at, k):
+    """End a compiled run's call before step k: the plant's outputs-unread flag cleared (the outputs of a
+    step taken after the call are read).  Returns k."""
+    if unread_at >= 0:
+        di[unread_at] = 0
+    return k
 
 
 def kernel_address(dispatcher) -> int:
@@ -343,7 +358,7 @@ class Run(CompiledCounters):
         self._step_at = kernel_address(plant.compiled["step"])
         t_at, src_at, kind_at, count_at, cap = plant.event_log()
         self.lay = np.array([plant.input_offset, plant.output_offset, plant.n_out, self.every, self.n_steps,
-                             t_at, src_at, kind_at, count_at, cap], dtype=np.int64)
+                             t_at, src_at, kind_at, count_at, cap, plant.outputs_unread_flag()], dtype=np.int64)
         self.acc = np.zeros(ACC_LEN, dtype=np.int64)
         self.acc[ACC_EV_READ] = plant.di[count_at]
         self.buffered, self.out, self.out_step = output_buffer(plant, self.n_steps, self.every, buffer_rows)

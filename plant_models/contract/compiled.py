@@ -132,6 +132,16 @@ class CompiledPlant(Plant):
         np.copyto(di_scratch, self.di)
         return self._step_fn(self.mf, self.mi, df_scratch, di_scratch, dt)
 
+    def outputs_unread_flag(self) -> int:
+        """Index in ``di`` of the flag a compiled offline run sets (to 1) before a step whose outputs it will not
+        read, so the plant may skip writing them; -1 when the plant writes its outputs at every step.
+
+        A plant that honours the flag still does at such a step everything the
+        next step depends on; the run clears the flag before every step whose
+        outputs it reads (a row, a controller's call, the last step of a call).
+        """
+        return -1
+
     # -- the event log, for compiled readers ------------------------------------------------------------
     @abstractmethod
     def event_log(self) -> tuple[int, int, int, int, int]:

@@ -312,7 +312,10 @@ def _inputs(mf, mi, df, di):
 
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
-    """Write the plant outputs from the core state.  Called in the real-time loop."""
+    """Write the plant outputs from the core state (none at a step whose outputs a compiled offline run will
+    not read: L.FLAG_OUTPUTS_UNREAD).  Called in the real-time loop."""
+    if di[mi[L.DI_FLAGS] + L.FLAG_OUTPUTS_UNREAD] == 1:
+        return
     oy = mi[L.DF_PLANT] + 2 * N_IN
     opf = mi[L.MF_PLANT]
     opd = mi[L.DI_PLANT]
@@ -391,6 +394,7 @@ class DctPlant(HydraulicsPlant, FrictionPlant):
     """Dual-clutch transmission in a simplified vehicle driveline (Biagiotti & Zanasi, section 4)."""
 
     kind = "dct"
+    skips_unread_outputs = True
     description = "Dual-clutch transmission: engine, two wet clutches, odd/even input shafts with synchronizers, " \
                   "half-shaft compliance and vehicle (Biagiotti & Zanasi)"
     status_bits = STATUS

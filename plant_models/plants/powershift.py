@@ -153,7 +153,10 @@ def _inputs(mf, mi, df, di):
 
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
-    """Write the plant outputs from the core state.  Called in the real-time loop."""
+    """Write the plant outputs from the core state (none at a step whose outputs a compiled offline run will
+    not read: L.FLAG_OUTPUTS_UNREAD).  Called in the real-time loop."""
+    if di[mi[L.DI_FLAGS] + L.FLAG_OUTPUTS_UNREAD] == 1:
+        return
     oy = mi[L.DF_PLANT] + 2 * N_IN
     opf = mi[L.MF_PLANT]
     opi = mi[L.MI_PLANT]
@@ -226,6 +229,7 @@ class PowershiftPlant(HydraulicsPlant, FrictionPlant):
     """The Powershift gearbox of Morselli, Zanasi & Ferracin: 4 axles, 8 clutches, 18 forward gears."""
 
     kind = "powershift"
+    skips_unread_outputs = True
     description = "Powershift tractor gearbox, 4 axles and 8 wet clutches (Morselli, Zanasi & Ferracin)"
     params_type = PowershiftParams
     input_ports = INPUTS

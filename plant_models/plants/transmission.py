@@ -64,7 +64,7 @@ from ..powertrain.hydraulics import (Hydraulics, data_length, hydraulics_after, 
 from ..powertrain.hydraulics import describe as hydraulics_description
 from ..powertrain.hydraulics_plant import HydraulicsPlant, current_signal, fill_signal
 from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, N_LD, POWERTRAIN_LAW,
-                              Z_LIMIT, inputs_changed, inputs_finite, write_outputs)
+                              Z_LIMIT, inputs_changed, inputs_finite, keep_law_inputs, write_outputs)
 from ..reduction import speed_constraints
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
@@ -368,9 +368,14 @@ def _selectors_in(mf, mi, df, di):
 
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
-    """Write the plant outputs from the core state.  Called in the real-time loop."""
+    """Write the plant outputs from the core state; at a step whose outputs a compiled offline run will not
+    read (L.FLAG_OUTPUTS_UNREAD), only what the next step reads.  Called in the real-time loop."""
     n = mi[L.H_N]
     opi = mi[L.MI_PLANT]
+    if di[mi[L.DI_FLAGS] + L.FLAG_OUTPUTS_UNREAD] == 1:
+        if mi[opi + PI_OUT_PT] >= 0:
+            keep_law_inputs(mi, df, h)
+        return
     oy = mi[L.DF_PLANT] + 2 * mi[opi + PI_N_IN]
     ow = y_omega(mi)
     ot = _ftab(mi, PF_T)
@@ -597,6 +602,7 @@ class TransmissionPlant(HydraulicsPlant, FrictionPlant):
     """A transmission described in a file, reduced to independent speeds, on the friction core."""
 
     kind = "transmission"
+    skips_unread_outputs = True
     description = "Transmission from a description: members, gear meshes, planetary sets, clutches, brakes, " \
                   "freewheels, selectors (Morselli, Zanasi & Ferracin; Biagiotti & Zanasi)"
     status_bits = STATUS

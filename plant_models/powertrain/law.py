@@ -381,15 +381,9 @@ def write_outputs(mf, mi, df, di, s, oout):
     """
     if s == 0.0:
         evaluate_at_state(mf, mi, df, di, s)
+    keep_law_inputs(mi, df, s)
     oli = mi[L.MI_LAW]
     od = mi[L.DF_LAW]
-    df[od + LD_IN_END] = pedal_at(mi, df, s)
-    df[od + LD_IN_END + 1] = _input(mi, df, LI_IN_LIMIT, s)
-    df[od + LD_IN_END + 2] = _input(mi, df, LI_IN_GRADE, s)
-    if mi[oli + LI_IN_DRAWBAR] >= 0:
-        df[od + LD_IN_END + 3] = _input(mi, df, LI_IN_DRAWBAR, s)
-    if mi[oli + LI_IN_PTO] >= 0:
-        df[od + LD_IN_PTO] = _input(mi, df, LI_IN_PTO, s)
     q = oout
     if mi[oli + LI_ENGINE] == 1:
         df[q] = df[od + LD_ENGINE_TQ]
@@ -411,6 +405,25 @@ def write_outputs(mf, mi, df, di, s, oout):
         q += 2
     if mi[oli + LI_PTO] == 1:  # at the state the outputs are written for (the step's end)
         df[q] = pto_torque(mf, mi, df, s, _speed(mf, mi, df, PM_ENGINE, y_omega(mi)))
+
+
+@njit(**JIT)
+def keep_law_inputs(mi, df, s):
+    """Keep the law's input values its last evaluation used, s into the step (see :func:`inputs_changed`).
+
+    Part of :func:`write_outputs`, and all of it a step whose outputs nobody
+    reads must still do: the next step's reuse test reads these.  Called in
+    the real-time loop.
+    """
+    oli = mi[L.MI_LAW]
+    od = mi[L.DF_LAW]
+    df[od + LD_IN_END] = pedal_at(mi, df, s)
+    df[od + LD_IN_END + 1] = _input(mi, df, LI_IN_LIMIT, s)
+    df[od + LD_IN_END + 2] = _input(mi, df, LI_IN_GRADE, s)
+    if mi[oli + LI_IN_DRAWBAR] >= 0:
+        df[od + LD_IN_END + 3] = _input(mi, df, LI_IN_DRAWBAR, s)
+    if mi[oli + LI_IN_PTO] >= 0:
+        df[od + LD_IN_PTO] = _input(mi, df, LI_IN_PTO, s)
 
 
 @njit(**JIT)
