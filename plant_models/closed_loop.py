@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from .contract.compiled import CompiledPlant
-from .core.api import JIT, L, call_step_at
+from .core.api import JIT, L, call_step_at, raw_f, raw_i
 from .offline import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_STATUS, LAY_EV_CAP, LAY_EV_COUNT,
                       LAY_EV_KIND, LAY_EV_SOURCE, LAY_EV_TIME, LAY_EVERY, LAY_IN, LAY_LAST, LAY_LEN, LAY_N_OUT,
                       LAY_OUT, LAY_OUTPUTS_UNREAD, CompiledCounters, InputTable, _stop, _write_inputs, kernel_address,
@@ -59,19 +59,22 @@ def no_stage(fi, ff, df, n):
 
 
 @njit(**JIT)
-def _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, held):
-    """The inputs of step k: the table's; closed loop: every rate 0 and the owned inputs' commands."""
-    _write_inputs(kind, times, values, dt, k, df, at_in)
+def _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, n_owned, held):
+    """The inputs of step k: the table's; closed loop: every rate 0 and the owned inputs' commands.
+
+    Arrays as raw pointers (see plant_models.offline._write_inputs).
+    """
+    _write_inputs(kind, n_in, times, values, dt, k, df, at_in)
     if closed:
         for i in range(n_in):
             df[at_in + n_in + i] = 0.0
-        for j in range(owned.shape[0]):
+        for j in range(n_owned):
             df[at_in + owned[j]] = held[owned[j]]
 
 
 @njit(**JIT)
 def _collect(df, di, lay, acc, ev_time, ev_source, ev_kind):
-    """The events the plant logged in the step into the event arrays."""
+    """The events the plant logged in the step into the event arrays (raw pointers but the event arrays)."""
     total = di[lay[LAY_EV_COUNT]]
     if total != acc[ACC_EV_READ]:
         cap = lay[LAY_EV_CAP]
@@ -113,22 +116,26 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
     closed = lay[LAY_CLOSED] != 0
     unread_at = lay[LAY_OUTPUTS_UNREAD] if nf == 0 else -1  # a sensor fault stage acts on every step's outputs
     status = acc[ACC_STATUS]
+    pk, pt, pv, pdf, pdi = raw_i(kind), raw_f(times), raw_f(values), raw_f(df), raw_i(di)
+    powned, pheld, play, pacc = raw_i(owned), raw_f(held), raw_i(lay), raw_i(acc)
+    n_owned = owned.shape[0]
     for k in range(k0, k1):
         if acc[ACC_EVENTS] + lay[LAY_EV_CAP] > ev_time.shape[0]:
             acc[ACC_STATUS] = status
-            return _stop(di, unread_at, k)
-        _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, held)
+            return _stop(pdi, unread_at, k)
+        _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, powned, n_owned, pheld)
         if unread_at >= 0:
             read = ((k + 1) % every == 0 or k + 1 == lay[LAY_LAST] or k + 1 == k1
                     or (period > 0 and (k + 1) % period == 0))
-            di[unread_at] = 0 if read else 1
+            pdi[unread_at] = 0 if read else 1
         if nf:
             f_in(fi, ff, df, nf)
         status |= call_step_at(step_at, mf, mi, df, di, dt)
         if nf:
             f_out(fi, ff, df, nf)
             f_restore(fi, ff, df, nf)
-        _collect(df, di, lay, acc, ev_time, ev_source, ev_kind)
+        if pdi[play[LAY_EV_COUNT]] != pacc[ACC_EV_READ]:  # an event: a call with arrays, and its reference counts
+            _collect(pdf, pdi, play, pacc, ev_time, ev_source, ev_kind)
         if (k + 1) % every == 0 or k + 1 == lay[LAY_LAST]:
             r = acc[ACC_ROWS]
             for j in range(n_out):
@@ -146,7 +153,7 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
             for j in range(owned.shape[0]):
                 held[owned[j]] = ubuf[owned[j]]
     acc[ACC_STATUS] = status
-    return _stop(di, unread_at, k1)
+    return _stop(pdi, unread_at, k1)
 
 
 def supports(plant, kernel: bool = True) -> bool:
