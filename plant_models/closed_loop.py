@@ -37,7 +37,7 @@ from .contract.compiled import CompiledPlant
 from .core.api import JIT, L, call_step_at, raw_f, raw_i
 from .offline import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_STATUS, LAY_EV_CAP, LAY_EV_COUNT,
                       LAY_EV_KIND, LAY_EV_SOURCE, LAY_EV_TIME, LAY_EVERY, LAY_IN, LAY_LAST, LAY_LEN, LAY_N_OUT,
-                      LAY_OUT, LAY_OUTPUTS_UNREAD, CompiledCounters, InputTable, _stop, _write_inputs, kernel_address,
+                      LAY_OUT, LAY_HINTS, CompiledCounters, InputTable, _stop, _write_inputs, kernel_address, run_hints,
                       output_buffer)
 
 LAY_TIME = LAY_LEN  # index in df of the plant's time, s
@@ -114,7 +114,7 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
     every = lay[LAY_EVERY]
     period = lay[LAY_PERIOD]
     closed = lay[LAY_CLOSED] != 0
-    unread_at = lay[LAY_OUTPUTS_UNREAD] if nf == 0 else -1  # a sensor fault stage acts on every step's outputs
+    hints_at = lay[LAY_HINTS]
     status = acc[ACC_STATUS]
     pk, pt, pv, pdf, pdi = raw_i(kind), raw_f(times), raw_f(values), raw_f(df), raw_i(di)
     powned, pheld, play, pacc = raw_i(owned), raw_f(held), raw_i(lay), raw_i(acc)
@@ -122,12 +122,12 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
     for k in range(k0, k1):
         if acc[ACC_EVENTS] + lay[LAY_EV_CAP] > ev_time.shape[0]:
             acc[ACC_STATUS] = status
-            return _stop(pdi, unread_at, k)
+            return _stop(pdi, hints_at, k)
         _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, powned, n_owned, pheld)
-        if unread_at >= 0:
-            read = ((k + 1) % every == 0 or k + 1 == lay[LAY_LAST] or k + 1 == k1
+        if hints_at >= 0:  # a sensor fault stage (nf > 0) acts on every step's outputs
+            read = (nf > 0 or (k + 1) % every == 0 or k + 1 == lay[LAY_LAST] or k + 1 == k1
                     or (period > 0 and (k + 1) % period == 0))
-            pdi[unread_at] = 0 if read else 1
+            pdi[hints_at] = run_hints(k, k0, read)
         if nf:
             f_in(fi, ff, df, nf)
         status |= call_step_at(step_at, mf, mi, df, di, dt)
@@ -153,7 +153,7 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
             for j in range(owned.shape[0]):
                 held[owned[j]] = ubuf[owned[j]]
     acc[ACC_STATUS] = status
-    return _stop(pdi, unread_at, k1)
+    return _stop(pdi, hints_at, k1)
 
 
 def supports(plant, kernel: bool = True) -> bool:
@@ -198,7 +198,7 @@ class StagedRun(CompiledCounters):
                                                                  plant.n_out, every, self.n_steps)
         lay[[LAY_EV_TIME, LAY_EV_SOURCE, LAY_EV_KIND, LAY_EV_COUNT, LAY_EV_CAP]] = (t_at, src_at, kind_at, count_at,
                                                                                     cap)
-        lay[LAY_OUTPUTS_UNREAD] = plant.outputs_unread_flag()
+        lay[LAY_HINTS] = plant.run_hints_slot()
         if controller is None:
             owned, held, self.kernel, kstate, kparams = np.zeros(0, np.int64), np.array(plant.u), no_kernel, None, None
         else:

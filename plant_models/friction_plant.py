@@ -111,7 +111,7 @@ class FrictionPlant(CompiledPlant):
     status_bits = CORE_STATUS
     event_kinds = SHARED_EVENTS  # the core logs stick, breakaway and reversal
     plant_nf: ClassVar[int] = 0  # plant float parameters (MF_PLANT block)
-    # its _outputs returns at once while L.FLAG_OUTPUTS_UNREAD is set (see CompiledPlant.outputs_unread_flag)
+    # its _outputs writes no port at a step with L.RUN_OUTPUTS_UNREAD in the run hints (CompiledPlant.run_hints_slot)
     skips_unread_outputs: ClassVar[bool] = False
     plant_ni: ClassVar[int] = 0  # plant int parameters (MI_PLANT block)
     plant_ndi: ClassVar[int] = 0  # plant int data (DI_PLANT block)
@@ -197,8 +197,8 @@ class FrictionPlant(CompiledPlant):
     def _drain_events(self) -> list[tuple[float, int, int]]:
         return self.core.new_events()
 
-    def outputs_unread_flag(self) -> int:
-        return int(self.mi[L.DI_FLAGS]) + L.FLAG_OUTPUTS_UNREAD if self.skips_unread_outputs else -1
+    def run_hints_slot(self) -> int:
+        return int(self.mi[L.DI_FLAGS]) + L.FLAG_RUN_HINTS
 
     def event_log(self) -> tuple[int, int, int, int, int]:
         mi = self.mi

@@ -43,7 +43,7 @@ import math
 import numpy as np
 from numba import njit, types
 
-from .core.api import JIT, call_step_at, raw_f, raw_i
+from .core.api import JIT, L, call_step_at, raw_f, raw_i
 from .contract.compiled import CompiledPlant
 from .contract.plant import Plant
 from .contract.vocabulary import CNT_EVENTS
@@ -205,7 +205,7 @@ LAY_EV_SOURCE = 6  # index in di of the sources (rows)
 LAY_EV_KIND = 7  # index in di of the kinds
 LAY_EV_COUNT = 8  # index in di of the count of events logged
 LAY_EV_CAP = 9  # capacity of the ring
-LAY_OUTPUTS_UNREAD = 10  # index in di of the plant's outputs-unread flag, -1: none (Plant.outputs_unread_flag)
+LAY_HINTS = 10  # index in di of the plant's run-hints word, -1: none (CompiledPlant.run_hints_slot)
 LAY_LEN = 11
 # what run_steps carries from one call to the next: an int64 array
 ACC_ROWS = 0  # output rows written
@@ -227,9 +227,8 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
     go into row ``acc[ACC_ROWS]`` of ``out`` (and k + 1 into ``out_step``)
     when k + 1 is a multiple of ``lay[LAY_EVERY]`` or the last step.  Events
     go into ``ev_*``; the loop stops before a step when fewer than the ring's
-    capacity of places are left.  Before a step whose outputs it keeps in
-    no row (nor the call's last step) it sets the plant's outputs-unread
-    flag, which it clears again before it returns.
+    capacity of places are left.  Before each step it writes the plant's
+    run hints (:func:`run_hints`), which it clears before it returns.
     """
     at_in = lay[LAY_IN]
     at_out = lay[LAY_OUT]
@@ -241,17 +240,17 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
     kind_at = lay[LAY_EV_KIND]
     count_at = lay[LAY_EV_COUNT]
     cap = lay[LAY_EV_CAP]
-    unread_at = lay[LAY_OUTPUTS_UNREAD]
+    hints_at = lay[LAY_HINTS]
     status = acc[ACC_STATUS]
     n_in = kind.shape[0]
     pk, pt, pv, pdf, pdi = raw_i(kind), raw_f(times), raw_f(values), raw_f(df), raw_i(di)
     for k in range(k0, k1):
         if acc[ACC_EVENTS] + cap > ev_time.shape[0]:
             acc[ACC_STATUS] = status
-            return _stop(pdi, unread_at, k)
+            return _stop(pdi, hints_at, k)
         _write_inputs(pk, n_in, pt, pv, dt, k, pdf, at_in)
-        if unread_at >= 0:
-            pdi[unread_at] = 0 if (k + 1) % every == 0 or k + 1 == last or k + 1 == k1 else 1
+        if hints_at >= 0:
+            pdi[hints_at] = run_hints(k, k0, (k + 1) % every == 0 or k + 1 == last or k + 1 == k1)
         status |= call_step_at(step_at, mf, mi, df, di, dt)
         total = pdi[count_at]
         if total != acc[ACC_EV_READ]:
@@ -273,15 +272,25 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
             out_step[r] = k + 1
             acc[ACC_ROWS] = r + 1
     acc[ACC_STATUS] = status
-    return _stop(pdi, unread_at, k1)
+    return _stop(pdi, hints_at, k1)
 
 
 @njit(**JIT)
-def _stop(di, unread_at, k):
-    """End a compiled run's call before step k: the plant's outputs-unread flag cleared (the outputs of a
-    step taken after the call are read).  Returns k."""
-    if unread_at >= 0:
-        di[unread_at] = 0
+def run_hints(k, k0, read):
+    """The run hints (``L.RUN_*``) for step k of a call that started at step k0; ``read``: its outputs are read.
+
+    The model floats are the previous step's from the call's second step on
+    (Python may change them between calls; the steps change none).
+    """
+    return (L.RUN_MODEL_SAME if k > k0 else 0) | (0 if read else L.RUN_OUTPUTS_UNREAD)
+
+
+@njit(**JIT)
+def _stop(di, hints_at, k):
+    """End a compiled run's call before step k: the plant's run hints cleared (a step taken after the call
+    gets none).  Returns k."""
+    if hints_at >= 0:
+        di[hints_at] = 0
     return k
 
 
@@ -372,7 +381,7 @@ class Run(CompiledCounters):
         self._step_at = kernel_address(plant.compiled["step"])
         t_at, src_at, kind_at, count_at, cap = plant.event_log()
         self.lay = np.array([plant.input_offset, plant.output_offset, plant.n_out, self.every, self.n_steps,
-                             t_at, src_at, kind_at, count_at, cap, plant.outputs_unread_flag()], dtype=np.int64)
+                             t_at, src_at, kind_at, count_at, cap, plant.run_hints_slot()], dtype=np.int64)
         self.acc = np.zeros(ACC_LEN, dtype=np.int64)
         self.acc[ACC_EV_READ] = plant.di[count_at]
         self.buffered, self.out, self.out_step = output_buffer(plant, self.n_steps, self.every, buffer_rows)

@@ -1,12 +1,16 @@
-"""Outputs on demand: a compiled offline run lets the plant skip the outputs of steps it keeps in no row.
+"""Run hints: a compiled offline run tells each step what it will not need (``CompiledPlant.run_hints_slot``).
 
-The Powershift, DCT and described-transmission plants honour the run's
-outputs-unread flag (``Plant.outputs_unread_flag``): at such a step they
-write no output port but still do what the next step reads (the force law's
-input bookkeeping).  What must hold: the rows a run keeps, its events and the
-plant's whole state at its end are those of the lockstep sequence, which
-writes every output of every step, bit for bit; and the flag is set only
-inside a run.
+* Outputs on demand: the Powershift, DCT and described-transmission plants
+  write no output port at a step whose outputs the run keeps in no row and
+  no controller reads (``RUN_OUTPUTS_UNREAD``), but still do what the next
+  step reads (the force law's input bookkeeping).
+* The model floats are the previous step's from a call's second step on
+  (``RUN_MODEL_SAME``): the core does not compare them there.
+
+What must hold: the rows a run keeps, its events and the plant's whole state
+at its end are those of the lockstep sequence, which writes every output of
+every step and compares the model at every step, bit for bit; a model changed
+between two calls of a run is seen; the hints are cleared when a run returns.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import pytest
 
 from plant_models.config import repo_root
 from plant_models.core import layout as L
+from plant_models.offline import InputTable, Run
 from plant_models.registry import load_plant
 from server.offline.run import run_offline, run_stepwise
 from server.offline.scenario import load_scenario
@@ -35,7 +40,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def test_a_run_that_skips_unread_outputs_keeps_the_lockstep_rows_and_state_bit_for_bit(case):
     config, scenario = case
     plant = load_plant(ROOT / "configs" / f"{config}.toml")
-    assert plant.outputs_unread_flag() >= 0  # the plant honours the flag: the comparison below is not vacuous
+    assert plant.skips_unread_outputs  # the plant skips them: the comparison below is not vacuous
     compiled = load_scenario(ROOT / "scenarios" / f"{scenario}.toml").compile(plant, None)
     every = 37
     ref = run_stepwise(plant, compiled)  # every output of every step
@@ -48,7 +53,7 @@ def test_a_run_that_skips_unread_outputs_keeps_the_lockstep_rows_and_state_bit_f
     assert got.status_or == ref.status_or
     for a, b in zip(plant.get_state(), ref_state):
         assert np.array_equal(_bits(a), _bits(b))
-    assert plant.di[plant.outputs_unread_flag()] == 0  # cleared when the run returned
+    assert plant.di[plant.run_hints_slot()] == 0  # cleared when the run returned
 
 
 def test_a_step_with_the_flag_set_writes_no_output_but_keeps_the_law_inputs():
@@ -57,11 +62,11 @@ def test_a_step_with_the_flag_set_writes_no_output_but_keeps_the_law_inputs():
     plant = load_plant(ROOT / "configs" / "zf8hp_car.toml")
     plant.reset({"pedal": 0.3})
     step = plant.compiled["step"]
-    flag = plant.outputs_unread_flag()
+    flag = plant.run_hints_slot()
     y0 = plant.y.copy()
     t0 = plant.df[plant.mi[L.DF_TIME]]
     plant.u[[s.name for s in plant.inputs].index("pedal")] = 0.6
-    plant.di[flag] = 1
+    plant.di[flag] = L.RUN_OUTPUTS_UNREAD
     step(plant.mf, plant.mi, plant.df, plant.di, 1e-3)
     plant.di[flag] = 0
     assert plant.df[plant.mi[L.DF_TIME]] == t0 + 1e-3
@@ -89,4 +94,31 @@ def test_a_closed_loop_keeps_its_rows_and_the_controllers_view_when_outputs_are_
     assert np.array_equal(_bits(dec.outputs), _bits(full.outputs[steps]))
     assert np.array_equal(_bits(dec.inputs), _bits(full.inputs[steps]))
     for a, b in zip(s_dec, s_full):
+        assert np.array_equal(_bits(a), _bits(b))
+
+
+def test_a_model_changed_between_two_calls_of_a_run_is_seen_as_by_the_lockstep_sequence():
+    """The run vouches for the model floats only within a call: Python may retune between calls.  A drag
+    changed between two chunks must give what a step-by-step run (no hints) with the same change gives."""
+    states = []
+    for chunked in (True, False):
+        plant = load_plant(ROOT / "configs" / "zf8hp_car.toml")
+        plant.reset({"pedal": 0.4})
+        table = InputTable(plant.n_in)
+        for i, v in enumerate(plant.u):
+            table.set_const(i, float(v))
+        drag = int(plant.mi[L.MF_DRAG])
+        if chunked:
+            run = Run(plant, table, 1e-3, 1000, every=1000)
+            run.advance(500)
+            plant.mf[drag] *= 40.0
+            run.advance()
+        else:
+            step = plant.compiled["step"]
+            for k in range(1000):
+                if k == 500:
+                    plant.mf[drag] *= 40.0
+                step(plant.mf, plant.mi, plant.df, plant.di, 1e-3)
+        states.append(plant.get_state())
+    for a, b in zip(*states):
         assert np.array_equal(_bits(a), _bits(b))

@@ -132,13 +132,14 @@ class CompiledPlant(Plant):
         np.copyto(di_scratch, self.di)
         return self._step_fn(self.mf, self.mi, df_scratch, di_scratch, dt)
 
-    def outputs_unread_flag(self) -> int:
-        """Index in ``di`` of the flag a compiled offline run sets (to 1) before a step whose outputs it will not
-        read, so the plant may skip writing them; -1 when the plant writes its outputs at every step.
+    def run_hints_slot(self) -> int:
+        """Index in ``di`` of the word a compiled offline run writes before each step, -1: the plant takes none.
 
-        A plant that honours the flag still does at such a step everything the
-        next step depends on; the run clears the flag before every step whose
-        outputs it reads (a row, a controller's call, the last step of a call).
+        Its bits (``plant_models.core.layout.RUN_*``): the run will not read
+        this step's outputs (a plant may skip writing them, but still does all
+        the next step depends on), and the model floats are those of the
+        previous step (the run's own steps change none).  The run clears the
+        word before it returns.
         """
         return -1
 

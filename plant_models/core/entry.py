@@ -92,7 +92,9 @@ class ForceLaw:
     the four buffers, the time ``s`` into the current step (s; the inputs'
     first-order hold is ``value + rate * s``), the offset ``oy`` in ``df``
     of the state vector to evaluate at (a stage state of RK4, the state at
-    an event, the step's end) and the offset ``of`` of the generalised
+    an event, the step's end; it reads the speeds, angles, spring twists and
+    its own states there, never the core's work accounts, which a stage
+    state does not hold) and the offset ``of`` of the generalised
     forces, one per shaft (N m; in the reduced coordinates for a reduced
     system), to which it *adds* its torques.  It returns the power those
     torques deliver at that state, ``sum_j f_j w_j`` (W), which the core

@@ -39,7 +39,7 @@ from .layout import (
     DI_MODE, DI_NSTUCK, DI_SAVED_MODE, DI_STUCK, FLAG_CACHE_VALID, H_G, H_MAX_LOCATE, H_NY, MF_ACT_GAIN,
     MF_ACT_PRELOAD, MF_GAIN_KINETIC, MF_GAIN_STATIC, MF_SETTINGS, MI_ROW_A, MI_ROW_B, MODE_SLIP, MODE_STUCK,
     SET_BREAK_MARGIN, SET_EVENT_TOL,
-    DF_COEF_X, H_FN_LAW, H_HYPER, H_ONEWAY, MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
+    DF_COEF_X, H_FN_LAW, H_HYPER, H_LAW_NZ, H_ONEWAY, MI_ONEWAY, MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
 from .stuckset import _held_by_stuck
 
@@ -70,28 +70,29 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
         _caps(mf, mi, df, s_abs, h, 2, ox0)
     hh = 0.5 * h
     # stage states: speeds and spring twists (the core reads no angle at the stage points); a force law
-    # may read the angles and its own states, so with a law those are staged too
+    # may read the angles and its own states, so with a law those are staged too (never the work accounts)
     law = mi[H_FN_LAW] != 0
+    oz = ny - mi[H_LAW_NZ]
     for q in range(n):
         df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
     for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + hh * df[ok1 + q]
     if law:
-        _stage_law_states(df, oys, oy0, ok1, hh, ot, otw, ow, ny)
+        _stage_law_states(df, oys, oy0, ok1, hh, ot, otw, oz, ny)
     _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok2)
     for q in range(n):
         df[oys + q] = df[oy0 + q] + hh * df[ok2 + q]
     for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + hh * df[ok2 + q]
     if law:
-        _stage_law_states(df, oys, oy0, ok2, hh, ot, otw, ow, ny)
+        _stage_law_states(df, oys, oy0, ok2, hh, ot, otw, oz, ny)
     _deriv(mf, mi, df, di, s_abs, h, 1, oys, ox0, ok3)
     for q in range(n):
         df[oys + q] = df[oy0 + q] + h * df[ok3 + q]
     for q in range(otw, oa):
         df[oys + q] = df[oy0 + q] + h * df[ok3 + q]
     if law:
-        _stage_law_states(df, oys, oy0, ok3, h, ot, otw, ow, ny)
+        _stage_law_states(df, oys, oy0, ok3, h, ot, otw, oz, ny)
     _deriv(mf, mi, df, di, s_abs, h, 2, oys, ox0, ok4)
     h6 = h / 6.0
     for q in range(oa):
@@ -105,14 +106,15 @@ def _rk4(mf, mi, df, di, s_abs, h, oy0, ok1, oyout, caps_ready):
 
 
 @kernel(**JIT)
-def _stage_law_states(df, oys, oy0, ok, c, ot, otw, ow, ny):
-    """Angles, work accounts and law states of an RK4 stage state (with a force law only).
+def _stage_law_states(df, oys, oy0, ok, c, ot, otw, oz, ny):
+    """Angles and law states (from oz) of an RK4 stage state (with a force law only).
 
-    Called in the real-time loop.
+    The work accounts are not staged: nothing evaluated at a stage point
+    reads them.  Called in the real-time loop.
     """
     for q in range(ot, otw):
         df[oys + q] = df[oy0 + q] + c * df[ok + q]
-    for q in range(ow, ny):
+    for q in range(oz, ny):
         df[oys + q] = df[oy0 + q] + c * df[ok + q]
 
 

@@ -78,7 +78,9 @@ FLAG_REUSE = 5  # the last step ended with an evaluation at its final state (DF_
 FLAG_DRIVE_REDUNDANT = 6  # a driven row could not be prescribed during the current step
 FLAG_TREE_PARTIAL = 7  # the substitution order misses independent stuck rows: speeds are projected first
 FLAG_HELD = 8  # some shaft is held at zero speed by a stuck row to the housing on it alone (a brake): zeroed
-FLAG_OUTPUTS_UNREAD = 9  # set by a compiled offline run: nobody reads this step's outputs, the plant may skip them
+FLAG_RUN_HINTS = 9  # what a compiled offline run tells the next step (RUN_* bits); 0 outside such runs
+RUN_OUTPUTS_UNREAD = 1  # nobody reads this step's outputs: a plant may skip writing them
+RUN_MODEL_SAME = 2  # the model floats are those of the previous step: the core need not compare them
 N_FLAGS = 10
 
 # counters inside DI_COUNTERS

@@ -30,10 +30,10 @@ from .layout import (
     DF_LAMW, DF_MU, DF_REUSE_MF, DF_REUSE_U, DF_REUSE_Y, DF_SPRING_TQ, DF_TIME, DF_U_ACT, DF_U_ACT_RATE, DF_U_TAU,
     DF_U_TAU_RATE, DF_XACT, DF_Y, DF_Y0, DI_BACKUP, DI_BND, DI_COUNTERS, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_MODE,
     DI_NSTUCK, DI_ORIENT, DI_STUCK, EV_BREAKAWAY, EV_STICK, FLAG_CACHE_VALID, FLAG_COEF_DIRTY, FLAG_DRIVE_REDUNDANT,
-    FLAG_REUSE, FLAG_STATUS, H_EVCAP, H_MAX_EVENTS, H_NKIN, H_NY, H_REUSE, MF_ACT_LAG, MF_INERTIA, MF_SETTINGS,
-    MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MODE_FREE, MODE_SLIP,
-    MODE_STUCK, N_SETTINGS, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE, ST_OVERCONSTRAINED,
-    DF_BACKUP_X, DF_COEF_X, H_NX,
+    FLAG_REUSE, FLAG_RUN_HINTS, FLAG_STATUS, H_EVCAP, H_MAX_EVENTS, H_NKIN, H_NY, H_REUSE, MF_ACT_LAG, MF_INERTIA,
+    MF_SETTINGS, MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MODE_FREE,
+    MODE_SLIP, MODE_STUCK, N_SETTINGS, RUN_MODEL_SAME, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
+    ST_OVERCONSTRAINED, DF_BACKUP_X, DF_COEF_X, H_NX,
 )
 from .dynamics import _abs_terms, _extra_sum, _slip
 from .layout import MI_ROW_NX
@@ -135,14 +135,12 @@ def _backup(mi, df, di):
 def _reuse_valid(mf, mi, df):
     """Is the last step's end evaluation valid for this step's start?  (A bit-exact test.)
 
-    It is when the state, the input values (torques, commands of unlagged
-    actuators) and the model floats are exactly those that evaluation used;
-    the caller checks the flags (modes, caches, coefficients).  The model
-    floats are compared because plants and the server may retune drag,
-    gains or lags between steps; a changed copy is refreshed here.  The
-    differences are summed (vectorised: this function may reassociate sums;
-    a NaN or inf difference makes the sum non-zero too).  Called in the
-    real-time loop.
+    It is when the state and the input values (torques, commands of
+    unlagged actuators) are exactly those that evaluation used; the caller
+    checks the flags (modes, caches, coefficients) and the model floats
+    (:func:`_model_changed`).  The differences are summed (vectorised: this
+    function may reassociate sums; a NaN or inf difference makes the sum
+    non-zero too).  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     ny = mi[H_NY]
@@ -157,20 +155,35 @@ def _reuse_valid(mf, mi, df):
         acc += abs(df[out + j] - df[oru + j])
     oua = mi[DF_U_ACT]
     olag = mi[MF_ACT_LAG]
+    olag = mi[MF_ACT_LAG]
     for i in range(g):
         if mf[olag + i] <= 0.0:
             acc += abs(df[oua + i] - df[oru + n + i])
+    return acc == 0.0
+
+
+@kernel(**JIT_SUMS)
+def _model_changed(mf, mi, df):
+    """Do the model floats differ from those at the previous step's start?  Then its end evaluation is not
+    this step's first stage.  The copy is refreshed here, at every step a run does not vouch for them.
+
+    Plants and the server may retune drag, gains or lags between steps; a
+    compiled offline run's own steps change none (``L.RUN_MODEL_SAME``).
+    Compared at every step's start, never only when a reuse is possible: a
+    change and its reversal between two comparisons would pass unseen.
+    Called in the real-time loop.
+    """
     om = mi[MF_INERTIA]
     orm = mi[DF_REUSE_MF]
     nm = mi[MF_SETTINGS] + N_SETTINGS - om
     macc = 0.0
     for q in range(nm):
         macc += abs(mf[om + q] - df[orm + q])
-    if macc != 0.0:
-        for q in range(nm):
-            df[orm + q] = mf[om + q]
+    if macc == 0.0:
         return False
-    return acc == 0.0
+    for q in range(nm):
+        df[orm + q] = mf[om + q]
+    return True
 
 
 @kernel(**JIT)
@@ -250,11 +263,13 @@ def _begin(mf, mi, df, di):
     di[ofl + FLAG_DRIVE_REDUNDANT] = 0
     if mi[H_NKIN] > 0 and _kin_begin(mf, mi, df, di, df[mi[DF_TIME]]):
         di[ofl + FLAG_CACHE_VALID] = 0
+    model_changed = (mi[H_REUSE] == 1 and (di[ofl + FLAG_RUN_HINTS] & RUN_MODEL_SAME) == 0
+                     and _model_changed(mf, mi, df))
     reuse = False
     if di[ofl + FLAG_REUSE] == 1:
         di[ofl + FLAG_REUSE] = 0
-        reuse = (mi[H_REUSE] == 1 and di[ofl + FLAG_COEF_DIRTY] == 0 and di[ofl + FLAG_CACHE_VALID] == 1
-                 and _reuse_valid(mf, mi, df))
+        reuse = (mi[H_REUSE] == 1 and not model_changed and di[ofl + FLAG_COEF_DIRTY] == 0
+                 and di[ofl + FLAG_CACHE_VALID] == 1 and _reuse_valid(mf, mi, df))
     return reuse
 
 

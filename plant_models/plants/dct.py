@@ -313,8 +313,8 @@ def _inputs(mf, mi, df, di):
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
     """Write the plant outputs from the core state (none at a step whose outputs a compiled offline run will
-    not read: L.FLAG_OUTPUTS_UNREAD).  Called in the real-time loop."""
-    if di[mi[L.DI_FLAGS] + L.FLAG_OUTPUTS_UNREAD] == 1:
+    not read: L.RUN_OUTPUTS_UNREAD in the run hints).  Called in the real-time loop."""
+    if di[mi[L.DI_FLAGS] + L.FLAG_RUN_HINTS] & L.RUN_OUTPUTS_UNREAD:
         return
     oy = mi[L.DF_PLANT] + 2 * N_IN
     opf = mi[L.MF_PLANT]

@@ -369,10 +369,10 @@ def _selectors_in(mf, mi, df, di):
 @njit(**JIT)
 def _outputs(mf, mi, df, di, st, h):
     """Write the plant outputs from the core state; at a step whose outputs a compiled offline run will not
-    read (L.FLAG_OUTPUTS_UNREAD), only what the next step reads.  Called in the real-time loop."""
+    read (L.RUN_OUTPUTS_UNREAD in the run hints), only what the next step reads.  Called in the real-time loop."""
     n = mi[L.H_N]
     opi = mi[L.MI_PLANT]
-    if di[mi[L.DI_FLAGS] + L.FLAG_OUTPUTS_UNREAD] == 1:
+    if di[mi[L.DI_FLAGS] + L.FLAG_RUN_HINTS] & L.RUN_OUTPUTS_UNREAD:
         if mi[opi + PI_OUT_PT] >= 0:
             keep_law_inputs(mi, df, h)
         return
