@@ -395,6 +395,7 @@ class DctPlant(HydraulicsPlant, FrictionPlant):
 
     kind = "dct"
     skips_unread_outputs = True
+    hydraulics_param_slot, hydraulics_data_slot, first_command_input = PF_HYD, PI_HYD_D, IN_P_C1
     description = "Dual-clutch transmission: engine, two wet clutches, odd/even input shafts with synchronizers, " \
                   "half-shaft compliance and vehicle (Biagiotti & Zanasi)"
     status_bits = STATUS
@@ -457,12 +458,6 @@ class DctPlant(HydraulicsPlant, FrictionPlant):
         self.core.plant_i[PI_HYD_D] = -1 if hyd is None else 2 * self.n_in + self.n_out  # the data follow the ports
         if hyd is not None:
             pf[PF_HYD:] = param_block(hyd, self.n_in, [IN_P_C1 + k for k in hyd.elements])
-
-    def _hydraulics_offsets(self) -> tuple[int, int]:
-        return int(self.mi[L.MF_PLANT]) + PF_HYD, int(self.mi[L.DF_PLANT]) + int(self.core.plant_i[PI_HYD_D])
-
-    def _command_input(self, row: int) -> int:
-        return IN_P_C1 + row
 
     # -- helpers for tests, docs and scenario design -----------------------------
     def total_ratio(self, gear: int) -> float:

@@ -230,6 +230,7 @@ class PowershiftPlant(HydraulicsPlant, FrictionPlant):
 
     kind = "powershift"
     skips_unread_outputs = True
+    hydraulics_param_slot, hydraulics_data_slot, first_command_input = PF_HYD, PI_HYD_D, IN_P0
     description = "Powershift tractor gearbox, 4 axles and 8 wet clutches (Morselli, Zanasi & Ferracin)"
     params_type = PowershiftParams
     input_ports = INPUTS
@@ -268,12 +269,6 @@ class PowershiftPlant(HydraulicsPlant, FrictionPlant):
         pi[PI_HYD_D] = -1 if hyd is None else 2 * self.n_in + self.n_out  # the data follow the ports
         if hyd is not None:
             pf[PF_HYD:] = param_block(hyd, self.n_in, [IN_P0 + k for k in hyd.elements])
-
-    def _hydraulics_offsets(self) -> tuple[int, int]:
-        return int(self.mi[L.MF_PLANT]) + PF_HYD, int(self.mi[L.DF_PLANT]) + int(self.core.plant_i[PI_HYD_D])
-
-    def _command_input(self, row: int) -> int:
-        return IN_P0 + row
 
     def _initial_state(self) -> None:
         c = self.core

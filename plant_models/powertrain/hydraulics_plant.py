@@ -12,7 +12,10 @@ the core's rows) and says where its compiled step finds the hydraulics' blocks
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ..clutch import BAR
+from ..core.api import L
 from ..plant import Signal
 from .hydraulics import (H_FIRST, HP_FLOW, HP_LEAK, HP_LEN, HP_STUCK, Hydraulics, data_length, initial_data,
                          param_length)
@@ -49,15 +52,24 @@ class HydraulicsPlant:
     """The Python side of clutch hydraulics for a :class:`~plant_models.friction_plant.FrictionPlant`.
 
     Mixed in before ``FrictionPlant``; without hydraulics every method here leaves the plant as it was.
+    A plant whose blocks and command inputs sit at fixed places (the
+    Powershift, the DCT plant) names them in the three class attributes; one
+    that lays them out from its description overrides the two methods that
+    read them (the described transmission).
     """
+
+    hydraulics_param_slot: ClassVar[int] = -1  # the parameter block's offset in the plant's float block (MF_PLANT)
+    hydraulics_data_slot: ClassVar[int] = -1  # the plant's int parameter (MI_PLANT) holding the data block's offset
+    first_command_input: ClassVar[int] = -1  # input index of row 0's command; row r's is this + r
 
     def _hydraulics_offsets(self) -> tuple[int, int]:
         """(offset in ``mf`` of the hydraulics' parameter block, offset in ``df`` of its data block)."""
-        raise NotImplementedError
+        return (int(self.mi[L.MF_PLANT]) + self.hydraulics_param_slot,
+                int(self.mi[L.DF_PLANT]) + int(self.core.plant_i[self.hydraulics_data_slot]))
 
     def _command_input(self, row: int) -> int:
         """Input index of row ``row``'s command (its pressure in bar, or its current through the valve map)."""
-        raise NotImplementedError
+        return self.first_command_input + row
 
     def _extra_blocks(self) -> tuple[int, int, bool]:
         """The hydraulics' parameter and data floats, and the core's actuator hold (FrictionPlant._allocate)."""
