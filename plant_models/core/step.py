@@ -32,8 +32,8 @@ from .layout import (
     DI_NSTUCK, DI_ORIENT, DI_STUCK, EV_BREAKAWAY, EV_STICK, FLAG_CACHE_VALID, FLAG_COEF_DIRTY, FLAG_DRIVE_REDUNDANT,
     FLAG_REUSE, FLAG_RUN_HINTS, FLAG_STATUS, H_EVCAP, H_MAX_EVENTS, H_NKIN, H_NY, H_REUSE, MF_ACT_LAG, MF_INERTIA,
     MF_SETTINGS, MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MODE_FREE,
-    MODE_SLIP, MODE_STUCK, N_SETTINGS, RUN_MODEL_SAME, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
-    ST_OVERCONSTRAINED, DF_BACKUP_X, DF_COEF_X, H_NX,
+    MODE_SLIP, MODE_STUCK, N_SETTINGS, RUN_MODEL_SAME, RUN_OUTPUTS_UNREAD, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
+    ST_OVERCONSTRAINED, DF_BACKUP_X, DF_COEF_X, H_G, H_NX,
 )
 from .dynamics import _abs_terms, _extra_sum, _slip
 from .layout import MI_ROW_NX
@@ -43,11 +43,18 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
     """Outputs at the end of the step (inputs of this step held).
 
     ``fresh``: the last evaluation (forces, capacities at stage 2, stuck
-    forces) was made at the final state, so it is reused.  Called in the real-time loop.
+    forces) was made at the final state, so it is reused.  With
+    ``RUN_OUTPUTS_UNREAD`` in the run hints only what the next step reads:
+    the derivative at the final state (the next step's first stage) and the
+    stuck rows' forces (:func:`_required_forces`).  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     oy = mi[DF_Y]
     stage = 2
+    if fresh and di[mi[DI_FLAGS] + FLAG_RUN_HINTS] & RUN_OUTPUTS_UNREAD:
+        _deriv_finish(mf, mi, df, di, oy, mi[DF_K1])
+        _required_forces(mi, df, di)
+        return
     if not fresh:
         stage = 0
         _caps(mf, mi, df, s_abs, 0.0, 0, oy + 2 * n + s)
@@ -97,6 +104,27 @@ def _outputs(mf, mi, df, di, s_abs, fresh):
         for j in range(s):
             rate = mf[osca + j] * df[oy + mi[osa + j]] + mf[oscb + j] * df[oy + mi[osb + j]]
             df[ostq + j] = _spring_elastic(mf, mi, j, df[otw + j]) + mf[osc + j] * rate
+
+
+@kernel(**JIT)
+def _required_forces(mi, df, di):
+    """The stuck rows' constraint forces into DF_LAMBDA_REQ (0 for the others) and DF_MU, as :func:`_outputs`
+    writes them: the next mode solve starts from the former, a kinematic row's release holds the latter.
+
+    Called in the real-time loop.
+    """
+    olreq = mi[DF_LAMBDA_REQ]
+    omode = mi[DI_MODE]
+    for i in range(mi[H_G]):
+        if di[omode + i] != MODE_STUCK:
+            df[olreq + i] = 0.0
+    ost = mi[DI_STUCK]
+    olam = mi[DF_LAMW]
+    omu = mi[DF_MU]
+    for k in range(di[mi[DI_NSTUCK]]):
+        i = di[ost + k]
+        df[olreq + i] = df[olam + k]
+        df[omu + i] = df[olam + k]
 
 
 # ==========================================================================
