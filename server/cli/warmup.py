@@ -120,8 +120,8 @@ class _Beside:
                 line = line.rstrip("\n")
                 if line.startswith("  "):  # a function compiled (or still compiling): shown as it comes
                     if not self._said:
-                        progress.write("  (a second process compiles the core's mode solver and the server "
-                                       "loop's and the codecs' kernels meanwhile)")
+                        progress.write("  (a second process compiles the core's mode solver, the plant's, the "
+                                       "server loop's and the codecs' kernels meanwhile)")
                         self._said = True
                     core = _CORE_LINE.match(line)
                     if core:  # counted in this process's core n/m
