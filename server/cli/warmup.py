@@ -101,11 +101,11 @@ _CORE_LINE = re.compile(r"^  core \d+(/\d+)?: (?P<name>\S+) \((?P<took>[0-9.]+) 
 
 
 class _Beside:
-    """The server's kernels compiled in a second process; its progress lines come through ``write``."""
+    """The second process of a warm-up (see _server_kernels); its progress lines come through ``attach``."""
 
-    def __init__(self, serve_only: bool, progress, configs: list[str | Path]):
+    def __init__(self, serve_only: bool, configs: list[str | Path]):
+        """Start it (before this process loads numba: the second loads it meanwhile, a second earlier at work)."""
         import subprocess
-        import threading
 
         cmd = [sys.executable, "-m", "server.cli.warmup", "--server-kernels"] + (["--serve-only"] if serve_only else [])
         cmd += [str(c) for c in configs]
@@ -114,6 +114,10 @@ class _Beside:
         self.compiled = 0
         self.output: list[str] = []
         self._said = False
+
+    def attach(self, progress) -> None:
+        """Show its lines through this process's progress from now on (they wait in the pipe till then)."""
+        import threading
 
         def forward():
             for line in self._proc.stdout:
@@ -155,15 +159,17 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
     other kernels need none of its code.
     """
     say("loading the compiler (numba) and the plant code")  # a second or two before numba says anything
-    from plant_models.compiling import CompileProgress  # loads numba: not for --help
-
     if jobs is None:
         jobs = 2 if (os.cpu_count() or 1) >= 2 else 1
+    beside = _Beside(serve_only, configs) if jobs == 2 else None
+    from plant_models.compiling import CompileProgress  # loads numba: not for --help
+
     began = time.perf_counter()
     cpu0 = time.process_time() + _children_cpu()
     failed = 0
     with CompileProgress(say) as progress:
-        beside = _Beside(serve_only, progress, configs) if jobs == 2 else None
+        if beside is not None:
+            beside.attach(progress)
         from plant_models.registry import load_plant
 
         for cfg in configs:
