@@ -62,7 +62,7 @@ def _say(line: str) -> None:
 
 
 def _server_kernels(serve_only: bool, configs: tuple = ()) -> None:
-    """Compile (or load) the core's mode solver, the plants' own kernels and the kernels of the server.
+    """Compile (or load) the core's mode solver and start, the plants' own kernels and the server's kernels.
 
     The mode solver's kernels (``PARALLEL_ROOTS`` in :mod:`plant_models.core.entry`)
     compile without the rest of the core; a plant's kernels call the core
@@ -71,11 +71,12 @@ def _server_kernels(serve_only: bool, configs: tuple = ()) -> None:
     neither.  So they compile in a process of their own while the core's
     entry points compile (numba's cache files are one per function, written
     whole under a temporary name and renamed); the entry points load the
-    mode solver from the cache when they come to it, and the plants, built
-    once the core is compiled, load their kernels (about 2.5 s of the
-    Powershift's compile off the first process's path).
+    mode solver and the start's entry point from the cache when they come to
+    them, and the plants, built once the core is compiled, load their
+    kernels (about 2.5 s of the Powershift's compile and 2 s of the start's
+    off the first process's path).
     """
-    from plant_models.core.api import compile_parallel_roots
+    from plant_models.core.api import compile_parallel_roots, compile_start_entry
     from plant_models.registry import read_config
 
     compile_parallel_roots()
@@ -84,6 +85,7 @@ def _server_kernels(serve_only: bool, configs: tuple = ()) -> None:
             read_config(cfg).plant_class.compile_kernels()
         except ConfigError:  # the first process says what is wrong with the file
             continue
+    compile_start_entry()  # the first process compiles the step's entry point, and then loads this one
     import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec
