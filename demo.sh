@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job: sets up .venv on first use, compiles the plant code on the
-# first run on a machine, starts the real-time plant server on its built-in
-# defaults (Powershift plant, 1 kHz, ZeroMQ on free loopback ports, CAN on an
-# in-process virtual bus, no hardware), and lets the example controller close
+# first run on a machine (on first use it installs only what compiling needs,
+# numpy, numba and msgpack, and the rest in the background while it compiles;
+# the server waits for its part, the shift's plot for matplotlib), starts the
+# real-time plant server on its built-in defaults (Powershift plant, 1 kHz,
+# ZeroMQ on free loopback ports, CAN on an in-process virtual bus, no
+# hardware), and lets the example controller close
 # a clutch-to-clutch shift (gear 1 -> gear 3) over ZeroMQ.  The controller
 # prints the shift as it sees it and writes a plot and its trace to out/demo/;
 # the server then shuts down and prints its timing summary (TET, wake-up

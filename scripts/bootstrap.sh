@@ -43,6 +43,14 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "[set-up] creating the virtual environment in $VENV"
   if _setup_outer_pip; then "$PY" -m venv --without-pip "$VENV"; else "$PY" -m venv "$VENV"; fi
 fi
+# a set-up an earlier ./demo.sh left installing in the background (stopped with Ctrl-C while it compiled):
+# waited for, so that two pips never install into one environment at once
+if [ -f "$VENV/.gearbox-hil-setup/pid" ]; then
+  while kill -0 "$(cat "$VENV/.gearbox-hil-setup/pid")" 2>/dev/null; do
+    echo "[set-up] waiting for the install an earlier run left in the background"
+    sleep 1
+  done
+fi
 STAMP="$VENV/.gearbox-hil-installed-${EXTRAS//,/-}"
 HASH="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
@@ -75,6 +83,7 @@ PYEOF
     echo "[set-up] installing gearbox-hil and then its extras [$EXTRAS] in the background (pip's messages:" \
       "$SETUP_DIR/pip.log)"
     (
+      echo "$BASHPID" > "$SETUP_DIR/pid"
       began="$(_setup_us)"
       # a lower priority: the compile beside it is what the user waits for (at nice 19 the install starved on a
       # machine busy with other work, and the server waited for it)

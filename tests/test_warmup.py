@@ -34,7 +34,7 @@ def test_demo_warms_up_for_the_server_only():
 
 
 def test_the_second_process_compiles_the_server_kernels_with_the_same_serve_only(monkeypatch):
-    """With 2 jobs the server's kernels are the second process's part, which gets --serve-only and the configs."""
+    """With 2 jobs the server's kernels are the second process's part, which gets --serve-only as given."""
     started = []
 
     class Proc:
@@ -54,7 +54,7 @@ def test_the_second_process_compiles_the_server_kernels_with_the_same_serve_only
     monkeypatch.setattr(warmup, "_server_kernels", lambda *args: started.append("in this process"))
     lines: list[str] = []
     assert warmup.warm(["powershift"], lines.append, serve_only=True, jobs=2) == 0
-    assert started == [[sys.executable, "-m", "server.cli.warmup", "--server-kernels", "--serve-only", "powershift"]]
+    assert started == [[sys.executable, "-m", "server.cli.warmup", "--server-kernels", "--serve-only"]]
     assert "  server loop 1: bin_of (0.1 s; 1 s elapsed)" in lines  # its progress comes through this one's
     assert not any(line.startswith("first start") and "server loop" in line for line in lines)
 

@@ -6,9 +6,9 @@ watchdog kernels, the CAN codec's kernels and the compiled offline run
 (:mod:`plant_models.offline`), so that later starts take
 about a second (``--serve-only``: not the offline run, which the
 real-time server never calls; ``./demo.sh`` uses it).  On a machine with two
-or more cores it compiles in two processes (``--jobs``): the core's entry
-points in this one, the core's mode solver, the plants' own kernels and the
-server's kernels in a second one.  A line per compiled function shows what is happening;
+or more cores it compiles in two processes (``--jobs``): the core's step
+entry point and the plants in this one, the core's mode solver and start
+entry point and the server's own kernels in a second one.  A line per compiled function shows what is happening;
 with everything cached already, warm-up loads the code in a few seconds
 and says so.  ``./demo.sh`` and ``./test.sh`` run it once after set-up;
 the container image runs it at build time.
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "simulate, test and campaign (it compiles at their first use)")
     p.add_argument("--jobs", type=int, choices=(1, 2), default=None,
                    help="processes that compile at once (default: 2 on a machine with 2 or more cores: the "
-                        "core in this one, the plants' and the server's own kernels beside it)")
+                        "core's step and the plants in this one, the server's own kernels beside it)")
     p.add_argument("--server-kernels", action="store_true", help=argparse.SUPPRESS)  # the second process's part
 
 
@@ -61,31 +61,24 @@ def _say(line: str) -> None:
     print(f"warmup: {line}", flush=True)
 
 
-def _server_kernels(serve_only: bool, configs: tuple = ()) -> None:
-    """Compile (or load) the core's mode solver and start, the plants' own kernels and the server's kernels.
+def _server_kernels(serve_only: bool) -> None:
+    """Compile (or load) the core's mode solver and start entry point and the kernels of the server.
 
     The mode solver's kernels (``PARALLEL_ROOTS`` in :mod:`plant_models.core.entry`)
-    compile without the rest of the core; a plant's kernels call the core
-    through the address in its buffers, so they compile without the core's
-    code; the loop's, the faults' and the CAN and ZeroMQ codecs' call
-    neither.  So they compile in a process of their own while the core's
-    entry points compile (numba's cache files are one per function, written
-    whole under a temporary name and renamed); the entry points load the
-    mode solver and the start's entry point from the cache when they come to
-    them, and the plants, built once the core is compiled, load their
-    kernels (about 2.5 s of the Powershift's compile and 2 s of the start's
-    off the first process's path).
+    compile without the rest of the core, the start's C entry point shares
+    its kernels with the step's (a kernel one process compiles the other
+    waits for and loads), and the loop's, the faults' and the CAN and ZeroMQ
+    codecs' call neither the core nor a plant's code, so they compile in a
+    process of their own while the core's step entry point compiles (numba's
+    cache files are one per function, written whole under a temporary name
+    and renamed); the step loads the mode solver from the cache when it
+    comes to it, and the first process then loads the start's entry point
+    (about 2 s off its path) and compiles the plants' own kernels.
     """
     from plant_models.core.api import compile_parallel_roots, compile_start_entry
-    from plant_models.registry import read_config
 
     compile_parallel_roots()
-    for cfg in configs:  # the plants' own kernels, which the first process's plants then load
-        try:
-            read_config(cfg).plant_class.compile_kernels()
-        except ConfigError:  # the first process says what is wrong with the file
-            continue
-    compile_start_entry()  # the first process compiles the step's entry point, and then loads this one
+    compile_start_entry()
     import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec
@@ -105,12 +98,11 @@ _CORE_LINE = re.compile(r"^  core \d+(/\d+)?: (?P<name>\S+) \((?P<took>[0-9.]+) 
 class _Beside:
     """The second process of a warm-up (see _server_kernels); its progress lines come through ``attach``."""
 
-    def __init__(self, serve_only: bool, configs: list[str | Path]):
+    def __init__(self, serve_only: bool):
         """Start it (before this process loads numba: the second loads it meanwhile, a second earlier at work)."""
         import subprocess
 
         cmd = [sys.executable, "-m", "server.cli.warmup", "--server-kernels"] + (["--serve-only"] if serve_only else [])
-        cmd += [str(c) for c in configs]
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                       cwd=str(repo_root()))
         self.compiled = 0
@@ -126,7 +118,7 @@ class _Beside:
                 line = line.rstrip("\n")
                 if line.startswith("  "):  # a function compiled (or still compiling): shown as it comes
                     if not self._said:
-                        progress.write("  (a second process compiles the core's mode solver, the plant's, the "
+                        progress.write("  (a second process compiles the core's mode solver and start and the "
                                        "server loop's and the codecs' kernels meanwhile)")
                         self._said = True
                     core = _CORE_LINE.match(line)
@@ -163,7 +155,7 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
     say("loading the compiler (numba) and the plant code")  # a second or two before numba says anything
     if jobs is None:
         jobs = 2 if (os.cpu_count() or 1) >= 2 else 1
-    beside = _Beside(serve_only, configs) if jobs == 2 else None
+    beside = _Beside(serve_only) if jobs == 2 else None
     from plant_models.compiling import CompileProgress  # loads numba: not for --help
 
     began = time.perf_counter()
@@ -185,7 +177,7 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
                 continue
             say(f"{Path(str(cfg)).stem}: {plant.kind} plant ready ({time.perf_counter() - began:.1f} s elapsed)")
         if beside is None:
-            _server_kernels(serve_only, tuple(configs))
+            _server_kernels(serve_only)
         else:
             failed += 1 if beside.wait() else 0
             progress.add_compiled(beside.compiled)
@@ -221,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.server_kernels:  # the second process of a warm-up: progress lines without the prefix
         with CompileProgress(lambda line: print(line, flush=True)):
-            _server_kernels(args.serve_only, tuple(args.configs))
+            _server_kernels(args.serve_only)
         return 0
     configs = args.configs or plant_configs()
     return 1 if warm(configs, silent if args.quiet else _say, serve_only=args.serve_only, jobs=args.jobs) else 0
