@@ -35,9 +35,14 @@ fi
 source "$ROOT/scripts/setup_lib.sh"  # _setup_us, _setup_show, _setup_early
 
 # which pip installs into the virtual environment: its own, else this Python's (pip >= 22.3 has --python)
+_SETUP_OUTER_PIP=""
 _setup_outer_pip() {
-  "$PY" -c 'import sys, pip; sys.exit(0 if tuple(map(int, pip.__version__.split(".")[:2])) >= (22, 3) else 1)' \
-    2>/dev/null
+  if [ -z "$_SETUP_OUTER_PIP" ]; then
+    _SETUP_OUTER_PIP=no
+    if "$PY" -c 'import sys, pip; sys.exit(0 if tuple(map(int, pip.__version__.split(".")[:2])) >= (22, 3) else 1)' \
+        2>/dev/null; then _SETUP_OUTER_PIP=yes; fi
+  fi
+  [ "$_SETUP_OUTER_PIP" = yes ]
 }
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[set-up] creating the virtual environment in $VENV"
@@ -67,8 +72,15 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
   if [ "$SETUP_MODE" = "--background" ] && [ "${#FIRST[@]}" -gt 0 ]; then
     echo "[set-up] installing what compiling needs first: ${FIRST[*]%%[<>=;]*}"
     PYTHONUNBUFFERED=1 "${PIP[@]}" "${FIRST[@]}" | _setup_show
-    # the extras' requirements as pyproject.toml states them (installed after the server's: not needed to start it)
-    mapfile -t LATER < <("$VENV/bin/python" - "$ROOT/pyproject.toml" "$EXTRAS" <<'PYEOF'
+    SETUP_DIR="$VENV/.gearbox-hil-setup"
+    rm -rf "$SETUP_DIR" && mkdir -p "$SETUP_DIR"
+    echo "[set-up] installing gearbox-hil and then its extras [$EXTRAS] in the background (pip's messages:" \
+      "$SETUP_DIR/pip.log)"
+    (
+      echo "$BASHPID" > "$SETUP_DIR/pid"
+      began="$(_setup_us)"
+      # the extras' requirements as pyproject.toml states them (installed after the server's: not needed to start it)
+      later="$("$VENV/bin/python" - "$ROOT/pyproject.toml" "$EXTRAS" <<'PYEOF'
 import sys
 try:
     import tomllib
@@ -77,14 +89,9 @@ except ImportError:  # Python 3.10: tomli, installed with the first part
 extras = tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]
 print("\n".join(r for e in sys.argv[2].split(",") for r in extras[e]))
 PYEOF
-    )
-    SETUP_DIR="$VENV/.gearbox-hil-setup"
-    rm -rf "$SETUP_DIR" && mkdir -p "$SETUP_DIR"
-    echo "[set-up] installing gearbox-hil and then its extras [$EXTRAS] in the background (pip's messages:" \
-      "$SETUP_DIR/pip.log)"
-    (
-      echo "$BASHPID" > "$SETUP_DIR/pid"
-      began="$(_setup_us)"
+      )" || exit 1
+      LATER=()
+      if [ -n "$later" ]; then mapfile -t LATER <<< "$later"; fi
       # a lower priority: the compile beside it is what the user waits for (at nice 19 the install starved on a
       # machine busy with other work, and the server waited for it)
       nice -n 10 "${PIP[@]}" -e "$ROOT" >"$SETUP_DIR/pip.log" 2>&1 || exit 1

@@ -65,20 +65,20 @@ def _server_kernels(serve_only: bool) -> None:
     """Compile (or load) the core's mode solver and start entry point and the kernels of the server.
 
     The mode solver's kernels (``PARALLEL_ROOTS`` in :mod:`plant_models.core.entry`)
-    compile without the rest of the core, the start's C entry point shares
-    its kernels with the step's (a kernel one process compiles the other
-    waits for and loads), and the loop's, the faults' and the CAN and ZeroMQ
-    codecs' call neither the core nor a plant's code, so they compile in a
-    process of their own while the core's step entry point compiles (numba's
-    cache files are one per function, written whole under a temporary name
-    and renamed); the step loads the mode solver from the cache when it
-    comes to it, and the first process then loads the start's entry point
-    (about 2 s off its path) and compiles the plants' own kernels.
+    compile without the rest of the core, and the loop's, the faults' and
+    the CAN and ZeroMQ codecs' call neither the core nor a plant's code; the
+    start's C entry point, last, shares most of its kernels with the step's
+    (a kernel one process compiles the other waits for and loads).  So they
+    compile in a process of their own while the core's step entry point
+    compiles (numba's cache files are one per function, written whole under
+    a temporary name and renamed); the step loads the mode solver from the
+    cache when it comes to it, and the first process then loads the start's
+    entry point (about 2 s off its path) and compiles the plants' own
+    kernels.
     """
     from plant_models.core.api import compile_parallel_roots, compile_start_entry
 
     compile_parallel_roots()
-    compile_start_entry()
     import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec
@@ -90,6 +90,9 @@ def _server_kernels(serve_only: bool) -> None:
     if not serve_only:
         warm_up_offline_run()
     warm_up_faults()
+    # last: most of its kernels are the step's, which the first process has compiled by now (compiled earlier,
+    # this process waited for them at their locks while its own kernels waited)
+    compile_start_entry()
 
 
 _CORE_LINE = re.compile(r"^  core \d+(/\d+)?: (?P<name>\S+) \((?P<took>[0-9.]+) s;")
