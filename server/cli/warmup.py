@@ -212,14 +212,20 @@ def _children_cpu() -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plant_models.compiling import CompileProgress, silent
-
     if args.server_kernels:  # the second process of a warm-up: progress lines without the prefix
+        from plant_models.compiling import CompileProgress
+
         with CompileProgress(lambda line: print(line, flush=True)):
             _server_kernels(args.serve_only)
         return 0
     configs = args.configs or plant_configs()
-    return 1 if warm(configs, silent if args.quiet else _say, serve_only=args.serve_only, jobs=args.jobs) else 0
+    # numba is loaded in warm(), after its first line and after the second process started: loaded here first, it
+    # left the demo a second without a line and started the second process a second later
+    return 1 if warm(configs, _silent if args.quiet else _say, serve_only=args.serve_only, jobs=args.jobs) else 0
+
+
+def _silent(line: str) -> None:
+    """Prints nothing (``--quiet``; :func:`plant_models.compiling.silent` without loading numba for it)."""
 
 
 def main(argv: list[str] | None = None) -> int:
