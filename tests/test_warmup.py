@@ -132,3 +132,13 @@ def test_demo_arguments_go_to_the_server_not_to_the_set_up(tmp_path):
     stand_in.write_text('echo "extras=${1:-plot}"\n')  # what bootstrap.sh takes for its extras
     probe = "set -- --rate 2000\n" + setup.replace("scripts/bootstrap.sh", str(stand_in))
     assert subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout == "extras=plot\n"
+
+
+def test_loading_the_compiler_says_so_every_second():
+    """Loading numba took 3 s beside the second process at load 2: the demo's output must not stop for it."""
+    import time
+
+    lines: list[str] = []
+    with warmup._Beat(lines.append, "loading the compiler"):
+        time.sleep(2.3)
+    assert lines == ["  still loading the compiler (1 s)", "  still loading the compiler (2 s)"]

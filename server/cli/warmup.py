@@ -145,6 +145,29 @@ class _Beside:
         return code
 
 
+class _Beat:
+    """``with _Beat(say, what):`` a line ``still WHAT (N s)`` every second until the block ends."""
+
+    def __init__(self, say, what: str):
+        import threading
+
+        self._say, self._what, self._done = say, what, threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="warmup-beat", daemon=True)
+
+    def _beat(self) -> None:
+        began = time.perf_counter()
+        while not self._done.wait(1.0):
+            self._say(f"  still {self._what} ({time.perf_counter() - began:.0f} s)")
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: int | None = None) -> int:
     """Compile (or load) everything a server of these plant configs runs; returns the number of failures.
 
@@ -159,7 +182,8 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
     if jobs is None:
         jobs = 2 if (os.cpu_count() or 1) >= 2 else 1
     beside = _Beside(serve_only) if jobs == 2 else None
-    from plant_models.compiling import CompileProgress  # loads numba: not for --help
+    with _Beat(say, "loading the compiler"):  # 1 s on an idle machine, 3 s beside the second process's at load 2
+        from plant_models.compiling import CompileProgress  # loads numba: not for --help
 
     began = time.perf_counter()
     cpu0 = time.process_time() + _children_cpu()
