@@ -48,7 +48,7 @@ say "[2/4] compiling the plant code (the first run on a machine: 24-26 s measure
   "on 2 cores busy with other work; a line per function; later runs load it from the cache)"
 python -m server.cli.warmup powershift --serve-only
 STAGE="set-up"
-setup_wait server || fail "the set-up could not install gearbox-hil (pip's messages are above)"
+setup_wait server || fail "the set-up could not install what the server needs (pip's messages are above)"
 
 STAGE="starting the server"
 OUT=out/demo
@@ -56,8 +56,10 @@ mkdir -p "$OUT"
 READY="$OUT/server_ready.json"
 STATUS="$OUT/server_status.json"
 rm -f "$READY" "$STATUS"
+# python -m server.cli is the gearbox-hil command; on first use the set-up installs the command itself (the
+# editable project) after what the server needs, in the background, where it may still be
 say "[3/4] starting the server: gearbox-hil serve powershift (1 kHz, ZeroMQ on free loopback ports)"
-gearbox-hil serve powershift --quiet --zmq-port 0 --strict-timing --ready-file "$READY" \
+python -m server.cli serve powershift --quiet --zmq-port 0 --strict-timing --ready-file "$READY" \
   --summary-json "$STATUS" "$@" &
 SERVER=$!
 

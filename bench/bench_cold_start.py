@@ -85,7 +85,7 @@ def _demo(clone: Path) -> dict:
             marks["compile_start"] = now
         if line.startswith("warmup: ready in"):
             marks["warmup_done"] = now
-        if line.startswith("[set-up] gearbox-hil installed"):
+        if line.startswith("[set-up] what the server needs installed"):
             marks["setup_server_part_done"] = now
         if line.startswith("[set-up] gearbox-hil[") and " installed" in line:
             marks["setup_all_done"] = now

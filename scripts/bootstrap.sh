@@ -6,9 +6,10 @@
 # stamp that says so is written only after pip installed everything.
 #
 # Second argument "--background" (demo.sh): install only what compiling the plant
-# code needs (EARLY: numpy, numba, msgpack) now, and the rest in the background at
-# a lower priority (nice 10) while the caller compiles: first the project itself with its
-# other dependencies (what `gearbox-hil serve` needs), then the extras and pip;
+# code needs (EARLY: numpy, numba, msgpack) now, and the rest in the background
+# while the caller compiles: first the other dependencies (what `python -m
+# server.cli serve` needs), then, at a lower priority (nice 10), the project
+# itself (editable: the `gearbox-hil` command), its extras and pip;
 # `setup_wait server` / `setup_wait` wait for the first part / for everything (and
 # fail, with pip's messages, if it failed).  On a fresh clone the compile then
 # starts about 4 s after the demo instead of about 16 s.
@@ -34,19 +35,19 @@ fi
 
 source "$ROOT/scripts/setup_lib.sh"  # _setup_us, _setup_show, _setup_early
 
-# which pip installs into the virtual environment: its own, else this Python's (pip >= 22.3 has --python)
-_SETUP_OUTER_PIP=""
+# which pip installs into the virtual environment: its own, else this Python's (pip >= 22.3 has --python),
+# called as the interpreter itself (a version manager's shim around python3, pyenv's, runs a hook after pip)
+_SETUP_OUTER_PY=""
 _setup_outer_pip() {
-  if [ -z "$_SETUP_OUTER_PIP" ]; then
-    _SETUP_OUTER_PIP=no
-    if "$PY" -c 'import sys, pip; sys.exit(0 if tuple(map(int, pip.__version__.split(".")[:2])) >= (22, 3) else 1)' \
-        2>/dev/null; then _SETUP_OUTER_PIP=yes; fi
+  if [ -z "$_SETUP_OUTER_PY" ]; then
+    _SETUP_OUTER_PY="$("$PY" -c 'import sys, pip
+print(sys.executable if tuple(map(int, pip.__version__.split(".")[:2])) >= (22, 3) else "-")' 2>/dev/null || echo -)"
   fi
-  [ "$_SETUP_OUTER_PIP" = yes ]
+  [ "$_SETUP_OUTER_PY" != - ]
 }
 if [ ! -x "$VENV/bin/python" ]; then
   echo "[set-up] creating the virtual environment in $VENV"
-  if _setup_outer_pip; then "$PY" -m venv --without-pip "$VENV"; else "$PY" -m venv "$VENV"; fi
+  if _setup_outer_pip; then "$_SETUP_OUTER_PY" -m venv --without-pip "$VENV"; else "$PY" -m venv "$VENV"; fi
 fi
 # a set-up an earlier ./demo.sh left installing in the background (stopped with Ctrl-C while it compiled):
 # waited for, so that two pips never install into one environment at once
@@ -62,7 +63,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
   if "$VENV/bin/python" -c 'import pip' 2>/dev/null; then
     PIP=("$VENV/bin/python" -m pip)
   elif _setup_outer_pip; then
-    PIP=("$PY" -m pip --python "$VENV/bin/python")
+    PIP=("$_SETUP_OUTER_PY" -m pip --python "$VENV/bin/python")
   else
     "$VENV/bin/python" -m ensurepip --default-pip >/dev/null
     PIP=("$VENV/bin/python" -m pip)
@@ -74,31 +75,34 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
     PYTHONUNBUFFERED=1 "${PIP[@]}" "${FIRST[@]}" | _setup_show
     SETUP_DIR="$VENV/.gearbox-hil-setup"
     rm -rf "$SETUP_DIR" && mkdir -p "$SETUP_DIR"
-    echo "[set-up] installing gearbox-hil and then its extras [$EXTRAS] in the background (pip's messages:" \
+    echo "[set-up] installing the rest of gearbox-hil[$EXTRAS] in the background (pip's messages:" \
       "$SETUP_DIR/pip.log)"
     (
       echo "$BASHPID" > "$SETUP_DIR/pid"
       began="$(_setup_us)"
-      # the extras' requirements as pyproject.toml states them (installed after the server's: not needed to start it)
-      later="$("$VENV/bin/python" - "$ROOT/pyproject.toml" "$EXTRAS" <<'PYEOF'
-import sys
+      # what the server needs: the other dependencies as pyproject.toml states them (no build of the project:
+      # demo.sh runs the server as python -m server.cli from the project folder)
+      rest="$("$VENV/bin/python" - "$ROOT/pyproject.toml" $EARLY <<'PYEOF'
+import re, sys
 try:
     import tomllib
 except ImportError:  # Python 3.10: tomli, installed with the first part
     import tomli as tomllib
-extras = tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]
-print("\n".join(r for e in sys.argv[2].split(",") for r in extras[e]))
+deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
+print("\n".join(r for r in deps if re.split(r"[<>=~!; \[]", r)[0] not in sys.argv[2:]))
 PYEOF
       )" || exit 1
-      LATER=()
-      if [ -n "$later" ]; then mapfile -t LATER <<< "$later"; fi
-      # a lower priority: the compile beside it is what the user waits for (at nice 19 the install starved on a
-      # machine busy with other work, and the server waited for it)
-      nice -n 10 "${PIP[@]}" -e "$ROOT" >"$SETUP_DIR/pip.log" 2>&1 || exit 1
+      REST=()
+      if [ -n "$rest" ]; then mapfile -t REST <<< "$rest"; fi
+      if [ "${#REST[@]}" -gt 0 ]; then
+        "${PIP[@]}" "${REST[@]}" >"$SETUP_DIR/pip.log" 2>&1 || exit 1
+      fi
       took=$((($(_setup_us) - began) / 100000))  # in 0.1 s
-      echo "[set-up] gearbox-hil installed (in the background, $((took / 10)).$((took % 10)) s)"
+      echo "[set-up] what the server needs installed (in the background, $((took / 10)).$((took % 10)) s)"
       touch "$SETUP_DIR/server-ready"
-      nice -n 10 "${PIP[@]}" "${LATER[@]}" pip >>"$SETUP_DIR/pip.log" 2>&1 || exit 1
+      # the project itself (editable), its extras and pip, at a lower priority: the compile beside it is what
+      # the user waits for, and only the shift's plot needs them (matplotlib)
+      nice -n 10 "${PIP[@]}" -e "$ROOT[$EXTRAS]" pip >>"$SETUP_DIR/pip.log" 2>&1 || exit 1
       echo "$HASH" > "$STAMP"
       took=$((($(_setup_us) - began) / 100000))
       echo "[set-up] gearbox-hil[$EXTRAS] installed (in the background, $((took / 10)).$((took % 10)) s)"
@@ -118,7 +122,7 @@ export PATH="$VENV/bin:$PATH"
 setup_wait() {
   local pid="${GEARBOX_HIL_SETUP_PID:-}" began last now what="gearbox-hil[$EXTRAS]"
   [ -n "$pid" ] || return 0
-  if [ "${1:-}" = server ]; then what="gearbox-hil"; fi
+  if [ "${1:-}" = server ]; then what="what the server needs"; fi
   began="$(_setup_us)"
   last="$began"
   while kill -0 "$pid" 2>/dev/null; do

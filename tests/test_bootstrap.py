@@ -115,6 +115,6 @@ def test_a_failed_background_install_says_so_and_leaves_no_stamp(tmp_path):
     assert code == 0, shown
     assert "[set-up] installing what compiling needs first: msgpack" in shown and "started" in shown, shown
     assert shown.rstrip().endswith("wait failed"), shown
-    assert "[set-up] installing gearbox-hil failed; pip said:" in shown and "no-such-package" in shown, shown
+    assert "[set-up] installing what the server needs failed; pip said:" in shown and "no-such-package" in shown, shown
     assert not list((project / ".venv").glob(".gearbox-hil-installed-*"))  # the next set-up installs again
     assert (project / ".venv" / "bin" / "python").exists()
