@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job: sets up .venv on first use, compiles the plant code on the
-# first run on a machine, starts the real-time plant server on its built-in
-# defaults (Powershift plant, 1 kHz, ZeroMQ on free loopback ports, CAN on an
-# in-process virtual bus, no hardware), and lets the example controller close
+# first run on a machine (on first use it installs only what compiling needs,
+# numpy, numba and msgpack, and the rest in the background while it compiles;
+# the server waits for its part, the shift's plot for matplotlib), starts the
+# real-time plant server on its built-in defaults (Powershift plant, 1 kHz,
+# ZeroMQ on free loopback ports, CAN on an in-process virtual bus, no
+# hardware), and lets the example controller close
 # a clutch-to-clutch shift (gear 1 -> gear 3) over ZeroMQ.  The controller
 # prints the shift as it sees it and writes a plot and its trace to out/demo/;
 # the server then shuts down and prints its timing summary (TET, wake-up
@@ -36,12 +39,16 @@ on_exit() {
 trap on_exit EXIT
 
 say "[1/4] set-up: the virtual environment in .venv (created and installed on first use)"
-source scripts/bootstrap.sh plot  # its extras named: a sourced script sees the arguments meant for serve
+# its extras named (a sourced script sees the arguments meant for serve); on first use it installs what
+# compiling needs and leaves the rest installing in the background while the plant code compiles
+source scripts/bootstrap.sh plot --background
 
 STAGE="compiling"
-say "[2/4] compiling the plant code (the first run on a machine: 24-26 s measured on 2 idle cores, 90-120 s" \
-  "on 2 cores busy with other work; a line per function; later runs load it from the cache)"
+say "[2/4] compiling the plant code (the first run on a machine: 31-53 s measured on 2 cores shared with other" \
+  "work, load 1.5-2.8; a line per function; later runs load it from the cache)"
 python -m server.cli.warmup powershift --serve-only
+STAGE="set-up"
+setup_wait server || fail "the set-up could not install what the server needs (pip's messages are above)"
 
 STAGE="starting the server"
 OUT=out/demo
@@ -49,8 +56,10 @@ mkdir -p "$OUT"
 READY="$OUT/server_ready.json"
 STATUS="$OUT/server_status.json"
 rm -f "$READY" "$STATUS"
+# python -m server.cli is the gearbox-hil command; on first use the set-up installs the command itself (the
+# editable project) after what the server needs, in the background, where it may still be
 say "[3/4] starting the server: gearbox-hil serve powershift (1 kHz, ZeroMQ on free loopback ports)"
-gearbox-hil serve powershift --quiet --zmq-port 0 --strict-timing --ready-file "$READY" \
+python -m server.cli serve powershift --quiet --zmq-port 0 --strict-timing --ready-file "$READY" \
   --summary-json "$STATUS" "$@" &
 SERVER=$!
 
@@ -69,6 +78,9 @@ until [ -f "$READY" ]; do
   waited=$((waited + 1))
   if [ $((waited % 40)) -eq 0 ]; then say "still waiting for the server ($((waited / 4)) s)"; fi
 done
+
+STAGE="set-up"
+setup_wait || fail "the set-up could not install gearbox-hil[plot] (pip's messages are above)"  # the plot's
 
 STAGE="shifting"
 CONTROL="$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["endpoints"]["zmq.control"])' "$READY")"

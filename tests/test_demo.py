@@ -41,18 +41,22 @@ def _env(tmp: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
-    """A fresh clone and the result of its first ``./demo.sh``."""
+    """A fresh clone and the result of its first ``./demo.sh`` (its output lines time-stamped as they came)."""
     tmp = tmp_path_factory.mktemp("fresh")
     clone = tmp / "clone"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=300)
     env = _env(tmp)
     began = time.monotonic()
-    r = subprocess.run(["./demo.sh"], cwd=clone, env=env, capture_output=True, text=True, timeout=3600)
-    return clone, env, r, time.monotonic() - began
+    proc = subprocess.Popen(["./demo.sh"], cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    stamped = [(time.monotonic() - began, line) for line in proc.stdout]
+    out = "".join(line for _, line in stamped)
+    r = subprocess.CompletedProcess(proc.args, proc.wait(timeout=3600), stdout=out, stderr="")
+    return clone, env, r, time.monotonic() - began, stamped
 
 
 def test_demo_succeeds_the_first_time_on_a_fresh_clone_with_an_empty_cache(first_run):
-    clone, _, r, took = first_run
+    clone, _, r, took, _ = first_run
     out = r.stdout + r.stderr
     assert r.returncode == 0, f"demo.sh failed (exit {r.returncode}) after {took:.0f} s:\n{out[-6000:]}"
     steps = ["demo: [1/4] set-up", "demo: [2/4] compiling", "demo: [3/4] starting the server",
@@ -70,8 +74,21 @@ def test_demo_succeeds_the_first_time_on_a_fresh_clone_with_an_empty_cache(first
     assert (clone / "out" / "demo" / "closed_loop_swap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_first_demo_is_never_silent_for_more_than_2_s_while_it_sets_up_and_compiles(first_run):
+    """Set-up (its first part, then the background install's lines) and compiling: a line at least every 2 s."""
+    _, _, r, _, stamped = first_run
+    if r.returncode != 0:
+        pytest.skip("the first demo run failed (reported by the test above)")
+    end = next(t for t, line in stamped if line.startswith("warmup: ready in"))
+    times = [0.0] + [t for t, _ in stamped if t <= end]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert max(gaps) <= 2.0, [line for t, line in stamped if t <= end][gaps.index(max(gaps)) - 1:][:3]
+    assert "[set-up] installing what compiling needs first: numpy numba msgpack" in r.stdout
+    assert re.search(r"\[set-up\] gearbox-hil\[plot\] installed \(in the background, \d+\.\d s\)", r.stdout)
+
+
 def test_demo_fails_with_the_reason_when_the_real_time_run_misses_too_many_ticks(first_run):
-    clone, env, r, _ = first_run
+    clone, env, r, _, _ = first_run
     if r.returncode != 0:
         pytest.skip("the first demo run failed (reported by the test above)")
     ready = clone / "out" / "demo" / "server_ready.json"

@@ -51,7 +51,7 @@ def test_the_second_process_compiles_the_server_kernels_with_the_same_serve_only
     import subprocess
 
     monkeypatch.setattr(subprocess, "Popen", Proc)
-    monkeypatch.setattr(warmup, "_server_kernels", lambda serve_only: started.append("in this process"))
+    monkeypatch.setattr(warmup, "_server_kernels", lambda *args: started.append("in this process"))
     lines: list[str] = []
     assert warmup.warm(["powershift"], lines.append, serve_only=True, jobs=2) == 0
     assert started == [[sys.executable, "-m", "server.cli.warmup", "--server-kernels", "--serve-only"]]
@@ -132,3 +132,13 @@ def test_demo_arguments_go_to_the_server_not_to_the_set_up(tmp_path):
     stand_in.write_text('echo "extras=${1:-plot}"\n')  # what bootstrap.sh takes for its extras
     probe = "set -- --rate 2000\n" + setup.replace("scripts/bootstrap.sh", str(stand_in))
     assert subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout == "extras=plot\n"
+
+
+def test_loading_the_compiler_says_so_every_second():
+    """Loading numba took 3 s beside the second process at load 2: the demo's output must not stop for it."""
+    import time
+
+    lines: list[str] = []
+    with warmup._Beat(lines.append, "loading the compiler"):
+        time.sleep(2.3)
+    assert lines == ["  still loading the compiler (1 s)", "  still loading the compiler (2 s)"]

@@ -65,6 +65,18 @@ def unused_parallel_roots(roots=PARALLEL_ROOTS) -> list[str]:
     return [f"{name}{args}" for module, name, args in roots if args not in _root(module, name).signatures]
 
 
+def compile_start_entry() -> None:
+    """Compile (or load) the start's C entry point alone into numba's cache (a warm-up's second process).
+
+    The first process compiles the step's entry point (most of a cold
+    compile) and then the start's (about 2 s more, its kernels shared with
+    the step); compiled beside it, the start's loads from the cache there.
+    """
+    from . import step
+
+    _compile_entry(step.start_entry, START_SIGNATURE, dict(error_model=JIT["error_model"]))
+
+
 _lock = threading.Lock()
 _compiled: list = []  # [step cfunc, start cfunc] once built; kept for the life of the process
 

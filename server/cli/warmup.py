@@ -6,9 +6,9 @@ watchdog kernels, the CAN codec's kernels and the compiled offline run
 (:mod:`plant_models.offline`), so that later starts take
 about a second (``--serve-only``: not the offline run, which the
 real-time server never calls; ``./demo.sh`` uses it).  On a machine with two
-or more cores it compiles in two processes (``--jobs``): the core's entry
-points and the plants in this one, the core's mode solver and the server's
-own kernels in a second one.  A line per compiled function shows what is happening;
+or more cores it compiles in two processes (``--jobs``): the core's step
+entry point and the plants in this one, the core's mode solver and start
+entry point and the server's own kernels in a second one.  A line per compiled function shows what is happening;
 with everything cached already, warm-up loads the code in a few seconds
 and says so.  ``./demo.sh`` and ``./test.sh`` run it once after set-up;
 the container image runs it at build time.
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "simulate, test and campaign (it compiles at their first use)")
     p.add_argument("--jobs", type=int, choices=(1, 2), default=None,
                    help="processes that compile at once (default: 2 on a machine with 2 or more cores: the "
-                        "core and the plants in this one, the server's own kernels beside it)")
+                        "core's step and the plants in this one, the server's own kernels beside it)")
     p.add_argument("--server-kernels", action="store_true", help=argparse.SUPPRESS)  # the second process's part
 
 
@@ -62,17 +62,21 @@ def _say(line: str) -> None:
 
 
 def _server_kernels(serve_only: bool) -> None:
-    """Compile (or load) the core's mode solver and the kernels of the server around the plant.
+    """Compile (or load) the core's mode solver and start entry point and the kernels of the server.
 
     The mode solver's kernels (``PARALLEL_ROOTS`` in :mod:`plant_models.core.entry`)
     compile without the rest of the core, and the loop's, the faults' and
-    the CAN and ZeroMQ codecs' call neither the core nor a plant's code, so
-    they compile in a process of their own while the core's entry points
-    compile (numba's cache files are one per function, written whole under a
-    temporary name and renamed); the entry points load the mode solver from
-    the cache when they come to it.
+    the CAN and ZeroMQ codecs' call neither the core nor a plant's code; the
+    start's C entry point, last, shares most of its kernels with the step's
+    (a kernel one process compiles the other waits for and loads).  So they
+    compile in a process of their own while the core's step entry point
+    compiles (numba's cache files are one per function, written whole under
+    a temporary name and renamed); the step loads the mode solver from the
+    cache when it comes to it, and the first process then loads the start's
+    entry point (about 2 s off its path) and compiles the plants' own
+    kernels.
     """
-    from plant_models.core.api import compile_parallel_roots
+    from plant_models.core.api import compile_parallel_roots, compile_start_entry
 
     compile_parallel_roots()
     import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
@@ -86,17 +90,20 @@ def _server_kernels(serve_only: bool) -> None:
     if not serve_only:
         warm_up_offline_run()
     warm_up_faults()
+    # last: most of its kernels are the step's, which the first process has compiled by now (compiled earlier,
+    # this process waited for them at their locks while its own kernels waited)
+    compile_start_entry()
 
 
 _CORE_LINE = re.compile(r"^  core \d+(/\d+)?: (?P<name>\S+) \((?P<took>[0-9.]+) s;")
 
 
 class _Beside:
-    """The server's kernels compiled in a second process; its progress lines come through ``write``."""
+    """The second process of a warm-up (see _server_kernels); its progress lines come through ``attach``."""
 
-    def __init__(self, serve_only: bool, progress):
+    def __init__(self, serve_only: bool):
+        """Start it (before this process loads numba: the second loads it meanwhile, a second earlier at work)."""
         import subprocess
-        import threading
 
         cmd = [sys.executable, "-m", "server.cli.warmup", "--server-kernels"] + (["--serve-only"] if serve_only else [])
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
@@ -105,13 +112,17 @@ class _Beside:
         self.output: list[str] = []
         self._said = False
 
+    def attach(self, progress) -> None:
+        """Show its lines through this process's progress from now on (they wait in the pipe till then)."""
+        import threading
+
         def forward():
             for line in self._proc.stdout:
                 line = line.rstrip("\n")
                 if line.startswith("  "):  # a function compiled (or still compiling): shown as it comes
                     if not self._said:
-                        progress.write("  (a second process compiles the core's mode solver and the server "
-                                       "loop's and the codecs' kernels meanwhile)")
+                        progress.write("  (a second process compiles the core's mode solver and start and the "
+                                       "server loop's and the codecs' kernels meanwhile)")
                         self._said = True
                     core = _CORE_LINE.match(line)
                     if core:  # counted in this process's core n/m
@@ -134,6 +145,29 @@ class _Beside:
         return code
 
 
+class _Beat:
+    """``with _Beat(say, what):`` a line ``still WHAT (N s)`` every second until the block ends."""
+
+    def __init__(self, say, what: str):
+        import threading
+
+        self._say, self._what, self._done = say, what, threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="warmup-beat", daemon=True)
+
+    def _beat(self) -> None:
+        began = time.perf_counter()
+        while not self._done.wait(1.0):
+            self._say(f"  still {self._what} ({time.perf_counter() - began:.0f} s)")
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: int | None = None) -> int:
     """Compile (or load) everything a server of these plant configs runs; returns the number of failures.
 
@@ -145,15 +179,18 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
     other kernels need none of its code.
     """
     say("loading the compiler (numba) and the plant code")  # a second or two before numba says anything
-    from plant_models.compiling import CompileProgress  # loads numba: not for --help
-
     if jobs is None:
         jobs = 2 if (os.cpu_count() or 1) >= 2 else 1
+    beside = _Beside(serve_only) if jobs == 2 else None
+    with _Beat(say, "loading the compiler"):  # 1 s on an idle machine, 3 s beside the second process's at load 2
+        from plant_models.compiling import CompileProgress  # loads numba: not for --help
+
     began = time.perf_counter()
     cpu0 = time.process_time() + _children_cpu()
     failed = 0
     with CompileProgress(say) as progress:
-        beside = _Beside(serve_only, progress) if jobs == 2 else None
+        if beside is not None:
+            beside.attach(progress)
         from plant_models.registry import load_plant
 
         for cfg in configs:
@@ -199,14 +236,20 @@ def _children_cpu() -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from plant_models.compiling import CompileProgress, silent
-
     if args.server_kernels:  # the second process of a warm-up: progress lines without the prefix
+        from plant_models.compiling import CompileProgress
+
         with CompileProgress(lambda line: print(line, flush=True)):
             _server_kernels(args.serve_only)
         return 0
     configs = args.configs or plant_configs()
-    return 1 if warm(configs, silent if args.quiet else _say, serve_only=args.serve_only, jobs=args.jobs) else 0
+    # numba is loaded in warm(), after its first line and after the second process started: loaded here first, it
+    # left the demo a second without a line and started the second process a second later
+    return 1 if warm(configs, _silent if args.quiet else _say, serve_only=args.serve_only, jobs=args.jobs) else 0
+
+
+def _silent(line: str) -> None:
+    """Prints nothing (``--quiet``; :func:`plant_models.compiling.silent` without loading numba for it)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,4 +264,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # everything is in numba's cache files already (each written whole when compiled); tearing down an
+    # interpreter holding numba and LLVM's compiled code takes another 0.3 s that ./demo.sh would wait for
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

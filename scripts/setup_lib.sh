@@ -1,0 +1,50 @@
+# Helpers of scripts/bootstrap.sh (sourced by it; tests/test_bootstrap.py checks them): the set-up's progress
+# (pip's output shortened to a line per package, never more than a second without a line while pip works) and
+# the requirements it installs first.
+
+_setup_us() { echo "${EPOCHREALTIME/./}"; }  # now in microseconds (bash >= 5)
+
+# pip's output (stdin) as a line per package it resolves or unpacks, and a line at least every second
+_setup_show() {
+  local began last now line="" part n
+  began="$(_setup_us)"
+  last="$began"
+  while :; do
+    if IFS= read -r -t 0.2 part; then
+      line+="$part"
+      case "$line" in
+        "Collecting "*) part="${line#Collecting }"; echo "[set-up]   resolving ${part%% (*}" ;;
+        "Processing "*)  # a wheel's file: name-version-tags.whl
+          part="${line#Processing }"; part="${part%% (*}"; part="${part##*/}"; n="${part#*-}"
+          echo "[set-up]   resolving ${part%%-*} (${n%%-*})" ;;
+        "Installing collected packages: "*)
+          part="${line#*: }"; part="${part//[^,]/}"
+          echo "[set-up]   unpacking $((${#part} + 1)) packages" ;;
+        "Building editable for "*"started") echo "[set-up]   building the editable install of gearbox-hil" ;;
+        "Successfully installed "*) echo "[set-up]   installed" ;;
+        *) line=""; continue ;;
+      esac
+      line=""
+      last="$(_setup_us)"
+    elif [ $? -gt 128 ]; then  # timed out: a line so far held in `part`, or nothing yet
+      line+="$part"
+      now="$(_setup_us)"
+      if [ $((now - last)) -ge 1000000 ]; then
+        echo "[set-up]   still installing ($(((now - began) / 1000000)) s)"
+        last="$now"
+      fi
+    else
+      break  # end of pip's output
+    fi
+  done
+}
+
+
+# The requirement lines of these packages in pyproject.toml's dependencies, as it states them (markers included)
+_setup_early() {
+  local toml="$1" name
+  shift
+  for name in "$@"; do
+    sed -n "/^dependencies = \[/,/^\]/s/^ *\"\($name[<>=~!; ][^\"]*\)\",\$/\1/p" "$toml"
+  done
+}
