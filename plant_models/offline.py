@@ -244,13 +244,17 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
     status = acc[ACC_STATUS]
     n_in = kind.shape[0]
     pk, pt, pv, pdf, pdi = raw_i(kind), raw_f(times), raw_f(values), raw_f(df), raw_i(di)
+    next_row = (k0 // every + 1) * every  # the next step count with a row: counted, not divided at every step
     for k in range(k0, k1):
         if acc[ACC_EVENTS] + cap > ev_time.shape[0]:
             acc[ACC_STATUS] = status
             return _stop(pdi, hints_at, k)
         _write_inputs(pk, n_in, pt, pv, dt, k, pdf, at_in)
+        row = k + 1 == next_row or k + 1 == last
+        if k + 1 == next_row:
+            next_row += every
         if hints_at >= 0:
-            pdi[hints_at] = run_hints(k, k0, (k + 1) % every == 0 or k + 1 == last or k + 1 == k1)
+            pdi[hints_at] = run_hints(k, k0, row or k + 1 == k1)
         status |= call_step_at(step_at, mf, mi, df, di, dt)
         total = pdi[count_at]
         if total != acc[ACC_EV_READ]:
@@ -265,7 +269,7 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
                 m += 1
             acc[ACC_EVENTS] = m
             acc[ACC_EV_READ] = total
-        if (k + 1) % every == 0 or k + 1 == last:
+        if row:
             r = acc[ACC_ROWS]
             for j in range(n_out):
                 out[r, j] = df[at_out + j]

@@ -29,7 +29,7 @@ from numba import njit
 
 from . import actuator, dynamics, integrate, kinematic, linalg, modes, rowforces, step, stuckset, tree
 from . import layout as L
-from .entry import ForceLaw, compile_parallel_roots, compile_start_entry, unused_parallel_roots
+from .entry import ForceLaw, compile_solve_entry, compile_start_entry
 from .handle import Core, LawBlocks
 from .jit import BUFS, JIT, JIT_STAGE, PerTypeDispatcher, call_step_at, raw_f, raw_i
 from .layout import DF_Y, H_FN_STEP, H_G, H_N, H_S, W_ROW0
@@ -104,6 +104,6 @@ def y_row_work(mi):
 
 
 __all__ = ["BUFS", "GROUND", "JIT", "L", "STAGE_MODULES", "Core", "CoreSpec", "ForceLaw", "LawBlocks", "Row", "Settings", "SpecError",
-           "compile_parallel_roots", "compile_start_entry", "unused_parallel_roots",
+           "compile_solve_entry", "compile_start_entry",
            "Spring", "call_step_at", "core_step", "kernel_count", "raw_f", "raw_i", "y_act", "y_omega", "y_row_work",
            "y_theta", "y_twist", "y_work"]

@@ -35,34 +35,20 @@ START_SIGNATURE = types.int64(_FP, _IP, _FP, _IP)  # (mf, mi, df, di) -> status 
 # (mf, mi, df, di, s, oy, of) -> power, W: a force law (see ForceLaw)
 LAW_SIGNATURE = types.float64(_FP, _IP, _FP, _IP, types.float64, types.int64, types.int64)
 
-# Kernels of the step that compile without the rest of the core (the mode solver's side, about 40 % of the
-# core's compile): a second process of the warm-up compiles them into numba's cache, with the argument types
-# the step calls them with, while the first compiles the entry points, which then load them from the cache
-# (a cache file per kernel, written whole and renamed).  A signature the step no longer uses only costs the
-# second process the time: see unused_parallel_roots.
-_F, _I = types.float64, types.int64
-PARALLEL_ROOTS = (
-    ("plant_models.core.stuckset", "_build_cache", (_FP, _IP, _FP, _IP)),
-    ("plant_models.core.modes", "_mode_full", (_FP, _IP, _FP, _IP, _F, _I, _F, _I)),
-    ("plant_models.core.modes", "_enforce_capacity", (_FP, _IP, _FP, _IP, _F, _I, _F)),
-)
+# (mf, mi, df, di, op, s_abs, oy, t_abs) -> status bits: the mode solver (modes.solve_entry)
+SOLVE_SIGNATURE = types.int64(_FP, _IP, _FP, _IP, types.int64, types.float64, types.int64, types.float64)
 
 
-def _root(module: str, name: str):
-    import importlib
+def compile_solve_entry() -> None:
+    """Compile (or load) the mode solver's C entry point alone into numba's cache (a warm-up's second process).
 
-    return getattr(importlib.import_module(module), name)
+    The step calls the solver through its address, so the two compile
+    apart: the solver (about 40 % of the core's compile) in a second
+    process while the first compiles the step; the first then loads it.
+    """
+    from . import modes
 
-
-def compile_parallel_roots() -> None:
-    """Compile (or load) the kernels of :data:`PARALLEL_ROOTS`, each in the types the step calls it with."""
-    for module, name, args in PARALLEL_ROOTS:
-        _root(module, name).compile(args)
-
-
-def unused_parallel_roots(roots=PARALLEL_ROOTS) -> list[str]:
-    """The roots whose listed types the entry points did not ask for (call after they compiled here)."""
-    return [f"{name}{args}" for module, name, args in roots if args not in _root(module, name).signatures]
+    _compile_entry(modes.solve_entry, SOLVE_SIGNATURE, dict(error_model=JIT["error_model"]))
 
 
 def compile_start_entry() -> None:
@@ -78,23 +64,25 @@ def compile_start_entry() -> None:
 
 
 _lock = threading.Lock()
-_compiled: list = []  # [step cfunc, start cfunc] once built; kept for the life of the process
+_compiled: list = []  # [step cfunc, start cfunc, solver cfunc] once built; kept for the life of the process
 
 
-def entry_addresses() -> tuple[int, int]:
-    """Addresses ``(step, start)`` of the compiled entry points, compiling or loading them on the first call.
+def entry_addresses() -> tuple[int, int, int]:
+    """Addresses ``(step, start, mode solver)`` of the compiled entry points, compiling or loading them on the
+    first call (the step first: a warm-up's second process compiles the others meanwhile).
 
     A cold compile takes about half a minute (see :mod:`plant_models.compiling`
     for the progress a caller can show).  Thread-safe; later calls return at once.
     """
     with _lock:
         if not _compiled:
-            from . import step
+            from . import modes, step
 
             options = dict(error_model=JIT["error_model"])  # cached on disk: see _compile_entry
             _compiled[:] = [_compile_entry(step.step_entry, STEP_SIGNATURE, options),
-                            _compile_entry(step.start_entry, START_SIGNATURE, options)]
-        return _compiled[0].address, _compiled[1].address
+                            _compile_entry(step.start_entry, START_SIGNATURE, options),
+                            _compile_entry(modes.solve_entry, SOLVE_SIGNATURE, options)]
+        return _compiled[0].address, _compiled[1].address, _compiled[2].address
 
 
 class ForceLaw:

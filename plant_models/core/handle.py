@@ -75,7 +75,7 @@ class Core:
         mi[L.H_MAX_LOCATE] = st.max_locate_iter
         mi[L.H_REUSE] = 1 if st.reuse_end_evaluation else 0
         # the compiled core (compiled or loaded from the cache the first time a Core is built)
-        mi[L.H_FN_STEP], mi[L.H_FN_START] = entry.entry_addresses()
+        mi[L.H_FN_STEP], mi[L.H_FN_START], mi[L.H_FN_SOLVE] = entry.entry_addresses()
         if law is not None:
             mi[L.H_FN_LAW] = law.law.address
             if not law.checks_reuse:

@@ -30,8 +30,7 @@ from .dynamics import (
     _yoff,
 )
 from .modes import (
-    _build_cache, _enforce_capacity, _mode_full, _mode_prepare, _project, _reconstruct, _set_stuck_list,
-    _stuck_lambda,
+    _mode_prepare, _project, _reconstruct, _set_stuck_list, _solve_cache, _solve_mode, _stuck_lambda,
 )
 from .layout import (
     CNT_LOCATE_ITER_MAX, DF_CAPK_T, DF_CAPS_T, DF_COEF_A, DF_COEF_B, DF_DIR, DF_DT, DF_GEV0, DF_GEV1, DF_GEVC,
@@ -589,7 +588,7 @@ def _handle_event(mf, mi, df, di, s_abs, t_abs):
         # momentum-consistent projection onto delta = 0 for the stuck and the crossing rows;
         # afterwards the crossing rows read exactly zero and the solve takes them as candidates
         _set_stuck_list(mi, di)
-        _build_cache(mf, mi, df, di)
+        _solve_cache(mf, mi, df, di)
         _project(mf, mi, df, di, oy)
         for i in range(g):
             di[omode + i] = di[osv + i]
@@ -598,5 +597,4 @@ def _handle_event(mf, mi, df, di, s_abs, t_abs):
     # the mode solve takes each crossing row's direction from before the crossing, so a
     # reversal is recognised; _mode_prepare keeps MODE_SLIP rows at zero speed as they are
     _mode_prepare(mf, mi, df, di, s_abs, oy, True)
-    st = _mode_full(mf, mi, df, di, s_abs, oy, t_abs, -1)
-    return st | _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs)
+    return _solve_mode(mf, mi, df, di, s_abs, oy, t_abs)

@@ -98,6 +98,15 @@ def call_start_at(typingctx, address, mf, mi, df, di):
 
 
 @intrinsic
+def call_solve_at(typingctx, address, mf, mi, df, di, op, s_abs, oy, t_abs):
+    """Call the compiled mode solver at ``address`` (see :mod:`.entry`, :func:`.modes.solve_entry`).
+
+    Called in the real-time loop.
+    """
+    return _address_call(typingctx, address, mf, mi, df, di, op, s_abs, oy, t_abs)
+
+
+@intrinsic
 def call_law_at(typingctx, address, mf, mi, df, di, s, oy, of):
     """Call the compiled force law at ``address`` (see :mod:`.entry`, ``LAW_SIGNATURE``); returns its power, W.
 

@@ -294,7 +294,8 @@ TABLE: tuple[Field, ...] = (
     F("MF_MINV", "mf", "d*d", "dense", "its inverse"),
     F("MF_DRAGM", "mf", "d*d", "dense", "drag matrix to ground, N m s/rad"),
     F("DF_AM", "df", "g*d", "dense", "A M^-1 of the last Delassus matrix built (rows of DF_A)"),
-    *_unused(4),  # slots 166-169
+    F("H_FN_SOLVE", "hdr", "", "hdr", "address of the compiled mode solver's entry point in this process (core/entry.py)"),
+    *_unused(3),  # slots 167-169
     F("H_ONEWAY", "hdr", "", "hdr", "number of one-way rows (freewheels)"),
     F("DF_KIN_BACKUP", "df", "3*g", "kin", "DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (roll-back)",
       after="DF_DRV_WS"),

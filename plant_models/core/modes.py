@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import JIT, JIT_STAGE, kernel
+from .jit import JIT, JIT_STAGE, call_solve_at, kernel
 from .tree import _build_tree
 from .linalg import _box_qp, _chol_solve, _cholesky, _delassus, _fill_rows
 from .dynamics import ORIENT_HYPER, _caps, _forces, _hyper_parent_sum, _sizes, _slip, _yoff
@@ -42,7 +42,7 @@ from .layout import (
     FLAG_LOCKED, FLAG_OVERCONSTRAINED, H_EVCAP, H_G, H_MAX_ITER, H_N, MF_INERTIA, MF_INV_INERTIA, MF_SETTINGS,
     MF_STRIBECK_VS, MODE_FREE, MODE_SLIP, MODE_STUCK, SET_BREAK_MARGIN, SET_RANK_TOL, SET_REG, SET_SOLVER_TOL,
     ST_LOCKED, ST_OVERCONSTRAINED, ST_SOLVER_LIMIT, W_IMPULSE, DF_AM, DF_TMPN3, FLAG_HELD, FLAG_TREE_PARTIAL,
-    H_DENSE, MF_MASS, MF_MINV, MI_ONEWAY,
+    H_DENSE, H_FN_SOLVE, MF_MASS, MF_MINV, MI_ONEWAY,
 )
 
 # the stuck set's caches, tree and exact reconstruction are in .stuckset (imported above; the stages
@@ -513,3 +513,39 @@ def _cache_status(mi, di):
     if di[ofl + FLAG_LOCKED] == 1:
         st |= ST_LOCKED
     return st
+
+
+# ==========================================================================
+# the mode solver as an entry point of its own
+# ==========================================================================
+SOLVE_CACHE = 0  # solve_entry's op: rebuild the stuck set's caches (_build_cache)
+SOLVE_MODE = 1  # solve_entry's op: the friction mode (_mode_full, then _enforce_capacity)
+
+
+def solve_entry(mf, mi, df, di, op, s_abs, oy, t_abs):
+    """The mode solver, compiled as a C entry point of its own (:mod:`.entry`); returns status bits.
+
+    The step and the start call it through its address (``H_FN_SOLVE``):
+    it runs only where a mode changes, never in a step without events, and
+    compiled apart it is not optimised again inside the step's entry point,
+    so a warm-up compiles it in a second process beside the step (about
+    40 % of the core's compile).  ``op``: ``SOLVE_CACHE`` or ``SOLVE_MODE``
+    (prepare the candidates first: :func:`_mode_prepare`).
+    """
+    if op == SOLVE_CACHE:
+        return _build_cache(mf, mi, df, di)
+    st = _mode_full(mf, mi, df, di, s_abs, oy, t_abs, -1)
+    return st | _enforce_capacity(mf, mi, df, di, s_abs, oy, t_abs)
+
+
+@kernel(**JIT)
+def _solve_cache(mf, mi, df, di):
+    """:func:`_build_cache` through the solver's entry point.  Called in the real-time loop."""
+    return call_solve_at(mi[H_FN_SOLVE], mf, mi, df, di, SOLVE_CACHE, 0.0, 0, 0.0)
+
+
+@kernel(**JIT)
+def _solve_mode(mf, mi, df, di, s_abs, oy, t_abs):
+    """:func:`_mode_full` and :func:`_enforce_capacity` through the solver's entry point (call
+    :func:`_mode_prepare` first).  Called in the real-time loop."""
+    return call_solve_at(mi[H_FN_SOLVE], mf, mi, df, di, SOLVE_MODE, s_abs, oy, t_abs)

@@ -20,8 +20,8 @@ from .jit import JIT, JIT_STAGE, JIT_SUMS, kernel
 from .dynamics import _accel, _caps, _deriv, _deriv_finish, _forces, _row_delta, _sizes, _spring_elastic
 from .kinematic import _kin_begin, _kin_end, _kin_restore, _kin_start
 from .modes import (
-    _build_cache, _cache_status, _enforce_capacity, _log_event, _mode_full, _mode_prepare, _reconstruct,
-    _set_stuck_list, _stuck_lambda,
+    _cache_status, _log_event, _mode_prepare, _reconstruct, _set_stuck_list, _solve_cache, _solve_mode,
+    _stuck_lambda,
 )
 from .integrate import REDUNDANT, _handle_event, _integrate_substep, _rk4
 from .layout import (
@@ -336,7 +336,7 @@ def _apply_coefficient_change(mf, mi, df, di, t0):
                 df[odir + i] = 1.0 if d > 0.0 else -1.0
                 _log_event(mi, df, di, t0, i, EV_BREAKAWAY)
     _set_stuck_list(mi, di)
-    st = _build_cache(mf, mi, df, di)
+    st = _solve_cache(mf, mi, df, di)
     _reconstruct(mf, mi, df, di, oy)
     return st, True
 
@@ -354,8 +354,7 @@ def _ensure_mode(mf, mi, df, di, t0, backed_up):
             backed_up = True
         oy = mi[DF_Y]
         _mode_prepare(mf, mi, df, di, 0.0, oy, True)
-        st |= _mode_full(mf, mi, df, di, 0.0, oy, t0, -1)
-        st |= _enforce_capacity(mf, mi, df, di, 0.0, oy, t0)
+        st |= _solve_mode(mf, mi, df, di, 0.0, oy, t0)
     st |= _cache_status(mi, di)
     return st, backed_up
 
@@ -414,8 +413,7 @@ def _advance_through_events(mf, mi, df, di, dt, t0, reuse, backed_up):
         if code == 2 or code == 4:
             # the mode no longer fits the state: solve it here, then integrate
             if _mode_prepare(mf, mi, df, di, used, oy, code == 4):
-                st |= _mode_full(mf, mi, df, di, used, oy, t0 + used, -1)
-                st |= _enforce_capacity(mf, mi, df, di, used, oy, t0 + used)
+                st |= _solve_mode(mf, mi, df, di, used, oy, t0 + used)
             continue
         if code == 5:
             # a missed zero crossing: handled as an event here
@@ -543,7 +541,7 @@ def _roll_back(mf, mi, df, di, t0, backed_up):
     if mi[H_NKIN] > 0:  # the phase changes _kin_begin made at this step's start belong to the step
         _kin_restore(mf, mi, df, di)
     _set_stuck_list(mi, di)
-    _build_cache(mf, mi, df, di)
+    _solve_cache(mf, mi, df, di)
     _outputs(mf, mi, df, di, 0.0, False)
     di[mi[DI_COUNTERS] + CNT_ROLLBACKS] += 1
 
@@ -568,14 +566,13 @@ def start_entry(mf, mi, df, di):
     if mi[H_NKIN] > 0:
         _kin_start(mf, mi, df, di)
     _set_stuck_list(mi, di)
-    st = _build_cache(mf, mi, df, di)
+    st = _solve_cache(mf, mi, df, di)
     _reconstruct(mf, mi, df, di, oy)
     t = df[mi[DF_TIME]]
     ocnt = mi[DI_COUNTERS]
     before = di[ocnt + CNT_EVENTS]
     _mode_prepare(mf, mi, df, di, 0.0, oy, True)
-    st |= _mode_full(mf, mi, df, di, 0.0, oy, t, -1)
-    st |= _enforce_capacity(mf, mi, df, di, 0.0, oy, t)
+    st |= _solve_mode(mf, mi, df, di, 0.0, oy, t)
     E = mi[H_EVCAP]
     okind = mi[DI_EV_KIND]
     orow = mi[DI_EV_ROW]

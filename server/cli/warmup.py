@@ -64,21 +64,20 @@ def _say(line: str) -> None:
 def _server_kernels(serve_only: bool) -> None:
     """Compile (or load) the core's mode solver and start entry point and the kernels of the server.
 
-    The mode solver's kernels (``PARALLEL_ROOTS`` in :mod:`plant_models.core.entry`)
-    compile without the rest of the core, and the loop's, the faults' and
-    the CAN and ZeroMQ codecs' call neither the core nor a plant's code; the
-    start's C entry point, last, shares most of its kernels with the step's
-    (a kernel one process compiles the other waits for and loads).  So they
-    compile in a process of their own while the core's step entry point
-    compiles (numba's cache files are one per function, written whole under
-    a temporary name and renamed); the step loads the mode solver from the
-    cache when it comes to it, and the first process then loads the start's
-    entry point (about 2 s off its path) and compiles the plants' own
-    kernels.
+    The mode solver is a C entry point of its own, which the step calls
+    through its address (:func:`plant_models.core.entry.compile_solve_entry`),
+    and the loop's, the faults' and the CAN and ZeroMQ codecs' kernels call
+    neither the core nor a plant's code; the start's C entry point, last,
+    shares most of its kernels with the step's (a kernel one process
+    compiles the other waits for and loads).  So they compile in a process
+    of their own while the core's step entry point compiles (numba's cache
+    files are one per function, written whole under a temporary name and
+    renamed); the first process then loads the solver's and the start's
+    entry points and compiles the plants' own kernels.
     """
-    from plant_models.core.api import compile_parallel_roots, compile_start_entry
+    from plant_models.core.api import compile_solve_entry, compile_start_entry
 
-    compile_parallel_roots()
+    compile_solve_entry()
     import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec
@@ -208,23 +207,11 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
         else:
             failed += 1 if beside.wait() else 0
             progress.add_compiled(beside.compiled)
-            _check_parallel_roots(say, progress)
         how = "compiled" if progress.compiled else "everything was cached already"
     # CPU time beside the wall time: on a shared machine the wall time also says how busy the others are
     cpu = time.process_time() + _children_cpu() - cpu0
     say(f"ready in {time.perf_counter() - began:.1f} s ({how}; {cpu:.1f} s of CPU)")
     return failed
-
-
-def _check_parallel_roots(say, progress) -> None:
-    """Say so if the second process compiled kernels in types the core's step (compiled here) did not use."""
-    from plant_models.core.api import unused_parallel_roots
-
-    if progress.count_here["core"]:  # the entry points compiled here, not loaded: they asked for their kernels
-        unused = unused_parallel_roots()
-        if unused:
-            say("warning: compiled in vain (update PARALLEL_ROOTS in plant_models/core/entry.py): "
-                + ", ".join(unused))
 
 
 def _children_cpu() -> float:
