@@ -37,7 +37,8 @@ from .contract.compiled import CompiledPlant
 from .core.api import JIT, L, call_step_at, raw_f, raw_i
 from .offline import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_STATUS, LAY_EV_CAP, LAY_EV_COUNT,
                       LAY_EV_KIND, LAY_EV_SOURCE, LAY_EV_TIME, LAY_EVERY, LAY_IN, LAY_LAST, LAY_LEN, LAY_N_OUT,
-                      LAY_OUT, LAY_HINTS, CompiledCounters, InputTable, _stop, _write_inputs, kernel_address, run_hints,
+                      LAY_OUT, LAY_HINTS, TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, CompiledCounters, InputTable, _stop,
+                      _value, _write_inputs, kernel_address, run_hints,
                       output_buffer)
 
 LAY_TIME = LAY_LEN  # index in df of the plant's time, s
@@ -59,17 +60,26 @@ def no_stage(fi, ff, df, n):
 
 
 @njit(**JIT)
-def _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, n_owned, held):
+def _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, held):
     """The inputs of step k: the table's; closed loop: every rate 0 and the owned inputs' commands.
 
-    Arrays as raw pointers (see plant_models.offline._write_inputs).
+    ``owned[i]`` 1 for an input the controller commands.  Arrays as raw
+    pointers (see plant_models.offline._write_inputs).  Closed, the values
+    are those :func:`~plant_models.offline._write_inputs` gives (a table's
+    rate is not evaluated: it is 0).
     """
-    _write_inputs(kind, n_in, times, values, dt, k, df, at_in)
-    if closed:
-        for i in range(n_in):
-            df[at_in + n_in + i] = 0.0
-        for j in range(n_owned):
-            df[at_in + owned[j]] = held[owned[j]]
+    if not closed:
+        _write_inputs(kind, n_in, times, values, dt, k, df, at_in)
+        return
+    t0 = float(k) * dt
+    for i in range(n_in):
+        if owned[i] != 0:
+            df[at_in + i] = held[i]
+        elif kind[i * TI_LEN + TI_KIND] == TAB_CONST:
+            df[at_in + i] = values[kind[i * TI_LEN + TI_FIRST]]
+        else:
+            df[at_in + i] = _value(kind, times, values, i, t0, True)
+        df[at_in + n_in + i] = 0.0
 
 
 @njit(**JIT)
@@ -93,7 +103,8 @@ def _collect(df, di, lay, acc, ev_time, ev_source, ev_kind):
 
 @njit(**LOOP_JIT)
 def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi, df, di, kind, times, values, dt,
-                     k0, k1, lay, acc, out, out_u, out_step, ev_time, ev_source, ev_kind, owned, held, ybuf, ubuf,
+                     k0, k1, lay, acc, out, out_u, out_step, ev_time, ev_source, ev_kind, owned, owned_mask, held, ybuf,
+                     ubuf,
                      kstate, kparams):
     """Steps ``k0 .. k1 - 1``; returns the next step (k1, or earlier when the event arrays are full).
 
@@ -117,8 +128,7 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
     hints_at = lay[LAY_HINTS]
     status = acc[ACC_STATUS]
     pk, pt, pv, pdf, pdi = raw_i(kind), raw_f(times), raw_f(values), raw_f(df), raw_i(di)
-    powned, pheld, play, pacc = raw_i(owned), raw_f(held), raw_i(lay), raw_i(acc)
-    n_owned = owned.shape[0]
+    pmask, pheld, play, pacc = raw_i(owned_mask), raw_f(held), raw_i(lay), raw_i(acc)
     # the next step counts (k + 1) with a row and with a kernel call: counted, not divided (two 64-bit divisions
     # a step were a few per cent of the 8HP car's step)
     next_row = (k0 // every + 1) * every
@@ -127,7 +137,7 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
         if acc[ACC_EVENTS] + lay[LAY_EV_CAP] > ev_time.shape[0]:
             acc[ACC_STATUS] = status
             return _stop(pdi, hints_at, k)
-        _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, powned, n_owned, pheld)
+        _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, pmask, pheld)
         row = k + 1 == next_row or k + 1 == lay[LAY_LAST]
         call = k + 1 == next_call
         if hints_at >= 0:  # a sensor fault stage (nf > 0) acts on every step's outputs
@@ -219,6 +229,8 @@ class StagedRun(CompiledCounters):
         self.out_u = np.empty((self.out.shape[0], plant.n_in))
         self.out_u[0] = plant.u
         self.owned = np.ascontiguousarray(owned, dtype=np.int64)
+        self.owned_mask = np.zeros(plant.n_in, dtype=np.int64)
+        self.owned_mask[self.owned] = 1
         self.held = np.array(held, dtype=np.float64)
         self.ybuf, self.ubuf = np.empty(plant.n_out), np.empty(plant.n_in)
         self.kstate = kstate if kstate is not None else np.zeros(1)
@@ -246,7 +258,8 @@ class StagedRun(CompiledCounters):
                 k1, nf = (end if nxt is None else min(end, nxt)), f.n_signal
             k = int(run_staged_steps(self.kernel, *self._stage[:3], *self._stage[3:], nf, self._step_at, p.mf, p.mi,
                                      p.df, p.di, self.kind, self.times, self.values, self.dt, self.k, k1, self.lay,
-                                     self.acc, self.out, self.out_u, self.out_step, *self._ev, self.owned, self.held,
+                                     self.acc, self.out, self.out_u, self.out_step, *self._ev, self.owned,
+                                     self.owned_mask, self.held,
                                      self.ybuf, self.ubuf, self.kstate, self.kparams))
             if k < k1:  # the event arrays are nearly full: twice the room, and on
                 self._ev = [np.resize(a, 2 * a.shape[0]) for a in self._ev]

@@ -487,12 +487,7 @@ def _finish_or_roll_back(mf, mi, df, di, dt, t0, st, fresh, last_s, last_h, back
     ocnt = mi[DI_COUNTERS]
     df[mi[DF_TIME]] = t0 + dt
     _outputs(mf, mi, df, di, dt, fresh)
-    finite = True
-    for q in range(ny):
-        if not math.isfinite(df[oy + q]):
-            finite = False
-            break
-    if not finite:
+    if not _all_finite(df, oy, ny):
         _roll_back(mf, mi, df, di, t0, backed_up)
         st = ST_NONFINITE
     elif fresh and mi[H_REUSE] == 1:
@@ -504,6 +499,16 @@ def _finish_or_roll_back(mf, mi, df, di, dt, t0, st, fresh, last_s, last_h, back
     di[ocnt + CNT_STEPS] += 1
     di[ofl + FLAG_STATUS] = st
     return st
+
+
+@kernel(**JIT_SUMS)
+def _all_finite(df, o, count):
+    """Are df[o:o + count] all finite?  x - x is 0 for a finite x and NaN for inf or NaN; the sum of those
+    (vectorised: this function may reassociate it) is 0 exactly when all are.  Called in the real-time loop."""
+    probe = 0.0
+    for q in range(count):
+        probe += df[o + q] - df[o + q]
+    return probe == 0.0
 
 
 @kernel(**JIT_STAGE)
