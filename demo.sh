@@ -44,8 +44,9 @@ say "[1/4] set-up: the virtual environment in .venv (created and installed on fi
 source scripts/bootstrap.sh plot --background
 
 STAGE="compiling"
-say "[2/4] compiling the plant code (the first run on a machine: 31-53 s measured on 2 cores shared with other" \
-  "work, load 1.5-2.8; a line per function; later runs load it from the cache)"
+say "[2/4] compiling the plant code (the first run on a machine: 26 s from the start of demo.sh to the first" \
+  "tick measured on 2 idle cores, 37-62 s on 2 cores busy with other work; a line per function; later runs" \
+  "load it from the cache)"
 python -m server.cli.warmup powershift --serve-only
 STAGE="set-up"
 setup_wait server || fail "the set-up could not install what the server needs (pip's messages are above)"
