@@ -140,9 +140,10 @@ class PerTypeDispatcher(CPUDispatcher):
     def compile(self, sig):
         """Compile (or load) ``sig``; while another process compiles this kernel, wait and load its result.
 
-        Two processes of a warm-up compile the core's kernels at once
-        (:data:`plant_models.core.entry.PARALLEL_ROOTS`); without the lock
-        both would compile the kernels they share.  The calls between
+        Two processes of a warm-up compile the core's kernels at once (the
+        step's entry point in one, the mode solver's and the start's in the
+        other: ``server.cli.warmup``); without the lock both would compile
+        the kernels they share.  The calls between
         kernels form no cycle, so neither waits for a kernel the other
         waits for.
         """
