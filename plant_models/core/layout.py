@@ -294,8 +294,7 @@ TABLE: tuple[Field, ...] = (
     F("MF_MINV", "mf", "d*d", "dense", "its inverse"),
     F("MF_DRAGM", "mf", "d*d", "dense", "drag matrix to ground, N m s/rad"),
     F("DF_AM", "df", "g*d", "dense", "A M^-1 of the last Delassus matrix built (rows of DF_A)"),
-    F("H_FN_SOLVE", "hdr", "", "hdr", "address of the compiled mode solver's entry point in this process (core/entry.py)"),
-    *_unused(3),  # slots 167-169
+    *_unused(4),  # slots 166-169
     F("H_ONEWAY", "hdr", "", "hdr", "number of one-way rows (freewheels)"),
     F("DF_KIN_BACKUP", "df", "3*g", "kin", "DF_KIN_T0, DF_KIN_HOLD, DF_DRIVE_ACC at the step start (roll-back)",
       after="DF_DRV_WS"),
@@ -317,6 +316,7 @@ TABLE: tuple[Field, ...] = (
     F("DF_ACT_HOLD", "df", "hold*g", "in", "time into the step until which the row's actuator state follows the ramp"
       " DF_ACT_RAMP instead of its lag, s (0: the lag from the step start; only with H_ACT_HOLD: a clutch fill)"),
     F("DF_ACT_RAMP", "df", "hold*g", "in", "slope of that ramp, command units/s"),
+    F("H_FN_SOLVE", "hdr", "", "hdr", "address of the compiled mode solver's entry point in this process (core/entry.py)"),
 )
 
 BUFFERS = ("mf", "mi", "df", "di")
