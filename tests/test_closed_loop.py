@@ -335,10 +335,10 @@ class _LaggingServer:
         self._clock, self._t0, self.tick, self._slow = time.monotonic, time.monotonic(), 0, slowdown
 
     def subscribe(self, topics):
-        pass
+        """Nothing to choose: the stand-in sends its one state stream."""
 
     def reset(self, inputs):
-        pass
+        """Nothing to reset: the stand-in's plant time runs from its construction."""
 
     def get(self):
         return {"u": {"p_c2": 0.0}}

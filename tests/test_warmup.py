@@ -64,7 +64,7 @@ def test_a_failing_second_process_is_a_failure(monkeypatch, capsys):
         stdout = iter(["Traceback (most recent call last):\n", "ImportError: no module\n"])
 
         def __init__(self, cmd, **kw):
-            pass
+            """A second process that has already failed: its command is not run."""
 
         def wait(self):
             return 1

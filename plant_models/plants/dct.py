@@ -71,7 +71,7 @@ from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
 from ..powertrain.hydraulics import describe as hydraulics_description
-from ..powertrain.hydraulics_plant import HydraulicsPlant, hydraulic_signals
+from ..powertrain.hydraulics_plant import HydraulicsPlant
 
 # -- state layout ------------------------------------------------------------
 # shafts
@@ -410,10 +410,7 @@ class DctPlant(HydraulicsPlant, FrictionPlant):
     @classmethod
     def signals(cls, params: DctParams):
         """The ports; with hydraulics the fill outputs (and with a valve map the currents ``i_c1``, ``i_c2``)."""
-        inputs, outputs = super().signals(params)
-        h = params.hydraulics
-        return hydraulic_signals(h, inputs, outputs, [] if h is None else [IN_P_C1 + k for k in h.elements],
-                                 CLUTCH_NAMES)
+        return cls.fixed_hydraulic_signals(params, *super().signals(params), CLUTCH_NAMES)
 
     @classmethod
     def description_of(cls, params: DctParams, source: str = "") -> dict:

@@ -36,7 +36,7 @@ from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
 from ..powertrain.hydraulics import describe as hydraulics_description
-from ..powertrain.hydraulics_plant import HydraulicsPlant, hydraulic_signals
+from ..powertrain.hydraulics_plant import HydraulicsPlant
 
 N_AXLES = 4
 N_CLUTCH = 8
@@ -242,10 +242,7 @@ class PowershiftPlant(HydraulicsPlant, FrictionPlant):
     @classmethod
     def signals(cls, params: PowershiftParams):
         """The ports; with hydraulics the fill outputs (and with a valve map the currents ``i_c<i>``)."""
-        inputs, outputs = super().signals(params)
-        h = params.hydraulics
-        return hydraulic_signals(h, inputs, outputs, [] if h is None else [IN_P0 + k for k in h.elements],
-                                 CLUTCH_NAMES)
+        return cls.fixed_hydraulic_signals(params, *super().signals(params), CLUTCH_NAMES)
 
     @classmethod
     def build_spec(cls, p: PowershiftParams) -> CoreSpec:

@@ -62,6 +62,14 @@ class HydraulicsPlant:
     hydraulics_data_slot: ClassVar[int] = -1  # the plant's int parameter (MI_PLANT) holding the data block's offset
     first_command_input: ClassVar[int] = -1  # input index of row 0's command; row r's is this + r
 
+    @classmethod
+    def fixed_hydraulic_signals(cls, params, inputs: tuple[Signal, ...], outputs: tuple[Signal, ...],
+                                names: list[str]) -> tuple[tuple[Signal, ...], tuple[Signal, ...]]:
+        """:func:`hydraulic_signals` for a plant whose row r's command is input ``first_command_input + r``."""
+        h = params.hydraulics
+        return hydraulic_signals(h, inputs, outputs, [] if h is None else [cls.first_command_input + k
+                                                                           for k in h.elements], names)
+
     def _hydraulics_offsets(self) -> tuple[int, int]:
         """(offset in ``mf`` of the hydraulics' parameter block, offset in ``df`` of its data block)."""
         return (int(self.mi[L.MF_PLANT]) + self.hydraulics_param_slot,
