@@ -158,8 +158,11 @@ def test_the_page_offers_the_scenario_folders_files_and_loads_the_chosen_one(ser
 
 def test_lockstep_has_no_rate_and_a_narrow_window_keeps_the_adapter_names_whole(served):
     s, drv = served
-    rate = wait_until(lambda: [r.text for r in drv.find_elements(By.CSS_SELECTOR, "#timing tr")
-                               if r.text.startswith("rate")], 10)
+    # the rows' texts read in one script: the page redraws the table at every status, and an element found by
+    # one call could be gone by the next (StaleElementReferenceException)
+    rate = wait_until(lambda: [t for t in drv.execute_script(
+        "return Array.from(document.querySelectorAll('#timing tr')).map((r) => r.innerText);")
+        if t.startswith("rate")], 10)
     assert rate and "n/a in lockstep" in rate[0] and "actual" not in rate[0]
     drv.set_window_size(640, 900)
     try:
