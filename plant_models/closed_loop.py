@@ -66,20 +66,24 @@ def _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, held):
     ``owned[i]`` 1 for an input the controller commands.  Arrays as raw
     pointers (see plant_models.offline._write_inputs).  Closed, the values
     are those :func:`~plant_models.offline._write_inputs` gives (a table's
-    rate is not evaluated: it is 0).
+    rate is not evaluated: it is 0).  Returns whether any value or rate
+    differs from the previous step's (as ``_write_inputs``).
     """
     if not closed:
-        _write_inputs(kind, n_in, times, values, dt, k, df, at_in)
-        return
+        return _write_inputs(kind, n_in, times, values, dt, k, df, at_in)
     t0 = float(k) * dt
+    changed = False
     for i in range(n_in):
         if owned[i] != 0:
-            df[at_in + i] = held[i]
+            v = held[i]
         elif kind[i * TI_LEN + TI_KIND] == TAB_CONST:
-            df[at_in + i] = values[kind[i * TI_LEN + TI_FIRST]]
+            v = values[kind[i * TI_LEN + TI_FIRST]]
         else:
-            df[at_in + i] = _value(kind, times, values, i, t0, True)
+            v = _value(kind, times, values, i, t0, True)
+        changed = changed or not (df[at_in + i] == v and df[at_in + n_in + i] == 0.0)
+        df[at_in + i] = v
         df[at_in + n_in + i] = 0.0
+    return changed
 
 
 @njit(**JIT)
@@ -137,11 +141,11 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
         if acc[ACC_EVENTS] + lay[LAY_EV_CAP] > ev_time.shape[0]:
             acc[ACC_STATUS] = status
             return _stop(pdi, hints_at, k)
-        _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, pmask, pheld)
+        changed = _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, pmask, pheld)
         row = k + 1 == next_row or k + 1 == lay[LAY_LAST]
         call = k + 1 == next_call
-        if hints_at >= 0:  # a sensor fault stage (nf > 0) acts on every step's outputs
-            pdi[hints_at] = run_hints(k, k0, nf > 0 or row or call or k + 1 == k1)
+        if hints_at >= 0:  # a fault stage (nf > 0) acts on every step's inputs and outputs
+            pdi[hints_at] = run_hints(k, k0, nf > 0 or row or call or k + 1 == k1, nf == 0 and not changed)
         if nf:
             f_in(fi, ff, df, nf)
         status |= call_step_at(step_at, mf, mi, df, di, dt)

@@ -155,23 +155,24 @@ def _value(kind, times, values, i, t, right):
 def _write_inputs(kind, n_in, times, values, dt, k, df, at):
     """The inputs of step k into ``df[at:]`` (values, then the rates), all arguments raw pointers but the sizes.
 
-    Called in the compiled run.
+    Returns whether any value or rate differs from what ``df`` held (bit for
+    bit: a NaN always differs).  Called in the compiled run.
     """
     t0 = float(k) * dt
     t1 = (float(k) + 1.0) * dt
+    changed = False
     for i in range(n_in):
         rate = kind[i * TI_LEN + TI_RATE] != 0
         if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # what _value gives, without the call
             v0 = values[kind[i * TI_LEN + TI_FIRST]]
-            df[at + i] = v0
-            df[at + n_in + i] = (v0 - v0) / dt if rate else 0.0
-            continue
-        v0 = _value(kind, times, values, i, t0, True)
-        df[at + i] = v0
-        if rate:
-            df[at + n_in + i] = (_value(kind, times, values, i, t1, False) - v0) / dt
+            r = (v0 - v0) / dt if rate else 0.0
         else:
-            df[at + n_in + i] = 0.0
+            v0 = _value(kind, times, values, i, t0, True)
+            r = (_value(kind, times, values, i, t1, False) - v0) / dt if rate else 0.0
+        changed = changed or not (df[at + i] == v0 and df[at + n_in + i] == r)
+        df[at + i] = v0
+        df[at + n_in + i] = r
+    return changed
 
 
 @njit(**JIT)
@@ -249,12 +250,12 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
         if acc[ACC_EVENTS] + cap > ev_time.shape[0]:
             acc[ACC_STATUS] = status
             return _stop(pdi, hints_at, k)
-        _write_inputs(pk, n_in, pt, pv, dt, k, pdf, at_in)
+        changed = _write_inputs(pk, n_in, pt, pv, dt, k, pdf, at_in)
         row = k + 1 == next_row or k + 1 == last
         if k + 1 == next_row:
             next_row += every
         if hints_at >= 0:
-            pdi[hints_at] = run_hints(k, k0, row or k + 1 == k1)
+            pdi[hints_at] = run_hints(k, k0, row or k + 1 == k1, not changed)
         status |= call_step_at(step_at, mf, mi, df, di, dt)
         total = pdi[count_at]
         if total != acc[ACC_EV_READ]:
@@ -280,13 +281,18 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
 
 
 @njit(**JIT)
-def run_hints(k, k0, read):
-    """The run hints (``L.RUN_*``) for step k of a call that started at step k0; ``read``: its outputs are read.
+def run_hints(k, k0, read, same_inputs):
+    """The run hints (``L.RUN_*``) for step k of a call that started at step k0; ``read``: its outputs are read;
+    ``same_inputs``: its inputs are the previous step's, bit for bit, and no fault stage acts on them.
 
-    The model floats are the previous step's from the call's second step on
-    (Python may change them between calls; the steps change none).
+    The model floats, and the inputs when they are the same, count as the
+    previous step's from the call's second step on (Python may change them,
+    and the plant's data, between calls; the steps change none).
     """
-    return (L.RUN_MODEL_SAME if k > k0 else 0) | (0 if read else L.RUN_OUTPUTS_UNREAD)
+    unread = 0 if read else L.RUN_OUTPUTS_UNREAD
+    if k == k0:
+        return unread
+    return L.RUN_MODEL_SAME | unread | (L.RUN_INPUTS_SAME if same_inputs else 0)
 
 
 @njit(**JIT)

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import math
 
-
 from .jit import JIT, JIT_STAGE, JIT_SUMS, kernel
-from .dynamics import _accel, _caps, _deriv, _deriv_finish, _forces, _row_delta, _sizes, _spring_elastic
+from .dynamics import (_abs_terms, _accel, _caps, _deriv, _deriv_finish, _extra_sum, _forces, _row_delta, _sizes, _slip,
+                       _spring_elastic)
 from .kinematic import _kin_begin, _kin_end, _kin_restore, _kin_start
 from .modes import (
-    _cache_status, _log_event, _mode_prepare, _reconstruct, _set_stuck_list, _solve_cache, _solve_mode,
-    _stuck_lambda,
+    _cache_status, _log_event, _mode_prepare, _reconstruct, _set_stuck_list, _solve_cache, _solve_mode, _stuck_lambda,
 )
 from .integrate import REDUNDANT, _handle_event, _integrate_substep, _rk4
 from .layout import (
@@ -31,12 +30,12 @@ from .layout import (
     DF_U_TAU_RATE, DF_XACT, DF_Y, DF_Y0, DI_BACKUP, DI_BND, DI_COUNTERS, DI_EV_KIND, DI_EV_ROW, DI_FLAGS, DI_MODE,
     DI_NSTUCK, DI_ORIENT, DI_STUCK, EV_BREAKAWAY, EV_STICK, FLAG_CACHE_VALID, FLAG_COEF_DIRTY, FLAG_DRIVE_REDUNDANT,
     FLAG_REUSE, FLAG_RUN_HINTS, FLAG_STATUS, H_EVCAP, H_MAX_EVENTS, H_NKIN, H_NY, H_REUSE, MF_ACT_LAG, MF_INERTIA,
-    MF_SETTINGS, MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MI_ROW_A, MI_ROW_B, MI_SPRING_A, MI_SPRING_B, MODE_FREE,
-    MODE_SLIP, MODE_STUCK, N_SETTINGS, RUN_MODEL_SAME, RUN_OUTPUTS_UNREAD, ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE,
-    ST_OVERCONSTRAINED, DF_BACKUP_X, DF_COEF_X, H_G, H_NX,
+    MF_SETTINGS, MF_SPRING_C, MF_SPRING_CA, MF_SPRING_CB, MI_ROW_A, MI_ROW_B, MI_ROW_NX, MI_SPRING_A, MI_SPRING_B,
+    MODE_FREE, MODE_SLIP, MODE_STUCK, N_SETTINGS, RUN_CORE_INPUTS_SAME, RUN_MODEL_SAME, RUN_OUTPUTS_UNREAD,
+    ST_BAD_INPUT, ST_DRIVE_REDUNDANT, ST_EVENT_BUDGET, ST_NONFINITE, ST_OVERCONSTRAINED, DF_BACKUP_X, DF_COEF_X, H_G,
+    H_NX,
 )
-from .dynamics import _abs_terms, _extra_sum, _slip
-from .layout import MI_ROW_NX
+
 
 @kernel(**JIT)
 def _outputs(mf, mi, df, di, s_abs, fresh):
@@ -132,10 +131,7 @@ def _required_forces(mi, df, di):
 # ==========================================================================
 @kernel(**JIT)
 def _backup(mi, df, di):
-    """Save what a roll-back restores (state, directions, coefficients, time, modes).
-
-    Called in the real-time loop.
-    """
+    """Save what a roll-back restores (state, directions, coefficients, time, modes).  Called in the real-time loop."""
     n, g, s = _sizes(mi)
     ny = mi[H_NY]
     oy = mi[DF_Y]
@@ -182,7 +178,6 @@ def _reuse_valid(mf, mi, df):
     for j in range(n):
         acc += abs(df[out + j] - df[oru + j])
     oua = mi[DF_U_ACT]
-    olag = mi[MF_ACT_LAG]
     olag = mi[MF_ACT_LAG]
     for i in range(g):
         if mf[olag + i] <= 0.0:
@@ -247,7 +242,7 @@ def step_entry(mf, mi, df, di, dt):
     entry point by :mod:`.entry` (not a kernel of its own: that would
     compile the whole step twice).  Called in the real-time loop.
     """
-    if not _inputs_finite(mi, df, dt):
+    if not _inputs_finite(mi, df, dt, (di[mi[DI_FLAGS] + FLAG_RUN_HINTS] & RUN_CORE_INPUTS_SAME) != 0):
         di[mi[DI_FLAGS] + FLAG_STATUS] = ST_BAD_INPUT
         return ST_BAD_INPUT  # nothing changed
     t0 = df[mi[DF_TIME]]
@@ -259,8 +254,11 @@ def step_entry(mf, mi, df, di, dt):
 
 
 @kernel(**JIT_STAGE)
-def _inputs_finite(mi, df, dt):
-    """Are dt > 0 and every input, input rate and row coefficient finite?  Called in the real-time loop."""
+def _inputs_finite(mi, df, dt, accepted):
+    """Are dt > 0 and every input, input rate and row coefficient finite?  ``accepted``: the plant kept the
+    inputs this test passed at the previous step (RUN_CORE_INPUTS_SAME): dt alone.  Called in the real-time loop."""
+    if accepted:
+        return dt > 0.0 and math.isfinite(dt)
     n, g, s = _sizes(mi)
     out = mi[DF_U_TAU]
     outr = mi[DF_U_TAU_RATE]

@@ -263,14 +263,35 @@ def _selector_command(mi, df, di, s):
 
 
 @njit(**JIT)
+def _same_inputs(mi, df, di):
+    """May this step keep the core's inputs the previous step mapped?  When a compiled run says the plant's
+    inputs are the previous step's (L.RUN_INPUTS_SAME) and the mapping depends on them alone: no selector (its
+    capacity follows the row's mode), no hydraulics (the step's stroke), no driver commanding the brake, and
+    the previous step not refused (its inputs were finite).  Called in the real-time loop."""
+    ofl = mi[L.DI_FLAGS]
+    opi = mi[L.MI_PLANT]
+    return ((di[ofl + L.FLAG_RUN_HINTS] & L.RUN_INPUTS_SAME) != 0 and di[ofl + L.FLAG_STATUS] != L.ST_BAD_INPUT
+            and mi[opi + PI_N_SEL] == 0 and mi[opi + PI_HYD_D] < 0
+            and not (mi[opi + PI_OUT_PT] >= 0 and df[mi[L.DF_LAW] + LD_DRV_ON] == 1.0))
+
+
+@njit(**JIT)
 def _inputs(mf, mi, df, di):
     """Pressures, torques (on the independent speeds: T^T tau) and selector positions to the core.
 
-    Returns plant status bits.  Called in the real-time loop.
+    Returns plant status bits.  At a step whose inputs are the previous
+    step's (see :func:`_same_inputs`) the core's inputs stand, and the core
+    is told so (L.RUN_CORE_INPUTS_SAME); only the force law's reuse test
+    runs (its inputs' rates move them over a step).  Called in the real-time loop.
     """
     n = mi[L.H_N]
     op = mi[L.DF_PLANT]
     opi = mi[L.MI_PLANT]
+    if _same_inputs(mi, df, di):
+        di[mi[L.DI_FLAGS] + L.FLAG_RUN_HINTS] |= L.RUN_CORE_INPUTS_SAME
+        if mi[opi + PI_OUT_PT] >= 0 and inputs_changed(mi, df):
+            di[mi[L.DI_FLAGS] + L.FLAG_REUSE] = 0
+        return 0  # no selector: no status bits
     n_in = mi[opi + PI_N_IN]
     oua = mi[L.DF_U_ACT]
     ouar = mi[L.DF_U_ACT_RATE]
