@@ -6,6 +6,9 @@
   step reads (the force law's input bookkeeping).
 * The model floats are the previous step's from a call's second step on
   (``RUN_MODEL_SAME``): the core does not compare them there.
+* Inputs the previous step's, bit for bit (``RUN_INPUTS_SAME``): the
+  described transmission keeps the core's inputs it mapped then and tells
+  the core (``RUN_CORE_INPUTS_SAME``), which does not check them again.
 
 What must hold: the rows a run keeps, its events and the plant's whole state
 at its end are those of the lockstep sequence, which writes every output of
@@ -15,6 +18,7 @@ between two calls of a run is seen; the hints are cleared when a run returns.
 
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -121,4 +125,61 @@ def test_a_model_changed_between_two_calls_of_a_run_is_seen_as_by_the_lockstep_s
                 step(plant.mf, plant.mi, plant.df, plant.di, 1e-3)
         states.append(plant.get_state())
     for a, b in zip(*states):
+        assert np.array_equal(_bits(a), _bits(b))
+
+
+def test_a_step_told_its_inputs_are_the_previous_steps_keeps_the_core_inputs_it_mapped():
+    """RUN_INPUTS_SAME: the described transmission skips its input mapping and tells the core so.  The hint
+    is given here although a pressure moved, to see the skip: the core keeps the pressure mapped before."""
+    plant = load_plant(ROOT / "configs" / "zf8hp_car.toml")
+    plant.reset({"pedal": 0.3, "p_A": 2.0})
+    step, flag = plant.compiled["step"], plant.run_hints_slot()
+    row = [r.name for r in plant.core.spec.rows].index("A")
+    act = int(plant.mi[L.DF_U_ACT]) + row
+    step(plant.mf, plant.mi, plant.df, plant.di, 1e-3)
+    mapped = plant.df[act]
+    assert mapped > 0.0
+    plant.u[[s.name for s in plant.inputs].index("p_A")] = 5.0
+    plant.di[flag] = L.RUN_INPUTS_SAME | L.RUN_MODEL_SAME
+    step(plant.mf, plant.mi, plant.df, plant.di, 1e-3)
+    assert plant.df[act] == mapped  # not mapped again
+    assert plant.di[flag] & L.RUN_CORE_INPUTS_SAME  # and the core was told it need not check them
+    plant.di[flag] = 0
+    step(plant.mf, plant.mi, plant.df, plant.di, 1e-3)
+    assert plant.df[act] == 2.5 * mapped  # without the hint the new pressure is mapped
+
+
+def test_inputs_held_non_finite_are_refused_at_every_step_of_a_run_as_step_by_step():
+    """An infinite pressure held over many steps gives the same inputs step after step (inf == inf; a NaN
+    never equals itself, so a run never calls it the same): every one of those steps must be refused
+    (ST_BAD_INPUT, state untouched) as in a step-by-step run, never stepped on the inputs an earlier step
+    mapped or integrated into a roll-back (ST_NONFINITE)."""
+    from plant_models.offline import fill_inputs
+
+    n, dt = 300, 1e-3
+    results = []
+    for compiled_run in (True, False):
+        plant = load_plant(ROOT / "configs" / "zf8hp_car.toml")
+        plant.reset({"pedal": 0.3})
+        table = InputTable(plant.n_in)
+        for i, v in enumerate(plant.u):
+            table.set_const(i, float(v))
+        ip = [s.name for s in plant.inputs].index("p_C")
+        table.set_points(ip, [0.0, 0.1, 0.2], [3.0, math.inf, 3.0], integer=True, first_order_hold=False)
+        if compiled_run:
+            run = Run(plant, table, dt, n, every=n)
+            run.advance()
+            status = run.status_or
+        else:
+            U, R = np.empty((n, plant.n_in)), np.empty((n, plant.n_in))
+            fill_inputs(*table.arrays(), dt, 0, U, R)
+            status = 0
+            for k in range(n):
+                plant.u[:], plant.u_rate[:] = U[k], R[k]
+                status |= plant.step(dt)
+        results.append((status, plant.get_state()))
+    (st_run, s_run), (st_ref, s_ref) = results
+    assert st_ref & L.ST_BAD_INPUT and not st_ref & L.ST_NONFINITE  # the reference refuses, never rolls back
+    assert st_run == st_ref
+    for a, b in zip(s_run, s_ref):
         assert np.array_equal(_bits(a), _bits(b))
