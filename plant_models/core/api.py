@@ -103,7 +103,7 @@ def y_row_work(mi):
     return mi[DF_Y] + 2 * mi[H_N] + mi[H_S] + mi[H_G] + W_ROW0
 
 
-__all__ = ["BUFS", "GROUND", "JIT", "L", "STAGE_MODULES", "Core", "CoreSpec", "ForceLaw", "LawBlocks", "Row", "Settings", "SpecError",
+__all__ = ["BUFS", "GROUND", "JIT", "JIT_STAGE", "L", "STAGE_MODULES", "Core", "CoreSpec", "ForceLaw", "LawBlocks", "Row", "Settings", "SpecError",
            "compile_solve_entry", "compile_start_entry",
            "Spring", "call_step_at", "core_step", "kernel_count", "raw_f", "raw_i", "y_act", "y_omega", "y_row_work",
            "y_theta", "y_twist", "y_work"]
