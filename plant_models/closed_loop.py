@@ -44,7 +44,9 @@ from .offline import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_
 LAY_TIME = LAY_LEN  # index in df of the plant's time, s
 LAY_PERIOD = LAY_LEN + 1  # the kernel is called after every N-th step (0: no controller)
 LAY_CLOSED = LAY_LEN + 2  # 1: closed-loop inputs (every rate 0, the owned inputs from the commands)
-LAY_STAGED = LAY_LEN + 3
+LAY_HELD_ONLY = LAY_LEN + 3  # 1: closed, and every input the controller does not own a constant: the inputs move
+#                              only when the controller commands (at a call), so between calls they are not rewritten
+LAY_STAGED = LAY_LEN + 4
 
 LOOP_JIT = {k: v for k, v in JIT.items() if k != "cache"}  # compiled per kernel and fault stage: nothing to cache
 
@@ -129,6 +131,8 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
     every = lay[LAY_EVERY]
     period = lay[LAY_PERIOD]
     closed = lay[LAY_CLOSED] != 0
+    held_only = closed and lay[LAY_HELD_ONLY] != 0
+    rewrite = True  # a call's first step writes every input (Python may have changed them between calls)
     hints_at = lay[LAY_HINTS]
     status = acc[ACC_STATUS]
     pk, pt, pv, pdf, pdi = raw_i(kind), raw_f(times), raw_f(values), raw_f(df), raw_i(di)
@@ -141,7 +145,11 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
         if acc[ACC_EVENTS] + lay[LAY_EV_CAP] > ev_time.shape[0]:
             acc[ACC_STATUS] = status
             return _stop(pdi, hints_at, k)
-        changed = _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, pmask, pheld)
+        if rewrite or nf or not held_only:
+            changed = _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, pmask, pheld)
+            rewrite = False
+        else:
+            changed = False  # no command since the last step, every other input a constant: all as written
         row = k + 1 == next_row or k + 1 == lay[LAY_LAST]
         call = k + 1 == next_call
         if hints_at >= 0:  # a fault stage (nf > 0) acts on every step's inputs and outputs
@@ -173,6 +181,7 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
             kernel(df[lay[LAY_TIME]], ybuf, ubuf, kstate, kparams)
             for j in range(owned.shape[0]):
                 held[owned[j]] = ubuf[owned[j]]
+            rewrite = True
     acc[ACC_STATUS] = status
     return _stop(pdi, hints_at, k1)
 
@@ -225,6 +234,8 @@ class StagedRun(CompiledCounters):
         else:
             owned, held, self.kernel, kstate, kparams, period = controller
             lay[LAY_TIME], lay[LAY_PERIOD], lay[LAY_CLOSED] = plant.mi[L.DF_TIME], int(period), 1
+            mine = {int(i) for i in owned}
+            lay[LAY_HELD_ONLY] = int(all(self.kind[i, TI_KIND] == TAB_CONST for i in range(plant.n_in) if i not in mine))
         self.lay = lay
         self.acc = np.zeros(ACC_LEN, dtype=np.int64)
         self.acc[ACC_EV_READ] = plant.di[count_at]
