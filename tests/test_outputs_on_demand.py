@@ -40,6 +40,16 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a.view(np.int64) if a.dtype == np.float64 else a
 
 
+def _car_with_its_inputs_held(pedal: float):
+    """The 8HP car reset with this pedal, and a table holding every input at its value after the reset."""
+    plant = load_plant(ROOT / "configs" / "zf8hp_car.toml")
+    plant.reset({"pedal": pedal})
+    table = InputTable(plant.n_in)
+    for i, v in enumerate(plant.u):
+        table.set_const(i, float(v))
+    return plant, table
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_a_run_that_skips_unread_outputs_keeps_the_lockstep_rows_and_state_bit_for_bit(case):
     config, scenario = case
@@ -106,11 +116,7 @@ def test_a_model_changed_between_two_calls_of_a_run_is_seen_as_by_the_lockstep_s
     changed between two chunks must give what a step-by-step run (no hints) with the same change gives."""
     states = []
     for chunked in (True, False):
-        plant = load_plant(ROOT / "configs" / "zf8hp_car.toml")
-        plant.reset({"pedal": 0.4})
-        table = InputTable(plant.n_in)
-        for i, v in enumerate(plant.u):
-            table.set_const(i, float(v))
+        plant, table = _car_with_its_inputs_held(0.4)
         drag = int(plant.mi[L.MF_DRAG])
         if chunked:
             run = Run(plant, table, 1e-3, 1000, every=1000)
@@ -159,11 +165,7 @@ def test_inputs_held_non_finite_are_refused_at_every_step_of_a_run_as_step_by_st
     n, dt = 300, 1e-3
     results = []
     for compiled_run in (True, False):
-        plant = load_plant(ROOT / "configs" / "zf8hp_car.toml")
-        plant.reset({"pedal": 0.3})
-        table = InputTable(plant.n_in)
-        for i, v in enumerate(plant.u):
-            table.set_const(i, float(v))
+        plant, table = _car_with_its_inputs_held(0.3)
         ip = [s.name for s in plant.inputs].index("p_C")
         table.set_points(ip, [0.0, 0.1, 0.2], [3.0, math.inf, 3.0], integer=True, first_order_hold=False)
         if compiled_run:
