@@ -41,9 +41,10 @@ drop_stale_caches()
 # finiteness check and rolled back) instead of raising, which compiled code cannot.
 JIT = dict(cache=True, nogil=True, error_model="numpy")
 JIT_SUMS = dict(JIT, fastmath={"reassoc"})  # for bit-exact comparisons by summed differences only
-# A stage of a larger function, called from that one place only: numba inlines it into its caller.
-# Compiled on its own, every function links the code of all it calls and optimises and emits it
-# again; for a short stage that calls the mode solver, that repeated work cost seconds.
+# A stage of a larger function, called from that one place only, or a small helper the optimiser would leave
+# as a call (a force law's table searches): numba inlines it into its caller.  Compiled on its own, every
+# function links the code of all it calls and optimises and emits it again; for a short stage that calls the
+# mode solver, that repeated work cost seconds.
 JIT_STAGE = dict(JIT, inline="always")
 
 BUFS = "float64[::1], int64[::1], float64[::1], int64[::1]"  # (mf, mi, df, di) as numba types

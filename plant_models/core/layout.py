@@ -82,7 +82,7 @@ FLAG_RUN_HINTS = 9  # what a compiled offline run tells the next step (RUN_* bit
 RUN_OUTPUTS_UNREAD = 1  # nobody reads this step's outputs: a plant may skip writing them
 RUN_MODEL_SAME = 2  # the model floats are those of the previous step: the core need not compare them
 RUN_INPUTS_SAME = 4  # the plant's inputs (values, rates) are bit for bit the previous step's: a plant whose input
-#                      mapping depends on them alone may skip it (friction_plant.FrictionPlant.skips_same_inputs)
+#                      mapping depends on them alone may skip it (the described transmission: its _same_inputs)
 RUN_CORE_INPUTS_SAME = 8  # set by such a plant that skipped it: the core's inputs are those of the previous step,
 #                           which the core accepted, so it need not check them again
 N_FLAGS = 10

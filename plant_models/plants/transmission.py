@@ -29,18 +29,11 @@ and state, per spring its torque, per planetary set and mesh the torques
 its teeth put on its members (the rigid relations' forces, rebuilt from
 the members' accelerations), and the status word.
 
-Length: the module keeps the compiled step together with the layout of the
-plant's tables (``PI_*``/``PF_*``) and the Python code that packs them:
-numba folds the table constants into the kernels and keys its on-disk
-cache to the kernel's own source file only, so constants moved to another
-plant module could change without the cached kernels noticing.  The
-description and its reduction already live in :mod:`plant_models.drivetrain`
-and :mod:`plant_models.reduction`.
-
-Why this file is longer than 600 lines: numba caches each compiled kernel keyed to its own source file and
-does not see a change in another module's constants that the kernel has folded in; the transmission's kernels,
-their table offsets and the constants they fold therefore stay in this one file (a split into two plant modules
-could leave stale cached kernels after an edit of the other one).
+Why this file is longer than 600 lines: it keeps the compiled step together with the layout of the plant's
+tables (``PI_*``/``PF_*``) and the Python code that packs them.  numba folds the table constants into the
+kernels and keys its on-disk cache to each kernel's own source file, so constants moved to another plant
+module could change without the cached kernels noticing (stale kernels after an edit of the other file).  The
+description and its reduction already live in :mod:`plant_models.drivetrain` and :mod:`plant_models.reduction`.
 """
 
 from __future__ import annotations

@@ -26,10 +26,6 @@ from numba import njit
 
 from ..core.api import JIT, JIT_STAGE, L, ForceLaw, y_omega
 
-# The law's helpers are inlined into it where numba builds it (the optimiser left calls to the table searches
-# and the member mappings, at every one of the law's four evaluations a step)
-JIT_INLINE = JIT_STAGE
-
 # -- MI_LAW: the law's int parameters
 LI_ENGINE = 0  # 1: an engine acts on port member PM_ENGINE
 LI_CONVERTER = 1  # 1: a torque converter between PM_ENGINE (impeller) and PM_TURBINE
@@ -103,8 +99,11 @@ LD_DRV_BRAKE = 15  # the driver's brake pressure for this step, bar
 LD_SCRATCH = 16  # [n] forces of an evaluation made for the outputs only
 N_LD = 16
 
+# The law's helpers below (JIT_STAGE) are inlined into it: the optimiser left calls to the table searches and
+# the member mappings at every one of the law's four evaluations a step.
 
-@njit(**JIT_INLINE)
+
+@njit(**JIT_STAGE)
 def _table(mf, mi, k, x):
     """Linear interpolation in table k of MF_LAW, held constant beyond its ends.  Called in the real-time loop."""
     oli = mi[L.MI_LAW]
@@ -122,7 +121,7 @@ def _table(mf, mi, k, x):
     return y0 + (mf[ox + n + q] - y0) * (x - x0) / (mf[ox + q] - x0)
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def _hermite(mf, ox, n, q, x):
     """The monotone cubic of the table at ox (n breakpoints) on its interval q (x in (x[q-1], x[q]]).
 
@@ -139,7 +138,7 @@ def _hermite(mf, ox, n, q, x):
     return (y0 * (1.0 + 2.0 * t) + h * d0 * t) * u * u + (y1 * (3.0 - 2.0 * t) - h * d1 * u) * t * t
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def _converter_tables(mf, mi, sr):
     """(C(sr), TR(sr)): monotone cubic Hermite interpolation (Fritsch-Carlson slopes) in both converter
     tables at one speed ratio, held constant beyond their ends; the interval is searched once
@@ -164,7 +163,7 @@ def _converter_tables(mf, mi, sr):
     return _hermite(mf, ok, n, q, sr), _hermite(mf, otr, n, q, sr)
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def _speed(mf, mi, df, k, oy):
     """Speed of port member k at the state df[oy], rad/s.  Called in the real-time loop."""
     c = mi[mi[L.MI_LAW] + LI_COORD + k]
@@ -178,7 +177,7 @@ def _speed(mf, mi, df, k, oy):
     return w
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def _apply(mf, mi, df, k, of, tq):
     """Add torque tq (N m) on port member k to the generalised forces at df[of].  Called in the real-time loop."""
     c = mi[mi[L.MI_LAW] + LI_COORD + k]
@@ -191,7 +190,7 @@ def _apply(mf, mi, df, k, of, tq):
         df[of + j] += mf[ot + j] * tq
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def _input(mi, df, slot, s):
     """A plant input at time s into the step (first-order hold: value + rate s).  Called in the real-time loop."""
     oli = mi[L.MI_LAW]
@@ -200,7 +199,7 @@ def _input(mi, df, slot, s):
     return df[op + k] + df[op + mi[oli + LI_N_IN] + k] * s
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def pto_torque(mf, mi, df, s, we):
     """Torque the PTO takes from the crank at crank speed we (rad/s), N m: the load input (0..1) times the
     implement's full-load torque over speed, linear between breakpoints, 0 at rest, odd in we (a load
@@ -222,7 +221,7 @@ def pto_torque(mf, mi, df, s, we):
     return t if we >= 0.0 else -t
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def pedal_at(mi, df, s):
     """The pedal in effect s into the step: the driver's (held over the step) or the input's, 0..1.
 
@@ -234,7 +233,7 @@ def pedal_at(mi, df, s):
     return min(max(_input(mi, df, LI_IN_PEDAL, s), 0.0), 1.0)
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def engine_torque(mf, mi, df, s, oz, ozd, w):
     """Engine torque at crank speed w (rad/s), N m; writes the governor's and the limit's derivatives.
 
@@ -269,7 +268,7 @@ def engine_torque(mf, mi, df, s, oz, ozd, w):
     return max(min(t, limit), drag)
 
 
-@njit(**JIT_INLINE)
+@njit(**JIT_STAGE)
 def converter_torques(mf, mi, wp, wt):
     """(torque taken from the impeller, torque given to the turbine), N m, at impeller and turbine speeds.
 
