@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,4 +87,5 @@ def _plain_runs(res: dict) -> list[dict]:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

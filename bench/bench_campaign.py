@@ -47,6 +47,7 @@ from pathlib import Path
 
 from server.campaign.engine import execute, run_bare
 from server.campaign.spec import load_campaign
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 
 def load() -> str:
@@ -180,4 +181,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     main()

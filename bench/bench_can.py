@@ -59,6 +59,7 @@ from server.realtime.loop_config import LoopConfig  # noqa: E402
 from server.realtime.runtime import assemble  # noqa: E402
 from server.realtime.telemetry import C_OVERRUNS  # noqa: E402
 from server.realtime.watchdog import WatchdogConfig  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 DBC_PATH = ROOT / "configs" / "powershift.dbc"
 MS_PATH = ROOT / "configs" / "io_can_powershift.toml"
@@ -521,4 +522,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -37,6 +37,7 @@ from plant_models.core.entry import LAW_SIGNATURE  # noqa: E402
 from plant_models.core.jit import call_law_at, raw_f, raw_i  # noqa: E402
 from plant_models.powertrain.law import powertrain_forces  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 _COUNT = np.zeros(1, dtype=np.int64)  # law evaluations, written by the counting law
 
@@ -190,4 +191,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     raise SystemExit(main())

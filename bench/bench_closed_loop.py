@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from plant_models.registry import load_plant  # noqa: E402
 from server.offline.controller import closed_loop  # noqa: E402
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 INITIAL = {"p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 0.0}
 
@@ -148,9 +149,10 @@ def main() -> int:
            "faults_ratio_stepwise_over_compiled": fault_ratio}
     print(json.dumps(out, indent=2))
     if args.json:
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        args.json.write_text(json.dumps(with_host(out), indent=2) + "\n")
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

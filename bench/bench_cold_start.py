@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -185,9 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, values in rows:
         print(f"| {name} | {'-' if values is None else _stats(values)} |")
     if args.json:
-        Path(args.json).write_text(json.dumps(runs, indent=1))
+        Path(args.json).write_text(json.dumps(with_host(runs), indent=1))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

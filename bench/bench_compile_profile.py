@@ -20,6 +20,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -114,10 +115,11 @@ def main(argv=None) -> int:
     gaps = [b[0] - a[0] for a, b in zip(lines, lines[1:])]
     print(f"\nlines of progress: {len(lines)}; largest gap {max(gaps or [0]):.2f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(records=rec.records, lines=lines, wall=warm_wall, cpu=warm_cpu),
+        Path(args.json).write_text(json.dumps(with_host(dict(records=rec.records, lines=lines, wall=warm_wall, cpu=warm_cpu)),
                                               indent=1))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

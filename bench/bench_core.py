@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from plant_models.core import entry as fc  # noqa: E402
 from plant_models.core import layout as L  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 BAR = 1.0e5  # Pa per bar
 
@@ -495,4 +496,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
@@ -68,4 +70,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

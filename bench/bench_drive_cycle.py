@@ -28,6 +28,7 @@ from reference_tcu import ZF8HP_CAR, ReferenceTcu  # noqa: E402
 from plant_models.offline import InputTable, Run  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.offline.controller import closed_loop  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 DT, DURATION = 1e-3, 1800.0
 
@@ -88,4 +89,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     raise SystemExit(main())

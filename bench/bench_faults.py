@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from plant_models.registry import load_plant  # noqa: E402
 from server.realtime.loop_config import LoopConfig  # noqa: E402
 from server.realtime.runtime import assemble  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
 FAULTS = [
@@ -160,4 +161,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     raise SystemExit(main())

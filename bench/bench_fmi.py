@@ -26,6 +26,7 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -93,4 +94,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     raise SystemExit(main())

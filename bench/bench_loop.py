@@ -48,6 +48,7 @@ from plant_models.registry import load_plant  # noqa: E402
 from server.realtime.loop_config import LoopConfig  # noqa: E402
 from server.realtime.rtsetup import RealtimeConfig  # noqa: E402
 from server.realtime.runtime import assemble  # noqa: E402
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 
 def pct(x: np.ndarray) -> dict:
@@ -272,9 +273,10 @@ def main() -> int:
               f"{L['zmq']['state_dropped']}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(with_host(res), indent=2))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from _support import ROOT, write_io
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 
 def spawn_time(args: list[str]) -> float:
@@ -61,9 +62,10 @@ def main() -> int:
     print(json.dumps(res, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(with_host(res), indent=2))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

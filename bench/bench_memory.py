@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from _support import FREE_PORTS, ROOT, LocalServer, write_io
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 CAN = """
 [[adapters]]
@@ -157,9 +158,10 @@ def main() -> int:
     print(json.dumps({k: v for k, v in res.items() if k != "samples"}, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(with_host(res), indent=2))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

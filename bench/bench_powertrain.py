@@ -48,6 +48,7 @@ from bench_transmission import time_in_gear, time_scenario  # noqa: E402
 
 from plant_models.core import layout as L  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 
 def time_car_cruising(repeat: int, npc: float, steps: int = 5000):
@@ -204,4 +205,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

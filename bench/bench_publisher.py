@@ -49,6 +49,7 @@ from _support import FREE_ENDPOINTS  # noqa: E402
 from io_adapters.ring import F_TIME, I_AUX, I_STATUS, I_TICK, I_WATCHDOG, StateRing  # noqa: E402
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from io_adapters.zmq.codec import StateEncoder  # noqa: E402
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 VARIANTS = ("loop", "thread", "process", "busy_thread")
 INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
@@ -257,9 +258,10 @@ def main() -> int:
               f"{t['p999']:.1f} | {r['lateness_us']['p99']:.1f} | {r['missed_pct']:.3f} | {lost} | {cpu} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(with_host(res), indent=2))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -116,9 +117,10 @@ def main() -> int:
            "cpus": os.cpu_count()}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=1))
+        args.json.write_text(json.dumps(with_host(res), indent=1))
     return 0 if all(r["one_row_per_tick"] and r["lost"] == 0 for r in runs if r["record"]) else 1
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

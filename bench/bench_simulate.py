@@ -41,6 +41,7 @@ from plant_models.config import repo_root
 from plant_models.registry import load_plant
 from server.offline.scenario import load_scenario
 from server.offline.run import offline_step, run_offline, run_stepwise
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 CASES = (("powershift", "powershift_swaps"), ("dct", "dct_upshift"), ("chain", "chain_4mass"))
 # each plant's compiled "map inputs and write outputs without stepping"
@@ -137,4 +138,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     main()

@@ -30,6 +30,7 @@ from plant_models.plants.damper import damper_refresh
 from plant_models.registry import load_plant
 from plant_models.plants.servo import ServoActuatorPlant
 from server.offline.scenario import load_scenario
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 
 def stats(ns: np.ndarray) -> dict:
@@ -119,4 +120,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     raise SystemExit(main())

@@ -48,6 +48,7 @@ from plant_models.registry import load_plant  # noqa: E402
 from server.realtime.loop_config import LoopConfig  # noqa: E402
 from server.realtime.runtime import assemble  # noqa: E402
 from server.offline.scenario import offline_step  # noqa: E402
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 STAGES = ("read", "inputs", "step", "ring", "writes", "rest", "telemetry")
 INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
@@ -261,9 +262,10 @@ def main() -> int:
               + f"{r['pump_us']['p50']:.1f} / {r['pump_us']['p99']:.1f} / {r['pump_us']['mean']:.1f} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(with_host(res), indent=2))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -47,6 +47,7 @@ from plant_models.registry import load_plant
 from server.cli import main as cli
 from server.offline.scenario import load_scenario
 from server.offline.run import run_offline, run_stepwise
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 ROOT = repo_root()
 
@@ -156,4 +157,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     main()

@@ -36,6 +36,7 @@ from bench_core import _time_plant_steps, ns_per_cycle, scenario_tables, stats  
 
 from plant_models.core import layout as L  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 
 def time_scenario(config: str, scenario: str, step_fn, steps: int, repeat: int, npc: float, allowed: int = 0):
@@ -111,4 +112,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 ROOT = Path(__file__).resolve().parent.parent
 IO = """[loop]
@@ -160,7 +161,7 @@ def main() -> int:
                 print(f"round {rnd + 1}: {variant} ...", file=sys.stderr, flush=True)
                 results.append(dict(run(Path(tmp), variant, args.rate, args.duration), round=rnd + 1))
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(with_host(results), indent=2))
     print(f"powershift, realtime {args.rate:g} Hz, {args.duration:g} s a run; page: 20 signals over the WebSocket\n")
     print("| round | page | load | TET p50 us | p99 | p99.9 | max | lateness p99 us | missed ticks | rows to the page "
           "| CPU workspace / page client |")
@@ -179,4 +180,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

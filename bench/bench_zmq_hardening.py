@@ -33,6 +33,8 @@ from _support import LocalServer, write_io
 
 from io_adapters.zmq.client import ServerError
 
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
+
 # A peer's process: a subscription and a command of the given sizes (the test's FLOOD and QUIET peers).
 PEER = """
 import os, sys, time, zmq
@@ -107,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {k + 1} | {r['quiet']} | {r['flood']} | {r['idle']} | {r['refused']} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(with_host(res), indent=2))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -37,6 +37,8 @@ from _support import LocalServer, write_io
 
 from io_adapters.zmq.client import HilClient
 
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
+
 ECHO = """
 import sys, zmq
 ctx = zmq.Context(); s = ctx.socket(zmq.REP); port = s.bind_to_random_port("tcp://127.0.0.1")
@@ -146,9 +148,10 @@ def main() -> int:
     print(f"\napplied N ticks after the newest state seen: {res['applied_ticks_after_newest_seen']}, lost {lost}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(res, indent=2))
+        args.json.write_text(json.dumps(with_host(res), indent=2))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 import msgpack
 import zmq
 from _support import ROOT, LocalServer, write_io
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 PLANT = "powershift"
 
@@ -524,10 +525,11 @@ def main(argv: list[str] | None = None) -> int:
     for f in failures:
         print("FAIL", f)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(with_host(results), indent=2))
     print("ok" if not failures else f"{len(failures)} failures")
     return 0 if not failures else 1
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     raise SystemExit(main())

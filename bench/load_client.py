@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from io_adapters.zmq.client import HilClient  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 
 def main() -> int:
@@ -126,4 +127,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

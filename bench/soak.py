@@ -40,6 +40,7 @@ from pathlib import Path
 from _support import FREE_PORTS, ROOT, LocalServer, write_io
 
 from io_adapters.zmq.client import HilClient
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
 CAN = """
 [[adapters]]
@@ -222,9 +223,10 @@ def main() -> int:
         args.markdown.write_text(table)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(dict(res, samples=samples), indent=1))
+        args.json.write_text(json.dumps(with_host(dict(res, samples=samples)), indent=1))
     return 0 if "server_exit" not in res else 1
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())

@@ -76,6 +76,7 @@ from io_adapters.base import TI_FAULTS
 from io_adapters.declaration import (TransportFault, declaration, fault_error, fault_integer, fault_keys,
                                      fault_number, fault_targets)
 from plant_models.errors import FaultError
+from plant_models.friction_plant import NEUTRAL_OVERLAY  # a clutch's overlay with no fault: (capacity, static, lag, preload)
 from plant_models.plant import Plant
 
 from server.realtime.fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_VALUE, FI_ACTIVE, FI_INDEX, FI_KIND, FI_RATE, FI_RNG,
@@ -88,7 +89,6 @@ CLUTCH_KINDS = ("stuck_closed", "no_torque", "worn", "slow_actuator", "pressure_
 HYDRAULIC_KINDS = CLUTCH_KINDS[5:]  # faults of a clutch's hydraulics (a plant with [hydraulics] on that clutch)
 PLANT_TARGETS = ("signal", "clutch")  # and every adapter type that declares fault kinds (fault_targets())
 
-NEUTRAL_OVERLAY = (1.0, 1.0, 1.0, 0.0)  # a clutch's fault overlay with no fault: (capacity, static, lag, preload)
 # A stuck-closed clutch: its static capacity per unit normal force is multiplied by this, and its normal force
 # held at least at its largest commanded value, so it holds any torque the drive line can put on it and a
 # slipping one closes at its full Coulomb torque.

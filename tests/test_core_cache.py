@@ -1,0 +1,104 @@
+"""The compile caches follow what a kernel contains (plant_models/core/cache.py).
+
+A fake ``plant_models`` tree with numba-style cache files stands in for the
+real one, so the rules are checked without compiling anything: a comment
+added to a component drops the components' caches and those of the plants
+that import a component (directly or through another module), and keeps the
+core's and the other plants'; a change in the core drops everything above it;
+a change in one plant module drops nothing here (numba's own check covers
+the module's own file).  ``bench/bench_cache_edit.py`` measures the same on
+the real tree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from plant_models.core.cache import drop_stale_caches, links_components
+
+SOURCES = {
+    "core/__init__.py": "",
+    "core/step.py": "def step():\n    return 1\n",
+    "powertrain/__init__.py": "",
+    "powertrain/law.py": "from ..core.api import L\n",
+    "plants/__init__.py": "",
+    "plants/chain.py": "from ..core.api import core_step\n",
+    "plants/dct.py": "from ..powertrain import law\n",
+    "plants/geared.py": "from .dct import helper\n",  # a component through another plant module
+    "plants/late.py": "def f():\n    from plant_models.powertrain.law import g\n",  # inside a function
+    "__init__.py": "",
+    "offline.py": "from .core.api import call_step_at\n",
+}
+KERNELS = {
+    "core": ["step.step-1"],
+    "powertrain": ["law.law-1"],
+    "plants": ["chain._step-1", "dct._step-1", "geared._step-1", "late.f-1"],
+    "": ["offline.run_steps-1"],
+}
+
+
+def make_tree(root: Path) -> Path:
+    models = root / "plant_models"
+    for name, text in SOURCES.items():
+        (models / name).parent.mkdir(parents=True, exist_ok=True)
+        (models / name).write_text(text)
+    return models
+
+
+def fill_caches(models: Path) -> None:
+    for package, kernels in KERNELS.items():
+        folder = (models / package / "__pycache__") if package else models / "__pycache__"
+        folder.mkdir(parents=True, exist_ok=True)
+        for kernel in kernels:
+            (folder / f"{kernel}.py311.nbi").write_bytes(b"index")
+            (folder / f"{kernel}.py311.1.nbc").write_bytes(b"code")
+
+
+def cached(models: Path) -> set[str]:
+    return {p.name.split(".py311")[0] for p in models.rglob("*.nbi")}
+
+
+ALL = {k for kernels in KERNELS.values() for k in kernels}
+
+
+@pytest.fixture()
+def models(tmp_path):
+    models = make_tree(tmp_path)
+    fill_caches(models)
+    drop_stale_caches(models)  # first call: no stamps yet, so every stamped cache goes; stamps written
+    fill_caches(models)
+    drop_stale_caches(models)
+    assert cached(models) == ALL  # stamps current: nothing dropped
+    return models
+
+
+def test_which_modules_link_a_component(tmp_path):
+    links = links_components(make_tree(tmp_path))
+    assert links[("plants", "dct")] and links[("plants", "geared")] and links[("plants", "late")]
+    assert not links[("plants", "chain")] and not links[("", "offline")]
+
+
+def test_a_comment_in_a_component_keeps_the_core_and_the_plants_without_components(models):
+    law = models / "powertrain/law.py"
+    law.write_text(law.read_text() + "# a comment\n")
+    drop_stale_caches(models)
+    assert cached(models) == {"step.step-1", "chain._step-1", "offline.run_steps-1"}
+    fill_caches(models)
+    drop_stale_caches(models)  # the new stamps hold: nothing goes a second time
+    assert cached(models) == ALL
+
+
+def test_a_change_in_the_core_drops_every_stamped_cache(models):
+    step = models / "core/step.py"
+    step.write_text(step.read_text() + "# a comment\n")
+    drop_stale_caches(models)
+    assert cached(models) == set()
+
+
+def test_a_change_in_a_plant_module_is_left_to_numba(models):
+    dct = models / "plants/dct.py"
+    dct.write_text(dct.read_text() + "# a comment\n")
+    drop_stale_caches(models)
+    assert cached(models) == ALL
