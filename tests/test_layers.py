@@ -119,7 +119,7 @@ PLANT_FLOORS = (
     ("plant_models.config", "plant_models.plant", "plant_models.friction_plant", "plant_models.drivetrain",
      "plant_models.reduction", "plant_models.clutch", "plant_models.compiling", "plant_models.contract",
      "plant_models.units"),  # the contract
-    ("plant_models.powertrain",),  # components (engine, converter, vehicle, driver): ports and compiled force laws
+    ("plant_models.powertrain", "plant_models.electrical"),  # components: ports, compiled force laws; the pins
     ("plant_models.plants", "plant_models.readers", "plant_models.fmi"),  # the plants, their readers, FMUs
     ("plant_models.registry", "plant_models.offline", "plant_models.closed_loop",
      "plant_models.fmi.export_slave"),  # what finds, builds and runs plants by name (an exported FMU builds one)
