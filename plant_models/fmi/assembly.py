@@ -35,6 +35,7 @@ import numpy as np
 from ..contract.plant import Plant
 from ..contract.ports import Signal
 from ..contract.vocabulary import ST_BAD_INPUT
+from ..errors import SnapshotError
 from .connect import CheckedFmu
 
 DF_TIME = 0  # simulated time, s
@@ -292,15 +293,15 @@ class FmuAssembly(Plant):
         """The assembly's and the inner plant's data, and each FMU's serialized state (bytes as int64).
 
         Shaped as ``df`` and ``di`` (the server's snapshot checks the shapes).
-        Raises ValueError naming the FMU when one cannot get and set its state.
+        Raises SnapshotError naming the FMU when one cannot get and set its state.
         """
         blobs = []
         for s in self.slots:
             if not s.fmu.can_get_set_state:
-                raise ValueError(f"fmu {s.name}: cannot save its state (canGetAndSetFMUstate is false)")
+                raise SnapshotError(f"fmu {s.name}: cannot save its state (canGetAndSetFMUstate is false)")
             blob = s.state_bytes()
             if len(blob) != s.state_size:
-                raise ValueError(f"fmu {s.name}: its serialized state changed size ({s.state_size} -> {len(blob)} "
+                raise SnapshotError(f"fmu {s.name}: its serialized state changed size ({s.state_size} -> {len(blob)} "
                                  f"bytes); cannot save it")
             blobs.append(np.frombuffer(blob, dtype=np.uint8).astype(np.int64))
         idf, idi = self.inner.get_state()

@@ -135,8 +135,10 @@ def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedF
         md = fmpy.read_model_description(str(t.file), validate=False)
     except Exception as exc:  # a broken zip or XML: one line, whatever FMPy raised
         raise err("file", f"cannot read the model description ({str(exc).splitlines()[0] if str(exc) else exc!r})")
-    if not md.fmiVersion.startswith("2.") or md.coSimulation is None:
-        raise err("file", f"FMI {md.fmiVersion} without co-simulation; only FMI 2.0 co-simulation FMUs are supported")
+    if not md.fmiVersion.startswith("2."):
+        raise err("file", f"FMI {md.fmiVersion} (not supported); only FMI 2.0 co-simulation FMUs are supported")
+    if md.coSimulation is None:
+        raise err("file", "no co-simulation element; only FMI 2.0 co-simulation FMUs are supported")
     platform = fmpy.platform
     if platform not in fmpy.supported_platforms(str(t.file)):
         raise err("file", f"no binary for this platform ({platform}); the FMU has "

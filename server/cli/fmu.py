@@ -76,6 +76,8 @@ def _annotate(fmu: Path, plant) -> None:
         files = {n: z.read(n) for n in z.namelist()}
     root = ET.fromstring(files["modelDescription.xml"])
     sigs = {s.name: s for s in (*plant.inputs, *plant.outputs)}
+    # start values as the shortest text that reads back to the same double (PythonFMU writes 16 digits)
+    starts = {s.name: s.default for s in plant.inputs} | {p.name: p.get() for p in plant.tunable_parameters()}
     units = sorted({s.unit for s in sigs.values() if s.unit not in ("", "-")})
     if units:
         ud = ET.Element("UnitDefinitions")
@@ -83,6 +85,8 @@ def _annotate(fmu: Path, plant) -> None:
             ET.SubElement(ud, "Unit", name=u)
         root.insert(list(root).index(root.find("CoSimulation")) + 1, ud)  # the schema's order
     for sv in root.find("ModelVariables"):
+        if sv.get("name") in starts:
+            sv.find("Real").set("start", repr(float(starts[sv.get("name")])))
         s = sigs.get(sv.get("name"))
         if s is None:
             continue
