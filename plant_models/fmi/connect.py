@@ -98,6 +98,8 @@ class FmuVar:
     lo: float
     hi: float
     start: float
+    variability: str = "continuous"
+    doc: str = ""
 
 
 def _variables(md) -> dict[str, FmuVar]:
@@ -110,7 +112,8 @@ def _variables(md) -> dict[str, FmuVar]:
         lo = float(v.min) if v.min is not None else float("-inf")
         hi = float(v.max) if v.max is not None else float("inf")
         start = float(v.start) if v.start is not None else 0.0
-        out[v.name] = FmuVar(v.name, int(v.valueReference), v.causality, unit, lo, hi, start)
+        out[v.name] = FmuVar(v.name, int(v.valueReference), v.causality, unit, lo, hi, start,
+                             v.variability or "continuous", v.description or "")
     return out
 
 
