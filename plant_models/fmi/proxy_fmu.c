@@ -8,6 +8,10 @@
  * an fmi2Error of the calls that follow, never a signal in the importer (MSG_NOSIGNAL, no shared memory).
  * Each instance has its own child: many instances per process, fmi2FreeInstance ends and reaps it.
  *
+ * One round trip per communication step: the library keeps the inputs set (sent with the step) and the
+ * outputs of the last step, initialization, reset or state set (each of those replies carries them), so
+ * fmi2SetReal of inputs and fmi2GetReal of inputs or outputs need no message; parameters go to the child.
+ *
  * Messages (native byte order, one machine): a request is a header {uint32 op, uint32 n, double a, double b}
  * and a payload of n items (op-specific); a reply is {int32 status, uint32 bytes} and that many bytes
  * (values, a state, or the error's text).  The protocol's other end is plant_models/fmi/proxy_server.py;
@@ -51,6 +55,9 @@ typedef struct {
     const fmi2CallbackFunctions *cb;
     unsigned char *buf;     /* the last reply's payload */
     size_t len, cap;
+    uint32_t n_in, n_out;   /* value references: inputs 0 .., outputs n_in .., parameters n_in + n_out .. */
+    double *u, *y;          /* the inputs as set here, the outputs as of the last reply that carried them */
+    int dirty;              /* inputs set here that the child has not seen */
 } Inst;
 
 typedef struct { size_t size; unsigned char bytes[]; } State;  /* an fmi2FMUstate: the child's state bytes */
@@ -226,6 +233,48 @@ static int spawn(Inst *c, const char *res) {
     return 0;
 }
 
+/* The child's first reply: {uint32 n_in, n_out}, then its inputs and outputs (n_in + n_out doubles). */
+static int hello(Inst *c) {
+    uint32_t n[2];
+    if (c->len < sizeof n) return 0;
+    memcpy(n, c->buf, sizeof n);
+    if (c->len != sizeof n + ((size_t)n[0] + n[1]) * sizeof(double)) return 0;
+    c->n_in = n[0];
+    c->n_out = n[1];
+    c->u = (double *)calloc(n[0] + 1, sizeof(double));
+    c->y = (double *)calloc(n[1] + 1, sizeof(double));
+    if (!c->u || !c->y) return 0;
+    memcpy(c->u, c->buf + sizeof n, n[0] * sizeof(double));
+    memcpy(c->y, c->buf + sizeof n + n[0] * sizeof(double), n[1] * sizeof(double));
+    return 1;
+}
+
+/* A reply that carries the outputs (and, with_inputs, the inputs first): kept here. */
+static fmi2Status keep(Inst *c, fmi2Status st, int with_inputs) {
+    size_t ni = with_inputs ? c->n_in : 0;
+    if (st > fmi2Warning) return st;
+    if (c->len != (ni + c->n_out) * sizeof(double)) {
+        say(c, fmi2Error, "a reply of %zu bytes, not %zu", c->len, (ni + c->n_out) * sizeof(double));
+        return fmi2Error;
+    }
+    memcpy(c->u, c->buf, ni * sizeof(double));
+    memcpy(c->y, c->buf + ni * sizeof(double), c->n_out * sizeof(double));
+    return st;
+}
+
+/* The inputs set here sent to the child (before a request that reads its inputs). */
+static fmi2Status flush(Inst *c, const char *what) {
+    if (!c->dirty) return fmi2OK;
+    uint32_t *vr = (uint32_t *)malloc((c->n_in + 1) * sizeof(uint32_t));
+    if (!vr) return fmi2Error;
+    for (uint32_t k = 0; k < c->n_in; k++) vr[k] = k;
+    fmi2Status st = call(c, what, OP_SET_REAL, c->n_in, 0.0, 0.0, vr, c->n_in * sizeof *vr, c->u,
+                         c->n_in * sizeof(double));
+    free(vr);
+    if (st <= fmi2Warning) c->dirty = 0;
+    return st;
+}
+
 fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid, fmi2String location,
                               const fmi2CallbackFunctions *cb, fmi2Boolean visible, fmi2Boolean logging) {
     Inst *c = (Inst *)calloc(1, sizeof(Inst));
@@ -240,7 +289,8 @@ fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid, f
         return NULL;
     }
     char *res = resource_path(location);
-    int ok = res && spawn(c, res) == 0 && receive(c, "fmi2Instantiate", START_TIMEOUT_MS) == fmi2OK;
+    int ok = res && spawn(c, res) == 0 && receive(c, "fmi2Instantiate", START_TIMEOUT_MS) == fmi2OK
+             && hello(c);
     free(res);
     if (!ok) {
         fmi2FreeInstance(c);
@@ -257,6 +307,8 @@ void fmi2FreeInstance(fmi2Component comp) {
         write_all(c, &q, sizeof q);
     }
     bury(c, NULL);
+    free(c->u);
+    free(c->y);
     free(c->buf);
     free(c->name);
     free(c);
@@ -274,25 +326,53 @@ fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean tol_defined, fmi2Rea
     return c && ((Inst *)c)->fd >= 0 ? fmi2OK : fmi2Error;
 }
 fmi2Status fmi2EnterInitializationMode(fmi2Component c) { return c && ((Inst *)c)->fd >= 0 ? fmi2OK : fmi2Error; }
-fmi2Status fmi2ExitInitializationMode(fmi2Component c) {
-    return call((Inst *)c, "fmi2ExitInitializationMode", OP_EXIT_INIT, 0, 0.0, 0.0, NULL, 0, NULL, 0);
+fmi2Status fmi2ExitInitializationMode(fmi2Component comp) {
+    Inst *c = (Inst *)comp;
+    if (!c) return fmi2Error;
+    fmi2Status st = call(c, "fmi2ExitInitializationMode", OP_EXIT_INIT, c->n_in, 0.0, 0.0, c->u,
+                         c->n_in * sizeof(double), NULL, 0);
+    if (st <= fmi2Warning) c->dirty = 0;
+    return keep(c, st, 0);
 }
 fmi2Status fmi2Terminate(fmi2Component c) { return c && ((Inst *)c)->fd >= 0 ? fmi2OK : fmi2Error; }
-fmi2Status fmi2Reset(fmi2Component c) {
-    return call((Inst *)c, "fmi2Reset", OP_RESET, 0, 0.0, 0.0, NULL, 0, NULL, 0);
+fmi2Status fmi2Reset(fmi2Component comp) {
+    Inst *c = (Inst *)comp;
+    if (!c) return fmi2Error;
+    c->dirty = 0;  /* the inputs are the start's again */
+    return keep(c, call(c, "fmi2Reset", OP_RESET, 0, 0.0, 0.0, NULL, 0, NULL, 0), 1);
+}
+
+static int all_below(const fmi2ValueReference vr[], size_t n, uint32_t end) {
+    for (size_t k = 0; k < n; k++) if (vr[k] >= end) return 0;
+    return 1;
 }
 
 fmi2Status fmi2GetReal(fmi2Component comp, const fmi2ValueReference vr[], size_t n, fmi2Real value[]) {
     Inst *c = (Inst *)comp;
     if (n == 0) return fmi2OK;
+    if (!c) return fmi2Error;
+    if (c->fd >= 0 && all_below(vr, n, c->n_in + c->n_out)) {  /* inputs and outputs: kept here */
+        for (size_t k = 0; k < n; k++) value[k] = vr[k] < c->n_in ? c->u[vr[k]] : c->y[vr[k] - c->n_in];
+        return fmi2OK;
+    }
     fmi2Status st = call(c, "fmi2GetReal", OP_GET_REAL, (uint32_t)n, 0.0, 0.0, vr, n * sizeof *vr, NULL, 0);
     if (st <= fmi2Warning) memcpy(value, c->buf, n * sizeof *value);
     return st;
 }
-fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t n, const fmi2Real value[]) {
+fmi2Status fmi2SetReal(fmi2Component comp, const fmi2ValueReference vr[], size_t n, const fmi2Real value[]) {
+    Inst *c = (Inst *)comp;
     if (n == 0) return fmi2OK;
-    return call((Inst *)c, "fmi2SetReal", OP_SET_REAL, (uint32_t)n, 0.0, 0.0, vr, n * sizeof *vr, value,
-                n * sizeof *value);
+    if (!c) return fmi2Error;
+    if (c->fd >= 0 && all_below(vr, n, c->n_in)) {  /* inputs: kept here, sent with the next step */
+        for (size_t k = 0; k < n; k++) c->u[vr[k]] = value[k];
+        c->dirty = 1;
+        return fmi2OK;
+    }
+    fmi2Status st = call(c, "fmi2SetReal", OP_SET_REAL, (uint32_t)n, 0.0, 0.0, vr, n * sizeof *vr, value,
+                         n * sizeof *value);
+    if (st <= fmi2Warning)  /* the child took the inputs among them too */
+        for (size_t k = 0; k < n; k++) if (vr[k] < c->n_in) c->u[vr[k]] = value[k];
+    return st;
 }
 
 static fmi2Status none(fmi2Component c, const char *what, size_t n) {
@@ -329,6 +409,7 @@ static State *state_of(const void *bytes, size_t size) {
 }
 fmi2Status fmi2GetFMUstate(fmi2Component comp, fmi2FMUstate *st) {
     Inst *c = (Inst *)comp;
+    if (!c || flush(c, "fmi2GetFMUstate") > fmi2Warning) return fmi2Error;  /* the inputs set are in the state */
     fmi2Status r = call(c, "fmi2GetFMUstate", OP_GET_STATE, 0, 0.0, 0.0, NULL, 0, NULL, 0);
     if (r > fmi2Warning) return r;
     State *s = state_of(c->buf, c->len);  /* the reply's payload is the state */
@@ -337,10 +418,13 @@ fmi2Status fmi2GetFMUstate(fmi2Component comp, fmi2FMUstate *st) {
     *st = s;
     return fmi2OK;
 }
-fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate st) {
+fmi2Status fmi2SetFMUstate(fmi2Component comp, fmi2FMUstate st) {
+    Inst *c = (Inst *)comp;
     State *s = (State *)st;
-    if (!s) return fmi2Error;
-    return call((Inst *)c, "fmi2SetFMUstate", OP_SET_STATE, (uint32_t)s->size, 0.0, 0.0, s->bytes, s->size, NULL, 0);
+    if (!s || !c) return fmi2Error;
+    c->dirty = 0;  /* the state's inputs replace those set here */
+    return keep(c, call(c, "fmi2SetFMUstate", OP_SET_STATE, (uint32_t)s->size, 0.0, 0.0, s->bytes, s->size,
+                        NULL, 0), 1);
 }
 fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *st) {
     if (st) { free(*st); *st = NULL; }
@@ -388,8 +472,12 @@ fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReferenc
     say((Inst *)c, fmi2Error, "fmi2GetRealOutputDerivatives: not provided");
     return fmi2Error;
 }
-fmi2Status fmi2DoStep(fmi2Component c, fmi2Real t, fmi2Real h, fmi2Boolean no_set_prior) {
-    return call((Inst *)c, "fmi2DoStep", OP_DO_STEP, 0, t, h, NULL, 0, NULL, 0);
+fmi2Status fmi2DoStep(fmi2Component comp, fmi2Real t, fmi2Real h, fmi2Boolean no_set_prior) {
+    Inst *c = (Inst *)comp;
+    if (!c) return fmi2Error;
+    fmi2Status st = call(c, "fmi2DoStep", OP_DO_STEP, c->n_in, t, h, c->u, c->n_in * sizeof(double), NULL, 0);
+    if (st <= fmi2Warning) c->dirty = 0;
+    return keep(c, st, 0);
 }
 fmi2Status fmi2CancelStep(fmi2Component c) { return fmi2Error; }
 fmi2Status fmi2GetStatus(fmi2Component c, const fmi2StatusKind s, fmi2Status *value) { return fmi2Discard; }

@@ -6,7 +6,11 @@ instance; it builds the plant from ``RESOURCES/config.json`` (written by
 until a quit request or the end of the socket (the importer gone), then
 exits.  The message layout is the C file's: a request is ``{uint32 op,
 uint32 n, double a, double b}`` and n items; a reply is ``{int32 status,
-uint32 bytes}`` and that many bytes.  A request that fails (a value
+uint32 bytes}`` and that many bytes.  The first reply (the plant built)
+carries ``{uint32 n_in, n_out}``, the inputs and the outputs; a step and the exit
+of initialization carry the inputs (n_in doubles) and are answered with the
+outputs; a reset and a state set are answered with the inputs and the
+outputs (the library keeps both: one round trip per step).  A request that fails (a value
 reference that does not exist, a parameter value out of its range, a
 plant error) is an ``fmi2Error`` reply with the reason as text; the process
 goes on.
@@ -83,6 +87,12 @@ class ProxyPlant:
                 raise ValueError(f"no variable with value reference {vr}")
         return out
 
+    def inputs(self, payload: bytes) -> None:
+        """The inputs a step or the exit of initialization carries (all of them, in port order)."""
+        if len(payload) != 8 * self.n_in:
+            raise ValueError(f"{len(payload) // 8} inputs; the plant has {self.n_in}")
+        self.plant.u[:] = np.frombuffer(payload, dtype=np.float64)
+
     def do_step(self, h: float) -> None:
         p = self.plant
         p.u_rate[:] = 0.0
@@ -130,7 +140,8 @@ def serve(sock: socket.socket, proxy: ProxyPlant) -> None:
         op, n, a, b = REQUEST.unpack(head)
         if n > MAX_ITEMS:
             return  # a broken peer: end, the library reports the process gone
-        size = {OP_SET_REAL: 12 * n, OP_GET_REAL: 4 * n, OP_SET_STATE: n}.get(op, 0)
+        size = {OP_SET_REAL: 12 * n, OP_GET_REAL: 4 * n, OP_SET_STATE: n, OP_DO_STEP: 8 * n,
+                OP_EXIT_INIT: 8 * n}.get(op, 0)
         payload = _read(sock, size) if size else b""
         if payload is None:
             return
@@ -152,20 +163,23 @@ def _answer(proxy: ProxyPlant, op: int, n: int, h: float, payload: bytes) -> byt
         return b""
     if op == OP_GET_REAL:
         return proxy.get_real(np.frombuffer(payload, dtype=np.uint32)).tobytes()
+    p = proxy.plant
     if op == OP_DO_STEP:
+        proxy.inputs(payload)
         proxy.do_step(h)
-        return b""
+        return p.y.tobytes()
     if op == OP_EXIT_INIT:
+        proxy.inputs(payload)
         proxy.exit_init()
-        return b""
+        return p.y.tobytes()
     if op == OP_RESET:
         proxy.set_state_bytes(proxy.initial)
-        return b""
+        return p.u.tobytes() + p.y.tobytes()
     if op == OP_GET_STATE:
         return proxy.state_bytes()
     if op == OP_SET_STATE:
         proxy.set_state_bytes(payload)
-        return b""
+        return p.u.tobytes() + p.y.tobytes()
     raise ValueError(f"unknown request {op}")
 
 
@@ -178,7 +192,8 @@ def main(argv: list[str]) -> int:
         text = f"cannot build the plant: {type(exc).__name__}: {exc}".encode()[:4000]
         sock.sendall(REPLY.pack(ERROR, len(text)) + text)
         return 1
-    sock.sendall(REPLY.pack(OK, 0))
+    hello = struct.pack("=II", proxy.n_in, proxy.n_out) + proxy.plant.u.tobytes() + proxy.plant.y.tobytes()
+    sock.sendall(REPLY.pack(OK, len(hello)) + hello)
     try:
         serve(sock, proxy)
     except OSError:  # the importer's end closed mid-message: nothing to answer
