@@ -6,6 +6,7 @@ interpreter exits 0.  A plant process that dies is an fmi2Error in the importer,
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -137,7 +138,7 @@ def run_master(exported, tmp_path, runs: int):
     Ub, ref_b = inputs_and_reference(250.0)
     K = 500  # the state saved at 0.5 s
     np.savez(tmp_path / "in.npz", Ua=Ua, Ub=Ub, ref_a=ref_a, K=K)
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}  # the plant process imports this checkout
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the plant process imports this checkout
     r = subprocess.run([sys.executable, "-c", RUNNER, str(exported), str(tmp_path / "in.npz"), str(tmp_path / "out.npz"),
                         str(runs)], capture_output=True, text=True, cwd=tmp_path, timeout=3600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]  # a clean exit: nothing of the plant lives in this process
@@ -195,6 +196,10 @@ try:
     s.setReal([vr["row.C1.gain_static"]], [-1.0])  # out of range: an error reply, the plant process goes on
 except FMICallException:
     print("refused")
+try:
+    s.setReal([vr["row.C1.gain_static"]], [1.0])  # below the kinetic gain: refused, nothing changed
+except FMICallException:
+    print("refused:", s.getReal([vr["row.C1.gain_static"]]))
 s.doStep(0.051, 1e-3)
 os.kill(kids[0], signal.SIGKILL)
 try:
@@ -207,12 +212,13 @@ print("alive")
 
 
 def test_reset_repeats_a_run_parameters_tune_and_a_dead_plant_process_is_an_fmi2_error(exported, tmp_path):
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, "-c", CRASH, str(exported)], capture_output=True, text=True, cwd=tmp_path,
                        timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.splitlines() == [  # FMPy's logger prints what the library logs
         "reset repeats: True [300.0]", "tuned: [3.0]",
         "[ERROR] fmi2SetReal: row.C1.gain_static: -1.0 outside [0, 1e+09] 1", "refused",
+        "[ERROR] fmi2SetReal: row.C1.gain_kinetic 2.2 must not exceed row.C1.gain_static 1", "refused: [3.0]",
         "[ERROR] fmi2DoStep: the plant process ended by signal 9", "error: fmi2DoStep failed with status 3 (error).",
         "alive"], r.stdout

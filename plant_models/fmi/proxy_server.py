@@ -62,17 +62,27 @@ class ProxyPlant:
         self.initial = self.state_bytes()
 
     def set_real(self, vrs: np.ndarray, values: np.ndarray) -> None:
-        p = self.plant
+        """Inputs and parameters; a call with any refused value changes nothing (ParamError or ValueError)."""
+        p, n_io = self.plant, self.n_in + self.n_out
+        new: dict[int, float] = {}
         for vr, v in zip(vrs.tolist(), values.tolist()):
+            if self.n_in <= vr < n_io:
+                raise ValueError(f"value reference {vr} is an output ({p.outputs[vr - self.n_in].name})")
+            if vr >= self.n_vars:
+                raise ValueError(f"no variable with value reference {vr}")
+            if vr >= n_io:
+                prm = self.params[vr - n_io]
+                v = prm.validate(bool(v) if prm.kind == "bool" else v)  # ParamError (a ValueError) out of range
+            new[vr] = v
+        value = {q.name: new.get(n_io + k, q.get()) for k, q in enumerate(self.params)}
+        for q in self.params:  # each bound (kinetic <= static) against the values the call leaves in place
+            if q.at_most and value[q.name] > value[q.at_most]:
+                raise ValueError(f"{q.name} {value[q.name]:g} must not exceed {q.at_most} {value[q.at_most]:g}")
+        for vr, v in new.items():
             if vr < self.n_in:
                 p.u[vr] = v
-            elif vr < self.n_in + self.n_out:
-                raise ValueError(f"value reference {vr} is an output ({p.outputs[vr - self.n_in].name})")
-            elif vr < self.n_vars:
-                prm = self.params[vr - self.n_in - self.n_out]
-                prm.set(prm.validate(bool(v) if prm.kind == "bool" else v))  # ParamError (a ValueError) out of range
             else:
-                raise ValueError(f"no variable with value reference {vr}")
+                self.params[vr - n_io].set(v)
 
     def get_real(self, vrs: np.ndarray) -> np.ndarray:
         p, out = self.plant, np.empty(len(vrs))
