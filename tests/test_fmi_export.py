@@ -207,6 +207,13 @@ try:
 except FMICallException as exc:
     print("error:", exc)
 s.freeInstance()
+os.environ["GEARBOX_HIL_PYTHON"] = "/nonexistent/python"  # no plant process: no instance, the importer goes on
+t = FMU2Slave(guid=md.guid, unzipDirectory=s.unzipDirectory, modelIdentifier=md.coSimulation.modelIdentifier,
+              instanceName="none")
+try:
+    t.instantiate()
+except Exception:
+    print("not instantiated")
 print("alive")
 '''
 
@@ -221,4 +228,5 @@ def test_reset_repeats_a_run_parameters_tune_and_a_dead_plant_process_is_an_fmi2
         "[ERROR] fmi2SetReal: row.C1.gain_static: -1.0 outside [0, 1e+09] 1", "refused",
         "[ERROR] fmi2SetReal: row.C1.gain_kinetic 2.2 must not exceed row.C1.gain_static 1", "refused: [3.0]",
         "[ERROR] fmi2DoStep: the plant process ended by signal 9", "error: fmi2DoStep failed with status 3 (error).",
+        "[ERROR] cannot start the plant process /nonexistent/python: No such file or directory", "not instantiated",
         "alive"], r.stdout
