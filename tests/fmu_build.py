@@ -35,7 +35,8 @@ MD = """<?xml version="1.0" encoding="UTF-8"?>
     <ScalarVariable name="torque_cmd" valueReference="1" causality="input" variability="continuous">
       <Real unit="{torque_unit}" start="0"/>
     </ScalarVariable>
-    <ScalarVariable name="tau" valueReference="2" causality="parameter" variability="fixed">
+    <ScalarVariable name="tau" valueReference="2" causality="parameter" variability="tunable"
+        description="time constant of the lag">
       <Real unit="s" start="0.1" min="1e-6"/>
     </ScalarVariable>
     <ScalarVariable name="torque_start" valueReference="3" causality="parameter" variability="fixed">

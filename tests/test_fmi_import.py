@@ -184,7 +184,9 @@ def test_a_realtime_server_steps_the_fmu_once_per_tick(fmu_dir):
     finally:
         srv.close()
     ticks = srv.loop.tick
-    assert ticks >= n // 2 and plant.counters[0] == ticks
+    # how many ticks fit in the wall-clock duration depends on the machine's load (78 of 300 seen at load 19):
+    # not asserted; each tick that ran stepped the plant and the FMU once
+    assert ticks > 10 and plant.counters[0] == ticks
     # one FMU step per tick: its torque is the closed form at the plant's time
     t = plant.time
     assert plant.y[plant.output_index("engine.torque")] == pytest.approx(T_CMD * -math.expm1(-t / TAU), abs=1e-9)

@@ -122,7 +122,7 @@ PLANT_FLOORS = (
     ("plant_models.powertrain", "plant_models.electrical"),  # components: ports, compiled force laws; the pins
     ("plant_models.plants", "plant_models.readers", "plant_models.fmi"),  # the plants, their readers, FMUs
     ("plant_models.registry", "plant_models.offline", "plant_models.closed_loop",
-     "plant_models.fmi.export_slave"),  # what finds, builds and runs plants by name (an exported FMU builds one)
+     "plant_models.fmi.export", "plant_models.fmi.proxy_server"),  # what finds, builds and runs plants by name (an exported FMU builds one)
 )
 UNPLACED = {"plant_models"}  # the package's __init__, which imports nothing
 

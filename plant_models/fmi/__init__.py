@@ -4,8 +4,10 @@
   description and the plant's ports (one-line errors, exit 2);
 * :mod:`.assembly`: ``FmuAssembly``, a :class:`~plant_models.contract.plant.Plant`
   that steps the FMUs, then the inner plant, once per tick;
-* :mod:`.export_slave`: ``PlantSlave``, the PythonFMU slave of a plant
-  exported as an FMU (``gearbox-hil fmu``, :mod:`server.cli.fmu`).
+* :mod:`.export`: a plant exported as an FMU (``gearbox-hil fmu``,
+  :mod:`server.cli.fmu`): the model description and the C library
+  ``proxy_fmu.c``, which runs the plant in a process of its own,
+  :mod:`.proxy_server`, and steps it over a socket.
 
-FMPy is imported only when a config has an ``[[fmu]]`` table, PythonFMU only by the export.
+FMPy is imported only when a config has an ``[[fmu]]`` table, and by the export (for its FMI headers).
 """

@@ -33,8 +33,9 @@ import weakref
 import numpy as np
 
 from ..contract.plant import Plant
-from ..contract.ports import Signal
+from ..contract.ports import Param, Signal
 from ..contract.vocabulary import ST_BAD_INPUT
+from ..errors import ParamError, SnapshotError
 from .connect import CheckedFmu
 
 DF_TIME = 0  # simulated time, s
@@ -69,6 +70,7 @@ class _Slot:
         self.np_in = np.ctypeslib.as_array(self.val_in)[:self.n_in]
         self.np_out = np.ctypeslib.as_array(self.val_out)[:self.n_out]
         self.failed = False
+        self.tuned: dict[int, float] = {}  # value reference -> value set through set_params (kept over resets)
         self.state_size = 0  # bytes of the serialized FMU state (a snapshot keeps it in the assembly's di)
         if fmu.can_get_set_state:
             self.start()
@@ -88,6 +90,8 @@ class _Slot:
         s.setupExperiment(startTime=0.0)
         for name, value in t.start.items():
             s.setReal([self.fmu.variables[name].vr], [value])
+        for vr, value in self.tuned.items():  # tuned parameters outlast a reset, as the plant's do
+            s.setReal([vr], [value])
         s.enterInitializationMode()
         s.exitInitializationMode()
         self.failed = False
@@ -276,8 +280,35 @@ class FmuAssembly(Plant):
     def _drain_events(self):
         return self.inner._drain_events()
 
-    def tunable_parameters(self):
-        return self.inner.tunable_parameters()
+    def tunable_parameters(self) -> list[Param]:
+        """The inner plant's, then each FMU's tunable Real parameters as ``name.variable``."""
+        return self.inner.tunable_parameters() + [p for s in self.slots for p in self._fmu_params(s)]
+
+    @staticmethod
+    def _fmu_params(s: _Slot) -> list[Param]:
+        """The FMU's tunable parameters: read from the FMU, written to it between steps (and kept for resets)."""
+        from fmpy.fmi1 import FMICallException
+        out = []
+        for n, v in s.fmu.variables.items():
+            if v.causality != "parameter" or v.variability != "tunable":
+                continue
+
+            def get(vr=v.vr, start=v.start) -> float:
+                try:
+                    return float(s.slave.getReal([vr])[0])
+                except FMICallException:  # an FMU that failed: the value last set
+                    return s.tuned.get(vr, start)
+
+            def put(value: float, vr=v.vr, name=f"{s.name}.{n}") -> None:
+                try:
+                    s.slave.setReal([vr], [float(value)])
+                except FMICallException as exc:
+                    raise ParamError(f"{name}: the FMU refused {value:g} ({exc})") from None
+                s.tuned[vr] = float(value)
+
+            out.append(Param(f"{s.name}.{n}", v.unit or "-", v.lo if math.isfinite(v.lo) else -1e300,
+                             v.hi if math.isfinite(v.hi) else 1e300, v.doc or f"parameter of FMU {s.name}", get, put))
+        return out
 
     @property
     def mf(self):
@@ -292,15 +323,15 @@ class FmuAssembly(Plant):
         """The assembly's and the inner plant's data, and each FMU's serialized state (bytes as int64).
 
         Shaped as ``df`` and ``di`` (the server's snapshot checks the shapes).
-        Raises ValueError naming the FMU when one cannot get and set its state.
+        Raises SnapshotError naming the FMU when one cannot get and set its state.
         """
         blobs = []
         for s in self.slots:
             if not s.fmu.can_get_set_state:
-                raise ValueError(f"fmu {s.name}: cannot save its state (canGetAndSetFMUstate is false)")
+                raise SnapshotError(f"fmu {s.name}: cannot save its state (canGetAndSetFMUstate is false)")
             blob = s.state_bytes()
             if len(blob) != s.state_size:
-                raise ValueError(f"fmu {s.name}: its serialized state changed size ({s.state_size} -> {len(blob)} "
+                raise SnapshotError(f"fmu {s.name}: its serialized state changed size ({s.state_size} -> {len(blob)} "
                                  f"bytes); cannot save it")
             blobs.append(np.frombuffer(blob, dtype=np.uint8).astype(np.int64))
         idf, idi = self.inner.get_state()
@@ -328,6 +359,8 @@ class FmuAssembly(Plant):
             finally:
                 s.slave.freeFMUstate(st)
             s.failed = bool(failed)
+            if not s.failed:  # the tuned values as the restored FMU holds them
+                s.tuned = {vr: float(s.slave.getReal([vr])[0]) for vr in s.tuned}
         self.inner.set_state((idf.copy(), idi.copy()))
         self.df[:self._n_df] = df[:self._n_df]
         self.di[:n_di] = di[:n_di]

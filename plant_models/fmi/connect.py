@@ -98,6 +98,8 @@ class FmuVar:
     lo: float
     hi: float
     start: float
+    variability: str = "continuous"
+    doc: str = ""
 
 
 def _variables(md) -> dict[str, FmuVar]:
@@ -110,7 +112,8 @@ def _variables(md) -> dict[str, FmuVar]:
         lo = float(v.min) if v.min is not None else float("-inf")
         hi = float(v.max) if v.max is not None else float("inf")
         start = float(v.start) if v.start is not None else 0.0
-        out[v.name] = FmuVar(v.name, int(v.valueReference), v.causality, unit, lo, hi, start)
+        out[v.name] = FmuVar(v.name, int(v.valueReference), v.causality, unit, lo, hi, start,
+                             v.variability or "continuous", v.description or "")
     return out
 
 
@@ -135,8 +138,10 @@ def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedF
         md = fmpy.read_model_description(str(t.file), validate=False)
     except Exception as exc:  # a broken zip or XML: one line, whatever FMPy raised
         raise err("file", f"cannot read the model description ({str(exc).splitlines()[0] if str(exc) else exc!r})")
-    if not md.fmiVersion.startswith("2.") or md.coSimulation is None:
-        raise err("file", f"FMI {md.fmiVersion} without co-simulation; only FMI 2.0 co-simulation FMUs are supported")
+    if not md.fmiVersion.startswith("2."):
+        raise err("file", f"FMI {md.fmiVersion} (not supported); only FMI 2.0 co-simulation FMUs are supported")
+    if md.coSimulation is None:
+        raise err("file", "no co-simulation element; only FMI 2.0 co-simulation FMUs are supported")
     platform = fmpy.platform
     if platform not in fmpy.supported_platforms(str(t.file)):
         raise err("file", f"no binary for this platform ({platform}); the FMU has "

@@ -408,7 +408,10 @@ class ControlHandler:
     def _snapshot_save(self, req):
         lp = self.loop
         name, path = self._snapshot_target(req, "snapshot_save")
-        snap = lp.snapshot()
+        try:
+            snap = lp.snapshot()
+        except SnapshotError as exc:  # a part that cannot save its state (an FMU without state access)
+            raise ControlError("snapshot_error", f"snapshot_save: {exc}") from None
         if path is not None:
             try:
                 size = self.snapshots.save_file(snap, path)
