@@ -56,7 +56,7 @@ def data_except_inputs(core):
 def test_bad_input_is_rejected_and_leaves_the_state_untouched(what):
     plant = shifting_powershift()
     c = plant.core
-    from plant_models.core.entry import core_step
+    from plant_models.core.entry import step_arrays as core_step
 
     before = data_except_inputs(c)
     saved = c.get_state()

@@ -86,10 +86,10 @@ def _spec(tmp_path: Path, mode: str, faults: str, name: str = "faults"):
 
 
 def _offline(spec):
-    from server.testbench.runner import run_offline
+    from server.testbench.runner import run_spec_offline
 
     log: list[str] = []
-    return run_offline(spec, log), log
+    return run_spec_offline(spec, log), log
 
 
 def _lockstep(spec, tmp_path: Path):

@@ -122,7 +122,7 @@ def test_a_test_file_replaying_a_trace_runs_in_lockstep_as_it_runs_offline_bit_f
     unit conversion, so each of them must reach the server exactly as the offline run plays it.
     """
     from io_adapters.zmq.client import HilClient
-    from server.testbench.runner import ServerRun, run_lockstep, run_offline as bench_offline
+    from server.testbench.runner import ServerRun, run_lockstep, run_spec_offline as bench_offline
     from server.testbench.spec import load_test
 
     _trace_file(tmp_path, "csv")

@@ -151,8 +151,11 @@ def _compile_entry(py_func, signature, options):
 
 
 @njit(**JIT)
-def core_step(mf, mi, df, di, dt):
-    """One step of the core whose buffers these are (its entry addresses set by :class:`Core`).
+def step_arrays(mf, mi, df, di, dt):
+    """One step of the core whose buffers these are, given as arrays (its entry addresses set by :class:`Core`).
+
+    What :meth:`Core.step` calls from Python; a plant's compiled step calls the core on raw pointers through
+    :func:`plant_models.core.api.core_step` instead.
 
     Returns the status word.  Called in the real-time loop.
     """

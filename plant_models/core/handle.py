@@ -243,7 +243,7 @@ class Core:
 
     def step(self, dt: float) -> int:
         """One fixed step of dt seconds.  Returns the status word.  Called in the real-time loop."""
-        return entry.core_step(self.mf, self.mi, self.df, self.di, dt)
+        return entry.step_arrays(self.mf, self.mi, self.df, self.di, dt)
 
     def run(self, dt: float, steps: int) -> int:
         """``steps`` steps with the inputs held, in one compiled call."""

@@ -208,7 +208,7 @@ def record_offline(spec: TestSpec, plant, compiled, log: list[str] | None = None
         raise RunError(str(exc)) from None  # refuses (e.g. more signal faults at once than its table)
 
 
-def run_offline(spec: TestSpec, log: list[str]) -> Recording:
+def run_spec_offline(spec: TestSpec, log: list[str]) -> Recording:
     """The plant in this process, step by step; the fault schedule's stage around each step as in the tick."""
     plant, compiled = _compile(spec)
     return record_offline(spec, plant, compiled, log)
@@ -527,7 +527,7 @@ def run_test(spec: TestSpec, workdir: Path | None = None, artifacts: Path | None
         if spec.controller_class is not None:
             rec = run_in_process(spec, workdir, log)
         elif spec.mode == "offline":
-            rec = run_offline(spec, log)
+            rec = run_spec_offline(spec, log)
         else:
             with ServerRun(spec.plant_config, spec.mode, workdir, spec.io_config) as server:
                 with HilClient(server.control, timeout_s=30.0).connect() as client:
