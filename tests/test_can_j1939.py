@@ -150,3 +150,30 @@ def test_the_shipped_j1939_config_serves_the_powershift_and_the_tractor(plant, e
         assert ad.torque_input == engine_input and ad.intervention == (engine_input == "torque_limit")
     finally:
         ad.close()
+
+
+def test_a_dm1_request_during_the_nodes_own_bam_is_answered_after_it_and_counted_then():
+    """J1939-21 allows one BAM at a time per sender: a DM1 request that comes while the node's DM1 BAM runs is
+    answered by a second BAM after the first, and counted as answered when that BAM starts, not before."""
+    dm1 = j.Dm1(dtcs=[(190, 2, 1), (100, 1, 3)], amber_lamp=1)
+    eng = j.Node("engine", ENG_NAME, 0x00, {}, dm1=dm1)
+    eng.start(0.0)
+    cm = (0x1CECFF00, bytes((32, 10, 0, 2, 0xFF, 0xCA, 0xFE, 0x00)))
+    body = bytes((0x04, 0xFF, 0xBE, 0x00, 0x02, 0x01, 0x64, 0x00, 0x01, 0x03))
+    assert eng.poll(250.0) == [cm]
+    assert eng.on_frame(0x18EAFF03, (65226).to_bytes(3, "little"), 260.0) == []  # global request: BAM busy
+    assert eng.counts["requests_answered"] == 0 and eng.counts["dm1_sent"] == 1
+    assert eng.poll(300.0) == [(0x1CEBFF00, bytes((1,)) + body[:7])]
+    assert eng.poll(350.0) == [(0x1CEBFF00, bytes((2,)) + body[7:] + b"\xff" * 4)]
+    assert eng.counts["requests_answered"] == 0
+    assert eng.poll(399.0) == []
+    assert eng.poll(400.0) == [cm]  # the answer: the next BAM, 50 ms after the last packet
+    assert eng.counts["requests_answered"] == 1 and eng.counts["dm1_sent"] == 2 and eng.counts["bam_transfers"] == 2
+    assert eng.poll(450.0) == [(0x1CEBFF00, bytes((1,)) + body[:7])]
+    assert eng.poll(500.0) == [(0x1CEBFF00, bytes((2,)) + body[7:] + b"\xff" * 4)]
+    assert eng.poll(1249.0) == [] and eng.poll(1250.0) == [cm]  # the cycle keeps its second grid
+    # two requests during one BAM are answered by one BAM (the same data to everyone), each counted
+    eng.on_frame(0x18EAFF03, (65226).to_bytes(3, "little"), 1260.0)
+    eng.on_frame(0x18EAFF21, (65226).to_bytes(3, "little"), 1261.0)
+    eng.poll(1300.0), eng.poll(1350.0)
+    assert eng.poll(1400.0) == [cm] and eng.counts["requests_answered"] == 3 and eng.counts["dm1_sent"] == 4

@@ -52,6 +52,7 @@ ADDR_NULL = 254
 ADDR_GLOBAL = 255
 TP_BAM = 32  # TP.CM control byte of a broadcast announce message
 BAM_PACKET_MS = 50  # TP.DT spacing of a BAM (J1939-21: 50 .. 200 ms)
+MAX_BAM_QUEUE = 4  # transfers waiting behind a running BAM (one per PGN)
 CLAIM_WAIT_MS = 250  # a claim stands when no contending claim came within 250 ms (J1939-81)
 
 Frame = tuple[int, bytes]
@@ -154,9 +155,10 @@ class Node:
         self.claim_ms = 0.0
         self.next_dm1_ms = 0.0
         self.bam: Bam | None = None
+        self.bam_queue: list[list[int]] = []  # [PGN, requests it answers] waiting for the running BAM to end
         self.dm1_suppressed = False  # a bench fault: no DM1 at all
         self.counts = {"claims_sent": 0, "contentions_won": 0, "requests_answered": 0, "nacks": 0,
-                       "dm1_sent": 0, "bam_transfers": 0}
+                       "dm1_sent": 0, "bam_transfers": 0, "bam_queue_full": 0}
 
     @property
     def can_send(self) -> bool:
@@ -180,6 +182,7 @@ class Node:
         """Give the address up (not arbitrary-address capable): cannot claim from the null address."""
         self.state = "lost"
         self.bam = None
+        self.bam_queue.clear()
         return [self.cannot_claim_frame()]
 
     def on_frame(self, arbitration_id: int, data: bytes, now_ms: float) -> list[Frame]:
@@ -209,8 +212,7 @@ class Node:
             self.counts["requests_answered"] += 1
             return [(frame_id(prio, requested, self.address, requester), payload)]
         if requested == PGN_DM1 and self.dm1 is not None and not self.dm1_suppressed:
-            self.counts["requests_answered"] += 1
-            return self._dm1_frames(now_ms)
+            return self._dm1_frames(now_ms, requests=1)
         if da == self.address:  # J1939-21: a destination-specific request for an unknown PGN is NACKed
             self.counts["nacks"] += 1
             ack = bytes((1, 0xFF, 0xFF, 0xFF, requester, requested & 0xFF, (requested >> 8) & 0xFF,
@@ -218,13 +220,27 @@ class Node:
             return [(frame_id(6, PGN_ACK, self.address, ADDR_GLOBAL), ack)]
         return []
 
-    def _dm1_frames(self, now_ms: float) -> list[Frame]:
+    def _dm1_frames(self, now_ms: float, requests: int = 0) -> list[Frame]:
+        """DM1 now (one frame, or a BAM when none runs), else queued behind the running BAM.
+
+        ``requests``: how many requests this DM1 answers; they are counted when
+        the DM1 goes out, so a queued answer is not counted before it is sent.
+        """
         data = self.dm1.payload()
+        if len(data) > 8 and self.bam is not None and not self.bam.done:
+            for entry in self.bam_queue:  # one answer, the same data, serves every request waiting for it
+                if entry[0] == PGN_DM1:
+                    entry[1] += requests
+                    return []
+            if len(self.bam_queue) >= MAX_BAM_QUEUE:
+                self.counts["bam_queue_full"] += 1
+                return []
+            self.bam_queue.append([PGN_DM1, requests])
+            return []
         self.counts["dm1_sent"] += 1
+        self.counts["requests_answered"] += requests
         if len(data) <= 8:
             return [(frame_id(6, PGN_DM1, self.address, ADDR_GLOBAL), data)]
-        if self.bam is not None and not self.bam.done:
-            return []  # one BAM at a time per sender (J1939-21)
         self.counts["bam_transfers"] += 1
         self.bam = Bam(self.address, PGN_DM1, data, now_ms)
         first = self.bam.poll(now_ms)
@@ -241,6 +257,10 @@ class Node:
             f = self.bam.poll(now_ms)
             if f is not None:
                 out.append(f)
+            elif self.bam.done and self.bam_queue and now_ms >= self.bam.due_ms:  # 50 ms after the last packet
+                _, requests = self.bam_queue.pop(0)
+                self.bam = None
+                out += self._dm1_frames(now_ms, requests)
         if self.dm1 is not None and not self.dm1_suppressed and now_ms >= self.next_dm1_ms:
             self.next_dm1_ms = now_ms + self.dm1_period_ms
             out += self._dm1_frames(now_ms)
