@@ -40,13 +40,15 @@ import can
 from plant_models.config import ConfigReader, resolve_config
 from plant_models.plant import Plant
 
-from ..base import Adapter, AdapterError, LoopContext
+from ..base import Adapter, AdapterError, CommandCounts, LoopContext
 from . import j1939 as j
 from .j1939_declaration import DECLARATION, MESSAGE_KINDS, J1939Fault
 from .message_set import load_dbc
 
 RPM = 60.0 / (2.0 * 3.141592653589793)  # rpm per rad/s
 TCU_PGNS = {j.PGN_ETC1: "ETC1", j.PGN_ETC2: "ETC2", j.PGN_TSC1: "TSC1"}
+DECODE_REASONS = ("dlc", "malformed")  # a TCU frame shorter than its message / one cantools cannot decode
+TSC1_REASONS = ("dlc", "not_available", "error_indicator", "out_of_range")  # why a TSC1 is refused (docs/can.md)
 DEFAULT_NAMES = {"engine": j.name_pack(1, 0x2A, function=0, industry_group=2),  # agricultural, engine
                  "vehicle": j.name_pack(2, 0x2A, function=0x86, industry_group=2)}  # agricultural, vehicle ECU
 
@@ -84,7 +86,9 @@ class J1939Adapter(Adapter):
         self.torque_Nm = self.demand_Nm  # the engine torque the next tick applies
         self.tcu_signals: dict[str, dict] = {}
         self.counts = {"rx_frames": 0, "tx_frames": 0, "tx_errors": 0, "timeouts": 0, "tsc1_applied": 0,
-                       "foreign": 0, "decode_errors": 0}
+                       "decode_errors": 0}
+        self.decode_errors = {r: 0 for r in DECODE_REASONS}
+        self.tsc1_rejected = {r: 0 for r in TSC1_REASONS}
         self.per_pgn_timeouts = {n: 0 for n in TCU_PGNS.values()}
         self._last_ms = {n: None for n in TCU_PGNS.values()}
         self._stale = {n: True for n in TCU_PGNS.values()}
@@ -121,6 +125,7 @@ class J1939Adapter(Adapter):
         self.vehicle = j.Node("vehicle", self.names["vehicle"], 0x21, {
             j.PGN_CCVS1: lambda: (6, self._ccvs1()), j.PGN_TC1: lambda: (3, self._tc1())})
         self.nodes = (self.engine, self.vehicle)
+        self._unused = {n: _unused_bits(self.m[n]) for n in ("EEC1", "EEC2", "CCVS1", "TC1")}
         # cyclic messages: [node, frame ID, payload function, period ms, next due ms, fault kind or ""]
         self._cyclic = {"EEC1": [self.engine, self.m["EEC1"].frame_id, self._eec1, 10.0, 0.0, ""],
                         "EEC2": [self.engine, self.m["EEC2"].frame_id, self._eec2, 50.0, 0.0, ""],
@@ -177,11 +182,23 @@ class J1939Adapter(Adapter):
         name = TCU_PGNS.get(pgn)
         if name is None or sa != self.tcu_address or (name == "TSC1" and da != self.engine.address):
             return
-        try:
-            values = self.m[name].decode(data, decode_choices=False)
-        except Exception:  # a short or malformed frame: counted, never applied
+        reason = "dlc" if len(data) < self.m[name].length else ""
+        if not reason:
+            try:
+                values = self.m[name].decode(data, decode_choices=False)
+            except Exception:  # cantools' DecodeError and the like: counted, never applied
+                reason = "malformed"
+        if reason:
             self.counts["decode_errors"] += 1
+            self.decode_errors[reason] += 1
+            if name == "TSC1":
+                self.tsc1_rejected[reason] += 1
             return
+        if name == "TSC1":
+            reason = _tsc1_refusal(data)
+            if reason:  # refused like a classic frame out of its range: the last valid TSC1 stands
+                self.tsc1_rejected[reason] += 1
+                return
         self.tcu_signals[name] = values
         self._last_ms[name] = now
         self._stale[name] = False
@@ -210,6 +227,11 @@ class J1939Adapter(Adapter):
                 if name == "TSC1":
                     self.torque_Nm = self.demand_Nm  # a stale override is released
 
+    def _encode(self, name: str, values: dict) -> bytes:
+        """Message ``name`` with ``values``, its undefined bits set to 1 (J1939-71), as the emulated nodes send it."""
+        data = self.m[name].encode(values, strict=False)
+        return bytes(a | b for a, b in zip(data, self._unused[name]))
+
     def _send_all(self, frames: list) -> None:
         for fid, data in frames:
             self._send(fid, data)
@@ -231,22 +253,22 @@ class J1939Adapter(Adapter):
         pct = max(-125.0, min(125.0, 100.0 * actual / self.reference_Nm))
         rpm = max(0.0, min(8031.875, float(self.plant.y[self._w_eng]) * RPM))
         dem = max(-125.0, min(125.0, 100.0 * self.demand_Nm / self.reference_Nm))
-        return self.m["EEC1"].encode({"EngTorqueMode": 0, "DriversDemandEngPercentTorque": round(dem),
-                                      "ActualEngPercentTorque": round(pct), "EngSpeed": rpm,
-                                      "SrcAddrssOfCntrllngDvcForEngCtrl": 0, "EngStarterMode": 15,
-                                      "EngDemandPercentTorque": round(pct)}, strict=False)
+        return self._encode("EEC1", {"EngTorqueMode": 0, "DriversDemandEngPercentTorque": round(dem),
+                                     "ActualEngPercentTorque": round(pct), "EngSpeed": rpm,
+                                     "SrcAddrssOfCntrllngDvcForEngCtrl": 0, "EngStarterMode": 15,
+                                     "EngDemandPercentTorque": round(pct)})
 
     def _eec2(self) -> bytes:
-        return self.m["EEC2"].encode({"AccelPedalPos1": 50.0, "EngPercentLoadAtCurrentSpeed": 0}, strict=False)
+        return self._encode("EEC2", {"AccelPedalPos1": 50.0, "EngPercentLoadAtCurrentSpeed": 0})
 
     def _ccvs1(self) -> bytes:
         kmh = max(0.0, min(250.996, abs(float(self.plant.y[self._w_out])) * self.kmh_per_rad_s))
-        return self.m["CCVS1"].encode({"WheelBasedVehicleSpeed": kmh}, strict=False)
+        return self._encode("CCVS1", {"WheelBasedVehicleSpeed": kmh})
 
     def _tc1(self) -> bytes:
-        return self.m["TC1"].encode({"TransGearShiftInhibitRequest": 0, "TransTrqConverterLockupDisableRq": 3,
-                                     "DisengageDrivelineRequest": 0, "RequestedPercentClutchSlip": 0,
-                                     "TransRequestedGear": self.requested_gear}, strict=False)
+        return self._encode("TC1", {"TransGearShiftInhibitRequest": 0, "TransTrqConverterLockupDisableRq": 3,
+                                    "DisengageDrivelineRequest": 0, "RequestedPercentClutchSlip": 0,
+                                    "TransRequestedGear": self.requested_gear})
 
     # -- what the bench drives and reads ---------------------------------------------------------------
     def request_gear(self, gear: int) -> None:
@@ -298,13 +320,53 @@ class J1939Adapter(Adapter):
         elif node.state == "lost":
             self._send_all(node.start(self._now_ms))
 
+    def command_counts(self) -> CommandCounts | None:
+        """TSC1 frames obeyed, and refused by reason (``TSC1_REASONS``); None before :meth:`open`."""
+        if not hasattr(self, "engine"):
+            return None
+        return CommandCounts(self.counts["tsc1_applied"], dict(self.tsc1_rejected))
+
     def close(self) -> None:
         if self.bus is not None:
             self.bus.shutdown()
             self.bus = None
 
     def _status_internal(self) -> dict:
-        return {"type": "j1939", **self.counts, "dropped_by_fault": self.dropped_by_fault, "timeouts_by_pgn": dict(self.per_pgn_timeouts),
+        return {"type": "j1939", **self.counts, "decode_errors_by_reason": dict(self.decode_errors),
+                "dropped_by_fault": self.dropped_by_fault, "timeouts_by_pgn": dict(self.per_pgn_timeouts),
                 "engine_torque_Nm": self.torque_Nm,
                 "nodes": {n.label: {"address": n.address, "state": n.state, **n.counts} for n in self.nodes},
                 "tcu": {k: dict(v) for k, v in self.tcu_signals.items()}}
+
+
+def _unused_bits(message) -> bytes:
+    """One byte per payload byte with a 1 for each bit no signal of ``message`` covers (J1939-71 sends them 1)."""
+    used = bytearray(message.length)
+    for sig in message.signals:
+        raw = {x.name: 0 for x in message.signals}
+        raw[sig.name] = -1 if sig.is_signed else (1 << sig.length) - 1
+        for k, b in enumerate(message.encode(raw, scaling=False, strict=False)):
+            used[k] |= b
+    return bytes(~b & 0xFF for b in used)
+
+
+def j1939_raw_refusal(raw: int, bits: int) -> str:
+    """Why a raw J1939-71 value of ``bits`` (8 or 16) is no value: "" when it is in the valid range.
+
+    8 bits: 0..250 valid, 251..253 reserved, 254 error indicator, 255 not available;
+    16 bits: 0..64255 valid, 64256..65023 reserved, 65024..65279 error indicator, 65280.. not available.
+    """
+    na, err, top = (255, 254, 250) if bits == 8 else (65280, 65024, 64255)
+    if raw >= na:
+        return "not_available"
+    if raw >= err:
+        return "error_indicator"
+    return "out_of_range" if raw > top else ""
+
+
+def _tsc1_refusal(data: bytes) -> str:
+    """Why a TSC1 (J1939-71, PGN 0) cannot be obeyed: the torque of modes 2 and 3 is no value; "" if it can."""
+    mode = data[0] & 3
+    if mode in (2, 3):
+        return j1939_raw_refusal(data[3], 8)
+    return ""
