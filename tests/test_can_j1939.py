@@ -117,8 +117,8 @@ def test_dm1_single_frame_and_bam_for_more_than_one_dtc():
     assert eng.poll(1300.0) == [(0x1CEBFF00, bytes((1,)) + data[:7])]
     assert eng.poll(1349.0) == []
     assert eng.poll(1350.0) == [(0x1CEBFF00, bytes((2,)) + data[7:] + b"\xff" * 4)]
-    assert eng.poll(1400.0) == [] and eng.bam.done
-    assert eng.counts["bam_transfers"] == 1
+    assert eng.poll(1400.0) == [] and eng.tp.bam is None
+    assert eng.tp.counts["bam_sent"] == 1
 
 
 def test_no_dtc_dm1_and_a_dm1_request():
@@ -168,7 +168,7 @@ def test_a_dm1_request_during_the_nodes_own_bam_is_answered_after_it_and_counted
     assert eng.counts["requests_answered"] == 0
     assert eng.poll(399.0) == []
     assert eng.poll(400.0) == [cm]  # the answer: the next BAM, 50 ms after the last packet
-    assert eng.counts["requests_answered"] == 1 and eng.counts["dm1_sent"] == 2 and eng.counts["bam_transfers"] == 2
+    assert eng.counts["requests_answered"] == 1 and eng.counts["dm1_sent"] == 2 and eng.tp.counts["bam_sent"] == 2
     assert eng.poll(450.0) == [(0x1CEBFF00, bytes((1,)) + body[:7])]
     assert eng.poll(500.0) == [(0x1CEBFF00, bytes((2,)) + body[7:] + b"\xff" * 4)]
     assert eng.poll(1249.0) == [] and eng.poll(1250.0) == [cm]  # the cycle keeps its second grid

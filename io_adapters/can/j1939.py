@@ -1,4 +1,4 @@
-"""SAE J1939 essentials for the rest-bus nodes the bench plays: identifiers, address claim, requests, DM1/BAM.
+"""SAE J1939 essentials for the rest-bus nodes the bench plays: identifiers, address claim, requests, DM1.
 
 Pure protocol state machines, no bus and no clock of their own: a node is
 fed the frames it receives (:meth:`Node.on_frame`) and polled with the time
@@ -24,10 +24,11 @@ addressed to it alone gets a NACK (acknowledgement PGN 59392, control byte
 1), a global one is not answered.
 
 DM1 (J1939-73, PGN 65226): lamp status and the active DTCs, every second.
-Up to one DTC fits a single frame; more go by the broadcast announce message
-(J1939-21 transport, BAM): a TP.CM frame (control byte 32) announces size,
-packet count and PGN, then TP.DT packets of 7 bytes follow, 50 ms apart
-(J1939-21 allows 50-200 ms), the last one padded with 0xFF.
+Up to one DTC fits a single frame; more go by the transport protocol
+(:mod:`io_adapters.can.j1939_tp`): by BAM to everyone, by RTS/CTS to a
+node that asked this node alone.  The transport also reassembles what
+other nodes send to this node (RTS/CTS) or to everyone (BAM) and hands it
+to :meth:`Node.on_message`.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .j1939_tp import PGN_TP_CM, PGN_TP_DT, Transport
+
 PGN_TSC1 = 0x0000
 PGN_TC1 = 0x0100
 PGN_ACK = 0xE800  # 59392
 PGN_REQUEST = 0xEA00  # 59904
-PGN_TP_DT = 0xEB00  # 60160
-PGN_TP_CM = 0xEC00  # 60416
 PGN_ADDRESS_CLAIMED = 0xEE00  # 60928
 PGN_ETC1 = 0xF002
 PGN_EEC2 = 0xF003
@@ -50,9 +51,7 @@ PGN_DM1 = 0xFECA  # 65226
 PGN_CCVS1 = 0xFEF1  # 65265
 ADDR_NULL = 254
 ADDR_GLOBAL = 255
-TP_BAM = 32  # TP.CM control byte of a broadcast announce message
-BAM_PACKET_MS = 50  # TP.DT spacing of a BAM (J1939-21: 50 .. 200 ms)
-MAX_BAM_QUEUE = 4  # transfers waiting behind a running BAM (one per PGN)
+MAX_KEPT_PGNS = 16  # PGNs whose last reassembled message a node keeps
 CLAIM_WAIT_MS = 250  # a claim stands when no contending claim came within 250 ms (J1939-81)
 
 Frame = tuple[int, bytes]
@@ -108,41 +107,14 @@ class Dm1:
         return body + b"\xff" * (8 - len(body)) if len(body) < 8 else body
 
 
-class Bam:
-    """Sender side of one broadcast announce message: TP.CM, then TP.DT packets ``BAM_PACKET_MS`` apart."""
-
-    def __init__(self, source: int, pgn: int, data: bytes, now_ms: float):
-        self.source, self.pgn, self.data = source, pgn, bytes(data)
-        self.packets = (len(self.data) + 6) // 7
-        self.next_seq = 0  # 0: the announcement is due; k >= 1: TP.DT packet k
-        self.due_ms = now_ms
-
-    @property
-    def done(self) -> bool:
-        return self.next_seq > self.packets
-
-    def poll(self, now_ms: float) -> Frame | None:
-        """The next frame of the transfer if it is due."""
-        if self.done or now_ms < self.due_ms:
-            return None
-        k = self.next_seq
-        self.next_seq += 1
-        self.due_ms = now_ms + BAM_PACKET_MS
-        if k == 0:
-            n = len(self.data)
-            cm = bytes((TP_BAM, n & 0xFF, n >> 8, self.packets, 0xFF, self.pgn & 0xFF, (self.pgn >> 8) & 0xFF,
-                        (self.pgn >> 16) & 0xFF))
-            return frame_id(7, PGN_TP_CM, self.source, ADDR_GLOBAL), cm
-        chunk = self.data[7 * (k - 1):7 * k]
-        return frame_id(7, PGN_TP_DT, self.source, ADDR_GLOBAL), bytes((k,)) + chunk + b"\xff" * (7 - len(chunk))
-
-
 class Node:
-    """One emulated J1939 node: its address claim, the requests it answers, its DM1 (module docstring).
+    """One emulated J1939 node: its address claim, the requests it answers, its DM1, its transport (docstring).
 
     ``owned`` maps each PGN the node answers requests for to a function giving
-    ``(priority, payload)``.  ``claim_lost`` (a bench fault) makes the node
-    behave as if a competing claim with a lower NAME had come in.
+    ``(priority, payload)``; a payload longer than 8 bytes goes by the
+    transport protocol (BAM to everyone, RTS/CTS to a requester that asked
+    this node alone).  ``claim_lost`` (a bench fault) makes the node behave
+    as if a competing claim with a lower NAME had come in.
     """
 
     def __init__(self, label: str, name: int, address: int, owned: dict[int, Callable[[], tuple[int, bytes]]],
@@ -154,11 +126,11 @@ class Node:
         self.state = "off"  # off -> claiming -> claimed, or lost
         self.claim_ms = 0.0
         self.next_dm1_ms = 0.0
-        self.bam: Bam | None = None
-        self.bam_queue: list[list[int]] = []  # [PGN, requests it answers] waiting for the running BAM to end
+        self.tp = Transport(self)
+        self.received: dict[int, bytes] = {}  # the last message of each PGN that came by the transport protocol
         self.dm1_suppressed = False  # a bench fault: no DM1 at all
         self.counts = {"claims_sent": 0, "contentions_won": 0, "requests_answered": 0, "nacks": 0,
-                       "dm1_sent": 0, "bam_transfers": 0, "bam_queue_full": 0}
+                       "dm1_sent": 0, "tp_messages_received": 0, "received_not_kept": 0}
 
     @property
     def can_send(self) -> bool:
@@ -181,8 +153,7 @@ class Node:
     def lose_claim(self) -> list[Frame]:
         """Give the address up (not arbitrary-address capable): cannot claim from the null address."""
         self.state = "lost"
-        self.bam = None
-        self.bam_queue.clear()
+        self.tp.reset()
         return [self.cannot_claim_frame()]
 
     def on_frame(self, arbitration_id: int, data: bytes, now_ms: float) -> list[Frame]:
@@ -197,73 +168,88 @@ class Node:
                 self.counts["claims_sent"] += 1
                 return [self.claim_frame()]
             return self.lose_claim()
-        if pgn == PGN_REQUEST and len(data) >= 3 and da in (self.address, ADDR_GLOBAL) and sa != self.address:
+        if da not in (self.address, ADDR_GLOBAL) or sa == self.address:
+            return []
+        if pgn == PGN_REQUEST and len(data) >= 3:
             return self._answer(int.from_bytes(bytes(data[:3]), "little"), da, sa, now_ms)
+        if not self.can_send:
+            return []
+        if pgn == PGN_TP_CM:
+            return self.tp.on_cm(sa, da, bytes(data), now_ms)
+        if pgn == PGN_TP_DT:
+            return self.tp.on_dt(sa, da, bytes(data), now_ms)
+        return self.on_message(pgn, bytes(data), sa, da, now_ms)
+
+    def on_message(self, pgn: int, data: bytes, source: int, destination: int, now_ms: float) -> list[Frame]:
+        """A whole message for this node (one frame, or reassembled); a subclass reacts to more PGNs."""
         return []
 
+    # -- the transport's side of the node (j1939_tp.Owner) -----------------------------------------------
+    def tp_payload(self, pgn: int) -> bytes | None:
+        """The data of ``pgn`` now (a transfer starts), None if the node no longer sends it."""
+        if pgn == PGN_DM1:
+            return self.dm1.payload() if self.dm1 is not None and not self.dm1_suppressed else None
+        f = self.owned.get(pgn)
+        return f()[1] if f is not None else None
+
+    def tp_started(self, pgn: int, requests: int) -> None:
+        """A transfer of ``pgn`` that answers ``requests`` requests went out: they count as answered now."""
+        self.counts["requests_answered"] += requests
+        if pgn == PGN_DM1:
+            self.counts["dm1_sent"] += 1
+
+    def tp_deliver(self, pgn: int, data: bytes, source: int, destination: int, now_ms: float) -> list[Frame]:
+        """A message the transport reassembled: kept (the last of each PGN, at most 16 PGNs), then handled."""
+        self.counts["tp_messages_received"] += 1
+        if pgn in self.received or len(self.received) < MAX_KEPT_PGNS:
+            self.received[pgn] = data
+        else:
+            self.counts["received_not_kept"] += 1
+        return self.on_message(pgn, data, source, destination, now_ms)
+
+    # -- requests ------------------------------------------------------------------------------------------
     def _answer(self, requested: int, da: int, requester: int, now_ms: float) -> list[Frame]:
         if requested == PGN_ADDRESS_CLAIMED:
             self.counts["requests_answered"] += 1
             return [self.cannot_claim_frame() if self.state == "lost" else self.claim_frame()]
         if not self.can_send:
             return []
+        # J1939-21: the answer to a request for this node alone goes to the requester (RTS/CTS if long)
+        to = requester if da == self.address else ADDR_GLOBAL
         if requested in self.owned:
             prio, payload = self.owned[requested]()
-            self.counts["requests_answered"] += 1
-            return [(frame_id(prio, requested, self.address, requester), payload)]
+            return self._send_message(requested, prio, payload, to, now_ms, requests=1)
         if requested == PGN_DM1 and self.dm1 is not None and not self.dm1_suppressed:
-            return self._dm1_frames(now_ms, requests=1)
+            return self._send_message(PGN_DM1, 6, self.dm1.payload(), to, now_ms, requests=1)
         if da == self.address:  # J1939-21: a destination-specific request for an unknown PGN is NACKed
-            self.counts["nacks"] += 1
-            ack = bytes((1, 0xFF, 0xFF, 0xFF, requester, requested & 0xFF, (requested >> 8) & 0xFF,
-                         (requested >> 16) & 0xFF))
-            return [(frame_id(6, PGN_ACK, self.address, ADDR_GLOBAL), ack)]
+            return self.nack(requested, requester)
         return []
 
-    def _dm1_frames(self, now_ms: float, requests: int = 0) -> list[Frame]:
-        """DM1 now (one frame, or a BAM when none runs), else queued behind the running BAM.
+    def nack(self, pgn: int, requester: int) -> list[Frame]:
+        """The negative acknowledgement of a request for ``pgn`` (PGN 59392, control byte 1)."""
+        self.counts["nacks"] += 1
+        ack = bytes((1, 0xFF, 0xFF, 0xFF, requester, pgn & 0xFF, (pgn >> 8) & 0xFF, (pgn >> 16) & 0xFF))
+        return [(frame_id(6, PGN_ACK, self.address, ADDR_GLOBAL), ack)]
 
-        ``requests``: how many requests this DM1 answers; they are counted when
-        the DM1 goes out, so a queued answer is not counted before it is sent.
-        """
-        data = self.dm1.payload()
-        if len(data) > 8 and self.bam is not None and not self.bam.done:
-            for entry in self.bam_queue:  # one answer, the same data, serves every request waiting for it
-                if entry[0] == PGN_DM1:
-                    entry[1] += requests
-                    return []
-            if len(self.bam_queue) >= MAX_BAM_QUEUE:
-                self.counts["bam_queue_full"] += 1
-                return []
-            self.bam_queue.append([PGN_DM1, requests])
-            return []
-        self.counts["dm1_sent"] += 1
-        self.counts["requests_answered"] += requests
-        if len(data) <= 8:
-            return [(frame_id(6, PGN_DM1, self.address, ADDR_GLOBAL), data)]
-        self.counts["bam_transfers"] += 1
-        self.bam = Bam(self.address, PGN_DM1, data, now_ms)
-        first = self.bam.poll(now_ms)
-        return [first] if first is not None else []
+    def _send_message(self, pgn: int, priority: int, payload: bytes, to: int, now_ms: float,
+                      requests: int = 0) -> list[Frame]:
+        """``payload`` in one frame, or by the transport protocol when longer than 8 bytes (queued if busy)."""
+        if len(payload) > 8:
+            return self.tp.send(pgn, to, now_ms, requests)
+        self.tp_started(pgn, requests)
+        return [(frame_id(priority, pgn, self.address, to), payload)]
 
     def poll(self, now_ms: float) -> list[Frame]:
-        """Time-driven work: the claim standing after 250 ms, the DM1 cycle, the packets of a running BAM."""
+        """Time-driven work: the claim standing after 250 ms, the DM1 cycle, the transport's packets and timeouts."""
         out: list[Frame] = []
         if self.state == "claiming" and now_ms - self.claim_ms >= CLAIM_WAIT_MS:
             self.state = "claimed"
         if not self.can_send:
             return out
-        if self.bam is not None:
-            f = self.bam.poll(now_ms)
-            if f is not None:
-                out.append(f)
-            elif self.bam.done and self.bam_queue and now_ms >= self.bam.due_ms:  # 50 ms after the last packet
-                _, requests = self.bam_queue.pop(0)
-                self.bam = None
-                out += self._dm1_frames(now_ms, requests)
+        out += self.tp.poll(now_ms)
         if self.dm1 is not None and not self.dm1_suppressed and now_ms >= self.next_dm1_ms:
             self.next_dm1_ms = now_ms + self.dm1_period_ms
-            out += self._dm1_frames(now_ms)
+            out += self._send_message(PGN_DM1, 6, self.dm1.payload(), ADDR_GLOBAL, now_ms)
         return out
 
 

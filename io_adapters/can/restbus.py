@@ -335,7 +335,9 @@ class J1939Adapter(Adapter):
         return {"type": "j1939", **self.counts, "decode_errors_by_reason": dict(self.decode_errors),
                 "dropped_by_fault": self.dropped_by_fault, "timeouts_by_pgn": dict(self.per_pgn_timeouts),
                 "engine_torque_Nm": self.torque_Nm,
-                "nodes": {n.label: {"address": n.address, "state": n.state, **n.counts} for n in self.nodes},
+                "nodes": {n.label: {"address": n.address, "state": n.state, **n.counts, "tp": n.tp.status(),
+                                    "received": {str(pgn): d.hex() for pgn, d in n.received.items()}}
+                          for n in self.nodes},
                 "tcu": {k: dict(v) for k, v in self.tcu_signals.items()}}
 
 
