@@ -98,8 +98,8 @@ def test_j1939_missing_dm1_and_dropped_or_short_eec1():
         assert [len(m.data) for m in frames if m.arbitration_id == 0x0CF00400] == [7] * 10
         with pytest.raises(FaultError, match="no cyclic message 'DM2'"):
             b.j.check_fault(J_DECL.parse_fault({"target": "j1939", "kind": "drop", "message": "DM2"}, "t"))
-        with pytest.raises(FaultError, match="the j1939 vehicle node sends no DM1"):
-            b.j.check_fault(J_DECL.parse_fault({"target": "j1939", "kind": "missing_dm1", "node": "vehicle"}, "t"))
+        with pytest.raises(FaultError, match="j1939 has no node 'brakes'; its nodes are engine, vehicle"):
+            b.j.check_fault(J_DECL.parse_fault({"target": "j1939", "kind": "missing_dm1", "node": "brakes"}, "t"))
     finally:
         b.close()
 
@@ -125,7 +125,7 @@ def test_server_fault_maps_reach_the_j1939_declaration():
     s = parse_fault({"target": "j1939", "kind": "lost_address_claim", "node": "vehicle"}, plant)
     assert (s.target, s.kind) == ("j1939", "lost_address_claim")
     with pytest.raises(FaultError, match="'kind' of a j1939 fault must be one of drop, wrong_dlc, "
-                                         "lost_address_claim, missing_dm1, got 'freeze_alive'"):
+                                         "lost_address_claim, missing_dm1, dtc, got 'freeze_alive'"):
         parse_fault({"target": "j1939", "kind": "freeze_alive", "message": "EEC1"}, plant)
     with pytest.raises(FaultError, match="unknown key 'node'; allowed: target, kind, name, message$"):
         parse_fault({"target": "j1939", "kind": "drop", "node": "engine"}, plant)

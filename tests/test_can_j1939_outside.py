@@ -8,44 +8,17 @@ on plant time, cannot fire while the outside stack's thread is slow; nothing her
 from __future__ import annotations
 
 import random
-import uuid
 
 import can
 import numpy as np
 import pytest
 
-from can_support import wait_until
-from io_adapters.base import LoopContext, create_adapter, new_tick_info
+from can_support import Rest, wait_until
 from io_adapters.can import j1939 as j
 from io_adapters.can import j1939_tp as tp
-from plant_models.registry import load_plant
 
 outside = pytest.importorskip("j1939")  # the can-j1939 package (the test extra)
-PERIOD = 0.001
 DTCS = [[190, 2, 1], [100, 1, 3], [110, 0, 7], [97, 3, 2], [520000, 31, 127]]  # DM1 of 22 bytes: 4 packets
-
-
-class Rest:
-    """The plant with the j1939 adapter alone on a fresh virtual channel, ticked in lockstep."""
-
-    def __init__(self, **options):
-        self.channel = f"out-{uuid.uuid4().hex[:8]}"
-        self.plant = load_plant("powershift")
-        self.j = create_adapter("j1939", "j1939", {"interface": "virtual", "channel": self.channel, **options})
-        self.j.open(self.plant, LoopContext(period_s=PERIOD, feed_watchdog=lambda ns: None, status=lambda: {},
-                                            tick_info=new_tick_info(), mode="lockstep"))
-        self.tick = 0
-
-    def run(self, n: int) -> None:
-        for _ in range(n):
-            self.j.read(self.tick, self.tick * int(PERIOD * 1e9))
-            self.plant.step(PERIOD)
-            self.tick += 1
-            self.j.pump(0)
-
-    def pumped(self, cond):
-        """``cond`` for wait_until, the adapter pumped (plant time standing) before each look."""
-        return lambda: (self.j.pump(0), cond())[1]
 
 
 @pytest.fixture

@@ -33,9 +33,10 @@ to :meth:`Node.on_message`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable
 
+from . import j1939_dm as dm
+from .j1939_dm import Dm1, dtc_bytes  # noqa: F401  (the DTC memory, here for the nodes' users)
 from .j1939_tp import PGN_TP_CM, PGN_TP_DT, Transport
 
 PGN_TSC1 = 0x0000
@@ -47,7 +48,7 @@ PGN_ETC1 = 0xF002
 PGN_EEC2 = 0xF003
 PGN_EEC1 = 0xF004
 PGN_ETC2 = 0xF005
-PGN_DM1 = 0xFECA  # 65226
+PGN_DM1 = dm.PGN_DM1
 PGN_CCVS1 = 0xFEF1  # 65265
 ADDR_NULL = 254
 ADDR_GLOBAL = 255
@@ -84,29 +85,6 @@ def name_pack(identity: int, manufacturer: int, function: int, *, ecu_instance: 
             | (int(bool(arbitrary_address_capable)) << 63))
 
 
-def dtc_bytes(spn: int, fmi: int, occurrences: int) -> bytes:
-    """One DTC of DM1 (J1939-73, SPN conversion method 0): SPN low, mid, (SPN high 3 bits | FMI), OC."""
-    return bytes((spn & 0xFF, (spn >> 8) & 0xFF, ((spn >> 16) & 0x7) << 5 | (fmi & 0x1F), occurrences & 0x7F))
-
-
-@dataclass
-class Dm1:
-    """Active DTCs and lamps of one node; ``payload()`` is the DM1 data (J1939-73)."""
-
-    dtcs: list[tuple[int, int, int]] = field(default_factory=list)  # (SPN, FMI, occurrence count)
-    amber_lamp: int = 0  # 0 off, 1 on
-    red_lamp: int = 0
-    mil: int = 0
-    protect_lamp: int = 0
-
-    def payload(self) -> bytes:
-        lamps = (self.protect_lamp & 3) | (self.amber_lamp & 3) << 2 | (self.red_lamp & 3) << 4 | (self.mil & 3) << 6
-        if not self.dtcs:  # no active DTC: SPN 0, FMI 0, OC 0, bytes 7-8 0xFF
-            return bytes((lamps, 0xFF, 0, 0, 0, 0, 0xFF, 0xFF))
-        body = bytes((lamps, 0xFF)) + b"".join(dtc_bytes(*d) for d in self.dtcs)
-        return body + b"\xff" * (8 - len(body)) if len(body) < 8 else body
-
-
 class Node:
     """One emulated J1939 node: its address claim, the requests it answers, its DM1, its transport (docstring).
 
@@ -129,12 +107,18 @@ class Node:
         self.tp = Transport(self)
         self.received: dict[int, bytes] = {}  # the last message of each PGN that came by the transport protocol
         self.dm1_suppressed = False  # a bench fault: no DM1 at all
+        self.suspended_until_ms = -1.0  # DM13: no broadcast before this time
         self.counts = {"claims_sent": 0, "contentions_won": 0, "requests_answered": 0, "nacks": 0,
-                       "dm1_sent": 0, "tp_messages_received": 0, "received_not_kept": 0}
+                       "dm1_sent": 0, "tp_messages_received": 0, "received_not_kept": 0, "dm3_clears": 0,
+                       "dm11_clears": 0, "dm13_stops": 0, "dm13_starts": 0, "commanded_address": 0}
 
     @property
     def can_send(self) -> bool:
         return self.state == "claimed"
+
+    def broadcasting(self, now_ms: float) -> bool:
+        """The node sends its cyclic messages (claimed, and no DM13 stop holds)."""
+        return self.state == "claimed" and now_ms >= self.suspended_until_ms
 
     def claim_frame(self) -> Frame:
         return frame_id(6, PGN_ADDRESS_CLAIMED, self.address, ADDR_GLOBAL), self.name.to_bytes(8, "little")
@@ -181,14 +165,40 @@ class Node:
         return self.on_message(pgn, bytes(data), sa, da, now_ms)
 
     def on_message(self, pgn: int, data: bytes, source: int, destination: int, now_ms: float) -> list[Frame]:
-        """A whole message for this node (one frame, or reassembled); a subclass reacts to more PGNs."""
+        """A whole message for this node (one frame, or reassembled): DM13 and the commanded address."""
+        if pgn == dm.PGN_DM13:
+            what = dm.dm13_command(data)
+            if what == "stop":
+                self.counts["dm13_stops"] += 1
+                self.suspended_until_ms = now_ms + dm.dm13_duration_ms(data)
+            elif what == "start":
+                self.counts["dm13_starts"] += 1
+                self.suspended_until_ms = -1.0
+                self.next_dm1_ms = now_ms  # broadcasts resume now
+            elif what == "hold" and now_ms < self.suspended_until_ms:
+                self.suspended_until_ms = max(self.suspended_until_ms, now_ms + dm.DM13_HOLD_MS)
+            return []
+        if pgn == dm.PGN_COMMANDED_ADDRESS and len(data) >= 9 and int.from_bytes(data[:8], "little") == self.name:
+            return self.command_address(data[8], now_ms)
         return []
+
+    def command_address(self, address: int, now_ms: float) -> list[Frame]:
+        """Move to ``address`` (J1939-81 commanded address): sessions aborted, then a claim of the new address."""
+        if address > 253:
+            return []
+        self.counts["commanded_address"] += 1
+        out = self.tp.give_up() if self.can_send else []
+        self.tp.reset()
+        self.address = address
+        return out + self.start(now_ms)
 
     # -- the transport's side of the node (j1939_tp.Owner) -----------------------------------------------
     def tp_payload(self, pgn: int) -> bytes | None:
         """The data of ``pgn`` now (a transfer starts), None if the node no longer sends it."""
         if pgn == PGN_DM1:
             return self.dm1.payload() if self.dm1 is not None and not self.dm1_suppressed else None
+        if pgn == dm.PGN_DM2:
+            return self.dm1.dm2_payload() if self.dm1 is not None else None
         f = self.owned.get(pgn)
         return f()[1] if f is not None else None
 
@@ -221,6 +231,19 @@ class Node:
             return self._send_message(requested, prio, payload, to, now_ms, requests=1)
         if requested == PGN_DM1 and self.dm1 is not None and not self.dm1_suppressed:
             return self._send_message(PGN_DM1, 6, self.dm1.payload(), to, now_ms, requests=1)
+        if requested == dm.PGN_DM2 and self.dm1 is not None:
+            return self._send_message(dm.PGN_DM2, 6, self.dm1.dm2_payload(), to, now_ms, requests=1)
+        if requested in (dm.PGN_DM3, dm.PGN_DM11) and self.dm1 is not None:
+            if requested == dm.PGN_DM3:
+                self.dm1.previous.clear()
+                self.counts["dm3_clears"] += 1
+            else:
+                self.dm1.dtcs.clear()
+                self.counts["dm11_clears"] += 1
+                self.on_dtcs_cleared()
+            self.counts["requests_answered"] += 1
+            # J1939-73: a clear requested of this node alone is acknowledged positively, a global one is not
+            return self.ack(0, requested, requester) if da == self.address else []
         if da == self.address:  # J1939-21: a destination-specific request for an unknown PGN is NACKed
             return self.nack(requested, requester)
         return []
@@ -228,8 +251,15 @@ class Node:
     def nack(self, pgn: int, requester: int) -> list[Frame]:
         """The negative acknowledgement of a request for ``pgn`` (PGN 59392, control byte 1)."""
         self.counts["nacks"] += 1
-        ack = bytes((1, 0xFF, 0xFF, 0xFF, requester, pgn & 0xFF, (pgn >> 8) & 0xFF, (pgn >> 16) & 0xFF))
-        return [(frame_id(6, PGN_ACK, self.address, ADDR_GLOBAL), ack)]
+        return self.ack(1, pgn, requester)
+
+    def ack(self, control: int, pgn: int, requester: int) -> list[Frame]:
+        """An acknowledgement (PGN 59392): control byte 0 positive, 1 negative; to everyone (J1939-21)."""
+        data = bytes((control, 0xFF, 0xFF, 0xFF, requester, pgn & 0xFF, (pgn >> 8) & 0xFF, (pgn >> 16) & 0xFF))
+        return [(frame_id(6, PGN_ACK, self.address, ADDR_GLOBAL), data)]
+
+    def on_dtcs_cleared(self) -> None:
+        """DM11 cleared the active DTCs; the adapter re-raises those whose cause (a fault) is still there."""
 
     def _send_message(self, pgn: int, priority: int, payload: bytes, to: int, now_ms: float,
                       requests: int = 0) -> list[Frame]:
@@ -247,7 +277,8 @@ class Node:
         if not self.can_send:
             return out
         out += self.tp.poll(now_ms)
-        if self.dm1 is not None and not self.dm1_suppressed and now_ms >= self.next_dm1_ms:
+        if self.dm1 is not None and not self.dm1_suppressed and now_ms >= self.next_dm1_ms \
+                and now_ms >= self.suspended_until_ms:
             self.next_dm1_ms = now_ms + self.dm1_period_ms
             out += self._send_message(PGN_DM1, 6, self.dm1.payload(), ADDR_GLOBAL, now_ms)
         return out
