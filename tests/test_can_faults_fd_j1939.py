@@ -75,6 +75,11 @@ def test_j1939_lost_address_claim_then_reclaim():
         assert frames[0].arbitration_id == 0x18EEFFFE and bytes(frames[0].data) == name  # cannot claim
         assert not [m for m in frames if m.arbitration_id & 0xFF == 0x00]  # the engine is silent
         assert any(m.arbitration_id == 0x18FEF121 for m in frames)  # the vehicle ECU still sends CCVS1
+        # while the fault holds the address taken, a request that nobody answers for 0x00 does not free it
+        b.bus.send(can.Message(arbitration_id=0x18EAFF03, is_extended_id=True, data=bytes((0x00, 0xEE, 0x00))))
+        frames = _node_frames(b, 400)
+        assert [m.arbitration_id for m in frames if m.arbitration_id & 0xFFFF00FF == 0x18EE0000] == []
+        assert [m for m in frames if m.arbitration_id == 0x18EEFFFE] and b.j.engine.state == "lost"
         b.j.clear_fault(f)
         frames = _node_frames(b, 300)
         assert frames[0].arbitration_id == 0x18EEFF00 and bytes(frames[0].data) == name  # claims again

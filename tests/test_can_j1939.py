@@ -67,9 +67,35 @@ def test_address_claim_and_the_lower_name_winning():
     out = eng.on_frame(0x18EEFF00, LOWER_NAME.to_bytes(8, "little"), 310.0)
     assert out == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
     assert eng.state == "lost" and eng.poll(5000.0) == []
-    # a request for the address claim is answered with cannot-claim
-    assert eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 320.0) == [(0x18EEFFFE,
-                                                                           ENG_NAME.to_bytes(8, "little"))]
+    # a request for the address claim is answered with cannot-claim after the NAME's pseudo-random delay
+    d = eng.cannot_claim_delay_ms
+    assert 0 <= d <= 153 and d == (ENG_NAME ^ ENG_NAME >> 21 ^ ENG_NAME >> 40) % 154
+    assert eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 320.0) == []
+    assert eng.poll(320.0 + d - 1) == [] if d else True
+    assert eng.poll(320.0 + d) == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
+
+
+def test_a_node_that_lost_its_address_reclaims_it_when_a_request_shows_it_free():
+    """After a lost claim the node is silent.  A global Request for Address Claimed makes every node answer:
+    if the winner answers with its claim of the address, the address is taken and the node stays silent;
+    if nobody claims the address within 250 ms, the node claims it again (and may send 250 ms later)."""
+    eng = j.Node("engine", ENG_NAME, 0x00, {j.PGN_EEC1: lambda: (3, bytes(8))})
+    eng.start(0.0)
+    eng.poll(250.0)
+    eng.on_frame(0x18EEFF00, LOWER_NAME.to_bytes(8, "little"), 300.0)
+    d = eng.cannot_claim_delay_ms
+    eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 400.0)
+    eng.on_frame(0x18EEFF00, LOWER_NAME.to_bytes(8, "little"), 410.0)  # the winner answers: still taken
+    assert eng.poll(400.0 + d) == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
+    assert eng.poll(2000.0) == [] and eng.state == "lost"
+    eng.on_frame(0x18EA0003, bytes((0x00, 0xEE, 0x00)), 2100.0)  # a request to address 0 alone: no conclusion
+    assert eng.poll(2100.0 + d) == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))] and eng.poll(3000.0) == []
+    eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 3000.0)  # the winner is gone: nobody answers
+    assert eng.poll(3000.0 + d) == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
+    assert eng.poll(3249.0) == [] and eng.poll(3250.0) == [(0x18EEFF00, ENG_NAME.to_bytes(8, "little"))]
+    assert eng.state == "claiming" and eng.counts["reclaims"] == 1
+    eng.poll(3500.0)
+    assert eng.can_send and eng.on_frame(0x18EAFF03, bytes((0x04, 0xF0, 0x00)), 3501.0) == [(0x0CF00400, bytes(8))]
 
 
 def test_name_fields_in_the_claim_bytes():

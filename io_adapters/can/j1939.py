@@ -16,7 +16,10 @@ Address claim (J1939-81): each node claims its preferred address with its
 when another node claims the same address, compares NAMEs: the lower NAME
 wins; the winner repeats its claim, a loser that cannot take another address
 (the nodes here are not arbitrary-address capable) sends *cannot claim*
-(its NAME from the null address 254) and goes silent.
+(its NAME from the null address 254) and goes silent.  It answers a request
+for PGN 60928 with *cannot claim* after a pseudo-random 0..153 ms, and
+claims its address again when nobody claimed it within 250 ms of a global
+such request (the winner is gone), or at a commanded address (PGN 65240).
 
 Requests (J1939-21, PGN 59904): a node answers a request addressed to it or
 to everyone for a PGN it owns; for a PGN it does not own, a request
@@ -108,9 +111,13 @@ class Node:
         self.received: dict[int, bytes] = {}  # the last message of each PGN that came by the transport protocol
         self.dm1_suppressed = False  # a bench fault: no DM1 at all
         self.suspended_until_ms = -1.0  # DM13: no broadcast before this time
+        self.cannot_claim_ms: float | None = None  # lost: when the delayed Cannot Claim goes
+        self.reclaim_ms: float | None = None  # lost: when the address counts as free (nobody claimed it)
+        self.held_lost = False  # a bench fault holds the address taken: no re-claim
         self.counts = {"claims_sent": 0, "contentions_won": 0, "requests_answered": 0, "nacks": 0,
                        "dm1_sent": 0, "tp_messages_received": 0, "received_not_kept": 0, "dm3_clears": 0,
-                       "dm11_clears": 0, "dm13_stops": 0, "dm13_starts": 0, "commanded_address": 0}
+                       "dm11_clears": 0, "dm13_stops": 0, "dm13_starts": 0, "commanded_address": 0,
+                       "reclaims": 0}
 
     @property
     def can_send(self) -> bool:
@@ -138,12 +145,21 @@ class Node:
         """Give the address up (not arbitrary-address capable): cannot claim from the null address."""
         self.state = "lost"
         self.tp.reset()
+        self.reclaim_ms = None
         return [self.cannot_claim_frame()]
+
+    @property
+    def cannot_claim_delay_ms(self) -> float:
+        """The pseudo-random 0 .. 153 ms before a Cannot Claim answers a request (J1939-81), from the NAME."""
+        return float((self.name ^ self.name >> 21 ^ self.name >> 40) % 154)
 
     def on_frame(self, arbitration_id: int, data: bytes, now_ms: float) -> list[Frame]:
         """React to one received extended frame; returns the frames to send."""
         _, pgn, da, sa = parse_id(arbitration_id)
-        if pgn == PGN_ADDRESS_CLAIMED and sa == self.address and len(data) == 8 and self.state != "lost":
+        if pgn == PGN_ADDRESS_CLAIMED and sa == self.address and self.state == "lost":
+            self.reclaim_ms = None  # the address is still taken
+            return []
+        if pgn == PGN_ADDRESS_CLAIMED and sa == self.address and len(data) == 8:
             other = int.from_bytes(bytes(data), "little")
             if other == self.name:
                 return []  # our own claim, echoed by the bus
@@ -221,7 +237,14 @@ class Node:
     def _answer(self, requested: int, da: int, requester: int, now_ms: float) -> list[Frame]:
         if requested == PGN_ADDRESS_CLAIMED:
             self.counts["requests_answered"] += 1
-            return [self.cannot_claim_frame() if self.state == "lost" else self.claim_frame()]
+            if self.state != "lost":
+                return [self.claim_frame()]
+            # J1939-81: Cannot Claim after a pseudo-random delay (several such answers do not collide); the
+            # answers to this request show whether the address is still taken: if nobody claims it, re-claim
+            self.cannot_claim_ms = now_ms + self.cannot_claim_delay_ms
+            if da == ADDR_GLOBAL and not self.held_lost:
+                self.reclaim_ms = now_ms + CLAIM_WAIT_MS
+            return []
         if not self.can_send:
             return []
         # J1939-21: the answer to a request for this node alone goes to the requester (RTS/CTS if long)
@@ -274,6 +297,14 @@ class Node:
         out: list[Frame] = []
         if self.state == "claiming" and now_ms - self.claim_ms >= CLAIM_WAIT_MS:
             self.state = "claimed"
+        if self.state == "lost":
+            if self.cannot_claim_ms is not None and now_ms >= self.cannot_claim_ms:
+                self.cannot_claim_ms = None
+                out.append(self.cannot_claim_frame())
+            if self.reclaim_ms is not None and now_ms >= self.reclaim_ms and not self.held_lost:
+                self.reclaim_ms = None
+                self.counts["reclaims"] += 1
+                out += self.start(now_ms)
         if not self.can_send:
             return out
         out += self.tp.poll(now_ms)

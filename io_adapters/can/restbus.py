@@ -395,8 +395,10 @@ class J1939Adapter(NodeDiagnostics, Adapter):
             node.dm1_suppressed = True
         elif spec.kind == "dtc":
             self.dtc_fault(node.label, spec.spn, spec.fmi, True)
-        elif node.state != "lost":
-            self._send_all(node.lose_claim())
+        else:
+            node.held_lost = True
+            if node.state != "lost":
+                self._send_all(node.lose_claim())
 
     def clear_fault(self, spec: J1939Fault) -> None:
         if spec.kind in MESSAGE_KINDS:
@@ -407,8 +409,10 @@ class J1939Adapter(NodeDiagnostics, Adapter):
             node.dm1_suppressed = False
         elif spec.kind == "dtc":
             self.dtc_fault(node.label, spec.spn, spec.fmi, False)
-        elif node.state == "lost":
-            self._send_all(node.start(self._now_ms))
+        else:
+            node.held_lost = False
+            if node.state == "lost":
+                self._send_all(node.start(self._now_ms))
 
     def command_counts(self) -> CommandCounts | None:
         """TSC1 frames obeyed, and refused by reason (``TSC1_REASONS``); None before :meth:`open`."""
