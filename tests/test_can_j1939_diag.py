@@ -235,3 +235,47 @@ def test_commanded_address_by_bam_moves_the_engine_which_claims_it(bench):
     t.send(0x1CEBFF03, bytes((2,)) + other[7:] + b"\xff" * 5)
     t.frames(10)
     assert ad.engine.address == 0x05
+
+
+def test_dtcs_over_the_control_channel_and_a_dtc_fault_through_the_servers_fault_map():
+    """``adapter_set`` and ``fault_set`` requests of a running lockstep server reach the nodes' DTC memory."""
+    import uuid
+
+    from io_adapters.can.restbus import J1939Adapter
+    from plant_models.registry import load_plant
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+
+    ch = f"dtc-{uuid.uuid4().hex[:8]}"
+    ad = J1939Adapter("j1939", {"interface": "virtual", "channel": ch})
+    srv = assemble(load_plant("powershift"), [ad], LoopConfig(mode="lockstep", rate_hz=1000.0))
+    srv.loop.open()
+    srv.loop.start()
+    bus = can.Bus(interface="virtual", channel=ch)
+    ask = srv.control.handle_now
+    try:
+        assert ask({"cmd": "step", "n": 300, "outputs": False})["ok"]
+        rep = ask({"cmd": "adapter_set", "adapter": "j1939",
+                   "set": {"engine_dtc_spn": 4001, "engine_dtc_fmi": 7, "engine_dtc_active": 1}})
+        assert rep["ok"] and rep["set"]["engine_dtc_spn"] == 4001
+        rep = ask({"cmd": "adapter_set", "adapter": "j1939", "set": {"engine_dtc_spn": 4001}})
+        assert not rep["ok"] and "go together" in rep["error"]["message"]
+        rep = ask({"cmd": "fault_set", "fault": {"target": "j1939", "kind": "dtc", "node": "engine", "spn": 190,
+                                                 "fmi": 0}})
+        assert rep["ok"], rep
+        while bus.recv(0.0) is not None:
+            pass
+        for _ in range(120):  # 10 ms per request: the adapter is pumped between requests, as a 10 ms client does
+            assert ask({"cmd": "step", "n": 10, "outputs": False})["ok"]
+        frames = []
+        while (m := bus.recv(0.0)) is not None:
+            frames.append((m.arbitration_id, bytes(m.data)))
+        cm = [d for fid, d in frames if fid == 0x1CECFF00]  # two DTCs: DM1 by BAM
+        body = b"".join(d[1:] for fid, d in frames if fid == 0x1CEBFF00)[:10]
+        assert cm == [bytes((32, 10, 0, 2, 0xFF, 0xCA, 0xFE, 0))]
+        assert body == bytes((0x04, 0xFF)) + j.dtc_bytes(4001, 7, 1) + j.dtc_bytes(190, 0, 1)
+        st = srv.report.status()["adapters"]["j1939"]["nodes"]["engine"]
+        assert st["active_dtcs"] == [[4001, 7, 1], [190, 0, 1]]
+    finally:
+        bus.shutdown()
+        srv.loop.close()

@@ -21,7 +21,14 @@ adapter that carries the TCU's valve commands and the plant's sensor frames
   ``{"adapter": "j1939", "set": {"requested_gear": 3}}`` or :meth:`J1939Adapter.request_gear`).
 
 Each node claims its address with its NAME at start-up (J1939-81) and
-answers requests for the PGNs it sends (:mod:`io_adapters.can.j1939`).  What
+answers requests for the PGNs it sends (:mod:`io_adapters.can.j1939`), runs
+the transport protocol both ways (:mod:`io_adapters.can.j1939_tp`), keeps
+its DTCs (DM1, DM2, DM3, DM11), obeys DM13 and a commanded address and
+answers identification requests (:mod:`io_adapters.can.j1939_dm`); DTCs and
+lamps are set at run time (:mod:`io_adapters.can.restbus_diag`).  The
+vehicle ECU also sends EBC1 (brake pedal ``brake_pedal_pct``) and DM1.  TSC1
+may come from several nodes: the engine obeys the highest override priority
+(:meth:`J1939Adapter._arbitrate`).  What
 the TCU sends (ETC1, ETC2, TSC1) is decoded into ``tcu_signals`` and the
 status; a TCU message without a frame for 3 of its cycles is stale and counted
 (``timeouts``), like the E2E rejections of the classic sets.
