@@ -164,3 +164,42 @@ def test_fuzzed_transport_frames_no_crash_counters_exact_plant_untouched():
         bus.shutdown()
         fuzzed.j.close()
         twin.j.close()
+
+
+def test_the_outside_stack_gets_each_node_service_answered(tcu_stack):
+    """can-j1939 as the TCU asks the rest-bus for DM2, the identifications and engine hours, clears DM2 with
+    DM3: each answer reassembled by it (BAM for a global request, RTS/CTS for one to a node alone)."""
+    from io_adapters.can import j1939_dm as dm
+
+    r = Rest(engine_hours_h=10.0)
+    try:
+        r.run(300)
+        ad = r.j
+        ad.set_values(ad.check_values({"engine_dtc_spn": 190, "engine_dtc_fmi": 2, "engine_dtc_active": 1}))
+        ad.set_values(ad.check_values({"engine_dtc_spn": 190, "engine_dtc_fmi": 2, "engine_dtc_active": 0}))
+        ecu, got = tcu_stack(r)
+
+        def step():  # plant time moves for BAMs (50 ms a packet), stands while a connection waits for the peer
+            if any(n.tp.tx for n in ad.nodes):
+                ad.pump(0)
+            else:
+                r.run(1)
+
+        asked = [(dm.PGN_DM2, 0x00, 0x00), (dm.PGN_SOFTWARE_ID, 0xFF, 0x00), (dm.PGN_SOFTWARE_ID, 0xFF, 0x21),
+                 (dm.PGN_COMPONENT_ID, 0x21, 0x21), (dm.PGN_ECU_ID, 0x00, 0x00), (dm.PGN_ENGINE_HOURS, 0x00, 0x00)]
+        for pgn, dest, node_sa in asked:
+            node = ad.engine if node_sa == 0 else ad.vehicle
+            want = node.tp_payload(pgn)
+            ecu.send_pgn(0, 0xEA, dest, 6, 0x03, list(pgn.to_bytes(3, "little")))
+            wait_until(lambda: (step(), (pgn, node_sa, want) in got)[1], timeout_s=30.0,
+                       what=f"PGN {pgn} from 0x{node_sa:02X}")
+        assert int.from_bytes(ad.engine.tp_payload(dm.PGN_ENGINE_HOURS)[:4], "little") == 200  # 10 h, 0.05 h/bit
+        assert ad.engine.tp.counts["cmdt_sent"] == 1 and ad.vehicle.tp.counts["cmdt_sent"] == 1  # ECU id, comp. id
+        ecu.send_pgn(0, 0xEA, 0x00, 6, 0x03, list(dm.PGN_DM3.to_bytes(3, "little")))
+        ack = (j.PGN_ACK, 0x00, bytes((0, 0xFF, 0xFF, 0xFF, 0x03, 0xCC, 0xFE, 0x00)))
+        wait_until(r.pumped(lambda: ack in got), what="the positive acknowledgement of DM3")
+        assert ad.engine.dm1.previous == [] and ad.engine.counts["nacks"] == 0
+        for node in ad.nodes:
+            assert sum(node.tp.aborts_sent.values()) == 0 and node.tp.counts["timeouts"] == 0
+    finally:
+        r.j.close()
