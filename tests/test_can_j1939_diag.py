@@ -279,3 +279,21 @@ def test_dtcs_over_the_control_channel_and_a_dtc_fault_through_the_servers_fault
     finally:
         bus.shutdown()
         srv.loop.close()
+
+
+def test_a_node_that_lost_its_address_comes_back_at_a_commanded_address():
+    eng = j.Node("engine", ENG_NAME, 0x00, {})
+    eng.start(0.0)
+    eng.poll(250.0)
+    lower = j.name_pack(7, 0x001, function=0, industry_group=2)
+    assert eng.on_frame(0x18EEFF00, lower.to_bytes(8, "little"), 300.0)[0][0] == 0x18EEFFFE
+    cmd = ENG_NAME.to_bytes(8, "little") + bytes((0x06,))
+    assert eng.on_frame(0x1CECFF80, bytes((32, 9, 0, 2, 0xFF)) + pgn3(dm.PGN_COMMANDED_ADDRESS), 400.0) == []
+    assert eng.on_frame(0x1CEBFF80, bytes((1,)) + cmd[:7], 450.0) == []
+    assert eng.on_frame(0x1CEBFF80, bytes((2,)) + cmd[7:] + b"\xff" * 5, 500.0) == [
+        (0x18EEFF06, ENG_NAME.to_bytes(8, "little"))]
+    eng.poll(750.0)
+    assert eng.can_send and eng.address == 0x06 and eng.counts["commanded_address"] == 1
+    # while lost, a connection (RTS) is not answered: the node has no address to answer from
+    eng.on_frame(0x18EEFF06, lower.to_bytes(8, "little"), 800.0)
+    assert eng.on_frame(0x1CEC0603, bytes((16, 20, 0, 3, 0xFF, 0, 0xEF, 0)), 810.0) == []

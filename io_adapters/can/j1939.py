@@ -172,8 +172,8 @@ class Node:
             return []
         if pgn == PGN_REQUEST and len(data) >= 3:
             return self._answer(int.from_bytes(bytes(data[:3]), "little"), da, sa, now_ms)
-        if not self.can_send:
-            return []
+        if not self.can_send and not (self.state == "lost" and da == ADDR_GLOBAL):
+            return []  # a lost node still hears broadcasts (a commanded address comes by BAM), it sends nothing
         if pgn == PGN_TP_CM:
             return self.tp.on_cm(sa, da, bytes(data), now_ms)
         if pgn == PGN_TP_DT:
@@ -305,6 +305,8 @@ class Node:
                 self.reclaim_ms = None
                 self.counts["reclaims"] += 1
                 out += self.start(now_ms)
+            else:
+                out += self.tp.poll(now_ms)  # only broadcasts are received while lost: their timeouts, no frame
         if not self.can_send:
             return out
         out += self.tp.poll(now_ms)
