@@ -148,3 +148,29 @@ class Harness:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+J1939_PERIOD = 0.001
+
+
+class Rest:
+    """The plant with the j1939 adapter alone on a fresh virtual channel, ticked in lockstep."""
+
+    def __init__(self, **options):
+        self.channel = f"out-{uuid.uuid4().hex[:8]}"
+        self.plant = load_plant("powershift")
+        self.j = create_adapter("j1939", "j1939", {"interface": "virtual", "channel": self.channel, **options})
+        self.j.open(self.plant, LoopContext(period_s=J1939_PERIOD, feed_watchdog=lambda ns: None, status=lambda: {},
+                                            tick_info=new_tick_info(), mode="lockstep"))
+        self.tick = 0
+
+    def run(self, n: int) -> None:
+        for _ in range(n):
+            self.j.read(self.tick, self.tick * int(J1939_PERIOD * 1e9))
+            self.plant.step(J1939_PERIOD)
+            self.tick += 1
+            self.j.pump(0)
+
+    def pumped(self, cond):
+        """``cond`` for wait_until, the adapter pumped (plant time standing) before each look."""
+        return lambda: (self.j.pump(0), cond())[1]

@@ -75,6 +75,11 @@ def test_j1939_lost_address_claim_then_reclaim():
         assert frames[0].arbitration_id == 0x18EEFFFE and bytes(frames[0].data) == name  # cannot claim
         assert not [m for m in frames if m.arbitration_id & 0xFF == 0x00]  # the engine is silent
         assert any(m.arbitration_id == 0x18FEF121 for m in frames)  # the vehicle ECU still sends CCVS1
+        # while the fault holds the address taken, a request that nobody answers for 0x00 does not free it
+        b.bus.send(can.Message(arbitration_id=0x18EAFF03, is_extended_id=True, data=bytes((0x00, 0xEE, 0x00))))
+        frames = _node_frames(b, 400)
+        assert [m.arbitration_id for m in frames if m.arbitration_id & 0xFFFF00FF == 0x18EE0000] == []
+        assert [m for m in frames if m.arbitration_id == 0x18EEFFFE] and b.j.engine.state == "lost"
         b.j.clear_fault(f)
         frames = _node_frames(b, 300)
         assert frames[0].arbitration_id == 0x18EEFF00 and bytes(frames[0].data) == name  # claims again
@@ -98,8 +103,8 @@ def test_j1939_missing_dm1_and_dropped_or_short_eec1():
         assert [len(m.data) for m in frames if m.arbitration_id == 0x0CF00400] == [7] * 10
         with pytest.raises(FaultError, match="no cyclic message 'DM2'"):
             b.j.check_fault(J_DECL.parse_fault({"target": "j1939", "kind": "drop", "message": "DM2"}, "t"))
-        with pytest.raises(FaultError, match="the j1939 vehicle node sends no DM1"):
-            b.j.check_fault(J_DECL.parse_fault({"target": "j1939", "kind": "missing_dm1", "node": "vehicle"}, "t"))
+        with pytest.raises(FaultError, match="j1939 has no node 'brakes'; its nodes are engine, vehicle"):
+            b.j.check_fault(J_DECL.parse_fault({"target": "j1939", "kind": "missing_dm1", "node": "brakes"}, "t"))
     finally:
         b.close()
 
@@ -125,7 +130,7 @@ def test_server_fault_maps_reach_the_j1939_declaration():
     s = parse_fault({"target": "j1939", "kind": "lost_address_claim", "node": "vehicle"}, plant)
     assert (s.target, s.kind) == ("j1939", "lost_address_claim")
     with pytest.raises(FaultError, match="'kind' of a j1939 fault must be one of drop, wrong_dlc, "
-                                         "lost_address_claim, missing_dm1, got 'freeze_alive'"):
+                                         "lost_address_claim, missing_dm1, dtc, got 'freeze_alive'"):
         parse_fault({"target": "j1939", "kind": "freeze_alive", "message": "EEC1"}, plant)
     with pytest.raises(FaultError, match="unknown key 'node'; allowed: target, kind, name, message$"):
         parse_fault({"target": "j1939", "kind": "drop", "node": "engine"}, plant)

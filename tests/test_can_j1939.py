@@ -67,9 +67,35 @@ def test_address_claim_and_the_lower_name_winning():
     out = eng.on_frame(0x18EEFF00, LOWER_NAME.to_bytes(8, "little"), 310.0)
     assert out == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
     assert eng.state == "lost" and eng.poll(5000.0) == []
-    # a request for the address claim is answered with cannot-claim
-    assert eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 320.0) == [(0x18EEFFFE,
-                                                                           ENG_NAME.to_bytes(8, "little"))]
+    # a request for the address claim is answered with cannot-claim after the NAME's pseudo-random delay
+    d = eng.cannot_claim_delay_ms
+    assert 0 <= d <= 153 and d == (ENG_NAME ^ ENG_NAME >> 21 ^ ENG_NAME >> 40) % 154
+    assert eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 320.0) == []
+    assert eng.poll(320.0 + d - 1) == [] if d else True
+    assert eng.poll(320.0 + d) == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
+
+
+def test_a_node_that_lost_its_address_reclaims_it_when_a_request_shows_it_free():
+    """After a lost claim the node is silent.  A global Request for Address Claimed makes every node answer:
+    if the winner answers with its claim of the address, the address is taken and the node stays silent;
+    if nobody claims the address within 250 ms, the node claims it again (and may send 250 ms later)."""
+    eng = j.Node("engine", ENG_NAME, 0x00, {j.PGN_EEC1: lambda: (3, bytes(8))})
+    eng.start(0.0)
+    eng.poll(250.0)
+    eng.on_frame(0x18EEFF00, LOWER_NAME.to_bytes(8, "little"), 300.0)
+    d = eng.cannot_claim_delay_ms
+    eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 400.0)
+    eng.on_frame(0x18EEFF00, LOWER_NAME.to_bytes(8, "little"), 410.0)  # the winner answers: still taken
+    assert eng.poll(400.0 + d) == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
+    assert eng.poll(2000.0) == [] and eng.state == "lost"
+    eng.on_frame(0x18EA0003, bytes((0x00, 0xEE, 0x00)), 2100.0)  # a request to address 0 alone: no conclusion
+    assert eng.poll(2100.0 + d) == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))] and eng.poll(3000.0) == []
+    eng.on_frame(0x18EAFF03, bytes((0x00, 0xEE, 0x00)), 3000.0)  # the winner is gone: nobody answers
+    assert eng.poll(3000.0 + d) == [(0x18EEFFFE, ENG_NAME.to_bytes(8, "little"))]
+    assert eng.poll(3249.0) == [] and eng.poll(3250.0) == [(0x18EEFF00, ENG_NAME.to_bytes(8, "little"))]
+    assert eng.state == "claiming" and eng.counts["reclaims"] == 1
+    eng.poll(3500.0)
+    assert eng.can_send and eng.on_frame(0x18EAFF03, bytes((0x04, 0xF0, 0x00)), 3501.0) == [(0x0CF00400, bytes(8))]
 
 
 def test_name_fields_in_the_claim_bytes():
@@ -117,8 +143,8 @@ def test_dm1_single_frame_and_bam_for_more_than_one_dtc():
     assert eng.poll(1300.0) == [(0x1CEBFF00, bytes((1,)) + data[:7])]
     assert eng.poll(1349.0) == []
     assert eng.poll(1350.0) == [(0x1CEBFF00, bytes((2,)) + data[7:] + b"\xff" * 4)]
-    assert eng.poll(1400.0) == [] and eng.bam.done
-    assert eng.counts["bam_transfers"] == 1
+    assert eng.poll(1400.0) == [] and eng.tp.bam is None
+    assert eng.tp.counts["bam_sent"] == 1
 
 
 def test_no_dtc_dm1_and_a_dm1_request():
@@ -150,3 +176,30 @@ def test_the_shipped_j1939_config_serves_the_powershift_and_the_tractor(plant, e
         assert ad.torque_input == engine_input and ad.intervention == (engine_input == "torque_limit")
     finally:
         ad.close()
+
+
+def test_a_dm1_request_during_the_nodes_own_bam_is_answered_after_it_and_counted_then():
+    """J1939-21 allows one BAM at a time per sender: a DM1 request that comes while the node's DM1 BAM runs is
+    answered by a second BAM after the first, and counted as answered when that BAM starts, not before."""
+    dm1 = j.Dm1(dtcs=[(190, 2, 1), (100, 1, 3)], amber_lamp=1)
+    eng = j.Node("engine", ENG_NAME, 0x00, {}, dm1=dm1)
+    eng.start(0.0)
+    cm = (0x1CECFF00, bytes((32, 10, 0, 2, 0xFF, 0xCA, 0xFE, 0x00)))
+    body = bytes((0x04, 0xFF, 0xBE, 0x00, 0x02, 0x01, 0x64, 0x00, 0x01, 0x03))
+    assert eng.poll(250.0) == [cm]
+    assert eng.on_frame(0x18EAFF03, (65226).to_bytes(3, "little"), 260.0) == []  # global request: BAM busy
+    assert eng.counts["requests_answered"] == 0 and eng.counts["dm1_sent"] == 1
+    assert eng.poll(300.0) == [(0x1CEBFF00, bytes((1,)) + body[:7])]
+    assert eng.poll(350.0) == [(0x1CEBFF00, bytes((2,)) + body[7:] + b"\xff" * 4)]
+    assert eng.counts["requests_answered"] == 0
+    assert eng.poll(399.0) == []
+    assert eng.poll(400.0) == [cm]  # the answer: the next BAM, 50 ms after the last packet
+    assert eng.counts["requests_answered"] == 1 and eng.counts["dm1_sent"] == 2 and eng.tp.counts["bam_sent"] == 2
+    assert eng.poll(450.0) == [(0x1CEBFF00, bytes((1,)) + body[:7])]
+    assert eng.poll(500.0) == [(0x1CEBFF00, bytes((2,)) + body[7:] + b"\xff" * 4)]
+    assert eng.poll(1249.0) == [] and eng.poll(1250.0) == [cm]  # the cycle keeps its second grid
+    # two requests during one BAM are answered by one BAM (the same data to everyone), each counted
+    eng.on_frame(0x18EAFF03, (65226).to_bytes(3, "little"), 1260.0)
+    eng.on_frame(0x18EAFF21, (65226).to_bytes(3, "little"), 1261.0)
+    eng.poll(1300.0), eng.poll(1350.0)
+    assert eng.poll(1400.0) == [cm] and eng.counts["requests_answered"] == 3 and eng.counts["dm1_sent"] == 4

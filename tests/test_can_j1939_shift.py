@@ -173,8 +173,9 @@ def test_tc1_requested_gear_set_by_the_control_channel_byte_by_byte():
     """``adapter_set`` on the control channel sets the gear the vehicle ECU's TC1 requests (SPN 525).
 
     TC1 (PGN 256, priority 3, from the vehicle ECU 0x21 to the TCU 0x03): byte 0 shift inhibit (00),
-    lock-up disable (11: not available), driveline disengage (00); byte 1 requested clutch slip; byte 2
-    the requested gear + 125 (J1939-71 offset -125).  A bad request changes nothing.
+    lock-up disable (11: not available), driveline disengage (00), its top 2 bits unused (11); byte 1
+    requested clutch slip; byte 2 the requested gear + 125 (J1939-71 offset -125); bytes 3-7 unused,
+    0xFF as J1939-71 wants undefined bits.  A bad request changes nothing.
     """
     from io_adapters.can.adapter import CanAdapter
     from io_adapters.can.restbus import J1939Adapter
@@ -204,11 +205,11 @@ def test_tc1_requested_gear_set_by_the_control_channel_byte_by_byte():
 
     try:
         before = tc1_frames(400)  # address claims stand after 250 ms, then TC1 every 50 ms
-        assert before and set(before) == {bytes((0x0C, 0x00, 125 + 1, 0, 0, 0, 0, 0))}  # option requested_gear = 1
+        assert before and set(before) == {bytes((0xCC, 0x00, 125 + 1)) + b"\xff" * 5}  # option requested_gear = 1
         rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "j1939", "set": {"requested_gear": 3}})
         assert rep["ok"] and rep["set"] == {"requested_gear": 3}
         after = tc1_frames(100)
-        assert len(after) == 2 and set(after) == {bytes((0x0C, 0x00, 125 + 3, 0, 0, 0, 0, 0))}
+        assert len(after) == 2 and set(after) == {bytes((0xCC, 0x00, 125 + 3)) + b"\xff" * 5}
         for bad, why in (({"requested_gear": 126}, "must be an integer in -125 .. 125"),
                          ({"requested_gear": 2.5}, "must be an integer"),
                          ({"gear": 2}, "has no settable value 'gear'"), ({}, "non-empty map")):
@@ -218,9 +219,9 @@ def test_tc1_requested_gear_set_by_the_control_channel_byte_by_byte():
         assert not rep["ok"] and "takes none" in rep["error"]["message"]
         rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "nope", "set": {"requested_gear": 2}})
         assert not rep["ok"] and "no adapter 'nope'" in rep["error"]["message"]
-        assert set(tc1_frames(100)) == {bytes((0x0C, 0x00, 125 + 3, 0, 0, 0, 0, 0))}  # unchanged by the bad ones
+        assert set(tc1_frames(100)) == {bytes((0xCC, 0x00, 125 + 3)) + b"\xff" * 5}  # unchanged by the bad ones
         srv.control.handle_now({"cmd": "adapter_set", "adapter": "j1939", "set": {"requested_gear": -1}})
-        assert set(tc1_frames(100)) == {bytes((0x0C, 0x00, 125 - 1, 0, 0, 0, 0, 0))}  # reverse
+        assert set(tc1_frames(100)) == {bytes((0xCC, 0x00, 125 - 1)) + b"\xff" * 5}  # reverse
     finally:
         bus.shutdown()
         srv.loop.close()
@@ -339,3 +340,67 @@ def test_only_a_pause_of_the_tcu_itself_makes_its_10_ms_messages_stale():
         assert b.j.status()["timeouts_by_pgn"] == {"ETC1": 1, "ETC2": 0, "TSC1": 1}
     finally:
         b.close()
+
+
+def _tsc1(b: Bench, mode: int, torque_raw: int, *, speed_raw: int = 0xFAFF, prio: int = 1, source: int = 0x03,
+          data: bytes | None = None) -> None:
+    """One TSC1 from ``source`` to the engine, read by the next pump."""
+    if data is None:
+        data = bytes((mode | 0 << 2 | prio << 4 | 0xC0, speed_raw & 0xFF, speed_raw >> 8, torque_raw,
+                      0xFF, 0xFF, 0xFF, 0xFF))
+    b.bus.send(can.Message(arbitration_id=j.frame_id(3, j.PGN_TSC1, source, 0x00), is_extended_id=True, data=data))
+    b.j.pump(0)
+
+
+def test_tsc1_torque_not_available_error_or_out_of_range_refused_counted_and_the_previous_value_kept():
+    """J1939-71: a torque byte of 0xFF is *not available*, 0xFE an *error indicator*, 0xFB-0xFD out of the range
+    -125 .. 125 %.  Such a TSC1 is refused like a classic frame out of its DBC range (counted by reason, the
+    shutdown summary's line), the torque of the last valid TSC1 stays, and the refused frame keeps no
+    message fresh."""
+    b = Bench()
+    try:
+        b.run(300)
+        _tsc1(b, 3, 125 + 10)
+        b.run(1)
+        assert b.torque_after_tick[-1] == 100.0
+        for raw in (0xFF, 0xFE, 0xFB, 0xFD):
+            _tsc1(b, 2, raw)
+            b.run(1)
+            assert b.torque_after_tick[-1] == 100.0  # not 1300 N m (0xFF read as 130 %)
+        _tsc1(b, 2, 0, data=bytes((0xC2, 0xFF, 0xFA, 125)))  # 4 bytes: too short to decode
+        b.run(1)
+        st = b.j.status()
+        assert st["applied"] == 1
+        assert st["rejected"] == {"total": 5, "by_reason": {"dlc": 1, "not_available": 1, "error_indicator": 1,
+                                                            "out_of_range": 2}}
+        assert st["decode_errors"] == 1 and st["decode_errors_by_reason"] == {"dlc": 1, "malformed": 0}
+        assert st["tsc1_applied"] == 1 and b.torque_after_tick[-1] == 100.0
+        b.run(30)  # 30 ms after the last valid TSC1 (the refused ones do not refresh it): stale, released
+        assert b.j.status()["timeouts_by_pgn"]["TSC1"] == 1 and b.torque_after_tick[-1] == 200.0
+    finally:
+        b.close()
+
+
+def test_the_shutdown_summary_has_a_j1939_line():
+    from io_adapters.can.restbus import J1939Adapter
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+
+    ch = f"sum-{uuid.uuid4().hex[:8]}"
+    srv = assemble(load_plant("powershift"), [J1939Adapter("rest", {"interface": "virtual", "channel": ch})],
+                   LoopConfig(mode="lockstep", rate_hz=1000.0))
+    srv.loop.open()
+    srv.loop.start()
+    bus = can.Bus(interface="virtual", channel=ch)
+    try:
+        assert srv.control.handle_now({"cmd": "step", "n": 300, "outputs": False})["ok"]
+        tsc1 = j.frame_id(3, j.PGN_TSC1, 0x03, 0x00)
+        for torque in (125 + 10, 0xFF, 0xFF):
+            bus.send(can.Message(arbitration_id=tsc1, is_extended_id=True,
+                                 data=bytes((0xD3, 0xFF, 0xFA, torque, 0xFF, 0xFF, 0xFF, 0xFF))))
+            assert srv.control.handle_now({"cmd": "step", "n": 1, "outputs": False})["ok"]
+        lines = srv.report.summary_text().splitlines()
+        assert f"  {'rest':<16} 1 commands applied, 2 rejected not_available 2" in lines
+    finally:
+        bus.shutdown()
+        srv.loop.close()

@@ -163,3 +163,18 @@ def test_a_stimulus_in_lockstep_takes_the_entry_at_its_exact_tick(tmp_path):
     res = run_test(load_test(path), tmp_path / "work")
     assert res.passed, [v.message for v in res.verdicts if not v.passed]
     assert res.log == ["t = 0.25 s: adapter_set adapter_set[0] j1939 {'requested_gear': 3} from tick 250"]
+
+
+def test_a_test_file_schedules_a_dtc_of_the_rest_bus_and_an_incomplete_one_is_refused(tmp_path):
+    """A DTC (SPN, FMI, active) and a lamp of a J1939 node on the test file's schedule, checked whole when the
+    file is read: the three DTC values of a node come together."""
+    dtc = ENTRY.replace("requested_gear = 3", "engine_dtc_spn = 190\nengine_dtc_fmi = 2\nengine_dtc_active = 1\n"
+                        "engine_red_lamp = 1")
+    path, _ = _copy(tmp_path, FILE.read_text().replace(ENTRY, dtc))
+    spec = load_test(path)
+    assert [(e.at, e.values) for e in spec.adapter_sets] == [
+        (0.4, {"engine_dtc_spn": 190, "engine_dtc_fmi": 2, "engine_dtc_active": 1, "engine_red_lamp": 1})]
+    path, _ = _copy(tmp_path, FILE.read_text().replace(ENTRY, dtc.replace("engine_dtc_active = 1\n", "")))
+    with pytest.raises(ConfigError) as exc:
+        load_test(path)
+    assert exc.value.key == "adapter_set[0]" and "missing engine_dtc_active" in exc.value.problem
