@@ -524,7 +524,11 @@ def run_test(spec: TestSpec, workdir: Path | None = None, artifacts: Path | None
         workdir = Path(tmp.name)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        if spec.controller_class is not None:
+        if spec.uds is not None:
+            from .uds_bench import run_uds_lockstep
+
+            rec = run_uds_lockstep(spec, log)
+        elif spec.controller_class is not None:
             rec = run_in_process(spec, workdir, log)
         elif spec.mode == "offline":
             rec = run_offline(spec, log)
