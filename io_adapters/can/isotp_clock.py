@@ -14,6 +14,7 @@ payloads received.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable
@@ -24,6 +25,10 @@ from isotp.tools import Timer
 
 INBOX_FRAMES = 64  # frames one task takes at most; more in one task are dropped and counted
 MAX_PAYLOAD = 4095  # bytes: the classic ISO-TP limit (12-bit length); a longer first frame is refused by the stack
+# can-isotp logs a warning per bad frame: a flood of them would be a flood of lines, so its logger here says errors
+# only, and every bad frame is counted by kind (ClockedIsoTp.errors, in the UDS server's status)
+LOGGER = "gearbox_hil.isotp"
+logging.getLogger(LOGGER).setLevel(logging.ERROR)
 
 
 class ClockTimer(Timer):
@@ -76,7 +81,7 @@ class ClockedIsoTp(isotp.TransportLayerLogic):
                   "rx_flowcontrol_timeout": int(timing.flow_control_timeout_ms),
                   "rx_consecutive_frame_timeout": int(timing.consecutive_frame_timeout_ms),
                   "tx_padding": timing.padding, "tx_data_min_length": 8 if timing.padding is not None else None,
-                  "max_frame_size": MAX_PAYLOAD, "wftmax": 0, "blocking_send": False}
+                  "max_frame_size": MAX_PAYLOAD, "wftmax": 0, "blocking_send": False, "logger_name": LOGGER}
         super().__init__(rxfn=self._next_frame, txfn=self._send_frame, address=isotp.Address(mode, txid=txid, rxid=rxid),
                          error_handler=self._error, params=params)
         self.timer_tx_stmin = ClockTimer(0, clock_ns)

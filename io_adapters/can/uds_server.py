@@ -55,7 +55,8 @@ NRC = {"generalReject": 0x10, "serviceNotSupported": 0x11, "subFunctionNotSuppor
        "subFunctionNotSupportedInActiveSession": 0x7E, "serviceNotSupportedInActiveSession": 0x7F}
 FUNCTIONAL_SILENT = {0x11, 0x12, 0x31, 0x7E, 0x7F}
 
-MAX_PENDING_ANSWERS = 4
+MAX_PENDING_ANSWERS = 4  # answers queued for sending; a request beyond is dropped and counted (busy)
+MAX_FUNCTIONAL = 16  # functional requests taken per task
 DEFAULT_SESSION, EXTENDED_SESSION = 0x01, 0x03
 P2_MS, P2_STAR_MS, S3_S = 50, 5000, 5.0
 SUPPRESS = 0x80
@@ -176,6 +177,7 @@ class UdsCounters:
     suppressed: int = 0  # requests answered with nothing: SPRMIB set, or a functional NRC that stays silent
     functional_frames: int = 0
     functional_ignored: int = 0  # frames on the functional ID that are not a valid single frame
+    functional_dropped: int = 0  # valid ones beyond MAX_FUNCTIONAL in one task
     s3_timeouts: int = 0
     resets: int = 0
     busy: int = 0  # requests dropped unanswered: answers still waiting to be sent (a tester not taking them)
@@ -217,8 +219,11 @@ class UdsServer:
         self.counters.functional_frames += 1
         d = bytes(m.data)
         n = d[0] & 0x0F if d else 0
-        if not d or d[0] >> 4 != 0 or n == 0 or n > len(d) - 1 or len(self._functional) >= 16:
+        if not d or d[0] >> 4 != 0 or n == 0 or n > len(d) - 1:
             self.counters.functional_ignored += 1  # functional requests are single frames (ISO 15765-2)
+            return
+        if len(self._functional) >= MAX_FUNCTIONAL:
+            self.counters.functional_dropped += 1
             return
         self._functional.append(d[1:1 + n])
 
@@ -381,7 +386,8 @@ class UdsServer:
         c = self.counters
         return {"session": self.session, "requests": c.requests, "positive": c.positive,
                 "negative": dict(c.negative), "suppressed": c.suppressed, "functional_frames": c.functional_frames,
-                "functional_ignored": c.functional_ignored, "s3_timeouts": c.s3_timeouts, "resets": c.resets, "busy": c.busy,
+                "functional_ignored": c.functional_ignored,
+                "functional_dropped": c.functional_dropped, "s3_timeouts": c.s3_timeouts, "resets": c.resets, "busy": c.busy,
                 "frames_in": self.tp.frames_in, "frames_out": self.tp.frames_out,
                 "inbox_dropped": self.tp.inbox_dropped, "transport_errors": dict(self.tp.errors),
                 "dtcs": {f"{d.code:06X}": self.dtcs.status[i] for i, d in enumerate(self.dtcs.dtcs)}}
