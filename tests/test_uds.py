@@ -226,7 +226,7 @@ def test_a_udsoncan_client_reads_the_dtc_within_50_ms_of_the_request(tmp_path):
             took = bench.t_s - t0
             dtcs = {d.id: d.status.get_byte_as_int() for d in rsp.service_data.dtcs}
             assert dtcs == {DTC_SPEED_SENSOR: 0xAF}  # failed, confirmed, pending, lamp
-            assert 0 < took <= 0.05  # answered in the TCU's next 10 ms task
+            assert abs(took - 0.01) < 1e-9  # answered in the TCU's next 10 ms task (plant time: the same every run)
             assert client.read_data_by_identifier_first(0xF190) == VIN.decode()
             client.clear_dtc(0xFFFFFF)
             assert client.get_dtc_by_status_mask(0x08).service_data.dtcs == []

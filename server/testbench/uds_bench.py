@@ -182,37 +182,4 @@ class UdsBench:
         self.close()
 
 
-def run_uds_lockstep(spec, log: list[str]):
-    """A test file with ``[uds]``: its server here, its controller class and the tester on the server's bus;
-    the recording with the tester's signals."""
-    from io_adapters.zmq.client import HilClient
-    from plant_models.errors import FaultError
-    from server.offline.controller import ControllerError
-
-    from .closed_loop import closed_loop_lockstep
-    from .runner import RunError, _compile, closed_loop_recording
-
-    plant, compiled = _compile(spec)
-    channel = spec.uds.channel or bus_channel(spec.io_config)
-    alongside = TesterAlongside(spec.controller_class.build(), spec.uds, spec.uds_probes, channel)
-    try:
-        with InProcessServer(spec.plant_config, spec.io_config) as srv:
-            with HilClient(srv.control, timeout_s=30.0).connect() as client:
-                r = closed_loop_lockstep(client, alongside, compiled, duration_s=spec.duration_s,
-                                         faults=[(f.fault, f.at, f.until) for f in spec.faults], log=log,
-                                         adapter_sets=spec.adapter_sets)
-    except (ControllerError, ValueError, FaultError) as exc:  # the controller's checks, a fault the server refuses
-        raise RunError(str(exc)) from None
-    finally:
-        tester = alongside.tester
-        alongside.close()
-    rec = closed_loop_recording(r)
-    if tester is not None:
-        rec.signals.update(tester.signals(rec.t))
-        st = tester.status()
-        log.append(f"uds tester: {st['requests']} requests, {st['answers']} answers, {st['timeouts']} timeouts, "
-                   f"negative {st['negative'] or 'none'}")
-    return rec
-
-
-__all__ = ["InProcessServer", "TesterAlongside", "UdsBench", "bus_channel", "run_uds_lockstep"]
+__all__ = ["InProcessServer", "TesterAlongside", "UdsBench", "bus_channel"]
