@@ -51,7 +51,7 @@ class Rig:
     """The diagnostic TCU (``server_only``: its UDS server alone, without the shift task's frames) and a tester
     on a virtual bus of their own, on one 10 ms clock."""
 
-    def __init__(self, server_only: bool = False):
+    def __init__(self, server_only: bool = False, tester: UdsTesterConfig = UdsTesterConfig()):
         ch = f"uds-{uuid.uuid4().hex[:8]}"
         self.ecu_bus = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
         self.bus = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
@@ -60,7 +60,7 @@ class Rig:
         if server_only:
             self.tcu.uds = us.UdsServer(self.ecu_bus, DTCS, clock_ns=self.clock_ns)
         self.k = 0
-        self.conn = LockstepConnection(self.bus, UdsTesterConfig(), self.advance, self.clock_ns).open()
+        self.conn = LockstepConnection(self.bus, tester, self.advance, self.clock_ns).open()
 
     def clock_ns(self) -> int:
         return self.k * 10_000_000
@@ -120,6 +120,21 @@ def test_services_and_negative_responses(rig):
     assert st["requests"] == len(CASES) and st["resets"] == 1 and st["session"] == 1
     assert st["positive"] + sum(st["negative"].values()) + st["suppressed"] == st["requests"]
     assert st["suppressed"] == 2 and st["transport_errors"] == {} and st["busy"] == 0
+
+
+# can-isotp waits STmin before the first consecutive frame too, and until more than STmin has passed: at the ECU's
+# 10 ms task, 20 ms spaces the frames 30 ms apart; a block size of 1 adds a flow control (a task) per frame
+@pytest.mark.parametrize("stmin_ms, block_size, tasks", [(0, 0, 2), (0, 1, 3), (20, 0, 8), (25, 1, 9)])
+def test_the_testers_stmin_and_block_size_time_the_answer_in_plant_time(stmin_ms, block_size, tasks):
+    """The VIN's answer is a first frame and two consecutive frames; the flow control's STmin and block size
+    spread them over the ECU's 10 ms tasks, the same way every run."""
+    r = Rig(tester=UdsTesterConfig(stmin_ms=stmin_ms, block_size=block_size))
+    try:
+        k0 = r.k
+        assert r.ask(bytes.fromhex("22f190")) == bytes.fromhex("62f190") + VIN
+        assert r.k - k0 == tasks
+    finally:
+        r.close()
 
 
 def test_functional_requests_keep_silent_on_the_codes_iso_14229_says(rig):

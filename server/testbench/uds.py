@@ -153,6 +153,7 @@ class TesterCounters:
     response_pending: int = 0
     tester_present: int = 0
     unexpected: int = 0  # payloads with no request waiting for them
+    polls_skipped: int = 0  # polls not queued because the previous one's requests were still waiting
 
 
 class UdsTester:
@@ -167,7 +168,6 @@ class UdsTester:
         self.samples: dict[str, list[tuple[float, float]]] = {p.name: [] for p in self.probes}
         self.counters = TesterCounters()
         self.session = SESSIONS["default"]
-        self.session_lost = 0  # answers that showed the ECU back in the default session while we kept another
         self._queue: list[tuple[bytes, Callable | None]] = []
         self._waiting: tuple[bytes, Callable | None, int] | None = None  # request, on_answer, deadline ns
         self._last_sent_ns = -(1 << 62)
@@ -243,10 +243,12 @@ class UdsTester:
 
     # -- polls and probes --------------------------------------------------------------------------------
     def _queue_polls(self, now: int) -> None:
-        t = now / 1e9
+        if self._queue:  # the last poll's requests are still waiting: no queue growing behind a slow ECU
+            self.counters.polls_skipped += 1
+            return
         if any(p.dtc is not None for p in self.probes):
             req = Request(services.ReadDTCInformation, subfunction=0x02, data=b"\xFF")
-            self.request(req.get_payload(), lambda ans, t=t: self._dtcs(ans))
+            self.request(req.get_payload(), self._dtcs)
         for did in sorted({p.did for p in self.probes if p.did is not None}):
             self.request(bytes((0x22,)) + did.to_bytes(2, "big"), lambda ans, did=did: self._did(did, ans))
 
@@ -292,7 +294,7 @@ class UdsTester:
         return {"requests": c.requests, "answers": c.answers, "timeouts": c.timeouts,
                 "negative": {f"{s:02X}/{n:02X}": k for (s, n), k in c.negative.items()},
                 "response_pending": c.response_pending, "tester_present": c.tester_present,
-                "unexpected": c.unexpected, "session": self.session, "transport_errors": dict(self.tp.errors)}
+                "unexpected": c.unexpected, "polls_skipped": c.polls_skipped, "session": self.session, "transport_errors": dict(self.tp.errors)}
 
 
 class LockstepConnection(BaseConnection):
