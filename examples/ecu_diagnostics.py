@@ -84,7 +84,7 @@ class DiagnosticTcu(PowershiftTcu):
 
     def _output_speed(self) -> bytes:
         rpm = self.result.output_rpm
-        return int(round(rpm or 0.0)).to_bytes(2, "big", signed=True)
+        return min(max(int(round(rpm or 0.0)), -32768), 32767).to_bytes(2, "big", signed=True)
 
     def _set_timeout(self, data: bytes) -> None:
         ms = int.from_bytes(data, "big")

@@ -107,8 +107,10 @@ CASES = [  # (request, answer); None: no answer (suppressed)
     ("1083", None),  # to the extended session, silently
     ("2e01200064", "6e0120"), ("22 0120", "620120 0064"), ("2e01200005", "7f2e31"), ("2e012000", "7f2e13"),
     ("2ef19041", "7f2e31"), ("31030201", "7f3124"), ("31010201", "7101020100"), ("31030201", "7103020100"),
-    ("31020201", "7f3112"), ("31019999", "7f3131"), ("3101", "7f3113"),
-    ("1101", "5101"), ("2e01200064", "7f2e7f"),  # the reset took it back to the default session
+    ("31020201", "7f3112"), ("31019999", "7f3131"), ("3101", "7f3113"), ("2e01", "7f2e13"),
+    ("1001", "5001003201f4"), ("31030201", "7f317f"),  # the default session: no routine control
+    ("1003", "5003003201f4"), ("31030201", "7f3124"),  # the routine ended with the last extended session
+    ("1101", "5101"), ("2e01200064", "7f2e7f"), ("2e01", "7f2e7f"),  # the reset: the default session again
 ]
 
 

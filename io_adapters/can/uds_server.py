@@ -286,6 +286,8 @@ class UdsServer:
         sub, quiet = self._subfunction(req)
         if sub not in (DEFAULT_SESSION, EXTENDED_SESSION):
             raise Nrc(NRC["subFunctionNotSupported"])
+        if sub == DEFAULT_SESSION:
+            self._started.clear()  # the extended session's routines end with it
         self.session = sub
         return (None if quiet else bytes((0x50, sub)) + P2_MS.to_bytes(2, "big")
                 + (P2_STAR_MS // 10).to_bytes(2, "big")), None
@@ -347,9 +349,9 @@ class UdsServer:
         return bytes(out), None
 
     def _write_did(self, req: bytes):
+        self._extended_only()  # the session before the length (ISO 14229-1, the general order of checks)
         if len(req) < 4:
             raise Nrc(NRC["incorrectMessageLengthOrInvalidFormat"])
-        self._extended_only()
         did = int.from_bytes(req[1:3], "big")
         d = self.dids.get(did)
         if d is None or d.write is None:
@@ -360,10 +362,10 @@ class UdsServer:
         return b"\x6E" + req[1:3], None
 
     def _routine(self, req: bytes):
+        self._extended_only()
         if len(req) < 4:
             raise Nrc(NRC["incorrectMessageLengthOrInvalidFormat"])
         sub, quiet = req[1] & 0x7F, bool(req[1] & SUPPRESS)
-        self._extended_only()
         rid = int.from_bytes(req[2:4], "big")
         r = self.routines.get(rid)
         if r is None:

@@ -191,7 +191,7 @@ class UdsTester:
             if m.arbitration_id == c.response_id and bool(m.is_extended_id) == c.extended_id:
                 self.tp.feed(m)
 
-    def update(self, t_s: float | None = None) -> None:
+    def update(self) -> None:
         """One task: answers in, timeouts, the polls due, tester present, at most one request out."""
         self.pump()
         now = self.clock_ns()
