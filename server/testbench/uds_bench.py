@@ -6,7 +6,8 @@ the control channel on loopback as usual) and its controller class, the ECU
 (e.g. ``examples/ecu_diagnostics.py``), on the server's bus.  The tester runs
 after the ECU's task in the same period (:class:`TesterAlongside`), so a
 request sent in one task is answered in the ECU's next one, 10 ms of plant
-time later, and a run gives the same answers every time.
+time later, in every run (the UDS timing is plant time; the ECU's CAN
+commands reach the plant through the CAN adapter's receive thread).
 
 :class:`UdsBench` is the same for Python: a ``udsoncan.client.Client`` on a
 :class:`~server.testbench.uds.LockstepConnection`, whose waits step the bench.
