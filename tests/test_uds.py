@@ -350,3 +350,12 @@ def test_fuzzed_frames_no_crash_exact_counters_plant_untouched(tmp_path):
     # the plant untouched: the same inputs and outputs in every period as without the fuzz
     assert cmds0 == cmds1 and rows0[5:] == rows1[5:]
     assert st0["requests"] == 0
+
+
+def test_more_signals_than_a_tester_reads_is_one_line(tmp_path):
+    from server.testbench.spec import load_test
+
+    extra = "".join(f"\n[[expect]]\ndid = {0x1000 + i}\neq = 1\nat = 1.0\n" for i in range(60))
+    with pytest.raises(ConfigError) as exc:
+        load_test(_bench(tmp_path, BENCH.read_text() + extra))  # 5 + 60 signals
+    assert exc.value.key == "expect" and "read 65 DTC bits and DIDs; a UDS tester reads at most 64" in exc.value.problem

@@ -532,6 +532,12 @@ def load_test(path: str | Path) -> TestSpec:
                 raise ConfigError(source, f"{exp.key}", "inputs are known only from a stimulus, not from a "
                                   f"controller: {', '.join(sorted(used_inputs)) or exp.after.command}")
         exps.append(exp)
+    if probes:
+        from .uds import MAX_PROBES
+
+        if len(probes) > MAX_PROBES:
+            raise cfg.error("expect", f"the dtc and did expectations read {len(probes)} DTC bits and DIDs; a UDS "
+                            f"tester reads at most {MAX_PROBES}")
     cfg.reject_unknown()
     return TestSpec(source=source, name=name, description=desc, plant_config=plant_path, mode=mode,
                     scenario=scenario, scenario_data=data, duration_s=duration, dt_s=dt, controller=controller,

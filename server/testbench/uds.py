@@ -31,7 +31,8 @@ from udsoncan.exceptions import TimeoutException
 from io_adapters.can.isotp_clock import ClockedIsoTp, IsoTpTiming
 from io_adapters.can.uds_server import STATUS_BITS
 
-MAX_PROBES = 64
+MAX_PROBES = 64  # signals one tester makes (a poll reads each DID once: at most this many requests)
+MAX_QUEUED = 256  # requests waiting to be sent
 SESSIONS = {"default": 0x01, "extended": 0x03}
 
 
@@ -154,6 +155,7 @@ class TesterCounters:
     tester_present: int = 0
     unexpected: int = 0  # payloads with no request waiting for them
     polls_skipped: int = 0  # polls not queued because the previous one's requests were still waiting
+    dropped: int = 0  # requests not queued: MAX_QUEUED were already waiting
 
 
 class UdsTester:
@@ -164,7 +166,9 @@ class UdsTester:
         self.bus, self.config, self.clock_ns = bus, config, clock_ns
         self.tp = ClockedIsoTp(bus, config.request_id, config.response_id, clock_ns, config.timing(),
                                config.extended_id)
-        self.probes = probes[:MAX_PROBES]
+        if len(probes) > MAX_PROBES:
+            raise ValueError(f"a UDS tester reads at most {MAX_PROBES} DTC bits and DIDs, got {len(probes)}")
+        self.probes = tuple(probes)
         self.samples: dict[str, list[tuple[float, float]]] = {p.name: [] for p in self.probes}
         self.counters = TesterCounters()
         self.session = SESSIONS["default"]
@@ -178,8 +182,10 @@ class UdsTester:
     # -- the caller's side --------------------------------------------------------------------------------
     def request(self, payload: bytes, on_answer: Callable[[bytes | None], None] | None = None) -> None:
         """Queue a request; ``on_answer(payload)`` gets its final answer (None after a timeout)."""
-        if len(self._queue) < 256:
-            self._queue.append((bytes(payload), on_answer))
+        if len(self._queue) >= MAX_QUEUED:
+            self.counters.dropped += 1  # a caller queuing faster than the ECU answers: counted, not kept
+            return
+        self._queue.append((bytes(payload), on_answer))
 
     def idle(self) -> bool:
         return self._waiting is None and not self._queue
@@ -294,7 +300,7 @@ class UdsTester:
         return {"requests": c.requests, "answers": c.answers, "timeouts": c.timeouts,
                 "negative": {f"{s:02X}/{n:02X}": k for (s, n), k in c.negative.items()},
                 "response_pending": c.response_pending, "tester_present": c.tester_present,
-                "unexpected": c.unexpected, "polls_skipped": c.polls_skipped, "session": self.session, "transport_errors": dict(self.tp.errors)}
+                "unexpected": c.unexpected, "polls_skipped": c.polls_skipped, "dropped": c.dropped, "session": self.session, "transport_errors": dict(self.tp.errors)}
 
 
 class LockstepConnection(BaseConnection):
