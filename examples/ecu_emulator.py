@@ -121,6 +121,7 @@ class PowershiftTcu:
         self.bus = bus
         self.speed_timeout_s = speed_timeout_s
         self._speeds_at: float | None = None  # time.monotonic() of the last valid HIL_SpeedsA
+        self.speeds_valid = 0  # valid HIL_SpeedsA frames received (a monitor on the TCU's own clock counts them)
         self.db = cantools.database.load_file(str(dbc))
         msg = self.db.get_message_by_name
         self.tx = {
@@ -167,6 +168,7 @@ class PowershiftTcu:
             return
         if name == "HIL_SpeedsA":
             self._speeds_at = time.monotonic()
+            self.speeds_valid += 1
             r.engine_rpm = float(values["EngineSpeed"])
             r.shaft2_rpm = float(values["Shaft2Speed"])
         elif name == "HIL_SpeedsB":

@@ -11,6 +11,9 @@
 * a controller class (``controller = "file.py:Class"``): run in this process,
   offline against the plant here or in lockstep against a server, through
   :func:`run_in_process` (the same recording bit for bit);
+* a ``[uds]`` table (a UDS tester beside an ECU controller class): the
+  server in this process, on whose virtual bus the ECU and the tester
+  run (:func:`run_uds_lockstep`, :mod:`server.testbench.uds_bench`);
 * realtime, or a controller process: the runner loads the stimulus (if any), starts
   the controller, and records the state stream; a scheduled fault is
   switched when the stream shows its time has come (within the stream's
@@ -296,6 +299,39 @@ def run_in_process(spec: TestSpec, workdir: Path, log: list[str]) -> Recording:
         raise RunError(str(exc)) from None  # another step, a fault switch the fault set refuses
 
 
+def run_uds_lockstep(spec, log: list[str]):
+    """A test file with ``[uds]``: its server here, its controller class and the tester on the server's bus;
+    the recording with the tester's signals."""
+    from io_adapters.zmq.client import HilClient
+    from plant_models.errors import FaultError
+    from server.offline.controller import ControllerError
+
+    from .closed_loop import closed_loop_lockstep
+    from .uds_bench import InProcessServer, TesterAlongside, bus_channel
+
+    plant, compiled = _compile(spec)
+    channel = spec.uds.channel or bus_channel(spec.io_config)
+    alongside = TesterAlongside(spec.controller_class.build(), spec.uds, spec.uds_probes, channel)
+    try:
+        with InProcessServer(spec.plant_config, spec.io_config) as srv:
+            with HilClient(srv.control, timeout_s=30.0).connect() as client:
+                r = closed_loop_lockstep(client, alongside, compiled, duration_s=spec.duration_s,
+                                         faults=[(f.fault, f.at, f.until) for f in spec.faults], log=log,
+                                         adapter_sets=spec.adapter_sets)
+    except (ControllerError, ValueError, FaultError) as exc:  # the controller's checks, a fault the server refuses
+        raise RunError(str(exc)) from None
+    finally:
+        tester = alongside.tester
+        alongside.close()
+    rec = closed_loop_recording(r)
+    if tester is not None:
+        rec.signals.update(tester.signals(rec.t))
+        st = tester.status()
+        log.append(f"uds tester: {st['requests']} requests, {st['answers']} answers, {st['timeouts']} timeouts, "
+                   f"negative {st['negative'] or 'none'}")
+    return rec
+
+
 class ServerRun:
     """``gearbox-hil serve`` in a subprocess on free loopback ports (a context manager)."""
 
@@ -524,7 +560,9 @@ def run_test(spec: TestSpec, workdir: Path | None = None, artifacts: Path | None
         workdir = Path(tmp.name)
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        if spec.controller_class is not None:
+        if spec.uds is not None:
+            rec = run_uds_lockstep(spec, log)
+        elif spec.controller_class is not None:
             rec = run_in_process(spec, workdir, log)
         elif spec.mode == "offline":
             rec = run_spec_offline(spec, log)

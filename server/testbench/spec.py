@@ -204,6 +204,8 @@ class TestSpec:
     extra: dict = field(default_factory=dict)
     controller_class: InProcessController | None = None  # a controller in process, instead of a process
     adapter_sets: tuple[ScheduledSet, ...] = ()  # in time order
+    uds: Any = None  # the [uds] table: a server.testbench.uds.UdsTesterConfig (None: no tester)
+    uds_probes: tuple = ()  # what the tester reads for the dtc / did expectations (server.testbench.uds.Probe)
 
 
 def _path(cfg: ConfigReader, name: str, here: Path, folder: str) -> Path:
@@ -232,22 +234,37 @@ def _expr(cfg: ConfigReader, name: str, known: list[str]) -> Expr:
         raise cfg.error(name, str(exc)) from None
 
 
-def _trigger(cfg: ConfigReader, known: list[str], inputs: list[str]) -> Trigger:
+def _trigger(cfg: ConfigReader, known: list[str], inputs: list[str], faults: list | tuple = ()) -> Trigger:
     val = cfg.raw("after")
     if isinstance(val, (int, float)) and not isinstance(val, bool):
         return Trigger(time_s=cfg.number("after", nonnegative=True))
-    if not isinstance(val, dict) or len(val) != 1 or next(iter(val)) not in ("when", "command"):
-        raise cfg.error("after", "must be a time in s, { when = \"condition\" } or { command = \"input\" }")
+    if not isinstance(val, dict) or len(val) != 1 or next(iter(val)) not in ("when", "command", "fault"):
+        raise cfg.error("after", "must be a time in s, { when = \"condition\" }, { command = \"input\" } or "
+                        "{ fault = k } (the time faults[k] is switched on)")
     sub = cfg.sub("after")
+    if "fault" in val:
+        k = sub.integer("fault", lo=0)
+        if k >= len(faults):
+            raise sub.error("fault", f"there is no faults[{k}] (the file has {len(faults)} [[faults]])")
+        return Trigger(time_s=faults[k].at)
     if "when" in val:
         return Trigger(when=_expr(sub, "when", known))
     name = sub.string("command", choices=inputs)
     return Trigger(command=name)
 
 
-def _expectation(cfg: ConfigReader, k: int, known: list[str], inputs: list[str]) -> Expectation:
+def _expectation(cfg: ConfigReader, k: int, known: list[str], inputs: list[str], faults: list | tuple = (),
+                 uds=None, probes: list | None = None) -> Expectation:
     key = f"expect[{k}]"
-    expr = _expr(cfg, "expr", known)
+    if cfg.has("dtc") or cfg.has("did"):  # what the UDS tester reads from the ECU, as a signal of the run
+        from .uds import uds_expectation
+
+        probe, text, cfg = uds_expectation(cfg, uds, k)
+        if probes is not None and probe not in probes:
+            probes.append(probe)
+        expr = Expr(text, [*known, probe.name])
+    else:
+        expr = _expr(cfg, "expr", known)
     name = cfg.string("name", f"{key}: {expr.text}")
     bounds: dict[str, Any] = {}
     if cfg.has("eq"):
@@ -285,7 +302,7 @@ def _expectation(cfg: ConfigReader, k: int, known: list[str], inputs: list[str])
     else:
         kind = "within"
         args["within_s"] = cfg.number("within_s", nonnegative=True)
-        args["after"] = _trigger(cfg, known, inputs)
+        args["after"] = _trigger(cfg, known, inputs, faults)
     if kind != "within" and cfg.has("after"):
         raise cfg.error("after", "only with within_s")
     cfg.reject_unknown()
@@ -500,12 +517,14 @@ def load_test(path: str | Path) -> TestSpec:
                               f"({duration:g} s)")
         faults.append(sched)
     sets = _adapter_sets(cfg, mode, io_config, duration)
+    uds = _uds(cfg, mode, io_config, in_process) if cfg.has("uds") else None
+    probes: list = []
     raw_exp = cfg.raw("expect")
     if not isinstance(raw_exp, list) or not raw_exp or len(raw_exp) > MAX_EXPECTATIONS:
         raise cfg.error("expect", f"must be an array of 1..{MAX_EXPECTATIONS} tables ([[expect]])")
     exps = []
     for k, e in enumerate(raw_exp):
-        exp = _expectation(ConfigReader(e, source, f"expect[{k}]"), k, known, inputs)
+        exp = _expectation(ConfigReader(e, source, f"expect[{k}]"), k, known, inputs, faults, uds, probes)
         _check_times(exp, duration, source)
         if controller is not None and scenario is None:
             used_inputs = exp.expr.names & set(inputs) - {s.name for s in plant.outputs}
@@ -513,11 +532,35 @@ def load_test(path: str | Path) -> TestSpec:
                 raise ConfigError(source, f"{exp.key}", "inputs are known only from a stimulus, not from a "
                                   f"controller: {', '.join(sorted(used_inputs)) or exp.after.command}")
         exps.append(exp)
+    if probes:
+        from .uds import MAX_PROBES
+
+        if len(probes) > MAX_PROBES:
+            raise cfg.error("expect", f"the dtc and did expectations read {len(probes)} DTC bits and DIDs; a UDS "
+                            f"tester reads at most {MAX_PROBES}")
     cfg.reject_unknown()
     return TestSpec(source=source, name=name, description=desc, plant_config=plant_path, mode=mode,
                     scenario=scenario, scenario_data=data, duration_s=duration, dt_s=dt, controller=controller,
                     faults=tuple(faults), expectations=tuple(exps), io_config=io_config, settle_s=settle,
-                    controller_class=in_process, adapter_sets=sets)
+                    controller_class=in_process, adapter_sets=sets, uds=uds, uds_probes=tuple(probes))
+
+
+def _uds(cfg: ConfigReader, mode: str, io_config: Path | None, in_process) -> Any:
+    """The ``[uds]`` table: the tester runs beside an ECU controller class on a lockstep server's virtual bus."""
+    from .uds import parse_uds
+
+    if mode != "lockstep" or in_process is None or io_config is None:
+        raise cfg.error("uds", "the UDS tester joins the server's virtual bus in this process: it needs mode = "
+                        "\"lockstep\", io = \"...\" (a can adapter on a virtual bus) and a controller class (the ECU)")
+    out = parse_uds(cfg.sub("uds"))
+    if out.channel is None:
+        from .uds_bench import bus_channel
+
+        try:
+            bus_channel(io_config)
+        except ValueError as exc:
+            raise cfg.error("uds", str(exc)) from None
+    return out
 
 
 def _check_times(exp: Expectation, duration: float, source: str) -> None:
