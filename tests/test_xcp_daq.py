@@ -181,3 +181,32 @@ def test_fuzzed_packets_are_answered_with_errors_and_change_nothing(srv):
             with pytest.raises(XcpResponseError) as exc:
                 x.shortUpload(16, MEAS_BASE + meas_size - 8, 0)  # past the end of the measurement area
             assert error_code(exc.value) == C.ERR_OUT_OF_RANGE
+
+
+def test_daq_over_udp_on_the_10ms_event(srv):
+    with srv.client() as c:
+        c.reset()
+        policy = DaqFrames()
+        with pyxcp_master(srv, "UDP", policy) as x:
+            info = x.getDaqEventInfo(1)
+            assert (info.eventChannelTimeCycle, int(info.eventChannelTimeUnit)) == (100, 5)  # 100 x 100 us
+            x.freeDaq()
+            x.allocDaq(1)
+            x.allocOdt(0, 1)
+            x.allocOdtEntry(0, 0, 2)
+            x.setDaqPtr(0, 0, 0)
+            x.writeDaqMultiple([{"bitOffset": 0xFF, "size": 8, "address": MEAS_BASE, "addressExt": 0},
+                                {"bitOffset": 0xFF, "size": 8, "address": MEAS_BASE + 8, "addressExt": 0}])
+            x.setDaqListMode(C.DAQ_MODE_TIMESTAMP, 0, 1, 1, 0)
+            assert x.startStopDaqList(1, 0).firstPid == 0
+            steps = [c.step(10) for _ in range(50)]
+            policy.wait_for(50)
+            with pytest.raises(XcpResponseError) as exc:  # no new allocation while a list runs
+                x.allocDaq(1)
+            assert error_code(exc.value) == C.ERR_DAQ_ACTIVE
+            x.startStopDaqList(0, 0)
+    frames = policy.frames
+    assert len(frames) == 50
+    stamps = [struct.unpack_from("<I", f, 1)[0] for f in frames]
+    assert stamps == [10_000 * k for k in range(1, 51)]
+    assert [struct.unpack_from("<dd", f, 5) for f in frames] == [(r.t, r.y["w_1"]) for r in steps]
