@@ -1,11 +1,19 @@
 """XCP on Ethernet (UDP and TCP): the plant as an ECU that CANape, INCA or pyxcp measure and calibrate.
 
 The adapter takes no commands for the plant's inputs and the tick never
-calls it.  Its own thread owns the sockets and the XCP slave
-(:mod:`.slave`): it answers command packets, and while DAQ lists run it reads
-the loop's state ring through a cursor of its own and sends the DTO packets
-of the rows the ticks wrote (:mod:`.daq`).  The tick's only cost is the ring
-row it writes anyway.
+calls it.  Its own thread answers command packets with the XCP slave
+(:mod:`.slave`).  While DAQ lists run, :meth:`XcpAdapter.pump` -- called by
+the loop between ticks, like the ZeroMQ publisher -- reads the loop's state
+ring through a cursor of its own and sends the DTO packets of the rows the
+ticks wrote (:mod:`.daq`), without blocking: a TCP peer that does not read
+leaves at most :data:`TX_CAP` bytes waiting, beyond which packets are
+dropped, counted per event and flagged with the overload bit.  The tick's
+only cost is the ring row it writes anyway.  Building packets in a thread of
+its own was tried first: on a loaded machine a thread that is preempted
+while it holds the GIL stalls the next tick for as long (BENCHMARKS.md,
+"XCP").  The thread and the pump share the slave and the sockets under one
+lock, which the pump only tries: when the thread holds it, the rows wait in
+the ring for the next pump.
 
 Calibration goes the other way through the loop: a write to the working
 page becomes a ``set_params`` request that the thread queues and the loop
@@ -40,6 +48,7 @@ import select
 import socket
 import struct
 import threading
+import time
 
 import numpy as np
 
@@ -56,9 +65,9 @@ from .slave import PENDING, Slave
 
 log = logging.getLogger("gearbox_hil.xcp")
 
-IDLE_WAIT_S = 0.05  # the thread's wait for packets while nothing else is due
-BUSY_WAIT_S = 0.0005  # its wait while DAQ runs or a change waits for the loop
-TCP_SEND_TIMEOUT_S = 2.0
+IDLE_WAIT_S = 0.02  # the thread's wait for packets while nothing else is due
+BUSY_WAIT_S = 0.001  # its wait while a change waits for the loop
+TX_CAP = 4 << 20  # bytes a TCP master may leave unread before DTO packets are dropped
 RECV_BYTES = 65536
 
 
@@ -96,6 +105,8 @@ class XcpAdapter(Adapter):
         self._udp = self._tcp = self._conn = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # the slave, the sockets, the transport counter: thread and pump
+        self._tx = bytearray()  # TCP bytes not yet taken by the socket
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._wake_r = self._wake_w = -1
         self.endpoints: dict[str, str] = {}
@@ -218,20 +229,22 @@ class XcpAdapter(Adapter):
                 log.exception("%s: XCP thread error", self.name)
 
     def _serve_once(self) -> None:
-        busy = self._pending is not None or bool(self.slave.daq.plans)
         fds = [s for s in (self._udp, self._tcp, self._conn) if s is not None]
-        ready, _, _ = select.select(fds, (), (), BUSY_WAIT_S if busy else IDLE_WAIT_S)
-        for s in ready:
-            if s is self._udp:
-                self._recv_udp()
-            elif s is self._tcp:
-                self._accept()
-            elif s is self._conn:
-                self._recv_tcp()
-        if self._pending is not None and self._pending[0]:
-            self._respond(self.slave.calibration_done(self._pending[0][0]))
-            self._pending = None
-        self._send_daq()
+        out = [self._conn] if self._tx and self._conn is not None else []
+        ready, writable, _ = select.select(fds, out, (), BUSY_WAIT_S if self._pending is not None else IDLE_WAIT_S)
+        with self._lock:
+            for s in ready:
+                if s is self._udp:
+                    self._recv_udp()
+                elif s is self._tcp:
+                    self._accept()
+                elif s is self._conn:
+                    self._recv_tcp()
+            if writable:
+                self._flush()
+            if self._pending is not None and self._pending[0]:
+                self._respond(self.slave.calibration_done(self._pending[0][0]))
+                self._pending = None
 
     def _recv_udp(self) -> None:
         for _ in range(64):
@@ -258,6 +271,7 @@ class XcpAdapter(Adapter):
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn.setblocking(False)
         self._conn = conn
+        self._tx = bytearray()
         self._tcp_buf = bytearray()
         self._tcp_skip = 0
 
@@ -265,6 +279,7 @@ class XcpAdapter(Adapter):
         if self._conn is not None:
             self._conn.close()
         self._conn = None
+        self._tx = bytearray()
         if self._peer is not None and self._peer[0] == "tcp":
             self._peer = None
             self.slave.handle(bytes((0xFE,)))  # DISCONNECT: DAQ stops, the session ends
@@ -351,34 +366,61 @@ class XcpAdapter(Adapter):
     def _respond(self, packet: bytes) -> None:
         self._send(self._frame(packet), self._reply_to)
 
-    def _send(self, data: bytes, peer) -> bool:
+    def _send(self, data: bytes, peer, droppable: bool = False) -> bool:
+        """Send without blocking; False: not sent (counted).  ``droppable``: DTOs, refused when the TCP backlog is full."""
         try:
             if peer[0] == "udp":
                 self._udp.sendto(data, peer[1])
-            elif self._conn is not None:
-                self._conn.settimeout(TCP_SEND_TIMEOUT_S)
-                try:
-                    self._conn.sendall(data)
-                finally:
-                    if self._conn is not None:
-                        self._conn.setblocking(False)
+                return True
+            if self._conn is None:
+                return False
+            if droppable and len(self._tx) + len(data) > TX_CAP:
+                return False
+            self._tx += data
+            self._flush()
             return True
         except OSError:
             self.counts["send_errors"] += 1
             return False
 
-    # ------------------------------------------------------------------ DAQ
-    def _send_daq(self) -> None:
+    def _flush(self) -> None:
+        """Hand the waiting TCP bytes to the socket, as many as it takes now."""
+        try:
+            while self._tx:
+                n = self._conn.send(self._tx)
+                del self._tx[:n]
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            self.counts["send_errors"] += 1
+            self._drop_tcp()
+
+    # ------------------------------------------------------------------ DAQ (the loop's thread, between ticks)
+    def pump(self, until_ns: int = 0) -> None:
+        """Send the DTO packets of the rows written since the last call (never blocks, never waits for the lock)."""
+        if not self._lock.acquire(blocking=False):
+            return  # the thread is serving a command: the rows wait in the ring
+        try:
+            while self._send_daq():
+                if until_ns and time.monotonic_ns() >= until_ns:
+                    return
+        finally:
+            self._lock.release()
+
+    def _send_daq(self) -> bool:
+        """One batch of rows; False when none waited."""
         daq = self.slave.daq
         cur = self.cursor
         if not daq.plans or self._peer is None:
             cur.skip_to_now()
             self._last_tick = -1
-            return
+            return False
+        if self._tx and self._conn is not None:
+            self._flush()
         lost_before = cur.lost
         n = cur.take()
         if n == 0:
-            return
+            return False
         ticks = cur.ints[:n, I_TICK]
         if cur.lost != lost_before and self._last_tick >= 0:
             first = int(ticks[0])
@@ -387,12 +429,11 @@ class XcpAdapter(Adapter):
         blocks, self._ctr = daq.build(ticks, cur.floats[:n].view(np.uint8), self._ctr)
         if self._peer[0] == "tcp":
             data = b"".join(b.tobytes() for _, b in blocks)
-            count = sum(b.shape[0] * len(p.bounds) for p, b in blocks)
-            if self._send(data, self._peer):
-                self.counts["dto_sent"] += count
+            if self._send(data, self._peer, droppable=True):
+                self.counts["dto_sent"] += sum(b.shape[0] * len(p.bounds) for p, b in blocks)
             else:
                 daq.note_lost(self._event_rows(blocks))
-            return
+            return True
         for p, b in blocks:
             for row in b:
                 for start, end in p.bounds:
@@ -400,6 +441,7 @@ class XcpAdapter(Adapter):
                         self.counts["dto_sent"] += 1
                     else:
                         daq.note_lost([1 if e.number == p.event else 0 for e in self.amap.events])
+        return True
 
     def _event_rows(self, blocks) -> list[int]:
         rows = [0] * len(self.amap.events)
