@@ -245,3 +245,16 @@ def test_a_bind_beyond_loopback_needs_insecure_remote():
     XcpAdapter("xcp", {"host": "0.0.0.0", "insecure_remote": True})
     with pytest.raises(ConfigError, match="unknown|not allowed|allowed"):
         XcpAdapter("xcp", {"prot": 5555})
+
+
+def test_the_command_line_option_adds_the_adapter(tmp_path):
+    from server.testbench.local_server import LocalServer, write_io
+
+    io = write_io(tmp_path / "io.toml")  # ZeroMQ only
+    srv = LocalServer(tmp_path, "powershift", io, "lockstep", args=("--xcp-port", "0"))
+    try:
+        assert srv.endpoints["xcp.udp"].split(":")[-1] == srv.endpoints["xcp.tcp"].split(":")[-1]
+        with pyxcp_master(srv, "UDP") as x:
+            assert x.identifier(1) == "gearbox_hil_powershift"
+    finally:
+        srv.shutdown()
