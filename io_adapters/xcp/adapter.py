@@ -11,7 +11,7 @@ dropped, counted per event and flagged with the overload bit.  The tick's
 only cost is the ring row it writes anyway.  Building packets in a thread of
 its own was tried first: on a loaded machine a thread that is preempted
 while it holds the GIL stalls the next tick for as long (BENCHMARKS.md,
-"XCP").  The thread and the pump share the slave and the sockets under one
+"XCP DAQ on the tick").  The thread and the pump share the slave and the sockets under one
 lock, which the pump only tries: when the thread holds it, the rows wait in
 the ring for the next pump.
 
