@@ -70,9 +70,9 @@ def generate(amap: AddressMap, port: int, host: str = "127.0.0.1", udp: bool = T
         "        /begin IF_DATA XCP",
         "          /begin SEGMENT 0 2 0 0 0",
         "            /begin CHECKSUM XCP_CRC_32 MAX_BLOCK_SIZE 0xFFFF EXTERNAL_FUNCTION \"\" /end CHECKSUM",
-        "            /begin PAGE 0 ECU_ACCESS_WITH_XCP_ONLY XCP_READ_ACCESS_WITH_ECU_ONLY "
+        "            /begin PAGE 0 ECU_ACCESS_DONT_CARE XCP_READ_ACCESS_DONT_CARE "
         "XCP_WRITE_ACCESS_WITH_ECU_ONLY 0 /end PAGE",
-        "            /begin PAGE 1 ECU_ACCESS_WITH_XCP_ONLY XCP_READ_ACCESS_WITH_ECU_ONLY "
+        "            /begin PAGE 1 ECU_ACCESS_DONT_CARE XCP_READ_ACCESS_DONT_CARE "
         "XCP_WRITE_ACCESS_NOT_ALLOWED 0 /end PAGE",
         "          /end SEGMENT",
         "        /end IF_DATA",

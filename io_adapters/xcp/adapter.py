@@ -12,8 +12,8 @@ only cost is the ring row it writes anyway.  Building packets in a thread of
 its own was tried first: on a loaded machine a thread that is preempted
 while it holds the GIL stalls the next tick for as long (BENCHMARKS.md,
 "XCP DAQ on the tick").  The thread and the pump share the slave and the sockets under one
-lock, which the pump only tries: when the thread holds it, the rows wait in
-the ring for the next pump.
+lock, which the pump only tries in realtime (when the thread holds it, the
+rows wait in the ring for the next pump) and waits for in lockstep and afap.
 
 Calibration goes the other way through the loop: a write to the working
 page becomes a ``set_params`` request that the thread queues and the loop
@@ -282,7 +282,7 @@ class XcpAdapter(Adapter):
         self._tx = bytearray()
         if self._peer is not None and self._peer[0] == "tcp":
             self._peer = None
-            self.slave.handle(bytes((0xFE,)))  # DISCONNECT: DAQ stops, the session ends
+            self.slave.drop()  # as DISCONNECT: DAQ stops, the session ends
 
     def _recv_tcp(self) -> None:
         try:
@@ -397,9 +397,15 @@ class XcpAdapter(Adapter):
 
     # ------------------------------------------------------------------ DAQ (the loop's thread, between ticks)
     def pump(self, until_ns: int = 0) -> None:
-        """Send the DTO packets of the rows written since the last call (never blocks, never waits for the lock)."""
-        if not self._lock.acquire(blocking=False):
-            return  # the thread is serving a command: the rows wait in the ring
+        """Send the DTO packets of the rows written since the last call (never blocks on a socket).
+
+        In realtime it only tries the lock: while the thread serves a command
+        the rows wait in the ring for the next pump.  In lockstep and afap it
+        waits for the lock (the thread holds it for one command, never across
+        a blocking call), so the ring never overruns there.
+        """
+        if not self._lock.acquire(blocking=self.ctx.mode != "realtime"):
+            return
         try:
             while self._send_daq():
                 if until_ns and time.monotonic_ns() >= until_ns:

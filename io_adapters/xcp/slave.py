@@ -42,7 +42,7 @@ PENDING = object()
 """:meth:`Slave.handle`'s answer when a calibration change waits for the loop."""
 
 ID_TYPES = (0, 1, 4)  # GET_ID: ASCII text, the A2L's name without extension, the A2L to upload
-EVENT_NAMES = 0x10  # text area of the event names (one per 0x100 bytes)
+EVENT_NAMES = 0x08  # text area of the event names (0xF800_0000, one per 0x100 bytes)
 MAX_DOWNLOAD = MAX_CTO - 2
 MAX_SHORT_DOWNLOAD = MAX_CTO - 8
 MAX_BS = 255  # DOWNLOAD_NEXT packets in one block
@@ -157,11 +157,18 @@ class Slave:
                            MAX_CTO, MAX_DTO, 1, 1)
 
     def _disconnect(self, p: bytes) -> bytes:
+        self.drop()
+        return b"\xff"
+
+    def drop(self) -> None:
+        """End the session (DISCONNECT, or the master's TCP connection closed): DAQ stops and is freed.
+
+        A change that waits for the loop still completes; its answer goes nowhere.
+        """
         self.connected = False
         self.daq.free()
         self.group = None
         self.block = None
-        return b"\xff"
 
     def _get_status(self, p: bytes) -> bytes:
         return bytes((C.PID_RES, C.SS_DAQ_RUNNING if self.daq.running else 0, 0, 0, 0, 0))
