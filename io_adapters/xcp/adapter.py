@@ -56,8 +56,10 @@ from plant_models.config import ConfigReader
 from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, LoopContext
+from ..protocol import RejectLog
 from ..ring import I_TICK
 from . import a2l
+from . import codes as C
 from .daq import HEADER
 from .declaration import DECLARATION, DEFAULT_PORT
 from .memory import AddressMap
@@ -111,6 +113,8 @@ class XcpAdapter(Adapter):
         self._wake_r = self._wake_w = -1
         self.endpoints: dict[str, str] = {}
         self.a2l_text = ""
+        # oversized, truncated and ignored packets and negative responses, logged at most 10 lines a second
+        self.rejects = RejectLog(log, f"{name} XCP packet", reasons=("oversized", "truncated", "ignored"))
         self.counts = {"packets": 0, "ignored": 0, "oversized": 0, "truncated": 0, "dto_sent": 0,
                        "send_errors": 0, "calibrations_applied": 0, "calibrations_refused": 0, "thread_errors": 0}
 
@@ -245,6 +249,12 @@ class XcpAdapter(Adapter):
             if self._pending is not None and self._pending[0]:
                 self._respond(self.slave.calibration_done(self._pending[0][0]))
                 self._pending = None
+        self.rejects.flush()
+
+    def _count(self, reason: str, message: str) -> None:
+        """A packet dropped or ignored: counted in the status and logged (rate-limited)."""
+        self.counts[reason] += 1
+        self.rejects.reject(reason, message)
 
     def _recv_udp(self) -> None:
         for _ in range(64):
@@ -255,7 +265,7 @@ class XcpAdapter(Adapter):
             except OSError:  # e.g. ICMP port unreachable of an earlier send
                 continue
             if self._peer is not None and self._peer != ("udp", addr):
-                self.counts["ignored"] += 1
+                self._count("ignored", f"a datagram from {addr[0]}:{addr[1]} while another master is connected")
                 continue
             self._packets(data, ("udp", addr))
 
@@ -266,7 +276,7 @@ class XcpAdapter(Adapter):
             return
         if self._conn is not None or (self._peer is not None and self._peer[0] == "udp"):
             conn.close()  # one master at a time
-            self.counts["ignored"] += 1
+            self._count("ignored", "a second TCP connection while a master is connected: closed")
             return
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn.setblocking(False)
@@ -303,7 +313,7 @@ class XcpAdapter(Adapter):
         while len(buf) >= HEADER and self._conn is not None:
             n = buf[0] | buf[1] << 8
             if n > a2l.MAX_CTO:  # too long: skip it (the stream stays in step) and count it
-                self.counts["oversized"] += 1
+                self._count("oversized", f"TCP packet of {n} bytes, more than MAX_CTO {a2l.MAX_CTO}: skipped")
                 k = min(n, len(buf) - HEADER)
                 self._tcp_skip = n - k
                 del buf[:HEADER + k]
@@ -320,23 +330,23 @@ class XcpAdapter(Adapter):
         while i + HEADER <= len(data):
             n = data[i] | data[i + 1] << 8
             if n > a2l.MAX_CTO:
-                self.counts["oversized"] += 1
+                self._count("oversized", f"UDP packet of {n} bytes, more than MAX_CTO {a2l.MAX_CTO}: datagram dropped")
                 return
             if i + HEADER + n > len(data):
                 break
             self._packet(data[i + HEADER:i + HEADER + n], peer)
             i += HEADER + n
         if i < len(data):
-            self.counts["truncated"] += 1
+            self._count("truncated", f"{len(data) - i} bytes at the end of a datagram are no whole packet: dropped")
 
     def _packet(self, packet: bytes, peer) -> None:
         self.counts["packets"] += 1
         if not packet:
-            self.counts["ignored"] += 1
+            self._count("ignored", "an empty packet")
             return
         was = self.slave.connected
         if was and peer != self._peer:
-            self.counts["ignored"] += 1
+            self._count("ignored", "a packet from another master while one is connected")
             return
         self._reply_to = peer
         res = self.slave.handle(packet)
@@ -346,7 +356,7 @@ class XcpAdapter(Adapter):
             self._peer = None
         if res is None:
             if not self.slave.connected:
-                self.counts["ignored"] += 1
+                self._count("ignored", f"command 0x{packet[0]:02X} before CONNECT")
             return
         if res is PENDING:
             self._pending = [[]]
@@ -356,6 +366,8 @@ class XcpAdapter(Adapter):
             except (BlockingIOError, OSError):
                 pass  # the pipe is full: the loop is already due to look
             return
+        if res[0] == C.PID_ERR:
+            self.rejects.reject(C.ERROR_NAMES.get(res[1], hex(res[1])), f"command 0x{packet[0]:02X}")
         self._respond(res)
 
     def _frame(self, packet: bytes) -> bytes:
