@@ -116,7 +116,8 @@ def main() -> int:
                     if daq:
                         x.startStopDaqList(0, 0)
                     h = diff(hist(st0), hist(st1))
-                    phases.append({"round": r, "daq": daq, "load": round(os.getloadavg()[0], 2), "ticks": sum(h.values()),
+                    phases.append({"round": r, "daq": daq, "load": round(os.getloadavg()[0], 2),
+                                   "ticks": sum(h.values()),
                                    "tet_p50_us": percentile(h, 50), "tet_p99_us": percentile(h, 99),
                                    "tet_p999_us": percentile(h, 99.9), "dto_received": n1 - n0,
                                    "overruns": st1["timing"]["overruns"] - st0["timing"]["overruns"],

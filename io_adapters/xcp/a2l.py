@@ -137,7 +137,8 @@ def _if_data(amap: AddressMap, port: int, host: str, udp: bool, tcp: bool) -> li
            "        PRESCALER_SUPPORTED",
            "        /begin TIMESTAMP_SUPPORTED 1 SIZE_DWORD UNIT_1US TIMESTAMP_FIXED /end TIMESTAMP_SUPPORTED"]
     for e in amap.events:
-        out.append(f"        /begin EVENT {_q(e.name)} {_q(e.short)} {e.number} DAQ 255 {e.cycle} {e.unit} 0 /end EVENT")
+        out.append(f"        /begin EVENT {_q(e.name)} {_q(e.short)} {e.number} DAQ 255 {e.cycle} {e.unit} 0 "
+                   "/end EVENT")
     out.append("      /end DAQ")
     for flag, block in ((udp, "XCP_ON_UDP_IP"), (tcp, "XCP_ON_TCP_IP")):
         if flag:

@@ -11,9 +11,10 @@ dropped, counted per event and flagged with the overload bit.  The tick's
 only cost is the ring row it writes anyway.  Building packets in a thread of
 its own was tried first: on a loaded machine a thread that is preempted
 while it holds the GIL stalls the next tick for as long (BENCHMARKS.md,
-"XCP DAQ on the tick").  The thread and the pump share the slave and the sockets under one
-lock, which the pump only tries in realtime (when the thread holds it, the
-rows wait in the ring for the next pump) and waits for in lockstep and afap.
+"XCP DAQ on the tick").  The thread and the pump share the slave and the
+sockets under one lock, which the pump only tries in realtime (when the
+thread holds it, the rows wait in the ring for the next pump) and waits for
+in lockstep and afap.
 
 Calibration goes the other way through the loop: a write to the working
 page becomes a ``set_params`` request that the thread queues and the loop
@@ -379,7 +380,10 @@ class XcpAdapter(Adapter):
         self._send(self._frame(packet), self._reply_to)
 
     def _send(self, data: bytes, peer, droppable: bool = False) -> bool:
-        """Send without blocking; False: not sent (counted).  ``droppable``: DTOs, refused when the TCP backlog is full."""
+        """Send without blocking; False: not sent (counted).
+
+        ``droppable``: DTO packets, refused when the TCP backlog is full.
+        """
         try:
             if peer[0] == "udp":
                 self._udp.sendto(data, peer[1])

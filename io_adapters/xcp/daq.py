@@ -298,7 +298,8 @@ class Daq:
         return blocks, ctr
 
     def note_lost(self, event_lost: list[int]) -> None:
-        """Rows lost per event: their packets are counted; the next packet of each list on such an event carries the overload bit."""
+        """Rows lost per event: their packets are counted, and the next packet of each list on such an event
+        carries the overload bit."""
         for e, n in enumerate(event_lost):
             if n:
                 for d in self.lists:
