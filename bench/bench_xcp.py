@@ -57,6 +57,21 @@ def diff(a: dict, b: dict) -> dict:
     return {k: b.get(k, 0) - a.get(k, 0) for k in b if b.get(k, 0) - a.get(k, 0) > 0}
 
 
+def configure(x, columns: list[int]) -> None:
+    """One DAQ list of float64 entries (measurement columns) on the tick event, with timestamps, not started."""
+    x.freeDaq()
+    x.allocDaq(1)
+    x.allocOdt(0, 2)
+    x.allocOdtEntry(0, 0, ODT0)
+    x.allocOdtEntry(0, 1, ENTRIES - ODT0)
+    x.setDaqPtr(0, 0, 0)
+    for k, col in enumerate(columns):
+        if k == ODT0:
+            x.setDaqPtr(0, 1, 0)
+        x.writeDaq(0xFF, 8, 0, 0x10000 + 8 * col)
+    x.setDaqListMode(0x10, 0, 0, 1, 0)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=4)
@@ -91,18 +106,7 @@ def main() -> int:
         policy = Count()
         with srv.client() as c, Master("eth", config=app, policy=policy) as x:
             x.connect()
-            columns = [k % (1 + len(c.get()["y"])) for k in range(ENTRIES)]
-            x.freeDaq()
-            x.allocDaq(1)
-            x.allocOdt(0, 2)
-            x.allocOdtEntry(0, 0, ODT0)
-            x.allocOdtEntry(0, 1, ENTRIES - ODT0)
-            x.setDaqPtr(0, 0, 0)
-            for k, col in enumerate(columns):
-                if k == ODT0:
-                    x.setDaqPtr(0, 1, 0)
-                x.writeDaq(0xFF, 8, 0, 0x10000 + 8 * col)
-            x.setDaqListMode(0x10, 0, 0, 1, 0)
+            configure(x, [k % (1 + len(c.get()["y"])) for k in range(ENTRIES)])
             time.sleep(3.0)  # start-up grace
             for r in range(args.rounds):
                 for daq in (False, True):
