@@ -32,11 +32,12 @@ form a whole packet at the end of a datagram.  One master at a time: while a
 master is connected, packets from any other peer are ignored and counted.
 
 Options (``[[adapters]] type = "xcp"`` or a ``[xcp]`` table): ``host``
-(default ``127.0.0.1``), ``port`` (default 5555, UDP and TCP on the same
-number; 0: a free port), ``udp``, ``tcp`` (both true by default),
-``insecure_remote`` (bind beyond loopback; XCP has no authentication here:
-anyone who reaches the port can read every signal and change every
-parameter, so this must be set explicitly and warns at every start).
+(default ``127.0.0.1``), ``port`` (default 5558, UDP and TCP on the same
+number; 0: a free port; XCP's usual 5555 is the ZeroMQ control port's
+default), ``udp``, ``tcp`` (both true by default), ``insecure_remote``
+(bind beyond loopback; XCP has no authentication here: anyone who reaches
+the port can read every signal and change every parameter, so this must be
+set explicitly and warns at every start).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..declaration import AdapterDeclaration, CliOption
 
-DEFAULT_PORT = 5555  # XCP on Ethernet's usual port (UDP and TCP)
+# XCP on Ethernet's usual port is 5555, which the ZeroMQ control socket takes by default (TCP): the next free one
+DEFAULT_PORT = 5558
 
 
 def _port_arg(text: str) -> int:
@@ -26,9 +27,10 @@ def _port_arg(text: str) -> int:
 class XcpDeclaration(AdapterDeclaration):
     type_name = "xcp"
     cli_options = (
-        CliOption("--xcp-port", "PORT", f"serve XCP on Ethernet (docs/xcp.md), UDP and TCP on 127.0.0.1:PORT "
-                  f"(XCP's usual port is {DEFAULT_PORT}; 0: a free port, named in the start-up lines and the ready "
-                  "file); another host goes in an [xcp] table", _port_arg),
+        CliOption("--xcp-port", "PORT", "serve XCP on Ethernet (docs/xcp.md), UDP and TCP on 127.0.0.1:PORT (the "
+                  f"[xcp] table's default is {DEFAULT_PORT}: XCP's usual 5555 is the ZeroMQ control port; 0: a free "
+                  "port, named in the start-up lines and the ready file); another host goes in an [xcp] table",
+                  _port_arg),
     )
     cli_adds_adapter = True
     config_table = True
