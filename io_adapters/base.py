@@ -376,6 +376,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "can": ("io_adapters.can.adapter", "CanAdapter"),
     "j1939": ("io_adapters.can.restbus", "J1939Adapter"),
     "web": ("io_adapters.web.adapter", "WebAdapter"),
+    "xcp": ("io_adapters.xcp.adapter", "XcpAdapter"),
 }
 """Built-in adapter types: type name -> (module, class), imported when a config asks for the type."""
 

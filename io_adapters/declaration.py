@@ -106,6 +106,7 @@ DECLARATIONS: dict[str, str] = {
     "can": "io_adapters.can.declaration",
     "j1939": "io_adapters.can.j1939_declaration",
     "web": "io_adapters.web.declaration",
+    "xcp": "io_adapters.xcp.declaration",
 }
 """Adapter type -> the module whose ``DECLARATION`` declares it (in the order ``serve --help`` lists options)."""
 

@@ -26,6 +26,7 @@ COMMANDS = {
     "test": ("server.testbench", "run test files: a stimulus, faults, a controller, expectations with verdicts"),
     "campaign": ("server.campaign", "run many offline cases over varied parameters, locally or on a Dask cluster"),
     "fmu": ("server.cli.fmu", "write a plant config as an FMI 2.0 co-simulation FMU (runs in the target's Python)"),
+    "xcp-a2l": ("server.cli.xcp_a2l", "write the A2L of a plant's XCP server (measurements, parameters, DAQ events)"),
     "keys": ("server.cli.keys", "write CURVE key pairs for the ZeroMQ sockets (a server's, a client's)"),
 }
 
