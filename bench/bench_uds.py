@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 from ecu_diagnostics import DTCS  # noqa: E402
 
 from io_adapters.can.uds_server import UdsServer  # noqa: E402
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 
 def run(load: str, tasks: int, rng: random.Random) -> np.ndarray:
@@ -79,4 +80,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     main()

@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _support import FREE_PORTS, LocalServer, write_io  # noqa: E402
+from _host import host_line, with_host  # noqa: E402
 
 ENTRIES = 200
 ODT0 = (1400 - 1 - 4) // 8
@@ -141,9 +142,10 @@ def main() -> int:
     print(json.dumps(summary, indent=1))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+        args.json.write_text(json.dumps(with_host(out), indent=1))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())
