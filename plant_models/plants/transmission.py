@@ -213,8 +213,9 @@ def relation_outputs(d: Description, red: Reduction | None) -> list[tuple[str, s
         rel = d.relations[rel_index]
         for (m, _), role in zip(rel.coefs, rel.roles):
             label = role if rel.kind == "planetary" else d.members[m].name
+            held = "".join(f"; its {h} is held to the housing" for h in rel.held)
             out.append((f"torque_{rel.name}_{label}", f"torque the teeth of {rel.name} put on its {role} "
-                        f"({d.members[m].name})", k, m))
+                        f"({d.members[m].name}{held})", k, m))
     return out
 
 
