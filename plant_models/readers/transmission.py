@@ -295,7 +295,7 @@ def _torques(cfg: ConfigReader, member) -> list[TorqueInput]:
         hi = r.number("max", 1.0e4)
         if not lo < hi:
             raise r.error("max", f"must be above min ({hi:g} <= {lo:g})")
-        doc = r.string("doc", f"torque on {m}")
+        doc = r.string("doc", "")  # none: the plant words it with the member's name
         r.reject_unknown()
         out.append(TorqueInput(nm, m, -1.0 if resists else 1.0, lo, hi, doc))
     return out

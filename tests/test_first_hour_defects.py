@@ -1,0 +1,47 @@
+"""Defects a new user met in their first hour (issue 39, items 6-7): each a one-line error or a clear word."""
+
+from __future__ import annotations
+
+import pytest
+
+from plant_models.config import ConfigError
+from plant_models.registry import load_plant
+from server.offline.scenario import load_scenario
+
+
+@pytest.mark.parametrize("text, message", [
+    ("t,pressure_c1\n", "trace.csv has a header but no rows"),
+    ("t,pressure_c1\n0.0,abc\n", "trace.csv: a row is not 2 numbers as the header names"),
+])
+def test_a_replay_csv_without_rows_or_with_text_is_a_one_line_error(tmp_path, text, message):
+    (tmp_path / "trace.csv").write_text(text)
+    sc = tmp_path / "s.toml"
+    sc.write_text('duration_s = 0.5\ndt_s = 0.001\n[replay]\nfile = "trace.csv"\n[replay.channels]\n'
+                  'p_c1 = "pressure_c1"\n')
+    with pytest.raises(ConfigError) as ei:
+        load_scenario(sc).compile(load_plant("powershift"), warn=False)
+    assert message in str(ei.value) and "\n" not in str(ei.value), str(ei.value)
+    assert "replay.file" in str(ei.value)
+
+
+def test_describe_names_members_and_words_brakes_and_brake_commands_plainly(tmp_path):
+    from plant_models.registry import describe_config
+
+    from server_support import ROOT
+
+    text = (ROOT / "configs" / "zf6hp.toml").read_text()
+    for doc in ('doc = "engine torque on the input member (converter locked up)"\n',
+                'doc = "load torque at the output (road load through the final drive); positive resists forward '
+                'motion"\n'):
+        text = text.replace(doc, "")
+    (tmp_path / "six.toml").write_text(text)
+    docs = {s["name"]: s["doc"] for s in describe_config(tmp_path / "six.toml")["inputs"]
+            + describe_config(tmp_path / "six.toml")["outputs"]}
+    assert docs["input_torque"] == "torque on input"  # a member's name, not its index
+    assert docs["load_torque"] == "load torque on output; positive resists"
+    assert docs["torque_A"] == "A friction torque: acts +torque on c1, -torque on s3"
+    assert docs["torque_C"] == "C friction torque: acts +torque on s2, its reaction on the housing"
+    assert docs["torque_F"] == "F friction torque: acts +torque on c2, its reaction on the housing"
+    d = describe_config(ROOT / "configs" / "zf8hp_car.toml")
+    docs = {s["name"]: s["doc"] for s in d["inputs"]}
+    assert docs["p_brake"] == "brake pressure command" and docs["p_A"] == "brake A pressure command"
