@@ -45,3 +45,16 @@ def test_describe_names_members_and_words_brakes_and_brake_commands_plainly(tmp_
     d = describe_config(ROOT / "configs" / "zf8hp_car.toml")
     docs = {s["name"]: s["doc"] for s in d["inputs"]}
     assert docs["p_brake"] == "brake pressure command" and docs["p_A"] == "brake A pressure command"
+
+
+def test_a_misspelled_file_name_suggests_the_users_file_next_to_it_before_a_shipped_one(tmp_path, monkeypatch):
+    from plant_models.config import find_config
+
+    (tmp_path / "zf6hp_car.toml").write_text('plant = "transmission"\n')
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as ei:
+        find_config("zf6hp_carr.toml")
+    assert "did you mean 'zf6hp_car.toml'?" in str(ei.value), str(ei.value)
+    with pytest.raises(ConfigError) as ei:  # a shipped name is still suggested when no file here is close
+        find_config("powershfit")
+    assert "did you mean 'powershift'?" in str(ei.value)
