@@ -58,3 +58,18 @@ def test_a_misspelled_file_name_suggests_the_users_file_next_to_it_before_a_ship
     with pytest.raises(ConfigError) as ei:  # a shipped name is still suggested when no file here is close
         find_config("powershfit")
     assert "did you mean 'powershift'?" in str(ei.value)
+
+
+@pytest.mark.parametrize("args, hint", [
+    (["simulate", "powershift", "--scenario", "x", "--out", "o", "--plots"], "did you mean '--plot'?"),
+    (["serve", "powershift", "--zmq_port", "0"], "did you mean '--zmq-port'?"),
+    (["serve", "powershift", "--zmq_port=0"], "did you mean '--zmq-port'?"),
+])
+def test_a_misspelled_flag_gets_did_you_mean_in_one_line(args, hint, capsys):
+    from server.cli import main
+
+    with pytest.raises(SystemExit) as ei:
+        main(args)
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and err.count("\n") == 1, err
+    assert "unrecognized arguments" in err and hint in err, err
