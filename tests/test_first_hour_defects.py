@@ -73,3 +73,18 @@ def test_a_misspelled_flag_gets_did_you_mean_in_one_line(args, hint, capsys):
     err = capsys.readouterr().err
     assert ei.value.code == 2 and err.count("\n") == 1, err
     assert "unrecognized arguments" in err and hint in err, err
+
+
+def test_an_idle_speed_given_in_rad_s_is_refused_with_the_reason(tmp_path):
+    from plant_models.registry import read_config
+
+    from server_support import ROOT
+
+    text = (ROOT / "configs" / "zf8hp_car.toml").read_text()
+    assert "idle_speed_rpm = 700.0" in text
+    p = tmp_path / "car.toml"
+    p.write_text(text.replace("idle_speed_rpm = 700.0", "idle_speed_rpm = 73.3"))
+    with pytest.raises(ConfigError) as ei:
+        read_config(p)
+    msg = str(ei.value)
+    assert "engine.idle_speed_rpm" in msg and "73.3" in msg and "rad/s" in msg and "700 rpm" in msg, msg
