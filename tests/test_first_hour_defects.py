@@ -88,3 +88,23 @@ def test_an_idle_speed_given_in_rad_s_is_refused_with_the_reason(tmp_path):
         read_config(p)
     msg = str(ei.value)
     assert "engine.idle_speed_rpm" in msg and "73.3" in msg and "rad/s" in msg and "700 rpm" in msg, msg
+
+
+def test_scenario_folders_resolve_like_the_recording_folder_from_the_io_configs_folder(tmp_path):
+    from server.realtime.runtime import load_io_config
+
+    from server_support import ROOT
+
+    bench = tmp_path / "bench"
+    (bench / "my_scenarios").mkdir(parents=True)
+    io = bench / "io.toml"
+    io.write_text('[scenarios]\nfolders = ["my_scenarios"]\n[recording]\nfolder = "recs"\n')
+    cfg = load_io_config(io)
+    assert cfg.scenarios.folders == ((bench / "my_scenarios").resolve(),)
+    assert cfg.recording.folder.resolve() == (bench / "recs").resolve()
+    io.write_text('[scenarios]\nfolders = ["scenarios"]\n')  # the project's, written as from the project folder
+    with pytest.raises(ConfigError) as ei:
+        load_io_config(io)
+    assert "relative to the I/O config's folder" in str(ei.value) and "\n" not in str(ei.value)
+    io.write_text('[scenarios]\nmax_bytes = 65536\n')  # no folders: the project's scenarios/, as before
+    assert load_io_config(io).scenarios.folders[0].resolve() == (ROOT / "scenarios").resolve()
