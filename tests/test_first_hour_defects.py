@@ -108,3 +108,13 @@ def test_scenario_folders_resolve_like_the_recording_folder_from_the_io_configs_
     assert "relative to the I/O config's folder" in str(ei.value) and "\n" not in str(ei.value)
     io.write_text('[scenarios]\nmax_bytes = 65536\n')  # no folders: the project's scenarios/, as before
     assert load_io_config(io).scenarios.folders[0].resolve() == (ROOT / "scenarios").resolve()
+
+
+def test_every_config_an_example_names_exists():
+    import re
+
+    from server_support import ROOT
+
+    missing = [(p.name, m) for p in sorted((ROOT / "examples").glob("*.py"))
+               for m in re.findall(r"configs/[\w./-]+\.(?:toml|dbc)", p.read_text()) if not (ROOT / m).exists()]
+    assert not missing, missing
