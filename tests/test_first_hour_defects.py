@@ -118,3 +118,46 @@ def test_every_config_an_example_names_exists():
     missing = [(p.name, m) for p in sorted((ROOT / "examples").glob("*.py"))
                for m in re.findall(r"configs/[\w./-]+\.(?:toml|dbc)", p.read_text()) if not (ROOT / m).exists()]
     assert not missing, missing
+
+
+def _section(doc: str, start: str, end: str) -> str:
+    from server_support import ROOT
+
+    text = (ROOT / "docs" / doc).read_text()
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_powertrain_doc_states_the_value_of_g_the_code_uses():
+    import re
+
+    from plant_models.powertrain.components import GRAVITY
+    from server_support import ROOT
+
+    m = re.search(r"`g = ([\d.]+) m/s\^2`", (ROOT / "docs" / "powertrain.md").read_text())
+    assert m, "docs/powertrain.md does not state g"
+    assert float(m.group(1)) == GRAVITY
+
+
+def test_the_mesh_and_planetary_key_tables_list_the_required_name():
+    mesh = _section("transmissions.md", "A fixed gear mesh ties two members:", "A planetary set ties")
+    planetary = _section("transmissions.md", "A planetary set ties its sun", "A Ravigneaux set")
+    assert "| `name` |" in mesh and "| `name` |" in planetary
+
+
+def test_the_pto_doc_says_the_table_starts_at_the_zero_point_the_reader_requires(tmp_path):
+    from plant_models.registry import read_config
+    from server_support import ROOT
+
+    pto = _section("powertrain.md", "### 4c. PTO load (`[pto]`)", "### 4d")
+    assert "must begin with the point 0 rpm, 0 N m" in " ".join(pto.split())
+    text = (ROOT / "configs" / "powershift_tractor_pto.toml").read_text()
+    import re
+
+    speeds = re.search(r"speed_rpm = \[([^\]]*)\]", text).group(1)
+    torques = re.search(r"torque_N_m = \[([^\]]*)\]", text).group(1)
+    assert speeds.split(",")[0].strip() in ("0", "0.0") and torques.split(",")[0].strip() in ("0", "0.0")
+    cut = text.replace(speeds, ", ".join(speeds.split(",")[1:])).replace(torques, ", ".join(torques.split(",")[1:]))
+    base = (ROOT / "configs" / "powershift_tractor.toml").as_posix()
+    (tmp_path / "pto.toml").write_text(cut.replace('extends = "powershift_tractor.toml"', f'extends = "{base}"'))
+    with pytest.raises(ConfigError, match="must start at 0 N m at 0 rpm"):
+        read_config(tmp_path / "pto.toml")
