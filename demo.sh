@@ -11,14 +11,26 @@
 # the server then shuts down and prints its timing summary (TET, wake-up
 # lateness, overruns, rate).
 #
+# The real-time run starts only after the set-up has finished (nothing
+# installs in the background while it ticks).  At the end it prints the run's
+# timing with its numbers (scripts/demo_verdict.py).
+#
 # It fails (exit code not 0) only for a real error, and says which: set-up,
-# compiling, a server that exits before it is ready, a shift that does not
-# complete, or a real-time run whose actual rate or missed ticks (after the
+# compiling, a server that exits before it is ready, or a shift that does not
+# complete.  A real-time run whose actual rate or missed ticks (after the
 # first second, the start-up grace) fall outside the server's timing
-# tolerance (5 %; `--timing-tolerance PCT` changes it).
-# Extra arguments go to `gearbox-hil serve` (e.g. --rate 2000).
+# tolerance (5 %; `--timing-tolerance PCT` changes it) means the machine was
+# too busy: a WARNING that says so and what to do, not a failure of a shift
+# that worked; `./demo.sh --strict-timing` (for CI) makes it a failure.
+# Other arguments go to `gearbox-hil serve` (e.g. --rate 2000).
 set -euo pipefail
 cd "$(dirname "$0")"
+
+STRICT=""
+SERVE_ARGS=()
+for arg in "$@"; do
+  if [ "$arg" = "--strict-timing" ]; then STRICT="--strict-timing"; else SERVE_ARGS+=("$arg"); fi
+done
 
 STAGE="set-up"
 SERVER=""
@@ -50,6 +62,8 @@ say "[2/4] compiling the plant code (the first run on a machine: 26 s from the s
 python -m server.cli.warmup powershift --serve-only
 STAGE="set-up"
 setup_wait server || fail "the set-up could not install what the server needs (pip's messages are above)"
+# the rest too (the plot's matplotlib) before the real-time run: an install beside it would decide its timing
+setup_wait || fail "the set-up could not install gearbox-hil[plot] (pip's messages are above)"
 
 STAGE="starting the server"
 OUT=out/demo
@@ -61,7 +75,7 @@ rm -f "$READY" "$STATUS"
 # editable project) after what the server needs, in the background, where it may still be
 say "[3/4] starting the server: gearbox-hil serve powershift (1 kHz, ZeroMQ on free loopback ports)"
 python -m server.cli serve powershift --quiet --zmq-port 0 --strict-timing --ready-file "$READY" \
-  --summary-json "$STATUS" "$@" &
+  --summary-json "$STATUS" ${SERVE_ARGS[@]+"${SERVE_ARGS[@]}"} &
 SERVER=$!
 
 # No time limit: the code is compiled already, but a cache built on another CPU model compiles again here.
@@ -80,9 +94,6 @@ until [ -f "$READY" ]; do
   if [ $((waited % 40)) -eq 0 ]; then say "still waiting for the server ($((waited / 4)) s)"; fi
 done
 
-STAGE="set-up"
-setup_wait || fail "the set-up could not install gearbox-hil[plot] (pip's messages are above)"  # the plot's
-
 STAGE="shifting"
 CONTROL="$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["endpoints"]["zmq.control"])' "$READY")"
 say "[4/4] shifting gear 1 -> gear 3 over ZeroMQ (examples/closed_loop_swap.py --control $CONTROL)"
@@ -96,16 +107,9 @@ SERVED=$?
 set -e
 SERVER=""
 
-if [ "$SHIFT" -ne 0 ]; then
-  fail "the controller did not complete the shift (exit code $SHIFT; its messages are above)"
-fi
-if [ "$SERVED" -eq 4 ]; then
-  REASON="$(python -c 'import json,sys; print("; ".join(json.load(open(sys.argv[1]))["timing_check"]["problems"]))' \
-    "$STATUS" 2>/dev/null || echo "see the server's warning above")"
-  fail "the real-time run fell outside the timing tolerance: $REASON (a busy machine? try again, or pass" \
-    "--timing-tolerance PCT)"
-fi
-if [ "$SERVED" -ne 0 ]; then
-  fail "the server exited with code $SERVED (its messages are above)"
+# the timing with its numbers, then the verdict: a busy machine warns (fails with --strict-timing)
+if ! python scripts/demo_verdict.py --status "$STATUS" --shift-code "$SHIFT" --server-code "$SERVED" $STRICT; then
+  REPORTED=1
+  exit 1
 fi
 say "done: plot $OUT/closed_loop_swap.png, trace $OUT/closed_loop_swap.csv, server status $STATUS"

@@ -36,7 +36,7 @@ then E locked at full pressure.
 
 Run against a server that shares its virtual bus on loopback::
 
-    gearbox-hil serve powershift --io configs/io_can_share.toml
+    gearbox-hil serve powershift --io io_can     # configs/io_can.toml: the virtual bus shared on 127.0.0.1:54701
     python examples/ecu_emulator.py --interface remote --channel ws://127.0.0.1:54701/
 
 or on SocketCAN (``--interface socketcan --channel vcan0``) or a real

@@ -294,8 +294,8 @@ def resolve_config(name_or_path: str | Path, folder: str = "configs", suffix: st
 def find_config(name_or_path: str | Path, folder: str = "configs", suffix: str = ".toml") -> Path:
     """:func:`resolve_config`, or a ConfigError that suggests the closest existing name.
 
-    A bare name (``powershfit``) is compared with the files in
-    ``<project>/<folder>``, a path (``configs/powershfit.toml``) with the
+    A bare name (``powershfit``) is compared with the files in the current
+    folder (the user's own, first) and then in ``<project>/<folder>``, a path (``configs/powershfit.toml``) with the
     files in its own folder, and the suggestion is written the way the user
     wrote the name.
     """
@@ -304,13 +304,18 @@ def find_config(name_or_path: str | Path, folder: str = "configs", suffix: str =
         return p
     given = Path(name_or_path)
     bare = given.parent == Path(".")
-    where = repo_root() / folder if bare else given.parent
-    try:
-        files = sorted(f.name for f in where.iterdir() if f.name.endswith(suffix))
-    except OSError:
-        files = []
-    # compare the names without their suffix (a shared ".toml" would make any two names look alike)
-    close = closest(given.stem if given.suffix == suffix else given.name, [f[: -len(suffix)] for f in files])
+    word = given.stem if given.suffix == suffix else given.name
+    # a bare name is first the user's own file next to them (the current folder), then a shipped one
+    close = None
+    for where in ([Path("."), repo_root() / folder] if bare else [given.parent]):
+        try:
+            files = sorted(f.name for f in where.iterdir() if f.name.endswith(suffix))
+        except OSError:
+            files = []
+        # compare the names without their suffix (a shared ".toml" would make any two names look alike)
+        close = closest(word, [f[: -len(suffix)] for f in files])
+        if close is not None:
+            break
     if close is not None:
         close += given.suffix if given.suffix == suffix else ""
         hint = f"; did you mean {close if bare else str(given.parent / close)!r}?"

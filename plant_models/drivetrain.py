@@ -77,6 +77,7 @@ class Relation:
     kind: str  # "mesh" or "planetary"
     coefs: tuple[tuple[int, Exact], ...]  # (member, coefficient)
     roles: tuple[str, ...]  # what each member is to the relation ("sun", "ring", "carrier"; "a", "b")
+    held: tuple[str, ...] = ()  # roles held to the housing (at rest, so not in coefs): a planetary set's "sun"
 
 
 @dataclass(frozen=True)

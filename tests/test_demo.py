@@ -5,11 +5,13 @@ test into a temporary folder and runs ``./demo.sh`` there as a new user
 would: a new virtual environment, an empty numba cache (so everything
 compiles, about a minute on two cores), the real-time server, the
 controller's shift.  It must succeed the first time and say what it is
-doing.  The second reuses that clone to show that the demo fails, with the
-reason, when the real-time run misses too many ticks: the server is
-stopped (SIGSTOP) for 0.6 s after its first second (the start-up grace,
-whose missed ticks the check leaves out), which misses about 600 of its
-1 kHz ticks in a run of about 3 s.
+doing, with the real-time run's timing in numbers; on a busy machine that
+timing is a WARNING, never a failure of a shift that worked.  The others
+reuse that clone with a real-time run that misses too many ticks: the
+server is stopped (SIGSTOP) for 0.6 s after its first second (the
+start-up grace, whose missed ticks the check leaves out), which misses
+about 600 of its 1 kHz ticks in a run of about 3 s.  The demo warns and
+succeeds; with ``--strict-timing`` (CI) it fails with the reason.
 """
 
 from __future__ import annotations
@@ -68,8 +70,11 @@ def test_demo_succeeds_the_first_time_on_a_fresh_clone_with_an_empty_cache(first
     assert "shift gear 1 -> gear 3: done" in r.stdout
     assert "timing summary (realtime mode)" in r.stdout and "demo: done:" in r.stdout
     assert "FAILED" not in out and "Traceback" not in out
+    assert re.search(r"demo: timing: \d+ ticks, .* missed after the start-up grace \(\d+\.\d %\)", r.stdout)
     status = json.loads((clone / "out" / "demo" / "server_status.json").read_text())
-    assert status["timing_check"] == {"tolerance_pct": 5.0, "problems": []}
+    assert status["timing_check"]["tolerance_pct"] == 5.0
+    # a busy machine (the check's problems) is a warning with the numbers, not a failure
+    assert ("demo: WARNING: the machine was too busy" in out) == bool(status["timing_check"]["problems"])
     assert status["timing"]["ticks"] > 1000
     assert (clone / "out" / "demo" / "closed_loop_swap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -87,14 +92,12 @@ def test_the_first_demo_is_never_silent_for_more_than_2_s_while_it_sets_up_and_c
     assert re.search(r"\[set-up\] gearbox-hil\[plot\] installed \(in the background, \d+\.\d s\)", r.stdout)
 
 
-def test_demo_fails_with_the_reason_when_the_real_time_run_misses_too_many_ticks(first_run):
-    clone, env, r, _, _ = first_run
-    if r.returncode != 0:
-        pytest.skip("the first demo run failed (reported by the test above)")
+def _demo_with_missed_ticks(clone, env, *args):
+    """``./demo.sh ARGS`` with its server stopped for 0.6 s after the start-up grace: (proc, out, err)."""
     ready = clone / "out" / "demo" / "server_ready.json"
-    ready.unlink()  # the first run's
-    proc = subprocess.Popen(["./demo.sh"], cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    ready.unlink(missing_ok=True)  # the previous run's
+    proc = subprocess.Popen(["./demo.sh", *args], cwd=clone, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 600
         while not ready.exists():
@@ -110,6 +113,26 @@ def test_demo_fails_with_the_reason_when_the_real_time_run_misses_too_many_ticks
     finally:
         if proc.poll() is None:
             proc.kill()
+    return proc, out, err
+
+
+def test_demo_warns_and_succeeds_when_the_machine_is_too_busy_for_its_timing(first_run):
+    clone, env, r, _, _ = first_run
+    if r.returncode != 0:
+        pytest.skip("the first demo run failed (reported by the test above)")
+    proc, out, err = _demo_with_missed_ticks(clone, env)
+    assert proc.returncode == 0, out + err
+    assert "shift gear 1 -> gear 3: done" in out and "FAILED" not in out + err
+    warn = [ln for ln in err.splitlines() if ln.startswith("demo: WARNING:")]
+    assert len(warn) == 1 and "--strict-timing" in warn[0], err
+    assert re.search(r"\d+\.\d % of the ticks were missed after the start-up grace \(\d+ of \d+\)", warn[0])
+
+
+def test_demo_fails_with_the_reason_under_strict_timing_when_the_run_misses_too_many_ticks(first_run):
+    clone, env, r, _, _ = first_run
+    if r.returncode != 0:
+        pytest.skip("the first demo run failed (reported by the test above)")
+    proc, out, err = _demo_with_missed_ticks(clone, env, "--strict-timing")
     assert proc.returncode == 1, out + err
     assert "shift gear 1 -> gear 3: done" in out  # the shift itself still worked
     lines = [ln for ln in err.splitlines() if ln.startswith("demo: FAILED")]

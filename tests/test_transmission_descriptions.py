@@ -212,8 +212,8 @@ def test_members_without_inertia_are_named(tmp_path):
 
 
 def test_wrong_names_and_numbers_name_the_key(tmp_path):
-    with pytest.raises(ConfigError, match=r"t.toml: planetary\[0\].ring: must name a member \(in, s, r, o\), "
-                                          r"got 'rr'"):
+    with pytest.raises(ConfigError, match=r"t.toml: planetary\[0\].ring: must name a member \(in, s, r, o\) "
+                                          r"or 'housing', got 'rr'"):
         read(tmp_path, BASE.replace('ring = "r"', 'ring = "rr"'))
     with pytest.raises(ConfigError, match=r"planetary\[0\].ring_teeth: a ring gear has more teeth than its sun"):
         read(tmp_path, BASE.replace("ring_teeth = 70", "ring_teeth = 20"))

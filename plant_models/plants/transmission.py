@@ -161,8 +161,8 @@ def transmission_ports(d: Description, red: Reduction | None = None, pt: PT.Powe
         if hyd is not None and hyd.current_commands and k in hyd.elements:
             ports[k] = inputs.add_block([current_signal(hyd, e.name, e.kind)])
         elif e.clutch is not None:
-            ports[k] = inputs.add(f"p_{e.name}", "bar", 0.0, e.pressure_max_bar, 0.0,
-                                  f"{e.kind} {e.name} pressure command")
+            what = e.name if e.name.lower() == e.kind else f"{e.kind} {e.name}"  # not "brake brake"
+            ports[k] = inputs.add(f"p_{e.name}", "bar", 0.0, e.pressure_max_bar, 0.0, f"{what} pressure command")
     sel_ports = [inputs.add(s.input, "-", min([0] + [p.value for p in s.positions]),
                             max([0] + [p.value for p in s.positions]), 0,
                             f"gear selected on {s.name} (0 = neutral)", integer=True,
@@ -182,7 +182,8 @@ def transmission_ports(d: Description, red: Reduction | None = None, pt: PT.Powe
     out_ratio = outputs.add("ratio", "-", -RATIO_LIMIT, RATIO_LIMIT, 0.0,
                             "overall ratio w_input / w_out; 0 below 1 rad/s output speed, limited to +-100")
     # a pressure output reads up to the element's command range (a service brake's runs to 200 bar)
-    out_el = outputs.add_block(replace(s, hi=max(s.hi, e.pressure_max_bar)) if s.name == f"pressure_{e.name}" else s
+    out_el = outputs.add_block(replace(s, hi=max(s.hi, e.pressure_max_bar)) if s.name == f"pressure_{e.name}" else
+                               replace(s, doc=element_torque_doc(d, e)) if s.name == f"torque_{e.name}" else s
                                for e in d.elements for s in ELEMENT.formatted(e=e.name))
     out_sel = outputs.add_block(s for sel in d.selectors for s in SELECTOR.formatted(s=sel.name))
     out_spring = outputs.add_block(Signal(f"torque_{s.name}", "N m", -1.0e5, 1.0e5, 0.0,
@@ -203,6 +204,16 @@ def transmission_ports(d: Description, red: Reduction | None = None, pt: PT.Powe
     return inputs, outputs, dict(blocks, element_ports=ports, selector_ports=sel_ports, powertrain_ports=pt_ports)
 
 
+def element_torque_doc(d: Description, e) -> str:
+    """What an element's torque output acts on, by member name (a row to the housing: its reaction there)."""
+    names = [d.members[m].name for m, _ in e.coefs]
+    if len(names) == 2:
+        return f"{e.name} friction torque: acts +torque on {names[0]}, -torque on {names[1]}"
+    if len(names) == 1:
+        return f"{e.name} friction torque: acts +torque on {names[0]}, its reaction on the housing"
+    return f"{e.name} friction torque along its row over {', '.join(names)}"
+
+
 def relation_outputs(d: Description, red: Reduction | None) -> list[tuple[str, str, int, int]]:
     """(signal, doc, relation row, member) of each gear-tooth torque output: every member of every
     independent planetary set or mesh."""
@@ -213,8 +224,9 @@ def relation_outputs(d: Description, red: Reduction | None) -> list[tuple[str, s
         rel = d.relations[rel_index]
         for (m, _), role in zip(rel.coefs, rel.roles):
             label = role if rel.kind == "planetary" else d.members[m].name
+            held = "".join(f"; its {h} is held to the housing" for h in rel.held)
             out.append((f"torque_{rel.name}_{label}", f"torque the teeth of {rel.name} put on its {role} "
-                        f"({d.members[m].name})", k, m))
+                        f"({d.members[m].name}{held})", k, m))
     return out
 
 

@@ -25,6 +25,8 @@ from .common import read_wet_clutch
 BRAKE_FRICTION_STATIC = 0.45  # pad on disc; the capacity per bar is the file's, this only sets kinetic/static
 
 
+MIN_IDLE_RPM = 300.0  # below it an idle speed is a unit mistake (rad/s for rpm), not an engine
+
 def read_powertrain(cfg: ConfigReader, members: list[Member], elements: list[Element], input_member: int,
                     output_member: int, output_sign: float):
     """(members, elements, Powertrain or None) with the components of the file added."""
@@ -124,7 +126,11 @@ def _engine(r: ConfigReader) -> Engine:
     drag = _curve(r, "drag_speed_rpm", "drag_torque_N_m", RPM)
     if any(t > 0.0 for _, t in drag):
         raise r.error("drag_torque_N_m", "the motoring (drag) torque is negative or zero")
-    idle = r.number("idle_speed_rpm", positive=True) * RPM
+    idle_rpm = r.number("idle_speed_rpm", positive=True)
+    if idle_rpm < MIN_IDLE_RPM:  # a speed in rad/s written as rpm: 73.3 rad/s is 700 rpm
+        raise r.error("idle_speed_rpm", f"{idle_rpm:g} rpm is below {MIN_IDLE_RPM:g} rpm, slower than any engine "
+                      f"idles; if it is in rad/s, write {idle_rpm / RPM:.0f} rpm")
+    idle = idle_rpm * RPM
     limit = r.number("max_speed_rpm", positive=True) * RPM
     band = r.number("rev_limiter_band_rpm", 100.0, positive=True) * RPM
     if limit - band <= idle:

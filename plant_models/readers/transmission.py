@@ -22,6 +22,7 @@ from .hydraulics import read_hydraulics
 from .powertrain import read_powertrain
 
 ELEMENT_KINDS = ("clutch", "brake", "freewheel")
+HOUSING = "housing"  # the gearbox case: a planetary member or an element's member held at rest
 CLUTCH_KEYS = ("piston_area_m2", "return_spring_N", "friction_static", "friction_kinetic", "surfaces", "mean_radius_m",
                "pressure_lag_s", "stribeck_velocity_rad_s", "stribeck_velocity_m_s", "stribeck_exponent",
                "viscous_N_m_s_per_rad", "viscous_N_s_per_m", "model", "shift_time_s", "kinematic_capacity_N_m",
@@ -33,10 +34,14 @@ def read_transmission(cfg: ConfigReader) -> TransmissionParams:
     members = _members(cfg)
     index = {m.name: k for k, m in enumerate(members)}
 
-    def member(reader: ConfigReader, key: str, value=None) -> int:
+    def member(reader: ConfigReader, key: str, value=None, housing: bool = False) -> int | None:
+        """The member's index; with ``housing``, ``"housing"`` is allowed and gives None (at rest)."""
         v = reader.raw(key) if value is None else value
+        if housing and v == HOUSING:
+            return None
         if not isinstance(v, str) or v not in index:
-            raise reader.error(key, f"must name a member ({', '.join(index)}), got {v!r}")
+            extra = f" or {HOUSING!r}" if housing else ""
+            raise reader.error(key, f"must name a member ({', '.join(index)}){extra}, got {v!r}")
         return index[v]
 
     relations = _meshes(cfg, member) + _planetary(cfg, member)
@@ -104,6 +109,9 @@ def _unique_name(r: ConfigReader, seen: set, what: str) -> str:
 def _members(cfg: ConfigReader) -> list[Member]:
     out, seen = [], set()
     for r in _items(cfg, "member"):
+        if r.raw("name", None) == HOUSING:
+            raise r.error("name", f"{HOUSING!r} is reserved: it names the gearbox case, which is at rest "
+                          "(a planetary member or an element's member may be the housing); rename the member")
         out.append(Member(_unique_name(r, seen, "member"), r.number("inertia_kg_m2", nonnegative=True),
                           r.number("drag_N_m_s_per_rad", 0.0, nonnegative=True)))
         r.reject_unknown()
@@ -112,12 +120,13 @@ def _members(cfg: ConfigReader) -> list[Member]:
     return out
 
 
-def _member_list(r: ConfigReader, member, key: str, counts: tuple[int, ...]) -> list[int]:
+def _member_list(r: ConfigReader, member, key: str, counts: tuple[int, ...], housing: bool = False) -> list:
+    """Member indices; with ``housing`` a list of two may name ``"housing"`` once (None: at rest)."""
     raw = r.raw(key)
     if not isinstance(raw, list) or len(raw) not in counts:
         want = " or ".join(str(c) for c in counts)
         raise r.error(key, f"must list {want} member names")
-    ms = [member(r, f"{key}[{k}]", v) for k, v in enumerate(raw)]
+    ms = [member(r, f"{key}[{k}]", v, housing=housing and len(raw) == 2) for k, v in enumerate(raw)]
     if len(set(ms)) != len(ms):
         raise r.error(key, "names the same member twice")
     return ms
@@ -155,7 +164,11 @@ def _planetary(cfg: ConfigReader, member) -> list[Relation]:
     out, seen = [], set()
     for k, r in enumerate(_items(cfg, "planetary")):
         nm = _unique_name(r, seen, "planetary set")
-        s, ring, c = (member(r, "sun"), member(r, "ring"), member(r, "carrier"))
+        s, ring, c = (member(r, "sun", housing=True), member(r, "ring", housing=True),
+                      member(r, "carrier", housing=True))
+        if [s, ring, c].count(None) > 1:
+            raise r.error("sun", f"only one of sun, ring and carrier may be {HOUSING!r} (two held would hold "
+                          "the third still too)")
         if len({s, ring, c}) != 3:
             raise r.error("sun", "sun, ring and carrier must be three different members")
         zs = r.integer("sun_teeth", lo=1)
@@ -169,7 +182,11 @@ def _planetary(cfg: ConfigReader, member) -> list[Relation]:
             coefs = ((s, zs), (ring, zr), (c, -(zs + zr)))
         else:  # a double-pinion set turns the ring with the sun: (w_S - w_C) / (w_R - w_C) = +z_R / z_S
             coefs = ((s, zs), (ring, -zr), (c, zr - zs))
-        out.append(Relation(nm, f"planetary[{k}]", "planetary", coefs, ("sun", "ring", "carrier")))
+        # a member held to the housing turns at zero: its term drops out (the housing takes its tooth force)
+        kept = [(mc, role) for mc, role in zip(coefs, ("sun", "ring", "carrier")) if mc[0] is not None]
+        held = tuple(role for mc, role in zip(coefs, ("sun", "ring", "carrier")) if mc[0] is None)
+        out.append(Relation(nm, f"planetary[{k}]", "planetary", tuple(mc for mc, _ in kept),
+                            tuple(role for _, role in kept), held))
     return out
 
 
@@ -182,7 +199,7 @@ def _elements(cfg: ConfigReader, member) -> list[Element]:
         kind = r.string("kind", choices=ELEMENT_KINDS)
         key = f"element[{k}]"
         counts = {"clutch": (2,), "brake": (1,), "freewheel": (1, 2)}[kind]
-        ms = _member_list(r, member, "members", counts)
+        ms = _member_list(r, member, "members", counts, housing=kind != "brake")
         radius = 1.0
         if kind == "clutch" and r.has("radii_m"):
             # a clutch that locks a gear pair (the Powershift's): row r_a w_a + r_b w_b, its torque and
@@ -190,11 +207,11 @@ def _elements(cfg: ConfigReader, member) -> list[Element]:
             ra, rb = r.numbers("radii_m", 2)
             if ra == 0.0 or rb == 0.0:
                 raise r.error("radii_m", "pitch radii must be non-zero (negative for an internal gear)")
-            coefs = ((ms[0], Fraction(ra)), (ms[1], Fraction(rb)))
+            coefs = tuple((m, Fraction(c)) for m, c in ((ms[0], ra), (ms[1], rb)) if m is not None)
             src = r if r.has("side") else base
             radius = abs(ra if src.string("side", "a", choices=("a", "b")) == "a" else rb)
-        elif len(ms) == 2:
-            coefs = ((ms[0], Fraction(1)), (ms[1], Fraction(-1)))
+        elif len(ms) == 2:  # w_a - w_b; a side that is the housing is at rest and drops out
+            coefs = tuple((m, Fraction(c)) for m, c in ((ms[0], 1), (ms[1], -1)) if m is not None)
         else:
             coefs = ((ms[0], Fraction(1)),)
         geared = kind == "clutch" and r.has("radii_m")
@@ -278,7 +295,7 @@ def _torques(cfg: ConfigReader, member) -> list[TorqueInput]:
         hi = r.number("max", 1.0e4)
         if not lo < hi:
             raise r.error("max", f"must be above min ({hi:g} <= {lo:g})")
-        doc = r.string("doc", f"torque on {m}")
+        doc = r.string("doc", "")  # none: the plant words it with the member's name
         r.reject_unknown()
         out.append(TorqueInput(nm, m, -1.0 if resists else 1.0, lo, hi, doc))
     return out

@@ -40,12 +40,36 @@ class OneLineParser(argparse.ArgumentParser):
     ``--help`` away, and a single line is what scripts and people read.
     """
 
+    def parse_known_args(self, args=None, namespace=None):
+        ns, extras = super().parse_known_args(args, namespace)
+        self._command = getattr(ns, "command", None)  # whose options a misspelled flag is compared with
+        return ns, extras
+
     def error(self, message: str):
         m = _INVALID_CHOICE.search(message)
         if m:
             choices = [c.strip().strip("'\"") for c in m.group(2).split(",")]
             message += did_you_mean(m.group(1), choices)
+        elif message.startswith("unrecognized arguments: "):
+            message += self._flag_hint(message.split(": ", 1)[1].split())
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    def _flag_hint(self, extras: list[str]) -> str:
+        """``; did you mean '--zmq-port'?`` for the first misspelled flag (``--zmq_port``, ``--plots``)."""
+        options = list(self._option_string_actions)
+        for action in self._actions:  # the chosen command's own options
+            if isinstance(action, argparse._SubParsersAction):
+                sub = action.choices.get(getattr(self, "_command", None))
+                if sub is not None:
+                    options += list(sub._option_string_actions)
+        for word in extras:
+            if word.startswith("--"):
+                flag = word.split("=", 1)[0]
+                hint = did_you_mean(flag.replace("_", "-"), options) if flag.replace("_", "-") not in options \
+                    else f"; did you mean {flag.replace('_', '-')!r}?"
+                if hint:
+                    return hint
+        return ""
 
 
 def version() -> str:

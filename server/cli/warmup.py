@@ -239,15 +239,42 @@ def _silent(line: str) -> None:
     """Prints nothing (``--quiet``; :func:`plant_models.compiling.silent` without loading numba for it)."""
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m server.cli.warmup", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
+    interrupted = _count_interrupts()
     try:
         return run(args)
     except ConfigError as exc:
         print(f"warmup: error: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, RuntimeError):
+        # numba swallows an interrupt in the middle of a compile and fails later ("no compiled object yet for
+        # ..."): after a Ctrl-C either is the interrupt; a RuntimeError without one is a real error
+        if not interrupted:
+            raise
+        if not args.server_kernels:  # the second process was interrupted too: one line, from the first
+            print("warmup: interrupted (Ctrl-C); what was compiled is cached, the next run compiles the rest",
+                  file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _count_interrupts() -> list:
+    """A SIGINT handler that records the interrupt (the returned list is non-empty after one) and raises it."""
+    import signal
+
+    seen: list = []
+
+    def on_sigint(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    return seen
 
 
 if __name__ == "__main__":

@@ -68,9 +68,7 @@ def _read(path: Path, channels: list[str], time_channel: str, source: str) -> di
             units[f.name] = (f.metadata or {}).get(b"unit", b"").decode()
         cols = {n: table.column(n).to_numpy().astype(float) for n in names if n in (*channels, time_channel)}
     elif suffix == ".csv":
-        with open(path) as fh:
-            names = fh.readline().strip().split(",")
-        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+        names, data = _read_csv(path, source)
         cols, units = {n: data[:, j] for j, n in enumerate(names)}, {}
     else:
         raise ConfigError(source, "replay.file", f"{path.name}: not a recording this reads ({', '.join(SUFFIXES)})")
@@ -81,6 +79,25 @@ def _read(path: Path, channels: list[str], time_channel: str, source: str) -> di
             raise ConfigError(source, "replay.channels", f"{ch!r} is not a column of {path.name}")
         out[ch] = (cols[time_channel], cols[ch], units.get(ch, ""))
     return out
+
+
+def _read_csv(path: Path, source: str) -> tuple[list[str], np.ndarray]:
+    """A CSV trace: its header's names and its rows (one line, not a traceback, for a file without rows)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        names = fh.readline().strip().split(",")
+        has_rows = any(ln.strip() for ln in fh)
+    if not has_rows:
+        raise ConfigError(source, "replay.file", f"{path.name} has a header but no rows" if names != [""]
+                          else f"{path.name} is empty")
+    try:
+        data = np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
+    except ValueError as exc:  # numpy names the row: "could not convert string 'abc' to float64 at row 0, column 2."
+        raise ConfigError(source, "replay.file", f"{path.name}: a row is not {len(names)} numbers as the header "
+                          f"names ({str(exc).splitlines()[0]})") from None
+    if data.shape[1] != len(names):
+        raise ConfigError(source, "replay.file", f"{path.name}: rows have {data.shape[1]} values, the header names "
+                          f"{len(names)}")
+    return names, data
 
 
 def _channel(chans: ConfigReader, name: str) -> tuple[str, float, float, str | None]:

@@ -36,23 +36,43 @@ def shift_time_from_events(events: list[dict], on_coming: str, start_s: float) -
     return math.nan
 
 
-def shift_time(t: np.ndarray, stuck_on: np.ndarray, start_s: float) -> float:
-    """From ``start_s`` to the sample where the on-coming clutch last became stuck and stayed so (s).
+def shift_time(t: np.ndarray, stuck_on: np.ndarray, start_s: float, end_s: float = math.inf) -> float:
+    """From ``start_s`` to the sample where the on-coming clutch last became stuck and stayed so up to ``end_s`` (s).
 
-    ``stuck_on`` is the clutch's stuck flag per sample (1 stuck).  NaN when
-    it is not stuck at the end, or last stuck since before ``start_s``.  From
-    samples it ends at the first sample that shows the clutch stuck, up to a
-    step after the stick event located inside the step
-    (:func:`shift_time_from_events`).
+    ``stuck_on`` is the clutch's stuck flag per sample (1 stuck); the window
+    is [start_s, end_s] (no end: the run's end), its ends rounded to the
+    nearest sample as :func:`window` does.  A clutch that sticks inside the
+    window and releases after it has shifted inside the window.  NaN (see
+    :func:`shift_time_undefined` for the reason) when it is not stuck at the
+    window's end, or stuck throughout the window.  From samples it ends at
+    the first sample that shows the clutch stuck, up to a step after the
+    stick event located inside the step (:func:`shift_time_from_events`).
     """
     s = np.asarray(stuck_on) == 1.0
-    if s.size == 0 or not s[-1]:
+    if s.size == 0:
         return math.nan
-    released = np.flatnonzero(~s)
+    win, i0 = window(np.asarray(t, dtype=float), start_s, end_s - start_s)
+    sw = s[win]
+    if not sw[-1]:
+        return math.nan
+    released = np.flatnonzero(~sw)
     if released.size == 0:
-        return math.nan  # stuck all along: no shift onto it in the run
-    i = int(released[-1]) + 1
-    return float(t[i] - start_s) if t[i] >= start_s else math.nan
+        return math.nan  # stuck throughout the window: no shift onto it there
+    return float(t[i0 + int(released[-1]) + 1] - start_s)
+
+
+def shift_time_undefined(t: np.ndarray, stuck_on: np.ndarray, start_s: float, end_s: float = math.inf) -> str:
+    """Why :func:`shift_time` over the same window is NaN, in words ("" when it is not)."""
+    s = np.asarray(stuck_on) == 1.0
+    if s.size == 0:
+        return "the run recorded no samples"
+    win, _ = window(np.asarray(t, dtype=float), start_s, end_s - start_s)
+    sw, tw = s[win], np.asarray(t)[win]
+    if not sw[-1]:
+        return f"the clutch is not stuck at the window's end (t = {tw[-1]:.6g} s): it did not finish a shift there"
+    if not (~sw).any():
+        return f"the clutch is stuck throughout [{tw[0]:.6g}, {tw[-1]:.6g}] s: no shift onto it there"
+    return ""
 
 
 def flare(w_engine: np.ndarray, w_output: np.ndarray, win: slice, i0: int) -> float:
@@ -102,4 +122,4 @@ def max_abs(x: np.ndarray, win: slice) -> float:
 
 
 __all__ = ["clutch_energy", "flare", "max_abs", "peak_abs", "rms", "shift_time", "shift_time_from_events",
-           "tie_up_energy", "window"]
+           "shift_time_undefined", "tie_up_energy", "window"]

@@ -26,6 +26,7 @@ bad command-line override as ``--option: problem``.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -245,7 +246,12 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
 
 
 def _scenario_folders(cfg: ConfigReader, path: Path) -> ScenarioFolders:
-    """``[scenarios]``: the folders ``load_scenario`` may read (relative ones from the project folder), the cap."""
+    """``[scenarios]``: the folders ``load_scenario`` may read, the cap.
+
+    Relative folders are from the I/O config's folder, as ``[recording]
+    folder`` and ``snapshot_dir`` are; without ``folders`` the project's
+    ``scenarios/``.
+    """
     sc = cfg.sub("scenarios", required=False)
     default = ScenarioFolders.default()
     folders = sc.raw("folders", None)
@@ -254,10 +260,15 @@ def _scenario_folders(cfg: ConfigReader, path: Path) -> ScenarioFolders:
     else:
         if not isinstance(folders, list) or not folders or not all(isinstance(f, str) and f for f in folders):
             raise sc.error("folders", "must be a non-empty array of folder names")
-        out = tuple(Path(f) if Path(f).is_absolute() else repo_root() / f for f in folders)
+        base = Path(path).resolve().parent
+        out = tuple(Path(f) if Path(f).is_absolute() else base / f for f in folders)
         for f, given in zip(out, folders):
             if not f.is_dir():
-                raise sc.error("folders", f"{given!r} is not a folder ({f})")
+                hint = ""
+                if not Path(given).is_absolute() and (repo_root() / given).is_dir():
+                    hint = f"; the project's {given!r} is {os.path.relpath(repo_root() / given, base)!r} from here"
+                raise sc.error("folders", f"{given!r} is not a folder ({f}; relative to the I/O config's folder, "
+                               f"as [recording] folder is){hint}")
     max_bytes = sc.integer("max_bytes", default.max_bytes, lo=1024, hi=1 << 28)
     sc.reject_unknown()
     return ScenarioFolders(out, max_bytes)

@@ -212,7 +212,8 @@ class Recorder:
         self.proc = None
         self.last = self._read_status()
         if self.exit_code:
-            log.error("the recording writer failed (exit code %s); its last chunk may be lost", self.exit_code)
+            why = (self.last or {}).get("error") or "its last chunk may be lost"
+            log.error("the recording writer failed (exit code %s): %s", self.exit_code, why)
         if self.last and self.last.get("lost"):
             log.warning("recording %s: %d rows lost (the writer fell a ring's length behind)", self.last["name"],
                         self.last["lost"])
@@ -235,8 +236,8 @@ class Recorder:
                 "name": self.job["name"] if self.job else None, "signals": len(self.job["signals"]) if self.job else 0,
                 "every": self.job["every"] if self.job else None,
                 "files": len(st["files"]) if st else 0, "rows": st["rows"] if st else 0,
-                "lost": st["lost"] if st else 0, "writer_state": st["state"] if st else None,
-                "writer_exit_code": self.exit_code}
+                "lost": st["lost"] if st else 0, "writer_state": _writer_state(st, self.exit_code),
+                "writer_exit_code": self.exit_code, **({"error": st["error"]} if st and st.get("error") else {})}
 
     def close(self) -> None:
         """Stop a running writer and wait for one that is stopping (at the server's end)."""
@@ -251,6 +252,15 @@ class Recorder:
             self.exit_code = p.returncode
             self._stopping = None
             self.last = self._read_status()
+
+
+def _writer_state(st: dict | None, exit_code: int | None) -> str | None:
+    """The writer's state; never "recording" once it exited with an error (its last status may not say so:
+    a full disk may refuse that file too)."""
+    state = st["state"] if st else None
+    if exit_code and state in ("recording", None):
+        return "failed"
+    return state
 
 
 def recording_files(folder: str | Path, name: str = "rec") -> list[Path]:

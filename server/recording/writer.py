@@ -19,6 +19,11 @@ terminal reaches the server, which then stops this process after its last
 tick).  Rows overwritten in the ring before they were read are counted as
 ``lost`` in the status file ``NAME.json`` (updated after every file) and
 logged, never silent.
+
+A file that cannot be written (a full disk) is removed, its rows and every
+row after it are counted as ``lost`` until the recording is stopped, the
+status reads ``"failed"`` with the ``error``, one error line says why, and
+the writer exits with :data:`EXIT_WRITE_FAILED`.
 """
 
 from __future__ import annotations
@@ -33,12 +38,19 @@ from pathlib import Path
 import numpy as np
 
 POLL_S = 0.02  # the ring holds seconds of rows; reading it 50 times a second keeps far ahead of it
+EXIT_WRITE_FAILED = 3  # a file could not be written (a full disk): the recording stopped, its state "failed"
 
 
-def _write_json(path: Path, obj: dict) -> None:
+def _write_json(path: Path, obj: dict) -> bool:
+    """Write the status file whole (a temporary, then a rename); False, leaving nothing, when the disk refuses."""
     tmp = path.with_suffix(".json.part")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(obj, indent=1))
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return False
 
 
 class ChunkWriter:
@@ -69,11 +81,19 @@ class ChunkWriter:
         self.files: list[str] = []
         self.rows_written = 0
         self.comment = comment
+        self.lost_rows = 0  # rows not in any file because a write failed: its chunk's and every one after
+        self.failed: str | None = None  # why the last write failed (then the writer only counts rows)
 
     def add(self, ints: np.ndarray, floats: np.ndarray, n: int, tick_col: int, time_col: int) -> None:
-        """Append ``n`` ring rows; a full chunk, or time going back (a reset), writes a file."""
+        """Append ``n`` ring rows; a full chunk, or time going back (a reset), writes a file.
+
+        After a failed write every row is counted in :attr:`lost_rows`.
+        """
         j = 0
         while j < n:
+            if self.failed is not None:
+                self.lost_rows += n - j
+                return
             if self.fill and floats[j, time_col] < self.t[self.fill - 1]:
                 self.flush()
             k = min(n - j, self.chunk - self.fill)
@@ -106,9 +126,18 @@ class ChunkWriter:
         mdf.append(sigs, comment=self.comment or "gearbox-hil recording")
         path = self.folder / f"{self.name}_{len(self.files) + 1:04d}.mf4"
         part = path.with_name("." + path.name)  # hidden until whole (asammdf keeps the .mf4 suffix)
-        mdf.save(part, overwrite=True)
-        mdf.close()
-        os.replace(part, path)
+        try:
+            mdf.save(part, overwrite=True)
+            os.replace(part, path)
+        except OSError as exc:  # a full disk (ENOSPC), a quota, a folder gone: no partial file stays behind
+            part.unlink(missing_ok=True)
+            self.failed = f"writing {path.name} failed: {exc.strerror or exc}" + (
+                f" (errno {exc.errno})" if exc.errno else "")
+            self.lost_rows += n
+            self.fill = 0
+            return
+        finally:
+            mdf.close()
         self.files.append(path.name)
         self.rows_written += n
         self.fill = 0
@@ -135,10 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     def status(state: str) -> dict:
         d = {"state": state, "name": job["name"], "signals": job["signals"], "every": int(job["every"]),
              "files": list(w.files), "rows": w.rows_written + w.fill, "rows_in_files": w.rows_written,
-             "lost": cur.lost, "chunk_rows": w.chunk, "started_unix_s": started, "pid": os.getpid()}
+             "lost": cur.lost + w.lost_rows, "chunk_rows": w.chunk, "started_unix_s": started, "pid": os.getpid()}
+        if w.failed is not None:
+            d["error"] = w.failed
         return d
 
     _write_json(status_path, status("recording"))
+
+    def failed() -> None:
+        """Say once why the recording stopped; from here its rows are counted as lost until it is stopped."""
+        _write_json(status_path, status("failed"))
+        print(f"gearbox-hil recording: error: {w.failed}; the recording stopped with {w.rows_written} rows in "
+              f"{len(w.files)} files in {folder}; the rows from here to its stop are counted as lost (free space "
+              "and start a new recording)", file=sys.stderr, flush=True)
 
     stop_file = folder / f".{job['name']}.stop"
     last_seq = None  # the last row to record, once a stop names it
@@ -149,9 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         if n and last_seq is not None:
             n = int(np.searchsorted(cur.ints[:n, I_SEQ], last_seq, side="right"))  # rows are in seq order
         if n:
-            nfiles = len(w.files)
+            nfiles, ok = len(w.files), w.failed is None
             w.add(cur.ints, cur.floats, n, I_TICK, F_TIME)
-            if len(w.files) != nfiles:
+            if ok and w.failed is not None:
+                failed()
+            elif len(w.files) != nfiles:
                 _write_json(status_path, status("recording"))
         if cur.lost != reported_lost:
             print(f"gearbox-hil recording: warning: {cur.lost - reported_lost} rows were overwritten in the state "
@@ -169,8 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         pass
     while take():  # what the server wrote up to now (all of it once it has stopped ticking)
         pass
+    ok = w.failed is None
     w.flush()
-    final = status("closed")
+    if ok and w.failed is not None:
+        failed()
+    final = status("closed" if w.failed is None else "failed")
     _write_json(status_path, final)
     if os.getppid() != parent:  # the server is gone (killed): the shared block would otherwise stay behind
         try:
@@ -178,8 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             pass
     print(f"gearbox-hil recording: {final['rows']} rows in {len(final['files'])} files in {folder}, "
-          f"{final['lost']} lost", file=sys.stderr, flush=True)
-    return 0
+          f"{final['lost']} lost" + (" (a write failed, see above)" if w.failed else ""), file=sys.stderr, flush=True)
+    return 0 if w.failed is None else EXIT_WRITE_FAILED
 
 
 if __name__ == "__main__":

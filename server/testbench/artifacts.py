@@ -66,7 +66,9 @@ def _plot(spec: TestSpec, rec: Recording, failed: list[Verdict], i0: int, i1: in
     fig, axes = figure(len(panels))
     t = rec.t[i0:i1]
     for ax, (v, exp) in zip(axes, panels):
-        if exp is not None:
+        if exp is not None and v.error:  # a metric that cannot be computed: its reason, no curve
+            ax.text(0.01, 0.5, v.message, transform=ax.transAxes, fontsize=8, wrap=True)
+        elif exp is not None:
             y = np.asarray(exp.expr.evaluate(rec.signals), dtype=float)[i0:i1]
             ax.plot(t, y, color="tab:blue", linewidth=1.0, label=exp.expr.text)
             for b, lab in ((exp.eq, "expected"), (exp.lo, "min"), (exp.hi, "max")):

@@ -14,6 +14,7 @@ comparison gives a boolean array.
 from __future__ import annotations
 
 import ast
+import math
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -38,6 +39,10 @@ MAX_LENGTH = 500  # characters; an expression is a line of a test file, not a pr
 
 class ExprError(ValueError):
     """An expression that is not in the allowed subset, or names an unknown signal."""
+
+
+class MetricUndefined(ValueError):
+    """A shift metric that cannot be computed on this run (its message says why); the verdict is an ERROR."""
 
 
 class Expr:
@@ -114,6 +119,9 @@ class Expr:
         for sub in node.args[n_sig:]:
             if _number(sub) is None:
                 raise ExprError(usage)
+        times = [_number(sub) for sub in node.args[n_sig:]]
+        if len(times) == 2 and times[1] < times[0]:
+            raise ExprError(f"{self.text!r}: {fn}()'s window [{times[0]:g}, {times[1]:g}] s ends before it starts")
 
     def evaluate(self, signals: Mapping[str, np.ndarray]) -> np.ndarray:
         """The expression on every sample: a float (or, for a condition, bool) array like the signals'."""
@@ -168,20 +176,55 @@ def _number(node: ast.AST) -> float | None:
 
 
 def _metric(node: ast.Call, s: Mapping[str, np.ndarray]) -> float:
-    """A shift metric over [start, end] (end: the run's end) of the recorded signals: one number."""
+    """A shift metric over [start, end] (end: the run's end) of the recorded signals: one number.
+
+    Raises :class:`MetricUndefined` with the reason when the metric cannot
+    be computed (the window outside the run, a NaN in a signal it reads, a
+    clutch that never finished a shift there), so no NaN is ever compared
+    against a bound.
+    """
     from server.offline import shift_metrics as sm
 
     fn = node.func.id
     n_sig = METRICS[fn][0]
-    x = [np.asarray(s[a.id], dtype=float) for a in node.args[:n_sig]]
+    names = [a.id for a in node.args[:n_sig]]
+    x = [np.asarray(s[nm], dtype=float) for nm in names]
     times = [_number(a) for a in node.args[n_sig:]]
     t = np.asarray(s["t"], dtype=float)
     start = times[0]
+    end = times[1] if len(times) > 1 else np.inf
+    call = f"{fn}({', '.join(names)}, {', '.join(f'{v:g}' for v in times)})"
+
+    def undefined(reason: str) -> MetricUndefined:
+        return MetricUndefined(f"{call} cannot be computed: {reason}")
+
     if t.size == 0:
-        return np.nan
-    win, i0 = sm.window(t, start, times[1] - start if len(times) > 1 else np.inf)
+        raise undefined("the run recorded no samples")
+    half = 0.5 * (t[1] - t[0]) if t.size > 1 else 0.0
+    if start > t[-1] + half:
+        raise undefined(f"the window starts at {start:g} s, after the run's end ({t[-1]:.6g} s)")
+    win, i0 = sm.window(t, start, end - start)
+    for nm, xi in zip(names, x):
+        bad = np.flatnonzero(~np.isfinite(xi[win]))
+        if bad.size:
+            raise undefined(f"{nm} is {xi[win][bad[0]]} at t = {t[win][bad[0]]:.6g} s")
+    value = _metric_value(fn, t, x, start, end, win, i0)
+    if not math.isfinite(value):
+        if fn == "shift_time":
+            raise undefined(f"{names[0]}: " + sm.shift_time_undefined(t, x[0], start, end))
+        if fn == "flare":
+            raise undefined(f"{names[0]} = {x[0][i0]:g} or {names[1]} = {x[1][i0]:g} is 0 at the window's start "
+                            f"(t = {t[i0]:.6g} s): no gear ratio to compare against")
+        raise undefined(f"the value is {value}")
+    return value
+
+
+def _metric_value(fn: str, t: np.ndarray, x: list[np.ndarray], start: float, end: float, win: slice,
+                  i0: int) -> float:
+    from server.offline import shift_metrics as sm
+
     if fn == "shift_time":
-        return sm.shift_time(t, x[0], start)
+        return sm.shift_time(t, x[0], start, end)
     if fn == "flare":
         return sm.flare(x[0], x[1], win, i0)
     if fn == "peak_reaction_torque":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .expr import MetricUndefined
 from .spec import Expectation
 
 
@@ -81,9 +82,18 @@ def _first(mask: np.ndarray) -> int | None:
 
 
 def evaluate(exp: Expectation, rec: Recording) -> Verdict:
-    """Check one expectation on a recording."""
+    """Check one expectation on a recording (a shift metric that cannot be computed: an ERROR with the reason)."""
+    try:
+        return _evaluate(exp, rec)
+    except MetricUndefined as exc:  # never a NaN compared against a bound
+        return Verdict(exp.name, exp.key, False, str(exc), error=True)
+
+
+def _evaluate(exp: Expectation, rec: Recording) -> Verdict:
     t = rec.t
     eps = 0.5 * rec.dt
+    if len(t) == 0:
+        return Verdict(exp.name, exp.key, False, "the run recorded no samples", error=True)
     v = exp.expr.evaluate(rec.signals)
     ok = satisfied(exp, v)
     want = exp.bounds_text()
@@ -95,8 +105,6 @@ def evaluate(exp: Expectation, rec: Recording) -> Verdict:
         return Verdict(exp.name, exp.key, passed, message, float(t[i]),
                        float(val) if not isinstance(val, (bool, np.bool_)) else float(bool(val)))
 
-    if len(t) == 0:
-        return Verdict(exp.name, exp.key, False, "the run recorded no samples", error=True)
     if exp.kind == "at":
         i = _first(t >= exp.at_s - eps)
         if i is None or t[i] > exp.at_s + max(eps, 0.05):
