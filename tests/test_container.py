@@ -317,31 +317,63 @@ def assert_same_bits(a, b):
             assert list(x) == list(y), name
 
 
-def test_the_shipped_campaign_on_a_cluster_of_containers_equals_the_embedded_run(image, tmp_path):
-    import json
-
-    import pyarrow.parquet as pq
+def start_cluster(image: str) -> tuple[str, list[Container]]:
+    """A Dask scheduler and two workers, three containers on the host's network bound to its loopback only."""
     from distributed import Client
-
-    from server.campaign.engine import TABLE
-    from server.cli import main
 
     port = free_ports(1)
     scheduler = f"tcp://127.0.0.1:{port}"
     on_host_loopback = ["--network", "host", "--entrypoint", "dask"]
+    boxes = [Container(image, None, "scheduler", on_host_loopback,
+                       ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"])]
+    for k in (1, 2):
+        boxes.append(Container(image, None, f"worker{k}", on_host_loopback,
+                               ["worker", scheduler, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"]))
+    with Client(scheduler, timeout=READY_TIMEOUT_S) as client:
+        client.wait_for_workers(2, timeout=READY_TIMEOUT_S)
+        versions = client.get_versions(check=False)
+    # the same libraries as this client's (the compiled code is the same code); Python may differ in its patch
+    # level only (Debian's 3.11 in the image), which Dask's version check reports as a warning
+    here = versions["client"]["packages"]
+    for where in [versions["scheduler"], *versions["workers"].values()]:
+        for lib in ("dask", "distributed", "numba", "numpy", "pyarrow", "msgpack"):
+            assert where["packages"].get(lib) == here.get(lib), (lib, where["packages"].get(lib), here.get(lib))
+        assert where["packages"]["python"].split(".")[:2] == here["python"].split(".")[:2]
+    return scheduler, boxes
+
+
+@pytest.mark.filterwarnings("ignore::distributed.versions.VersionMismatchWarning")  # Python's patch level only
+def test_the_shipped_campaign_on_a_cluster_of_containers_equals_the_embedded_run(image, tmp_path):
+    import json
+    import threading
+
+    import pyarrow.parquet as pq
+
+    from server.campaign.engine import PARTS, TABLE
+    from server.cli import main
+
     boxes = []
     try:
-        boxes.append(Container(image, None, "scheduler", on_host_loopback,
-                               ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]))
-        for k in (1, 2):
-            boxes.append(Container(image, None, f"worker{k}", on_host_loopback,
-                                   ["worker", scheduler, "--host", "127.0.0.1", "--nthreads", "1", "--no-dashboard"]))
-        with Client(scheduler, timeout=READY_TIMEOUT_S) as client:
-            client.wait_for_workers(2, timeout=READY_TIMEOUT_S)
+        scheduler, boxes = start_cluster(image)
         t0 = time.perf_counter()
         assert main(["campaign", str(SHIPPED_CAMPAIGN), "--out", str(tmp_path / "containers"), "--scheduler",
                      scheduler, "--quiet"]) == 0, "\n".join(container_log(b.name)[-3000:] for b in boxes)
         remote_s = time.perf_counter() - t0
+        # again, and one worker container killed once the first runs are in: Dask gives its tasks to the other
+        killed_out = tmp_path / "one_killed"
+        codes = []
+        run = threading.Thread(target=lambda: codes.append(main(
+            ["campaign", str(SHIPPED_CAMPAIGN), "--out", str(killed_out), "--scheduler", scheduler, "--batch",
+             "10", "--quiet"])))
+        run.start()
+        t_end = time.monotonic() + 300.0
+        while not list((killed_out / PARTS).glob("*.parquet")) and run.is_alive() and time.monotonic() < t_end:
+            time.sleep(0.02)
+        assert run.is_alive(), "the campaign ended before a worker could be killed in it"
+        engine("kill", "--signal", "KILL", boxes[2].name)
+        run.join(600.0)
+        assert codes == [0]
+        assert not boxes[2].running() and boxes[1].running()
     finally:
         for b in boxes:
             b.remove()
@@ -351,7 +383,9 @@ def test_the_shipped_campaign_on_a_cluster_of_containers_equals_the_embedded_run
     embedded_s = time.perf_counter() - t0
     doc = json.loads((tmp_path / "containers" / "campaign.json").read_text())["last_execution"]
     assert doc["workers"] == 2 and doc["scheduler"] == scheduler
-    remote, embedded = pq.read_table(tmp_path / "containers" / TABLE), pq.read_table(tmp_path / "embedded" / TABLE)
-    assert remote.num_rows == 1200 and set(remote.column("status").to_pylist()) == {"ok"}
-    assert_same_bits(remote, embedded)
+    embedded = pq.read_table(tmp_path / "embedded" / TABLE)
+    for folder in ("containers", "one_killed"):
+        remote = pq.read_table(tmp_path / folder / TABLE)
+        assert remote.num_rows == 1200 and set(remote.column("status").to_pylist()) == {"ok"}, folder
+        assert_same_bits(remote, embedded)
     print(f"shipped campaign, 1200 runs: {remote_s:.1f} s on the containers' cluster, {embedded_s:.1f} s embedded")
