@@ -15,7 +15,8 @@ sockets on the loopback instead of all interfaces), and reads each one's
 * **the 1 kHz loop**: TET p50 / p99, wake-up lateness p99, missed ticks, and
   whether SCHED_FIFO was granted (``--cap-add SYS_NICE`` for the container).
 
-Also the image's size.  The container runs with the flags of
+Also the image's size.  ``--rt-runtime-us`` gives the container a real-time
+budget (cgroup v1 hosts, docker/README.md), without which SCHED_FIFO is refused there.  The container runs with the flags of
 ``docker/engine.sh`` (``global``, ``run-flags``).  Build the image first
 (``docker/build.sh``).
 
@@ -71,9 +72,11 @@ def host_round(duration_s: float, out: Path, io_config: Path) -> dict:
     return _summary(summary, t0)
 
 
-def container_round(engine: list[str], image: str, duration_s: float, out: Path, keys: Path) -> dict:
+def container_round(engine: list[str], image: str, duration_s: float, out: Path, keys: Path,
+                    rt_runtime_us: int | None) -> dict:
+    rt = ["--cpu-rt-runtime", str(rt_runtime_us)] if rt_runtime_us else []
     t0 = time.monotonic_ns()
-    subprocess.run([*engine, "run", "--rm", *_sh("run-flags").split(), "--cap-add", "SYS_NICE", "--cap-add",
+    subprocess.run([*engine, "run", "--rm", *_sh("run-flags").split(), *rt, "--cap-add", "SYS_NICE", "--cap-add",
                     "IPC_LOCK", "-v", f"{keys}:/opt/gearbox-hil/keys:ro", "-v", f"{out}:/out", image, "serve",
                     "powershift", "--io", "configs/io_docker.toml", "--duration", str(duration_s), "--quiet",
                     "--summary-json", "/out/container.json"], check=True, capture_output=True)
@@ -96,6 +99,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10.0, help="seconds each server runs")
     ap.add_argument("--image", default="gearbox-hil:latest")
+    ap.add_argument("--rt-runtime-us", type=int, default=None, help="the container's real-time budget per second "
+                    "(--cpu-rt-runtime; cgroup v1 hosts with RT group scheduling: docker/README.md)")
     args = ap.parse_args()
     engine = [_sh("name").strip(), *_sh("global").split()]
     size = int(subprocess.run([*engine, "image", "inspect", "--format", "{{.Size}}", args.image],
@@ -111,7 +116,7 @@ def main() -> int:
         io_config = host_io_config(out, keys)
         for k in range(args.rounds):
             host.append(host_round(args.duration, out, io_config))
-            box.append(container_round(engine, args.image, args.duration, out, keys))
+            box.append(container_round(engine, args.image, args.duration, out, keys, args.rt_runtime_us))
             print(f"round {k + 1}: host {json.dumps(host[-1])}\n         container {json.dumps(box[-1])}", flush=True)
     print(f"load {os.getloadavg()[0]:.1f} at the end\n")
     print("| server | launch to first tick, s | process start to first tick, s | TET p50, us | TET p99, us | "
