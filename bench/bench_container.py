@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_SH = ROOT / "docker" / "engine.sh"
 
@@ -128,4 +130,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())
