@@ -362,7 +362,8 @@ class LocalBus(can.BusABC):
         ``delay_max_us`` / ``delay_last_us`` (send to receipt, by the
         machine's monotonic clock), ``late_1ms`` (received more than 1 ms
         after sending), ``backlog_max`` (most frames read in a row without
-        waiting), ``queued`` (frames waiting to be read now), ``members``
+        waiting), ``queued`` (frames waiting to be read now on the
+        connections this member has taken), ``members``
         (whom this instance sends to).
         """
         out = dict(self.stats)
