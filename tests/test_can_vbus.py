@@ -316,3 +316,30 @@ def test_two_processes_close_a_shift_over_the_local_virtual_bus(bus_dir, tmp_pat
     assert (bus["bad"], bus["lost"]) == (0, 0) and bus["sent"] == can_status["tx"]["frames"] > 100
     assert bus["delay_max_us"] > 0 and "share" not in can_status
     assert not [t for t in st.get("threads", []) if "share" in str(t)]
+
+
+def test_one_server_per_channel(bus_dir):
+    """A plant server claims its channel: a second one on the same channel refuses to start, as on a share port."""
+    a, b = LocalBus("owned"), LocalBus("owned")
+    try:
+        assert a.claim() == ""
+        assert b.claim() == f"process {os.getpid()}"
+        a.shutdown()  # the claim ends with the bus (or the process)
+        assert b.claim() == ""
+    finally:
+        a.shutdown()
+        b.shutdown()
+
+
+def test_a_second_server_adapter_on_the_same_channel_is_refused(bus_dir):
+    from can_support import Harness
+    from io_adapters.base import AdapterError
+
+    first = Harness("powershift", {"interface": "vbus", "channel": "twice"})
+    try:
+        with pytest.raises(AdapterError, match=r"^can: the vbus channel 'twice' is served by process \d+; give this "
+                                               r"server another channel \(channel = \"\*\": a fresh one\)$"):
+            Harness("powershift", {"interface": "vbus", "channel": "twice"})
+        assert first.adapter.status()["bus"]["channel"] == "twice"
+    finally:
+        first.adapter.close()

@@ -233,6 +233,11 @@ class CanAdapter(Adapter):
                                                 **self.share_options)
                 except ShareError as exc:
                     raise AdapterError(f"{self.name}: {exc}") from None
+            if self.interface == VBUS_INTERFACE:  # one server per channel, as one server per share port
+                owner = self._bus.claim()
+                if owner:
+                    raise AdapterError(f"{self.name}: the vbus channel {channel!r} is served by {owner}; give this "
+                                       "server another channel (channel = \"*\": a fresh one)")
         except Exception:
             self.close()
             raise

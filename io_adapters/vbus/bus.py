@@ -120,6 +120,7 @@ class LocalBus(can.BusABC):
         self.receive_own_messages = bool(receive_own_messages)
         self._open = False
         self._sock = None
+        self._owner_fd = None
         self.channel_dir = os.path.join(bus_directory(directory), channel_folder_name(channel))
         _private_dir(os.path.dirname(self.channel_dir))
         _private_dir(self.channel_dir)
@@ -374,6 +375,26 @@ class LocalBus(can.BusABC):
         out["channel"] = self.channel_id
         return out
 
+    def claim(self) -> str:
+        """Become the channel's one owner (a plant server) while this bus is open: '' if done, else who owns it.
+
+        An advisory lock (``flock``) on ``<channel folder>.owner``: the
+        kernel releases it when the process ends, so a crashed owner leaves
+        nothing behind.  Other members (TCUs, tools) do not claim.
+        """
+        path = self.channel_dir + ".owner"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            return f"process {holder}" if holder else "another process"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._owner_fd = fd
+        return ""
+
     def fileno(self) -> int:
         """The listening socket (readable when a member connects; frames arrive on the connections)."""
         return self._sock.fileno() if self._sock is not None else -1
@@ -394,6 +415,9 @@ class LocalBus(can.BusABC):
                 conn.close()
             self._conns.clear()
             self._sock.close()
+            if self._owner_fd is not None:
+                os.close(self._owner_fd)  # releases the owner lock
+                self._owner_fd = None
         super().shutdown()
 
     @staticmethod
