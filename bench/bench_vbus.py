@@ -154,7 +154,9 @@ def main(argv=None) -> int:
                 print(f"round {r + 1} {kind}: {len(d)} frames, p50 {np.percentile(d, 50) * 1e3:.3f} ms, "
                       f"p99 {np.percentile(d, 99) * 1e3:.3f} ms, max {d.max() * 1e3:.3f} ms", file=sys.stderr)
     rows = {}
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; {args.rounds} rounds x {args.seconds:g} s per transport; "
+    load = os.getloadavg()
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average at the end {load[0]:.1f} / {load[1]:.1f} / "
+          f"{load[2]:.1f} (1/5/15 min); {args.rounds} rounds x {args.seconds:g} s per transport; "
           "sender: gearbox-hil serve powershift, 1 kHz realtime loop")
     print()
     print("| transport | frames | p50 ms | p99 ms | p99.9 ms | max ms | sender's drops + errors |")
@@ -172,7 +174,7 @@ def main(argv=None) -> int:
         print("\n(vcan: not available on this kernel)")
     if args.json:
         Path(args.json).write_text(json.dumps({"cpu": cpu_model(), "seconds": args.seconds, "rounds": args.rounds,
-                                               "transports": rows}, indent=1))
+                                               "loadavg": load, "transports": rows}, indent=1))
     return 0
 
 
