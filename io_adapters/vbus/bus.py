@@ -116,6 +116,8 @@ class LocalBus(can.BusABC):
 
     def __init__(self, channel="gearbox-hil", can_filters=None, receive_own_messages: bool = False,
                  directory: str | os.PathLike | None = None, **kwargs):
+        if channel is None:  # can.Bus(interface="vbus") without a channel
+            channel = "gearbox-hil"
         self.channel_id = str(channel)
         self.receive_own_messages = bool(receive_own_messages)
         self._open = False
