@@ -19,7 +19,11 @@ Transports, alternated in rounds so the machine's load falls on both alike:
 
 Run::
 
-    python bench/bench_vbus.py --seconds 10 --rounds 3
+    python bench/bench_vbus.py --seconds 10 --rounds 3 [--raw]
+
+``--raw`` adds the local virtual bus between two bare processes (a sender
+at 1 kHz, 4 frames a tick, no plant server): the transport without the
+server's load.
 
 It prints a Markdown table (p50, p99, max of the delay and the frames
 counted) and, with ``--json``, the same numbers as JSON.
@@ -123,6 +127,50 @@ def measure(kind: str, seconds: float, folder: Path) -> tuple[np.ndarray, dict]:
     return np.asarray(delays), can_st
 
 
+RAW_SENDER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import can
+from io_adapters.vbus import LocalBus
+bus = LocalBus(sys.argv[2])
+time.sleep(0.5)  # the receiver is there already; let its listing settle
+msg = can.Message(arbitration_id=0x18FEF100, is_extended_id=True, data=bytes(8))
+period_ns, n = 1_000_000, int(float(sys.argv[3]) * 1000)
+due = time.monotonic_ns()
+for _ in range(n):  # 1 kHz on absolute deadlines, 4 frames a tick
+    due += period_ns
+    while time.monotonic_ns() < due:
+        time.sleep(max(0.0, (due - time.monotonic_ns()) / 1e9 - 0.0002))
+    for _ in range(4):
+        bus.send(msg)
+bus.send(can.Message(arbitration_id=0x7FF, is_extended_id=False))
+bus.shutdown()
+"""
+
+
+def measure_raw(seconds: float) -> np.ndarray:
+    """vbus only, no server: a sender process at 1 kHz (4 frames a tick) and this process receiving."""
+    import subprocess
+
+    from io_adapters.vbus import LocalBus
+
+    channel = f"raw-{os.getpid()}"
+    bus = LocalBus(channel)
+    root = str(Path(__file__).resolve().parent.parent)
+    p = subprocess.Popen([sys.executable, "-c", RAW_SENDER, root, channel, str(seconds)])
+    delays = []
+    try:
+        while True:
+            msg = bus.recv(10.0)
+            if msg is None or msg.arbitration_id == 0x7FF:
+                break
+            delays.append(time.time() - msg.timestamp)
+    finally:
+        p.wait(timeout=60)
+        bus.shutdown()
+    return np.asarray(delays)
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -138,6 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=10.0, help="measured seconds per transport and round")
     ap.add_argument("--rounds", type=int, default=3, help="rounds (each measures every transport once)")
     ap.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+    ap.add_argument("--raw", action="store_true", help="also vbus between two bare processes (no server)")
     args = ap.parse_args(argv)
     kinds = ["vbus", "remote"] + (["vcan"] if vcan_available() else [])
     pooled: dict[str, list[np.ndarray]] = {k: [] for k in kinds}
@@ -153,6 +202,14 @@ def main(argv=None) -> int:
                 tx_lost[kind] += int(st.get("bus", {}).get("dropped", 0)) + int(st["tx"]["errors"])
                 print(f"round {r + 1} {kind}: {len(d)} frames, p50 {np.percentile(d, 50) * 1e3:.3f} ms, "
                       f"p99 {np.percentile(d, 99) * 1e3:.3f} ms, max {d.max() * 1e3:.3f} ms", file=sys.stderr)
+            if args.raw:
+                d = measure_raw(args.seconds)
+                pooled.setdefault("vbus, no server", []).append(d)
+                tx_lost["vbus, no server"] = 0
+                print(f"round {r + 1} vbus without a server: {len(d)} frames, p99 {np.percentile(d, 99) * 1e3:.3f} ms",
+                      file=sys.stderr)
+    if args.raw:
+        kinds.append("vbus, no server")
     rows = {}
     load = os.getloadavg()
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average at the end {load[0]:.1f} / {load[1]:.1f} / "
