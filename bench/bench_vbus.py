@@ -160,8 +160,10 @@ def measure_raw(seconds: float) -> np.ndarray:
     p = subprocess.Popen([sys.executable, "-c", RAW_SENDER, root, channel, str(seconds)])
     delays = []
     try:
+        timeout = 120.0  # the sender's interpreter starts first (slow on a loaded machine)
         while True:
-            msg = bus.recv(10.0)
+            msg = bus.recv(timeout)
+            timeout = 5.0
             if msg is None or msg.arbitration_id == 0x7FF:
                 break
             delays.append(time.time() - msg.timestamp)
