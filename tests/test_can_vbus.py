@@ -343,3 +343,48 @@ def test_a_second_server_adapter_on_the_same_channel_is_refused(bus_dir):
         assert first.adapter.status()["bus"]["channel"] == "twice"
     finally:
         first.adapter.close()
+
+
+J1939_VBUS = """
+[watchdog]
+timeout_ms = 100.0
+
+[[adapters]]
+type = "can"
+name = "can"
+interface = "vbus"
+channel = "{channel}"
+bitrate = 250000
+message_set = "io_can_powershift_j1939.toml"
+receive_filters = true
+
+[[adapters]]
+type = "j1939"
+name = "j1939"
+interface = "vbus"
+channel = "{channel}"
+bitrate = 250000
+dbc = "powershift_j1939.dbc"
+requested_gear = 3
+"""
+
+
+def test_the_j1939_tcu_in_another_process_shifts_on_the_local_virtual_bus(bus_dir, tmp_path):
+    """examples/ecu_emulator_j1939.py on its default interface: address claim, TC1 request, TSC1, the shift."""
+    channel = f"j1939-{os.getpid()}"
+    with ServerProcess(tmp_path, "powershift", extra=J1939_VBUS.format(channel=channel)) as srv:
+        tcu = subprocess.run([sys.executable, str(ROOT / "examples" / "ecu_emulator_j1939.py"), "--channel", channel,
+                              "--duration", "2.0", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        with srv.client() as c:
+            st = c.status()
+        srv.shutdown()
+    assert tcu.returncode == 0, tcu.stdout + tcu.stderr
+    r = json.loads(tcu.stdout.strip().splitlines()[-1])
+    assert r["requested_gear"] == 3 and r["address_state"] == "claimed"
+    assert r["gear_actual"] == 3 and r["closed_at_s"] is not None and r["e2e_errors"] == 0
+    assert r["eec1"]["EngSpeed"] > 0
+    adapters = st["adapters"]
+    can_status = next(a for a in (adapters.values() if isinstance(adapters, dict) else adapters)
+                      if a.get("type") == "can")
+    assert can_status["rx"]["rejected_total"] == 0 and can_status["rx"]["accepted"] > 100
+    assert (can_status["bus"]["bad"], can_status["bus"]["lost"]) == (0, 0)
