@@ -34,13 +34,15 @@ and ring 1, set 2 turns ring 2 / sun 3 at 1.5 x the input speed, so the slip of 
 its torque pressure), inertia phase (E rising until that slip is below the sync threshold),
 then E locked at full pressure.
 
-Run against a server that shares its virtual bus on loopback::
+Run against a server on the local virtual bus (``io_adapters/vbus``, the
+default here: ``--interface vbus --channel gearbox-hil``)::
 
-    gearbox-hil serve powershift --io io_can     # configs/io_can.toml: the virtual bus shared on 127.0.0.1:54701
-    python examples/ecu_emulator.py --interface remote --channel ws://127.0.0.1:54701/
+    gearbox-hil serve powershift --io io_can     # configs/io_can.toml: the local virtual bus (vbus)
+    python examples/ecu_emulator.py
 
-or on SocketCAN (``--interface socketcan --channel vcan0``) or a real
-interface.  It prints the shift's timeline and exits 0 if the shift closed.
+or through a python-can-remote share (``--interface remote --channel
+ws://127.0.0.1:54701/``), on SocketCAN (``--interface socketcan --channel
+vcan0``) or a real interface.  It prints the shift's timeline and exits 0 if the shift closed.
 """
 
 from __future__ import annotations
@@ -490,12 +492,21 @@ class Zf8hpTcu(_RestBusTask):
                 "e2e_errors": self.e2e_errors, "commands_sent": self.commands_sent, **self.rx}
 
 
+def open_bus(interface: str, channel: str, **options) -> can.BusABC:
+    """``can.Bus``; the local virtual bus also from a checkout where the project is not installed."""
+    if interface == "vbus":
+        from io_adapters.vbus import register  # adds the interface name the installed entry point gives
+
+        register()
+    return can.Bus(interface=interface, channel=channel, **options)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--plant", choices=("powershift", "dct", "zf8hp"), default="powershift",
                     help="message set to drive")
-    ap.add_argument("--interface", default="remote", help="python-can interface (remote, socketcan, pcan, ...)")
-    ap.add_argument("--channel", default="ws://127.0.0.1:54701/", help="channel (share URL, vcan0, can0, ...)")
+    ap.add_argument("--interface", default="vbus", help="python-can interface (vbus, remote, socketcan, pcan, ...)")
+    ap.add_argument("--channel", default="gearbox-hil", help="channel (vbus channel, share URL, vcan0, can0, ...)")
     ap.add_argument("--bitrate", type=int, default=500000)
     ap.add_argument("--fd", action="store_true",
                     help="DCT and zf8hp: the CAN FD set (serve dct --io io_canfd_dct, zf8hp --io io_canfd_zf8hp)")
@@ -511,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     while True:  # the server may still be starting
         try:
             fd = {"fd": True, "data_bitrate": 2000000} if args.fd else {}
-            bus = can.Bus(interface=args.interface, channel=args.channel, bitrate=args.bitrate, **fd)
+            bus = open_bus(args.interface, args.channel, bitrate=args.bitrate, **fd)
             break
         except Exception as exc:
             if time.monotonic() > end:

@@ -16,10 +16,11 @@ The plant server plays the engine ECU and the vehicle ECU
   and ETC2 every 100 ms (selected and current gear);
 * reads the engine speed from EEC1 and the wheel-based speed from CCVS1.
 
-Run against the server's loopback share::
+Run against the server on the local virtual bus (the default here:
+``--interface vbus --channel gearbox-hil``)::
 
     gearbox-hil serve powershift --io io_j1939_powershift
-    python examples/ecu_emulator_j1939.py --interface remote --channel ws://127.0.0.1:54701/
+    python examples/ecu_emulator_j1939.py
 
 The request for gear 3 comes from the server's vehicle ECU (its
 ``requested_gear`` option or ``J1939Adapter.request_gear``).  Exits 0 if the
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-from ecu_emulator import PowershiftTcu  # noqa: E402
+from ecu_emulator import PowershiftTcu, open_bus  # noqa: E402
 from io_adapters.can import j1939 as j  # noqa: E402
 
 DBC_J1939 = ROOT / "configs" / "powershift_j1939.dbc"
@@ -137,14 +138,14 @@ class J1939Tcu(PowershiftTcu):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--interface", default="remote", help="python-can interface (remote, socketcan, pcan, ...)")
-    ap.add_argument("--channel", default="ws://127.0.0.1:54701/", help="channel (share URL, vcan0, can0, ...)")
+    ap.add_argument("--interface", default="vbus", help="python-can interface (vbus, remote, socketcan, pcan, ...)")
+    ap.add_argument("--channel", default="gearbox-hil", help="channel (vbus channel, share URL, vcan0, can0, ...)")
     ap.add_argument("--bitrate", type=int, default=250000)
     ap.add_argument("--duration", type=float, default=2.0, help="seconds to run")
     ap.add_argument("--torque-limit", type=float, default=15.0, help="TSC1 torque limit during the shift, %%")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
-    bus = can.Bus(interface=args.interface, channel=args.channel, bitrate=args.bitrate)
+    bus = open_bus(args.interface, args.channel, bitrate=args.bitrate)
     try:
         tcu = J1939Tcu(bus, torque_limit_pct=args.torque_limit)
         res = tcu.run(args.duration)

@@ -1,7 +1,7 @@
 """Shared pieces of the CAN tests: bus back-ends, a hand-driven adapter harness, the ECU emulator.
 
-Every bus-level test runs on python-can's virtual bus, and again on SocketCAN
-vcan where the kernel has AF_CAN and a vcan interface exists or can be
+Every bus-level test runs on python-can's virtual bus, on the local virtual
+bus between processes (io_adapters/vbus), and again on SocketCAN vcan where the kernel has AF_CAN and a vcan interface exists or can be
 created (otherwise those cases skip and say why).
 """
 
@@ -57,6 +57,7 @@ _VCAN_PROBLEM = vcan_problem()
 
 BACKENDS = [
     pytest.param("virtual", id="virtual"),
+    pytest.param("vbus", id="vbus"),  # the local virtual bus between processes (io_adapters/vbus)
     pytest.param("socketcan", id="vcan", marks=pytest.mark.skipif(_VCAN_PROBLEM is not None,
                                                                   reason=f"SocketCAN vcan: {_VCAN_PROBLEM}")),
 ]
@@ -64,13 +65,17 @@ BACKENDS = [
 
 def bus_options(backend: str) -> dict:
     """Adapter options for a fresh bus of this back-end (a private channel on the virtual bus)."""
-    if backend == "virtual":
-        return {"interface": "virtual", "channel": f"test-{uuid.uuid4().hex[:8]}"}
+    if backend in ("virtual", "vbus"):
+        return {"interface": backend, "channel": f"test-{uuid.uuid4().hex[:8]}"}
     return {"interface": "socketcan", "channel": VCAN}
 
 
 def peer_bus(options: dict) -> can.BusABC:
     """The other side of the bus (the TCU's node) for adapter options from :func:`bus_options`."""
+    if options["interface"] == "vbus":
+        from io_adapters.vbus import register
+
+        register()  # a checkout not installed has no entry point
     return can.Bus(interface=options["interface"], channel=options["channel"])
 
 

@@ -105,3 +105,34 @@ def test_two_processes_close_a_shift_over_the_loopback_share(tmp_path):
     frames = list(can.BLFReader(str(record)))
     assert sum(1 for m in frames if m.is_rx) == end["rx"]["frames"] == r["commands_sent"]
     assert sum(1 for m in frames if not m.is_rx) == end["tx"]["frames"] > 100
+
+
+def test_the_share_relays_the_local_virtual_bus(tmp_path, monkeypatch):
+    """A python-can-remote client on a share of a vbus channel reaches a vbus member, both ways."""
+    import tempfile
+
+    import can
+
+    from io_adapters.vbus import LocalBus
+
+    monkeypatch.setenv("GEARBOX_VBUS_DIR", tempfile.mkdtemp(prefix="vb"))
+    share = LoopbackShare("share-vbus", port=0, interface="vbus")
+    member = LocalBus("share-vbus")
+    client = can.Bus(interface="remote", channel=share.url)
+    try:
+        fd = can.Message(arbitration_id=0x18FEF100, is_extended_id=True, is_fd=True, data=bytes(range(12)))
+        client.send(fd)
+        got = member.recv(10.0)
+        assert got is not None and got.arbitration_id == 0x18FEF100 and bytes(got.data) == bytes(range(12))
+        assert got.is_fd and got.is_extended_id
+        deadline = 50
+        back = None
+        while back is None and deadline:  # the share's member joins when its client connects
+            member.send(can.Message(arbitration_id=0x123, is_extended_id=False, data=b"\x01\x02"))
+            back = client.recv(0.2)
+            deadline -= 1
+        assert back is not None and back.arbitration_id == 0x123 and bytes(back.data) == b"\x01\x02"
+    finally:
+        client.shutdown()
+        member.shutdown()
+        share.close()

@@ -151,7 +151,7 @@ def test_can_speed_frame_dropped_case(tmp_path):
     text = (FAILING / "can_speeds_dropped_fails.toml").read_text()
     head, rest = text.split("[[faults]]", 1)
     healthy = head + "[[expect]]" + rest.split("[[expect]]", 1)[1]
-    healthy = healthy.replace('"../io/can_share.toml"', repr(str(BENCHES / "io" / "can_share.toml")).replace("'", '"'))
+    healthy = healthy.replace('"../io/can_vbus.toml"', repr(str(BENCHES / "io" / "can_vbus.toml")).replace("'", '"'))
     healthy = healthy.replace('"../../../examples/ecu_emulator.py"',
                               repr(str(ROOT / "examples" / "ecu_emulator.py")).replace("'", '"'))
     ok = tmp_path / "healthy.toml"

@@ -107,7 +107,8 @@ io = "io_j1939_share.toml"
 duration_s = 5.5
 
 [controller]
-command = ["{python}", "ecu_emulator_j1939.py", "--channel", "{endpoint:can.share}", "--duration", "5.5"]
+command = ["{python}", "ecu_emulator_j1939.py", "--interface", "remote", "--channel", "{endpoint:can.share}",
+           "--duration", "5.5"]
 cwd = "EXAMPLES"
 timeout_s = 120
 

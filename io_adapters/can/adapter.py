@@ -6,13 +6,13 @@ Configured in the I/O file as ``[[adapters]] type = "can"`` (see
     [[adapters]]
     type = "can"
     name = "can"
-    interface = "virtual"          # any python-can interface: socketcan, pcan, kvaser, vector, ...
-    channel = "gearbox-hil"        # vcan0 / can0 / PCAN_USBBUS1 / 0 ...
+    interface = "vbus"             # any python-can interface: vbus, virtual, socketcan, pcan, kvaser, ...
+    channel = "gearbox-hil"        # vcan0 / can0 / PCAN_USBBUS1 / 0 ...; vbus: "*" is a fresh channel
     bitrate = 500000
     fd = false                     # CAN FD (then data_bitrate)
     message_set = "io_can_powershift.toml"   # default: io_can_<plant kind>.toml
     record = "runs/can.blf"        # optional: .blf, .asc, ... (python-can loggers)
-    [adapters.share]               # optional: cross-process virtual CAN on loopback
+    [adapters.share]               # optional, interface "virtual" only: python-can-remote on loopback
     port = 54701
 
 Per tick (read -> step -> write):
@@ -56,6 +56,8 @@ one file; the reject explanations and the fault hooks are the parts to move out 
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -71,6 +73,7 @@ from .declaration import DECLARATION, CanFault
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
 
 DEFAULT_CHANNEL = "gearbox-hil"
+VBUS_INTERFACE = "vbus"  # the local virtual bus between processes (io_adapters/vbus)
 TX_QUEUE_FRAMES = 4096  # realtime send queue: 50 ms of 80 frames a tick at 1 kHz (the loop serves at least every 50 ms)
 
 assert [n for n, _ in AUX_SOURCES] == [
@@ -158,6 +161,8 @@ class CanAdapter(Adapter):
         channel = cfg.raw("channel", DEFAULT_CHANNEL)
         if isinstance(channel, bool) or not isinstance(channel, (str, int)):
             raise cfg.error("channel", f"must be a string or an integer, got {channel!r}")
+        if self.interface == VBUS_INTERFACE and channel == "*":  # a channel of its own, as port 0 is a free port
+            channel = f"hil-{os.getpid()}-{secrets.token_hex(3)}"
         self.channel = channel
         self.bitrate = cfg.integer("bitrate", 500000, lo=10000, hi=1000000)
         self.fd = cfg.boolean("fd", False)
@@ -175,7 +180,7 @@ class CanAdapter(Adapter):
                                       port=sc.integer("port", 54701, lo=0, hi=65535),
                                       allow_non_loopback=sc.boolean("allow_non_loopback", False))
             sc.reject_unknown()
-            if self.interface != "virtual":
+            if self.interface not in ("virtual", VBUS_INTERFACE):
                 raise cfg.error("share", f"shares a virtual bus only (interface is {self.interface!r}; "
                                 "other processes open a real or vcan interface directly)")
         cfg.reject_unknown()
@@ -210,7 +215,7 @@ class CanAdapter(Adapter):
             kwargs["can_filters"] = [dict(can_id=m.frame_id, can_mask=0x1FFFFFFF if m.extended else 0x7FF,
                                           extended=m.extended) for m in self.ms.rx.messages]
         try:
-            self._bus = can.Bus(**kwargs)
+            self._bus = self._open_bus(kwargs)
         except Exception as exc:  # python-can backends raise many types (CanError, OSError, ImportError, ...)
             raise AdapterError(f"{self.name}: cannot open CAN interface {self.interface!r} channel {channel!r}: "
                                f"{exc}") from None
@@ -224,9 +229,15 @@ class CanAdapter(Adapter):
             if self.share_options is not None:
                 from .share import LoopbackShare, ShareError
                 try:
-                    self._share = LoopbackShare(channel, log=self.log, **self.share_options)
+                    self._share = LoopbackShare(channel, log=self.log, interface=self.interface,
+                                                **self.share_options)
                 except ShareError as exc:
                     raise AdapterError(f"{self.name}: {exc}") from None
+            if self.interface == VBUS_INTERFACE:  # one server per channel, as one server per share port
+                owner = self._bus.claim()
+                if owner:
+                    raise AdapterError(f"{self.name}: the vbus channel {channel!r} is served by {owner}; give this "
+                                       "server another channel (channel = \"*\": a fresh one)")
         except Exception:
             self.close()
             raise
@@ -238,6 +249,17 @@ class CanAdapter(Adapter):
         self._opened = True
         self.log.info("CAN %s: %s channel %r, %d command and %d sensor messages from %s", self.name, self.interface,
                       channel, self.ms.rx.n_msg, self.ms.tx.n_msg, Path(self.ms.dbc_path).name)
+
+    @staticmethod
+    def _open_bus(kwargs: dict):
+        """The python-can bus (the local virtual bus also from a checkout whose entry point is not installed)."""
+        import can
+
+        if kwargs["interface"] == VBUS_INTERFACE:
+            from ..vbus import register
+
+            register()
+        return can.Bus(**kwargs)
 
     def _allocate(self) -> None:
         rx, tx = self.ms.rx, self.ms.tx
@@ -658,6 +680,10 @@ class CanAdapter(Adapter):
         }
         if self._recorder is not None:
             out["recording"] = self._recorder.status()
+        bus_stats = getattr(self._bus, "statistics", None)
+        if self.interface == VBUS_INTERFACE and bus_stats is not None:
+            out["bus"] = bus_stats()  # the bus's own counters: a late or dropped frame is told from a silent TCU
+            out["endpoints"] = {"vbus": str(self.channel)}  # other processes: can.Bus(interface="vbus", channel=...)
         if self._share is not None:
             out["share"] = self._share.status()
             out["endpoints"] = {"share": self._share.url}  # listed by `gearbox-hil serve` and its ready file

@@ -62,9 +62,9 @@ class CanDeclaration(AdapterDeclaration):
 
         options = dict(options)
         host, port = given["--can-share"]
-        if options.get("interface", "virtual") != "virtual":
+        if options.get("interface", "virtual") not in ("virtual", "vbus"):
             raise ConfigError("--can-share", "", f"the can adapter of {source} uses interface "
-                              f"{options['interface']!r}; only a virtual bus is shared")
+                              f"{options['interface']!r}; only a virtual bus (virtual, vbus) is shared")
         share = options.get("share", {})
         if not isinstance(share, dict):
             raise ConfigError(source, f"{key}.share", "must be a table")

@@ -169,6 +169,10 @@ class J1939Adapter(NodeDiagnostics, Adapter):
         self.dropped_by_fault = 0
         self._timeout_ms = {n: 3.0 * (self.m[n].cycle_time or 100) for n in TCU_PGNS.values()}
         try:
+            if self.interface == "vbus":  # the local virtual bus, also from a checkout not installed
+                from ..vbus import register
+
+                register()
             self.bus = can.Bus(interface=self.interface, channel=self.channel, bitrate=self.bitrate)
         except Exception as exc:  # python-can raises many types for a missing interface
             raise AdapterError(f"{self.name}: cannot open {self.interface} {self.channel}: {exc}") from None

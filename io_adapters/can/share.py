@@ -1,4 +1,9 @@
-"""Cross-process virtual CAN without vcan: the adapter's virtual bus offered on loopback.
+"""The adapter's virtual bus offered on loopback to tools that speak python-can-remote.
+
+The local virtual bus (:mod:`io_adapters.vbus`, ``interface = "vbus"``) is
+how other processes join the plant's bus without vcan; this share remains
+for tools that speak python-can-remote's websocket protocol, over either
+bus.
 
 python-can's ``virtual`` bus connects buses inside one process only, and
 SocketCAN's vcan needs a kernel module that some CI kernels (and many
@@ -63,7 +68,10 @@ class LoopbackShare:
     Parameters
     ----------
     channel
-        The python-can virtual channel to share (the adapter's channel).
+        The channel to share (the adapter's channel).
+    interface
+        ``"virtual"`` (python-can's bus of this process) or ``"vbus"`` (the
+        local virtual bus, which other processes can also join directly).
     host, port
         Listening address; ``port = 0`` picks a free port (see :attr:`port`).
     allow_non_loopback
@@ -74,7 +82,7 @@ class LoopbackShare:
     """
 
     def __init__(self, channel, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, allow_non_loopback: bool = False,
-                 rx_queue_size: int = 10000, log: logging.Logger | None = None):
+                 rx_queue_size: int = 10000, log: logging.Logger | None = None, interface: str = "virtual"):
         self.log = log or logging.getLogger(__name__)
         if not allow_non_loopback and not is_loopback(host):
             raise ShareError(f"share host {host!r} is not a loopback address; the bridge has no authentication "
@@ -88,7 +96,14 @@ class LoopbackShare:
             raise ShareError("the CAN share needs the python-can-remote package (pip install python-can-remote)") \
                 from None
         # The server overrides whatever bus configuration a client asks for.
-        config = dict(interface="virtual", channel=channel, receive_own_messages=False, rx_queue_size=rx_queue_size)
+        if interface == "vbus":  # each client joins the local virtual bus as a member of its own
+            from ..vbus import register
+
+            register()
+            config = dict(interface="vbus", channel=channel, receive_own_messages=False)
+        else:
+            config = dict(interface="virtual", channel=channel, receive_own_messages=False,
+                          rx_queue_size=rx_queue_size)
         try:
             self._server = RemoteServer(host=host, port=port, **config)
         except OSError as exc:
