@@ -48,6 +48,7 @@ import can  # noqa: E402
 
 from _support import FREE_PORTS, LocalServer, write_io  # noqa: E402
 from io_adapters.vbus import register  # noqa: E402
+from _host import host_line, with_host  # noqa: E402
 
 IO = {
     "vbus": """
@@ -232,10 +233,12 @@ def main(argv=None) -> int:
     if "vcan" not in kinds:
         print("\n(vcan: not available on this kernel)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"cpu": cpu_model(), "seconds": args.seconds, "rounds": args.rounds,
-                                               "loadavg": load, "transports": rows}, indent=1))
+        Path(args.json).write_text(json.dumps(with_host({"cpu": cpu_model(), "seconds": args.seconds,
+                                                         "rounds": args.rounds, "loadavg": load,
+                                                         "transports": rows}), indent=1))
     return 0
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())
