@@ -15,7 +15,8 @@ answers them:
 
 * ``crc_errors``: a frame with a bad CRC (the parser resynchronises on the
   next start byte);
-* ``lost_frames``: a gap in the device's sequence numbers (frames missing);
+* ``lost_frames``: a gap in the device's sequence numbers (frames missing
+  without a trace; a frame dropped for its CRC is counted there only);
 * ``stalls``: no measurement frame for ``stall_ticks`` ticks (default 5);
 * ``bad_frames``: a frame of unknown type or wrong length for the layout.
 
@@ -90,6 +91,7 @@ class McuDevice(Device):
         self._safe_pending = True  # safe until the device has answered recover_frames times
         self._ticks_silent = 0
         self._stalled = False
+        self._crc_since_frame = 0  # CRC errors since the last good frame (they explain a sequence gap)
         self.device_status = 0
         self.counters.update(crc_errors=0, lost_frames=0, stalls=0, bad_frames=0, safe_entries=0, frames_in=0,
                              frames_out=0, tx_dropped=0, overflow_bytes=0)
@@ -121,7 +123,7 @@ class McuDevice(Device):
     def write_targets(self, tick: int, targets: Targets) -> None:
         """Send the targets of tick ``tick + 1`` (the safe values while in the safe state).  Never blocks."""
         self.counters["ticks"] += 1
-        if self.measurements.safe:
+        if self._safe_pending or self._stalled:  # a plain bool read: no lock needed
             self._send(tick, FLAG_SAFE, self._safe_targets)
         else:
             self._send(tick, 0, targets)
@@ -195,6 +197,7 @@ class McuDevice(Device):
         self.counters["overflow_bytes"] = p.overflow_bytes
         if p.crc_errors != crc0:
             self.counters["crc_errors"] = p.crc_errors
+            self._crc_since_frame += p.crc_errors - crc0
             self._enter_safe()
 
     def _on_frame(self, ftype: int, seq: int, payload) -> None:
@@ -205,9 +208,10 @@ class McuDevice(Device):
         self.counters["frames_in"] += 1
         gap = 0 if self._rx_seq < 0 else (seq - self._rx_seq - 1) & 0xFF
         self._rx_seq = seq
-        if gap:
-            self.counters["lost_frames"] += gap
+        if gap:  # frames already counted as CRC errors are not counted again as lost
+            self.counters["lost_frames"] += max(gap - self._crc_since_frame, 0)
             self._enter_safe()
+        self._crc_since_frame = 0
         with self._lock:
             self._latest.copy_from(self._spare)
             self._fresh += 1
@@ -291,8 +295,7 @@ class McuEmulator:
             self.status &= ~ST_SAFE
         self.sim.write_targets(tick, self._rx)
         self.targets_applied += 1
-        m = self.sim.read_measurements()
-        m.tick = tick
+        m = self.sim.read_measurements()  # its tick: tick + 1, the tick these targets are for
         if self.stalled:
             return
         n = encode_measurements(self._tx, self._seq, self.status, m)
