@@ -177,6 +177,22 @@ def test_stalled_device_is_counted_and_answered_by_the_safe_state(bench):
     _recover(bench)
 
 
+def test_the_emulator_goes_safe_by_itself_when_the_host_falls_silent():
+    b = Bench(stall_ticks=3, recover_frames=1)
+    try:
+        b.targets.digital[1] = 1
+        b.step()
+        b.step()
+        assert b.emu.sim.tcu_digital(1) == 1
+        b.emu.watchdog_s = 0.05  # armed now: the host sends nothing more
+        deadline = time.monotonic() + 10.0
+        while b.emu.watchdog_trips == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert b.emu.watchdog_trips == 1 and b.emu.sim.tcu_digital(1) == 0 and b.emu.status & FLAG_SAFE
+    finally:
+        b.close()
+
+
 def _good_measurement_frame(layout, seq, tick, current_A):
     m = Measurements(layout)
     m.tick = tick

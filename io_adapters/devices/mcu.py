@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import select
 import threading
+import time
 import termios
 import tty
 
@@ -231,9 +232,12 @@ class McuEmulator:
     after the pin faults.  Test hooks: ``stalled`` (answer nothing),
     ``corrupt_answers`` (flip a CRC byte in that many answers), ``drop_answers``
     (skip that many answers, still advancing the sequence number).
+
+    ``watchdog_s``: with no targets frame for that long the emulator goes to
+    its safe state by itself, as the firmware must (None: off).
     """
 
-    def __init__(self, fd: int, layout: DeviceLayout, supply_V: float = 13.5):
+    def __init__(self, fd: int, layout: DeviceLayout, supply_V: float = 13.5, watchdog_s: float | None = None):
         self.fd = fd
         self.layout = layout
         self.sim = SimDevice("emulated", layout, {"supply_V": supply_V})
@@ -249,6 +253,9 @@ class McuEmulator:
         self.drop_answers = 0
         self.targets_applied = 0
         self.bad_payloads = 0
+        self.watchdog_s = watchdog_s
+        self.watchdog_trips = 0
+        self._last_rx = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mcu-emulator", daemon=True)
 
@@ -271,6 +278,12 @@ class McuEmulator:
                     self._parser.feed(data)
                     if self._parser.crc_errors != crc0:
                         self.status |= ST_CRC_ERROR
+                elif (self.watchdog_s is not None and not self.status & ST_SAFE
+                      and time.monotonic() - self._last_rx > self.watchdog_s):
+                    self._rx.set_safe(self.layout)
+                    self.sim.write_targets(-1, self._rx)
+                    self.status |= ST_SAFE
+                    self.watchdog_trips += 1
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
@@ -288,6 +301,7 @@ class McuEmulator:
         if self._host_seq >= 0 and (seq - self._host_seq - 1) & 0xFF:
             self.status |= ST_SEQ_GAP
         self._host_seq = seq
+        self._last_rx = time.monotonic()
         if flags & FLAG_SAFE:
             self._rx.set_safe(self.layout)
             self.status |= ST_SAFE
