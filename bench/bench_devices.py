@@ -6,7 +6,8 @@ switches.  Measured per call with ``perf_counter_ns`` over N ticks:
 
 * ``sim``: ``write_targets`` + ``read_measurements`` (what a tick would add);
 * ``mcu send``: ``write_targets`` of the host into a pseudo-terminal whose other end is drained
-  (encode, CRC, non-blocking write); ``mcu encode``: the frame encoding alone; ``crc``: the CRC of that frame;
+  (compiled encode and CRC, non-blocking write); ``mcu encode``: the compiled frame encoding alone;
+  ``crc``: the CRC of that frame, compiled (the send path's) and pure Python (the parser's);
 * baseline, same run: ``Targets.copy_from`` (the arrays copied once, no logic).
 
 Run: ``python bench/bench_devices.py [--ticks 20000]``.
@@ -76,14 +77,16 @@ def main() -> None:
     mcu._fd = master
     mcu._safe_pending = False  # as after the device's first good answers: the real targets, edges and all
     os.set_blocking(master, False)
-    buf = bytearray(max_frame(layout))
+    buf = np.zeros(max_frame(layout), dtype=np.uint8)
     n = encode_targets(buf, 0, 0, 0, t)
+    buf_py = bytearray(buf.tobytes())
     rows = {
         "baseline Targets.copy_from": lambda k: spare.copy_from(t),
         "sim write_targets + read_measurements": lambda k: (sim.write_targets(k, t), sim.read_measurements()),
         "mcu host write_targets (encode, CRC, write)": lambda k: mcu.write_targets(k, t),
         "mcu encode_targets alone": lambda k: encode_targets(buf, k, k, 0, t),
-        f"CRC-16 of the {n}-byte frame": lambda k: crc16_ccitt(buf, 1, n - 2),
+        f"CRC-16 of the {n}-byte frame, compiled": lambda k: crc16_ccitt(buf, 1, n - 2),
+        f"CRC-16 of the {n}-byte frame, pure Python": lambda k: crc16_ccitt(buf_py, 1, n - 2),
     }
     for _ in range(2):  # warm-up and measured pass, interleaved so load hits every row alike
         results = {name: _time(fn, args.ticks) for name, fn in rows.items()}

@@ -290,3 +290,20 @@ def test_parser_is_bounded_and_resynchronises():
     p.feed(bytes(10 * p.capacity))
     assert p.overflow_bytes == 9 * p.capacity and p.used < p.capacity
     assert measurements_length(bench_layout()) == 5 + 6 * 8 + 2 * 3 + 1 + 4
+
+
+def test_compiled_encoder_bytes_and_non_finite_values():
+    from io_adapters.devices import AnalogOut, DeviceLayout, DigitalOut, ResistanceOut
+    layout = DeviceLayout((DigitalOut("a"), DigitalOut("b"), ResistanceOut("r"), AnalogOut("v")))
+    t = Targets(layout)
+    t.digital[:] = [0, 1]
+    t.resistance_ohm[0] = float("nan")
+    t.analog_V[0] = -1.5
+    buf = np.zeros(max_frame(layout), dtype=np.uint8)
+    n = encode_targets(buf, 300, 0x01020304, 0, t)
+    payload = bytes([4, 3, 2, 1, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0b10]) + struct.pack("<i", -1_500_000)
+    crc = Crc16CcittFalse.calc(bytes([len(payload), 0, T_TARGETS, 300 & 0xFF]) + payload)
+    assert bytes(buf[:n]) == bytes([0xA5, len(payload), 0, T_TARGETS, 44]) + payload + bytes([crc >> 8, crc & 0xFF])
+    t.analog_V[0] = float("inf")
+    n = encode_targets(buf, 0, 0, 0, t)
+    assert struct.unpack_from("<i", buf, n - 6)[0] == 0  # a non-finite voltage goes out as 0 V

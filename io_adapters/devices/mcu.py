@@ -41,6 +41,8 @@ import time
 import termios
 import tty
 
+import numpy as np
+
 from .base import Device, DeviceError
 from .channels import DeviceLayout, Measurements, Targets
 from .sim import SimDevice
@@ -74,12 +76,13 @@ class McuDevice(Device):
         self.recover_frames = int(self.options.get("recover_frames", 3))
         if self.stall_ticks < 1 or self.recover_frames < 1:
             raise DeviceError(f"device {name!r} (mcu): stall_ticks and recover_frames must be >= 1")
-        self._tx = bytearray(max_frame(layout))
+        self._tx = np.zeros(max_frame(layout), dtype=np.uint8)
         self._safe_targets = Targets(layout)
         self._spare = Measurements(layout)
         self._latest = Measurements(layout)
         self._meas_len = measurements_length(layout)
         self._lock = threading.Lock()
+        self._tx_view = memoryview(self._tx)
         self._parser = FrameParser(self._on_frame, max_payload=len(self._tx))
         self._fd = -1
         self._own_fd = False
@@ -133,7 +136,7 @@ class McuDevice(Device):
         n = encode_targets(self._tx, self._tx_seq, tick, flags, targets)
         self._tx_seq = (self._tx_seq + 1) & 0xFF
         try:
-            written = os.write(self._fd, memoryview(self._tx)[:n])
+            written = os.write(self._fd, self._tx_view[:n])
         except BlockingIOError:
             written = 0
         except OSError:

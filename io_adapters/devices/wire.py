@@ -41,6 +41,7 @@ import math
 import struct
 
 import numpy as np
+from numba import njit
 
 from .channels import PULSE_EDGES, PULSE_FREQUENCY, DeviceLayout, Measurements, Targets
 
@@ -57,24 +58,36 @@ ST_CRC_ERROR = 0x04
 OPEN_MILLIOHM = 0xFFFFFFFF
 
 
-def _crc_table() -> list[int]:
-    table = []
+def _crc_table() -> np.ndarray:
+    table = np.zeros(256, dtype=np.int64)
     for byte in range(256):
         crc = byte << 8
         for _ in range(8):
             crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-        table.append(crc & 0xFFFF)
+        table[byte] = crc & 0xFFFF
     return table
 
 
 _TABLE = _crc_table()
+_TABLE_LIST = [int(v) for v in _TABLE]
+
+
+@njit(cache=True)
+def _crc_kernel(buf, start, end, table):
+    crc = 0xFFFF
+    for i in range(start, end):
+        crc = ((crc << 8) & 0xFFFF) ^ table[((crc >> 8) ^ buf[i]) & 0xFF]
+    return crc
 
 
 def crc16_ccitt(data, start: int = 0, end: int | None = None) -> int:
     """CRC-16/CCITT-FALSE of ``data[start:end]`` (check value of ``b"123456789"``: 0x29B1)."""
+    end = len(data) if end is None else end
+    if isinstance(data, np.ndarray):
+        return int(_crc_kernel(data, start, end, _TABLE))
     crc = 0xFFFF
-    table = _TABLE
-    for i in range(start, len(data) if end is None else end):
+    table = _TABLE_LIST
+    for i in range(start, end):
         crc = ((crc << 8) & 0xFFFF) ^ table[((crc >> 8) ^ data[i]) & 0xFF]
     return crc
 
@@ -102,39 +115,86 @@ def measurements_length(layout: DeviceLayout) -> int:
 
 
 def _micro(volts: float) -> int:
-    return max(-2**31, min(2**31 - 1, int(round(volts * 1e6))))
+    if not math.isfinite(volts):
+        return 0
+    return max(-2**31, min(2**31 - 1, int(np.rint(volts * 1e6))))
 
 
-def encode_targets(buf: bytearray, seq: int, tick: int, flags: int, t: Targets) -> int:
-    """A ``T_TARGETS`` frame into ``buf``; its length.  Edge times outside 0 .. 2^32-1 ns are clipped."""
-    off = HEADER
-    struct.pack_into("<IB", buf, off, tick & 0xFFFFFFFF, flags)
-    off += 5
-    for i in range(t.pulse_mode.shape[0]):
-        if t.pulse_mode[i] == PULSE_FREQUENCY:
-            mhz = int(round(max(t.frequency_Hz[i], 0.0) * 1000.0)) & 0xFFFFFFFF
-            phase = int((t.phase_turn[i] % 1.0) * 4294967296.0) & 0xFFFFFFFF
-            struct.pack_into("<BII", buf, off, PULSE_FREQUENCY, mhz, phase)
-            off += 9
+@njit(cache=True)
+def _put(buf, off, value, nbytes):
+    """``value`` as ``nbytes`` little-endian bytes at ``buf[off]`` (two's complement); the next offset."""
+    v = np.int64(value)
+    for b in range(nbytes):
+        buf[off + b] = (v >> (8 * b)) & 0xFF
+    return off + nbytes
+
+
+@njit(cache=True)
+def _micro_kernel(volts):
+    if not np.isfinite(volts):
+        return 0
+    return min(max(np.rint(volts * 1e6), -2147483648.0), 2147483647.0)
+
+
+@njit(cache=True)
+def _encode_targets_kernel(buf, seq, tick, flags, pulse_mode, edge_ns, edge_count, frequency_Hz, phase_turn,
+                           resistance_ohm, digital, analog_V, pin_fault, table):
+    off = _put(buf, HEADER, tick & 0xFFFFFFFF, 4)
+    buf[off] = flags
+    off += 1
+    for i in range(pulse_mode.shape[0]):
+        if pulse_mode[i] == PULSE_FREQUENCY:
+            f = frequency_Hz[i]
+            mhz = 0 if not (f > 0.0) else min(np.rint(f * 1000.0), 4294967295.0)
+            ph = phase_turn[i] % 1.0 if np.isfinite(phase_turn[i]) else 0.0
+            buf[off] = PULSE_FREQUENCY
+            off = _put(buf, off + 1, np.int64(mhz), 4)
+            off = _put(buf, off, np.int64(ph * 4294967296.0) & 0xFFFFFFFF, 4)
         else:
-            n = min(max(int(t.edge_count[i]), 0), t.edge_ns.shape[1])
-            struct.pack_into("<BB", buf, off, PULSE_EDGES, n)
+            n = min(max(edge_count[i], 0), edge_ns.shape[1])
+            buf[off] = PULSE_EDGES
+            buf[off + 1] = n
             off += 2
             for k in range(n):
-                struct.pack_into("<I", buf, off, min(max(int(t.edge_ns[i, k]), 0), 0xFFFFFFFF))
-                off += 4
-    for r in t.resistance_ohm:
-        mo = OPEN_MILLIOHM if not math.isfinite(r) else min(max(int(round(r * 1000.0)), 0), OPEN_MILLIOHM - 1)
-        struct.pack_into("<I", buf, off, mo)
-        off += 4
-    off = _pack_bits(buf, off, t.digital)
-    for v in t.analog_V:
-        struct.pack_into("<i", buf, off, _micro(v))
-        off += 4
-    for p in t.pin_fault:
-        buf[off] = int(p) & 0xFF
+                off = _put(buf, off, min(max(edge_ns[i, k], 0), 0xFFFFFFFF), 4)
+    for r in range(resistance_ohm.shape[0]):
+        ohm = resistance_ohm[r]
+        if not np.isfinite(ohm):
+            mo = OPEN_MILLIOHM
+        else:
+            mo = np.int64(min(max(np.rint(ohm * 1000.0), 0.0), OPEN_MILLIOHM - 1.0))
+        off = _put(buf, off, mo, 4)
+    nbytes = (digital.shape[0] + 7) // 8
+    for b in range(nbytes):
+        buf[off + b] = 0
+    for i in range(digital.shape[0]):
+        if digital[i]:
+            buf[off + i // 8] |= 1 << (i % 8)
+    off += nbytes
+    for a in range(analog_V.shape[0]):
+        off = _put(buf, off, np.int64(_micro_kernel(analog_V[a])), 4)
+    for p in range(pin_fault.shape[0]):
+        buf[off] = pin_fault[p]
         off += 1
-    return frame(buf, T_TARGETS, seq, off - HEADER)
+    length = off - HEADER
+    buf[0] = START
+    buf[1] = length & 0xFF
+    buf[2] = length >> 8
+    buf[3] = T_TARGETS
+    buf[4] = seq & 0xFF
+    crc = _crc_kernel(buf, 1, off, table)
+    buf[off] = crc >> 8
+    buf[off + 1] = crc & 0xFF
+    return off + TRAILER
+
+
+def encode_targets(buf, seq: int, tick: int, flags: int, t: Targets) -> int:
+    """A ``T_TARGETS`` frame into ``buf`` (a uint8 array, or a bytearray); its length.  Compiled; called in
+    the real-time loop with a preallocated uint8 array.  Edge times are clipped to 0 .. 2^32-1 ns,
+    non-finite voltages sent as 0, a non-finite resistance as open."""
+    arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    return int(_encode_targets_kernel(arr, seq, tick, flags, t.pulse_mode, t.edge_ns, t.edge_count, t.frequency_Hz,
+                                      t.phase_turn, t.resistance_ohm, t.digital, t.analog_V, t.pin_fault, _TABLE))
 
 
 def _pack_bits(buf: bytearray, off: int, bits: np.ndarray) -> int:
