@@ -23,13 +23,17 @@ analog_in       0 V                     0 V                   ``supply_V``
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+from numba import njit
 
 from .base import Device
 from .channels import (PIN_OK, PIN_OPEN, PIN_SHORT_BAT, PIN_SHORT_GND, PULSE_EDGES, DeviceLayout, Measurements,
                        Targets)
+
+
+# rows of PinView.fault: the pin state of each channel of a kind, after the fault switches
+F_PULSE, F_DIGITAL_OUT, F_RESISTANCE, F_ANALOG_OUT, F_PWM, F_DIGITAL_IN, F_ANALOG_IN = range(7)
+_FAULT_ROWS = ("pulse_out", "digital_out", "resistance_out", "analog_out", "pwm_in", "digital_in", "analog_in")
 
 
 class PinView:
@@ -39,64 +43,102 @@ class PinView:
         self.targets = Targets(layout)
         n_pulse = layout.count("pulse_out")
         self.pulse_level = np.full(n_pulse, -1, dtype=np.int8)  # -1 toggling; 0/1 stuck by a pin fault
-        self.resistance_ohm = self.targets.resistance_ohm
-        self.digital = self.targets.digital
-        self.analog_V = self.targets.analog_V
-        self.fault = {kind: np.zeros(layout.count(kind), dtype=np.uint8) for kind in
-                      ("pulse_out", "digital_out", "resistance_out", "analog_out", "pwm_in", "digital_in", "analog_in")}
-        self.switched = layout.switch_targets()
+        width = max([layout.count(kind) for kind in _FAULT_ROWS] + [1])
+        self.fault = np.zeros((len(_FAULT_ROWS), width), dtype=np.uint8)
+        switched = layout.switch_targets()
+        self.switch_row = np.array([_FAULT_ROWS.index(kind) for kind, _ in switched], dtype=np.int64)
+        self.switch_slot = np.array([slot for _, slot in switched], dtype=np.int64)
+
+
+@njit(cache=True)
+def _apply_targets_kernel(src_mode, src_edges, src_count, src_freq, src_phase, src_ohm, src_dig, src_volt,
+                          src_fault, mode, edges, count, freq, phase, ohm, dig, volt, pin_fault, pulse_level,
+                          fault, switch_row, switch_slot, supply_V, clipped):
+    mode[:] = src_mode
+    edges[:, :] = src_edges
+    freq[:] = src_freq
+    phase[:] = src_phase
+    ohm[:] = src_ohm
+    dig[:] = src_dig
+    volt[:] = src_volt
+    pin_fault[:] = src_fault
+    width = edges.shape[1]
+    for i in range(count.shape[0]):
+        n = src_count[i]
+        if n > width:
+            clipped[0] += n - width
+            n = width
+        count[i] = max(n, 0)
+    fault[:, :] = PIN_OK
+    for s in range(switch_row.shape[0]):
+        fault[switch_row[s], switch_slot[s]] = src_fault[s]
+    for i in range(count.shape[0]):
+        f = fault[F_PULSE, i]
+        pulse_level[i] = -1
+        if f != PIN_OK:
+            count[i] = 0
+            freq[i] = 0.0
+            pulse_level[i] = 1 if f == PIN_SHORT_BAT else 0
+    for i in range(dig.shape[0]):
+        f = fault[F_DIGITAL_OUT, i]
+        if f != PIN_OK:
+            dig[i] = 1 if f == PIN_SHORT_BAT else 0
+    for i in range(ohm.shape[0]):
+        f = fault[F_RESISTANCE, i]
+        if f != PIN_OK:
+            ohm[i] = 0.0 if f == PIN_SHORT_GND else np.inf
+    for i in range(volt.shape[0]):
+        f = fault[F_ANALOG_OUT, i]
+        if f != PIN_OK:
+            volt[i] = supply_V if f == PIN_SHORT_BAT else 0.0
 
 
 def apply_targets(pins: PinView, targets: Targets, supply_V: float, clipped: np.ndarray) -> None:
     """Copy ``targets`` into ``pins`` and apply the pin faults of ``targets.pin_fault`` (table in the module doc).
 
-    Edge counts above a row's width are clipped; ``clipped[0]`` counts the edges dropped.
+    Edge counts above a row's width are clipped; ``clipped[0]`` counts the edges dropped.  Compiled.
     """
-    t = pins.targets
-    t.copy_from(targets)
-    width = t.edge_ns.shape[1]
-    for i in range(t.edge_count.shape[0]):
-        if t.edge_count[i] > width or t.edge_count[i] < 0:
-            clipped[0] += max(int(t.edge_count[i]) - width, 0)
-            t.edge_count[i] = min(max(int(t.edge_count[i]), 0), width)
-    for arr in pins.fault.values():
-        arr[:] = PIN_OK
-    for s, (kind, slot) in enumerate(pins.switched):
-        pins.fault[kind][slot] = targets.pin_fault[s]
-    pins.pulse_level[:] = -1
-    for i, f in enumerate(pins.fault["pulse_out"]):
+    s, t = targets, pins.targets
+    _apply_targets_kernel(s.pulse_mode, s.edge_ns, s.edge_count, s.frequency_Hz, s.phase_turn, s.resistance_ohm,
+                          s.digital, s.analog_V, s.pin_fault, t.pulse_mode, t.edge_ns, t.edge_count, t.frequency_Hz,
+                          t.phase_turn, t.resistance_ohm, t.digital, t.analog_V, t.pin_fault, pins.pulse_level,
+                          pins.fault, pins.switch_row, pins.switch_slot, supply_V, clipped)
+
+
+@njit(cache=True)
+def _input_faults_kernel(duty, current, dig, volt, out_duty, out_current, out_dig, out_volt, fault, supply_V,
+                         mode, count, edges_out):
+    out_duty[:] = duty
+    out_current[:] = current
+    out_dig[:] = dig
+    out_volt[:] = volt
+    for i in range(duty.shape[0]):
+        f = fault[F_PWM, i]
+        if f == PIN_OPEN:
+            out_current[i] = 0.0
+        elif f == PIN_SHORT_GND:
+            out_duty[i] = 0.0
+            out_current[i] = 0.0
+        elif f == PIN_SHORT_BAT:
+            out_duty[i] = 1.0
+    for i in range(dig.shape[0]):
+        f = fault[F_DIGITAL_IN, i]
         if f != PIN_OK:
-            t.edge_count[i] = 0
-            t.frequency_Hz[i] = 0.0
-            pins.pulse_level[i] = 1 if f == PIN_SHORT_BAT else 0
-    for i, f in enumerate(pins.fault["digital_out"]):
+            out_dig[i] = 1 if f == PIN_SHORT_BAT else 0
+    for i in range(volt.shape[0]):
+        f = fault[F_ANALOG_IN, i]
         if f != PIN_OK:
-            t.digital[i] = 1 if f == PIN_SHORT_BAT else 0
-    for i, f in enumerate(pins.fault["resistance_out"]):
-        if f != PIN_OK:
-            t.resistance_ohm[i] = 0.0 if f == PIN_SHORT_GND else math.inf
-    for i, f in enumerate(pins.fault["analog_out"]):
-        if f != PIN_OK:
-            t.analog_V[i] = supply_V if f == PIN_SHORT_BAT else 0.0
+            out_volt[i] = supply_V if f == PIN_SHORT_BAT else 0.0
+    for i in range(count.shape[0]):
+        edges_out[i] = count[i] if mode[i] == PULSE_EDGES else 0
 
 
 def apply_input_faults(pins: PinView, driven: Measurements, out: Measurements, supply_V: float) -> None:
-    """``out`` = what the device measures of the TCU's outputs ``driven``, after the pin faults."""
-    out.copy_from(driven)
-    for i, f in enumerate(pins.fault["pwm_in"]):
-        if f == PIN_OPEN:
-            out.current_A[i] = 0.0
-        elif f == PIN_SHORT_GND:
-            out.duty[i] = 0.0
-            out.current_A[i] = 0.0
-        elif f == PIN_SHORT_BAT:
-            out.duty[i] = 1.0
-    for i, f in enumerate(pins.fault["digital_in"]):
-        if f != PIN_OK:
-            out.digital[i] = 1 if f == PIN_SHORT_BAT else 0
-    for i, f in enumerate(pins.fault["analog_in"]):
-        if f != PIN_OK:
-            out.analog_V[i] = supply_V if f == PIN_SHORT_BAT else 0.0
+    """``out`` = what the device measures of the TCU's outputs ``driven``, after the pin faults; its
+    ``edges_out`` the edges the pins put out.  Compiled; ``tick`` and ``safe`` are left as they are."""
+    t = pins.targets
+    _input_faults_kernel(driven.duty, driven.current_A, driven.digital, driven.analog_V, out.duty, out.current_A,
+                         out.digital, out.analog_V, pins.fault, supply_V, t.pulse_mode, t.edge_count, out.edges_out)
 
 
 class SimDevice(Device):
@@ -137,12 +179,7 @@ class SimDevice(Device):
 
     def read_measurements(self) -> Measurements:
         """What the TCU drives, after the pin faults.  Called in the real-time loop."""
-        tick = self.measurements.tick
         apply_input_faults(self.pins, self.driven, self.measurements, self.supply_V)
-        self.measurements.tick = tick
-        t = self.pins.targets
-        for i in range(t.edge_count.shape[0]):
-            self.measurements.edges_out[i] = t.edge_count[i] if t.pulse_mode[i] == PULSE_EDGES else 0
         return self.measurements
 
     # -- the TCU's side ------------------------------------------------------------------------------
