@@ -34,7 +34,7 @@ def test_backend_table_and_layout_errors():
         create_device("fpga", "d", bench_layout())
     with pytest.raises(ConfigError, match="declared twice"):
         DeviceLayout((DigitalOut("a"), DigitalOut("a")))
-    with pytest.raises(ConfigError, match="fault switch 'f': no channel 'x' to switch"):
+    with pytest.raises(ConfigError, match="device layout: f: no channel 'x' to switch"):
         DeviceLayout((DigitalOut("a"), FaultSwitch("f", "x")))
     with pytest.raises(ConfigError, match="max_edges must be 1..255"):
         DeviceLayout((PulseOut("w", max_edges=300),))

@@ -130,13 +130,13 @@ class DeviceLayout:
             if not isinstance(ch, CHANNEL_TYPES):
                 raise ConfigError("device layout", "", f"not a device channel: {ch!r}")
             if ch.name in slots:
-                raise ConfigError("device layout", ch.name, f"device channel {ch.name!r} is declared twice")
+                raise ConfigError("device layout", ch.name, "declared twice")
             slots[ch.name] = (ch.kind, counts[ch.kind])
             counts[ch.kind] += 1
         for ch in self.channels:
             if isinstance(ch, FaultSwitch):
                 if ch.channel not in slots or slots[ch.channel][0] == "fault_switch":
-                    raise ConfigError("device layout", ch.name, f"fault switch {ch.name!r}: no channel {ch.channel!r} to switch")
+                    raise ConfigError("device layout", ch.name, f"no channel {ch.channel!r} to switch")
             if isinstance(ch, PulseOut) and not 1 <= ch.max_edges <= 255:
                 raise ConfigError("device layout", ch.name, f"max_edges must be 1..255, not {ch.max_edges}")
         object.__setattr__(self, "_slots", slots)

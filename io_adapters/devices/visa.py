@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 from .base import Device, DeviceError
 from .channels import PIN_OK, PULSE_FREQUENCY, DeviceLayout, Measurements, Targets
 
@@ -213,7 +211,3 @@ class VisaDevice(Device):
                 ins.sent = None
         return readings
 
-
-def measured_setpoints(device: VisaDevice) -> np.ndarray:
-    """The set-points last sent to each instrument, in ``instruments`` order (nan where none was sent)."""
-    return np.array([ins.sent[0] if ins.sent else np.nan for ins in device.instruments])
