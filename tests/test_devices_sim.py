@@ -29,8 +29,8 @@ def _wheel_ticks(n_ticks, rpm0, rpm1, teeth=60):
 
 
 def test_backend_table_and_layout_errors():
-    assert device_types() == ["mcu", "sim", "visa"]
-    with pytest.raises(UnknownDeviceType, match="unknown device type 'fpga'; known types: mcu, sim, visa"):
+    assert device_types() == ["gpiod", "mcu", "sim", "visa"]
+    with pytest.raises(UnknownDeviceType, match="unknown device type 'fpga'; known types: gpiod, mcu, sim, visa"):
         create_device("fpga", "d", bench_layout())
     with pytest.raises(ConfigError, match="declared twice"):
         DeviceLayout((DigitalOut("a"), DigitalOut("a")))

@@ -89,6 +89,7 @@ DEVICES: dict[str, tuple[str, str]] = {
     "sim": ("io_adapters.devices.sim", "SimDevice"),
     "mcu": ("io_adapters.devices.mcu", "McuDevice"),
     "visa": ("io_adapters.devices.visa", "VisaDevice"),
+    "gpiod": ("io_adapters.devices.gpio", "GpiodDevice"),
 }
 """Built-in device backends: type name -> (module, class), imported when asked for."""
 
