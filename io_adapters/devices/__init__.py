@@ -2,7 +2,7 @@
 
 :mod:`.channels` declares the channel types and the preallocated targets and
 measurements; :mod:`.base` the one small :class:`~.base.Device` interface and
-the backend table :data:`~.base.DEVICES` (``sim``, ``mcu``, ``visa``);
+the backend table :data:`~.base.DEVICES` (``sim``, ``mcu``, ``visa``, ``gpiod``);
 :mod:`.wire` the microcontroller's wire protocol.
 """
 
