@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project's virtual environment in .venv and install the
 # project with the extras named by the first argument (default "plot": what the
-# demo needs; ./test.sh asks for "test,plot,campaign,record,web,fmi").  Sourced by demo.sh and test.sh.
+# demo needs; ./test.sh asks for "test,plot,campaign,record,web,fmi,instruments,gpio").  Sourced by demo.sh and test.sh.
 # Idempotent: installs again only when pyproject.toml or the extras changed; the
 # stamp that says so is written only after pip installed everything.
 #
