@@ -52,7 +52,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ticks", type=int, default=20000)
     args = ap.parse_args()
-    print(host_line())
     layout = bench_layout()
     t = Targets(layout)
     for w in range(3):
@@ -98,4 +97,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     main()
