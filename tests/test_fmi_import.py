@@ -146,7 +146,8 @@ def test_an_fmu_error_sets_the_status_bit_and_the_plant_keeps_stepping(fmu_dir):
 
 
 @pytest.mark.parametrize("table, message", [
-    (dict(to_plant={"torq": "engine_torque"}), "fmu[0].to_plant.torq: fmu engine: no Real variable 'torq'"),
+    (dict(to_plant={"torq": "engine_torque"}),
+     "fmu[0].to_plant.torq: fmu engine: no Real, Integer or Boolean variable 'torq'"),
     (dict(to_plant={"torque_cmd": "engine_torque"}),
      "fmu[0].to_plant.torque_cmd: fmu engine: variable 'torque_cmd' has causality input, needs output"),
     (dict(file="rpm.fmu"),
