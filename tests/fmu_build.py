@@ -75,8 +75,8 @@ TYPED2 = """
     </ScalarVariable>"""
 
 MD3 = """<?xml version="1.0" encoding="UTF-8"?>
-<fmiModelDescription fmiVersion="3.0" modelName="first_order" instantiationToken="{8c4e810f-3df3-4a00-8276-176fa3c9f001}"
-    generationTool="gearbox-hil tests" variableNamingConvention="flat">
+<fmiModelDescription fmiVersion="3.0" modelName="first_order"
+    instantiationToken="{8c4e810f-3df3-4a00-8276-176fa3c9f001}" generationTool="gearbox-hil tests" variableNamingConvention="flat">
   <CoSimulation modelIdentifier="first_order" canHandleVariableCommunicationStepSize="true"
       canGetAndSetFMUState="true" canSerializeFMUState="true"/>
   <UnitDefinitions>
@@ -167,9 +167,13 @@ ME_BALL = """<?xml version="1.0" encoding="UTF-8"?>
     <ScalarVariable name="bounces" valueReference="7" causality="output" variability="discrete">
       <Integer/>
     </ScalarVariable>
+    <ScalarVariable name="t_bounce" valueReference="8" causality="output" variability="discrete"
+        description="time of the last bounce">
+      <Real unit="s"/>
+    </ScalarVariable>
   </ModelVariables>
   <ModelStructure>
-    <Outputs><Unknown index="1"/><Unknown index="2"/><Unknown index="8"/></Outputs>
+    <Outputs><Unknown index="1"/><Unknown index="2"/><Unknown index="8"/><Unknown index="9"/></Outputs>
     <Derivatives><Unknown index="3"/><Unknown index="4"/></Derivatives>
   </ModelStructure>
 </fmiModelDescription>

@@ -5,7 +5,8 @@
  *                 no event indicator.
  * ball (-DBALL):  h' = v, v' = -g; one event indicator z = h; at an event with h <= 0 and v < 0 the ball
  *                 bounces: h = 0, v = -e v, bounces += 1.  Value references 0 h (m, output), 1 v (m/s,
- *                 output), 2 der(h), 3 der(v), 4 g (m/s2), 5 e (-), 6 h_start (m), 7 bounces (Integer output).
+ *                 output), 2 der(h), 3 der(v), 4 g (m/s2), 5 e (-), 6 h_start (m), 7 bounces (Integer output),
+ *                 8 t_bounce (s, output: the time of the last bounce, as the importer set it).
  *
  * The state can be got, set and serialized. */
 #include <math.h>
@@ -14,7 +15,7 @@
 #include "fmi2Functions.h"
 
 #ifdef BALL
-#define NR 7
+#define NR 9
 #define NX 2
 #define NZ 1
 #define DER0 2  /* value reference of the first derivative */
@@ -73,7 +74,10 @@ fmi2Status fmi2Reset(fmi2Component c) { defaults(&((Inst *)c)->s); return fmi2OK
 fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t n, fmi2Real value[]) {
     State *s = &((Inst *)c)->s;
     derivatives(s);
-    for (size_t k = 0; k < n; k++) { if (vr[k] >= NR) return fmi2Error; value[k] = s->r[vr[k]]; }
+    for (size_t k = 0; k < n; k++) {
+        if (vr[k] >= NR || (NR == 9 && vr[k] == 7)) return fmi2Error;
+        value[k] = s->r[vr[k]];
+    }
     return fmi2OK;
 }
 fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t n, const fmi2Real value[]) {
@@ -111,7 +115,7 @@ fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *info) {
     memset(info, 0, sizeof(fmi2EventInfo));
 #ifdef BALL
     if (s->r[0] <= 0.0 && s->r[1] < 0.0) {
-        s->r[0] = 0.0; s->r[1] = -s->r[5] * s->r[1]; s->bounces += 1;
+        s->r[0] = 0.0; s->r[1] = -s->r[5] * s->r[1]; s->bounces += 1; s->r[8] = s->time;
         info->valuesOfContinuousStatesChanged = fmi2True;
     }
 #endif
