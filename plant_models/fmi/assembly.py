@@ -37,10 +37,18 @@ from ..contract.ports import Param, Signal
 from ..contract.vocabulary import ST_BAD_INPUT
 from ..errors import ParamError, SnapshotError
 from .connect import CheckedFmu
-from .slots import Slot, make_slot
+from .model_exchange import Me2Slot
+from .slots import Cs2Slot, Cs3Slot, Slot
 
 DF_TIME = 0  # simulated time, s
 DF_U = 1  # [n_in] inputs, [n_in] rates, [n_out] outputs
+
+
+def make_slot(fmu: CheckedFmu) -> Slot:
+    """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`)."""
+    if fmu.kind == "me":
+        return Me2Slot(fmu)
+    return Cs3Slot(fmu) if fmu.version == 3 else Cs2Slot(fmu)
 
 
 class FmuAssembly(Plant):

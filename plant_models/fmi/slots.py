@@ -2,7 +2,7 @@
 
 * :class:`Cs2Slot`: FMI 2.0 co-simulation (``fmi2DoStep``);
 * :class:`Cs3Slot`: FMI 3.0 co-simulation (``fmi3DoStep``, no event mode);
-* :class:`Me2Slot`: FMI 2.0 model exchange: the FMU's continuous states
+* :class:`.model_exchange.Me2Slot`: FMI 2.0 model exchange: the FMU's continuous states
   integrated here by classical RK4 at the plant's step (the core's scheme,
   docs/method.md), its event indicators located inside the step by
   bisection, state and time events handled through event mode.
@@ -251,12 +251,4 @@ class Cs3Slot(Slot):
             self.slave.freeFMUState(st)
 
 
-def make_slot(fmu: CheckedFmu) -> Slot:
-    """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`)."""
-    if fmu.kind == "me":
-        from .model_exchange import Me2Slot
-        return Me2Slot(fmu)
-    return Cs3Slot(fmu) if fmu.version == 3 else Cs2Slot(fmu)
-
-
-__all__ = ["Cs2Slot", "Cs3Slot", "RC_FAILED", "Slot", "make_slot"]
+__all__ = ["Cs2Slot", "Cs3Slot", "RC_FAILED", "Slot"]
