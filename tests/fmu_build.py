@@ -4,7 +4,8 @@
 headers FMPy ships (``fmpy/c-code``) with the machine's C compiler and zips
 it with a model description into an FMI 2.0 co-simulation FMU;
 :func:`build_first_order3` its FMI 3.0 twin (``first_order3.c``);
-:func:`build_me` the model-exchange lag and bouncing ball (``me_model.c``).
+:func:`build_me` the model-exchange lag and bouncing ball (``me_model.c``,
+FMI 2.0; the ball's FMI 3.0 twin ``me_model3.c``).
 FMPy binds every FMI function of the FMU's version and kind when it loads
 a library, so each build links weak stubs (returning the status error) for
 the functions the model does not define, their names read from the headers.
@@ -76,7 +77,8 @@ TYPED2 = """
 
 MD3 = """<?xml version="1.0" encoding="UTF-8"?>
 <fmiModelDescription fmiVersion="3.0" modelName="first_order"
-    instantiationToken="{8c4e810f-3df3-4a00-8276-176fa3c9f001}" generationTool="gearbox-hil tests" variableNamingConvention="flat">
+    instantiationToken="{8c4e810f-3df3-4a00-8276-176fa3c9f001}" generationTool="gearbox-hil tests"
+    variableNamingConvention="flat">
   <CoSimulation modelIdentifier="first_order" canHandleVariableCommunicationStepSize="true"
       canGetAndSetFMUState="true" canSerializeFMUState="true"/>
   <UnitDefinitions>
@@ -179,6 +181,35 @@ ME_BALL = """<?xml version="1.0" encoding="UTF-8"?>
 </fmiModelDescription>
 """
 
+ME_BALL3 = """<?xml version="1.0" encoding="UTF-8"?>
+<fmiModelDescription fmiVersion="3.0" modelName="ball"
+    instantiationToken="{8c4e810f-3df3-4a00-8276-176fa3c9f004}" generationTool="gearbox-hil tests">
+  <ModelExchange modelIdentifier="ball" canGetAndSetFMUState="true" canSerializeFMUState="true"/>
+  <ModelVariables>
+    <Float64 name="h" valueReference="0" causality="output" variability="continuous" initial="calculated" unit="m"/>
+    <Float64 name="v" valueReference="1" causality="output" variability="continuous" initial="calculated"
+        unit="m/s"/>
+    <Float64 name="der(h)" valueReference="2" causality="local" variability="continuous" derivative="0"/>
+    <Float64 name="der(v)" valueReference="3" causality="local" variability="continuous" derivative="1"/>
+    <Float64 name="g" valueReference="4" causality="parameter" variability="fixed" start="9.81" unit="m/s2"/>
+    <Float64 name="e" valueReference="5" causality="parameter" variability="tunable" start="0.8" min="0" max="1"/>
+    <Float64 name="h_start" valueReference="6" causality="parameter" variability="fixed" start="1" unit="m"/>
+    <Int32 name="bounces" valueReference="7" causality="output" variability="discrete"/>
+    <Float64 name="t_bounce" valueReference="8" causality="output" variability="discrete" unit="s"
+        description="time of the last bounce"/>
+  </ModelVariables>
+  <ModelStructure>
+    <Output valueReference="0"/>
+    <Output valueReference="1"/>
+    <Output valueReference="7"/>
+    <Output valueReference="8"/>
+    <ContinuousStateDerivative valueReference="2"/>
+    <ContinuousStateDerivative valueReference="3"/>
+    <EventIndicator valueReference="0"/>
+  </ModelStructure>
+</fmiModelDescription>
+"""
+
 
 def _stubs(version: int) -> str:
     """Weak definitions of every FMI function of ``version`` (FMPy's header), each returning the status error."""
@@ -228,7 +259,10 @@ def build_first_order3(out: Path) -> Path:
     return _build(out, MD3, "first_order", "first_order3.c", 3)
 
 
-def build_me(out: Path, model: str) -> Path:
-    """``out``: the FMI 2.0 model-exchange ``"lag"`` or ``"ball"`` of ``me_model.c``."""
+def build_me(out: Path, model: str, version: int = 2) -> Path:
+    """``out``: the FMI 2.0 model-exchange ``"lag"`` or ``"ball"`` of ``me_model.c``; version 3: the ball's FMI
+    3.0 twin (``me_model3.c``)."""
+    if version == 3:
+        return _build(out, ME_BALL3, "ball", "me_model3.c", 3, defines=("BALL",))
     md = {"lag": ME_LAG, "ball": ME_BALL}[model].format()
     return _build(out, md, model, "me_model.c", 2, defines=("BALL",) if model == "ball" else ())

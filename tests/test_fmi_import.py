@@ -46,6 +46,7 @@ def fmu_dir(tmp_path_factory):
     build_first_order3(d / "typed3.fmu")
     build_me(d / "lag.fmu", "lag")
     build_me(d / "ball.fmu", "ball")
+    build_me(d / "ball3.fmu", "ball", version=3)
     return d
 
 
@@ -304,16 +305,18 @@ def ball_height(t: np.ndarray) -> np.ndarray:
     return h
 
 
-def ball_config(fmu_dir: Path) -> Path:
-    return write_config(fmu_dir, name="ball.toml", file="ball.fmu", start={}, to_plant={})
+def ball_config(fmu_dir: Path, file: str = "ball.fmu") -> Path:
+    return write_config(fmu_dir, name=f"{file}.toml", file=file, start={}, to_plant={})
 
 
 BALL_SCENARIO = {"duration_s": 2.0, "dt_s": DT, "interpolation": "linear",
                  "inputs": {"engine_torque": 0.0, "load_torque": 0.0}}
 
 
-def test_a_model_exchange_ball_bounces_at_the_closed_form_times_within_1e_9_s(fmu_dir):
-    plant = load_plant(ball_config(fmu_dir))
+@pytest.mark.parametrize("file", ["ball.fmu", "ball3.fmu"])  # FMI 2.0 and its 3.0 twin
+def test_a_model_exchange_ball_bounces_at_the_closed_form_times_within_1e_9_s(fmu_dir, file):
+    plant = load_plant(ball_config(fmu_dir, file))
+    assert plant.slots[0].fmu.kind == "me" and plant.slots[0].fmu.version == (3 if "3" in file else 2)
     trace = offline(plant, BALL_SCENARIO)
     t = trace.time
     bounces = trace.values[:, plant.output_index("engine.bounces")]
@@ -352,3 +355,8 @@ def test_a_model_exchange_fmu_runs_the_same_in_lockstep_and_through_a_snapshot(f
         srv.loop.step(1)
         again.append(plant.y.copy())
     assert np.array_equal(np.array(again), ref.values[1001:])
+
+
+def test_an_fmi3_model_exchange_fmu_equals_its_fmi2_twin_bit_for_bit(fmu_dir):
+    r2, r3 = (offline(load_plant(ball_config(fmu_dir, f)), BALL_SCENARIO) for f in ("ball.fmu", "ball3.fmu"))
+    assert np.array_equal(r2.values, r3.values)

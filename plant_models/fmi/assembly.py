@@ -37,7 +37,7 @@ from ..contract.ports import Param, Signal
 from ..contract.vocabulary import ST_BAD_INPUT
 from ..errors import ParamError, SnapshotError
 from .connect import CheckedFmu
-from .model_exchange import Me2Slot
+from .model_exchange import Me2Slot, Me3Slot
 from .slots import Cs2Slot, Cs3Slot, Slot
 
 DF_TIME = 0  # simulated time, s
@@ -47,7 +47,7 @@ DF_U = 1  # [n_in] inputs, [n_in] rates, [n_out] outputs
 def make_slot(fmu: CheckedFmu) -> Slot:
     """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`)."""
     if fmu.kind == "me":
-        return Me2Slot(fmu)
+        return Me3Slot(fmu) if fmu.version == 3 else Me2Slot(fmu)
     return Cs3Slot(fmu) if fmu.version == 3 else Cs2Slot(fmu)
 
 

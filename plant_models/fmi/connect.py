@@ -14,7 +14,7 @@ naming the config, the FMU, the variable and the problem: a missing
 variable, a wrong causality, a unit that differs from the port's, a start
 value outside the variable's range, an FMU output whose declared range
 exceeds the plant input's, an FMU that is neither FMI 2.0 / 3.0
-co-simulation nor FMI 2.0 model exchange, or has no binary for this
+co-simulation nor FMI 2.0 / 3.0 model exchange, or has no binary for this
 platform.
 
 Variables: Real (FMI 3.0: Float64), Integer (Int32, Int64) and Boolean;
@@ -36,7 +36,7 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # the FMI types imported, and what they are to the loop: "real", "int" or "bool"
 TYPE_KINDS = {"Real": "real", "Float64": "real", "Integer": "int", "Int32": "int", "Int64": "int",
               "Boolean": "bool"}
-SUPPORTED = "only FMI 2.0 / 3.0 co-simulation and FMI 2.0 model-exchange FMUs are supported"
+SUPPORTED = "only FMI 2.0 / 3.0 co-simulation and model-exchange FMUs are supported"
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class CheckedFmu:
     variables: dict[str, FmuVar]
     can_get_set_state: bool
     version: int = 2  # FMI 2 or 3
-    kind: str = "cs"  # "cs" co-simulation, "me" model exchange (2.0 only)
+    kind: str = "cs"  # "cs" co-simulation, "me" model exchange
 
 
 def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedFmu:
@@ -164,11 +164,10 @@ def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedF
     version = int(md.fmiVersion.split(".")[0]) if md.fmiVersion[:2] in ("2.", "3.") else 0
     if not version:
         raise err("file", f"FMI {md.fmiVersion} (not supported); {SUPPORTED}")
-    if md.coSimulation is None and (version == 3 or md.modelExchange is None):
-        what = "model-exchange element only (FMI 3.0 model exchange is not supported)" \
-            if md.modelExchange is not None else "neither a co-simulation nor a model-exchange element"
-        raise err("file", f"FMI {md.fmiVersion} with {what}; {SUPPORTED}")
-    kind = "cs" if md.coSimulation is not None else "me"
+    if md.coSimulation is None and md.modelExchange is None:
+        raise err("file", f"FMI {md.fmiVersion} with neither a co-simulation nor a model-exchange element; "
+                          f"{SUPPORTED}")
+    kind = "cs" if md.coSimulation is not None else "me"  # both elements: co-simulation
     element = md.coSimulation if kind == "cs" else md.modelExchange
     platform = fmpy.platform if version == 2 else fmpy.platform_tuple  # the folder FMPy loads from
     has = fmpy.supported_platforms(str(t.file))

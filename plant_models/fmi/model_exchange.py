@@ -1,4 +1,4 @@
-"""FMI 2.0 model exchange in the loop: the FMU's continuous states integrated at the plant's step.
+"""Model exchange in the loop (FMI 2.0 and 3.0): the FMU's continuous states integrated at the plant's step.
 
 The scheme is the core's (docs/method.md, section 3): classical RK4 over the
 plant step ``dt``, inputs held at their values at the step's start (as a
@@ -15,8 +15,8 @@ bit for bit.  One step from t to t + dt:
    ``EVENT_TIME_TOL_S``; the states are set at the bracket's right end (the
    first point past the crossing);
 4. at an event (state or time): ``fmi2EnterEventMode``,
-   ``fmi2NewDiscreteStates`` until it needs no more,
-   ``fmi2EnterContinuousTimeMode``, the states read again; the step goes on
+   ``fmi2NewDiscreteStates`` (3.0: ``fmi3UpdateDiscreteStates``) until it
+   needs no more, ``fmi2EnterContinuousTimeMode``, the states read again; the step goes on
    from the event's time (back to 2), at most ``MAX_EVENTS_PER_STEP`` events
    a step (then the rest is integrated without locating);
 5. at the step's end ``fmi2CompletedIntegratorStep``; an event it asks for
@@ -32,7 +32,7 @@ import ctypes
 
 import numpy as np
 
-from .slots import RC_FAILED, Slot
+from .slots import RC_FAILED, Cs3Slot, Slot
 
 EVENT_TIME_TOL_S = 1e-12  # width of the bracket a state event is located to, s
 MAX_EVENTS_PER_STEP = 16  # events located per plant step; beyond it the rest of the step is integrated without
@@ -40,7 +40,10 @@ MAX_EVENT_ITERATIONS = 100  # fmi2NewDiscreteStates calls per event before the F
 
 
 class Me2Slot(Slot):
-    """FMI 2.0 model exchange, integrated by RK4 at the plant step (the module docstring)."""
+    """FMI 2.0 model exchange, integrated by RK4 at the plant step (the module docstring).
+
+    Not for the real-time tick except :meth:`advance` (and what it calls).
+    """
 
     def _instantiate(self):
         from fmpy.fmi2 import FMU2Model, fmi2EventInfo
@@ -48,12 +51,20 @@ class Me2Slot(Slot):
         s = FMU2Model(guid=md.guid, unzipDirectory=self.unzipped, modelIdentifier=md.modelExchange.modelIdentifier,
                       instanceName=self.fmu.table.name)
         s.instantiate()
-        fn = s._functions
-        self.c_set_time, self.c_set_x = fn["fmi2SetTime"], fn["fmi2SetContinuousStates"]
-        self.c_get_x, self.c_der = fn["fmi2GetContinuousStates"], fn["fmi2GetDerivatives"]
-        self.c_z, self.c_completed = fn["fmi2GetEventIndicators"], fn["fmi2CompletedIntegratorStep"]
-        self.c_enter_event, self.c_new_discrete = fn["fmi2EnterEventMode"], fn["fmi2NewDiscreteStates"]
-        self.c_continuous = fn["fmi2EnterContinuousTimeMode"]
+        self._bind(s._functions, "fmi2", "GetDerivatives", ctypes.c_int32)
+        self._info = fmi2EventInfo()
+        self._info_ref = ctypes.byref(self._info)
+        self.c_new_discrete = s._functions["fmi2NewDiscreteStates"]
+        return s
+
+    def _bind(self, fn: dict, prefix: str, derivatives: str, flag_type) -> None:
+        """The per-step functions and buffers (FMI 2.0 and 3.0 share these signatures)."""
+        md = self.fmu.md
+        self.c_set_time, self.c_set_x = fn[f"{prefix}SetTime"], fn[f"{prefix}SetContinuousStates"]
+        self.c_get_x, self.c_der = fn[f"{prefix}GetContinuousStates"], fn[f"{prefix}{derivatives}"]
+        self.c_z, self.c_completed = fn[f"{prefix}GetEventIndicators"], fn[f"{prefix}CompletedIntegratorStep"]
+        self.c_enter_event = fn[f"{prefix}EnterEventMode"]
+        self.c_continuous = fn[f"{prefix}EnterContinuousTimeMode"]
         self.nx, self.nz = len(md.derivatives), int(md.numberOfEventIndicators or 0)
         self._x_c = (ctypes.c_double * max(self.nx, 1))()
         self._dx_c = (ctypes.c_double * max(self.nx, 1))()
@@ -61,13 +72,17 @@ class Me2Slot(Slot):
         self.x_buf = np.ctypeslib.as_array(self._x_c)[:self.nx]
         self.dx_buf = np.ctypeslib.as_array(self._dx_c)[:self.nx]
         self.z_buf = np.ctypeslib.as_array(self._z_c)[:self.nz]
-        self._info = fmi2EventInfo()
-        self._info_ref = ctypes.byref(self._info)
-        self._flag_event, self._flag_stop = ctypes.c_int32(), ctypes.c_int32()
+        self._flag_event, self._flag_stop = flag_type(), flag_type()
         self._completed_refs = (ctypes.byref(self._flag_event), ctypes.byref(self._flag_stop))
         self.next_time_event = float("inf")  # s, the FMU's next time event (fmi2EventInfo.nextEventTime)
         self.events = 0  # events handled since the last start (state, time and step events)
-        return s
+
+    def _new_discrete_states(self) -> tuple[int, bool, bool]:
+        """One fmi2NewDiscreteStates: (status, more needed, terminate); the next time event kept."""
+        info = self._info
+        rc = self.c_new_discrete(self.comp, self._info_ref)
+        self.next_time_event = float(info.nextEventTime) if info.nextEventTimeDefined else float("inf")
+        return rc, bool(info.newDiscreteStatesNeeded), bool(info.terminateSimulation)
 
     def start(self) -> None:
         """Reset, start values, initialization, the event iteration that ends it (not for the real-time tick)."""
@@ -132,19 +147,19 @@ class Me2Slot(Slot):
 
     def _event_iteration(self, after_init: bool = False) -> int:
         """Event mode (entered already after initialization), discrete states until settled, continuous mode."""
-        comp, info = self.comp, self._info
+        comp = self.comp
         rc = 0 if after_init else self.c_enter_event(comp)
         for _ in range(MAX_EVENT_ITERATIONS):
             if rc > 1:
                 return rc
-            rc = max(rc, self.c_new_discrete(comp, self._info_ref))
-            if info.terminateSimulation:
+            r, needed, stop = self._new_discrete_states()
+            rc = max(rc, r)
+            if stop:
                 return RC_FAILED
-            if not info.newDiscreteStatesNeeded:
+            if not needed:
                 break
         else:
             return RC_FAILED
-        self.next_time_event = float(info.nextEventTime) if info.nextEventTimeDefined else float("inf")
         self.events += 0 if after_init else 1
         return max(rc, self.c_continuous(comp))
 
@@ -182,7 +197,7 @@ class Me2Slot(Slot):
             if tc >= t_end:
                 break
         if rc <= 1:
-            rc = max(rc, self.c_completed(comp, 1, *self._completed_refs))
+            rc = max(rc, self.c_completed(comp, True, *self._completed_refs))
             if self._flag_stop.value:
                 return RC_FAILED
             if self._flag_event.value:
@@ -190,4 +205,45 @@ class Me2Slot(Slot):
         return rc
 
 
-__all__ = ["EVENT_TIME_TOL_S", "MAX_EVENTS_PER_STEP", "Me2Slot"]
+class Me3Slot(Me2Slot):
+    """FMI 3.0 model exchange: the same integration, FMI 3.0's calls and types."""
+
+    version = 3
+    types = Cs3Slot.types
+
+    def _instantiate(self):
+        from fmpy.fmi3 import FMU3Model
+        md = self.fmu.md
+        s = FMU3Model(guid=md.guid, unzipDirectory=self.unzipped, modelIdentifier=md.modelExchange.modelIdentifier,
+                      instanceName=self.fmu.table.name)
+        s.instantiate()
+        self._bind(s._functions, "fmi3", "GetContinuousStateDerivatives", ctypes.c_bool)
+        self.c_update = s._functions["fmi3UpdateDiscreteStates"]
+        self._update_flags = [ctypes.c_bool() for _ in range(5)]  # need update, terminate, nominals, values, time
+        self._next_time = ctypes.c_double()
+        self._update_refs = [ctypes.byref(f) for f in self._update_flags] + [ctypes.byref(self._next_time)]
+        return s
+
+    def start(self) -> None:
+        s = self.slave
+        s.reset()
+        self._apply_starts()
+        s.enterInitializationMode(startTime=0.0)
+        s.exitInitializationMode()  # FMI 3.0 model exchange: in event mode from here
+        self.next_time_event = float("inf")
+        self.events = 0
+        if self._event_iteration(after_init=True) > 1:
+            raise RuntimeError(f"fmu {self.name}: the event iteration after initialization did not settle")
+        self.failed = False
+
+    def _new_discrete_states(self) -> tuple[int, bool, bool]:
+        rc = self.c_update(self.comp, *self._update_refs)
+        need, stop, _, _, timed = (f.value for f in self._update_flags)
+        self.next_time_event = float(self._next_time.value) if timed else float("inf")
+        return rc, need, stop
+
+    get_real, set_real = Cs3Slot.get_real, Cs3Slot.set_real
+    state_bytes, set_state_bytes = Cs3Slot.state_bytes, Cs3Slot.set_state_bytes
+
+
+__all__ = ["EVENT_TIME_TOL_S", "MAX_EVENTS_PER_STEP", "Me2Slot", "Me3Slot"]

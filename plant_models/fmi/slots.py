@@ -2,10 +2,11 @@
 
 * :class:`Cs2Slot`: FMI 2.0 co-simulation (``fmi2DoStep``);
 * :class:`Cs3Slot`: FMI 3.0 co-simulation (``fmi3DoStep``, no event mode);
-* :class:`.model_exchange.Me2Slot`: FMI 2.0 model exchange: the FMU's continuous states
-  integrated here by classical RK4 at the plant's step (the core's scheme,
-  docs/method.md), its event indicators located inside the step by
-  bisection, state and time events handled through event mode.
+* :class:`.model_exchange.Me2Slot`, :class:`.model_exchange.Me3Slot`: FMI
+  2.0 and 3.0 model exchange: the FMU's continuous states integrated by
+  classical RK4 at the plant's step (the core's scheme, docs/method.md),
+  its event indicators located inside the step by bisection, state and
+  time events handled through event mode.
 
 Each slot sees its variables as float64 ports: Integer (Int32, Int64)
 values are rounded to the nearest integer on the way in, Boolean values are
