@@ -167,6 +167,8 @@ def test_an_fmu_error_sets_the_status_bit_and_the_plant_keeps_stepping(fmu_dir):
                             "plant input 'engine_torque' range [-1000, 5000]"),
     (dict(start={"tau": -1.0}), "fmu[0].start.tau: fmu engine: start value -1.0 outside the variable's range "
                                 "[1e-06, inf]"),
+    (dict(file="typed2.fmu", start={"divider": 1.5}),
+     "fmu[0].start.divider: fmu engine: start value 1.5 of Integer variable 'divider' is not an integer"),
 ])
 def test_a_bad_table_is_one_line_and_exit_2_through_simulate(fmu_dir, tmp_path, table, message):
     import fmpy
