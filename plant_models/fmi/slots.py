@@ -40,7 +40,10 @@ class _Group:
 
     def __init__(self, fn, vrs: list[int], idx: list[int], ctype, kind: str, v3: bool):
         n = len(vrs)
-        self.fn, self.n, self.kind, self.idx = fn, n, kind, np.array(idx, dtype=np.int64)
+        self.fn, self.n, self.kind = fn, n, kind
+        # a run of consecutive ports is a slice (a view: no index array, no copy made to read it)
+        contiguous = idx == list(range(idx[0], idx[0] + n))
+        self.idx = slice(idx[0], idx[0] + n) if contiguous else np.array(idx, dtype=np.int64)
         self.vr = (ctypes.c_uint32 * n)(*vrs)
         self.val = (ctype * n)()
         self.view = np.ctypeslib.as_array(self.val) if ctype is not ctypes.c_bool else \
