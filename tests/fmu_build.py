@@ -132,6 +132,10 @@ ME_LAG = """<?xml version="1.0" encoding="UTF-8"?>
     <ScalarVariable name="der(torque)" valueReference="4" causality="local" variability="continuous">
       <Real derivative="1"/>
     </ScalarVariable>
+    <ScalarVariable name="boost_at" valueReference="5" causality="parameter" variability="fixed"
+        description="time event: the command doubles from here on (negative: never)">
+      <Real unit="s" start="-1"/>
+    </ScalarVariable>
   </ModelVariables>
   <ModelStructure>
     <Outputs><Unknown index="1"/></Outputs>

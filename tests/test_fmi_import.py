@@ -287,6 +287,24 @@ def test_a_model_exchange_lag_converges_to_the_closed_form_at_fourth_order(fmu_d
     assert lag_error(fmu_dir, DT) < 1e-5  # at the plant's 1 ms: within RK4's error of the closed form
 
 
+def test_a_time_event_inside_a_step_is_handled_at_its_time(fmu_dir):
+    """The lag's command doubles at the time event t_b = 10.5 ms (inside the 11th step): the closed form
+    T = u (1 - exp(-t/tau)) before, 2u + (T(t_b) - 2u) exp(-(t - t_b)/tau) after, within RK4's error; the
+    event taken at a step's end instead would be off by about u dt / (2 tau) = 3 N m."""
+    t_b = 10.5e-3
+    plant = load_plant(write_config(fmu_dir, name="lagb.toml", file="lag.fmu", to_plant={},
+                                    start={"tau": TAU, "boost_at": t_b}))
+    scen = {"duration_s": 0.2, "dt_s": DT, "interpolation": "linear",
+            "inputs": {"engine.torque_cmd": T_CMD, "engine_torque": 0.0, "load_torque": 0.0}}
+    trace = offline(plant, scen)
+    t = trace.time
+    torque = trace.values[:, plant.output_index("engine.torque")]
+    at_b = T_CMD * -math.expm1(-t_b / TAU)
+    closed = np.where(t < t_b, T_CMD * -np.expm1(-t / TAU), 2 * T_CMD + (at_b - 2 * T_CMD) * np.exp(-(t - t_b) / TAU))
+    assert np.max(np.abs(torque - closed)) < 1e-6
+    assert plant.slots[0].events == 1
+
+
 BALL = dict(g=9.81, e=0.8, h0=1.0)
 
 

@@ -187,6 +187,7 @@ class Me2Slot(Slot):
             if not time_event:
                 break
             located += 1
+            rc = max(rc, self.c_set_time(comp, stop))  # the event's own time, not tc + (stop - tc) rounded
             rc = max(rc, self._event_iteration())
             if self.next_time_event <= stop:  # a time event not in the future: handled now, not again
                 self.next_time_event = float("inf")

@@ -1,7 +1,8 @@
 /* Two FMI 2.0 model-exchange FMUs from one source, built at test time (tests/fmu_build.py) with fmi_stubs.c:
  *
- * lag (default):  x' = (u - x) / tau, x = torque (N m, output), u = torque_cmd (N m, input); value references
- *                 0 torque, 1 torque_cmd, 2 tau (s, tunable), 3 torque_start (N m), 4 der(torque) (N m/s);
+ * lag (default):  x' = (b u - x) / tau, x = torque (N m, output), u = torque_cmd (N m, input), b = 1, and 2
+ *                 from the time event at boost_at on; value references 0 torque, 1 torque_cmd, 2 tau (s,
+ *                 tunable), 3 torque_start (N m), 4 der(torque) (N m/s), 5 boost_at (s; negative: never);
  *                 no event indicator.
  * ball (-DBALL):  h' = v, v' = -g; one event indicator z = h; at an event with h <= 0 and v < 0 the ball
  *                 bounces: h = 0, v = -e v, bounces += 1.  Value references 0 h (m, output), 1 v (m/s,
@@ -20,13 +21,13 @@
 #define NZ 1
 #define DER0 2  /* value reference of the first derivative */
 #else
-#define NR 5
+#define NR 6
 #define NX 1
 #define NZ 0
 #define DER0 4
 #endif
 
-typedef struct { fmi2Real r[NR]; fmi2Real time; fmi2Integer bounces; } State;
+typedef struct { fmi2Real r[NR]; fmi2Real time; fmi2Integer bounces, boosted; } State;
 typedef struct { State s; } Inst;
 
 static void defaults(State *s) {
@@ -34,7 +35,7 @@ static void defaults(State *s) {
 #ifdef BALL
     s->r[4] = 9.81; s->r[5] = 0.8; s->r[6] = 1.0;
 #else
-    s->r[2] = 0.1;
+    s->r[2] = 0.1; s->r[5] = -1.0;
 #endif
 }
 
@@ -42,7 +43,7 @@ static void derivatives(State *s) {
 #ifdef BALL
     s->r[2] = s->r[1]; s->r[3] = -s->r[4];
 #else
-    s->r[4] = (s->r[1] - s->r[0]) / s->r[2];
+    s->r[4] = ((s->boosted ? 2.0 : 1.0) * s->r[1] - s->r[0]) / s->r[2];
 #endif
 }
 
@@ -118,6 +119,9 @@ fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *info) {
         s->r[0] = 0.0; s->r[1] = -s->r[5] * s->r[1]; s->bounces += 1; s->r[8] = s->time;
         info->valuesOfContinuousStatesChanged = fmi2True;
     }
+#else
+    if (s->r[5] >= 0.0 && !s->boosted && s->time >= s->r[5]) s->boosted = 1;
+    if (s->r[5] >= 0.0 && !s->boosted) { info->nextEventTimeDefined = fmi2True; info->nextEventTime = s->r[5]; }
 #endif
     return fmi2OK;
 }
