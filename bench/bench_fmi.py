@@ -13,7 +13,13 @@ over the assembly's median.  Python allocations on the per-tick path are
 counted with tracemalloc over 1000 ticks after warm-up.  The FMU is built
 at run time from tests/fmu_src/first_order.c with the machine's C compiler.
 
-    python bench/bench_fmi.py --ticks 20000
+    python bench/bench_fmi.py --ticks 20000 [--kind cs2|cs3|me]
+
+``--kind``: the FMU's FMI version and kind: ``cs2`` the FMI 2.0
+co-simulation source (default), ``cs3`` its FMI 3.0 twin
+(``first_order3.c``), ``me`` the FMI 2.0 model-exchange lag
+(``me_model.c``, integrated by RK4 in the assembly: four derivative
+evaluations a tick).
 
 With ``--export``: the exported Powershift FMU (``gearbox-hil fmu``, its
 plant in a process of its own) stepped by FMPy's ``FMU2Slave`` in this
@@ -131,15 +137,18 @@ def main() -> int:
     ap.add_argument("--ticks", type=int, default=20000)
     ap.add_argument("--block", type=int, default=1000)
     ap.add_argument("--export", action="store_true", help="time the exported FMU instead (module docstring)")
+    ap.add_argument("--kind", choices=("cs2", "cs3", "me"), default="cs2", help="the FMU's FMI version and kind")
     args = ap.parse_args()
     if args.export:
         return exported(args.ticks, args.block)
-    from fmu_build import build_first_order
+    from fmu_build import build_first_order, build_first_order3, build_me
     from plant_models.registry import load_plant
     dt = 1e-3
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        build_first_order(d / "engine.fmu")
+        {"cs2": build_first_order, "cs3": build_first_order3,
+         "me": lambda out: build_me(out, "lag")}[args.kind](d / "engine.fmu")
+        print(f"FMU: {args.kind}")
         cfg = d / "ps.toml"
         cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
                        'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n')

@@ -1,5 +1,8 @@
 """FMUs in the loop: a first-order torque source (an FMI 2.0 co-simulation FMU built here from tests/fmu_src/)
-drives the Powershift's engine torque, offline, in lockstep and through snapshots; bad tables are one line, exit 2."""
+drives the Powershift's engine torque, offline, in lockstep and through snapshots; bad tables are one line, exit 2.
+Its FMI 3.0 twin equals it bit for bit (Real, Integer and Boolean variables); model-exchange FMUs (a first-order
+lag, a bouncing ball) are integrated by RK4 at the plant step: 4th-order convergence to the closed form, events
+within 1e-9 s of it."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ import pytest
 
 pytest.importorskip("fmpy", reason="needs the fmi extra (pip install 'gearbox-hil[fmi]')")
 
-from fmu_build import build_first_order, compiler  # noqa: E402
+from fmu_build import build_first_order, build_first_order3, build_me, compiler  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.realtime.loop_config import LoopConfig  # noqa: E402
 from server.realtime.runtime import assemble  # noqa: E402
@@ -39,6 +42,11 @@ def fmu_dir(tmp_path_factory):
     build_first_order(d / "rpm.fmu", torque_unit="rad/s")
     build_first_order(d / "win.fmu", platform="win64")
     build_first_order(d / "wide.fmu", out_range=(-1e4, 1e4))
+    build_first_order(d / "typed2.fmu", typed=True)
+    build_first_order3(d / "typed3.fmu")
+    build_me(d / "lag.fmu", "lag")
+    build_me(d / "ball.fmu", "ball")
+    build_me(d / "ball3.fmu", "ball", version=3)
     return d
 
 
@@ -146,7 +154,8 @@ def test_an_fmu_error_sets_the_status_bit_and_the_plant_keeps_stepping(fmu_dir):
 
 
 @pytest.mark.parametrize("table, message", [
-    (dict(to_plant={"torq": "engine_torque"}), "fmu[0].to_plant.torq: fmu engine: no Real variable 'torq'"),
+    (dict(to_plant={"torq": "engine_torque"}),
+     "fmu[0].to_plant.torq: fmu engine: no Real, Integer or Boolean variable 'torq'"),
     (dict(to_plant={"torque_cmd": "engine_torque"}),
      "fmu[0].to_plant.torque_cmd: fmu engine: variable 'torque_cmd' has causality input, needs output"),
     (dict(file="rpm.fmu"),
@@ -158,6 +167,8 @@ def test_an_fmu_error_sets_the_status_bit_and_the_plant_keeps_stepping(fmu_dir):
                             "plant input 'engine_torque' range [-1000, 5000]"),
     (dict(start={"tau": -1.0}), "fmu[0].start.tau: fmu engine: start value -1.0 outside the variable's range "
                                 "[1e-06, inf]"),
+    (dict(file="typed2.fmu", start={"divider": 1.5}),
+     "fmu[0].start.divider: fmu engine: start value 1.5 of Integer variable 'divider' is not an integer"),
 ])
 def test_a_bad_table_is_one_line_and_exit_2_through_simulate(fmu_dir, tmp_path, table, message):
     import fmpy
@@ -202,3 +213,170 @@ def test_a_plant_output_feeds_an_fmu_input_from_the_start_of_the_step(fmu_dir):
     expected = w[:-1] + (lag[:-1] - w[:-1]) * math.exp(-DT / TAU)
     assert np.allclose(lag[1:], expected, rtol=1e-13, atol=1e-12)
     assert lag[0] == 0.0 and abs(lag[-1] - w[-1]) < abs(w[-1] - w[0])
+
+
+# -- FMI 3.0 co-simulation: the twin of the 2.0 source -----------------------------------------------------------
+TYPED_SCENARIO = {"duration_s": 0.5, "dt_s": DT, "interpolation": "linear",
+                  "inputs": {"engine.torque_cmd": T_CMD, "load_torque": 3500.0, **GEAR_1,
+                             "engine.divider": [[0.0, 1.0], [0.1, 3.0]],  # Integer input: 1, 2, 3 (rounded)
+                             "engine.enabled": [[0.0, 1.0], [0.4, 1.0], [0.41, 0.0]]}}  # Boolean: false at 0.41 s
+
+
+def test_an_fmi3_fmu_equals_its_fmi2_twin_bit_for_bit_with_integer_and_boolean_variables(fmu_dir):
+    runs = {}
+    for f in ("typed2.fmu", "typed3.fmu"):
+        plant = load_plant(write_config(fmu_dir, name=f"{f}.toml", file=f))
+        assert plant.slots[0].fmu.version == int(f[5])
+        runs[f] = (plant, offline(plant, TYPED_SCENARIO))
+    (p2, r2), (p3, r3) = runs["typed2.fmu"], runs["typed3.fmu"]
+    assert [s.name for s in p2.outputs] == [s.name for s in p3.outputs]
+    assert [s.name for s in p2.inputs] == [s.name for s in p3.inputs]
+    assert np.array_equal(r2.values, r3.values)
+    col = {n: r3.values[:, p3.output_index(f"engine.{n}")] for n in ("torque", "step_count", "settled")}
+    k = np.arange(len(r3.time))
+    assert np.array_equal(col["step_count"], k.astype(float))  # Int64 output: one step per plant step
+    assert set(np.unique(col["settled"])) == {0.0, 1.0}  # Boolean output
+    # the torque follows T_CMD / divider, then 0 once disabled; settled where within 1 N m of that command
+    t = r3.time
+    divider = np.rint(np.interp(t[:-1], [0.0, 0.1], [1.0, 3.0]))
+    enabled = np.interp(t[:-1], [0.0, 0.4, 0.41], [1.0, 1.0, 0.0]) != 0.0
+    cmd = np.where(enabled, T_CMD / divider, 0.0)
+    expected = np.empty_like(t)
+    expected[0] = 0.0
+    for i in range(len(t) - 1):
+        expected[i + 1] = cmd[i] + (expected[i] - cmd[i]) * math.exp(-DT / TAU)
+    assert np.allclose(col["torque"], expected, rtol=0, atol=1e-9)
+    assert np.array_equal(col["settled"][1:], (np.abs(expected[1:] - cmd) <= 1.0).astype(float))
+    assert col["settled"][-1] == 0.0 and 0.0 < col["torque"][-1] < 100.0  # disabled: decaying to 0
+
+
+def test_an_fmi3_fmu_state_restored_repeats_the_run(fmu_dir):
+    plant = load_plant(write_config(fmu_dir, name="typed3s.toml", file="typed3.fmu"))
+    plant.reset({"engine.torque_cmd": T_CMD, "load_torque": 3500.0, **GEAR_1})
+    for _ in range(100):
+        plant.step(DT)
+    snap = plant.get_state()
+    first = []
+    for _ in range(100):
+        plant.step(DT)
+        first.append(plant.y.copy())
+    plant.set_state(snap)
+    again = []
+    for _ in range(100):
+        plant.step(DT)
+        again.append(plant.y.copy())
+    assert np.array_equal(np.array(first), np.array(again))
+    assert plant.y[plant.output_index("engine.step_count")] == 200.0
+
+
+# -- model exchange: RK4 at the plant step, events located inside it ----------------------------------------------
+def lag_error(fmu_dir, dt: float, duration: float = 0.4) -> float:
+    """Max |T - T_CMD (1 - exp(-t/tau))| over a run of the model-exchange lag at plant step dt, N m."""
+    plant = load_plant(write_config(fmu_dir, name="lag.toml", file="lag.fmu", to_plant={}))
+    scen = {"duration_s": duration, "dt_s": dt, "interpolation": "linear",
+            "inputs": {"engine.torque_cmd": T_CMD, "engine_torque": 0.0, "load_torque": 0.0}}
+    trace = offline(plant, scen)
+    torque = trace.values[:, plant.output_index("engine.torque")]
+    return float(np.max(np.abs(torque - T_CMD * -np.expm1(-trace.time / TAU))))
+
+
+def test_a_model_exchange_lag_converges_to_the_closed_form_at_fourth_order(fmu_dir):
+    errors = [lag_error(fmu_dir, dt) for dt in (8e-3, 4e-3, 2e-3)]
+    orders = [math.log2(a / b) for a, b in zip(errors, errors[1:])]
+    assert errors[0] < 1e-3 and all(3.8 < p < 4.2 for p in orders), (errors, orders)  # RK4: 4th order
+    assert lag_error(fmu_dir, DT) < 1e-5  # at the plant's 1 ms: within RK4's error of the closed form
+
+
+def test_a_time_event_inside_a_step_is_handled_at_its_time(fmu_dir):
+    """The lag's command doubles at the time event t_b = 10.5 ms (inside the 11th step): the closed form
+    T = u (1 - exp(-t/tau)) before, 2u + (T(t_b) - 2u) exp(-(t - t_b)/tau) after, within RK4's error; the
+    event taken at a step's end instead would be off by about u dt / (2 tau) = 3 N m."""
+    t_b = 10.5e-3
+    plant = load_plant(write_config(fmu_dir, name="lagb.toml", file="lag.fmu", to_plant={},
+                                    start={"tau": TAU, "boost_at": t_b}))
+    scen = {"duration_s": 0.2, "dt_s": DT, "interpolation": "linear",
+            "inputs": {"engine.torque_cmd": T_CMD, "engine_torque": 0.0, "load_torque": 0.0}}
+    trace = offline(plant, scen)
+    t = trace.time
+    torque = trace.values[:, plant.output_index("engine.torque")]
+    at_b = T_CMD * -math.expm1(-t_b / TAU)
+    closed = np.where(t < t_b, T_CMD * -np.expm1(-t / TAU), 2 * T_CMD + (at_b - 2 * T_CMD) * np.exp(-(t - t_b) / TAU))
+    assert np.max(np.abs(torque - closed)) < 1e-6
+    assert plant.slots[0].events == 1
+
+
+BALL = dict(g=9.81, e=0.8, h0=1.0)
+
+
+def bounce_times(n: int) -> list[float]:
+    """Closed form: the first impact at t1 = sqrt(2 h0 / g); after bounce k the flight lasts 2 e^k t1."""
+    t1 = math.sqrt(2.0 * BALL["h0"] / BALL["g"])
+    return [t1 * (1.0 + 2.0 * sum(BALL["e"] ** k for k in range(1, i))) for i in range(1, n + 1)]
+
+
+def ball_height(t: np.ndarray) -> np.ndarray:
+    g, e = BALL["g"], BALL["e"]
+    times = bounce_times(6)
+    h = BALL["h0"] - 0.5 * g * t ** 2
+    for k, tk in enumerate(times):
+        after = t >= tk
+        v_up = e ** (k + 1) * g * times[0]
+        h[after] = v_up * (t[after] - tk) - 0.5 * g * (t[after] - tk) ** 2
+    return h
+
+
+def ball_config(fmu_dir: Path, file: str = "ball.fmu") -> Path:
+    return write_config(fmu_dir, name=f"{file}.toml", file=file, start={}, to_plant={})
+
+
+BALL_SCENARIO = {"duration_s": 2.0, "dt_s": DT, "interpolation": "linear",
+                 "inputs": {"engine_torque": 0.0, "load_torque": 0.0}}
+
+
+@pytest.mark.parametrize("file", ["ball.fmu", "ball3.fmu"])  # FMI 2.0 and its 3.0 twin
+def test_a_model_exchange_ball_bounces_at_the_closed_form_times_within_1e_9_s(fmu_dir, file):
+    plant = load_plant(ball_config(fmu_dir, file))
+    assert plant.slots[0].fmu.kind == "me" and plant.slots[0].fmu.version == (3 if "3" in file else 2)
+    trace = offline(plant, BALL_SCENARIO)
+    t = trace.time
+    bounces = trace.values[:, plant.output_index("engine.bounces")]
+    t_bounce = trace.values[:, plant.output_index("engine.t_bounce")]
+    expected = bounce_times(3)  # 0.4515, 1.1740, 1.7520 s within the 2 s run
+    assert bounces[-1] == 3.0
+    located = [float(t_bounce[np.argmax(bounces == n)]) for n in (1, 2, 3)]
+    assert np.max(np.abs(np.array(located) - expected)) <= 1e-9, (located, expected)
+    for n, te in zip((1, 2, 3), expected):  # the bounce shows in the step that contains it
+        k = int(np.argmax(bounces == n))
+        assert t[k - 1] < te <= t[k]
+    # between events RK4 integrates the parabola exactly: the height at every step is the closed form
+    assert np.max(np.abs(trace.values[:, plant.output_index("engine.h")] - ball_height(t))) < 1e-9
+
+
+def test_a_model_exchange_fmu_runs_the_same_in_lockstep_and_through_a_snapshot(fmu_dir):
+    cfg = ball_config(fmu_dir)
+    ref = offline(load_plant(cfg), BALL_SCENARIO)
+    plant = load_plant(cfg)
+    srv = assemble(plant, [], LoopConfig(mode="lockstep", status_interval_s=0.0))
+    rep = srv.control.handle({"v": 1, "cmd": "load_scenario", "scenario": BALL_SCENARIO})
+    assert rep["ok"], rep
+    srv.loop.start()
+    rows = [plant.y.copy()]
+    for _ in range(1000):
+        srv.loop.step(1)
+        rows.append(plant.y.copy())
+    snap = srv.loop.snapshot()  # between the first and the second bounce
+    for _ in range(1000):
+        srv.loop.step(1)
+        rows.append(plant.y.copy())
+    assert np.array_equal(np.array(rows), ref.values)
+    srv.loop.restore(snap)
+    again = []
+    for _ in range(1000):
+        srv.loop.step(1)
+        again.append(plant.y.copy())
+    assert np.array_equal(np.array(again), ref.values[1001:])
+
+
+def test_an_fmi3_model_exchange_fmu_equals_its_fmi2_twin_bit_for_bit(fmu_dir):
+    r2, r3 = (offline(load_plant(ball_config(fmu_dir, f)), BALL_SCENARIO) for f in ("ball.fmu", "ball3.fmu"))
+    assert np.array_equal(r2.values, r3.values)

@@ -4,6 +4,9 @@
   description and the plant's ports (one-line errors, exit 2);
 * :mod:`.assembly`: ``FmuAssembly``, a :class:`~plant_models.contract.plant.Plant`
   that steps the FMUs, then the inner plant, once per tick;
+* :mod:`.slots`: one loaded FMU, FMI 2.0 or 3.0 co-simulation;
+  :mod:`.model_exchange`: FMI 2.0 or 3.0 model exchange, its states
+  integrated by RK4 at the plant step with its events located;
 * :mod:`.export`: a plant exported as an FMU (``gearbox-hil fmu``,
   :mod:`server.cli.fmu`): the model description and the C library
   ``proxy_fmu.c``, which runs the plant in a process of its own,

@@ -6,14 +6,17 @@ each FMU's outputs (``name.var``).  One step of ``dt``, in this fixed order:
 
 1. each FMU's inputs are set: from the assembly's inputs, and from the
    inner plant's outputs at the start of the step (time t);
-2. each FMU does one step from t to t + dt (``fmi2DoStep``), in config order;
+2. each FMU does one step from t to t + dt, in config order: ``fmi2DoStep``
+   or ``fmi3DoStep`` for co-simulation; for model exchange, its states
+   integrated by RK4 with its events located (:mod:`.model_exchange`);
 3. the FMU outputs at t + dt are written to the inner plant's inputs they
    drive, held over the step (rate 0); the other inputs and rates are copied;
 4. the inner plant steps from t to t + dt; the outputs are gathered.
 
 So a plant input driven by an FMU lags by one step against a monolithic
 model (the coupling error docs/fmi.md states).  The per-step path calls the
-FMU's C functions through ctypes on arrays allocated once at load time.
+FMU's C functions through ctypes on arrays allocated once at load time
+(:mod:`.slots`: one slot per FMU, by FMI version and kind).
 
 An FMU call that fails (status error or fatal) sets the status bit
 ``fmu_error``; the FMU is not called again until the next reset, its
@@ -25,10 +28,7 @@ the assembly is built, before any real-time thread starts.
 
 from __future__ import annotations
 
-import ctypes
 import math
-import shutil
-import weakref
 
 import numpy as np
 
@@ -37,71 +37,18 @@ from ..contract.ports import Param, Signal
 from ..contract.vocabulary import ST_BAD_INPUT
 from ..errors import ParamError, SnapshotError
 from .connect import CheckedFmu
+from .model_exchange import Me2Slot, Me3Slot
+from .slots import Cs2Slot, Cs3Slot, Slot
 
 DF_TIME = 0  # simulated time, s
 DF_U = 1  # [n_in] inputs, [n_in] rates, [n_out] outputs
 
 
-class _Slot:
-    """One loaded FMU: its FMPy slave and the preallocated ctypes arrays of the per-step calls."""
-
-    def __init__(self, fmu: CheckedFmu):
-        import fmpy
-        from fmpy.fmi2 import FMU2Slave, fmi2Real, fmi2ValueReference
-        t = fmu.table
-        self.fmu = fmu
-        self.name = t.name
-        self.unzipped = fmpy.extract(str(t.file))
-        weakref.finalize(self, shutil.rmtree, self.unzipped, True)  # the extracted files go with the slot
-        md = fmu.md
-        self.slave = FMU2Slave(guid=md.guid, unzipDirectory=self.unzipped,
-                               modelIdentifier=md.coSimulation.modelIdentifier, instanceName=t.name)
-        self.slave.instantiate()
-        fn = self.slave._functions
-        self.c_set, self.c_get, self.c_step = fn["fmi2SetReal"], fn["fmi2GetReal"], fn["fmi2DoStep"]
-        v = fmu.variables
-        self.in_names = [n for n, x in v.items() if x.causality == "input"]
-        self.out_names = [n for n, x in v.items() if x.causality == "output"]
-        self.n_in, self.n_out = len(self.in_names), len(self.out_names)
-        self.vr_in = (fmi2ValueReference * max(self.n_in, 1))(*[v[n].vr for n in self.in_names])
-        self.vr_out = (fmi2ValueReference * max(self.n_out, 1))(*[v[n].vr for n in self.out_names])
-        self.val_in = (fmi2Real * max(self.n_in, 1))()
-        self.val_out = (fmi2Real * max(self.n_out, 1))()
-        self.np_in = np.ctypeslib.as_array(self.val_in)[:self.n_in]
-        self.np_out = np.ctypeslib.as_array(self.val_out)[:self.n_out]
-        self.failed = False
-        self.tuned: dict[int, float] = {}  # value reference -> value set through set_params (kept over resets)
-        self.state_size = 0  # bytes of the serialized FMU state (a snapshot keeps it in the assembly's di)
-        if fmu.can_get_set_state:
-            self.start()
-            self.state_size = len(self.state_bytes())
-
-    def state_bytes(self) -> bytes:
-        st = self.slave.getFMUstate()
-        try:
-            return self.slave.serializeFMUstate(st)
-        finally:
-            self.slave.freeFMUstate(st)
-
-    def start(self) -> None:
-        """Reset, start values, initialization (not for the real-time tick)."""
-        s, t = self.slave, self.fmu.table
-        s.reset()
-        s.setupExperiment(startTime=0.0)
-        for name, value in t.start.items():
-            s.setReal([self.fmu.variables[name].vr], [value])
-        for vr, value in self.tuned.items():  # tuned parameters outlast a reset, as the plant's do
-            s.setReal([vr], [value])
-        s.enterInitializationMode()
-        s.exitInitializationMode()
-        self.failed = False
-
-    def close(self) -> None:
-        try:
-            self.slave.terminate()
-            self.slave.freeInstance()
-        finally:
-            shutil.rmtree(self.unzipped, ignore_errors=True)
+def make_slot(fmu: CheckedFmu) -> Slot:
+    """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`)."""
+    if fmu.kind == "me":
+        return Me3Slot(fmu) if fmu.version == 3 else Me2Slot(fmu)
+    return Cs3Slot(fmu) if fmu.version == 3 else Cs2Slot(fmu)
 
 
 class FmuAssembly(Plant):
@@ -115,7 +62,7 @@ class FmuAssembly(Plant):
         self.status_bits = inner.status_bits.extend(f"{inner.kind} with FMUs")
         self.ST_FMU_ERROR = self.status_bits.allocate("fmu_error", "an FMU call failed: its outputs hold, see the log")
         self.event_kinds = inner.event_kinds
-        self.slots = [_Slot(f) for f in fmus]
+        self.slots = [make_slot(f) for f in fmus]
         self.fmu_errors: list[str] = []
         self._wire()
         super().__init__(inner.params, inner.source)
@@ -206,7 +153,7 @@ class FmuAssembly(Plant):
     def _get_outputs(self) -> None:
         for s in self.slots:
             if s.n_out and not s.failed:
-                s.c_get(s.slave.component, s.vr_out, s.n_out, s.val_out)
+                s.get_outputs()
 
     def _drive_inner(self) -> None:
         u = self.inner.u
@@ -229,12 +176,7 @@ class FmuAssembly(Plant):
             s.np_in[own] = u[ext]
             a, b = self._fed[k]
             s.np_in[a] = y_in[b]
-            comp = s.slave.component
-            rc = s.c_set(comp, s.vr_in, s.n_in, s.val_in) if s.n_in else 0
-            if rc <= 1:
-                rc = s.c_step(comp, t, dt, 1)
-            if rc <= 1 and s.n_out:
-                rc = s.c_get(comp, s.vr_out, s.n_out, s.val_out)
+            rc = s.step(t, dt)
             if rc > 1:
                 self._fail(s, t, rc)
                 status |= self.ST_FMU_ERROR
@@ -247,7 +189,7 @@ class FmuAssembly(Plant):
         self._gather(status)
         return status
 
-    def _fail(self, s: _Slot, t: float, rc: int) -> None:
+    def _fail(self, s: Slot, t: float, rc: int) -> None:
         """Not for the real-time tick, but taken once per FMU failure (then the FMU is skipped)."""
         s.failed = True
         what = {2: "discard", 3: "error", 4: "fatal"}.get(int(rc), str(rc))
@@ -285,23 +227,23 @@ class FmuAssembly(Plant):
         return self.inner.tunable_parameters() + [p for s in self.slots for p in self._fmu_params(s)]
 
     @staticmethod
-    def _fmu_params(s: _Slot) -> list[Param]:
+    def _fmu_params(s: Slot) -> list[Param]:
         """The FMU's tunable parameters: read from the FMU, written to it between steps (and kept for resets)."""
         from fmpy.fmi1 import FMICallException
         out = []
         for n, v in s.fmu.variables.items():
-            if v.causality != "parameter" or v.variability != "tunable":
+            if v.causality != "parameter" or v.variability != "tunable" or v.kind != "real":
                 continue
 
             def get(vr=v.vr, start=v.start) -> float:
                 try:
-                    return float(s.slave.getReal([vr])[0])
+                    return s.get_real(vr)
                 except FMICallException:  # an FMU that failed: the value last set
                     return s.tuned.get(vr, start)
 
             def put(value: float, vr=v.vr, name=f"{s.name}.{n}") -> None:
                 try:
-                    s.slave.setReal([vr], [float(value)])
+                    s.set_real(vr, value)
                 except FMICallException as exc:
                     raise ParamError(f"{name}: the FMU refused {value:g} ({exc})") from None
                 s.tuned[vr] = float(value)
@@ -353,14 +295,10 @@ class FmuAssembly(Plant):
         for s in self.slots:
             blob = di[o:o + s.state_size].astype(np.uint8).tobytes()
             o += s.state_size
-            st = s.slave.deSerializeFMUstate(blob)
-            try:
-                s.slave.setFMUstate(st)
-            finally:
-                s.slave.freeFMUstate(st)
+            s.set_state_bytes(blob)
             s.failed = bool(failed)
             if not s.failed:  # the tuned values as the restored FMU holds them
-                s.tuned = {vr: float(s.slave.getReal([vr])[0]) for vr in s.tuned}
+                s.tuned = {vr: s.get_real(vr) for vr in s.tuned}
         self.inner.set_state((idf.copy(), idi.copy()))
         self.df[:self._n_df] = df[:self._n_df]
         self.di[:n_di] = di[:n_di]

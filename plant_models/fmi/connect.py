@@ -13,14 +13,19 @@ Every mistake is a :class:`~plant_models.errors.ConfigError` of one line
 naming the config, the FMU, the variable and the problem: a missing
 variable, a wrong causality, a unit that differs from the port's, a start
 value outside the variable's range, an FMU output whose declared range
-exceeds the plant input's, an FMU that is not FMI 2.0 co-simulation or has
-no binary for this platform.
+exceeds the plant input's, an FMU that is neither FMI 2.0 / 3.0
+co-simulation nor FMI 2.0 / 3.0 model exchange, or has no binary for this
+platform.
+
+Variables: Real (FMI 3.0: Float64), Integer (Int32, Int64) and Boolean;
+each is a float64 port of the assembly (:mod:`.slots`).
 """
 
 from __future__ import annotations
 
 import math
 import re
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,10 @@ from typing import Any
 from ..errors import ConfigError
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# the FMI types imported, and what they are to the loop: "real", "int" or "bool"
+TYPE_KINDS = {"Real": "real", "Float64": "real", "Integer": "int", "Int32": "int", "Int64": "int",
+              "Boolean": "bool"}
+SUPPORTED = "only FMI 2.0 / 3.0 co-simulation and model-exchange FMUs are supported"
 
 
 @dataclass(frozen=True)
@@ -72,9 +81,9 @@ def read_fmu_tables(raw: Any, source: str) -> tuple[FmuTable, ...]:
         if not path.is_file():
             raise ConfigError(source, f"{key}.file", f"fmu {name}: no such file {file}")
         start = t.get("start", {})
-        if not isinstance(start, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                  for v in start.values()):
-            raise ConfigError(source, f"{key}.start", f"fmu {name}: must be a table of variable = number")
+        if not isinstance(start, dict) or not all(isinstance(v, (int, float)) for v in start.values()):
+            raise ConfigError(source, f"{key}.start", f"fmu {name}: must be a table of variable = number "
+                                                       f"(or true/false)")
         out.append(FmuTable(name, path, {a: float(b) for a, b in start.items()},
                             _str_table(source, f"{key}.to_plant", t.get("to_plant", {})),
                             _str_table(source, f"{key}.from_plant", t.get("from_plant", {})), key))
@@ -100,20 +109,32 @@ class FmuVar:
     start: float
     variability: str = "continuous"
     doc: str = ""
+    type: str = "Real"  # the FMI type: Real, Integer, Boolean (2.0); Float64, Int32, Int64, Boolean (3.0)
+
+    @property
+    def kind(self) -> str:
+        """"real", "int" or "bool"."""
+        return TYPE_KINDS[self.type]
 
 
 def _variables(md) -> dict[str, FmuVar]:
     units = {t.name: (t.unit or "") for t in md.typeDefinitions}
     out = {}
     for v in md.modelVariables:
-        if v.type != "Real":
+        if v.type not in TYPE_KINDS:
             continue
-        unit = v.unit or units.get(v.declaredType.name if v.declaredType else "", "") or ""
+        unit = (v.unit or units.get(v.declaredType.name if v.declaredType else "", "") or "") \
+            if TYPE_KINDS[v.type] == "real" else ""
         lo = float(v.min) if v.min is not None else float("-inf")
         hi = float(v.max) if v.max is not None else float("inf")
-        start = float(v.start) if v.start is not None else 0.0
+        if v.type == "Boolean":
+            lo, hi = 0.0, 1.0
+            start = 1.0 if str(v.start).lower() in ("true", "1") else 0.0
+        else:
+            start = float(v.start) if v.start is not None else 0.0
         out[v.name] = FmuVar(v.name, int(v.valueReference), v.causality, unit, lo, hi, start,
-                             v.variability or "continuous", v.description or "")
+                             v.variability or ("continuous" if TYPE_KINDS[v.type] == "real" else "discrete"),
+                             v.description or "", v.type)
     return out
 
 
@@ -125,6 +146,8 @@ class CheckedFmu:
     md: Any  # fmpy's ModelDescription
     variables: dict[str, FmuVar]
     can_get_set_state: bool
+    version: int = 2  # FMI 2 or 3
+    kind: str = "cs"  # "cs" co-simulation, "me" model exchange
 
 
 def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedFmu:
@@ -138,26 +161,37 @@ def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedF
         md = fmpy.read_model_description(str(t.file), validate=False)
     except Exception as exc:  # a broken zip or XML: one line, whatever FMPy raised
         raise err("file", f"cannot read the model description ({str(exc).splitlines()[0] if str(exc) else exc!r})")
-    if not md.fmiVersion.startswith("2."):
-        raise err("file", f"FMI {md.fmiVersion} (not supported); only FMI 2.0 co-simulation FMUs are supported")
-    if md.coSimulation is None:
-        raise err("file", "no co-simulation element; only FMI 2.0 co-simulation FMUs are supported")
-    platform = fmpy.platform
-    if platform not in fmpy.supported_platforms(str(t.file)):
-        raise err("file", f"no binary for this platform ({platform}); the FMU has "
-                          f"{', '.join(fmpy.supported_platforms(str(t.file))) or 'none'}")
+    version = int(md.fmiVersion.split(".")[0]) if md.fmiVersion[:2] in ("2.", "3.") else 0
+    if not version:
+        raise err("file", f"FMI {md.fmiVersion} (not supported); {SUPPORTED}")
+    if md.coSimulation is None and md.modelExchange is None:
+        raise err("file", f"FMI {md.fmiVersion} with neither a co-simulation nor a model-exchange element; "
+                          f"{SUPPORTED}")
+    kind = "cs" if md.coSimulation is not None else "me"  # both elements: co-simulation
+    element = md.coSimulation if kind == "cs" else md.modelExchange
+    platform = fmpy.platform if version == 2 else fmpy.platform_tuple  # the folder FMPy loads from
+    has = fmpy.supported_platforms(str(t.file))
+    if fmpy.platform not in has:
+        raise err("file", f"no binary for this platform ({platform}); the FMU has {', '.join(has) or 'none'}")
+    lib = f"binaries/{platform}/{element.modelIdentifier}{fmpy.sharedLibraryExtension}"
+    with zipfile.ZipFile(t.file) as z:
+        if lib not in z.namelist():
+            what = "co-simulation" if kind == "cs" else "model exchange"
+            raise err("file", f"no binary {lib} (FMI {md.fmiVersion} {what} loads that file)")
     variables = _variables(md)
 
     def var(key: str, name: str, causalities: tuple[str, ...]) -> FmuVar:
         v = variables.get(name)
         if v is None:
-            raise err(key, f"no Real variable {name!r}")
+            raise err(key, f"no Real, Integer or Boolean variable {name!r}")
         if v.causality not in causalities:
             raise err(key, f"variable {name!r} has causality {v.causality}, needs {' or '.join(causalities)}")
         return v
 
     for name, value in t.start.items():
         v = var(f"start.{name}", name, ("parameter", "input"))
+        if v.kind == "int" and value != int(value):
+            raise err(f"start.{name}", f"start value {value} of {v.type} variable {name!r} is not an integer")
         if not v.lo <= value <= v.hi:
             raise err(f"start.{name}", f"start value {value} outside the variable's range [{v.lo:g}, {v.hi:g}]")
     driven = set()
@@ -179,7 +213,7 @@ def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedF
         if s is None:
             raise err(f"from_plant.{name}", f"the plant has no output {port!r}")
         _check_unit(err, f"from_plant.{name}", v, s)
-    return CheckedFmu(t, md, variables, bool(md.coSimulation.canGetAndSetFMUstate))
+    return CheckedFmu(t, md, variables, bool(element.canGetAndSetFMUstate), version, kind)
 
 
 def _check_unit(err, key: str, v: FmuVar, s) -> None:
