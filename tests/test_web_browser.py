@@ -94,8 +94,8 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
     assert drv.find_element(By.ID, "gear").text == "1"
     state = {r.get_attribute("data-clutch"): r.find_elements(By.TAG_NAME, "td")[1].text
              for r in drv.find_elements(By.CSS_SELECTOR, "#clutches tbody tr")}
-    assert state["c2"] == "open" and state["c8"] == "open"
-    assert {state["c1"], state["c3"], state["c6"]} <= {"stuck", "slipping"}
+    assert state["C2"] == "open" and state["C8"] == "open"
+    assert {state["C1"], state["C3"], state["C6"]} <= {"stuck", "slipping"}
     # the timing panel draws the run's whole TET histogram: its bins hold every tick of the status shown
     drawn = wait_until(lambda: drv.execute_script(
         "const d = document.getElementById('histo').data, s = window.workspace.status;"
@@ -212,3 +212,70 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _cpu_row(drv):
+    rows = drv.execute_script("return Array.from(document.querySelectorAll('#timing tr')).map((r) => r.innerText);")
+    return next((r for r in rows if r.startswith("CPU")), None)
+
+
+def test_the_timing_panel_shows_both_processes_cpu(served):
+    import re
+
+    s, drv = served
+    row = wait_until(lambda: (r := _cpu_row(drv)) and re.search(r"\d+(\.\d+)? / \d+(\.\d+)?$", r) and r, 20)
+    assert row, _cpu_row(drv)
+    assert "server / workspace" in row
+
+
+def test_un_pausing_redraws_at_once_in_lockstep(served):
+    s, drv = served
+    shown = lambda: max(_plotted(drv).get("w_out", {0: 0}), default=0)  # noqa: E731
+    drv.find_element(By.ID, "pause").click()
+    try:
+        before = shown()
+        with s.client() as zc:
+            target = zc.step(100).tick
+        assert wait_until(lambda: drv.execute_script("return workspace.lastTick") == target, 10)
+        time.sleep(0.5)  # frames pass while paused: the plot stands
+        assert shown() == before != target
+    finally:
+        drv.find_element(By.ID, "pause").click()  # no step after this: only the un-pausing can redraw
+    assert wait_until(lambda: shown() == target, 10)
+
+
+def test_with_a_token_the_page_loads_without_a_console_error(tmp_path):
+    token = "s3cret-token-for-the-tests-0123456789"
+    with ServerProcess(tmp_path, mode="lockstep", adapters=FREE_PORTS + f'\n[web]\nport = 0\ntoken = "{token}"\n') as s:
+        drv = chrome(1000, 700)
+        try:
+            drv.get(s.info["endpoints"]["web.url"] + f"?token={token}")
+            assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+            time.sleep(1.0)  # an icon request, if any, has been answered
+            severe = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+            assert severe == []
+        finally:
+            drv.quit()
+            s.shutdown()
+
+
+def test_the_page_reconnects_by_itself_after_the_workspace_process_was_killed(tmp_path):
+    import os
+    import signal
+
+    with ServerProcess(tmp_path, mode="lockstep", adapters=FREE_PORTS + '\n[web]\nport = 0\n') as s:
+        drv = chrome(1000, 700)
+        try:
+            drv.get(s.info["endpoints"]["web.url"])
+            assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+            with s.client() as zc:
+                os.kill(zc.status()["adapters"]["web"]["pid"], signal.SIGKILL)
+                assert wait_until(lambda: not drv.execute_script("return workspace.connected"), 10)
+                assert wait_until(lambda: drv.execute_script("return workspace.connected"), 60)
+                assert wait_until(lambda: zc.status()["adapters"]["web"].get("clients") == 1, 20)
+                time.sleep(0.3)  # the page's subscription after its hello
+                zc.step(50)
+            assert wait_until(lambda: max(_plotted(drv).get("w_out", {0: 0})) >= 50, 10)
+        finally:
+            drv.quit()
+            s.shutdown()
