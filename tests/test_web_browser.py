@@ -279,3 +279,62 @@ def test_the_page_reconnects_by_itself_after_the_workspace_process_was_killed(tm
         finally:
             drv.quit()
             s.shutdown()
+
+
+def _stream(zc, n: int) -> dict[int, dict]:
+    """Step ``n`` ticks from a reset; the ZeroMQ state stream's outputs by tick."""
+    end = zc.step(n).tick
+    states = {}
+    while end not in states:
+        st = zc.recv_state(5.0)
+        assert st is not None, f"the state stream stopped at tick {max(states, default=0)}"
+        states[st.tick] = st.y
+    return states
+
+
+def test_a_slider_moves_an_input_and_the_plant_follows_it_on_the_zmq_stream(served):
+    from selenium.webdriver.common.keys import Keys
+
+    s, drv = served
+    Select(drv.find_element(By.ID, "instinput")).select_by_visible_text("engine_torque")
+    drv.find_element(By.ID, "instadd").click()
+    row = drv.find_element(By.CSS_SELECTOR, "#instruments tr[data-instrument='engine_torque']")
+    slider = row.find_element(By.CLASS_NAME, "instslider")
+    assert (slider.get_attribute("min"), slider.get_attribute("max")) == ("-1000", "5000")  # the input's range
+    assert "N m" in row.text
+    with s.client() as zc:
+        zc.subscribe(("state",))
+        time.sleep(0.3)
+        zc.reset(GEAR1)
+        slider.click()  # the thumb jumps to the middle of the range
+        for _ in range(3):
+            slider.send_keys(Keys.ARROW_RIGHT)
+        value = float(slider.get_attribute("value"))
+        assert value not in (GEAR1["engine_torque"], 0.0)
+        assert wait_until(lambda: zc.get()["u"]["engine_torque"] == value, 10), drv.find_element(By.ID, "error").text
+        assert float(row.find_element(By.CLASS_NAME, "instval").get_attribute("value")) == value
+        by_page = _stream(zc, 200)
+        zc.reset(GEAR1)
+        zc.set_inputs_acked(engine_torque=value)  # the same value from a ZeroMQ client
+        by_zmq = _stream(zc, 200)
+        zc.reset(GEAR1)
+        unchanged = _stream(zc, 200)
+    assert by_page == by_zmq  # bit for bit: one command path
+    assert by_page[200]["w_out"] != unchanged[200]["w_out"]  # and the plant did follow the slider
+
+
+def test_an_instruments_value_outside_the_range_is_refused_and_changes_nothing(served):
+    s, drv = served
+    if not drv.find_elements(By.CSS_SELECTOR, "#instruments tr[data-instrument='p_c2']"):
+        Select(drv.find_element(By.ID, "instinput")).select_by_visible_text("p_c2")
+        drv.find_element(By.ID, "instadd").click()
+    row = drv.find_element(By.CSS_SELECTOR, "#instruments tr[data-instrument='p_c2']")
+    with s.client() as zc:
+        before = zc.get()["u"]["p_c2"]
+        box = row.find_element(By.CLASS_NAME, "instval")
+        box.clear()
+        box.send_keys("400")
+        row.find_element(By.CLASS_NAME, "instset").click()
+        err = wait_until(lambda: drv.find_element(By.ID, "error").text, 10)
+        assert err.startswith("set: p_c2") and "outside" in err
+        assert zc.get()["u"]["p_c2"] == before

@@ -78,6 +78,16 @@ def _jsonable(obj):
     raise TypeError(f"{type(obj).__name__} is not JSON")
 
 
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def _input_range(sig) -> dict:
+    """An input's accepted range for the page (``lo``/``hi`` None when unbounded; ``allowed``: its only values)."""
+    return {"lo": _finite(sig.lo), "hi": _finite(sig.hi), "default": _finite(sig.default), "integer": bool(sig.integer),
+            "allowed": [float(v) for v in sig.allowed], "doc": sig.doc}
+
+
 def _line(obj) -> bytes:
     return json.dumps(obj, separators=(",", ":"), default=_jsonable).encode() + b"\n"
 
@@ -198,6 +208,10 @@ class WebAdapter(Adapter):
                     else ring.f_u + k}
                    for kind, names in (("output", ring.output_names), ("input", ring.input_names))
                    for k, n in enumerate(names)]
+        ranges = {s.name: _input_range(s) for s in plant.inputs}
+        for sig in signals:  # an instrument bound to an input offers its range (the server checks it again)
+            if sig["kind"] == "input" and sig["name"] in ranges:
+                sig.update(ranges[sig["name"]])
         meta = {"period_s": ctx.period_s, "mode": ctx.mode, "every": self.every, "signals": signals,
                 "columns": {"t": F_TIME, "ints": ["tick", "status", "faults", "watchdog"]}}
         options = {"host": self.host, "port": self.port, "token": self.token, "status_hz": self.status_hz,
