@@ -338,3 +338,80 @@ def test_an_instruments_value_outside_the_range_is_refused_and_changes_nothing(s
         err = wait_until(lambda: drv.find_element(By.ID, "error").text, 10)
         assert err.startswith("set: p_c2") and "outside" in err
         assert zc.get()["u"]["p_c2"] == before
+
+
+def _open(url: str):
+    drv = chrome(1200, 900)
+    drv.get(url)
+    assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+    return drv
+
+
+def _shown(drv) -> dict:
+    return drv.execute_script(
+        "return {pattern: document.getElementById('pattern').value, window: document.getElementById('window').value,"
+        " picked: workspace.picked, instruments: workspace.instruments.map((i) => [i.name, i.value]),"
+        " rows: Array.from(document.querySelectorAll('#instruments tr')).map((r) => r.dataset.instrument)};")
+
+
+def test_a_saved_layout_is_restored_on_reload_and_after_a_server_restart(tmp_path):
+    import json as _json
+    import urllib.error
+    import urllib.request
+
+    folder = tmp_path / "layouts"
+    adapters = FREE_PORTS + f'\n[web]\nport = 0\nlayouts = "{folder}"\n'
+    with ServerProcess(tmp_path / "a", mode="lockstep", adapters=adapters) as s:
+        url = s.info["endpoints"]["web.url"]
+        drv = _open(url)
+        try:
+            drv.find_element(By.ID, "pattern").clear()
+            drv.find_element(By.ID, "pattern").send_keys("w_out, gear")
+            drv.find_element(By.ID, "pick").click()
+            drv.find_element(By.ID, "window").clear()
+            drv.find_element(By.ID, "window").send_keys("3")
+            Select(drv.find_element(By.ID, "instinput")).select_by_visible_text("p_c2")
+            drv.find_element(By.ID, "instadd").click()
+            drv.find_element(By.ID, "layoutsavename").send_keys("bench one")
+            drv.find_element(By.ID, "layoutsave").click()
+            assert wait_until(lambda: (folder / "bench one.json").is_file(), 10), drv.find_element(By.ID, "error").text
+            saved = _json.loads((folder / "bench one.json").read_text())
+            assert saved["signals"] == "w_out, gear" and saved["window"] == 3
+            assert [i["name"] for i in saved["instruments"]] == ["p_c2"]
+            want = _shown(drv)
+            assert want["picked"] == ["w_out", "gear"] and want["rows"] == ["p_c2"]
+            drv.refresh()
+            assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.layout"), 30)
+            assert _shown(drv) == want
+            # names never leave the folder
+            (tmp_path / "outside.json").write_text('{"signals": "secret"}')
+            (folder / "link.json").symlink_to(tmp_path / "outside.json")
+
+            def status(path, data=None):
+                req = urllib.request.Request(url + path, data=data, method="POST" if data else "GET")
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as r:
+                        return r.status, _json.loads(r.read())
+                except urllib.error.HTTPError as exc:
+                    return exc.code, _json.loads(exc.read())
+
+            assert status("api/layouts/link")[0] == 404
+            assert status("api/layouts/..%2Foutside")[0] in (400, 404)
+            assert status("api/layouts/.last")[0] == 400
+            assert status("api/layouts/..%2Fescape", b'{"a": 1}')[0] in (400, 404)
+            assert status("api/layouts/x", b"[1, 2]")[0] == 400  # a layout is an object
+            listed = status("api/layouts")[1]
+            assert listed["layouts"] == ["bench one"] and listed["last"] == "bench one"
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "layouts", "outside.json"]
+        finally:
+            drv.quit()
+            s.shutdown()
+    (folder / "link.json").unlink()
+    with ServerProcess(tmp_path / "b", mode="lockstep", adapters=adapters) as s:
+        drv = _open(s.info["endpoints"]["web.url"])
+        try:
+            assert wait_until(lambda: drv.execute_script("return workspace.layout"), 20)
+            assert _shown(drv) == want
+        finally:
+            drv.quit()
+            s.shutdown()

@@ -114,7 +114,9 @@ class WebAdapter(Adapter):
     WebSocket message taken, default 64 KiB), ``max_clients`` (open
     WebSockets, default 8), ``allowed_origins`` (WebSocket origins besides
     the page's own), ``allowed_hosts`` (``Host`` names besides the loopback
-    ones accepted without a token).
+    ones accepted without a token), ``layouts`` (the folder of the named
+    layouts, created when the first is saved; relative to the working
+    directory).
 
     Raises
     ------
@@ -149,6 +151,8 @@ class WebAdapter(Adapter):
             raise cfg.error("allowed_hosts", "must be a list of host names without port, such as \"bench-pc.lab\" "
                             "(names besides the loopback ones a browser may use for the workspace)")
         self.allowed_hosts = tuple(h.lower() for h in hosts)
+        layouts = cfg.string("layouts", "")
+        self.layouts = str(Path(layouts).expanduser().resolve()) if layouts else None
         cfg.reject_unknown()
         if not is_loopback_host(self.host) and not self.token:
             raise cfg.error("host", f"the workspace would listen on {self.host}, beyond loopback, without an access "
@@ -216,7 +220,8 @@ class WebAdapter(Adapter):
                 "columns": {"t": F_TIME, "ints": ["tick", "status", "faults", "watchdog"]}}
         options = {"host": self.host, "port": self.port, "token": self.token, "status_hz": self.status_hz,
                    "max_request_bytes": self.max_request_bytes, "max_clients": self.max_clients,
-                   "allowed_origins": list(self.allowed_origins), "allowed_hosts": list(self.allowed_hosts)}
+                   "allowed_origins": list(self.allowed_origins), "allowed_hosts": list(self.allowed_hosts),
+                   "layouts": self.layouts}
         job = {"op": "job", "shm": ring.shm_name, "every": self.every, "meta": meta, "options": options,
                "parent_pid": os.getpid()}
         try:

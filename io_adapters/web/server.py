@@ -17,6 +17,8 @@ Routes (all behind the same checks):
   docs/protocol.md), answered with its reply;
 * ``GET /ws``: the WebSocket: rows of the subscribed signals, status,
   events, and control requests with their replies (docs/workspace.md);
+* ``GET /api/layouts``, ``GET`` and ``POST /api/layouts/NAME``: the named
+  layouts (:mod:`io_adapters.web.layouts`);
 * ``GET /favicon.ico``: 204, the one route without the token (browsers ask
   for it on their own; the page names an inline icon anyway).
 
@@ -55,6 +57,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 from ..ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
+from .layouts import Layouts
 
 PAGE = Path(__file__).with_name("workspace.html")
 FLUSH_S = 1.0 / 30.0  # rows, status and events go to the pages about 30 times a second
@@ -252,7 +255,7 @@ class WebServer:
 
     def __init__(self, link, meta: dict, ring, every: int, *, host: str, port: int, token: str,
                  max_request_bytes: int, max_clients: int, allowed_origins: tuple[str, ...], status_hz: float, log,
-                 allowed_hosts: tuple[str, ...] = ()):
+                 allowed_hosts: tuple[str, ...] = (), layouts: str | None = None):
         self.link = link
         self.meta = meta
         self.by_name = {s["name"]: s["col"] for s in meta["signals"]}
@@ -261,6 +264,7 @@ class WebServer:
         self.max_clients = max_clients
         self.allowed_origins = allowed_origins
         self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
+        self.layouts = Layouts(layouts, max_request_bytes, parse_json)
         self.status_hz = status_hz
         self.log = log
         self.refused = {r: 0 for r in REFUSALS}
@@ -319,6 +323,7 @@ class WebServer:
         app.router.add_post("/api/control", self._control_handler)
         app.router.add_get("/ws", self._ws_handler)
         app.router.add_get("/favicon.ico", self._icon_handler)
+        self.layouts.add_routes(app.router)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
