@@ -415,3 +415,44 @@ def test_a_saved_layout_is_restored_on_reload_and_after_a_server_restart(tmp_pat
         finally:
             drv.quit()
             s.shutdown()
+
+
+def _axes(drv, div_id: str):
+    """[(trace name, its y axis, that axis's title)] of one plot, and how many plots the page has."""
+    return drv.execute_script(
+        "const d = document.getElementById(arguments[0]); if (!d || !d.data) return null;"
+        "const ax = (a) => d.layout[a === 'y' ? 'yaxis' : 'yaxis' + a.slice(1)];"
+        "return [d.data.map((t) => [t.name.split(' [')[0], t.yaxis || 'y', ax(t.yaxis || 'y').title.text]),"
+        " document.getElementById('plots').children.length];", div_id)
+
+
+def test_several_plots_each_with_one_y_axis_per_unit(served):
+    s, drv = served
+    box = drv.find_element(By.ID, "pattern")
+    box.clear()
+    box.send_keys("w_out, slip_c1; pressure_c2, engine_torque, p_c2; gear")
+    drv.find_element(By.ID, "pick").click()
+    assert drv.find_element(By.ID, "matched").text == "6 signal(s) in 3 plots"
+    with s.client() as zc:
+        zc.reset(GEAR1)
+        zc.subscribe(("state",))
+        time.sleep(0.3)
+        states = _stream(zc, 100)
+    first = wait_until(lambda: (a := _axes(drv, "plot")) and len(a[0]) == 2 and a, 10)
+    assert first and first[1] == 3, _axes(drv, "plot")
+    assert first[0] == [["w_out", "y", "rad/s"], ["slip_c1", "y", "rad/s"]]  # one unit: one axis
+    second = _axes(drv, "plot1")[0]
+    assert second == [["pressure_c2", "y", "bar"], ["engine_torque", "y2", "N m"], ["p_c2", "y", "bar"]]
+    assert [t[1] for t in _axes(drv, "plot2")[0]] == ["y"]
+    # each plot draws the stream's values
+    drawn = wait_until(lambda: (v := drv.execute_script(
+        "const t = document.getElementById('plot1').data[0];"
+        "return [Array.from(t.customdata), Array.from(t.y)];")) and v[0] and max(v[0]) >= 100 and v, 10)
+    assert drawn
+    for tick, y in zip(*drawn):
+        if tick in states:
+            assert y == states[tick]["pressure_c2"]
+    box.clear()
+    box.send_keys("w_out, slip_c?")
+    drv.find_element(By.ID, "pick").click()
+    assert wait_until(lambda: (a := _axes(drv, "plot")) and a[1] == 1 and len(a[0]) == 9, 10)
