@@ -282,13 +282,13 @@ def test_the_page_reconnects_by_itself_after_the_workspace_process_was_killed(tm
 
 
 def _stream(zc, n: int) -> dict[int, dict]:
-    """Step ``n`` ticks from a reset; the ZeroMQ state stream's outputs by tick."""
+    """Step ``n`` ticks; the ZeroMQ state stream's outputs and time (``t``) by tick."""
     end = zc.step(n).tick
     states = {}
     while end not in states:
         st = zc.recv_state(5.0)
         assert st is not None, f"the state stream stopped at tick {max(states, default=0)}"
-        states[st.tick] = st.y
+        states[st.tick] = dict(st.y, t=st.t)
     return states
 
 
@@ -456,3 +456,44 @@ def test_several_plots_each_with_one_y_axis_per_unit(served):
     box.send_keys("w_out, slip_c?")
     drv.find_element(By.ID, "pick").click()
     assert wait_until(lambda: (a := _axes(drv, "plot")) and a[1] == 1 and len(a[0]) == 9, 10)
+
+
+def test_a_level_trigger_captures_the_pre_and_post_window_and_the_csv_equals_the_stream(served):
+    import csv
+    import io
+    import urllib.request
+
+    s, drv = served
+    box = drv.find_element(By.ID, "pattern")
+    box.clear()
+    box.send_keys("w_out, slip_c1, engine_torque")
+    drv.find_element(By.ID, "pick").click()
+    with s.client() as zc:
+        zc.subscribe(("state",))
+        time.sleep(0.3)
+        zc.reset(GEAR1)
+        first = _stream(zc, 600)
+        level = (first[300]["w_out"] + first[301]["w_out"]) / 2  # w_out rises: it crosses between ticks 300 and 301
+        assert first[300]["w_out"] < level <= first[301]["w_out"]
+        Select(drv.find_element(By.ID, "trigsignal")).select_by_visible_text("w_out")
+        Select(drv.find_element(By.ID, "trigcond")).select_by_visible_text("rising")
+        for box_id, text in (("triglevel", repr(level)), ("trigpre", "0.05"), ("trigpost", "0.1")):
+            drv.find_element(By.ID, box_id).clear()
+            drv.find_element(By.ID, box_id).send_keys(text)
+        zc.reset(GEAR1)
+        drv.find_element(By.ID, "trigarm").click()
+        assert wait_until(lambda: drv.execute_script("return workspace.armed"), 10), drv.find_element(By.ID, "error").text
+        second = _stream(zc, 600)
+    assert second == first  # the same run: the stream is the reference
+    cap = wait_until(lambda: drv.execute_script("return workspace.captures.length ? workspace.captures[0] : null"), 10)
+    assert cap and cap["tick"] == 301 and (cap["first_tick"], cap["last_tick"]) == (251, 401)
+    link = drv.find_element(By.CSS_SELECTOR, "#captures a").get_attribute("href")
+    with urllib.request.urlopen(link, timeout=10) as r:
+        rows = list(csv.reader(io.StringIO(r.read().decode())))
+    assert rows[0] == ["tick", "t", "w_out", "slip_c1", "engine_torque"]
+    ticks = [int(r[0]) for r in rows[1:]]
+    assert ticks == list(range(251, 402))  # 50 ticks before the crossing, the crossing, 100 after
+    for r in rows[1:]:  # bit for bit: the CSV's text reads back as the stream's float64
+        y = second[int(r[0])]
+        assert [float(v) for v in r[1:]] == [y["t"], y["w_out"], y["slip_c1"], GEAR1["engine_torque"]]
+    assert drv.find_element(By.ID, "trigstate").text.startswith("captured")

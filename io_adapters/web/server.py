@@ -32,7 +32,8 @@ the browser sends one, is the page's own on an allowed host (any host with a
 token) or one of ``allowed_origins``, else 403.  Bodies and WebSocket
 messages are capped at ``max_request_bytes`` (413, or the WebSocket closed
 with 1009 after the rest of the message was read, so the close is not
-destroyed by a TCP reset), their JSON at :data:`MAX_JSON_DEPTH` levels.
+destroyed by a TCP reset), their JSON at :data:`~io_adapters.web.guard.MAX_JSON_DEPTH` levels
+(:mod:`io_adapters.web.guard`).
 Every refusal is counted by reason (:meth:`WebServer.counters`).
 
 Every request on the WebSocket gets exactly one answer (``subscribed``,
@@ -47,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import hmac
-import ipaddress
 import json
 import math
 import time
@@ -57,15 +57,14 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 from ..ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
+from .capture import MAX_KEPT, Trigger, TriggerError
+from .guard import BadJSON, LingeringWebSocket, host_name, loopback_name, parse_json
 from .layouts import Layouts
 
 PAGE = Path(__file__).with_name("workspace.html")
 FLUSH_S = 1.0 / 30.0  # rows, status and events go to the pages about 30 times a second
 CLIENT_QUEUE = 16  # updates (rows, status, events) waiting for one slow page; more are dropped (counted)
 MAX_PENDING = 64  # requests of one page read and not yet answered; beyond, its socket is not read until one is
-MAX_JSON_DEPTH = 32  # nesting of a request's JSON (arrays and objects); deeper is refused, never recursed into
-LINGER_S = 2.0  # after an oversize message: how long the rest of it is read (and dropped) before the close
-LINGER_BYTES = 1 << 26  # ... and how much of it at most
 MAX_SIGNALS = 256  # signals one page may subscribe to
 CONTROL_TIMEOUT_S = 60.0
 REFUSALS = ("host", "token", "origin", "too_large", "bad_message", "too_many_clients")
@@ -110,103 +109,6 @@ def dumps(obj) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def host_name(host_header: str) -> str:
-    """The host of a ``Host`` header or an origin's authority, without its port (``[::1]:80`` -> ``::1``)."""
-    h = host_header.strip()
-    if h.startswith("["):
-        end = h.find("]")
-        return h[1:end] if end > 0 else h
-    return h.rsplit(":", 1)[0] if h.count(":") == 1 else h
-
-
-def loopback_name(name: str) -> bool:
-    """``name`` is ``localhost`` or a loopback address literal (127.0.0.0/8, ::1); ``127.0.0.1.example`` is not."""
-    if name.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:  # a name: whatever it resolves to, another site may rebind it
-        return False
-
-
-class BadJSON(ValueError):
-    """A request that is not JSON, or JSON nested deeper than :data:`MAX_JSON_DEPTH`."""
-
-
-def parse_json(data: str | bytes):
-    """The JSON value of ``data``; :class:`BadJSON` (with a one-line reason) if it is not one a request may be."""
-    deep = f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
-    try:
-        obj = json.loads(data)
-    except RecursionError:  # the decoder recursed thousands of levels: refused as any too deep value
-        raise BadJSON(deep) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadJSON(f"not JSON: {exc}") from None
-    stack = [(obj, 1)]  # depth checked without recursion
-    while stack:
-        o, depth = stack.pop()
-        if isinstance(o, dict):
-            o = o.values()
-        elif not isinstance(o, list):
-            continue
-        if depth > MAX_JSON_DEPTH:
-            raise BadJSON(deep)
-        stack.extend((v, depth + 1) for v in o)
-    return obj
-
-
-class _Drain(asyncio.Protocol):
-    """Reads and drops what a client still sends after its connection was closed for an oversize message.
-
-    Closing a socket with unread data makes the kernel send a reset, which
-    can destroy the close frame (1009) on its way; so the rest is read until
-    the client closes its side, :data:`LINGER_BYTES` or :data:`LINGER_S`.
-    """
-
-    def __init__(self, transport, close):
-        self.transport, self._close, self.left = transport, close, LINGER_BYTES
-        self._timer = asyncio.get_running_loop().call_later(LINGER_S, self.done)
-
-    def data_received(self, data: bytes) -> None:
-        self.left -= len(data)
-        if self.left <= 0:
-            self.done()
-
-    def eof_received(self) -> bool:
-        self.done()
-        return False
-
-    def connection_lost(self, exc) -> None:
-        self._timer.cancel()
-
-    def done(self) -> None:
-        self._timer.cancel()
-        self._close()
-
-
-class _WebSocket(web.WebSocketResponse):
-    """aiohttp's WebSocket whose close after an oversize message (1009) lingers (:class:`_Drain`)."""
-
-    sent_code = None
-
-    async def close(self, *, code: int = 1000, message: bytes = b"", drain: bool = True) -> bool:
-        if not self.closed:
-            self.sent_code = code
-        return await super().close(code=code, message=message, drain=drain)
-
-    def _close_transport(self) -> None:
-        tr = self._req.transport if self._req is not None else None
-        if self.sent_code != 1009 or tr is None or tr.is_closing():
-            super()._close_transport()
-            return
-        close = tr.close
-        tr.close = lambda: None  # aiohttp closes it again once the handler returns: the drain closes it
-        tr.set_protocol(_Drain(tr, close))
-        tr.resume_reading()
-        if tr.can_write_eof():
-            tr.write_eof()  # the close frame is out: the client sees the end and closes its side
-
-
 class Client:
     """One open WebSocket: its subscription, its answers (never dropped) and its bounded queue of updates."""
 
@@ -219,6 +121,7 @@ class Client:
         self.slots = asyncio.Semaphore(MAX_PENDING)  # a request read takes one, its answer sent frees it
         self.wake = asyncio.Event()
         self.tasks: set = set()  # control requests on their way (held: a bare task may be collected)
+        self.trigger: Trigger | None = None  # armed by the page (io_adapters.web.capture)
         self.dropped = 0
         self.dropped_rows = 0
 
@@ -265,6 +168,8 @@ class WebServer:
         self.allowed_origins = allowed_origins
         self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
         self.layouts = Layouts(layouts, max_request_bytes, parse_json)
+        self.ring = ring
+        self.captures: collections.OrderedDict = collections.OrderedDict()  # id -> Capture, the newest MAX_KEPT
         self.status_hz = status_hz
         self.log = log
         self.refused = {r: 0 for r in REFUSALS}
@@ -324,6 +229,7 @@ class WebServer:
         app.router.add_get("/ws", self._ws_handler)
         app.router.add_get("/favicon.ico", self._icon_handler)
         self.layouts.add_routes(app.router)
+        app.router.add_get("/api/capture/{id:[0-9]+}.csv", self._capture_handler)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
@@ -399,6 +305,14 @@ class WebServer:
     async def _icon_handler(self, request: web.Request) -> web.Response:
         return web.Response(status=204, headers={"Cache-Control": "max-age=86400"})
 
+    async def _capture_handler(self, request: web.Request) -> web.Response:
+        cap = self.captures.get(int(request.match_info["id"]))
+        if cap is None:
+            return web.json_response({"ok": False, "error": {"code": "capture", "message": "no such capture (the "
+                                      f"newest {MAX_KEPT} are kept)"}}, status=404)
+        return web.Response(text=cap.csv(), content_type="text/csv", headers={
+            "Content-Disposition": f'attachment; filename="capture-{cap.id}-tick{cap.at}.csv"'})
+
     async def _plotly_handler(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(self._plotly, headers={"Cache-Control": "max-age=3600"})
 
@@ -437,7 +351,7 @@ class WebServer:
     async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
         if len(self.clients) >= self.max_clients:
             return self._refuse("too_many_clients", 503, f"{self.max_clients} pages are open already")
-        ws = _WebSocket(max_msg_size=self.max_request_bytes, heartbeat=20.0)
+        ws = LingeringWebSocket(max_msg_size=self.max_request_bytes, heartbeat=20.0)
         await ws.prepare(request)
         client = Client(ws)
         self.clients.append(client)
@@ -504,6 +418,18 @@ class WebServer:
             op = msg.get("op") if isinstance(msg, dict) else None
             if op == "subscribe":
                 self._subscribe(client, msg.get("signals"))
+            elif op == "arm":
+                try:
+                    client.trigger = Trigger(self.ring, self.by_name, float(self.meta["period_s"]), msg.get("trigger"))
+                except TriggerError as exc:
+                    self.refused["bad_message"] += 1
+                    client.answer(dumps({"op": "error", "message": str(exc)}))
+                else:
+                    client.answer(dumps({"op": "armed", "trigger": client.trigger.spec,
+                                         "signals": client.trigger.names}))
+            elif op == "disarm":
+                client.trigger = None
+                client.answer(dumps({"op": "disarmed"}))
             elif op == "control":
                 task = asyncio.ensure_future(self._ws_control(client, msg.get("id"), msg.get("req")))
                 client.tasks.add(task)
@@ -512,7 +438,7 @@ class WebServer:
                 self.refused["bad_message"] += 1
                 self._send_counters()
                 client.answer(dumps({"op": "error", "message": f"unknown op {clean(op)!r}; ops are subscribe, "
-                                                               "control"}))
+                                                               "control, arm, disarm"}))
         except Exception as exc:  # a defect here must not drop the page's socket: it gets its answer
             self.log.exception("the workspace failed to serve a message")
             client.answer(dumps({"op": "error", "message": f"internal error: {type(exc).__name__}"}))
@@ -568,7 +494,22 @@ class WebServer:
             return None
         return np.concatenate(ints), np.concatenate(floats)
 
+    def _captures(self) -> None:
+        """Feed the armed triggers; a capture completed goes to its page as ``captured`` (never dropped)."""
+        for c in self.clients:
+            if c.trigger is None:
+                continue
+            for cap in c.trigger.feed():
+                self.captures[cap.id] = cap
+                while len(self.captures) > MAX_KEPT:
+                    self.captures.popitem(last=False)
+                c.answer(dumps({"op": "captured", "capture": clean(cap.summary(f"api/capture/{cap.id}.csv"))}),
+                         slot=False)
+            if c.trigger.done:
+                c.trigger = None
+
     def _flush(self) -> None:
+        self._captures()
         rows = self._take_rows()
         link = self.link
         events = []
