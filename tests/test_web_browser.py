@@ -17,6 +17,7 @@ webdriver = pytest.importorskip("selenium.webdriver")
 
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
 from server_support import FREE_PORTS, ServerProcess, wait_until  # noqa: E402
@@ -293,7 +294,6 @@ def _stream(zc, n: int) -> dict[int, dict]:
 
 
 def test_a_slider_moves_an_input_and_the_plant_follows_it_on_the_zmq_stream(served):
-    from selenium.webdriver.common.keys import Keys
 
     s, drv = served
     Select(drv.find_element(By.ID, "instinput")).select_by_visible_text("engine_torque")
@@ -497,3 +497,27 @@ def test_a_level_trigger_captures_the_pre_and_post_window_and_the_csv_equals_the
         y = second[int(r[0])]
         assert [float(v) for v in r[1:]] == [y["t"], y["w_out"], y["slip_c1"], GEAR1["engine_torque"]]
     assert drv.find_element(By.ID, "trigstate").text.startswith("captured")
+
+
+def test_the_server_decimates_to_the_rows_a_second_the_page_asks_for(served):
+    s, drv = served
+    box = drv.find_element(By.ID, "pattern")
+    box.clear()
+    box.send_keys("w_out")
+    drv.find_element(By.ID, "pick").click()
+    rate = drv.find_element(By.ID, "rate")
+    rate.send_keys("20")  # 1 kHz plant: one row every 50 ticks
+    rate.send_keys(Keys.TAB)
+    try:
+        assert wait_until(lambda: drv.execute_script("return workspace.rate && workspace.rate.every") == 50, 10)
+        with s.client() as zc:
+            zc.subscribe(("state",))
+            time.sleep(0.3)
+            zc.reset(GEAR1)
+            states = _stream(zc, 400)
+        plotted = wait_until(lambda: (p := _plotted(drv).get("w_out")) and max(p) >= 400 and p, 10)
+        assert sorted(plotted) == list(range(50, 401, 50))  # only the rows drawn came over the socket
+        assert all(plotted[t] == states[t]["w_out"] for t in plotted)
+    finally:
+        rate.clear()
+        drv.execute_script("workspace.ws.send(JSON.stringify({op: 'rate', rows_per_s: 1000}));")

@@ -122,6 +122,7 @@ class Client:
         self.wake = asyncio.Event()
         self.tasks: set = set()  # control requests on their way (held: a bare task may be collected)
         self.trigger: Trigger | None = None  # armed by the page (io_adapters.web.capture)
+        self.every = 1  # ticks between two rows sent to this page: a multiple of the display cursor's (op rate)
         self.dropped = 0
         self.dropped_rows = 0
 
@@ -427,6 +428,8 @@ class WebServer:
                 else:
                     client.answer(dumps({"op": "armed", "trigger": client.trigger.spec,
                                          "signals": client.trigger.names}))
+            elif op == "rate":
+                self._rate(client, msg.get("rows_per_s"))
             elif op == "disarm":
                 client.trigger = None
                 client.answer(dumps({"op": "disarmed"}))
@@ -438,7 +441,7 @@ class WebServer:
                 self.refused["bad_message"] += 1
                 self._send_counters()
                 client.answer(dumps({"op": "error", "message": f"unknown op {clean(op)!r}; ops are subscribe, "
-                                                               "control, arm, disarm"}))
+                                                               "control, rate, arm, disarm"}))
         except Exception as exc:  # a defect here must not drop the page's socket: it gets its answer
             self.log.exception("the workspace failed to serve a message")
             client.answer(dumps({"op": "error", "message": f"internal error: {type(exc).__name__}"}))
@@ -457,6 +460,18 @@ class WebServer:
         names = list(dict.fromkeys(names))
         client.names, client.cols = names, [self.by_name[n] for n in names]
         client.answer(dumps({"op": "subscribed", "signals": names}))
+
+    def _rate(self, client: Client, rows_per_s) -> None:
+        """A page's rows a second of run time: at most the display's, one row every multiple of its ticks."""
+        every = int(self.cursor.state[C_EVERY])
+        full = 1.0 / (float(self.meta["period_s"]) * every)  # the display cursor's rows a second
+        if isinstance(rows_per_s, bool) or not isinstance(rows_per_s, (int, float)) or not 0 < rows_per_s < 1e9:
+            self.refused["bad_message"] += 1
+            client.answer(dumps({"op": "error", "message": "rate: 'rows_per_s' is a number > 0"}))
+            return
+        client.every = every * max(1, int(round(full / rows_per_s)))
+        client.answer(dumps({"op": "rate", "every": client.every,
+                             "rows_per_s": 1.0 / (float(self.meta["period_s"]) * client.every)}))
 
     async def _ws_control(self, client: Client, rid, req) -> None:
         try:
@@ -508,6 +523,16 @@ class WebServer:
             if c.trigger.done:
                 c.trigger = None
 
+    @staticmethod
+    def _rows_head(ints: np.ndarray, floats: np.ndarray, every: int):
+        """The display rows whose tick is a multiple of ``every`` (a page's own decimation), with their head."""
+        if every > 1:
+            keep = ints[:, 0] % every == 0
+            ints, floats = ints[keep], floats[keep]
+        return ({"op": "rows", "tick": ints[:, 0].tolist(), "status": ints[:, 1].tolist(),
+                 "faults": ints[:, 2].tolist(), "watchdog": ints[:, 3].tolist(), "t": column(floats[:, F_TIME])},
+                ints, floats)
+
     def _flush(self) -> None:
         self._captures()
         rows = self._take_rows()
@@ -518,12 +543,14 @@ class WebServer:
         if not self.clients:
             return
         if rows is not None:
-            ints, floats = rows
-            head = {"op": "rows", "tick": ints[:, 0].tolist(), "status": ints[:, 1].tolist(),
-                    "faults": ints[:, 2].tolist(), "watchdog": ints[:, 3].tolist(), "t": column(floats[:, F_TIME])}
+            heads = {}  # one head per decimation the pages asked for
             for c in self.clients:
-                c.offer(dumps(dict(head, values={n: column(floats[:, k]) for n, k in zip(c.names, c.cols)})),
-                        len(ints))
+                if c.every not in heads:
+                    heads[c.every] = self._rows_head(*rows, c.every)
+                head, ints, floats = heads[c.every]
+                if len(ints):
+                    c.offer(dumps(dict(head, values={n: column(floats[:, k]) for n, k in zip(c.names, c.cols)})),
+                            len(ints))
         if events:
             text = dumps({"op": "events", "events": clean(events)})
             for c in self.clients:
