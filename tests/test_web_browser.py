@@ -72,7 +72,7 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
     box.send_keys("w_out, slip_c?")  # a name and a glob
     drv.find_element(By.ID, "pick").click()
     assert drv.find_element(By.ID, "matched").text == "9 signal(s)"
-    time.sleep(0.3)  # the subscription reaches the server
+    assert wait_until(lambda: "slip_c8" in (drv.execute_script("return workspace.subscribed") or []), 10)
     with s.client() as zc:
         zc.subscribe(("state",))
         time.sleep(0.3)
@@ -198,9 +198,9 @@ def test_the_page_reconnects_after_a_server_restart(served, tmp_path):
             assert wait_until(lambda: drv.execute_script("return workspace.connected"), 20)
             with second.client() as zc:
                 assert wait_until(lambda: zc.status()["adapters"]["web"]["clients"] == 1, 10)
-                time.sleep(0.3)  # the page's subscription after its hello
+                assert wait_until(lambda: "w_out" in (drv.execute_script("return workspace.subscribed") or []), 20)
                 zc.step(50)
-            assert wait_until(lambda: max(_plotted(drv).get("w_out", {0: 0})) >= 50, 10)
+            assert wait_until(lambda: max(_plotted(drv).get("w_out") or {0: 0}) >= 50, 10), (drv.get_log("browser"), drv.execute_script("return [workspace.picked, workspace.plots, workspace.lastTick, workspace.data.w_out.tick.length, document.getElementById(\"plots\").children.length]"))
             second.shutdown()
     finally:
         drv.quit()
@@ -274,7 +274,7 @@ def test_the_page_reconnects_by_itself_after_the_workspace_process_was_killed(tm
                 assert wait_until(lambda: not drv.execute_script("return workspace.connected"), 10)
                 assert wait_until(lambda: drv.execute_script("return workspace.connected"), 60)
                 assert wait_until(lambda: zc.status()["adapters"]["web"].get("clients") == 1, 20)
-                time.sleep(0.3)  # the page's subscription after its hello
+                assert wait_until(lambda: "w_out" in (drv.execute_script("return workspace.subscribed") or []), 20)
                 zc.step(50)
             assert wait_until(lambda: max(_plotted(drv).get("w_out", {0: 0})) >= 50, 10)
         finally:
