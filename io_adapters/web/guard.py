@@ -76,9 +76,16 @@ class _Drain(asyncio.Protocol):
     the client closes its side, :data:`LINGER_BYTES` or :data:`LINGER_S`.
     """
 
-    def __init__(self, transport, close):
-        self.transport, self._close, self.left = transport, close, LINGER_BYTES
+    def __init__(self, transport, close, before):
+        self.transport, self._close, self.left, self.before = transport, close, LINGER_BYTES, before
         self._timer = asyncio.get_running_loop().call_later(LINGER_S, self.done)
+
+    # the close frame may still wait for the client to read: aiohttp's writer hears of it through its protocol
+    def pause_writing(self) -> None:
+        self.before.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.before.resume_writing()
 
     def data_received(self, data: bytes) -> None:
         self.left -= len(data)
@@ -91,6 +98,7 @@ class _Drain(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self._timer.cancel()
+        self.before.connection_lost(exc)
 
     def done(self) -> None:
         self._timer.cancel()
@@ -101,23 +109,32 @@ class LingeringWebSocket(web.WebSocketResponse):
     """aiohttp's WebSocket whose close after an oversize message (1009) lingers (:class:`_Drain`)."""
 
     sent_code = None
+    _draining = False
 
     async def close(self, *, code: int = 1000, message: bytes = b"", drain: bool = True) -> bool:
         if not self.closed:
             self.sent_code = code
+            if code == 1009:  # read (and drop) the rest first: a client blocked sending it would not read the close
+                self._drain()
         return await super().close(code=code, message=message, drain=drain)
+
+    def _drain(self) -> None:
+        tr = self._req.transport if self._req is not None else None
+        if tr is None or tr.is_closing() or self._draining:
+            return
+        self._draining = True
+        close = tr.close
+        tr.close = lambda: None  # aiohttp closes it again once the handler returns: the drain closes it
+        tr.set_protocol(_Drain(tr, close, tr.get_protocol()))
+        tr.resume_reading()
 
     def _close_transport(self) -> None:
         tr = self._req.transport if self._req is not None else None
-        if self.sent_code != 1009 or tr is None or tr.is_closing():
+        if not self._draining or tr is None or tr.is_closing():
             super()._close_transport()
             return
-        close = tr.close
-        tr.close = lambda: None  # aiohttp closes it again once the handler returns: the drain closes it
-        tr.set_protocol(_Drain(tr, close))
-        tr.resume_reading()
         if tr.can_write_eof():
-            tr.write_eof()  # the close frame is out: the client sees the end and closes its side
+            tr.write_eof()  # after the close frame: the client sees the end and closes its side
 
 
 __all__ = ["BadJSON", "LingeringWebSocket", "MAX_JSON_DEPTH", "host_name", "loopback_name", "parse_json"]
