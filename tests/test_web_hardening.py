@@ -153,7 +153,8 @@ def test_a_burst_of_100_bad_messages_gets_100_answers_and_a_request_after_them_i
     assert reply["id"] == "last" and reply["reply"]["ok"]
 
 
-def _handshake(port: int) -> socket.socket:
+def _handshake(port: int) -> tuple[socket.socket, bytes]:
+    """An upgraded raw socket and the bytes after the 101 response read with it (the first frames, if any)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     sock.sendall(f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
@@ -163,12 +164,12 @@ def _handshake(port: int) -> socket.socket:
         assert part, head
         head += part
     assert head.startswith(b"HTTP/1.1 101"), head
-    return sock
+    return sock, head.split(b"\r\n\r\n", 1)[1]
 
 
 def _close_code_after_oversize(port: int, size: int) -> int | str:
     """Send one masked text frame of ``size`` bytes; the close code the server answers with (or what went wrong)."""
-    sock = _handshake(port)
+    sock, data = _handshake(port)
     try:
         mask = b"\x01\x02\x03\x04"
         payload = bytes(b ^ mask[i % 4] for i, b in enumerate(b"x" * size))
@@ -177,7 +178,6 @@ def _close_code_after_oversize(port: int, size: int) -> int | str:
             sock.sendall(frame)
         except OSError as exc:  # the server closed while the frame was on its way
             return f"send: {exc!r}"
-        data = b""
         while True:
             try:
                 part = sock.recv(1 << 16)
