@@ -17,6 +17,7 @@ webdriver = pytest.importorskip("selenium.webdriver")
 
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
 from server_support import FREE_PORTS, ServerProcess, wait_until  # noqa: E402
@@ -71,7 +72,7 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
     box.send_keys("w_out, slip_c?")  # a name and a glob
     drv.find_element(By.ID, "pick").click()
     assert drv.find_element(By.ID, "matched").text == "9 signal(s)"
-    time.sleep(0.3)  # the subscription reaches the server
+    assert wait_until(lambda: "slip_c8" in (drv.execute_script("return workspace.subscribed") or []), 10)
     with s.client() as zc:
         zc.subscribe(("state",))
         time.sleep(0.3)
@@ -82,7 +83,7 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
             st = zc.recv_state(5.0)
             assert st is not None
             states[st.tick] = st
-    plotted = wait_until(lambda: (p := _plotted(drv)) and max(p.get("w_out", {0: 0})) >= 300 and p, 20)
+    plotted = wait_until(lambda: (p := _plotted(drv)) and max(p.get("w_out") or {0: 0}) >= 300 and p, 20)
     assert plotted, drv.get_log("browser")
     assert set(plotted) == {"w_out", *(f"slip_c{k}" for k in range(1, 9))}
     ticks = [t for t in plotted["w_out"] if t <= 300]
@@ -94,8 +95,8 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
     assert drv.find_element(By.ID, "gear").text == "1"
     state = {r.get_attribute("data-clutch"): r.find_elements(By.TAG_NAME, "td")[1].text
              for r in drv.find_elements(By.CSS_SELECTOR, "#clutches tbody tr")}
-    assert state["c2"] == "open" and state["c8"] == "open"
-    assert {state["c1"], state["c3"], state["c6"]} <= {"stuck", "slipping"}
+    assert state["C2"] == "open" and state["C8"] == "open"
+    assert {state["C1"], state["C3"], state["C6"]} <= {"stuck", "slipping"}
     # the timing panel draws the run's whole TET histogram: its bins hold every tick of the status shown
     drawn = wait_until(lambda: drv.execute_script(
         "const d = document.getElementById('histo').data, s = window.workspace.status;"
@@ -197,9 +198,9 @@ def test_the_page_reconnects_after_a_server_restart(served, tmp_path):
             assert wait_until(lambda: drv.execute_script("return workspace.connected"), 20)
             with second.client() as zc:
                 assert wait_until(lambda: zc.status()["adapters"]["web"]["clients"] == 1, 10)
-                time.sleep(0.3)  # the page's subscription after its hello
+                assert wait_until(lambda: "w_out" in (drv.execute_script("return workspace.subscribed") or []), 20)
                 zc.step(50)
-            assert wait_until(lambda: max(_plotted(drv).get("w_out", {0: 0})) >= 50, 10)
+            assert wait_until(lambda: max(_plotted(drv).get("w_out") or {0: 0}) >= 50, 10)
             second.shutdown()
     finally:
         drv.quit()
@@ -212,3 +213,311 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _cpu_row(drv):
+    rows = drv.execute_script("return Array.from(document.querySelectorAll('#timing tr')).map((r) => r.innerText);")
+    return next((r for r in rows if r.startswith("CPU")), None)
+
+
+def test_the_timing_panel_shows_both_processes_cpu(served):
+    import re
+
+    s, drv = served
+    row = wait_until(lambda: (r := _cpu_row(drv)) and re.search(r"\d+(\.\d+)? / \d+(\.\d+)?$", r) and r, 20)
+    assert row, _cpu_row(drv)
+    assert "server / workspace" in row
+
+
+def test_un_pausing_redraws_at_once_in_lockstep(served):
+    s, drv = served
+    shown = lambda: max(_plotted(drv).get("w_out") or {0: 0})  # noqa: E731
+    drv.find_element(By.ID, "pause").click()
+    try:
+        before = shown()
+        with s.client() as zc:
+            target = zc.step(100).tick
+        assert wait_until(lambda: drv.execute_script("return workspace.lastTick") == target, 10)
+        time.sleep(0.5)  # frames pass while paused: the plot stands
+        assert shown() == before != target
+    finally:
+        drv.find_element(By.ID, "pause").click()  # no step after this: only the un-pausing can redraw
+    assert wait_until(lambda: shown() == target, 10)
+
+
+def test_with_a_token_the_page_loads_without_a_console_error(tmp_path):
+    token = "s3cret-token-for-the-tests-0123456789"
+    with ServerProcess(tmp_path, mode="lockstep", adapters=FREE_PORTS + f'\n[web]\nport = 0\ntoken = "{token}"\n') as s:
+        drv = chrome(1000, 700)
+        try:
+            drv.get(s.info["endpoints"]["web.url"] + f"?token={token}")
+            assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+            time.sleep(1.0)  # an icon request, if any, has been answered
+            severe = [e for e in drv.get_log("browser") if e["level"] == "SEVERE"]
+            assert severe == []
+        finally:
+            drv.quit()
+            s.shutdown()
+
+
+def test_the_page_reconnects_by_itself_after_the_workspace_process_was_killed(tmp_path):
+    import os
+    import signal
+
+    with ServerProcess(tmp_path, mode="lockstep", adapters=FREE_PORTS + '\n[web]\nport = 0\n') as s:
+        drv = chrome(1000, 700)
+        try:
+            drv.get(s.info["endpoints"]["web.url"])
+            assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+            with s.client() as zc:
+                os.kill(zc.status()["adapters"]["web"]["pid"], signal.SIGKILL)
+                assert wait_until(lambda: not drv.execute_script("return workspace.connected"), 10)
+                assert wait_until(lambda: drv.execute_script("return workspace.connected"), 60)
+                assert wait_until(lambda: zc.status()["adapters"]["web"].get("clients") == 1, 20)
+                assert wait_until(lambda: "w_out" in (drv.execute_script("return workspace.subscribed") or []), 20)
+                zc.step(50)
+            assert wait_until(lambda: max(_plotted(drv).get("w_out") or {0: 0}) >= 50, 10)
+        finally:
+            drv.quit()
+            s.shutdown()
+
+
+def _stream(zc, n: int) -> dict[int, dict]:
+    """Step ``n`` ticks; the ZeroMQ state stream's outputs and time (``t``) by tick."""
+    end = zc.step(n).tick
+    states = {}
+    while end not in states:
+        st = zc.recv_state(5.0)
+        assert st is not None, f"the state stream stopped at tick {max(states, default=0)}"
+        states[st.tick] = dict(st.y, t=st.t)
+    return states
+
+
+def test_a_slider_moves_an_input_and_the_plant_follows_it_on_the_zmq_stream(served):
+
+    s, drv = served
+    Select(drv.find_element(By.ID, "instinput")).select_by_visible_text("engine_torque")
+    drv.find_element(By.ID, "instadd").click()
+    row = drv.find_element(By.CSS_SELECTOR, "#instruments tr[data-instrument='engine_torque']")
+    slider = row.find_element(By.CLASS_NAME, "instslider")
+    assert (slider.get_attribute("min"), slider.get_attribute("max")) == ("-1000", "5000")  # the input's range
+    assert "N m" in row.text
+    with s.client() as zc:
+        zc.subscribe(("state",))
+        time.sleep(0.3)
+        zc.reset(GEAR1)
+        slider.click()  # the thumb jumps to the middle of the range
+        for _ in range(3):
+            slider.send_keys(Keys.ARROW_RIGHT)
+        value = float(slider.get_attribute("value"))
+        assert value not in (GEAR1["engine_torque"], 0.0)
+        assert wait_until(lambda: zc.get()["u"]["engine_torque"] == value, 10), drv.find_element(By.ID, "error").text
+        assert float(row.find_element(By.CLASS_NAME, "instval").get_attribute("value")) == value
+        by_page = _stream(zc, 200)
+        zc.reset(GEAR1)
+        zc.set_inputs_acked(engine_torque=value)  # the same value from a ZeroMQ client
+        by_zmq = _stream(zc, 200)
+        zc.reset(GEAR1)
+        unchanged = _stream(zc, 200)
+    assert by_page == by_zmq  # bit for bit: one command path
+    assert by_page[200]["w_out"] != unchanged[200]["w_out"]  # and the plant did follow the slider
+
+
+def test_an_instruments_value_outside_the_range_is_refused_and_changes_nothing(served):
+    s, drv = served
+    if not drv.find_elements(By.CSS_SELECTOR, "#instruments tr[data-instrument='p_c2']"):
+        Select(drv.find_element(By.ID, "instinput")).select_by_visible_text("p_c2")
+        drv.find_element(By.ID, "instadd").click()
+    row = drv.find_element(By.CSS_SELECTOR, "#instruments tr[data-instrument='p_c2']")
+    with s.client() as zc:
+        before = zc.get()["u"]["p_c2"]
+        box = row.find_element(By.CLASS_NAME, "instval")
+        box.clear()
+        box.send_keys("400")
+        row.find_element(By.CLASS_NAME, "instset").click()
+        err = wait_until(lambda: drv.find_element(By.ID, "error").text, 10)
+        assert err.startswith("set: p_c2") and "outside" in err
+        assert zc.get()["u"]["p_c2"] == before
+
+
+def _open(url: str):
+    drv = chrome(1200, 900)
+    drv.get(url)
+    assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+    return drv
+
+
+def _shown(drv) -> dict:
+    return drv.execute_script(
+        "return {pattern: document.getElementById('pattern').value, window: document.getElementById('window').value,"
+        " picked: workspace.picked, instruments: workspace.instruments.map((i) => [i.name, i.value]),"
+        " rows: Array.from(document.querySelectorAll('#instruments tr')).map((r) => r.dataset.instrument)};")
+
+
+def test_a_saved_layout_is_restored_on_reload_and_after_a_server_restart(tmp_path):
+    import json as _json
+    import urllib.error
+    import urllib.request
+
+    folder = tmp_path / "layouts"
+    adapters = FREE_PORTS + f'\n[web]\nport = 0\nlayouts = "{folder}"\n'
+    with ServerProcess(tmp_path / "a", mode="lockstep", adapters=adapters) as s:
+        url = s.info["endpoints"]["web.url"]
+        drv = _open(url)
+        try:
+            drv.find_element(By.ID, "pattern").clear()
+            drv.find_element(By.ID, "pattern").send_keys("w_out, gear")
+            drv.find_element(By.ID, "pick").click()
+            drv.find_element(By.ID, "window").clear()
+            drv.find_element(By.ID, "window").send_keys("3")
+            Select(drv.find_element(By.ID, "instinput")).select_by_visible_text("p_c2")
+            drv.find_element(By.ID, "instadd").click()
+            drv.find_element(By.ID, "layoutsavename").send_keys("bench one")
+            drv.find_element(By.ID, "layoutsave").click()
+            assert wait_until(lambda: (folder / "bench one.json").is_file(), 10), drv.find_element(By.ID, "error").text
+            saved = _json.loads((folder / "bench one.json").read_text())
+            assert saved["signals"] == "w_out, gear" and saved["window"] == 3
+            assert [i["name"] for i in saved["instruments"]] == ["p_c2"]
+            want = _shown(drv)
+            assert want["picked"] == ["w_out", "gear"] and want["rows"] == ["p_c2"]
+            drv.refresh()
+            assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.layout"), 30)
+            assert _shown(drv) == want
+            # names never leave the folder
+            (tmp_path / "outside.json").write_text('{"signals": "secret"}')
+            (folder / "link.json").symlink_to(tmp_path / "outside.json")
+
+            def status(path, data=None):
+                req = urllib.request.Request(url + path, data=data, method="POST" if data else "GET")
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as r:
+                        return r.status, _json.loads(r.read())
+                except urllib.error.HTTPError as exc:
+                    return exc.code, _json.loads(exc.read())
+
+            assert status("api/layouts/link")[0] == 404
+            assert status("api/layouts/..%2Foutside")[0] in (400, 404)
+            assert status("api/layouts/.last")[0] == 400
+            assert status("api/layouts/..%2Fescape", b'{"a": 1}')[0] in (400, 404)
+            assert status("api/layouts/x", b"[1, 2]")[0] == 400  # a layout is an object
+            listed = status("api/layouts")[1]
+            assert listed["layouts"] == ["bench one"] and listed["last"] == "bench one"
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "layouts", "outside.json"]
+        finally:
+            drv.quit()
+            s.shutdown()
+    (folder / "link.json").unlink()
+    with ServerProcess(tmp_path / "b", mode="lockstep", adapters=adapters) as s:
+        drv = _open(s.info["endpoints"]["web.url"])
+        try:
+            assert wait_until(lambda: drv.execute_script("return workspace.layout"), 20)
+            assert _shown(drv) == want
+        finally:
+            drv.quit()
+            s.shutdown()
+
+
+def _axes(drv, div_id: str):
+    """[(trace name, its y axis, that axis's title)] of one plot, and how many plots the page has."""
+    return drv.execute_script(
+        "const d = document.getElementById(arguments[0]); if (!d || !d.data) return null;"
+        "const ax = (a) => d.layout[a === 'y' ? 'yaxis' : 'yaxis' + a.slice(1)];"
+        "return [d.data.map((t) => [t.name.split(' [')[0], t.yaxis || 'y', ax(t.yaxis || 'y').title.text]),"
+        " document.getElementById('plots').children.length];", div_id)
+
+
+def test_several_plots_each_with_one_y_axis_per_unit(served):
+    s, drv = served
+    box = drv.find_element(By.ID, "pattern")
+    box.clear()
+    box.send_keys("w_out, slip_c1; pressure_c2, engine_torque, p_c2; gear")
+    drv.find_element(By.ID, "pick").click()
+    assert drv.find_element(By.ID, "matched").text == "6 signal(s) in 3 plots"
+    with s.client() as zc:
+        zc.reset(GEAR1)
+        zc.subscribe(("state",))
+        time.sleep(0.3)
+        states = _stream(zc, 100)
+    first = wait_until(lambda: (a := _axes(drv, "plot")) and len(a[0]) == 2 and a, 10)
+    assert first and first[1] == 3, _axes(drv, "plot")
+    assert first[0] == [["w_out", "y", "rad/s"], ["slip_c1", "y", "rad/s"]]  # one unit: one axis
+    second = _axes(drv, "plot1")[0]
+    assert second == [["pressure_c2", "y", "bar"], ["engine_torque", "y2", "N m"], ["p_c2", "y", "bar"]]
+    assert [t[1] for t in _axes(drv, "plot2")[0]] == ["y"]
+    # each plot draws the stream's values
+    drawn = wait_until(lambda: (v := drv.execute_script(
+        "const t = document.getElementById('plot1').data[0];"
+        "return [Array.from(t.customdata), Array.from(t.y)];")) and v[0] and max(v[0]) == 100 and v, 10)  # this run's rows, not an earlier one's
+    assert drawn
+    for tick, y in zip(*drawn):
+        if tick in states:
+            assert y == states[tick]["pressure_c2"]
+    box.clear()
+    box.send_keys("w_out, slip_c?")
+    drv.find_element(By.ID, "pick").click()
+    assert wait_until(lambda: (a := _axes(drv, "plot")) and a[1] == 1 and len(a[0]) == 9, 10)
+
+
+def test_a_level_trigger_captures_the_pre_and_post_window_and_the_csv_equals_the_stream(served):
+    import csv
+    import io
+    import urllib.request
+
+    s, drv = served
+    box = drv.find_element(By.ID, "pattern")
+    box.clear()
+    box.send_keys("w_out, slip_c1, engine_torque")
+    drv.find_element(By.ID, "pick").click()
+    with s.client() as zc:
+        zc.subscribe(("state",))
+        time.sleep(0.3)
+        zc.reset(GEAR1)
+        first = _stream(zc, 600)
+        level = (first[300]["w_out"] + first[301]["w_out"]) / 2  # w_out rises: it crosses between ticks 300 and 301
+        assert first[300]["w_out"] < level <= first[301]["w_out"]
+        Select(drv.find_element(By.ID, "trigsignal")).select_by_visible_text("w_out")
+        Select(drv.find_element(By.ID, "trigcond")).select_by_visible_text("rising")
+        for box_id, text in (("triglevel", repr(level)), ("trigpre", "0.05"), ("trigpost", "0.1")):
+            drv.find_element(By.ID, box_id).clear()
+            drv.find_element(By.ID, box_id).send_keys(text)
+        zc.reset(GEAR1)
+        drv.find_element(By.ID, "trigarm").click()
+        assert wait_until(lambda: drv.execute_script("return workspace.armed"), 10), drv.find_element(By.ID, "error").text
+        second = _stream(zc, 600)
+    assert second == first  # the same run: the stream is the reference
+    cap = wait_until(lambda: drv.execute_script("return workspace.captures.length ? workspace.captures[0] : null"), 10)
+    assert cap and cap["tick"] == 301 and (cap["first_tick"], cap["last_tick"]) == (251, 401)
+    link = drv.find_element(By.CSS_SELECTOR, "#captures a").get_attribute("href")
+    with urllib.request.urlopen(link, timeout=10) as r:
+        rows = list(csv.reader(io.StringIO(r.read().decode())))
+    assert rows[0] == ["tick", "t", "w_out", "slip_c1", "engine_torque"]
+    ticks = [int(r[0]) for r in rows[1:]]
+    assert ticks == list(range(251, 402))  # 50 ticks before the crossing, the crossing, 100 after
+    for r in rows[1:]:  # bit for bit: the CSV's text reads back as the stream's float64
+        y = second[int(r[0])]
+        assert [float(v) for v in r[1:]] == [y["t"], y["w_out"], y["slip_c1"], GEAR1["engine_torque"]]
+    assert drv.find_element(By.ID, "trigstate").text.startswith("captured")
+
+
+def test_the_server_decimates_to_the_rows_a_second_the_page_asks_for(served):
+    s, drv = served
+    box = drv.find_element(By.ID, "pattern")
+    box.clear()
+    box.send_keys("w_out")
+    drv.find_element(By.ID, "pick").click()
+    rate = drv.find_element(By.ID, "rate")
+    rate.send_keys("20")  # 1 kHz plant: one row every 50 ticks
+    rate.send_keys(Keys.TAB)
+    try:
+        assert wait_until(lambda: drv.execute_script("return workspace.rate && workspace.rate.every") == 50, 10)
+        with s.client() as zc:
+            zc.subscribe(("state",))
+            time.sleep(0.3)
+            zc.reset(GEAR1)
+            states = _stream(zc, 400)
+        plotted = wait_until(lambda: (p := _plotted(drv).get("w_out")) and min(p) >= 50 and max(p) >= 400 and p, 10)
+        assert sorted(plotted) == list(range(50, 401, 50))  # only the rows drawn came over the socket
+        assert all(plotted[t] == states[t]["w_out"] for t in plotted)
+    finally:
+        rate.clear()
+        drv.execute_script("workspace.ws.send(JSON.stringify({op: 'rate', rows_per_s: 1000}));")

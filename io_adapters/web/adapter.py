@@ -58,6 +58,9 @@ log = logging.getLogger("gearbox_hil.web")
 
 START_TIMEOUT_S = 60.0  # the workspace process imports aiohttp and numpy and binds its port within this
 STOP_TIMEOUT_S = 5.0
+RESTART_FIRST_S = 1.0  # a workspace process that died is started again after this, doubled at each failure ...
+RESTART_MAX_S = 30.0  # ... up to this; the back-off starts over once one has served for RESTART_STABLE_S
+RESTART_STABLE_S = 60.0
 MAX_OUTBOX = 1 << 24  # bytes waiting for a workspace process that does not read; beyond, it is stopped
 
 
@@ -73,6 +76,16 @@ def _jsonable(obj):
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON")
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def _input_range(sig) -> dict:
+    """An input's accepted range for the page (``lo``/``hi`` None when unbounded; ``allowed``: its only values)."""
+    return {"lo": _finite(sig.lo), "hi": _finite(sig.hi), "default": _finite(sig.default), "integer": bool(sig.integer),
+            "allowed": [float(v) for v in sig.allowed], "doc": sig.doc}
 
 
 def _line(obj) -> bytes:
@@ -100,7 +113,10 @@ class WebAdapter(Adapter):
     page is open, default 2), ``max_request_bytes`` (largest HTTP body or
     WebSocket message taken, default 64 KiB), ``max_clients`` (open
     WebSockets, default 8), ``allowed_origins`` (WebSocket origins besides
-    the page's own).
+    the page's own), ``allowed_hosts`` (``Host`` names besides the loopback
+    ones accepted without a token), ``layouts`` (the folder of the named
+    layouts, created when the first is saved; relative to the working
+    directory).
 
     Raises
     ------
@@ -129,6 +145,14 @@ class WebAdapter(Adapter):
         if not isinstance(origins, list) or not all(isinstance(o, str) for o in origins):
             raise cfg.error("allowed_origins", "must be a list of origins such as \"http://bench-pc:8765\"")
         self.allowed_origins = tuple(o.rstrip("/") for o in origins)
+        hosts = cfg.raw("allowed_hosts", [])
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and h and not any(c in h for c in " :/[]@")
+                                                  for h in hosts):
+            raise cfg.error("allowed_hosts", "must be a list of host names without port, such as \"bench-pc.lab\" "
+                            "(names besides the loopback ones a browser may use for the workspace)")
+        self.allowed_hosts = tuple(h.lower() for h in hosts)
+        layouts = cfg.string("layouts", "")
+        self.layouts = str(Path(layouts).expanduser().resolve()) if layouts else None
         cfg.reject_unknown()
         if not is_loopback_host(self.host) and not self.token:
             raise cfg.error("host", f"the workspace would listen on {self.host}, beyond loopback, without an access "
@@ -143,6 +167,16 @@ class WebAdapter(Adapter):
         self.requests = 0
         self.request_errors = 0
         self.every = 1
+        self.restarts = 0  # times the workspace process was started again after it died
+        self._job: dict | None = None
+        self._fd: int | None = None  # the descriptor number the idle loop waits on, the same across restarts
+        self._quiet: socket.socket | None = None  # keeps that number open and silent while no process serves
+        self._restart_at: float | None = None  # monotonic time of the next start; None: none planned
+        self._backoff_s = RESTART_FIRST_S
+        self._started_at = 0.0
+        self._starting_until: float | None = None  # a restart waits for its `ready` until then
+        self._cpu = (time.monotonic(), time.process_time())
+        self.cpu_pct: float | None = None
 
     @staticmethod
     def _read_token(cfg: ConfigReader) -> str:
@@ -178,11 +212,16 @@ class WebAdapter(Adapter):
                     else ring.f_u + k}
                    for kind, names in (("output", ring.output_names), ("input", ring.input_names))
                    for k, n in enumerate(names)]
+        ranges = {s.name: _input_range(s) for s in plant.inputs}
+        for sig in signals:  # an instrument bound to an input offers its range (the server checks it again)
+            if sig["kind"] == "input" and sig["name"] in ranges:
+                sig.update(ranges[sig["name"]])
         meta = {"period_s": ctx.period_s, "mode": ctx.mode, "every": self.every, "signals": signals,
                 "columns": {"t": F_TIME, "ints": ["tick", "status", "faults", "watchdog"]}}
         options = {"host": self.host, "port": self.port, "token": self.token, "status_hz": self.status_hz,
                    "max_request_bytes": self.max_request_bytes, "max_clients": self.max_clients,
-                   "allowed_origins": list(self.allowed_origins)}
+                   "allowed_origins": list(self.allowed_origins), "allowed_hosts": list(self.allowed_hosts),
+                   "layouts": self.layouts}
         job = {"op": "job", "shm": ring.shm_name, "every": self.every, "meta": meta, "options": options,
                "parent_pid": os.getpid()}
         try:
@@ -190,21 +229,13 @@ class WebAdapter(Adapter):
         except Exception:
             self.close()
             raise
+        # a restart serves the same URL, also when port 0 let the kernel choose it
+        self._job = dict(job, options=dict(options, port=int(self.url.rsplit(":", 1)[1].strip("/"))))
         log.info("%s: workspace at %s%s", self.name, self.url, " (with ?token=<the access token>)" if self.token else "")
 
     def _start(self, job: dict) -> str:
         """Start the workspace process, hand it the job, wait for its URL (or its reason not to serve)."""
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock = mine
-        root = Path(__file__).resolve().parents[2]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", ""))
-                                                          if p))
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "io_adapters.web.process", str(theirs.fileno())],
-                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
-        finally:
-            theirs.close()
-        mine.sendall(_line(job))
+        mine = self._spawn(job)
         mine.settimeout(START_TIMEOUT_S)
         end = time.monotonic() + START_TIMEOUT_S
         while b"\n" not in self._inbox:
@@ -225,9 +256,44 @@ class WebAdapter(Adapter):
             raise AdapterError(f"{self.name}: {msg.get('error', msg)}")
         return msg["url"]
 
+    def _spawn(self, job: dict) -> socket.socket:
+        """Start the workspace process and hand it ``job``; the socket to it (at the same number as before)."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        if self._fd is None:
+            self._fd = mine.fileno()
+        else:  # the idle loop waits on this number: the new socket takes it over
+            os.dup2(mine.fileno(), self._fd)
+            mine.close()
+            mine = socket.socket(fileno=self._fd)
+            if self._quiet is not None:
+                self._quiet.close()
+                self._quiet = None
+        self.sock = mine
+        self._inbox, self._outbox = b"", bytearray()
+        root = Path(__file__).resolve().parents[2]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", ""))
+                                                          if p))
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "io_adapters.web.process", str(theirs.fileno())],
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        finally:
+            theirs.close()
+        self._started_at = time.monotonic()
+        mine.sendall(_line(job))
+        return mine
+
     def close(self) -> None:
+        self._restart_at = None
+        self._stop_process(final=True)
+        if self._quiet is not None:
+            self._quiet.close()
+            self._quiet = None
+
+    def _stop_process(self, final: bool) -> None:
+        """Stop the workspace process; unless ``final``, its socket's number stays open (silent) for a restart."""
         proc, sock = self.proc, self.sock
         self.proc = self.sock = None
+        self._starting_until = None
         if sock is not None:
             try:
                 sock.setblocking(True)
@@ -235,7 +301,13 @@ class WebAdapter(Adapter):
                 sock.sendall(bytes(self._outbox) + _line({"op": "stop"}))
             except OSError:  # the workspace process is gone already
                 pass
-            sock.close()
+            if final:
+                sock.close()
+            else:  # a socket pair whose other end stays open: never readable, so the idle loop does not spin
+                quiet, self._quiet = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                os.dup2(quiet.fileno(), sock.fileno())
+                quiet.close()
+                sock.detach()
         if proc is not None:
             try:
                 proc.wait(STOP_TIMEOUT_S)
@@ -258,6 +330,11 @@ class WebAdapter(Adapter):
         Also sends what waits for it and the replies of finished file reads.
         """
         if self.sock is None:
+            if self._restart_at is not None and time.monotonic() >= self._restart_at:
+                self._restart()
+            return
+        if self._starting_until is not None and time.monotonic() > self._starting_until:
+            self._lost(f"did not serve within {START_TIMEOUT_S:g} s of its start")
             return
         self._flush_outbox()
         for i, (pending, rid) in enumerate(self._pending):
@@ -301,9 +378,29 @@ class WebAdapter(Adapter):
         elif op == "status":
             if msg.get("counters"):
                 self.remote = msg["counters"]
+            self._measure_cpu()
             self._send({"op": "status", "status": self.ctx.status()})
         elif op == "counters":
             self.remote = msg.get("counters") or {}
+        elif op == "ready" and self._starting_until is not None:
+            self._starting_until = None
+            self.restarts += 1
+            log.warning("%s: the workspace process was started again (pid %d) at %s", self.name, msg.get("pid", 0),
+                        msg.get("url"))
+        elif op == "failed":
+            self._lost(f"cannot serve: {msg.get('error')}")
+
+    def _restart(self) -> None:
+        """Start the workspace process again; its ``ready`` (or ``failed``) arrives as a message (no wait here)."""
+        self._restart_at = None
+        self.remote = {}
+        try:
+            self._spawn(self._job)
+        except OSError as exc:
+            self._lost(f"could not be started again: {exc}")
+            return
+        self.sock.setblocking(False)
+        self._starting_until = time.monotonic() + START_TIMEOUT_S
 
     def _answer(self, reply: dict, rid) -> None:
         if not reply.get("ok"):
@@ -329,18 +426,34 @@ class WebAdapter(Adapter):
             del self._outbox[:n]
 
     def _lost(self, why: str) -> None:
+        """The workspace process died or misbehaves: stop it, start it again after a back-off; the server runs on."""
         code = self.proc.poll() if self.proc is not None else None
-        log.error("%s: the workspace process %s%s; the workspace is closed, the server runs on", self.name, why,
-                  f" (exit code {code})" if code is not None else "")
-        self.close()
+        if time.monotonic() - self._started_at >= RESTART_STABLE_S:
+            self._backoff_s = RESTART_FIRST_S
+        self._stop_process(final=False)
+        if self._job is None:
+            return
+        self._restart_at = time.monotonic() + self._backoff_s
+        log.error("%s: the workspace process %s%s; the server runs on, the workspace starts again in %g s", self.name,
+                  why, f" (exit code {code})" if code is not None else "", self._backoff_s)
+        self._backoff_s = min(RESTART_MAX_S, 2 * self._backoff_s)
+
+    def _measure_cpu(self) -> None:
+        """The server process's CPU time since the last status request, in % of one core (all its threads)."""
+        now, cpu = time.monotonic(), time.process_time()
+        wall = now - self._cpu[0]
+        if wall >= 0.05:
+            self.cpu_pct = round(100.0 * (cpu - self._cpu[1]) / wall, 1)
+            self._cpu = (now, cpu)
 
     def publish_events(self, events: list[dict]) -> None:
         if self.sock is not None and self.remote.get("clients"):
             self._send({"op": "events", "events": events})
 
     def _status_internal(self) -> dict:
-        if self.sock is None:
-            return {"type": self.type_name, "open": False}
+        if self.sock is None or self._starting_until is not None:
+            return {"type": self.type_name, "open": False, "restarts": self.restarts,
+                    "restart_in_s": None if self._restart_at is None else max(0.0, self._restart_at - time.monotonic())}
         r = self.remote
         return {
             "type": self.type_name, "open": True, "endpoints": {"url": self.url},
@@ -349,7 +462,8 @@ class WebAdapter(Adapter):
             "rows_shown": r.get("rows_shown", 0), "rows_lost": r.get("rows_lost", 0),
             "rows_skipped": r.get("rows_skipped", 0),
             "rows_dropped": r.get("rows_dropped", 0),
-            "control_requests": self.requests, "control_errors": self.request_errors,
+            "control_requests": self.requests, "control_errors": self.request_errors, "restarts": self.restarts,
+            "cpu_pct": {"server": self.cpu_pct, "workspace": r.get("cpu_pct")},
             "http": r.get("http", {"requests": 0, "refused": {}, "client_messages_dropped": 0}),
         }
 

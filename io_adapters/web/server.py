@@ -16,34 +16,55 @@ Routes (all behind the same checks):
 * ``POST /api/control``: one control request (JSON, the vocabulary of
   docs/protocol.md), answered with its reply;
 * ``GET /ws``: the WebSocket: rows of the subscribed signals, status,
-  events, and control requests with their replies (docs/workspace.md).
+  events, and control requests with their replies (docs/workspace.md);
+* ``GET /api/layouts``, ``GET`` and ``POST /api/layouts/NAME``: the named
+  layouts (:mod:`io_adapters.web.layouts`);
+* ``GET /favicon.ico``: 204, the one route without the token (browsers ask
+  for it on their own; the page names an inline icon anyway).
 
-Checks, in this order, before any route: the ``Host`` header names this
-machine when no token is set (a page of another site that rebinds its name
-to 127.0.0.1 is refused); the access token, when set (``Authorization:
-Bearer TOKEN`` or ``?token=TOKEN``), else 401; the ``Origin`` of a
-WebSocket or a POST, when the browser sends one, is the page's own or an
-allowed one, else 403.  Bodies and WebSocket messages are capped at
-``max_request_bytes`` (413, or the WebSocket closed with 1009).  Every
-refusal is counted by reason (:meth:`WebServer.counters`).
+Checks, in this order, before any route: the ``Host`` header is a loopback
+address (127.0.0.0/8 or ::1, parsed as an address, not a name that starts
+with ``127.``), ``localhost`` or a name of ``allowed_hosts`` when no token
+is set (a page of another site that rebinds its name to 127.0.0.1 is
+refused); the access token, when set (``Authorization: Bearer TOKEN`` or
+``?token=TOKEN``), else 401; the ``Origin`` of a WebSocket or a POST, when
+the browser sends one, is the page's own on an allowed host (any host with a
+token) or one of ``allowed_origins``, else 403.  Bodies and WebSocket
+messages are capped at ``max_request_bytes`` (413, or the WebSocket closed
+with 1009 after the rest of the message was read, so the close is not
+destroyed by a TCP reset), their JSON at :data:`~io_adapters.web.guard.MAX_JSON_DEPTH` levels
+(:mod:`io_adapters.web.guard`).
+Every refusal is counted by reason (:meth:`WebServer.counters`).
+
+Every request on the WebSocket gets exactly one answer (``subscribed``,
+``reply`` or ``error``); answers wait in a queue of their own that is never
+dropped (at most :data:`MAX_PENDING` requests of a page are read ahead of
+their answers), while the updates (rows, status, events) of a page that
+does not keep up are dropped and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import hmac
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
 from aiohttp import WSMsgType, web
 
 from ..ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
+from .capture import MAX_KEPT, Trigger, TriggerError
+from .guard import BadJSON, LingeringWebSocket, host_name, loopback_name, parse_json
+from .layouts import Layouts
 
 PAGE = Path(__file__).with_name("workspace.html")
 FLUSH_S = 1.0 / 30.0  # rows, status and events go to the pages about 30 times a second
-CLIENT_QUEUE = 16  # messages waiting for one slow page; more are dropped (counted) instead of held
+CLIENT_QUEUE = 16  # updates (rows, status, events) waiting for one slow page; more are dropped (counted)
+MAX_PENDING = 64  # requests of one page read and not yet answered; beyond, its socket is not read until one is
 MAX_SIGNALS = 256  # signals one page may subscribe to
 CONTROL_TIMEOUT_S = 60.0
 REFUSALS = ("host", "token", "origin", "too_large", "bad_message", "too_many_clients")
@@ -88,31 +109,36 @@ def dumps(obj) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
-def _loopback_name(host_header: str) -> bool:
-    host = host_header.rsplit(":", 1)[0] if not host_header.endswith("]") else host_header
-    if host.startswith("[") and "]" in host:
-        host = host[1:host.index("]")]
-    return host == "localhost" or host == "::1" or host.startswith("127.")
-
-
 class Client:
-    """One open WebSocket: its subscription and its bounded send queue."""
+    """One open WebSocket: its subscription, its answers (never dropped) and its bounded queue of updates."""
 
     def __init__(self, ws: web.WebSocketResponse):
         self.ws = ws
         self.names: list[str] = []
         self.cols: list[int] = []
-        self.queue: asyncio.Queue = asyncio.Queue(CLIENT_QUEUE)
+        self.updates: collections.deque = collections.deque()  # rows, status, events: at most CLIENT_QUEUE
+        self.answers: collections.deque = collections.deque()  # (text, holds a slot): sent before any update
+        self.slots = asyncio.Semaphore(MAX_PENDING)  # a request read takes one, its answer sent frees it
+        self.wake = asyncio.Event()
+        self.tasks: set = set()  # control requests on their way (held: a bare task may be collected)
+        self.trigger: Trigger | None = None  # armed by the page (io_adapters.web.capture)
+        self.every = 1  # ticks between two rows sent to this page: a multiple of the display cursor's (op rate)
         self.dropped = 0
         self.dropped_rows = 0
 
     def offer(self, text: str, rows: int = 0) -> None:
-        """Queue ``text`` (carrying ``rows`` display rows) for the page, or drop and count it if the page lags."""
-        try:
-            self.queue.put_nowait(text)
-        except asyncio.QueueFull:
+        """Queue an update ``text`` (carrying ``rows`` display rows), or drop and count it if the page lags."""
+        if len(self.updates) >= CLIENT_QUEUE:
             self.dropped += 1
             self.dropped_rows += rows
+            return
+        self.updates.append(text)
+        self.wake.set()
+
+    def answer(self, text: str, slot: bool = True) -> None:
+        """Queue the answer to a request (its slot freed once sent); never dropped."""
+        self.answers.append((text, slot))
+        self.wake.set()
 
 
 class WebServer:
@@ -132,7 +158,8 @@ class WebServer:
     """
 
     def __init__(self, link, meta: dict, ring, every: int, *, host: str, port: int, token: str,
-                 max_request_bytes: int, max_clients: int, allowed_origins: tuple[str, ...], status_hz: float, log):
+                 max_request_bytes: int, max_clients: int, allowed_origins: tuple[str, ...], status_hz: float, log,
+                 allowed_hosts: tuple[str, ...] = (), layouts: str | None = None):
         self.link = link
         self.meta = meta
         self.by_name = {s["name"]: s["col"] for s in meta["signals"]}
@@ -140,6 +167,10 @@ class WebServer:
         self.max_request_bytes = max_request_bytes
         self.max_clients = max_clients
         self.allowed_origins = allowed_origins
+        self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
+        self.layouts = Layouts(layouts, max_request_bytes, parse_json)
+        self.ring = ring
+        self.captures: collections.OrderedDict = collections.OrderedDict()  # id -> Capture, the newest MAX_KEPT
         self.status_hz = status_hz
         self.log = log
         self.refused = {r: 0 for r in REFUSALS}
@@ -154,6 +185,8 @@ class WebServer:
         self._plotly = plotly_js()
         self._status_sent = 0
         self._counters_soon = False
+        self._cpu = (time.monotonic(), time.process_time())
+        self._cpu_pct = None
 
     def stop(self) -> None:
         self._stop.set()
@@ -162,7 +195,11 @@ class WebServer:
         """Row, client and request counters (sent to the server process for its status)."""
         st = self.cursor.state
         seen = int(st[C_NEXT]) - self._start_seq
-        return {"clients": len(self.clients), "display_every": int(st[C_EVERY]), "rows_shown": int(st[C_READ]),
+        now, cpu = time.monotonic(), time.process_time()
+        if now - self._cpu[0] >= 0.5:  # this process's CPU time, % of one core, over the last half second or more
+            self._cpu_pct = round(100.0 * (cpu - self._cpu[1]) / (now - self._cpu[0]), 1)
+            self._cpu = (now, cpu)
+        return {"clients": len(self.clients), "cpu_pct": self._cpu_pct, "display_every": int(st[C_EVERY]), "rows_shown": int(st[C_READ]),
                 "rows_lost": self.cursor.lost, "rows_skipped": max(0, seen - int(st[C_READ]) - self.cursor.lost),
                 "rows_dropped": self.closed_dropped[1] + sum(c.dropped_rows for c in self.clients),
                 "http": {"requests": self.http_requests, "refused": dict(self.refused),
@@ -191,7 +228,9 @@ class WebServer:
         app.router.add_get("/api/status", self._status_handler)
         app.router.add_post("/api/control", self._control_handler)
         app.router.add_get("/ws", self._ws_handler)
-        app.router.add_get("/favicon.ico", lambda request: web.Response(status=204))
+        app.router.add_get("/favicon.ico", self._icon_handler)
+        self.layouts.add_routes(app.router)
+        app.router.add_get("/api/capture/{id:[0-9]+}.csv", self._capture_handler)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
@@ -223,19 +262,28 @@ class WebServer:
         self._send_counters()
         return web.json_response({"ok": False, "error": {"code": reason, "message": message}}, status=status)
 
+    def host_allowed(self, host_header: str) -> bool:
+        """A loopback address, ``localhost`` or a name of ``allowed_hosts`` (with or without a port)."""
+        name = host_name(host_header)
+        return loopback_name(name) or name.lower() in self.allowed_hosts
+
     def _origin_ok(self, request: web.Request) -> bool:
         origin = request.headers.get("Origin")
-        if origin is None:  # not a browser (a script or a test client): the token is its check
+        if origin is None:  # not a browser (a script or a test client): the Host and the token are its checks
             return True
         origin = origin.rstrip("/")
-        return origin == f"{request.scheme}://{request.host}" or origin in self.allowed_origins
+        if origin in self.allowed_origins:
+            return True
+        own = origin == f"{request.scheme}://{request.host}"
+        return own and (bool(self.token) or self.host_allowed(origin.split("://", 1)[-1]))
 
     @web.middleware
     async def _guard(self, request: web.Request, handler):
         self.http_requests += 1
-        if not self.token and not _loopback_name(request.host):
-            return self._refuse("host", 403, f"Host {request.host!r} is not this machine's loopback name")
-        if self.token:
+        if not self.token and not self.host_allowed(request.host):
+            return self._refuse("host", 403, f"Host {request.host!r} is not a loopback address, localhost or a "
+                                "name of allowed_hosts")
+        if self.token and not (request.method == "GET" and request.path == "/favicon.ico"):
             auth = request.headers.get("Authorization", "")
             given = auth[7:] if auth.startswith("Bearer ") else request.query.get("token", "")
             if not hmac.compare_digest(given.encode(), self.token.encode()):
@@ -255,6 +303,17 @@ class WebServer:
                                        "style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:",
             "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
 
+    async def _icon_handler(self, request: web.Request) -> web.Response:
+        return web.Response(status=204, headers={"Cache-Control": "max-age=86400"})
+
+    async def _capture_handler(self, request: web.Request) -> web.Response:
+        cap = self.captures.get(int(request.match_info["id"]))
+        if cap is None:
+            return web.json_response({"ok": False, "error": {"code": "capture", "message": "no such capture (the "
+                                      f"newest {MAX_KEPT} are kept)"}}, status=404)
+        return web.Response(text=cap.csv(), content_type="text/csv", headers={
+            "Content-Disposition": f'attachment; filename="capture-{cap.id}-tick{cap.at}.csv"'})
+
     async def _plotly_handler(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(self._plotly, headers={"Cache-Control": "max-age=3600"})
 
@@ -266,11 +325,10 @@ class WebServer:
 
     async def _control_handler(self, request: web.Request) -> web.Response:
         try:
-            req = json.loads(await request.read())
-        except web.HTTPRequestEntityTooLarge:
-            raise
-        except (ValueError, UnicodeDecodeError) as exc:
-            return self._refuse("bad_message", 400, f"the body is not JSON: {exc}")
+            req = parse_json(await request.read())
+        except BadJSON as exc:
+            return self._refuse("bad_message", 400, f"the body is {exc}" if str(exc).startswith("not")
+                                else f"the body is refused: {exc}")
         reply = await self.control(req)
         return web.Response(text=dumps(clean(reply)), content_type="application/json")
 
@@ -294,26 +352,28 @@ class WebServer:
     async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
         if len(self.clients) >= self.max_clients:
             return self._refuse("too_many_clients", 503, f"{self.max_clients} pages are open already")
-        ws = web.WebSocketResponse(max_msg_size=self.max_request_bytes, heartbeat=20.0)
+        ws = LingeringWebSocket(max_msg_size=self.max_request_bytes, heartbeat=20.0)
         await ws.prepare(request)
         client = Client(ws)
         self.clients.append(client)
         self._send_counters()
         sender = asyncio.ensure_future(self._send_forever(client))
-        client.offer(dumps(dict(self.meta, op="hello", url=self.url)))
+        client.answer(dumps(dict(self.meta, op="hello", url=self.url)), slot=False)
         if self.link.status is not None:
             client.offer(dumps({"op": "status", "status": clean(self.link.status)}))
         try:
             async for msg in ws:
+                if msg.type == WSMsgType.ERROR:
+                    self.refused["too_large" if ws.sent_code == 1009 else "bad_message"] += 1
+                    self._send_counters()
+                    continue
+                await client.slots.acquire()  # a page that does not read its answers is not read either
                 if msg.type == WSMsgType.TEXT:
                     await self._ws_message(client, msg.data)
-                elif msg.type == WSMsgType.ERROR:
-                    self.refused["too_large" if "size" in str(ws.exception()).lower() else "bad_message"] += 1
-                    self._send_counters()
                 else:
                     self.refused["bad_message"] += 1
                     self._send_counters()
-                    client.offer(dumps({"op": "error", "message": "messages are JSON text"}))
+                    client.answer(dumps({"op": "error", "message": "messages are JSON text"}))
         finally:
             self.clients.remove(client)
             self.closed_dropped[0] += client.dropped
@@ -322,50 +382,106 @@ class WebServer:
                 self.cursor.skip_to_now()
             self._send_counters()
             sender.cancel()
+            for t in client.tasks:
+                t.cancel()
         return ws
 
     async def _send_forever(self, client: Client) -> None:
-        while True:
-            text = await client.queue.get()
-            try:
-                await client.ws.send_str(text)
-            except (ConnectionError, RuntimeError):
-                return
+        """Answers first, then updates, as the page takes them."""
+        try:
+            while True:
+                if not client.answers and not client.updates:
+                    client.wake.clear()
+                    await client.wake.wait()
+                    continue
+                text, slot = client.answers.popleft() if client.answers else (client.updates.popleft(), False)
+                try:
+                    await client.ws.send_str(text)
+                finally:
+                    if slot:
+                        client.slots.release()
+        except (ConnectionError, RuntimeError):
+            pass
+        finally:  # nothing will be sent any more: a reader waiting for a slot must not wait for ever
+            for _ in range(MAX_PENDING):
+                client.slots.release()
 
     async def _ws_message(self, client: Client, data: str) -> None:
+        """Serve one message of a page: exactly one answer, whatever it holds."""
         try:
-            msg = json.loads(data)
-        except ValueError as exc:
+            msg = parse_json(data)
+        except BadJSON as exc:
             self.refused["bad_message"] += 1
-            client.offer(dumps({"op": "error", "message": f"not JSON: {exc}"}))
+            self._send_counters()
+            client.answer(dumps({"op": "error", "message": str(exc)}))
             return
-        op = msg.get("op") if isinstance(msg, dict) else None
-        if op == "subscribe":
-            self._subscribe(client, msg.get("signals"))
-        elif op == "control":
-            asyncio.ensure_future(self._ws_control(client, msg.get("id"), msg.get("req")))
-        else:
-            self.refused["bad_message"] += 1
-            client.offer(dumps({"op": "error", "message": f"unknown op {op!r}; ops are subscribe, control"}))
+        try:
+            op = msg.get("op") if isinstance(msg, dict) else None
+            if op == "subscribe":
+                self._subscribe(client, msg.get("signals"))
+            elif op == "arm":
+                try:
+                    client.trigger = Trigger(self.ring, self.by_name, float(self.meta["period_s"]), msg.get("trigger"))
+                except TriggerError as exc:
+                    self.refused["bad_message"] += 1
+                    client.answer(dumps({"op": "error", "message": str(exc)}))
+                else:
+                    client.answer(dumps({"op": "armed", "trigger": client.trigger.spec,
+                                         "signals": client.trigger.names}))
+            elif op == "rate":
+                self._rate(client, msg.get("rows_per_s"))
+            elif op == "disarm":
+                client.trigger = None
+                client.answer(dumps({"op": "disarmed"}))
+            elif op == "control":
+                task = asyncio.ensure_future(self._ws_control(client, msg.get("id"), msg.get("req")))
+                client.tasks.add(task)
+                task.add_done_callback(client.tasks.discard)
+            else:
+                self.refused["bad_message"] += 1
+                self._send_counters()
+                client.answer(dumps({"op": "error", "message": f"unknown op {clean(op)!r}; ops are subscribe, "
+                                                               "control, rate, arm, disarm"}))
+        except Exception as exc:  # a defect here must not drop the page's socket: it gets its answer
+            self.log.exception("the workspace failed to serve a message")
+            client.answer(dumps({"op": "error", "message": f"internal error: {type(exc).__name__}"}))
 
     def _subscribe(self, client: Client, names) -> None:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(names) > MAX_SIGNALS:
             self.refused["bad_message"] += 1
-            client.offer(dumps({"op": "error", "message": f"subscribe: 'signals' is a list of at most "
-                                                          f"{MAX_SIGNALS} signal names"}))
+            client.answer(dumps({"op": "error", "message": f"subscribe: 'signals' is a list of at most "
+                                                           f"{MAX_SIGNALS} signal names"}))
             return
         unknown = [n for n in names if n not in self.by_name]
         if unknown:
             self.refused["bad_message"] += 1
-            client.offer(dumps({"op": "error", "message": f"subscribe: unknown signal(s) {', '.join(unknown[:5])}"}))
+            client.answer(dumps({"op": "error", "message": f"subscribe: unknown signal(s) {', '.join(unknown[:5])}"}))
             return
         names = list(dict.fromkeys(names))
         client.names, client.cols = names, [self.by_name[n] for n in names]
-        client.offer(dumps({"op": "subscribed", "signals": names}))
+        client.answer(dumps({"op": "subscribed", "signals": names}))
+
+    def _rate(self, client: Client, rows_per_s) -> None:
+        """A page's rows a second of run time: at most the display's, one row every multiple of its ticks."""
+        every = int(self.cursor.state[C_EVERY])
+        full = 1.0 / (float(self.meta["period_s"]) * every)  # the display cursor's rows a second
+        if isinstance(rows_per_s, bool) or not isinstance(rows_per_s, (int, float)) or not 0 < rows_per_s < 1e9:
+            self.refused["bad_message"] += 1
+            client.answer(dumps({"op": "error", "message": "rate: 'rows_per_s' is a number > 0"}))
+            return
+        client.every = every * max(1, int(round(full / rows_per_s)))
+        client.answer(dumps({"op": "rate", "every": client.every,
+                             "rows_per_s": 1.0 / (float(self.meta["period_s"]) * client.every)}))
 
     async def _ws_control(self, client: Client, rid, req) -> None:
-        reply = await self.control(req)
-        client.offer(dumps({"op": "reply", "id": rid if isinstance(rid, (int, str)) else None, "reply": clean(reply)}))
+        try:
+            reply = await self.control(req)
+            text = dumps({"op": "reply", "id": rid if isinstance(rid, (int, str)) else None, "reply": clean(reply)})
+        except Exception as exc:  # the request still gets its answer
+            self.log.exception("the workspace failed to answer a control request")
+            text = dumps({"op": "reply", "id": rid if isinstance(rid, (int, str)) else None, "reply": {
+                "v": 1, "ok": False, "error": {"code": "internal", "message": f"{type(exc).__name__}"}}})
+        client.answer(text)
 
     async def _flush_forever(self) -> None:
         while True:
@@ -393,7 +509,32 @@ class WebServer:
             return None
         return np.concatenate(ints), np.concatenate(floats)
 
+    def _captures(self) -> None:
+        """Feed the armed triggers; a capture completed goes to its page as ``captured`` (never dropped)."""
+        for c in self.clients:
+            if c.trigger is None:
+                continue
+            for cap in c.trigger.feed():
+                self.captures[cap.id] = cap
+                while len(self.captures) > MAX_KEPT:
+                    self.captures.popitem(last=False)
+                c.answer(dumps({"op": "captured", "capture": clean(cap.summary(f"api/capture/{cap.id}.csv"))}),
+                         slot=False)
+            if c.trigger.done:
+                c.trigger = None
+
+    @staticmethod
+    def _rows_head(ints: np.ndarray, floats: np.ndarray, every: int):
+        """The display rows whose tick is a multiple of ``every`` (a page's own decimation), with their head."""
+        if every > 1:
+            keep = ints[:, 0] % every == 0
+            ints, floats = ints[keep], floats[keep]
+        return ({"op": "rows", "tick": ints[:, 0].tolist(), "status": ints[:, 1].tolist(),
+                 "faults": ints[:, 2].tolist(), "watchdog": ints[:, 3].tolist(), "t": column(floats[:, F_TIME])},
+                ints, floats)
+
     def _flush(self) -> None:
+        self._captures()
         rows = self._take_rows()
         link = self.link
         events = []
@@ -402,12 +543,14 @@ class WebServer:
         if not self.clients:
             return
         if rows is not None:
-            ints, floats = rows
-            head = {"op": "rows", "tick": ints[:, 0].tolist(), "status": ints[:, 1].tolist(),
-                    "faults": ints[:, 2].tolist(), "watchdog": ints[:, 3].tolist(), "t": column(floats[:, F_TIME])}
+            heads = {}  # one head per decimation the pages asked for
             for c in self.clients:
-                c.offer(dumps(dict(head, values={n: column(floats[:, k]) for n, k in zip(c.names, c.cols)})),
-                        len(ints))
+                if c.every not in heads:
+                    heads[c.every] = self._rows_head(*rows, c.every)
+                head, ints, floats = heads[c.every]
+                if len(ints):
+                    c.offer(dumps(dict(head, values={n: column(floats[:, k]) for n, k in zip(c.names, c.cols)})),
+                            len(ints))
         if events:
             text = dumps({"op": "events", "events": clean(events)})
             for c in self.clients:
