@@ -48,7 +48,7 @@ import can  # noqa: E402
 
 from _support import FREE_PORTS, LocalServer, write_io  # noqa: E402
 from io_adapters.vbus import register  # noqa: E402
-from _host import host_line, with_host  # noqa: E402
+from _host import cpu_model, host_line, with_host  # noqa: E402
 
 IO = {
     "vbus": """
@@ -172,16 +172,6 @@ def measure_raw(seconds: float) -> np.ndarray:
         p.wait(timeout=60)
         bus.shutdown()
     return np.asarray(delays)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def main(argv=None) -> int:

@@ -25,6 +25,7 @@ adapter declares, but at run time (:meth:`io_adapters.base.Adapter.wake_fds`,
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import math
 from dataclasses import dataclass
@@ -113,6 +114,17 @@ DECLARATIONS: dict[str, str] = {
 _REGISTERED: dict[str, AdapterDeclaration] = {}
 
 
+def port_arg(text: str) -> int:
+    """A ``--...-port`` option's value: 0 (a free port) or 1..65535; anything else is argparse's usage error."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 (a free port) or a port 1..65535, got {text}")
+    return v
+
+
 def register_declaration(type_name: str, declaration: AdapterDeclaration) -> None:
     """The declaration of an adapter type from outside the project (see :func:`io_adapters.base.register_adapter`)."""
     _REGISTERED[type_name] = declaration
@@ -174,6 +186,6 @@ def fault_keys(d: dict, allowed: Sequence[str], where: str) -> None:
             raise fault_error(where, f"unknown key {k!r}; allowed: target, kind, name, " + ", ".join(allowed))
 
 
-__all__ = ["CliOption", "TransportFault", "AdapterDeclaration", "DECLARATIONS", "register_declaration",
+__all__ = ["port_arg", "CliOption", "TransportFault", "AdapterDeclaration", "DECLARATIONS", "register_declaration",
            "declaration", "declarations", "fault_targets", "fault_error", "fault_number", "fault_integer",
            "fault_keys"]

@@ -5,23 +5,12 @@ Imports no aiohttp (``serve --help`` stays cheap); see :mod:`io_adapters.declara
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from ..declaration import AdapterDeclaration, CliOption
+from ..declaration import AdapterDeclaration, CliOption, port_arg
 
 DEFAULT_PORT = 8765
 DEFAULT = -1  # `--web` without a port: the adapter's own (its table's `port`, else DEFAULT_PORT)
-
-
-def _port_arg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0 (a free port) or a port 1..65535, got {text}")
-    return v
 
 
 class WebDeclaration(AdapterDeclaration):
@@ -29,7 +18,7 @@ class WebDeclaration(AdapterDeclaration):
     cli_options = (
         CliOption("--web", "PORT", f"serve the web workspace (docs/workspace.md) on 127.0.0.1:PORT (default "
                   f"{DEFAULT_PORT}; 0: a free port), named in the start-up lines and the ready file; another host "
-                  "and the access token go in a [web] table", _port_arg, optional_value=True, const=DEFAULT),
+                  "and the access token go in a [web] table", port_arg, optional_value=True, const=DEFAULT),
     )
     cli_adds_adapter = True
     config_table = True

@@ -5,23 +5,12 @@ Imports no socket code (``serve --help`` stays cheap); see :mod:`io_adapters.dec
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from ..declaration import AdapterDeclaration, CliOption
+from ..declaration import AdapterDeclaration, CliOption, port_arg
 
 # XCP on Ethernet's usual port is 5555, which the ZeroMQ control socket takes by default (TCP): the next free one
 DEFAULT_PORT = 5558
-
-
-def _port_arg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"must be 0 (a free port) or a port 1..65535, got {text}")
-    return v
 
 
 class XcpDeclaration(AdapterDeclaration):
@@ -30,7 +19,7 @@ class XcpDeclaration(AdapterDeclaration):
         CliOption("--xcp-port", "PORT", "serve XCP on Ethernet (docs/xcp.md), UDP and TCP on 127.0.0.1:PORT (the "
                   f"[xcp] table's default is {DEFAULT_PORT}: XCP's usual 5555 is the ZeroMQ control port; 0: a free "
                   "port, named in the start-up lines and the ready file); another host goes in an [xcp] table",
-                  _port_arg),
+                  port_arg),
     )
     cli_adds_adapter = True
     config_table = True
