@@ -75,7 +75,7 @@ class Bench:
         applied, frames_in = self.emu.targets_applied, self.host.counters["frames_in"]
         self.host.write_targets(self.tick, self.targets)
         self.tick += 1
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + 60.0  # a bound for a broken emulator, not a timing check
         while self.emu.targets_applied == applied and time.monotonic() < deadline:
             time.sleep(0.001)
         assert self.emu.targets_applied == applied + 1

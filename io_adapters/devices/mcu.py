@@ -48,7 +48,7 @@ from .channels import DeviceLayout, Measurements, Targets
 from .sim import SimDevice
 from .wire import (FLAG_SAFE, ST_CRC_ERROR, ST_SAFE, ST_SEQ_GAP, T_MEASUREMENTS, T_TARGETS, FrameParser,
                    PayloadError, decode_measurements, decode_targets, encode_measurements, encode_targets, max_frame,
-                   measurements_length)
+                   measurements_length, warm_up)
 
 
 def open_port(path: str) -> int:
@@ -102,6 +102,7 @@ class McuDevice(Device):
 
     # -- life cycle ----------------------------------------------------------------------------------------
     def open(self) -> None:
+        warm_up(self.layout)  # the codec's kernels compiled now, not at the first tick's frame
         if "fd" in self.options:
             self._fd, self._own_fd = int(self.options["fd"]), False
             os.set_blocking(self._fd, False)
@@ -263,6 +264,7 @@ class McuEmulator:
         self._thread = threading.Thread(target=self._run, name="mcu-emulator", daemon=True)
 
     def start(self) -> "McuEmulator":
+        warm_up(self.layout)
         os.set_blocking(self.fd, False)
         self._thread.start()
         return self

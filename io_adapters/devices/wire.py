@@ -310,6 +310,16 @@ def decode_measurements(payload, m: Measurements) -> int:
     return status
 
 
+def warm_up(layout: DeviceLayout) -> None:
+    """Compile (or load from numba's cache) the frame codec's kernels once, before a device's threads start:
+    a first frame must not wait seconds for the compiler in the tick's path or a reader thread."""
+    scratch = Targets(layout)
+    buf = bytearray(max_frame(layout))
+    n = encode_targets(buf, 0, 0, 0, scratch)
+    decode_targets(memoryview(buf)[HEADER:n - 2], scratch)
+    crc16_ccitt(buf, 0, n)
+
+
 class FrameParser:
     """Splits a byte stream into checked frames, in a bounded buffer, resynchronising on bad frames.
 
