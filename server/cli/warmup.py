@@ -267,12 +267,26 @@ def _count_interrupts() -> list:
     """A SIGINT handler that records the interrupt (the returned list is non-empty after one) and raises it."""
     import signal
 
+    import _thread
+
     seen: list = []
 
     def on_sigint(signum, frame):
         seen.append(signum)
         raise KeyboardInterrupt
 
+    # An interrupt raised inside a callback from compiled code (LLVM's object-cache notification) cannot leave it:
+    # Python prints it as "Exception ignored ..." with a traceback and carries on.  Raise it again in the main
+    # thread instead, where the compile's own code catches it.
+    default_hook = sys.unraisablehook
+
+    def on_unraisable(unraisable):
+        if seen and unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            _thread.interrupt_main()
+            return
+        default_hook(unraisable)
+
+    sys.unraisablehook = on_unraisable
     signal.signal(signal.SIGINT, on_sigint)
     return seen
 
