@@ -276,13 +276,16 @@ def _count_interrupts() -> list:
         raise KeyboardInterrupt
 
     # An interrupt raised inside a callback from compiled code (LLVM's object-cache notification) cannot leave it:
-    # Python prints it as "Exception ignored ..." with a traceback and carries on.  Raise it again in the main
-    # thread instead, where the compile's own code catches it.
+    # Python would print it as "Exception ignored ..." with a traceback and carry on.  It is delivered again a
+    # moment later from a timer thread, so that it lands in the main thread's Python code, where the compile's
+    # own code catches it.
     default_hook = sys.unraisablehook
 
     def on_unraisable(unraisable):
         if seen and unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-            _thread.interrupt_main()
+            import threading
+
+            threading.Timer(0.01, _thread.interrupt_main).start()
             return
         default_hook(unraisable)
 
