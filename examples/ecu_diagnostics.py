@@ -141,7 +141,8 @@ class DiagnosticTcuController:
         self.bus = self.tcu = None
 
     def bind(self, output_names, input_names) -> None:
-        pass
+        # the controller interface's hook to resolve signal names; this TCU talks to the plant over CAN only
+        return None
 
     def initial_inputs(self) -> dict[str, float]:
         return {}

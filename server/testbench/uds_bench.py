@@ -15,12 +15,15 @@ commands reach the plant through the CAN adapter's receive thread).
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
 import can
 
 from .uds import LockstepConnection, Probe, UdsTester, UdsTesterConfig
+
+log = logging.getLogger(__name__)
 
 
 def bus_channel(io_config: Path) -> str:
@@ -59,8 +62,8 @@ class InProcessServer:
             try:
                 with HilClient(self.control, timeout_s=10.0).connect() as c:
                     c.shutdown()
-            except Exception:
-                pass
+            except Exception as exc:  # the server may be gone already; the join below bounds the wait either way
+                log.warning("UDS bench: the in-process server did not take its shutdown request: %s", exc)
             self._thread.join(timeout=30)
         self.server.loop.close()
 
@@ -167,8 +170,8 @@ class UdsBench:
     def close(self) -> None:
         try:
             self.hil.shutdown()
-        except Exception:
-            pass
+        except Exception as exc:  # a server that already stopped; the client is closed below either way
+            log.warning("UDS bench: the server did not take its shutdown request: %s", exc)
         self.hil.close()
         f = getattr(self.controller, "close", None)
         if callable(f):
