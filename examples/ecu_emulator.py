@@ -87,6 +87,8 @@ class ShiftResult:
     frames_received: int = 0
     e2e_errors: int = 0
     commands_sent: int = 0
+    cycles_silent: int = 0  # 10 ms cycles without commands because of a deliberate silence (--silence)
+    late_max_ms: float = 0.0  # the latest start of a 10 ms task after its deadline (this process stalled)
     speeds_lost_at_s: float | None = None  # when the speed frames stopped and the TCU went silent (safe state)
 
     def as_dict(self) -> dict:
@@ -109,6 +111,12 @@ class PowershiftTcu:
         arrived for this long, the shift logic has no speeds to close on, so
         the TCU enters its safe state and stops commanding; the plant server's
         command watchdog then takes the clutches to their safe pressures.
+    silences_s
+        Deliberate silences ``(start, duration)`` in s on the TCU's clock: the
+        task keeps reading and deciding but sends no command frame, so a test
+        knows how many command timeouts and watchdog trips the plant must
+        count (each 10 ms message times out once per silence longer than its
+        timeout; the watchdog trips once per silence longer than its own).
     """
 
     P_FULL = 16.0  # bar
@@ -119,8 +127,10 @@ class PowershiftTcu:
     SYNC_RPM = 10.0
 
     def __init__(self, bus: can.BusABC, dbc: str | Path = DBC_POWERSHIFT, shift_at_s: float = 0.5,
-                 engine_torque_Nm: float = 200.0, speed_timeout_s: float = 0.0):
+                 engine_torque_Nm: float = 200.0, speed_timeout_s: float = 0.0,
+                 silences_s: tuple[tuple[float, float], ...] = ()):
         self.bus = bus
+        self.silences_s = tuple((float(a), float(d)) for a, d in silences_s)
         self.speed_timeout_s = speed_timeout_s
         self._speeds_at: float | None = None  # time.monotonic() of the last valid HIL_SpeedsA
         self.speeds_valid = 0  # valid HIL_SpeedsA frames received (a monitor on the TCU's own clock counts them)
@@ -238,6 +248,9 @@ class PowershiftTcu:
         if r.speeds_lost_at_s is not None:
             return  # safe state: no commands (a TCU that lost its sensors lets the plant's watchdog act)
         self.update(t, dt)
+        if any(a <= t < a + d for a, d in self.silences_s):
+            r.cycles_silent += 1
+            return  # a deliberate silence: the test knows what the plant must count
         self.send()
 
     def wait_for_plant(self, timeout_s: float = 30.0) -> bool:
@@ -259,6 +272,8 @@ class PowershiftTcu:
         deadline = start
         k = 0
         while k * period_s < duration_s:
+            late_ms = (time.monotonic_ns() - deadline) / 1e6  # this process's own scheduling delay
+            self.result.late_max_ms = max(self.result.late_max_ms, round(late_ms, 3))
             self.cycle(k * period_s, period_s)
             k += 1
             deadline += period_ns
@@ -501,6 +516,17 @@ def open_bus(interface: str, channel: str, **options) -> can.BusABC:
     return can.Bus(interface=interface, channel=channel, **options)
 
 
+def _silence(text: str) -> tuple[float, float]:
+    """``START:DURATION`` in s, both >= 0, for ``--silence``."""
+    try:
+        start, duration = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected START:DURATION in s, e.g. 0.2:0.15") from None
+    if not (start >= 0.0 and duration > 0.0):
+        raise argparse.ArgumentTypeError(f"{text!r}: START must be >= 0 and DURATION > 0")
+    return start, duration
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--plant", choices=("powershift", "dct", "zf8hp"), default="powershift",
@@ -515,6 +541,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine-torque", type=float, default=200.0, help="engine torque, N m")
     ap.add_argument("--speed-timeout", type=float, default=0.0,
                     help="safe state (stop commanding) when no speed frame for this long, s (0: off)")
+    ap.add_argument("--silence", action="append", default=[], type=_silence, metavar="START:DURATION",
+                    help="Powershift: send no commands for DURATION s from START s (repeatable)")
     ap.add_argument("--connect-timeout", type=float, default=30.0, help="keep trying to open the bus this long, s")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
@@ -536,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
             out = Zf8hpTcu(bus, fd=args.fd, shift_at_s=args.shift_at).run(args.duration)
         else:
             tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque,
-                                speed_timeout_s=args.speed_timeout)
+                                speed_timeout_s=args.speed_timeout, silences_s=tuple(args.silence))
             res = tcu.run(args.duration)
     finally:
         bus.shutdown()

@@ -128,7 +128,7 @@ class LocalBus(can.BusABC):
         _private_dir(self.channel_dir)
         self.member_name = f"{os.getpid()}-{secrets.token_hex(4)}"
         self.path = os.path.join(self.channel_dir, self.member_name)
-        if len(os.fsencode(self.path)) > 107:
+        if len(os.fsencode(self.path)) + 1 > 107:  # + 1: the hidden name it is bound under first
             raise CanInitializationError(f"vbus: the socket path {self.path} is longer than 107 bytes; "
                                          f"set {ENV_DIR} to a shorter folder")
         self._sender_id = secrets.randbits(32)
@@ -145,11 +145,19 @@ class LocalBus(can.BusABC):
                           lost=0, delay_max_us=0.0, delay_last_us=0.0, late_1ms=0, backlog_max=0)
         self._backlog = 0
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # bound under a hidden name, listening, then renamed: a member's file appears only once it accepts,
+        # so a sender never finds it refusing between bind and listen (and takes it for a dead member's file)
+        hidden = os.path.join(self.channel_dir, "." + self.member_name)
         try:
-            sock.bind(self.path)
+            sock.bind(hidden)
             sock.listen(128)
+            os.rename(hidden, self.path)
         except OSError as exc:
             sock.close()
+            try:
+                os.unlink(hidden)
+            except OSError:
+                pass
             raise CanInitializationError(f"vbus: cannot listen on {self.path}: {exc.strerror or exc}") from None
         sock.setblocking(False)
         self._sock = sock
@@ -176,7 +184,7 @@ class LocalBus(can.BusABC):
         self._dir_mtime_ns = mtime
         self._listed_ns = now
         try:
-            names = set(os.listdir(self.channel_dir))
+            names = {n for n in os.listdir(self.channel_dir) if not n.startswith(".")}  # hidden: not yet listening
         except OSError:
             return
         if not self.receive_own_messages:
