@@ -34,8 +34,8 @@ from plant_models.electrical.solenoid import coil_resistance_ohm, current_step
 from plant_models.electrical.tooth_wheel import advance_angle, wheel_edges
 
 from .arena import f64, i8, i32, i64, u8
-from .channels import PULSE_EDGES
-from .sim import _apply_targets_kernel, _input_faults_kernel
+from .channels import PIN_OPEN, PULSE_EDGES
+from .sim import F_PWM, _apply_targets_kernel, _input_faults_kernel
 
 MEMBERS = (
     # the adapter's settings and model state
@@ -180,11 +180,16 @@ def read_stage(buf, off, df, tick, drive, safe):
     restart = tick == 0 or ints[I_LAST_TICK] < 0
     temp_C = _oil_temperature_C(ints, misc, df)
     i64(buf, off, S_COUNT)[C_READS] += 1
+    fused = ints[I_FUSED] != 0
+    pin = u8(buf, off, P_FAULT).reshape((N_FAULT_ROWS, ints[I_FAULT_W]))
     for s in range(n_sol):
         k = in_off + si[s, SI_INPUT]
         if restart:  # the coil starts where the plant's input starts (its initial value)
             sf[s, SF_I] = df[k]
-        if si[s, SI_MEASURE] == 0:
+        if fused and pin[F_PWM, s] == PIN_OPEN:  # no circuit: no current, whatever the duty
+            sf[s, SF_I] = 0.0
+            value = 0.0
+        elif si[s, SI_MEASURE] == 0:
             r = coil_resistance_ohm(sf[s, SF_R20], temp_C)
             end, mean = current_step(sf[s, SF_I], duty[s], misc[X_SUPPLY_V], r, sf[s, SF_L], misc[X_DT])
             sf[s, SF_I] = end
