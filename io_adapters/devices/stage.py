@@ -34,7 +34,7 @@ from plant_models.electrical.solenoid import coil_resistance_ohm, current_step
 from plant_models.electrical.tooth_wheel import advance_angle, wheel_edges
 
 from .arena import f64, i8, i32, i64, u8
-from .channels import PIN_OPEN, PULSE_EDGES
+from .channels import PIN_OK, PIN_OPEN, PULSE_EDGES
 from .sim import F_PWM, _apply_targets_kernel, _input_faults_kernel
 
 MEMBERS = (
@@ -140,7 +140,7 @@ def write_stage(buf, off, df, tick):
     """The targets of the tick just stepped (``tick`` is the plant's tick count after it); with the sim
     device, the pins too.  Called in the real-time loop."""
     ints = i64(buf, off, S_INTS)
-    restart = tick <= ints[I_LAST_TICK] or ints[I_LAST_TICK] < 0
+    restart = tick <= ints[I_LAST_TICK] or ints[I_LAST_TICK] < 0  # a reset not seen by read_stage
     ints[I_LAST_TICK] = tick
     _wheels(buf, off, df, restart)
     _levels(buf, off, df)
@@ -167,6 +167,12 @@ def read_stage(buf, off, df, tick, drive, safe):
     ints, misc = i64(buf, off, S_INTS), f64(buf, off, S_MISC)
     if ints[I_FUSED]:
         n_pulse, fw = ints[I_N_PULSE], ints[I_FAULT_W]
+        # the fault switches as set now (a fault set between ticks acts on this tick's inputs already)
+        fault = u8(buf, off, P_FAULT).reshape((N_FAULT_ROWS, fw))
+        switch, row, slot = u8(buf, off, T_FAULT), i64(buf, off, P_ROW), i64(buf, off, P_SLOT)
+        fault[:, :] = PIN_OK
+        for j in range(row.shape[0]):
+            fault[row[j], slot[j]] = switch[j]
         _input_faults_kernel(f64(buf, off, D_DUTY), f64(buf, off, D_CURRENT), u8(buf, off, D_DIG),
                              f64(buf, off, D_VOLT), f64(buf, off, M_DUTY), f64(buf, off, M_CURRENT),
                              u8(buf, off, M_DIG), f64(buf, off, M_VOLT),
@@ -180,6 +186,14 @@ def read_stage(buf, off, df, tick, drive, safe):
     restart = tick == 0 or ints[I_LAST_TICK] < 0
     temp_C = _oil_temperature_C(ints, misc, df)
     i64(buf, off, S_COUNT)[C_READS] += 1
+    if restart:  # the wheels start at angle 0 at the shafts' speeds before the first step
+        n_pulse = ints[I_N_PULSE]
+        wi = i64(buf, off, S_WHEEL_I).reshape((n_pulse, N_WHEEL_I))
+        wf = f64(buf, off, S_WHEEL_F).reshape((n_pulse, N_WHEEL_F))
+        for w in range(n_pulse):
+            wf[w, W_THETA] = 0.0
+            wf[w, W_OMEGA] = df[ints[I_OUT_OFF] + wi[w, W_SHAFT]] * wf[w, W_SCALE]
+        ints[I_LAST_TICK] = 0
     fused = ints[I_FUSED] != 0
     pin = u8(buf, off, P_FAULT).reshape((N_FAULT_ROWS, ints[I_FAULT_W]))
     for s in range(n_sol):
