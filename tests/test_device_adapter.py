@@ -165,7 +165,8 @@ def test_pin_faults_through_the_fault_set(opened):
         dev.tcu_drive_pwm(s, 0.84 * coil_resistance_ohm(5.0, 80.0) / 13.5, 0.84)
     for k in range(20):
         _tick(plant, ad, k)
-        assert plant.u[k_c1] == 0.0 and len(dev.tcu_edges(0)) == 0
+        # the pins change at the write that carries the switches; the measured inputs from the next tick on
+        assert (plant.u[k_c1] == 0.0) == (k > 0) and len(dev.tcu_edges(0)) == 0
     assert dev.tcu_digital(0) == 1 and dev.tcu_resistance_ohm(0) == math.inf
     assert ad.status()["pin_faults"] == {"sol_c1": "open", "ntc_oil": "open", "range_a": "short_bat"}
     faults.clear()
@@ -210,3 +211,42 @@ def test_describe_and_status_show_the_channels(capsys):
     # the plain Powershift takes pressures: no channel map fits it, and describe says nothing about one
     describe.run(type("A", (), {"config": "powershift", "json": False})())
     assert "device channels" not in capsys.readouterr().out
+
+
+def test_the_fused_sim_equals_the_sim_driven_as_a_real_backend_bit_for_bit():
+    """The stage applies the sim device's pin table itself (fuse = true); through the device's own write_targets and
+    read_measurements (fuse = false) the pins, the measurements and the plant are the same, faults and all."""
+    runs = []
+    for fuse in (True, False):
+        plant, ad = _open({"fuse": fuse})
+        faults = FaultSet(plant, adapters=[ad])
+        dev = ad.device
+        seen = []
+        for k in range(120):
+            if k == 30:
+                faults.set({"target": "device", "kind": "short_gnd", "pin": "sol_c3"})
+                faults.set({"target": "device", "kind": "short_bat", "pin": "n_mid"})
+                faults.set({"target": "device", "kind": "short_gnd", "pin": "ntc_oil"})
+                faults.set({"target": "device", "kind": "open", "pin": "kl30_sense"})
+            if k == 60:
+                faults.set({"target": "device", "kind": "short_bat", "pin": "sol_c1"})
+                faults.set({"target": "device", "kind": "short_bat", "pin": "kl30_sense"})
+            if k == 90:
+                faults.clear()
+            for s in range(8):
+                dev.tcu_drive_pwm(s, 0.1 * s + 0.001 * k, 0.05 * s)
+            _tick(plant, ad, k)
+            m = dev.measurements
+            seen.append((plant.y.copy(), plant.u.copy(), [dev.tcu_edges(w).copy() for w in range(3)],
+                         [dev.tcu_pulse_level(w) for w in range(3)], dev.tcu_resistance_ohm(0),
+                         [dev.tcu_digital(i) for i in range(4)], dev.tcu_analog_V(0), m.duty.copy(),
+                         m.current_A.copy(), m.edges_out.copy()))
+        runs.append(seen)
+        ad.close()
+    for k, (a, b) in enumerate(zip(*runs)):
+        for x, y in zip(a, b):
+            if isinstance(x, list):
+                assert all(np.array_equal(p, q) for p, q in zip(x, y)), k
+            else:
+                assert np.array_equal(x, y), k
+    assert runs[0][40][3] == [-1, 1, -1] and runs[0][40][4] == 0.0 and runs[0][70][6] == 13.5

@@ -8,9 +8,10 @@ whole device stage.  An :class:`Arena` gathers existing arrays into one
 8-byte-aligned ``uint8`` buffer and rebinds each owner's attribute to a view
 of it, so the Python side (the TCU emulator, tests, status) keeps using the
 arrays by name while the compiled tick gets two arguments: the buffer and
-``offsets``, each array's first and last-plus-one byte in a fixed order.  Compiled code gets
-a typed view back with :func:`f64`, :func:`i64`, :func:`i32`, :func:`u8`,
-:func:`i8` (no copy, no allocation: a view of a slice).
+``offsets``, each array's first and last-plus-one byte in a fixed order.
+Every member starts on an 8-byte boundary, so compiled code reaches member
+``k`` of type ``T`` as ``buf.view(T)[offsets[k, 0] // T's itemsize + j]``
+(:mod:`io_adapters.devices.stage`).
 
 Adopting happens once, before the first tick, and the owners' arrays are
 rebound then: nothing may keep a reference to the old arrays.
@@ -19,7 +20,6 @@ rebound then: nothing may keep a reference to the old arrays.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 _ALIGN = 8
 
@@ -50,12 +50,23 @@ class Arena:
         self.slot[key] = len(self._members) - 1
         return self.slot[key]
 
-    def build(self) -> None:
-        """Allocate the buffer, copy every adopted array in and rebind each owner's attribute to its view."""
-        starts = []
+    def build(self, order: tuple[str, ...] | None = None) -> None:
+        """Allocate the buffer, copy every adopted array in and rebind each owner's attribute to its view.
+
+        ``order``: the slots' labels in the order their arrays are laid out in the buffer (every label once);
+        default the order of adoption.  :attr:`offsets` rows stay in adoption order.
+        """
+        if order is not None:
+            if sorted(order) != sorted(self.slot):
+                raise ValueError("arena: the order must name every adopted slot once")
+            layout = [self.slot[label] for label in order]
+        else:
+            layout = list(range(len(self._members)))
+        starts = [0] * len(self._members)
         size = 0
-        for _, _, arr in self._members:
-            starts.append(size)
+        for k in layout:
+            arr = self._members[k][2]
+            starts[k] = size
             size += -(-max(arr.nbytes, 1) // _ALIGN) * _ALIGN
         # a float64 array's data is 16-byte aligned by numpy, so every member starts 8-byte aligned
         self.buffer = np.zeros(max(size, _ALIGN) // 8, dtype=np.float64).view(np.uint8)
@@ -71,31 +82,4 @@ class Arena:
         return 0 if self.buffer is None else int(self.buffer.nbytes)
 
 
-# -- typed views for compiled code: member k's bytes seen as its type (1-D; a 2-D member is reshaped by its user) ----------
-@njit(cache=True, inline="always")
-def f64(buf, offsets, k):
-    """Member ``k`` as float64 (1-D, its whole span)."""
-    return buf[offsets[k, 0]:offsets[k, 1]].view(np.float64)
-
-
-@njit(cache=True, inline="always")
-def i64(buf, offsets, k):
-    return buf[offsets[k, 0]:offsets[k, 1]].view(np.int64)
-
-
-@njit(cache=True, inline="always")
-def i32(buf, offsets, k):
-    return buf[offsets[k, 0]:offsets[k, 1]].view(np.int32)
-
-
-@njit(cache=True, inline="always")
-def u8(buf, offsets, k):
-    return buf[offsets[k, 0]:offsets[k, 1]].view(np.uint8)
-
-
-@njit(cache=True, inline="always")
-def i8(buf, offsets, k):
-    return buf[offsets[k, 0]:offsets[k, 1]].view(np.int8)
-
-
-__all__ = ["Arena", "f64", "i64", "i32", "u8", "i8"]
+__all__ = ["Arena"]

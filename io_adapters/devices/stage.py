@@ -1,7 +1,8 @@
 """The device adapter's compiled tick: the electrical models between the plant's ports and a device's pins.
 
-Two kernels, each one call a tick with the arena's buffer (:mod:`.arena`)
-and the plant's data buffer ``df``:
+Two kernels, each one call a tick with the arena's buffer (:mod:`.arena`),
+its members' byte offsets (one past the last member too) and the plant's
+data buffer ``df``:
 
 * :func:`write_stage`, after the plant's step: each tooth wheel's edges over
   the tick just simulated (its speed at the tick's start and end, constant
@@ -18,7 +19,14 @@ and the plant's data buffer ``df``:
   currents), into the plant's input.
 
 The arena's member order is :data:`MEMBERS`; the integer and float settings
-are the ``I_*`` and ``X_*`` slots of its first two members.  A tick number
+are the ``I_*`` and ``X_*`` slots of its first two members.  The kernels see
+the buffer through five typed views made once a call (float64, int64,
+int32, uint8, int8) and address each member by its offset: a view a member
+would cost about 25 ns each (the arrays' reference counts), several
+microseconds a tick in all.  The sim device's pin table (the module
+docstring of :mod:`io_adapters.devices.sim`) is applied here as its own
+kernels apply it; ``tests/test_device_adapter.py`` checks the two agree bit
+for bit.  A tick number
 below the last one seen (a reset to t = 0) starts the models afresh: wheel
 angles at 0, coil currents at the plant's inputs.  Allocates nothing, looks
 nothing up.
@@ -26,6 +34,7 @@ nothing up.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from plant_models.electrical.ntc import beta_resistance_ohm
@@ -33,9 +42,8 @@ from plant_models.electrical.range_selector import code_at
 from plant_models.electrical.solenoid import coil_resistance_ohm, current_step
 from plant_models.electrical.tooth_wheel import advance_angle, wheel_edges
 
-from .arena import f64, i8, i32, i64, u8
-from .channels import PIN_OK, PIN_OPEN, PULSE_EDGES
-from .sim import F_PWM, _apply_targets_kernel, _input_faults_kernel
+from .channels import PIN_OK, PIN_OPEN, PIN_SHORT_BAT, PIN_SHORT_GND, PULSE_EDGES
+from .sim import F_ANALOG_IN, F_ANALOG_OUT, F_DIGITAL_IN, F_DIGITAL_OUT, F_PULSE, F_PWM, F_RESISTANCE
 
 MEMBERS = (
     # the adapter's settings and model state
@@ -56,7 +64,7 @@ MEMBERS = (
 
 # ints: counts, dimensions, plant offsets and indices
 (I_N_PULSE, I_N_SOL, I_HAS_NTC, I_N_BITS, I_HAS_SUPPLY, I_WIDTH, I_MAX_TEETH, I_FAULT_W, I_IN_OFF, I_OUT_OFF, I_N_IN,
- I_TEMP_OUT, I_RANGE_POS, I_RANGE_TARGET, I_LAST_TICK, I_FUSED, N_INTS) = range(17)
+ I_TEMP_OUT, I_RANGE_POS, I_RANGE_TARGET, I_LAST_TICK, I_FUSED, I_N_SWITCH, I_N_DIN, I_N_AIN, N_INTS) = range(20)
 # misc floats
 X_DT, X_SUPPLY_V, X_OIL_C, X_R25, X_BETA, X_TRAVEL, X_TRAVEL_PER_S, N_MISC = range(8)
 # columns of wheel_i, wheel_f, sol_i, sol_f
@@ -69,152 +77,240 @@ C_WRITES, C_EDGE_OVERFLOW, C_READS, N_COUNT = range(4)
 N_FAULT_ROWS = 7  # rows of the sim device's PinView.fault
 
 
-@njit(cache=True)
-def _oil_temperature_C(ints, misc, df):
-    k = ints[I_TEMP_OUT]
-    return df[ints[I_OUT_OFF] + k] if k >= 0 else misc[X_OIL_C]
+
+@njit(cache=True, inline="always")
+def _at(off, k, itemsize):
+    """Member ``k``'s first element in a view of ``itemsize`` bytes."""
+    return off[k] // itemsize
 
 
 @njit(cache=True)
-def _wheels(buf, off, df, restart):
-    ints, misc = i64(buf, off, S_INTS), f64(buf, off, S_MISC)
-    n_pulse, width = ints[I_N_PULSE], ints[I_WIDTH]
-    wi = i64(buf, off, S_WHEEL_I).reshape((n_pulse, N_WHEEL_I))
-    wf = f64(buf, off, S_WHEEL_F).reshape((n_pulse, N_WHEEL_F))
-    present = i64(buf, off, S_PRESENT).reshape((n_pulse, ints[I_MAX_TEETH]))
-    et, etooth, edir = f64(buf, off, S_EDGE_T), i64(buf, off, S_EDGE_TOOTH), i64(buf, off, S_EDGE_DIR)
-    mode, count = u8(buf, off, T_MODE), i32(buf, off, T_COUNT)
-    edges = i64(buf, off, T_EDGES).reshape((n_pulse, width))
-    cnt = i64(buf, off, S_COUNT)
-    dt = misc[X_DT]
-    out_off = ints[I_OUT_OFF]
+def _oil_temperature_C(I, F, off, df):
+    ints = _at(off, S_INTS, 8)
+    k = I[ints + I_TEMP_OUT]
+    return df[I[ints + I_OUT_OFF] + k] if k >= 0 else F[_at(off, S_MISC, 8) + X_OIL_C]
+
+
+@njit(cache=True)
+def _start_wheels(I, F, off, df):
+    """Wheels at angle 0 at the shafts' speeds now (before the first step)."""
+    ints, wi, wf = _at(off, S_INTS, 8), _at(off, S_WHEEL_I, 8), _at(off, S_WHEEL_F, 8)
+    for w in range(I[ints + I_N_PULSE]):
+        F[wf + w * N_WHEEL_F + W_THETA] = 0.0
+        F[wf + w * N_WHEEL_F + W_OMEGA] = (df[I[ints + I_OUT_OFF] + I[wi + w * N_WHEEL_I + W_SHAFT]]
+                                           * F[wf + w * N_WHEEL_F + W_SCALE])
+
+
+@njit(cache=True)
+def _wheels(I, F, W, U, off, df):
+    ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
+    n_pulse, width, max_teeth = I[ints + I_N_PULSE], I[ints + I_WIDTH], I[ints + I_MAX_TEETH]
+    wi, wf, present = _at(off, S_WHEEL_I, 8), _at(off, S_WHEEL_F, 8), _at(off, S_PRESENT, 8)
+    n_scratch = (off[S_EDGE_T + 1] - off[S_EDGE_T]) // 8  # the member after it starts where it ends
+    et = F[_at(off, S_EDGE_T, 8):_at(off, S_EDGE_T, 8) + n_scratch]
+    etooth = I[_at(off, S_EDGE_TOOTH, 8):_at(off, S_EDGE_TOOTH, 8) + n_scratch]
+    edir = I[_at(off, S_EDGE_DIR, 8):_at(off, S_EDGE_DIR, 8) + n_scratch]
+    edges, count, mode = _at(off, T_EDGES, 8), _at(off, T_COUNT, 4), _at(off, T_MODE, 1)
+    cnt = _at(off, S_COUNT, 8)
+    dt = F[misc + X_DT]
+    out_off = I[ints + I_OUT_OFF]
     for w in range(n_pulse):
-        omega1 = df[out_off + wi[w, W_SHAFT]] * wf[w, W_SCALE]
-        if restart:
-            wf[w, W_THETA] = 0.0
-            wf[w, W_OMEGA] = omega1
-        omega0 = wf[w, W_OMEGA]
-        teeth = wi[w, W_TEETH]
-        n = wheel_edges(wf[w, W_THETA], omega0, omega1, dt, teeth, wf[w, W_PHASE], present[w, :teeth],
-                        wi[w, W_LOST] != 0, et, etooth, edir)
+        a, b = wi + w * N_WHEEL_I, wf + w * N_WHEEL_F
+        omega1 = df[out_off + I[a + W_SHAFT]] * F[b + W_SCALE]
+        omega0 = F[b + W_OMEGA]
+        teeth = I[a + W_TEETH]
+        row = present + w * max_teeth
+        n = wheel_edges(F[b + W_THETA], omega0, omega1, dt, teeth, F[b + W_PHASE], I[row:row + teeth],
+                        I[a + W_LOST] != 0, et, etooth, edir)
         if n < 0:
             n = -1 - n
-            cnt[C_EDGE_OVERFLOW] += 1
+            I[cnt + C_EDGE_OVERFLOW] += 1
         if n > width:
-            cnt[C_EDGE_OVERFLOW] += n - width
+            I[cnt + C_EDGE_OVERFLOW] += n - width
             n = width
         for j in range(n):
-            edges[w, j] = int(round(et[j] * 1e9))
-        count[w] = n
-        mode[w] = PULSE_EDGES
-        wf[w, W_THETA] = advance_angle(wf[w, W_THETA], omega0, omega1, dt)
-        wf[w, W_OMEGA] = omega1
+            I[edges + w * width + j] = int(round(et[j] * 1e9))
+        W[count + w] = n
+        U[mode + w] = PULSE_EDGES
+        F[b + W_THETA] = advance_angle(F[b + W_THETA], omega0, omega1, dt)
+        F[b + W_OMEGA] = omega1
 
 
 @njit(cache=True)
-def _levels(buf, off, df):
+def _levels(I, F, U, off, df):
     """NTC, range code, supply into the targets."""
-    ints, misc = i64(buf, off, S_INTS), f64(buf, off, S_MISC)
-    if ints[I_HAS_NTC]:
-        f64(buf, off, T_OHM)[0] = beta_resistance_ohm(_oil_temperature_C(ints, misc, df), misc[X_R25], misc[X_BETA])
-    n_bits = ints[I_N_BITS]
+    ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
+    if I[ints + I_HAS_NTC]:
+        F[_at(off, T_OHM, 8)] = beta_resistance_ohm(_oil_temperature_C(I, F, off, df), F[misc + X_R25],
+                                                    F[misc + X_BETA])
+    n_bits = I[ints + I_N_BITS]
     if n_bits:
-        pos, target = ints[I_RANGE_POS], ints[I_RANGE_TARGET]
+        pos, target = I[ints + I_RANGE_POS], I[ints + I_RANGE_TARGET]
         if target != pos:  # the lever travels; it reads the transition code inside the window
-            misc[X_TRAVEL] += misc[X_DT] * misc[X_TRAVEL_PER_S]
-            if misc[X_TRAVEL] >= 1.0:
-                ints[I_RANGE_POS] = target
+            F[misc + X_TRAVEL] += F[misc + X_DT] * F[misc + X_TRAVEL_PER_S]
+            if F[misc + X_TRAVEL] >= 1.0:
+                I[ints + I_RANGE_POS] = target
                 pos = target
-                misc[X_TRAVEL] = 0.0
-        code = code_at(pos, target, misc[X_TRAVEL], i64(buf, off, S_CODES), i64(buf, off, S_TRANS),
-                       f64(buf, off, S_WINDOW))
-        dig = u8(buf, off, T_DIG)
+                F[misc + X_TRAVEL] = 0.0
+        c, t, w = _at(off, S_CODES, 8), _at(off, S_TRANS, 8), _at(off, S_WINDOW, 8)
+        n_codes = (off[S_CODES + 1] - off[S_CODES]) // 8
+        code = code_at(pos, target, F[misc + X_TRAVEL], I[c:c + n_codes], I[t:t + n_codes - 1], F[w:w + 2])
+        dig = _at(off, T_DIG, 1)
         for k in range(n_bits):
-            dig[k] = (code >> k) & 1
-    if ints[I_HAS_SUPPLY]:
-        f64(buf, off, T_VOLT)[0] = misc[X_SUPPLY_V]
+            U[dig + k] = (code >> k) & 1
+    if I[ints + I_HAS_SUPPLY]:
+        F[_at(off, T_VOLT, 8)] = F[misc + X_SUPPLY_V]
+
+
+@njit(cache=True)
+def _fault_table(I, U, off):
+    """The sim device's pin states per channel (PinView.fault) from the fault switches as they are set now."""
+    ints = _at(off, S_INTS, 8)
+    fw = I[ints + I_FAULT_W]
+    table, switch = _at(off, P_FAULT, 1), _at(off, T_FAULT, 1)
+    row, slot = _at(off, P_ROW, 8), _at(off, P_SLOT, 8)
+    for j in range(7 * fw):
+        U[table + j] = PIN_OK
+    for j in range(I[ints + I_N_SWITCH]):
+        U[table + I[row + j] * fw + I[slot + j]] = U[switch + j]
+        U[_at(off, P_SWITCH, 1) + j] = U[switch + j]
+
+
+@njit(cache=True)
+def _pins(I, F, W, U, S, off):
+    """The sim device's pins: the targets with the pin faults applied (its ``apply_targets``)."""
+    ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
+    fw, width, supply = I[ints + I_FAULT_W], I[ints + I_WIDTH], F[misc + X_SUPPLY_V]
+    table = _at(off, P_FAULT, 1)
+    _fault_table(I, U, off)
+    t_edges, p_edges = _at(off, T_EDGES, 8), _at(off, P_EDGES, 8)
+    for w in range(I[ints + I_N_PULSE]):
+        n = W[_at(off, T_COUNT, 4) + w]
+        if n > width:
+            I[_at(off, P_CLIPPED, 8)] += n - width
+            n = width
+        n = max(n, 0)
+        for j in range(n):
+            I[p_edges + w * width + j] = I[t_edges + w * width + j]
+        U[_at(off, P_MODE, 1) + w] = U[_at(off, T_MODE, 1) + w]
+        F[_at(off, P_PHASE, 8) + w] = F[_at(off, T_PHASE, 8) + w]
+        f = U[table + F_PULSE * fw + w]
+        level = -1
+        freq = F[_at(off, T_FREQ, 8) + w]
+        if f != PIN_OK:
+            n, freq = 0, 0.0
+            level = 1 if f == PIN_SHORT_BAT else 0
+        W[_at(off, P_COUNT, 4) + w] = n
+        F[_at(off, P_FREQ, 8) + w] = freq
+        S[_at(off, P_LEVEL, 1) + w] = level
+    for i in range(I[ints + I_N_BITS]):
+        f = U[table + F_DIGITAL_OUT * fw + i]
+        v = U[_at(off, T_DIG, 1) + i]
+        U[_at(off, P_DIG, 1) + i] = v if f == PIN_OK else (1 if f == PIN_SHORT_BAT else 0)
+    if I[ints + I_HAS_NTC]:
+        f = U[table + F_RESISTANCE * fw]
+        r = F[_at(off, T_OHM, 8)]
+        F[_at(off, P_OHM, 8)] = r if f == PIN_OK else (0.0 if f == PIN_SHORT_GND else np.inf)
+    if I[ints + I_HAS_SUPPLY]:
+        f = U[table + F_ANALOG_OUT * fw]
+        v = F[_at(off, T_VOLT, 8)]
+        F[_at(off, P_VOLT, 8)] = v if f == PIN_OK else (supply if f == PIN_SHORT_BAT else 0.0)
+
+
+@njit(cache=True)
+def _measured(I, F, W, U, off):
+    """What the device measures of the TCU's outputs, through the pin faults (the sim's ``apply_input_faults``)."""
+    ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
+    fw, supply = I[ints + I_FAULT_W], F[misc + X_SUPPLY_V]
+    # the switches as the last write set them: like a real device's, they change when the targets reach it
+    table = _at(off, P_FAULT, 1)
+    for s in range(I[ints + I_N_SOL]):
+        duty, cur = F[_at(off, D_DUTY, 8) + s], F[_at(off, D_CURRENT, 8) + s]
+        f = U[table + F_PWM * fw + s]
+        if f == PIN_OPEN:
+            cur = 0.0
+        elif f == PIN_SHORT_GND:
+            duty, cur = 0.0, 0.0
+        elif f == PIN_SHORT_BAT:
+            duty = 1.0
+        F[_at(off, M_DUTY, 8) + s] = duty
+        F[_at(off, M_CURRENT, 8) + s] = cur
+    for i in range(I[ints + I_N_DIN]):
+        f = U[table + F_DIGITAL_IN * fw + i]
+        v = U[_at(off, D_DIG, 1) + i]
+        U[_at(off, M_DIG, 1) + i] = v if f == PIN_OK else (1 if f == PIN_SHORT_BAT else 0)
+    for i in range(I[ints + I_N_AIN]):
+        f = U[table + F_ANALOG_IN * fw + i]
+        v = F[_at(off, D_VOLT, 8) + i]
+        F[_at(off, M_VOLT, 8) + i] = v if f == PIN_OK else (supply if f == PIN_SHORT_BAT else 0.0)
+    for w in range(I[ints + I_N_PULSE]):
+        edges = W[_at(off, P_COUNT, 4) + w] if U[_at(off, P_MODE, 1) + w] == PULSE_EDGES else 0
+        I[_at(off, M_EDGES_OUT, 8) + w] = edges
 
 
 @njit(cache=True)
 def write_stage(buf, off, df, tick):
     """The targets of the tick just stepped (``tick`` is the plant's tick count after it); with the sim
     device, the pins too.  Called in the real-time loop."""
-    ints = i64(buf, off, S_INTS)
-    restart = tick <= ints[I_LAST_TICK] or ints[I_LAST_TICK] < 0  # a reset not seen by read_stage
-    ints[I_LAST_TICK] = tick
-    _wheels(buf, off, df, restart)
-    _levels(buf, off, df)
-    i64(buf, off, S_COUNT)[C_WRITES] += 1
-    if ints[I_FUSED]:
-        width, fw = ints[I_WIDTH], ints[I_FAULT_W]
-        n_pulse = ints[I_N_PULSE]
-        _apply_targets_kernel(
-            u8(buf, off, T_MODE), i64(buf, off, T_EDGES).reshape((n_pulse, width)), i32(buf, off, T_COUNT),
-            f64(buf, off, T_FREQ), f64(buf, off, T_PHASE), f64(buf, off, T_OHM), u8(buf, off, T_DIG),
-            f64(buf, off, T_VOLT), u8(buf, off, T_FAULT), u8(buf, off, P_MODE),
-            i64(buf, off, P_EDGES).reshape((n_pulse, width)), i32(buf, off, P_COUNT), f64(buf, off, P_FREQ),
-            f64(buf, off, P_PHASE), f64(buf, off, P_OHM), u8(buf, off, P_DIG), f64(buf, off, P_VOLT),
-            u8(buf, off, P_SWITCH), i8(buf, off, P_LEVEL), u8(buf, off, P_FAULT).reshape((N_FAULT_ROWS, fw)),
-            i64(buf, off, P_ROW), i64(buf, off, P_SLOT), f64(buf, off, S_MISC)[X_SUPPLY_V],
-            i64(buf, off, P_CLIPPED))
+    F, I, W, S = buf.view(np.float64), buf.view(np.int64), buf.view(np.int32), buf.view(np.int8)
+    ints = _at(off, S_INTS, 8)
+    if tick <= I[ints + I_LAST_TICK] or I[ints + I_LAST_TICK] < 0:  # a reset not seen by read_stage
+        _start_wheels(I, F, off, df)
+    I[ints + I_LAST_TICK] = tick
+    _wheels(I, F, W, buf, off, df)
+    _levels(I, F, buf, off, df)
+    I[_at(off, S_COUNT, 8) + C_WRITES] += 1
+    if I[ints + I_FUSED]:
+        _pins(I, F, W, buf, S, off)
+
+
+READ_DRIVE = 1  # read_stage's flags: commands drive the plant (no scenario does)
+READ_SAFE = 2  # the device is in its safe state
 
 
 @njit(cache=True)
-def read_stage(buf, off, df, tick, drive, safe):
+def read_stage(buf, off, df, tick, flags):
     """The solenoid inputs of tick ``tick`` from the measurements (with the sim device, first the TCU's
-    outputs through the pin faults); written to the plant only if ``drive``.  Returns 1 when they drive
-    the plant (a device not in its safe state), else 0.  Called in the real-time loop."""
-    ints, misc = i64(buf, off, S_INTS), f64(buf, off, S_MISC)
-    if ints[I_FUSED]:
-        n_pulse, fw = ints[I_N_PULSE], ints[I_FAULT_W]
-        # the fault switches as set now (a fault set between ticks acts on this tick's inputs already)
-        fault = u8(buf, off, P_FAULT).reshape((N_FAULT_ROWS, fw))
-        switch, row, slot = u8(buf, off, T_FAULT), i64(buf, off, P_ROW), i64(buf, off, P_SLOT)
-        fault[:, :] = PIN_OK
-        for j in range(row.shape[0]):
-            fault[row[j], slot[j]] = switch[j]
-        _input_faults_kernel(f64(buf, off, D_DUTY), f64(buf, off, D_CURRENT), u8(buf, off, D_DIG),
-                             f64(buf, off, D_VOLT), f64(buf, off, M_DUTY), f64(buf, off, M_CURRENT),
-                             u8(buf, off, M_DIG), f64(buf, off, M_VOLT),
-                             u8(buf, off, P_FAULT).reshape((N_FAULT_ROWS, fw)), misc[X_SUPPLY_V],
-                             u8(buf, off, P_MODE), i32(buf, off, P_COUNT), i64(buf, off, M_EDGES_OUT))
-    n_sol = ints[I_N_SOL]
-    si = i64(buf, off, S_SOL_I).reshape((n_sol, N_SOL_I))
-    sf = f64(buf, off, S_SOL_F).reshape((n_sol, N_SOL_F))
-    duty, current = f64(buf, off, M_DUTY), f64(buf, off, M_CURRENT)
-    in_off, n_in = ints[I_IN_OFF], ints[I_N_IN]
-    restart = tick == 0 or ints[I_LAST_TICK] < 0
-    temp_C = _oil_temperature_C(ints, misc, df)
-    i64(buf, off, S_COUNT)[C_READS] += 1
-    if restart:  # the wheels start at angle 0 at the shafts' speeds before the first step
-        n_pulse = ints[I_N_PULSE]
-        wi = i64(buf, off, S_WHEEL_I).reshape((n_pulse, N_WHEEL_I))
-        wf = f64(buf, off, S_WHEEL_F).reshape((n_pulse, N_WHEEL_F))
-        for w in range(n_pulse):
-            wf[w, W_THETA] = 0.0
-            wf[w, W_OMEGA] = df[ints[I_OUT_OFF] + wi[w, W_SHAFT]] * wf[w, W_SCALE]
-        ints[I_LAST_TICK] = 0
-    fused = ints[I_FUSED] != 0
-    pin = u8(buf, off, P_FAULT).reshape((N_FAULT_ROWS, ints[I_FAULT_W]))
+    outputs through the pin faults); written to the plant only with ``READ_DRIVE`` in ``flags`` and not
+    ``READ_SAFE`` (one integer: each argument of a compiled call costs its type check).  Returns 1 when
+    they drive the plant, else 0.  Called in the real-time loop."""
+    drive, safe = (flags & READ_DRIVE) != 0, (flags & READ_SAFE) != 0
+    F, I, W = buf.view(np.float64), buf.view(np.int64), buf.view(np.int32)
+    ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
+    fused = I[ints + I_FUSED] != 0
+    if fused:
+        _measured(I, F, W, buf, off)
+    restart = tick == 0 or I[ints + I_LAST_TICK] < 0
+    if restart:
+        _start_wheels(I, F, off, df)
+        I[ints + I_LAST_TICK] = 0
+    temp_C = _oil_temperature_C(I, F, off, df)
+    I[_at(off, S_COUNT, 8) + C_READS] += 1
+    si, sf = _at(off, S_SOL_I, 8), _at(off, S_SOL_F, 8)
+    duty, current = _at(off, M_DUTY, 8), _at(off, M_CURRENT, 8)
+    table, fw = _at(off, P_FAULT, 1), I[ints + I_FAULT_W]
+    in_off, n_in, n_sol = I[ints + I_IN_OFF], I[ints + I_N_IN], I[ints + I_N_SOL]
+    supply, dt = F[misc + X_SUPPLY_V], F[misc + X_DT]
     for s in range(n_sol):
-        k = in_off + si[s, SI_INPUT]
+        a, b = si + s * N_SOL_I, sf + s * N_SOL_F
+        k = in_off + I[a + SI_INPUT]
         if restart:  # the coil starts where the plant's input starts (its initial value)
-            sf[s, SF_I] = df[k]
-        if fused and pin[F_PWM, s] == PIN_OPEN:  # no circuit: no current, whatever the duty
-            sf[s, SF_I] = 0.0
+            F[b + SF_I] = df[k]
+        if fused and buf[table + F_PWM * fw + s] == PIN_OPEN:  # no circuit: no current, whatever the duty
+            F[b + SF_I] = 0.0
             value = 0.0
-        elif si[s, SI_MEASURE] == 0:
-            r = coil_resistance_ohm(sf[s, SF_R20], temp_C)
-            end, mean = current_step(sf[s, SF_I], duty[s], misc[X_SUPPLY_V], r, sf[s, SF_L], misc[X_DT])
-            sf[s, SF_I] = end
+        elif I[a + SI_MEASURE] == 0:
+            r = coil_resistance_ohm(F[b + SF_R20], temp_C)
+            end, mean = current_step(F[b + SF_I], F[duty + s], supply, r, F[b + SF_L], dt)
+            F[b + SF_I] = end
             value = mean
         else:
-            value = current[s]
-        value = min(max(value, sf[s, SF_LO]), sf[s, SF_HI])
+            value = F[current + s]
+        value = min(max(value, F[b + SF_LO]), F[b + SF_HI])
         if drive and not safe:
             df[k] = value
             df[k + n_in] = 0.0
     return 1 if drive and not safe and n_sol > 0 else 0
 
 
-__all__ = ["MEMBERS", "write_stage", "read_stage"]
+__all__ = ["MEMBERS", "write_stage", "read_stage", "READ_DRIVE", "READ_SAFE"]
