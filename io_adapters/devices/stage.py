@@ -20,10 +20,13 @@ data buffer ``df``:
 
 The arena's member order is :data:`MEMBERS`; the integer and float settings
 are the ``I_*`` and ``X_*`` slots of its first two members.  The kernels see
-the buffer through five typed views made once a call (float64, int64,
-int32, uint8, int8) and address each member by its offset: a view a member
-would cost about 25 ns each (the arrays' reference counts), several
-microseconds a tick in all.  The sim device's pin table (the module
+the buffer through five typed raw pointers made once a call (float64,
+int64, int32, uint8, int8; :mod:`plant_models.core.jit`'s ``_data_ptr``, as
+the core's kernels do) and address each member by its offset: a view a
+member would cost about 25 ns each (the arrays' reference counts), several
+microseconds a tick in all, and a pointer's index has no negative-index
+fix-up.  Array slices are made only for the models that take arrays (a
+wheel's teeth and edge scratch, the range table).  The sim device's pin table (the module
 docstring of :mod:`io_adapters.devices.sim`) is applied here as its own
 kernels apply it; ``tests/test_device_adapter.py`` checks the two agree bit
 for bit.  A tick number
@@ -37,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from plant_models.core.jit import _data_ptr
 from plant_models.electrical.ntc import beta_resistance_ohm
 from plant_models.electrical.range_selector import code_at
 from plant_models.electrical.solenoid import coil_resistance_ohm, current_step
@@ -102,14 +106,14 @@ def _start_wheels(I, F, off, df):
 
 
 @njit(cache=True)
-def _wheels(I, F, W, U, off, df):
+def _wheels(I, F, W, U, Fa, Ia, off, df):
     ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
     n_pulse, width, max_teeth = I[ints + I_N_PULSE], I[ints + I_WIDTH], I[ints + I_MAX_TEETH]
     wi, wf, present = _at(off, S_WHEEL_I, 8), _at(off, S_WHEEL_F, 8), _at(off, S_PRESENT, 8)
     n_scratch = (off[S_EDGE_T + 1] - off[S_EDGE_T]) // 8  # the member after it starts where it ends
-    et = F[_at(off, S_EDGE_T, 8):_at(off, S_EDGE_T, 8) + n_scratch]
-    etooth = I[_at(off, S_EDGE_TOOTH, 8):_at(off, S_EDGE_TOOTH, 8) + n_scratch]
-    edir = I[_at(off, S_EDGE_DIR, 8):_at(off, S_EDGE_DIR, 8) + n_scratch]
+    et = Fa[_at(off, S_EDGE_T, 8):_at(off, S_EDGE_T, 8) + n_scratch]
+    etooth = Ia[_at(off, S_EDGE_TOOTH, 8):_at(off, S_EDGE_TOOTH, 8) + n_scratch]
+    edir = Ia[_at(off, S_EDGE_DIR, 8):_at(off, S_EDGE_DIR, 8) + n_scratch]
     edges, count, mode = _at(off, T_EDGES, 8), _at(off, T_COUNT, 4), _at(off, T_MODE, 1)
     cnt = _at(off, S_COUNT, 8)
     dt = F[misc + X_DT]
@@ -120,7 +124,7 @@ def _wheels(I, F, W, U, off, df):
         omega0 = F[b + W_OMEGA]
         teeth = I[a + W_TEETH]
         row = present + w * max_teeth
-        n = wheel_edges(F[b + W_THETA], omega0, omega1, dt, teeth, F[b + W_PHASE], I[row:row + teeth],
+        n = wheel_edges(F[b + W_THETA], omega0, omega1, dt, teeth, F[b + W_PHASE], Ia[row:row + teeth],
                         I[a + W_LOST] != 0, et, etooth, edir)
         if n < 0:
             n = -1 - n
@@ -137,7 +141,7 @@ def _wheels(I, F, W, U, off, df):
 
 
 @njit(cache=True)
-def _levels(I, F, U, off, df):
+def _levels(I, F, U, Fa, Ia, off, df):
     """NTC, range code, supply into the targets."""
     ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
     if I[ints + I_HAS_NTC]:
@@ -154,7 +158,7 @@ def _levels(I, F, U, off, df):
                 F[misc + X_TRAVEL] = 0.0
         c, t, w = _at(off, S_CODES, 8), _at(off, S_TRANS, 8), _at(off, S_WINDOW, 8)
         n_codes = (off[S_CODES + 1] - off[S_CODES]) // 8
-        code = code_at(pos, target, F[misc + X_TRAVEL], I[c:c + n_codes], I[t:t + n_codes - 1], F[w:w + 2])
+        code = code_at(pos, target, F[misc + X_TRAVEL], Ia[c:c + n_codes], Ia[t:t + n_codes - 1], Fa[w:w + 2])
         dig = _at(off, T_DIG, 1)
         for k in range(n_bits):
             U[dig + k] = (code >> k) & 1
@@ -252,16 +256,19 @@ def _measured(I, F, W, U, off):
 def write_stage(buf, off, df, tick):
     """The targets of the tick just stepped (``tick`` is the plant's tick count after it); with the sim
     device, the pins too.  Called in the real-time loop."""
-    F, I, W, S = buf.view(np.float64), buf.view(np.int64), buf.view(np.int32), buf.view(np.int8)
+    Fa, Ia = buf.view(np.float64), buf.view(np.int64)  # for the slices the models take
+    F, I, W, U, S = _data_ptr(Fa), _data_ptr(Ia), _data_ptr(buf.view(np.int32)), _data_ptr(buf), \
+        _data_ptr(buf.view(np.int8))
+    dfp = _data_ptr(df)
     ints = _at(off, S_INTS, 8)
     if tick <= I[ints + I_LAST_TICK] or I[ints + I_LAST_TICK] < 0:  # a reset not seen by read_stage
-        _start_wheels(I, F, off, df)
+        _start_wheels(I, F, off, dfp)
     I[ints + I_LAST_TICK] = tick
-    _wheels(I, F, W, buf, off, df)
-    _levels(I, F, buf, off, df)
+    _wheels(I, F, W, U, Fa, Ia, off, dfp)
+    _levels(I, F, U, Fa, Ia, off, dfp)
     I[_at(off, S_COUNT, 8) + C_WRITES] += 1
     if I[ints + I_FUSED]:
-        _pins(I, F, W, buf, S, off)
+        _pins(I, F, W, U, S, off)
 
 
 READ_DRIVE = 1  # read_stage's flags: commands drive the plant (no scenario does)
@@ -275,11 +282,14 @@ def read_stage(buf, off, df, tick, flags):
     ``READ_SAFE`` (one integer: each argument of a compiled call costs its type check).  Returns 1 when
     they drive the plant, else 0.  Called in the real-time loop."""
     drive, safe = (flags & READ_DRIVE) != 0, (flags & READ_SAFE) != 0
-    F, I, W = buf.view(np.float64), buf.view(np.int64), buf.view(np.int32)
+    F, I, W, U = _data_ptr(buf.view(np.float64)), _data_ptr(buf.view(np.int64)), _data_ptr(buf.view(np.int32)), \
+        _data_ptr(buf)
+    df_array = df
+    df = _data_ptr(df_array)
     ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
     fused = I[ints + I_FUSED] != 0
     if fused:
-        _measured(I, F, W, buf, off)
+        _measured(I, F, W, U, off)
     restart = tick == 0 or I[ints + I_LAST_TICK] < 0
     if restart:
         _start_wheels(I, F, off, df)
@@ -296,7 +306,7 @@ def read_stage(buf, off, df, tick, flags):
         k = in_off + I[a + SI_INPUT]
         if restart:  # the coil starts where the plant's input starts (its initial value)
             F[b + SF_I] = df[k]
-        if fused and buf[table + F_PWM * fw + s] == PIN_OPEN:  # no circuit: no current, whatever the duty
+        if fused and U[table + F_PWM * fw + s] == PIN_OPEN:  # no circuit: no current, whatever the duty
             F[b + SF_I] = 0.0
             value = 0.0
         elif I[a + SI_MEASURE] == 0:
