@@ -21,8 +21,7 @@ data buffer ``df``:
 The arena's member order is :data:`MEMBERS`; the integer and float settings
 are the ``I_*`` and ``X_*`` slots of its first two members.  The kernels see
 the buffer through five typed raw pointers made once a call (float64,
-int64, int32, uint8, int8; :mod:`plant_models.core.jit`'s ``_data_ptr``, as
-the core's kernels do) and address each member by its offset: a view a
+int64, int32, uint8, int8; the core's ``raw_f``, as its kernels do) and address each member by its offset: a view a
 member would cost about 25 ns each (the arrays' reference counts), several
 microseconds a tick in all, and a pointer's index has no negative-index
 fix-up.  Array slices are made only for the models that take arrays (a
@@ -40,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from plant_models.core.jit import _data_ptr
+from plant_models.core.api import raw_f
 from plant_models.electrical.ntc import beta_resistance_ohm
 from plant_models.electrical.range_selector import code_at
 from plant_models.electrical.solenoid import coil_resistance_ohm, current_step
@@ -80,6 +79,9 @@ SF_R20, SF_L, SF_I, SF_LO, SF_HI, N_SOL_F = range(6)
 C_WRITES, C_EDGE_OVERFLOW, C_READS, N_COUNT = range(4)
 N_FAULT_ROWS = 7  # rows of the sim device's PinView.fault
 
+
+
+_ptr = raw_f  # the core's typed data pointer of a contiguous array; generic over the dtype, so every view takes it
 
 
 @njit(cache=True, inline="always")
@@ -257,9 +259,9 @@ def write_stage(buf, off, df, tick):
     """The targets of the tick just stepped (``tick`` is the plant's tick count after it); with the sim
     device, the pins too.  Called in the real-time loop."""
     Fa, Ia = buf.view(np.float64), buf.view(np.int64)  # for the slices the models take
-    F, I, W, U, S = _data_ptr(Fa), _data_ptr(Ia), _data_ptr(buf.view(np.int32)), _data_ptr(buf), \
-        _data_ptr(buf.view(np.int8))
-    dfp = _data_ptr(df)
+    F, I, W, U, S = _ptr(Fa), _ptr(Ia), _ptr(buf.view(np.int32)), _ptr(buf), \
+        _ptr(buf.view(np.int8))
+    dfp = _ptr(df)
     ints = _at(off, S_INTS, 8)
     if tick <= I[ints + I_LAST_TICK] or I[ints + I_LAST_TICK] < 0:  # a reset not seen by read_stage
         _start_wheels(I, F, off, dfp)
@@ -282,10 +284,10 @@ def read_stage(buf, off, df, tick, flags):
     ``READ_SAFE`` (one integer: each argument of a compiled call costs its type check).  Returns 1 when
     they drive the plant, else 0.  Called in the real-time loop."""
     drive, safe = (flags & READ_DRIVE) != 0, (flags & READ_SAFE) != 0
-    F, I, W, U = _data_ptr(buf.view(np.float64)), _data_ptr(buf.view(np.int64)), _data_ptr(buf.view(np.int32)), \
-        _data_ptr(buf)
+    F, I, W, U = _ptr(buf.view(np.float64)), _ptr(buf.view(np.int64)), _ptr(buf.view(np.int32)), \
+        _ptr(buf)
     df_array = df
-    df = _data_ptr(df_array)
+    df = _ptr(df_array)
     ints, misc = _at(off, S_INTS, 8), _at(off, S_MISC, 8)
     fused = I[ints + I_FUSED] != 0
     if fused:
