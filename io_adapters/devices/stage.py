@@ -21,16 +21,16 @@ data buffer ``df``:
 The arena's member order is :data:`MEMBERS`; the integer and float settings
 are the ``I_*`` and ``X_*`` slots of its first two members.  The kernels see
 the buffer through five typed raw pointers made once a call (float64,
-int64, int32, uint8, int8; the core's ``raw_f``, as its kernels do) and address each member by its offset: a view a
-member would cost about 25 ns each (the arrays' reference counts), several
-microseconds a tick in all, and a pointer's index has no negative-index
-fix-up.  Array slices are made only for the models that take arrays (a
-wheel's teeth and edge scratch, the range table).  The sim device's pin table (the module
-docstring of :mod:`io_adapters.devices.sim`) is applied here as its own
-kernels apply it; ``tests/test_device_adapter.py`` checks the two agree bit
-for bit.  A tick number
-below the last one seen (a reset to t = 0) starts the models afresh: wheel
-angles at 0, coil currents at the plant's inputs.  Allocates nothing, looks
+int64, int32, uint8, int8; the core's ``raw_f``, as its kernels do) and
+address each member by its offset: a view a member would cost about 25 ns
+each (the arrays' reference counts), several microseconds a tick in all,
+and a pointer's index has no negative-index fix-up.  Array slices are made
+only for the models that take arrays (a wheel's teeth and edge scratch, the
+range table).  The sim device's pin table (the module docstring of
+:mod:`io_adapters.devices.sim`) is applied here as its own kernels apply
+it; ``tests/test_device_adapter.py`` checks the two agree bit for bit.  A
+tick number below the last one seen (a reset to t = 0) starts the models
+afresh: wheel angles at 0, coil currents at the plant's inputs.  Allocates nothing, looks
 nothing up.
 """
 
