@@ -250,3 +250,52 @@ def test_the_fused_sim_equals_the_sim_driven_as_a_real_backend_bit_for_bit():
             else:
                 assert np.array_equal(x, y), k
     assert runs[0][40][3] == [-1, 1, -1] and runs[0][40][4] == 0.0 and runs[0][70][6] == 13.5
+
+
+def test_the_adapter_drives_the_mcu_backend_through_its_emulator():
+    """A real backend through the adapter's generic path: the mcu host on a pseudo-terminal, the emulator (the
+    firmware's side in Python) on the other end.  Safe until the device answers; then the emulated pins show the
+    adapter's targets, its TCU's PWM sets the solenoid input, and a pin fault travels down the wire."""
+    import os
+    import time
+    import tty
+
+    from io_adapters.devices.mcu import McuEmulator
+
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    plant = load_plant(PLANT)
+    plant.reset(dict(INITIAL))
+    ad = create_adapter("device", "device", {"backend": "mcu", "channels": "io_device_powershift.toml",
+                                             "backend_options": {"fd": master, "stall_ticks": 50}})
+    ad.open(plant, _ctx())
+    emu = McuEmulator(slave, ad.layout).start()
+    faults = FaultSet(plant, adapters=[ad])
+    k_c2 = plant.input_index("i_c2")
+    try:
+        emu.sim.tcu_drive_pwm(1, 0.5, 0.0)
+        driven = []
+        for k in range(40):
+            if k == 20:
+                faults.set({"target": "device", "kind": "open", "pin": "ntc_oil"})
+            before = ad.device.counters["frames_in"]
+            driven.append(ad._read_internal(k, 0, True))
+            plant.step(DT)
+            ad.write(k + 1, 0)
+            deadline = time.monotonic() + 60.0  # a bound for a broken emulator, not a timing check
+            while ad.device.counters["frames_in"] == before and time.monotonic() < deadline:
+                time.sleep(0.001)
+        # safe for the first frames (the plant's inputs untouched), then driven by the measured duty; clutch 1's
+        # coil gets no duty from this TCU: its current decays from 0.84 A at tau = L / R (about 4 ms)
+        assert driven[0] == 0 and driven[-1] == 1 and 0.0 < plant.u[plant.input_index("i_c1")] < 1e-3
+        assert 0.3 < plant.u[k_c2] <= 1.1
+        assert [emu.sim.tcu_digital(i) for i in range(4)] == [1, 0, 0, 1]
+        assert emu.sim.tcu_resistance_ohm(0) == math.inf  # the pin fault, down the wire
+        assert emu.sim.tcu_analog_V(0) == 13.5 and ad.device.counters["crc_errors"] == 0
+        st = ad.status()
+        assert st["backend"] == "mcu" and st["device"]["safe"] is False and st["pin_faults"] == {"ntc_oil": "open"}
+    finally:
+        ad.close()
+        emu.stop()
+        os.close(master)
+        os.close(slave)
