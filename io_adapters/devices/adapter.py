@@ -223,6 +223,12 @@ class DeviceAdapter(Adapter):
         else:  # a sim device not fused calls its TCU itself
             self.device.write_targets(tick, self.targets)
 
+    def poll_control(self, now_ns: int) -> None:
+        """Between ticks: follow the loop's step (a lockstep scenario with a ``dt_s`` of its own changes it
+        between runs; the edges and the coil currents integrate over it)."""
+        if self._opened:
+            self.state.misc[X_DT] = self.ctx.period_s
+
     def close(self) -> None:
         if self.device is not None and self._opened:
             self._opened = False
