@@ -87,3 +87,26 @@ def test_a_60_tooth_wheel_is_measured_within_0p1_percent(rpm):
     ad.close()
     measured = sensor.speed_rad_s((ticks + 1) * 1_000_000)
     assert measured == pytest.approx(omega, rel=1e-3)
+
+
+def test_a_reset_starts_the_electrical_side_afresh(io_path):
+    """After the loop's reset (t back to 0) the wheels, coils and lever start as at the first run: a second run
+    with a fresh TCU equals the first bit for bit."""
+    srv, adapter = ex._server(io_path, "lockstep")
+    runs = []
+    try:
+        srv.loop.start()
+        for _ in range(2):
+            tcu = ex.ElectricalTcu()
+            tcu.attach(adapter)
+            rows = []
+            for _ in range(900):
+                srv.loop.step(1)
+                rows.append(srv.plant.y.copy())
+            runs.append((np.array(rows), list(tcu.timeline), [e.copy() for e in (adapter.device.tcu_edges(0),)]))
+            srv.loop.reset()
+    finally:
+        srv.loop.close()
+    (a, ta, ea), (b, tb, eb) = runs
+    assert np.array_equal(a, b) and ta == tb and np.array_equal(ea[0], eb[0])
+    assert ta[-1][1] == "lock"
