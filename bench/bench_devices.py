@@ -10,7 +10,15 @@ switches.  Measured per call with ``perf_counter_ns`` over N ticks:
   ``crc``: the CRC of that frame, compiled (the send path's) and pure Python (the parser's);
 * baseline, same run: ``Targets.copy_from`` (the arrays copied once, no logic).
 
-Run: ``python bench/bench_devices.py [--ticks 20000]``.
+* ``device adapter read + write``: the device adapter of ``configs/io_device_powershift.toml`` (3 tooth wheels,
+  8 solenoids, range code, NTC, KL30, 15 fault switches) on the ``sim`` backend: both compiled stages, models and
+  pins, as the tick calls them (the plant is not stepped: the figure is the adapter's alone);
+* ``tick A/B`` (``--tick-ticks``): the server's real tick (``Loop._tick``: adapters, plant step, ring) of
+  ``powershift_electrical`` in lockstep, in alternating blocks of 500 ticks with the device adapter in the tick
+  (A) and taken out of it (B, the solenoid currents then hold), timed per tick; the difference of the medians is
+  what the device adds to the tick's TET p50.
+
+Run: ``python bench/bench_devices.py [--ticks 20000] [--tick-ticks 20000]``.
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ def _time(fn, ticks):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ticks", type=int, default=20000)
+    ap.add_argument("--tick-ticks", type=int, default=20000, help="ticks of the tick A/B (0: skip it)")
     args = ap.parse_args()
     layout = bench_layout()
     t = Targets(layout)
@@ -87,6 +96,9 @@ def main() -> None:
         f"CRC-16 of the {n}-byte frame, compiled": lambda k: crc16_ccitt(buf, 1, n - 2),
         f"CRC-16 of the {n}-byte frame, pure Python": lambda k: crc16_ccitt(buf_py, 1, n - 2),
     }
+    plant, adapter = _device_adapter()
+    rows["device adapter read + write (sim, 3+8+NTC+range+KL30)"] = lambda k: (adapter.read(k, 0),
+                                                                              adapter.write(k + 1, 0))
     for _ in range(2):  # warm-up and measured pass, interleaved so load hits every row alike
         results = {name: _time(fn, args.ticks) for name, fn in rows.items()}
     stop.set()
@@ -94,6 +106,81 @@ def main() -> None:
     for name, ns in results.items():
         print(f"{name:46s} {_stats(ns)}   p50/baseline {np.percentile(ns, 50) / base:6.1f}x")
     print(f"frame {n} bytes; tx_dropped {mcu.counters['tx_dropped']} of {mcu.counters['ticks']}")
+    adapter.close()
+    if args.tick_ticks:
+        tick_ab(args.tick_ticks)
+
+
+def _device_adapter():
+    from io_adapters.base import LoopContext, create_adapter
+    from plant_models.registry import load_plant
+
+    plant = load_plant("powershift_electrical")
+    plant.reset({"engine_torque": 300.0, "load_torque": 3500.0, "i_c1": 0.84, "i_c3": 0.84, "i_c6": 0.84})
+    ad = create_adapter("device", "device", {"backend": "sim", "channels": "io_device_powershift.toml"})
+    ad.open(plant, LoopContext(period_s=1e-3, feed_watchdog=lambda ns: None, status=dict, mode="lockstep"))
+    plant.y[plant.output_index("w_1")] = 1047.0  # 10 000 rpm: 10 edges a tick on the 60-tooth wheel
+    plant.y[plant.output_index("w_2")] = 500.0
+    plant.y[plant.output_index("w_out")] = 300.0
+    return plant, ad
+
+
+IO_DEVICE_ONLY = """[loop]
+status_line = false
+mode = "lockstep"
+[initial_inputs]
+engine_torque = 300.0
+load_torque = 3500.0
+i_c1 = 0.84
+i_c3 = 0.84
+i_c6 = 0.84
+[[adapters]]
+type = "device"
+name = "device"
+channels = "io_device_powershift.toml"
+"""
+
+
+def tick_ab(ticks: int, block: int = 500) -> None:
+    """The loop's tick with the device adapter in it (A) and out of it (B), alternating blocks, same run."""
+    import tempfile
+
+    from server.realtime.runtime import build
+
+    with tempfile.TemporaryDirectory() as tmp:
+        io = Path(tmp) / "io.toml"
+        io.write_text(IO_DEVICE_ONLY)
+        srv = build("powershift_electrical", io)
+    loop = srv.loop
+    loop.open()
+    dev = next(a for a in loop.adapters if a.type_name == "device")
+    for s, slot in enumerate((0, 2, 5)):  # the TCU holds gear 1 (a TCU's duties, no TCU code in the tick)
+        dev.device.tcu_drive_pwm(slot, 0.84 * 6.18 / 13.5, 0.84)
+    loop.start()
+    with_dev = (loop._readers, loop._writers)
+    without = (tuple(a for a in loop._readers if a is not dev), tuple(a for a in loop._writers if a is not dev))
+    clock = time.perf_counter_ns
+    out = {"A": [], "B": []}
+    tick = loop._tick
+    for j in range(2 * (ticks // block) + 2):
+        label = "A" if j % 2 == 0 else "B"
+        loop._readers, loop._writers = with_dev if label == "A" else without
+        ns = np.empty(block, dtype=np.int64)
+        for k in range(block):
+            t0 = clock()
+            tick(loop.sim_ns())
+            ns[k] = clock() - t0
+        if j >= 2:  # the first pair warms up
+            out[label].append(ns)
+    loop._readers, loop._writers = with_dev
+    loop.close()
+    a, b = np.concatenate(out["A"]), np.concatenate(out["B"])
+    print(f"tick A/B, {len(a)} + {len(b)} ticks of powershift_electrical in blocks of {block} (lockstep, Loop._tick):")
+    print(f"  A with the device adapter    {_stats(a)}")
+    print(f"  B without                    {_stats(b)}")
+    d50 = (np.percentile(a, 50) - np.percentile(b, 50)) / 1000.0
+    print(f"  the device adds {d50:.2f} us to the tick's p50; per-block median differences (us): "
+          + " ".join(f"{(np.median(x) - np.median(y)) / 1000:.2f}" for x, y in zip(out["A"], out["B"])))
 
 
 if __name__ == "__main__":

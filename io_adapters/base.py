@@ -377,6 +377,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "j1939": ("io_adapters.can.restbus", "J1939Adapter"),
     "web": ("io_adapters.web.adapter", "WebAdapter"),
     "xcp": ("io_adapters.xcp.adapter", "XcpAdapter"),
+    "device": ("io_adapters.devices.adapter", "DeviceAdapter"),
 }
 """Built-in adapter types: type name -> (module, class), imported when a config asks for the type."""
 

@@ -108,6 +108,7 @@ DECLARATIONS: dict[str, str] = {
     "j1939": "io_adapters.can.j1939_declaration",
     "web": "io_adapters.web.declaration",
     "xcp": "io_adapters.xcp.declaration",
+    "device": "io_adapters.devices.declaration",
 }
 """Adapter type -> the module whose ``DECLARATION`` declares it (in the order ``serve --help`` lists options)."""
 

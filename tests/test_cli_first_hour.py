@@ -108,9 +108,9 @@ def _mistakes(tmp: Path, make: bool = True) -> dict[str, tuple[list[str], str]]:
                                                       f"gearbox-hil: error: {disabled}: adapters: no adapter "
                                                       "configured"),
         "unknown adapter type": (["serve", "powershift", "--io", str(serial)], f"gearbox-hil: error: {serial}: "
-                                 "adapters[0].type: unknown adapter type 'serial'; known types: can, j1939, web, xcp, zmq"),
+                                 "adapters[0].type: unknown adapter type 'serial'; known types: can, device, j1939, web, xcp, zmq"),
         "misspelled adapter type": (["serve", "powershift", "--io", str(zqm)], f"gearbox-hil: error: {zqm}: "
-                                    "adapters[0].type: unknown adapter type 'zqm'; known types: can, j1939, web, xcp, zmq"),
+                                    "adapters[0].type: unknown adapter type 'zqm'; known types: can, device, j1939, web, xcp, zmq"),
         "misspelled command": (["serv", "powershift"], "gearbox-hil: error: argument COMMAND: invalid choice: 'serv' "
                                "(choose from "),
         "bad port": (["serve", "powershift", "--zmq-port", "70000"], "gearbox-hil serve: error: argument --zmq-port: "
@@ -184,7 +184,9 @@ def test_list_shows_every_plant_config_scenario_and_io_config_on_one_line_each(c
     assert main(["list", "--json"]) == 0
     cat = json.loads(capsys.readouterr().out)
     assert {e["name"] for e in cat["io_configs"]} == {"io_default", "io_can", "io_docker", "io_zf8hp", "io_10khz",
-                                                      "io_canfd_dct", "io_canfd_zf8hp", "io_j1939_powershift"}
+                                                      "io_canfd_dct", "io_canfd_zf8hp", "io_j1939_powershift",
+                                                      "io_electrical"}
+    assert {e["name"] for e in cat["channel_maps"]} == {"io_device_powershift"}
     assert {e["name"] for e in cat["message_sets"]} == {"io_can_powershift", "io_can_dct", "io_can_zf8hp",
                                                         "io_can_dct_fd", "io_can_zf8hp_fd", "io_can_powershift_j1939"}
     assert next(e for e in cat["configs"] if e["name"] == "dct_kinematic")["kind"] == "dct"  # through `extends`

@@ -186,7 +186,7 @@ BAD_FAULTS = [
     ('target = "clutch"\nclutch = "C9"\nkind = "stuck_closed"', "faults[0]: no clutch 'C9'; clutches are C1, C2"),
     ('target = "signal"\nsignal = "w_ot"\nkind = "freeze"', "faults[0]: no signal 'w_ot' in the plant; did you "
      "mean 'w_out'?"),
-    ('target = "clutsh"\nkind = "freeze"', "faults[0]: 'target' must be one of signal, clutch, zmq, can, j1939, got 'clutsh'"),
+    ('target = "clutsh"\nkind = "freeze"', "faults[0]: 'target' must be one of signal, clutch, zmq, can, j1939, device, got 'clutsh'"),
     ('target = "clutch"\nclutch = 2\nkind = "worn"', "faults[0]: "),  # a worn clutch needs its value
 ]
 

@@ -98,7 +98,7 @@ def test_the_adapter_types_declare_their_options_and_fault_kinds_in_light_module
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == ("['--can-share', '--web', '--xcp-port', '--zmq-command', '--zmq-control', '--zmq-port', "
                            "'--zmq-state'] "
-                           "('zmq', 'can', 'j1939') False False")
+                           "('zmq', 'can', 'j1939', 'device') False False")
 
 
 def test_a_third_transport_brings_its_option_and_fault_kind_without_an_edit_of_server(monkeypatch):

@@ -3,7 +3,10 @@
 :mod:`.channels` declares the channel types and the preallocated targets and
 measurements; :mod:`.base` the one small :class:`~.base.Device` interface and
 the backend table :data:`~.base.DEVICES` (``sim``, ``mcu``, ``visa``, ``gpiod``);
-:mod:`.wire` the microcontroller's wire protocol.
+:mod:`.wire` the microcontroller's wire protocol; :mod:`.adapter` the ``device``
+adapter that runs the electrical models each tick between the plant's ports
+and a device (:mod:`.channel_map`, :mod:`.stage`, :mod:`.arena`;
+:mod:`.declaration` its pin faults).
 """
 
 from .base import DEVICES, Device, DeviceError, UnknownDeviceType, create_device, device_types

@@ -159,6 +159,8 @@ class SimDevice(Device):
         self._clipped = np.zeros(1, dtype=np.int64)
         self._opened = False
         self.counters.update(edges_clipped=0)
+        # the TCU emulator's per-tick step, called with the tick once the pins show its targets (None: no TCU)
+        self.tcu = None
 
     def open(self) -> None:
         """Nothing to connect; the pins start at the safe values."""
@@ -176,6 +178,26 @@ class SimDevice(Device):
         self.counters["edges_clipped"] = int(self._clipped[0])
         self.counters["ticks"] += 1
         self.measurements.tick = tick + 1
+        if self.tcu is not None:
+            self.tcu(tick)
+
+    def adopt_into(self, arena, prefix_pins: str = "p_", prefix_driven: str = "d_", prefix_out: str = "m_") -> None:
+        """Take the pins, what the TCU drives and the measurements into ``arena`` (:mod:`.arena`), in the order
+        of :data:`io_adapters.devices.stage.MEMBERS`, so one compiled call updates them (the device adapter's
+        tick).  The arrays are rebound: take no reference to them before."""
+        t = self.pins.targets
+        for name, label in (("pulse_mode", "mode"), ("edge_ns", "edges"), ("edge_count", "count"),
+                            ("frequency_Hz", "freq"), ("phase_turn", "phase"), ("resistance_ohm", "ohm"),
+                            ("digital", "dig"), ("analog_V", "volt"), ("pin_fault", "switch")):
+            arena.adopt(t, name, prefix_pins + label)
+        for name, label in (("pulse_level", "level"), ("fault", "fault"), ("switch_row", "row"),
+                            ("switch_slot", "slot")):
+            arena.adopt(self.pins, name, prefix_pins + label)
+        arena.adopt(self, "_clipped", prefix_pins + "clipped")
+        for obj, prefix in ((self.driven, prefix_driven), (self.measurements, prefix_out)):
+            for name, label in (("duty", "duty"), ("current_A", "current"), ("edges_out", "edges_out"),
+                                ("digital", "dig"), ("analog_V", "volt")):
+                arena.adopt(obj, name, prefix + label)
 
     def read_measurements(self) -> Measurements:
         """What the TCU drives, after the pin faults.  Called in the real-time loop."""

@@ -22,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     d = describe_config(args.config)
+    channels = device_channels(d)
+    if channels is not None:
+        d["device_channels_source"], d["device_channels"] = channels
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
@@ -43,7 +46,26 @@ def run(args: argparse.Namespace) -> int:
             ports = "; ".join(f"{k} {', '.join(comp[k])}" for k in ("inputs", "outputs", "elements") if k in comp)
             rest = ", ".join(f"{k} {v}" for k, v in comp.items() if k not in ("inputs", "outputs", "elements"))
             print(f"  {name:<17} {ports}\n  {'':<17} {rest}")
+    if channels is not None:
+        print(f"\ndevice channels ({channels[0]}; the device adapter, docs/electrical.md)")
+        for c in channels[1]:
+            print(f"  {c['name']:<12} {c['kind']:<15} {c['port'] or '-':<10} {c['detail']}")
     return 0
+
+
+def device_channels(d: dict) -> tuple[str, list[dict]] | None:
+    """(file, channels) of the plant kind's channel map ``configs/io_device_<kind>.toml`` when its ports are the
+    plant's (a Powershift with a valve map takes solenoid currents, the plain one pressures); else None."""
+    from io_adapters.devices.channel_map import load_channel_map
+
+    path = repo_root() / "configs" / f"io_device_{d['kind']}.toml"
+    if not path.is_file():
+        return None
+    cmap = load_channel_map(str(path))
+    ins, outs = cmap.ports()
+    if not ins <= {s["name"] for s in d["inputs"]} or not outs <= {s["name"] for s in d["outputs"]}:
+        return None
+    return f"configs/{path.name}", cmap.describe()
 
 
 RATIO = "ratio = input speed / output speed"

@@ -18,6 +18,7 @@ from plant_models.config import ConfigError, load_plant_toml, load_toml, repo_ro
 
 # top-level keys that make a TOML file in configs/ an I/O config (see docs/server.md, "The I/O config")
 IO_KEYS = frozenset(("loop", "realtime", "watchdog", "initial_inputs", "adapters"))
+CHANNEL_MAP_KEYS = frozenset(("pulse", "solenoid", "ntc", "range", "supply"))  # io_adapters/devices/channel_map.py
 
 
 def first_sentence(path: Path) -> str:
@@ -48,7 +49,7 @@ def catalog(root: Path | None = None) -> dict[str, list[dict]]:
 
     root = root or repo_root()
     out: dict[str, list[dict]] = {"plants": [], "configs": [], "scenarios": [], "io_configs": [],
-                                  "message_sets": [], "campaigns": []}
+                                  "message_sets": [], "channel_maps": [], "campaigns": []}
     for kind in plant_kinds():
         out["plants"].append({"name": kind, "text": plant_class(kind)[0].description})
     for path in sorted((root / "configs").glob("*.toml")):
@@ -65,6 +66,8 @@ def catalog(root: Path | None = None) -> dict[str, list[dict]]:
             out["configs"].append({"name": path.stem, "kind": str(kind), "text": first_sentence(path)})
         elif "dbc" in data:
             out["message_sets"].append({"name": path.stem, "text": first_sentence(path), "dbc": str(data["dbc"])})
+        elif CHANNEL_MAP_KEYS & set(data):
+            out["channel_maps"].append({"name": path.stem, "text": first_sentence(path)})
         elif IO_KEYS & set(data):
             out["io_configs"].append({"name": path.stem, "text": first_sentence(path)})
     for path in sorted((root / "scenarios").glob("*.toml")):
@@ -92,6 +95,7 @@ TITLES = {
     "scenarios": "scenarios (simulate --scenario NAME; load_scenario)",
     "io_configs": "I/O configs (serve --io NAME)",
     "message_sets": "CAN message sets (message_set of a can adapter; default io_can_<plant>)",
+    "channel_maps": "electrical channel maps (channels of a device adapter; default io_device_<plant>)",
     "campaigns": "campaigns (campaign NAME --out DIR)",
 }
 
