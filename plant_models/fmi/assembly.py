@@ -44,8 +44,12 @@ DF_TIME = 0  # simulated time, s
 DF_U = 1  # [n_in] inputs, [n_in] rates, [n_out] outputs
 
 
-def make_slot(fmu: CheckedFmu) -> Slot:
-    """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`)."""
+def make_slot(fmu: CheckedFmu, in_process: bool = False) -> Slot:
+    """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`); with ``process = "own"``
+    (and not ``in_process``, as :mod:`.fmu_host` asks) a :class:`.isolated.ProcessSlot` in front of a child."""
+    if fmu.table.process == "own" and not in_process:
+        from .isolated import ProcessSlot
+        return ProcessSlot(fmu)
     if fmu.kind == "me":
         return Me3Slot(fmu) if fmu.version == 3 else Me2Slot(fmu)
     return Cs3Slot(fmu) if fmu.version == 3 else Cs2Slot(fmu)
@@ -136,7 +140,9 @@ class FmuAssembly(Plant):
     def _initial_state(self) -> None:
         """FMUs initialized, then the inner plant reset with its free inputs and the FMU outputs at t = 0."""
         for s in self.slots:
-            s.start()
+            rc = s.start()
+            if s.failed:  # an FMU in its own process that could not start: reported, held as after a fault
+                self._fail(s, 0.0, rc)
         self._get_outputs()
         inputs = {self.inner.inputs[i].name: float(self.u[k]) for k, i in enumerate(self._free_in)}
         inputs.update({self.inner.inputs[i].name: float(self.slots[k].np_out[j]) for i, k, j in self._driven})
@@ -192,8 +198,15 @@ class FmuAssembly(Plant):
     def _fail(self, s: Slot, t: float, rc: int) -> None:
         """Not for the real-time tick, but taken once per FMU failure (then the FMU is skipped)."""
         s.failed = True
-        what = {2: "discard", 3: "error", 4: "fatal"}.get(int(rc), str(rc))
-        self.fmu_errors.append(f"fmu {s.name}: a call returned {what} at t = {t:.6f} s; its outputs hold from now on")
+        for name, value in s.fmu.table.safe.items():
+            s.np_out[s.out_names.index(name)] = value
+        held = "its safe values are out, the others hold" if s.fmu.table.safe else "its outputs hold"
+        why = getattr(s, "why", "")
+        if why:
+            self.fmu_errors.append(f"fmu {s.name}: its process {why} at t = {t:.6f} s; {held} from now on")
+        else:
+            what = {2: "discard", 3: "error", 4: "fatal"}.get(int(rc), str(rc))
+            self.fmu_errors.append(f"fmu {s.name}: a call returned {what} at t = {t:.6f} s; {held} from now on")
 
     def _gather(self, status: int) -> None:
         y = self.y
@@ -230,6 +243,9 @@ class FmuAssembly(Plant):
     def _fmu_params(s: Slot) -> list[Param]:
         """The FMU's tunable parameters: read from the FMU, written to it between steps (and kept for resets)."""
         from fmpy.fmi1 import FMICallException
+
+        from .isolated import FmuCallError
+        failures = (FMICallException, FmuCallError)
         out = []
         for n, v in s.fmu.variables.items():
             if v.causality != "parameter" or v.variability != "tunable" or v.kind != "real":
@@ -238,13 +254,13 @@ class FmuAssembly(Plant):
             def get(vr=v.vr, start=v.start) -> float:
                 try:
                     return s.get_real(vr)
-                except FMICallException:  # an FMU that failed: the value last set
+                except failures:  # an FMU that failed: the value last set
                     return s.tuned.get(vr, start)
 
             def put(value: float, vr=v.vr, name=f"{s.name}.{n}") -> None:
                 try:
                     s.set_real(vr, value)
-                except FMICallException as exc:
+                except failures as exc:
                     raise ParamError(f"{name}: the FMU refused {value:g} ({exc})") from None
                 s.tuned[vr] = float(value)
 
