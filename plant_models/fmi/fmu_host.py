@@ -37,7 +37,7 @@ import sys
 
 import numpy as np
 
-from .isolated import (COMMAND, MAX_HELLO, OP_GET_REAL, OP_GET_STATE, OP_QUIT, OP_SET_REAL, OP_SET_STATE, OP_START,
+from .isolated import (COMMAND, MAX_HELLO, MESSAGE, OP_GET_REAL, OP_GET_STATE, OP_QUIT, OP_SET_REAL, OP_SET_STATE, OP_START,
                        OP_STEP)
 
 RC_ERROR = 3  # fmi2Error
@@ -73,25 +73,19 @@ class Host:
         os.ftruncate(self.fd, size)
         self.shm = mmap.mmap(self.fd, size)
         floats = np.frombuffer(self.shm, dtype=np.float64, count=n_in + n_out)
-        self.sh_in, self.sh_out = floats[:n_in], floats[n_in:]
+        # the slot reads its inputs from and writes its outputs to the shared memory itself (no copies); the
+        # server copies the outputs only after a step that succeeded
+        slot.np_in, slot.np_out = floats[:n_in], floats[n_in:]
         self.state_at = 8 * (n_in + n_out)
-        self.request = np.zeros(4)
-        self.reply = np.zeros(4)
 
     def answer(self, op: int, a: float, b: float) -> tuple[float, float]:
         """(status, value) of one request; the data in the shared memory."""
         s = self.slot
         if op == OP_STEP:
-            s.np_in[:] = self.sh_in
-            rc = s.step(a, b)
-            if rc <= 1:
-                self.sh_out[:] = s.np_out
-            return rc, 0.0
+            return s.step(a, b), 0.0
         if op == OP_START:
             s.start()
-            rc = s.get_outputs() if s.n_out else 0
-            self.sh_out[:] = s.np_out
-            return rc, 0.0
+            return (s.get_outputs() if s.n_out else 0), 0.0
         if op == OP_GET_REAL:
             return 0, s.get_real(int(a))
         if op == OP_SET_REAL:
@@ -111,21 +105,21 @@ class Host:
         raise ValueError(f"unknown request {op}")
 
     def serve(self) -> None:
-        req, rep = memoryview(self.request).cast("B"), memoryview(self.reply).cast("B")
+        buf = bytearray(COMMAND)  # request in, reply out
+        recv_into, send, unpack, pack = self.sock.recv_into, self.sock.send, MESSAGE.unpack_from, MESSAGE.pack_into
         while True:
-            n = self.sock.recv_into(req)
-            if n != COMMAND:  # the end of the socket (0), or a broken peer
+            if recv_into(buf) != COMMAND:  # the end of the socket (0), or a broken peer
                 return
-            op = int(self.request[0])
+            op, a, b, _ = unpack(buf)
             if op == OP_QUIT:
                 return
             try:
-                rc, value = self.answer(op, float(self.request[1]), float(self.request[2]))
+                rc, value = self.answer(op, a, b)
             except Exception as exc:  # an FMI call that raised (FMPy checks statuses outside the step path)
                 print(f"fmu {self.slot.name}: {exc}", file=sys.stderr)
                 rc, value = RC_ERROR, 0.0
-            self.reply[0], self.reply[1] = rc, value
-            self.sock.send(rep)
+            pack(buf, 0, rc, value, 0.0, 0.0)
+            send(buf)
 
 
 def main(argv: list[str]) -> int:

@@ -30,6 +30,7 @@ import mmap
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import weakref
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 OP_START, OP_STEP, OP_GET_REAL, OP_SET_REAL, OP_GET_STATE, OP_SET_STATE, OP_QUIT = range(1, 8)
 COMMAND = 32  # bytes: four float64 (request: op, a, b, 0; reply: FMI status, value, 0, 0)
 MAX_HELLO = 1 << 16  # bytes of the table's JSON and of the child's answer to it
+MESSAGE = struct.Struct("=4d")  # a request or a reply, packed into and read from buffers allocated once
 
 RC_FATAL = 4  # fmi2Fatal: what a lost process is to the assembly
 LONG_CALL_S = 60.0  # s, the deadline of a start (reset, initialization) or a state save / restore
@@ -79,9 +81,8 @@ class ProcessSlot:
         self.out_names = [n for n, x in v.items() if x.causality == "output"]
         self.n_in, self.n_out = len(self.in_names), len(self.out_names)
         self.np_out = np.zeros(self.n_out)
-        self.cmd, self.rep = np.zeros(4), np.zeros(4)
-        self._cmd_view = memoryview(self.cmd).cast("B")
-        self._rep_view = memoryview(self.rep).cast("B")
+        self._cmd, self._rep = bytearray(COMMAND), bytearray(COMMAND)
+        self.value = 0.0  # the value of the last reply (a parameter read)
         self.failed = False
         self.why = ""  # how the process was lost, for the assembly's message
         self.tuned: dict[int, float] = {}
@@ -102,8 +103,8 @@ class ProcessSlot:
         finally:
             theirs.close()
         weakref.finalize(self, _kill, self.proc)
-        self.sock, self.sock_timeout = ours, SPAWN_S
-        ours.settimeout(SPAWN_S)
+        self.sock = ours
+        self._deadline(SPAWN_S)
         hello = dict(name=t.name, file=str(t.file), start=t.start, source=str(t.file))
         try:
             ours.send(json.dumps(hello).encode())
@@ -129,7 +130,16 @@ class ProcessSlot:
         self.np_in = np.frombuffer(self.shm, dtype=np.float64, count=self.n_in)  # the assembly writes here
         self._sh_out = np.frombuffer(self.shm, dtype=np.float64, count=self.n_out, offset=8 * self.n_in)
         self._state_at = 8 * (self.n_in + self.n_out)
-        ours.settimeout(self.timeout_s)
+        self._deadline(self.timeout_s)
+
+    def _deadline(self, seconds: float) -> None:
+        """The socket's receive deadline, kept by the kernel (``SO_RCVTIMEO``): the socket stays blocking, so a
+        step is one ``send`` and one ``recv`` (Python's own timeouts would poll before each: two more calls)."""
+        sec = int(seconds)
+        tv = struct.pack("ll", sec, int(round((seconds - sec) * 1e6)))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        self.sock_timeout = seconds
 
     @property
     def alive(self) -> bool:
@@ -137,7 +147,7 @@ class ProcessSlot:
 
     def _lost(self, exc: BaseException | None) -> int:
         """The child gone or killed: reaped, its end described in :attr:`why`; taken once per loss."""
-        killed = isinstance(exc, TimeoutError)
+        killed = isinstance(exc, (TimeoutError, BlockingIOError))  # BlockingIOError: the kernel's deadline passed
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -162,21 +172,20 @@ class ProcessSlot:
         """One request and its reply; the FMI status, or :data:`RC_FATAL` when the child is lost."""
         if self.sock is None:
             return RC_FATAL
-        c = self.cmd
-        c[0], c[1], c[2] = op, a, b
-        self.sock_timeout = self.timeout_s if timeout is None else timeout
+        MESSAGE.pack_into(self._cmd, 0, op, a, b, 0.0)
         try:
             if timeout is not None:
-                self.sock.settimeout(timeout)
-            self.sock.send(self._cmd_view)
-            n = self.sock.recv_into(self._rep_view)
+                self._deadline(timeout)
+            self.sock.send(self._cmd)
+            n = self.sock.recv_into(self._rep)
             if timeout is not None:
-                self.sock.settimeout(self.timeout_s)
-        except OSError as exc:  # TimeoutError (a hang), ConnectionResetError, BrokenPipeError
+                self._deadline(self.timeout_s)
+        except OSError as exc:  # BlockingIOError (a hang: the deadline), ConnectionResetError, BrokenPipeError
             return self._lost(exc)
         if n != COMMAND:
             return self._lost(None)
-        return int(self.rep[0])
+        rc, self.value, _, _ = MESSAGE.unpack_from(self._rep)
+        return int(rc)
 
     # -- the slot's calls -----------------------------------------------------------------------------
     def start(self) -> int:
@@ -207,7 +216,7 @@ class ProcessSlot:
         rc = self._call(OP_GET_REAL, vr)
         if rc > 1:
             raise FmuCallError(f"get failed with status {rc}" + (f": its process {self.why}" if self.why else ""))
-        return float(self.rep[1])
+        return self.value
 
     def set_real(self, vr: int, value: float) -> None:
         rc = self._call(OP_SET_REAL, vr, value)
@@ -235,8 +244,7 @@ class ProcessSlot:
         """Ask the child to quit; killed after :data:`QUIT_S`."""
         if self.sock is not None:
             try:
-                self.cmd[0] = OP_QUIT
-                self.sock.send(self._cmd_view)
+                self.sock.send(MESSAGE.pack(OP_QUIT, 0.0, 0.0, 0.0))
             except OSError:
                 pass
             self.sock.close()
