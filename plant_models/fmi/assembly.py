@@ -16,12 +16,14 @@ each FMU's outputs (``name.var``).  One step of ``dt``, in this fixed order:
 So a plant input driven by an FMU lags by one step against a monolithic
 model (the coupling error docs/fmi.md states).  The per-step path calls the
 FMU's C functions through ctypes on arrays allocated once at load time
-(:mod:`.slots`: one slot per FMU, by FMI version and kind).
+(:mod:`.slots`: one slot per FMU, by FMI version and kind; with ``process =
+"own"`` a :class:`.isolated.ProcessSlot` in front of a child process).
 
 An FMU call that fails (status error or fatal) sets the status bit
 ``fmu_error``; the FMU is not called again until the next reset, its
 outputs hold their last values, the inner plant keeps stepping, and the
-message is kept in :attr:`FmuAssembly.fmu_errors`.  FMUs are loaded (FMPy
+message is kept in :attr:`FmuAssembly.fmu_errors`; the table's ``safe``
+values, if any, replace the held outputs.  FMUs are loaded (FMPy
 changes the working directory while it extracts and loads a library) when
 the assembly is built, before any real-time thread starts.
 """
@@ -109,7 +111,8 @@ class FmuAssembly(Plant):
         from ..contract.ports import signal_table
         d = dict(kind=self.kind, description=self.inner.description, source=self.source,
                  inputs=signal_table(self._ins), outputs=signal_table(self._outs), clutches=self.row_names())
-        d["fmus"] = [dict(name=s.name, file=str(s.fmu.table.file)) for s in self.slots]
+        from .describe import fmu_table
+        d["fmus"] = [fmu_table(s.fmu) for s in self.slots]
         return d
 
     def clutch_names(self, params=None) -> list[str]:
