@@ -27,6 +27,14 @@ per tick (``process_time``); with ``own``, the child's CPU from ``/proc``.
 
     python bench/bench_fmi.py --ticks 20000 --process both
 
+``--broken``: an FMU in its own process that segfaults (and one that hangs,
+``timeout_s`` 5 ms) at t = 0.1 s, stepped back to back: the time of the
+tick in which the fault is caught (the socket's end and the reaping, or the
+deadline and the kill), five loads each, against the median tick before and
+after (the FMU skipped).
+
+    python bench/bench_fmi.py --broken --ticks 300
+
 With ``--export``: the exported Powershift FMU (``gearbox-hil fmu``, its
 plant in a process of its own) stepped by FMPy's ``FMU2Slave`` in this
 process, a communication step being set inputs (10), ``fmi2DoStep``, get
@@ -84,6 +92,34 @@ def _children_cpu_s(plant) -> float:
             fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
+
+
+def broken(ticks: int) -> int:
+    """The tick in which an FMU in its own process segfaults or hangs, against the ticks around it."""
+    from fmu_build import build_first_order
+    from plant_models.registry import load_plant
+    dt, fail_at, timeout = 1e-3, 0.1, 0.005
+    gear = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        for how in ("crash", "hang"):
+            build_first_order(d / f"{how}.fmu", fail_by=how)
+            cfg = d / f"{how}.toml"
+            cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
+                           f'file = "{how}.fmu"\nstart = {{ tau = 0.05, fail_at = {fail_at} }}\n'
+                           f'to_plant = {{ torque = "engine_torque" }}\nprocess = "own"\ntimeout_s = {timeout}\n')
+            worst, k_fail = [], int(round(fail_at / dt))
+            for _ in range(5):
+                p = load_plant(cfg)
+                p.reset({"engine.torque_cmd": 300.0, **gear})
+                t = timed(p, ticks, dt) / 1e3
+                worst.append(t[k_fail])
+                before, after = np.median(t[:k_fail]), np.median(t[k_fail + 1:])
+                p.close()
+            print(f"{how}: the tick of the fault {', '.join(f'{x:.0f}' for x in worst)} us (5 loads; timeout_s "
+                  f"{timeout} for the hang); last load: median tick before {before:.2f} us, after {after:.2f} us "
+                  f"(the FMU skipped); {p.fmu_errors[0]}")
+    return 0
 
 
 def exported(ticks: int, block: int) -> int:
@@ -156,11 +192,15 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=1000)
     ap.add_argument("--export", action="store_true", help="time the exported FMU instead (module docstring)")
     ap.add_argument("--kind", choices=("cs2", "cs3", "me"), default="cs2", help="the FMU's FMI version and kind")
+    ap.add_argument("--broken", action="store_true", help="the tick in which an FMU in its own process crashes or "
+                                                          "hangs (a segfault and a hang at t = 0.1 s)")
     ap.add_argument("--process", choices=("server", "own", "both"), default="server",
                     help="where the FMU runs: the server's process, its own (docs/fmi.md), or both in one run")
     args = ap.parse_args()
     if args.export:
         return exported(args.ticks, args.block)
+    if args.broken:
+        return broken(max(args.ticks, 200))
     from fmu_build import build_first_order, build_first_order3, build_me
     from plant_models.registry import load_plant
     dt = 1e-3

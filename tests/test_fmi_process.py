@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -105,8 +106,13 @@ def test_lockstep_with_an_fmu_in_its_own_process_equals_offline_and_a_snapshot_r
         plant.close()
 
 
-@pytest.mark.parametrize("broken, cause", [("crash", "ended by signal SIGSEGV"),
-                                           ("hang", "did not answer within 2 s and was killed (SIGKILL)")])
+# a crashed process is reaped in the tick if it has finished exiting within 2 ms (its exit status named), else
+# at the next reset (then logged): which one depends on the machine's load
+CRASHED = r"(ended by signal SIGSEGV|closed its socket \(its end is logged when reaped\))"
+
+
+@pytest.mark.parametrize("broken, cause", [("crash", CRASHED),
+                                           ("hang", r"did not answer within 2 s and was killed \(SIGKILL\)")])
 def test_an_fmu_that_segfaults_or_hangs_mid_run_is_reported_and_the_run_goes_on(fmu_dir, caplog, broken, cause):
     plant = load_plant(config(fmu_dir, f"{broken}.toml", f'file = "{broken}.fmu"\n'
                               f'start = {{ tau = {TAU}, fail_at = {FAIL_AT} }}\nprocess = "own"\ntimeout_s = 2.0\n'
@@ -122,13 +128,15 @@ def test_an_fmu_that_segfaults_or_hangs_mid_run_is_reported_and_the_run_goes_on(
         torque = trace.values[:, plant.output_index("engine.torque")]
         assert torque[K_FAIL] == pytest.approx(T_CMD * -math.expm1(-FAIL_AT / TAU), abs=1e-9)
         assert (torque[K_FAIL + 1:] == 0.0).all()  # the safe value, driving the plant from the next step
-        assert plant.fmu_errors == [f"fmu engine: its process {cause} at t = 0.100000 s; its safe values are out, "
-                                    f"the others hold from now on"]
-        assert f"fmu engine: its process {cause}" in caplog.text
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)  # reaped: no zombie left behind
-        # a reset starts a new process; the FMU runs again until its fault time
+        (message,) = plant.fmu_errors
+        assert re.fullmatch(f"fmu engine: its process {cause} at t = 0\\.100000 s; its safe values are out, the others "
+                            f"hold from now on", message), message
+        assert re.search(f"fmu engine: its process {cause}", caplog.text)
+        # a reset reaps the old process (no zombie left behind) and starts a new one; the FMU runs again
         plant.reset(dict(INPUTS))
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        assert "SIGSEGV" in caplog.text if broken == "crash" else "SIGKILL" in caplog.text
         assert child_pids(plant) and child_pids(plant)[0] != pid and not plant.slots[0].failed
         again = offline(plant, {**SCENARIO, "duration_s": 0.05})
         assert not (again.values[:, plant.output_index("status")].astype(int) & bit).any()
@@ -151,7 +159,7 @@ def test_a_realtime_server_keeps_ticking_when_its_fmu_segfaults(fmu_dir):
     # how many ticks fit in the wall-clock duration depends on the machine's load: not asserted beyond the fault
     assert plant.time > 0.02 + DT and plant.counters[0] == srv.loop.tick
     assert int(plant.y[plant.output_index("status")]) & plant.ST_FMU_ERROR
-    assert plant.fmu_errors[0].startswith("fmu engine: its process ended by signal SIGSEGV at t = 0.02")
+    assert re.match(f"fmu engine: its process {CRASHED} at t = 0\\.02", plant.fmu_errors[0]), plant.fmu_errors
 
 
 def test_get_and_set_params_reach_an_fmu_in_its_own_process(fmu_dir):

@@ -31,6 +31,7 @@ import ctypes
 import json
 import mmap
 import os
+import resource
 import signal
 import socket
 import sys
@@ -124,6 +125,7 @@ class Host:
 
 def main(argv: list[str]) -> int:
     _die_with_parent()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # an FMU that crashes writes no core: the server waits on it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C at the terminal is the server's to handle
     sock = socket.socket(fileno=int(argv[0]))
     hello = sock.recv(MAX_HELLO)

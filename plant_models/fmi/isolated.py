@@ -33,6 +33,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import weakref
 from pathlib import Path
 
@@ -52,6 +53,7 @@ RC_FATAL = 4  # fmi2Fatal: what a lost process is to the assembly
 LONG_CALL_S = 60.0  # s, the deadline of a start (reset, initialization) or a state save / restore
 SPAWN_S = 120.0  # s, to start the interpreter and load the FMU (a loaded machine takes seconds)
 QUIT_S = 2.0  # s, after a quit request the child is killed
+REAP_S = 0.002  # s, the most the tick that finds a child's socket ended polls for its exit status
 ROOT = Path(__file__).resolve().parents[2]  # the directory holding plant_models, for the child's imports
 
 
@@ -59,13 +61,11 @@ class FmuCallError(Exception):
     """A parameter call that failed in the FMU's process (its FMI status, or the process lost)."""
 
 
-def _end_reason(p: subprocess.Popen, killed: bool) -> str:
+def _end_reason(p: subprocess.Popen) -> str:
     rc = p.returncode
-    if rc is None:
-        return "did not end"
     if rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        return f"was killed ({name})" if killed else f"ended by signal {name}"
+        return f"ended by signal {name}"
     return f"exited with status {rc}"
 
 
@@ -87,6 +87,7 @@ class ProcessSlot:
         self.why = ""  # how the process was lost, for the assembly's message
         self.tuned: dict[int, float] = {}
         self.proc: subprocess.Popen | None = None
+        self._end_told = True  # whether the lost child's exit status was in the message (else logged when reaped)
         self.sock: socket.socket | None = None
         self._spawn()
 
@@ -94,6 +95,11 @@ class ProcessSlot:
     def _spawn(self) -> None:
         """Start the child, send the table, map the shared memory it answers with (not for the real-time tick)."""
         t = self.fmu.table
+        if self.proc is not None and self.proc.poll() is None:  # the last child, lost in a tick: reaped here
+            self.proc.kill()
+            self.proc.wait()
+            if not self._end_told:
+                log.error("fmu %s: its last process %s", self.name, _end_reason(self.proc))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
@@ -146,25 +152,31 @@ class ProcessSlot:
         return self.sock is not None
 
     def _lost(self, exc: BaseException | None) -> int:
-        """The child gone or killed: reaped, its end described in :attr:`why`; taken once per loss."""
-        killed = isinstance(exc, (TimeoutError, BlockingIOError))  # BlockingIOError: the kernel's deadline passed
+        """The child gone (the socket's end) or past its deadline (killed); its end in :attr:`why`.
+
+        Taken once per loss, in the tick that meets it, so it waits for nothing: a child past its deadline
+        gets SIGKILL and is reaped later (the next start, or close); one whose socket ended is polled for its
+        exit status for at most :data:`REAP_S` (its address space is torn down before its socket closes, so
+        it is a zombie in moments).
+        """
+        hang = isinstance(exc, (TimeoutError, BlockingIOError))  # BlockingIOError: the kernel's deadline passed
         if self.sock is not None:
             self.sock.close()
             self.sock = None
         p = self.proc
-        if killed:
+        if hang:
             p.kill()
-        try:
-            p.wait(timeout=0.5)  # a crashed child has closed its socket while exiting: a zombie in moments
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        end = _end_reason(p, killed)
-        if killed:
-            self.why = f"did not answer within {self.sock_timeout:g} s and {end}"
+            end = p.poll()
+            self.why = f"did not answer within {self.sock_timeout:g} s and " + (
+                "was killed (SIGKILL)" if end is None or end == -signal.SIGKILL else _end_reason(p))
         else:
+            deadline = time.perf_counter() + REAP_S
+            while p.poll() is None and time.perf_counter() < deadline:
+                pass
+            end = _end_reason(p) if p.returncode is not None else "closed its socket (its end is logged when reaped)"
             self.why = end if exc is None else f"{end} ({exc.__class__.__name__})"
         self.failed = True
+        self._end_told = p.returncode is not None
         log.error("fmu %s: its process %s", self.name, self.why)
         return RC_FATAL
 
