@@ -153,6 +153,7 @@ def test_a_realtime_server_keeps_ticking_when_its_fmu_segfaults(fmu_dir):
     srv.open()
     try:
         srv.run()
+        status = srv.report.status()
     finally:
         srv.close()
         plant.close()
@@ -160,6 +161,9 @@ def test_a_realtime_server_keeps_ticking_when_its_fmu_segfaults(fmu_dir):
     assert plant.time > 0.02 + DT and plant.counters[0] == srv.loop.tick
     assert int(plant.y[plant.output_index("status")]) & plant.ST_FMU_ERROR
     assert re.match(f"fmu engine: its process {CRASHED} at t = 0\\.02", plant.fmu_errors[0]), plant.fmu_errors
+    (fmu,) = status["fmus"]  # the status object counts it
+    assert (fmu["name"], fmu["process"], fmu["stepped"], fmu["faults"]) == ("engine", "own", False, 1)
+    assert fmu["last_error"] == plant.fmu_errors[0]
 
 
 def test_get_and_set_params_reach_an_fmu_in_its_own_process(fmu_dir):

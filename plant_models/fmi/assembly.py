@@ -70,6 +70,7 @@ class FmuAssembly(Plant):
         self.event_kinds = inner.event_kinds
         self.slots = [make_slot(f) for f in fmus]
         self.fmu_errors: list[str] = []
+        self.fmu_faults = {s.name: 0 for s in self.slots}  # faults since the plant was built (not reset)
         self._wire()
         super().__init__(inner.params, inner.source)
         self.reset()
@@ -203,6 +204,7 @@ class FmuAssembly(Plant):
     def _fail(self, s: Slot, t: float, rc: int) -> None:
         """Not for the real-time tick, but taken once per FMU failure (then the FMU is skipped)."""
         s.failed = True
+        self.fmu_faults[s.name] += 1
         for name, value in s.fmu.table.safe.items():
             s.np_out[s.out_names.index(name)] = value
         held = "its safe values are out, the others hold" if s.fmu.table.safe else "its outputs hold"
@@ -225,6 +227,18 @@ class FmuAssembly(Plant):
             y[self._status_at] = float(int(y[self._status_at]) | status)
 
     # -- reporting -----------------------------------------------------------------------------------
+    def fmu_status(self) -> list[dict]:
+        """Per FMU, for the server's status object (``status`` -> ``fmus``): where it runs, whether it is
+        stepped (not failed), its faults since the plant was built and the last message."""
+        out = []
+        for s in self.slots:
+            last = next((m for m in reversed(self.fmu_errors) if m.startswith(f"fmu {s.name}:")), "")
+            proc = getattr(s, "proc", None)
+            out.append(dict(name=s.name, process=s.fmu.table.process, stepped=not s.failed,
+                            faults=self.fmu_faults[s.name], last_error=last,
+                            pid=proc.pid if proc is not None and proc.returncode is None else None))
+        return out
+
     @property
     def time(self) -> float:
         return float(self.df[DF_TIME])
