@@ -41,6 +41,7 @@ def fmu_dir(tmp_path_factory):
     build_first_order(d / "engine.fmu")
     build_first_order(d / "crash.fmu", fail_by="crash")
     build_first_order(d / "hang.fmu", fail_by="hang")
+    build_first_order(d / "abort.fmu", fail_by="load")
     build_me(d / "ball.fmu", "ball")
     return d
 
@@ -196,6 +197,14 @@ def test_a_model_exchange_fmu_in_its_own_process_equals_the_in_process_run(fmu_d
         assert rb.values[-1, b.output_index("ball.bounces")] == 1.0  # t1 = sqrt(2/9.81) = 0.45 s
     finally:
         b.close()
+
+
+def test_an_fmu_that_aborts_as_it_loads_is_a_one_line_config_error_not_the_servers_end(fmu_dir):
+    cfg = config(fmu_dir, "abort.toml", 'file = "abort.fmu"\nprocess = "own"\ntimeout_s = 30.0')
+    with pytest.raises(ConfigError) as e:
+        load_plant(cfg)
+    assert str(e.value) == (f"{fmu_dir / 'abort.fmu'}: fmu[0].file: fmu engine: its process ended by signal SIGABRT "
+                            f"while loading the FMU")
 
 
 @pytest.mark.parametrize("body, message", [

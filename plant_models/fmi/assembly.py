@@ -37,7 +37,7 @@ import numpy as np
 from ..contract.plant import Plant
 from ..contract.ports import Param, Signal
 from ..contract.vocabulary import ST_BAD_INPUT
-from ..errors import ParamError, SnapshotError
+from ..errors import ConfigError, ParamError, SnapshotError
 from .connect import CheckedFmu
 from .model_exchange import Me2Slot, Me3Slot
 from .slots import Cs2Slot, Cs3Slot, Slot
@@ -50,8 +50,11 @@ def make_slot(fmu: CheckedFmu, in_process: bool = False) -> Slot:
     """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`); with ``process = "own"``
     (and not ``in_process``, as :mod:`.fmu_host` asks) a :class:`.isolated.ProcessSlot` in front of a child."""
     if fmu.table.process == "own" and not in_process:
-        from .isolated import ProcessSlot
-        return ProcessSlot(fmu)
+        from .isolated import FmuCallError, ProcessSlot
+        try:
+            return ProcessSlot(fmu)
+        except FmuCallError as exc:  # the FMU did not load in its process: a config problem, one line
+            raise ConfigError(str(fmu.table.file), f"{fmu.table.key}.file", str(exc)) from None
     if fmu.kind == "me":
         return Me3Slot(fmu) if fmu.version == 3 else Me2Slot(fmu)
     return Cs3Slot(fmu) if fmu.version == 3 else Cs2Slot(fmu)
@@ -172,7 +175,9 @@ class FmuAssembly(Plant):
             self.inner.u_rate[i] = 0.0
 
     def step(self, dt: float) -> int:
-        """FMUs (inputs at t, one doStep), then the inner plant with the FMU outputs held.  Called in the real-time loop."""
+        """FMUs (inputs at t, one doStep), then the inner plant with the FMU outputs held.
+
+        Called in the real-time loop."""
         if not (dt > 0.0 and math.isfinite(dt)):
             return ST_BAD_INPUT
         t = self.df[DF_TIME]

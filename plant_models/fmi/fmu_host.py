@@ -38,8 +38,8 @@ import sys
 
 import numpy as np
 
-from .isolated import (COMMAND, MAX_HELLO, MESSAGE, OP_GET_REAL, OP_GET_STATE, OP_QUIT, OP_SET_REAL, OP_SET_STATE, OP_START,
-                       OP_STEP)
+from .isolated import (COMMAND, MAX_HELLO, MESSAGE, OP_GET_REAL, OP_GET_STATE, OP_QUIT, OP_SET_REAL,
+                       OP_SET_STATE, OP_START, OP_STEP)
 
 RC_ERROR = 3  # fmi2Error
 

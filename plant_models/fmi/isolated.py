@@ -95,11 +95,13 @@ class ProcessSlot:
     def _spawn(self) -> None:
         """Start the child, send the table, map the shared memory it answers with (not for the real-time tick)."""
         t = self.fmu.table
-        if self.proc is not None and self.proc.poll() is None:  # the last child, lost in a tick: reaped here
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:  # the last child, lost in a tick: reaped here, its end logged if not told yet
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
             if not self._end_told:
                 log.error("fmu %s: its last process %s", self.name, _end_reason(self.proc))
+                self._end_told = True
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
@@ -118,7 +120,11 @@ class ProcessSlot:
         except OSError as exc:
             self._lost(exc)
             raise FmuCallError(f"fmu {self.name}: its process {self.why}") from None
-        if not msg:
+        if not msg:  # not in a tick: its exit status is worth the wait
+            try:
+                self.proc.wait(timeout=QUIT_S)
+            except subprocess.TimeoutExpired:
+                pass
             self._lost(None)
             raise FmuCallError(f"fmu {self.name}: its process {self.why} while loading the FMU")
         spec = json.loads(msg)

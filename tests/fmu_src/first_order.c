@@ -8,7 +8,8 @@
  * 3 torque_start (parameter, N m), 4 fail_at (parameter, s: doStep returns
  * fmi2Error from this time on; negative: never; built with FAIL_BY_CRASH
  * it writes through a null pointer instead (SIGSEGV), with FAIL_BY_HANG it
- * never returns: the broken FMUs of tests/test_fmi_process.py); the Integer and Boolean
+ * never returns; with FAIL_AT_LOAD the library aborts as it is loaded: the
+ * broken FMUs of tests/test_fmi_process.py); the Integer and Boolean
  * variables (declared only when the build asks for them): 5 enabled
  * (Boolean input: false commands 0), 6 divider (Integer input: the command
  * is torque_cmd / divider; 0 is an error), 7 step_count (Integer output:
@@ -25,6 +26,9 @@ typedef struct { fmi2Real v[5]; fmi2Real time; fmi2Integer divider, step_count; 
 typedef struct { State s; const fmi2CallbackFunctions *cb; } Inst;
 
 #define NV 5
+#if defined(FAIL_AT_LOAD)
+__attribute__((constructor)) static void fail_at_load(void) { abort(); }  /* the library aborts as it loads */
+#endif
 #define DEFAULTS(s) ((s).v[2] = 0.1, (s).v[4] = -1.0, (s).divider = 1, (s).enabled = fmi2True)
 #define FAIL(...) return fmi2Error
 
