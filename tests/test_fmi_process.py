@@ -148,7 +148,7 @@ def test_an_fmu_that_segfaults_or_hangs_mid_run_is_reported_and_the_run_goes_on(
 def test_a_realtime_server_keeps_ticking_when_its_fmu_segfaults(fmu_dir):
     plant = load_plant(config(fmu_dir, "rt_crash.toml", f'file = "crash.fmu"\n'
                               f'start = {{ tau = {TAU}, fail_at = 0.02 }}\nprocess = "own"\ntimeout_s = 5.0'))
-    rate, n = 1000.0, 300
+    rate, n = 1000.0, 1000  # 1 s of wall clock: at high load far fewer ticks run (the fault is at tick 20)
     cfg = LoopConfig(mode="realtime", rate_hz=rate, duration_s=n / rate, status_interval_s=0.0, startup_grace_s=0.0)
     srv = assemble(plant, [], cfg, initial_inputs=dict(INPUTS))
     srv.open()
