@@ -19,7 +19,21 @@ at run time from tests/fmu_src/first_order.c with the machine's C compiler.
 co-simulation source (default), ``cs3`` its FMI 3.0 twin
 (``first_order3.c``), ``me`` the FMI 2.0 model-exchange lag
 (``me_model.c``, integrated by RK4 in the assembly: four derivative
-evaluations a tick).
+evaluations a tick).  ``--process``: where the FMU runs, ``server`` (in
+this process, default), ``own`` (``process = "own"``: a child process, one
+round trip over a socket pair a tick) or ``both`` (the two interleaved with
+the bare plant in one run).  Each row also gives this process's CPU time
+per tick (``process_time``); with ``own``, the child's CPU from ``/proc``.
+
+    python bench/bench_fmi.py --ticks 20000 --process both
+
+``--broken``: an FMU in its own process that segfaults (and one that hangs,
+``timeout_s`` 5 ms) at t = 0.1 s, stepped back to back: the time of the
+tick in which the fault is caught (the socket's end and the reaping, or the
+deadline and the kill), five loads each, against the median tick before and
+after (the FMU skipped).
+
+    python bench/bench_fmi.py --broken --ticks 300
 
 With ``--export``: the exported Powershift FMU (``gearbox-hil fmu``, its
 plant in a process of its own) stepped by FMPy's ``FMU2Slave`` in this
@@ -33,6 +47,7 @@ time from ``fmi2Instantiate`` to a ready instance and of ``fmi2FreeInstance``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -66,6 +81,45 @@ def allocations(plant, n: int, dt: float) -> tuple[int, int]:
     tracemalloc.stop()
     stats = s1.compare_to(s0, "filename")
     return sum(s.count_diff for s in stats if s.count_diff > 0), sum(s.size_diff for s in stats if s.size_diff > 0)
+
+
+def _children_cpu_s(plant) -> float:
+    """CPU seconds (user + system) of the FMU processes of an assembly (0 for FMUs in this process)."""
+    total = 0.0
+    for slot in getattr(plant, "slots", ()):
+        proc = getattr(slot, "proc", None)
+        if proc is not None:
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def broken(ticks: int) -> int:
+    """The tick in which an FMU in its own process segfaults or hangs, against the ticks around it."""
+    from fmu_build import build_first_order
+    from plant_models.registry import load_plant
+    dt, fail_at, timeout = 1e-3, 0.1, 0.005
+    gear = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        for how in ("crash", "hang"):
+            build_first_order(d / f"{how}.fmu", fail_by=how)
+            cfg = d / f"{how}.toml"
+            cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
+                           f'file = "{how}.fmu"\nstart = {{ tau = 0.05, fail_at = {fail_at} }}\n'
+                           f'to_plant = {{ torque = "engine_torque" }}\nprocess = "own"\ntimeout_s = {timeout}\n')
+            worst, k_fail = [], int(round(fail_at / dt))
+            for _ in range(5):
+                p = load_plant(cfg)
+                p.reset({"engine.torque_cmd": 300.0, **gear})
+                t = timed(p, ticks, dt) / 1e3
+                worst.append(t[k_fail])
+                before, after = np.median(t[:k_fail]), np.median(t[k_fail + 1:])
+                p.close()
+            print(f"{how}: the tick of the fault {', '.join(f'{x:.0f}' for x in worst)} us (5 loads; timeout_s "
+                  f"{timeout} for the hang); last load: median tick before {before:.2f} us, after {after:.2f} us "
+                  f"(the FMU skipped); {p.fmu_errors[0]}")
+    return 0
 
 
 def exported(ticks: int, block: int) -> int:
@@ -138,9 +192,15 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=1000)
     ap.add_argument("--export", action="store_true", help="time the exported FMU instead (module docstring)")
     ap.add_argument("--kind", choices=("cs2", "cs3", "me"), default="cs2", help="the FMU's FMI version and kind")
+    ap.add_argument("--broken", action="store_true", help="the tick in which an FMU in its own process crashes or "
+                                                          "hangs (a segfault and a hang at t = 0.1 s)")
+    ap.add_argument("--process", choices=("server", "own", "both"), default="server",
+                    help="where the FMU runs: the server's process, its own (docs/fmi.md), or both in one run")
     args = ap.parse_args()
     if args.export:
         return exported(args.ticks, args.block)
+    if args.broken:
+        return broken(max(args.ticks, 200))
     from fmu_build import build_first_order, build_first_order3, build_me
     from plant_models.registry import load_plant
     dt = 1e-3
@@ -149,31 +209,46 @@ def main() -> int:
         {"cs2": build_first_order, "cs3": build_first_order3,
          "me": lambda out: build_me(out, "lag")}[args.kind](d / "engine.fmu")
         print(f"FMU: {args.kind}")
-        cfg = d / "ps.toml"
-        cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
-                       'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n')
         gear = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}
         bare = load_plant("powershift")
         bare.reset({"engine_torque": 300.0, **gear})
-        fmu = load_plant(cfg)
-        fmu.reset({"engine.torque_cmd": 300.0, **gear})
-        timed(bare, 2000, dt), timed(fmu, 2000, dt)  # warm-up
-        tb, tf = [], []
+        plants = {"bare plant step": bare}
+        for where in ("server", "own") if args.process == "both" else (args.process,):
+            cfg = d / f"ps_{where}.toml"
+            cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
+                           'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n'
+                           f'process = "{where}"\n' + ('timeout_s = 60.0\n' if where == "own" else ""))
+            fmu = load_plant(cfg)
+            fmu.reset({"engine.torque_cmd": 300.0, **gear})
+            plants[f"plant + FMU ({where} process)"] = fmu
+        for p in plants.values():
+            timed(p, 2000, dt)  # warm-up
+        wall = {k: [] for k in plants}
+        cpu = dict.fromkeys(plants, 0)
+        child_cpu = 0.0
         for _ in range(args.ticks // args.block):
-            tb.append(timed(bare, args.block, dt))
-            tf.append(timed(fmu, args.block, dt))
-        tb, tf = np.concatenate(tb) / 1e3, np.concatenate(tf) / 1e3  # us
-        n_alloc, bytes_alloc = allocations(fmu, 1000, dt)
-        n_bare, bytes_bare = allocations(bare, 1000, dt)
-        fmu.close()
-    pb, pf = np.percentile(tb, [50, 99]), np.percentile(tf, [50, 99])
-    print(f"ticks {len(tb)} each, dt = 1 ms (stepped back to back, not on the wall clock)")
-    print(f"bare plant step:        p50 {pb[0]:6.2f} us   p99 {pb[1]:6.2f} us")
-    print(f"plant + one-state FMU:  p50 {pf[0]:6.2f} us   p99 {pf[1]:6.2f} us")
-    print(f"FMU cost per tick:      p50 {pf[0] - pb[0]:6.2f} us   p99 {pf[1] - pb[1]:6.2f} us   "
-          f"share of the step (p50) {100 * (pf[0] - pb[0]) / pf[0]:.0f} %")
-    print(f"allocations over 1000 ticks (tracemalloc, blocks kept): with FMU {n_alloc} ({bytes_alloc} B), "
-          f"bare {n_bare} ({bytes_bare} B)")
+            for k, p in plants.items():
+                c0, h0 = time.process_time_ns(), _children_cpu_s(p)
+                wall[k].append(timed(p, args.block, dt))
+                cpu[k] += time.process_time_ns() - c0
+                if "own" in k:
+                    child_cpu += _children_cpu_s(p) - h0
+        allocs = {k: allocations(p, 1000, dt) for k, p in plants.items()}
+        for p in plants.values():
+            if p is not bare:
+                p.close()
+    n = len(np.concatenate(wall["bare plant step"]))
+    print(f"ticks {n} each, dt = 1 ms (stepped back to back, not on the wall clock), interleaved blocks of "
+          f"{args.block}; load average {os.getloadavg()[0]:.1f}")
+    base = np.percentile(np.concatenate(wall["bare plant step"]) / 1e3, [50, 99])
+    for k in plants:
+        w = np.percentile(np.concatenate(wall[k]) / 1e3, [50, 99])
+        extra = "" if k == "bare plant step" else (f"   FMU per tick p50 {w[0] - base[0]:6.2f} us   p99 "
+                                                   f"{w[1] - base[1]:6.2f} us")
+        print(f"{k:28s} p50 {w[0]:6.2f} us   p99 {w[1]:6.2f} us   server CPU {cpu[k] / n / 1e3:6.2f} us/tick{extra}")
+        print(f"{'':28s} allocations over 1000 ticks (tracemalloc, blocks kept): {allocs[k][0]} ({allocs[k][1]} B)")
+    if args.process in ("own", "both"):
+        print(f"{'':28s} the FMU's process: CPU {1e6 * child_cpu / n:6.2f} us/tick (/proc, 10 ms resolution)")
     return 0
 
 

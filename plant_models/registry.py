@@ -125,22 +125,38 @@ def load_plant(path_or_name: str | Path) -> Plant:
 
     Raises ConfigError with file, key and problem for any mistake in the file.
     """
-    c = read_config(path_or_name)
+    return build_plant(read_config(path_or_name))
+
+
+def build_plant(c: PlantConfig) -> Plant:
+    """The plant of a config read (:func:`read_config`, :func:`read_config_data`), with its FMUs if it has
+    ``[[fmu]]`` tables (an :class:`~plant_models.fmi.assembly.FmuAssembly`, docs/fmi.md)."""
     plant = c.plant_class(c.params, source=c.source)
     if c.fmus:
         from .fmi.assembly import FmuAssembly
-        from .fmi.connect import check_fmu
-        ins = {s.name: s for s in plant.inputs}
-        outs = {s.name: s for s in plant.outputs}
-        plant = FmuAssembly(plant, [check_fmu(t, c.source, ins, outs) for t in c.fmus])
+        from .fmi.describe import checked
+        plant = FmuAssembly(plant, checked(c.fmus, c.source, plant.inputs, plant.outputs))
     return plant
+
+
+def config_signals(c: PlantConfig) -> tuple:
+    """(inputs, outputs) of a config's plant as Signals, its FMUs' ports included, without building it."""
+    inputs, outputs = c.plant_class.signals(c.params)
+    if c.fmus:
+        from .fmi.describe import assembly_signals, checked
+        inputs, outputs = assembly_signals(checked(c.fmus, c.source, inputs, outputs), inputs, outputs)
+    return inputs, outputs
 
 
 def describe_config(path_or_name: str | Path) -> dict:
     """The description of a config's plant (kind, signals, clutches), from its parameters alone."""
     c = read_config(path_or_name)
-    return c.plant_class.description_of(c.params, c.source)
+    d = c.plant_class.description_of(c.params, c.source)
+    if c.fmus:  # the FMUs' model descriptions read (no binary loaded): their ports and parameters
+        from .fmi.describe import describe_with_fmus
+        d = describe_with_fmus(d, c.fmus, c.source, *c.plant_class.signals(c.params))
+    return d
 
 
-__all__ = ["ConfigError", "PlantConfig", "describe_config", "load_plant", "plant_class", "plant_kinds",
+__all__ = ["ConfigError", "PlantConfig", "build_plant", "config_signals", "describe_config", "load_plant", "plant_class", "plant_kinds",
            "read_config", "read_config_data", "register"]

@@ -248,14 +248,17 @@ def _build(out: Path, md: str, identifier: str, source: str, version: int, platf
 
 
 def build_first_order(out: Path, platform: str | None = None, torque_unit: str = "N.m", state: bool = True,
-                      out_range: tuple[float, float] | None = None, typed: bool = False) -> Path:
+                      out_range: tuple[float, float] | None = None, typed: bool = False, fail_by: str = "") -> Path:
     """``out`` (a .fmu path): the first-order torque source, its binary for ``platform`` (default: this one);
-    ``typed``: its Integer and Boolean variables declared too (the twin of :func:`build_first_order3`)."""
+    ``typed``: its Integer and Boolean variables declared too (the twin of :func:`build_first_order3`);
+    ``fail_by`` "crash" or "hang": from ``fail_at`` on, a step segfaults or never returns instead of an error;
+    "load": the library aborts as it is loaded."""
     rng = f' min="{out_range[0]}" max="{out_range[1]}"' if out_range else ""
     md = MD.format(state=str(state).lower(), torque_unit=torque_unit, out_range=rng,
                    typed_vars=TYPED2 if typed else "",
                    typed_outputs='<Unknown index="8"/><Unknown index="9"/>' if typed else "")
-    return _build(out, md, "first_order", "first_order.c", 2, platform)
+    defines = {"": (), "crash": ("FAIL_BY_CRASH",), "hang": ("FAIL_BY_HANG",), "load": ("FAIL_AT_LOAD",)}[fail_by]
+    return _build(out, md, "first_order", "first_order.c", 2, platform, defines)
 
 
 def build_first_order3(out: Path) -> Path:

@@ -71,9 +71,9 @@ def test_paths_set_scale_and_index_into_the_toml_data():
 
 
 @pytest.mark.parametrize("path,mode,problem", [
-    ("clutch.friction", "set", r"a path starts with config\., scenario\., faults\[N\]\. or controller\."),
-    ("faults.at", "set", r"a path starts with config\., scenario\., faults\[N\]\. or controller\."),
-    ("config[0].x", "set", r"a path starts with config\., scenario\., faults\[N\]\. or controller\."),
+    ("clutch.friction", "set", r"a path starts with config\., scenario\., faults\[N\]\., controller\. or fmu\."),
+    ("faults.at", "set", r"a path starts with config\., scenario\., faults\[N\]\., controller\. or fmu\."),
+    ("config[0].x", "set", r"a path starts with config\., scenario\., faults\[N\]\., controller\. or fmu\."),
     ("config.clutch.fr!ction", "set", "is not a key"),
     ("config.clutch.friction_static", "shift", "a shift moves an input history in time"),
 ])
@@ -148,7 +148,7 @@ ERRORS = {
     "range without points": ('[design]\nmethod = "grid"\n' + PARAMS + METRICS,
                              "parameters.friction_scale.values: is required by the grid design"),
     "bad prefix": ('[design]\nmethod = "list"\n[parameters.x]\npath = "plant.clutch.mu"\nvalues = [1.0]\n' + METRICS,
-                   "parameters.x.path: 'plant.clutch.mu': a path starts with config., scenario., faults[N]. or controller."),
+                   "parameters.x.path: 'plant.clutch.mu': a path starts with config., scenario., faults[N]., controller. or fmu."),
     "unknown config key": ('[design]\nmethod = "list"\n[parameters.x]\npath = "config.clutch.frction_static"\n'
                            'values = [0.1]\n' + METRICS, "clutch.frction_static: unknown key"),
     "list lengths": ('[design]\nmethod = "list"\n[parameters.x]\npath = "config.clutch.pressure_lag_s"\n'

@@ -7,6 +7,9 @@
 * :mod:`.slots`: one loaded FMU, FMI 2.0 or 3.0 co-simulation;
   :mod:`.model_exchange`: FMI 2.0 or 3.0 model exchange, its states
   integrated by RK4 at the plant step with its events located;
+* :mod:`.isolated`: one FMU in a process of its own (``process = "own"``:
+  a crash or hang ends that process, not the server), :mod:`.fmu_host`
+  the process;
 * :mod:`.export`: a plant exported as an FMU (``gearbox-hil fmu``,
   :mod:`server.cli.fmu`): the model description and the C library
   ``proxy_fmu.c``, which runs the plant in a process of its own,

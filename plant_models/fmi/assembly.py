@@ -16,12 +16,14 @@ each FMU's outputs (``name.var``).  One step of ``dt``, in this fixed order:
 So a plant input driven by an FMU lags by one step against a monolithic
 model (the coupling error docs/fmi.md states).  The per-step path calls the
 FMU's C functions through ctypes on arrays allocated once at load time
-(:mod:`.slots`: one slot per FMU, by FMI version and kind).
+(:mod:`.slots`: one slot per FMU, by FMI version and kind; with ``process =
+"own"`` a :class:`.isolated.ProcessSlot` in front of a child process).
 
 An FMU call that fails (status error or fatal) sets the status bit
 ``fmu_error``; the FMU is not called again until the next reset, its
 outputs hold their last values, the inner plant keeps stepping, and the
-message is kept in :attr:`FmuAssembly.fmu_errors`.  FMUs are loaded (FMPy
+message is kept in :attr:`FmuAssembly.fmu_errors`; the table's ``safe``
+values, if any, replace the held outputs.  FMUs are loaded (FMPy
 changes the working directory while it extracts and loads a library) when
 the assembly is built, before any real-time thread starts.
 """
@@ -35,7 +37,7 @@ import numpy as np
 from ..contract.plant import Plant
 from ..contract.ports import Param, Signal
 from ..contract.vocabulary import ST_BAD_INPUT
-from ..errors import ParamError, SnapshotError
+from ..errors import ConfigError, ParamError, SnapshotError
 from .connect import CheckedFmu
 from .model_exchange import Me2Slot, Me3Slot
 from .slots import Cs2Slot, Cs3Slot, Slot
@@ -44,8 +46,15 @@ DF_TIME = 0  # simulated time, s
 DF_U = 1  # [n_in] inputs, [n_in] rates, [n_out] outputs
 
 
-def make_slot(fmu: CheckedFmu) -> Slot:
-    """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`)."""
+def make_slot(fmu: CheckedFmu, in_process: bool = False) -> Slot:
+    """The slot for the FMU's version and kind (checked in :func:`.connect.check_fmu`); with ``process = "own"``
+    (and not ``in_process``, as :mod:`.fmu_host` asks) a :class:`.isolated.ProcessSlot` in front of a child."""
+    if fmu.table.process == "own" and not in_process:
+        from .isolated import FmuCallError, ProcessSlot
+        try:
+            return ProcessSlot(fmu)
+        except FmuCallError as exc:  # the FMU did not load in its process: a config problem, one line
+            raise ConfigError(str(fmu.table.file), f"{fmu.table.key}.file", str(exc)) from None
     if fmu.kind == "me":
         return Me3Slot(fmu) if fmu.version == 3 else Me2Slot(fmu)
     return Cs3Slot(fmu) if fmu.version == 3 else Cs2Slot(fmu)
@@ -64,6 +73,7 @@ class FmuAssembly(Plant):
         self.event_kinds = inner.event_kinds
         self.slots = [make_slot(f) for f in fmus]
         self.fmu_errors: list[str] = []
+        self.fmu_faults = {s.name: 0 for s in self.slots}  # faults since the plant was built (not reset)
         self._wire()
         super().__init__(inner.params, inner.source)
         self.reset()
@@ -105,7 +115,8 @@ class FmuAssembly(Plant):
         from ..contract.ports import signal_table
         d = dict(kind=self.kind, description=self.inner.description, source=self.source,
                  inputs=signal_table(self._ins), outputs=signal_table(self._outs), clutches=self.row_names())
-        d["fmus"] = [dict(name=s.name, file=str(s.fmu.table.file)) for s in self.slots]
+        from .describe import fmu_table
+        d["fmus"] = [fmu_table(s.fmu) for s in self.slots]
         return d
 
     def clutch_names(self, params=None) -> list[str]:
@@ -136,7 +147,9 @@ class FmuAssembly(Plant):
     def _initial_state(self) -> None:
         """FMUs initialized, then the inner plant reset with its free inputs and the FMU outputs at t = 0."""
         for s in self.slots:
-            s.start()
+            rc = s.start()
+            if s.failed:  # an FMU in its own process that could not start: reported, held as after a fault
+                self._fail(s, 0.0, rc)
         self._get_outputs()
         inputs = {self.inner.inputs[i].name: float(self.u[k]) for k, i in enumerate(self._free_in)}
         inputs.update({self.inner.inputs[i].name: float(self.slots[k].np_out[j]) for i, k, j in self._driven})
@@ -162,7 +175,9 @@ class FmuAssembly(Plant):
             self.inner.u_rate[i] = 0.0
 
     def step(self, dt: float) -> int:
-        """FMUs (inputs at t, one doStep), then the inner plant with the FMU outputs held.  Called in the real-time loop."""
+        """FMUs (inputs at t, one doStep), then the inner plant with the FMU outputs held.
+
+        Called in the real-time loop."""
         if not (dt > 0.0 and math.isfinite(dt)):
             return ST_BAD_INPUT
         t = self.df[DF_TIME]
@@ -173,9 +188,11 @@ class FmuAssembly(Plant):
                 status |= self.ST_FMU_ERROR
                 continue
             own, ext = self._fmu_in[k]
-            s.np_in[own] = u[ext]
+            if len(own):  # an empty fancy assignment still costs about half a microsecond
+                s.np_in[own] = u[ext]
             a, b = self._fed[k]
-            s.np_in[a] = y_in[b]
+            if len(a):
+                s.np_in[a] = y_in[b]
             rc = s.step(t, dt)
             if rc > 1:
                 self._fail(s, t, rc)
@@ -192,8 +209,16 @@ class FmuAssembly(Plant):
     def _fail(self, s: Slot, t: float, rc: int) -> None:
         """Not for the real-time tick, but taken once per FMU failure (then the FMU is skipped)."""
         s.failed = True
-        what = {2: "discard", 3: "error", 4: "fatal"}.get(int(rc), str(rc))
-        self.fmu_errors.append(f"fmu {s.name}: a call returned {what} at t = {t:.6f} s; its outputs hold from now on")
+        self.fmu_faults[s.name] += 1
+        for name, value in s.fmu.table.safe.items():
+            s.np_out[s.out_names.index(name)] = value
+        held = "its safe values are out, the others hold" if s.fmu.table.safe else "its outputs hold"
+        why = getattr(s, "why", "")
+        if why:
+            self.fmu_errors.append(f"fmu {s.name}: its process {why} at t = {t:.6f} s; {held} from now on")
+        else:
+            what = {2: "discard", 3: "error", 4: "fatal"}.get(int(rc), str(rc))
+            self.fmu_errors.append(f"fmu {s.name}: a call returned {what} at t = {t:.6f} s; {held} from now on")
 
     def _gather(self, status: int) -> None:
         y = self.y
@@ -207,6 +232,18 @@ class FmuAssembly(Plant):
             y[self._status_at] = float(int(y[self._status_at]) | status)
 
     # -- reporting -----------------------------------------------------------------------------------
+    def fmu_status(self) -> list[dict]:
+        """Per FMU, for the server's status object (``status`` -> ``fmus``): where it runs, whether it is
+        stepped (not failed), its faults since the plant was built and the last message."""
+        out = []
+        for s in self.slots:
+            last = next((m for m in reversed(self.fmu_errors) if m.startswith(f"fmu {s.name}:")), "")
+            proc = getattr(s, "proc", None)
+            out.append(dict(name=s.name, process=s.fmu.table.process, stepped=not s.failed,
+                            faults=self.fmu_faults[s.name], last_error=last,
+                            pid=proc.pid if proc is not None and proc.returncode is None else None))
+        return out
+
     @property
     def time(self) -> float:
         return float(self.df[DF_TIME])
@@ -230,6 +267,9 @@ class FmuAssembly(Plant):
     def _fmu_params(s: Slot) -> list[Param]:
         """The FMU's tunable parameters: read from the FMU, written to it between steps (and kept for resets)."""
         from fmpy.fmi1 import FMICallException
+
+        from .isolated import FmuCallError
+        failures = (FMICallException, FmuCallError)
         out = []
         for n, v in s.fmu.variables.items():
             if v.causality != "parameter" or v.variability != "tunable" or v.kind != "real":
@@ -238,13 +278,13 @@ class FmuAssembly(Plant):
             def get(vr=v.vr, start=v.start) -> float:
                 try:
                     return s.get_real(vr)
-                except FMICallException:  # an FMU that failed: the value last set
+                except failures:  # an FMU that failed: the value last set
                     return s.tuned.get(vr, start)
 
             def put(value: float, vr=v.vr, name=f"{s.name}.{n}") -> None:
                 try:
                     s.set_real(vr, value)
-                except FMICallException as exc:
+                except failures as exc:
                     raise ParamError(f"{name}: the FMU refused {value:g} ({exc})") from None
                 s.tuned[vr] = float(value)
 

@@ -8,6 +8,9 @@ A table::
     start = { tau = 0.05 }                # parameters / inputs set before initialization
     to_plant = { torque = "torque_in" }   # FMU output -> plant input (the plant input is no longer a port)
     from_plant = { speed = "w_in" }       # plant output -> FMU input
+    process = "own"                       # "server" (default): in the server's process; "own": a child process
+    timeout_s = 0.05                      # with "own": a step not answered by then is a hang (the child killed)
+    safe = { torque = 0.0 }               # output values after a fault (the others hold their last values)
 
 Every mistake is a :class:`~plant_models.errors.ConfigError` of one line
 naming the config, the FMU, the variable and the problem: a missing
@@ -36,6 +39,7 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # the FMI types imported, and what they are to the loop: "real", "int" or "bool"
 TYPE_KINDS = {"Real": "real", "Float64": "real", "Integer": "int", "Int32": "int", "Int64": "int",
               "Boolean": "bool"}
+KEYS = ("name", "file", "start", "to_plant", "from_plant", "process", "timeout_s", "safe")
 SUPPORTED = "only FMI 2.0 / 3.0 co-simulation and model-exchange FMUs are supported"
 
 
@@ -49,6 +53,9 @@ class FmuTable:
     to_plant: dict[str, str] = field(default_factory=dict)  # FMU output -> plant input
     from_plant: dict[str, str] = field(default_factory=dict)  # FMU input <- plant output
     key: str = "fmu"  # where in the config, for errors
+    process: str = "server"  # "server": loaded in the server's process; "own": in a child (.isolated)
+    timeout_s: float = 0.5  # s, with process "own": the deadline of a step or a parameter call
+    safe: dict[str, float] = field(default_factory=dict)  # FMU output -> its value after a fault
 
 
 def _str_table(source: str, key: str, value: Any) -> dict[str, str]:
@@ -66,10 +73,9 @@ def read_fmu_tables(raw: Any, source: str) -> tuple[FmuTable, ...]:
     out, names = [], set()
     for k, t in enumerate(raw):
         key = f"fmu[{k}]"
-        unknown = set(t) - {"name", "file", "start", "to_plant", "from_plant"}
+        unknown = set(t) - set(KEYS)
         if unknown:
-            raise ConfigError(source, f"{key}.{sorted(unknown)[0]}", "unknown key (name, file, start, to_plant, "
-                                                                       "from_plant)")
+            raise ConfigError(source, f"{key}.{sorted(unknown)[0]}", f"unknown key ({', '.join(KEYS)})")
         name = t.get("name")
         if not isinstance(name, str) or not NAME.match(name) or name in names:
             raise ConfigError(source, f"{key}.name", "needs a unique identifier (letters, digits, _)")
@@ -86,8 +92,26 @@ def read_fmu_tables(raw: Any, source: str) -> tuple[FmuTable, ...]:
                                                        f"(or true/false)")
         out.append(FmuTable(name, path, {a: float(b) for a, b in start.items()},
                             _str_table(source, f"{key}.to_plant", t.get("to_plant", {})),
-                            _str_table(source, f"{key}.from_plant", t.get("from_plant", {})), key))
+                            _str_table(source, f"{key}.from_plant", t.get("from_plant", {})), key,
+                            *_isolation(source, key, name, t)))
     return tuple(out)
+
+
+def _isolation(source: str, key: str, name: str, t: dict) -> tuple[str, float, dict[str, float]]:
+    """``process``, ``timeout_s`` and ``safe`` of one table, checked."""
+    process = t.get("process", "server")
+    if process not in ("server", "own"):
+        raise ConfigError(source, f"{key}.process", f"fmu {name}: must be \"server\" (in the server's process) or "
+                                                     f"\"own\" (a process of its own), not {process!r}")
+    timeout = t.get("timeout_s", FmuTable.timeout_s)
+    if "timeout_s" in t and process != "own":
+        raise ConfigError(source, f"{key}.timeout_s", f"fmu {name}: applies only with process = \"own\"")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0.0 < timeout <= 3600.0:
+        raise ConfigError(source, f"{key}.timeout_s", f"fmu {name}: must be a number of seconds in (0, 3600]")
+    safe = t.get("safe", {})
+    if not isinstance(safe, dict) or not all(isinstance(v, (int, float)) for v in safe.values()):
+        raise ConfigError(source, f"{key}.safe", f"fmu {name}: must be a table of output = number")
+    return process, float(timeout), {a: float(b) for a, b in safe.items()}
 
 
 def normalize_unit(unit: str) -> str:
@@ -194,6 +218,14 @@ def check_fmu(t: FmuTable, source: str, inputs: dict, outputs: dict) -> CheckedF
             raise err(f"start.{name}", f"start value {value} of {v.type} variable {name!r} is not an integer")
         if not v.lo <= value <= v.hi:
             raise err(f"start.{name}", f"start value {value} outside the variable's range [{v.lo:g}, {v.hi:g}]")
+    for name, value in t.safe.items():
+        v = var(f"safe.{name}", name, ("output",))
+        if not v.lo <= value <= v.hi:
+            raise err(f"safe.{name}", f"safe value {value} outside the variable's range [{v.lo:g}, {v.hi:g}]")
+        port = inputs.get(t.to_plant.get(name, ""))
+        if port is not None and not port.lo <= value <= port.hi:
+            raise err(f"safe.{name}", f"safe value {value} outside plant input {port.name!r} range "
+                                      f"[{port.lo:g}, {port.hi:g}]")
     driven = set()
     for name, port in t.to_plant.items():
         v = var(f"to_plant.{name}", name, ("output",))

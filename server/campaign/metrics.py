@@ -42,6 +42,7 @@ import math
 import numpy as np
 
 from plant_models.config import ConfigError, ConfigReader
+from plant_models.registry import config_signals
 
 from server.offline import shift_metrics
 # the shift metric functions live a floor below (shared with the test bench); re-exported here
@@ -122,7 +123,7 @@ def _syntax_problem(tree: ast.AST) -> str | None:
 
 def check_signals(spec, plant_config) -> None:
     """Every signal the metrics name is an output of the plant (ConfigError naming the key otherwise)."""
-    inputs, outputs = plant_config.plant_class.signals(plant_config.params)
+    inputs, outputs = config_signals(plant_config)  # an FMU's outputs too
     names = {s.name for s in outputs}
     w = spec.shift
     for metric in spec.builtin:

@@ -17,6 +17,11 @@ schedule and its controller's parameters::
     faults[1].value                       a value of the second fault (e.g. an offset's size)
     controller.params.sync_rate_bar_s     a parameter of the test file's [controller] table
 
+and an FMU's start value (a parameter, tunable or fixed, or an input before the
+run starts; docs/fmi.md) by the name of its ``[[fmu]]`` table::
+
+    fmu.engine.tau                        start = { tau = ... } of the [[fmu]] table named engine
+
 and a mode:
 
 * ``set``: the parameter's value replaces the value at the path (a
@@ -42,7 +47,7 @@ from __future__ import annotations
 import math
 import re
 
-PREFIXES = ("config", "scenario", "faults", "controller")
+PREFIXES = ("config", "scenario", "faults", "controller", "fmu")
 _KEY = re.compile(r"([A-Za-z0-9_-]+)((?:\[\d+\])*)$")
 
 
@@ -52,13 +57,13 @@ def parse(path: str) -> tuple[str, list[str | int]]:
     ``"faults[1].at"`` -> ``("faults", [1, "at"])``: the schedule is a list, so its root takes an index.
     """
     if not isinstance(path, str) or "." not in path:
-        raise ValueError(f"{path!r} is not a path: config.KEY..., scenario.KEY..., faults[N].KEY or "
-                         "controller.KEY...")
+        raise ValueError(f"{path!r} is not a path: config.KEY..., scenario.KEY..., faults[N].KEY, "
+                         "controller.KEY... or fmu.NAME.VARIABLE")
     head, _, rest = path.partition(".")
     m = _KEY.match(head)
     root = m.group(1) if m else head
     if m is None or root not in PREFIXES or (m.group(2) != "") != (root == "faults"):
-        raise ValueError(f"{path!r}: a path starts with config., scenario., faults[N]. or controller.")
+        raise ValueError(f"{path!r}: a path starts with config., scenario., faults[N]., controller. or fmu.")
     steps: list[str | int] = [int(x) for x in re.findall(r"\[(\d+)\]", m.group(2))]
     for part in rest.split("."):
         m = _KEY.match(part)
@@ -66,7 +71,22 @@ def parse(path: str) -> tuple[str, list[str | int]]:
             raise ValueError(f"{path!r}: {part!r} is not a key (letters, digits, _ and -, then optional [index])")
         steps.append(m.group(1))
         steps += [int(x) for x in re.findall(r"\[(\d+)\]", m.group(2))]
+    if root == "fmu" and (len(steps) != 2 or not all(isinstance(x, str) for x in steps)):
+        raise ValueError(f"{path!r}: an FMU's start value is fmu.NAME.VARIABLE (NAME: its [[fmu]] table's name)")
     return root, steps
+
+
+def _fmu_start(config: dict, steps: list, path: str) -> dict:
+    """The ``start`` table of the config's ``[[fmu]]`` table named ``steps[0]`` (created if missing)."""
+    tables = config.get("fmu")
+    table = next((t for t in tables if isinstance(t, dict) and t.get("name") == steps[0]), None) \
+        if isinstance(tables, list) else None
+    if table is None:
+        raise ValueError(f"{path}: the config has no [[fmu]] table named {steps[0]!r}")
+    start = table.setdefault("start", {})
+    if not isinstance(start, dict):
+        raise ValueError(f"{path}: the [[fmu]] table's start is not a table")
+    return start
 
 
 def input_name(root: str, steps: list) -> str | None:
@@ -88,6 +108,16 @@ def apply(config: dict, scenario: dict, path: str, mode: str, value, integer_inp
     """Apply one parameter value at ``path`` in place (``config`` / ``scenario`` / ``faults`` / ``controller``
     are TOML data: the plant config, the scenario, the test file's [[faults]] and [controller])."""
     root, steps = parse(path)
+    if root == "fmu":  # set or scale a start value; the FMU checks it against its range when the plant is built
+        start = _fmu_start(config, steps, path)
+        if mode == "set":
+            start[steps[1]] = value
+        elif steps[1] not in start:
+            raise ValueError(f"{path}: scale needs a start value for {steps[1]!r} in the [[fmu]] table (the FMU's "
+                             f"declared start is not read here); give one, or use set")
+        else:
+            start[steps[1]] = _scaled(start[steps[1]], value, path)
+        return
     data = {"config": config, "scenario": scenario, "faults": faults, "controller": controller}[root]
     if data is None:
         raise ValueError(f"{path}: the campaign's base has no {root}")

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from plant_models.config import ConfigError
-from plant_models.registry import read_config_data
+from plant_models.registry import build_plant, read_config_data
 
 from .metrics import compute
 from .spec import CampaignSpec, apply_all, apply_case
@@ -55,8 +55,7 @@ def _plant(config: dict, source: str):
     key = json.dumps(config, sort_keys=True)
     plant = _PLANTS.get(key)
     if plant is None:
-        c = read_config_data(config, source)
-        plant = c.plant_class(c.params, source=source)
+        plant = build_plant(read_config_data(config, source))  # with its FMUs, if the config has any
         if len(_PLANTS) >= _PLANTS_KEPT:
             _PLANTS.pop(next(iter(_PLANTS)))
         _PLANTS[key] = plant

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from plant_models.config import ConfigError, ConfigReader, find_config, load_plant_toml, load_toml, resolve_config
-from plant_models.registry import read_config_data
+from plant_models.registry import build_plant, read_config_data
 
 from . import paths as P
 
@@ -313,7 +313,7 @@ def _dry_run(spec: CampaignSpec) -> None:
 
         from .testbase import build_controller, fault_schedule
 
-        plant = plant_config.plant_class(plant_config.params, source=spec.config_source)
+        plant = build_plant(plant_config)
         dt = scenario.compile(plant, spec.dt, warn=False).dt if scenario is not None else spec.dt
         try:
             fault_schedule(case.faults, plant, dt)

@@ -34,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
         for s in d[key]:
             print(f"  {s['name']:<16} {s['unit']:<7} [{s['min']:g}, {s['max']:g}]  default {s['default']:g}  {s['doc']}")
     print("\n" + units_note(d["kind"]))
+    for f in d.get("fmus", ()):  # FMUs in the loop (docs/fmi.md): read from their model descriptions
+        print_fmu(f)
     if d.get("independent_speeds"):  # a transmission described as data: its reduction and shift table
         print(f"\nindependent speeds: {', '.join(d['independent_speeds'])}")
     if d.get("gears"):
@@ -69,6 +71,24 @@ def device_channels(d: dict) -> tuple[str, list[dict]] | None:
 
 
 RATIO = "ratio = input speed / output speed"
+
+
+def print_fmu(f: dict) -> None:
+    """One ``[[fmu]]`` table: what it is, where it runs, its connections and its parameters."""
+    where = "in the server's process" if f["process"] == "server" else "in a process of its own"
+    print(f"\nfmu {f['name']}: FMI {f['fmi']} {f['kind']}, {where} ({f['file']})")
+    for title, key in (("drives", "to_plant"), ("reads", "from_plant")):
+        if f[key]:
+            print(f"  {title}: " + ", ".join(f"{f['name']}.{v} -> {p}" if key == "to_plant" else
+                                              f"{p} -> {f['name']}.{v}" for v, p in f[key].items()))
+    if f["safe"]:
+        print("  after a fault: " + ", ".join(f"{f['name']}.{v} = {x:g}" for v, x in f["safe"].items()))
+    if f["parameters"]:
+        print("  parameters (tunable: set_params and campaigns; fixed: start values and campaigns):")
+    for r in f["parameters"]:
+        kind = "tunable" if r["tunable"] else "fixed"
+        print(f"  {r['name']:<20} {r['unit']:<5} [{r['min']:g}, {r['max']:g}]  value {r['value']:g}  {kind:<7} "
+              f"{r['doc']}")
 
 
 def units_note(kind: str) -> str:

@@ -435,6 +435,8 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
                           control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info,
                           ring=ring)
     loop.attach(context, report)
+    if hasattr(plant, "fmu_status"):  # FMUs in the loop (docs/fmi.md): where each runs, its faults
+        report.extra["fmus"] = plant.fmu_status
     recorder = None
     if recording is not None:
         recorder = Recorder(recording, ring, plant, loop.dt)

@@ -6,7 +6,10 @@
  * T(t + h) = T_cmd + (T(t) - T_cmd) exp(-h / tau).  Value references:
  * 0 torque (output, N m), 1 torque_cmd (input, N m), 2 tau (parameter, s),
  * 3 torque_start (parameter, N m), 4 fail_at (parameter, s: doStep returns
- * fmi2Error from this time on; negative: never); the Integer and Boolean
+ * fmi2Error from this time on; negative: never; built with FAIL_BY_CRASH
+ * it writes through a null pointer instead (SIGSEGV), with FAIL_BY_HANG it
+ * never returns; with FAIL_AT_LOAD the library aborts as it is loaded: the
+ * broken FMUs of tests/test_fmi_process.py); the Integer and Boolean
  * variables (declared only when the build asks for them): 5 enabled
  * (Boolean input: false commands 0), 6 divider (Integer input: the command
  * is torque_cmd / divider; 0 is an error), 7 step_count (Integer output:
@@ -16,12 +19,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "fmi2Functions.h"
 
 typedef struct { fmi2Real v[5]; fmi2Real time; fmi2Integer divider, step_count; fmi2Boolean enabled, settled; } State;
 typedef struct { State s; const fmi2CallbackFunctions *cb; } Inst;
 
 #define NV 5
+#if defined(FAIL_AT_LOAD)
+__attribute__((constructor)) static void fail_at_load(void) { abort(); }  /* the library aborts as it loads */
+#endif
 #define DEFAULTS(s) ((s).v[2] = 0.1, (s).v[4] = -1.0, (s).divider = 1, (s).enabled = fmi2True)
 #define FAIL(...) return fmi2Error
 
@@ -107,7 +114,15 @@ fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReferenc
                                         const fmi2Integer order[], fmi2Real value[]) { FAIL(); }
 fmi2Status fmi2DoStep(fmi2Component c, fmi2Real t, fmi2Real h, fmi2Boolean noSetPrior) {
     Inst *i = (Inst *)c;
-    if (i->s.v[4] >= 0.0 && t >= i->s.v[4]) return fmi2Error;
+    if (i->s.v[4] >= 0.0 && t >= i->s.v[4]) {
+#if defined(FAIL_BY_CRASH)
+        volatile int *volatile nowhere = NULL;  /* volatile both: the write is done, not optimised away */
+        *nowhere = 1;
+#elif defined(FAIL_BY_HANG)
+        for (;;) sleep(1);
+#endif
+        return fmi2Error;
+    }
     if (!(h > 0.0) || !(i->s.v[2] > 0.0) || i->s.divider == 0) return fmi2Error;
     fmi2Real cmd = i->s.enabled ? i->s.v[1] / i->s.divider : 0.0;
     i->s.v[0] = cmd + (i->s.v[0] - cmd) * exp(-h / i->s.v[2]);
