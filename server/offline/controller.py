@@ -58,6 +58,7 @@ import numpy as np
 
 from plant_models.config import did_you_mean
 from plant_models.contract.vocabulary import CNT_EVENTS
+from plant_models.run.stepper import Stepper
 from plant_models.plant import Plant
 
 from server.offline.scenario import CompiledScenario
@@ -245,6 +246,48 @@ def closed_loop_start(binding: Binding, compiled: CompiledScenario, input_names:
     return init, held, mask
 
 
+class _ClosedLoopStages(dict):
+    """The closed loop's implementations of the run pipeline's stages (a map of stage name to callable, for the
+    :class:`~plant_models.run.stepper.Stepper`), with what they share: the commands held, the rows kept."""
+
+    def __init__(self, plant, compiled, held, mask, keep, Y, U, update, period, events):
+        super().__init__(inputs=self.inputs, events=self.collect, row=self.row, controller=self.controller)
+        self.plant, self.compiled, self.held, self.mask, self.keep, self.Y, self.U = (plant, compiled, held, mask,
+                                                                                     keep, Y, U)
+        self.ctl_update, self.period, self.events, self.updates, self.next_row = update, period, events, 0, 1
+        self.u, self.u_rate, self.y, self.counters = plant.u, plant.u_rate, plant.y, plant.counters
+        self.seen = int(self.counters[CNT_EVENTS])
+        self.cmd = np.empty(plant.n_in)  # what update sees and writes
+        self.ybuf = np.empty(plant.n_out)  # a copy: the controller never holds the plant's own buffer
+
+    def inputs(self, k: int) -> None:
+        """The scenario's values of step k, the controller's held commands over them, every rate 0."""
+        u_s, _ = self.compiled.inputs_at(k)
+        np.copyto(self.u, u_s)
+        self.u[self.mask] = self.held[self.mask]
+        self.u_rate[:] = 0.0
+
+    def collect(self, k: int) -> None:
+        if self.counters[CNT_EVENTS] != self.seen:
+            self.events.extend(self.plant.new_events())
+            self.seen = int(self.counters[CNT_EVENTS])
+
+    def row(self, k: int) -> None:
+        r = self.next_row
+        if r < len(self.keep) and self.keep[r] == k + 1:
+            self.Y[r], self.U[r] = self.y, self.u
+            self.next_row = r + 1
+
+    def controller(self, k: int) -> None:
+        """After every ``period``-th step: ``update`` on copies of the outputs and inputs, its commands held."""
+        if (k + 1) % self.period == 0:
+            self.cmd[:] = self.u
+            self.ybuf[:] = self.y
+            self.ctl_update(self.plant.time, self.ybuf, self.cmd)
+            self.held[self.mask] = self.cmd[self.mask]
+            self.updates += 1
+
+
 def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any, faults=None, every: int = 1,
                 duration_s: float | None = None, dt: float | None = None,
                 use_kernel: bool = True) -> ClosedLoopResult:
@@ -287,40 +330,16 @@ def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any
     Y = np.empty((len(keep), plant.n_out))
     U = np.empty((len(keep), plant.n_in))
     Y[0], U[0] = plant.y, plant.u
-    u, u_rate, y, counters = plant.u, plant.u_rate, plant.y, plant.counters
-    cmd = np.empty(plant.n_in)  # what update sees and writes
-    ybuf = np.empty(plant.n_out)  # a copy: the controller never holds the plant's own buffer
     events = plant.new_events()
-    seen = int(counters[CNT_EVENTS])
-    status, row, updates = start_status, 1, 0
+    stages = _ClosedLoopStages(plant, compiled, held, mask, keep, Y, U, update, period, events)
+    if faults is not None:
+        stages.update(faults.stages())
+    step = Stepper(plant, compiled.dt, stages, "closed_loop").step
+    status = start_status
     t0 = time.perf_counter()
     for k in range(n):
-        nf = 0
-        if faults is not None:
-            faults.switch(k)
-            nf = faults.n_signal
-        u_s, _ = compiled.inputs_at(k)
-        np.copyto(u, u_s)
-        u[mask] = held[mask]
-        u_rate[:] = 0.0
-        if nf:
-            faults.inputs(nf)
-        status |= plant.step(compiled.dt)
-        if nf:
-            faults.outputs(nf)
-            faults.restore(nf)
-        if counters[CNT_EVENTS] != seen:
-            events.extend(plant.new_events())
-            seen = int(counters[CNT_EVENTS])
-        if row < len(keep) and keep[row] == k + 1:
-            Y[row], U[row] = y, u
-            row += 1
-        if (k + 1) % period == 0:
-            cmd[:] = u
-            ybuf[:] = y
-            update(plant.time, ybuf, cmd)
-            held[mask] = cmd[mask]
-            updates += 1
+        status |= step(k)
+    updates = stages.updates
     wall = time.perf_counter() - t0
     if faults is not None:
         faults.reset()
