@@ -37,6 +37,10 @@ class FaultStage:
         The table rows in use (0: the stages call nothing).
     active
         The faults set now (what :meth:`set` returned, in order).
+    on_change
+        None, or called (between steps) after the tables changed: a run
+        whose stepper leaves the fault stages out while no row is in use
+        (the real-time loop's) makes its stepper again.
     """
 
     def __init__(self, plant: Plant):
@@ -45,6 +49,7 @@ class FaultStage:
         self.ff = np.zeros((MAX_FAULTS, N_FF))
         self.n_signal = 0
         self.active: list = []
+        self.on_change: Callable[[], None] | None = None
         self._df = plant.df
         # compile (or load from numba's cache) now, with no fault active, so the first faulted step pays nothing
         fault_inputs(self.fi, self.ff, self._df, 0)
@@ -74,6 +79,11 @@ class FaultStage:
     def stages(self) -> dict[str, Callable[[int], None]]:
         """This stage's implementations for a :class:`~plant_models.run.stepper.Stepper`, by stage name."""
         return {"fault_inputs": self.inputs, "fault_outputs": self.outputs, "fault_restore": self.restore}
+
+    def changed(self) -> None:
+        """Tell :attr:`on_change` that the tables changed (a fault set calls this between steps)."""
+        if self.on_change is not None:
+            self.on_change()
 
     # ------------------------------------------------------------------ between steps (a fault set's job)
     def set(self, fault: Any) -> Any:

@@ -4,10 +4,11 @@ A mode builds a :class:`Stepper` once, before its run, with the
 implementations of the stages it has (by stage name, checked against
 :data:`plant_models.run.stages.STAGES`), and calls :meth:`Stepper.step`
 per step.  The stepper orders them by the declaration, adds the stages
-declared with a ``make`` (:class:`~plant_models.run.stages.Stage`), and keeps
-two tuples of bound callables: the step runs them with nothing looked up
-by name, no allocation and no waiting (the callables of the real-time
-loop's tick follow the same rule).
+declared with a ``make`` (:class:`~plant_models.run.stages.Stage`), and
+composes one function that calls them in order (the stages before the step,
+the plant's step, the stages after it), each callable bound once: the step
+looks nothing up by name, allocates nothing and waits for nothing (the
+callables of the real-time loop's tick follow the same rule).
 
 The modes: the real-time loop's tick (:class:`server.realtime.loop.Loop`,
 realtime, lockstep and afap), the open-loop offline run of a Python-step
@@ -48,6 +49,10 @@ class Stepper:
     ----------
     stages
         The names of the stages this stepper runs, in order.
+    step
+        ``step(k) -> status``: step k (from the plant's state after step
+        k - 1), every stage in order; the stages' callables are bound once,
+        here.  Called in the real-time loop.
     """
 
     def __init__(self, plant: Plant, dt: float, implementations: dict[str, Callable | None], mode: str):
@@ -76,18 +81,26 @@ class Stepper:
         self._before = tuple(before)
         self._after = tuple(after)
         self.stages = tuple(run)
+        self.step = self._compose()
 
-    def step(self, k: int) -> int:
-        """Step k (from the plant's state after step k - 1): every stage in order; returns the step's status word.
+    def _compose(self) -> Callable[[int], int]:
+        """The step as one function that calls the stages in order, each bound to a name of its own.
 
-        Called in the real-time loop.
+        The same calls as a loop over the two tuples, without the loop: a
+        tick of the real-time loop has no time to spare for iterating.
         """
-        for stage in self._before:
-            stage(k)
-        status = self._step(self.dt)
-        for stage in self._after:
-            stage(k)
-        return status
+        names = [f"b{i}" for i in range(len(self._before))] + [f"a{i}" for i in range(len(self._after))]
+        lines = [f"def make({', '.join(names + ['plant_step', 'stepper'])}):", "    def step(k):"]
+        lines += [f"        b{i}(k)" for i in range(len(self._before))]
+        lines.append("        status = plant_step(stepper.dt)")
+        lines += [f"        a{i}(k)" for i in range(len(self._after))]
+        lines += ["        return status", "    return step"]
+        scope: dict = {}  # the callables are the closure's cells: no name is looked up when the step runs
+        exec(compile("\n".join(lines), f"<stepper {self.mode}: {' '.join(self.stages)}>", "exec"), scope)
+        step = scope["make"](*self._before, *self._after, self._step, self)
+        step.__doc__ = """Step k (from the plant's state after step k - 1): every stage in order; returns the step's status
+        word.  Called in the real-time loop."""
+        return step
 
 
 __all__ = ["Stepper"]

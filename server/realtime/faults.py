@@ -429,6 +429,7 @@ class FaultSet(FaultStage):
         self.n_signal = n
         self._apply_clutches()
         self.tick_info[TI_FAULTS] = len(self.active)
+        self.changed()
 
     def _overlays(self) -> dict[int, tuple[float, float, float, float]]:
         """The fault overlay of each clutch row with a fault on its physics (in the order the faults were set)."""
@@ -543,6 +544,7 @@ class FaultSet(FaultStage):
             self._table_specs = legacy
             self._rebuild()
         self.tick_info[TI_FAULTS] = len(self.active)
+        self.changed()
 
     def plant_tuned_from(self, st: dict) -> None:
         """The plant's tuned clutch floats from its restored model floats and the snapshot's ``rows`` (the tuned

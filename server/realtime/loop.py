@@ -161,7 +161,8 @@ class Loop(TickStages):
         self._pump_failures = 0
         self._now_ns = 0  # the clock of the tick running now (the adapters' and the watchdog's)
         self._plant_step = plant.step
-        self.stepper = self._stages()  # the tick: the run pipeline's stages (plant_models/run/stages.py)
+        self._restage()  # the tick: the run pipeline's stages (plant_models/run/stages.py), made again by the
+        self.faults.on_change = self._restage  # fault set whenever its tables change
         self.reset()
 
     # ------------------------------------------------------------------ set-up
@@ -383,7 +384,7 @@ class Loop(TickStages):
         """One read -> step -> write (the run pipeline's stages); returns the plant's status word.  Called in the
         real-time loop."""
         self._now_ns = now_ns
-        return self.stepper.step(self.tick)
+        return self._tick_step(self.tick)
 
     # ------------------------------------------------------------------ running
     def run(self) -> int:

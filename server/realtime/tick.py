@@ -21,11 +21,23 @@ class TickStages:
     """The tick's stages; the attributes they read are :class:`~server.realtime.loop.Loop`'s."""
 
     def _stages(self) -> Stepper:
-        """The tick's implementations of the run pipeline's stages (:mod:`plant_models.run.stages`)."""
-        return Stepper(self.plant, self.dt, dict(self.faults.stages(), commanded=self._commanded, inputs=self._inputs,
-                                                 step=self._timed_step, state_row=self._state_row,
-                                                 hand_back=self._hand_back, send=self._send if self._writers else None),
-                       self.mode)
+        """The tick's implementations of the run pipeline's stages (:mod:`plant_models.run.stages`).
+
+        The fault stages (and the scenario's hand-back after them) are left
+        out while no fault row is in use: the fault set calls
+        :meth:`_restage` between ticks whenever its tables change.
+        """
+        faulted = self.faults.n_signal > 0
+        return Stepper(self.plant, self.dt, dict(self.faults.stages() if faulted else {}, commanded=self._commanded,
+                                                 inputs=self._inputs, step=self._timed_step,
+                                                 state_row=self._state_row,
+                                                 hand_back=self._hand_back if faulted else None,
+                                                 send=self._send if self._writers else None), self.mode)
+
+    def _restage(self) -> None:
+        """Make the tick's stepper again (between ticks: the fault set's tables changed)."""
+        self.stepper = self._stages()
+        self._tick_step = self.stepper.step
 
     def _commanded(self, k: int) -> None:
         """Stage ``commanded``: the adapters' commands, then the inputs queued by a request.  Called in the
