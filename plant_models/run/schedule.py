@@ -111,6 +111,7 @@ class FaultSchedule:
         self.log = log
         self.set = fault_set
         self._pos = 0
+        self._due = self._next_due()
         self._names: dict[int, str] = {}
         # for a compiled run's loop (plant_models.closed_loop.StagedRun): the tables and the three functions
         self.fi, self.ff = fault_set.fi, fault_set.ff
@@ -129,8 +130,13 @@ class FaultSchedule:
         """The step before which the next switch is due (None: no more switches)."""
         return self.switches[self._pos].step if self._pos < len(self.switches) else None
 
+    def _next_due(self) -> float:
+        return self.switches[self._pos].step if self._pos < len(self.switches) else float("inf")
+
     def switch(self, k: int) -> None:
-        """Make the switches due before step ``k`` (between steps; a no-op when none is due)."""
+        """Stage ``switch``: make the switches due before step ``k`` (a no-op when none is due)."""
+        if k < self._due:
+            return
         while self._pos < len(self.switches) and self.switches[self._pos].step <= k:
             sw = self.switches[self._pos]
             self._pos += 1
@@ -141,12 +147,14 @@ class FaultSchedule:
             if self.log is not None:
                 self.log.append(f"t = {k * self.dt:.6g} s: fault {'set' if sw.on else 'cleared'} "
                                 f"faults[{sw.index}] {self.maps[sw.index]}")
+        self._due = self._next_due()
 
     def reset(self) -> None:
         """Clear every fault and start the schedule over (after the plant's reset)."""
         if self.set.active:
             self.set.clear()
         self._pos = 0
+        self._due = self._next_due()
         self._names.clear()
 
 

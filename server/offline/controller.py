@@ -246,46 +246,46 @@ def closed_loop_start(binding: Binding, compiled: CompiledScenario, input_names:
     return init, held, mask
 
 
-class _ClosedLoopStages(dict):
-    """The closed loop's implementations of the run pipeline's stages (a map of stage name to callable, for the
-    :class:`~plant_models.run.stepper.Stepper`), with what they share: the commands held, the rows kept."""
+def _closed_loop_stages(plant, compiled, held, mask, keep, Y, U, update, period, events) -> tuple[dict, list]:
+    """The closed loop's implementations of the run pipeline's stages, by stage name, and a one-item list that
+    counts the controller's calls.  Closures over what they share (the commands held, the rows kept)."""
+    u, u_rate, y, counters = plant.u, plant.u_rate, plant.y, plant.counters
+    cmd = np.empty(plant.n_in)  # what update sees and writes
+    ybuf = np.empty(plant.n_out)  # a copy: the controller never holds the plant's own buffer
+    seen = [int(counters[CNT_EVENTS])]
+    next_row = [1]
+    updates = [0]
+    n_keep = len(keep)
+    inputs_at = compiled.inputs_at
 
-    def __init__(self, plant, compiled, held, mask, keep, Y, U, update, period, events):
-        super().__init__(inputs=self.inputs, events=self.collect, row=self.row, controller=self.controller)
-        self.plant, self.compiled, self.held, self.mask, self.keep, self.Y, self.U = (plant, compiled, held, mask,
-                                                                                     keep, Y, U)
-        self.ctl_update, self.period, self.events, self.updates, self.next_row = update, period, events, 0, 1
-        self.u, self.u_rate, self.y, self.counters = plant.u, plant.u_rate, plant.y, plant.counters
-        self.seen = int(self.counters[CNT_EVENTS])
-        self.cmd = np.empty(plant.n_in)  # what update sees and writes
-        self.ybuf = np.empty(plant.n_out)  # a copy: the controller never holds the plant's own buffer
-
-    def inputs(self, k: int) -> None:
+    def inputs(k: int) -> None:
         """The scenario's values of step k, the controller's held commands over them, every rate 0."""
-        u_s, _ = self.compiled.inputs_at(k)
-        np.copyto(self.u, u_s)
-        self.u[self.mask] = self.held[self.mask]
-        self.u_rate[:] = 0.0
+        u_s, _ = inputs_at(k)
+        np.copyto(u, u_s)
+        u[mask] = held[mask]
+        u_rate[:] = 0.0
 
-    def collect(self, k: int) -> None:
-        if self.counters[CNT_EVENTS] != self.seen:
-            self.events.extend(self.plant.new_events())
-            self.seen = int(self.counters[CNT_EVENTS])
+    def collect(k: int) -> None:
+        if counters[CNT_EVENTS] != seen[0]:
+            events.extend(plant.new_events())
+            seen[0] = int(counters[CNT_EVENTS])
 
-    def row(self, k: int) -> None:
-        r = self.next_row
-        if r < len(self.keep) and self.keep[r] == k + 1:
-            self.Y[r], self.U[r] = self.y, self.u
-            self.next_row = r + 1
+    def row(k: int) -> None:
+        r = next_row[0]
+        if r < n_keep and keep[r] == k + 1:
+            Y[r], U[r] = y, u
+            next_row[0] = r + 1
 
-    def controller(self, k: int) -> None:
+    def controller(k: int) -> None:
         """After every ``period``-th step: ``update`` on copies of the outputs and inputs, its commands held."""
-        if (k + 1) % self.period == 0:
-            self.cmd[:] = self.u
-            self.ybuf[:] = self.y
-            self.ctl_update(self.plant.time, self.ybuf, self.cmd)
-            self.held[self.mask] = self.cmd[self.mask]
-            self.updates += 1
+        if (k + 1) % period == 0:
+            cmd[:] = u
+            ybuf[:] = y
+            update(plant.time, ybuf, cmd)
+            held[mask] = cmd[mask]
+            updates[0] += 1
+
+    return {"inputs": inputs, "events": collect, "row": row, "controller": controller}, updates
 
 
 def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any, faults=None, every: int = 1,
@@ -331,7 +331,7 @@ def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any
     U = np.empty((len(keep), plant.n_in))
     Y[0], U[0] = plant.y, plant.u
     events = plant.new_events()
-    stages = _ClosedLoopStages(plant, compiled, held, mask, keep, Y, U, update, period, events)
+    stages, updates = _closed_loop_stages(plant, compiled, held, mask, keep, Y, U, update, period, events)
     if faults is not None:
         stages.update(faults.stages())
     step = Stepper(plant, compiled.dt, stages, "closed_loop").step
@@ -339,7 +339,7 @@ def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any
     t0 = time.perf_counter()
     for k in range(n):
         status |= step(k)
-    updates = stages.updates
+    updates = updates[0]
     wall = time.perf_counter() - t0
     if faults is not None:
         faults.reset()
