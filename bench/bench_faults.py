@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """What injected faults cost per tick: the loop's tick with 10 active signal faults against none, in one run.
 
-The server's own tick (:meth:`server.realtime.loop.Loop._tick`: adapters' read, the
-fault stage before the step, the plant step, the fault stage after it, the
-state-ring row, the inputs restored) of the Powershift plant in lockstep
+The server's own tick (:meth:`server.realtime.loop.Loop._tick`: the run
+pipeline's stages, adapters' read, the faulted inputs, the plant step, the
+faulted outputs, the state-ring row, the inputs restored) of the Powershift plant in lockstep
 mode, in process, in blocks of ``--block`` ticks taken in turn without faults, with the
 faults set, and without faults again, so that drift of the machine's load
 hits all alike; the two fault-free kinds measured against each other give
@@ -19,9 +19,10 @@ is the same with and without them, so the difference is the faults' cost
 alone.  Clutch faults cost nothing per tick (they change model floats when
 set) and are not in the set.
 
-Also reported: the two compiled calls of a faulted tick alone (the faulted
-inputs; the faulted outputs with the state-ring row and the inputs restored),
-back to back in a tight loop, against the plain ring push they replace.
+Also reported: the fault stages of a faulted tick alone (the run pipeline's
+``fault_inputs``, ``fault_outputs`` and ``fault_restore``, each one compiled
+call, around the state-ring row), back to back in a tight loop, against the
+plain ring push alone.
 
     python bench/bench_faults.py --blocks 40 --block 2000
 """
@@ -119,12 +120,14 @@ def main() -> int:
     for f in FAULTS:
         lp.set_fault(f)
     rows_used = fs.n_signal
-    fin, fpush, push = lp.faults.inputs, lp.faults.push, lp._ring_push
+    fin, fout, frestore, push = fs.inputs, fs.outputs, fs.restore, lp._ring_push
     reps = 200_000
     t0 = mono()
     for k in range(reps):
-        fin(10)
-        fpush(10, k, 0, 0.0)
+        fin(k)
+        fout(k)
+        push(k, 0, 0.0)
+        frestore(k)
     stage_ns = (mono() - t0) / reps
     t0 = mono()
     for k in range(reps):

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from _support import FREE_ENDPOINTS  # noqa: E402
-from io_adapters.ring import F_TIME, I_AUX, I_STATUS, I_TICK, I_WATCHDOG, StateRing  # noqa: E402
+from plant_models.run.ring import F_TIME, I_AUX, I_STATUS, I_TICK, I_WATCHDOG, StateRing  # noqa: E402
 from io_adapters.zmq.adapter import ZmqAdapter  # noqa: E402
 from io_adapters.zmq.codec import StateEncoder  # noqa: E402
 from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)

@@ -40,7 +40,8 @@ from plant_models.plants.powershift import powershift_refresh
 from plant_models.config import repo_root
 from plant_models.registry import load_plant
 from server.offline.scenario import load_scenario
-from server.offline.run import offline_step, run_offline, run_stepwise
+from server.offline.run import run_offline, run_stepwise
+from server.offline.scenario import offline_step
 from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 CASES = (("powershift", "powershift_swaps"), ("dct", "dct_upshift"), ("chain", "chain_4mass"))

@@ -1,7 +1,7 @@
 """The one small interface every transport implements (python-can's ``BusABC`` habit).
 
 The real-time loop calls, each tick, ``read`` on every adapter, steps the
-plant, writes the state into its state ring (:mod:`io_adapters.ring`), then
+plant, writes the state into its state ring (:mod:`plant_models.run.ring`), then
 ``write`` on every adapter (read -> update -> write).  Both must return
 quickly and never block: receiving happens outside the tick (between ticks
 in :meth:`Adapter.pump`, or in a background thread) into preallocated rows
@@ -44,22 +44,12 @@ import numpy as np
 
 from plant_models.errors import GearboxHilError
 from plant_models.plant import Plant
+# the slots of LoopContext.tick_info (int64), written by the loop, read by adapters each tick: declared with the
+# state ring that copies them into every row, named here for the adapters
+from plant_models.run.ring import (TI_FAULTS, TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, TICK_INFO_SLOTS,
+                                   new_tick_info)
 
 from .declaration import AdapterDeclaration, TransportFault, register_declaration
-
-# -- slots of LoopContext.tick_info (int64), written by the loop, read by adapters each tick --------------
-TI_WATCHDOG = 0  # 1 while the command watchdog is tripped
-TI_STATUS = 1  # status word of the last plant step
-TI_SCENARIO = 2  # 1 while a loaded scenario drives the inputs (commands are not applied)
-TI_OVERRUNS = 3  # the loop's overrun count, copied there whenever the loop counts an overrun
-TI_FAULTS = 4  # number of active injected faults (server/realtime/faults.py), written when one is set or cleared
-TICK_INFO_SLOTS = 5
-
-
-def new_tick_info() -> np.ndarray:
-    """A zeroed ``tick_info`` array (int64, :data:`TICK_INFO_SLOTS` slots)."""
-    return np.zeros(TICK_INFO_SLOTS, dtype=np.int64)
-
 
 @dataclass
 class LoopContext:
@@ -91,7 +81,7 @@ class LoopContext:
         ``read``/``write``: slots :data:`TI_WATCHDOG`, :data:`TI_STATUS`,
         :data:`TI_SCENARIO`, :data:`TI_OVERRUNS`.
     ring
-        The loop's state ring (:class:`io_adapters.ring.StateRing`): one row
+        The loop's state ring (:class:`plant_models.run.ring.StateRing`): one row
         per tick, read between ticks through a cursor of one's own.  None
         when no loop runs.
     """

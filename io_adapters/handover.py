@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# Without nogil, like the state ring's writer: the tick keeps the GIL (see io_adapters.ring).
+# Without nogil, like the state ring's writer: the tick keeps the GIL (see plant_models.run.ring).
 JIT = dict(cache=True)
 
 # header slots (int64)
@@ -86,7 +86,7 @@ class CommandRows:
     ack
         The int64 array whose slot ``ack_at`` receives the ``seq`` of the last
         applied command (the state ring's head, see
-        :meth:`io_adapters.ring.StateRing.claim_aux`); None: no ack.
+        :meth:`plant_models.run.ring.StateRing.claim_aux`); None: no ack.
     ack_at
         The slot in ``ack``.
     """

@@ -7,8 +7,7 @@ optional:
 * a **fault schedule**'s stage around the step, as the real-time tick has
   it: the faulted inputs before the step, the faulted outputs and the
   commanded inputs back after it (the compiled functions of
-  ``server/realtime/fault_tables.py``, handed in by the schedule: this
-  package names no server module); :class:`StagedRun` takes the steps in
+  ``plant_models/run/fault_tables.py``, handed in by the schedule); :class:`StagedRun` takes the steps in
   chunks between the schedule's switch times and makes each switch between
   two chunks, as a lockstep server's ``fault_set`` between two ticks;
 * a **controller's kernel** (the controller interface,
@@ -35,10 +34,11 @@ from numba import njit
 
 from .contract.compiled import CompiledPlant
 from .core.api import JIT, L, call_step_at, raw_f, raw_i
+from .run.stages import python_only_stages
 from .offline import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_STATUS, LAY_EV_CAP, LAY_EV_COUNT,
                       LAY_EV_KIND, LAY_EV_SOURCE, LAY_EV_TIME, LAY_EVERY, LAY_IN, LAY_LAST, LAY_LEN, LAY_N_OUT,
-                      LAY_OUT, LAY_HINTS, TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, CompiledCounters, InputTable, _stop,
-                      _value, _write_inputs, kernel_address, run_hints,
+                      LAY_OUT, LAY_HINTS, TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, CompiledCounters, InputTable, end_call,
+                      input_value, kernel_address, run_hints, write_inputs,
                       output_buffer)
 
 LAY_TIME = LAY_LEN  # index in df of the plant's time, s
@@ -66,13 +66,13 @@ def _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, held):
     """The inputs of step k: the table's; closed loop: every rate 0 and the owned inputs' commands.
 
     ``owned[i]`` 1 for an input the controller commands.  Arrays as raw
-    pointers (see plant_models.offline._write_inputs).  Closed, the values
-    are those :func:`~plant_models.offline._write_inputs` gives (a table's
+    pointers (see plant_models.offline.write_inputs).  Closed, the values
+    are those :func:`~plant_models.offline.write_inputs` gives (a table's
     rate is not evaluated: it is 0).  Returns whether any value or rate
-    differs from the previous step's (as ``_write_inputs``).
+    differs from the previous step's (as ``write_inputs``).
     """
     if not closed:
-        return _write_inputs(kind, n_in, times, values, dt, k, df, at_in)
+        return write_inputs(kind, n_in, times, values, dt, k, df, at_in)
     t0 = float(k) * dt
     changed = False
     for i in range(n_in):
@@ -81,7 +81,7 @@ def _inputs(kind, times, values, dt, k, df, at_in, n_in, closed, owned, held):
         elif kind[i * TI_LEN + TI_KIND] == TAB_CONST:
             v = values[kind[i * TI_LEN + TI_FIRST]]
         else:
-            v = _value(kind, times, values, i, t0, True)
+            v = input_value(kind, times, values, i, t0, True)
         changed = changed or not (df[at_in + i] == v and df[at_in + n_in + i] == 0.0)
         df[at_in + i] = v
         df[at_in + n_in + i] = 0.0
@@ -144,7 +144,7 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
     for k in range(k0, k1):
         if acc[ACC_EVENTS] + lay[LAY_EV_CAP] > ev_time.shape[0]:
             acc[ACC_STATUS] = status
-            return _stop(pdi, hints_at, k)
+            return end_call(pdi, hints_at, k)
         if rewrite or nf or not held_only:
             changed = _inputs(pk, pt, pv, dt, k, pdf, at_in, n_in, closed, pmask, pheld)
             rewrite = False
@@ -183,12 +183,14 @@ def run_staged_steps(kernel, f_in, f_out, f_restore, fi, ff, nf, step_at, mf, mi
                 held[owned[j]] = ubuf[owned[j]]
             rewrite = True
     acc[ACC_STATUS] = status
-    return _stop(pdi, hints_at, k1)
+    return end_call(pdi, hints_at, k1)
 
 
 def supports(plant, kernel: bool = True) -> bool:
-    """Whether :class:`StagedRun` can run ``plant``: a compiled step (on the friction core, for a kernel)."""
-    return isinstance(plant, CompiledPlant) and (not kernel or getattr(plant, "core", None) is not None)
+    """Whether :class:`StagedRun` can run ``plant``: a compiled step (on the friction core, for a kernel), and no
+    stage of the run pipeline that only Python runs (:func:`plant_models.run.stages.python_only_stages`)."""
+    return (isinstance(plant, CompiledPlant) and (not kernel or getattr(plant, "core", None) is not None)
+            and not python_only_stages())
 
 
 class StagedRun(CompiledCounters):
@@ -199,7 +201,7 @@ class StagedRun(CompiledCounters):
     plant, table, dt, n_steps, every
         As :class:`plant_models.offline.Run`.
     faults
-        A fault schedule (``server.realtime.fault_schedule.FaultSchedule``:
+        A fault schedule (:class:`plant_models.run.schedule.FaultSchedule`:
         ``switch(k)``, ``next_step``, ``n_signal``, ``fi``, ``ff`` and
         ``stage``, its three compiled functions); the run is taken in
         chunks between its switches, each switch made between two chunks.

@@ -47,6 +47,8 @@ from .core.api import JIT, L, call_step_at, raw_f, raw_i
 from .contract.compiled import CompiledPlant
 from .contract.plant import Plant
 from .contract.vocabulary import CNT_EVENTS
+from .run.stages import python_only_stages
+from .run.stepper import Stepper
 
 # -- input tables -------------------------------------------------------------------------------------
 TAB_CONST = 0  # one value
@@ -124,7 +126,7 @@ def _search(times, first, count, t, right):
 
 
 @njit(**JIT)
-def _value(kind, times, values, i, t, right):
+def input_value(kind, times, values, i, t, right):
     """Input i at time t: u(t+) when ``right``, else u(t-).  Called in the compiled run."""
     k = kind[i * TI_LEN + TI_KIND]
     first = kind[i * TI_LEN + TI_FIRST]
@@ -152,7 +154,7 @@ def _value(kind, times, values, i, t, right):
 
 
 @njit(**JIT)
-def _write_inputs(kind, n_in, times, values, dt, k, df, at):
+def write_inputs(kind, n_in, times, values, dt, k, df, at):
     """The inputs of step k into ``df[at:]`` (values, then the rates), all arguments raw pointers but the sizes.
 
     Returns whether any value or rate differs from what ``df`` held (bit for
@@ -163,12 +165,12 @@ def _write_inputs(kind, n_in, times, values, dt, k, df, at):
     changed = False
     for i in range(n_in):
         rate = kind[i * TI_LEN + TI_RATE] != 0
-        if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # what _value gives, without the call
+        if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # what input_value gives, without the call
             v0 = values[kind[i * TI_LEN + TI_FIRST]]
             r = (v0 - v0) / dt if rate else 0.0
         else:
-            v0 = _value(kind, times, values, i, t0, True)
-            r = (_value(kind, times, values, i, t1, False) - v0) / dt if rate else 0.0
+            v0 = input_value(kind, times, values, i, t0, True)
+            r = (input_value(kind, times, values, i, t1, False) - v0) / dt if rate else 0.0
         changed = changed or not (df[at + i] == v0 and df[at + n_in + i] == r)
         df[at + i] = v0
         df[at + n_in + i] = r
@@ -186,7 +188,7 @@ def fill_inputs(kind, times, values, dt, k0, U, R):
     row = np.empty(2 * n_in)
     pk, pt, pv, prow = raw_i(kind), raw_f(times), raw_f(values), raw_f(row)
     for j in range(U.shape[0]):
-        _write_inputs(pk, n_in, pt, pv, dt, k0 + j, prow, 0)
+        write_inputs(pk, n_in, pt, pv, dt, k0 + j, prow, 0)
         for i in range(n_in):
             U[j, i] = row[i]
             R[j, i] = row[n_in + i]
@@ -249,8 +251,8 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
     for k in range(k0, k1):
         if acc[ACC_EVENTS] + cap > ev_time.shape[0]:
             acc[ACC_STATUS] = status
-            return _stop(pdi, hints_at, k)
-        changed = _write_inputs(pk, n_in, pt, pv, dt, k, pdf, at_in)
+            return end_call(pdi, hints_at, k)
+        changed = write_inputs(pk, n_in, pt, pv, dt, k, pdf, at_in)
         row = k + 1 == next_row or k + 1 == last
         if k + 1 == next_row:
             next_row += every
@@ -277,7 +279,7 @@ def run_steps(step_at, mf, mi, df, di, kind, times, values, dt, k0, k1, lay, acc
             out_step[r] = k + 1
             acc[ACC_ROWS] = r + 1
     acc[ACC_STATUS] = status
-    return _stop(pdi, hints_at, k1)
+    return end_call(pdi, hints_at, k1)
 
 
 @njit(**JIT)
@@ -296,7 +298,7 @@ def run_hints(k, k0, read, same_inputs):
 
 
 @njit(**JIT)
-def _stop(di, hints_at, k):
+def end_call(di, hints_at, k):
     """End a compiled run's call before step k: the plant's run hints cleared (a step taken after the call
     gets none).  Returns k."""
     if hints_at >= 0:
@@ -455,21 +457,20 @@ class Run(CompiledCounters):
 class StepwiseRun:
     """A whole run of a plant whose step is not compiled, after its reset: :class:`Run`'s results, a step at a time.
 
-    Each step writes the inputs of :func:`fill_inputs` (the rows the
-    server's scenario playback applies), calls ``plant.step(dt)`` and keeps
-    the outputs and the events as :class:`Run` does, so the trace of a
+    Each step is the run pipeline's stages (:class:`plant_models.run.stepper.Stepper`,
+    the server tick's stepper): the inputs of :func:`fill_inputs` (the rows
+    the server's scenario playback applies), ``plant.step(dt)``, the events
+    and the outputs kept as :class:`Run` keeps them, so the trace of a
     Python-step plant has the same rows, events and status as its lockstep
     run, bit for bit.  Same attributes and methods as :class:`Run`
     (``snapshot``/``restore`` aside).
 
-    ``faults``, if given, is a fault schedule applied as the real-time
-    tick applies its faults (:class:`server.realtime.fault_schedule.FaultSchedule`):
-    an object with ``switch(k)`` (the switches due before step k, between
-    steps), ``n_signal`` (signal-fault rows in use), and ``inputs(n)``,
-    ``outputs(n)``, ``restore(n)`` (the faulted inputs before the step, the
-    faulted outputs after it, which the kept row shows, and the commanded
-    inputs back after the row is kept).  The compiled :class:`Run` has no
-    fault stage: :func:`make_run` gives a run with faults this class.
+    ``faults``, if given, is a fault schedule
+    (:class:`plant_models.run.schedule.FaultSchedule`): its ``switch`` stage
+    and fault stages run as in the tick (the faulted inputs before the step,
+    the faulted outputs after it, which the kept row shows, the commanded
+    inputs back).  The compiled :class:`Run` has no fault stage:
+    :func:`make_run` gives a run with faults this class.
     """
 
     BLOCK = 256  # input rows evaluated at a time
@@ -496,48 +497,49 @@ class StepwiseRun:
         self._events: list[dict] = []
         self._seen = plant.events_logged
         self._lost0 = plant.events_lost
+        stages = {"inputs": self._inputs, "events": self._collect, "row": self._row}
+        if faults is not None:
+            stages.update(faults.stages())
+        self.stepper = Stepper(plant, self.dt, stages, "offline")
 
     @property
     def done(self) -> bool:
         return self.k >= self.n_steps
 
+    def _inputs(self, k: int) -> None:
+        """Stage ``inputs``: row k of the input table (evaluated :attr:`BLOCK` rows at a time)."""
+        j = k - self._k0
+        if not 0 <= j < self.BLOCK:
+            self._k0 = k
+            fill_inputs(self.kind, self.times, self.values, self.dt, k, self._U, self._R)
+            j = 0
+        self._u[:] = self._U[j]
+        self._u_rate[:] = self._R[j]
+
+    def _collect(self, k: int) -> None:
+        """Stage ``events``: the events the plant logged in the step."""
+        if self._counters[CNT_EVENTS] != self._seen:
+            self._events.extend(self.plant.new_events())
+            self._seen = int(self._counters[CNT_EVENTS])
+
+    def _row(self, k: int) -> None:
+        """Stage ``row``: the outputs after step k, when k + 1 is a multiple of ``every`` or the last step."""
+        if (k + 1) % self.every == 0 or k + 1 == self.n_steps:
+            self.out[self._rows] = self._y
+            self.out_step[self._rows] = k + 1
+            self._rows += 1
+
     def advance(self, steps: int | None = None) -> int:
         """Take the next ``steps`` steps (all that remain by default); returns the steps taken so far."""
         k1 = self.n_steps if steps is None else min(self.n_steps, self.k + int(steps))
         p = self.plant
-        u, u_rate, y, counters = p.u, p.u_rate, p.y, p.counters
-        faults = self.faults
+        self._u, self._u_rate, self._y, self._counters = p.u, p.u_rate, p.y, p.counters  # views taken once a call
+        step = self.stepper.step
+        full = self.out.shape[0]
         while self.k < k1:
-            k = self.k
-            j = k - self._k0
-            if not 0 <= j < self.BLOCK:
-                self._k0 = k
-                fill_inputs(self.kind, self.times, self.values, self.dt, k, self._U, self._R)
-                j = 0
-            nf = 0
-            if faults is not None:
-                faults.switch(k)
-                nf = faults.n_signal
-            u[:] = self._U[j]
-            u_rate[:] = self._R[j]
-            if nf:
-                faults.inputs(nf)
-            self._status |= p.step(self.dt)
-            if nf:
-                faults.outputs(nf)
-            if counters[CNT_EVENTS] != self._seen:
-                self._events.extend(p.new_events())
-                self._seen = int(counters[CNT_EVENTS])
-            self.k = k + 1
-            full = False
-            if self.k % self.every == 0 or self.k == self.n_steps:
-                self.out[self._rows] = y
-                self.out_step[self._rows] = self.k
-                self._rows += 1
-                full = self._rows == self.out.shape[0]
-            if nf:
-                faults.restore(nf)
-            if full:
+            self._status |= step(self.k)
+            self.k += 1
+            if self._rows == full:
                 break  # a buffered run's rows are full: the caller takes them (take_rows) and goes on
         return self.k
 
@@ -569,14 +571,15 @@ def make_run(plant: Plant, table: InputTable, dt: float, n_steps: int, every: in
              buffer_rows: int | None = None, faults=None) -> Run | StepwiseRun:
     """The compiled :class:`Run` for a plant with a compiled step, else a :class:`StepwiseRun`.
 
-    With a fault schedule (``faults``, see :class:`StepwiseRun`) the run is
-    a :class:`StepwiseRun` for any plant: the fault stage is called around
-    each step as the real-time tick calls it.
+    With a fault schedule (``faults``, see :class:`StepwiseRun`), or a stage
+    of the run pipeline that every mode builds in Python
+    (:func:`plant_models.run.stages.python_only_stages`), the run is a
+    :class:`StepwiseRun` for any plant: the stages run around each step as
+    the real-time tick runs them.
     """
-    if faults is not None:
+    if faults is not None or python_only_stages() or not isinstance(plant, CompiledPlant):
         return StepwiseRun(plant, table, dt, n_steps, every, buffer_rows, faults)
-    cls = Run if isinstance(plant, CompiledPlant) else StepwiseRun
-    return cls(plant, table, dt, n_steps, every, buffer_rows)
+    return Run(plant, table, dt, n_steps, every, buffer_rows)
 
 
 def warm_up() -> None:
@@ -589,5 +592,5 @@ def warm_up() -> None:
               np.empty((1, 1)), i, f, i, i)  # k0 = k1: compiles, steps nothing
 
 
-__all__ = ["InputTable", "Run", "StepwiseRun", "fill_inputs", "kernel_address", "make_run", "output_rows",
-           "run_steps", "warm_up"]
+__all__ = ["InputTable", "Run", "StepwiseRun", "end_call", "fill_inputs", "input_value", "kernel_address", "make_run",
+           "output_rows", "run_hints", "run_steps", "warm_up", "write_inputs"]

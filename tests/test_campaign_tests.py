@@ -271,7 +271,7 @@ def _table_without_dask(spec, out):
 def test_a_faults_onset_is_a_parameter_and_gear_1_is_lost_one_step_after_it(tmp_path, capsys):
     """Clutch 2 stuck closed before the shift (0.5 s) takes gear 1 away at once: "gear 1 until the shift"
     fails at the first sample after the fault's step, k dt + dt with k the step the schedule switches it at."""
-    from server.realtime.fault_schedule import switch_step
+    from plant_models.run.schedule import switch_step
 
     camp = write(tmp_path, FAULTED)
     spec = load_campaign(camp)

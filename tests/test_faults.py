@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from io_adapters.base import TI_FAULTS
-from io_adapters.ring import I_FAULTS
+from plant_models.run.ring import I_FAULTS
 from plant_models.core.api import L
 from plant_models.errors import FaultError
 from plant_models.registry import load_plant

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("asammdf")
 
-from io_adapters.ring import StateRing  # noqa: E402
+from plant_models.run.ring import StateRing  # noqa: E402
 from io_adapters.base import new_tick_info  # noqa: E402
 from server.recording import writer  # noqa: E402
 

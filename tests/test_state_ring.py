@@ -17,7 +17,7 @@ import pytest
 
 from io_adapters.base import TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, new_tick_info
 from io_adapters.handover import CommandRows
-from io_adapters.ring import (F_TIME, I_AUX, I_OVERRUNS, I_SCENARIO, I_SEQ, I_STATUS, I_TICK, I_WALL_NS, I_WATCHDOG,
+from plant_models.run.ring import (F_TIME, I_AUX, I_OVERRUNS, I_SCENARIO, I_SEQ, I_STATUS, I_TICK, I_WALL_NS, I_WATCHDOG,
                               StateRing, ring_check, ring_take)
 
 from server_support import ROOT
@@ -135,7 +135,7 @@ def test_a_shared_ring_is_read_by_a_separate_process():
     try:
         for tick in range(1, 4):
             push(ring, tick)
-        code = ("import sys; from io_adapters.ring import StateRing, I_TICK; r = StateRing.attach(sys.argv[1]); "
+        code = ("import sys; from plant_models.run.ring import StateRing, I_TICK; r = StateRing.attach(sys.argv[1]); "
                 "c = r.cursor(from_now=False); n = c.take(); "
                 "print([int(c.ints[j, I_TICK]) for j in range(n)], float(c.floats[n - 1, r.f_y])); r.close()")
         out = subprocess.run([sys.executable, "-c", code, ring.shm_name], capture_output=True, text=True, timeout=300,

@@ -24,7 +24,7 @@ import pytest
 import zmq
 
 from io_adapters.base import AdapterError, LoopContext, new_tick_info
-from io_adapters.ring import StateRing
+from plant_models.run.ring import StateRing
 from io_adapters.zmq.adapter import ZmqAdapter
 from io_adapters.zmq.codec import encode
 from plant_models.registry import load_plant

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from io_adapters.base import new_tick_info
-from io_adapters.ring import StateRing
+from plant_models.run.ring import StateRing
 from io_adapters.web.capture import Trigger, TriggerError
 
 Y_OFF, U_OFF = 7, 2

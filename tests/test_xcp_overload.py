@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from io_adapters.base import LoopContext, new_tick_info
-from io_adapters.ring import StateRing
+from plant_models.run.ring import StateRing
 from io_adapters.xcp import codes as C
 from io_adapters.xcp.adapter import XcpAdapter
 from io_adapters.xcp.memory import MEAS_BASE

@@ -51,7 +51,7 @@ from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, LoopContext
 from ..protocol import PendingReply, error_reply
-from ..ring import F_TIME
+from plant_models.run.ring import F_TIME
 from .declaration import DECLARATION, DEFAULT_PORT
 
 log = logging.getLogger("gearbox_hil.web")

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ..ring import F_TIME, I_TICK, Cursor
+from plant_models.run.ring import F_TIME, I_TICK, Cursor
 
 CONDITIONS = ("rising", "falling", "above", "below")
 MAX_ROWS = 60_000  # rows of one capture at most (pre + 1 + post)

@@ -136,7 +136,7 @@ def _read_job(sock: socket.socket) -> dict:
 
 async def _run(sock: socket.socket, job: dict) -> bool:
     """Serve until stopped; True when the server process went away without a ``stop``."""
-    from ..ring import StateRing
+    from plant_models.run.ring import StateRing
     from .server import WebServer
 
     reader, writer = await asyncio.open_unix_connection(sock=sock, limit=LINE_LIMIT)

@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 from aiohttp import WSMsgType, web
 
-from ..ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
+from plant_models.run.ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
 from .capture import MAX_KEPT, Trigger, TriggerError
 from .guard import BadJSON, LingeringWebSocket, host_name, loopback_name, parse_json
 from .layouts import Layouts

@@ -59,7 +59,7 @@ from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, LoopContext
 from ..protocol import RejectLog
-from ..ring import I_TICK
+from plant_models.run.ring import I_TICK
 from . import a2l
 from . import codes as C
 from .daq import HEADER

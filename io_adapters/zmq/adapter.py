@@ -26,7 +26,7 @@ server and a ZAP handler (:mod:`zmq.auth`) admits only the public keys in
 ``curve_clients`` (docs/protocol.md, section 8).
 
 Nothing of this runs in the tick except two copies.  The tick writes its
-state into the loop's state ring (:mod:`io_adapters.ring`); between ticks,
+state into the loop's state ring (:mod:`plant_models.run.ring`); between ticks,
 :meth:`ZmqAdapter.pump` reads the ring through the adapter's own cursor,
 packs each due row into the state message (one compiled call) and sends
 it, and drains the command socket, decoding and validating each message
@@ -73,7 +73,7 @@ from ..handover import Q_GOT, Q_PUT, CommandRows
 from ..protocol import (COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, PendingReply, ProtocolError, RejectLog,
                         error_reply)
 from . import curve
-from ..ring import F_TIME, I_AUX, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
+from plant_models.run.ring import F_TIME, I_AUX, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
 from .codec import CommandDecoder, StateEncoder, acceptable_command, decode_request, encode
 from .declaration import DECLARATION, DEFAULTS, ZmqFault
 from .hello import HelloResponder

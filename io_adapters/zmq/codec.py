@@ -11,7 +11,7 @@ and unpacks:
   slots of that template (float64 / uint64 in big-endian, as msgpack
   requires).  The result is ordinary msgpack that any decoder reads.
   :meth:`StateEncoder.encode_row` fills it from a row of the state ring
-  (:mod:`io_adapters.ring`) in one compiled call, which is how the server
+  (:mod:`plant_models.run.ring`) in one compiled call, which is how the server
   publishes; :meth:`StateEncoder.encode` fills it from Python values.
 * :class:`CommandDecoder` decodes one command message (a partial update of
   input signals by name) and validates every value against the plant's

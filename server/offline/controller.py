@@ -58,6 +58,7 @@ import numpy as np
 
 from plant_models.config import did_you_mean
 from plant_models.contract.vocabulary import CNT_EVENTS
+from plant_models.run.stepper import Stepper
 from plant_models.plant import Plant
 
 from server.offline.scenario import CompiledScenario
@@ -245,6 +246,48 @@ def closed_loop_start(binding: Binding, compiled: CompiledScenario, input_names:
     return init, held, mask
 
 
+def _closed_loop_stages(plant, compiled, held, mask, keep, Y, U, update, period, events) -> tuple[dict, list]:
+    """The closed loop's implementations of the run pipeline's stages, by stage name, and a one-item list that
+    counts the controller's calls.  Closures over what they share (the commands held, the rows kept)."""
+    u, u_rate, y, counters = plant.u, plant.u_rate, plant.y, plant.counters
+    cmd = np.empty(plant.n_in)  # what update sees and writes
+    ybuf = np.empty(plant.n_out)  # a copy: the controller never holds the plant's own buffer
+    seen = [int(counters[CNT_EVENTS])]
+    next_row = [1]
+    updates = [0]
+    n_keep = len(keep)
+    inputs_at = compiled.inputs_at
+
+    def inputs(k: int) -> None:
+        """The scenario's values of step k, the controller's held commands over them, every rate 0."""
+        u_s, _ = inputs_at(k)
+        np.copyto(u, u_s)
+        u[mask] = held[mask]
+        u_rate[:] = 0.0
+
+    def collect(k: int) -> None:
+        if counters[CNT_EVENTS] != seen[0]:
+            events.extend(plant.new_events())
+            seen[0] = int(counters[CNT_EVENTS])
+
+    def row(k: int) -> None:
+        r = next_row[0]
+        if r < n_keep and keep[r] == k + 1:
+            Y[r], U[r] = y, u
+            next_row[0] = r + 1
+
+    def controller(k: int) -> None:
+        """After every ``period``-th step: ``update`` on copies of the outputs and inputs, its commands held."""
+        if (k + 1) % period == 0:
+            cmd[:] = u
+            ybuf[:] = y
+            update(plant.time, ybuf, cmd)
+            held[mask] = cmd[mask]
+            updates[0] += 1
+
+    return {"inputs": inputs, "events": collect, "row": row, "controller": controller}, updates
+
+
 def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any, faults=None, every: int = 1,
                 duration_s: float | None = None, dt: float | None = None,
                 use_kernel: bool = True) -> ClosedLoopResult:
@@ -287,40 +330,16 @@ def closed_loop(plant: Plant, compiled: CompiledScenario | None, controller: Any
     Y = np.empty((len(keep), plant.n_out))
     U = np.empty((len(keep), plant.n_in))
     Y[0], U[0] = plant.y, plant.u
-    u, u_rate, y, counters = plant.u, plant.u_rate, plant.y, plant.counters
-    cmd = np.empty(plant.n_in)  # what update sees and writes
-    ybuf = np.empty(plant.n_out)  # a copy: the controller never holds the plant's own buffer
     events = plant.new_events()
-    seen = int(counters[CNT_EVENTS])
-    status, row, updates = start_status, 1, 0
+    stages, updates = _closed_loop_stages(plant, compiled, held, mask, keep, Y, U, update, period, events)
+    if faults is not None:
+        stages.update(faults.stages())
+    step = Stepper(plant, compiled.dt, stages, "closed_loop").step
+    status = start_status
     t0 = time.perf_counter()
     for k in range(n):
-        nf = 0
-        if faults is not None:
-            faults.switch(k)
-            nf = faults.n_signal
-        u_s, _ = compiled.inputs_at(k)
-        np.copyto(u, u_s)
-        u[mask] = held[mask]
-        u_rate[:] = 0.0
-        if nf:
-            faults.inputs(nf)
-        status |= plant.step(compiled.dt)
-        if nf:
-            faults.outputs(nf)
-            faults.restore(nf)
-        if counters[CNT_EVENTS] != seen:
-            events.extend(plant.new_events())
-            seen = int(counters[CNT_EVENTS])
-        if row < len(keep) and keep[row] == k + 1:
-            Y[row], U[row] = y, u
-            row += 1
-        if (k + 1) % period == 0:
-            cmd[:] = u
-            ybuf[:] = y
-            update(plant.time, ybuf, cmd)
-            held[mask] = cmd[mask]
-            updates += 1
+        status |= step(k)
+    updates = updates[0]
     wall = time.perf_counter() - t0
     if faults is not None:
         faults.reset()

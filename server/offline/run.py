@@ -2,11 +2,12 @@
 
 :func:`run_offline` compiles the run as a whole (the scenario's inputs
 evaluated, the plant stepped, outputs and events collected in one compiled
-loop, :mod:`plant_models.offline`).  Its inputs and steps are those of
-:func:`server.offline.scenario.offline_step`, which the server's scenario playback
-calls tick by tick after the same ``plant.reset(compiled.initial_inputs())``,
-so a lockstep run and an offline run produce identical outputs bit for bit
-(:func:`run_stepwise` is that sequence from Python, for tests and benchmarks).
+loop, :mod:`plant_models.offline`).  Its inputs and steps are those of the
+run pipeline's stages (:mod:`plant_models.run.stages`), which the server's
+scenario playback runs tick by tick after the same
+``plant.reset(compiled.initial_inputs())``, so a lockstep run and an offline
+run produce identical outputs bit for bit (:func:`run_stepwise` is that
+sequence from Python through the same stepper, for tests and benchmarks).
 :func:`events_document` is the content of ``events.json``.  The command line
 is :mod:`server.cli.simulate`.
 """
@@ -19,11 +20,11 @@ from typing import Callable
 import numpy as np
 
 from plant_models.config import ConfigError
-from plant_models.contract.compiled import CompiledPlant
 from plant_models.contract.vocabulary import CNT_EVENTS
 from plant_models.plant import Plant
+from plant_models.run.stepper import Stepper
 
-from server.offline.scenario import CompiledScenario, offline_step
+from server.offline.scenario import CompiledScenario
 from server.offline.traces import Trace, read_trace, read_trace_csv, run_trace  # noqa: F401  (read_* re-exported for callers)
 
 EVENTS_FORMAT = 1  # version of the events.json layout
@@ -63,8 +64,9 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
 
     events = plant.new_events()  # a row engaged at reset that cannot hold breaks away at t = 0
     # compiled as a whole for a plant with a compiled step; a Python step is called a step at a time
-    if faults is not None and isinstance(plant, CompiledPlant):  # the fault stage inside the compiled loop
-        from plant_models.closed_loop import StagedRun
+    from plant_models.closed_loop import StagedRun, supports
+
+    if faults is not None and supports(plant, kernel=False):  # the fault stage inside the compiled loop
 
         run = StagedRun(plant, compiled.table, compiled.dt, compiled.n_steps, every, faults)
     else:
@@ -97,7 +99,7 @@ def run_offline(plant: Plant, compiled: CompiledScenario, every: int = 1,
 
 
 def run_stepwise(plant: Plant, compiled: CompiledScenario) -> Trace:
-    """The same run a step at a time from Python, through :func:`offline_step`, as the server's lockstep mode.
+    """The same run a step at a time from Python, through the run pipeline's stepper, as the server's lockstep mode.
 
     The reference :func:`run_offline` is tested against (and the baseline of
     ``bench/bench_simulate.py``): the outputs go into one preallocated
@@ -113,16 +115,23 @@ def run_stepwise(plant: Plant, compiled: CompiledScenario) -> Trace:
     values[0] = plant.y
     counters = plant.counters
     events = plant.new_events()
-    seen = int(counters[CNT_EVENTS])
-    status_or = start_status
+    seen = [int(counters[CNT_EVENTS])]
     y = plant.y
+
+    def collect(k: int) -> None:
+        if counters[CNT_EVENTS] != seen[0]:
+            events.extend(plant.new_events())
+            seen[0] = int(counters[CNT_EVENTS])
+
+    def row(k: int) -> None:
+        values[k + 1] = y
+
+    step = Stepper(plant, compiled.dt, {"inputs": lambda k: compiled.apply(plant, k), "events": collect, "row": row},
+                   "offline").step
+    status_or = start_status
     t0 = time.perf_counter()
     for k in range(n_steps):
-        status_or |= offline_step(plant, compiled, k)
-        values[k + 1] = y
-        if counters[CNT_EVENTS] != seen:
-            events.extend(plant.new_events())
-            seen = int(counters[CNT_EVENTS])
+        status_or |= step(k)
     wall = time.perf_counter() - t0
     return run_trace(plant, time_s, values, events, status_or, start_status, wall, 1, n_steps, 0)
 

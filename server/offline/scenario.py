@@ -26,8 +26,11 @@ runs from t_k = k*dt to t_k+1; its input is the value just after t_k (so a
 step at t_k applies from step k on), and with ``interpolation = "linear"`` its
 rate is (u(t_k+1 -) - u(t_k +)) / dt, a first-order hold that is exact for
 ramps whose breakpoints lie on the step grid.  Past the last point the last
-value holds.  One step of a run is :func:`offline_step`, the same function
-for the offline simulator and for the server's scenario playback.
+value holds.  The inputs of step k are :meth:`CompiledScenario.apply`, the
+``inputs`` stage of the run pipeline (:mod:`plant_models.run.stages`) in the
+server's scenario playback and in the step-by-step offline runs alike;
+:func:`offline_step` is that stage and the plant's step, for tests and
+benchmarks.
 """
 
 from __future__ import annotations

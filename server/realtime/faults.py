@@ -17,21 +17,21 @@ How each target acts, and why there
 -----------------------------------
 * **signal** faults (any input or output of the plant: force, freeze,
   offset, gain, seeded noise, drop-out) live in two preallocated tables
-  (:attr:`FaultSet.fi`, :attr:`FaultSet.ff`) that three compiled functions
-  walk in the tick: :func:`fault_inputs` after the adapters' read (and the
-  scenario's inputs), just before the plant step, replaces each faulted
-  input by its faulted value (clamped to the input's declared range, so a
-  fault never hands the plant a value it would refuse) and keeps the clean
-  value; after the step :func:`fault_push` replaces each faulted output
-  (:func:`fault_outputs`), writes the state-ring row and puts the clean
-  inputs back (:func:`fault_restore`), so between ticks ``plant.u`` holds
-  what was commanded and a command or a ``set`` request is never mixed with
-  a fault's value.  The
-  ring row (and so the state stream) shows the inputs the step used and the
-  outputs as the faulty sensors report them.  Setting or clearing a fault
-  only writes table rows between ticks; the tick does no per-fault Python
-  work, and with no signal fault active it calls neither of the two (the
-  plain ring push instead of :func:`fault_push`).
+  (:attr:`FaultSet.fi`, :attr:`FaultSet.ff`) that the run pipeline's three
+  fault stages walk (:class:`plant_models.run.faults.FaultStage`, in the
+  order of :mod:`plant_models.run.stages`): :func:`fault_inputs` after the
+  adapters' read (and the scenario's inputs), just before the plant step,
+  replaces each faulted input by its faulted value (clamped to the input's
+  declared range, so a fault never hands the plant a value it would refuse)
+  and keeps the clean value; after the step :func:`fault_outputs` replaces
+  each faulted output, the state-ring row is written, and
+  :func:`fault_restore` puts the clean inputs back, so between ticks
+  ``plant.u`` holds what was commanded and a command or a ``set`` request is
+  never mixed with a fault's value.  The ring row (and so the state stream)
+  shows the inputs the step used and the outputs as the faulty sensors
+  report them.  Setting or clearing a fault only writes table rows between
+  ticks; the tick does no per-fault Python work, and with no signal fault
+  active it calls no compiled fault function.
 * **clutch** faults go through the plant: the fault set turns the faults
   active on a clutch into one overlay (a capacity factor, a static factor, a
   lag factor, a preload offset) and hands it to
@@ -65,7 +65,6 @@ A ``reset`` clears every fault.  Every status message carries the list
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -79,9 +78,10 @@ from plant_models.errors import FaultError
 from plant_models.friction_plant import NEUTRAL_OVERLAY  # a clutch's overlay with no fault: (capacity, static, lag, preload)
 from plant_models.plant import Plant
 
-from server.realtime.fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_VALUE, FI_ACTIVE, FI_INDEX, FI_KIND, FI_RATE, FI_RNG,
-                           FI_SIDE, K_CLAMP, K_FORCE, K_GAIN, K_HOLD, K_NOISE, K_OFFSET, MAX_FAULTS, N_FF, N_FI,
-                           fault_inputs, fault_outputs, fault_push, fault_restore, seed_state, warm_up)
+from plant_models.run.fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_VALUE, FI_ACTIVE, FI_INDEX, FI_KIND,
+                                           FI_RATE, FI_RNG, FI_SIDE, K_CLAMP, K_FORCE, K_GAIN, K_HOLD, K_NOISE, K_OFFSET,
+                                           MAX_FAULTS, fault_inputs, fault_outputs, fault_restore, seed_state, warm_up)
+from plant_models.run.faults import FaultStage
 
 SIGNAL_KINDS = ("force", "freeze", "offset", "gain", "noise", "dropout")
 CLUTCH_KINDS = ("stuck_closed", "no_torque", "worn", "slow_actuator", "pressure_bias", "slow_fill", "leakage",
@@ -300,8 +300,12 @@ def _in_table(f: FaultSpec) -> bool:
     return f.target == "signal" or (f.target == "clutch" and f.side == "output")
 
 
-class FaultSet:
-    """The active faults of one plant (and its adapters), with the tables the tick reads.
+class FaultSet(FaultStage):
+    """The active faults of one plant (and its adapters), with the tables the run pipeline's fault stages read.
+
+    The tables and the stages are :class:`plant_models.run.faults.FaultStage`'s;
+    this class fills them from fault maps and hands clutch overlays to the
+    plant and transport faults to the adapters.
 
     Parameters
     ----------
@@ -313,29 +317,12 @@ class FaultSet:
     adapters
         The transports that take transport faults (the first adapter of the
         fault's target type; :meth:`io_adapters.base.Adapter.set_fault`).
-    ring
-        The loop's state ring (:class:`io_adapters.ring.StateRing`), which
-        :attr:`push` writes; None: no :attr:`push`.
-
-    Attributes
-    ----------
-    n_signal
-        The number of table rows in use (0: the tick calls no fault function).
-    inputs
-        ``inputs(n)``: :func:`fault_inputs` with the tables and the plant's
-        buffer bound (a C-level call).  Called in the real-time loop.
-    push
-        ``push(n, tick, now_ns, t)``: :func:`fault_push` with the tables,
-        the buffer, the ring and ``tick_info`` bound.  Called in the real-time loop.
     """
 
-    def __init__(self, plant: Plant, tick_info: np.ndarray | None = None, adapters: Sequence = (), ring=None):
-        self.plant = plant
+    def __init__(self, plant: Plant, tick_info: np.ndarray | None = None, adapters: Sequence = ()):
+        super().__init__(plant)
         self.tick_info = tick_info if tick_info is not None else np.zeros(TI_FAULTS + 1, dtype=np.int64)
         self.adapters = tuple(adapters)
-        self.fi = np.zeros((MAX_FAULTS, N_FI), dtype=np.int64)
-        self.ff = np.zeros((MAX_FAULTS, N_FF))
-        self.n_signal = 0
         self.active: list[FaultSpec] = []
         self.set_total = 0
         self._rows: set[int] = set()  # clutch rows with a fault overlay on them
@@ -345,13 +332,6 @@ class FaultSet:
         self._hi = np.array([s.hi for s in plant.inputs], dtype=float)
         self._out_lo = np.array([s.lo for s in plant.outputs], dtype=float)
         self._out_hi = np.array([s.hi for s in plant.outputs], dtype=float)
-        # compile (or load from numba's cache) now, with no fault active, so the first faulted tick pays nothing
-        fault_inputs(self.fi, self.ff, plant.df, 0)
-        fault_outputs(self.fi, self.ff, plant.df, 0)
-        fault_restore(self.fi, self.ff, plant.df, 0)
-        self.inputs = functools.partial(fault_inputs, self.fi, self.ff, plant.df)
-        self.push = None if ring is None else functools.partial(
-            fault_push, self.fi, self.ff, plant.df, ring.head, ring.ints, ring.floats, self.tick_info)
 
     # ------------------------------------------------------------------ between ticks
     def parse(self, d: Any, where: str = "fault") -> FaultSpec:
@@ -449,6 +429,7 @@ class FaultSet:
         self.n_signal = n
         self._apply_clutches()
         self.tick_info[TI_FAULTS] = len(self.active)
+        self.changed()
 
     def _overlays(self) -> dict[int, tuple[float, float, float, float]]:
         """The fault overlay of each clutch row with a fault on its physics (in the order the faults were set)."""
@@ -563,6 +544,7 @@ class FaultSet:
             self._table_specs = legacy
             self._rebuild()
         self.tick_info[TI_FAULTS] = len(self.active)
+        self.changed()
 
     def plant_tuned_from(self, st: dict) -> None:
         """The plant's tuned clutch floats from its restored model floats and the snapshot's ``rows`` (the tuned
@@ -575,5 +557,5 @@ class FaultSet:
 
 
 __all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore",
-           "fault_push", "MAX_FAULTS",
+           "MAX_FAULTS",
            "SIGNAL_KINDS", "CLUTCH_KINDS", "PLANT_TARGETS", "fault_catalogue"]

@@ -4,21 +4,14 @@ One thread does everything, so nothing waits for the GIL.  Between ticks,
 while the slack allows, :mod:`server.realtime.housekeeping` pumps the adapters
 (states out, commands in), serves control requests, publishes events and
 shows the status line; :mod:`server.realtime.waits` waits for the deadline (sleep,
-sleep-then-spin or spin; a sleep wakes for adapter input).  The tick does
-physics and copies, nothing else:
-
-1. every adapter's ``read`` copies the commands decoded since the last tick
-   into ``plant.u``;
-2. a loaded scenario writes the inputs of this step (exactly as the offline
-   simulator does), or else the command watchdog applies its safe action;
-3. ``plant.step(dt)``: one compiled call; with signal faults injected
-   (:mod:`server.realtime.faults`), one before it fakes the faulted inputs;
-4. the state after the step goes into the next row of the state ring
-   (:mod:`io_adapters.ring`), which every consumer (the ZeroMQ state stream)
-   reads between ticks: one compiled call, which with signal faults also
-   fakes the faulted outputs and gives the faulted inputs back;
-5. the ``write`` of every adapter that sends something every tick (CAN
-   frames due this tick).
+sleep-then-spin or spin; a sleep wakes for adapter input).  The tick is
+the run pipeline's stage list (:mod:`plant_models.run.stages`) run by the
+stepper every other mode uses too (:class:`~plant_models.run.stepper.Stepper`):
+``commanded`` (the adapters' ``read``), ``inputs`` (a loaded scenario's, as
+the offline run writes them, or the command watchdog's safe action), the
+fault stages around ``step`` (one compiled call), ``state_row`` (the next
+row of the state ring, :mod:`plant_models.run.ring`, read between ticks by
+every consumer), ``hand_back`` and ``send`` (the adapters' ``write``).
 
 Deadlines are absolute (``next += period`` on CLOCK_MONOTONIC in ns).  A tick
 that ends after the next deadline is an *overrun*: by default the deadlines
@@ -43,7 +36,7 @@ it the command watchdog and the scenario player, and through
 :meth:`Loop.attach` the adapters' context and a :class:`Reporter` (the
 status report, which reads the loop; the loop does not import it).  Its
 fault set (:attr:`Loop.faults`) sets and clears faults and gives the tick
-its compiled partials; :mod:`server.realtime.snapshots` assembles a snapshot from
+its fault stages; :mod:`server.realtime.snapshots` assembles a snapshot from
 each part's own state.  Control requests (:mod:`server.realtime.control`) change it
 only through its public transitions: :meth:`Loop.start`, :meth:`Loop.pause`,
 :meth:`Loop.stop`, :meth:`Loop.reset`, :meth:`Loop.step`,
@@ -63,15 +56,15 @@ from typing import Sequence
 import numpy as np
 
 from io_adapters.base import TI_OVERRUNS, TI_STATUS, Adapter, LoopContext
-from io_adapters.ring import StateRing, ring_push
+from plant_models.run.ring import StateRing, ring_push
 from plant_models.errors import SnapshotError
 from plant_models.plant import Plant
 
 from server.realtime import rtsetup, snapshots
 from server.realtime.faults import FaultSet, FaultSpec
 from server.realtime.loop_config import LoopConfig
-from server.offline.scenario import offline_step
 from server.realtime.scenario_player import ScenarioPlayer
+from server.realtime.tick import TickStages
 from server.realtime.telemetry import (C_MISSED, C_MISSED_GRACE, C_OVERRUNS, C_OVERRUNS_GRACE, C_WIN_OVERRUNS, Telemetry,
                         record_tick)
 from server.realtime.housekeeping import Housekeeping, Reporter
@@ -85,7 +78,7 @@ PAUSED = "paused"
 log = logging.getLogger("gearbox_hil.loop")
 
 
-class Loop:
+class Loop(TickStages):
     """The fixed-rate loop that runs a plant and its adapters.
 
     Parameters
@@ -134,8 +127,8 @@ class Loop:
         self.player = player
         self.tick_info = tick_info
         self.initial_inputs = dict(initial_inputs or {})
-        # injected faults (server/realtime/faults.py): the tick calls their two compiled partials while n_signal > 0
-        self.faults = FaultSet(plant, tick_info, self.adapters, self.ring)
+        # injected faults (server/realtime/faults.py): the fault stages of the tick act while n_signal > 0
+        self.faults = FaultSet(plant, tick_info, self.adapters)
         self.state = STOPPED
         self.tick = 0  # plant steps taken since the last reset
         self.telemetry = Telemetry(self.period_ns, cfg.sample_capacity)
@@ -166,6 +159,10 @@ class Loop:
         self._pumped_at = 0  # ring rows written when the adapters last pumped
         self._pump_every = max(1, self.ring.capacity // 2)  # lockstep and afap pump at least this often
         self._pump_failures = 0
+        self._now_ns = 0  # the clock of the tick running now (the adapters' and the watchdog's)
+        self._plant_step = plant.step
+        self._restage()  # the tick: the run pipeline's stages (plant_models/run/stages.py), made again by the
+        self.faults.on_change = self._restage  # fault set whenever its tables change
         self.reset()
 
     # ------------------------------------------------------------------ set-up
@@ -384,56 +381,10 @@ class Loop:
 
     # ------------------------------------------------------------------ the tick
     def _tick(self, now_ns: int) -> int:
-        """One read -> step -> write; returns the plant's status word.  Called in the real-time loop."""
-        plant = self.plant
-        player = self.player
-        k = self.tick
-        for a in self._readers:
-            a.read(k, now_ns)
-        n = self._queued_n
-        if n:
-            idx, val = self._queued_idx, self._queued_val
-            for j in range(n):
-                plant.u[idx[j]] = val[j]
-                plant.u_rate[idx[j]] = 0.0
-            self._queued_n = 0
-        if k == player.swap_at:
-            player.swap()
-        sc = player.active
-        faults = self.faults
-        nf = faults.n_signal
-        if sc is not None and k < sc.n_steps:
-            # exactly the offline simulator's step, so lockstep equals `gearbox-hil simulate` bit for bit
-            t0 = time.monotonic_ns()
-            if nf:  # the same two stages with the faulted inputs between them
-                sc.apply(plant, k)
-                faults.inputs(nf)
-                st = plant.step(sc.dt)
-            else:
-                st = offline_step(plant, sc, k)
-        else:
-            if sc is not None:
-                player.release(k)
-            elif self._watchdog_in_mode:
-                self.watchdog.update(now_ns, self.dt)
-            if nf:
-                faults.inputs(nf)
-            t0 = time.monotonic_ns()
-            st = plant.step(self.dt)
-        self._step_ns = time.monotonic_ns() - t0
-        self.tick = k + 1
-        self.tick_info[TI_STATUS] = st
-        if nf:
-            faults.push(nf, k + 1, now_ns, plant.time)
-            if sc is not None and k + 1 >= sc.n_steps:
-                player.release(k + 1)  # after the commanded inputs are back, so its final values stay
-        else:
-            if sc is not None and k + 1 >= sc.n_steps:
-                player.release(k + 1)
-            self._ring_push(k + 1, now_ns, plant.time)
-        for a in self._writers:
-            a.write(k + 1, now_ns)
-        return st
+        """One read -> step -> write (the run pipeline's stages); returns the plant's status word.  Called in the
+        real-time loop."""
+        self._now_ns = now_ns
+        return self._tick_step(self.tick)
 
     # ------------------------------------------------------------------ running
     def run(self) -> int:

@@ -17,7 +17,7 @@ bad command-line override as ``--option: problem``.
 * the loop (:mod:`server.realtime.loop`), which does only the tick and its clock;
 * the parameter table (:mod:`server.realtime.params`), the status report
   (:mod:`server.realtime.status`) and the control handler (:mod:`server.realtime.control`);
-* the state ring (:mod:`io_adapters.ring`), which the tick writes and the
+* the state ring (:mod:`plant_models.run.ring`), which the tick writes and the
   adapters (and any later consumer) read between ticks;
 * the context the loop shares with its adapters (``tick_info``, the state
   ring, the watchdog feed, status and control callbacks).
@@ -34,7 +34,7 @@ from typing import Any, Callable
 from io_adapters.base import (TI_WATCHDOG, Adapter, AdapterError, LoopContext, UnknownAdapterType, create_adapter,
                               new_tick_info)
 from io_adapters.declaration import declaration, declarations
-from io_adapters.ring import StateRing
+from plant_models.run.ring import StateRing
 from plant_models.config import ConfigError, ConfigReader, did_you_mean, find_config, load_toml, repo_root
 from plant_models.errors import InputError
 from plant_models.plant import Plant

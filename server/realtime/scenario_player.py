@@ -1,9 +1,9 @@
 """Scenario playback in the server: a loaded scenario drives the plant's inputs, tick by tick.
 
 A scenario loaded with the ``load_scenario`` control request replaces the
-commands: from the loop's next reset, each tick applies the scenario's
-inputs of that step with :func:`server.offline.scenario.offline_step`, exactly as
-``gearbox-hil simulate`` does, so a lockstep run equals the offline run bit
+commands: from the loop's next reset, each tick's ``inputs`` stage applies
+the scenario's inputs of that step (:meth:`CompiledScenario.apply`), exactly
+as ``gearbox-hil simulate`` does, so a lockstep run equals the offline run bit
 for bit.  When its last step is done the player *releases* it: the inputs
 hold the scenario's final values (rate 0), and commands take over.  The
 scenario stays loaded, so a reset plays it again from t = 0, until

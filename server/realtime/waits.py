@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from io_adapters.ring import StateRing, ring_push
+from plant_models.run.ring import StateRing, ring_push
 from plant_models.plant import Plant
 
 from server.realtime.telemetry import Telemetry, record_tick

@@ -144,7 +144,7 @@ class ChunkWriter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from io_adapters.ring import C_NEXT, F_TIME, I_SEQ, I_TICK, Cursor, StateRing
+    from plant_models.run.ring import C_NEXT, F_TIME, I_SEQ, I_TICK, Cursor, StateRing
 
     job = json.loads((argv or sys.argv[1:])[0])
     folder = Path(job["folder"])

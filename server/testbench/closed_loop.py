@@ -34,7 +34,7 @@ import numpy as np
 
 from server.offline.controller import ClosedLoopResult, ConstantInputs, bind_controller, closed_loop_start, row_steps
 from server.offline.scenario import CompiledScenario
-from server.realtime.fault_schedule import schedule_switches
+from plant_models.run.schedule import schedule_switches
 
 
 def _vector(values: dict, names: Sequence[str]) -> np.ndarray:

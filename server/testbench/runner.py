@@ -45,6 +45,7 @@ import numpy as np
 
 from plant_models.config import repo_root
 from plant_models.errors import FaultError
+from plant_models.run.stepper import Stepper
 
 from server.testbench.local_server import FREE_PORTS
 from .spec import WATCHDOG, ScheduledFault, ScheduledSet, TestSpec, substitute
@@ -237,22 +238,20 @@ def _open_loop(plant, compiled, faults) -> Recording:
 
 
 def _offline_steps(plant, compiled, faults, Y, U) -> None:
-    """The offline run's steps, the fault stage around each as in the tick; rows into ``Y`` and ``U``."""
+    """The offline run's steps through the run pipeline's stepper, the fault stages around each as in the tick;
+    rows into ``Y`` and ``U``."""
+    y, u = plant.y, plant.u
+
+    def row(k: int) -> None:
+        Y[k + 1] = y
+        U[k] = u  # the commanded inputs (after the fault stage put them back), as the lockstep run records them
+
+    stages = {"inputs": lambda k: compiled.apply(plant, k), "row": row}
+    if faults is not None:
+        stages.update(faults.stages())
+    step = Stepper(plant, compiled.dt, stages, "testbench").step
     for k in range(compiled.n_steps):
-        nf = 0
-        if faults is not None:
-            faults.switch(k)
-            nf = faults.n_signal
-        compiled.apply(plant, k)
-        if nf:
-            faults.inputs(nf)
-        plant.step(compiled.dt)
-        if nf:
-            faults.outputs(nf)
-        Y[k + 1] = plant.y
-        if nf:
-            faults.restore(nf)
-        U[k] = plant.u  # the commanded inputs, as the lockstep run records them
+        step(k)
 
 
 def closed_loop_recording(r) -> Recording:

@@ -76,10 +76,23 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 from numba import njit
 
-from .base import TI_FAULTS, TI_OVERRUNS, TI_SCENARIO, TI_STATUS, TI_WATCHDOG, TICK_INFO_SLOTS
-
 if TYPE_CHECKING:  # pragma: no cover
     from plant_models.plant import Plant
+
+# -- the tick-info slots (int64), written by the loop, read by adapters each tick and copied into every row ------
+# (here, in the ring's own file, because the compiled ring_push inlines them and numba keys its cache to this file)
+TI_WATCHDOG = 0  # 1 while the command watchdog is tripped
+TI_STATUS = 1  # status word of the last plant step
+TI_SCENARIO = 2  # 1 while a loaded scenario drives the inputs (commands are not applied)
+TI_OVERRUNS = 3  # the loop's overrun count, copied there whenever the loop counts an overrun
+TI_FAULTS = 4  # number of active injected faults (server/realtime/faults.py), written when one is set or cleared
+TICK_INFO_SLOTS = 5
+
+
+def new_tick_info() -> np.ndarray:
+    """A zeroed ``tick_info`` array (int64, :data:`TICK_INFO_SLOTS` slots)."""
+    return np.zeros(TICK_INFO_SLOTS, dtype=np.int64)
+
 
 # Compiled without nogil on purpose: called from the tick, a nogil function releases the GIL and any other
 # thread waiting for it takes it, so the tick would wait to get it back.
@@ -421,5 +434,6 @@ class Cursor:
         return int(self.state[C_READ])
 
 
-__all__ = ["StateRing", "Cursor", "ring_push", "ring_take", "ring_check", "I_SEQ", "I_TICK", "I_WALL_NS",
+__all__ = ["TI_WATCHDOG", "TI_STATUS", "TI_SCENARIO", "TI_OVERRUNS", "TI_FAULTS", "TICK_INFO_SLOTS", "new_tick_info",
+           "StateRing", "Cursor", "ring_push", "ring_take", "ring_check", "I_SEQ", "I_TICK", "I_WALL_NS",
            "I_WATCHDOG", "I_STATUS", "I_SCENARIO", "I_OVERRUNS", "I_FAULTS", "I_AUX", "N_INT", "F_TIME", "F_Y", "N_AUX"]

@@ -1,10 +1,12 @@
-"""The compiled part of fault injection: the signal-fault tables and the three functions the tick calls.
+"""The compiled part of the fault stage: the signal-fault tables and the three functions a run calls.
 
-:class:`server.realtime.faults.FaultSet` writes the tables between ticks (a row per
-signal fault, and per clutch fault that acts on an output); the tick walks
-them in :func:`fault_inputs` before the plant step and :func:`fault_push`
-after it (faulted outputs, the state-ring row, the commanded inputs back).
-No Python work per fault in the tick; none at all with no signal fault.
+A fault set (:class:`plant_models.run.faults.FaultStage`; the server's
+:class:`server.realtime.faults.FaultSet`) writes the tables between steps (a
+row per signal fault, and per clutch fault that acts on an output); the run
+pipeline's fault stages walk them: :func:`fault_inputs` before the plant
+step, :func:`fault_outputs` after it (what the faulty sensors report, which
+the row shows) and :func:`fault_restore` after the row (the commanded inputs
+back).  No Python work per fault in a step; none at all with no signal fault.
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ import math
 
 import numpy as np
 from numba import njit
-
-from io_adapters.ring import ring_push
 
 MAX_FAULTS = 32  # signal faults active at once (the tables are preallocated)
 
@@ -41,7 +41,7 @@ FF_CLEAN_RATE = 3
 FF_LO = 4  # an input's declared range: faulted values are clamped to it
 FF_HI = 5
 N_FF = 6
-JIT = dict(cache=True)  # not nogil: called from the tick, which keeps the GIL (see io_adapters/ring.py)
+JIT = dict(cache=True)  # not nogil: called from the tick, which keeps the GIL (see ring.py)
 
 
 @njit(**JIT)
@@ -135,18 +135,6 @@ def fault_restore(fi, ff, df, n):
         df[fi[f, FI_RATE]] = ff[f, FF_CLEAN_RATE]
 
 
-@njit(**JIT)
-def fault_push(fi, ff, df, head, ints, floats, tick_info, n, tick, now_ns, t):
-    """After the step: the faulted outputs, the state-ring row, then the commanded inputs back, in one call.
-
-    One compiled call instead of three (each call from Python costs more
-    than the work of ten faults).  Called in the real-time loop.
-    """
-    fault_outputs(fi, ff, df, n)
-    ring_push(head, ints, floats, tick_info, df, tick, now_ns, t)
-    fault_restore(fi, ff, df, n)
-
-
 def warm_up() -> None:
     """Compile (or load from numba's cache) the three fault kernels, with one fault of each side active."""
     fi = np.zeros((2, N_FI), dtype=np.int64)
@@ -161,10 +149,6 @@ def warm_up() -> None:
     fault_inputs(fi, ff, df, 2)
     fault_outputs(fi, ff, df, 2)
     fault_restore(fi, ff, df, 2)
-    from io_adapters.ring import StateRing
-
-    ring = StateRing(1, 1, 0, 2, 4)
-    fault_push(fi, ff, df, ring.head, ring.ints, ring.floats, np.zeros(8, dtype=np.int64), 2, 1, 0, 0.0)
 
 
 def seed_state(seed: int) -> int:
@@ -177,4 +161,4 @@ def seed_state(seed: int) -> int:
     return z - (1 << 64) if z >= 1 << 63 else z  # the uint64 bits as an int64
 
 
-__all__ = ["MAX_FAULTS", "fault_inputs", "fault_outputs", "fault_restore", "fault_push", "warm_up", "seed_state"]
+__all__ = ["MAX_FAULTS", "fault_inputs", "fault_outputs", "fault_restore", "warm_up", "seed_state"]

@@ -1,0 +1,139 @@
+"""The run pipeline: the stage list declared once, one stepper, and every way a plant is stepped goes through it.
+
+A stage planted in the list (one declaration with a ``make``, the way a new
+stage is added) shows up in the real-time loop (realtime and lockstep), the
+offline runs (open loop, with faults), the test bench, the closed loop and a
+campaign's runs, once per step, in step order, after the plant's step; and
+a run that takes it step by step gives the compiled run's rows bit for bit.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from plant_models.registry import load_plant
+from plant_models.run import stages
+from plant_models.run.stages import AFTER, Stage
+from plant_models.run.stepper import Stepper
+
+ROOT = Path(__file__).resolve().parents[1]
+SWAP_TEST = ROOT / "tests" / "benches" / "swap_1_3.toml"
+
+
+def plant_probe(monkeypatch) -> list[tuple[str, int, float]]:
+    """Declare a stage ``probe`` right after the step (one ``Stage`` with a ``make``); returns the list each of its
+    calls appends (mode, step k, plant time after the step) to."""
+    calls: list[tuple[str, int, float]] = []
+
+    def make(stepper):
+        plant, mode = stepper.plant, stepper.mode
+        return lambda k: calls.append((mode, k, plant.time))
+
+    at = stages.stage_names().index("step") + 1
+    probe = Stage("probe", AFTER, "records every step it sees", make=make)
+    monkeypatch.setattr(stages, "STAGES", stages.STAGES[:at] + (probe,) + stages.STAGES[at:])
+    return calls
+
+
+def _steps_of(calls, mode: str, dt: float) -> list[int]:
+    """The steps the probe saw in ``mode``; each call's plant time is the time after that step."""
+    ks = [k for m, k, _ in calls if m == mode]
+    assert all(t == pytest.approx((k + 1) * dt, rel=1e-12) for m, k, t in calls if m == mode)
+    return ks
+
+
+def test_the_stepper_runs_what_it_is_given_in_the_declared_order():
+    plant = load_plant("chain")
+    seen = []
+    given = ("send", "row", "fault_inputs", "inputs", "switch", "controller")
+    st = Stepper(plant, 1e-3, {name: (lambda k, n=name: seen.append((n, k))) for name in given}, "offline")
+    assert st.step(0) == 0 and plant.time == pytest.approx(1e-3, rel=1e-12)
+    assert [n for n, _ in seen] == ["switch", "inputs", "fault_inputs", "row", "controller", "send"]
+    assert st.stages == ("switch", "inputs", "fault_inputs", "step", "row", "controller", "send")
+    with pytest.raises(ValueError, match="no stage called probe"):
+        Stepper(plant, 1e-3, {"probe": print}, "offline")
+
+
+def test_a_planted_stage_runs_in_the_realtime_and_lockstep_ticks(monkeypatch):
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+
+    calls = plant_probe(monkeypatch)
+    srv = assemble(load_plant("chain"), [], LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0))
+    srv.loop.step(40)
+    assert "probe" in srv.loop.stepper.stages
+    assert _steps_of(calls, "lockstep", 1e-3) == list(range(40))
+    srv = assemble(load_plant("chain"), [], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=0.05,
+                                                       status_interval_s=0.0))
+    srv.open()
+    try:
+        srv.run()
+    finally:
+        srv.close()
+    ks = _steps_of(calls, "realtime", 1e-3)
+    assert ks and ks == list(range(srv.loop.tick))
+
+
+def test_a_planted_stage_runs_in_offline_runs_which_equal_the_compiled_run_bit_for_bit(monkeypatch):
+    from server.offline.run import run_offline
+    from server.offline.scenario import load_scenario
+    from server.realtime.fault_schedule import FaultSchedule
+
+    plant = load_plant("powershift")
+    compiled = load_scenario("powershift_single_swap").compile(plant)
+    fault = ({"target": "signal", "signal": "w_out", "kind": "offset", "value": 5.0}, 0.2, 0.4)
+    ref = run_offline(plant, compiled)  # the compiled run: no Python per step
+    ref_f = run_offline(plant, compiled, faults=FaultSchedule(plant, [fault], compiled.dt))  # compiled, faults
+    calls = plant_probe(monkeypatch)
+    got = run_offline(plant, compiled)
+    assert _steps_of(calls, "offline", compiled.dt) == list(range(compiled.n_steps))
+    np.testing.assert_array_equal(got.values, ref.values)
+    assert got.values.tobytes() == ref.values.tobytes() and got.events == ref.events
+    calls.clear()
+    got_f = run_offline(plant, compiled, faults=FaultSchedule(plant, [fault], compiled.dt))
+    assert _steps_of(calls, "offline", compiled.dt) == list(range(compiled.n_steps))
+    assert got_f.values.tobytes() == ref_f.values.tobytes()
+    assert got_f.values.tobytes() != got.values.tobytes()  # the fault acted
+
+
+def test_a_planted_stage_runs_in_the_test_bench_and_the_closed_loop(monkeypatch):
+    from server.offline.controller import closed_loop
+    from server.testbench.runner import run_spec_offline
+    from server.testbench.spec import load_test
+
+    spec_path = ROOT / "examples" / "slip_pi_controller.py"
+    mod_spec = importlib.util.spec_from_file_location("slip_pi_pipeline_t", spec_path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    sys.modules[mod_spec.name] = mod
+    mod_spec.loader.exec_module(mod)
+    ref = closed_loop(load_plant("powershift"), None, mod.SlipPIController(), duration_s=0.3, dt=1e-3)  # compiled
+    calls = plant_probe(monkeypatch)
+    rec = run_spec_offline(load_test(SWAP_TEST), [])
+    n = len(rec.t) - 1
+    assert n > 100 and _steps_of(calls, "testbench", rec.dt) == list(range(n))
+    got = closed_loop(load_plant("powershift"), None, mod.SlipPIController(), duration_s=0.3, dt=1e-3)
+    assert _steps_of(calls, "closed_loop", 1e-3) == list(range(300))
+    assert got.outputs.tobytes() == ref.outputs.tobytes() and got.inputs.tobytes() == ref.inputs.tobytes()
+    assert got.updates == ref.updates > 0
+
+
+def test_a_planted_stage_runs_in_a_campaigns_runs(monkeypatch, tmp_path):
+    from server.campaign.engine import run_bare
+    from server.campaign.spec import load_campaign
+
+    camp = tmp_path / "c.toml"
+    camp.write_text(f'test = "{SWAP_TEST}"\n[design]\nmethod = "lhs"\nruns = 2\nseed = 3\n'
+                    '[parameters.friction_scale]\npaths = ["config.clutch.friction_static"]\nmode = "scale"\n'
+                    'range = [0.9, 1.1]\n')
+    spec = load_campaign(camp)
+    calls = plant_probe(monkeypatch)
+    results = run_bare(spec, [0, 1])
+    assert [r.status for r in results] == ["ok", "ok"]
+    ks = [k for m, k, _ in calls if m == "offline"]
+    n = ks.index(0, 1)  # the next run starts at step 0 again (the campaign's warm-up takes a run too)
+    assert n > 100 and len(ks) // n >= 2 and ks == list(range(n)) * (len(ks) // n)
