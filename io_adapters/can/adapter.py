@@ -419,6 +419,9 @@ class CanAdapter(Adapter):
             what = f"not an allowed value of {port}" if sig.allowed_raw and sig.raw_lo <= d1 <= sig.raw_hi \
                 else f"outside [{min(lo, hi):g}, {max(lo, hi):g}]"
             return f"{head}: {sig.name} = {phys:g} is {what}"
+        if verdict == frames.RX_MUX:
+            sig = lay.signals[int(self.codec.detail[2]) - int(self.ms.rx.M[m, frames.M_SIG0])]
+            return f"{head}: multiplexer {sig.name} = {d1}, the DBC defines {list(sig.mux_values)}"
         return f"{head}: rejected ({frames.RX_REASONS[verdict]})"
 
     def _reject(self, m: int, verdict: int, text: str) -> None:
@@ -629,7 +632,8 @@ class CanAdapter(Adapter):
         c, n = cd.counts, self.ms.rx.n_msg
         return {"crc": int(c[:n, frames.RX_CRC].sum()), "counter_frozen": int(c[:n, frames.RX_COUNTER_FROZEN].sum()),
                 "counter_jump": int(c[:n, frames.RX_COUNTER_JUMP].sum()), "dlc": int(c[:n, frames.RX_DLC].sum()),
-                "unknown_id": int(cd.adapter[frames.A_UNKNOWN]), "out_of_range": int(c[:n, frames.RX_RANGE].sum())}
+                "unknown_id": int(cd.adapter[frames.A_UNKNOWN]), "out_of_range": int(c[:n, frames.RX_RANGE].sum()),
+                "unknown_mux": int(c[:n, frames.RX_MUX].sum())}
 
     def command_counts(self) -> CommandCounts | None:
         """Command frames accepted by the receive checks, and rejected by reason; None while idle or closed."""
@@ -652,6 +656,7 @@ class CanAdapter(Adapter):
                                "counter_frozen": int(c[k, frames.RX_COUNTER_FROZEN]),
                                "counter_jump": int(c[k, frames.RX_COUNTER_JUMP]), "dlc": int(c[k, frames.RX_DLC]),
                                "out_of_range": int(c[k, frames.RX_RANGE]), "lost": int(c[k, frames.RX_LOST]),
+                               "unknown_mux": int(c[k, frames.RX_MUX]),
                                "timeouts": int(cd.timeouts[k]), "stale": bool(cd.stale[k]),
                                "required": m.required}
         n = self.ms.rx.n_msg
