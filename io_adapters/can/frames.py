@@ -808,6 +808,31 @@ def tx_enqueue(ci, cb, n_due, q_msg, q_data, q_state):
         q_state[Q_HEAD] = head + 1
 
 
+@njit(**JIT_TICK)
+def tx_log(ci, cb, n_due, tick, l_meta, l_data, l_state):
+    """Copy the ``n_due`` frames :func:`tx_pack` just packed, with ``tick``, into a recording's bus-log ring.
+
+    ``l_meta[slot]`` is ``(tick, transmit row)``, ``l_data[slot]`` the payload; ``l_state`` holds the
+    counters ``Q_*`` (io_adapters/can/bus_spool.py empties it).  A full ring drops the frame and counts
+    it.  Called in the real-time loop.
+    """
+    cap = l_meta.shape[0]
+    odue = ci[CI_DUE]
+    for i in range(n_due):
+        head = l_state[Q_HEAD]
+        if head - l_state[Q_TAIL] >= cap:
+            l_state[Q_DROPPED] += 1
+            continue
+        m = ci[odue + i]
+        slot = head % cap
+        l_meta[slot, 0] = tick
+        l_meta[slot, 1] = m
+        d0 = CB_TX + m * MAX_PAYLOAD
+        for j in range(ci[ci[CI_TX_M] + m * M_COLS + M_LEN]):
+            l_data[slot, j] = cb[d0 + j]
+        l_state[Q_HEAD] = head + 1
+
+
 # -- the buffers the kernels work on ----------------------------------------------------------
 
 class FrameCodec:
