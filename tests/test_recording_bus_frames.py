@@ -163,3 +163,52 @@ def _count_due(ticks: int, ms: str) -> int:
     s = load_message_set(ms, load_plant("powershift"), 0.001)
     return sum(1 for tick in range(1, ticks + 1) for m in s.tx.messages
                if tick >= m.offset_ticks and (tick - m.offset_ticks) % m.period_ticks == 0)
+
+
+def test_can_fd_frames_are_logged_as_fd_and_decode_into_the_recorded_signals(tmp_path):
+    """The DCT on CAN FD (64-byte frames, bit-rate switch, E2E profile 5): EDL, BRS and the FD DLC code 15."""
+    db = cantools.database.load_file(str(ROOT / "configs" / "dct_fd.dbc"))
+    channel = f"recfd-{uuid.uuid4().hex[:8]}"
+    plant = load_plant("dct")
+    adapter = CanAdapter("can", {"interface": "virtual", "channel": channel, "fd": True,
+                                 "message_set": "io_can_dct_fd.toml"})
+    folder = tmp_path / "rec"
+    server = assemble(plant, [adapter], LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0),
+                      recording=RecordingConfig(folder=folder, chunk_s=1.0))
+    server.loop.open()
+    tcu = can.Bus(interface="virtual", channel=channel, fd=True)
+    cmd = E2EEncoder(db.get_message_by_name("TCU_DctCmdFd"), "DctCmdFd_CRC", "DctCmdFd_Counter", 0x0180,
+                     crc_variant="autosar_p05")
+    sent = 0
+    try:
+        server.recorder.start(signals=["w_engine", "p_c1"])
+        for cycle in range(20):
+            data = cmd.encode({"PressureCmd_C1": 0.125 * cycle, "PressureCmd_C2": 0.0, "GearOddCmd": 1,
+                               "GearEvenCmd": 0})
+            tcu.send(can.Message(arbitration_id=0x180, is_extended_id=False, is_fd=True, bitrate_switch=True,
+                                 data=data))
+            sent += 1
+            wait_until(lambda: adapter.rx_handled >= sent, what=f"{sent} frames")
+            server.loop.step(10)
+        server.recorder.stop(wait=True)
+    finally:
+        tcu.shutdown()
+        server.close()
+    rows = read_recording(folder)
+    row_of = {round(t, 9): i for i, t in enumerate(rows["t"])}
+    (f,) = recording_files(folder)
+    with asammdf.MDF(f) as mdf:
+        data, name, _ = mdf.extract_attachment(0)
+        dbc_copy = tmp_path / "dct_fd.dbc"
+        dbc_copy.write_bytes(data)
+        assert np.all(mdf.get("CAN_DataFrame.EDL").samples == 1) and np.all(mdf.get("CAN_DataFrame.BRS").samples == 1)
+        assert np.all(mdf.get("CAN_DataFrame.DLC").samples == 15)
+        assert np.all(mdf.get("CAN_DataFrame.DataLength").samples == 64)
+        decoded = mdf.extract_bus_logging({"CAN": [(str(dbc_copy), 0)]})
+    speeds = decoded.get("EngineSpeed")
+    cmds = decoded.get("PressureCmd_C1")
+    assert len(speeds.samples) == 20 and len(cmds.samples) == 20
+    assert [v == _sent_value(rows["w_engine"][row_of[round(float(t), 9)]] * RPM, 0.01)
+            for t, v in zip(speeds.timestamps, speeds.samples)] == [True] * 20
+    assert [v == pytest.approx(rows["p_c1"][row_of[round(float(t), 9)]], abs=1e-12)
+            for t, v in zip(cmds.timestamps, cmds.samples)] == [True] * 20
