@@ -212,3 +212,66 @@ def test_can_fd_frames_are_logged_as_fd_and_decode_into_the_recorded_signals(tmp
             for t, v in zip(speeds.timestamps, speeds.samples)] == [True] * 20
     assert [v == pytest.approx(rows["p_c1"][row_of[round(float(t), 9)]], abs=1e-12)
             for t, v in zip(cmds.timestamps, cmds.samples)] == [True] * 20
+
+
+def test_j1939_frames_are_logged_and_decode_into_the_recorded_signals(tmp_path):
+    """The J1939 rest-bus (29-bit IDs, a J1939 DBC): EEC1's engine speed is the plant's, TSC1's torque the input."""
+    from io_adapters.can import j1939 as j
+
+    db = cantools.database.load_file(str(ROOT / "configs" / "powershift_j1939.dbc"))
+    channel = f"recj-{uuid.uuid4().hex[:8]}"
+    plant = load_plant("powershift")
+    from io_adapters.base import create_adapter
+
+    j1939 = create_adapter("j1939", "j1939", {"interface": "virtual", "channel": channel})
+    folder = tmp_path / "rec"
+    server = assemble(plant, [j1939], LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0),
+                      recording=RecordingConfig(folder=folder, chunk_s=1.0))
+    server.loop.open()
+    tcu = can.Bus(interface="virtual", channel=channel)
+    sent = 0
+    try:
+        for _ in range(400):  # address claims done (250 ms), the cyclic messages running
+            server.loop.step(1)
+        while tcu.recv(0.0) is not None:
+            pass
+        assert server.recorder.start(signals=["w_1", "engine_torque"])["bus"] == ["j1939"]
+        for cycle in range(20):
+            pct = 10 + cycle
+            tcu.send(can.Message(arbitration_id=j.frame_id(3, j.PGN_TSC1, 0x03, 0x00), is_extended_id=True,
+                                 data=bytes((2 | 1 << 4 | 0xC0, 0xFF, 0xFF, pct + 125, 0xFF, 0xFF, 0xFF, 0xFF))))
+            sent += 1
+            for _ in range(10):
+                server.loop.step(1)  # the rest-bus works between ticks, as the server's lockstep does
+        received_by_tcu = 0
+        while tcu.recv(0.0) is not None:
+            received_by_tcu += 1
+        server.recorder.stop(wait=True)
+        status = server.recorder.status()
+    finally:
+        tcu.shutdown()
+        server.close()
+    rows = read_recording(folder)
+    row_of = {round(t, 9): i for i, t in enumerate(rows["t"])}
+    (f,) = recording_files(folder)
+    with asammdf.MDF(f) as mdf:
+        data, name, _ = mdf.extract_attachment(0)
+        assert str(name).endswith("powershift_j1939.dbc")
+        dbc_copy = tmp_path / "powershift_j1939.dbc"
+        dbc_copy.write_bytes(data)
+        assert np.all(mdf.get("CAN_DataFrame.IDE").samples == 1)
+        direction = mdf.get("CAN_DataFrame.Dir").samples
+        decoded = mdf.extract_bus_logging({"CAN": [(str(dbc_copy), 0)]})
+    assert int(np.count_nonzero(direction == 0)) == sent
+    assert int(np.count_nonzero(direction == 1)) == received_by_tcu  # every frame the rest-bus sent, none lost
+    assert status["bus_frames"]["j1939"]["frames"] == sent + received_by_tcu
+    eng_speed = db.get_message_by_name("EEC1").get_signal_by_name("EngSpeed")
+    speeds = decoded.get("EngSpeed")
+    assert len(speeds.samples) == 20  # EEC1 every 10 ms for 200 ms
+    for t, v in zip(speeds.timestamps, speeds.samples):
+        w = rows["w_1"][row_of[round(float(t), 9)]] * RPM
+        assert v == eng_speed.conversion.raw_to_scaled(eng_speed.conversion.scaled_to_raw(min(max(w, 0.0), 8031.875)))
+    torque = decoded.get("EngRqedTorque_TorqueLimit")
+    assert len(torque.samples) == 20
+    for t, v in zip(torque.timestamps, torque.samples):
+        assert rows["engine_torque"][row_of[round(float(t), 9)]] == v * 1000.0 / 100.0  # % of 1000 N m reference

@@ -83,8 +83,17 @@ class BusSpool:
         frames.tx_log(codec.ci, codec.cb, n_due, tick, self.meta, self.data, self.state)
 
     def put_rx(self, tick: int, msg) -> None:
-        """A received frame (receive thread).  Never blocks."""
-        self._rx.put((tick, msg))
+        """A received frame (receive thread, or between ticks).  Never blocks."""
+        if msg.is_error_frame or msg.is_remote_frame:
+            self.rx_skipped += 1
+            return
+        flags = (F_RX | (F_EXTENDED if msg.is_extended_id else 0) | (F_FD if msg.is_fd else 0)
+                 | (F_BRS if msg.bitrate_switch else 0))
+        self._rx.put((tick, msg.arbitration_id, flags, bytes(msg.data or b"")[:frames.MAX_PAYLOAD]))
+
+    def put_frame(self, tick: int, frame_id: int, flags: int, data: bytes) -> None:
+        """A frame sent by Python code between ticks (the J1939 rest-bus); ``flags`` without F_RX.  Never blocks."""
+        self._rx.put((tick, frame_id, flags, bytes(data)[:frames.MAX_PAYLOAD]))
 
     # -- the spool thread -------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -110,20 +119,13 @@ class BusSpool:
                 break
         if rx:
             r = np.zeros(len(rx), dtype=RECORD)
-            k = 0
-            for tick, msg in rx:
-                if msg.is_error_frame or msg.is_remote_frame:
-                    self.rx_skipped += 1
-                    continue
-                data = bytes(msg.data or b"")[:frames.MAX_PAYLOAD]
+            for k, (tick, fid, flags, data) in enumerate(rx):
                 r["tick"][k] = tick
-                r["frame_id"][k] = msg.arbitration_id
-                r["flags"][k] = (F_RX | (F_EXTENDED if msg.is_extended_id else 0) | (F_FD if msg.is_fd else 0)
-                                 | (F_BRS if msg.bitrate_switch else 0))
+                r["frame_id"][k] = fid
+                r["flags"][k] = flags
                 r["length"][k] = len(data)
                 r["data"][k, :len(data)] = np.frombuffer(data, dtype=np.uint8)
-                k += 1
-            recs.append(r[:k])
+            recs.append(r)
         for r in recs:
             self._write(r)
 
