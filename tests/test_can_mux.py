@@ -327,3 +327,39 @@ def test_a_multiplexer_cannot_be_mapped_and_a_multiplexed_counter_is_refused(tmp
                    .replace('PressureCmd_C5 = "p_c5"\n', ""))
     with pytest.raises(ConfigError, match="PressureCmd_C5 is multiplexed"):
         load_message_set(bad, load_plant("powershift"), 0.001)
+
+
+def test_the_rest_bus_sends_its_network_management_frame_with_constant_values(rig):
+    """NM_HIL (AUTOSAR CAN NM PDU): source node 0x10 and the active-wakeup bit, every 100 ms, from `{ value = }`."""
+    h, tcu = rig
+    nm = DB.get_message_by_name("NM_HIL")
+    rx = h.peer()
+    try:
+        h.run(250)
+        got = []
+        while (m := rx.recv(0.2)) is not None:
+            if m.arbitration_id == nm.frame_id:
+                got.append(bytes(m.data))
+    finally:
+        rx.shutdown()
+    assert got == [bytes([0x10, 0x08, 0, 0, 0, 0, 0, 0])] * 3  # ticks 7, 107, 207
+    assert nm.decode(got[0]) == {"NM_SourceNodeId": 16, "NM_RepeatMessageRequest": 0, "NM_ActiveWakeup": 1,
+                                 "NM_PartialNetworkInfo": 0}
+
+
+@pytest.mark.parametrize("edit, error", [
+    (("NM_SourceNodeId = { value = 0x10 }", "NM_SourceNodeId = { value = 300 }"),
+     "NM_SourceNodeId: value 300 is not a raw step of the signal inside its range"),
+    (('PressureCmd_C1 = "p_c1"', "PressureCmd_C1 = { value = 1.0 }"),
+     "PressureCmd_C1: a constant value is for sent signals"),
+])
+def test_constant_values_are_checked(tmp_path, edit, error):
+    from plant_models.config import ConfigError
+    from plant_models.registry import load_plant
+    from io_adapters.can.message_set import load_message_set
+
+    (tmp_path / "powershift_mux.dbc").write_text((ROOT / "configs" / "powershift_mux.dbc").read_text())
+    bad = tmp_path / "bad.toml"
+    bad.write_text((ROOT / "configs" / "io_can_powershift_mux.toml").read_text().replace(*edit))
+    with pytest.raises(ConfigError, match=error):
+        load_message_set(bad, load_plant("powershift"), 0.001)

@@ -875,7 +875,9 @@ class FrameCodec:
         for slot, o in slots.items():
             ci[slot] = o
         ci[CI_NRX], ci[CI_NTX], ci[CI_N_IN], ci[CI_P_U], ci[CI_P_Y] = nr, nt, n_in, u_offset, y_offset
-        fsizes = [(CI_F_RX_SF, rx.SF.size), (CI_F_VALUES, rx.n_sig), (CI_F_TX_SF, tx.SF.size), (CI_F_AUX, N_AUX)]
+        consts = list(getattr(tx, "constants", None) or [])  # constant transmit values follow the status values
+        fsizes = [(CI_F_RX_SF, rx.SF.size), (CI_F_VALUES, rx.n_sig), (CI_F_TX_SF, tx.SF.size),
+                  (CI_F_AUX, N_AUX + len(consts))]
         foff = 0
         for slot, size in fsizes:
             ci[slot] = foff
@@ -934,6 +936,7 @@ class FrameCodec:
         self.tx_faults[:, TF_OOR_SIG] = -1
         self.values = fv(CI_F_VALUES, (rx.n_sig,))
         self.aux = fv(CI_F_AUX, (N_AUX,))
+        fv(CI_F_AUX, (N_AUX + len(consts),))[N_AUX:] = consts
         self.rx_buf = cb[CB_RX:CB_RX + MAX_PAYLOAD]
         self.tx_buf = cb[CB_TX:CB_TX + nt * MAX_PAYLOAD].reshape(nt, MAX_PAYLOAD)
         self.tx_page = iv(CI_TXPAGE, (nt,))

@@ -126,6 +126,7 @@ class CompiledLayout:
     ALLOW: np.ndarray
     messages: list[MessageLayout]
     MUX: np.ndarray = None  # multiplexing records (frames.py, "The MUX table")
+    constants: list[float] = None  # transmit: constant signal values, DBC units (aux slots N_AUX, N_AUX + 1, ...)
 
     @property
     def n_msg(self) -> int:

@@ -48,7 +48,7 @@ from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_co
 from plant_models.plant import Plant
 from plant_models.units import unit_gain
 
-from .frames import CRC_BITS, CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT
+from .frames import CRC_BITS, CRC_VARIANTS, N_AUX, SOURCE_AUX, SOURCE_PLANT
 from .layouts import CompiledLayout, MessageLayout, SignalLayout, compile_layout, raw_bounds, raw_range
 
 # Values a transmitted signal can carry besides plant outputs (index = position).
@@ -120,10 +120,11 @@ def load_message_set(path_or_name: str | Path, plant: Plant, period_s: float) ->
     notes: list[str] = []
     rx_tab = cfg.sub("rx", required=False)
     tx_tab = cfg.sub("tx", required=False)
+    constants: list[float] = []  # constant transmit values ({ value = ... }: e.g. network-management frames)
     rx = [_message(rx_tab, name, db, plant, period_s, "rx", timeout_cycles, max_delta, crc_variant, notes)
           for name in rx_tab.data]
-    tx = [_message(tx_tab, name, db, plant, period_s, "tx", timeout_cycles, max_delta, crc_variant, notes)
-          for name in tx_tab.data]
+    tx = [_message(tx_tab, name, db, plant, period_s, "tx", timeout_cycles, max_delta, crc_variant, notes,
+                   constants) for name in tx_tab.data]
     cfg.reject_unknown()
     seen: dict[tuple[int, bool], str] = {}
     for m in rx:
@@ -132,7 +133,9 @@ def load_message_set(path_or_name: str | Path, plant: Plant, period_s: float) ->
             raise ConfigError(str(path), f"rx.{m.name}", f"frame ID 0x{m.frame_id:X} is already received as {seen[k]}")
         seen[k] = m.name
     _stagger(tx)
-    return MessageSet(str(path), str(dbc_path), db, compile_layout(rx), compile_layout(tx), notes)
+    tx_layout = compile_layout(tx)
+    tx_layout.constants = constants
+    return MessageSet(str(path), str(dbc_path), db, compile_layout(rx), tx_layout, notes)
 
 
 def _stagger(tx: list[MessageLayout]) -> None:
@@ -157,7 +160,8 @@ def _ticks(ms: float, period_s: float, reader: ConfigReader, key: str, what: str
 
 
 def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, direction: str,
-             timeout_cycles: float, max_delta_default: int, crc_default: str, notes: list[str]) -> MessageLayout:
+             timeout_cycles: float, max_delta_default: int, crc_default: str, notes: list[str],
+             constants: list[float] | None = None) -> MessageLayout:
     mc = tab.sub(name)
     try:
         msg = db.get_message_by_name(name)
@@ -233,8 +237,13 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
         if dbc_sig.length > 52:
             raise sigs.error(sname, f"{dbc_sig.length} bits: mapped signals carry at most 52 bits "
                              "(the integers a float64 holds exactly)")
-        port, factor, bias = _mapping_entry(sigs, sname)
         lay = layouts[j]
+        if isinstance(sigs.raw(sname), dict) and "value" in sigs.raw(sname):
+            if direction != "tx":
+                raise sigs.error(sname, "a constant value is for sent signals; a received signal maps to a port")
+            _constant(sigs, sname, msg.signals[j], lay, constants)
+            continue
+        port, factor, bias = _mapping_entry(sigs, sname)
         if direction == "rx":
             _resolve_rx(sigs, sname, dbc_sig, lay, plant, port, factor, bias)
         else:
@@ -310,6 +319,22 @@ def _multiplexing(msg, layouts: list[SignalLayout]) -> list[tuple[tuple[int, int
         return [assign]
 
     return [tuple(sorted(page.items())) for page in expand({})]
+
+
+def _constant(sigs: ConfigReader, sname: str, dbc_sig, lay: SignalLayout, constants: list[float]) -> None:
+    """``Signal = { value = 33 }``: the signal always carries this DBC value (network management, fixed IDs)."""
+    t = ConfigReader(sigs.raw(sname), sigs.source, sigs.key(sname))
+    value = t.number("value")
+    t.reject_unknown()
+    lo = float(dbc_sig.minimum) if dbc_sig.minimum is not None else None
+    hi = float(dbc_sig.maximum) if dbc_sig.maximum is not None else None
+    lay.raw_lo, lay.raw_hi = raw_range(lay.length, lay.signed, lay.scale, lay.offset, lo, hi)
+    x = (value - lay.offset) / lay.scale
+    raw = round(x)
+    if abs(x - raw) > 1e-9 or not lay.raw_lo <= raw <= lay.raw_hi:
+        raise sigs.error(sname, f"value {value:g} is not a raw step of the signal inside its range")
+    lay.source, lay.target, lay.gain, lay.bias = SOURCE_AUX, N_AUX + len(constants), 1.0, 0.0
+    constants.append(float(value))
 
 
 def _mapping_entry(sigs: ConfigReader, sname: str) -> tuple[str, float | None, float]:
@@ -438,7 +463,9 @@ def message_table_markdown(ms_path: str | Path) -> str:
         mapping = tab.get("signals", {})
         for s in msg.signals:
             port = mapping.get(s.name, "")
-            if isinstance(port, dict):
+            if isinstance(port, dict) and "value" in port:
+                port = f"= {port['value']:g}"
+            elif isinstance(port, dict):
                 port = f"{port.get('port')} (x {port.get('factor', 1)})"
             if s.name in (tab.get("checksum"), tab.get("counter")):
                 port = "(E2E)"
