@@ -363,3 +363,60 @@ def test_constant_values_are_checked(tmp_path, edit, error):
     bad.write_text((ROOT / "configs" / "io_can_powershift_mux.toml").read_text().replace(*edit))
     with pytest.raises(ConfigError, match=error):
         load_message_set(bad, load_plant("powershift"), 0.001)
+
+
+def test_ten_thousand_fuzzed_multiplexed_frames_are_counted_exactly_and_only_valid_ones_reach_the_mailbox():
+    """Valid pages mutated at random (bits, the multiplexer, the length), each with a correct or broken CRC."""
+    from plant_models.registry import load_plant
+    from io_adapters.can.e2e import crc8_sae_j1850
+    from io_adapters.can.message_set import load_message_set
+
+    plant = load_plant("powershift")
+    ms = load_message_set(MUX_SET, plant, 0.001)
+    codec = frames.FrameCodec(ms.rx, ms.tx, plant.n_in, plant.input_offset, plant.output_offset)
+    m = [x.name for x in ms.rx.messages].index("TCU_ClutchCmd")
+    lay = ms.rx.messages[m]
+    s0 = int(ms.rx.M[m, frames.M_SIG0])
+    rng = np.random.default_rng(3838)
+    counter = 0
+    verdicts = np.zeros(frames.RX_COLS, dtype=np.int64)
+    for i in range(10_000):
+        group = int(rng.integers(0, 2))
+        first = 1 + 4 * group
+        vals = {"ClutchGroup": group, "ClutchCmd_Counter": counter, "ClutchCmd_CRC": 0,
+                **{f"PressureCmd_C{first + k}": float(rng.integers(0, 4001)) / 100 for k in range(4)}}
+        data = bytearray(CMD.encode(vals, strict=False))
+        kind = int(rng.integers(0, 4))
+        if kind == 1:
+            data[1] = (data[1] & 0x0F) | (int(rng.integers(2, 16)) << 4)  # an unknown multiplexer value
+        elif kind == 2:
+            data[int(rng.integers(2, 8))] ^= 1 << int(rng.integers(0, 8))  # a bit flipped in the signals
+        data[0] = crc8_sae_j1850(bytes(data), 0x0100, 0)
+        if kind == 3:
+            data = data[:int(rng.integers(0, 8))] if rng.random() < 0.5 else data + bytes(1)
+        elif rng.random() < 0.1:
+            data[0] ^= 0xFF  # a wrong CRC
+        before = codec.values.copy()
+        v = codec.receive(m, bytes(data))
+        verdicts[v] += 1
+        if v == frames.RX_OK:
+            counter = (counter + 1) % 16
+            decoded = CMD.decode(bytes(data), decode_choices=False)
+            assert decoded["ClutchGroup"] in (0, 1)
+            for j, sl in enumerate(lay.signals):
+                if sl.target >= 0 and sl.name in decoded:
+                    assert codec.values[s0 + j] == decoded[sl.name]
+                elif sl.target >= 0:
+                    assert codec.values[s0 + j] == before[s0 + j]  # another page's value stays
+        else:
+            assert np.array_equal(codec.values, before)  # a rejected frame posts nothing
+            if v in (frames.RX_MUX, frames.RX_RANGE):
+                counter = (counter + 1) % 16  # it passed the E2E checks: its counter is the reference now
+        if v == frames.RX_MUX:
+            assert kind == 1
+        if kind == 1 and v not in (frames.RX_CRC, frames.RX_DLC):
+            assert v == frames.RX_MUX
+    counts = codec.counts[m]
+    assert counts[:frames.RX_LOST].sum() + counts[frames.RX_MUX] == 10_000
+    assert np.array_equal(counts[[0, 1, 2, 3, 4, 5, 7]], verdicts[[0, 1, 2, 3, 4, 5, 7]])
+    assert min(verdicts[frames.RX_OK], verdicts[frames.RX_MUX], verdicts[frames.RX_DLC], verdicts[frames.RX_CRC]) > 500
