@@ -52,6 +52,16 @@ End-to-end protection (AUTOSAR E2E profile 1/2 style)
     corrected value goes out with the next counter: a resend with the same
     counter is ``counter_frozen``.
 
+Multiplexed messages
+    A signal of a multiplexed DBC message carries its chain of multiplexer
+    conditions (``S_MUXC``: every multiplexer up to the top one, with the
+    values that select it), a multiplexer signal its known values
+    (``S_MUXK``), a transmit message its pages (``M_PAGES``), all in the
+    direction's MUX table.  Receiving checks the multiplexer values after the
+    E2E checks (``RX_MUX``) and posts the signals of the frame's page only;
+    transmitting packs one page per cycle, in turn.  A message without
+    multiplexing pays one comparison per signal.
+
 Long frames (AUTOSAR E2E profile 5 style, ``crc_variant = "autosar_p05"``)
     CRC-16/CCITT-FALSE (polynomial 0x1021, initial value 0xFFFF, no final
     XOR; check value 0x29B1) over the payload without its two CRC bytes,
@@ -528,6 +538,30 @@ def rx_frame(m, n, ci, cf, cb):
     return RX_OK
 
 
+@njit(**JIT)
+def _restart_ages(ci):
+    """The plant was reset: every command message and signal is stale, as if never received.  Called in the loop."""
+    for m in range(ci[CI_NRX]):
+        ci[ci[CI_LAST] + m] = -1
+        ci[ci[CI_STALE] + m] = 1
+        oM = ci[CI_RX_M] + m * M_COLS
+        for s in range(ci[oM + M_SIG0], ci[oM + M_SIG0] + ci[oM + M_NSIG]):
+            ci[ci[CI_SLAST] + s] = -1
+
+
+@njit(**JIT)
+def _oldest_page(ci, oS, oslast, s0, s1, last):
+    """The tick of the oldest mapped signal of a multiplexed message (-1: one never came).  Called in the loop."""
+    for s in range(s0, s1):
+        if ci[oS + s * S_COLS + S_TARGET] >= 0:
+            ls = ci[oslast + s]
+            if ls < 0:
+                return -1
+            if ls < last:
+                last = ls
+    return last
+
+
 @njit(**JIT_TICK)
 def rx_apply(tick, take, drive, ci, cf, df):
     """Apply new mailbox values to the plant inputs and update message freshness.
@@ -569,12 +603,7 @@ def rx_apply(tick, take, drive, ci, cf, df):
     ospost = ci[CI_SPOST]
     oslast = ci[CI_SLAST]
     if tick < ci[oad + A_PREV_TICK]:
-        for m in range(nrx):
-            ci[olast + m] = -1
-            ci[ostale + m] = 1
-            oM = ci[CI_RX_M] + m * M_COLS
-            for s in range(ci[oM + M_SIG0], ci[oM + M_SIG0] + ci[oM + M_NSIG]):
-                ci[oslast + s] = -1
+        _restart_ages(ci)
     ci[oad + A_PREV_TICK] = tick
     for m in range(nrx):
         oM = ci[CI_RX_M] + m * M_COLS
@@ -593,15 +622,8 @@ def rx_apply(tick, take, drive, ci, cf, df):
                         df[our + t] = 0.0
             applied += 1
         last = ci[olast + m]
-        if ci[oM + M_MUXED] == 1:  # the oldest page counts
-            for s in range(s0, s1):
-                if ci[oS + s * S_COLS + S_TARGET] >= 0:
-                    ls = ci[oslast + s]
-                    if ls < 0:
-                        last = -1
-                        break
-                    if ls < last:
-                        last = ls
+        if ci[oM + M_MUXED] == 1:
+            last = _oldest_page(ci, oS, oslast, s0, s1, last)
         if last < 0 or tick - last > ci[oM + M_TIMEOUT]:
             if ci[ostale + m] == 0:
                 ci[ostale + m] = 1
@@ -919,7 +941,11 @@ class FrameCodec:
             v = iv(sl[5], lay.MUX.shape)
             v[:] = lay.MUX
             lay.MUX = v
-        # named views of the state
+        self._name_views(iv, fv, nr, nt, consts)
+
+    def _name_views(self, iv, fv, nr: int, nt: int, consts: list) -> None:
+        """Named views of the state in the buffers; the constants of the transmit values filled in."""
+        rx, cb = self.rx, self.cb
         self.cnt_state = iv(CI_CNT, (nr, CNT_COLS))
         self.counts = iv(CI_COUNTS, (nr, RX_COLS))
         self.seq = iv(CI_SEQ, (nr,))

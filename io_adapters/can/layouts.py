@@ -24,7 +24,7 @@ from .frames import (CRC8_J1850_TABLE, MAX_PAYLOAD, M_CNT_MOD, M_CNT_SIG, M_COLS
                      M_DATA_ID, M_LEN, M_MAX_DELTA, M_MUXED, M_NSIG, M_OFFSET, M_PAGES, M_PERIOD, M_REQUIRED,
                      M_SIG0, M_TIMEOUT, S_ALLOW0, S_COLS, S_LEN, S_MUXC, S_MUXK, S_NALLOW, S_NSEG, S_RAW_HI, S_RAW_LO, S_SEG0, S_SIGNED, S_SOURCE,
                      S_TARGET, SEG_COLS, SF_BIAS, SF_COLS, SF_GAIN, SF_OFFSET, SF_SCALE, SOURCE_PLANT, Q_COLS,
-                     FrameCodec, crc8_j1850, rx_apply, tx_enqueue, tx_pack)
+                     FrameCodec, crc8_j1850, rx_apply, tx_enqueue, tx_log, tx_pack)
 
 
 def signal_bit_positions(start: int, length: int, little_endian: bool) -> list[int]:
@@ -305,6 +305,9 @@ def warm_up() -> None:
     tx_enqueue(codec.ci, codec.cb, 0, np.zeros(1, dtype=np.int64), np.zeros((1, MAX_PAYLOAD), dtype=np.uint8),
                np.zeros(Q_COLS, dtype=np.int64))
     crc8_j1850(codec.rx_buf, 8, -1, -1, CRC8_J1850_TABLE)
+    # the recording's bus-frame ring (bus_spool.py), 0 frames due
+    tx_log(codec.ci, codec.cb, 0, 0, np.zeros((1, 2), dtype=np.int64), np.zeros((1, MAX_PAYLOAD), dtype=np.uint8),
+           np.zeros(Q_COLS, dtype=np.int64))
 
 
 __all__ = ["SignalLayout", "MessageLayout", "CompiledLayout", "compile_layout", "signal_bit_positions",

@@ -163,6 +163,27 @@ class ChunkWriter:
         self.fill = 0
 
 
+def _bus_sources(job: dict) -> list:
+    """The bus-frame sources of the job: one per module the adapters name (they know their transport)."""
+    import importlib
+
+    modules = sorted({b["module"] for b in job.get("bus", [])})
+    return [importlib.import_module(m).BusFrames([b for b in job["bus"] if b["module"] == m], float(job["period_s"]))
+            for m in modules]
+
+
+def _status(state: str, job: dict, w: ChunkWriter, cur, started: float) -> dict:
+    """The status file's content."""
+    d = {"state": state, "name": job["name"], "signals": job["signals"], "every": int(job["every"]),
+         "files": list(w.files), "rows": w.rows_written + w.fill, "rows_in_files": w.rows_written,
+         "lost": cur.lost + w.lost_rows, "chunk_rows": w.chunk, "started_unix_s": started, "pid": os.getpid()}
+    if w.failed is not None:
+        d["error"] = w.failed
+    if w.bus:
+        d["bus_frames"] = {k: v for b in w.bus for k, v in b.status().items()}
+    return d
+
+
 def main(argv: list[str] | None = None) -> int:
     from io_adapters.ring import C_NEXT, F_TIME, I_SEQ, I_TICK, Cursor, StateRing
 
@@ -176,26 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     ring = StateRing.attach(job["shm"])
     cur = Cursor(ring, every=int(job["every"]), batch=4096, from_now=False)
     cur.state[C_NEXT] = max(int(job["start_seq"]), 1)
-    bus = []
-    for module in sorted({b["module"] for b in job.get("bus", [])}):  # each adapter names what reads its spool
-        import importlib
-
-        bus.append(importlib.import_module(module).BusFrames([b for b in job["bus"] if b["module"] == module],
-                                                             float(job["period_s"])))
+    bus = _bus_sources(job)
     w = ChunkWriter(folder, job["name"], job["signals"], job["units"], job["cols"], int(job["chunk_rows"]),
                     job.get("comment", ""), bus=bus)
     started = time.time()
     reported_lost = 0
 
     def status(state: str) -> dict:
-        d = {"state": state, "name": job["name"], "signals": job["signals"], "every": int(job["every"]),
-             "files": list(w.files), "rows": w.rows_written + w.fill, "rows_in_files": w.rows_written,
-             "lost": cur.lost + w.lost_rows, "chunk_rows": w.chunk, "started_unix_s": started, "pid": os.getpid()}
-        if w.failed is not None:
-            d["error"] = w.failed
-        if bus:
-            d["bus_frames"] = {k: v for b in bus for k, v in b.status().items()}
-        return d
+        return _status(state, job, w, cur, started)
 
     _write_json(status_path, status("recording"))
 
@@ -245,9 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         failed()
     final = status("closed" if w.failed is None else "failed")
     _write_json(status_path, final)
-    if w.failed is None:
-        for b in bus:
-            b.remove_spools()
+    for b in bus if w.failed is None else []:  # a failed recording keeps its spools (the frames not in a file)
+        b.remove_spools()
     if os.getppid() != parent:  # the server is gone (killed): the shared block would otherwise stay behind
         try:
             ring.close(unlink=True)
