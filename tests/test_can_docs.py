@@ -8,7 +8,7 @@ from io_adapters.can.message_set import message_table_markdown
 
 def test_message_set_tables_in_the_docs_are_current():
     doc = (ROOT / "docs" / "can.md").read_text()
-    for name in ("io_can_powershift", "io_can_dct", "io_can_zf8hp"):
+    for name in ("io_can_powershift", "io_can_dct", "io_can_zf8hp", "io_can_powershift_mux"):
         table = message_table_markdown(name)
         assert table in doc, f"docs/can.md is out of date for {name}: python -m io_adapters.can.message_set {name}"
 

@@ -74,7 +74,7 @@ def test_wrong_checksum(rig):
     tcu.send_raw(bytes(data))
     assert h.plant.input_dict()["p_c1"] == 12.5
     assert rejected(h) == {"crc": 1, "counter_frozen": 0, "counter_jump": 0, "dlc": 0, "unknown_id": 0,
-                           "out_of_range": 0}
+                           "out_of_range": 0, "unknown_mux": 0}
     assert h.adapter.last_reject == (f"TCU_ClutchCmdA (0x100): wrong checksum 0x{good ^ 1:02X}, "
                                      f"expected 0x{good:02X}")
 
@@ -165,7 +165,7 @@ def test_every_reason_is_counted_in_status_and_on_the_diag_frame(rig):
     tcu.send_raw(bytes(8), frame_id=0x555)  # unknown
     tcu.send_raw(tcu.enc.encode(dict(PRESSURES, PressureCmd_C4=40.5)))  # range
     assert rejected(h) == {"crc": 1, "counter_frozen": 1, "counter_jump": 1, "dlc": 1, "unknown_id": 1,
-                           "out_of_range": 1}
+                           "out_of_range": 1, "unknown_mux": 0}
     assert h.adapter.status()["rx"]["accepted"] == 2
     diag = DBC.get_message_by_name("HIL_RxDiag")
     dec = E2EDecoder(diag, "RxDiag_CRC", "RxDiag_Counter", 0x0301)

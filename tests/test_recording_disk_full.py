@@ -78,6 +78,7 @@ def test_the_server_side_status_never_reads_recording_after_the_writer_failed(tm
     r.job = {"folder": str(tmp_path), "name": "rec", "signals": ["a"], "every": 1}
     (tmp_path / "rec.json").write_text(json.dumps({"state": "recording", "files": [], "rows": 3, "lost": 0}))
     r.proc, r._stopping, r.started, r.exit_code, r.last = None, None, 1, writer.EXIT_WRITE_FAILED, None
+    r.bus_spools = {}
     r.cfg = type("C", (), {"folder": tmp_path})()
     r.last = r._read_status()
     assert r.status()["writer_state"] == "failed"

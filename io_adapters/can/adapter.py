@@ -141,6 +141,7 @@ class CanAdapter(Adapter):
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._recorder = None
+        self._bus_log = None  # the recording's bus frames (bus_spool.py), while the server records
         self._share = None
         self._closed = False
         self._opened = False
@@ -301,6 +302,8 @@ class CanAdapter(Adapter):
         frames.rx_apply(0, True, False, ci, cf, df)
         frames.tx_pack(-1, ci, cf, cb, df, new_tick_info())
         frames.tx_enqueue(ci, cb, 0, self._txq_msg.copy(), self._txq_data.copy(), self._txq_state.copy())
+        frames.tx_log(ci, cb, 0, 0, np.zeros((1, 2), dtype=np.int64), np.zeros((1, frames.MAX_PAYLOAD), np.uint8),
+                      np.zeros(frames.Q_COLS, dtype=np.int64))  # a recording may start mid-run
 
     def _bind_loop(self, ctx: LoopContext) -> None:
         """Time messages in ticks of the loop's period; the first tick starts the freshness count afresh.
@@ -365,6 +368,9 @@ class CanAdapter(Adapter):
         self.rx_frames += 1
         if self._recorder is not None:
             self._recorder.put_rx(msg)
+        spool = self._bus_log
+        if spool is not None:  # the tick whose read takes it: the one after the last read
+            spool.put_rx(int(self.codec.adapter[frames.A_PREV_TICK]) + 2, msg)
         if msg.is_error_frame:
             self.error_frames += 1
             self._rate_log("error_frame", f"CAN {self.name}: error frame on the bus")
@@ -419,6 +425,9 @@ class CanAdapter(Adapter):
             what = f"not an allowed value of {port}" if sig.allowed_raw and sig.raw_lo <= d1 <= sig.raw_hi \
                 else f"outside [{min(lo, hi):g}, {max(lo, hi):g}]"
             return f"{head}: {sig.name} = {phys:g} is {what}"
+        if verdict == frames.RX_MUX:
+            sig = lay.signals[int(self.codec.detail[2]) - int(self.ms.rx.M[m, frames.M_SIG0])]
+            return f"{head}: multiplexer {sig.name} = {d1}, the DBC defines {list(sig.mux_values)}"
         return f"{head}: rejected ({frames.RX_REASONS[verdict]})"
 
     def _reject(self, m: int, verdict: int, text: str) -> None:
@@ -453,6 +462,9 @@ class CanAdapter(Adapter):
         n_due = frames.tx_pack(tick, c.ci, c.cf, c.cb, self.plant.df, self._tick_info)
         if n_due == 0:
             return
+        spool = self._bus_log
+        if spool is not None:
+            spool.log_tx(c, tick, n_due)
         if self._queue_tx:
             frames.tx_enqueue(c.ci, c.cb, n_due, self._txq_msg, self._txq_data, self._txq_state)
             return
@@ -499,6 +511,26 @@ class CanAdapter(Adapter):
         if rec is not None:
             rec.put_tx(time.time(), msg.arbitration_id, msg.is_extended_id, msg.is_fd, bytes(msg.data))
 
+    # -- the recording's bus frames (server/recording) ----------------------------------------------
+    def start_bus_log(self, path) -> dict | None:
+        """Spool every frame sent and received from now to ``path`` with its tick; what the recording needs to
+        decode them (None while idle).  Between ticks."""
+        if self._idle_reason or not self._opened:
+            return None
+        from .bus_spool import F_BRS, F_EXTENDED, F_FD, BusSpool
+
+        self.stop_bus_log()
+        tx = self.ms.tx.messages
+        flags = [(F_EXTENDED if m.extended else 0) | (F_FD | F_BRS if m.fd else 0) for m in tx]
+        self._bus_log = BusSpool(path, [m.frame_id for m in tx], flags, [m.length for m in tx])
+        return {"adapter": self.name, "spool": str(path), "dbc": self.ms.dbc_path, "fd": bool(self.fd),
+                "module": "io_adapters.can.bus_mdf"}  # what turns the spool into the files' bus logging
+
+    def stop_bus_log(self) -> dict | None:
+        """Write the spool's last frames and its end record; its counts (None if none ran).  Between ticks."""
+        spool, self._bus_log = self._bus_log, None
+        return spool.close() if spool is not None else None
+
     # -- life cycle ---------------------------------------------------------------------------
     def close(self) -> None:
         """Stop receiving, close the share and the bus, then flush and close the recording.  Idempotent."""
@@ -519,6 +551,7 @@ class CanAdapter(Adapter):
                 self.log.warning("CAN %s: shutting the bus down: %s", self.name, exc)
         if self._recorder is not None:
             self._recorder.close()
+        self.stop_bus_log()
 
     # -- injected faults (kinds and keys: declaration.py; docs/faults.md), between ticks ----------------
     TX_FAULTS = {"drop": frames.TF_DROP, "delay": frames.TF_DELAY, "freeze_alive": frames.TF_FREEZE,
@@ -629,7 +662,8 @@ class CanAdapter(Adapter):
         c, n = cd.counts, self.ms.rx.n_msg
         return {"crc": int(c[:n, frames.RX_CRC].sum()), "counter_frozen": int(c[:n, frames.RX_COUNTER_FROZEN].sum()),
                 "counter_jump": int(c[:n, frames.RX_COUNTER_JUMP].sum()), "dlc": int(c[:n, frames.RX_DLC].sum()),
-                "unknown_id": int(cd.adapter[frames.A_UNKNOWN]), "out_of_range": int(c[:n, frames.RX_RANGE].sum())}
+                "unknown_id": int(cd.adapter[frames.A_UNKNOWN]), "out_of_range": int(c[:n, frames.RX_RANGE].sum()),
+                "unknown_mux": int(c[:n, frames.RX_MUX].sum())}
 
     def command_counts(self) -> CommandCounts | None:
         """Command frames accepted by the receive checks, and rejected by reason; None while idle or closed."""
@@ -652,6 +686,7 @@ class CanAdapter(Adapter):
                                "counter_frozen": int(c[k, frames.RX_COUNTER_FROZEN]),
                                "counter_jump": int(c[k, frames.RX_COUNTER_JUMP]), "dlc": int(c[k, frames.RX_DLC]),
                                "out_of_range": int(c[k, frames.RX_RANGE]), "lost": int(c[k, frames.RX_LOST]),
+                               "unknown_mux": int(c[k, frames.RX_MUX]),
                                "timeouts": int(cd.timeouts[k]), "stale": bool(cd.stale[k]),
                                "required": m.required}
         n = self.ms.rx.n_msg

@@ -52,6 +52,16 @@ End-to-end protection (AUTOSAR E2E profile 1/2 style)
     corrected value goes out with the next counter: a resend with the same
     counter is ``counter_frozen``.
 
+Multiplexed messages
+    A signal of a multiplexed DBC message carries its chain of multiplexer
+    conditions (``S_MUXC``: every multiplexer up to the top one, with the
+    values that select it), a multiplexer signal its known values
+    (``S_MUXK``), a transmit message its pages (``M_PAGES``), all in the
+    direction's MUX table.  Receiving checks the multiplexer values after the
+    E2E checks (``RX_MUX``) and posts the signals of the frame's page only;
+    transmitting packs one page per cycle, in turn.  A message without
+    multiplexing pays one comparison per signal.
+
 Long frames (AUTOSAR E2E profile 5 style, ``crc_variant = "autosar_p05"``)
     CRC-16/CCITT-FALSE (polynomial 0x1021, initial value 0xFFFF, no final
     XOR; check value 0x29B1) over the payload without its two CRC bytes,
@@ -104,7 +114,9 @@ M_REQUIRED = 11  # 1: the command watchdog needs this message fresh (receive)
 M_CRC_INIT = 12  # CRC initial value (0xFF: CRC-8 SAE J1850; 0x00: AUTOSAR E2E profile 1)
 M_CRC_XOR = 13  # CRC final XOR (0xFF; 0x00)
 M_CRC_BITS = 14  # 8: CRC-8 (poly 0x1D); 16: CRC-16/CCITT-FALSE (AUTOSAR E2E profile 5)
-M_COLS = 15
+M_PAGES = 15  # transmit, multiplexed: offset of the page list in the direction's MUX table; -1 = not multiplexed
+M_MUXED = 16  # 1: multiplexed (receive: freshness per mapped signal, each page must keep arriving)
+M_COLS = 17
 
 CRC_VARIANTS = {"sae_j1850": (0xFF, 0xFF), "autosar_p01": (0x00, 0x00), "autosar_p05": (0xFFFF, 0x0000)}
 """Initial value and final XOR of the CRC-8 (polynomial 0x1D) per variant name.
@@ -131,7 +143,15 @@ S_TARGET = 6  # receive: plant input index; transmit: source index; -1 = not map
 S_SOURCE = 7  # transmit: 0 = plant output y, 1 = auxiliary value (loop/adapter status)
 S_ALLOW0 = 8  # first allowed raw value in the allowed-values table
 S_NALLOW = 9  # number of allowed raw values, 0 = any value in range
-S_COLS = 10
+S_MUXC = 10  # offset of the signal's presence conditions in the MUX table; -1 = in every frame (not multiplexed)
+S_MUXK = 11  # a multiplexer signal: offset of its known values in the MUX table; -1 = not a multiplexer
+S_COLS = 12
+
+# The MUX table of a direction (int64, offsets relative to its start), records of variable length:
+#   presence conditions of a signal: [n, then n times: multiplexer signal row, k, k accepted values]
+#     (the whole chain up to the top multiplexer, so extended multiplexing needs no recursion);
+#   known values of a multiplexer signal: [k, k values];
+#   pages of a transmit message: [n_pages, offset of page 0, ...]; a page: [n, then n times: multiplexer row, raw].
 
 SF_SCALE = 0  # DBC factor: physical = raw * scale + offset (DBC units)
 SF_OFFSET = 1  # DBC offset
@@ -156,8 +176,9 @@ RX_COUNTER_JUMP = 3  # alive counter advanced by more than max_delta_counter
 RX_DLC = 4  # payload length differs from the DBC's
 RX_RANGE = 5  # a value outside the DBC range, the plant's range or its allowed values
 RX_LOST = 6  # frames missed inside the accepted counter step (counted, not rejected)
-RX_COLS = 7
-RX_REASONS = ("ok", "crc", "counter_frozen", "counter_jump", "dlc", "out_of_range", "lost")
+RX_MUX = 7  # a multiplexer value the DBC does not define for that message
+RX_COLS = 8
+RX_REASONS = ("ok", "crc", "counter_frozen", "counter_jump", "dlc", "out_of_range", "lost", "unknown_mux")
 
 # state of the counter check, per message
 CNT_LAST = 0
@@ -197,6 +218,11 @@ CI_F_VALUES = 30
 CI_F_TX_SF = 31
 CI_F_AUX = 32
 CI_TX_FLT = 33  # [n_tx * TF_COLS] injected transmit faults (server/realtime/faults.py, docs/faults.md)
+CI_RX_MUX = 34  # the receive direction's MUX table
+CI_TX_MUX = 35  # the transmit direction's MUX table
+CI_SPOST = 36  # [n_rx_sig] mailbox sequence number of the frame that last carried the signal (multiplexed pages)
+CI_SLAST = 37  # [n_rx_sig] tick that last took the signal, -1 = none yet (freshness of multiplexed messages)
+CI_TXPAGE = 38  # [n_tx] page a multiplexed transmit message sends next
 CI_HEADER = 40
 
 # -- injected faults of a transmit message (TF_*), set between ticks by the adapter -----------
@@ -363,14 +389,61 @@ def _pack(buf, d0, ci, oS, oSEG, s, raw):
         buf[b] = buf[b] | (part << ci[q + SEG_SHIFT])
 
 
+@njit(**JIT)
+def _present(buf, d0, ci, oS, oSEG, oX, s):
+    """Whether signal row ``s`` is in the frame at ``buf[d0:]``: every multiplexer of its chain holds one of
+    the values that select it.  Always True for a signal that is not multiplexed.  Called in the real-time loop.
+    """
+    c = ci[oS + s * S_COLS + S_MUXC]
+    if c < 0:
+        return True
+    p = oX + c
+    for _ in range(ci[p]):
+        raw = _unpack(buf, d0, ci, oS, oSEG, ci[p + 1])
+        nv = ci[p + 2]
+        hit = False
+        for j in range(nv):
+            if ci[p + 3 + j] == raw:
+                hit = True
+        if not hit:
+            return False
+        p += 2 + nv
+    return True
+
+
+@njit(**JIT)
+def _known_mux(buf, d0, ci, oS, oSEG, oX, s0, s1, od):
+    """0 if every multiplexer signal present in the frame holds a value the DBC defines, else 1 (``detail``:
+    the signal row and its value).  Called in the real-time loop.
+    """
+    for s in range(s0, s1):
+        k = ci[oS + s * S_COLS + S_MUXK]
+        if k < 0 or not _present(buf, d0, ci, oS, oSEG, oX, s):
+            continue
+        raw = _unpack(buf, d0, ci, oS, oSEG, s)
+        p = oX + k
+        ok = False
+        for j in range(ci[p]):
+            if ci[p + 1 + j] == raw:
+                ok = True
+        if not ok:
+            ci[od] = s
+            ci[od + 1] = raw
+            ci[od + 2] = s
+            return 1
+    return 0
+
+
 @njit(**JIT_TICK)  # keeps the GIL too: the mailbox lock is then held for ~1 us, not for a GIL hand-over
 def rx_frame(m, n, ci, cf, cb):
     """Check the frame of receive message ``m`` in the receive buffer (``n`` bytes); post it if valid.
 
-    Checks, in this order: length, CRC-8, alive counter, the range (and
-    allowed values) of every mapped signal.  A valid frame's values, in plant
-    units, go to the mailbox and its sequence number advances, so the tick
-    sees new data; a rejected frame changes no mailbox value.  The counter of
+    Checks, in this order: length, CRC-8, alive counter, the multiplexer
+    values (each must be one the DBC defines), the range (and allowed values)
+    of every mapped signal the frame carries (a multiplexed frame carries the
+    signals of its page).  A valid frame's values, in plant units, go to the
+    mailbox and its sequence number advances, so the tick sees new data; a
+    rejected frame changes no mailbox value.  The counter of
     the verdict advances; ``detail`` says what was wrong (expected,
     received, signal row).
 
@@ -427,9 +500,13 @@ def rx_frame(m, n, ci, cf, cb):
     s0 = ci[oM + M_SIG0]
     s1 = s0 + ci[oM + M_NSIG]
     oA = ci[CI_RX_ALLOW]
+    oX = ci[CI_RX_MUX]
+    if ci[oM + M_MUXED] == 1 and _known_mux(cb, d0, ci, oS, oSEG, oX, s0, s1, od) != 0:
+        ci[oC + RX_MUX] += 1
+        return RX_MUX
     for s in range(s0, s1):
         r = oS + s * S_COLS
-        if ci[r + S_TARGET] < 0:
+        if ci[r + S_TARGET] < 0 or not _present(cb, d0, ci, oS, oSEG, oX, s):
             continue
         raw = _unpack(cb, d0, ci, oS, oSEG, s)
         bad = raw < ci[r + S_RAW_LO] or raw > ci[r + S_RAW_HI]
@@ -448,14 +525,41 @@ def rx_frame(m, n, ci, cf, cb):
             return RX_RANGE
     oSF = ci[CI_F_RX_SF]
     oV = ci[CI_F_VALUES]
+    seq = ci[ci[CI_SEQ] + m] + 1
+    ospost = ci[CI_SPOST]
     for s in range(s0, s1):
-        if ci[oS + s * S_COLS + S_TARGET] >= 0:
+        if ci[oS + s * S_COLS + S_TARGET] >= 0 and _present(cb, d0, ci, oS, oSEG, oX, s):
             raw = _unpack(cb, d0, ci, oS, oSEG, s)
             f = oSF + s * SF_COLS
             cf[oV + s] = cf[f + SF_GAIN] * (raw * cf[f + SF_SCALE] + cf[f + SF_OFFSET]) + cf[f + SF_BIAS]
-    ci[ci[CI_SEQ] + m] += 1
+            ci[ospost + s] = seq
+    ci[ci[CI_SEQ] + m] = seq
     ci[oC + RX_OK] += 1
     return RX_OK
+
+
+@njit(**JIT)
+def _restart_ages(ci):
+    """The plant was reset: every command message and signal is stale, as if never received.  Called in the loop."""
+    for m in range(ci[CI_NRX]):
+        ci[ci[CI_LAST] + m] = -1
+        ci[ci[CI_STALE] + m] = 1
+        oM = ci[CI_RX_M] + m * M_COLS
+        for s in range(ci[oM + M_SIG0], ci[oM + M_SIG0] + ci[oM + M_NSIG]):
+            ci[ci[CI_SLAST] + s] = -1
+
+
+@njit(**JIT)
+def _oldest_page(ci, oS, oslast, s0, s1, last):
+    """The tick of the oldest mapped signal of a multiplexed message (-1: one never came).  Called in the loop."""
+    for s in range(s0, s1):
+        if ci[oS + s * S_COLS + S_TARGET] >= 0:
+            ls = ci[oslast + s]
+            if ls < 0:
+                return -1
+            if ls < last:
+                last = ls
+    return last
 
 
 @njit(**JIT_TICK)
@@ -467,7 +571,10 @@ def rx_apply(tick, take, drive, ci, cf, df):
     drives the inputs) new values are taken (and count as fresh and as
     ignored) but not written to the plant.  A message is stale when no
     valid frame arrived for more than its timeout in ticks (or none ever
-    did); each change from fresh to stale counts one timeout.  A tick number
+    did); each change from fresh to stale counts one timeout.  Only the
+    signals the new frames carried are written (a multiplexed message's
+    other pages keep their values), and a multiplexed message is fresh only
+    while every mapped signal, so every page that carries one, is.  A tick number
     lower than the last one means the plant was reset: message ages restart
     without counting timeouts.  ``df`` is the plant's data buffer: inputs at
     ``ci[CI_P_U]``, their rates ``n_in`` further.
@@ -493,25 +600,30 @@ def rx_apply(tick, take, drive, ci, cf, df):
     our = ou + ci[CI_N_IN]
     apply = drive
     nrx = ci[CI_NRX]
+    ospost = ci[CI_SPOST]
+    oslast = ci[CI_SLAST]
     if tick < ci[oad + A_PREV_TICK]:
-        for m in range(nrx):
-            ci[olast + m] = -1
-            ci[ostale + m] = 1
+        _restart_ages(ci)
     ci[oad + A_PREV_TICK] = tick
     for m in range(nrx):
         oM = ci[CI_RX_M] + m * M_COLS
+        s0 = ci[oM + M_SIG0]
+        s1 = s0 + ci[oM + M_NSIG]
         if take and ci[oseq + m] != ci[oseen + m]:
+            prev = ci[oseen + m]
             ci[oseen + m] = ci[oseq + m]
             ci[olast + m] = tick
-            if apply:
-                s0 = ci[oM + M_SIG0]
-                for s in range(s0, s0 + ci[oM + M_NSIG]):
-                    t = ci[oS + s * S_COLS + S_TARGET]
-                    if t >= 0:
+            for s in range(s0, s1):
+                t = ci[oS + s * S_COLS + S_TARGET]
+                if t >= 0 and ci[ospost + s] > prev:  # carried by a frame since the last take
+                    ci[oslast + s] = tick
+                    if apply:
                         df[ou + t] = cf[oV + s]
                         df[our + t] = 0.0
             applied += 1
         last = ci[olast + m]
+        if ci[oM + M_MUXED] == 1:
+            last = _oldest_page(ci, oS, oslast, s0, s1, last)
         if last < 0 or tick - last > ci[oM + M_TIMEOUT]:
             if ci[ostale + m] == 0:
                 ci[ostale + m] = 1
@@ -580,7 +692,9 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
     starts at 0: they wrap modulo the range + 1 (an 8-bit signal carries the
     count modulo 256), so a receiver sees every new error as a change.  The
     alive counter advances per frame;
-    the CRC is computed last.
+    the CRC is computed last.  A multiplexed message sends its pages in
+    turn, one per cycle: the page's multiplexer values, then the signals it
+    carries.
 
     Returns
     -------
@@ -598,6 +712,8 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
     odue = ci[CI_DUE]
     osat = ci[CI_SAT]
     ocnt = ci[CI_TXCNT]
+    oX = ci[CI_TX_MUX]
+    otxpage = ci[CI_TXPAGE]
     for m in range(ci[CI_NTX]):
         oM = ci[CI_TX_M] + m * M_COLS
         period = ci[oM + M_PERIOD]
@@ -610,8 +726,18 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
             cb[d0 + i] = 0
         s0 = ci[oM + M_SIG0]
         of = ci[CI_TX_FLT] + m * TF_COLS
+        pg = ci[oM + M_PAGES]
+        if pg >= 0:  # the multiplexer values of this cycle's page first: the presence of the others follows
+            pl = oX + pg
+            page = ci[otxpage + m]
+            p = oX + ci[pl + 1 + page]
+            for a in range(ci[p]):
+                _pack(cb, d0, ci, oS, oSEG, ci[p + 1 + 2 * a], ci[p + 2 + 2 * a])
+            ci[otxpage + m] = (page + 1) % ci[pl]
         for s in range(s0, s0 + ci[oM + M_NSIG]):
             r = oS + s * S_COLS
+            if pg >= 0 and (ci[r + S_MUXK] >= 0 or not _present(cb, d0, ci, oS, oSEG, oX, s)):
+                continue  # a multiplexer (set above) or a signal of another page
             if s == ci[of + TF_OOR_SIG]:
                 _pack(cb, d0, ci, oS, oSEG, s, ci[of + TF_OOR_RAW])
                 continue
@@ -704,6 +830,31 @@ def tx_enqueue(ci, cb, n_due, q_msg, q_data, q_state):
         q_state[Q_HEAD] = head + 1
 
 
+@njit(**JIT_TICK)
+def tx_log(ci, cb, n_due, tick, l_meta, l_data, l_state):
+    """Copy the ``n_due`` frames :func:`tx_pack` just packed, with ``tick``, into a recording's bus-log ring.
+
+    ``l_meta[slot]`` is ``(tick, transmit row)``, ``l_data[slot]`` the payload; ``l_state`` holds the
+    counters ``Q_*`` (io_adapters/can/bus_spool.py empties it).  A full ring drops the frame and counts
+    it.  Called in the real-time loop.
+    """
+    cap = l_meta.shape[0]
+    odue = ci[CI_DUE]
+    for i in range(n_due):
+        head = l_state[Q_HEAD]
+        if head - l_state[Q_TAIL] >= cap:
+            l_state[Q_DROPPED] += 1
+            continue
+        m = ci[odue + i]
+        slot = head % cap
+        l_meta[slot, 0] = tick
+        l_meta[slot, 1] = m
+        d0 = CB_TX + m * MAX_PAYLOAD
+        for j in range(ci[ci[CI_TX_M] + m * M_COLS + M_LEN]):
+            l_data[slot, j] = cb[d0 + j]
+        l_state[Q_HEAD] = head + 1
+
+
 # -- the buffers the kernels work on ----------------------------------------------------------
 
 class FrameCodec:
@@ -734,7 +885,8 @@ class FrameCodec:
             (CI_TX_M, tx.M.size), (CI_TX_S, tx.S.size), (CI_TX_SEG, tx.SEG.size),
             (CI_CNT, nr * CNT_COLS), (CI_COUNTS, nr * RX_COLS), (CI_SEQ, nr), (CI_SEEN, nr), (CI_LAST, nr),
             (CI_STALE, nr), (CI_TIMEOUTS, nr), (CI_TXCNT, nt), (CI_DUE, nt), (CI_SAT, nt), (CI_DETAIL, 3),
-            (CI_ADAPTER, A_COLS), (CI_TX_FLT, nt * TF_COLS),
+            (CI_ADAPTER, A_COLS), (CI_TX_FLT, nt * TF_COLS), (CI_RX_MUX, rx.MUX.size), (CI_TX_MUX, tx.MUX.size),
+            (CI_SPOST, rx.n_sig), (CI_SLAST, rx.n_sig), (CI_TXPAGE, nt),
         ]
         off = CI_HEADER
         slots = {}
@@ -745,7 +897,9 @@ class FrameCodec:
         for slot, o in slots.items():
             ci[slot] = o
         ci[CI_NRX], ci[CI_NTX], ci[CI_N_IN], ci[CI_P_U], ci[CI_P_Y] = nr, nt, n_in, u_offset, y_offset
-        fsizes = [(CI_F_RX_SF, rx.SF.size), (CI_F_VALUES, rx.n_sig), (CI_F_TX_SF, tx.SF.size), (CI_F_AUX, N_AUX)]
+        consts = list(getattr(tx, "constants", None) or [])  # constant transmit values follow the status values
+        fsizes = [(CI_F_RX_SF, rx.SF.size), (CI_F_VALUES, rx.n_sig), (CI_F_TX_SF, tx.SF.size),
+                  (CI_F_AUX, N_AUX + len(consts))]
         foff = 0
         for slot, size in fsizes:
             ci[slot] = foff
@@ -766,8 +920,8 @@ class FrameCodec:
             n = int(np.prod(shape))
             return cf[o:o + n].reshape(shape)
 
-        for lay, sl in ((rx, (CI_RX_M, CI_RX_S, CI_RX_SEG, CI_RX_ALLOW, CI_F_RX_SF)),
-                        (tx, (CI_TX_M, CI_TX_S, CI_TX_SEG, None, CI_F_TX_SF))):
+        for lay, sl in ((rx, (CI_RX_M, CI_RX_S, CI_RX_SEG, CI_RX_ALLOW, CI_F_RX_SF, CI_RX_MUX)),
+                        (tx, (CI_TX_M, CI_TX_S, CI_TX_SEG, None, CI_F_TX_SF, CI_TX_MUX))):
             v = iv(sl[0], lay.M.shape)
             v[:] = lay.M
             lay.M = v
@@ -784,7 +938,14 @@ class FrameCodec:
             v = fv(sl[4], lay.SF.shape)
             v[:] = lay.SF
             lay.SF = v
-        # named views of the state
+            v = iv(sl[5], lay.MUX.shape)
+            v[:] = lay.MUX
+            lay.MUX = v
+        self._name_views(iv, fv, nr, nt, consts)
+
+    def _name_views(self, iv, fv, nr: int, nt: int, consts: list) -> None:
+        """Named views of the state in the buffers; the constants of the transmit values filled in."""
+        rx, cb = self.rx, self.cb
         self.cnt_state = iv(CI_CNT, (nr, CNT_COLS))
         self.counts = iv(CI_COUNTS, (nr, RX_COLS))
         self.seq = iv(CI_SEQ, (nr,))
@@ -801,9 +962,12 @@ class FrameCodec:
         self.tx_faults[:, TF_OOR_SIG] = -1
         self.values = fv(CI_F_VALUES, (rx.n_sig,))
         self.aux = fv(CI_F_AUX, (N_AUX,))
+        fv(CI_F_AUX, (N_AUX + len(consts),))[N_AUX:] = consts
         self.rx_buf = cb[CB_RX:CB_RX + MAX_PAYLOAD]
         self.tx_buf = cb[CB_TX:CB_TX + nt * MAX_PAYLOAD].reshape(nt, MAX_PAYLOAD)
+        self.tx_page = iv(CI_TXPAGE, (nt,))
         self.last_tick[:] = -1
+        iv(CI_SLAST, (rx.n_sig,))[:] = -1
         self.stale[:] = 1  # never received: stale, but not a timeout
 
     def receive(self, m: int, data) -> int:

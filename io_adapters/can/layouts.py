@@ -21,10 +21,10 @@ import numpy as np
 from ..base import new_tick_info
 from .frames import (CRC8_J1850_TABLE, MAX_PAYLOAD, M_CNT_MOD, M_CNT_SIG, M_COLS, M_CRC_BITS, M_CRC_BYTE,
                      M_CRC_INIT, M_CRC_XOR,
-                     M_DATA_ID, M_LEN, M_MAX_DELTA, M_NSIG, M_OFFSET, M_PERIOD, M_REQUIRED, M_SIG0, M_TIMEOUT,
-                     S_ALLOW0, S_COLS, S_LEN, S_NALLOW, S_NSEG, S_RAW_HI, S_RAW_LO, S_SEG0, S_SIGNED, S_SOURCE,
+                     M_DATA_ID, M_LEN, M_MAX_DELTA, M_MUXED, M_NSIG, M_OFFSET, M_PAGES, M_PERIOD, M_REQUIRED,
+                     M_SIG0, M_TIMEOUT, S_ALLOW0, S_COLS, S_LEN, S_MUXC, S_MUXK, S_NALLOW, S_NSEG, S_RAW_HI, S_RAW_LO, S_SEG0, S_SIGNED, S_SOURCE,
                      S_TARGET, SEG_COLS, SF_BIAS, SF_COLS, SF_GAIN, SF_OFFSET, SF_SCALE, SOURCE_PLANT, Q_COLS,
-                     FrameCodec, crc8_j1850, rx_apply, tx_enqueue, tx_pack)
+                     FrameCodec, crc8_j1850, rx_apply, tx_enqueue, tx_log, tx_pack)
 
 
 def signal_bit_positions(start: int, length: int, little_endian: bool) -> list[int]:
@@ -75,6 +75,10 @@ class SignalLayout:
     gain: float = 1.0
     bias: float = 0.0
     allowed_raw: tuple[int, ...] = ()
+    # multiplexing: the chain of (multiplexer signal index in the message, raw values selecting this signal) up to
+    # the top multiplexer (empty: in every frame); a multiplexer signal's values the DBC defines (empty: none)
+    mux_conditions: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    mux_values: tuple[int, ...] = ()
 
 
 @dataclass
@@ -102,6 +106,13 @@ class MessageLayout:
     cycle_ms: float = 0.0  # the times in ms the tick counts above come from (see :func:`retime`)
     start_delay_ms: float | None = None  # None: staggered
     timeout_ms: float = 0.0
+    # a multiplexed message: its pages, each the (multiplexer signal index, raw value) pairs that select it,
+    # sent in turn one per cycle (transmit); empty for a message that is not multiplexed
+    pages: list[tuple[tuple[int, int], ...]] = None
+
+    @property
+    def multiplexed(self) -> bool:
+        return bool(self.pages) or any(s.mux_conditions or s.mux_values for s in self.signals)
 
 
 @dataclass
@@ -114,6 +125,8 @@ class CompiledLayout:
     SEG: np.ndarray
     ALLOW: np.ndarray
     messages: list[MessageLayout]
+    MUX: np.ndarray = None  # multiplexing records (frames.py, "The MUX table")
+    constants: list[float] = None  # transmit: constant signal values, DBC units (aux slots N_AUX, N_AUX + 1, ...)
 
     @property
     def n_msg(self) -> int:
@@ -132,6 +145,7 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
     SF = np.zeros((max(n_sig, 1), SF_COLS), dtype=np.float64)
     seg_rows: list[tuple[int, int, int, int]] = []
     allow: list[int] = []
+    mux: list[int] = []
     s = 0
     for k, msg in enumerate(messages):
         if not 0 < msg.length <= MAX_PAYLOAD:
@@ -151,6 +165,8 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
         M[k, M_CRC_INIT] = msg.crc_init
         M[k, M_CRC_XOR] = msg.crc_xor
         M[k, M_CRC_BITS] = msg.crc_bits
+        M[k, M_PAGES] = _mux_pages(msg, s, mux)
+        M[k, M_MUXED] = 1 if msg.multiplexed else 0
         for j, sig in enumerate(msg.signals):
             if not 1 <= sig.length <= 63:
                 raise ValueError(f"{msg.name}.{sig.name}: length {sig.length} bits is not supported (1..63)")
@@ -174,6 +190,15 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
             SF[s, SF_OFFSET] = sig.offset
             SF[s, SF_GAIN] = sig.gain
             SF[s, SF_BIAS] = sig.bias
+            S[s, S_MUXC] = S[s, S_MUXK] = -1
+            if sig.mux_conditions:
+                S[s, S_MUXC] = len(mux)
+                mux.append(len(sig.mux_conditions))
+                for i, values in sig.mux_conditions:
+                    mux.extend([M[k, M_SIG0] + i, len(values), *values])
+            if sig.mux_values:
+                S[s, S_MUXK] = len(mux)
+                mux.extend([len(sig.mux_values), *sig.mux_values])
             if j == msg.crc_signal:
                 whole = [(pos[0] // 8 + b, 0, 8, 8 * b) for b in range(msg.crc_bits // 8)]
                 if sig.length != msg.crc_bits or pos[0] % 8 != 0 or segs != whole:
@@ -185,7 +210,23 @@ def compile_layout(messages: list[MessageLayout]) -> CompiledLayout:
             s += 1
     SEG = np.array(seg_rows if seg_rows else [(0, 0, 0, 0)], dtype=np.int64).reshape(-1, SEG_COLS)
     ALLOW = np.array(allow if allow else [0], dtype=np.int64)
-    return CompiledLayout(M, S, SF, SEG, ALLOW, messages)
+    return CompiledLayout(M, S, SF, SEG, ALLOW, messages, np.array(mux if mux else [0], dtype=np.int64))
+
+
+def _mux_pages(msg: MessageLayout, s0: int, mux: list[int]) -> int:
+    """Append a message's page list to the MUX records; its offset, or -1 for a message without pages."""
+    if not msg.pages:
+        return -1
+    head = len(mux)
+    mux.extend([len(msg.pages)] + [0] * len(msg.pages))
+    for p, page in enumerate(msg.pages):
+        mux[head + 1 + p] = len(mux)
+        mux.append(len(page))
+        for i, raw in page:
+            if not msg.signals[i].mux_values or raw not in msg.signals[i].mux_values:
+                raise ValueError(f"{msg.name}: page value {raw} of {msg.signals[i].name} is not one it defines")
+            mux.extend([s0 + i, raw])
+    return head
 
 
 def retime(layout: CompiledLayout, period_s: float) -> list[str]:
@@ -264,6 +305,9 @@ def warm_up() -> None:
     tx_enqueue(codec.ci, codec.cb, 0, np.zeros(1, dtype=np.int64), np.zeros((1, MAX_PAYLOAD), dtype=np.uint8),
                np.zeros(Q_COLS, dtype=np.int64))
     crc8_j1850(codec.rx_buf, 8, -1, -1, CRC8_J1850_TABLE)
+    # the recording's bus-frame ring (bus_spool.py), 0 frames due
+    tx_log(codec.ci, codec.cb, 0, 0, np.zeros((1, 2), dtype=np.int64), np.zeros((1, MAX_PAYLOAD), dtype=np.uint8),
+           np.zeros(Q_COLS, dtype=np.int64))
 
 
 __all__ = ["SignalLayout", "MessageLayout", "CompiledLayout", "compile_layout", "signal_bit_positions",

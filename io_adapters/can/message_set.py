@@ -48,7 +48,7 @@ from plant_models.config import ConfigError, ConfigReader, load_toml, resolve_co
 from plant_models.plant import Plant
 from plant_models.units import unit_gain
 
-from .frames import CRC_BITS, CRC_VARIANTS, SOURCE_AUX, SOURCE_PLANT
+from .frames import CRC_BITS, CRC_VARIANTS, N_AUX, SOURCE_AUX, SOURCE_PLANT
 from .layouts import CompiledLayout, MessageLayout, SignalLayout, compile_layout, raw_bounds, raw_range
 
 # Values a transmitted signal can carry besides plant outputs (index = position).
@@ -120,10 +120,11 @@ def load_message_set(path_or_name: str | Path, plant: Plant, period_s: float) ->
     notes: list[str] = []
     rx_tab = cfg.sub("rx", required=False)
     tx_tab = cfg.sub("tx", required=False)
+    constants: list[float] = []  # constant transmit values ({ value = ... }: e.g. network-management frames)
     rx = [_message(rx_tab, name, db, plant, period_s, "rx", timeout_cycles, max_delta, crc_variant, notes)
           for name in rx_tab.data]
-    tx = [_message(tx_tab, name, db, plant, period_s, "tx", timeout_cycles, max_delta, crc_variant, notes)
-          for name in tx_tab.data]
+    tx = [_message(tx_tab, name, db, plant, period_s, "tx", timeout_cycles, max_delta, crc_variant, notes,
+                   constants) for name in tx_tab.data]
     cfg.reject_unknown()
     seen: dict[tuple[int, bool], str] = {}
     for m in rx:
@@ -132,7 +133,9 @@ def load_message_set(path_or_name: str | Path, plant: Plant, period_s: float) ->
             raise ConfigError(str(path), f"rx.{m.name}", f"frame ID 0x{m.frame_id:X} is already received as {seen[k]}")
         seen[k] = m.name
     _stagger(tx)
-    return MessageSet(str(path), str(dbc_path), db, compile_layout(rx), compile_layout(tx), notes)
+    tx_layout = compile_layout(tx)
+    tx_layout.constants = constants
+    return MessageSet(str(path), str(dbc_path), db, compile_layout(rx), tx_layout, notes)
 
 
 def _stagger(tx: list[MessageLayout]) -> None:
@@ -157,15 +160,14 @@ def _ticks(ms: float, period_s: float, reader: ConfigReader, key: str, what: str
 
 
 def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, direction: str,
-             timeout_cycles: float, max_delta_default: int, crc_default: str, notes: list[str]) -> MessageLayout:
+             timeout_cycles: float, max_delta_default: int, crc_default: str, notes: list[str],
+             constants: list[float] | None = None) -> MessageLayout:
     mc = tab.sub(name)
     try:
         msg = db.get_message_by_name(name)
     except KeyError:
         raise tab.error(name, f"no message {name!r} in the DBC; its messages are "
                         + ", ".join(sorted(m.name for m in db.messages))) from None
-    if msg.is_multiplexed():
-        raise tab.error(name, "multiplexed messages are not supported")
     if msg.is_container:
         raise tab.error(name, "container messages are not supported")
     sig_names = [s.name for s in msg.signals]
@@ -198,6 +200,11 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
             lo_b, hi_b = raw_bounds(s.length, s.is_signed)
         layouts.append(SignalLayout(s.name, s.start, s.length, s.byte_order == "little_endian", s.is_signed,
                                     float(s.scale), float(s.offset), lo_b, hi_b))
+    pages = _multiplexing(msg, layouts)
+    for key, i in (("checksum", crc_i), ("counter", cnt_i)):
+        if i >= 0 and (layouts[i].mux_conditions or layouts[i].mux_values):
+            raise mc.error(key, f"{msg.signals[i].name} is multiplexed; the checksum and the counter must be in "
+                           "every frame of the message")
     counter_mod = 16
     if cnt_i >= 0:
         cs = msg.signals[cnt_i]
@@ -221,14 +228,22 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
         j = sig_names.index(sname)
         if j in (crc_i, cnt_i):
             raise sigs.error(sname, "is the message's checksum or counter; the adapter fills and checks it")
+        if layouts[j].mux_values:
+            raise sigs.error(sname, "is a multiplexer; the adapter sends the message's pages in turn and reads "
+                             "the page of each frame from it")
         dbc_sig = msg.signals[j]
         if dbc_sig.is_float:
             raise sigs.error(sname, "IEEE float signals are not supported; use a scaled integer signal")
         if dbc_sig.length > 52:
             raise sigs.error(sname, f"{dbc_sig.length} bits: mapped signals carry at most 52 bits "
                              "(the integers a float64 holds exactly)")
-        port, factor, bias = _mapping_entry(sigs, sname)
         lay = layouts[j]
+        if isinstance(sigs.raw(sname), dict) and "value" in sigs.raw(sname):
+            if direction != "tx":
+                raise sigs.error(sname, "a constant value is for sent signals; a received signal maps to a port")
+            _constant(sigs, sname, msg.signals[j], lay, constants)
+            continue
+        port, factor, bias = _mapping_entry(sigs, sname)
         if direction == "rx":
             _resolve_rx(sigs, sname, dbc_sig, lay, plant, port, factor, bias)
         else:
@@ -252,8 +267,8 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
     else:
         if mc.has("timeout_ms"):
             timeout_ms = mc.number("timeout_ms", positive=True)
-        elif cycle_ms:
-            timeout_ms = timeout_cycles * cycle_ms
+        elif cycle_ms:  # a multiplexed message brings each page once in len(pages) frames
+            timeout_ms = timeout_cycles * cycle_ms * max(len(pages), 1)
         else:
             raise mc.error("timeout_ms", f"message {name} has no GenMsgCycleTime in the DBC; give timeout_ms here")
         timeout_ticks = max(1, math.ceil(timeout_ms * 1e-3 / period_s - 1e-9))
@@ -265,7 +280,61 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
                          max_delta=max_delta,
                          period_ticks=period_ticks, offset_ticks=offset_ticks, timeout_ticks=timeout_ticks,
                          required=required, cycle_ms=float(cycle_ms or 0.0), start_delay_ms=start_delay_ms,
-                         timeout_ms=timeout_ms)
+                         timeout_ms=timeout_ms, pages=pages)
+
+
+def _multiplexing(msg, layouts: list[SignalLayout]) -> list[tuple[tuple[int, int], ...]]:
+    """Fill the multiplexing of a DBC message into its signal layouts; return its pages (empty if not multiplexed).
+
+    cantools gives each signal its multiplexer (``multiplexer_signal``) and
+    the values selecting it (``multiplexer_ids``); a multiplexer that is
+    itself multiplexed is extended multiplexing (``SG_MUL_VAL_``).  A
+    signal's conditions are its whole chain up to the top multiplexer; a
+    multiplexer's values are those its signals name; a page is one choice of
+    value for every multiplexer present, so every signal of the message is in
+    at least one page.
+    """
+    if not msg.is_multiplexed():
+        return []
+    index = {sig.name: j for j, sig in enumerate(msg.signals)}
+    values: dict[int, set[int]] = {}
+    for sig in msg.signals:
+        if sig.multiplexer_signal is not None:
+            values.setdefault(index[sig.multiplexer_signal], set()).update(int(v) for v in sig.multiplexer_ids or ())
+    for j, sig in enumerate(msg.signals):
+        chain, cur = [], sig
+        while cur.multiplexer_signal is not None:
+            chain.append((index[cur.multiplexer_signal], tuple(sorted(int(v) for v in cur.multiplexer_ids or ()))))
+            cur = msg.signals[index[cur.multiplexer_signal]]
+        layouts[j].mux_conditions = tuple(chain)
+        layouts[j].mux_values = tuple(sorted(values.get(j, ())))
+
+    def present(j: int, assign: dict[int, int]) -> bool:
+        return all(m in assign and assign[m] in vals for m, vals in layouts[j].mux_conditions)
+
+    def expand(assign: dict[int, int]) -> list[dict[int, int]]:
+        for m in sorted(values):
+            if m not in assign and present(m, assign):
+                return [page for v in sorted(values[m]) for page in expand({**assign, m: v})]
+        return [assign]
+
+    return [tuple(sorted(page.items())) for page in expand({})]
+
+
+def _constant(sigs: ConfigReader, sname: str, dbc_sig, lay: SignalLayout, constants: list[float]) -> None:
+    """``Signal = { value = 33 }``: the signal always carries this DBC value (network management, fixed IDs)."""
+    t = ConfigReader(sigs.raw(sname), sigs.source, sigs.key(sname))
+    value = t.number("value")
+    t.reject_unknown()
+    lo = float(dbc_sig.minimum) if dbc_sig.minimum is not None else None
+    hi = float(dbc_sig.maximum) if dbc_sig.maximum is not None else None
+    lay.raw_lo, lay.raw_hi = raw_range(lay.length, lay.signed, lay.scale, lay.offset, lo, hi)
+    x = (value - lay.offset) / lay.scale
+    raw = round(x)
+    if abs(x - raw) > 1e-9 or not lay.raw_lo <= raw <= lay.raw_hi:
+        raise sigs.error(sname, f"value {value:g} is not a raw step of the signal inside its range")
+    lay.source, lay.target, lay.gain, lay.bias = SOURCE_AUX, N_AUX + len(constants), 1.0, 0.0
+    constants.append(float(value))
 
 
 def _mapping_entry(sigs: ConfigReader, sname: str) -> tuple[str, float | None, float]:
@@ -394,12 +463,19 @@ def message_table_markdown(ms_path: str | Path) -> str:
         mapping = tab.get("signals", {})
         for s in msg.signals:
             port = mapping.get(s.name, "")
-            if isinstance(port, dict):
+            if isinstance(port, dict) and "value" in port:
+                port = f"= {port['value']:g}"
+            elif isinstance(port, dict):
                 port = f"{port.get('port')} (x {port.get('factor', 1)})"
             if s.name in (tab.get("checksum"), tab.get("counter")):
                 port = "(E2E)"
             order = "Intel" if s.byte_order == "little_endian" else "Motorola"
             sign = ", signed" if s.is_signed else ""
+            if s.is_multiplexer:
+                sign += ", multiplexer"
+            if s.multiplexer_signal is not None:
+                ids = "/".join(str(v) for v in s.multiplexer_ids or ())
+                sign += f", when {s.multiplexer_signal} = {ids}"
             rng = f"{s.minimum:g} .. {s.maximum:g}" if s.minimum is not None and s.maximum is not None else ""
             lines.append(f"| {name} | {s.name} | {s.start}\\|{s.length}, {order}{sign} | {s.scale:g}, {s.offset:g} | "
                          f"{rng} | {s.unit or ''} | {port} |")

@@ -78,6 +78,8 @@ class J1939Adapter(NodeDiagnostics, Adapter):
         self.channel = cfg.raw("channel", "gearbox-hil")
         self.bitrate = cfg.integer("bitrate", 250000, lo=10000, hi=1000000)
         self.dbc_name = cfg.string("dbc", "powershift_j1939.dbc")
+        self._bus_log = None  # the recording's bus frames, while the server records
+        self._tick = 0  # of the last read
         self.torque_input = cfg.string("engine_torque_input", "")  # "": torque_limit with an engine, else engine_torque
         self.speed_output = cfg.string("engine_speed_output", "w_1")
         self.wheel_output = cfg.string("wheel_speed_output", "w_out")
@@ -181,6 +183,7 @@ class J1939Adapter(NodeDiagnostics, Adapter):
     # -- the tick --------------------------------------------------------------------------------------
     def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
         self._now_ms = round(tick * self.ctx.period_s * 1e3, 6)  # whole ms stay whole (cycles exact)
+        self._tick = tick
         if drive:
             self.plant.u[self._u] = min(max(self.torque_Nm, self._u_lo), self._u_hi)  # inside the input's range
         return 0  # the TCU's own command frames (the can adapter) feed the watchdog
@@ -195,6 +198,8 @@ class J1939Adapter(NodeDiagnostics, Adapter):
             for node in self.nodes:
                 self._send_all(node.start(now))
         while (msg := self.bus.recv(0.0)) is not None:
+            if self._bus_log is not None:  # the next read applies what it brings: the row after that tick's step
+                self._bus_log.put_rx(self._tick + 2, msg)
             if msg.is_extended_id and not msg.is_error_frame and not msg.is_remote_frame:
                 self._on_frame(msg, now)
         for node in self.nodes:
@@ -324,6 +329,28 @@ class J1939Adapter(NodeDiagnostics, Adapter):
             self.counts["tx_frames"] += 1
         except can.CanError:
             self.counts["tx_errors"] += 1
+            return
+        if self._bus_log is not None:  # sent after the tick's step: the row of that step carries its values
+            from .bus_spool import F_EXTENDED
+
+            self._bus_log.put_frame(self._tick + 1, fid, F_EXTENDED, data)
+
+    # -- the recording's bus frames (server/recording; io_adapters/can/bus_spool.py) -----------------------
+    def start_bus_log(self, path) -> dict | None:
+        """Spool every frame sent and received from now to ``path`` with its tick (between ticks)."""
+        if self.bus is None:
+            return None
+        from .bus_spool import BusSpool
+
+        self.stop_bus_log()
+        self._bus_log = BusSpool(path, [], [], [])
+        return {"adapter": self.name, "spool": str(path), "dbc": str(resolve_config(self.dbc_name)), "fd": False,
+                "module": "io_adapters.can.bus_mdf"}
+
+    def stop_bus_log(self) -> dict | None:
+        """Write the spool's last frames and its end record; its counts (None if none ran)."""
+        spool, self._bus_log = self._bus_log, None
+        return spool.close() if spool is not None else None
 
     # -- payloads of the emulated nodes ----------------------------------------------------------------
     def _eec1(self) -> bytes:
@@ -432,6 +459,7 @@ class J1939Adapter(NodeDiagnostics, Adapter):
         return CommandCounts(self.counts["tsc1_applied"], dict(self.tsc1_rejected))
 
     def close(self) -> None:
+        self.stop_bus_log()
         if self.bus is not None:
             self.bus.shutdown()
             self.bus = None

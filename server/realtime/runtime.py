@@ -439,7 +439,7 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
         report.extra["fmus"] = plant.fmu_status
     recorder = None
     if recording is not None:
-        recorder = Recorder(recording, ring, plant, loop.dt)
+        recorder = Recorder(recording, ring, plant, loop.dt, adapters)
         control.recorder = recorder
         report.extra["recording"] = recorder.status
     return Server(plant, loop, watchdog, player, params, report, control, context, recorder=recorder,

@@ -9,13 +9,17 @@
     chunk_s = 10.0               # simulated seconds per file (a kill -9 loses at most the last one)
     name = "rec"                 # file names: rec_0001.mf4, ... and rec.json (status)
     autostart = false            # record from the first tick
+    bus_frames = true            # the CAN adapters' frames in the same files (ASAM MDF bus logging, DBC attached)
 
 With a ``[recording]`` table the server keeps its state ring in shared
 memory and runs the writer (:mod:`server.recording.writer`) as a separate
 process that reads it, so recording never adds work, waits or interpreter
 lock hand-overs to the tick.  The control requests ``record_start``
 (optional ``signals``, ``every``, ``name``) and ``record_stop`` start and
-stop it; ``status`` shows it under ``recording``.
+stop it; ``status`` shows it under ``recording``.  Every CAN adapter spools
+its frames while a recording runs (:mod:`io_adapters.can.bus_spool`) and the
+writer puts them beside the signals through the module the adapter names
+(:mod:`io_adapters.can.bus_mdf`); nothing here knows the transport.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class RecordingConfig:
     chunk_s: float = 10.0
     name: str = "rec"
     autostart: bool = False
+    bus_frames: bool = True
 
 
 def read_recording_config(cfg: ConfigReader, base: Path) -> RecordingConfig | None:
@@ -69,13 +74,14 @@ def read_recording_config(cfg: ConfigReader, base: Path) -> RecordingConfig | No
     if not NAME_RE.match(name):
         raise r.error("name", "must be 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit")
     autostart = r.boolean("autostart", False)
+    bus_frames = r.boolean("bus_frames", True)
     r.reject_unknown()
     import importlib.util
 
     if importlib.util.find_spec("asammdf") is None:
         raise ConfigError(cfg.source, "[recording]", "recording to MF4 needs asammdf, which is not installed "
                           "(pip install 'gearbox-hil[record]')")
-    return RecordingConfig(folder, tuple(signals), every, chunk_s, name, autostart)
+    return RecordingConfig(folder, tuple(signals), every, chunk_s, name, autostart, bus_frames)
 
 
 def select_signals(patterns, outputs: list[str], inputs: list[str]) -> list[tuple[str, str]]:
@@ -105,9 +111,11 @@ class Recorder:
         The plant (signal names and units).
     period_s
         The loop's period, s (for ``chunk_s`` -> rows).
+    adapters
+        The server's adapters: those with ``start_bus_log`` (CAN) spool their frames while recording.
     """
 
-    def __init__(self, cfg: RecordingConfig, ring, plant, period_s: float):
+    def __init__(self, cfg: RecordingConfig, ring, plant, period_s: float, adapters=()):
         if ring.shm_name is None:
             raise ValueError("recording needs the state ring in shared memory")
         self.cfg = cfg
@@ -120,6 +128,8 @@ class Recorder:
         self.started = 0
         self._stopping: subprocess.Popen | None = None
         self.exit_code: int | None = None  # the last writer's
+        self.adapters = [a for a in adapters if callable(getattr(a, "start_bus_log", None))]
+        self.bus_spools: dict = {}  # adapter -> its spool's counts at the last stop
 
     def start(self, signals=None, every: int | None = None, name: str | None = None) -> dict:
         """Start a recording from the next tick (the settings default to the config's); returns its job."""
@@ -150,10 +160,19 @@ class Recorder:
             if old.exists():
                 old.unlink()  # a new recording of the same name replaces the old one's files
         chunk_rows = max(1, int(round(cfg.chunk_s / (self.period_s * cfg.every))))
+        bus = []
+        if cfg.bus_frames:  # before the writer starts: every frame from the next tick on is in a spool
+            for old in cfg.folder.glob(f".{cfg.name}.*.frames"):
+                old.unlink()
+            for a in self.adapters:
+                info = a.start_bus_log(cfg.folder.resolve() / f".{cfg.name}.{a.name}.frames")
+                if info is not None:
+                    bus.append(info)
         self.job = {"shm": self.ring.shm_name, "folder": str(cfg.folder.resolve()), "name": cfg.name,
                     "signals": [n for _, n in chosen], "units": units, "cols": cols, "every": cfg.every,
                     "chunk_rows": chunk_rows, "start_seq": self.ring.written + 1, "parent_pid": os.getpid(),
-                    "comment": f"gearbox-hil {self.plant.kind} plant, period {self.period_s:g} s"}
+                    "comment": f"gearbox-hil {self.plant.kind} plant, period {self.period_s:g} s",
+                    "bus": bus, "period_s": self.period_s}
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(repo_root()), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
         # its own session: a Ctrl-C in the terminal reaches the server, which stops the writer after its last tick
@@ -162,7 +181,7 @@ class Recorder:
         self.started += 1
         log.info("recording %d signals every %d tick(s) to %s/%s_*.mf4", len(chosen), cfg.every, cfg.folder, cfg.name)
         return {"name": cfg.name, "folder": str(cfg.folder), "signals": self.job["signals"], "every": cfg.every,
-                "chunk_rows": chunk_rows, "start_seq": self.job["start_seq"]}
+                "chunk_rows": chunk_rows, "start_seq": self.job["start_seq"], "bus": [b["adapter"] for b in bus]}
 
     @property
     def active(self) -> bool:
@@ -195,6 +214,7 @@ class Recorder:
         if not self.active:
             raise RecordingError("no recording is running")
         self.exit_code = None
+        self._stop_bus_logs()
         # the rows written up to now, not those of the next ticks; a file, not a signal, so that a writer
         # still starting up sees it too
         Path(self.job["folder"], f".{self.job['name']}.stop").write_text(str(self.ring.written))
@@ -219,6 +239,16 @@ class Recorder:
                         self.last["lost"])
         return self.last or {}
 
+    def _stop_bus_logs(self) -> None:
+        """Close the adapters' spools (their last frames and end records) before the writer is told to stop."""
+        for a in self.adapters:
+            st = a.stop_bus_log()
+            if st is not None:
+                self.bus_spools[a.name] = st
+                if st.get("dropped") or st.get("errors"):
+                    log.warning("recording: CAN %s lost %d bus frames (%d ring overflows, %d write errors)", a.name,
+                                st["dropped"] + st["errors"], st["dropped"], st["errors"])
+
     def _read_status(self) -> dict | None:
         if self.job is None:
             return None
@@ -237,6 +267,7 @@ class Recorder:
                 "every": self.job["every"] if self.job else None,
                 "files": len(st["files"]) if st else 0, "rows": st["rows"] if st else 0,
                 "lost": st["lost"] if st else 0, "writer_state": _writer_state(st, self.exit_code),
+                "bus_frames": (st or {}).get("bus_frames", {}), "bus_spools": dict(self.bus_spools),
                 "writer_exit_code": self.exit_code, **({"error": st["error"]} if st and st.get("error") else {})}
 
     def close(self) -> None:
@@ -278,7 +309,7 @@ def read_recording(folder: str | Path, name: str = "rec") -> dict:
         with MDF(f) as mdf:
             names = [ch.name for grp in mdf.groups for ch in grp.channels]
             for nm in names:
-                if nm == "time" or nm.startswith("$"):
+                if nm == "time" or nm.startswith("$") or nm.startswith("CAN_"):  # bus logging: extract_bus_logging
                     continue
                 sig = mdf.get(nm)
                 parts.setdefault(nm, []).append(sig.samples)

@@ -4,6 +4,12 @@ Started by :class:`server.recording.Recorder` as ``python -m
 server.recording.writer JOB_JSON``; it attaches to the server's state ring in
 shared memory and reads it through its own cursor (decimation ``every``), so
 the real-time loop neither waits for it nor shares its interpreter lock.
+With ``bus`` in the job (the server's CAN adapters, ``bus_frames`` of
+``[recording]``), each file also holds the frames of its ticks as ASAM MDF
+bus logging with the DBC attached (by the module each adapter names, e.g.
+:mod:`io_adapters.can.bus_mdf`); at the stop it waits for every adapter's
+end record before the last file.
+
 Every ``chunk_rows`` rows it writes one complete MF4 file
 (``NAME_0001.mf4``, ...: written under a hidden name and renamed), so a ``kill -9``
 of this process or of the server loses at most the rows of the chunk being
@@ -69,7 +75,7 @@ class ChunkWriter:
     """
 
     def __init__(self, folder: Path, name: str, names: list[str], units: list[str], cols: list[int],
-                 chunk_rows: int, comment: str = ""):
+                 chunk_rows: int, comment: str = "", bus=None):
         self.folder, self.name = folder, name
         self.names, self.units = names, units
         self.cols = np.asarray(cols, dtype=np.int64)
@@ -83,6 +89,8 @@ class ChunkWriter:
         self.comment = comment
         self.lost_rows = 0  # rows not in any file because a write failed: its chunk's and every one after
         self.failed: str | None = None  # why the last write failed (then the writer only counts rows)
+        self.bus = list(bus or [])  # the adapters' bus-frame sources (``poll``, ``pending``, ``chunk``); [] signals only
+        self._last_row = (np.zeros(1, dtype=np.int64), np.zeros(1))  # (tick, time) of the last row written
 
     def add(self, ints: np.ndarray, floats: np.ndarray, n: int, tick_col: int, time_col: int) -> None:
         """Append ``n`` ring rows; a full chunk, or time going back (a reset), writes a file.
@@ -111,19 +119,31 @@ class ChunkWriter:
             if self.fill == self.chunk:
                 self.flush()
 
-    def flush(self) -> None:
-        """Write the buffered rows as the next file (nothing if empty)."""
-        if not self.fill:
+    def flush(self, final: bool = False) -> None:
+        """Write the buffered rows, and the bus frames of their ticks, as the next file (nothing if empty).
+
+        ``final``: every bus frame still waiting goes in (a file of bus frames only if no row is left).
+        """
+        bus = self.bus if self.failed is None else []
+        for b in bus:
+            b.poll()
+        if not self.fill and not (final and any(b.pending for b in bus)):
             return
         from asammdf import MDF, Signal
 
         n = self.fill
         t = self.t[:n].copy()
-        sigs = [Signal(self.tick[:n].copy(), t, name="tick", unit="", comment="plant steps since the last reset")]
-        sigs += [Signal(self.vals[:n, i].copy(), t, name=nm, unit=u) for i, (nm, u) in
-                 enumerate(zip(self.names, self.units))]
         mdf = MDF(version="4.10")
-        mdf.append(sigs, comment=self.comment or "gearbox-hil recording")
+        if n:
+            sigs = [Signal(self.tick[:n].copy(), t, name="tick", unit="", comment="plant steps since the last reset")]
+            sigs += [Signal(self.vals[:n, i].copy(), t, name=nm, unit=u) for i, (nm, u) in
+                     enumerate(zip(self.names, self.units))]
+            mdf.append(sigs, comment=self.comment or "gearbox-hil recording")
+            self._last_row = (self.tick[n - 1:n].copy(), t[n - 1:])
+        rows = (self.tick[:n].copy(), t) if n else self._last_row
+        for b in bus:
+            for sig, comment in b.chunk(final, *rows):
+                mdf.append(sig, comment=comment)
         path = self.folder / f"{self.name}_{len(self.files) + 1:04d}.mf4"
         part = path.with_name("." + path.name)  # hidden until whole (asammdf keeps the .mf4 suffix)
         try:
@@ -143,6 +163,27 @@ class ChunkWriter:
         self.fill = 0
 
 
+def _bus_sources(job: dict) -> list:
+    """The bus-frame sources of the job: one per module the adapters name (they know their transport)."""
+    import importlib
+
+    modules = sorted({b["module"] for b in job.get("bus", [])})
+    return [importlib.import_module(m).BusFrames([b for b in job["bus"] if b["module"] == m], float(job["period_s"]))
+            for m in modules]
+
+
+def _status(state: str, job: dict, w: ChunkWriter, cur, started: float) -> dict:
+    """The status file's content."""
+    d = {"state": state, "name": job["name"], "signals": job["signals"], "every": int(job["every"]),
+         "files": list(w.files), "rows": w.rows_written + w.fill, "rows_in_files": w.rows_written,
+         "lost": cur.lost + w.lost_rows, "chunk_rows": w.chunk, "started_unix_s": started, "pid": os.getpid()}
+    if w.failed is not None:
+        d["error"] = w.failed
+    if w.bus:
+        d["bus_frames"] = {k: v for b in w.bus for k, v in b.status().items()}
+    return d
+
+
 def main(argv: list[str] | None = None) -> int:
     from plant_models.run.ring import C_NEXT, F_TIME, I_SEQ, I_TICK, Cursor, StateRing
 
@@ -156,18 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     ring = StateRing.attach(job["shm"])
     cur = Cursor(ring, every=int(job["every"]), batch=4096, from_now=False)
     cur.state[C_NEXT] = max(int(job["start_seq"]), 1)
+    bus = _bus_sources(job)
     w = ChunkWriter(folder, job["name"], job["signals"], job["units"], job["cols"], int(job["chunk_rows"]),
-                    job.get("comment", ""))
+                    job.get("comment", ""), bus=bus)
     started = time.time()
     reported_lost = 0
 
     def status(state: str) -> dict:
-        d = {"state": state, "name": job["name"], "signals": job["signals"], "every": int(job["every"]),
-             "files": list(w.files), "rows": w.rows_written + w.fill, "rows_in_files": w.rows_written,
-             "lost": cur.lost + w.lost_rows, "chunk_rows": w.chunk, "started_unix_s": started, "pid": os.getpid()}
-        if w.failed is not None:
-            d["error"] = w.failed
-        return d
+        return _status(state, job, w, cur, started)
 
     _write_json(status_path, status("recording"))
 
@@ -209,12 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         pass
     while take():  # what the server wrote up to now (all of it once it has stopped ticking)
         pass
+    for b in bus:  # the server closed its spools before the stop; a killed server's hold what they hold
+        b.wait_end(alive=lambda: os.getppid() == parent)
     ok = w.failed is None
-    w.flush()
+    w.flush(final=True)
     if ok and w.failed is not None:
         failed()
     final = status("closed" if w.failed is None else "failed")
     _write_json(status_path, final)
+    for b in bus if w.failed is None else []:  # a failed recording keeps its spools (the frames not in a file)
+        b.remove_spools()
     if os.getppid() != parent:  # the server is gone (killed): the shared block would otherwise stay behind
         try:
             ring.close(unlink=True)
