@@ -148,7 +148,8 @@ async def _run(sock: socket.socket, job: dict) -> bool:
                         token=opts["token"], max_request_bytes=opts["max_request_bytes"],
                         max_clients=opts["max_clients"], allowed_origins=tuple(opts["allowed_origins"]),
                         status_hz=opts["status_hz"], log=log,
-                        allowed_hosts=tuple(opts.get("allowed_hosts", ())), layouts=opts.get("layouts"))
+                        allowed_hosts=tuple(opts.get("allowed_hosts", ())), layouts=opts.get("layouts"),
+                        parameter_sets=opts.get("parameter_sets"))
     except (ImportError, OSError) as exc:  # plotly missing, or its package without plotly.min.js
         writer.write(dumps_line({"op": "failed", "error": f"the workspace's plotting library: {exc} "
                                  "(pip install 'gearbox-hil[web]')"}))
