@@ -212,7 +212,7 @@ function addGauge() {
   if (g.kind === "gauge" && (g.lo === null || g.hi === null || !(g.hi > g.lo))) { showError("gauge: set low < high (its scale)"); return; }
   if (g.kind === "lamp" && g.lo === null && g.hi === null) { showError("lamp: set a low or a high limit"); return; }
   if (S.gauges.length >= MAX_GAUGES) { showError(`at most ${MAX_GAUGES} gauges and lamps`); return; }
-  clearError(); S.gauges.push(g); buildGauges(); subscribe();
+  clearError(); S.gauges.push(g); buildGauges(); subscribe(); dirty = true;
 }
 function gaugesNow() {
   W.gaugeStates = S.gauges.map((g, i) => {
@@ -297,6 +297,7 @@ T.applyLayoutPart = function (l) {
       .map((g) => ({name: g.name, kind: g.kind, lo: n(g.lo), hi: n(g.hi)}));
     buildGauges();
   }
+  dirty = true;
   if (typeof l.reference_offset_s === "number") { S.offset = l.reference_offset_s; $("refoffset").value = S.offset; shiftRefs(); }
 };
 function exportLayout() {
@@ -330,7 +331,7 @@ document.addEventListener("click", async (ev) => {
   else if (id === "refclear") { S.refs.length = 0; listRefs(); dirty = true; }
   else if (b.classList.contains("refdel")) { S.refs.splice(Number(b.dataset.ref), 1); listRefs(); dirty = true; }
   else if (id === "gadd") addGauge();
-  else if (b.classList.contains("gdel")) { S.gauges.splice(Number(b.dataset.gauge), 1); buildGauges(); subscribe(); }
+  else if (b.classList.contains("gdel")) { S.gauges.splice(Number(b.dataset.gauge), 1); buildGauges(); subscribe(); dirty = true; }
   else if (id === "psetsave") await saveParamSet();
   else if (id === "psetcompare") await compareParamSet();
   else if (id === "psetapply") await applyParamSet();
