@@ -402,3 +402,16 @@ def test_the_page_gets_the_runs_whole_tet_histogram_with_the_status(server):
     rank = -(-99 * h["total"] // 100)  # nearest rank of p99
     k = next(j for j, acc in enumerate(np.cumsum(h["count"])) if acc >= rank)
     assert timing["tet_us"]["p99"] == min(h["upper_us"][k], timing["tet_us"]["max"])
+
+
+def test_the_websocket_declines_compression_a_client_offers(server):
+    """No permessage-deflate: the updates are small and mostly go to loopback; deflating them cost CPU."""
+
+    async def main():
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(server.url + "ws", compress=15) as ws:
+                page = Page(ws)
+                await page.next_of("hello")
+                return ws.compress
+
+    assert asyncio.run(main()) == 0  # offered (15), not taken

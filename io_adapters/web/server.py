@@ -373,7 +373,10 @@ class WebServer:
     async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
         if len(self.clients) >= self.max_clients:
             return self._refuse("too_many_clients", 503, f"{self.max_clients} pages are open already")
-        ws = LingeringWebSocket(max_msg_size=self.max_request_bytes, heartbeat=20.0)
+        # no permessage-deflate: it costs the workspace CPU for every update (a few kB/s, mostly to loopback), and
+        # aiohttp deflates a large message in a task of its own whose error, when the page closes meanwhile, was
+        # logged as "Task exception was never retrieved"
+        ws = LingeringWebSocket(max_msg_size=self.max_request_bytes, heartbeat=20.0, compress=False)
         await ws.prepare(request)
         client = Client(ws)
         self.clients.append(client)
