@@ -227,7 +227,7 @@ class WebAdapter(Adapter):
                    "allowed_origins": list(self.allowed_origins), "allowed_hosts": list(self.allowed_hosts),
                    "layouts": self.layouts, "parameter_sets": self.parameter_sets}
         job = {"op": "job", "shm": ring.shm_name, "every": self.every, "meta": meta, "options": options,
-               "parent_pid": os.getpid()}
+               "parent_pid": os.getpid(), "cpus": self._cpus(ctx.loop_cpus)}
         try:
             self.url = self._start(job)
         except Exception:
@@ -236,6 +236,19 @@ class WebAdapter(Adapter):
         # a restart serves the same URL, also when port 0 let the kernel choose it
         self._job = dict(job, options=dict(options, port=int(self.url.rsplit(":", 1)[1].strip("/"))))
         log.info("%s: workspace at %s%s", self.name, self.url, " (with ?token=<the access token>)" if self.token else "")
+
+    @staticmethod
+    def _cpus(loop_cpus: tuple[int, ...]) -> list[int] | None:
+        """The CPUs the workspace process may run on: this process's, less the loop's (None: no change).
+
+        Taken when the adapter opens, before the loop pins its thread; a
+        restart (from the loop's thread) gets the same set.  A loop pinned to
+        every CPU leaves nothing else: the workspace then shares them.
+        """
+        if not loop_cpus or not hasattr(os, "sched_getaffinity"):
+            return None
+        rest = sorted(os.sched_getaffinity(0) - set(loop_cpus))
+        return rest or None
 
     def _start(self, job: dict) -> str:
         """Start the workspace process, hand it the job, wait for its URL (or its reason not to serve)."""

@@ -195,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     fd = int((argv or sys.argv[1:])[0])
     sock = socket.socket(fileno=fd)
     job = _read_job(sock)
+    if job.get("cpus"):  # off the loop's pinned CPUs, before any thread starts (they inherit it)
+        try:
+            os.sched_setaffinity(0, job["cpus"])
+        except OSError as exc:
+            log.warning("could not keep off the loop's CPUs (%s)", exc.strerror)
     asyncio.run(_run(sock, job))
     return 0
 

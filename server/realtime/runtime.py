@@ -447,7 +447,7 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
     control = ControlHandler(loop, player, params, report, scenarios)
     context = LoopContext(period_s=loop.dt, mode=loop.mode, feed_watchdog=watchdog.feed, status=report.status,
                           control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info,
-                          ring=ring)
+                          ring=ring, loop_cpus=tuple(cfg.realtime.cpu_affinity))
     loop.attach(context, report)
     recorder = None
     if recording is not None:
