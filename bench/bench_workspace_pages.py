@@ -73,7 +73,13 @@ def tree_cpu_s(pid: int) -> float:
     return sum(cpu_s(p.pid) for p in procs)
 
 
-def open_page(url: str, view: str, draws: float | None):
+def set_draws(drv, draws: float | None) -> None:
+    """The page's redraws a second at most (0: every animation frame; None: the page's own default)."""
+    if draws is not None:
+        drv.execute_script("document.getElementById('draws').value = arguments[0];", draws)
+
+
+def open_page(url: str, view: str):
     """A headless Chromium showing the workspace at ``url`` with ``view``; (driver, chromedriver pid)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -91,8 +97,6 @@ def open_page(url: str, view: str, draws: float | None):
         if time.monotonic() > end:
             raise RuntimeError("the page did not connect within 60 s")
         time.sleep(0.1)
-    if draws is not None:  # the page's redraws a second at most (0: every animation frame)
-        drv.execute_script("document.getElementById('draws').value = arguments[0];", draws)
     if VIEWS[view]:
         drv.execute_script("document.getElementById('pattern').value = arguments[0]; pick();", VIEWS[view])
     return drv, service.process.pid
@@ -136,14 +140,16 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=3.0, help="seconds before a phase is measured")
     ap.add_argument("--pages", default="0,1,2", help="page counts, alternated in each round")
     ap.add_argument("--view", choices=sorted(VIEWS), default="20x3")
-    ap.add_argument("--draws", type=float, default=None,
-                    help="the page's draws/s (default: the page's own, 10; 0: every animation frame)")
+    ap.add_argument("--draws", default="",
+                    help="the pages' draws/s, comma-separated variants alternated in each round (default: the "
+                         "page's own, 10; 0: every animation frame)")
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     from io_adapters.zmq.client import HilClient
 
     counts = [int(c) for c in args.pages.split(",")]
+    draws = [float(d) for d in args.draws.split(",")] if args.draws else [None]
     results = []
     with tempfile.TemporaryDirectory(prefix="gearbox-hil-pages-") as tmp:
         proc, info = serve(Path(tmp), args.rate)
@@ -153,14 +159,16 @@ def main() -> int:
             zc.start()
             pids = {"server": info["pid"], "web": zc.status()["adapters"]["web"]["pid"]}
             for rnd in range(1, args.rounds + 1):
-                for n in counts:
+                for n, d in [(n, d) for n in counts for d in (draws if n else [None])]:
                     while len(drivers) > n:
                         drivers.pop()[0].quit()
                     while len(drivers) < n:
-                        drivers.append(open_page(info["endpoints"]["web.url"], args.view, args.draws))
+                        drivers.append(open_page(info["endpoints"]["web.url"], args.view))
+                    for drv, _ in drivers:
+                        set_draws(drv, d)
                     time.sleep(args.settle)
-                    r = dict(phase(zc, pids, drivers, args.phase), round=rnd, pages=n)
-                    print(f"round {rnd}, {n} page(s): workspace {r['workspace_pct']:.1f} %, server "
+                    r = dict(phase(zc, pids, drivers, args.phase), round=rnd, pages=n, draws=d)
+                    print(f"round {rnd}, {n} page(s), draws/s {d}: workspace {r['workspace_pct']:.1f} %, server "
                           f"{r['server_pct']:.1f} %, Chromium {r['chromium_pct']:.1f} %, load {r['load_avg']:.1f}",
                           file=sys.stderr, flush=True)
                     results.append(r)
@@ -181,22 +189,26 @@ def main() -> int:
 
 def report(results: list[dict], counts: list[int], args) -> None:
     print(f"\npowershift, realtime {args.rate:g} Hz, workspace at its default 100 rows/s; view {args.view}; "
-          f"draws/s {'the page default (10)' if args.draws is None else f'{args.draws:g}'}; {args.phase:g} s a phase\n")
-    print("| round | pages | load | workspace % of a core | server % | Chromium % | missed ticks |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          f"{args.phase:g} s a phase\n")
+    print("| round | pages | draws/s | load | workspace % of a core | server % | Chromium % | missed ticks |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
-        print(f"| {r['round']} | {r['pages']} | {r['load_avg']:.1f} | {r['workspace_pct']:.1f} | {r['server_pct']:.1f}"
+        d = "-" if not r["pages"] else "10 (default)" if r["draws"] is None else f"{r['draws']:g}"
+        print(f"| {r['round']} | {r['pages']} | {d} | {r['load_avg']:.1f} | {r['workspace_pct']:.1f} | {r['server_pct']:.1f}"
               f" | {r['chromium_pct']:.1f} | {r['missed_ticks']} of {r['ticks']} |")
     print("\nper page, against the same round's phase with no page (median over rounds, [min, max]):\n")
-    print("| pages | workspace % of a core per page | server % per page | Chromium % per page |")
-    print("| --- | --- | --- | --- |")
+    print("| pages | draws/s | workspace % of a core per page | server % per page | Chromium % per page |")
+    print("| --- | --- | --- | --- | --- |")
     base = {r["round"]: r for r in results if r["pages"] == 0}
-    for n in (c for c in counts if c > 0):
-        per = {k: [(r[k] - (base[r["round"]][k] if r["round"] in base else 0.0)) / n for r in results
-                   if r["pages"] == n] for k in ("workspace_pct", "server_pct")}
-        per["chromium_pct"] = [r["chromium_pct"] / n for r in results if r["pages"] == n]
-        cell = lambda v: f"{statistics.median(v):.1f} [{min(v):.1f}, {max(v):.1f}]"  # noqa: E731
-        print(f"| {n} | {cell(per['workspace_pct'])} | {cell(per['server_pct'])} | {cell(per['chromium_pct'])} |")
+    cell = lambda v: f"{statistics.median(v):.1f} [{min(v):.1f}, {max(v):.1f}]"  # noqa: E731
+    for n, d in sorted({(r["pages"], r["draws"]) for r in results if r["pages"]}, key=lambda x: (x[0], -(x[1] or 10))):
+        mine = [r for r in results if r["pages"] == n and r["draws"] == d]
+        per = {k: [(r[k] - (base[r["round"]][k] if r["round"] in base else 0.0)) / n for r in mine]
+               for k in ("workspace_pct", "server_pct")}
+        per["chromium_pct"] = [r["chromium_pct"] / n for r in mine]
+        label = "10 (default)" if d is None else f"{d:g}"
+        print(f"| {n} | {label} | {cell(per['workspace_pct'])} | {cell(per['server_pct'])} | "
+              f"{cell(per['chromium_pct'])} |")
 
 
 if __name__ == "__main__":
