@@ -203,8 +203,8 @@ def test_gauges_and_lamps_show_the_value_against_their_limits(served):
     _type(drv, "ghi", repr(limit))
     drv.find_element(By.ID, "gadd").click()
     assert len(drv.find_elements(By.CSS_SELECTOR, "#gauges .gauge")) == 2
-    gauges = wait_until(lambda: (g := drv.execute_script("return workspace.gaugeStates")) and g[1]["value"] == limit
-                        and g, 10)
+    gauges = wait_until(lambda: (g := drv.execute_script("return workspace.gaugeStates")) and len(g) == 2
+                        and g[1]["value"] == limit and g, 10)
     assert gauges and gauges[1]["state"] == "ok"  # at the limit: inside
     with s.client() as zc:
         zc.step(290)
@@ -293,3 +293,35 @@ def test_a_layout_exported_to_a_file_imports_identically_with_its_tools(served, 
     drv.find_element(By.ID, "layoutimport").send_keys(str(bad))
     assert wait_until(lambda: "a layout is a JSON object" in drv.find_element(By.ID, "error").text, 10)
     assert drv.execute_script(shown) == want
+
+
+def test_paused_the_plot_shows_the_history_held_beyond_the_window_and_stands(served):
+    s, drv, _ = served
+    _plot(drv, "w_out")
+    drv.find_element(By.ID, "curclear").click()  # an earlier layout may have set cursors
+    _type(drv, "window", "2")  # the page holds 60 s (hold), draws 2 s live
+    try:
+        states = _run(s, 5000)
+        live = wait_until(lambda: (p := _plotted(drv).get("w_out")) and max(p) == 5000 and p, 20)
+        assert live and min(live) in (3000, 3010), min(live or {0: 0})
+        drv.find_element(By.ID, "pause").click()
+        held = wait_until(lambda: (p := _plotted(drv).get("w_out")) and min(p) == 10 and p, 10)
+        assert held and sorted(held) == list(range(10, 5001, 10))  # every row held since the reset
+        assert all(held[t] == states[t]["w_out"] for t in held)
+        end = states[5000]["t"]
+        assert drv.execute_script("return document.getElementById('plot').layout.xaxis.range") == [end - 2, end]
+        with s.client() as zc:
+            zc.step(100)
+        assert wait_until(lambda: drv.execute_script("return workspace.lastTick") == 5100, 10)
+        _type(drv, "cura", "1.0")  # a cursor placed while paused: drawn, and the plot still stands at the click
+        assert wait_until(lambda: drv.execute_script(
+            "return document.getElementById('plot').layout.shapes.length") == 1, 10)
+        assert max(_plotted(drv)["w_out"]) == 5000
+        assert drv.execute_script("return workspace.cursorRows[0].a.tick") == 1000
+    finally:
+        if drv.find_element(By.ID, "pause").is_selected():
+            drv.find_element(By.ID, "pause").click()
+        drv.find_element(By.ID, "curclear").click()
+        _type(drv, "window", "5")
+    back = wait_until(lambda: (p := _plotted(drv).get("w_out")) and max(p) == 5100 and p, 10)
+    assert back and min(back) in (100, 110)  # live again, over the 5 s window

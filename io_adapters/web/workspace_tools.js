@@ -1,5 +1,5 @@
 // The workspace's tools, loaded by workspace.html after plotly and before it connects; they use the page's globals
-// (W, $, esc, fmt, globRe, api, act, control, last, currentLayout, applyLayout, subscribe, TOKEN, dirty).
+// (W, $, esc, fmt, globRe, api, act, control, last, currentLayout, applyLayout, subscribe, TOKEN, dirty, replot).
 //   cursors A and B on the time plots with each plotted signal's value at both and the difference;
 //   an XY plot (y signals over an x signal, sample by sample of the same tick);
 //   reference traces overlaid on the time plots, from a capture or a capture's CSV file;
@@ -64,8 +64,8 @@ function build() {
   document.head.appendChild(style);
   $("layoutimport").addEventListener("change", importLayout);
   $("reffile").addEventListener("change", referenceFile);
-  $("refoffset").addEventListener("change", () => { S.offset = Number($("refoffset").value) || 0; shiftRefs(); dirty = true; });
-  for (const id of ["cura", "curb"]) $(id).addEventListener("change", () => { S.cursor[id.slice(3)] = num(id); dirty = true; });
+  $("refoffset").addEventListener("change", () => { S.offset = Number($("refoffset").value) || 0; shiftRefs(); replot(); });
+  for (const id of ["cura", "curb"]) $(id).addEventListener("change", () => { S.cursor[id.slice(3)] = num(id); replot(); });
 }
 T.init = function () {
   if (!S.built) { build(); S.built = true; listParamSets(); }
@@ -90,7 +90,7 @@ T.onPlotClick = function (ev) {
   const which = document.querySelector("input[name=curwhich]:checked").value;
   S.cursor[which] = ev.points[0].x;
   $("cur" + which).value = ev.points[0].x;
-  dirty = true;
+  replot();
 };
 T.cursorShapes = function () {
   return ["a", "b"].filter((k) => S.cursor[k] !== null).map((k) => ({type: "line", xref: "x", yref: "paper", x0: S.cursor[k],
@@ -156,7 +156,7 @@ function shiftRefs() { for (const r of S.refs) r.x = r.t.map((t) => t + S.offset
 function addReference(ref) {
   S.refs.push(ref);
   while (S.refs.length > MAX_REFS) S.refs.shift();
-  shiftRefs(); listRefs(); dirty = true;
+  shiftRefs(); listRefs(); replot();
 }
 function listRefs() {
   $("reflist").innerHTML = S.refs.map((r, i) => `<div>${esc(r.label)}: ${r.t.length} rows of ${Object.keys(r.cols).map(esc).join(", ")}
@@ -325,11 +325,11 @@ function importLayout(ev) {
 T.frame = function () { cursorReadout(); drawXY(); gaugesNow(); };
 document.addEventListener("click", async (ev) => {
   const b = ev.target, id = b.id;
-  if (id === "curclear") { S.cursor = {a: null, b: null}; $("cura").value = ""; $("curb").value = ""; dirty = true; }
+  if (id === "curclear") { S.cursor = {a: null, b: null}; $("cura").value = ""; $("curb").value = ""; replot(); }
   else if (id === "xyshow") { S.xy = {x: $("xyx").value, y: $("xyy").value}; subscribe(); dirty = true; }
   else if (id === "xyclear") { S.xy = {x: "", y: ""}; $("xyy").value = ""; dirty = true; }
-  else if (id === "refclear") { S.refs.length = 0; listRefs(); dirty = true; }
-  else if (b.classList.contains("refdel")) { S.refs.splice(Number(b.dataset.ref), 1); listRefs(); dirty = true; }
+  else if (id === "refclear") { S.refs.length = 0; listRefs(); replot(); }
+  else if (b.classList.contains("refdel")) { S.refs.splice(Number(b.dataset.ref), 1); listRefs(); replot(); }
   else if (id === "gadd") addGauge();
   else if (b.classList.contains("gdel")) { S.gauges.splice(Number(b.dataset.gauge), 1); buildGauges(); subscribe(); dirty = true; }
   else if (id === "psetsave") await saveParamSet();
