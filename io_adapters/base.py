@@ -84,6 +84,10 @@ class LoopContext:
         The loop's state ring (:class:`plant_models.run.ring.StateRing`): one row
         per tick, read between ticks through a cursor of one's own.  None
         when no loop runs.
+    loop_cpus
+        The CPUs the loop's thread is pinned to (``[realtime]
+        cpu_affinity``; empty: not pinned).  A process an adapter starts
+        keeps off them, so that it never takes the loop's core.
     """
 
     period_s: float
@@ -94,6 +98,7 @@ class LoopContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("gearbox_hil.io"))
     tick_info: np.ndarray = field(default_factory=new_tick_info)
     ring: Any = None
+    loop_cpus: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         ti = self.tick_info

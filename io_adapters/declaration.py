@@ -86,6 +86,9 @@ class AdapterDeclaration:
     cli_adds_adapter: bool = False
     # a top-level table named after the type (``[web]``) is a shorthand for one ``[[adapters]]`` table of the type
     config_table: bool = False
+    # options that name a file or a folder: a relative one is from the I/O config's folder (as [recording] folder
+    # and [loop] snapshot_dir are), not from the working directory the server was started in
+    path_options: tuple[str, ...] = ()
 
     def apply_cli(self, options: dict, given: dict[str, Any], source: str, key: str) -> dict:
         """The ``[[adapters]]`` options with the command line's values applied (``given``: flag -> value).

@@ -91,10 +91,11 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
     for name, values in plotted.items():
         for tick in ticks:
             assert values[tick] == states[tick].y[name], (name, tick)
-    # the transmission at a glance: gear 1 with clutches 1, 3, 6 applied
-    assert drv.find_element(By.ID, "gear").text == "1"
-    state = {r.get_attribute("data-clutch"): r.find_elements(By.TAG_NAME, "td")[1].text
-             for r in drv.find_elements(By.CSS_SELECTOR, "#clutches tbody tr")}
+    # the transmission at a glance: gear 1 with clutches 1, 3, 6 applied (the traces share the page's arrays, so
+    # the values above can be there a redraw before the panels: at most draws/s redraws a second)
+    assert wait_until(lambda: drv.find_element(By.ID, "gear").text == "1", 10)
+    state = drv.execute_script("const out = {}; for (const r of document.querySelectorAll('#clutches tbody tr'))"
+                               " out[r.dataset.clutch] = r.cells[1].textContent; return out;")
     assert state["C2"] == "open" and state["C8"] == "open"
     assert {state["C1"], state["C3"], state["C6"]} <= {"stuck", "slipping"}
     # the timing panel draws the run's whole TET histogram: its bins hold every tick of the status shown

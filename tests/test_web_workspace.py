@@ -402,3 +402,40 @@ def test_the_page_gets_the_runs_whole_tet_histogram_with_the_status(server):
     rank = -(-99 * h["total"] // 100)  # nearest rank of p99
     k = next(j for j, acc in enumerate(np.cumsum(h["count"])) if acc >= rank)
     assert timing["tet_us"]["p99"] == min(h["upper_us"][k], timing["tet_us"]["max"])
+
+
+def test_the_websocket_declines_compression_a_client_offers(server):
+    """No permessage-deflate: the updates are small and mostly go to loopback; deflating them cost CPU."""
+
+    async def main():
+        async with aiohttp.ClientSession() as http:
+            async with http.ws_connect(server.url + "ws", compress=15) as ws:
+                page = Page(ws)
+                await page.next_of("hello")
+                return ws.compress
+
+    assert asyncio.run(main()) == 0  # offered (15), not taken
+
+
+def _cpus_of_threads(pid: int) -> list[set[int]]:
+    import os
+
+    return [os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")]
+
+
+@pytest.mark.skipif(len(__import__("os").sched_getaffinity(0)) < 2, reason="needs two CPUs to keep one for the loop")
+def test_with_the_loop_pinned_the_workspace_process_keeps_off_its_cpu_also_after_a_restart(tmp_path):
+    import os
+    import signal
+
+    loop_cpu = min(os.sched_getaffinity(0))
+    with ServerProcess(tmp_path, mode="lockstep", adapters=WEB, extra=f"[realtime]\ncpu_affinity = [{loop_cpu}]\n") as s:
+        with s.client() as c:
+            assert wait_until(lambda: {loop_cpu} in _cpus_of_threads(s.proc.pid), 20)  # the loop's thread is pinned
+            pid = c.status()["adapters"]["web"]["pid"]
+            assert all(loop_cpu not in cpus and cpus for cpus in _cpus_of_threads(pid))
+            os.kill(pid, signal.SIGKILL)  # started again from the loop's (pinned) thread: still off its CPU
+            again = wait_until(lambda: (w := c.status()["adapters"]["web"]).get("open") and w["pid"] != pid
+                               and w["pid"], 60)
+            assert again
+            assert all(loop_cpu not in cpus and cpus for cpus in _cpus_of_threads(again))

@@ -115,8 +115,11 @@ class WebAdapter(Adapter):
     WebSockets, default 8), ``allowed_origins`` (WebSocket origins besides
     the page's own), ``allowed_hosts`` (``Host`` names besides the loopback
     ones accepted without a token), ``layouts`` (the folder of the named
-    layouts, created when the first is saved; relative to the working
-    directory).
+    layouts, created when the first is saved), ``parameter_sets`` (the
+    folder of the named parameter sets, likewise).  ``token_file``,
+    ``layouts`` and ``parameter_sets`` are relative to the I/O config's
+    folder (the declaration's ``path_options``; an adapter made without a
+    config: the working directory).
 
     Raises
     ------
@@ -151,8 +154,9 @@ class WebAdapter(Adapter):
             raise cfg.error("allowed_hosts", "must be a list of host names without port, such as \"bench-pc.lab\" "
                             "(names besides the loopback ones a browser may use for the workspace)")
         self.allowed_hosts = tuple(h.lower() for h in hosts)
-        layouts = cfg.string("layouts", "")
+        layouts, psets = cfg.string("layouts", ""), cfg.string("parameter_sets", "")
         self.layouts = str(Path(layouts).expanduser().resolve()) if layouts else None
+        self.parameter_sets = str(Path(psets).expanduser().resolve()) if psets else None
         cfg.reject_unknown()
         if not is_loopback_host(self.host) and not self.token:
             raise cfg.error("host", f"the workspace would listen on {self.host}, beyond loopback, without an access "
@@ -221,9 +225,9 @@ class WebAdapter(Adapter):
         options = {"host": self.host, "port": self.port, "token": self.token, "status_hz": self.status_hz,
                    "max_request_bytes": self.max_request_bytes, "max_clients": self.max_clients,
                    "allowed_origins": list(self.allowed_origins), "allowed_hosts": list(self.allowed_hosts),
-                   "layouts": self.layouts}
+                   "layouts": self.layouts, "parameter_sets": self.parameter_sets}
         job = {"op": "job", "shm": ring.shm_name, "every": self.every, "meta": meta, "options": options,
-               "parent_pid": os.getpid()}
+               "parent_pid": os.getpid(), "cpus": self._cpus(ctx.loop_cpus)}
         try:
             self.url = self._start(job)
         except Exception:
@@ -232,6 +236,19 @@ class WebAdapter(Adapter):
         # a restart serves the same URL, also when port 0 let the kernel choose it
         self._job = dict(job, options=dict(options, port=int(self.url.rsplit(":", 1)[1].strip("/"))))
         log.info("%s: workspace at %s%s", self.name, self.url, " (with ?token=<the access token>)" if self.token else "")
+
+    @staticmethod
+    def _cpus(loop_cpus: tuple[int, ...]) -> list[int] | None:
+        """The CPUs the workspace process may run on: this process's, less the loop's (None: no change).
+
+        Taken when the adapter opens, before the loop pins its thread; a
+        restart (from the loop's thread) gets the same set.  A loop pinned to
+        every CPU leaves nothing else: the workspace then shares them.
+        """
+        if not loop_cpus or not hasattr(os, "sched_getaffinity"):
+            return None
+        rest = sorted(os.sched_getaffinity(0) - set(loop_cpus))
+        return rest or None
 
     def _start(self, job: dict) -> str:
         """Start the workspace process, hand it the job, wait for its URL (or its reason not to serve)."""

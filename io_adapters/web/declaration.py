@@ -22,6 +22,7 @@ class WebDeclaration(AdapterDeclaration):
     )
     cli_adds_adapter = True
     config_table = True
+    path_options = ("token_file", "layouts", "parameter_sets")
 
     def apply_cli(self, options: dict, given: dict[str, Any], source: str, key: str) -> dict:
         port = given.get("--web", DEFAULT)

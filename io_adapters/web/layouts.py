@@ -1,16 +1,21 @@
-"""Named workspace layouts, kept as JSON files in the folder the I/O config names (``[web] layouts``).
+"""Named JSON documents of the page, each kind in the folder the I/O config names for it.
 
-A layout is what the page shows (signals, window, plots, instruments), as
-the page describes it; the workspace process only keeps it: it checks the
-name, the size and the JSON's depth, and never reads or writes a file
-outside the folder.
+Two kinds: the **layouts** (``[web] layouts``: what the page shows --
+signals, window, plots, instruments, gauges, cursors) and the **parameter
+sets** (``[web] parameter_sets``: a name -> value map of plant parameters,
+applied by the page through the control request ``set_params``, the same
+path as a ZeroMQ client's).  The workspace process only keeps them: it
+checks the name, the size and the JSON's depth, and never reads or writes a
+file outside the folder.
 
-Routes (behind the server's checks, :mod:`io_adapters.web.server`):
+Routes (behind the server's checks, :mod:`io_adapters.web.server`), for
+``KIND`` ``layouts`` or ``paramsets``:
 
-* ``GET /api/layouts``: ``{"layouts": [names], "last": name or null}``;
-* ``GET /api/layouts/NAME``: the layout;
-* ``POST /api/layouts/NAME``: save it (the body, a JSON object); it becomes
-  the last one, which the page restores when it loads.
+* ``GET /api/KIND``: ``{"layouts": [names], "last": name or null}`` (the
+  list's key is ``layouts`` for both kinds);
+* ``GET /api/KIND/NAME``: the document (``"layout": {...}``);
+* ``POST /api/KIND/NAME``: save it (the body, a JSON object); it becomes
+  the last one, which the page restores when it loads (layouts).
 
 A name is 1 to 64 letters, digits, spaces, ``_``, ``-`` and ``.``, not
 starting with ``.``; it is the file ``NAME.json`` in the folder, and a file
@@ -40,29 +45,35 @@ class LayoutError(Exception):
 
 
 class Layouts:
-    """The layouts folder; ``folder`` None: none configured (every route says so, 404)."""
+    """One kind's folder; ``folder`` None: none configured (every route says so, 404).
 
-    def __init__(self, folder: str | None, max_bytes: int, parse):
+    ``kind`` names a document in messages (``layout``), ``route`` is its
+    URL (``/api/layouts``) and ``option`` the ``[web]`` key of its folder.
+    """
+
+    def __init__(self, folder: str | None, max_bytes: int, parse, kind: str = "layout", route: str = "/api/layouts",
+                 option: str = "layouts"):
         self.folder = Path(folder).resolve() if folder else None
         self.max_bytes = max_bytes
         self.parse = parse  # the server's bounded JSON parser (raises ValueError with one line)
+        self.kind, self.route, self.option = kind, route, option
 
     def add_routes(self, router) -> None:
-        router.add_get("/api/layouts", self._list)
-        router.add_get("/api/layouts/{name}", self._get)
-        router.add_post("/api/layouts/{name}", self._save)
+        router.add_get(self.route, self._list)
+        router.add_get(self.route + "/{name}", self._get)
+        router.add_post(self.route + "/{name}", self._save)
 
     # ------------------------------------------------------------------ files
     def path(self, name: str) -> Path:
         """The file of layout ``name``, inside the folder; :class:`LayoutError` for a bad name or a way out."""
         if self.folder is None:
-            raise LayoutError(404, "no layouts folder: set layouts = \"FOLDER\" in the [web] table")
+            raise LayoutError(404, f"no {self.kind} folder: set {self.option} = \"FOLDER\" in the [web] table")
         if not NAME.fullmatch(name) or name.endswith("."):
-            raise LayoutError(400, f"bad layout name {name[:80]!r}: 1-64 letters, digits, spaces, _ - and ., "
+            raise LayoutError(400, f"bad {self.kind} name {name[:80]!r}: 1-64 letters, digits, spaces, _ - and ., "
                                    "not starting or ending with .")
         p = self.folder / f"{name}.json"
         if p.exists() and p.resolve().parent != self.folder:  # a link out of the folder
-            raise LayoutError(404, f"no layout {name!r}")
+            raise LayoutError(404, f"no {self.kind} {name!r}")
         return p
 
     def names(self) -> list[str]:
@@ -88,13 +99,13 @@ class Layouts:
         try:
             text = p.read_bytes()[: self.max_bytes + 1]
         except OSError:
-            raise LayoutError(404, f"no layout {name!r}") from None
+            raise LayoutError(404, f"no {self.kind} {name!r}") from None
         if len(text) > self.max_bytes:
-            raise LayoutError(413, f"layout {name!r} is larger than {self.max_bytes} bytes")
+            raise LayoutError(413, f"{self.kind} {name!r} is larger than {self.max_bytes} bytes")
         try:
             layout = self.parse(text)
         except ValueError as exc:
-            raise LayoutError(400, f"layout {name!r}: {exc}") from None
+            raise LayoutError(400, f"{self.kind} {name!r}: {exc}") from None
         self._remember(name)
         return layout
 
@@ -103,9 +114,9 @@ class Layouts:
         try:
             layout = self.parse(body)
         except ValueError as exc:
-            raise LayoutError(400, f"a layout is a JSON object: {exc}") from None
+            raise LayoutError(400, f"a {self.kind} is a JSON object: {exc}") from None
         if not isinstance(layout, dict):
-            raise LayoutError(400, "a layout is a JSON object")
+            raise LayoutError(400, f"a {self.kind} is a JSON object")
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f".{name}.json.tmp")
         tmp.write_text(json.dumps(layout, indent=1, sort_keys=True))
@@ -119,9 +130,8 @@ class Layouts:
             pass
 
     # ------------------------------------------------------------------ routes
-    @staticmethod
-    def _refused(exc: LayoutError) -> web.Response:
-        return web.json_response({"ok": False, "error": {"code": "layout", "message": str(exc)}}, status=exc.status)
+    def _refused(self, exc: LayoutError) -> web.Response:
+        return web.json_response({"ok": False, "error": {"code": self.kind, "message": str(exc)}}, status=exc.status)
 
     async def _list(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True, "folder": self.folder is not None, "layouts": self.names(),
@@ -140,7 +150,7 @@ class Layouts:
         except LayoutError as exc:
             return self._refused(exc)
         except OSError as exc:
-            return self._refused(LayoutError(500, f"cannot write the layout: {exc.strerror}"))
+            return self._refused(LayoutError(500, f"cannot write the {self.kind}: {exc.strerror}"))
         return web.json_response({"ok": True, "name": request.match_info["name"]})
 
 

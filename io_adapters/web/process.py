@@ -148,7 +148,8 @@ async def _run(sock: socket.socket, job: dict) -> bool:
                         token=opts["token"], max_request_bytes=opts["max_request_bytes"],
                         max_clients=opts["max_clients"], allowed_origins=tuple(opts["allowed_origins"]),
                         status_hz=opts["status_hz"], log=log,
-                        allowed_hosts=tuple(opts.get("allowed_hosts", ())), layouts=opts.get("layouts"))
+                        allowed_hosts=tuple(opts.get("allowed_hosts", ())), layouts=opts.get("layouts"),
+                        parameter_sets=opts.get("parameter_sets"))
     except (ImportError, OSError) as exc:  # plotly missing, or its package without plotly.min.js
         writer.write(dumps_line({"op": "failed", "error": f"the workspace's plotting library: {exc} "
                                  "(pip install 'gearbox-hil[web]')"}))
@@ -194,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
     fd = int((argv or sys.argv[1:])[0])
     sock = socket.socket(fileno=fd)
     job = _read_job(sock)
+    if job.get("cpus"):  # off the loop's pinned CPUs, before any thread starts (they inherit it)
+        try:
+            os.sched_setaffinity(0, job["cpus"])
+        except OSError as exc:
+            log.warning("could not keep off the loop's CPUs (%s)", exc.strerror)
     asyncio.run(_run(sock, job))
     return 0
 

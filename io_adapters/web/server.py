@@ -10,6 +10,8 @@ Routes (all behind the same checks):
 * ``GET /``: the page (``workspace.html``, one file of HTML and JS);
 * ``GET /plotly.min.js``: the plotting library, served from the installed
   ``plotly`` package (``plotly/package_data/plotly.min.js``);
+* ``GET /workspace_tools.js``: the page's cursors, XY plot, reference
+  traces, gauges and lamps, parameter sets and layout files;
 * ``GET /api/meta``: the signals (name, unit, input or output), the display
   decimation and the loop's period;
 * ``GET /api/status``: the newest status map;
@@ -18,7 +20,10 @@ Routes (all behind the same checks):
 * ``GET /ws``: the WebSocket: rows of the subscribed signals, status,
   events, and control requests with their replies (docs/workspace.md);
 * ``GET /api/layouts``, ``GET`` and ``POST /api/layouts/NAME``: the named
-  layouts (:mod:`io_adapters.web.layouts`);
+  layouts, and ``/api/paramsets``, the parameter sets, the same way
+  (:mod:`io_adapters.web.layouts`);
+* ``GET /api/capture/ID.csv`` (``.parquet``, ``.mf4``): a capture
+  (:mod:`io_adapters.web.exports`);
 * ``GET /favicon.ico``: 204, the one route without the token (browsers ask
   for it on their own; the page names an inline icon anyway).
 
@@ -58,10 +63,12 @@ from aiohttp import WSMsgType, web
 
 from plant_models.run.ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
 from .capture import MAX_KEPT, Trigger, TriggerError
+from .exports import FORMATS, ExportError, capture_file
 from .guard import BadJSON, LingeringWebSocket, host_name, loopback_name, parse_json
 from .layouts import Layouts
 
 PAGE = Path(__file__).with_name("workspace.html")
+TOOLS = Path(__file__).with_name("workspace_tools.js")
 FLUSH_S = 1.0 / 30.0  # rows, status and events go to the pages about 30 times a second
 CLIENT_QUEUE = 16  # updates (rows, status, events) waiting for one slow page; more are dropped (counted)
 MAX_PENDING = 64  # requests of one page read and not yet answered; beyond, its socket is not read until one is
@@ -159,7 +166,7 @@ class WebServer:
 
     def __init__(self, link, meta: dict, ring, every: int, *, host: str, port: int, token: str,
                  max_request_bytes: int, max_clients: int, allowed_origins: tuple[str, ...], status_hz: float, log,
-                 allowed_hosts: tuple[str, ...] = (), layouts: str | None = None):
+                 allowed_hosts: tuple[str, ...] = (), layouts: str | None = None, parameter_sets: str | None = None):
         self.link = link
         self.meta = meta
         self.by_name = {s["name"]: s["col"] for s in meta["signals"]}
@@ -169,6 +176,9 @@ class WebServer:
         self.allowed_origins = allowed_origins
         self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
         self.layouts = Layouts(layouts, max_request_bytes, parse_json)
+        self.paramsets = Layouts(parameter_sets, max_request_bytes, parse_json, kind="parameter set",
+                                 route="/api/paramsets", option="parameter_sets")
+        self.units = {s["name"]: s.get("unit", "") for s in meta["signals"]}
         self.ring = ring
         self.captures: collections.OrderedDict = collections.OrderedDict()  # id -> Capture, the newest MAX_KEPT
         self.status_hz = status_hz
@@ -182,6 +192,7 @@ class WebServer:
         self._start_seq = int(self.cursor.state[C_NEXT])
         self._stop = asyncio.Event()
         self._page = PAGE.read_bytes()
+        self._tools = TOOLS.read_bytes()
         self._plotly = plotly_js()
         self._status_sent = 0
         self._counters_soon = False
@@ -229,8 +240,10 @@ class WebServer:
         app.router.add_post("/api/control", self._control_handler)
         app.router.add_get("/ws", self._ws_handler)
         app.router.add_get("/favicon.ico", self._icon_handler)
+        app.router.add_get("/workspace_tools.js", self._tools_handler)
         self.layouts.add_routes(app.router)
-        app.router.add_get("/api/capture/{id:[0-9]+}.csv", self._capture_handler)
+        self.paramsets.add_routes(app.router)
+        app.router.add_get("/api/capture/{id:[0-9]+}.{fmt:csv|parquet|mf4}", self._capture_handler)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         try:
@@ -311,8 +324,16 @@ class WebServer:
         if cap is None:
             return web.json_response({"ok": False, "error": {"code": "capture", "message": "no such capture (the "
                                       f"newest {MAX_KEPT} are kept)"}}, status=404)
-        return web.Response(text=cap.csv(), content_type="text/csv", headers={
-            "Content-Disposition": f'attachment; filename="capture-{cap.id}-tick{cap.at}.csv"'})
+        fmt = request.match_info["fmt"]
+        try:  # Parquet and MF4 take a while for a large capture: off the event loop
+            body = await asyncio.get_running_loop().run_in_executor(None, capture_file, cap, fmt, self.units)
+        except ExportError as exc:
+            return web.json_response({"ok": False, "error": {"code": "capture", "message": str(exc)}}, status=501)
+        return web.Response(body=body, content_type=FORMATS[fmt], headers={
+            "Content-Disposition": f'attachment; filename="capture-{cap.id}-tick{cap.at}.{fmt}"'})
+
+    async def _tools_handler(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._tools, content_type="text/javascript", headers={"Cache-Control": "no-store"})
 
     async def _plotly_handler(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(self._plotly, headers={"Cache-Control": "max-age=3600"})
@@ -352,7 +373,10 @@ class WebServer:
     async def _ws_handler(self, request: web.Request) -> web.StreamResponse:
         if len(self.clients) >= self.max_clients:
             return self._refuse("too_many_clients", 503, f"{self.max_clients} pages are open already")
-        ws = LingeringWebSocket(max_msg_size=self.max_request_bytes, heartbeat=20.0)
+        # no permessage-deflate: it costs the workspace CPU for every update (a few kB/s, mostly to loopback), and
+        # aiohttp deflates a large message in a task of its own whose error, when the page closes meanwhile, was
+        # logged as "Task exception was never retrieved"
+        ws = LingeringWebSocket(max_msg_size=self.max_request_bytes, heartbeat=20.0, compress=False)
         await ws.prepare(request)
         client = Client(ws)
         self.clients.append(client)

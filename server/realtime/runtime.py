@@ -213,6 +213,19 @@ def _adapter_tables(cfg: ConfigReader, specs: tuple[AdapterSpec, ...]) -> tuple[
     return tuple(out)
 
 
+def _adapter_paths(specs: tuple[AdapterSpec, ...], path: Path) -> tuple[AdapterSpec, ...]:
+    """The adapters with their path options (:attr:`AdapterDeclaration.path_options`) from the config's folder."""
+    base = path.resolve().parent
+    out = []
+    for spec in specs:
+        names = [k for k in declaration(spec.type).path_options if isinstance(spec.options.get(k), str)
+                 and spec.options[k] and not Path(spec.options[k]).expanduser().is_absolute()]
+        if names:
+            spec = replace(spec, options=dict(spec.options, **{k: str(base / spec.options[k]) for k in names}))
+        out.append(spec)
+    return tuple(out)
+
+
 def _default_adapters() -> tuple[AdapterSpec, ...]:
     """The ``[[adapters]]`` of ``io_default.toml``: those of a file that names none."""
     path = find_config(DEFAULT_IO)
@@ -239,6 +252,7 @@ def load_io_config(path_or_name: str | Path | None = None) -> IoConfig:
         initial[name] = v
     adapters = _adapter_specs(cfg) if "adapters" in data else _default_adapters()
     adapters += _adapter_tables(cfg, adapters)
+    adapters = _adapter_paths(adapters, Path(path))
     scenarios = _scenario_folders(cfg, path)
     recording = read_recording_config(cfg, Path(path).resolve().parent)
     cfg.reject_unknown()
@@ -433,7 +447,7 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
     control = ControlHandler(loop, player, params, report, scenarios)
     context = LoopContext(period_s=loop.dt, mode=loop.mode, feed_watchdog=watchdog.feed, status=report.status,
                           control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info,
-                          ring=ring)
+                          ring=ring, loop_cpus=tuple(cfg.realtime.cpu_affinity))
     loop.attach(context, report)
     if hasattr(plant, "fmu_status"):  # FMUs in the loop (docs/fmi.md): where each runs, its faults
         report.extra["fmus"] = plant.fmu_status
