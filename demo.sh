@@ -22,14 +22,21 @@
 # tolerance (5 %; `--timing-tolerance PCT` changes it) means the machine was
 # too busy: a WARNING that says so and what to do, not a failure of a shift
 # that worked; `./demo.sh --strict-timing` (for CI) makes it a failure.
+# `-v` shows the compile's progress a line per compiled function, by name (by default: three stages with a
+# count each and the time left, server/cli/warmup_progress.py).
 # Other arguments go to `gearbox-hil serve` (e.g. --rate 2000).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 STRICT=""
+VERBOSE=()
 SERVE_ARGS=()
 for arg in "$@"; do
-  if [ "$arg" = "--strict-timing" ]; then STRICT="--strict-timing"; else SERVE_ARGS+=("$arg"); fi
+  case "$arg" in
+    --strict-timing) STRICT="--strict-timing" ;;
+    -v | --verbose) VERBOSE=(-v) ;;  # the compile's progress a line per function, by name
+    *) SERVE_ARGS+=("$arg") ;;
+  esac
 done
 
 STAGE="set-up"
@@ -56,10 +63,9 @@ say "[1/4] set-up: the virtual environment in .venv (created and installed on fi
 source scripts/bootstrap.sh plot --background
 
 STAGE="compiling"
-say "[2/4] compiling the plant code (the first run on a machine: 26 s from the start of demo.sh to the first" \
-  "tick measured on 2 idle cores, 37-62 s on 2 cores busy with other work; a line per function; later runs" \
-  "load it from the cache)"
-python -m server.cli.warmup powershift --serve-only
+say "[2/4] compiling the plant code (once per machine: 25 s on 2 idle cores, 3-6 minutes on 2 cores busy with" \
+  "other work; later runs load it from the cache)"
+python -m server.cli.warmup powershift --serve-only ${VERBOSE[@]+"${VERBOSE[@]}"}
 STAGE="set-up"
 setup_wait server || fail "the set-up could not install what the server needs (pip's messages are above)"
 # the rest too (the plot's matplotlib) before the real-time run: an install beside it would decide its timing

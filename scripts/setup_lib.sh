@@ -1,10 +1,12 @@
 # Helpers of scripts/bootstrap.sh (sourced by it; tests/test_bootstrap.py checks them): the set-up's progress
-# (pip's output shortened to a line per package, never more than a second without a line while pip works) and
-# the requirements it installs first.
+# (pip's output shortened to a line per package, and a "still installing" line after SETUP_BEAT_S seconds
+# without one while pip works) and the requirements it installs first.
 
 _setup_us() { echo "${EPOCHREALTIME/./}"; }  # now in microseconds (bash >= 5)
+# a few seconds: alive on a screen and in a CI log, a few lines however long pip takes on a busy machine
+SETUP_BEAT_S="${GEARBOX_HIL_SETUP_BEAT_S:-5}"
 
-# pip's output (stdin) as a line per package it resolves or unpacks, and a line at least every second
+# pip's output (stdin) as a line per package it resolves or unpacks, and a line after SETUP_BEAT_S s without one
 _setup_show() {
   local began last now line="" part n
   began="$(_setup_us)"
@@ -29,7 +31,7 @@ _setup_show() {
     elif [ $? -gt 128 ]; then  # timed out: a line so far held in `part`, or nothing yet
       line+="$part"
       now="$(_setup_us)"
-      if [ $((now - last)) -ge 1000000 ]; then
+      if [ $((now - last)) -ge $((SETUP_BEAT_S * 1000000)) ]; then
         echo "[set-up]   still installing ($(((now - began) / 1000000)) s)"
         last="$now"
       fi

@@ -36,7 +36,7 @@ from pathlib import Path
 from plant_models.config import ConfigError
 from plant_models.registry import load_plant
 
-from server.offline import trace_stream
+from server.offline import shift_list, trace_stream
 from server.offline.args import positive_int
 from server.offline.run import events_document, run_offline
 from server.offline.scenario import load_scenario
@@ -106,6 +106,18 @@ def _run_streamed(plant, compiled, out: Path, args: argparse.Namespace, meta: di
     return trace
 
 
+def _write_shifts(trace, out: Path, doc: dict, streamed: bool) -> list[dict] | None:
+    """The run's shifts (:mod:`server.offline.shift_list`) into ``shifts.csv`` beside the trace; None (and no
+    file) for a plant without a ``gear`` output or a trace streamed to its file (not in memory)."""
+    if streamed or "gear" not in trace.names:
+        return None
+    shifts = shift_list.shift_list(trace.names, trace.time, trace.values)
+    shift_list.write_csv(shifts, out / "shifts.csv")
+    doc["shifts_file"] = "shifts.csv"
+    doc["shifts"] = len(shifts)
+    return shifts
+
+
 def run(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     if args.plot:
@@ -149,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         meta["steps"] = str(trace.steps)
         trace_path = trace.path if streamed else trace.write(out, args.format, meta)
         doc["trace_file"] = trace_path.name
+        shifts = _write_shifts(trace, out, doc, streamed)
         with open(out / "events.json", "w") as fh:
             json.dump(doc, fh, indent=1)
             fh.write("\n")
@@ -168,7 +181,10 @@ def run(args: argparse.Namespace) -> int:
               f"status bits: {bits}")
         plots = f", plots {done - written:.2f} s" if figures else ""
         print(f"wrote {trace_path} ({doc['rows']} rows), {out / 'events.json'}"
-              + "".join(f", {f}" for f in figures))
+              + (f", {out / 'shifts.csv'}" if shifts is not None else "") + "".join(f", {f}" for f in figures))
+        if shifts:
+            print(f"{len(shifts)} shift{'s' if len(shifts) > 1 else ''} (shifts.csv):")
+            print("\n".join(shift_list.table(shifts)))
         print(f"{done - began:.2f} s wall in all (set-up {ready - began:.2f} s, run {ran - ready:.2f} s, "
               f"writing {written - ran:.2f} s{plots})")
     if not trace.complete:
