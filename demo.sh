@@ -63,8 +63,8 @@ say "[1/4] set-up: the virtual environment in .venv (created and installed on fi
 source scripts/bootstrap.sh plot --background
 
 STAGE="compiling"
-say "[2/4] compiling the plant code (once per machine: 25 s on 2 idle cores, 3-6 minutes on 2 cores busy with" \
-  "other work; later runs load it from the cache)"
+say "[2/4] compiling the plant code (once per machine: about 25 s on 2 idle cores, 3-8 minutes on 2 cores busy" \
+  "with other work; later runs load it from the cache)"
 python -m server.cli.warmup powershift --serve-only ${VERBOSE[@]+"${VERBOSE[@]}"}
 STAGE="set-up"
 setup_wait server || fail "the set-up could not install what the server needs (pip's messages are above)"

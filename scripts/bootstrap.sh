@@ -118,7 +118,8 @@ export PATH="$VENV/bin:$PATH"
 
 # Wait for the background install of "--background" (nothing to do otherwise): `setup_wait server` until
 # what `gearbox-hil serve` needs is in, `setup_wait` until everything is.  Returns 1, after pip's messages, if
-# the install failed.  A line after every SETUP_BEAT_S s (scripts/setup_lib.sh) while it waits.
+# the install failed.  A line when one is due (_setup_due in scripts/setup_lib.sh: every few seconds, then a fifth
+# of the wait so far) while it waits.
 setup_wait() {
   local pid="${GEARBOX_HIL_SETUP_PID:-}" began last now what="gearbox-hil[$EXTRAS]"
   [ -n "$pid" ] || return 0
@@ -129,7 +130,7 @@ setup_wait() {
     if [ "${1:-}" = server ] && [ -f "$VENV/.gearbox-hil-setup/server-ready" ]; then return 0; fi
     sleep 0.1
     now="$(_setup_us)"
-    if [ $((now - last)) -ge $((SETUP_BEAT_S * 1000000)) ]; then
+    if [ $((now - last)) -ge "$(_setup_due "$began" "$now")" ]; then
       echo "[set-up]   still installing $what ($(((now - began) / 1000000)) s)"
       last="$now"
     fi

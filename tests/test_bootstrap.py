@@ -120,3 +120,10 @@ def test_a_failed_background_install_says_so_and_leaves_no_stamp(tmp_path):
     assert "[set-up] installing what the server needs failed; pip said:" in shown and "no-such-package" in shown, shown
     assert not list((project / ".venv").glob(".gearbox-hil-installed-*"))  # the next set-up installs again
     assert (project / ".venv" / "bin" / "python").exists()
+
+
+def test_the_set_ups_still_lines_come_every_few_seconds_then_a_fifth_of_the_wait_so_far():
+    """A few lines however long pip takes on a busy machine (the first demo's output stays short)."""
+    cmd = "source scripts/setup_lib.sh; for now in 1 20 100 600; do _setup_due 0 $((now * 1000000)); done"
+    out = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["5000000", "5000000", "20000000", "120000000"]

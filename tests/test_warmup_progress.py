@@ -117,7 +117,9 @@ def test_function_names_and_heartbeats_are_for_verbose_only():
                      "compiled 136 functions in 26.5 s; later starts load them from the cache"]
 
 
-def test_the_first_demos_set_has_a_profile_with_a_share_for_every_counted_function():
+def test_the_first_demos_set_has_a_profile_with_a_share_for_nearly_every_counted_function():
+    """A kernel both processes need is compiled by whichever gets to it first: the profile leaves out those
+    whose process differed between its runs (bench/bench_warmup_eta.py), a few at most."""
     profile = load_profile(profile_key(["powershift"], serve_only=True))
     assert profile is not None
     counted = {}
@@ -125,7 +127,8 @@ def test_the_first_demos_set_has_a_profile_with_a_share_for_every_counted_functi
         source, stage, _name, _k = key.split(":")
         assert source in ("here", "beside") and stage in warmup_progress.STAGES and 0 < share <= 1
         counted[stage] = counted.get(stage, 0) + 1
-    assert counted == profile["totals"]
+    assert set(counted) == set(profile["totals"])
+    assert all(0.9 * profile["totals"][s] <= n <= profile["totals"][s] for s, n in counted.items()), counted
     assert profile_key(["configs/powershift.toml"], True) == "powershift --serve-only"
 
 
