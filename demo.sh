@@ -8,8 +8,9 @@
 # hardware), and lets the example controller close
 # a clutch-to-clutch shift (gear 1 -> gear 3) over ZeroMQ.  The controller
 # prints the shift as it sees it and writes a plot and its trace to out/demo/;
-# the server then shuts down and prints its timing summary (TET, wake-up
-# lateness, overruns, rate).
+# the server then shuts down and writes its timing summary (TET, wake-up
+# lateness, overruns, rate) to out/demo/server.log (its errors and warnings
+# come on the terminal).
 #
 # The real-time run starts only after the set-up has finished (nothing
 # installs in the background while it ticks).  At the end it prints the run's
@@ -39,6 +40,8 @@ for arg in "$@"; do
   esac
 done
 
+# the set-up's "still" lines come after a third of the time since the demo began (scripts/setup_lib.sh)
+export GEARBOX_HIL_SETUP_BEGAN_US="${EPOCHREALTIME/./}"
 STAGE="set-up"
 SERVER=""
 REPORTED=""
@@ -80,8 +83,9 @@ rm -f "$READY" "$STATUS"
 # python -m server.cli is the gearbox-hil command; on first use the set-up installs the command itself (the
 # editable project) after what the server needs, in the background, where it may still be
 say "[3/4] starting the server: gearbox-hil serve powershift (1 kHz, ZeroMQ on free loopback ports)"
+LOG="$OUT/server.log"  # its endpoints and its timing summary (the numbers that matter come in `demo: timing:`)
 python -m server.cli serve powershift --quiet --zmq-port 0 --strict-timing --ready-file "$READY" \
-  --summary-json "$STATUS" ${SERVE_ARGS[@]+"${SERVE_ARGS[@]}"} &
+  --summary-json "$STATUS" ${SERVE_ARGS[@]+"${SERVE_ARGS[@]}"} >"$LOG" &
 SERVER=$!
 
 # No time limit: the code is compiled already, but a cache built on another CPU model compiles again here.
@@ -118,4 +122,5 @@ if ! python scripts/demo_verdict.py --status "$STATUS" --shift-code "$SHIFT" --s
   REPORTED=1
   exit 1
 fi
-say "done: plot $OUT/closed_loop_swap.png, trace $OUT/closed_loop_swap.csv, server status $STATUS"
+say "done: plot $OUT/closed_loop_swap.png, trace $OUT/closed_loop_swap.csv, server status $STATUS," \
+  "the server's timing summary $LOG"

@@ -118,8 +118,8 @@ export PATH="$VENV/bin:$PATH"
 
 # Wait for the background install of "--background" (nothing to do otherwise): `setup_wait server` until
 # what `gearbox-hil serve` needs is in, `setup_wait` until everything is.  Returns 1, after pip's messages, if
-# the install failed.  A line when one is due (_setup_due in scripts/setup_lib.sh: every few seconds, then a fifth
-# of the wait so far) while it waits.
+# the install failed.  A line when one is due (_setup_due in scripts/setup_lib.sh: every few seconds, then a third
+# of the time so far) while it waits.
 setup_wait() {
   local pid="${GEARBOX_HIL_SETUP_PID:-}" began last now what="gearbox-hil[$EXTRAS]"
   [ -n "$pid" ] || return 0

@@ -1,15 +1,18 @@
 # Helpers of scripts/bootstrap.sh (sourced by it; tests/test_bootstrap.py checks them): the set-up's progress
 # (pip's output shortened to a line per package, and a "still installing" line after SETUP_BEAT_S seconds
-# without one while pip works, or a fifth of the time so far) and the requirements it installs first.
+# without one while pip works, or a third of the time so far) and the requirements it installs first.
 
 _setup_us() { echo "${EPOCHREALTIME/./}"; }  # now in microseconds (bash >= 5)
-# a few seconds, or a fifth of the wait so far if that is longer: alive on a screen and in a CI log, and a
-# few lines however long pip takes on a busy machine (about 5 + ln(T / 25 s) / ln(1.2) for a wait of T s)
+# a few seconds, or a third of the time so far if that is longer: alive on a screen and in a CI log, and a
+# few lines however long pip takes on a busy machine (about 3 + ln(T / 15 s) / ln(4 / 3) for a wait of T s).
+# The time so far counts from GEARBOX_HIL_SETUP_BEGAN_US (demo.sh: its start, in microseconds) if set.
 SETUP_BEAT_S="${GEARBOX_HIL_SETUP_BEAT_S:-5}"
 # _setup_due BEGAN_US NOW_US: microseconds after the last line that the next "still" line is due
 _setup_due() {
-  local fifth=$((($2 - $1) / 5)) beat=$((SETUP_BEAT_S * 1000000))
-  echo $((fifth > beat ? fifth : beat))
+  local began="${GEARBOX_HIL_SETUP_BEGAN_US:-$1}" beat=$((SETUP_BEAT_S * 1000000)) third
+  [ "$began" -le "$1" ] || began="$1"
+  third=$((($2 - began) / 3))
+  echo $((third > beat ? third : beat))
 }
 
 # pip's output (stdin) as a line per package it resolves or unpacks, and a line when one is due (_setup_due)

@@ -25,7 +25,7 @@ PROFILE = {"totals": {"core": 3, "server": 2, "plant": 1},
                       "here:plant:step:0": 1.0, "beside:server:_x:0": 0.5, "beside:server:_y:0": 1.0}}
 
 
-def test_counts_never_pass_their_totals_and_a_stage_says_when_it_is_done():
+def test_counts_never_pass_their_totals():
     lines: list[str] = []
     clock = Clock()
     p = StageProgress(lines.append, {"totals": {"core": 2}}, core_total=99, clock=clock)
@@ -34,7 +34,6 @@ def test_counts_never_pass_their_totals_and_a_stage_says_when_it_is_done():
         p.done("core", name)
     assert p.counts["core"] == 3 and p.totals["core"] == 3
     assert "core 3/3" in p.summary()
-    assert lines == ["core compiled (2 functions, 0 s so far)"]  # said once, when it reached its total
     p.done("numba", "impl")  # numba's own helpers are not counted anywhere
     assert sum(p.counts.values()) == 3
 
@@ -71,7 +70,7 @@ def test_a_process_past_its_last_function_no_longer_decides_the_time_left():
     assert p.left_s() == 20.0
 
 
-def test_into_a_pipe_a_line_every_few_seconds_then_a_fifth_of_the_time_so_far():
+def test_into_a_pipe_a_line_every_few_seconds_then_a_third_of_the_time_so_far():
     lines: list[str] = []
     clock = Clock()
     p = StageProgress(lines.append, PROFILE, core_total=3, clock=clock)
@@ -84,7 +83,7 @@ def test_into_a_pipe_a_line_every_few_seconds_then_a_fifth_of_the_time_so_far():
     for _ in range(2000):  # 200 s in steps of 0.1 s
         clock.t += 0.1
         p.tick()
-    assert 10 <= len(lines) <= 18, lines  # not 40 (every 5 s): the interval grows with the time so far
+    assert 9 <= len(lines) <= 14, lines  # not 40 (every 5 s): the interval grows with the time so far
 
 
 def test_on_a_terminal_the_line_is_rewritten_in_place_and_ended_with_a_newline():
@@ -113,8 +112,7 @@ def test_function_names_and_heartbeats_are_for_verbose_only():
     write("  still compiling _build_cache (4 s so far; 5 s elapsed)")
     write("compiled 136 functions in 26.5 s; later starts load them from the cache")
     p.finish()
-    assert lines == ["first start with this code on this machine: compiling (cached for later starts)",
-                     "compiled 136 functions in 26.5 s; later starts load them from the cache"]
+    assert lines == ["first start with this code on this machine: compiling (cached for later starts)"]
 
 
 def test_the_first_demos_set_has_a_profile_with_a_share_for_nearly_every_counted_function():

@@ -265,11 +265,11 @@ def _build_plants(configs, say, began: float) -> int:
 
 
 def _person_lines(stages):
-    """CompileProgress's lines at the default verbosity: its first and last (no function names), the stages'
-    line thread started with the first."""
+    """CompileProgress's lines at the default verbosity: its first (no function names), the stages' line thread
+    started with it."""
     def write(line: str) -> None:
-        if line.startswith(" "):  # a function by name, or a "still compiling NAME": -v only
-            return
+        if line.startswith((" ", "compiled ")):  # a function by name, a "still compiling NAME": -v only; how many
+            return  # functions in all: the stages' last line says it, and "ready in" how long
         stages.note(line)
         if line.startswith("first start"):
             stages.start()

@@ -31,10 +31,9 @@ estimate against the actual end (``BENCHMARKS.md``).
 
 Liveness.  On a terminal the line is rewritten in place every
 :data:`TTY_EVERY_S`; into a pipe or a file (CI, ``./demo.sh | tee``) a
-new line follows after :data:`PIPE_EVERY_S` without one, or a fifth of
+new line follows after :data:`PIPE_EVERY_S` without one, or a third of
 the time so far if that is longer (:data:`PIPE_SHARE`: a slow compile on a
-busy machine still writes a few lines, about 16 for 200 s, not 40), and a
-line is written when a stage is finished.  The thread that writes it needs the
+busy machine still writes a few lines, about 13 for 200 s, not 40).  The thread that writes it needs the
 interpreter's lock: a compile step that holds it (numba loading LLVM, for
 one) can delay a line by a second or more on a busy machine, so the
 interval is what the warm-up aims at, not a bound it can promise.
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import Callable
 
 PIPE_EVERY_S = 5.0  # into a pipe or file: a new line after this long without one, or PIPE_SHARE of the time so far
-PIPE_SHARE = 0.2  # (so a compile of T s writes about 5 + ln(T / 25 s) / ln(1.2) lines: 16 for 200 s, 22 for 600 s)
+PIPE_SHARE = 1 / 3  # (so a compile of T s writes about 3 + ln(T / 15 s) / ln(4 / 3) lines: 13 for 200 s, 16 for 600 s)
 TTY_EVERY_S = 0.5  # on a terminal: the line rewritten in place this often
 PROFILE_PATH = Path(__file__).with_name("warmup_profile.json")
 
@@ -103,7 +102,6 @@ class StageProgress:
         self.began = clock()
         self._best: dict[str, tuple[float, float]] = {}  # per process: (share, t) of the furthest share reached
         self._seen: dict = {}
-        self._said_done: set[str] = set()
         self._last_line = self.began
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -129,15 +127,6 @@ class StageProgress:
             if share and (best is None or share > best[0]):
                 self._best[source] = (share, now)
             self.record.append((now, key, self._left(now)))
-            finished = total is not None and self.counts[stage] == self.totals[stage]
-        if finished:
-            self._stage_done(stage, now)
-
-    def _stage_done(self, stage: str, now: float) -> None:
-        if stage in self._said_done:
-            return
-        self._said_done.add(stage)
-        self.note(f"{stage} compiled ({self.counts[stage]} functions, {now:.0f} s so far)")
 
     def note(self, text: str) -> None:
         """A line of its own (on a TTY it replaces the in-place line, which the next update writes again)."""
