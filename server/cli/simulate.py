@@ -9,7 +9,9 @@ writes ``DIR/trace.csv`` or ``DIR/trace.parquet`` (``t`` then every output
 signal, one row at t = 0 and one per step, or every N-th step and the last
 with ``--every N``; floats read back bit for bit; see :mod:`server.offline.traces`
 for the formats), ``DIR/events.json`` (every stick, breakaway and reversal
-with its time and clutch, plus the run's metadata) and, with ``--plot``,
+with its time and clutch, plus the run's metadata), ``DIR/shifts.csv`` for a
+plant with a ``gear`` output (a row per shift, :mod:`server.offline.shift_list`;
+also printed as a table) and, with ``--plot``,
 PNG figures in the style of the papers (:mod:`server.plots`).  On a
 terminal a progress bar shows the simulated time and the rate; the summary
 gives the time of the steps and of the whole command.  Ctrl-C during a long
