@@ -73,6 +73,5 @@ def test_simulate_writes_the_shift_list_beside_the_trace(tmp_path, capsys):
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == list(shift_list.COLUMNS) and len(rows) == 3
     assert [(r["from_gear"], r["to_gear"]) for r in rows] == [("1", "3"), ("3", "5"), ("5", "12")]
-    doc = json.loads((tmp_path / "events.json").read_text())
-    assert doc["shifts_file"] == "shifts.csv" and doc["shifts"] == 3
+    assert json.loads((tmp_path / "events.json").read_text())["trace_file"] == "trace.csv"  # beside it
     assert "3 shifts (shifts.csv):" in out and " 1->3 " in out and "c1+c5+c6 -> c2+c4+c7" in out
