@@ -66,7 +66,7 @@ say "[1/4] set-up: the virtual environment in .venv (created and installed on fi
 source scripts/bootstrap.sh plot --background
 
 STAGE="compiling"
-say "[2/4] compiling the plant code (once per machine: about 25 s on 2 idle cores, 5-8 minutes on 2 cores busy" \
+say "[2/4] compiling the plant code (once per machine: about 25 s on 2 idle cores, 2.5-8 minutes on 2 cores busy" \
   "with other work; later runs load it from the cache)"
 python -m server.cli.warmup powershift --serve-only ${VERBOSE[@]+"${VERBOSE[@]}"}
 STAGE="set-up"
