@@ -8,8 +8,9 @@
 # hardware), and lets the example controller close
 # a clutch-to-clutch shift (gear 1 -> gear 3) over ZeroMQ.  The controller
 # prints the shift as it sees it and writes a plot and its trace to out/demo/;
-# the server then shuts down and prints its timing summary (TET, wake-up
-# lateness, overruns, rate).
+# the server then shuts down and writes its timing summary (TET, wake-up
+# lateness, overruns, rate) to out/demo/server.log (its errors and warnings
+# come on the terminal).
 #
 # The real-time run starts only after the set-up has finished (nothing
 # installs in the background while it ticks).  At the end it prints the run's
@@ -22,16 +23,25 @@
 # tolerance (5 %; `--timing-tolerance PCT` changes it) means the machine was
 # too busy: a WARNING that says so and what to do, not a failure of a shift
 # that worked; `./demo.sh --strict-timing` (for CI) makes it a failure.
+# `-v` shows the compile's progress a line per compiled function, by name (by default: three stages with a
+# count each and the time left, server/cli/warmup_progress.py).
 # Other arguments go to `gearbox-hil serve` (e.g. --rate 2000).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 STRICT=""
+VERBOSE=()
 SERVE_ARGS=()
 for arg in "$@"; do
-  if [ "$arg" = "--strict-timing" ]; then STRICT="--strict-timing"; else SERVE_ARGS+=("$arg"); fi
+  case "$arg" in
+    --strict-timing) STRICT="--strict-timing" ;;
+    -v | --verbose) VERBOSE=(-v) ;;  # the compile's progress a line per function, by name
+    *) SERVE_ARGS+=("$arg") ;;
+  esac
 done
 
+# the set-up's "still" lines come after a third of the time since the demo began (scripts/setup_lib.sh)
+export GEARBOX_HIL_SETUP_BEGAN_US="${EPOCHREALTIME/./}"
 STAGE="set-up"
 SERVER=""
 REPORTED=""
@@ -56,10 +66,9 @@ say "[1/4] set-up: the virtual environment in .venv (created and installed on fi
 source scripts/bootstrap.sh plot --background
 
 STAGE="compiling"
-say "[2/4] compiling the plant code (the first run on a machine: 26 s from the start of demo.sh to the first" \
-  "tick measured on 2 idle cores, 37-62 s on 2 cores busy with other work; a line per function; later runs" \
-  "load it from the cache)"
-python -m server.cli.warmup powershift --serve-only
+say "[2/4] compiling the plant code (once per machine: about 25 s on 2 idle cores, 2.5-8 minutes on 2 cores busy" \
+  "with other work; later runs load it from the cache)"
+python -m server.cli.warmup powershift --serve-only ${VERBOSE[@]+"${VERBOSE[@]}"}
 STAGE="set-up"
 setup_wait server || fail "the set-up could not install what the server needs (pip's messages are above)"
 # the rest too (the plot's matplotlib) before the real-time run: an install beside it would decide its timing
@@ -74,8 +83,9 @@ rm -f "$READY" "$STATUS"
 # python -m server.cli is the gearbox-hil command; on first use the set-up installs the command itself (the
 # editable project) after what the server needs, in the background, where it may still be
 say "[3/4] starting the server: gearbox-hil serve powershift (1 kHz, ZeroMQ on free loopback ports)"
+LOG="$OUT/server.log"  # its endpoints and its timing summary (the numbers that matter come in `demo: timing:`)
 python -m server.cli serve powershift --quiet --zmq-port 0 --strict-timing --ready-file "$READY" \
-  --summary-json "$STATUS" ${SERVE_ARGS[@]+"${SERVE_ARGS[@]}"} &
+  --summary-json "$STATUS" ${SERVE_ARGS[@]+"${SERVE_ARGS[@]}"} >"$LOG" &
 SERVER=$!
 
 # No time limit: the code is compiled already, but a cache built on another CPU model compiles again here.
@@ -112,4 +122,5 @@ if ! python scripts/demo_verdict.py --status "$STATUS" --shift-code "$SHIFT" --s
   REPORTED=1
   exit 1
 fi
-say "done: plot $OUT/closed_loop_swap.png, trace $OUT/closed_loop_swap.csv, server status $STATUS"
+say "done: plot $OUT/closed_loop_swap.png, trace $OUT/closed_loop_swap.csv, server status $STATUS," \
+  "the server's timing summary $LOG"

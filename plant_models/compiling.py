@@ -45,11 +45,11 @@ LABELS = {"core": "core", "plant": "plant", "loop": "server loop", "codecs": "CA
 def _group(module: str) -> str:
     if module in CORE_STAGE_MODULES:
         return "core"
-    if module.startswith(("plant_models.plants", "plant_models.friction_plant", "plant_models.core")):
+    if module.startswith("plant_models"):  # the plants, their components (powertrain), the compiled runs
         return "plant"
     if module.startswith("io_adapters"):
         return "codecs"
-    if module.startswith(("server", "plant_models")):
+    if module.startswith("server"):
         return "loop"
     if module == "numba" or module.startswith("numba."):
         return "numba"
@@ -64,8 +64,10 @@ class CompileProgress(event.Listener):
     anything was compiled.
     """
 
-    def __init__(self, write: Callable[[str], None]):
+    def __init__(self, write: Callable[[str], None], on_done: Callable[[str, str], None] | None = None):
+        """``on_done(group, name)``, if given, is called as each function (numba's helpers too) is compiled."""
         self._write = write
+        self._on_done = on_done
         self.count = {"core": 0, "plant": 0, "loop": 0, "codecs": 0, "other": 0, "numba": 0}
         self.count_here = dict(self.count)  # not counting those of another process (external)
         self.expected = {"core": core_kernel_count()}
@@ -141,6 +143,8 @@ class CompileProgress(event.Listener):
         self.count[group] += 1
         self.count_here[group] += 1
         self._compiled += 1
+        if self._on_done is not None:
+            self._on_done(group, getattr(func, "__name__", "?"))
         if group == "numba":  # numba's own helpers: counted, not named
             return
         self._line(group, getattr(func, "__name__", "?"), took)
@@ -158,8 +162,10 @@ class CompileProgress(event.Listener):
     def _line(self, group: str, name: str, took: float) -> None:
         n, now = self.count[group], time.perf_counter()
         expected = self.expected.get(group, 0)
+        if expected and n > expected:  # a count never passes its total: more than the core's known kernels
+            expected = self.expected[group] = n  # (another numba version, an entry point compiled on its own)
         of = left = ""
-        if expected and n <= expected:
+        if expected:
             of = f"/{expected}"
             if n < expected:  # at the pace of this group so far: kernels take 0.1-10 s each, an estimate
                 left = f", about {(now - self._group_began[group]) / n * (expected - n):.0f} s left"

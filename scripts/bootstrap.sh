@@ -19,7 +19,7 @@
 # pip is then installed into it with the rest.  Byte-code is compiled when a
 # module is first imported, not for every file of every package at install time
 # (--no-compile: about 7 s less on a first set-up).  pip's output is shortened to
-# a line per package, with a line at least every second while it works.
+# a line per package, with a line every few seconds while it works (SETUP_BEAT_S).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${GEARBOX_HIL_VENV:-$ROOT/.venv}"
@@ -118,7 +118,8 @@ export PATH="$VENV/bin:$PATH"
 
 # Wait for the background install of "--background" (nothing to do otherwise): `setup_wait server` until
 # what `gearbox-hil serve` needs is in, `setup_wait` until everything is.  Returns 1, after pip's messages, if
-# the install failed.  A line at least every second while it waits.
+# the install failed.  A line when one is due (_setup_due in scripts/setup_lib.sh: every few seconds, then a third
+# of the time so far) while it waits.
 setup_wait() {
   local pid="${GEARBOX_HIL_SETUP_PID:-}" began last now what="gearbox-hil[$EXTRAS]"
   [ -n "$pid" ] || return 0
@@ -129,7 +130,7 @@ setup_wait() {
     if [ "${1:-}" = server ] && [ -f "$VENV/.gearbox-hil-setup/server-ready" ]; then return 0; fi
     sleep 0.1
     now="$(_setup_us)"
-    if [ $((now - last)) -ge 1000000 ]; then
+    if [ $((now - last)) -ge "$(_setup_due "$began" "$now")" ]; then
       echo "[set-up]   still installing $what ($(((now - began) / 1000000)) s)"
       last="$now"
     fi

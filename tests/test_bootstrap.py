@@ -2,8 +2,8 @@
 
 ``./demo.sh`` on a fresh clone installs what compiling needs first (numpy,
 numba, msgpack), starts compiling and installs the rest in the background
-(``--background``).  These tests hold the pieces to their promises: a line
-at least every second while pip works, nothing the warm-up imports missing
+(``--background``).  These tests hold the pieces to their promises: a
+"still installing" line while pip works, nothing the warm-up imports missing
 from the first part, and a background install that fails says so and
 leaves no stamp that would make the next set-up take it as complete.
 """
@@ -43,8 +43,11 @@ def _stamped_lines(cmd: str, cwd: Path, env: dict | None = None) -> tuple[list[t
     return lines + [(time.monotonic() - t0, "")], proc.wait()
 
 
-def test_set_up_progress_is_a_line_per_package_and_never_silent_for_more_than_a_second():
-    cmd = f"{sys.executable} -c '{STAND_IN_PIP}' | {{ source scripts/setup_lib.sh; _setup_show; }}"
+def test_set_up_progress_is_a_line_per_package_and_says_it_is_still_installing_in_a_long_pause():
+    """A pause of 2.3 s with the heartbeat at 1 s (5 s by default): at least one "still" line.  (Counted, not
+    timed: how regular the lines are depends on the machine.)"""
+    cmd = (f"GEARBOX_HIL_SETUP_BEAT_S=1; {sys.executable} -c '{STAND_IN_PIP}' | "
+           "{ source scripts/setup_lib.sh; _setup_show; }")
     lines, code = _stamped_lines(cmd, ROOT)
     assert code == 0
     shown = [text for _, text in lines[:-1]]
@@ -52,8 +55,6 @@ def test_set_up_progress_is_a_line_per_package_and_never_silent_for_more_than_a_
         "[set-up]   resolving numba>=0.59", "[set-up]   resolving numpy (2.4.6)",
         "[set-up]   unpacking 3 packages", "[set-up]   installed"], shown
     assert any(re.fullmatch(r"\[set-up\]   still installing \(\d s\)", s) for s in shown), shown
-    times = [0.0] + [t for t, _ in lines]
-    assert max(b - a for a, b in zip(times, times[1:])) < 1.0 + 0.5, lines  # the heartbeat, its 0.2 s poll
 
 
 def test_the_warm_up_imports_only_what_the_set_up_installs_first():
@@ -119,3 +120,16 @@ def test_a_failed_background_install_says_so_and_leaves_no_stamp(tmp_path):
     assert "[set-up] installing what the server needs failed; pip said:" in shown and "no-such-package" in shown, shown
     assert not list((project / ".venv").glob(".gearbox-hil-installed-*"))  # the next set-up installs again
     assert (project / ".venv" / "bin" / "python").exists()
+
+
+def test_the_set_ups_still_lines_come_every_few_seconds_then_a_third_of_the_time_so_far():
+    """A few lines however long pip takes on a busy machine (the first demo's output stays short); the time so
+    far counts from the demo's start when it says when that was."""
+    cmd = "source scripts/setup_lib.sh; for now in 1 12 60 600; do _setup_due 0 $((now * 1000000)); done"
+    out = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "GEARBOX_HIL_SETUP_BEGAN_US": ""}).stdout.split()
+    assert out == ["5000000", "5000000", "20000000", "200000000"]
+    cmd = "source scripts/setup_lib.sh; _setup_due 300000000 330000000"  # a wait 30 s long, 330 s into the demo
+    out = subprocess.run(["bash", "-c", cmd], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "GEARBOX_HIL_SETUP_BEGAN_US": "0"}).stdout.split()
+    assert out == ["110000000"]

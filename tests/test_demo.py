@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from server.cli import warmup_progress
+
 ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow
@@ -66,9 +68,11 @@ def test_demo_succeeds_the_first_time_on_a_fresh_clone_with_an_empty_cache(first
     positions = [r.stdout.find(s) for s in steps]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), r.stdout
     assert "[set-up] creating the virtual environment" in r.stdout
-    assert re.search(r"core \d+/\d+: ", r.stdout), "no compile progress (n/m) shown"
+    assert re.search(r"warmup: compiling \d+ of \d+: core \d+/\d+, server \d+/\d+, plant \d+/\d+ \(\d+ s so far",
+                     r.stdout), "no compile progress (n of m, per stage) shown"
     assert "shift gear 1 -> gear 3: done" in r.stdout
-    assert "timing summary (realtime mode)" in r.stdout and "demo: done:" in r.stdout
+    assert "demo: done:" in r.stdout and "timing summary (realtime mode)" not in r.stdout  # it is in the log:
+    assert "timing summary (realtime mode)" in (clone / "out" / "demo" / "server.log").read_text()
     assert "FAILED" not in out and "Traceback" not in out
     assert re.search(r"demo: timing: \d+ ticks, .* missed after the start-up grace \(\d+\.\d %\)", r.stdout)
     status = json.loads((clone / "out" / "demo" / "server_status.json").read_text())
@@ -79,17 +83,47 @@ def test_demo_succeeds_the_first_time_on_a_fresh_clone_with_an_empty_cache(first
     assert (clone / "out" / "demo" / "closed_loop_swap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_the_first_demo_is_never_silent_for_more_than_2_s_while_it_sets_up_and_compiles(first_run):
-    """Set-up (its first part, then the background install's lines) and compiling: a line at least every 2 s."""
+def _silence_bound_s(t: float) -> float:
+    """The longest silence after a line at ``t`` s that still counts as alive: three times the interval the
+    progress aims at (warmup_progress.PIPE_EVERY_S, or PIPE_SHARE of the time so far) and 10 s more.
+
+    Generous on purpose: the intervals are what the set-up and the warm-up aim at, and a busy machine (a
+    compile step holding the interpreter's lock, a descheduled process) delays lines; a hung set-up is
+    still caught."""
+    return 3 * max(warmup_progress.PIPE_EVERY_S, warmup_progress.PIPE_SHARE * t) + 10.0
+
+
+def test_the_first_demo_stays_alive_while_it_sets_up_and_compiles(first_run):
+    """Set-up (its first part, then the background install's lines) and compiling: lines keep coming."""
     _, _, r, _, stamped = first_run
     if r.returncode != 0:
         pytest.skip("the first demo run failed (reported by the test above)")
     end = next(t for t, line in stamped if line.startswith("warmup: ready in"))
-    times = [0.0] + [t for t, _ in stamped if t <= end]
-    gaps = [b - a for a, b in zip(times, times[1:])]
-    assert max(gaps) <= 2.0, [line for t, line in stamped if t <= end][gaps.index(max(gaps)) - 1:][:3]
+    shown = [(t, line) for t, line in stamped if t <= end]
+    times = [0.0] + [t for t, _ in shown]
+    for (a, b), line in zip(zip(times, times[1:]), [""] + [ln for _, ln in shown]):
+        assert b - a <= _silence_bound_s(a), f"silent for {b - a:.1f} s after {a:.1f} s: {line!r}"
+    began = next(t for t, line in shown if "first start with this code" in line)
+    compiling = [line for t, line in shown if t >= began and line.startswith("warmup: compiling ")]
+    assert len(compiling) >= 1 + int((end - began) / _silence_bound_s(end)), compiling  # and their count
     assert "[set-up] installing what compiling needs first: numpy numba msgpack" in r.stdout
     assert re.search(r"\[set-up\] gearbox-hil\[plot\] installed \(in the background, \d+\.\d s\)", r.stdout)
+
+
+def test_the_first_demo_is_short_and_names_no_internal_function(first_run):
+    """At most 60 lines for the whole first demo, and no compiled function's name (they are for -v)."""
+    _, _, r, _, _ = first_run
+    if r.returncode != 0:
+        pytest.skip("the first demo run failed (reported by the test above)")
+    out = r.stdout + r.stderr
+    print(f"the first demo wrote {len(out.splitlines())} lines")
+    assert len(out.splitlines()) <= 60, out
+    profile = warmup_progress.load_profile(warmup_progress.profile_key(["powershift"], serve_only=True))
+    names = {key.split(":")[2] for key in profile["shares"]}
+    named = sorted(n for n in names if re.search(rf"(?<![\w./-]){re.escape(n)}(?![\w.])", out))
+    assert not named, (named, out)
+    counts = [tuple(map(int, m)) for m in re.findall(r"\b(?:core|server|plant) (\d+)/(\d+)", out)]
+    assert counts and all(n <= total for n, total in counts), counts
 
 
 def _demo_with_missed_ticks(clone, env, *args):
@@ -141,3 +175,49 @@ def test_demo_fails_with_the_reason_under_strict_timing_when_the_run_misses_too_
                         r"ticks were missed after the start-up grace \(\d+ of \d+\).*", lines[0]), lines[0]
     status = json.loads((clone / "out" / "demo" / "server_status.json").read_text())
     assert status["timing"]["missed_ticks"] >= 400
+
+
+class _Hogs:
+    """``with _Hogs():`` a busy loop per core (``stress --cpu N``), each its own process, stopped at the end."""
+
+    def __enter__(self):
+        code = "while True:\n    pass"
+        self.procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 1)]
+        return self
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+
+
+def test_demo_under_a_cpu_hog_on_each_core_succeeds_and_strict_timing_decides_by_its_numbers(first_run):
+    """With a busy loop on every core the demo (set-up done, the code compiled) exits 0 when the shift is done,
+    warning iff the run fell outside its timing tolerance; ``--strict-timing`` fails it exactly then.
+
+    Whether a hog pushes the run outside the tolerance depends on the machine (the server may get a
+    real-time priority, the kernel may spread the load): the verdict is checked against the run's own
+    numbers, both ways, not assumed.  (The first run's compile is not repeated under load here: the
+    real-time run starts after it, and its verdict depends on the real-time run alone.)"""
+    clone, env, r, _, _ = first_run
+    if r.returncode != 0:
+        pytest.skip("the first demo run failed (reported by the test above)")
+    status_file = clone / "out" / "demo" / "server_status.json"
+    for strict in (False, True):
+        status_file.unlink(missing_ok=True)
+        with _Hogs():
+            proc = subprocess.run(["./demo.sh"] + (["--strict-timing"] if strict else []), cwd=clone, env=env,
+                                  capture_output=True, text=True, timeout=900)
+        out = proc.stdout + proc.stderr
+        assert "shift gear 1 -> gear 3: done" in proc.stdout, out
+        problems = json.loads(status_file.read_text())["timing_check"]["problems"]
+        warned = [ln for ln in proc.stderr.splitlines() if ln.startswith("demo: WARNING:")]
+        failed = [ln for ln in proc.stderr.splitlines() if ln.startswith("demo: FAILED")]
+        print(f"under a hog per core, strict={strict}: exit {proc.returncode}, timing problems {problems}")
+        if strict:
+            assert (proc.returncode, len(failed)) == ((1, 1) if problems else (0, 0)), out
+            assert not warned, out
+        else:
+            assert proc.returncode == 0 and not failed, out
+            assert len(warned) == (1 if problems else 0), out
+        assert "Traceback" not in out, out

@@ -9,7 +9,9 @@ writes ``DIR/trace.csv`` or ``DIR/trace.parquet`` (``t`` then every output
 signal, one row at t = 0 and one per step, or every N-th step and the last
 with ``--every N``; floats read back bit for bit; see :mod:`server.offline.traces`
 for the formats), ``DIR/events.json`` (every stick, breakaway and reversal
-with its time and clutch, plus the run's metadata) and, with ``--plot``,
+with its time and clutch, plus the run's metadata), ``DIR/shifts.csv`` for a
+plant with a ``gear`` output (a row per shift, :mod:`server.offline.shift_list`;
+also printed as a table; not for a trace streamed to its file) and, with ``--plot``,
 PNG figures in the style of the papers (:mod:`server.plots`).  On a
 terminal a progress bar shows the simulated time and the rate; the summary
 gives the time of the steps and of the whole command.  Ctrl-C during a long
@@ -36,7 +38,7 @@ from pathlib import Path
 from plant_models.config import ConfigError
 from plant_models.registry import load_plant
 
-from server.offline import trace_stream
+from server.offline import shift_list, trace_stream
 from server.offline.args import positive_int
 from server.offline.run import events_document, run_offline
 from server.offline.scenario import load_scenario
@@ -106,6 +108,17 @@ def _run_streamed(plant, compiled, out: Path, args: argparse.Namespace, meta: di
     return trace
 
 
+def _write_shifts(trace, out: Path, streamed: bool) -> list[dict] | None:
+    """The run's shifts (:mod:`server.offline.shift_list`) into ``shifts.csv`` beside the trace; None (and no
+    file) for a plant without a ``gear`` output or a trace streamed to its file (not in memory: reading it back
+    would undo the bound on memory).  events.json stays the same either way."""
+    if streamed or "gear" not in trace.names:
+        return None
+    shifts = shift_list.shift_list(trace.names, trace.time, trace.values)
+    shift_list.write_csv(shifts, out / "shifts.csv")
+    return shifts
+
+
 def run(args: argparse.Namespace) -> int:
     began = time.perf_counter()
     if args.plot:
@@ -149,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         meta["steps"] = str(trace.steps)
         trace_path = trace.path if streamed else trace.write(out, args.format, meta)
         doc["trace_file"] = trace_path.name
+        shifts = _write_shifts(trace, out, streamed)
         with open(out / "events.json", "w") as fh:
             json.dump(doc, fh, indent=1)
             fh.write("\n")
@@ -168,9 +182,12 @@ def run(args: argparse.Namespace) -> int:
               f"status bits: {bits}")
         plots = f", plots {done - written:.2f} s" if figures else ""
         print(f"wrote {trace_path} ({doc['rows']} rows), {out / 'events.json'}"
-              + "".join(f", {f}" for f in figures))
+              + (f", {out / 'shifts.csv'}" if shifts is not None else "") + "".join(f", {f}" for f in figures))
         print(f"{done - began:.2f} s wall in all (set-up {ready - began:.2f} s, run {ran - ready:.2f} s, "
               f"writing {written - ran:.2f} s{plots})")
+        if shifts:
+            print(f"{len(shifts)} shift{'s' if len(shifts) > 1 else ''} (shifts.csv):")
+            print("\n".join(shift_list.table(shifts)))
     if not trace.complete:
         print(f"gearbox-hil: simulate interrupted at t = {trace.time[-1]:g} s of {compiled.n_steps * compiled.dt:g} s; "
               f"the trace and events up to there are in {out}", file=sys.stderr)

@@ -8,10 +8,13 @@ about a second (``--serve-only``: not the offline run, which the
 real-time server never calls; ``./demo.sh`` uses it).  On a machine with two
 or more cores it compiles in two processes (``--jobs``): the core's step
 entry point and the plants in this one, the core's mode solver and start
-entry point and the server's own kernels in a second one.  A line per compiled function shows what is happening;
-with everything cached already, warm-up loads the code in a few seconds
-and says so.  ``./demo.sh`` and ``./test.sh`` run it once after set-up;
-the container image runs it at build time.
+entry point and the server's own kernels in a second one.  Its progress is
+written for a person (:mod:`server.cli.warmup_progress`): three stages
+(core, server, plant) with a count each and the time left; ``-v`` adds a
+line per compiled function, by name.  With everything cached already,
+warm-up loads the code in a few seconds and says so.  ``./demo.sh`` and
+``./test.sh`` run it once after set-up; the container image runs it at
+build time.
 
 numba writes its cache next to the sources (``__pycache__``) or to
 ``NUMBA_CACHE_DIR``.  The cache is specific to the CPU model it was built
@@ -48,6 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("configs", nargs="*", metavar="CONFIG",
                    help="plant configs to compile (default: every plant config in configs/)")
     p.add_argument("--quiet", action="store_true", help="print only errors")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="a line per compiled function, by name (default: a few stages with a count each)")
     p.add_argument("--serve-only", action="store_true",
                    help="compile only what `gearbox-hil serve` runs: not the compiled offline run of "
                         "simulate, test and campaign (it compiles at their first use)")
@@ -55,6 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="processes that compile at once (default: 2 on a machine with 2 or more cores: the "
                         "core's step and the plants in this one, the server's own kernels beside it)")
     p.add_argument("--server-kernels", action="store_true", help=argparse.SUPPRESS)  # the second process's part
+    p.add_argument("--record-progress", metavar="PATH", help=argparse.SUPPRESS)  # bench/bench_warmup_eta.py
 
 
 def _say(line: str) -> None:
@@ -98,7 +104,11 @@ _CORE_LINE = re.compile(r"^  core \d+(/\d+)?: (?P<name>\S+) \((?P<took>[0-9.]+) 
 
 
 class _Beside:
-    """The second process of a warm-up (see _server_kernels); its progress lines come through ``attach``."""
+    """The second process of a warm-up (see _server_kernels); its progress lines come through ``attach``.
+
+    It writes a line ``@done GROUP NAME`` per compiled function (what the
+    stages count) besides its lines for ``-v``.
+    """
 
     def __init__(self, serve_only: bool):
         """Start it (before this process loads numba: the second loads it meanwhile, a second earlier at work)."""
@@ -111,30 +121,45 @@ class _Beside:
         self.output: list[str] = []
         self._said = False
 
-    def attach(self, progress) -> None:
-        """Show its lines through this process's progress from now on (they wait in the pipe till then)."""
+    def attach(self, progress, stages=None) -> None:
+        """Show its progress through this process's from now on (its lines wait in the pipe till then).
+
+        ``stages`` (a :class:`StageProgress`): its functions counted there
+        and its ``-v`` lines dropped; None: its ``-v`` lines shown.
+        """
         import threading
 
         def forward():
             for line in self._proc.stdout:
                 line = line.rstrip("\n")
-                if line.startswith("  "):  # a function compiled (or still compiling): shown as it comes
-                    if not self._said:
-                        progress.write("  (a second process compiles the core's mode solver and start and the "
-                                       "server loop's and the codecs' kernels meanwhile)")
-                        self._said = True
-                    core = _CORE_LINE.match(line)
-                    if core:  # counted in this process's core n/m
-                        progress.external("core", core["name"], float(core["took"]))
-                    else:
-                        progress.write(line)
+                if line.startswith(_DONE):
+                    if stages is not None:
+                        stages.start()
+                        stages.done(*line[len(_DONE):].split(" ", 1), source="beside")
+                elif line.startswith("  "):  # a function compiled (or still compiling): -v
+                    if stages is None:
+                        self._verbose_line(progress, line)
                 elif line.startswith("compiled "):
                     self.compiled = int(line.split()[1])
+                elif line.startswith("first start"):
+                    if stages is not None:
+                        stages.start()
                 else:
                     self.output.append(line)
 
         self._reader = threading.Thread(target=forward, name="warmup-beside", daemon=True)
         self._reader.start()
+
+    def _verbose_line(self, progress, line: str) -> None:
+        if not self._said:
+            progress.write("  (a second process compiles the core's mode solver and start and the server loop's "
+                           "and the codecs' kernels meanwhile)")
+            self._said = True
+        core = _CORE_LINE.match(line)
+        if core:  # counted in this process's core n/m
+            progress.external("core", core["name"], float(core["took"]))
+        else:
+            progress.write(line)
 
     def wait(self) -> int:
         code = self._proc.wait()
@@ -144,18 +169,21 @@ class _Beside:
         return code
 
 
-class _Beat:
-    """``with _Beat(say, what):`` a line ``still WHAT (N s)`` every second until the block ends."""
+_DONE = "@done "  # the second process's line per compiled function: "@done GROUP NAME"
 
-    def __init__(self, say, what: str):
+
+class _Beat:
+    """``with _Beat(say, what):`` a line ``still WHAT (N s)`` every ``every_s`` until the block ends."""
+
+    def __init__(self, say, what: str, every_s: float):
         import threading
 
-        self._say, self._what, self._done = say, what, threading.Event()
+        self._say, self._what, self._every, self._done = say, what, every_s, threading.Event()
         self._thread = threading.Thread(target=self._beat, name="warmup-beat", daemon=True)
 
     def _beat(self) -> None:
         began = time.perf_counter()
-        while not self._done.wait(1.0):
+        while not self._done.wait(self._every):
             self._say(f"  still {self._what} ({time.perf_counter() - began:.0f} s)")
 
     def __enter__(self):
@@ -167,7 +195,8 @@ class _Beat:
         self._thread.join()
 
 
-def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: int | None = None) -> int:
+def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: int | None = None,
+         verbose: bool = False, live=None, record: str | None = None) -> int:
     """Compile (or load) everything a server of these plant configs runs; returns the number of failures.
 
     With ``serve_only`` the compiled offline run (which the real-time
@@ -175,43 +204,84 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
     default on a machine with 2 or more cores) the server's own kernels
     compile in a second process while this one compiles the core and the
     plants: on a cold cache the core takes most of the time, and the
-    other kernels need none of its code.
+    other kernels need none of its code.  ``verbose``: a line per compiled
+    function (else the stages of :mod:`.warmup_progress`); ``live``: on a
+    terminal, a raw writer for the stage line rewritten in place;
+    ``record``: a JSON file for ``bench/bench_warmup_eta.py``.
     """
     say("loading the compiler (numba) and the plant code")  # a second or two before numba says anything
     if jobs is None:
         jobs = 2 if (os.cpu_count() or 1) >= 2 else 1
     beside = _Beside(serve_only) if jobs == 2 else None
-    with _Beat(say, "loading the compiler"):  # 1 s on an idle machine, 3 s beside the second process's at load 2
-        from plant_models.compiling import CompileProgress  # loads numba: not for --help
+    from .warmup_progress import PIPE_EVERY_S, StageProgress, load_profile, profile_key
+
+    # 1 s on an idle machine, 3 s beside the second process's at load 2; loading LLVM holds the interpreter's
+    # lock, which can hold this line back too
+    with _Beat(say, "loading the compiler", PIPE_EVERY_S):
+        from plant_models.compiling import CompileProgress, core_kernel_count  # loads numba: not for --help
 
     began = time.perf_counter()
     cpu0 = time.process_time() + _children_cpu()
     failed = 0
-    with CompileProgress(say) as progress:
+    stages = None if verbose else StageProgress(say, load_profile(profile_key(configs, serve_only)),
+                                                core_kernel_count(), live=live)
+    with CompileProgress(say if verbose else _person_lines(stages),
+                         on_done=None if stages is None else stages.done) as progress:
         if beside is not None:
-            beside.attach(progress)
-        from plant_models.registry import load_plant
-
-        for cfg in configs:
-            try:
-                plant = load_plant(cfg)
-                for _ in range(3):
-                    plant.step(1e-3)
-            except ConfigError as exc:
-                failed += 1
-                print(f"warmup: error: {exc}", file=sys.stderr)
-                continue
-            say(f"{Path(str(cfg)).stem}: {plant.kind} plant ready ({time.perf_counter() - began:.1f} s elapsed)")
+            beside.attach(progress, stages)
+        failed += _build_plants(configs, say if stages is None else stages.note, began)
         if beside is None:
             _server_kernels(serve_only)
         else:
             failed += 1 if beside.wait() else 0
             progress.add_compiled(beside.compiled)
+        if stages is not None:
+            stages.finish()
         how = "compiled" if progress.compiled else "everything was cached already"
+    if record and stages is not None:
+        _record(record, stages, time.perf_counter() - stages.began)
     # CPU time beside the wall time: on a shared machine the wall time also says how busy the others are
     cpu = time.process_time() + _children_cpu() - cpu0
     say(f"ready in {time.perf_counter() - began:.1f} s ({how}; {cpu:.1f} s of CPU)")
     return failed
+
+
+def _build_plants(configs, say, began: float) -> int:
+    """Build each plant and step it (its kernels compile or load); returns the number of bad configs."""
+    from plant_models.registry import load_plant
+
+    failed = 0
+    for cfg in configs:
+        try:
+            plant = load_plant(cfg)
+            for _ in range(3):
+                plant.step(1e-3)
+        except ConfigError as exc:
+            failed += 1
+            print(f"warmup: error: {exc}", file=sys.stderr)
+            continue
+        say(f"{Path(str(cfg)).stem}: {plant.kind} plant ready ({time.perf_counter() - began:.1f} s elapsed)")
+    return failed
+
+
+def _person_lines(stages):
+    """CompileProgress's lines at the default verbosity: its first (no function names), the stages' line thread
+    started with it."""
+    def write(line: str) -> None:
+        if line.startswith((" ", "compiled ")):  # a function by name, a "still compiling NAME": -v only; how many
+            return  # functions in all: the stages' last line says it, and "ready in" how long
+        stages.note(line)
+        if line.startswith("first start"):
+            stages.start()
+    return write
+
+
+def _record(path: str, stages, end_s: float) -> None:
+    """The compile's functions as they finished, with the time left shown then, and its end (bench input)."""
+    import json
+
+    Path(path).write_text(json.dumps({"end_s": end_s, "totals": stages.counts,
+                                      "done": [list(r) for r in stages.record]}))
 
 
 def _children_cpu() -> float:
@@ -226,13 +296,30 @@ def run(args: argparse.Namespace) -> int:
     if args.server_kernels:  # the second process of a warm-up: progress lines without the prefix
         from plant_models.compiling import CompileProgress
 
-        with CompileProgress(lambda line: print(line, flush=True)):
+        import threading
+
+        lock = threading.Lock()  # its heartbeat thread writes too: a line is written whole, never interleaved
+
+        def line_out(line: str) -> None:
+            with lock:
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+
+        with CompileProgress(line_out, on_done=lambda group, name: line_out(f"{_DONE}{group} {name}")):
             _server_kernels(args.serve_only)
         return 0
     configs = args.configs or plant_configs()
+    # on a terminal the stages' line is rewritten in place; into a pipe or a file, a line every few seconds
+    live = _live if not args.quiet and not args.verbose and sys.stdout.isatty() else None
     # numba is loaded in warm(), after its first line and after the second process started: loaded here first, it
     # left the demo a second without a line and started the second process a second later
-    return 1 if warm(configs, _silent if args.quiet else _say, serve_only=args.serve_only, jobs=args.jobs) else 0
+    return 1 if warm(configs, _silent if args.quiet else _say, serve_only=args.serve_only, jobs=args.jobs,
+                     verbose=args.verbose, live=live, record=args.record_progress) else 0
+
+
+def _live(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _silent(line: str) -> None:

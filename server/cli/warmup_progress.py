@@ -1,0 +1,206 @@
+"""The warm-up's progress written for a person: three stages, each with a count, and the time left.
+
+A first start on a machine compiles about 130 functions in two processes
+(:mod:`server.cli.warmup`).  A line per function, named, is for whoever
+works on the compiled code (``warmup -v``); at the default verbosity the
+warm-up shows instead::
+
+    warmup: compiling 46 of 128: core 34/73, server 12/47, plant 0/8 (12 s so far, about 14 s left)
+
+Stages and counts.  The functions are counted in three stages: ``core``
+(the friction core, shared by every plant), ``server`` (the real-time
+loop's, the faults' and the CAN and ZeroMQ codecs' kernels) and ``plant``
+(the plant's own kernels).  numba's own helpers are compiled too but not
+counted: their number depends on numba's version.  A stage's total comes
+from the recorded profile below (the core's also from
+:func:`plant_models.core.api.kernel_count`); a count never passes its
+total: if a newer numba compiles more than the profile knows, the total
+shown grows with the count.
+
+Time left.  The profile (``warmup_profile.json``, recorded by
+``bench/bench_warmup_eta.py --record`` from a cold warm-up of the first
+demo's set) holds, for every function, the share of the whole compile's
+wall time at which it was finished.  When a function finishes at ``t``
+seconds into the compile and the profile says it used to finish at the
+share ``f``, the whole compile takes about ``t / f``: the measured
+relative costs of the kernels (the shares) scaled by the pace observed on
+this machine now.  The estimate uses the furthest share reached so far.
+Without a profile for the set being compiled (another set of configs) no
+time left is shown, rather than a guess.  The benchmark measures the
+estimate against the actual end (``BENCHMARKS.md``).
+
+Liveness.  On a terminal the line is rewritten in place every
+:data:`TTY_EVERY_S`; into a pipe or a file (CI, ``./demo.sh | tee``) a
+new line follows after :data:`PIPE_EVERY_S` without one, or a third of
+the time so far if that is longer (:data:`PIPE_SHARE`: a slow compile on a
+busy machine still writes a few lines, about 13 for 200 s, not 40).  The thread that writes it needs the
+interpreter's lock: a compile step that holds it (numba loading LLVM, for
+one) can delay a line by a second or more on a busy machine, so the
+interval is what the warm-up aims at, not a bound it can promise.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+PIPE_EVERY_S = 5.0  # into a pipe or file: a new line after this long without one, or PIPE_SHARE of the time so far
+PIPE_SHARE = 1 / 3  # (so a compile of T s writes about 3 + ln(T / 15 s) / ln(4 / 3) lines: 13 for 200 s, 16 for 600 s)
+TTY_EVERY_S = 0.5  # on a terminal: the line rewritten in place this often
+PROFILE_PATH = Path(__file__).with_name("warmup_profile.json")
+
+STAGES = ("core", "server", "plant")
+LAST_SHARE = 0.995  # a process's function at this share of its compile or later: its last, the process is done
+STAGE_OF_GROUP = {"core": "core", "loop": "server", "codecs": "server", "plant": "plant", "other": "plant"}
+
+
+def profile_key(configs, serve_only: bool) -> str:
+    """The key of a warm-up set in the profile: its config names (stems) and whether it is for a server only."""
+    names = sorted(Path(str(c)).stem for c in configs)
+    return " ".join(names) + (" --serve-only" if serve_only else "")
+
+
+def load_profile(key: str, path: Path = PROFILE_PATH) -> dict | None:
+    """The recorded profile of this warm-up set (``{"totals": {...}, "shares": {fkey: share}}``), or None."""
+    try:
+        return json.loads(path.read_text()).get(key)
+    except (OSError, ValueError):
+        return None
+
+
+def function_key(stage: str, name: str, seen: dict) -> str:
+    """``stage:name:k``, k counting the earlier functions of that name in the stage (one per signature)."""
+    k = seen.get((stage, name), 0)
+    seen[(stage, name)] = k + 1
+    return f"{stage}:{name}:{k}"
+
+
+class StageProgress:
+    """Counts compiled functions per stage and writes the person's lines (see the module's docstring).
+
+    ``done(group, name)`` is called as each function is finished (from any
+    thread; ``group`` as :mod:`plant_models.compiling` names them);
+    ``start()`` starts the line thread, ``finish()`` stops it.  ``clock``
+    and ``live`` (the thread) can be replaced in tests.
+    """
+
+    def __init__(self, say: Callable[[str], None], profile: dict | None, core_total: int,
+                 live: Callable[[str], None] | None = None, clock: Callable[[], float] = time.perf_counter,
+                 prefix: str = "warmup: "):
+        """``say`` writes a line (no newline); ``live``, on a terminal, writes raw text (a line rewritten in
+        place: ``prefix`` then goes before the text, as ``say`` puts it before its lines)."""
+        self._say, self._live, self._clock, self._prefix = say, live, clock, prefix
+        self._tty = live is not None
+        self.profile = profile or {}
+        totals = dict(self.profile.get("totals", {}))
+        totals.setdefault("core", core_total)
+        self.totals = {s: totals.get(s) for s in STAGES}
+        self.counts = dict.fromkeys(STAGES, 0)
+        self.began = clock()
+        self._best: dict[str, tuple[float, float]] = {}  # per process: (share, t) of the furthest share reached
+        self._seen: dict = {}
+        self._last_line = self.began
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pending = False  # a TTY line written without its newline
+        self.record: list[tuple[float, str, float | None]] = []  # (t, function key, time left then) per function
+
+    # -- events
+    def done(self, group: str, name: str, source: str = "here") -> None:
+        """A function of ``group`` compiled by ``source`` (``"here"``, or ``"beside"``: the second process)."""
+        stage = STAGE_OF_GROUP.get(group)
+        if stage is None:  # numba's own helpers: not counted
+            return
+        with self._lock:
+            now = self._clock() - self.began
+            self.counts[stage] += 1
+            total = self.totals[stage]
+            if total is not None and self.counts[stage] > total:  # the profile is older than this numba
+                self.totals[stage] = self.counts[stage]
+            key = function_key(f"{source}:{stage}", name, self._seen)
+            share = self.profile.get("shares", {}).get(key)
+            best = self._best.get(source)
+            if share and (best is None or share > best[0]):
+                self._best[source] = (share, now)
+            self.record.append((now, key, self._left(now)))
+
+    def note(self, text: str) -> None:
+        """A line of its own (on a TTY it replaces the in-place line, which the next update writes again)."""
+        self._line(text, final=True)
+
+    # -- what is shown
+    def left_s(self, now: float | None = None) -> float | None:
+        """Seconds left by the profile and the pace so far (None: no profile or no share reached yet)."""
+        return self._left((self._clock() if now is None else now) - self.began)
+
+    def _left(self, now: float) -> float | None:
+        # each process on its own timeline: the one that will finish last decides; a process past its last
+        # function (share 1) is done
+        if not self._best:
+            return None
+        ends = [t / share for share, t in self._best.values() if share < LAST_SHARE]
+        return max([end - now for end in ends] + [0.0])
+
+    def summary(self) -> str:
+        """``compiling 46 of 128: core 34/73, server 12/47, plant 0/8 (12 s so far, about 14 s left)``."""
+        now = self._clock()
+        parts = []
+        for s in STAGES:
+            total = self.totals[s]
+            parts.append(f"{s} {self.counts[s]}" + (f"/{total}" if total is not None else ""))
+        n = sum(self.counts.values())
+        totals = [self.totals[s] for s in STAGES]
+        of = f" of {sum(totals)}" if None not in totals else ""
+        left = self.left_s(now)
+        if left is None:
+            when = ""
+        elif left >= 1.0:
+            when = f", about {left:.0f} s left"
+        else:
+            when = ", finishing"
+        return f"compiling {n}{of}: {', '.join(parts)} ({now - self.began:.0f} s so far{when})"
+
+    def _line(self, text: str, final: bool = False) -> None:
+        with self._lock:
+            if self._live is not None:
+                self._live(f"\r\033[K{self._prefix}{text}" + ("\n" if final else ""))
+                self._pending = not final
+            else:
+                self._say(text)
+            self._last_line = self._clock()
+
+    def due_s(self, now: float) -> float:
+        """How long after the last line the next one is due (at ``now``)."""
+        return TTY_EVERY_S if self._tty else max(PIPE_EVERY_S, PIPE_SHARE * (now - self.began))
+
+    def tick(self) -> None:
+        """Write the summary if it is due (the line thread calls this; tests call it with their clock)."""
+        now = self._clock()
+        if now - self._last_line >= self.due_s(now):
+            self._line(self.summary())
+
+    # -- the line thread
+    def start(self) -> "StageProgress":
+        """Start the line thread (once; a second call does nothing)."""
+        with self._lock:
+            if self._thread is not None:
+                return self
+            self._thread = threading.Thread(target=self._run, name="warmup-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.tick()
+
+    def finish(self) -> None:
+        """Stop the line thread; end an in-place line with its newline."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._pending:
+            self._line(self.summary(), final=True)
