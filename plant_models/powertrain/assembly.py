@@ -10,7 +10,7 @@ from __future__ import annotations
 from numba import njit
 
 from ..core.api import JIT, L, ForceLaw, y_omega
-from . import converter, driver, engine, pto, vehicle
+from . import converter, driver, engine, motor, pto, vehicle
 from .law import clear_scratch, inputs_finite, law_states, record, write_work
 
 __all__ = ["POWERTRAIN_LAW", "before_step", "commands_core_inputs", "core_inputs", "evaluate_at_state",
@@ -35,6 +35,9 @@ def powertrain_forces(mf, mi, df, di, s, oy, of):
     r = record(mi, 3)  # vehicle
     if r >= 0:
         p += vehicle.forces(mf, mi, df, s, oy, of, oz, ozd, r)
+    r = record(mi, 5)  # motor
+    if r >= 0:
+        p += motor.forces(mf, mi, df, s, oy, of, oz, ozd, r)
     return p
 
 
@@ -64,6 +67,9 @@ def keep_law_inputs(mi, df, s):
     r = record(mi, 3)  # vehicle
     if r >= 0:
         vehicle.keep_inputs(mi, df, s, r)
+    r = record(mi, 5)  # motor
+    if r >= 0:
+        motor.keep_inputs(mi, df, s, r)
 
 
 @njit(**JIT)
@@ -80,6 +86,10 @@ def inputs_changed(mi, df):
     r = record(mi, 3)  # vehicle
     if r >= 0:
         if vehicle.inputs_changed(mi, df, r):
+            return True
+    r = record(mi, 5)  # motor
+    if r >= 0:
+        if motor.inputs_changed(mi, df, r):
             return True
     return False
 
@@ -110,6 +120,9 @@ def write_outputs(mf, mi, df, di, s, oout):
     r = record(mi, 4)  # driver
     if r >= 0:
         q = driver.write_outputs(mf, mi, df, s, q, r)
+    r = record(mi, 5)  # motor
+    if r >= 0:
+        q = motor.write_outputs(mf, mi, df, s, q, r)
     write_work(mf, mi, df, q)
 
 

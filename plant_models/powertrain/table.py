@@ -32,9 +32,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import converter, driver, engine, pto, vehicle
+from . import converter, driver, engine, motor, pto, vehicle
 
-COMPONENTS = (engine, pto, converter, vehicle, driver)  # the order of evaluation (and of the ports)
+COMPONENTS = (engine, pto, converter, vehicle, driver, motor)  # the order of evaluation (and of the ports)
 
 HOOKS = ("forces", "write_outputs", "keep_inputs", "inputs_changed", "before_step", "core_inputs",
          "commands_core_inputs")
