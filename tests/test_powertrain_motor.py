@@ -147,3 +147,30 @@ def test_a_motor_on_a_member_that_is_no_independent_speed(tmp_path):
     assert np.abs(tq).max() > 0.0
     sources, residual = _balance(list(res.names), res.values)
     assert np.abs(residual).max() <= 1e-9 * np.abs(sources).max()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from server_support import ServerProcess
+
+    srv = ServerProcess(tmp_path_factory.mktemp("zf8hp_car_p2_lockstep"), plant="zf8hp_car_p2", mode="lockstep")
+    yield srv
+    srv.shutdown()
+
+
+def test_the_served_p2_car_equals_the_offline_run_bit_for_bit(served, launch):
+    """Lockstep = offline with the motor boosting, at its limit and generating: every output, every 500th tick."""
+    _, offline = launch
+    with served.client() as hil:
+        names = hil.output_names
+        assert names == list(offline.names)
+        n = hil.load_scenario("zf8hp_car_p2_launch")["n_steps"]
+        assert n == offline.values.shape[0] - 1
+        k = 0
+        while k < n:
+            r = hil.step(min(500, n - k))
+            k = r.tick
+            got = np.array([r.y[nm] for nm in names])
+            bad = [nm for nm, a, b in zip(names, got, offline.values[k]) if a.view(np.int64) != b.view(np.int64)]
+            assert not bad, f"tick {k}: lockstep differs from the offline run in {bad}"
+        assert r.scenario_finished is True

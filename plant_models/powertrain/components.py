@@ -117,7 +117,7 @@ class Packing:
         self.ints = [0] * module.N_I
         self.floats = [0.0] * module.N_F
         self.float_base = float_base  # offset in MF_LAW of floats[0]
-        self.port = port  # member index -> port index
+        self.port = port  # member index -> the value of a port slot (law.apply_torque)
         self._inputs = inputs
         self._data = data_offsets
         self.read_inputs: list[int] = []
@@ -147,23 +147,25 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
                ports: dict[str, int]) -> tuple[list[int], list[float]]:
     """The law's int and float blocks (layout: :mod:`.law`), each present component's record packed by its
     module."""
-    n = T.shape[1]
     present = pt.present()
-    port_members: list[int] = []
+    geared: list[int] = []  # ports that are no independent speed: their rows of T start MF_LAW
     for m, _ in present:
         for member in m.members(pt):
-            if member not in port_members:
-                port_members.append(member)
-    floats: list[float] = [float(v) for member in port_members for v in T[member]]
+            if member not in coordinates and member not in geared:
+                geared.append(member)
+    floats: list[float] = [float(v) for member in geared for v in T[member]]
+
+    def port(member: int) -> int:  # the independent speed, or -(1 + its row of T)
+        return coordinates.index(member) if member in coordinates else -(1 + geared.index(member))
     records: list[list[int]] = []
     record_of = [-1] * len(COMPONENTS)
     read_inputs: list[int] = []
     work: list[int] = []
     data_offsets: dict[str, int] = {}
     z = 0
-    d = W.N_B + n  # after the bus and the force scratch
+    d = W.N_B + T.shape[1]  # after the bus and the force scratch
     for m, p in present:
-        ctx = Packing(m, len(floats), port_members.index, ports, data_offsets)
+        ctx = Packing(m, len(floats), port, ports, data_offsets)
         m.pack(p, pt, ctx)
         records.append([len(floats), z, d] + ctx.ints)
         floats.extend(float(v) for v in ctx.floats)
@@ -173,22 +175,18 @@ def law_tables(pt: Powertrain, T: np.ndarray, coordinates: tuple[int, ...], n_in
         z += m.N_Z
         d += m.N_D
     read_inputs = list(dict.fromkeys(read_inputs))
-    ints = [0] * W.N_H
+    ints = [0] * W.N_H + [-1] * len(COMPONENTS)  # the header, the record offsets (W.RECORDS)
     ints[W.H_N_IN] = n_in
-    blocks = [("records", [0] * len(COMPONENTS)), ("ports", [coordinates.index(m) if m in coordinates else -1
-                                                              for m in port_members]),
-              ("inputs", read_inputs), ("work", work)]
-    for name, values in blocks:
+    for name, values in (("inputs", read_inputs), ("work", work)):
         ints[getattr(W, f"H_{name.upper()}")] = len(ints)
         ints.extend(values)
-    ints[W.H_PORT_T] = 0
     ints[W.H_N_INPUTS] = len(read_inputs)
     ints[W.H_N_WORK] = len(work)
     kinds = [m.KIND for m in COMPONENTS]
     for (m, _), rec in zip(present, records):
         record_of[kinds.index(m.KIND)] = len(ints)
         ints.extend(rec)
-    ints[ints[W.H_RECORDS]:ints[W.H_RECORDS] + len(COMPONENTS)] = record_of
+    ints[W.RECORDS:W.RECORDS + len(COMPONENTS)] = record_of
     return ints, floats
 
 

@@ -10,12 +10,12 @@ packing).  Nothing here names a component.
 Blocks (offsets from ``MI_LAW``, ``MF_LAW``, ``DF_LAW``):
 
 * ``MI_LAW``: the header (``H_*``), then the record offset of each kind of
-  the table (-1: absent), the ports' independent speeds, the plant inputs
-  the law reads, the work accounts' state indices, then one record per
-  component present: the record header (``R_*``: where its floats, states
-  and data are) followed by its own ints (``I_*`` of its module).
-* ``MF_LAW``: the ports' rows of ``T`` (``n`` each), then each component's
-  floats (``F_*``) and tables.
+  the table (``RECORDS``; -1: absent), the plant inputs the law reads, the
+  work accounts' state indices, then one record per component present: the
+  record header (``R_*``: where its floats, states and data are) followed by
+  its own ints (``I_*`` of its module).
+* ``MF_LAW``: the rows of ``T`` of the ports that are no independent speed
+  (``n`` each), then each component's floats (``F_*``) and tables.
 * ``DF_LAW``: the bus (``B_*``: what one component tells another within a
   step), a force scratch of ``n`` for the outputs' evaluation, then each
   component's data (``D_*``).
@@ -25,7 +25,10 @@ Blocks (offsets from ``MI_LAW``, ``MF_LAW``, ``DF_LAW``):
 **Ports.**  A component acts on members of the description through ports:
 any member may be one.  A port that is an independent speed of the reduced
 system is read and driven directly, any other through its row of ``T``
-(``w_m = T[m] q``; a torque ``tau`` on it is ``T[m]^T tau`` on ``q``).
+(``w_m = T[m] q``; a torque ``tau`` on it is ``T[m]^T tau`` on ``q``).  A
+component's port slot holds the independent speed's index, or ``-(1 + k)``
+for the k-th row of ``T`` (resolved when the blocks are packed, so reading a
+port costs one load).
 Equations: docs/powertrain.md.
 """
 
@@ -40,9 +43,6 @@ from .slots import Slots
 
 HEADER = Slots(ints=(
     ("n_in", "number of plant inputs (their rates follow them in DF_PLANT)"),
-    ("records", "offset in MI_LAW of the record offsets, one per kind of the component table (-1: absent)"),
-    ("ports", "offset in MI_LAW of the ports' independent speeds (-1: the port moves through its row of T)"),
-    ("port_t", "offset in MF_LAW of the ports' rows of T, n floats each"),
     ("n_inputs", "number of plant inputs the components read"),
     ("inputs", "offset in MI_LAW of their input indices"),
     ("n_work", "number of work accounts (outputs work_*, J)"),
@@ -52,6 +52,7 @@ HEADER = Slots(ints=(
     ("pedal", "the driver's pedal for this step, 0..1"),
 ))
 globals().update(HEADER.constants("H..B"))  # H_N_IN, ..., B_PEDAL_ON, B_PEDAL; N_H, N_B
+RECORDS = N_H  # noqa: F821  offset in MI_LAW of the record offsets, one per kind of the component table (-1: absent)
 
 RECORD = Slots(ints=(
     ("floats", "offset in MF_LAW of the component's floats"),
@@ -81,7 +82,7 @@ def record(mi, kind):
     Called in the real-time loop.
     """
     oli = mi[L.MI_LAW]
-    r = mi[oli + mi[oli + H_RECORDS] + kind]  # noqa: F821
+    r = mi[oli + RECORDS + kind]
     return -1 if r < 0 else oli + r + N_R  # noqa: F821
 
 
@@ -111,13 +112,12 @@ def law_states(mi, oy):
 
 @njit(**JIT_STAGE)
 def port_speed(mf, mi, df, port, oy):
-    """Speed of a port's member at the state df[oy], rad/s.  Called in the real-time loop."""
-    oli = mi[L.MI_LAW]
-    c = mi[oli + mi[oli + H_PORTS] + port]  # noqa: F821
-    if c >= 0:
-        return df[oy + c]
+    """Speed of a port's member at the state df[oy], rad/s (``port``: see :func:`apply_torque`).  Called in the
+    real-time loop."""
+    if port >= 0:
+        return df[oy + port]
     n = mi[L.H_N]
-    ot = mi[L.MF_LAW] + mi[oli + H_PORT_T] + port * n  # noqa: F821
+    ot = mi[L.MF_LAW] - (port + 1) * n
     w = 0.0
     for j in range(n):
         w += mf[ot + j] * df[oy + j]
@@ -126,14 +126,17 @@ def port_speed(mf, mi, df, port, oy):
 
 @njit(**JIT_STAGE)
 def apply_torque(mf, mi, df, port, of, tq):
-    """Add torque tq (N m) on a port's member to the generalised forces at df[of].  Called in the real-time loop."""
-    oli = mi[L.MI_LAW]
-    c = mi[oli + mi[oli + H_PORTS] + port]  # noqa: F821
-    if c >= 0:
-        df[of + c] += tq
+    """Add torque tq (N m) on a port's member to the generalised forces at df[of].
+
+    ``port`` (a component's port slot): the independent speed the member is
+    (>= 0), or ``-(1 + k)`` for the k-th row of ``T`` at the start of
+    ``MF_LAW`` (a member geared to others).  Called in the real-time loop.
+    """
+    if port >= 0:
+        df[of + port] += tq
         return
     n = mi[L.H_N]
-    ot = mi[L.MF_LAW] + mi[oli + H_PORT_T] + port * n  # noqa: F821
+    ot = mi[L.MF_LAW] - (port + 1) * n
     for j in range(n):
         df[of + j] += mf[ot + j] * tq
 
