@@ -10,7 +10,7 @@ import inspect
 import numpy as np
 import pytest
 
-from plant_models.powertrain import law
+from plant_models.powertrain import hydraulics, law
 from plant_models.powertrain.table import ASSEMBLY, COMPONENTS, assembly_source
 from plant_models.registry import load_plant
 from server.offline.run import run_offline
@@ -22,7 +22,7 @@ def test_the_assembly_is_the_one_the_table_generates():
         "run: python -m plant_models.powertrain.table --write"
 
 
-@pytest.mark.parametrize("module", (law,) + COMPONENTS, ids=lambda m: m.__name__.rsplit(".", 1)[1])
+@pytest.mark.parametrize("module", (law, hydraulics) + COMPONENTS, ids=lambda m: m.__name__.rsplit(".", 1)[1])
 def test_no_slot_is_numbered_by_hand(module):
     """No module-level int constant written as a literal: every slot comes from a Slots table."""
     tree = ast.parse(inspect.getsource(module))

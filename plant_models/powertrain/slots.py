@@ -33,9 +33,9 @@ class Slots:
     states: tuple = ()
     data: tuple = ()
 
-    def constants(self, prefixes: str = "IFZD") -> dict[str, int]:
+    def constants(self, prefixes=("I", "F", "Z", "D")) -> dict[str, int]:
         """The module constants: ``I_<NAME>``, ``F_<NAME>``, ``Z_<NAME>``, ``D_<NAME>`` and the group sizes
-        ``N_I``, ``N_F``, ``N_Z``, ``N_D`` (other prefixes, one letter per group, for a shared table; ``.`` skips a group)."""
+        ``N_I``, ``N_F``, ``N_Z``, ``N_D`` (other prefixes, one per group, for a shared table; ``.`` skips a group)."""
         out = {}
         for prefix, group in zip(prefixes, (self.ints, self.floats, self.states, self.data)):
             if prefix == ".":  # a group the table does not use
