@@ -80,7 +80,7 @@ def _time_core_steps(mf, mi, df, di, dt, cycles):
     st = 0
     for k in range(cycles.shape[0]):
         c0 = _cycles()
-        st |= fc.core_step(mf, mi, df, di, dt)
+        st |= fc.step_arrays(mf, mi, df, di, dt)
         cycles[k] = _cycles() - c0
     return st
 
@@ -249,7 +249,7 @@ def python_calls(repeat: int) -> list[tuple[str, dict, str]]:
                     step(1e-3)
                     ns[k] = pc() - t0
             else:
-                step = fc.core_step
+                step = fc.step_arrays
                 mf, mi, df, di = c.mf, c.mi, c.df, c.di
                 for k in range(n):
                     t0 = pc()

@@ -10,6 +10,8 @@ cycle counter inside a compiled loop (``bench/bench_core.py``'s
   (launch through the converter, four shifts, lock-up, brake to standstill);
 * the 8HP car with clutch hydraulics on its five shift elements
   (``configs/zf8hp_car_hydraulics.toml``: dead time, valve lag, fill) through the same drive;
+* the 8HP car as a P2 hybrid (``configs/zf8hp_car_p2.toml``: an electric motor on the engine's member)
+  through ``scenarios/zf8hp_car_p2_launch.toml``;
 * the bare 8HP held in 5th, and the car cruising in 4th locked up (pedal held, no event).
 
 Run: ``PYTHONPATH=. python bench/bench_powertrain.py [--repeat N]``.  The
@@ -90,6 +92,9 @@ def report(repeat: int) -> str:
             ("8HP car with clutch hydraulics, zf8hp_car_drive",
              *time_scenario("zf8hp_car_hydraulics", "zf8hp_car_drive", transmission_step, 16000, repeat, npc,
                             allowed=L.ST_LOCKED)),
+            ("8HP car as a P2 hybrid, zf8hp_car_p2_launch (motor boost and recuperation)",
+             *time_scenario("zf8hp_car_p2", "zf8hp_car_p2_launch", transmission_step, 8000, repeat, npc,
+                            allowed=L.ST_LOCKED)),
             ("bare 8HP held in 5th", *time_in_gear(repeat, npc)),
             ("8HP car cruising in 4th, locked up", *time_car_cruising(repeat, npc))]
     base = rows[0][1]["median"]
@@ -120,13 +125,15 @@ def existing_plants(repeat: int) -> dict[str, float]:
     return {name.split(" (")[0]: s["median"] for name, s, _ in rows}
 
 
-def ab(base: str, rounds: int, repeat: int) -> str:
-    """Same-run A/B of :func:`existing_plants` against a ``git archive`` of ``base``."""
+def ab(base: str, rounds: int, repeat: int, keep: str | None = None) -> str:
+    """Same-run A/B of :func:`existing_plants` against a ``git archive`` of ``base`` (in ``keep``, a folder
+    kept for the next A/B against the same commit with its warm numba cache, or a fresh temporary one)."""
     root = Path(__file__).resolve().parent.parent
-    tmp = Path(tempfile.mkdtemp(prefix="gearbox-hil-ab-"))
-    archive = subprocess.run(["git", "-C", str(root), "archive", base], check=True, capture_output=True).stdout
-    (tmp / "base").mkdir()
-    subprocess.run(["tar", "-x", "-C", str(tmp / "base")], input=archive, check=True)
+    tmp = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="gearbox-hil-ab-"))
+    if not (tmp / "base").exists():
+        archive = subprocess.run(["git", "-C", str(root), "archive", base], check=True, capture_output=True).stdout
+        (tmp / "base").mkdir(parents=True)
+        subprocess.run(["tar", "-x", "-C", str(tmp / "base")], input=archive, check=True)
     trees = {"base": tmp / "base", "this": root}
     env = {"base": dict(os.environ, PYTHONPATH=str(tmp / "base"), NUMBA_CACHE_DIR=str(tmp / "numba-base")),
            "this": dict(os.environ, PYTHONPATH=str(root))}
@@ -139,7 +146,7 @@ def ab(base: str, rounds: int, repeat: int) -> str:
         for name in ("base", "this"):
             out = subprocess.run([sys.executable, str(script), "--existing", "--repeat", str(repeat)],
                                  cwd=trees[name], env=env[name], check=True, capture_output=True, text=True).stdout
-            for k, v in json.loads(out).items():
+            for k, v in json.loads(out.strip().splitlines()[-1]).items():  # after the host line
                 medians.setdefault(k, []).append(v)
     lines = [f"base {base} (git archive, own numba cache) / this tree, {rounds} rounds alternating, medians in us; "
              f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end", "",
@@ -189,6 +196,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="runs per measurement (default 5)")
     ap.add_argument("--ab", metavar="COMMIT", help="A/B of the existing plants' steps against COMMIT")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the A/B (default 3)")
+    ap.add_argument("--ab-dir", metavar="DIR", help="keep the A/B's archive and its numba cache in DIR (reused)")
     ap.add_argument("--existing", action="store_true", help=argparse.SUPPRESS)  # one side of the A/B, as JSON
     ap.add_argument("--hydraulics", action="store_true",
                     help="the Powershift and the DCT plant without and with clutch hydraulics, same run")
@@ -198,7 +206,7 @@ def main(argv=None) -> int:
     elif args.existing:
         print(json.dumps(existing_plants(args.repeat)))
     elif args.ab:
-        print(ab(args.ab, args.rounds, args.repeat))
+        print(ab(args.ab, args.rounds, args.repeat, args.ab_dir))
     else:
         print(report(args.repeat))
     return 0

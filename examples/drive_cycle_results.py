@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_tcu import POWERSHIFT_TRACTOR, ZF8HP_CAR, ReferenceTcu  # noqa: E402
 
 from plant_models.core import layout as L  # noqa: E402
-from plant_models.powertrain import law as W  # noqa: E402
+from plant_models.powertrain.components import work_accounts  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.offline.controller import closed_loop  # noqa: E402
 
@@ -61,21 +61,21 @@ def energy_balance(run: CycleRun) -> dict[str, float]:
     c, plant = run.plant.core, run.plant
     names = [e.name for e in plant.params.description.elements]
     rows = c.work[L.W_ROW0:]
-    z = c.law_z
+    z = work_accounts(plant.params.powertrain, c.law_z)
     parts = {
         "clutches": -sum(rows[i] for i, nm in enumerate(names) if nm not in ("brake", "rolling", "lockup")),
         "lockup": -sum(rows[i] for i, nm in enumerate(names) if nm == "lockup"),
         "brake": -rows[names.index("brake")],
         "rolling": -rows[names.index("rolling")],
-        "converter": -z[W.Z_W_CONVERTER],
+        "converter": -z["work_converter"],
         "drags": -(c.work[L.W_DRAG] + c.work[L.W_DAMP]),
         "impulse": -c.work[L.W_IMPULSE],
-        "aero": -z[W.Z_W_AERO],
-        "drawbar": -z[W.Z_W_DRAWBAR],
-        "potential": -z[W.Z_W_GRADE],
+        "aero": -z["work_aero"],
+        "drawbar": -z["work_drawbar"],
+        "potential": -z["work_grade"],
         "kinetic": c.kinetic_energy() - run.ke0,
     }
-    out = {"engine": float(z[W.Z_W_ENGINE]), "input": float(c.work[L.W_INPUT])}
+    out = {"engine": float(z["work_engine"]), "input": float(c.work[L.W_INPUT])}
     out.update({k: float(v) for k, v in parts.items()})
     out["residual"] = out["engine"] - sum(parts.values())
     return out

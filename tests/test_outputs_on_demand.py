@@ -71,7 +71,8 @@ def test_a_run_that_skips_unread_outputs_keeps_the_lockstep_rows_and_state_bit_f
 
 
 def test_a_step_with_the_flag_set_writes_no_output_but_keeps_the_law_inputs():
-    from plant_models.powertrain.law import LD_IN_END
+    from plant_models.powertrain import engine
+    from plant_models.powertrain.components import data_offsets
 
     plant = load_plant(ROOT / "configs" / "zf8hp_car.toml")
     plant.reset({"pedal": 0.3})
@@ -85,7 +86,8 @@ def test_a_step_with_the_flag_set_writes_no_output_but_keeps_the_law_inputs():
     plant.di[flag] = 0
     assert plant.df[plant.mi[L.DF_TIME]] == t0 + 1e-3
     assert np.array_equal(_bits(plant.y), _bits(y0))  # the outputs still those before the step
-    assert plant.df[plant.mi[L.DF_LAW] + LD_IN_END] == 0.6  # what the next step's reuse test reads
+    pedal_end = data_offsets(plant.params.powertrain, plant.core.sizes.n)["engine"] + engine.D_PEDAL_END
+    assert plant.df[plant.mi[L.DF_LAW] + pedal_end] == 0.6  # what the next step's reuse test reads
     step(plant.mf, plant.mi, plant.df, plant.di, 1e-3)
     assert not np.array_equal(plant.y, y0)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from plant_models.core import layout as L
-from plant_models.powertrain import law as W
+from plant_models.powertrain.components import work_accounts
 from plant_models.registry import describe_config, load_plant
 from server.offline.scenario import load_scenario
 from server.offline.run import run_offline
@@ -54,23 +54,23 @@ def test_engine_work_balances_losses_and_the_change_of_energy(drive):
     c = plant.core
     names = [e.name for e in plant.params.description.elements]
     rows = c.work[L.W_ROW0:]
-    z = c.law_z
-    engine = z[W.Z_W_ENGINE]
+    z = work_accounts(plant.params.powertrain, c.law_z)
+    engine = z["work_engine"]
     clutches = -sum(rows[i] for i, nm in enumerate(names) if nm not in ("brake", "rolling"))
     brake = -rows[names.index("brake")]
     rolling = -rows[names.index("rolling")]
-    converter = -z[W.Z_W_CONVERTER]
+    converter = -z["work_converter"]
     drag = -(c.work[L.W_DRAG] + c.work[L.W_DAMP])
     impulse = -c.work[L.W_IMPULSE]
-    aero = -z[W.Z_W_AERO]
-    potential = -z[W.Z_W_GRADE]
+    aero = -z["work_aero"]
+    potential = -z["work_grade"]
     kinetic = c.kinetic_energy() - drive.ke0
     assert c.work[L.W_INPUT] == 0.0  # no torque input: the engine is the only source
     assert min(clutches, brake, rolling, converter, drag, aero, potential, engine) > 0.0
     balance = engine - (clutches + brake + rolling + converter + drag + impulse + aero + potential + kinetic)
     assert abs(balance) <= 1e-9 * engine
     # the law's account is the sum of its components' accounts
-    assert c.law_work[0] == pytest.approx(z[W.Z_W_ENGINE] + z[W.Z_W_CONVERTER] + z[W.Z_W_AERO] + z[W.Z_W_GRADE],
+    assert c.law_work[0] == pytest.approx(z["work_engine"] + z["work_converter"] + z["work_aero"] + z["work_grade"],
                                           rel=1e-12)
 
 
@@ -166,7 +166,9 @@ def test_starting_steps_from_the_last_end_evaluation_changes_nothing(drive):
 def test_outputs_after_a_step_are_the_law_at_the_final_state():
     """The components' outputs after a step come from the core's last evaluation of the law, which is at
     the step's final state: the same values as an evaluation made there."""
-    from plant_models.powertrain.law import LD_ENGINE_TQ, LD_SPEED, LD_TURBINE_TQ, evaluate_at_state
+    from plant_models.powertrain import converter, engine, vehicle
+    from plant_models.powertrain.assembly import evaluate_at_state
+    from plant_models.powertrain.components import data_offsets
 
     plant = load_plant("zf8hp_car")
     sc = load_scenario("zf8hp_car_drive").compile(plant, 0.001)
@@ -175,6 +177,10 @@ def test_outputs_after_a_step_are_the_law_at_the_final_state():
 
     run = Run(plant, sc.table, sc.dt, sc.n_steps)
     od = int(plant.mi[L.DF_LAW])
+    offsets = data_offsets(plant.params.powertrain, plant.core.sizes.n)
+    LD_ENGINE_TQ = offsets["engine"] + engine.D_TORQUE
+    LD_TURBINE_TQ = offsets["torque_converter"] + converter.D_TURBINE_TQ
+    LD_SPEED = offsets["vehicle"] + vehicle.D_SPEED
     checked = 0
     for _ in range(40):
         run.advance(400)

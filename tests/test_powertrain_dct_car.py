@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from plant_models.core import layout as L
-from plant_models.powertrain import law as W
+from plant_models.powertrain.components import work_accounts
 from plant_models.registry import describe_config, load_plant
 from server.offline.run import run_offline
 from server.offline.scenario import load_scenario
@@ -51,15 +51,15 @@ def test_engine_work_balances_losses_and_the_change_of_energy(drive):
     kinetic energy, to 1e-9 of the engine work."""
     c = drive.plant.core
     rows = c.work[L.W_ROW0:]
-    z = c.law_z
-    engine = z[W.Z_W_ENGINE]
+    z = work_accounts(drive.plant.params.powertrain, c.law_z)
+    engine = z["work_engine"]
     names = drive.plant.clutch_names(drive.plant.params)
     assert names == ["c1", "c2", "brake", "rolling", "S_odd", "S_even"]
     friction = -sum(rows)
     assert min(-rows[0], -rows[1], -rows[4], -rows[3], engine) > 0.0  # both clutches, a synchronizer, rolling
-    assert z[W.Z_W_CONVERTER] == 0.0 and c.work[L.W_INPUT] == 0.0  # no converter, no torque input
+    assert z["work_converter"] == 0.0 and c.work[L.W_INPUT] == 0.0  # no converter, no torque input
     drag = -(c.work[L.W_DRAG] + c.work[L.W_DAMP] + c.work[L.W_IMPULSE])
-    aero, potential = -z[W.Z_W_AERO], -z[W.Z_W_GRADE]
+    aero, potential = -z["work_aero"], -z["work_grade"]
     balance = engine - (friction + drag + aero + potential + c.kinetic_energy() - drive.ke0)
     assert abs(balance) <= 1e-9 * engine
 
@@ -92,10 +92,10 @@ def test_the_car_with_clutch_hydraulics_launches_shifts_and_its_energy_balances(
     first = [int(np.argmax(g == k)) for g in (gear0, gear) for k in (1, 2)]
     assert first[2] > first[0] and first[3] > first[1]  # 1st and 2nd each engage later
     c = plant.core
-    z = c.law_z
-    engine = z[W.Z_W_ENGINE]
+    z = work_accounts(plant.params.powertrain, c.law_z)
+    engine = z["work_engine"]
     drag = -(c.work[L.W_DRAG] + c.work[L.W_DAMP] + c.work[L.W_IMPULSE])
-    balance = engine - (-sum(c.work[L.W_ROW0:]) + drag - z[W.Z_W_AERO] - z[W.Z_W_GRADE] + c.kinetic_energy()
+    balance = engine - (-sum(c.work[L.W_ROW0:]) + drag - z["work_aero"] - z["work_grade"] + c.kinetic_energy()
                         - hydraulic_drive.ke0)
     assert engine > 1.0e5 and abs(balance) <= 1e-9 * engine
 

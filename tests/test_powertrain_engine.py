@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from plant_models.powertrain import law as W
+from plant_models.powertrain.components import work_accounts
 from plant_models.powertrain.components import RPM
 from plant_models.registry import load_plant
 
@@ -135,4 +135,4 @@ def test_rev_limiter_cuts_fuel_within_its_band(tmp_path):
     ke = c.kinetic_energy()
     ke0 = 0.5 * 0.2 * (IDLE_RPM * RPM) ** 2
     assert ke - ke0 == pytest.approx(float(np.sum(c.work) + c.law_work[0]), rel=1e-9)
-    assert c.law_work[0] == pytest.approx(c.law_z[W.Z_W_ENGINE], rel=1e-12)
+    assert c.law_work[0] == pytest.approx(work_accounts(plant.params.powertrain, c.law_z)["work_engine"], rel=1e-12)

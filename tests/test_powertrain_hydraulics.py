@@ -12,7 +12,7 @@ import pytest
 
 from plant_models.core import layout as L
 from plant_models.errors import FaultError
-from plant_models.powertrain import law as W
+from plant_models.powertrain.components import work_accounts
 from plant_models.registry import describe_config, load_plant
 from server.offline.run import run_offline
 from server.offline.scenario import load_scenario
@@ -197,10 +197,10 @@ def test_the_car_with_hydraulics_shifts_and_its_energy_balances(drive):
     assert fill_e[2500] == 0.0 and fill_e[4000] == 1.0  # E fills for the 1-2 shift
     c = plant.core
     rows = c.work[L.W_ROW0:]
-    z = c.law_z
-    engine = z[W.Z_W_ENGINE]
-    losses = (-sum(rows) - z[W.Z_W_CONVERTER] - c.work[L.W_DRAG] - c.work[L.W_DAMP] - c.work[L.W_IMPULSE]
-              - z[W.Z_W_AERO] - z[W.Z_W_GRADE])
+    z = work_accounts(plant.params.powertrain, c.law_z)
+    engine = z["work_engine"]
+    losses = (-sum(rows) - z["work_converter"] - c.work[L.W_DRAG] - c.work[L.W_DAMP] - c.work[L.W_IMPULSE]
+              - z["work_aero"] - z["work_grade"])
     assert abs(engine - losses - (c.kinetic_energy() - drive.ke0)) <= 1e-9 * engine
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from plant_models.core import layout as L
-from plant_models.powertrain import law as W
+from plant_models.powertrain.components import work_accounts
 from plant_models.registry import describe_config, load_plant
 from server.offline.run import run_offline
 from server.offline.scenario import load_scenario
@@ -50,17 +50,17 @@ def test_the_pto_takes_the_implement_torque_through_its_ratio(pull):
 
 def test_engine_work_balances_with_the_pto_work(pull):
     c = pull.plant.core
-    z = c.law_z
-    assert len(z) == W.NZ_PTO
-    engine, pto = z[W.Z_W_ENGINE], -z[W.Z_W_PTO]
+    z = work_accounts(pull.plant.params.powertrain, c.law_z)
+    assert len(pull.plant.core.law_z) == sum(m.N_Z for m, _ in pull.plant.params.powertrain.present())
+    engine, pto = z["work_engine"], -z["work_pto"]
     assert pto > 0.3 * engine  # the implement takes a good share of the engine's work
     losses = (-sum(c.work[L.W_ROW0:]) - c.work[L.W_DRAG] - c.work[L.W_DAMP] - c.work[L.W_IMPULSE]
-              - z[W.Z_W_AERO] - z[W.Z_W_GRADE] - z[W.Z_W_DRAWBAR])
+              - z["work_aero"] - z["work_grade"] - z["work_drawbar"])
     assert abs(engine - pto - losses - (c.kinetic_energy() - pull.ke0)) <= 1e-9 * engine
-    assert c.law_work[0] == pytest.approx(sum(z[k] for k in (W.Z_W_ENGINE, W.Z_W_CONVERTER, W.Z_W_AERO,
-                                                            W.Z_W_GRADE, W.Z_W_DRAWBAR, W.Z_W_PTO)), rel=1e-12)
+    assert c.law_work[0] == pytest.approx(sum(z[k] for k in ("work_engine", "work_converter", "work_aero",
+                                                            "work_grade", "work_drawbar", "work_pto")), rel=1e-12)
 
 
 def test_describe_shows_the_pto():
     pto = describe_config("powershift_tractor_pto")["components"]["pto"]
-    assert pto["ratio"] == RATIO and pto["inputs"] == ["pto_load"] and pto["outputs"] == ["pto_torque"]
+    assert pto["ratio"] == RATIO and pto["inputs"] == ["pto_load"] and pto["outputs"] == ["pto_torque", "work_pto"]

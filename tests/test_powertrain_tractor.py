@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from plant_models.core import layout as L
-from plant_models.powertrain import law as W
+from plant_models.powertrain.components import work_accounts
 from plant_models.registry import load_plant
 from server.offline.scenario import load_scenario
 from server.offline.run import run_offline
@@ -44,17 +44,17 @@ def test_engine_work_balances_losses_drawbar_work_and_the_change_of_energy(pull)
     c = plant.core
     names = [e.name for e in plant.params.description.elements]
     rows = c.work[L.W_ROW0:]
-    z = c.law_z
-    engine = z[W.Z_W_ENGINE]
+    z = work_accounts(plant.params.powertrain, c.law_z)
+    engine = z["work_engine"]
     clutches = -sum(rows[i] for i, nm in enumerate(names) if nm not in ("brake", "rolling"))
     rolling = -rows[names.index("rolling")]
-    drawbar = -z[W.Z_W_DRAWBAR]
+    drawbar = -z["work_drawbar"]
     drag = -(c.work[L.W_DRAG] + c.work[L.W_DAMP])
     kinetic = c.kinetic_energy() - ke0
-    assert c.work[L.W_INPUT] == 0.0 and z[W.Z_W_CONVERTER] == 0.0 and z[W.Z_W_AERO] == 0.0
+    assert c.work[L.W_INPUT] == 0.0 and z["work_converter"] == 0.0 and z["work_aero"] == 0.0
     assert min(clutches, rolling, drawbar, drag, engine) > 0.0
     assert drawbar > 0.3 * engine  # the implement takes a good part of the engine's work
-    balance = engine - (clutches + rolling + drawbar + drag - c.work[L.W_IMPULSE] - z[W.Z_W_GRADE] + kinetic)
+    balance = engine - (clutches + rolling + drawbar + drag - c.work[L.W_IMPULSE] - z["work_grade"] + kinetic)
     assert abs(balance) <= 1e-9 * engine
     gear = res.values[:, list(res.names).index("gear")]
     assert gear[0] == 1.0 and gear[-1] == 3.0  # the swap under the pull took place

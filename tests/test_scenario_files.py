@@ -26,11 +26,13 @@ SCENARIOS = {
     "powershift_tractor_pull.toml": "powershift_tractor.toml",
     "dct_car_launch.toml": "dct_car.toml",
     "powershift_tractor_pto.toml": "powershift_tractor_pto.toml",
+    "zf8hp_car_p2_launch.toml": "zf8hp_car_p2.toml",
 }
 # a car standing in gear on its brake: brake, rolling resistance and the gear's elements all stuck hold the
 # whole transmission at zero speed (locked) with more rows than it needs (overconstrained); the DCT car
 # stands on its brake and rolling resistance with both shafts' gears preselected (dog teeth in)
 ALLOWED_STATUS = {"zf8hp_car_drive.toml": L.ST_OVERCONSTRAINED | L.ST_LOCKED,
+                  "zf8hp_car_p2_launch.toml": L.ST_OVERCONSTRAINED | L.ST_LOCKED,
                   "dct_car_launch.toml": L.ST_OVERCONSTRAINED | L.ST_LOCKED}
 _runs: dict = {}
 

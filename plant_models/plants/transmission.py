@@ -51,13 +51,12 @@ from ..drivetrain import Description, Reduction
 from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from ..powertrain import components as PT
-from ..powertrain.driver import driver_update
 from ..powertrain.hydraulics import (Hydraulics, data_length, hydraulics_after, hydraulics_before, param_block,
                                      write_fill_outputs)
 from ..powertrain.hydraulics import describe as hydraulics_description
 from ..powertrain.hydraulics_plant import HydraulicsPlant, current_signal, fill_signal
-from ..powertrain.law import (LD_DRV_BRAKE, LD_DRV_ON, LI_BRAKE_ROW, LI_DRIVER, N_LD, POWERTRAIN_LAW,
-                              Z_LIMIT, inputs_changed, inputs_finite, keep_law_inputs, write_outputs)
+from ..powertrain.assembly import (POWERTRAIN_LAW, before_step, commands_core_inputs, core_inputs, inputs_changed,
+                                   inputs_finite, keep_law_inputs, write_outputs)
 from ..reduction import speed_constraints
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
@@ -277,7 +276,7 @@ def _same_inputs(mi, df, di):
     opi = mi[L.MI_PLANT]
     return ((di[ofl + L.FLAG_RUN_HINTS] & L.RUN_INPUTS_SAME) != 0 and di[ofl + L.FLAG_STATUS] != L.ST_BAD_INPUT
             and mi[opi + PI_N_SEL] == 0 and mi[opi + PI_HYD_D] < 0
-            and not (mi[opi + PI_OUT_PT] >= 0 and df[mi[L.DF_LAW] + LD_DRV_ON] == 1.0))
+            and not (mi[opi + PI_OUT_PT] >= 0 and commands_core_inputs(mi, df)))
 
 
 @njit(**JIT)
@@ -342,14 +341,9 @@ def _inputs(mf, mi, df, di):
 
 @njit(**JIT)
 def _powertrain_inputs(mi, df, di):
-    """The driver's brake pressure in place of p_brake while it commands; reuse of the last step's end
-    evaluation only if the force law's inputs did not move.  Called in the real-time loop."""
-    oli = mi[L.MI_LAW]
-    od = mi[L.DF_LAW]
-    if mi[oli + LI_DRIVER] == 1 and df[od + LD_DRV_ON] == 1.0:
-        row = mi[oli + LI_BRAKE_ROW]
-        df[mi[L.DF_U_ACT] + row] = df[od + LD_DRV_BRAKE] * BAR
-        df[mi[L.DF_U_ACT_RATE] + row] = 0.0
+    """The core inputs the components command (the driver's brake pressure in place of p_brake); reuse of the
+    last step's end evaluation only if the force law's inputs did not move.  Called in the real-time loop."""
+    core_inputs(mi, df)
     if inputs_changed(mi, df):
         di[mi[L.DI_FLAGS] + L.FLAG_REUSE] = 0  # the force law's inputs moved: evaluate afresh
 
@@ -598,7 +592,7 @@ def transmission_step(mf, mi, df, di, dt):
     """Inputs -> core step -> outputs.  Called in the real-time loop."""
     rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
     if rmi[rmi[L.MI_PLANT] + PI_OUT_PT] >= 0:
-        driver_update(rmf, rmi, rdf, dt)
+        before_step(rmf, rmi, rdf, dt)
     pst = _inputs(rmf, rmi, rdf, rdi)
     ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
     if ohd >= 0:  # clutch hydraulics: the command after dead time and valve, the stroke of this step
@@ -695,8 +689,8 @@ class TransmissionPlant(HydraulicsPlant, FrictionPlant):
         law = None
         if self.params.powertrain is not None:
             li, lf = self._law_tables()
-            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=N_LD + len(self.spec.inertia),
-                            nz=self.params.powertrain.law_states,
+            law = LawBlocks(POWERTRAIN_LAW, nf=len(lf), ni=len(li), ndf=self.params.powertrain.law_data(
+                            len(self.spec.inertia)), nz=self.params.powertrain.law_states,
                             checks_reuse=True)
         hyd = self.params.hydraulics
         self.core = Core(self.spec, plant_nf=self.plant_nf, plant_ni=self.plant_ni,
@@ -752,8 +746,8 @@ class TransmissionPlant(HydraulicsPlant, FrictionPlant):
             c.u_act[nel + s] = cap
         c.twist[:] = 0.0
         self._settle_hydraulics()
-        if self.params.powertrain is not None and self.params.powertrain.engine is not None:
-            c.law_z[Z_LIMIT] = self.u[self.input_index("torque_limit")]  # the limit starts settled
+        if self.params.powertrain is not None:  # the components' states that start settled
+            PT.settle(self.params.powertrain, c.law_z, {s.name: float(self.u[k]) for k, s in enumerate(self.inputs)})
 
     def _engaged_at_start(self) -> list[int]:
         d = self.params.description

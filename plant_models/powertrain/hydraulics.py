@@ -40,47 +40,59 @@ from dataclasses import dataclass
 from numba import njit
 
 from ..core.api import JIT, L, y_act
+from .slots import Slots
 
 BAR = 1.0e5  # Pa per bar
 
 # -- parameters, per element (HP_LEN floats after H_FIRST); the block starts with the count and the valve map
-H_COUNT = 0  # number of elements with hydraulics
-H_MAP_N = 1  # breakpoints of the valve map (0: the commands are pressures in bar)
-H_MAP = 2  # offset (in the block) of the valve map: currents (A), then pressures (Pa)
-H_N_IN = 3  # number of plant inputs (their rates follow them)
-H_FIRST = 4
-HP_ROW = 0  # the element's core row
-HP_DEAD = 1  # dead time, steps
-HP_RING = 2  # offset of its dead-time ring in the data block
-HP_VFILL = 3  # fill volume, m^3
-HP_QFILL = 4  # fill flow limit, m^3/s
-HP_QDRAIN = 5  # drain flow, m^3/s
-HP_PREST = 6  # rest pressure (return spring preload / piston area), Pa
-HP_PKISS = 7  # kiss-point pressure (return spring force at full stroke / piston area), Pa
-HP_TV = 8  # valve lag, s (0: none: first-order hydraulics)
-HP_FLOW = 9  # fault: fill flow factor (1: none; slow_fill < 1)
-HP_LEAK = 10  # fault: pressure lost at the piston, Pa (leakage)
-HP_STUCK = 11  # fault: 1.0 while the valve is stuck at its last output
-HP_PORT = 12  # the plant input of its command (bar, or A through the valve map)
-HP_LEN = 13
+BLOCK = Slots(ints=(
+    ("count", "number of elements with hydraulics"),
+    ("map_n", "breakpoints of the valve map (0: the commands are pressures in bar)"),
+    ("map", "offset (in the block) of the valve map: currents (A), then pressures (Pa)"),
+    ("n_in", "number of plant inputs (their rates follow them)"),
+))
+globals().update(BLOCK.constants(("H",)))  # H_COUNT, H_MAP_N, H_MAP, H_N_IN; N_H
+H_FIRST = N_H  # noqa: F821
+ELEMENT = Slots(ints=(
+    ("row", "the element's core row"),
+    ("dead", "dead time, steps"),
+    ("ring", "offset of its dead-time ring in the data block"),
+    ("vfill", "fill volume, m^3"),
+    ("qfill", "fill flow limit, m^3/s"),
+    ("qdrain", "drain flow, m^3/s"),
+    ("prest", "rest pressure (return spring preload / piston area), Pa"),
+    ("pkiss", "kiss-point pressure (return spring force at full stroke / piston area), Pa"),
+    ("tv", "valve lag, s (0: none: first-order hydraulics)"),
+    ("flow", "fault: fill flow factor (1: none; slow_fill < 1)"),
+    ("leak", "fault: pressure lost at the piston, Pa (leakage)"),
+    ("stuck", "fault: 1.0 while the valve is stuck at its last output"),
+    ("port", "the plant input of its command (bar, or A through the valve map)"),
+))
+globals().update(ELEMENT.constants(("HP",)))  # HP_ROW .. HP_PORT; N_HP
+HP_LEN = N_HP  # noqa: F821
 
 # -- data (the plant's df): the step count, per element HS_LEN floats, then the rings
-D_TICK = 0
-D_FIRST = 1
-HS_V = 0  # filled volume, m^3 (0 .. fill volume)
-HS_PV = 1  # valve output, Pa (with a valve lag)
-HS_LAST = 2  # the valve command at the end of the last step, Pa (a stuck valve keeps it)
-HS_IN = 3  # this step: the command that enters the dead-time ring (value, then rate)
-HS_PV_NEXT = 5  # this step: the valve output at its end
-HS_LAST_NEXT = 6  # this step: the valve command at its end
-HS_CMD = 7  # this step: the command the piston sees (Pa), held over a stroking step
-HS_S1 = 8  # this step: stroke time, s (the core's DF_ACT_HOLD)
-HS_Q = 9  # this step: pressure slope while stroking, Pa/s (the core's DF_ACT_RAMP)
-HS_X0 = 10  # this step: the chamber pressure at its start, Pa
-HS_HEAD = 11  # the dead-time ring's slot of this step (0 .. dead time - 1)
-HS_EXP_DT = 12  # the step length the valve's lag factor belongs to, s (NaN: none yet)
-HS_EXP = 13  # exp(-dt / valve lag) for that step length
-HS_LEN = 14
+DATA = Slots(ints=(("tick", "steps taken"),))
+globals().update(DATA.constants(("D",)))  # D_TICK; N_D
+D_FIRST = N_D  # noqa: F821
+STATE = Slots(ints=(
+    ("v", "filled volume, m^3 (0 .. fill volume)"),
+    ("pv", "valve output, Pa (with a valve lag)"),
+    ("last", "the valve command at the end of the last step, Pa (a stuck valve keeps it)"),
+    ("in", "this step: the command that enters the dead-time ring, its value"),
+    ("in_rate", "... and its rate"),
+    ("pv_next", "this step: the valve output at its end"),
+    ("last_next", "this step: the valve command at its end"),
+    ("cmd", "this step: the command the piston sees (Pa), held over a stroking step"),
+    ("s1", "this step: stroke time, s (the core's DF_ACT_HOLD)"),
+    ("q", "this step: pressure slope while stroking, Pa/s (the core's DF_ACT_RAMP)"),
+    ("x0", "this step: the chamber pressure at its start, Pa"),
+    ("head", "the dead-time ring's slot of this step (0 .. dead time - 1)"),
+    ("exp_dt", "the step length the valve's lag factor belongs to, s (NaN: none yet)"),
+    ("exp", "exp(-dt / valve lag) for that step length"),
+))
+globals().update(STATE.constants(("HS",)))  # HS_V .. HS_EXP; N_HS
+HS_LEN = N_HS  # noqa: F821
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from ..drivetrain import Element, Member
 from ..clutch import BAR, WetClutch
 from ..powertrain.components import (BRAKE, ENGINE_MEMBER, LOCKUP, ROLLING, RPM, Driver, Engine, Powertrain, Pto,
                                      TorqueConverter, Vehicle)
+from ..powertrain.table import COMPONENTS
 from .common import read_wet_clutch
 
 BRAKE_FRICTION_STATIC = 0.45  # pad on disc; the capacity per bar is the file's, this only sets kinetic/static
@@ -86,7 +87,19 @@ def read_powertrain(cfg: ConfigReader, members: list[Member], elements: list[Ele
     brake_row = [e.name for e in elements].index(BRAKE) if vehicle is not None else -1
     pt = Powertrain(engine, converter, vehicle, engine_member, input_member, output_member, output_sign, driver,
                     brake_row, pto)
-    return members, elements, pt
+    members, parts = _table_parts(cfg, members, pt)
+    return members, elements, replace(pt, parts=parts)
+
+
+def _table_parts(cfg: ConfigReader, members: list[Member], pt: Powertrain):
+    """(members, parts): the components of the table that read their own TOML table (a module's ``read``:
+    ``read(reader, members, pt) -> (members, parameters)``, in the table's order)."""
+    parts = []
+    for module in COMPONENTS:
+        if hasattr(module, "read") and cfg.has(module.KIND):
+            members, params = module.read(cfg.sub(module.KIND), members, pt)
+            parts.append((module.KIND, params))
+    return members, tuple(parts)
 
 
 def _pto(r: ConfigReader, engine: Engine | None) -> Pto:
