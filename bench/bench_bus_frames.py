@@ -20,7 +20,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import tempfile
 import time
@@ -32,6 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+from _host import host_line  # noqa: E402
 from io_adapters.base import LoopContext, create_adapter, new_tick_info  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 
@@ -67,8 +68,6 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--ticks", type=int, default=5000)
     args = ap.parse_args()
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")),
-               platform.processor())
     res = {name: {"median": [], "p99": [], "ratio": []} for name, _, _ in CASES}
     with tempfile.TemporaryDirectory() as tmp:
         one_case("io_can_powershift.toml", True, 200, Path(tmp))  # compile / load every kernel once
@@ -81,7 +80,7 @@ def main() -> int:
                 res[name]["median"].append(med)
                 res[name]["p99"].append(float(np.percentile(us, 99)))
                 res[name]["ratio"].append(med / base)
-    print(f"CPU: {cpu}; {args.rounds} rounds of {args.ticks} ticks per case")
+    print(f"{args.rounds} rounds of {args.ticks} ticks per case")
     print("| case | write median, us | write p99, us | median / classic (same round) |")
     print("| --- | --- | --- | --- |")
     for name, _, _ in CASES:
@@ -91,4 +90,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    print(host_line())
     raise SystemExit(main())

@@ -102,7 +102,6 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="runs to measure the estimate on")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
-    print(host_line())
     if args.record:
         recorded = []
         for i in range(args.record):
@@ -136,4 +135,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    print(host_line())
     main()
