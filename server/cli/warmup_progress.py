@@ -27,7 +27,10 @@ relative costs of the kernels (the shares) scaled by the pace observed on
 this machine now.  The estimate uses the furthest share reached so far.
 Without a profile for the set being compiled (another set of configs) no
 time left is shown, rather than a guess.  The benchmark measures the
-estimate against the actual end (``BENCHMARKS.md``).
+estimate against the actual end (``BENCHMARKS.md``).  Below
+:data:`SHORT_LEFT_S` the line says ``under 5 s left`` (then ``finishing``):
+a bound, not whole seconds that round badly near the end
+(:func:`time_left_words`).
 
 Liveness.  On a terminal the line is rewritten in place every
 :data:`TTY_EVERY_S`; into a pipe or a file (CI, ``./demo.sh | tee``) a
@@ -53,8 +56,26 @@ TTY_EVERY_S = 0.5  # on a terminal: the line rewritten in place this often
 PROFILE_PATH = Path(__file__).with_name("warmup_profile.json")
 
 STAGES = ("core", "server", "plant")
+SHORT_LEFT_S = 5.0  # below this the time left is shown as a bound ("under 5 s left"): see time_left_words
 LAST_SHARE = 0.995  # a process's function at this share of its compile or later: its last, the process is done
 STAGE_OF_GROUP = {"core": "core", "loop": "server", "codecs": "server", "plant": "plant", "other": "plant"}
+
+
+def time_left_words(left_s: float) -> str:
+    """The time left as a person reads it: ``about N s left`` (whole seconds), below :data:`SHORT_LEFT_S` the
+    bound ``under 5 s left``, and ``finishing`` at 0 s by the estimate (every process past its last
+    function, or the end it predicted passed): also a claim of under 5 s.
+
+    Why a bound: a few seconds before the end whole seconds round badly (``about 2 s left`` with 1.2 s left
+    is 65 % off, though a second early), and the estimate's error there is the pace of the last function or
+    two, not the profile.  bench/bench_warmup_eta.py counts a bound as right when the actual time left is
+    within it.
+    """
+    if left_s >= SHORT_LEFT_S:
+        return f"about {left_s:.0f} s left"
+    if left_s > 0.0:
+        return f"under {SHORT_LEFT_S:.0f} s left"
+    return "finishing"
 
 
 def profile_key(configs, serve_only: bool) -> str:
@@ -156,12 +177,7 @@ class StageProgress:
         totals = [self.totals[s] for s in STAGES]
         of = f" of {sum(totals)}" if None not in totals else ""
         left = self.left_s(now)
-        if left is None:
-            when = ""
-        elif left >= 1.0:
-            when = f", about {left:.0f} s left"
-        else:
-            when = ", finishing"
+        when = "" if left is None else f", {time_left_words(left)}"
         return f"compiling {n}{of}: {', '.join(parts)} ({now - self.began:.0f} s so far{when})"
 
     def _line(self, text: str, final: bool = False) -> None:
