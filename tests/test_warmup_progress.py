@@ -108,7 +108,7 @@ def test_on_a_terminal_the_line_is_rewritten_in_place_and_ended_with_a_newline()
 def test_function_names_and_heartbeats_are_for_verbose_only():
     lines: list[str] = []
     p = StageProgress(lines.append, PROFILE, core_total=3, clock=Clock())
-    write = warmup._person_lines(p)
+    write = warmup_progress.person_lines(p)
     write("first start with this code on this machine: compiling (cached for later starts)")
     write("  core 1/73: _sizes (0.1 s; 1 s elapsed, about 40 s left)")
     write("  still compiling _build_cache (4 s so far; 5 s elapsed)")

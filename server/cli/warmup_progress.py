@@ -47,8 +47,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 PIPE_EVERY_S = 5.0  # into a pipe or file: a new line after this long without one, or PIPE_SHARE of the time so far
 PIPE_SHARE = 1 / 3  # (so a compile of T s writes about 3 + ln(T / 15 s) / ln(4 / 3) lines: 13 for 200 s, 16 for 600 s)
@@ -154,6 +155,10 @@ class StageProgress:
         self._line(text, final=True)
 
     # -- what is shown
+    def elapsed_s(self) -> float:
+        """Seconds since the stages began."""
+        return self._clock() - self.began
+
     def left_s(self, now: float | None = None) -> float | None:
         """Seconds left by the profile and the pace so far (None: no profile or no share reached yet)."""
         return self._left((self._clock() if now is None else now) - self.began)
@@ -220,3 +225,45 @@ class StageProgress:
             self._thread.join()
         if self._pending:
             self._line(self.summary(), final=True)
+
+
+def person_lines(stages: StageProgress) -> Callable[[str], None]:
+    """:class:`plant_models.compiling.CompileProgress`'s lines at the default verbosity: its first (no function
+    names), the stages' line thread started with it; a line per function, a "still compiling NAME" and its
+    count of every function numba compiled (its own helpers too) are for ``-v`` only."""
+    def write(line: str) -> None:
+        if line.startswith((" ", "compiled ")):
+            return
+        stages.note(line)
+        if line.startswith("first start"):
+            stages.start()
+    return write
+
+
+@contextmanager
+def compile_progress(say: Callable[[str], None], verbose: bool = False,
+                     live: Callable[[str], None] | None = None, prefix: str = "gearbox-hil: ") -> Iterator:
+    """``with compile_progress(say):`` around a command's set-up (``serve``, ``simulate``): what a first start
+    compiles, shown as the warm-up shows it, for a person: the stages with their counts and the time so far, a
+    line every few seconds into a pipe or one line rewritten in place on a terminal (``live``), and on leaving
+    one line with the counts and how long it took.  ``verbose``: a line per function by name instead (-v).
+
+    No time left is shown here: the recorded profile is of the warm-up's two processes, and a command
+    compiles everything in one, in another order (a wrong estimate is worse than none; ``gearbox-hil warmup``
+    compiles the same with its time left).  Yields the :class:`~plant_models.compiling.CompileProgress`.
+    """
+    from plant_models.compiling import CompileProgress, core_kernel_count  # loads numba: not for --help
+
+    if verbose:
+        with CompileProgress(say) as progress:
+            yield progress
+        return
+    stages = StageProgress(say, None, core_kernel_count(), live=live, prefix=prefix)
+    with CompileProgress(person_lines(stages), on_done=stages.done) as progress:
+        try:
+            yield progress
+        finally:
+            stages.finish()
+            if progress.compiled:
+                stages.note(stages.summary().replace("compiling", "compiled", 1).split(" (")[0]
+                            + f" in {stages.elapsed_s():.0f} s; later starts load them from the cache")
