@@ -66,9 +66,14 @@ def test_the_settled_integral_balances_the_stalled_converter_and_the_engine_drag
     assert abs(plant.y[plant.output_index("engine_torque")] - (impeller + shear)) < 1e-9 * load
 
 
-def test_an_engine_started_away_from_idle_keeps_the_integral_at_zero():
+def test_an_engine_started_away_from_idle_keeps_the_integral_at_zero(tmp_path):
     """No settled state off idle (the integral winds down as the engine returns): the start is unchanged."""
-    e = load_plant(CAR).params.powertrain.engine
+    cfg = tmp_path / "car.toml"
+    cfg.write_text(CAR.read_text().replace("speeds_rad_s = { engine = 73.3,", "speeds_rad_s = { engine = 110.0,"))
+    plant = load_plant(cfg)
+    plant.reset(STANDING_IN_FIRST)
+    assert plant.core.law_z[0] == 0.0
+    e = plant.params.powertrain.engine
     assert governor_range(e, e.idle_speed * 1.02, 0.0) is None
     assert governor_range(e, e.idle_speed * 0.98, 0.0) is None
     lo, hi = governor_range(e, e.idle_speed, 0.0)
