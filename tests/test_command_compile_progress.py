@@ -75,7 +75,8 @@ def test_a_cold_simulate_shows_stages_and_counts_and_no_function_names(cold_load
                   r"them from the cache$", lines[-1])
     assert m, text
     n, core, core_total, server, plant = map(int, m.groups())
-    assert core == core_total == kernel_count() and server >= 2 and plant >= 1 and n == core + server + plant
+    # the core's fake kernels are kernel_count() (more if this tree compiles the real core too: the total grows)
+    assert core == core_total >= kernel_count() and server >= 2 and plant >= 1 and n == core + server + plant
 
 
 def test_with_v_every_function_is_named(cold_load, tmp_path, capsys):
