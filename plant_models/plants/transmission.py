@@ -51,6 +51,8 @@ from ..drivetrain import Description, Reduction
 from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from ..powertrain import components as PT
+from ..powertrain.engine import Z_GOV as PT_GOV  # the governor integral in the engine states
+from ..powertrain.idle import settled_integral
 from ..powertrain.hydraulics import (Hydraulics, data_length, hydraulics_after, hydraulics_before, param_block,
                                      write_fill_outputs)
 from ..powertrain.hydraulics import describe as hydraulics_description
@@ -763,6 +765,32 @@ class TransmissionPlant(HydraulicsPlant, FrictionPlant):
             self.core.twist[:] = quasi_steady_twists(self.core)
             st = super().start()
         return st
+
+    def reset(self, inputs: dict[str, float] | None = None) -> int:
+        """The reset of :class:`FrictionPlant`; an engine starting at its idle speed starts with its idle
+        governor settled (:mod:`plant_models.powertrain.idle`: its integral solved by trial starts)."""
+        st = super().reset(inputs)
+        pt = self.params.powertrain
+        if pt is None or pt.engine is None:
+            return st
+        c, red = self.core, self.params.reduction
+        z_gov = sum(m.N_Z for m, _ in pt.present()[:[m.KIND for m, _ in pt.present()].index("engine")]) + PT_GOV
+        row = np.asarray(red.T, dtype=float).reshape(len(self.params.description.members),
+                                                     len(red.coordinates))[pt.engine_member]
+        speed = float(row @ c.omega)
+
+        def accel_at(g: float) -> float:
+            c.law_z[z_gov] = g
+            c.counters[L.CNT_EVENTS] = 0  # the events of this start only (the reset emptied the log)
+            self.start()
+            return float(row @ c.accel)
+
+        g = settled_integral(pt.engine, speed, min(max(self.input_dict()["pedal"], 0.0), 1.0), accel_at)
+        if g is None:
+            return st
+        c.law_z[z_gov] = g
+        c.counters[L.CNT_EVENTS] = 0
+        return self.start()
 
     def tunable_parameters(self) -> list[Param]:
         """The core's row parameters; for a reduced system the members' drags (the reduced drag matrix is
