@@ -25,7 +25,6 @@ dozen scalar arguments.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from numba import njit
 
@@ -33,9 +32,6 @@ from ..contract.vocabulary import (CNT_EVENTS, CNT_ROLLBACKS, CNT_STEPS, EV_BREA
                                    SHARED_EVENTS, ST_BAD_INPUT, ST_NONFINITE, ST_OK)
 from ..core.api import JIT, raw_f, raw_i
 from ..plant import Ports
-
-if TYPE_CHECKING:
-    from .servo import ServoParams
 
 DEG = math.pi / 180.0  # rad per degree
 MPA = 1.0e6  # Pa per MPa
@@ -75,19 +71,20 @@ PF_LEN = 22
 # --------------------------------------------------------------------------
 # ports
 # --------------------------------------------------------------------------
-def _travel_deg(p: ServoParams) -> tuple[float, float, float]:
+# p below: the plant's ServoParams (plants/servo.py; not imported here, which imports this module)
+def _travel_deg(p) -> tuple[float, float, float]:
     """Lower and upper hard stop and their distance, deg."""
     lo_deg = p.travel_min_rad / DEG
     hi_deg = p.travel_max_rad / DEG
     return lo_deg, hi_deg, hi_deg - lo_deg
 
 
-def _command_lo(p: ServoParams) -> float:
+def _command_lo(p) -> float:
     lo, hi, span = _travel_deg(p)
     return lo - span
 
 
-def _command_hi(p: ServoParams) -> float:
+def _command_hi(p) -> float:
     lo, hi, span = _travel_deg(p)
     return hi + span
 
