@@ -721,6 +721,8 @@ class CanAdapter(Adapter):
             out["endpoints"] = {"vbus": str(self.channel)}  # other processes: can.Bus(interface="vbus", channel=...)
         if self._share is not None:
             out["share"] = self._share.status()
+            # frames a member's full queue refused: on python-can's virtual bus a send fails for that only
+            out["share"]["dropped"] = out["bus"]["dropped"] if "bus" in out else int(cd.adapter[frames.A_TX_ERRORS])
             out["endpoints"] = {"share": self._share.url}  # listed by `gearbox-hil serve` and its ready file
         return out
 
