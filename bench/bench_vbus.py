@@ -186,7 +186,7 @@ def measure(kind: str, seconds: float, folder: Path, priority: int = 0, wait: st
     can_st = next(a for a in (adapters.values() if isinstance(adapters, dict) else adapters) if a.get("type") == "can")
     return {"delays": np.asarray(delays), "wire_ns": np.asarray(wire_ns), "app_ns": np.asarray(app_ns),
             "can": can_st, "timing": st.get("timing", {}), "receiver_cpu_s": cpu_s,
-            "fifo_applied": bool(st.get("realtime", {}).get("applied", {}).get("sched_fifo_priority"))
+            "fifo_applied": bool((st.get("realtime") or {}).get("applied", {}).get("sched_fifo_priority"))
             if priority else False}
 
 
@@ -243,15 +243,17 @@ def measure_raw(seconds: float, priority: int = 0) -> dict:
             "timing": {}, "receiver_cpu_s": cpu_s, "fifo_applied": bool(priority)}
 
 
-def variants(args, kinds: list[str]) -> list[tuple[str, str, int]]:
-    """(label, transport or "raw", SCHED_FIFO priority) of every measurement of a round."""
-    out = [(k, k, 0) for k in kinds]
+def variants(args, kinds: list[str]) -> list[tuple[str, str, int, str]]:
+    """(label, transport or "raw", SCHED_FIFO priority, server wait) of every measurement of a round."""
+    waits = args.wait.split(",") if args.wait else [""]
+    out = [(k, k, 0, waits[0]) for k in kinds]
+    out += [(f"vbus, wait {w}", "vbus", 0, w) for w in waits[1:]]
     if args.fifo:
-        out.append((f"vbus, SCHED_FIFO {args.fifo}", "vbus", args.fifo))
+        out.append((f"vbus, SCHED_FIFO {args.fifo}", "vbus", args.fifo, waits[0]))
     if args.raw:
-        out.append(("vbus, two bare processes", "raw", 0))
+        out.append(("vbus, two bare processes", "raw", 0, ""))
         if args.fifo:
-            out.append((f"vbus, two bare processes, SCHED_FIFO {args.fifo}", "raw", args.fifo))
+            out.append((f"vbus, two bare processes, SCHED_FIFO {args.fifo}", "raw", args.fifo, ""))
     return out
 
 
@@ -300,7 +302,7 @@ def print_tables(rows: dict, args) -> None:
     load = os.getloadavg()
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; load average at the end {load[0]:.1f} / {load[1]:.1f} / "
           f"{load[2]:.1f} (1/5/15 min); {args.rounds} rounds x {args.seconds:g} s per variant; "
-          f"sender: gearbox-hil serve powershift, 1 kHz realtime loop (wait: {args.wait or 'the config'})")
+          f"sender: gearbox-hil serve powershift, 1 kHz realtime loop (wait: {args.wait or 'as configured'})")
     print()
     print("| transport | frames | p50 ms | p99 ms | p99.9 ms | max ms | sender's drops + errors |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -337,27 +339,30 @@ def main(argv=None) -> int:
     ap.add_argument("--raw", action="store_true", help="also vbus between two bare processes (no server)")
     ap.add_argument("--fifo", type=int, default=0, metavar="PRIO",
                     help="also vbus with the server loop and the receiver under SCHED_FIFO PRIO (1..99)")
-    ap.add_argument("--wait", choices=("sleep", "sleep_spin", "spin"), default="",
-                    help="the server loop's wait strategy (default: the config's)")
+    ap.add_argument("--wait", default="", metavar="WAIT[,WAIT...]",
+                    help="the server loop's wait strategy (sleep, sleep_spin, spin; default: the config's); more "
+                    "than one: vbus also with each further one, in the same rounds")
     ap.add_argument("--transports", default="", help="comma-separated subset of vbus,remote,vcan (default: all)")
     args = ap.parse_args(argv)
     if not 0 <= args.fifo <= 99:
         ap.error("--fifo: a priority 1..99 (0: none)")
+    if args.wait and not set(args.wait.split(",")) <= {"sleep", "sleep_spin", "spin"}:
+        ap.error("--wait: sleep, sleep_spin or spin, comma-separated")
     kinds = ["vbus", "remote"] + (["vcan"] if vcan_available() else [])
     if args.transports:
         kinds = [k for k in kinds if k in args.transports.split(",")]
     plan = variants(args, kinds)
-    runs: dict[str, list[dict]] = {label: [] for label, _, _ in plan}
+    runs: dict[str, list[dict]] = {label: [] for label, _, _, _ in plan}
     with tempfile.TemporaryDirectory(prefix="vbb") as tmp:
         os.environ.setdefault("GEARBOX_VBUS_DIR", os.path.join(tmp, "bus"))
         for r in range(args.rounds):
-            for n, (label, kind, prio) in enumerate(plan if r % 2 == 0 else plan[::-1]):
+            for n, (label, kind, prio, wait) in enumerate(plan if r % 2 == 0 else plan[::-1]):
                 if kind == "raw":
                     res = measure_raw(args.seconds, prio)
                 else:
                     folder = Path(tmp) / f"{kind}_{r}_{n}"
                     folder.mkdir()
-                    res = measure(kind, args.seconds, folder, prio, args.wait)
+                    res = measure(kind, args.seconds, folder, prio, wait)
                 runs[label].append(res)
                 d = res["delays"]
                 print(f"round {r + 1} {label}: {len(d)} frames, p50 {_pct(d, 50) * 1e3:.3f} ms, "

@@ -37,11 +37,20 @@ CHANNEL_MAX_CHARS = 200  # longer than any interface's channel name (a vbus chan
 
 
 def _channel_arg(text: str) -> str:
-    """A bus channel name from the command line: printable, without spaces, at most CHANNEL_MAX_CHARS characters."""
+    """A bus channel name from the command line: printable, without spaces, at most CHANNEL_MAX_CHARS characters.
+
+    ``*`` becomes a fresh vbus channel name here, once, so that every adapter given the channel (the CAN
+    adapter and a J1939 rest-bus) is on the same one.
+    """
     if not text or len(text) > CHANNEL_MAX_CHARS or not text.isprintable() or any(c.isspace() for c in text):
         raise argparse.ArgumentTypeError(f"must be a channel name of 1..{CHANNEL_MAX_CHARS} printable characters "
                                          f"without spaces (vcan0, can0, PCAN_USBBUS1, a vbus channel, *), got "
                                          f"{text[:CHANNEL_MAX_CHARS]!r}")
+    if text == "*":
+        import os
+        import secrets
+
+        return f"hil-{os.getpid()}-{secrets.token_hex(3)}"  # as the adapter makes one for channel = "*"
     return text
 
 
@@ -63,8 +72,9 @@ class CanFault(TransportFault):
 class CanDeclaration(AdapterDeclaration):
     type_name = "can"
     cli_options = (
-        CliOption("--can-channel", "NAME", "the CAN adapter's bus channel instead of the I/O config's (vbus: a "
-                  "channel name, '*' a fresh one; socketcan: vcan0, can0; pcan: PCAN_USBBUS1, ...)", _channel_arg),
+        CliOption("--can-channel", "NAME", "the CAN adapter's bus channel instead of the I/O config's, and a J1939 "
+                  "rest-bus's (vbus: a channel name, '*' a fresh one; socketcan: vcan0, can0; pcan: PCAN_USBBUS1, ...)",
+                  _channel_arg),
         CliOption("--can-share", "URL", "share the CAN adapter's virtual bus with other processes at "
                   "ws://HOST:PORT/ (or HOST:PORT, or PORT on 127.0.0.1; 0: a free port)", _share_arg),
     )
