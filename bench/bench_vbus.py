@@ -141,7 +141,10 @@ def fifo(priority: int):
         yield
         return
     old = (os.sched_getscheduler(0), os.sched_getparam(0))
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except PermissionError:
+        sys.exit(f"bench_vbus: --fifo {priority}: SCHED_FIFO refused (needs root, CAP_SYS_NICE or an rtprio limit)")
     try:
         yield
     finally:
