@@ -531,6 +531,9 @@ class ZmqAdapter(Adapter):
         if not reply.get("ok"):
             err = reply.get("error", {})
             self.control_rejects.reject(err.get("code", "internal"), f"{req.get('cmd')}: {err.get('message')}")
+        elif req.get("cmd") == "describe" and isinstance(reply.get("plant", {}).get("endpoints"), dict):
+            # the un-named state/command/control are this socket's own: a server may run several ZeroMQ adapters
+            reply["plant"]["endpoints"] = {**reply["plant"]["endpoints"], **self.endpoints}
         return reply
 
     def publish_events(self, events: list[dict]) -> None:
