@@ -42,6 +42,16 @@ outputs (56), against the bare plant's step in interleaved blocks; and the
 time from ``fmi2Instantiate`` to a ready instance and of ``fmi2FreeInstance``.
 
     python bench/bench_fmi.py --export --ticks 5000
+
+With a ``cs2`` FMU in this process the assembly's step is one compiled
+call (``plant_models/fmi/compiled.py``); the default run then times the
+assembly stepped from Python (``plant + FMU (Python step)``, the code before
+the compiled step) beside it.  ``--offline N``: ``run_offline`` of N steps
+with the FMU, the Python assembly (a step at a time) against the compiled
+one (the compiled loop), wall and CPU time, ``--repeat`` runs each,
+interleaved, and whether the two traces are equal bit for bit.
+
+    python bench/bench_fmi.py --offline 20000 --repeat 5
 """
 
 from __future__ import annotations
@@ -186,6 +196,50 @@ def exported(ticks: int, block: int) -> int:
     return 0
 
 
+def offline_runs(n_steps: int, repeat: int) -> int:
+    """``gearbox-hil simulate``'s run (server.offline.run.run_offline) of ``n_steps`` with the FMU: the Python
+    assembly (a step at a time, StepwiseRun) against the compiled one (the compiled loop, Run), interleaved."""
+    from fmu_build import build_first_order, python_assembly
+    from plant_models.registry import load_plant
+    from server.offline.run import run_offline
+    from server.offline.scenario import parse_scenario
+    dt = 1e-3
+    scenario = {"duration_s": n_steps * dt, "dt_s": dt, "interpolation": "linear",
+                "inputs": {"engine.torque_cmd": [[0.0, 100.0], [n_steps * dt, 400.0]], "load_torque": 3500.0,
+                           "p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        build_first_order(d / "engine.fmu")
+        cfg = d / "ps.toml"
+        cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
+                       'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n')
+        plants = {"Python step, StepwiseRun": python_assembly(cfg), "compiled step, Run": load_plant(cfg)}
+        compiled = {k: parse_scenario(scenario, "inline").compile(p) for k, p in plants.items()}
+        wall = {k: [] for k in plants}
+        cpu = {k: [] for k in plants}
+        traces = {}
+        for k, p in plants.items():  # warm-up (and the kinds of run made)
+            run_offline(p, parse_scenario(dict(scenario, duration_s=0.05), "inline").compile(p))
+        for _ in range(repeat):
+            for k, p in plants.items():
+                w0, c0 = time.perf_counter(), time.process_time()
+                traces[k] = run_offline(p, compiled[k])
+                wall[k].append(time.perf_counter() - w0)
+                cpu[k].append(time.process_time() - c0)
+        same = len({t.values.tobytes() for t in traces.values()}) == 1
+        for p in plants.values():
+            p.close()
+    print(f"offline run of {n_steps} steps (dt = 1 ms), {repeat} runs each, interleaved; load average "
+          f"{os.getloadavg()[0]:.1f}; the two traces equal bit for bit: {same}")
+    med = {k: (float(np.median(wall[k])), float(np.median(cpu[k]))) for k in plants}
+    for k in plants:
+        print(f"{k:28s} wall median {med[k][0] * 1e3:8.1f} ms ({med[k][0] / n_steps * 1e6:6.2f} us/step)   "
+              f"CPU median {med[k][1] * 1e3:8.1f} ms ({med[k][1] / n_steps * 1e6:6.2f} us/step)")
+    a, b = med["Python step, StepwiseRun"], med["compiled step, Run"]
+    print(f"ratio Python / compiled: wall {a[0] / b[0]:.1f}x, CPU {a[1] / b[1]:.1f}x")
+    return 0 if same else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ticks", type=int, default=20000)
@@ -196,13 +250,18 @@ def main() -> int:
                                                           "hangs (a segfault and a hang at t = 0.1 s)")
     ap.add_argument("--process", choices=("server", "own", "both"), default="server",
                     help="where the FMU runs: the server's process, its own (docs/fmi.md), or both in one run")
+    ap.add_argument("--offline", type=int, default=0, metavar="N",
+                    help="an offline run of N steps with the FMU: the Python assembly against the compiled one")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each for --offline")
     args = ap.parse_args()
     if args.export:
         return exported(args.ticks, args.block)
     if args.broken:
         return broken(max(args.ticks, 200))
-    from fmu_build import build_first_order, build_first_order3, build_me
+    from fmu_build import build_first_order, build_first_order3, build_me, python_assembly
     from plant_models.registry import load_plant
+    if args.offline:
+        return offline_runs(args.offline, args.repeat)
     dt = 1e-3
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -220,7 +279,13 @@ def main() -> int:
                            f'process = "{where}"\n' + ('timeout_s = 60.0\n' if where == "own" else ""))
             fmu = load_plant(cfg)
             fmu.reset({"engine.torque_cmd": 300.0, **gear})
-            plants[f"plant + FMU ({where} process)"] = fmu
+            if where == "server" and type(fmu).__name__ == "CompiledFmuAssembly":  # before: the step from Python
+                py = python_assembly(cfg)
+                py.reset({"engine.torque_cmd": 300.0, **gear})
+                plants["plant + FMU (Python step)"] = py
+                plants["plant + FMU (compiled step)"] = fmu
+            else:
+                plants[f"plant + FMU ({where} process)"] = fmu
         for p in plants.values():
             timed(p, 2000, dt)  # warm-up
         wall = {k: [] for k in plants}

@@ -251,6 +251,22 @@ class FmuAssembly(Plant):
             y[self._status_at] = float(int(y[self._status_at]) | status)
 
     # -- reporting -----------------------------------------------------------------------------------
+    @property
+    def fmu_errors(self) -> list[str]:
+        """The FMU failures since the reset, one message each (an FMU in its own process lost in a tick before
+        its exit status was known: the status waited for here, between ticks, and put in its message)."""
+        for s in getattr(self, "slots", ()):
+            settle = getattr(s, "settle", None)
+            changed = settle() if settle is not None else None
+            if changed:
+                old, new = (f"fmu {s.name}: its process {why} at" for why in changed)
+                self._errors[:] = [m.replace(old, new, 1) if m.startswith(old) else m for m in self._errors]
+        return self._errors
+
+    @fmu_errors.setter
+    def fmu_errors(self, value: list[str]) -> None:
+        self._errors = value
+
     def fmu_status(self) -> list[dict]:
         """Per FMU, for the server's status object (``status`` -> ``fmus``): where it runs, whether it is
         stepped (not failed), its faults since the plant was built and the last message."""
