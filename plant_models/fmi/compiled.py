@@ -44,7 +44,7 @@ from numba.extending import intrinsic
 
 from ..contract.compiled import CompiledPlant, Kernel
 from ..contract.vocabulary import ST_BAD_INPUT
-from ..core.api import JIT, call_step_at, raw_f, raw_i
+from ..core.api import JIT, L, call_step_at, raw_f, raw_i
 from .assembly import FmuAssembly, failure_message
 
 STEP_SIGNATURE = "int64(float64[::1], int64[::1], float64[::1], int64[::1], float64)"
@@ -57,13 +57,15 @@ STEP_SIGNATURE = "int64(float64[::1], int64[::1], float64[::1], int64[::1], floa
  MI_STATUS_AT, MI_ST_FMU_ERROR, MI_ST_BAD_INPUT,
  MI_FAILED_AT, MI_RC_AT, MI_CALL_AT, MI_FAIL_T_AT,
  MI_EV_T, MI_EV_SRC, MI_EV_KIND, MI_EV_COUNT, MI_EV_CAP, MI_MEV_T, MI_MEV_SRC, MI_MEV_KIND, MI_MEV_COUNT,
- MI_LEN) = range(39)
+ MI_HINTS, MI_INNER_HINTS, MI_FED_ANY,
+ MI_LEN) = range(42)
 # a record per FMU: these words, then its lists (own inputs, fed inputs, safe outputs, groups)
 (S_NEXT, S_IN, S_OUT, S_N_OUT, S_COMP, S_DO_STEP, S_N_OWN, S_N_FED, S_N_SAFE, S_SAFE_VALUES, S_N_IN_GROUPS,
  S_N_OUT_GROUPS, S_LEN) = range(13)
 # a get or set group: these words, then its n port indices
 G_FN, G_VR, G_N, G_VAL, G_KIND, G_LEN = range(6)
 KIND_REAL, KIND_INT, KIND_BOOL = 0, 1, 2
+RUN_MODEL_SAME, RUN_OUTPUTS_UNREAD, RUN_INPUTS_SAME = L.RUN_MODEL_SAME, L.RUN_OUTPUTS_UNREAD, L.RUN_INPUTS_SAME
 CALL_DO_STEP, CALL_SET, CALL_GET = 0, 1, 1000  # di[call]: doStep, 1 + input group, 1000 + output group
 
 
@@ -214,6 +216,47 @@ def _mirror_events(pm, pdf, pdi, ipdf, ipdi):
 
 
 @njit(**JIT)
+def _drive_inner(pm, pdf, ipdf):
+    """The inner plant's inputs: the free ones from the assembly's, the driven ones from the FMU outputs (rate 0).
+
+    Returns whether every value and rate is the one it replaced, bit for bit (a NaN always differs)."""
+    a_in, n_in = pm[MI_IN], pm[MI_NIN]
+    i_in, i_n_in = pm[MI_INNER_IN], pm[MI_INNER_NIN]
+    same = True
+    p = pm[MI_FREE_AT]
+    for q in range(pm[MI_N_FREE]):  # the free inputs are the assembly's first
+        i = pm[p + q]
+        v, r = pdf[a_in + q], pdf[a_in + n_in + q]
+        same = same and ipdf[i_in + i] == v and ipdf[i_in + i_n_in + i] == r
+        ipdf[i_in + i] = v
+        ipdf[i_in + i_n_in + i] = r
+    p = pm[MI_DRIVEN_AT]
+    for q in range(pm[MI_N_DRIVEN]):  # (inner input, the FMU's output array, index): held over the step
+        i = pm[p]
+        v = ptr_f64(pm[p + 1])[pm[p + 2]]
+        same = same and ipdf[i_in + i] == v and ipdf[i_in + i_n_in + i] == 0.0
+        ipdf[i_in + i] = v
+        ipdf[i_in + i_n_in + i] = 0.0
+        p += 3
+    return same
+
+
+@njit(**JIT)
+def _inner_hints(pm, hints, same):
+    """The inner plant's run hints from the assembly's (``hints``, written by a compiled run; 0 in a tick):
+
+    the model floats the same (they are the inner plant's); its outputs unread when the assembly's are and no
+    FMU reads them; its inputs the same when they are bit for bit and the model is (not the first step of a
+    compiled run's call, where Python may have changed the plant's state)."""
+    out = hints & RUN_MODEL_SAME
+    if (hints & RUN_OUTPUTS_UNREAD) != 0 and pm[MI_FED_ANY] == 0:
+        out |= RUN_OUTPUTS_UNREAD
+    if same and out & RUN_MODEL_SAME:
+        out |= RUN_INPUTS_SAME
+    return out
+
+
+@njit(**JIT)
 def assembly_step(mf, mi, df, di, dt):
     """One step of the assembly (the order of :meth:`.assembly.FmuAssembly.step`); returns the status word.
 
@@ -236,19 +279,9 @@ def assembly_step(mf, mi, df, di, dt):
                 _fail(pm, at, k, pdf, pdi, t, code)
                 status |= pm[MI_ST_FMU_ERROR]
         at = pm[at + S_NEXT]
-    a_in, n_in = pm[MI_IN], pm[MI_NIN]
-    i_in, i_n_in = pm[MI_INNER_IN], pm[MI_INNER_NIN]
-    p = pm[MI_FREE_AT]
-    for q in range(pm[MI_N_FREE]):  # the free inputs are the assembly's first
-        i = pm[p + q]
-        ipdf[i_in + i] = pdf[a_in + q]
-        ipdf[i_in + i_n_in + i] = pdf[a_in + n_in + q]
-    p = pm[MI_DRIVEN_AT]
-    for q in range(pm[MI_N_DRIVEN]):  # (inner input, the FMU's output array, index): held over the step
-        i = pm[p]
-        ipdf[i_in + i] = ptr_f64(pm[p + 1])[pm[p + 2]]
-        ipdf[i_in + i_n_in + i] = 0.0
-        p += 3
+    same = _drive_inner(pm, pdf, ipdf)
+    if pm[MI_INNER_HINTS] >= 0:
+        ipdi[pm[MI_INNER_HINTS]] = _inner_hints(pm, pdi[pm[MI_HINTS]], same)
     imi = carray(ptr_i64(pm[MI_INNER_MI]), pm[MI_INNER_MI_N])
     idf = carray(ipdf, pm[MI_INNER_DF_N])
     idi = carray(ipdi, pm[MI_INNER_DI_N])
@@ -336,6 +369,8 @@ def build_table(a, layout: dict, keep: list) -> np.ndarray:
     for key in ("FAILED_AT", "RC_AT", "CALL_AT", "FAIL_T_AT", "MEV_T", "MEV_SRC", "MEV_KIND", "MEV_COUNT"):
         head[globals()[f"MI_{key}"]] = layout[key.lower()]
     head[[MI_EV_T, MI_EV_SRC, MI_EV_KIND, MI_EV_COUNT, MI_EV_CAP]] = inner.event_log()
+    head[[MI_HINTS, MI_INNER_HINTS, MI_FED_ANY]] = [layout["hints"], inner.run_hints_slot(),
+                                                    int(any(len(fed) for fed, _ in a._fed))]
     words: list[int] = []
     head[MI_N_FREE], head[MI_FREE_AT] = len(a._free_in), MI_LEN
     words += a._free_in.tolist()
@@ -388,7 +423,7 @@ class CompiledFmuAssembly(FmuAssembly, CompiledPlant):
     def _extra_data(self) -> tuple[int, int]:
         """Per FMU the time of its failure (``df``), its failed flag, status and call (``di``); the event mirror."""
         n, cap = len(self.slots), self.inner.event_log()[4]
-        return n + cap, 3 * n + 1 + 2 * cap
+        return n + cap, 3 * n + 1 + 2 * cap + 1
 
     def _allocate(self):
         raise NotImplementedError  # _allocate_data below (the assembly's buffers, the table besides)
@@ -399,7 +434,7 @@ class CompiledFmuAssembly(FmuAssembly, CompiledPlant):
         ports = self._n_df - n - cap
         self._lay = dict(inner_time=time_index(self.inner), bad_input=ST_BAD_INPUT, failed_at=1, rc_at=1 + n,
                          call_at=1 + 2 * n, fail_t_at=ports, mev_t=ports + n, mev_count=1 + 3 * n,
-                         mev_src=2 + 3 * n, mev_kind=2 + 3 * n + cap)
+                         mev_src=2 + 3 * n, mev_kind=2 + 3 * n + cap, hints=2 + 3 * n + 2 * cap)
         self._keep: list = []
         self.mi = build_table(self, self._lay, self._keep)
         return mf, df, di
@@ -444,7 +479,11 @@ class CompiledFmuAssembly(FmuAssembly, CompiledPlant):
         for k, s in enumerate(self.slots):  # as the restored records say
             s.failed = bool(self.di[self._lay["failed_at"] + k])
 
-    # -- the compiled run's event log (the mirror) -------------------------------------------------------
+    # -- for the compiled run: its hints, its event log (the mirror) ---------------------------------------
+    def run_hints_slot(self) -> int:
+        """The assembly's run-hints word: passed on to the inner plant's (:func:`_inner_hints`)."""
+        return self._lay["hints"]
+
     def event_log(self) -> tuple[int, int, int, int, int]:
         lay = self._lay
         return lay["mev_t"], lay["mev_src"], lay["mev_kind"], lay["mev_count"], self.inner.event_log()[4]
