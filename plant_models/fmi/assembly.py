@@ -70,16 +70,6 @@ def failure_message(s: Slot, t: float, rc: int, call: str) -> str:
     return f"fmu {s.name}: {call} returned {what} at t = {t:.6f} s; {held} from now on"
 
 
-def assemble(inner: Plant, fmus: list[CheckedFmu]) -> "FmuAssembly":
-    """The assembly of ``inner`` and ``fmus``: its step one compiled call
-    (:class:`.compiled.CompiledFmuAssembly`) when every FMU is FMI 2.0 co-simulation in this process and the
-    inner plant's step is its compiled function; else :class:`FmuAssembly` (the step from Python)."""
-    from .compiled import CompiledFmuAssembly, supports
-    if supports(inner, fmus):
-        return CompiledFmuAssembly(inner, fmus)
-    return FmuAssembly(inner, fmus)
-
-
 class FmuAssembly(Plant):
     """An inner plant and its FMUs stepped as one plant (the order in the module docstring)."""
 

@@ -324,6 +324,19 @@ def time_index(inner) -> int:
     return int(k) if float(k).is_integer() and 0 <= k < len(df) else -1
 
 
+def step_address(dispatcher) -> int:
+    """Address of the C wrapper numba built for a plant's compiled step (as
+    :func:`plant_models.offline.kernel_address`, which sits a floor above this package): its one signature must be
+    a plant step's, which :func:`assembly_step` calls it with."""
+    from numba.core import sigutils
+    (sig,) = dispatcher.signatures
+    cres = dispatcher.overloads[sig]
+    args, ret = sigutils.normalize_signature(STEP_SIGNATURE)
+    if tuple(sig) != tuple(args) or cres.signature.return_type != ret:
+        raise TypeError(f"{dispatcher.__name__} is compiled as {cres.signature}; a plant step must be {STEP_SIGNATURE}")
+    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name))
+
+
 def _address(fn) -> int:
     return int(ctypes.cast(fn, ctypes.c_void_p).value)
 
@@ -355,12 +368,11 @@ def _slot_words(a, k: int, s, keep: list) -> list[int]:
 def build_table(a, layout: dict, keep: list) -> np.ndarray:
     """The int64 table ``mi`` of :func:`assembly_step` for the assembly ``a`` (its wiring done); ``layout``: where
     the failure records and the event mirror are in its ``df``/``di``; arrays the table points into go to ``keep``."""
-    from ..offline import kernel_address
     inner = a.inner
     head = np.zeros(MI_LEN, dtype=np.int64)
     step = inner.compile_kernels()["step"]
     head[[MI_INNER_STEP, MI_INNER_MI, MI_INNER_MI_N, MI_INNER_DF, MI_INNER_DF_N, MI_INNER_DI, MI_INNER_DI_N]] = [
-        kernel_address(step), inner.mi.ctypes.data, len(inner.mi), inner.df.ctypes.data, len(inner.df),
+        step_address(step), inner.mi.ctypes.data, len(inner.mi), inner.df.ctypes.data, len(inner.df),
         inner.di.ctypes.data, len(inner.di)]
     head[[MI_INNER_IN, MI_INNER_NIN, MI_INNER_OUT, MI_INNER_NOUT, MI_INNER_TIME]] = [
         inner.input_offset, inner.n_in, inner.output_offset, inner.n_out, layout["inner_time"]]
@@ -498,4 +510,12 @@ class CompiledFmuAssembly(FmuAssembly, CompiledPlant):
         super().close()
 
 
-__all__ = ["CompiledFmuAssembly", "assembly_step", "build_table", "fmi2_array_call", "fmi2_do_step", "supports"]
+def assemble(inner, fmus) -> FmuAssembly:
+    """The assembly of ``inner`` and ``fmus``: a :class:`CompiledFmuAssembly` (its step one compiled call) when
+    :func:`supports` says so, else a :class:`.assembly.FmuAssembly` (the step from Python)."""
+    if supports(inner, fmus):
+        return CompiledFmuAssembly(inner, fmus)
+    return FmuAssembly(inner, fmus)
+
+
+__all__ = ["CompiledFmuAssembly", "assemble", "assembly_step", "build_table", "fmi2_array_call", "fmi2_do_step", "supports"]
