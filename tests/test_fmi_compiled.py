@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("fmpy", reason="needs the fmi extra (pip install 'gearbox-hil[fmi]')")
 
-from fmu_build import build_first_order, compiler, python_assembly  # noqa: E402
+from fmu_build import build_first_order, build_me, compiler, python_assembly  # noqa: E402
 from plant_models.fmi.assembly import FmuAssembly  # noqa: E402
 from plant_models.fmi.compiled import CompiledFmuAssembly  # noqa: E402
 from plant_models.offline import Run, StepwiseRun  # noqa: E402
@@ -37,13 +37,16 @@ def fmu_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("fmu")
     build_first_order(d / "engine.fmu")
     build_first_order(d / "typed2.fmu", typed=True)
+    build_me(d / "lag.fmu", "lag")
+    build_me(d / "ball.fmu", "ball")
     return d
 
 
-def config(d: Path, name: str, file: str = "engine.fmu", start: str = "tau = 0.05", extra: str = "") -> Path:
+def config(d: Path, name: str, file: str = "engine.fmu", start: str = "tau = 0.05", extra: str = "",
+           to_plant: str = 'torque = "engine_torque"') -> Path:
     p = d / name
     p.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\nfile = "{file}"\n'
-                 f'start = {{ {start} }}\nto_plant = {{ torque = "engine_torque" }}\n{extra}')
+                 f'start = {{ {start} }}\nto_plant = {{ {to_plant} }}\n{extra}')
     return p
 
 
@@ -167,3 +170,19 @@ def test_constant_inputs_through_a_settled_fmu_equal_the_stepwise_run(fmu_dir):
     a, b = offline(compiled, content, every=5), offline(python, content, every=5)
     same_trace(a, b)
     assert (a.values[:, compiled.output_index("engine.torque")] == 0.0).all()
+
+
+@pytest.mark.parametrize("file, start, to_plant", [
+    ("lag.fmu", "tau = 0.05, boost_at = 0.0105", 'torque = "engine_torque"'),  # a time event inside a step
+    ("ball.fmu", "", ""),  # state events located by bisection, the event iteration
+])
+def test_a_model_exchange_fmu_in_compiled_code_equals_the_python_integration_bit_for_bit(fmu_dir, file, start,
+                                                                                          to_plant):
+    compiled, python = both(config(fmu_dir, f"me_{file}.toml", file, start, to_plant=to_plant))
+    content = dict(SCENARIO, duration_s=2.0)  # the ball bounces at 0.45, 1.17 and 1.75 s
+    if file == "ball.fmu":
+        content = dict(content, inputs={k: v for k, v in SCENARIO["inputs"].items() if k != "engine.torque_cmd"})
+    a, b = offline(compiled, content), offline(python, content)
+    same_trace(a, b)
+    events = compiled.slots[0].events
+    assert events == python.slots[0].events and events >= (1 if file == "lag.fmu" else 3)

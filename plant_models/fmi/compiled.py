@@ -35,19 +35,25 @@ them in the buffers it is given (:meth:`CompiledPlant.event_log`).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
-from llvmlite import ir
-from numba import carray, njit, types
-from numba.extending import intrinsic
+from numba import carray, njit
 
 from ..contract.compiled import CompiledPlant, Kernel
 from ..contract.vocabulary import ST_BAD_INPUT
 from ..core.api import JIT, L, call_step_at, raw_f, raw_i
 from .assembly import FmuAssembly, failure_message
+from .cabi import fmi2_array_call, fmi2_do_step, ptr_f64, ptr_i32, ptr_i64
+from .me_compiled import me_advance, me_words
 
 STEP_SIGNATURE = "int64(float64[::1], int64[::1], float64[::1], int64[::1], float64)"
+# what the cached kernels of this module link besides it (numba checks a cached function against its own source
+# file only): the C calls, the model-exchange advance and its constants, the core's helpers and layout constants
+LINKED = ("cabi.py", "me_compiled.py", "model_exchange.py", "slots.py")
+STAMP = "fmi_compiled.sha256"
 
 # -- the table mi: a header, then the lists and records its entries point at -----------------------------
 (MI_INNER_STEP, MI_INNER_MI, MI_INNER_MI_N, MI_INNER_DF, MI_INNER_DF_N, MI_INNER_DI, MI_INNER_DI_N,
@@ -61,7 +67,7 @@ STEP_SIGNATURE = "int64(float64[::1], int64[::1], float64[::1], int64[::1], floa
  MI_LEN) = range(42)
 # a record per FMU: these words, then its lists (own inputs, fed inputs, safe outputs, groups)
 (S_NEXT, S_IN, S_OUT, S_N_OUT, S_COMP, S_DO_STEP, S_N_OWN, S_N_FED, S_N_SAFE, S_SAFE_VALUES, S_N_IN_GROUPS,
- S_N_OUT_GROUPS, S_LEN) = range(13)
+ S_N_OUT_GROUPS, S_ME, S_LEN) = range(14)  # S_ME: a model-exchange FMU's record (.me_compiled), from the record's start
 # a get or set group: these words, then its n port indices
 G_FN, G_VR, G_N, G_VAL, G_KIND, G_LEN = range(6)
 KIND_REAL, KIND_INT, KIND_BOOL = 0, 1, 2
@@ -69,52 +75,34 @@ RUN_MODEL_SAME, RUN_OUTPUTS_UNREAD, RUN_INPUTS_SAME = L.RUN_MODEL_SAME, L.RUN_OU
 CALL_DO_STEP, CALL_SET, CALL_GET = 0, 1, 1000  # di[call]: doStep, 1 + input group, 1000 + output group
 
 
-# -- intrinsics: addresses as typed pointers, calls of the FMI 2.0 C functions by address --------------
-def _pointer_from(pointee):
-    def typer(typingctx, address):
-        sig = types.CPointer(pointee)(address)
-
-        def codegen(context, builder, signature, args):
-            return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
-        return sig, codegen
-    return typer
-
-
-ptr_f64 = intrinsic(_pointer_from(types.float64))
-ptr_i64 = intrinsic(_pointer_from(types.int64))
-ptr_i32 = intrinsic(_pointer_from(types.int32))
-
-
-@intrinsic
-def fmi2_array_call(typingctx, address, component, vrs, n, values):
-    """``fmi2Status f(fmi2Component, const fmi2ValueReference vr[], size_t nvr, fmi2Real/fmi2Integer value[])``
-    at ``address`` (fmi2SetReal, fmi2GetReal, ..., Boolean): every argument an int64 (pointers as addresses).
-
-    Called in the real-time loop."""
-    sig = types.int32(address, component, vrs, n, values)
-
-    def codegen(context, builder, signature, args):
-        p = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(ir.IntType(32), [p, p, ir.IntType(64), p])
-        fn = builder.inttoptr(args[0], fnty.as_pointer())
-        return builder.call(fn, [builder.inttoptr(args[1], p), builder.inttoptr(args[2], p), args[3],
-                                 builder.inttoptr(args[4], p)])
-    return sig, codegen
-
-
-@intrinsic
-def fmi2_do_step(typingctx, address, component, t, h):
-    """``fmi2DoStep(component, currentCommunicationPoint t, communicationStepSize h, noSetFMUStatePriorToCurrentPoint
-    = fmi2True)`` at ``address``.  Called in the real-time loop."""
-    sig = types.int32(address, component, t, h)
-
-    def codegen(context, builder, signature, args):
-        p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(i32, [p, ir.DoubleType(), ir.DoubleType(), i32])
-        fn = builder.inttoptr(args[0], fnty.as_pointer())
-        return builder.call(fn, [builder.inttoptr(args[1], p), args[2], args[3], ir.Constant(i32, 1)])
-    return sig, codegen
+def drop_stale_kernels(dispatcher) -> None:
+    """Remove this module's cached kernels when a module they link changed (``LINKED``, or the core's sources):
+    the rule of :mod:`plant_models.core.cache` for the plants' modules, for this package."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in [here / name for name in LINKED] + sorted((here.parent / "core").glob("*.py")):
+        try:
+            digest.update(path.name.encode() + path.read_bytes())
+        except OSError:
+            return
+    folder = Path(getattr(getattr(dispatcher, "_cache", None), "_cache_path", "") or here / "__pycache__")
+    marker = folder / STAMP
+    try:
+        if marker.read_text() == digest.hexdigest():
+            return
+    except OSError:
+        pass
+    for pattern in ("compiled.*.nbi", "compiled.*.nbc", "me_compiled.*.nbi", "me_compiled.*.nbc"):
+        for f in folder.glob(pattern):
+            try:
+                f.unlink()
+            except OSError:  # another process removed it, or a read-only cache
+                pass
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        marker.write_text(digest.hexdigest())
+    except OSError:
+        pass
 
 
 # -- the step ------------------------------------------------------------------------------------------
@@ -174,7 +162,10 @@ def _fmu_step(pm, at, pdf, ipdf, t, dt):
         if rc > 1:
             return rc * 4096 + CALL_SET + q
         p += G_LEN + pm[p + G_N]
-    rc = fmi2_do_step(pm[at + S_DO_STEP], comp, t, dt)
+    if pm[at + S_ME] >= 0:
+        rc = me_advance(pm, at + pm[at + S_ME], comp, t, dt)
+    else:
+        rc = fmi2_do_step(pm[at + S_DO_STEP], comp, t, dt)
     if rc > 1:
         return rc * 4096 + CALL_DO_STEP
     for q in range(pm[at + S_N_OUT_GROUPS]):
@@ -306,6 +297,9 @@ def assembly_step(mf, mi, df, di, dt):
     return status
 
 
+drop_stale_kernels(assembly_step)  # before the first compile or load of the kernels
+
+
 # -- the table, built once when the assembly is -----------------------------------------------------------
 def time_index(inner) -> int:
     """Index of the inner plant's time in its ``df``, or -1 (a plant whose ``time`` is not read from ``df``).
@@ -353,8 +347,10 @@ def _slot_words(a, k: int, s, keep: list) -> list[int]:
     safe = [(s.out_names.index(name), float(v)) for name, v in s.fmu.table.safe.items()]
     safe_values = np.array([v for _, v in safe] + [0.0])
     keep.append(safe_values)
-    words = [0, s.np_in.ctypes.data, s.np_out.ctypes.data, s.n_out, int(s.comp.value), _address(s.c_step),
-             len(own), len(fed_a), len(safe), safe_values.ctypes.data, len(s.in_groups), len(s.out_groups)]
+    me = s.fmu.kind == "me"
+    words = [0, s.np_in.ctypes.data, s.np_out.ctypes.data, s.n_out, int(s.comp.value),
+             0 if me else _address(s.c_step), len(own), len(fed_a), len(safe), safe_values.ctypes.data,
+             len(s.in_groups), len(s.out_groups), -1]
     for j, e in zip(own.tolist(), ext.tolist()):
         words += [j, e]
     for j, b in zip(fed_a.tolist(), fed_b.tolist()):
@@ -362,6 +358,9 @@ def _slot_words(a, k: int, s, keep: list) -> list[int]:
     words += [j for j, _ in safe]
     for g in s.in_groups + s.out_groups:
         words += _group_words(g)
+    if me:
+        words[S_ME] = len(words)
+        words += me_words(s, keep)
     return words
 
 
@@ -401,15 +400,16 @@ def build_table(a, layout: dict, keep: list) -> np.ndarray:
 def call_name(slot, call: int) -> str:
     """The FMI function of a failure record's call (CALL_*)."""
     if call == CALL_DO_STEP:
-        return "fmi2DoStep"
+        return slot.advance_call
     groups, g = (slot.out_groups, call - CALL_GET) if call >= CALL_GET else (slot.in_groups, call - CALL_SET)
     return groups[g].fn.__name__
 
 
 def supports(inner, fmus) -> bool:
-    """Whether :class:`CompiledFmuAssembly` can step ``inner`` with ``fmus``: every FMU FMI 2.0 co-simulation in
-    this process, the inner plant's step its compiled function (nothing in Python around it), its time in ``df``."""
-    return (all(f.version == 2 and f.kind == "cs" and f.table.process != "own" for f in fmus)
+    """Whether :class:`CompiledFmuAssembly` can step ``inner`` with ``fmus``: every FMU FMI 2.0 (co-simulation or
+    model exchange) in this process, the inner plant's step its compiled function (nothing in Python around it),
+    its time in ``df``."""
+    return (all(f.version == 2 and f.table.process != "own" for f in fmus)
             and isinstance(inner, CompiledPlant) and inner.rehearsable and time_index(inner) >= 0)
 
 
@@ -518,4 +518,4 @@ def assemble(inner, fmus) -> FmuAssembly:
     return FmuAssembly(inner, fmus)
 
 
-__all__ = ["CompiledFmuAssembly", "assemble", "assembly_step", "build_table", "fmi2_array_call", "fmi2_do_step", "supports"]
+__all__ = ["CompiledFmuAssembly", "assemble", "assembly_step", "build_table", "supports"]
