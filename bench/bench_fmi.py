@@ -198,12 +198,13 @@ def exported(ticks: int, block: int) -> int:
     return 0
 
 
-def offline_runs(n_steps: int, repeat: int) -> int:
+def offline_runs(n_steps: int, repeat: int, kind: str = "cs2") -> int:
     """An offline run of ``n_steps`` with the FMU as ``run_offline`` takes it (the plant's reset, ``make_run``, all
     steps): the Python assembly (a step at a time, StepwiseRun) against the compiled one (the compiled loop, Run);
     for the floor, the bare plant in the compiled loop with the torque the FMU gave, held over each step (the same
-    physics without the FMU).  Interleaved, ``repeat`` runs each; wall and CPU time."""
-    from fmu_build import build_first_order, python_assembly
+    physics without the FMU).  Interleaved, ``repeat`` runs each; wall and CPU time.  ``kind``: ``cs2`` the
+    co-simulation lag, ``me`` the model-exchange one."""
+    from fmu_build import build_first_order, build_me, python_assembly
     from plant_models.offline import InputTable, make_run
     from plant_models.registry import load_plant
     from server.offline.run import run_offline
@@ -215,7 +216,7 @@ def offline_runs(n_steps: int, repeat: int) -> int:
                 "inputs": {"engine.torque_cmd": [[0.0, 100.0], [n_steps * dt, 400.0]], **fixed}}
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        build_first_order(d / "engine.fmu")
+        (build_first_order if kind == "cs2" else lambda out: build_me(out, "lag"))(d / "engine.fmu")
         cfg = d / "ps.toml"
         cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
                        'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n')
@@ -256,7 +257,7 @@ def offline_runs(n_steps: int, repeat: int) -> int:
         floor_same = np.array_equal(out["bare plant, the FMU's torque"][:, 0], out["compiled step, Run"][:, 0])
         for p in plants.values():
             getattr(p, "close", lambda: None)()
-    print(f"offline run of {n_steps} steps (dt = 1 ms), {repeat} runs each, interleaved; load average "
+    print(f"FMU: {kind}; offline run of {n_steps} steps (dt = 1 ms), {repeat} runs each, interleaved; load average "
           f"{os.getloadavg()[0]:.1f}; Python and compiled outputs equal bit for bit: {same}; the floor's first "
           f"output equal to the compiled run's: {floor_same}")
     med = {k: (float(np.median(wall[k])), float(np.median(cpu[k]))) for k in plants}
@@ -295,7 +296,7 @@ def main() -> int:
     from fmu_build import build_first_order, build_first_order3, build_me, python_assembly
     from plant_models.registry import load_plant
     if args.offline:
-        return offline_runs(args.offline, args.repeat)
+        return offline_runs(args.offline, args.repeat, args.kind if args.kind != "cs3" else "cs2")
     dt = 1e-3
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
