@@ -186,3 +186,24 @@ def test_a_model_exchange_fmu_in_compiled_code_equals_the_python_integration_bit
     same_trace(a, b)
     events = compiled.slots[0].events
     assert events == python.slots[0].events and events >= (1 if file == "lag.fmu" else 3)
+
+
+def test_signal_faults_on_the_compiled_assembly_equal_the_python_run_bit_for_bit(fmu_dir):
+    """With a fault schedule the compiled assembly runs in the compiled loop with the fault stage
+    (plant_models.closed_loop.StagedRun), the Python one a step at a time: the same trace."""
+    from plant_models.closed_loop import supports
+    from server.realtime.fault_schedule import FaultSchedule
+    faults = [({"target": "signal", "signal": "engine.torque_cmd", "kind": "gain", "value": 0.5}, 0.1, 0.3),
+              ({"target": "signal", "signal": "engine.torque", "kind": "offset", "value": -20.0}, 0.2, 0.4),
+              ({"target": "signal", "signal": "w_1", "kind": "freeze"}, 0.25, None)]
+    compiled, python = both(config(fmu_dir, "faults.toml"))
+    assert supports(compiled, kernel=False) and not supports(python, kernel=False)
+    traces = []
+    for plant in (compiled, python):
+        c = parse_scenario(SCENARIO, "inline").compile(plant)
+        traces.append(run_offline(plant, c, faults=FaultSchedule(plant, faults, c.dt)))
+    same_trace(*traces)
+    j = compiled.output_index("engine.torque")
+    clean = offline(compiled).values[:, j]
+    faulted = traces[0].values[:, j]
+    assert (faulted[:101] == clean[:101]).all() and faulted[250] < clean[250] - 20.0  # halved command, offset
