@@ -223,6 +223,16 @@ class Adapter(ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} implements neither read nor _read_internal")
 
+    def compiled_read(self):
+        """The compiled form of :meth:`read` (a :class:`plant_models.run.compiled.CompiledStage` of the
+        ``commanded`` stage, returning ``FED`` when commands drive the plant), or None: the tick calls
+        :meth:`read` from Python.  Asked between ticks, after :meth:`open`; the default has none."""
+        return None
+
+    def compiled_write(self):
+        """The compiled form of :meth:`write` (a ``CompiledStage`` of the ``send`` stage), or None (the default)."""
+        return None
+
     def write(self, tick: int, now_ns: int) -> None:
         """Send what is due this tick (e.g. cyclic CAN frames).  Non-blocking.  Called in the real-time loop.
 

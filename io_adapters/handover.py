@@ -24,7 +24,10 @@ reports them as rejected with reason ``scenario_active`` between ticks.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import cfunc, njit
+
+from plant_models.run.compiled import FED, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
+from plant_models.run.ring import TI_SCENARIO
 
 # Without nogil, like the state ring's writer: the tick keeps the GIL (see plant_models.run.ring).
 JIT = dict(cache=True)
@@ -72,6 +75,43 @@ def apply_rows(q, meta, idx, val, u, u_rate, ack, drive, max_rows):
     q[Q_GOT] = got
     q[Q_APPLIED] += applied
     return applied
+
+
+@cfunc(STAGE_SIGNATURE, cache=True)
+def apply_rows_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``commanded``: :func:`apply_rows` as a compiled stage (``plant_models.run.compiled``), driving the
+    inputs unless a scenario does (``tick_info[TI_SCENARIO]``); returns ``FED`` when it applied a row.
+
+    ``ctx``: [q, meta, idx, val, u, u_rate, ack, tick_info, rows, row width, max rows per tick]
+    (:meth:`CommandRows.compiled_stage`).  Called in the real-time loop.
+    """
+    q = i64_at(ctx[0])
+    got = q[Q_GOT]
+    if q[Q_PUT] == got:
+        return 0
+    meta, idx, val, u, u_rate = i64_at(ctx[1]), i64_at(ctx[2]), f64_at(ctx[3]), f64_at(ctx[4]), f64_at(ctx[5])
+    ack, tick_info = i64_at(ctx[6]), i64_at(ctx[7])
+    cap, width = ctx[8], ctx[9]
+    drive = tick_info[TI_SCENARIO] == 0
+    end = min(q[Q_PUT], got + ctx[10])
+    applied = 0
+    while got < end:
+        r = got % cap
+        if drive:
+            for j in range(meta[2 * r + M_COUNT]):
+                i = idx[r * width + j]
+                u[i] = val[r * width + j]
+                u_rate[i] = 0.0
+            s = meta[2 * r + M_SEQ]
+            if s != 0 and q[Q_ACK_AT] >= 0:
+                ack[q[Q_ACK_AT]] = s
+            applied += 1
+        else:
+            q[Q_SCENARIO] += 1
+        got += 1
+    q[Q_GOT] = got
+    q[Q_APPLIED] += applied
+    return FED if applied else 0
 
 
 class CommandRows:
@@ -132,6 +172,13 @@ class CommandRows:
         """Whether rows wait for the tick (the tick itself compares ``q[Q_PUT]`` and ``q[Q_GOT]``)."""
         return int(self.q[Q_PUT]) != int(self.q[Q_GOT])
 
+    def compiled_stage(self, u: np.ndarray, u_rate: np.ndarray, tick_info: np.ndarray, max_rows: int) -> CompiledStage:
+        """The compiled form of the ``commanded`` stage for this queue: what :meth:`apply` does, gated by
+        ``tick_info[TI_SCENARIO]`` and feeding the watchdog as ``Adapter.read`` does (:func:`apply_rows_stage`)."""
+        return CompiledStage.of("commanded", apply_rows_stage, (
+            self.q, self.meta, self.idx, self.val, u, u_rate, self.ack, tick_info, self.capacity, self.idx.shape[1],
+            max_rows))
+
     def apply(self, u: np.ndarray, u_rate: np.ndarray, drive: bool, max_rows: int) -> int:
         """Apply (or, not ``drive``, drop) the waiting rows; returns how many were applied.
 
@@ -140,4 +187,4 @@ class CommandRows:
         return apply_rows(self.q, self.meta, self.idx, self.val, u, u_rate, self.ack, drive, max_rows)
 
 
-__all__ = ["CommandRows", "apply_rows", "Q_PUT", "Q_GOT"]
+__all__ = ["CommandRows", "apply_rows", "apply_rows_stage", "Q_PUT", "Q_GOT"]

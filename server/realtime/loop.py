@@ -147,7 +147,9 @@ class Loop(TickStages):
         # inputs queued for the start of the next tick (lockstep "step" with "set"): index, value, count
         self._queued_idx = np.zeros(max(plant.n_in, 1), dtype=np.int64)
         self._queued_val = np.zeros(max(plant.n_in, 1))
-        self._queued_n = 0
+        self._queued = np.zeros(1, dtype=np.int64)  # the count, an array the compiled tick shares
+        self._queued_slots = memoryview(self._queued)
+        self.python_ticks = 0  # ticks the Python stepper took while the compiled tick was in use (a scenario)
         self._rt: rtsetup.RealtimeSettings | None = None
         self._opened: list[Adapter] = []
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
@@ -186,6 +188,8 @@ class Loop(TickStages):
         w.wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
         w.adapter_rehearsals = [a.rehearse for a in self.adapters if type(a).rehearse is not Adapter.rehearse]
         self.housekeeping.adapters_opened(self.adapters, w.wake_fds)
+        self._restage()  # the adapters' compiled forms exist once they are open
+        log.info("tick: %s (%s)", self.tick_path, self.tick_path_reason)
 
     def close(self) -> None:
         for a in reversed(self._opened):
@@ -382,9 +386,31 @@ class Loop(TickStages):
     # ------------------------------------------------------------------ the tick
     def _tick(self, now_ns: int) -> int:
         """One read -> step -> write (the run pipeline's stages); returns the plant's status word.  Called in the
-        real-time loop."""
+        real-time loop.
+
+        One compiled call when every stage in use has a compiled form (:attr:`tick_path`), else, and for a tick
+        the compiled call declines (a scenario drives the inputs), the Python stepper: the same states bit for
+        bit (tests/test_compiled_tick.py).
+        """
         self._now_ns = now_ns
+        run = self._tick_run
+        if run is not None:
+            st = run(self.tick, now_ns, self.dt)
+            if st >= 0:
+                self._step_ns = self._tick_step_ns[0]
+                self.tick += 1
+                return st
+            self.python_ticks += 1
         return self._tick_step(self.tick)
+
+    @property
+    def _queued_n(self) -> int:
+        """Inputs queued for the next tick."""
+        return self._queued_slots[0]
+
+    @_queued_n.setter
+    def _queued_n(self, n: int) -> None:
+        self._queued_slots[0] = int(n)
 
     # ------------------------------------------------------------------ running
     def run(self) -> int:
