@@ -163,6 +163,7 @@ class Loop(TickStages):
         self._pump_failures = 0
         self._now_ns = 0  # the clock of the tick running now (the adapters' and the watchdog's)
         self._plant_step = plant.step
+        self.tick_path_wanted = "auto"  # or "python" (choose_tick_path)
         self._restage()  # the tick: the run pipeline's stages (plant_models/run/stages.py), made again by the
         self.faults.on_change = self._restage  # fault set whenever its tables change
         self.reset()

@@ -46,6 +46,14 @@ class TickStages:
         self._tick_run = compiled.run if compiled is not None else None
         self._tick_step_ns = compiled.step_ns if compiled is not None else None
 
+    def choose_tick_path(self, path: str) -> None:
+        """``"auto"``: the compiled tick whenever every stage in use has a compiled form (the default);
+        ``"python"``: always the Python stepper (for A/B comparisons and as a fallback).  Between ticks."""
+        if path not in ("auto", "python"):
+            raise ValueError(f"tick path {path!r}: 'auto' or 'python'")
+        self.tick_path_wanted = path
+        self._restage()
+
     @property
     def tick_path(self) -> str:
         """``"compiled"``: a tick is one compiled call (:mod:`plant_models.run.compiled`); ``"python"``: the
@@ -63,6 +71,8 @@ class TickStages:
         from plant_models.offline import kernel_address  # the compiled plant step's address, as the offline run
 
         plant = self.plant
+        if self.tick_path_wanted == "python":
+            return None, "the Python stepper was chosen (choose_tick_path)"
         extra = _stages.python_only_stages()
         if extra:
             return None, f"stage {', '.join(extra)} has no compiled form"

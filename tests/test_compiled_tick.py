@@ -1,0 +1,184 @@
+"""The compiled tick (plant_models/run/compiled.py) gives the Python stepper's states bit for bit.
+
+Two servers of the same plant and config take the same ticks with the same
+inputs, one as one compiled call per tick, the other through the Python
+stepper (``Loop.choose_tick_path("python")``): ZeroMQ command rows and
+queued inputs, a command watchdog that trips, holds, ramps and recovers, a
+scenario played to its end and handed back to commands.  Their plant
+buffers, state rings, command queues and watchdog states are compared byte
+for byte.  The loop reports which path it takes and why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from io_adapters.base import Adapter, create_adapter
+from plant_models.registry import load_plant
+from plant_models.run import stages
+from plant_models.run.stages import AFTER, Stage
+from server.offline.scenario import load_scenario
+from server.realtime.loop_config import LoopConfig
+from server.realtime.runtime import assemble
+from server.realtime.watchdog import RAMP, SAFE, WatchdogConfig
+from server.testbench.local_server import FREE_ENDPOINTS
+
+
+def _server(path: str, zmq: bool = True, watchdog: WatchdogConfig | None = None, plant: str = "powershift"):
+    adapters = [create_adapter("zmq", "zmq", dict(FREE_ENDPOINTS))] if zmq else []
+    srv = assemble(load_plant(plant), adapters, LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0),
+                   watchdog)
+    srv.open()
+    srv.loop.choose_tick_path(path)
+    return srv
+
+
+@pytest.fixture
+def pair(request):
+    """Two servers (compiled, Python); an indirect parameter gives their options."""
+    opts = getattr(request, "param", {})
+    servers = [_server("auto", **opts), _server("python", **opts)]
+    yield servers
+    for s in servers:
+        s.close()
+
+
+def _same(a, b) -> None:
+    la, lb = a.loop, b.loop
+    assert la.tick == lb.tick
+    assert la.plant.df.tobytes() == lb.plant.df.tobytes()
+    assert la.plant.di.tobytes() == lb.plant.di.tobytes()
+    assert la.ring.ints[:, 0:1].tobytes() == lb.ring.ints[:, 0:1].tobytes()  # row numbers
+    assert la.ring.floats.tobytes() == lb.ring.floats.tobytes()
+    ia, ib = la.ring.ints.copy(), lb.ring.ints.copy()
+    ia[:, 2] = ib[:, 2] = 0  # the tick's clock column: simulated time in lockstep, equal, but compared above
+    assert ia.tobytes() == ib.tobytes()
+    assert la.tick_info.tobytes() == lb.tick_info.tobytes()
+    assert la.watchdog.w.tobytes() == lb.watchdog.w.tobytes()
+    for name in ("held", "cur", "cur_rate", "max_rate"):
+        assert getattr(la.watchdog, name).tobytes() == getattr(lb.watchdog, name).tobytes()
+
+
+def _command(srv, seq: int, values: dict[str, float]) -> None:
+    """A validated command handed to the tick, as the ZeroMQ adapter's decoder hands it over."""
+    plant = srv.loop.plant
+    idx = np.array([plant.input_index(k) for k in values], dtype=np.int64)
+    val = np.array(list(values.values()), dtype=float)
+    assert srv.loop.adapters[0].rows.put(seq, idx, val, len(idx))
+
+
+def _float_inputs(plant) -> list:
+    return [s for s in plant.inputs if not s.integer and s.hi > s.lo]
+
+
+def test_the_loop_reports_its_path_and_why(pair):
+    fast, slow = pair
+    assert fast.loop.tick_path == "compiled" and fast.control.handle({"cmd": "status"})["status"]["tick_path"] == "compiled"
+    assert slow.loop.tick_path == "python" and "chosen" in slow.loop.tick_path_reason
+    fast.loop.set_fault({"target": "signal", "signal": fast.loop.plant.outputs[0].name, "kind": "offset",
+                         "value": 1.0})
+    assert fast.loop.tick_path == "python" and "fault" in fast.loop.tick_path_reason
+    fast.loop.clear_fault()
+    assert fast.loop.tick_path == "compiled"
+
+
+def test_commands_and_queued_inputs_give_the_python_states_bit_for_bit(pair):
+    plant = pair[0].loop.plant
+    ins = _float_inputs(plant)[:3]
+    rng = np.random.default_rng(7)
+    for block in range(12):
+        vals = {s.name: float(rng.uniform(s.lo, s.lo + 0.3 * (s.hi - s.lo))) for s in ins}
+        for srv in pair:
+            if block % 3 != 2:
+                _command(srv, 100 + block, vals)
+                _command(srv, 0, dict(list(vals.items())[:1]))  # a second row in the same tick, no seq
+            if block % 4 == 1:
+                idx = np.array([plant.input_index(ins[-1].name)], dtype=np.int64)
+                srv.loop.queue_inputs(idx, np.array([ins[-1].lo]), 1)
+            srv.loop.step(1 + block % 5)
+        _same(*pair)
+    fast, slow = pair
+    assert fast.loop.python_ticks == 0 and fast.loop.tick > 30
+    rows_f, rows_s = fast.loop.adapters[0].rows, slow.loop.adapters[0].rows
+    assert rows_f.q.tobytes() == rows_s.q.tobytes() and rows_f.applied == rows_s.applied == 16
+    assert fast.loop.watchdog.armed  # the commands fed it in both
+
+
+@pytest.mark.parametrize("pair", [{"watchdog": WatchdogConfig(timeout_s=0.004, hold_s=0.005, ramp_s=0.012,
+                                                               modes=("lockstep",))}], indirect=True)
+def test_a_watchdog_trip_gives_the_python_states_bit_for_bit(pair):
+    plant = pair[0].loop.plant
+    vals = {s.name: s.lo + 0.5 * (s.hi - s.lo) for s in _float_inputs(plant)}
+    phases = []
+    for srv in pair:
+        _command(srv, 1, vals)
+        srv.loop.step(1)
+    for _ in range(30):  # silence: trip after 4 ms, hold 5 ms, ramp 12 ms, then safe
+        for srv in pair:
+            srv.loop.step(1)
+        _same(*pair)
+        phases.append(pair[0].loop.watchdog.phase)
+    assert RAMP in phases and phases[-1] == SAFE
+    for srv in pair:  # a command recovers it ("auto")
+        _command(srv, 2, vals)
+        srv.loop.step(3)
+    _same(*pair)
+    wd = pair[0].loop.watchdog
+    assert wd.trips == 1 and wd.recoveries == 1 and not wd.tripped
+    assert pair[0].loop.python_ticks == 0
+
+
+def test_a_scenario_goes_through_the_stepper_and_hands_back_to_the_compiled_tick(pair):
+    sc = load_scenario("powershift_single_swap")
+    for srv in pair:
+        srv.control._install_scenario(sc, None)
+    n = pair[0].loop.player.loaded.n_steps
+    for srv in pair:
+        srv.loop.step(n // 2)
+    _same(*pair)
+    for srv in pair:
+        srv.loop.step(n - n // 2 + 20)
+    _same(*pair)
+    fast = pair[0].loop
+    assert fast.tick_path == "compiled" and fast.python_ticks == n  # the scenario's ticks, then compiled ones
+    plant = fast.plant
+    vals = {s.name: s.lo for s in _float_inputs(plant)[:2]}
+    for srv in pair:  # commands drive the inputs again after the hand-back
+        _command(srv, 5, vals)
+        srv.loop.step(5)
+    _same(*pair)
+    assert fast.python_ticks == n
+
+
+def test_a_stage_without_a_compiled_form_takes_the_python_path(monkeypatch):
+    probe = Stage("probe", AFTER, "records steps", make=lambda stepper: (lambda k: None))
+    at = stages.stage_names().index("state_row")
+    monkeypatch.setattr(stages, "STAGES", stages.STAGES[:at] + (probe,) + stages.STAGES[at:])
+    srv = _server("auto", zmq=False)
+    try:
+        assert srv.loop.tick_path == "python" and "probe" in srv.loop.tick_path_reason
+    finally:
+        srv.close()
+
+
+class _PythonReader(Adapter):
+    type_name = "python_reader"
+
+    def _read_internal(self, tick, now_ns, drive):
+        return 0
+
+    def close(self):
+        pass
+
+
+def test_an_adapter_without_a_compiled_read_takes_the_python_path():
+    srv = assemble(load_plant("powershift"), [_PythonReader("r", {})],
+                   LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0))
+    srv.open()
+    try:
+        assert srv.loop.tick_path == "python" and "r (_PythonReader) has no compiled read" in srv.loop.tick_path_reason
+        srv.loop.step(3)
+        assert srv.loop.tick == 3
+    finally:
+        srv.close()
