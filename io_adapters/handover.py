@@ -24,7 +24,7 @@ reports them as rejected with reason ``scenario_active`` between ticks.
 from __future__ import annotations
 
 import numpy as np
-from numba import cfunc, njit
+from numba import carray, cfunc, njit
 
 from plant_models.run.compiled import FED, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 from plant_models.run.ring import TI_SCENARIO
@@ -79,38 +79,21 @@ def apply_rows(q, meta, idx, val, u, u_rate, ack, drive, max_rows):
 
 @cfunc(STAGE_SIGNATURE, cache=True)
 def apply_rows_stage(ctx, k, now_ns, dt, carry):
-    """Stage ``commanded``: :func:`apply_rows` as a compiled stage (``plant_models.run.compiled``), driving the
-    inputs unless a scenario does (``tick_info[TI_SCENARIO]``); returns ``FED`` when it applied a row.
+    """Stage ``commanded``: what the adapter's ``read`` does, as a compiled stage (``plant_models.run.compiled``):
+    when rows wait, :func:`apply_rows` on array views of the addresses in ``ctx``, driving the inputs unless a
+    scenario does (``tick_info[TI_SCENARIO]``); returns ``FED`` when it applied a row (the watchdog is fed).
 
-    ``ctx``: [q, meta, idx, val, u, u_rate, ack, tick_info, rows, row width, max rows per tick]
-    (:meth:`CommandRows.compiled_stage`).  Called in the real-time loop.
+    ``ctx``: [q, meta, idx, val, u, u_rate, ack, tick_info, rows, row width, max rows per tick, inputs, ack
+    length] (:meth:`CommandRows.compiled_stage`).  Called in the real-time loop.
     """
-    q = i64_at(ctx[0])
-    got = q[Q_GOT]
-    if q[Q_PUT] == got:
+    q = carray(i64_at(ctx[0]), (N_Q,))
+    if q[Q_PUT] == q[Q_GOT]:
         return 0
-    meta, idx, val, u, u_rate = i64_at(ctx[1]), i64_at(ctx[2]), f64_at(ctx[3]), f64_at(ctx[4]), f64_at(ctx[5])
-    ack, tick_info = i64_at(ctx[6]), i64_at(ctx[7])
-    cap, width = ctx[8], ctx[9]
-    drive = tick_info[TI_SCENARIO] == 0
-    end = min(q[Q_PUT], got + ctx[10])
-    applied = 0
-    while got < end:
-        r = got % cap
-        if drive:
-            for j in range(meta[2 * r + M_COUNT]):
-                i = idx[r * width + j]
-                u[i] = val[r * width + j]
-                u_rate[i] = 0.0
-            s = meta[2 * r + M_SEQ]
-            if s != 0 and q[Q_ACK_AT] >= 0:
-                ack[q[Q_ACK_AT]] = s
-            applied += 1
-        else:
-            q[Q_SCENARIO] += 1
-        got += 1
-    q[Q_GOT] = got
-    q[Q_APPLIED] += applied
+    cap, width, n_in = ctx[8], ctx[9], ctx[11]
+    applied = apply_rows(q, carray(i64_at(ctx[1]), (cap, 2)), carray(i64_at(ctx[2]), (cap, width)),
+                         carray(f64_at(ctx[3]), (cap, width)), carray(f64_at(ctx[4]), (n_in,)),
+                         carray(f64_at(ctx[5]), (n_in,)), carray(i64_at(ctx[6]), (ctx[12],)),
+                         i64_at(ctx[7])[TI_SCENARIO] == 0, ctx[10])
     return FED if applied else 0
 
 
@@ -177,7 +160,7 @@ class CommandRows:
         ``tick_info[TI_SCENARIO]`` and feeding the watchdog as ``Adapter.read`` does (:func:`apply_rows_stage`)."""
         return CompiledStage.of("commanded", apply_rows_stage, (
             self.q, self.meta, self.idx, self.val, u, u_rate, self.ack, tick_info, self.capacity, self.idx.shape[1],
-            max_rows))
+            max_rows, u.shape[0], self.ack.shape[0]))
 
     def apply(self, u: np.ndarray, u_rate: np.ndarray, drive: bool, max_rows: int) -> int:
         """Apply (or, not ``drive``, drop) the waiting rows; returns how many were applied.

@@ -37,12 +37,11 @@ from typing import Sequence
 
 import numpy as np
 from llvmlite import ir
-from numba import cfunc, njit, types
+from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 from ..core.api import call_step_at
-from .ring import (F_TIME, F_Y, H_AUX, H_CAPACITY, H_N_AUX, H_N_IN, H_N_OUT, H_U_OFF, H_WRITTEN, H_Y_OFF, I_AUX,
-                   I_SEQ, I_TI, I_TICK, I_WALL_NS, N_INT, TI_SCENARIO, TI_STATUS, TICK_INFO_SLOTS, StateRing)
+from .ring import N_INT, TI_SCENARIO, TI_STATUS, TICK_INFO_SLOTS, StateRing, ring_push
 
 # int64 stage(int64* ctx, int64 k, int64 now_ns, float64 dt, int64 carry)
 STAGE_SIGNATURE = types.int64(types.CPointer(types.int64), types.int64, types.int64, types.float64, types.int64)
@@ -153,34 +152,17 @@ def queued_inputs_stage(ctx, k, now_ns, dt, carry):
 
 @cfunc(STAGE_SIGNATURE, cache=True)
 def state_row_stage(ctx, k, now_ns, dt, carry):
-    """Stage ``state_row``: the state ring's next row after step k, as :func:`plant_models.run.ring.ring_push`
-    writes it (tick k + 1, the tick's clock, the plant's time from ``df``).
+    """Stage ``state_row``: :func:`plant_models.run.ring.ring_push` of the row after step k (tick k + 1, the
+    tick's clock, the plant's time from ``df``), on array views of the addresses in ``ctx``.
 
-    ``ctx``: [head, ints, floats, tick_info, df, index of the time in df, float columns] (:func:`state_row_ctx`).
-    Called in the real-time loop.
+    ``ctx``: [head, ints, floats, tick_info, df, index of the time in df, rows, float columns, header slots,
+    df's length] (:func:`state_row_ctx`).  Called in the real-time loop.
     """
-    head, tick_info, df = i64_at(ctx[0]), i64_at(ctx[3]), f64_at(ctx[4])
-    s = head[H_WRITTEN] + 1
-    r = (s - 1) % head[H_CAPACITY]
-    row = i64_at(ctx[1] + 8 * N_INT * r)
-    row[I_SEQ] = -1  # a reader in another process that copies this row now sees it as incomplete
-    row[I_TICK] = k + 1
-    row[I_WALL_NS] = now_ns
-    for j in range(TICK_INFO_SLOTS):
-        row[I_TI + j] = tick_info[j]
-    for a in range(head[H_N_AUX]):
-        row[I_AUX + a] = head[H_AUX + a]
-    f = f64_at(ctx[2] + 8 * ctx[6] * r)
-    f[F_TIME] = df[ctx[5]]
-    n_out = head[H_N_OUT]
-    y0 = head[H_Y_OFF]
-    for j in range(n_out):
-        f[F_Y + j] = df[y0 + j]
-    u0 = head[H_U_OFF]
-    for i in range(head[H_N_IN]):
-        f[F_Y + n_out + i] = df[u0 + i]
-    row[I_SEQ] = s
-    head[H_WRITTEN] = s
+    rows = ctx[6]
+    df = carray(f64_at(ctx[4]), (ctx[9],))
+    ring_push(carray(i64_at(ctx[0]), (ctx[8],)), carray(i64_at(ctx[1]), (rows, N_INT)),
+              carray(f64_at(ctx[2]), (rows, ctx[7])), carray(i64_at(ctx[3]), (TICK_INFO_SLOTS,)), df, k + 1,
+              now_ns, df[ctx[5]])
     return 0
 
 
@@ -232,8 +214,9 @@ def state_row_ctx(ring: StateRing, tick_info: np.ndarray, df: np.ndarray, time_i
     """The compiled form of the state ring's row (``df[time_index]``: the plant's simulated time, s)."""
     if ring.ints.shape[1] != N_INT or not ring.ints.flags.c_contiguous or not ring.floats.flags.c_contiguous:
         raise ValueError("the state ring's rows are not laid out as ring.py declares")
-    return CompiledStage.of("state_row", state_row_stage,
-                            (ring.head, ring.ints, ring.floats, tick_info, df, time_index, ring.floats.shape[1]))
+    return CompiledStage.of("state_row", state_row_stage, (
+        ring.head, ring.ints, ring.floats, tick_info, df, time_index, ring.ints.shape[0], ring.floats.shape[1],
+        ring.head.shape[0], df.shape[0]))
 
 
 class CompiledTick:
