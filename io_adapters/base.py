@@ -88,6 +88,10 @@ class LoopContext:
         The CPUs the loop's thread is pinned to (``[realtime]
         cpu_affinity``; empty: not pinned).  A process an adapter starts
         keeps off them, so that it never takes the loop's core.
+    restage
+        ``restage()``: an adapter's compiled forms (:meth:`Adapter.compiled_read`,
+        :meth:`Adapter.compiled_write`) changed; the loop builds its tick
+        again.  Between ticks.
     """
 
     period_s: float
@@ -99,6 +103,7 @@ class LoopContext:
     tick_info: np.ndarray = field(default_factory=new_tick_info)
     ring: Any = None
     loop_cpus: tuple[int, ...] = ()
+    restage: Callable[[], None] = lambda: None
 
     def __post_init__(self) -> None:
         ti = self.tick_info

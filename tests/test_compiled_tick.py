@@ -4,7 +4,8 @@ Two servers of the same plant and config take the same ticks with the same
 inputs, one as one compiled call per tick, the other through the Python
 stepper (``Loop.choose_tick_path("python")``): ZeroMQ command rows and
 queued inputs, a command watchdog that trips, holds, ramps and recovers, a
-scenario played to its end and handed back to commands.  Their plant
+scenario played to its end and handed back to commands, CAN frames in and
+out (with a watchdog trip on stale messages).  Their plant
 buffers, state rings, command queues and watchdog states are compared byte
 for byte.  The loop reports which path it takes and why.
 """
@@ -182,3 +183,56 @@ def test_an_adapter_without_a_compiled_read_takes_the_python_path():
         assert srv.loop.tick == 3
     finally:
         srv.close()
+
+
+def _can_server(path: str):
+    import uuid
+
+    from io_adapters.can.adapter import CanAdapter
+
+    adapter = CanAdapter("can", {"interface": "virtual", "channel": f"ctick-{uuid.uuid4().hex[:8]}"})
+    srv = assemble(load_plant("powershift"), [adapter], LoopConfig(mode="lockstep", rate_hz=1000.0,
+                                                                   status_interval_s=0.0),
+                   WatchdogConfig(timeout_s=0.02, hold_s=0.005, ramp_s=0.01, modes=("lockstep",)))
+    srv.open()
+    adapter._queue_tx = True  # as in realtime: frames queued by the tick, sent between ticks (no peer here)
+    srv.loop.choose_tick_path(path)
+    return srv
+
+
+def test_can_commands_and_frames_give_the_python_states_bit_for_bit():
+    import can
+    import cantools
+
+    from io_adapters.can.e2e import E2EEncoder
+    from can_support import ROOT
+
+    dbc = cantools.database.load_file(str(ROOT / "configs" / "powershift.dbc"))
+    msg = dbc.get_message_by_name
+    values = {0x100: {"PressureCmd_C1": 16.0, "PressureCmd_C2": 0.0, "PressureCmd_C3": 16.0, "PressureCmd_C4": 0.0},
+              0x101: {"PressureCmd_C5": 0.0, "PressureCmd_C6": 16.0, "PressureCmd_C7": 0.0, "PressureCmd_C8": 0.0},
+              0x110: {"EngineTorque": 100.0}}
+    pair = [_can_server("auto"), _can_server("python")]
+    try:
+        assert pair[0].loop.tick_path == "compiled" and pair[1].loop.tick_path == "python"
+        encoders = [{0x100: E2EEncoder(msg("TCU_ClutchCmdA"), "ClutchCmdA_CRC", "ClutchCmdA_Counter", 0x0100),
+                     0x101: E2EEncoder(msg("TCU_ClutchCmdB"), "ClutchCmdB_CRC", "ClutchCmdB_Counter", 0x0101),
+                     0x110: E2EEncoder(msg("ENG_Torque"), "EngTorque_CRC", "EngTorque_Counter", 0x0110)}
+                    for _ in pair]
+        for k in range(120):
+            for srv, enc in zip(pair, encoders):
+                if k < 40 and k % 10 == 0 or k >= 90 and k % 10 == 0:  # silence from 40 to 90: the watchdog trips
+                    for fid, e in enc.items():
+                        srv.loop.adapters[0]._on_frame(can.Message(arbitration_id=fid, is_extended_id=False,
+                                                                   data=e.encode(values[fid])))
+                srv.loop._tick(srv.loop.sim_ns())  # one tick, without the lockstep request's pump
+            _same(*pair)
+            a, b = (srv.loop.adapters[0] for srv in pair)
+            assert a.codec.ci.tobytes() == b.codec.ci.tobytes() and a.codec.cf.tobytes() == b.codec.cf.tobytes()
+            assert a._txq_state.tobytes() == b._txq_state.tobytes() and a._txq_data.tobytes() == b._txq_data.tobytes()
+        wd = pair[0].loop.watchdog
+        assert wd.trips == 1 and wd.recoveries == 1 and pair[0].loop.python_ticks == 0
+        assert pair[0].loop.adapters[0]._txq_state[0] > 0  # the ticks queued frames (the queue's head)
+    finally:
+        for srv in pair:
+            srv.close()

@@ -40,7 +40,7 @@ from llvmlite import ir
 from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
-from ..core.api import call_step_at
+from ..core.api import call_step_at, raw_i
 from .ring import N_INT, TI_SCENARIO, TI_STATUS, TICK_INFO_SLOTS, StateRing, ring_push
 
 # int64 stage(int64* ctx, int64 k, int64 now_ns, float64 dt, int64 carry)
@@ -75,6 +75,63 @@ def f64_at(typingctx, address):
     def codegen(context, builder, signature, args):
         return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
     return sig, codegen
+
+
+@intrinsic
+def u8_at(typingctx, address):
+    """An int64 address as a uint8 pointer.  Called in the real-time loop."""
+    sig = types.CPointer(types.uint8)(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+    return sig, codegen
+
+
+@intrinsic
+def _compare_and_swap(typingctx, ptr, expected, new):
+    """Atomically: ``old = *ptr; if old == expected: *ptr = new``; returns ``old`` (sequentially consistent)."""
+    sig = types.int64(ptr, expected, new)
+
+    def codegen(context, builder, signature, args):
+        pair = builder.cmpxchg(args[0], args[1], args[2], "seq_cst", "seq_cst")
+        return builder.extract_value(pair, 0)
+    return sig, codegen
+
+
+@intrinsic
+def _store_release(typingctx, ptr, value):
+    """Atomically ``*ptr = value`` with release ordering (every write before it is seen before it)."""
+    sig = types.void(ptr, value)
+
+    def codegen(context, builder, signature, args):
+        builder.store_atomic(args[1], args[0], "release", 8)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def try_lock_at(word):
+    """Take the lock word at ``word`` (an int64 pointer: 0 free, 1 taken) if it is free; never waits.  Called in
+    the real-time loop."""
+    return _compare_and_swap(word, 0, 1) == 0
+
+
+@njit(cache=True, inline="always")
+def unlock_at(word):
+    """Free the lock word taken with :func:`try_lock_at`.  Called in the real-time loop."""
+    _store_release(word, 0)
+
+
+@njit("boolean(int64[::1])", cache=True)
+def try_lock(word):
+    """:func:`try_lock_at` on ``word[0]`` (from Python: a thread that shares a mailbox with the tick)."""
+    return try_lock_at(raw_i(word))
+
+
+@njit("void(int64[::1])", cache=True)
+def unlock(word):
+    """:func:`unlock_at` on ``word[0]``."""
+    unlock_at(raw_i(word))
 
 
 @intrinsic
@@ -260,6 +317,6 @@ class CompiledTick:
                                      self.step_ns)
 
 
-__all__ = ["FED", "NEED_PYTHON", "STAGE_SIGNATURE", "CompiledStage", "CompiledTick", "address", "call_stage_at",
+__all__ = ["FED", "try_lock", "try_lock_at", "u8_at", "unlock", "unlock_at", "NEED_PYTHON", "STAGE_SIGNATURE", "CompiledStage", "CompiledTick", "address", "call_stage_at",
            "f64_at", "i64_at", "monotonic_ns", "queued_inputs_ctx", "queued_inputs_stage", "state_row_ctx",
            "state_row_stage", "tick_run"]

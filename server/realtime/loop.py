@@ -173,6 +173,8 @@ class Loop(TickStages):
         """Hand over what is assembled around the loop: the context shared with the adapters, the status reporter."""
         self.context = context
         self.reporter = reporter
+        context.restage = self._restage  # an adapter whose compiled forms change (a CAN bus log starts) asks
+        self._restage()
 
     def open(self) -> None:
         """Open every adapter (bind sockets, open buses); on failure close those already open."""
@@ -311,6 +313,7 @@ class Loop(TickStages):
         self.telemetry.period_ns = self.period_ns
         if self.context is not None:
             self.context.period_s = self.dt
+        self._restage()  # adapters that count time in ticks re-time their compiled forms
 
     def step(self, n: int) -> int:
         """Take n ticks now (lockstep); returns the OR of their status words."""
