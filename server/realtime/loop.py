@@ -11,7 +11,10 @@ stepper every other mode uses too (:class:`~plant_models.run.stepper.Stepper`):
 the offline run writes them, or the command watchdog's safe action), the
 fault stages around ``step`` (one compiled call), ``state_row`` (the next
 row of the state ring, :mod:`plant_models.run.ring`, read between ticks by
-every consumer), ``hand_back`` and ``send`` (the adapters' ``write``).
+every consumer), ``hand_back`` and ``send`` (the adapters' ``write``).  When
+every stage in use has a compiled form the tick is one compiled call
+(:mod:`plant_models.run.compiled`, :attr:`Loop.tick_path`), with the same
+states bit for bit.
 
 Deadlines are absolute (``next += period`` on CLOCK_MONOTONIC in ns).  A tick
 that ends after the next deadline is an *overrun*: by default the deadlines
