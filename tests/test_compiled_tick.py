@@ -19,7 +19,7 @@ from io_adapters.base import Adapter, create_adapter
 from plant_models.registry import load_plant
 from plant_models.run import stages
 from plant_models.run.stages import AFTER, Stage
-from server.offline.scenario import load_scenario
+from server.offline.scenario import BLOCK, load_scenario
 from server.realtime.loop_config import LoopConfig
 from server.realtime.runtime import assemble
 from server.realtime.watchdog import RAMP, SAFE, WatchdogConfig
@@ -142,14 +142,43 @@ def test_a_scenario_goes_through_the_stepper_and_hands_back_to_the_compiled_tick
         srv.loop.step(n - n // 2 + 20)
     _same(*pair)
     fast = pair[0].loop
-    assert fast.tick_path == "compiled" and fast.python_ticks == n  # the scenario's ticks, then compiled ones
+    # compiled but for the ticks that refill the table (a block of 4096 steps, no prefetch in lockstep), the
+    # first (its table filled by the reset) and the last (the release)
+    blocks = (n - 1) // BLOCK
+    assert fast.tick_path == "compiled" and fast.python_ticks == blocks + 1
     plant = fast.plant
     vals = {s.name: s.lo for s in _float_inputs(plant)[:2]}
     for srv in pair:  # commands drive the inputs again after the hand-back
         _command(srv, 5, vals)
         srv.loop.step(5)
     _same(*pair)
-    assert fast.python_ticks == n
+    assert fast.python_ticks == blocks + 1
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["refill", "prefetch"])
+def test_a_long_scenario_over_table_blocks_gives_the_python_states_bit_for_bit(pair, prefetch):
+    """9 s at 1 ms: three table blocks, refilled in the tick (lockstep) or prefetched between ticks (as the
+    realtime loop does in its slack) and swapped in the tick."""
+    from server.offline.scenario import parse_scenario
+
+    sc = parse_scenario({"duration_s": 9.0, "dt_s": 0.001, "interpolation": "linear",
+                         "inputs": {"engine_torque": 300.0, "load_torque": 3500.0, "p_c3": 16.0, "p_c6": 16.0,
+                                    "p_c1": [[0.0, 16.0], [4.0, 16.0], [4.2, 0.0], [8.5, 0.0]],
+                                    "p_c2": [[0.0, 0.0], [4.0, 0.0], [4.2, 16.0], [8.5, 16.0]]}}, "<test>")
+    for srv in pair:
+        srv.control._install_scenario(sc, None)
+    n = pair[0].loop.player.loaded.n_steps
+    assert n == 9000 and n > 2 * BLOCK
+    for _ in range(10):
+        for srv in pair:
+            if prefetch:
+                srv.loop.player.prefetch(srv.loop.tick, 10**12)
+            srv.loop.step(1000)
+        _same(*pair)
+    fast = pair[0].loop
+    assert fast.player.active is None and fast.tick == 10000
+    assert fast.python_ticks == 3  # two refills or two swaps, and the release
+    assert (fast.player.prefetches == 2) == prefetch
 
 
 def test_a_stage_without_a_compiled_form_takes_the_python_path(monkeypatch):

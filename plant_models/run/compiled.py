@@ -23,8 +23,9 @@ status word.  :class:`CompiledTick` holds the plan (the addresses, in the
 order of :mod:`plant_models.run.stages`) and the bound call.
 
 A tick :func:`tick_run` cannot take returns :data:`NEED_PYTHON` before it
-changes anything (a scenario drives the inputs and no stage writes them), and
-the caller takes that tick through the Python
+changes anything (a scenario drives the inputs and the plan's *gate*, a
+stage of the same signature, does not pass the tick), and the caller takes
+that tick through the Python
 :class:`~plant_models.run.stepper.Stepper`, which gives the same states bit
 for bit (tests/test_compiled_tick.py).
 """
@@ -52,10 +53,11 @@ NEED_PYTHON = -1  # tick_run took no step: this tick goes through the Python ste
 P_STEP_AT = 0  # address of the plant's compiled step (its C wrapper)
 P_N_BEFORE = 1  # stages before the step
 P_N_AFTER = 2  # stages after the step
-P_SCENARIO = 3  # 1: a stage writes a driving scenario's inputs; 0: such a tick goes to Python
 P_STEP_NS = 4  # written by the tick: the duration of its step, ns
 P_BUFFERS = 5  # the plant's mf, mi, df, di: (address, length) pairs, then tick_info's address
 P_TICK_INFO = 13
+P_GATE = 14  # 0, or the address of a stage that says whether a tick a scenario drives may run compiled (0: yes)
+P_GATE_CTX = 15  # its ctx's address
 P_STAGES = 16  # (address, ctx address) pairs follow: the stages before the step, then after it
 MAX_STAGES = 24
 
@@ -173,11 +175,12 @@ def tick_run(plan, k, now_ns, dt):
 
     Every array comes from the addresses in ``plan`` (one array argument: each costs the call from Python
     about 50 ns).  ``plan[P_STEP_NS]`` receives the step's duration, ns.  Returns :data:`NEED_PYTHON`, having
-    changed nothing, when a scenario drives the inputs and no stage of the plan writes them.  Called in the
-    real-time loop.
+    changed nothing, when a scenario drives the inputs and the plan's gate (a stage of the scenario player)
+    does not pass this tick, or the plan has none.  Called in the real-time loop.
     """
     tick_info = i64_at(plan[P_TICK_INFO])
-    if tick_info[TI_SCENARIO] != 0 and plan[P_SCENARIO] == 0:
+    if tick_info[TI_SCENARIO] != 0 and (plan[P_GATE] == 0 or call_stage_at(
+            plan[P_GATE], i64_at(plan[P_GATE_CTX]), k, now_ns, dt, 0) != 0):
         return NEED_PYTHON
     n_before = plan[P_N_BEFORE]
     carry = 0
@@ -251,21 +254,18 @@ class CompiledStage:
         Its context: an int64 array (addresses of its arrays, sizes, settings).
     keep
         The arrays whose addresses ``ctx`` holds, kept alive with it.
-    scenario
-        Whether it writes a driving scenario's inputs (:data:`P_SCENARIO`).
     """
 
     stage: str
     address: int
     ctx: np.ndarray
     keep: tuple = field(default=(), repr=False)
-    scenario: bool = False
 
     @classmethod
-    def of(cls, stage: str, fn, values: Sequence, scenario: bool = False) -> "CompiledStage":
+    def of(cls, stage: str, fn, values: Sequence) -> "CompiledStage":
         """A stage of the cfunc ``fn`` whose context is ``values``: arrays (their addresses go in) and integers."""
         ctx = np.array([address(v) if isinstance(v, np.ndarray) else int(v) for v in values], dtype=np.int64)
-        return cls(stage, int(fn.address), ctx, tuple(v for v in values if isinstance(v, np.ndarray)), scenario)
+        return cls(stage, int(fn.address), ctx, tuple(v for v in values if isinstance(v, np.ndarray)))
 
 
 def queued_inputs_ctx(count: np.ndarray, idx: np.ndarray, val: np.ndarray, u: np.ndarray,
@@ -297,6 +297,10 @@ class CompiledTick:
     stages
         The compiled stages in the order of the stage list, before the step then after it; ``after`` says how
         many of the last ones run after it.
+    gate
+        None, or a stage called before the others while a scenario drives the inputs: non-zero sends the tick
+        to the Python stepper, before anything changed (a tick that swaps or refills the scenario's table, or
+        ends the scenario).
 
     Attributes
     ----------
@@ -307,15 +311,19 @@ class CompiledTick:
         ``step_ns[0]``: the duration of the last step, ns (a memoryview of the plan's slot).
     """
 
-    def __init__(self, step_at: int, plant, tick_info: np.ndarray, stages: Sequence[CompiledStage], after: int):
+    def __init__(self, step_at: int, plant, tick_info: np.ndarray, stages: Sequence[CompiledStage], after: int,
+                 gate: CompiledStage | None = None):
         if len(stages) > MAX_STAGES:
             raise ValueError(f"a compiled tick takes at most {MAX_STAGES} stages, not {len(stages)}")
         self.stages = tuple(stages)
+        self.gate = gate
         self.plan = np.zeros(P_STAGES + 2 * MAX_STAGES, dtype=np.int64)
         self.plan[P_STEP_AT] = step_at
         self.plan[P_N_BEFORE] = len(stages) - after
         self.plan[P_N_AFTER] = after
-        self.plan[P_SCENARIO] = int(any(s.scenario for s in stages))
+        if gate is not None:
+            self.plan[P_GATE] = gate.address
+            self.plan[P_GATE_CTX] = address(gate.ctx)
         for j, s in enumerate(stages):
             self.plan[P_STAGES + 2 * j] = s.address
             self.plan[P_STAGES + 2 * j + 1] = address(s.ctx)

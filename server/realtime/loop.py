@@ -152,7 +152,7 @@ class Loop(TickStages):
         self._queued_val = np.zeros(max(plant.n_in, 1))
         self._queued = np.zeros(1, dtype=np.int64)  # the count, an array the compiled tick shares
         self._queued_slots = memoryview(self._queued)
-        self.python_ticks = 0  # ticks the Python stepper took while the compiled tick was in use (a scenario)
+        self.python_ticks = 0  # ticks the Python stepper took while the compiled tick was in use (see _tick)
         self._rt: rtsetup.RealtimeSettings | None = None
         self._opened: list[Adapter] = []
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
@@ -167,6 +167,7 @@ class Loop(TickStages):
         self._now_ns = 0  # the clock of the tick running now (the adapters' and the watchdog's)
         self._plant_step = plant.step
         self.tick_path_wanted = "auto"  # or "python" (choose_tick_path)
+        player.on_change = lambda: self._restage()  # a scenario loaded or unloaded: its compiled stages change
         self._restage()  # the tick: the run pipeline's stages (plant_models/run/stages.py), made again by the
         self.faults.on_change = self._restage  # fault set whenever its tables change
         self.reset()
@@ -396,8 +397,8 @@ class Loop(TickStages):
         real-time loop.
 
         One compiled call when every stage in use has a compiled form (:attr:`tick_path`), else, and for a tick
-        the compiled call declines (a scenario drives the inputs), the Python stepper: the same states bit for
-        bit (tests/test_compiled_tick.py).
+        the compiled call declines (a scenario's table swaps or refills, or it ends), the Python stepper: the
+        same states bit for bit (tests/test_compiled_tick.py).
         """
         self._now_ns = now_ns
         run = self._tick_run

@@ -64,9 +64,9 @@ class TickStages:
         """The tick as one compiled call, when every stage in use has a compiled form; else (None, why not).
 
         The stages of :meth:`_stages` in the same order: the adapters' reads and the queued inputs
-        (``commanded``), the command watchdog (``inputs`` with no scenario: a tick while a scenario drives the
-        inputs goes through the stepper), the plant's step, the state ring's row (``state_row``) and the
-        adapters' writes (``send``).  Between ticks.
+        (``commanded``), the loaded scenario's row and the command watchdog (``inputs``; the scenario's gate
+        sends the ticks that swap or refill its table or end it to the stepper), the plant's step, the state
+        ring's row (``state_row``) and the adapters' writes (``send``).  Between ticks.
         """
         from plant_models.offline import kernel_address  # the compiled plant step's address, as the offline run
 
@@ -93,6 +93,11 @@ class TickStages:
                 return None, f"adapter {a.name} ({type(a).__name__}) has no compiled read"
             stages.append(s)
         stages.append(queued_inputs_ctx(self._queued, self._queued_idx, self._queued_val, plant.u, plant.u_rate))
+        scenario = self.player.compiled_stages(plant.u, plant.u_rate, self.tick_info)
+        gate = None
+        if scenario is not None:
+            gate, inputs = scenario
+            stages.append(inputs)
         stages.append(self.watchdog.compiled_stage(self._watchdog_in_mode, self.tick_info))
         after = [state_row_ctx(self.ring, self.tick_info, plant.df, t_at)]
         for a in self._writers:
@@ -101,7 +106,7 @@ class TickStages:
                 return None, f"adapter {a.name} ({type(a).__name__}) has no compiled write"
             after.append(s)
         step_at = kernel_address(plant.compiled["step"])
-        return CompiledTick(step_at, plant, self.tick_info, stages + after, len(after)), \
+        return CompiledTick(step_at, plant, self.tick_info, stages + after, len(after), gate), \
             "every stage in use has a compiled form"
 
     def _commanded(self, k: int) -> None:
