@@ -142,13 +142,15 @@ def tick_cost(blocks: int, n: int, can: bool) -> dict:
         loop.close()
 
 
-def start_clients(control: str, kind: str) -> subprocess.Popen | None:
-    """The client process; it connects while the loop idles, then sends ``start`` (the timed run begins)."""
+def start_clients(control: str, kind: str, tick_step: int = 1) -> subprocess.Popen | None:
+    """The client process; it connects while the loop idles, then sends ``start`` (the timed run begins).
+    ``tick_step``: the states' tick step it expects (the server's ``publish_every``; bench_loop.py)."""
     if kind == "none":
         return None
     ready = Path(tempfile.mkdtemp()) / "ready"
     cmd = [sys.executable, str(ROOT / "bench" / "load_client.py"), "--control", control, "--subscribe",
-           "--command-hz", "100", "--status-hz", "1", "--ready", str(ready), "--start"]
+           "--command-hz", "100", "--status-hz", "1", "--ready", str(ready), "--start",
+           "--tick-step", str(tick_step)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=ROOT)
 
 

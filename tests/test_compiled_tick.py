@@ -75,7 +75,8 @@ def _float_inputs(plant) -> list:
 
 def test_the_loop_reports_its_path_and_why(pair):
     fast, slow = pair
-    assert fast.loop.tick_path == "compiled" and fast.control.handle({"cmd": "status"})["status"]["tick_path"] == "compiled"
+    status = fast.control.handle({"cmd": "status"})["status"]
+    assert fast.loop.tick_path == "compiled" and status["tick_path"] == "compiled" and status["python_ticks"] == 0
     assert slow.loop.tick_path == "python" and "chosen" in slow.loop.tick_path_reason
     fast.loop.set_fault({"target": "signal", "signal": fast.loop.plant.outputs[0].name, "kind": "offset",
                          "value": 1.0})

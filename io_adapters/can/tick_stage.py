@@ -21,13 +21,13 @@ import time
 import numpy as np
 from numba import carray, cfunc, njit
 
+from plant_models.core.api import raw_i
 from plant_models.run.compiled import (FED, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at, try_lock, try_lock_at,
                                        u8_at, unlock, unlock_at)
 from plant_models.run.ring import TI_SCENARIO, TICK_INFO_SLOTS
 
 from . import frames
 from .frames import JIT_TICK, Q_COLS, rx_apply, tx_enqueue, tx_log, tx_pack
-from plant_models.core.api import raw_i
 
 
 class MailboxLock:

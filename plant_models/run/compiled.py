@@ -336,6 +336,6 @@ class CompiledTick:
         self.run = functools.partial(tick_run, self.plan)
 
 
-__all__ = ["FED", "try_lock", "try_lock_at", "u8_at", "unlock", "unlock_at", "NEED_PYTHON", "STAGE_SIGNATURE", "CompiledStage", "CompiledTick", "address", "call_stage_at",
+__all__ = ["FED", "NEED_PYTHON", "STAGE_SIGNATURE", "CompiledStage", "CompiledTick", "address", "call_stage_at",
            "f64_at", "i64_at", "monotonic_ns", "queued_inputs_ctx", "queued_inputs_stage", "state_row_ctx",
-           "state_row_stage", "tick_run"]
+           "state_row_stage", "tick_run", "try_lock", "try_lock_at", "u8_at", "unlock", "unlock_at"]
