@@ -78,8 +78,9 @@ class TickStages:
             return None, f"stage {', '.join(extra)} has no compiled form"
         if self.faults.n_signal > 0:
             return None, "fault stages act (they have no compiled form)"
-        if self._plant_step != plant.step or not getattr(plant, "rehearsable", False):
-            return None, "the plant's step is not one compiled call on its buffers"
+        if (self._plant_step != plant.step or not getattr(plant, "rehearsable", False)
+                or "step" not in getattr(plant, "compiled", {})):
+            return None, "the plant's step is not one compiled call on its buffers (or not compiled yet)"
         t_at = plant.time_index() if hasattr(plant, "time_index") else -1
         if t_at < 0:
             return None, "the plant does not say where its time is in its buffers"
