@@ -225,6 +225,8 @@ def _can_server(path: str):
                                                                    status_interval_s=0.0),
                    WatchdogConfig(timeout_s=0.02, hold_s=0.005, ramp_s=0.01, modes=("lockstep",)))
     srv.open()
+    # lockstep sends the frames in the tick (from Python): no compiled write
+    assert srv.loop.tick_path == "python" and "can (CanAdapter) has no compiled write" in srv.loop.tick_path_reason
     adapter._queue_tx = True  # as in realtime: frames queued by the tick, sent between ticks (no peer here)
     srv.loop.choose_tick_path(path)
     return srv
