@@ -268,3 +268,17 @@ def test_can_commands_and_frames_give_the_python_states_bit_for_bit():
     finally:
         for srv in pair:
             srv.close()
+
+
+def test_a_realtime_run_takes_the_compiled_tick():
+    srv = assemble(load_plant("chain"), [], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=0.05,
+                                                       status_interval_s=0.0))
+    srv.open()
+    try:
+        assert srv.loop.tick_path == "compiled"
+        srv.run()
+    finally:
+        srv.close()
+    status = srv.report.status()
+    assert status["tick_path"] == "compiled" and status["python_ticks"] == 0 and srv.loop.tick > 0
+    assert srv.loop.ring.written == srv.loop.tick  # every compiled tick wrote its ring row
