@@ -69,6 +69,7 @@ from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, CommandCounts, LoopContext, new_tick_info
 from . import frames, layouts
+from .tick_stage import MailboxLock, read_stage, rx_apply_locked, write_stage
 from .declaration import DECLARATION, CanFault
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
 
@@ -269,7 +270,7 @@ class CanAdapter(Adapter):
         p = self.plant
         # the compiled codec writes commands and reads outputs in the plant's df by offset
         self.codec = frames.FrameCodec(rx, tx, p.n_in, p.input_offset, p.output_offset)
-        self._lock = threading.Lock()
+        self._lock = MailboxLock()  # an int64 word the compiled tick can try too (tick_stage.py)
         self._lut = self.ms.frame_ids()
         self._rx_fd = [m.fd for m in rx.messages]
         self.error_frames = 0
@@ -458,12 +459,27 @@ class CanAdapter(Adapter):
         c = self.codec
         if self.ctx.period_s != self._period_s:  # the loop changed its step between runs (lockstep scenario)
             self._retime()
-        if self._lock.acquire(False):
-            try:
-                return frames.rx_apply(tick, True, drive, c.ci, c.cf, self.plant.df)
-            finally:
-                self._lock.release()
-        return frames.rx_apply(tick, False, drive, c.ci, c.cf, self.plant.df)
+        return rx_apply_locked(self._lock.word, tick, drive, c.ci, c.cf, self.plant.df)
+
+    def compiled_read(self):
+        """The compiled form of :meth:`read` (:func:`~io_adapters.can.tick_stage.can_read_stage`); None while
+        idle or for a subclass that reads otherwise.  Between ticks."""
+        cls = type(self)
+        if (self._idle_reason or not self._opened or cls.read is not Adapter.read
+                or cls._read_internal is not CanAdapter._read_internal):
+            return None
+        if self.ctx.period_s != self._period_s:
+            self._retime()
+        return read_stage(self._lock, self.codec, self.plant.df, self._tick_info)
+
+    def compiled_write(self):
+        """The compiled form of :meth:`write` in realtime, where the frames are queued for sending between
+        ticks (:func:`~io_adapters.can.tick_stage.can_write_stage`); None otherwise.  Between ticks."""
+        if (self._idle_reason or not self._opened or not self._queue_tx
+                or type(self).write is not CanAdapter.write):
+            return None
+        return write_stage(self.codec, self.plant.df, self._tick_info, self._txq_msg, self._txq_data,
+                           self._txq_state, self._bus_log)
 
     def write(self, tick: int, now_ns: int) -> None:
         """Pack the messages due this tick; queue them (realtime) or send them.  Called in the real-time loop."""
@@ -565,13 +581,18 @@ class CanAdapter(Adapter):
         tx = self.ms.tx.messages
         flags = [(F_EXTENDED if m.extended else 0) | (F_FD | F_BRS if m.fd else 0) for m in tx]
         self._bus_log = BusSpool(path, [m.frame_id for m in tx], flags, [m.length for m in tx])
+        self.ctx.restage()  # the compiled tick's write keeps the bus log too
         return {"adapter": self.name, "spool": str(path), "dbc": self.ms.dbc_path, "fd": bool(self.fd),
                 "module": "io_adapters.can.bus_mdf"}  # what turns the spool into the files' bus logging
 
     def stop_bus_log(self) -> dict | None:
         """Write the spool's last frames and its end record; its counts (None if none ran).  Between ticks."""
         spool, self._bus_log = self._bus_log, None
-        return spool.close() if spool is not None else None
+        if spool is None:
+            return None
+        if getattr(self, "ctx", None) is not None:
+            self.ctx.restage()  # before the spool closes: no tick writes into it after this
+        return spool.close()
 
     # -- life cycle ---------------------------------------------------------------------------
     def close(self) -> None:

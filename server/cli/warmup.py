@@ -84,7 +84,8 @@ def _server_kernels(serve_only: bool) -> None:
     from plant_models.core.api import compile_solve_entry, compile_start_entry
 
     compile_solve_entry()
-    import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
+    import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given; with the compiled tick)
+    import io_adapters.can.tick_stage  # noqa: F401  (the CAN adapter's compiled tick stages, compiled at import)
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec
     from plant_models.offline import warm_up as warm_up_offline_run
