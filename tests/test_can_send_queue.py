@@ -14,6 +14,8 @@ import contextlib
 import cantools
 import pytest
 
+import numpy as np
+
 from can_support import ROOT, Harness
 from io_adapters.can import frames
 from io_adapters.can.adapter import TX_QUEUE_FRAMES
@@ -191,4 +193,36 @@ def test_more_queued_ticks_than_the_marks_remember_count_from_the_oldest_one_kep
         st = h.adapter.status()["tx"]
         assert st["queued"] == 0 and st["queue_dropped"] == 0 and st["queue_wait_us"][">=5000"] == 1
         # the oldest tick kept ran at least TX_MARKS s ago, the oldest of all n s ago: under-counted, never over
-        assert h.adapter._txq_marks > TX_MARKS and TX_MARKS * 1e6 <= st["queue_wait_max_us"] < n * 1e6
+        assert int(h.adapter._txq_marks[0]) > TX_MARKS and TX_MARKS * 1e6 <= st["queue_wait_max_us"] < n * 1e6
+
+
+def test_the_compiled_write_stage_marks_its_ticks_as_the_python_write_does():
+    """The realtime tick's compiled ``send`` stage (io_adapters/can/tick_stage.py) queues the same frames and
+    writes the same marks (the queue's head and the tick's clock) as :meth:`CanAdapter.write`, so the status's
+    ``queue_wait_us`` counts the same on both tick paths."""
+    import ctypes
+
+    from io_adapters.can.tick_stage import can_write_stage
+
+    python, compiled = Harness("powershift"), Harness("powershift")
+    try:
+        stage = compiled.adapter.compiled_write()
+        assert stage is not None and stage.address == can_write_stage.address
+        ctx = stage.ctx.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        for k in range(40):
+            now = 1_000_000_000 + k * 1_000_000
+            for h in (python, compiled):
+                h.adapter.read(h.tick, now)
+                h.plant.step(h.period_s)
+            python.tick += 1
+            python.adapter.write(python.tick, now)
+            can_write_stage.ctypes(ctx, compiled.tick, now, compiled.period_s, 0)  # packs tick k + 1
+            compiled.tick += 1
+        a, b = python.adapter, compiled.adapter
+        marks = int(a._txq_marks[0])
+        assert marks > 10 and int(b._txq_marks[0]) == marks
+        assert np.array_equal(a._txq_mark_head, b._txq_mark_head) and np.array_equal(a._txq_mark_ns, b._txq_mark_ns)
+        assert np.array_equal(a._txq_state, b._txq_state) and np.array_equal(a._txq_data, b._txq_data)
+    finally:
+        python.adapter.close()
+        compiled.adapter.close()

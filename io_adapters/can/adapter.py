@@ -287,7 +287,7 @@ class CanAdapter(Adapter):
         # a pump knows how long its oldest frame waited; written by the tick, read between ticks
         self._txq_mark_head = np.zeros(TX_MARKS, dtype=np.int64)
         self._txq_mark_ns = np.zeros(TX_MARKS, dtype=np.int64)
-        self._txq_marks = 0  # marks written
+        self._txq_marks = np.zeros(1, dtype=np.int64)  # marks written (an array: the compiled write stage counts too)
         self._txq_mark_r = 0  # the first mark whose frames are not all sent
         self._txq_wait_hist = np.zeros(len(TX_WAIT_EDGES_US) + 1, dtype=np.int64)  # oldest frame's wait per pump
         self._txq_wait_max_ns = 0
@@ -479,7 +479,7 @@ class CanAdapter(Adapter):
                 or type(self).write is not CanAdapter.write):
             return None
         return write_stage(self.codec, self.plant.df, self._tick_info, self._txq_msg, self._txq_data,
-                           self._txq_state, self._bus_log)
+                           self._txq_state, self._bus_log, (self._txq_mark_head, self._txq_mark_ns, self._txq_marks))
 
     def write(self, tick: int, now_ns: int) -> None:
         """Pack the messages due this tick; queue them (realtime) or send them.  Called in the real-time loop."""
@@ -494,10 +494,10 @@ class CanAdapter(Adapter):
             spool.log_tx(c, tick, n_due)
         if self._queue_tx:
             frames.tx_enqueue(c.ci, c.cb, n_due, self._txq_msg, self._txq_data, self._txq_state)
-            m = self._txq_marks
+            m = int(self._txq_marks[0])
             self._txq_mark_head[m % TX_MARKS] = self._txq_state[frames.Q_HEAD]
             self._txq_mark_ns[m % TX_MARKS] = now_ns
-            self._txq_marks = m + 1
+            self._txq_marks[0] = m + 1
             return
         due = c.due
         for i in range(n_due):
@@ -536,7 +536,7 @@ class CanAdapter(Adapter):
         older than the last TX_MARKS is taken as the oldest one kept (the
         wait is then under-counted; the loop serves at least every 50 ms).
         """
-        r, w = self._txq_mark_r, self._txq_marks
+        r, w = self._txq_mark_r, int(self._txq_marks[0])
         r = max(r, w - TX_MARKS)
         while r < w - 1 and self._txq_mark_head[r % TX_MARKS] <= tail:
             r += 1

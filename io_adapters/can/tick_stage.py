@@ -27,7 +27,7 @@ from plant_models.run.compiled import (FED, STAGE_SIGNATURE, CompiledStage, f64_
 from plant_models.run.ring import TI_SCENARIO, TICK_INFO_SLOTS
 
 from . import frames
-from .frames import JIT_TICK, Q_COLS, rx_apply, tx_enqueue, tx_log, tx_pack
+from .frames import JIT_TICK, Q_COLS, Q_HEAD, rx_apply, tx_enqueue, tx_log, tx_pack
 
 
 class MailboxLock:
@@ -81,8 +81,10 @@ def can_write_stage(ctx, k, now_ns, dt, carry):
     records), queue them for sending between ticks.
 
     ``ctx``: [ci, ci's length, cf, cf's length, cb, cb's length, df, df's length, tick_info, queue rows,
-    queue ids, queue payloads, queue state, bus log on, log rows, log meta, log payloads, log state]
-    (:func:`write_stage`).  Called in the real-time loop.
+    queue ids, queue payloads, queue state, bus log on, log rows, log meta, log payloads, log state, marks'
+    length, marks' queue heads, marks' clocks, marks written] (:func:`write_stage`): after queueing, the
+    queue's head and the tick's clock go into the next mark (the adapter's count of how long a frame waited
+    to be sent).  Called in the real-time loop.
     """
     ci, cf = carray(i64_at(ctx[0]), (ctx[1],)), carray(f64_at(ctx[2]), (ctx[3],))
     cb = carray(u8_at(ctx[4]), (ctx[5],))
@@ -94,8 +96,15 @@ def can_write_stage(ctx, k, now_ns, dt, carry):
         tx_log(ci, cb, n_due, k + 1, carray(i64_at(ctx[15]), (rows, 2)),
                carray(u8_at(ctx[16]), (rows, frames.MAX_PAYLOAD)), carray(i64_at(ctx[17]), (Q_COLS,)))
     q_rows = ctx[9]
+    q_state = carray(i64_at(ctx[12]), (Q_COLS,))
     tx_enqueue(ci, cb, n_due, carray(i64_at(ctx[10]), (q_rows,)), carray(u8_at(ctx[11]), (q_rows, frames.MAX_PAYLOAD)),
-               carray(i64_at(ctx[12]), (Q_COLS,)))
+               q_state)
+    n_marks = ctx[18]
+    written = carray(i64_at(ctx[21]), (1,))
+    m = written[0]
+    carray(i64_at(ctx[19]), (n_marks,))[m % n_marks] = q_state[Q_HEAD]
+    carray(i64_at(ctx[20]), (n_marks,))[m % n_marks] = now_ns
+    written[0] = m + 1
     return 0
 
 
@@ -106,13 +115,14 @@ def read_stage(lock: MailboxLock, codec, df: np.ndarray, tick_info: np.ndarray) 
 
 
 def write_stage(codec, df: np.ndarray, tick_info: np.ndarray, q_msg: np.ndarray, q_data: np.ndarray,
-                q_state: np.ndarray, spool) -> CompiledStage:
-    """The compiled form of the adapter's ``write`` in realtime (``spool``: the recording's bus log, or None)."""
+                q_state: np.ndarray, spool, marks: tuple[np.ndarray, np.ndarray, np.ndarray]) -> CompiledStage:
+    """The compiled form of the adapter's ``write`` in realtime (``spool``: the recording's bus log, or None;
+    ``marks``: the queue heads, clocks and count of the ticks that queued frames)."""
     log = (1, spool.meta.shape[0], spool.meta, spool.data, spool.state) if spool is not None else \
         (0, 1, q_state, q_state, q_state)  # no log: addresses never read
     return CompiledStage.of("send", can_write_stage, (
         codec.ci, codec.ci.shape[0], codec.cf, codec.cf.shape[0], codec.cb, codec.cb.shape[0], df, df.shape[0],
-        tick_info, q_msg.shape[0], q_msg, q_data, q_state) + log)
+        tick_info, q_msg.shape[0], q_msg, q_data, q_state) + log + (marks[0].shape[0],) + marks)
 
 
 __all__ = ["MailboxLock", "can_read_stage", "can_write_stage", "read_stage", "rx_apply_locked", "write_stage"]
