@@ -157,7 +157,11 @@ class ElectricalTcu:
     """The TCU (module docstring); :meth:`attach` it to the device adapter of a running or stepped server."""
 
     def __init__(self, plan: SwapPlan | None = None, window_ms: float = 20.0, timeout_ms: float = 200.0,
-                 gearbox: Gearbox = POWERSHIFT):
+                 gearbox: Gearbox | str = POWERSHIFT):
+        if isinstance(gearbox, str):  # by name, as an I/O config's tcu_params give it
+            if gearbox not in GEARBOXES:
+                raise ValueError(f"gearbox must be one of {', '.join(sorted(GEARBOXES))}, got {gearbox!r}")
+            gearbox = GEARBOXES[gearbox]
         self.gearbox = gearbox
         self.plan = plan or gearbox.plan
         self.window_ns = int(window_ms * 1e6)
@@ -170,6 +174,7 @@ class ElectricalTcu:
     def attach(self, adapter) -> None:
         """Wire the TCU to a device adapter's ``sim`` device (opened), resolving channels by name once."""
         dev, cmap = adapter.device, adapter.cmap
+        self.adapter, self.last_tick = adapter, 0
         self.dev, self.dt_ns = dev, int(round(adapter.ctx.period_s * 1e9))
         layout = dev.layout
         wheels = {p.name: p for p in cmap.pulses}
@@ -279,7 +284,14 @@ class ElectricalTcu:
         return 0.0, self.p_on_sync + frac * (p.full_bar - self.p_on_sync)
 
     def step(self, tick: int) -> None:
-        """One TCU task: the pins of hardware tick ``tick`` in, PWM duties out (the device calls it)."""
+        """One TCU task: the pins of hardware tick ``tick`` in, PWM duties out (the device calls it).
+
+        A tick not after the last one is the loop's reset: the TCU starts
+        afresh (as :meth:`attach` left it; the reset's first tick has already
+        read the duties it drove last)."""
+        if tick <= self.last_tick:
+            self.attach(self.adapter)
+        self.last_tick = tick
         w_in, w_mid, w_out = self._sense(tick)
         t = tick * self.dt_ns * 1e-9
         gb = self.gearbox

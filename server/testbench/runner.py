@@ -561,6 +561,10 @@ def run_test(spec: TestSpec, workdir: Path | None = None, artifacts: Path | None
     try:
         if spec.uds is not None:
             rec = run_uds_lockstep(spec, log)
+        elif spec.devices:  # the I/O config's device with its TCU drives the run
+            from .device_bench import run_devices
+
+            rec = run_devices(spec, workdir, log)
         elif spec.controller_class is not None:
             rec = run_in_process(spec, workdir, log)
         elif spec.mode == "offline":
