@@ -458,7 +458,7 @@ def load_test(path: str | Path) -> TestSpec:
     plant_path = _path(cfg, "plant", here, "configs")
     mode = cfg.string("mode", "offline", choices=MODES)
     io_config = _path(cfg, "io", here, "configs") if cfg.has("io") else None
-    devices = _device_tcu(cfg, io_config, mode)
+    devices = device_tcu(cfg, io_config, mode)
     plant: Plant = load_plant(plant_path)
     inputs = [s.name for s in plant.inputs]
     known = [s.name for s in plant.outputs] + [nm for nm in inputs if nm not in {s.name for s in plant.outputs}]
@@ -555,7 +555,7 @@ def load_test(path: str | Path) -> TestSpec:
                     controller_class=in_process, adapter_sets=sets, uds=uds, uds_probes=tuple(probes), devices=devices)
 
 
-def _device_tcu(cfg: ConfigReader, io_config: Path | None, mode: str) -> bool:
+def device_tcu(cfg: ConfigReader, io_config: Path | None, mode: str) -> bool:
     """Whether the I/O config has a device with a TCU on its pins (the run is then that closed loop, offline or in
     lockstep: server.testbench.device_bench)."""
     if io_config is None:
