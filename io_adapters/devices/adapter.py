@@ -167,6 +167,8 @@ class DeviceAdapter(Adapter):
         options = dict(self.backend_options)
         if self.backend == "sim":
             options.setdefault("supply_V", cmap.supply_V)
+        if self.backend == "visa":  # a generator's frequency from edge periods across ticks needs the tick's length
+            options.setdefault("tick_s", ctx.period_s)
         self.device = create_device(self.backend, self.name, layout, options)
         self._fused = self.backend == "sim" and self.fuse
         self._build_arena(plant, ctx.period_s)
