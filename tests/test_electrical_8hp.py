@@ -11,7 +11,7 @@ import pytest
 
 from plant_models.config import repo_root
 from plant_models.registry import load_plant
-from server.realtime.runtime import load_io_config
+from server.realtime.runtime import build, load_io_config
 
 sys.path.insert(0, str(repo_root() / "examples"))
 
@@ -46,6 +46,11 @@ def test_the_config_takes_solenoid_currents_and_the_io_config_names_the_channel_
     assert dev.options["channels"] == "io_device_zf8hp.toml"
     # 12 bar through the valve map (0.2 A -> 0 bar, 1.0 A -> 20 bar) is the configs' 0.68 A
     assert io.initial_inputs["i_C"] == pytest.approx(0.2 + 12.0 / 20.0 * 0.8, abs=1e-12)
+    srv = build("zf8hp_electrical", "io_electrical_zf8hp", mode="lockstep", status_line=False)  # checked, not opened
+    try:
+        assert srv.plant.input_dict()["i_A"] == io.initial_inputs["i_A"]
+    finally:
+        srv.close()
 
 
 def test_the_upshift_closes_on_measured_speeds_and_reaches_the_ratio_of_2nd(stepwise):
