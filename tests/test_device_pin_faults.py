@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from plant_models.config import ConfigError, repo_root
+from plant_models.errors import FaultError
 from plant_models.registry import load_plant
 from plant_models.run.schedule import switch_step
-from server.offline.device_run import run_with_devices
-from server.testbench.device_bench import run_devices, run_devices_offline
+from server.testbench.device_run import run_with_devices
+from server.testbench.device_bench import run_devices_offline
+from server.testbench.runner import ServerRun, run_lockstep, run_test
 from server.testbench.spec import load_test
 
 ROOT = repo_root()
@@ -40,7 +42,12 @@ def test_the_test_file_reads_its_device_tcu_and_takes_pin_faults_offline(spec):
 def test_a_scheduled_pin_fault_acts_as_fault_set_in_a_lockstep_server_bit_for_bit(spec, offline, tmp_path):
     rec, log = offline
     ls_log: list[str] = []
-    ls = run_devices(replace(spec, mode="lockstep"), tmp_path, ls_log)  # a server process; faults by fault_set
+    from io_adapters.zmq.client import HilClient
+
+    ls_spec = replace(spec, mode="lockstep")  # a server process on the same I/O config; the faults by fault_set
+    with ServerRun(ls_spec.plant_config, "lockstep", tmp_path, ls_spec.io_config) as server:
+        with HilClient(server.control, timeout_s=30.0).connect() as client:
+            ls = run_lockstep(ls_spec, client, ls_log)
     assert set(ls.signals) == set(rec.signals) and np.array_equal(ls.t, rec.t)
     for name in rec.signals:
         assert np.array_equal(ls.signals[name], rec.signals[name]), name
@@ -129,7 +136,7 @@ def test_pin_faults_offline_need_a_device_tcu_and_name_a_pin(tmp_path):
     t.write_text(text.replace('pin = "sol_E"', 'pin = "sol_X"').replace('io = "io_electrical_zf8hp_lockstep.toml"',
                                                                         f'io = "{IO}"'))
     bad = load_test(t)  # the pin is the device's to check, once it is open
-    from server.testbench.runner import RunError
-
-    with pytest.raises(RunError, match="no pin 'sol_X'"):
+    with pytest.raises(FaultError, match="no pin 'sol_X'"):
         run_devices_offline(bad, [])
+    result = run_test(bad)  # the test bench reports it as the run's error
+    assert not result.passed and result.verdicts[-1].error and "no pin 'sol_X'" in result.verdicts[-1].message

@@ -16,7 +16,7 @@ adapter: it resolves its channels there and sets the device's ``tcu``
 hook (:class:`~io_adapters.devices.sim.SimDevice`), which the device calls
 once a tick's targets are on its pins.  The same I/O config then closes
 the same loop in ``serve``, in a lockstep test file and in an offline run
-with the devices of an I/O config (:mod:`server.offline.device_run`), so
+with the devices of an I/O config (:mod:`server.testbench.device_run`), so
 a pin fault acts alike in each.
 
 A TCU emulator is test equipment: it runs in the tick, so it must allocate

@@ -112,7 +112,7 @@ def run_test_case(spec, case, plant, where: str):
 
     io = device_io(spec)
     if io is not None:  # the test's I/O config has a device TCU: it drives the run, pin faults and all
-        from server.offline.device_run import device_recording, device_trace, run_with_devices
+        from server.testbench.device_run import device_recording, device_trace, run_with_devices
 
         r = run_with_devices(plant, io, spec.duration_s, fault_entries(case.faults))
         return device_trace(plant, r), device_recording(r)
@@ -137,7 +137,7 @@ def run_test_case(spec, case, plant, where: str):
 
 def device_io(spec) -> Path | None:
     """The test's I/O config when it has a device with a TCU on its pins (the run is then that closed loop:
-    :func:`server.offline.device_run.run_with_devices`), else None."""
+    :func:`server.testbench.device_run.run_with_devices`), else None."""
     name = (spec.test_data or {}).get("io")
     if not isinstance(name, str):
         return None
@@ -167,7 +167,7 @@ def check_faults(spec, faults: list, plant, dt: float) -> None:
     if io is None:
         fault_schedule(faults, plant, dt)
         return
-    from server.offline.device_run import open_devices
+    from server.testbench.device_run import open_devices
     from server.realtime.fault_schedule import FaultSchedule
     from server.realtime.runtime import load_io_config
 

@@ -6,7 +6,7 @@ module parses the maps of ``docs/faults.md`` against the plant into a
 :class:`~server.realtime.faults.FaultSet` and refuses the transport faults,
 which a run without a server has nothing to act on -- unless the run has
 the adapter they act on: an offline run with the devices of an I/O config
-(:mod:`server.offline.device_run`) hands its pin faults (target ``device``)
+(:mod:`server.testbench.device_run`) hands its pin faults (target ``device``)
 to its device adapter exactly as ``fault_set`` does in a server.
 """
 
