@@ -140,3 +140,20 @@ def test_pin_faults_offline_need_a_device_tcu_and_name_a_pin(tmp_path):
         run_devices_offline(bad, [])
     result = run_test(bad)  # the test bench reports it as the run's error
     assert not result.passed and result.verdicts[-1].error and "no pin 'sol_X'" in result.verdicts[-1].message
+
+
+def test_a_campaign_runs_replay_names_the_device_tcus_io_and_gives_the_same_run(tmp_path):
+    from server.campaign.replay import write_replay
+    from server.campaign.runner import _plant
+    from server.campaign.spec import apply_all, case_values, load_campaign
+    from server.campaign.testbase import run_test_case
+
+    camp = load_campaign(ROOT / "campaigns" / "zf8hp_pin_faults.toml")
+    run = 5
+    replayed = load_test(write_replay(camp, run, tmp_path))  # a test file in another folder: io by absolute path
+    assert replayed.devices and replayed.io_config == IO.resolve()
+    assert [f.fault.get("tooth") for f in replayed.faults] == [7, None] and replayed.faults[1].until == 0.9
+    case = apply_all(camp, case_values(camp, [run])[0])
+    _, rec = run_test_case(camp, case, _plant(case.config, camp.config_source), "")
+    again = run_devices_offline(replayed, [])
+    assert all(np.array_equal(again.signals[k], rec.signals[k]) for k in rec.signals)
