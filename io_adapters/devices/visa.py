@@ -72,8 +72,9 @@ class EdgePeriods:
     last one (a reset) starts over.
     """
 
-    def __init__(self, n_pulse: int, tick_ns: int):
+    def __init__(self, n_pulse: int, tick_ns: int, slots: tuple[int, ...] | None = None):
         self.tick_ns = int(tick_ns)
+        self.slots = tuple(range(n_pulse)) if slots is None else tuple(slots)  # those a generator plays
         self.frequency_Hz = [0.0] * n_pulse
         self._last_edge_ns = [-1] * n_pulse  # the last edge seen, ns from tick 0's start (-1: none)
         self._period_ns = [0] * n_pulse
@@ -86,7 +87,7 @@ class EdgePeriods:
             self._period_ns = [0] * len(self._period_ns)
         self._tick = tick
         start = tick * self.tick_ns
-        for slot in range(len(self.frequency_Hz)):
+        for slot in self.slots:
             if t.pulse_mode[slot] == PULSE_FREQUENCY:
                 self.frequency_Hz[slot] = float(t.frequency_Hz[slot])
                 self._last_edge_ns[slot] = -1
@@ -147,7 +148,8 @@ class VisaDevice(Device):
         self._pending = Targets(layout)
         self._work = Targets(layout)
         n_pulse = layout.count("pulse_out")
-        self._periods = EdgePeriods(n_pulse, int(round(float(self.options.get("tick_s", 1e-3)) * 1e9)))
+        self._periods = EdgePeriods(n_pulse, int(round(float(self.options.get("tick_s", 1e-3)) * 1e9)),
+                                    tuple(ins.slot for ins in self.instruments if ins.kind == "pulse_out"))
         self._pending_Hz = [0.0] * n_pulse  # the frequencies of the pending targets (under the lock)
         self._work_Hz = [0.0] * n_pulse
         self._latest = Measurements(layout)
