@@ -87,3 +87,12 @@ def test_lockstep_equals_the_stepwise_run_bit_for_bit(stepwise, io_path):
 def test_the_example_runs_the_8hp_from_its_command_line(capsys):
     assert ex.main(["--gearbox", "zf8hp"]) == 0
     assert "gear 2" in capsys.readouterr().out
+
+
+def test_the_upshift_closes_in_realtime_at_1khz(stepwise, io_path):
+    tcu, rows = stepwise
+    tcu3 = ex.ElectricalTcu(gearbox=GB)
+    r = ex.run_realtime(tcu3, io_path)
+    # the TCU runs inside the tick: whatever the wall clock did, the closed loop is the stepwise one
+    assert r["ticks"] >= len(rows) and r["outputs"]["gear"] == 2 and r["status"]["mode"] == "realtime"
+    assert tcu3.timeline == tcu.timeline
