@@ -96,3 +96,18 @@ def test_the_upshift_closes_in_realtime_at_1khz(stepwise, io_path):
     # the TCU runs inside the tick: whatever the wall clock did, the closed loop is the stepwise one
     assert r["ticks"] >= len(rows) and r["outputs"]["gear"] == 2 and r["status"]["mode"] == "realtime"
     assert tcu3.timeline == tcu.timeline
+
+
+def test_describe_finds_the_8hps_channel_map_by_its_ports(capsys):
+    """A described transmission is kind "transmission": describe takes the channel map whose ports the plant has."""
+    import json
+
+    from server.cli import describe
+
+    describe.run(type("A", (), {"config": "zf8hp_electrical", "json": True})())
+    d = json.loads(capsys.readouterr().out)
+    assert d["device_channels_source"] == "configs/io_device_zf8hp.toml"
+    assert [c["name"] for c in d["device_channels"]][:7] == ["n_in", "n_out", "sol_A", "sol_B", "sol_C", "sol_D",
+                                                            "sol_E"]
+    describe.run(type("A", (), {"config": "zf8hp", "json": False})())  # pressures: no map fits
+    assert "device channels" not in capsys.readouterr().out
