@@ -8,6 +8,8 @@ switches.  Measured per call with ``perf_counter_ns`` over N ticks:
 * ``mcu send``: ``write_targets`` of the host into a pseudo-terminal whose other end is drained
   (compiled encode and CRC, non-blocking write); ``mcu encode``: the compiled frame encoding alone;
   ``crc``: the CRC of that frame, compiled (the send path's) and pure Python (the parser's);
+* ``visa EdgePeriods.update``: what the ``visa`` backend's ``write_targets`` adds per tick to place a function
+  generator's frequency from the edges across ticks (3 wheels; 10 edges a tick, and 1 edge a tick);
 * baseline, same run: ``Targets.copy_from`` (the arrays copied once, no logic).
 
 * ``device adapter read + write``: the device adapter of ``configs/io_device_powershift.toml`` (3 tooth wheels,
@@ -38,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _host import host_line  # noqa: E402
 from devices_layout import bench_layout  # noqa: E402
 from io_adapters.devices import Targets, create_device  # noqa: E402
+from io_adapters.devices.visa import EdgePeriods  # noqa: E402
 from io_adapters.devices.wire import crc16_ccitt, encode_targets, max_frame  # noqa: E402
 
 
@@ -96,6 +99,12 @@ def main() -> None:
         f"CRC-16 of the {n}-byte frame, compiled": lambda k: crc16_ccitt(buf, 1, n - 2),
         f"CRC-16 of the {n}-byte frame, pure Python": lambda k: crc16_ccitt(buf_py, 1, n - 2),
     }
+    one_edge = Targets(layout)
+    one_edge.edge_count[:3] = 1
+    one_edge.edge_ns[:3, 0] = 400_000
+    periods, periods_1 = EdgePeriods(3, 1_000_000), EdgePeriods(3, 1_000_000)
+    rows["visa EdgePeriods.update, 10 edges a tick"] = lambda k: periods.update(k, t)
+    rows["visa EdgePeriods.update, 1 edge a tick"] = lambda k: periods_1.update(k, one_edge)
     plant, adapter = _device_adapter()
     rows["device adapter read + write (sim, 3+8+NTC+range+KL30)"] = lambda k: (adapter.read(k, 0),
                                                                               adapter.write(k + 1, 0))

@@ -185,8 +185,8 @@ def test_list_shows_every_plant_config_scenario_and_io_config_on_one_line_each(c
     cat = json.loads(capsys.readouterr().out)
     assert {e["name"] for e in cat["io_configs"]} == {"io_default", "io_can", "io_docker", "io_zf8hp", "io_10khz",
                                                       "io_canfd_dct", "io_canfd_zf8hp", "io_j1939_powershift",
-                                                      "io_electrical", "io_can_mux"}
-    assert {e["name"] for e in cat["channel_maps"]} == {"io_device_powershift"}
+                                                      "io_electrical", "io_can_mux", "io_electrical_zf8hp"}
+    assert {e["name"] for e in cat["channel_maps"]} == {"io_device_powershift", "io_device_zf8hp"}
     assert {e["name"] for e in cat["message_sets"]} == {"io_can_powershift", "io_can_dct", "io_can_zf8hp",
                                                         "io_can_dct_fd", "io_can_zf8hp_fd", "io_can_powershift_j1939",
                                                         "io_can_powershift_mux"}

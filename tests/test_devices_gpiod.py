@@ -78,3 +78,70 @@ def test_lines_on_the_simulated_chip(sim_chip):
         assert dev.read_measurements().digital[0] == 1
         (sysfs / "sim_gpio2" / "pull").write_text("pull-down")
         assert dev.read_measurements().digital[0] == 0
+
+
+# -- inside a server: the device adapter with the gpiod backend carries the range code ----------------------------
+RANGE_ONLY = """[range]
+bits = ["range_a", "range_b", "range_c", "range_d"]
+position = "D"
+"""
+
+
+def _io(tmp_path, chip):
+    (tmp_path / "io_device_range.toml").write_text(RANGE_ONLY)
+    io = tmp_path / "io_gpiod.toml"
+    io.write_text(f"""[loop]
+mode = "lockstep"
+status_line = false
+[[adapters]]
+type = "device"
+name = "device"
+backend = "gpiod"
+channels = "{tmp_path / 'io_device_range.toml'}"
+[adapters.backend_options]
+chip = "{chip}"
+[adapters.backend_options.lines]
+range_a = 0
+range_b = 1
+range_c = 2
+range_d = 3
+""")
+    return io
+
+
+def test_a_server_with_a_gpiod_device_on_a_missing_chip_says_which(tmp_path):
+    from server.realtime.runtime import build
+
+    srv = build("powershift_electrical", _io(tmp_path, "/nonexistent/gpiochip99"), mode="lockstep",
+                status_line=False)
+    with pytest.raises(DeviceError, match="cannot request lines on /nonexistent/gpiochip99"):
+        srv.open()
+    srv.close()
+
+
+def test_a_lockstep_server_puts_the_range_code_on_the_simulated_chips_lines(sim_chip, tmp_path):
+    """Not run where the kernel has no gpio-sim (the skip says so)."""
+    from plant_models.electrical.range_selector import RangeTable
+    from server.realtime.runtime import build
+
+    chip, sysfs = sim_chip
+    level = lambda line: int((sysfs / f"sim_gpio{line}" / "value").read_text())  # noqa: E731
+    table = RangeTable()
+    code = lambda pos: [(table.codes[table.index(pos)] >> k) & 1 for k in range(4)]  # noqa: E731
+    srv = build("powershift_electrical", _io(tmp_path, chip), mode="lockstep", status_line=False)
+    srv.open()
+    try:
+        assert srv.control.handle_now({"cmd": "start"})["ok"]
+        assert srv.control.handle_now({"cmd": "step", "n": 2})["ok"]
+        assert [level(k) for k in range(4)] == code("D")
+        rep = srv.control.handle_now({"cmd": "adapter_set", "adapter": "device", "set": {"range_position": 4}})
+        assert rep["ok"], rep
+        assert srv.control.handle_now({"cmd": "step", "n": 400})["ok"]  # the lever's travel is 0.3 s
+        assert [level(k) for k in range(4)] == code("3")
+        rep = srv.control.handle_now({"cmd": "fault_set", "fault": {"target": "device", "kind": "short_bat",
+                                                                      "pin": "range_a"}})
+        assert rep["ok"], rep
+        assert srv.control.handle_now({"cmd": "step", "n": 1})["ok"]
+        assert level(0) == 1
+    finally:
+        srv.close()

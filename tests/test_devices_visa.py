@@ -8,7 +8,7 @@ pytest.importorskip("pyvisa_sim", reason="pyvisa-sim is in the test extra")
 
 from io_adapters.devices import (PIN_OPEN, AnalogIn, AnalogOut, DeviceError, DeviceLayout, FaultSwitch, PulseOut,
                                  create_device)
-from io_adapters.devices.visa import pulse_frequency_Hz
+from io_adapters.devices.visa import EdgePeriods, pulse_frequency_Hz
 
 YAML = Path(__file__).parent / "data" / "instruments_sim.yaml"
 FG, PS, LOAD = "USB0::0x1111::0x2222::FG1::INSTR", "TCPIP0::127.0.0.1::inst0::INSTR", "ASRL1::INSTR"
@@ -70,3 +70,28 @@ def test_bad_options_are_clear_errors():
         {"role": "power_supply", "resource": "TCPIP0::10.9.9.9::inst0::INSTR", "channel": "kl30"}]})
     with pytest.raises(DeviceError, match="cannot open"):
         dev.open()
+
+
+def test_a_wheel_with_fewer_than_two_edges_a_tick_plays_its_edge_period():
+    """A 60-tooth wheel at 909 rpm on a 1 kHz tick: one edge a tick or none (a 1.1 ms period).  The generator
+    plays 1 / period from the edge of an earlier tick, holds it through a tick without an edge, and stops two
+    periods after the last edge; a reset (the tick back) starts over."""
+    layout = DeviceLayout((PulseOut("n_in"),))
+    periods = EdgePeriods(1, 1_000_000)
+    t = create_device("sim", "s", layout).new_targets()
+    period_ns = 1_100_000
+    played = []
+    for k in range(60):
+        start = k * 1_000_000
+        edges = [m * period_ns - start for m in range(0, 60) if start <= m * period_ns < start + 1_000_000
+                 and m * period_ns < 40_000_000]  # the wheel stops after its edge at 39.6 ms
+        t.edge_count[0] = len(edges)
+        t.edge_ns[0, :len(edges)] = edges
+        periods.update(k, t)
+        played.append(periods.frequency_Hz[0])
+    assert played[0] == 0.0  # one edge, none before it
+    assert all(f == pytest.approx(1e9 / period_ns, rel=1e-12) for f in played[2:40])
+    # the last edge at 39.6 ms: tick 40 (to 41 ms) holds, tick 41 (to 42 ms > 39.6 + 2 x 1.1 ms) stops
+    assert played[40] == pytest.approx(1e9 / period_ns) and played[41] == 0.0
+    periods.update(3, t)  # a reset
+    assert periods.frequency_Hz[0] == 0.0

@@ -8,6 +8,8 @@
     backend = "sim"                          # sim | mcu | visa | gpiod (io_adapters.devices.base.DEVICES)
     channels = "io_device_powershift.toml"   # default: io_device_<plant kind>.toml
     fuse = true                              # sim: its pin logic inside the stage's compiled call
+    tcu = "examples/electrical_tcu.py:ElectricalTcu"   # sim: a TCU emulator on the pins (.tcu), optional
+    [adapters.tcu_params]                    # its class's arguments
     [adapters.backend_options]               # the backend's own options (mcu: port, baud, ...; sim: none)
 
 On the tick (read -> step -> write, :mod:`io_adapters.base`): ``read``
@@ -128,7 +130,20 @@ class DeviceAdapter(Adapter):
         self.backend_options = cfg.raw("backend_options", {})
         if not isinstance(self.backend_options, dict):
             raise cfg.error("backend_options", "must be a table of the backend's options")
+        # a TCU emulator on the sim device's pins (io_adapters/devices/tcu.py): "file.py:Class" and its arguments
+        self.tcu_target = cfg.string("tcu", "")
+        self.tcu_params = cfg.raw("tcu_params", {})
+        if not isinstance(self.tcu_params, dict):
+            raise cfg.error("tcu_params", "must be a table of the TCU class's arguments")
+        if self.tcu_target and self.backend != "sim":
+            raise cfg.error("tcu", f"a TCU emulator sits on the sim device's pins; the {self.backend} backend's "
+                            "TCU is the real one on its pins")
+        if self.tcu_target:
+            from .tcu import tcu_file
+
+            tcu_file(self.tcu_target, f"adapter {name!r}")  # a wrong path fails when the config is read
         cfg.reject_unknown()
+        self.tcu = None
         self.device = None
         self.cmap: ChannelMap | None = None
         self._opened = False
@@ -152,6 +167,8 @@ class DeviceAdapter(Adapter):
         options = dict(self.backend_options)
         if self.backend == "sim":
             options.setdefault("supply_V", cmap.supply_V)
+        if self.backend == "visa":  # a generator's frequency from edge periods across ticks needs the tick's length
+            options.setdefault("tick_s", ctx.period_s)
         self.device = create_device(self.backend, self.name, layout, options)
         self._fused = self.backend == "sim" and self.fuse
         self._build_arena(plant, ctx.period_s)
@@ -162,6 +179,11 @@ class DeviceAdapter(Adapter):
         write_stage(scratch, self._off, plant.df.copy(), 1)
         self.ctx.log.info("device %s: %s backend, %d channels from %s", self.name, self.backend,
                           len(cmap.pins()), name)
+        if self.tcu_target:
+            from .tcu import load_tcu
+
+            self.tcu = load_tcu(self.tcu_target, dict(self.tcu_params), f"adapter {self.name!r}")
+            self.tcu.attach(self)  # resolves its channels, sets the device's tcu hook
 
     def _build_arena(self, plant: Plant, dt_s: float) -> None:
         cmap, layout = self.cmap, self.layout

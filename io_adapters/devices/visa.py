@@ -5,6 +5,7 @@ Options::
     visa_library = "@py"          # pyvisa's back end ("" for the system VISA, "file.yaml@sim" for pyvisa-sim)
     termination = "\n"            # of what is written and read (SCPI's usual line feed)
     timeout_ms = 1000
+    tick_s = 0.001                # the tick's length (the device adapter gives its loop's period)
     [[instruments]]
     role = "function_generator"   # FREQ <Hz>, OUTP 0|1: a tooth wheel's frequency per tick
     resource = "USB0::0x0957::0x2807::MY1::INSTR"
@@ -26,9 +27,13 @@ instrument its set-point when it changed (the latest targets win; targets
 an instrument was too slow for are counted as ``skipped``) and reads the
 measure queries back into the measurements.  A pulse channel drives its
 generator in frequency mode directly; in edge mode at the mean frequency of
-the tick's edges (``(n - 1) / span``).  A pin fault on the channel, no edges
-or a zero frequency turn the output off; :meth:`VisaDevice.close` turns
-every output off.
+the tick's edges (``(n - 1) / span``), or, in a tick with one edge (a
+60-tooth wheel below 1000 rpm at 1 kHz), at the period from the last edge
+of an earlier tick (:class:`EdgePeriods`); a tick without an edge holds
+the frequency while the time since the last edge is within twice its
+period (the wheel then turns slower than the generator's half frequency:
+off).  A pin fault on the channel, no edges or a zero frequency turn the
+output off; :meth:`VisaDevice.close` turns every output off.
 """
 
 from __future__ import annotations
@@ -58,6 +63,49 @@ def pulse_frequency_Hz(t: Targets, slot: int) -> float:
     return (n - 1) * 1e9 / span_ns if span_ns > 0 else 0.0
 
 
+class EdgePeriods:
+    """The frequency a generator should play for each pulse channel, from the edges across ticks (module doc).
+
+    ``update(tick, targets)`` is called with every tick's targets, in order
+    (the tick's start is ``tick * tick_ns``); ``frequency_Hz[slot]`` is then
+    the frequency for that tick's set-point.  A tick number not after the
+    last one (a reset) starts over.
+    """
+
+    def __init__(self, n_pulse: int, tick_ns: int, slots: tuple[int, ...] | None = None):
+        self.tick_ns = int(tick_ns)
+        self.slots = tuple(range(n_pulse)) if slots is None else tuple(slots)  # those a generator plays
+        self.frequency_Hz = [0.0] * n_pulse
+        self._last_edge_ns = [-1] * n_pulse  # the last edge seen, ns from tick 0's start (-1: none)
+        self._period_ns = [0] * n_pulse
+        self._tick = -1
+
+    def update(self, tick: int, t: Targets) -> None:
+        """Called in the real-time loop (a few operations a pulse channel)."""
+        if tick <= self._tick:
+            self._last_edge_ns = [-1] * len(self._last_edge_ns)
+            self._period_ns = [0] * len(self._period_ns)
+        self._tick = tick
+        start = tick * self.tick_ns
+        for slot in self.slots:
+            if t.pulse_mode[slot] == PULSE_FREQUENCY:
+                self.frequency_Hz[slot] = float(t.frequency_Hz[slot])
+                self._last_edge_ns[slot] = -1
+                continue
+            n = int(t.edge_count[slot])
+            last = self._last_edge_ns[slot]
+            if n >= 2:
+                self.frequency_Hz[slot] = pulse_frequency_Hz(t, slot)
+                self._period_ns[slot] = int(t.edge_ns[slot, n - 1] - t.edge_ns[slot, n - 2])
+            elif n == 1 and last >= 0:
+                self._period_ns[slot] = start + int(t.edge_ns[slot, 0]) - last
+                self.frequency_Hz[slot] = 1e9 / self._period_ns[slot] if self._period_ns[slot] > 0 else 0.0
+            elif n == 0 and (last < 0 or start + self.tick_ns - last > 2 * self._period_ns[slot]):
+                self.frequency_Hz[slot] = 0.0  # no edge for two periods: stopped (or not started)
+            if n:
+                self._last_edge_ns[slot] = start + int(t.edge_ns[slot, n - 1])
+
+
 class _Instrument:
     def __init__(self, spec: dict, layout: DeviceLayout, index: int):
         role = spec.get("role")
@@ -77,9 +125,10 @@ class _Instrument:
         self.idn = ""
         self.sent: tuple[float, int] | None = None  # last (set-point, output on) sent
 
-    def setpoint(self, t: Targets) -> tuple[float, int]:
-        """(set-point, output on) for targets ``t``."""
-        value = pulse_frequency_Hz(t, self.slot) if self.kind == "pulse_out" else float(t.analog_V[self.slot])
+    def setpoint(self, t: Targets, pulse_Hz: list[float]) -> tuple[float, int]:
+        """(set-point, output on) for targets ``t``; ``pulse_Hz``: the frequency of each pulse channel for them
+        (:class:`EdgePeriods`)."""
+        value = pulse_Hz[self.slot] if self.kind == "pulse_out" else float(t.analog_V[self.slot])
         faulted = self.switch >= 0 and t.pin_fault[self.switch] != PIN_OK
         on = int(value > 0.0 and not faulted)
         return (value if on else 0.0), on
@@ -98,6 +147,11 @@ class VisaDevice(Device):
         self.instruments = [_Instrument(s, layout, i) for i, s in enumerate(specs)]
         self._pending = Targets(layout)
         self._work = Targets(layout)
+        n_pulse = layout.count("pulse_out")
+        self._periods = EdgePeriods(n_pulse, int(round(float(self.options.get("tick_s", 1e-3)) * 1e9)),
+                                    tuple(ins.slot for ins in self.instruments if ins.kind == "pulse_out"))
+        self._pending_Hz = [0.0] * n_pulse  # the frequencies of the pending targets (under the lock)
+        self._work_Hz = [0.0] * n_pulse
         self._latest = Measurements(layout)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -153,8 +207,11 @@ class VisaDevice(Device):
 
     def write_targets(self, tick: int, targets: Targets) -> None:
         """Hand the targets to the worker (latest wins).  Called in the real-time loop: never waits on I/O."""
+        periods = self._periods
+        periods.update(tick, targets)  # only the tick's thread touches it
         with self._wake:
             self._pending.copy_from(targets)
+            self._pending_Hz[:] = periods.frequency_Hz
             if self._posted != self._taken:
                 self.counters["skipped"] += 1
             self._posted += 1
@@ -184,6 +241,7 @@ class VisaDevice(Device):
                 if self._stop:
                     return
                 self._work.copy_from(self._pending)
+                self._work_Hz[:] = self._pending_Hz
                 self._taken = posted = self._posted
             readings = self._apply(self._work)
             with self._wake:
@@ -195,7 +253,7 @@ class VisaDevice(Device):
     def _apply(self, t: Targets) -> list[tuple[int, float]]:
         readings = []
         for ins in self.instruments:
-            want = ins.setpoint(t)
+            want = ins.setpoint(t, self._work_Hz)
             try:
                 if want != ins.sent:
                     if want[1]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from plant_models.config import ConfigError
 
 from .spec import CampaignSpec, apply_all, case_values
-from .testbase import PARTS, VERDICT, column
+from .testbase import PARTS, VERDICT, column, device_io
 
 REPLAY = "replay"
 _BARE = re.compile(r"[A-Za-z0-9_-]+$")
@@ -107,6 +107,9 @@ def write_replay(spec: CampaignSpec, run: int, out: Path) -> Path:
         body["dt_s"] = spec.dt
     if case.faults:
         body["faults"] = case.faults
+    io = device_io(spec)
+    if io is not None:  # the device TCU of the test's I/O config drives the run (named from the replay's folder on)
+        body["io"] = str(io.resolve())
     if case.controller is not None:  # its file named from the replay's folder on
         body["controller"] = {**case.controller, "class": _target(case.controller.get("class"), spec)}
     path = folder / "test.toml"

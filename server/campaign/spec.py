@@ -311,12 +311,12 @@ def _dry_run(spec: CampaignSpec) -> None:
 
         from server.offline.controller import ControllerError, bind_controller
 
-        from .testbase import build_controller, fault_schedule
+        from .testbase import build_controller, check_faults
 
         plant = build_plant(plant_config)
         dt = scenario.compile(plant, spec.dt, warn=False).dt if scenario is not None else spec.dt
         try:
-            fault_schedule(case.faults, plant, dt)
+            check_faults(spec, case.faults, plant, dt)
         except (FaultError, ValueError) as exc:
             raise ConfigError(spec.test_source + where, "faults", str(exc)) from None
         if case.controller is not None:

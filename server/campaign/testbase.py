@@ -70,10 +70,10 @@ def read_test_base(cfg: ConfigReader):
         raise cfg.error("test", f"{p}: the test's [controller] is a process beside a server; a campaign runs its "
                         "test file offline (name a controller class: [controller] class = \"file.py:Class\")")
     for f in test.faults:
-        if f.fault["target"] not in ("signal", "clutch"):
+        if f.fault["target"] not in ("signal", "clutch") + (("device",) if test.devices else ()):
             raise cfg.error("test", f"{p}: {f.key}: a {f.fault['target']} fault acts on a transport, which an "
                             "offline run does not have; a campaign runs its test file offline (signal and clutch "
-                            "faults)")
+                            "faults; pin faults with a device TCU of the test's io)")
     if test.adapter_sets:
         raise cfg.error("test", f"{p}: {test.adapter_sets[0].key}: an adapter set acts on a server's adapter (its "
                         "bus), which an offline run does not have; a campaign runs its test file offline")
@@ -110,6 +110,12 @@ def run_test_case(spec, case, plant, where: str):
     from server.offline.run import run_offline
     from server.offline.scenario import parse_scenario
 
+    io = device_io(spec)
+    if io is not None:  # the test's I/O config has a device TCU: it drives the run, pin faults and all
+        from server.testbench.device_run import device_recording, device_trace, run_with_devices
+
+        r = run_with_devices(plant, io, spec.duration_s, fault_entries(case.faults))
+        return device_trace(plant, r), device_recording(r)
     compiled = None
     if case.scenario is not None:
         compiled = parse_scenario(case.scenario, spec.scenario_source + where).compile(plant, spec.dt, warn=False)
@@ -129,6 +135,21 @@ def run_test_case(spec, case, plant, where: str):
     return trace, closed_loop_recording(r)
 
 
+def device_io(spec) -> Path | None:
+    """The test's I/O config when it has a device with a TCU on its pins (the run is then that closed loop:
+    :func:`server.testbench.device_run.run_with_devices`), else None."""
+    name = (spec.test_data or {}).get("io")
+    if not isinstance(name, str):
+        return None
+    from plant_models.config import find_config
+    from server.testbench.spec import device_tcu
+
+    p = Path(spec.test_source).resolve().parent / name
+    if not p.is_file():
+        p = find_config(name, folder="configs")
+    return p if device_tcu(ConfigReader(spec.test_data, spec.test_source), p, "offline") else None
+
+
 def fault_schedule(faults: list, plant, dt: float):
     """A run's fault schedule (:class:`server.realtime.fault_schedule.FaultSchedule`) from the test file's
     [[faults]] with the run's values; None without faults.  ValueError for a time out of place."""
@@ -136,6 +157,32 @@ def fault_schedule(faults: list, plant, dt: float):
         return None
     from server.realtime.fault_schedule import FaultSchedule
 
+    return FaultSchedule(plant, fault_entries(faults), dt)
+
+
+def check_faults(spec, faults: list, plant, dt: float) -> None:
+    """Check a run's faults as the run will take them: against the plant, and with a device TCU in the test's I/O
+    config against its opened device adapters (pins, teeth).  Raises ``FaultError`` or ``ValueError``."""
+    io = device_io(spec)
+    if io is None:
+        fault_schedule(faults, plant, dt)
+        return
+    from server.testbench.device_run import open_devices
+    from server.realtime.fault_schedule import FaultSchedule
+    from server.realtime.runtime import load_io_config
+
+    cfg = load_io_config(io)
+    adapters = open_devices(plant, cfg, cfg.loop.period_ns / 1e9)
+    try:
+        FaultSchedule(plant, fault_entries(faults), dt, adapters=adapters)
+    finally:
+        for a in adapters:
+            a.close()
+
+
+def fault_entries(faults: list) -> list[tuple[dict, float, float | None]]:
+    """``(fault map, at_s, until_s)`` of the test file's [[faults]] with the run's values.  ValueError for a time
+    out of place."""
     entries = []
     for k, f in enumerate(faults):
         at, until = f.get("at"), f.get("until")
@@ -145,7 +192,7 @@ def fault_schedule(faults: list, plant, dt: float):
             raise ValueError(f"faults[{k}].until: must be after at ({until:g} <= {at:g})")
         entries.append(({key: v for key, v in f.items() if key not in ("at", "until")}, float(at),
                         None if until is None else float(until)))
-    return FaultSchedule(plant, entries, dt)
+    return entries
 
 
 def _time(x) -> bool:
@@ -204,5 +251,6 @@ def failed_row(n: int) -> tuple[str, tuple[tuple[str, float, float], ...]]:
     return "error", tuple(("error", math.nan, math.nan) for _ in range(n))
 
 
-__all__ = ["LABELS", "PARTS", "VERDICT", "build_controller", "column", "failed_row", "fault_schedule", "judge",
-           "overall", "read_test_base", "recording", "run_test_case", "test_step", "verdict_columns"]
+__all__ = ["LABELS", "PARTS", "VERDICT", "build_controller", "check_faults", "column", "device_io", "failed_row",
+           "fault_entries", "fault_schedule", "judge", "overall", "read_test_base", "recording", "run_test_case",
+           "test_step", "verdict_columns"]

@@ -56,18 +56,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def device_channels(d: dict) -> tuple[str, list[dict]] | None:
-    """(file, channels) of the plant kind's channel map ``configs/io_device_<kind>.toml`` when its ports are the
-    plant's (a Powershift with a valve map takes solenoid currents, the plain one pressures); else None."""
+    """(file, channels) of the first channel map of ``configs/`` whose ports are all the plant's: the plant kind's
+    ``io_device_<kind>.toml`` first, then the others by name (a described transmission is kind ``transmission``:
+    the 8HP with valve maps finds ``io_device_zf8hp.toml``); a Powershift with a valve map takes solenoid
+    currents, the plain one pressures and has none.  None when no map fits."""
     from io_adapters.devices.channel_map import load_channel_map
 
-    path = repo_root() / "configs" / f"io_device_{d['kind']}.toml"
-    if not path.is_file():
-        return None
-    cmap = load_channel_map(str(path))
-    ins, outs = cmap.ports()
-    if not ins <= {s["name"] for s in d["inputs"]} or not outs <= {s["name"] for s in d["outputs"]}:
-        return None
-    return f"configs/{path.name}", cmap.describe()
+    folder = repo_root() / "configs"
+    own = folder / f"io_device_{d['kind']}.toml"
+    ins_known, outs_known = {s["name"] for s in d["inputs"]}, {s["name"] for s in d["outputs"]}
+    for path in ([own] if own.is_file() else []) + sorted(p for p in folder.glob("io_device_*.toml") if p != own):
+        cmap = load_channel_map(str(path))
+        ins, outs = cmap.ports()
+        if ins <= ins_known and outs <= outs_known:
+            return f"configs/{path.name}", cmap.describe()
+    return None
 
 
 RATIO = "ratio = input speed / output speed"

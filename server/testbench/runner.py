@@ -48,6 +48,7 @@ from plant_models.errors import FaultError
 from plant_models.run.stepper import Stepper
 
 from server.testbench.local_server import FREE_PORTS
+from .device_bench import DeviceInputs, device_steps, run_devices_offline
 from .spec import WATCHDOG, ScheduledFault, ScheduledSet, TestSpec, substitute
 from .verdict import Recording, Verdict, evaluate
 
@@ -415,30 +416,35 @@ def _load_stimulus(client, spec: TestSpec, plant) -> None:
 
 
 def run_lockstep(spec: TestSpec, client, log: list[str]) -> Recording:
-    """Load the stimulus and step it tick by tick, switching faults between exactly the right ticks."""
+    """Load the stimulus and step it tick by tick, switching faults between exactly the right ticks (a device TCU
+    instead of a stimulus: no stimulus, the inputs as the server ran them, :mod:`.device_bench`)."""
     plant, compiled = _compile(spec)
-    _load_stimulus(client, spec, plant)
+    if compiled is not None:
+        _load_stimulus(client, spec, plant)
+    dt, n = (compiled.dt, compiled.n_steps) if compiled is not None else device_steps(spec)
     names = client.output_names
-    n = compiled.n_steps
     Y = np.empty((n + 1, len(names)))
+    inputs = DeviceInputs(client, n) if compiled is None else None
     wd = np.zeros(n + 1)
     g = client.get()
     Y[0] = [g["y"][nm] for nm in names]
     session = Session("lockstep", client)
     clock = FaultClock(spec.faults)
     sets = SetClock(spec.adapter_sets, session, log)
-    eps = 0.5 * compiled.dt
+    eps = 0.5 * dt
     for k in range(n):
-        _switch(session, clock, k * compiled.dt, eps, log)
-        sets.send(k * compiled.dt, eps)
+        _switch(session, clock, k * dt, eps, log)
+        sets.send(k * dt, eps)
         r = client.step(1)
         Y[k + 1] = [r.y[nm] for nm in names]
         wd[k + 1] = r.watchdog
+        if inputs is not None:
+            inputs.record(k)
     ticks = np.arange(n + 1)
-    sig = _inputs_table(spec, plant, compiled, ticks)
+    sig = _inputs_table(spec, plant, compiled, ticks) if inputs is None else inputs.table()
     sig.update({nm: Y[:, j].copy() for j, nm in enumerate(names)})
     sig.setdefault(WATCHDOG, wd)
-    return Recording(ticks * compiled.dt, sig, compiled.dt)
+    return Recording(ticks * dt, sig, dt)
 
 
 def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list[str]) -> tuple[Recording, list]:
@@ -563,8 +569,8 @@ def run_test(spec: TestSpec, workdir: Path | None = None, artifacts: Path | None
             rec = run_uds_lockstep(spec, log)
         elif spec.controller_class is not None:
             rec = run_in_process(spec, workdir, log)
-        elif spec.mode == "offline":
-            rec = run_spec_offline(spec, log)
+        elif spec.mode == "offline":  # with a device TCU in its I/O config: that closed loop (.device_bench)
+            rec = run_devices_offline(spec, log) if spec.devices else run_spec_offline(spec, log)
         else:
             with ServerRun(spec.plant_config, spec.mode, workdir, spec.io_config) as server:
                 with HilClient(server.control, timeout_s=30.0).connect() as client:
@@ -578,7 +584,7 @@ def run_test(spec: TestSpec, workdir: Path | None = None, artifacts: Path | None
 
             if keep_failure(spec, rec, verdicts, artifacts) is not None:
                 note(verdicts, artifacts)
-    except (FaultUnavailable, RunError, TimeoutError, OSError) as exc:
+    except (FaultUnavailable, RunError, FaultError, TimeoutError, OSError) as exc:
         verdicts.append(Verdict("run", "run", False, f"{type(exc).__name__}: {exc}", error=True))
     finally:
         if tmp is not None:

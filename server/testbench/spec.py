@@ -38,7 +38,11 @@ API's own check (:func:`server.realtime.faults.parse_fault`); offline mode takes
 signal and clutch faults (a transport fault needs a server); each
 ``[[adapter_set]]`` against the I/O config's adapter of that name and its
 own check of the values (:meth:`io_adapters.base.Adapter.check_values`), in
-time order (an adapter set needs a server: offline refuses it).
+time order (an adapter set needs a server: offline refuses it).  An
+``io`` whose ``device`` adapter has a TCU on its pins (``tcu``) is the
+run's closed loop instead of a stimulus (no scenario, no controller), and
+its pin faults (target ``device``) are scheduled offline too
+(:mod:`server.testbench.device_bench`).
 
 Why ``load_test`` is longer than 80 lines: it reads a test file's tables in
 their documented order, each a short block that ends in a one-line
@@ -206,6 +210,7 @@ class TestSpec:
     adapter_sets: tuple[ScheduledSet, ...] = ()  # in time order
     uds: Any = None  # the [uds] table: a server.testbench.uds.UdsTesterConfig (None: no tester)
     uds_probes: tuple = ()  # what the tester reads for the dtc / did expectations (server.testbench.uds.Probe)
+    devices: bool = False  # the I/O config has a device with a TCU on its pins: it drives the run (device_bench)
 
 
 def _path(cfg: ConfigReader, name: str, here: Path, folder: str) -> Path:
@@ -453,6 +458,7 @@ def load_test(path: str | Path) -> TestSpec:
     plant_path = _path(cfg, "plant", here, "configs")
     mode = cfg.string("mode", "offline", choices=MODES)
     io_config = _path(cfg, "io", here, "configs") if cfg.has("io") else None
+    devices = device_tcu(cfg, io_config, mode)
     plant: Plant = load_plant(plant_path)
     inputs = [s.name for s in plant.inputs]
     known = [s.name for s in plant.outputs] + [nm for nm in inputs if nm not in {s.name for s in plant.outputs}]
@@ -486,14 +492,18 @@ def load_test(path: str | Path) -> TestSpec:
     if controller is not None and mode == "offline":
         raise cfg.error("controller", "a controller process needs a server: mode \"lockstep\" or \"realtime\" "
                         "(or name a controller class, which runs in process: controller = \"file.py:Class\")")
-    if scenario is None and controller is None and in_process is None:
-        raise cfg.error("scenario", "is required without a [controller] (or give an inline [stimulus])")
+    if devices and (scenario is not None or controller is not None or in_process is not None):
+        raise cfg.error("io", "names a device with a TCU on its pins, which drives the plant: give no scenario, "
+                        "[stimulus] or [controller] (the start is the I/O config's [initial_inputs])")
+    if scenario is None and controller is None and in_process is None and not devices:
+        raise cfg.error("scenario", "is required without a [controller] (or give an inline [stimulus], or io = an "
+                        "I/O config whose device has a tcu)")
     if cfg.has("duration_s"):
         duration = cfg.number("duration_s", positive=True)
     elif scenario is not None:
         duration = scenario.duration
     else:
-        raise cfg.error("duration_s", "is required with a controller and no scenario")
+        raise cfg.error("duration_s", "is required with a controller (or a device's TCU) and no scenario")
     dt = cfg.number("dt_s", positive=True) if cfg.has("dt_s") else None
     if scenario is not None and (duration != scenario.duration or dt is not None):
         data = {**data, "duration_s": duration, **({"dt_s": dt} if dt is not None else {})}
@@ -508,7 +518,7 @@ def load_test(path: str | Path) -> TestSpec:
     faults = []
     for k, f in enumerate(raw_faults):
         sched = _fault(ConfigReader(f, source, f"faults[{k}]"), k, plant)
-        if mode == "offline" and sched.fault["target"] not in ("signal", "clutch"):
+        if mode == "offline" and sched.fault["target"] not in ("signal", "clutch") + (("device",) if devices else ()):
             raise ConfigError(source, f"faults[{k}].target", f"a {sched.fault['target']} fault acts on a "
                               "transport: it needs a server (mode \"lockstep\" or \"realtime\"); offline runs take "
                               "signal and clutch faults")
@@ -542,7 +552,21 @@ def load_test(path: str | Path) -> TestSpec:
     return TestSpec(source=source, name=name, description=desc, plant_config=plant_path, mode=mode,
                     scenario=scenario, scenario_data=data, duration_s=duration, dt_s=dt, controller=controller,
                     faults=tuple(faults), expectations=tuple(exps), io_config=io_config, settle_s=settle,
-                    controller_class=in_process, adapter_sets=sets, uds=uds, uds_probes=tuple(probes))
+                    controller_class=in_process, adapter_sets=sets, uds=uds, uds_probes=tuple(probes), devices=devices)
+
+
+def device_tcu(cfg: ConfigReader, io_config: Path | None, mode: str) -> bool:
+    """Whether the I/O config has a device with a TCU on its pins (the run is then that closed loop, offline or in
+    lockstep: server.testbench.device_bench)."""
+    if io_config is None:
+        return False
+    from server.realtime.runtime import load_io_config
+
+    tcu = any(a.type == "device" and a.options.get("tcu") for a in load_io_config(io_config).adapters)
+    if tcu and mode == "realtime":
+        raise cfg.error("mode", "a device's TCU drives the run offline or in lockstep (the realtime server closes "
+                        "the same loop: gearbox-hil serve)")
+    return tcu
 
 
 def _uds(cfg: ConfigReader, mode: str, io_config: Path | None, in_process) -> Any:
