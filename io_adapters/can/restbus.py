@@ -471,10 +471,19 @@ class J1939Adapter(NodeDiagnostics, Adapter):
                 "dropped_by_fault": self.dropped_by_fault, "timeouts_by_pgn": dict(self.per_pgn_timeouts),
                 "engine_torque_Nm": self.torque_Nm,
                 "nodes": {n.label: {"address": n.address, "state": n.state, **n.counts, "tp": n.tp.status(),
-                                    **self.diag_status(n),
-                                    "received": {str(pgn): d.hex() for pgn, d in n.received.items()}}
+                                    "etp": n.etp.status(), **self.diag_status(n),
+                                    "received": {str(pgn): _shown(d) for pgn, d in n.received.items()}}
                           for n in self.nodes},
                 "tcu": {k: dict(v) for k, v in self.tcu_signals.items()}}
+
+
+def _shown(data: bytes) -> str:
+    """A received message in the status: its bytes in hex up to TP's 1785; a longer one (ETP) by size and digest."""
+    if len(data) <= 1785:
+        return data.hex()
+    import hashlib
+
+    return f"{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}"
 
 
 def _unused_bits(message) -> bytes:
