@@ -81,6 +81,7 @@ TX_QUEUE_FRAMES = 4096  # realtime send queue: 50 ms of 80 frames a tick at 1 kH
 assert [n for n, _ in AUX_SOURCES] == [
     "hil.tick", "hil.overruns", "hil.watchdog", "can.commands_fresh", "can.crc_errors", "can.counter_errors",
     "can.dlc_errors", "can.unknown_ids", "can.range_errors", "can.timeouts", "can.rx_ok", "can.tx_errors",
+    "can.unknown_mux",
 ] and len(AUX_SOURCES) == frames.N_AUX  # the compiled code fills them in this order
 
 

@@ -66,6 +66,7 @@ AUX_SOURCES = (
     ("can.timeouts", "command messages that went stale"),
     ("can.rx_ok", "received frames accepted"),
     ("can.tx_errors", "frames the bus refused to send"),
+    ("can.unknown_mux", "received frames rejected for a multiplexer value the DBC does not define"),
 )
 AUX_INDEX = {name: k for k, (name, _) in enumerate(AUX_SOURCES)}
 

@@ -86,7 +86,7 @@ class CanNm:
         self.rx_nm = 0  # NM PDUs of other nodes heard (receive thread)
         self.rx_repeat = 0  # of them with the repeat-message bit
         self.rx_any = 0  # frames heard at all (the adapter counts them)
-        self._seen = (0, 0, 0, 0)
+        self._seen_nm = self._seen_rep = self._seen_any = self._seen_sent = 0
         self.entered = dict.fromkeys(STATE_NAMES, 0)
         self.timeouts = 0
         self.held = 0  # frames not sent because of the state
@@ -118,10 +118,13 @@ class CanNm:
     def step(self, now_ms: float) -> None:
         """Move the state machine to ``now_ms`` (plant time) with what was heard since the last step."""
         self.now_ms = now_ms
-        nm, rep, anyf, sent = self.rx_nm, self.rx_repeat, self.rx_any, self.sent
-        new_nm, new_rep, new_any, new_sent = (nm != self._seen[0], rep != self._seen[1], anyf != self._seen[2],
-                                              sent != self._seen[3])
-        self._seen = (nm, rep, anyf, sent)
+        # what came since the last step (no container built: this runs in the tick)
+        new_nm, new_rep = self.rx_nm != self._seen_nm, self.rx_repeat != self._seen_rep
+        new_any, new_sent = self.rx_any != self._seen_any, self.sent != self._seen_sent
+        self._seen_nm = self.rx_nm
+        self._seen_rep = self.rx_repeat
+        self._seen_any = self.rx_any
+        self._seen_sent = self.sent
         s = self.state
         if not self._started:
             self._started = True
@@ -152,7 +155,7 @@ class CanNm:
             self._enter(NORMAL_OPERATION, now_ms)
         elif s == READY_SLEEP and now_ms >= self.timeout_at_ms:
             self._enter(PREPARE_BUS_SLEEP, now_ms)
-        if self.state in (REPEAT_MESSAGE, NORMAL_OPERATION) and now_ms >= self.timeout_at_ms:
+        if (self.state == REPEAT_MESSAGE or self.state == NORMAL_OPERATION) and now_ms >= self.timeout_at_ms:
             self.timeouts += 1
             self.timeout_at_ms = now_ms + self.cfg.timeout_ms
 
