@@ -415,3 +415,31 @@ def test_dm13_stop_and_start_broadcast_from_the_outside_stack(tcu_stack, watched
     assert _sent_by_nodes(bus) == []
     r.run(20)
     assert sum(fid >> 8 & 0xFFFF == j.PGN_EEC1 for fid, _ in _sent_by_nodes(bus)) >= 1  # the 6 s without hold ran out
+
+
+def test_an_rts_of_the_outside_stack_is_refused_with_abort_busy_while_four_connections_run(tcu_stack, watched):
+    """Four other senders hold the engine's four receive connections (an RTS each, no packets yet); the outside
+    stack's RTS/CTS message to the engine is refused with Connection Abort reason 1 (busy), its PGN in the abort,
+    and nothing is delivered; once those connections time out (T2), the same message is reassembled."""
+    r, bus = watched
+    r.run(300)
+    ad = r.j
+    for sa in (0x10, 0x11, 0x12, 0x13):
+        bus.send(can.Message(arbitration_id=j.frame_id(7, tp.PGN_TP_CM, sa, 0x00), is_extended_id=True,
+                             data=bytes((16, 20, 0, 3, 255, 0x00, 0xEF, 0x00))))
+    r.pumped(lambda: None)()
+    assert ad.engine.tp.status()["receiving"] == 4
+    ecu, _ = tcu_stack(r)
+    _drain(bus)
+    msg = list(range(1, 31))  # 30 bytes: RTS/CTS
+    ecu.send_pgn(0, 0xEF, 0x00, 6, 0x03, msg)
+    wait_until(r.pumped(lambda: ad.engine.tp.aborts_sent["busy"] == 1), what="the busy abort")
+    aborts = [d for fid, d in _drain(bus) if fid == j.frame_id(7, tp.PGN_TP_CM, 0x00, 0x03)]
+    assert aborts == [bytes((255, 1, 0xFF, 0xFF, 0xFF, 0x00, 0xEF, 0x00))]
+    assert 0xEF00 not in ad.engine.received
+    r.run(1300)  # T2: the four connections that never sent a packet end with an abort each (reason 3)
+    assert ad.engine.tp.aborts_sent["timeout"] == 4 and ad.engine.tp.status()["receiving"] == 0
+    # the outside stack drops its aborted transfer when its job thread next runs: until then it refuses a new one
+    wait_until(lambda: ecu.send_pgn(0, 0xEF, 0x00, 6, 0x03, msg) is not False, timeout_s=10.0, what="a new send")
+    wait_until(r.pumped(lambda: ad.engine.received.get(0xEF00) == bytes(msg)), what="the reassembly")
+    assert ad.engine.tp.counts["cmdt_received"] == 1 and ad.engine.tp.aborts_sent["busy"] == 1
