@@ -329,3 +329,42 @@ def test_fuzzed_etp_frames_no_crash_counters_exact_plant_untouched():
         bus.shutdown()
         fuzzed.j.close()
         twin.j.close()
+
+
+def test_etp_over_the_bus_to_the_rest_bus_and_its_status():
+    """A sender on the rest-bus's virtual bus sends 2000 bytes to the engine by ETP, window by window as the
+    engine's CTS ask (plant time standing): the EndOfMsgAck on the bus, the message in the status by its size
+    and SHA-256 (not its bytes: longer than TP's 1785), the etp counters in the status."""
+    import hashlib
+
+    r = Rest()
+    bus = can.Bus(interface="virtual", channel=r.channel)
+    payload = random.Random(4).randbytes(2000)  # 286 packets
+    try:
+        r.run(300)
+        bus.send(can.Message(arbitration_id=rts(2000)[0], is_extended_id=True, data=rts(2000)[1]))
+        eoma, pumps = None, 0
+        while eoma is None:
+            pumps += 1
+            assert pumps < 100_000, "no EndOfMsgAck"
+            r.j.pump(0)
+            for m in iter(lambda: bus.recv(0.0), None):
+                if m.arbitration_id != 0x1CC80300:
+                    continue
+                d = bytes(m.data)
+                assert d[0] in (21, 23), d
+                if d[0] == 23:
+                    eoma = d
+                    break
+                n, first = d[1], int.from_bytes(d[2:5], "little")
+                for fid, data in [dpo(n, first - 1)] + [dt(k, payload[7 * (first - 2 + k):7 * (first - 1 + k)])
+                                                         for k in range(1, n + 1)]:
+                    bus.send(can.Message(arbitration_id=fid, is_extended_id=True, data=data))
+        assert eoma == bytes((23,)) + (2000).to_bytes(4, "little") + pgn3(PROP_A)
+        st = r.j.status()["nodes"]["engine"]
+        assert st["received"][str(PROP_A)] == f"2000 bytes, sha256 {hashlib.sha256(payload).hexdigest()}"
+        assert (st["etp"]["received"], st["etp"]["cts_sent"], st["etp"]["dt_received"]) == (1, 18, 286)
+        assert r.j.engine.received[PROP_A] == payload
+    finally:
+        bus.shutdown()
+        r.j.close()
