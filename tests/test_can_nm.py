@@ -70,8 +70,9 @@ def test_requested_repeat_message_then_normal_then_released_ready_sleep_prepare_
 
 
 def test_bus_sleep_woken_by_a_frame_ready_sleep_kept_by_the_tcus_nm_pdus(rig):
-    """Not requested, the rest-bus sleeps and sends nothing; a frame wakes it: repeat message (NM_HIL sent) for 1.5 s, then ready
-    sleep; the TCU's NM PDU every 100 ms keeps it there; 2 s after the TCU's last one, prepare bus sleep."""
+    """Not requested, the rest-bus sleeps and sends nothing; a frame wakes it: repeat message (NM_HIL sent) for
+    1.5 s, then ready sleep; the TCU's NM PDU every 100 ms keeps it there; 2 s after the TCU's last one, prepare
+    bus sleep."""
     h, bus = rig
     h.adapter.set_values({"nm_request": 0})  # before the first tick: the rest-bus starts asleep and stays so
     changes, sent = run_watching(h, bus, 500)

@@ -65,9 +65,9 @@ def parse_nm(nm, tx_names: list[str]) -> NmConfig | None:
     if (not isinstance(ids, list) or len(ids) != 2 or not all(isinstance(i, int) and not isinstance(i, bool)
                                                               and 0 <= i <= 0x7FF for i in ids) or ids[0] > ids[1]):
         raise nm.error("rx_ids", "must be [lowest, highest] standard frame IDs (0 .. 0x7FF) of NM PDUs")
-    out = NmConfig(tx_names.index(pdu), pdu, ids[0], ids[1],
-                   nm.number("repeat_message_ms", 1500.0, positive=True), nm.number("timeout_ms", 2000.0, positive=True),
-                   nm.number("wait_bus_sleep_ms", 1500.0, positive=True), nm.boolean("request", True))
+    times = [nm.number(k, 1500.0 if k != "timeout_ms" else 2000.0, positive=True)
+             for k in ("repeat_message_ms", "timeout_ms", "wait_bus_sleep_ms")]
+    out = NmConfig(tx_names.index(pdu), pdu, ids[0], ids[1], *times, nm.boolean("request", True))
     nm.reject_unknown()
     return out
 
