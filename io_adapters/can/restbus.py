@@ -22,7 +22,8 @@ adapter that carries the TCU's valve commands and the plant's sensor frames
 
 Each node claims its address with its NAME at start-up (J1939-81) and
 answers requests for the PGNs it sends (:mod:`io_adapters.can.j1939`), runs
-the transport protocol both ways (:mod:`io_adapters.can.j1939_tp`), keeps
+the transport protocol both ways (:mod:`io_adapters.can.j1939_tp`; over
+1785 bytes the extended one, :mod:`io_adapters.can.j1939_etp`), keeps
 its DTCs (DM1, DM2, DM3, DM11), obeys DM13 and a commanded address and
 answers identification requests (:mod:`io_adapters.can.j1939_dm`); DTCs and
 lamps are set at run time (:mod:`io_adapters.can.restbus_diag`).  The
