@@ -260,6 +260,15 @@ def test_the_shipped_example_commands_the_plant_page_by_page_and_counts_unknown_
     assert st["rx"]["messages"]["TCU_ClutchCmd"]["unknown_mux"] == 1
     assert "ClutchGroup = 9" in st["rx"]["last_reject"]
     assert st["rx"]["accepted"] == 2
+    # the count goes out too: HIL_Info, InfoPage 1, DiagGroup 2 (pages every 50 ms in turn: 0, (1, 0), (1, 1), (1, 2))
+    info = DB.get_message_by_name("HIL_Info")
+    rx = h.peer()
+    try:
+        h.run(200)
+        pages = [info.decode(bytes(m.data)) for m in iter(lambda: rx.recv(0.05), None) if m.arbitration_id == 0x300]
+    finally:
+        rx.shutdown()
+    assert [p["UnknownMux"] for p in pages if p["InfoPage"] == 1 and p["DiagGroup"] == 2] == [1]
 
 
 def test_a_multiplexed_command_is_fresh_only_while_every_page_arrives(rig):

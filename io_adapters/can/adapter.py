@@ -60,6 +60,7 @@ import os
 import secrets
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -72,6 +73,7 @@ from . import frames, layouts
 from .tick_stage import MailboxLock, read_stage, rx_apply_locked, write_stage
 from .declaration import DECLARATION, CanFault
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
+from .nm import CanNm
 
 DEFAULT_CHANNEL = "gearbox-hil"
 VBUS_INTERFACE = "vbus"  # the local virtual bus between processes (io_adapters/vbus)
@@ -82,6 +84,7 @@ TX_WAIT_EDGES_US = (50, 100, 200, 500, 1000, 2000, 5000)  # the histogram of tha
 assert [n for n, _ in AUX_SOURCES] == [
     "hil.tick", "hil.overruns", "hil.watchdog", "can.commands_fresh", "can.crc_errors", "can.counter_errors",
     "can.dlc_errors", "can.unknown_ids", "can.range_errors", "can.timeouts", "can.rx_ok", "can.tx_errors",
+    "can.unknown_mux",
 ] and len(AUX_SOURCES) == frames.N_AUX  # the compiled code fills them in this order
 
 
@@ -304,6 +307,10 @@ class CanAdapter(Adapter):
         self._tx_views_ok = list(self._tx_views)
         self._rx_ignore = [False] * rx.n_msg  # injected: the receive thread drops this message's frames
         self.rx_ignored = 0
+        self._nm = None  # the rest-bus's CanNm state machine, if the message set has [nm]
+        if self.ms.nm is not None:
+            k = [m.name for m in tx.messages].index(self.ms.nm.pdu_name)
+            self._nm = CanNm(replace(self.ms.nm, pdu=k), tx.n_msg, tx.messages[k].frame_id)
 
     def _warm_up(self) -> None:
         """Call every compiled function once on scratch copies, so the first tick loads no machine code."""
@@ -387,7 +394,12 @@ class CanAdapter(Adapter):
             self.error_frames += 1
             self._rate_log("error_frame", f"CAN {self.name}: error frame on the bus")
             return
+        nm = self._nm
+        if nm is not None:
+            nm.rx_any += 1  # any frame wakes the network from bus sleep
         m = self._lut.get((msg.arbitration_id, bool(msg.is_extended_id)), -1)
+        if m < 0 and nm is not None and nm.heard(msg.arbitration_id, bool(msg.is_extended_id), msg.data):
+            return  # another node's NM PDU: it keeps the network awake
         if m >= 0 and self._rx_ignore[m]:  # an injected fault: the message seems never to arrive
             self.rx_ignored += 1
             return
@@ -486,6 +498,8 @@ class CanAdapter(Adapter):
         if self._idle_reason:
             return
         c = self.codec
+        if self._nm is not None:  # on the plant's clock: which messages may go from this tick on
+            self._nm.step(tick * self._period_s * 1e3)
         n_due = frames.tx_pack(tick, c.ci, c.cf, c.cb, self.plant.df, self._tick_info)
         if n_due == 0:
             return
@@ -557,6 +571,13 @@ class CanAdapter(Adapter):
 
     def _send(self, k: int, payload) -> None:
         """Send transmit message ``k`` with ``payload``; a failure is counted, never raised."""
+        nm = self._nm
+        if nm is not None:
+            if not nm.allow[k]:  # ready sleep holds the NM PDU, (prepare) bus sleep every frame
+                nm.held += 1
+                return
+            if k == nm.cfg.pdu:
+                nm.pdu_sent()
         msg = self._tx_msgs[k]
         msg.data[:] = payload
         try:
@@ -718,6 +739,14 @@ class CanAdapter(Adapter):
         else:
             tf[k, self.TX_FAULTS[spec.kind]] = 0
 
+    def settable(self) -> dict[str, tuple[int, int]]:
+        """``nm_request`` (1 requests the network, 0 releases it) when the message set has a CanNm ([nm])."""
+        return {"nm_request": (0, 1)} if getattr(self, "_nm", None) is not None else {}
+
+    def set_values(self, values: dict[str, int]) -> None:
+        if "nm_request" in values and self._nm is not None:
+            self._nm.request(bool(values["nm_request"]))
+
     # -- reporting ------------------------------------------------------------------------------
     def _rejected_by_reason(self) -> dict[str, int]:
         """Rejected command frames by reason (the status keys of docs/can.md)."""
@@ -778,6 +807,8 @@ class CanAdapter(Adapter):
                    "queue_wait_max_us": round(self._txq_wait_max_ns / 1000.0, 1),
                    "queue_wait_us": self._wait_histogram(), "messages": tx_msgs},
         }
+        if self._nm is not None:
+            out["nm"] = self._nm.status()
         if self._recorder is not None:
             out["recording"] = self._recorder.status()
         bus_stats = getattr(self._bus, "statistics", None)

@@ -262,7 +262,8 @@ AUX_RANGE = 8
 AUX_TIMEOUTS = 9
 AUX_RX_OK = 10
 AUX_TX_ERRORS = 11
-N_AUX = 12
+AUX_UNKNOWN_MUX = 12
+N_AUX = 13
 
 
 def _crc8_table(poly: int) -> np.ndarray:
@@ -653,10 +654,11 @@ def _refresh_aux(ci, cf, tick, tick_info):
     """
     oa = ci[CI_F_AUX]
     oad = ci[CI_ADAPTER]
-    crc = cnt = dlc = rng = ok = 0
+    crc = cnt = dlc = rng = ok = mux = 0
     oC = ci[CI_COUNTS]
     for m in range(ci[CI_NRX]):
         r = oC + m * RX_COLS
+        mux += ci[r + RX_MUX]
         crc += ci[r + RX_CRC]
         cnt += ci[r + RX_COUNTER_FROZEN] + ci[r + RX_COUNTER_JUMP]
         dlc += ci[r + RX_DLC]
@@ -677,6 +679,7 @@ def _refresh_aux(ci, cf, tick, tick_info):
     cf[oa + AUX_TIMEOUTS] = tmo
     cf[oa + AUX_RX_OK] = ok
     cf[oa + AUX_TX_ERRORS] = ci[oad + A_TX_ERRORS]
+    cf[oa + AUX_UNKNOWN_MUX] = mux
 
 
 @njit(**JIT_TICK)

@@ -31,7 +31,9 @@ Up to one DTC fits a single frame; more go by the transport protocol
 (:mod:`io_adapters.can.j1939_tp`): by BAM to everyone, by RTS/CTS to a
 node that asked this node alone.  The transport also reassembles what
 other nodes send to this node (RTS/CTS) or to everyone (BAM) and hands it
-to :meth:`Node.on_message`.
+to :meth:`Node.on_message`.  A message of more than 1785 bytes goes, and
+comes, by the extended transport protocol to one address
+(:mod:`io_adapters.can.j1939_etp`); it cannot be broadcast.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from typing import Callable
 
 from . import j1939_dm as dm
 from .j1939_dm import Dm1, dtc_bytes  # noqa: F401  (the DTC memory, here for the nodes' users)
-from .j1939_tp import PGN_TP_CM, PGN_TP_DT, Transport
+from .j1939_etp import PGN_ETP_CM, PGN_ETP_DT, ExtendedTransport
+from .j1939_tp import PGN_TP_CM, PGN_TP_DT, TP_MAX_BYTES, Transport
 
 PGN_TSC1 = 0x0000
 PGN_TC1 = 0x0100
@@ -108,6 +111,7 @@ class Node:
         self.claim_ms = 0.0
         self.next_dm1_ms = 0.0
         self.tp = Transport(self)
+        self.etp = ExtendedTransport(self)
         self.received: dict[int, bytes] = {}  # the last message of each PGN that came by the transport protocol
         self.dm1_suppressed = False  # a bench fault: no DM1 at all
         self.suspended_until_ms = -1.0  # DM13: no broadcast before this time
@@ -117,7 +121,7 @@ class Node:
         self.counts = {"claims_sent": 0, "contentions_won": 0, "requests_answered": 0, "nacks": 0,
                        "dm1_sent": 0, "tp_messages_received": 0, "received_not_kept": 0, "dm3_clears": 0,
                        "dm11_clears": 0, "dm13_stops": 0, "dm13_starts": 0, "commanded_address": 0,
-                       "reclaims": 0}
+                       "reclaims": 0, "too_long_to_broadcast": 0}
 
     @property
     def can_send(self) -> bool:
@@ -145,6 +149,7 @@ class Node:
         """Give the address up (not arbitrary-address capable): cannot claim from the null address."""
         self.state = "lost"
         self.tp.reset()
+        self.etp.reset()
         self.reclaim_ms = None
         return [self.cannot_claim_frame()]
 
@@ -178,6 +183,10 @@ class Node:
             return self.tp.on_cm(sa, da, bytes(data), now_ms)
         if pgn == PGN_TP_DT:
             return self.tp.on_dt(sa, da, bytes(data), now_ms)
+        if pgn == PGN_ETP_CM:
+            return self.etp.on_cm(sa, da, bytes(data), now_ms) if self.can_send else []
+        if pgn == PGN_ETP_DT:
+            return self.etp.on_dt(sa, da, bytes(data), now_ms) if self.can_send else []
         return self.on_message(pgn, bytes(data), sa, da, now_ms)
 
     def on_message(self, pgn: int, data: bytes, source: int, destination: int, now_ms: float) -> list[Frame]:
@@ -203,8 +212,9 @@ class Node:
         if address > 253:
             return []
         self.counts["commanded_address"] += 1
-        out = self.tp.give_up() if self.can_send else []
+        out = self.tp.give_up() + self.etp.give_up() if self.can_send else []
         self.tp.reset()
+        self.etp.reset()
         self.address = address
         return out + self.start(now_ms)
 
@@ -287,6 +297,11 @@ class Node:
     def _send_message(self, pgn: int, priority: int, payload: bytes, to: int, now_ms: float,
                       requests: int = 0) -> list[Frame]:
         """``payload`` in one frame, or by the transport protocol when longer than 8 bytes (queued if busy)."""
+        if len(payload) > TP_MAX_BYTES:  # the extended transport, to one address only
+            if to == ADDR_GLOBAL:
+                self.counts["too_long_to_broadcast"] += 1
+                return []
+            return self.etp.send(pgn, to, now_ms, requests)
         if len(payload) > 8:
             return self.tp.send(pgn, to, now_ms, requests)
         self.tp_started(pgn, requests)
@@ -309,7 +324,7 @@ class Node:
                 out += self.tp.poll(now_ms)  # only broadcasts are received while lost: their timeouts, no frame
         if not self.can_send:
             return out
-        out += self.tp.poll(now_ms)
+        out += self.tp.poll(now_ms) + self.etp.poll(now_ms)
         if self.dm1 is not None and not self.dm1_suppressed and now_ms >= self.next_dm1_ms \
                 and now_ms >= self.suspended_until_ms:
             self.next_dm1_ms = now_ms + self.dm1_period_ms

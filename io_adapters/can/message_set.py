@@ -50,6 +50,7 @@ from plant_models.units import unit_gain
 
 from .frames import CRC_BITS, CRC_VARIANTS, N_AUX, SOURCE_AUX, SOURCE_PLANT
 from .layouts import CompiledLayout, MessageLayout, SignalLayout, compile_layout, raw_bounds, raw_range
+from .nm import NmConfig, parse_nm
 
 # Values a transmitted signal can carry besides plant outputs (index = position).
 AUX_SOURCES = (
@@ -65,6 +66,7 @@ AUX_SOURCES = (
     ("can.timeouts", "command messages that went stale"),
     ("can.rx_ok", "received frames accepted"),
     ("can.tx_errors", "frames the bus refused to send"),
+    ("can.unknown_mux", "received frames rejected for a multiplexer value the DBC does not define"),
 )
 AUX_INDEX = {name: k for k, (name, _) in enumerate(AUX_SOURCES)}
 
@@ -78,6 +80,7 @@ class MessageSet:
     rx: CompiledLayout
     tx: CompiledLayout
     notes: list[str]
+    nm: NmConfig | None = None  # the rest-bus's CanNm ([nm], io_adapters/can/nm.py)
 
     def frame_ids(self) -> dict[tuple[int, bool], int]:
         """(frame ID, extended) -> receive row (for the receive thread's look-up)."""
@@ -125,6 +128,7 @@ def load_message_set(path_or_name: str | Path, plant: Plant, period_s: float) ->
           for name in rx_tab.data]
     tx = [_message(tx_tab, name, db, plant, period_s, "tx", timeout_cycles, max_delta, crc_variant, notes,
                    constants) for name in tx_tab.data]
+    nm = parse_nm(cfg.sub("nm", required=False), [m.name for m in tx])
     cfg.reject_unknown()
     seen: dict[tuple[int, bool], str] = {}
     for m in rx:
@@ -135,7 +139,7 @@ def load_message_set(path_or_name: str | Path, plant: Plant, period_s: float) ->
     _stagger(tx)
     tx_layout = compile_layout(tx)
     tx_layout.constants = constants
-    return MessageSet(str(path), str(dbc_path), db, compile_layout(rx), tx_layout, notes)
+    return MessageSet(str(path), str(dbc_path), db, compile_layout(rx), tx_layout, notes, nm)
 
 
 def _stagger(tx: list[MessageLayout]) -> None:

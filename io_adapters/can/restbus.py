@@ -22,7 +22,8 @@ adapter that carries the TCU's valve commands and the plant's sensor frames
 
 Each node claims its address with its NAME at start-up (J1939-81) and
 answers requests for the PGNs it sends (:mod:`io_adapters.can.j1939`), runs
-the transport protocol both ways (:mod:`io_adapters.can.j1939_tp`), keeps
+the transport protocol both ways (:mod:`io_adapters.can.j1939_tp`; over
+1785 bytes the extended one, :mod:`io_adapters.can.j1939_etp`), keeps
 its DTCs (DM1, DM2, DM3, DM11), obeys DM13 and a commanded address and
 answers identification requests (:mod:`io_adapters.can.j1939_dm`); DTCs and
 lamps are set at run time (:mod:`io_adapters.can.restbus_diag`).  The
@@ -471,10 +472,19 @@ class J1939Adapter(NodeDiagnostics, Adapter):
                 "dropped_by_fault": self.dropped_by_fault, "timeouts_by_pgn": dict(self.per_pgn_timeouts),
                 "engine_torque_Nm": self.torque_Nm,
                 "nodes": {n.label: {"address": n.address, "state": n.state, **n.counts, "tp": n.tp.status(),
-                                    **self.diag_status(n),
-                                    "received": {str(pgn): d.hex() for pgn, d in n.received.items()}}
+                                    "etp": n.etp.status(), **self.diag_status(n),
+                                    "received": {str(pgn): _shown(d) for pgn, d in n.received.items()}}
                           for n in self.nodes},
                 "tcu": {k: dict(v) for k, v in self.tcu_signals.items()}}
+
+
+def _shown(data: bytes) -> str:
+    """A received message in the status: its bytes in hex up to TP's 1785; a longer one (ETP) by size and digest."""
+    if len(data) <= 1785:
+        return data.hex()
+    import hashlib
+
+    return f"{len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()}"
 
 
 def _unused_bits(message) -> bytes:
