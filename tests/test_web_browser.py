@@ -98,7 +98,9 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
                                " out[r.dataset.clutch] = r.cells[1].textContent; return out;")
     assert state["C2"] == "open" and state["C8"] == "open"
     assert {state["C1"], state["C3"], state["C6"]} <= {"stuck", "slipping"}
-    # the timing panel draws the run's whole TET histogram: its bins hold every tick of the status shown
+    # the timing panel draws the run's whole TET histogram (while it is on the screen): its bins hold every tick of
+    # the status shown
+    drv.execute_script("document.getElementById('histo').scrollIntoView()")
     drawn = wait_until(lambda: drv.execute_script(
         "const d = document.getElementById('histo').data, s = window.workspace.status;"
         "if (!d || !d.length || !s || s.tick < 300) return null;"

@@ -10,6 +10,7 @@ Routes (all behind the same checks):
 * ``GET /``: the page (``workspace.html``, one file of HTML and JS);
 * ``GET /plotly.min.js``: the plotting library, served from the installed
   ``plotly`` package (``plotly/package_data/plotly.min.js``);
+* ``GET /workspace_plot.js``: the live plots' canvas renderer;
 * ``GET /workspace_tools.js``: the page's cursors, XY plot, reference
   traces, gauges and lamps, parameter sets and layout files;
 * ``GET /api/meta``: the signals (name, unit, input or output), the display
@@ -68,7 +69,7 @@ from .guard import BadJSON, LingeringWebSocket, host_name, loopback_name, parse_
 from .layouts import Layouts
 
 PAGE = Path(__file__).with_name("workspace.html")
-TOOLS = Path(__file__).with_name("workspace_tools.js")
+SCRIPTS = ("workspace_plot.js", "workspace_tools.js")  # the page's scripts besides plotly, served as they are
 FLUSH_S = 1.0 / 30.0  # rows, status and events go to the pages about 30 times a second
 CLIENT_QUEUE = 16  # updates (rows, status, events) waiting for one slow page; more are dropped (counted)
 MAX_PENDING = 64  # requests of one page read and not yet answered; beyond, its socket is not read until one is
@@ -192,7 +193,7 @@ class WebServer:
         self._start_seq = int(self.cursor.state[C_NEXT])
         self._stop = asyncio.Event()
         self._page = PAGE.read_bytes()
-        self._tools = TOOLS.read_bytes()
+        self._scripts = {n: Path(__file__).with_name(n).read_bytes() for n in SCRIPTS}
         self._plotly = plotly_js()
         self._status_sent = 0
         self._counters_soon = False
@@ -240,7 +241,8 @@ class WebServer:
         app.router.add_post("/api/control", self._control_handler)
         app.router.add_get("/ws", self._ws_handler)
         app.router.add_get("/favicon.ico", self._icon_handler)
-        app.router.add_get("/workspace_tools.js", self._tools_handler)
+        for name in SCRIPTS:
+            app.router.add_get("/" + name, self._script_handler)
         self.layouts.add_routes(app.router)
         self.paramsets.add_routes(app.router)
         app.router.add_get("/api/capture/{id:[0-9]+}.{fmt:csv|parquet|mf4}", self._capture_handler)
@@ -332,8 +334,8 @@ class WebServer:
         return web.Response(body=body, content_type=FORMATS[fmt], headers={
             "Content-Disposition": f'attachment; filename="capture-{cap.id}-tick{cap.at}.{fmt}"'})
 
-    async def _tools_handler(self, request: web.Request) -> web.Response:
-        return web.Response(body=self._tools, content_type="text/javascript", headers={"Cache-Control": "no-store"})
+    async def _script_handler(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._scripts[request.path.lstrip("/")], content_type="text/javascript", headers={"Cache-Control": "no-store"})
 
     async def _plotly_handler(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(self._plotly, headers={"Cache-Control": "max-age=3600"})

@@ -103,11 +103,13 @@ function cursorReadout() {
     return {name: n, a: pa, b: pb, delta: pa && pb ? pb.y - pa.y : null, dt: pa && pb ? pb.t - pa.t : null};
   });
   const first = W.cursorRows.find((r) => r.dt !== null);
-  $("curdt").textContent = first ? `B - A: ${fmt(first.dt, 6)} s, ${first.b.tick - first.a.tick} ticks` : "";
+  setText($("curdt"), first ? `B - A: ${fmt(first.dt, 6)} s, ${first.b.tick - first.a.tick} ticks` : "");
   const at = (p) => p ? `${fmt(p.y, 6)} @ ${fmt(p.t, 6)} s` : "-";
-  $("curtable").tBodies[0].innerHTML = a === null && b === null ? "" : W.cursorRows.map((r) =>
+  const html = a === null && b === null ? "" : W.cursorRows.map((r) =>
     `<tr data-signal="${esc(r.name)}"><td>${esc(r.name)}</td><td>${esc(W.signals[r.name].unit)}</td><td>${at(r.a)}</td>` +
     `<td>${at(r.b)}</td><td>${fmt(r.delta, 6)}</td></tr>`).join("");
+  const tb = $("curtable").tBodies[0];
+  if (tb.lastHTML !== html) { tb.lastHTML = html; tb.innerHTML = html; }  // no DOM write while the cursors' rows stand
 }
 
 // ---- the XY plot -------------------------------------------------------------------------------------
@@ -121,7 +123,7 @@ function xyNames() {
 }
 function drawXY() {
   const div = $("xyplot");
-  if (!S.xy.x || !W.signals[S.xy.x]) { div.style.display = "none"; return; }
+  if (!S.xy.x || !W.signals[S.xy.x]) { if (div.style.display !== "none") div.style.display = "none"; return; }
   div.style.display = "";
   const xd = W.data[S.xy.x] || {tick: [], y: []}, at = new Map();
   xd.tick.forEach((tk, i) => at.set(tk, xd.y[i]));
