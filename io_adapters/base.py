@@ -88,6 +88,9 @@ class LoopContext:
         The CPUs the loop's thread is pinned to (``[realtime]
         cpu_affinity``; empty: not pinned).  A process an adapter starts
         keeps off them, so that it never takes the loop's core.
+    recording_folder
+        The I/O config's ``[recording] folder`` (None: no recording), for
+        adapters that offer its files (the web workspace lists them).
     """
 
     period_s: float
@@ -99,6 +102,7 @@ class LoopContext:
     tick_info: np.ndarray = field(default_factory=new_tick_info)
     ring: Any = None
     loop_cpus: tuple[int, ...] = ()
+    recording_folder: str | None = None
 
     def __post_init__(self) -> None:
         ti = self.tick_info

@@ -63,6 +63,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 from plant_models.run.ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
+from .archive import Archive, History
 from .capture import MAX_KEPT, Trigger, TriggerError
 from .exports import FORMATS, ExportError, capture_file
 from .guard import BadJSON, LingeringWebSocket, host_name, loopback_name, parse_json
@@ -167,7 +168,8 @@ class WebServer:
 
     def __init__(self, link, meta: dict, ring, every: int, *, host: str, port: int, token: str,
                  max_request_bytes: int, max_clients: int, allowed_origins: tuple[str, ...], status_hz: float, log,
-                 allowed_hosts: tuple[str, ...] = (), layouts: str | None = None, parameter_sets: str | None = None):
+                 allowed_hosts: tuple[str, ...] = (), layouts: str | None = None, parameter_sets: str | None = None,
+                 history_s: float = 0.0, recordings: str | None = None, max_download_bytes: int = 1 << 30):
         self.link = link
         self.meta = meta
         self.by_name = {s["name"]: s["col"] for s in meta["signals"]}
@@ -190,6 +192,8 @@ class WebServer:
         self.closed_dropped = [0, 0]  # messages and rows dropped for pages closed since
         self.url = ""
         self.cursor = Cursor(ring, every=every, batch=256)
+        self.archive = Archive(History(history_s, every * meta["period_s"], self.cursor.floats.shape[1], F_TIME),
+                               self.by_name, recordings, max_download_bytes, column, dumps)  # history, recordings
         self._start_seq = int(self.cursor.state[C_NEXT])
         self._stop = asyncio.Event()
         self._page = PAGE.read_bytes()
@@ -245,6 +249,7 @@ class WebServer:
             app.router.add_get("/" + name, self._script_handler)
         self.layouts.add_routes(app.router)
         self.paramsets.add_routes(app.router)
+        self.archive.add_routes(app.router)
         app.router.add_get("/api/capture/{id:[0-9]+}.{fmt:csv|parquet|mf4}", self._capture_handler)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -404,7 +409,7 @@ class WebServer:
             self.clients.remove(client)
             self.closed_dropped[0] += client.dropped
             self.closed_dropped[1] += client.dropped_rows
-            if not self.clients:  # what was read for the last page is counted before the count says none is open
+            if not self.clients and not self.archive.history.capacity:  # counted before the count says none is open
                 self.cursor.skip_to_now()
             self._send_counters()
             sender.cancel()
@@ -518,9 +523,11 @@ class WebServer:
                 self.log.exception("the workspace failed to send an update")
 
     def _take_rows(self):
-        """The display rows written since the last update as (ints, floats), or None (no page: skip them)."""
+        """The display rows written since the last update as (ints, floats), or None (no page: none sent).
+
+        Without a page they are only kept in the history (none kept: skipped)."""
         cur = self.cursor
-        if not self.clients:
+        if not self.clients and not self.archive.history.capacity:
             cur.skip_to_now()
             return None
         ints, floats, n_all = [], [], 0
@@ -533,7 +540,9 @@ class WebServer:
             n_all += n
         if not ints:
             return None
-        return np.concatenate(ints), np.concatenate(floats)
+        ints, floats = np.concatenate(ints), np.concatenate(floats)
+        self.archive.history.add(ints[:, 0], floats)
+        return (ints, floats) if self.clients else None
 
     def _captures(self) -> None:
         """Feed the armed triggers; a capture completed goes to its page as ``captured`` (never dropped)."""
