@@ -9,7 +9,9 @@
   the last ``N`` seconds of run time since the last reset (the ticks
   ascend), of the named signals, those whose tick is a multiple of ``K``
   (the page's own rows/s; default: every display row), as
-  ``{"tick": [...], "t": [...], "values": {name: [...]}}`` with the ring's
+  ``{"tick": [...], "t": [...], "values": {name: [...]}, "held_s": S}`` (S:
+  the seconds it keeps; its arrays take at most :data:`MAX_HISTORY_BYTES`,
+  so a long ``history_s`` at a high ``display_hz`` keeps fewer) with the ring's
   float64 values (non-finite as ``null``), so they equal the ZeroMQ state
   stream bit for bit.  At most :data:`MAX_HISTORY_VALUES` values an answer
   (413 beyond: ask for fewer seconds or signals).
@@ -38,6 +40,7 @@ from aiohttp import web
 
 MAX_HISTORY_VALUES = 2_000_000  # rows x signals in one history answer
 MAX_HISTORY_S = 3600.0
+MAX_HISTORY_BYTES = 256 << 20  # the history's arrays at most; a longer history_s keeps fewer seconds (held_s says)
 MAX_LISTED = 1000
 RECORDING = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,200}\.mf4")
 
@@ -46,8 +49,9 @@ class History:
     """The last ``seconds`` of run time of the display rows: ticks and every float column, in a ring of rows."""
 
     def __init__(self, seconds: float, row_period_s: float, n_floats: int, t_col: int):
-        self.capacity = int(math.ceil(seconds / row_period_s)) + 1 if seconds > 0 else 0
-        self.seconds = seconds
+        rows = int(math.ceil(seconds / row_period_s)) + 1 if seconds > 0 else 0
+        self.capacity = min(rows, MAX_HISTORY_BYTES // (8 * (n_floats + 1)))
+        self.seconds = min(seconds, max(0, self.capacity - 1) * row_period_s)  # what it can hold
         self.ticks = np.zeros(self.capacity, np.int64)
         self.floats = np.zeros((self.capacity, n_floats), np.float64)
         self.t_col = t_col
@@ -110,7 +114,7 @@ class Archive:
         if not h.capacity:
             return self._refuse(404, "history", "no history kept: set history_s in the [web] table")
         try:
-            seconds = float(q.get("seconds", h.seconds))
+            seconds = float(q.get("seconds", h.seconds or 1.0))
             every = int(q.get("every", "1"))
         except ValueError:
             return self._refuse(400, "history", "seconds is a number and every a whole number")
