@@ -1,19 +1,54 @@
-"""What the benchmarks share: a server in a subprocess on free loopback ports, and its I/O template; a server with
-the web workspace and a headless Chromium showing its page.
+"""What the benchmarks share: a server in a subprocess on free loopback ports, its I/O template, a server with the
+web workspace and a headless Chromium showing its page, and the plant state and signal faults of the fault
+benchmarks.
 
-One implementation for the test bench, the tests and the benchmarks
-(:mod:`server.testbench.local_server`, :mod:`server.testbench.workspace_page`); the scripts import it as
-``_support`` (they run as ``python bench/NAME.py``, with ``bench/`` first on the path).
+The server helpers are one implementation for the test bench, the tests and
+the benchmarks (:mod:`server.testbench.local_server`, :mod:`server.testbench.workspace_page`); the scripts import
+them as ``_support`` (they run as ``python bench/NAME.py``, with ``bench/``
+first on the path).  They are imported on first use (PEP 562 module
+``__getattr__``): bench/bench_pipeline.py runs a child of this tree's bench
+against a base commit's packages, and that child takes only the plain data
+below, so it never imports this tree's ``server`` over the base's, nor a
+module the base does not have.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from server.testbench.local_server import FREE_ENDPOINTS, FREE_PORTS, LocalServer, write_io
-from server.testbench.workspace_page import chromium, cpu_s, open_workspace, serve_workspace, web_process_pid
-
 ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["ROOT", "FREE_ENDPOINTS", "FREE_PORTS", "LocalServer", "write_io", "chromium", "cpu_s", "open_workspace",
-           "serve_workspace", "web_process_pid"]
+FAULT_INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
+"""The Powershift's inputs of the fault benchmarks (gear 1 with load: every signal below moves)."""
+
+SIGNAL_FAULTS = (
+    {"target": "signal", "signal": "w_out", "kind": "offset", "value": 5.0},
+    {"target": "signal", "signal": "ratio", "kind": "gain", "value": 1.1},
+    {"target": "signal", "signal": "w_1", "kind": "noise", "value": 0.5, "seed": 3},
+    {"target": "signal", "signal": "slip_c2", "kind": "freeze"},
+    {"target": "signal", "signal": "torque_c4", "kind": "force", "value": 0.0},
+    {"target": "signal", "signal": "p_c2", "kind": "force", "value": 0.0},
+    {"target": "signal", "signal": "p_c4", "kind": "freeze"},
+    {"target": "signal", "signal": "p_c5", "kind": "dropout"},
+    {"target": "signal", "signal": "p_c7", "kind": "offset", "value": 0.0},
+    {"target": "signal", "signal": "engine_torque", "kind": "gain", "value": 1.0},
+)
+"""Ten signal faults on the Powershift, every kind (bench_faults.py, bench_pipeline.py's ``faults`` blocks)."""
+
+_SERVER_NAMES = ("FREE_ENDPOINTS", "FREE_PORTS", "LocalServer", "write_io")
+_PAGE_NAMES = ("chromium", "cpu_s", "open_workspace", "serve_workspace", "web_process_pid")
+
+
+def __getattr__(name: str):
+    if name in _SERVER_NAMES:
+        from server.testbench import local_server
+
+        return getattr(local_server, name)
+    if name in _PAGE_NAMES:
+        from server.testbench import workspace_page
+
+        return getattr(workspace_page, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["ROOT", "FAULT_INITIAL", "SIGNAL_FAULTS", *_SERVER_NAMES, *_PAGE_NAMES]

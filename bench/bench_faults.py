@@ -46,20 +46,8 @@ from plant_models.registry import load_plant  # noqa: E402
 from server.realtime.loop_config import LoopConfig  # noqa: E402
 from server.realtime.runtime import assemble  # noqa: E402
 from _host import host_line  # noqa: E402  (bench/ is first on the path)
+from _support import FAULT_INITIAL as INITIAL, SIGNAL_FAULTS as FAULTS  # noqa: E402
 
-INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
-FAULTS = [
-    {"target": "signal", "signal": "w_out", "kind": "offset", "value": 5.0},
-    {"target": "signal", "signal": "ratio", "kind": "gain", "value": 1.1},
-    {"target": "signal", "signal": "w_1", "kind": "noise", "value": 0.5, "seed": 3},
-    {"target": "signal", "signal": "slip_c2", "kind": "freeze"},
-    {"target": "signal", "signal": "torque_c4", "kind": "force", "value": 0.0},
-    {"target": "signal", "signal": "p_c2", "kind": "force", "value": 0.0},
-    {"target": "signal", "signal": "p_c4", "kind": "freeze"},
-    {"target": "signal", "signal": "p_c5", "kind": "dropout"},
-    {"target": "signal", "signal": "p_c7", "kind": "offset", "value": 0.0},
-    {"target": "signal", "signal": "engine_torque", "kind": "gain", "value": 1.0},
-]
 
 
 def pct(x) -> dict:

@@ -42,6 +42,17 @@ outputs (56), against the bare plant's step in interleaved blocks; and the
 time from ``fmi2Instantiate`` to a ready instance and of ``fmi2FreeInstance``.
 
     python bench/bench_fmi.py --export --ticks 5000
+
+With a ``cs2`` FMU in this process the assembly's step is one compiled
+call (``plant_models/fmi/compiled.py``); the default run then times the
+assembly stepped from Python (``plant + FMU (Python step)``, the code before
+the compiled step) beside it.  ``--offline N``: ``run_offline`` of N steps
+with the FMU, the Python assembly (a step at a time) against the compiled
+one (the compiled loop), and for the floor the bare plant in the compiled
+loop fed the torque the FMU gave; wall and CPU time, ``--repeat`` runs
+each, interleaved, and whether the two runs' outputs are equal bit for bit.
+
+    python bench/bench_fmi.py --offline 20000 --repeat 5
 """
 
 from __future__ import annotations
@@ -53,6 +64,7 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from _host import host_line  # noqa: E402  (bench/ is first on the path)
@@ -186,6 +198,83 @@ def exported(ticks: int, block: int) -> int:
     return 0
 
 
+def offline_runs(n_steps: int, repeat: int, kind: str = "cs2") -> int:
+    """An offline run of ``n_steps`` with the FMU as ``run_offline`` takes it (the plant's reset, ``make_run``, all
+    steps): the Python assembly (a step at a time, StepwiseRun) against the compiled one (the compiled loop, Run);
+    for the floor, the bare plant in the compiled loop with the torque the FMU gave, held over each step (the same
+    physics without the FMU).  Interleaved, ``repeat`` runs each; wall and CPU time.  ``kind``: ``cs2`` the
+    co-simulation lag, ``me`` the model-exchange one."""
+    from fmu_build import build_first_order, build_me, python_assembly
+    from plant_models.offline import InputTable, make_run
+    from plant_models.registry import load_plant
+    from server.offline.run import run_offline
+    from server.offline.scenario import parse_scenario
+    dt = 1e-3
+    fixed = {"load_torque": 3500.0, "p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}
+    scenario = {"duration_s": n_steps * dt, "dt_s": dt, "interpolation": "linear",
+                "leave_at_default": ["p_c2", "p_c4", "p_c5", "p_c7", "p_c8"],
+                "inputs": {"engine.torque_cmd": [[0.0, 100.0], [n_steps * dt, 400.0]], **fixed}}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (build_first_order if kind == "cs2" else lambda out: build_me(out, "lag"))(d / "engine.fmu")
+        cfg = d / "ps.toml"
+        cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
+                       'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n')
+        plants = {"Python step, StepwiseRun": python_assembly(cfg), "compiled step, Run": load_plant(cfg)}
+        runs = {k: (parse_scenario(scenario, "inline").compile(p), None) for k, p in plants.items()}
+
+        def one(k):
+            p, (c, start) = plants[k], runs[k]
+            p.reset(start or c.start_inputs())
+            run = make_run(p, c.table, dt, n_steps)
+            run.advance()
+            return run
+        out = {k: one(k).out for k in plants}  # warm-up, and the FMU's torque for the floor
+        torque = out["compiled step, Run"][1:, plants["compiled step, Run"].output_index("engine.torque")]
+        bare = load_plant("powershift")
+        table = InputTable(bare.n_in)
+        for name, v in fixed.items():
+            table.set_const(bare.input_index(name), v)
+        table.set_points(bare.input_index("engine_torque"), np.arange(n_steps) * dt, torque, integer=True,
+                         first_order_hold=False)  # held: the value the assembly applied over each step
+        plants["bare plant, the FMU's torque"] = bare
+        runs["bare plant, the FMU's torque"] = (SimpleNamespace(table=table), {**fixed, "engine_torque": torque[0]})
+        wall = {k: [] for k in plants}
+        cpu = {k: [] for k in plants}
+        for _ in range(repeat):
+            for k in plants:
+                w0, c0 = time.perf_counter(), time.process_time()
+                out[k] = one(k).out
+                wall[k].append(time.perf_counter() - w0)
+                cpu[k].append(time.process_time() - c0)
+        whole = {k: [] for k in list(plants)[:2]}  # server.offline.run.run_offline: the same, and the trace made
+        for _ in range(repeat):
+            for k in whole:
+                w0 = time.perf_counter()
+                run_offline(plants[k], runs[k][0])
+                whole[k].append(time.perf_counter() - w0)
+        same = out["Python step, StepwiseRun"].tobytes() == out["compiled step, Run"].tobytes()
+        floor_same = np.array_equal(out["bare plant, the FMU's torque"][:, 0], out["compiled step, Run"][:, 0])
+        for p in plants.values():
+            getattr(p, "close", lambda: None)()
+    print(f"FMU: {kind}; offline run of {n_steps} steps (dt = 1 ms), {repeat} runs each, interleaved; load average "
+          f"{os.getloadavg()[0]:.1f}; Python and compiled outputs equal bit for bit: {same}; the floor's first "
+          f"output equal to the compiled run's: {floor_same}")
+    med = {k: (float(np.median(wall[k])), float(np.median(cpu[k]))) for k in plants}
+    for k in plants:
+        print(f"{k:30s} wall median {med[k][0] * 1e3:8.1f} ms ({med[k][0] / n_steps * 1e6:6.2f} us/step)   "
+              f"CPU median {med[k][1] * 1e3:8.1f} ms ({med[k][1] / n_steps * 1e6:6.2f} us/step, "
+              f"least {min(cpu[k]) / n_steps * 1e6:6.2f})")
+    a, b = med["Python step, StepwiseRun"], med["compiled step, Run"]
+    c = med["bare plant, the FMU's torque"]
+    print(f"ratio Python / compiled: wall {a[0] / b[0]:.1f}x, CPU {a[1] / b[1]:.1f}x; compiled with the FMU / bare "
+          f"plant: wall {b[0] / c[0]:.2f}, CPU {b[1] / c[1]:.2f}")
+    wa, wb = (float(np.median(whole[k])) for k in whole)
+    print(f"run_offline (the same, then the trace): Python {wa * 1e3:.1f} ms, compiled {wb * 1e3:.1f} ms (wall "
+          f"medians); ratio {wa / wb:.1f}x")
+    return 0 if same else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ticks", type=int, default=20000)
@@ -196,13 +285,18 @@ def main() -> int:
                                                           "hangs (a segfault and a hang at t = 0.1 s)")
     ap.add_argument("--process", choices=("server", "own", "both"), default="server",
                     help="where the FMU runs: the server's process, its own (docs/fmi.md), or both in one run")
+    ap.add_argument("--offline", type=int, default=0, metavar="N",
+                    help="an offline run of N steps with the FMU: the Python assembly against the compiled one")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each for --offline")
     args = ap.parse_args()
     if args.export:
         return exported(args.ticks, args.block)
     if args.broken:
         return broken(max(args.ticks, 200))
-    from fmu_build import build_first_order, build_first_order3, build_me
+    from fmu_build import build_first_order, build_first_order3, build_me, python_assembly
     from plant_models.registry import load_plant
+    if args.offline:
+        return offline_runs(args.offline, args.repeat, args.kind if args.kind != "cs3" else "cs2")
     dt = 1e-3
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
@@ -220,7 +314,13 @@ def main() -> int:
                            f'process = "{where}"\n' + ('timeout_s = 60.0\n' if where == "own" else ""))
             fmu = load_plant(cfg)
             fmu.reset({"engine.torque_cmd": 300.0, **gear})
-            plants[f"plant + FMU ({where} process)"] = fmu
+            if where == "server" and type(fmu).__name__ == "CompiledFmuAssembly":  # before: the step from Python
+                py = python_assembly(cfg)
+                py.reset({"engine.torque_cmd": 300.0, **gear})
+                plants["plant + FMU (Python step)"] = py
+                plants["plant + FMU (compiled step)"] = fmu
+            else:
+                plants[f"plant + FMU ({where} process)"] = fmu
         for p in plants.values():
             timed(p, 2000, dt)  # warm-up
         wall = {k: [] for k in plants}

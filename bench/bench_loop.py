@@ -160,6 +160,7 @@ def run_loop(args) -> dict:
                                       "load_torque": 3500.0})
     loop = server.loop
     loop.open()
+    loop.choose_tick_path(args.tick_path)
     client = None
     if args.clients == "sub":  # it connects while the loop idles, then sends start
         sys.path.insert(0, str(ROOT / "bench"))
@@ -186,6 +187,7 @@ def run_loop(args) -> dict:
     idx = np.flatnonzero(late > 500.0)
     episodes = int(1 + np.count_nonzero(np.diff(idx) > 50 * args.rate / 1000.0)) if idx.size else 0
     return {
+        "tick_path": loop.tick_path, "tick_path_reason": loop.tick_path_reason,
         "late_ticks_over_us": {str(th): int(np.count_nonzero(late > th)) for th in (50, 100, 500, 1000, 5000)},
         "late_episodes_over_500us": episodes,
         "hypervisor_steal_pct": 100.0 * steal / (wall * (os.cpu_count() or 1)),
@@ -223,6 +225,8 @@ def main() -> int:
                     help="realtime: states per send burst (the ZeroMQ adapter's publish_batch; 0: about 1 ms)")
     ap.add_argument("--clients", default="none", choices=("none", "sub"),
                     help="sub: subscriber, commands at 100 Hz and status requests in another process")
+    ap.add_argument("--tick-path", default="auto", choices=("auto", "python"),
+                    help="auto: the tick as one compiled call (the default); python: the Python stepper")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
 
@@ -263,6 +267,7 @@ def main() -> int:
           + (f", baseline {list(res['baseline'].get('over_us', {}).values())}" if "baseline" in res else "")
           + f"; loop episodes over 500 us: {L['late_episodes_over_500us']}; hypervisor steal "
           f"{L['hypervisor_steal_pct']:.2f} % of the CPUs")
+    print(f"tick path: {L['tick_path']} ({L['tick_path_reason']})")
     print(f"ticks {L['ticks']}, missed {L['missed_ticks']} ({L['missed_pct']:.3f} %), overruns {L['overruns']} "
           f"(+{L['overruns_in_grace']} in grace), CPU {L['cpu_pct_of_one_core']:.1f} % of one core, "
           f"load avg {res['load_avg_before'][0]:.2f} -> {res['load_avg_after'][0]:.2f}")

@@ -7,7 +7,7 @@ turn, so both see the same machine load.  A child measures, in process:
 * the server's tick (``Loop._tick``, lockstep, the Powershift in gear 1, no
   adapters) in blocks taken in turn: commands held (``plain``), a scenario
   playing (``scenario``, ``powershift_single_swap`` restarted every block),
-  10 signal faults active (``faults``, ``bench_faults.FAULTS``); per tick
+  10 signal faults active (``faults``, ``_support.SIGNAL_FAULTS``); per tick
   the wall time (TET: p50, p99) and per block the thread's CPU time / tick
   (the median block and the least disturbed one);
 * the offline runs, CPU time per step (the least of ``--repeat`` calls): the Python-step reference run of
@@ -42,23 +42,11 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
+# bench/bench_faults.py's plant state and faults: plain data (_support imports no package of this tree unless
+# asked for its server helpers, so the base's child keeps the base's packages)
+from _support import FAULT_INITIAL as INITIAL, SIGNAL_FAULTS as FAULTS  # noqa: E402
 
 KINDS = ("plain", "scenario", "faults")
-# bench/bench_faults.py's plant state and faults (copied: a child imports nothing from this tree's bench/ that
-# would put this tree's packages first on the path of the base's child)
-INITIAL = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0, "load_torque": 3500.0}
-FAULTS = [
-    {"target": "signal", "signal": "w_out", "kind": "offset", "value": 5.0},
-    {"target": "signal", "signal": "ratio", "kind": "gain", "value": 1.1},
-    {"target": "signal", "signal": "w_1", "kind": "noise", "value": 0.5, "seed": 3},
-    {"target": "signal", "signal": "slip_c2", "kind": "freeze"},
-    {"target": "signal", "signal": "torque_c4", "kind": "force", "value": 0.0},
-    {"target": "signal", "signal": "p_c2", "kind": "force", "value": 0.0},
-    {"target": "signal", "signal": "p_c4", "kind": "freeze"},
-    {"target": "signal", "signal": "p_c5", "kind": "dropout"},
-    {"target": "signal", "signal": "p_c7", "kind": "offset", "value": 0.0},
-    {"target": "signal", "signal": "engine_torque", "kind": "gain", "value": 1.0},
-]
 OFFLINE = ("run_stepwise", "stepwise_faults", "run_offline", "closed_loop_update")
 
 

@@ -5,9 +5,14 @@ into an empty numba cache, as the first demo does, with its output piped
 (a line every few seconds, :mod:`server.cli.warmup_progress`).  For every
 line that says ``about N s left`` the actual time left is the time from
 that line to the warm-up's ``ready in`` line; the error is
-``estimate / actual - 1``.  The same is computed for the estimate at every
-compiled function (the warm-up's ``--record-progress`` file): denser than
-the lines a person sees, the same estimator.
+``estimate / actual - 1``.  Below 5 s the line says ``under 5 s left`` or
+``finishing`` instead (:func:`server.cli.warmup_progress.time_left_words`):
+a bounded claim, counted as right (error 0) when the actual time left is
+within the bound, else as ``bound / actual - 1`` (how far short the bound
+fell).  The same is computed for the estimate at every compiled function
+(the warm-up's ``--record-progress`` file; an estimate there under 5 s
+counted as the bound the line would show): denser than the lines a person
+sees, the same estimator.
 
 ``--record N`` first runs N cold warm-ups and writes their mean shares (the
 share of its process's compile time at which each function was finished:
@@ -34,9 +39,12 @@ from pathlib import Path
 
 from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from server.cli.warmup_progress import SHORT_LEFT_S  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "powershift --serve-only"
-LEFT = re.compile(r"about (\d+) s left")
+LEFT = re.compile(r"about (\d+) s left|under (\d+) s left|(finishing)")
 
 
 def cold_warmup(tmp: Path) -> dict:
@@ -55,6 +63,14 @@ def cold_warmup(tmp: Path) -> dict:
             "load_before": load}
 
 
+def claim_error(estimate_s: float, actual_s: float, bounded: bool) -> float:
+    """Relative error of a time-left claim: ``estimate / actual - 1``; a bound (``under N s left``,
+    ``finishing``: ``estimate_s`` is then the bound) is right (0) when the actual time left is within it."""
+    if bounded:
+        return 0.0 if actual_s <= estimate_s else estimate_s / actual_s - 1
+    return estimate_s / actual_s - 1
+
+
 def errors(run: dict) -> tuple[list[float], list[float]]:
     """Relative errors of the shown estimates (lines) and of those at every function (record), in the last
     90 % of the compile (the first estimates rest on a few functions)."""
@@ -64,9 +80,11 @@ def errors(run: dict) -> tuple[list[float], list[float]]:
     for t, text in run["lines"]:
         m = LEFT.search(text)
         if m and t - first >= 0.1 * (end - first) and end - t > 0:
-            shown.append(int(m[1]) / (end - t) - 1)
+            about, under, _ = m.groups()
+            shown.append(claim_error(float(about or under or SHORT_LEFT_S), end - t, about is None))
     rec = run["record"]
-    dense = [left / (rec["end_s"] - t) - 1 for t, _, left in rec["done"]
+    dense = [claim_error(max(left, SHORT_LEFT_S), rec["end_s"] - t, left < SHORT_LEFT_S)
+             for t, _, left in rec["done"]
              if left is not None and t >= 0.1 * rec["end_s"] and rec["end_s"] - t > 0.5]
     return shown, dense
 

@@ -281,9 +281,8 @@ def figure_of(res: RunResult, title: str):
     legend(ax[2])
     import numpy as np
 
-    w1, wo = np.asarray(col["w_1"]), np.asarray(col["w_out"])
-    with np.errstate(divide="ignore", invalid="ignore"):  # the ratio as describe gives it: input over output
-        ratio = np.where(wo != 0.0, w1 / wo, np.nan)
+    ratio = np.asarray(col["ratio"], dtype=float)  # input over output speed; 0 while the output nearly stands
+    ratio = np.where(ratio != 0.0, ratio, np.nan)
     ax[3].plot(t, ratio, color="tab:purple", label="ratio $\\omega_1/\\omega_{out}$ (input over output speed)")
     ax[3].set_ylabel("ratio [-]")
     gear = ax[3].twinx()
@@ -306,8 +305,8 @@ def plot(res: RunResult, path: Path, title: str) -> None:
 def _report(res: RunResult) -> bool:
     for t, ph in res.timeline:
         print(f"  t = {t:6.3f} s  {ph} phase")
-    for t, g, r in res.gear_changes:  # r: the plant's `ratio` output, output over input speed
-        print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {1 / r:.1f}, input over output speed)" if g and r else
+    for t, g, r in res.gear_changes:  # r: the plant's `ratio` output, input over output speed
+        print(f"  t = {t:6.3f} s  gear {g}" + (f"  (ratio {r:.1f}, input over output speed)" if g and r else
                                                 "  (clutches slipping)"))
     return len(res.gears) >= 2 and res.gears[0] == 1 and res.gears[-1] == 3
 

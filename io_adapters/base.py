@@ -91,6 +91,10 @@ class LoopContext:
     recording_folder
         The I/O config's ``[recording] folder`` (None: no recording), for
         adapters that offer its files (the web workspace lists them).
+    restage
+        ``restage()``: an adapter's compiled forms (:meth:`Adapter.compiled_read`,
+        :meth:`Adapter.compiled_write`) changed; the loop builds its tick
+        again.  Between ticks.
     """
 
     period_s: float
@@ -103,6 +107,7 @@ class LoopContext:
     ring: Any = None
     loop_cpus: tuple[int, ...] = ()
     recording_folder: str | None = None
+    restage: Callable[[], None] = lambda: None
 
     def __post_init__(self) -> None:
         ti = self.tick_info
@@ -226,6 +231,16 @@ class Adapter(ABC):
             real-time loop.
         """
         raise NotImplementedError(f"{type(self).__name__} implements neither read nor _read_internal")
+
+    def compiled_read(self):
+        """The compiled form of :meth:`read` (a :class:`plant_models.run.compiled.CompiledStage` of the
+        ``commanded`` stage, returning ``FED`` when commands drive the plant), or None: the tick calls
+        :meth:`read` from Python.  Asked between ticks, after :meth:`open`; the default has none."""
+        return None
+
+    def compiled_write(self):
+        """The compiled form of :meth:`write` (a ``CompiledStage`` of the ``send`` stage), or None (the default)."""
+        return None
 
     def write(self, tick: int, now_ns: int) -> None:
         """Send what is due this tick (e.g. cyclic CAN frames).  Non-blocking.  Called in the real-time loop.

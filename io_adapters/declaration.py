@@ -84,6 +84,9 @@ class AdapterDeclaration:
     fault_kinds: tuple[str, ...] = ()
     # its command-line options add an adapter of the type (named after it) to an I/O config that has none
     cli_adds_adapter: bool = False
+    # options another type declares that also apply to every adapter of this type (to none if it has none):
+    # ``--can-channel`` moves the J1939 rest-bus with the CAN adapter, as both must be on one bus
+    follows_cli: tuple[str, ...] = ()
     # a top-level table named after the type (``[web]``) is a shorthand for one ``[[adapters]]`` table of the type
     config_table: bool = False
     # options that name a file or a folder: a relative one is from the I/O config's folder (as [recording] folder

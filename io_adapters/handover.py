@@ -24,7 +24,10 @@ reports them as rejected with reason ``scenario_active`` between ticks.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, cfunc, njit
+
+from plant_models.run.compiled import FED, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
+from plant_models.run.ring import TI_SCENARIO
 
 # Without nogil, like the state ring's writer: the tick keeps the GIL (see plant_models.run.ring).
 JIT = dict(cache=True)
@@ -72,6 +75,26 @@ def apply_rows(q, meta, idx, val, u, u_rate, ack, drive, max_rows):
     q[Q_GOT] = got
     q[Q_APPLIED] += applied
     return applied
+
+
+@cfunc(STAGE_SIGNATURE, cache=True)
+def apply_rows_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``commanded``: what the adapter's ``read`` does, as a compiled stage (``plant_models.run.compiled``):
+    when rows wait, :func:`apply_rows` on array views of the addresses in ``ctx``, driving the inputs unless a
+    scenario does (``tick_info[TI_SCENARIO]``); returns ``FED`` when it applied a row (the watchdog is fed).
+
+    ``ctx``: [q, meta, idx, val, u, u_rate, ack, tick_info, rows, row width, max rows per tick, inputs, ack
+    length] (:meth:`CommandRows.compiled_stage`).  Called in the real-time loop.
+    """
+    q = carray(i64_at(ctx[0]), (N_Q,))
+    if q[Q_PUT] == q[Q_GOT]:
+        return 0
+    cap, width, n_in = ctx[8], ctx[9], ctx[11]
+    applied = apply_rows(q, carray(i64_at(ctx[1]), (cap, 2)), carray(i64_at(ctx[2]), (cap, width)),
+                         carray(f64_at(ctx[3]), (cap, width)), carray(f64_at(ctx[4]), (n_in,)),
+                         carray(f64_at(ctx[5]), (n_in,)), carray(i64_at(ctx[6]), (ctx[12],)),
+                         i64_at(ctx[7])[TI_SCENARIO] == 0, ctx[10])
+    return FED if applied else 0
 
 
 class CommandRows:
@@ -132,6 +155,13 @@ class CommandRows:
         """Whether rows wait for the tick (the tick itself compares ``q[Q_PUT]`` and ``q[Q_GOT]``)."""
         return int(self.q[Q_PUT]) != int(self.q[Q_GOT])
 
+    def compiled_stage(self, u: np.ndarray, u_rate: np.ndarray, tick_info: np.ndarray, max_rows: int) -> CompiledStage:
+        """The compiled form of the ``commanded`` stage for this queue: what :meth:`apply` does, gated by
+        ``tick_info[TI_SCENARIO]`` and feeding the watchdog as ``Adapter.read`` does (:func:`apply_rows_stage`)."""
+        return CompiledStage.of("commanded", apply_rows_stage, (
+            self.q, self.meta, self.idx, self.val, u, u_rate, self.ack, tick_info, self.capacity, self.idx.shape[1],
+            max_rows, u.shape[0], self.ack.shape[0]))
+
     def apply(self, u: np.ndarray, u_rate: np.ndarray, drive: bool, max_rows: int) -> int:
         """Apply (or, not ``drive``, drop) the waiting rows; returns how many were applied.
 
@@ -140,4 +170,4 @@ class CommandRows:
         return apply_rows(self.q, self.meta, self.idx, self.val, u, u_rate, self.ack, drive, max_rows)
 
 
-__all__ = ["CommandRows", "apply_rows", "Q_PUT", "Q_GOT"]
+__all__ = ["CommandRows", "apply_rows", "apply_rows_stage", "Q_PUT", "Q_GOT"]

@@ -5,8 +5,9 @@ the plant's own kernels and the loop's and codecs' kernels; later starts
 load them from numba's on-disk cache in about a second.  So that a first
 start never looks hung, the command line runs its set-up inside a
 :class:`CompileProgress` block, which writes one line per function numba
-actually compiles.  Loading from the cache compiles nothing and writes
-nothing.
+actually compiles (with ``-v``; by default the commands pass its events to
+the stages and counts of :mod:`server.cli.warmup_progress` instead).
+Loading from the cache compiles nothing and writes nothing.
 
 Functions are grouped by where they live: the core's kernels (with their
 known number and the time left at the pace so far, so a line reads ``core

@@ -187,6 +187,9 @@ class FrictionPlant(CompiledPlant):
     def time(self) -> float:
         return float(self.core.time[0])
 
+    def time_index(self) -> int:
+        return int(self.mi[L.DF_TIME])
+
     @property
     def counters(self) -> np.ndarray:
         return self.core.counters

@@ -130,12 +130,13 @@ def load_plant(path_or_name: str | Path) -> Plant:
 
 def build_plant(c: PlantConfig) -> Plant:
     """The plant of a config read (:func:`read_config`, :func:`read_config_data`), with its FMUs if it has
-    ``[[fmu]]`` tables (an :class:`~plant_models.fmi.assembly.FmuAssembly`, docs/fmi.md)."""
+    ``[[fmu]]`` tables (an :class:`~plant_models.fmi.assembly.FmuAssembly`, docs/fmi.md; its step compiled
+    where :func:`~plant_models.fmi.compiled.assemble` can)."""
     plant = c.plant_class(c.params, source=c.source)
     if c.fmus:
-        from .fmi.assembly import FmuAssembly
+        from .fmi.compiled import assemble
         from .fmi.describe import checked
-        plant = FmuAssembly(plant, checked(c.fmus, c.source, plant.inputs, plant.outputs))
+        plant = assemble(plant, checked(c.fmus, c.source, plant.inputs, plant.outputs))
     return plant
 
 

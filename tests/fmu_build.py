@@ -273,3 +273,15 @@ def build_me(out: Path, model: str, version: int = 2) -> Path:
         return _build(out, ME_BALL3, "ball", "me_model3.c", 3, defines=("BALL",))
     md = {"lag": ME_LAG, "ball": ME_BALL}[model].format()
     return _build(out, md, model, "me_model.c", 2, defines=("BALL",) if model == "ball" else ())
+
+
+def python_assembly(config):
+    """The plant of ``config`` (a TOML file with ``[[fmu]]`` tables) with its FMUs stepped from Python
+    (:class:`plant_models.fmi.assembly.FmuAssembly`), whatever :func:`plant_models.registry.load_plant` picks:
+    the reference of the compiled assembly's tests and benchmark."""
+    from plant_models.fmi.assembly import FmuAssembly
+    from plant_models.fmi.describe import checked
+    from plant_models.registry import read_config
+    c = read_config(config)
+    inner = c.plant_class(c.params, source=c.source)
+    return FmuAssembly(inner, checked(c.fmus, c.source, inner.inputs, inner.outputs))

@@ -50,8 +50,8 @@ def case_id(config: str, scenario: str, dt: float | None) -> str:
     return f"{Path(config).stem}/{Path(scenario).stem}" + (f"@{dt:g}" if dt else "")
 
 
-def fingerprint(config: str, scenario: str, dt: float | None) -> dict:
-    """Run one case offline and fingerprint its trace and events."""
+def run_case(config: str, scenario: str, dt: float | None):
+    """Run one case offline: (the table of time and every output as little-endian float64, the trace)."""
     from plant_models.config import repo_root
     from plant_models.registry import load_plant
     from server.offline.scenario import load_scenario
@@ -61,12 +61,22 @@ def fingerprint(config: str, scenario: str, dt: float | None) -> dict:
     plant = load_plant(root / "configs" / config)
     compiled = load_scenario(root / "scenarios" / scenario).compile(plant, dt)
     trace = run_offline(plant, compiled)
-    table = np.column_stack([trace.time, trace.values]).astype("<f8")
+    return np.column_stack([trace.time, trace.values]).astype("<f8"), trace
+
+
+def table_sha256(table: np.ndarray) -> str:
+    """The fingerprint of a table: SHA-256 of its float64 bytes, row by row, little-endian."""
+    return hashlib.sha256(np.ascontiguousarray(table, dtype="<f8").tobytes()).hexdigest()
+
+
+def fingerprint(config: str, scenario: str, dt: float | None) -> dict:
+    """Run one case offline and fingerprint its trace and events."""
+    table, trace = run_case(config, scenario, dt)
     events = "".join(f"{e['time']!r} {e['clutch']} {e['type']}\n" for e in trace.events)
     return {
         "rows": int(table.shape[0]),
         "columns": ",".join(["t"] + list(trace.names)),
-        "trace_sha256": hashlib.sha256(table.tobytes()).hexdigest(),
+        "trace_sha256": table_sha256(table),
         "events": len(trace.events),
         "events_sha256": hashlib.sha256(events.encode()).hexdigest(),
         "status_or": int(trace.status_or),

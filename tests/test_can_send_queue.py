@@ -138,3 +138,57 @@ def test_lockstep_and_afap_send_in_the_tick(mode):
 def test_the_queue_copy_is_compiled_when_the_adapter_opens_before_the_first_tick():
     with Harness("powershift"):
         assert frames.tx_enqueue.signatures
+
+
+def _tick_at(h: Harness, now_ns: int) -> None:
+    """One tick whose clock (the loop's wake-up, monotonic) is ``now_ns``, nothing between ticks."""
+    a, p = h.adapter, h.plant
+    a.read(h.tick, now_ns)
+    p.step(h.period_s)
+    h.tick += 1
+    a.write(h.tick, now_ns)
+
+
+def test_the_status_shows_how_long_the_oldest_queued_frame_waited_since_its_tick():
+    """``tx.queue_wait_us`` (per pump, its oldest frame's wait), ``tx.queue_wait_max_us``, ``tx.queue_max``."""
+    import time
+
+    h = Harness("powershift")
+    try:
+        t = time.monotonic_ns()
+        for ago_s in range(20, 0, -1):  # 20 ticks that ran 20 .. 1 s ago, their frames still queued
+            _tick_at(h, t - ago_s * 1_000_000_000)
+        st = h.adapter.status()["tx"]
+        queued = st["queued"]
+        assert queued > 8 and st["queue_wait_max_us"] == 0.0 and sum(st["queue_wait_us"].values()) == 0
+        h.adapter.pump(1)  # a deadline long past: 8 frames, the oldest from 20 s ago
+        assert h.adapter.status()["tx"]["queued"] == queued - 8
+        h.adapter.pump(0)  # the rest: the oldest one of the tick that queued frame 9
+        st = h.adapter.status()["tx"]
+        assert st["queued"] == 0 and st["queue_max"] == queued
+        assert st["queue_wait_us"][">=5000"] == 2 and sum(st["queue_wait_us"].values()) == 2
+        assert 20e6 <= st["queue_wait_max_us"] < 20e6 + 60e6
+        # a tick that pumps at once: one more pump, counted below 5 ms unless the machine stalls that long
+        _tick_at(h, time.monotonic_ns())
+        h.adapter.pump(0)
+        st = h.adapter.status()["tx"]
+        assert sum(st["queue_wait_us"].values()) == 3 and 20e6 <= st["queue_wait_max_us"] < 20e6 + 60e6
+    finally:
+        h.adapter.close()
+
+
+def test_more_queued_ticks_than_the_marks_remember_count_from_the_oldest_one_kept():
+    import time
+
+    from io_adapters.can.adapter import TX_MARKS
+
+    with Harness("powershift") as h:
+        n = 4 * TX_MARKS  # the Powershift queues frames in about every second tick: about 2 * TX_MARKS marks
+        t = time.monotonic_ns()
+        for i in range(n):
+            _tick_at(h, t - (n - i) * 1_000_000_000)  # 1 s apart, the last one 1 s ago
+        h.adapter.pump(0)
+        st = h.adapter.status()["tx"]
+        assert st["queued"] == 0 and st["queue_dropped"] == 0 and st["queue_wait_us"][">=5000"] == 1
+        # the oldest tick kept ran at least TX_MARKS s ago, the oldest of all n s ago: under-counted, never over
+        assert h.adapter._txq_marks > TX_MARKS and TX_MARKS * 1e6 <= st["queue_wait_max_us"] < n * 1e6

@@ -136,3 +136,48 @@ def test_the_share_relays_the_local_virtual_bus(tmp_path, monkeypatch):
         client.shutdown()
         member.shutdown()
         share.close()
+
+
+def test_the_share_counts_what_it_relays_each_way_and_how_late():
+    """The share's own counters: frames relayed to and from its clients, the relay's delay, its queue."""
+    import can
+
+    share = LoopbackShare("share-meter", port=0)
+    member = can.Bus(interface="virtual", channel="share-meter", receive_own_messages=False)
+    client = can.Bus(interface="remote", channel=share.url)
+    try:
+        for i in range(5):
+            client.send(can.Message(arbitration_id=0x100 + i, is_extended_id=False, data=bytes([i])))
+        got = [member.recv(10.0) for _ in range(5)]
+        assert [m.arbitration_id for m in got] == [0x100, 0x101, 0x102, 0x103, 0x104]
+        for i in range(3):
+            member.send(can.Message(arbitration_id=0x200 + i, is_extended_id=False, data=bytes([i])))
+        back = [client.recv(10.0) for _ in range(3)]
+        assert [m.arbitration_id for m in back] == [0x200, 0x201, 0x202]
+        st = share.status()
+        assert (st["clients"], st["from_clients"], st["to_clients"], st["relay_errors"]) == (1, 5, 3, 0)
+        assert st["delay_max_us"] >= st["delay_last_us"] > 0.0 and 0 <= st["late_1ms"] <= 3
+        assert st["queued"] == 0  # the relay thread took every frame of the bus off the client's queue
+    finally:
+        client.shutdown()
+        member.shutdown()
+        share.close()
+
+
+def test_frames_a_full_queue_refused_are_the_shares_dropped_count():
+    """A member of the shared virtual bus that never reads: its full queue refuses the plant's frames, counted."""
+    import can
+
+    from can_support import Harness
+
+    h = Harness("powershift", {"interface": "virtual", "channel": "share-drops", "share": {"port": 0}})
+    stalled = can.Bus(interface="virtual", channel="share-drops", rx_queue_size=2)
+    try:
+        h.run(50)
+        st = h.adapter.status()
+        assert st["share"]["dropped"] == st["tx"]["errors"] > 0
+        assert st["tx"]["frames"] == 2  # after the two frames its queue holds, every frame is refused (and counted)
+        assert stalled.recv(0.0) is not None  # the two frames its queue holds are the first ones
+    finally:
+        stalled.shutdown()
+        h.adapter.close()

@@ -345,6 +345,29 @@ def test_two_processes_close_a_shift_over_the_local_virtual_bus(bus_dir, tmp_pat
     assert not [t for t in st.get("threads", []) if "share" in str(t)]
 
 
+def test_the_channel_is_chosen_on_the_command_line(bus_dir, tmp_path):
+    """``serve --can-channel NAME`` overrides the I/O config's channel: the plant's frames are on NAME, not on it."""
+    other = LocalBus("cfg-channel")  # the config's channel: nothing may arrive there
+    try:
+        with ServerProcess(tmp_path, "powershift", extra=CAN_VBUS.replace('"*"', '"cfg-channel"'),
+                           args=("--can-channel", "cli-channel")) as srv:
+            assert srv.info["endpoints"]["can.vbus"] == "cli-channel"
+            bus = LocalBus("cli-channel")
+            try:
+                msg = bus.recv(30.0)
+            finally:
+                bus.shutdown()
+            srv.shutdown()
+        assert msg is not None and msg.arbitration_id > 0
+        assert other.recv(0.2) is None and other.stats["received"] == 0
+    finally:
+        other.shutdown()
+    bad = subprocess.run([sys.executable, "-m", "server.cli", "serve", "powershift", "--can-channel", "two words"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "argument --can-channel: must be a channel name of 1..200 printable " \
+        "characters without spaces" in bad.stderr, bad.stderr
+
+
 def test_one_server_per_channel(bus_dir):
     """A plant server claims its channel: a second one on the same channel refuses to start, as on a share port."""
     a, b = LocalBus("owned"), LocalBus("owned")

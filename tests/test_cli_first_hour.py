@@ -203,6 +203,12 @@ def test_endpoint_options_move_the_sockets_of_the_config():
     assert (zmq["control_endpoint"], zmq["state_endpoint"], zmq["command_endpoint"]) == (
         "tcp://127.0.0.1:6000", "tcp://127.0.0.1:6001", "tcp://127.0.0.1:6002")
     assert next(a for a in io.adapters if a.type == "can").options["share"] == {"host": "127.0.0.1", "port": 0}
+    io = apply_adapter_options(load_io_config("io_can"), {"can": {"--can-channel": "bench-2"}})
+    can_options = next(a for a in io.adapters if a.type == "can").options
+    assert can_options["channel"] == "bench-2" and "share" not in can_options
+    io = apply_adapter_options(load_io_config("io_j1939_powershift"), {"can": {"--can-channel": "bench-3"}})
+    assert {a.type: a.options["channel"] for a in io.adapters if a.type in ("can", "j1939")} == \
+        {"can": "bench-3", "j1939": "bench-3"}  # the rest-bus stays on the CAN adapter's bus
     io = apply_adapter_options(load_io_config(None), {"zmq": {"--zmq-port": 0,
                                                               "--zmq-control": "tcp://127.0.0.1:7000"}})
     zmq = next(a for a in io.adapters if a.type == "zmq").options

@@ -31,13 +31,35 @@ def server(tmp_path_factory):
 
 def test_client_discovers_endpoints_and_reads_the_plant(server):
     with server.client() as hil:
-        assert set(hil.endpoints) == {"state", "command", "control"}
+        assert set(hil.endpoints) == {"state", "command", "control", "zmq.state", "zmq.command", "zmq.control"}
         assert hil.endpoints["control"] == server.control
         d = hil.describe()
         assert d["kind"] == "powershift" and d["mode"] == "lockstep" and d["protocol"] == 1
         assert hil.input_names == [s["name"] for s in d["inputs"]]
         assert {"unit", "min", "max", "default"} <= set(d["inputs"][0])
         assert hil.ping()["server"] == "gearbox-hil"
+
+
+def test_describe_names_each_adapters_endpoints_and_sends_a_client_to_its_own_sockets(tmp_path):
+    """Two ZeroMQ adapters and a CAN share: no adapter's endpoint hides another's (each named ``<adapter>.<key>``),
+    and each control socket's ``describe`` gives its own state and command sockets un-named."""
+    second = ARRAY_FORMAT.replace('name = "zmq"', 'name = "zmq2"')
+    share = '[[adapters]]\ntype = "can"\nname = "can"\ninterface = "virtual"\nchannel = "describe-test"\n' \
+            '[adapters.share]\nport = 0\n'
+    srv = ServerProcess(tmp_path, mode="lockstep", extra=share + second)
+    try:
+        ready = srv.endpoints
+        for name in ("zmq", "zmq2"):
+            with HilClient(ready[f"{name}.control"]).connect() as hil:
+                ep = hil.plant["endpoints"]
+                assert {k: ep[k] for k in ("state", "command", "control")} == \
+                    {k: ready[f"{name}.{k}"] for k in ("state", "command", "control")}
+                assert {k: v for k, v in ep.items() if "." in k} == ready  # the ready file's names and values
+                assert ep["share"] == ready["can.share"]
+                hil.subscribe(("state",))  # waits for the hello answer of the state socket it was sent to
+        assert ready["zmq.state"] != ready["zmq2.state"]
+    finally:
+        srv.shutdown()
 
 
 def test_state_stream_in_lockstep_carries_every_published_tick_and_the_ack(server):

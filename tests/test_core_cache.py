@@ -5,8 +5,9 @@ real one, so the rules are checked without compiling anything: a comment
 added to a component drops the components' caches and those of the plants
 that import a component (directly or through another module), and keeps the
 core's and the other plants'; a change in the core drops everything above it;
-a change in one plant module drops nothing here (numba's own check covers
-the module's own file).  ``bench/bench_cache_edit.py`` measures the same on
+a change in one plant module drops the caches of the modules that import it
+(numba's own check covers the module's own file), and so does a change in a
+top-level module whose constants a plant folds in.  ``bench/bench_cache_edit.py`` measures the same on
 the real tree.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from plant_models.core.cache import drop_stale_caches, links_components
+from plant_models.core.cache import drop_stale_caches, links_components, module_dependencies
 
 SOURCES = {
     "core/__init__.py": "",
@@ -25,16 +26,21 @@ SOURCES = {
     "powertrain/law.py": "from ..core.api import L\n",
     "plants/__init__.py": "",
     "plants/chain.py": "from ..core.api import core_step\n",
-    "plants/dct.py": "from ..powertrain import law\n",
+    "plants/dct.py": "from ..powertrain import law\n\n\n@njit\ndef helper():\n    return 1\n",
     "plants/geared.py": "from .dct import helper\n",  # a component through another plant module
     "plants/late.py": "def f():\n    from plant_models.powertrain.law import g\n",  # inside a function
+    "plants/pressure.py": "from ..clutch import BAR\n",  # folds in a top-level module's constant
+    "plants/ported.py": "from ..plant import Plant\n",  # a class only: links nothing
+    "plant.py": "class Plant:\n    pass\n",
     "__init__.py": "",
+    "clutch.py": "BAR = 1e5\n",
     "offline.py": "from .core.api import call_step_at\n",
 }
 KERNELS = {
     "core": ["step.step-1"],
     "powertrain": ["law.law-1"],
-    "plants": ["chain._step-1", "dct._step-1", "geared._step-1", "late.f-1"],
+    "plants": ["chain._step-1", "dct._step-1", "geared._step-1", "late.f-1", "pressure._step-1",
+               "ported._step-1"],
     "": ["offline.run_steps-1"],
 }
 
@@ -84,7 +90,8 @@ def test_a_comment_in_a_component_keeps_the_core_and_the_plants_without_componen
     law = models / "powertrain/law.py"
     law.write_text(law.read_text() + "# a comment\n")
     drop_stale_caches(models)
-    assert cached(models) == {"step.step-1", "chain._step-1", "offline.run_steps-1"}
+    assert cached(models) == {"step.step-1", "chain._step-1", "pressure._step-1", "ported._step-1",
+                              "offline.run_steps-1"}
     fill_caches(models)
     drop_stale_caches(models)  # the new stamps hold: nothing goes a second time
     assert cached(models) == ALL
@@ -97,8 +104,35 @@ def test_a_change_in_the_core_drops_every_stamped_cache(models):
     assert cached(models) == set()
 
 
-def test_a_change_in_a_plant_module_is_left_to_numba(models):
+def test_a_change_in_a_plant_module_drops_the_modules_that_import_it(models):
+    """numba checks a kernel against its own file; ``geared`` inlines ``dct``'s code, so it goes too."""
     dct = models / "plants/dct.py"
     dct.write_text(dct.read_text() + "# a comment\n")
+    drop_stale_caches(models)
+    assert cached(models) == ALL - {"geared._step-1"}  # dct's own cache is numba's to check
+    fill_caches(models)
+    drop_stale_caches(models)
+    assert cached(models) == ALL
+
+
+def test_a_constant_of_a_top_level_module_drops_the_plants_that_fold_it_in(models):
+    clutch = models / "clutch.py"
+    clutch.write_text("BAR = 100000.0\n")
+    drop_stale_caches(models)
+    assert cached(models) == ALL - {"pressure._step-1"}
+
+
+def test_each_module_depends_on_what_it_imports_through_others(tmp_path):
+    deps = module_dependencies(make_tree(tmp_path))
+    names = {key: sorted(p.name for p in paths) for key, paths in deps.items()}
+    assert names[("plants", "geared")] == ["dct.py"]  # core/ and powertrain/ have stamps of their own
+    assert names[("plants", "pressure")] == ["clutch.py"]
+    assert names[("plants", "chain")] == [] and names[("", "offline")] == []
+    assert names[("plants", "ported")] == []  # classes are not in a kernel
+
+
+def test_an_edit_of_a_module_of_classes_recompiles_nothing(models):
+    plant = models / "plant.py"
+    plant.write_text(plant.read_text() + "# a comment\n")
     drop_stale_caches(models)
     assert cached(models) == ALL

@@ -156,3 +156,23 @@ define i64 @probe_entry(i64 %x) {
     assert re.search(r'define internal [^@]*@"?probe_kernel\.entry\.[0-9a-f]{12}', text)
     call = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(entry.get_pointer_to_function("probe_entry"))
     assert call(41) == 42
+
+
+def test_kernel_count_counts_every_entry_point_a_cold_compile_goes_through():
+    """kernel_count added two entry points of three (the mode solver's was missing): a cold compile of the
+    core went through one function more than a progress display's total said.  Its count is the stages'
+    kernels plus one per entry point entry_addresses compiles, and equals the core's total recorded from a
+    real cold compile (server/cli/warmup_profile.json, bench/bench_warmup_eta.py --record)."""
+    from plant_models.core import api, entry
+
+    stage_kernels = api.kernel_count() - len(entry.entry_points())
+    names = {f.__name__ for f, _ in entry.entry_points()}
+    assert names == {"step_entry", "start_entry", "solve_entry"}
+    assert len(entry.entry_addresses()) == len(entry.entry_points())
+    from server.cli.warmup_progress import PROFILE_PATH
+
+    profiles = json.loads(PROFILE_PATH.read_text())
+    for profile in profiles.values():
+        recorded = {key.split(":")[2] for key in profile["shares"] if key.split(":")[1] == "core"}
+        assert names <= recorded  # each entry point was compiled in the recorded cold compile
+        assert profile["totals"]["core"] == stage_kernels + len(names) == api.kernel_count()

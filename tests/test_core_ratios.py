@@ -63,11 +63,11 @@ def test_each_powershift_gear_gives_its_ratio(gear):
         assert plant.step(1e-3) == L.ST_OK
     w = plant.core.omega
     assert -w[3] / w[0] == pytest.approx(expect, rel=1e-14)
-    assert plant.y[ratio_idx] == pytest.approx(expect, rel=1e-14)
+    assert plant.y[ratio_idx] == pytest.approx(1.0 / expect, rel=1e-14)  # input over output speed
     assert plant.y[gear_idx] == gear
-    assert plant.gear_ratio(gear) == pytest.approx(expect, rel=1e-14)
+    assert plant.gear_ratio(gear) == pytest.approx(1.0 / expect, rel=1e-14)
     for i in trip:
         assert plant.core.delta[i] == 0.0
-    # gears are numbered from the largest reduction up
+    # gears are numbered from the largest reduction (ratio) down
     if gear > 1:
-        assert plant.gear_ratio(gear) >= plant.gear_ratio(gear - 1)
+        assert plant.gear_ratio(gear) <= plant.gear_ratio(gear - 1)

@@ -1,10 +1,9 @@
 """``describe`` shows every gear with its engaged elements and its ratio, input speed over output speed, for
 every plant with gears, and says where its units hold (ZeroMQ: as listed; CAN: the DBC's rpm).
 
-The ratio is one quantity everywhere: the Powershift's gear 1 is 48 (it was shown only for transmissions
-described as data, while the Powershift's ``ratio`` output reads its inverse, 1/48, as the paper plots it).
-The table is checked against the running plant: in a locked gear the input speed over the output speed is
-the table's ratio.
+The ratio is one quantity everywhere, input speed over output speed: the Powershift's gear 1 is 48 in the
+table and in its ``ratio`` output alike.  The table is checked against the running plant: in a locked gear
+the input speed over the output speed, and the ``ratio`` output, are the table's ratio.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ def test_the_powershift_gears_are_its_clutch_triples_with_the_reduction():
     assert [g["number"] for g in d["gears"]] == list(range(1, 19))
     for g in d["gears"]:
         assert g["engaged"] == [f"C{c}" for c in plant.gear_clutches(g["number"])]
-        assert g["ratio"] == 1.0 / plant.gear_ratio(g["number"])
+        assert g["ratio"] == plant.gear_ratio(g["number"])
     assert d["gears"][0]["ratio"] == pytest.approx(48.0, rel=1e-12) and d["gears"][0]["engaged"] == ["C1", "C3", "C6"]
     # the same numbers as the Powershift described as data
     described = describe_config("powershift_described")["gears"]
@@ -39,11 +38,11 @@ def test_the_powershift_gears_are_its_clutch_triples_with_the_reduction():
 
 
 def test_the_powershift_table_is_what_the_plant_does_in_gear_3():
-    gear, ratio, paper = _end_ratio("powershift", "powershift_single_swap", "w_1", "w_out")
+    gear, ratio, output = _end_ratio("powershift", "powershift_single_swap", "w_1", "w_out")
     table = describe_config("powershift")["gears"][gear - 1]["ratio"]
     assert gear == 3 and table == pytest.approx(32.0, rel=1e-12)
     assert ratio == pytest.approx(table, rel=1e-9)
-    assert paper == pytest.approx(1.0 / table, rel=1e-9)  # the `ratio` output: output over input, documented
+    assert output == pytest.approx(table, rel=1e-9)  # the `ratio` output: input over output, like the table
 
 
 def test_the_dct_gears_are_clutch_and_synchronizer_with_gear_times_final_drive():

@@ -137,11 +137,14 @@ def test_a_stuck_closed_clutch_reports_a_capacity_inside_the_declared_range_and_
 def test_a_snapshot_file_written_before_the_overlay_restores_and_continues_bit_exactly():
     """The file: Powershift in gear 1 (600 N m, no load), 300 ticks, then C3 worn 0.5, C8 stuck closed and noise
     on w_out, 50 ticks; the .npy: the outputs of the 100 ticks after it, as the version that wrote it ran them.
-    Only the capacity of the stuck clutch differs: it now saturates at the top of its declared range."""
+    Only the capacity of the stuck clutch differs: it now saturates at the top of its declared range; and the
+    ``ratio``, which the file's version wrote as -w_4/w_1 and which is now input over output, -w_1/w_4 (issue
+    35): it is checked against the file's own axle speeds."""
     from pathlib import Path
 
     import numpy as np
 
+    from plant_models.plants.powershift import N_GEARS, PF_GEAR_RATIO, RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
     from server.realtime.snapshots import from_bytes
 
     data = Path(__file__).parent / "data"
@@ -162,7 +165,19 @@ def test_a_snapshot_file_written_before_the_overlay_restores_and_continues_bit_e
         now.append(s.plant.y.copy())
     now = np.array(now)
     assert then[:, k].min() > hi and np.all(now[:, k] == hi)
-    other = np.arange(s.plant.n_out) != k
+    r = s.plant.output_index("ratio")
+    other = (np.arange(s.plant.n_out) != k) & (np.arange(s.plant.n_out) != r)
     assert np.array_equal(now[:, other], then[:, other])
+    w1, w4 = then[:, s.plant.output_index("w_1")], then[:, s.plant.output_index("w_4")]
+    assert np.array_equal(then[:, r], np.where(np.abs(w1) > 1e-9, -w4 / w1, 0.0))  # the file's ratio: the old one
+    # now: its inverse from the same speeds, 0 once the tie-up has stopped the output
+    slow = np.abs(w4) <= RATIO_MIN_OUTPUT_SPEED
+    assert slow.any() and not slow.all()
+    with np.errstate(divide="ignore"):
+        assert np.array_equal(now[:, r], np.clip(np.where(slow, 0.0, -w1 / w4), -RATIO_LIMIT, RATIO_LIMIT))
     s.loop.clear_fault()
+    # the file's table of nominal gear ratios (read by no kernel) is output over input, now input over output
+    table = slice(int(s.plant.mi[L.MF_PLANT]) + PF_GEAR_RATIO, int(s.plant.mi[L.MF_PLANT]) + PF_GEAR_RATIO + N_GEARS)
+    assert np.array_equal(s.plant.mf[table], 1.0 / fresh[table])
+    s.plant.mf[table] = fresh[table]
     assert np.array_equal(s.plant.mf[~np.isnan(fresh)], fresh[~np.isnan(fresh)])

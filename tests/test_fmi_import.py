@@ -150,7 +150,7 @@ def test_an_fmu_error_sets_the_status_bit_and_the_plant_keeps_stepping(fmu_dir):
     torque = trace.values[:, plant.output_index("engine.torque")]
     assert (torque[k_fail + 1:] == torque[k_fail]).all()  # held
     assert trace.time[-1] == pytest.approx(0.5) and plant.counters[0] == 500
-    assert plant.fmu_errors == ["fmu engine: a call returned error at t = 0.100000 s; its outputs hold from now on"]
+    assert plant.fmu_errors == ["fmu engine: fmi2DoStep returned error at t = 0.100000 s; its outputs hold from now on"]
 
 
 @pytest.mark.parametrize("table, message", [

@@ -33,9 +33,10 @@ def swaps():
 def test_gear_table_is_the_papers_18_ratios():
     table = gear_table()
     assert len(table) == 18
-    ratios = [Fraction(r).limit_denominator(100) for _, r in table]
-    assert ratios[0] == Fraction(1, 48) and ratios[-1] == Fraction(1, 4)
-    assert ratios == sorted(ratios)
+    ratios = [r for _, r in table]  # w_1 / w_out: integers, exactly
+    assert all(Fraction(r) == int(r) for r in ratios)
+    assert ratios[0] == 48.0 and ratios[-1] == 4.0
+    assert ratios == sorted(ratios, reverse=True)
     # one clutch per stage in every gear
     for trip, _ in table:
         assert trip[0] in (0, 1) and trip[1] in (2, 3, 4) and trip[2] in (5, 6, 7)
@@ -48,7 +49,8 @@ def test_reset_in_gear_1_gives_the_ratio_exactly():
     assert y["gear"] == 1 and plant.gear_clutches(1) == (1, 3, 6)
     assert y["w_1"] == 80.0
     assert y["w_2"] == pytest.approx(-80.0 / 3.0, rel=1e-15) and y["w_3"] == pytest.approx(80.0 / 12.0, rel=1e-15)
-    assert y["ratio"] == pytest.approx(1.0 / 48.0, rel=1e-14)
+    assert y["ratio"] == pytest.approx(48.0, rel=1e-14)  # input over output speed
+    assert -y["w_4"] / y["w_1"] == pytest.approx(1.0 / 48.0, rel=1e-14)  # the paper's fig. 7 plots its inverse
     assert y["slip_c1"] == 0.0 and y["slip_c3"] == 0.0 and y["slip_c6"] == 0.0
 
 
@@ -108,20 +110,21 @@ def test_double_swap_completes_into_gear_5(swaps):
     assert plant.gear_clutches(5) == (1, 5, 6)
     settled = (t > 2.0) & (t < 2.5)
     assert np.all(tr.column("gear")[settled] == 5)
-    np.testing.assert_allclose(tr.column("ratio")[settled], 1 / 24, rtol=1e-13)
+    np.testing.assert_allclose(tr.column("ratio")[settled], 24.0, rtol=1e-13)
 
 
 def test_triple_swap_reaches_gear_12_with_a_non_monotonic_ratio(swaps):
-    """Around 2.5 s the pairs 1-2, 4-5 and 6-7 are swapped (1/24 -> 1/12).  As in the paper the shift
-    is "not optimal": the overall ratio first falls, then rises."""
+    """Around 2.5 s the pairs 1-2, 4-5 and 6-7 are swapped (ratio 24 -> 12).  As in the paper the shift
+    is "not optimal": the overall ratio first rises, then falls (the paper's inverse, -w_4/w_1 in its
+    fig. 7, first falls, then rises)."""
     plant, tr = swaps
     t = tr.time
     assert plant.gear_clutches(12) == (2, 4, 7)
     assert tr.column("gear")[-1] == 12
-    np.testing.assert_allclose(tr.column("ratio")[t > 3.0], 1 / 12, rtol=1e-13)
+    np.testing.assert_allclose(tr.column("ratio")[t > 3.0], 12.0, rtol=1e-13)
     shift = (t > 2.5) & (t < 3.0)
     ratio = tr.column("ratio")[shift]
-    assert ratio.min() < 1 / 24 * 0.95  # dips below the old ratio first
+    assert ratio.max() > 24.0 / 0.95  # rises above the old ratio first
     assert np.any(np.diff(ratio) < -1e-6) and np.any(np.diff(ratio) > 1e-6)
 
 

@@ -138,7 +138,7 @@ def test_the_demo_figure_reads_without_the_code(tmp_path):
     for k in range(200):  # a made-up swap: only the figure is under test here
         t = k * 0.01
         y = {name: 0.0 for name in ex.TRACE_SIGNALS}
-        y.update(w_1=80.0 - 10 * (t > 0.6), w_2=-30.0, w_out=1.7, ratio=-1 / 48 if t < 0.8 else -1 / 32,
+        y.update(w_1=80.0 - 10 * (t > 0.6), w_2=-30.0, w_out=1.7, ratio=48.0 if t < 0.8 else 32.0,
                  gear=1.0 if t < 0.5 else (0.0 if t < 0.8 else 3.0), pressure_c1=16.0 * (t < 0.6),
                  pressure_c2=16.0 * (t > 0.6), torque_c1=300.0 * (t < 0.6), torque_c2=300.0 * (t > 0.6))
         res.trace.append({"t": t, **y})

@@ -88,7 +88,7 @@ def test_a_client_closes_the_loop_in_lockstep_and_sees_the_ratio_change(hil):
     res = closed_loop_swap.run_lockstep(hil, ctl)
     assert res.gears == [1, 0, 3]  # gear 1, both first-stage clutches slipping, gear 3
     ratios = [r for _, g, r in res.gear_changes if g]
-    assert ratios[0] == pytest.approx(1 / 48, rel=1e-12) and ratios[-1] == pytest.approx(1 / 32, rel=1e-12)
+    assert ratios[0] == pytest.approx(48.0, rel=1e-12) and ratios[-1] == pytest.approx(32.0, rel=1e-12)
     assert [ph for _, ph in res.timeline] == ["hold", "torque", "inertia", "lock"]
     t_lock = res.timeline[-1][0]
     assert res.gear_changes[-1][0] == pytest.approx(t_lock, abs=0.0021)  # gear 3 as the on-coming clutch sticks

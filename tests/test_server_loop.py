@@ -226,3 +226,40 @@ def test_a_scenario_played_in_realtime_equals_the_offline_run_across_table_block
     assert np.array_equal(snap.y, ref.values[-1])
     assert srv.report.status()["scenario"]["finished"] is True
     assert srv.player.prefetches >= 1  # the next block was filled between ticks, not in a tick
+
+
+class LateWrites(Adapter):
+    """Every tick's ``write`` takes ``slow_s`` (less slack than the service budget is left); logs writes and pumps."""
+
+    type_name = "test"
+
+    def __init__(self, slow_s: float):
+        super().__init__("late", {})
+        self.slow_s = slow_s
+        self.events: list[str] = []
+
+    def open(self, plant, ctx):
+        self.plant = plant
+
+    def read(self, tick, now_ns):
+        pass
+
+    def write(self, tick, now_ns):
+        self.events.append("w")
+        time.sleep(self.slow_s)
+
+    def pump(self, until_ns=0):
+        self.events.append("p")
+
+    def close(self):
+        pass
+
+
+def test_what_a_late_tick_queued_is_pumped_before_the_next_tick():
+    """With less slack than the service budget the loop does not serve, but it still pumps what the tick left
+    (CAN frames, states): a frame waits for the host, not for a period more."""
+    late = LateWrites(slow_s=0.0007)  # 1 kHz, budget 300 us: 0.3 ms or less left after each tick
+    run_loop(late, duration_s=0.3)
+    writes = "".join(late.events).split("w")[1:-1]  # what happened after each write but the last
+    assert len(writes) > 50
+    assert all("p" in after for after in writes), [i for i, after in enumerate(writes) if "p" not in after][:10]

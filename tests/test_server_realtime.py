@@ -76,7 +76,7 @@ def test_a_client_closes_the_loop_over_zeromq_and_sees_the_gear_ratio_change(ser
         hil.reset()
     assert res.gears[0] == 1 and res.gears[-1] == 3, res.gear_changes
     ratios = [r for _, g, r in res.gear_changes if g]
-    assert ratios[0] == pytest.approx(1 / 48, rel=1e-9) and ratios[-1] == pytest.approx(1 / 32, rel=1e-9)
+    assert ratios[0] == pytest.approx(48.0, rel=1e-9) and ratios[-1] == pytest.approx(32.0, rel=1e-9)
     assert [ph for _, ph in res.timeline] == ["hold", "torque", "inertia", "lock"]
     assert res.commands_sent > 20 and res.states_received > 100
 

@@ -96,8 +96,8 @@ def test_the_adapter_types_declare_their_options_and_fault_kinds_in_light_module
             "print(sorted(o.flag for d in declarations() for o in d.cli_options), fault_targets(),"
             " 'zmq' in sys.modules, 'can' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert out.strip() == ("['--can-share', '--web', '--xcp-port', '--zmq-command', '--zmq-control', '--zmq-port', "
-                           "'--zmq-state'] "
+    assert out.strip() == ("['--can-channel', '--can-share', '--web', '--xcp-port', '--zmq-command', '--zmq-control', "
+                           "'--zmq-port', '--zmq-state'] "
                            "('zmq', 'can', 'j1939', 'device') False False")
 
 

@@ -7,6 +7,8 @@ the machine is.
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 from server.cli import warmup, warmup_progress
 from server.cli.warmup_progress import PIPE_EVERY_S, StageProgress, load_profile, profile_key
@@ -106,7 +108,7 @@ def test_on_a_terminal_the_line_is_rewritten_in_place_and_ended_with_a_newline()
 def test_function_names_and_heartbeats_are_for_verbose_only():
     lines: list[str] = []
     p = StageProgress(lines.append, PROFILE, core_total=3, clock=Clock())
-    write = warmup._person_lines(p)
+    write = warmup_progress.person_lines(p)
     write("first start with this code on this machine: compiling (cached for later starts)")
     write("  core 1/73: _sizes (0.1 s; 1 s elapsed, about 40 s left)")
     write("  still compiling _build_cache (4 s so far; 5 s elapsed)")
@@ -138,3 +140,44 @@ def test_loading_the_compiler_says_so_while_it_takes_long():
     with warmup._Beat(lines.append, "loading the compiler", every_s=0.05):
         time.sleep(0.5)
     assert lines and all(re.fullmatch(r"  still loading the compiler \(\d+ s\)", ln) for ln in lines), lines
+
+
+def test_short_times_left_are_said_as_a_bound_not_in_whole_seconds():
+    """A few seconds before the end whole seconds round badly (a quiet host's "about 2 s left" with 1.2 s left
+    was the one estimate of 11 outside +-30 %): below 5 s the line says "under 5 s left", at 0 "finishing"."""
+    from server.cli.warmup_progress import SHORT_LEFT_S, time_left_words
+
+    assert SHORT_LEFT_S == 5.0
+    assert time_left_words(818.4) == "about 818 s left"
+    assert time_left_words(5.0) == "about 5 s left"
+    assert time_left_words(4.99) == "under 5 s left"
+    assert time_left_words(1.2) == "under 5 s left"
+    assert time_left_words(0.0) == "finishing"
+    clock = Clock()
+    p = StageProgress([].append, PROFILE, core_total=3, clock=clock)
+    clock.t += 10.0
+    p.done("core", "_a")  # 40 s in all by the profile
+    clock.t += 27.0
+    assert p.left_s() == 3.0 and p.summary().endswith("(37 s so far, under 5 s left)")
+
+
+def test_the_benchmark_counts_a_bound_right_when_the_actual_time_left_is_within_it():
+    """bench/bench_warmup_eta.py reads the lines a person sees: "about N s left" by its relative error, "under
+    5 s left" and "finishing" as right when the warm-up ended within 5 s, else by how far short the bound fell."""
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        import bench_warmup_eta as b
+    finally:
+        sys.path.remove(str(bench))
+    lines = [(0.0, "first start with this code on this machine"),
+             (10.0, "compiling 9 of 123: ... (10 s so far, about 21 s left)"),
+             (27.0, "compiling 99 of 123: ... (27 s so far, under 5 s left)"),
+             (29.8, "compiling 123 of 123: ... (29 s so far, finishing)"),
+             (31.0, "ready in 31.0 s (compiled; 40.1 s of CPU)")]
+    record = {"end_s": 31.0, "done": [[10.0, "k", 21.0], [27.0, "k", 3.2], [29.0, "k", 0.0]]}
+    shown, dense = b.errors({"lines": lines, "record": record})
+    assert shown == [0.0, 0.0, 0.0]  # 21 s with 21 s left; 4 s and 1.2 s left, both within 5 s
+    assert dense == [0.0, 0.0, 0.0]
+    late = [(0.0, "first start"), (10.0, "(10 s so far, under 5 s left)"), (20.0, "ready in 20.0 s")]
+    assert b.errors({"lines": late, "record": {"end_s": 20.0, "done": []}})[0] == [5.0 / 10.0 - 1]

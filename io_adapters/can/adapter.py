@@ -69,12 +69,15 @@ from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, CommandCounts, LoopContext, new_tick_info
 from . import frames, layouts
+from .tick_stage import MailboxLock, read_stage, rx_apply_locked, write_stage
 from .declaration import DECLARATION, CanFault
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
 
 DEFAULT_CHANNEL = "gearbox-hil"
 VBUS_INTERFACE = "vbus"  # the local virtual bus between processes (io_adapters/vbus)
 TX_QUEUE_FRAMES = 4096  # realtime send queue: 50 ms of 80 frames a tick at 1 kHz (the loop serves at least every 50 ms)
+TX_MARKS = 256  # ticks whose queued frames are remembered with the tick's clock (the send queue's wait, status)
+TX_WAIT_EDGES_US = (50, 100, 200, 500, 1000, 2000, 5000)  # the histogram of that wait: below each edge, then above
 
 assert [n for n, _ in AUX_SOURCES] == [
     "hil.tick", "hil.overruns", "hil.watchdog", "can.commands_fresh", "can.crc_errors", "can.counter_errors",
@@ -267,7 +270,7 @@ class CanAdapter(Adapter):
         p = self.plant
         # the compiled codec writes commands and reads outputs in the plant's df by offset
         self.codec = frames.FrameCodec(rx, tx, p.n_in, p.input_offset, p.output_offset)
-        self._lock = threading.Lock()
+        self._lock = MailboxLock()  # an int64 word the compiled tick can try too (tick_stage.py)
         self._lut = self.ms.frame_ids()
         self._rx_fd = [m.fd for m in rx.messages]
         self.error_frames = 0
@@ -280,6 +283,15 @@ class CanAdapter(Adapter):
         self._txq_data = np.zeros((TX_QUEUE_FRAMES, frames.MAX_PAYLOAD), dtype=np.uint8)
         self._txq_state = np.zeros(frames.Q_COLS, dtype=np.int64)
         self._txq_bytes = memoryview(self._txq_data.reshape(-1))  # payload slices for bytearray assignment
+        # per tick that queued frames: the queue's head after it and the tick's clock (ring of TX_MARKS), so that
+        # a pump knows how long its oldest frame waited; written by the tick, read between ticks
+        self._txq_mark_head = np.zeros(TX_MARKS, dtype=np.int64)
+        self._txq_mark_ns = np.zeros(TX_MARKS, dtype=np.int64)
+        self._txq_marks = 0  # marks written
+        self._txq_mark_r = 0  # the first mark whose frames are not all sent
+        self._txq_wait_hist = np.zeros(len(TX_WAIT_EDGES_US) + 1, dtype=np.int64)  # oldest frame's wait per pump
+        self._txq_wait_max_ns = 0
+        self._txq_depth_max = 0
         self._tx_msgs = []
         self._tx_views = []
         tx_message = _tx_message_class()
@@ -447,12 +459,27 @@ class CanAdapter(Adapter):
         c = self.codec
         if self.ctx.period_s != self._period_s:  # the loop changed its step between runs (lockstep scenario)
             self._retime()
-        if self._lock.acquire(False):
-            try:
-                return frames.rx_apply(tick, True, drive, c.ci, c.cf, self.plant.df)
-            finally:
-                self._lock.release()
-        return frames.rx_apply(tick, False, drive, c.ci, c.cf, self.plant.df)
+        return rx_apply_locked(self._lock.word, tick, drive, c.ci, c.cf, self.plant.df)
+
+    def compiled_read(self):
+        """The compiled form of :meth:`read` (:func:`~io_adapters.can.tick_stage.can_read_stage`); None while
+        idle or for a subclass that reads otherwise.  Between ticks."""
+        cls = type(self)
+        if (self._idle_reason or not self._opened or cls.read is not Adapter.read
+                or cls._read_internal is not CanAdapter._read_internal):
+            return None
+        if self.ctx.period_s != self._period_s:
+            self._retime()
+        return read_stage(self._lock, self.codec, self.plant.df, self._tick_info)
+
+    def compiled_write(self):
+        """The compiled form of :meth:`write` in realtime, where the frames are queued for sending between
+        ticks (:func:`~io_adapters.can.tick_stage.can_write_stage`); None otherwise.  Between ticks."""
+        if (self._idle_reason or not self._opened or not self._queue_tx
+                or type(self).write is not CanAdapter.write):
+            return None
+        return write_stage(self.codec, self.plant.df, self._tick_info, self._txq_msg, self._txq_data,
+                           self._txq_state, self._bus_log)
 
     def write(self, tick: int, now_ns: int) -> None:
         """Pack the messages due this tick; queue them (realtime) or send them.  Called in the real-time loop."""
@@ -467,6 +494,10 @@ class CanAdapter(Adapter):
             spool.log_tx(c, tick, n_due)
         if self._queue_tx:
             frames.tx_enqueue(c.ci, c.cb, n_due, self._txq_msg, self._txq_data, self._txq_state)
+            m = self._txq_marks
+            self._txq_mark_head[m % TX_MARKS] = self._txq_state[frames.Q_HEAD]
+            self._txq_mark_ns[m % TX_MARKS] = now_ns
+            self._txq_marks = m + 1
             return
         due = c.due
         for i in range(n_due):
@@ -487,6 +518,7 @@ class CanAdapter(Adapter):
             return
         cap = TX_QUEUE_FRAMES
         mono = time.monotonic_ns
+        self._note_wait(tail, head, mono())
         q_msg, q_bytes, width = self._txq_msg, self._txq_bytes, frames.MAX_PAYLOAD
         while tail < head:
             slot = tail % cap
@@ -496,6 +528,32 @@ class CanAdapter(Adapter):
             q[frames.Q_TAIL] = tail
             if until_ns and tail % 8 == 0 and mono() >= until_ns:
                 return
+
+    def _note_wait(self, tail: int, head: int, now_ns: int) -> None:
+        """Count how long the oldest queued frame (queue index ``tail``) waited since its tick, and the queue's depth.
+
+        Its tick is the first mark whose head is beyond ``tail``; a tick
+        older than the last TX_MARKS is taken as the oldest one kept (the
+        wait is then under-counted; the loop serves at least every 50 ms).
+        """
+        r, w = self._txq_mark_r, self._txq_marks
+        r = max(r, w - TX_MARKS)
+        while r < w - 1 and self._txq_mark_head[r % TX_MARKS] <= tail:
+            r += 1
+        self._txq_mark_r = r
+        if r >= w:
+            return
+        wait_ns = now_ns - int(self._txq_mark_ns[r % TX_MARKS])
+        if wait_ns > self._txq_wait_max_ns:
+            self._txq_wait_max_ns = wait_ns
+        b = 0
+        for edge in TX_WAIT_EDGES_US:
+            if wait_ns < edge * 1000:
+                break
+            b += 1
+        self._txq_wait_hist[b] += 1
+        if head - tail > self._txq_depth_max:
+            self._txq_depth_max = head - tail
 
     def _send(self, k: int, payload) -> None:
         """Send transmit message ``k`` with ``payload``; a failure is counted, never raised."""
@@ -523,13 +581,18 @@ class CanAdapter(Adapter):
         tx = self.ms.tx.messages
         flags = [(F_EXTENDED if m.extended else 0) | (F_FD | F_BRS if m.fd else 0) for m in tx]
         self._bus_log = BusSpool(path, [m.frame_id for m in tx], flags, [m.length for m in tx])
+        self.ctx.restage()  # the compiled tick's write keeps the bus log too
         return {"adapter": self.name, "spool": str(path), "dbc": self.ms.dbc_path, "fd": bool(self.fd),
                 "module": "io_adapters.can.bus_mdf"}  # what turns the spool into the files' bus logging
 
     def stop_bus_log(self) -> dict | None:
         """Write the spool's last frames and its end record; its counts (None if none ran).  Between ticks."""
         spool, self._bus_log = self._bus_log, None
-        return spool.close() if spool is not None else None
+        if spool is None:
+            return None
+        if getattr(self, "ctx", None) is not None:
+            self.ctx.restage()  # before the spool closes: no tick writes into it after this
+        return spool.close()
 
     # -- life cycle ---------------------------------------------------------------------------
     def close(self) -> None:
@@ -711,7 +774,9 @@ class CanAdapter(Adapter):
             "tx": {"frames": int(self._tx_sent.sum()), "errors": int(cd.adapter[frames.A_TX_ERRORS]),
                    "saturated": int(cd.saturated.sum()),
                    "queued": int(self._txq_state[frames.Q_HEAD] - self._txq_state[frames.Q_TAIL]),
-                   "queue_dropped": int(self._txq_state[frames.Q_DROPPED]), "messages": tx_msgs},
+                   "queue_dropped": int(self._txq_state[frames.Q_DROPPED]), "queue_max": int(self._txq_depth_max),
+                   "queue_wait_max_us": round(self._txq_wait_max_ns / 1000.0, 1),
+                   "queue_wait_us": self._wait_histogram(), "messages": tx_msgs},
         }
         if self._recorder is not None:
             out["recording"] = self._recorder.status()
@@ -721,8 +786,16 @@ class CanAdapter(Adapter):
             out["endpoints"] = {"vbus": str(self.channel)}  # other processes: can.Bus(interface="vbus", channel=...)
         if self._share is not None:
             out["share"] = self._share.status()
+            # frames a member's full queue refused: on python-can's virtual bus a send fails for that only
+            out["share"]["dropped"] = out["bus"]["dropped"] if "bus" in out else int(cd.adapter[frames.A_TX_ERRORS])
             out["endpoints"] = {"share": self._share.url}  # listed by `gearbox-hil serve` and its ready file
         return out
+
+    def _wait_histogram(self) -> dict[str, int]:
+        """Pumps by how long their oldest frame waited since its tick, us: ``"<50"``, ``"50-100"``, ..., ``">=5000"``."""
+        e = TX_WAIT_EDGES_US
+        names = [f"<{e[0]}"] + [f"{a}-{b}" for a, b in zip(e, e[1:])] + [f">={e[-1]}"]
+        return {n: int(v) for n, v in zip(names, self._txq_wait_hist)}
 
     @property
     def share_url(self) -> str | None:

@@ -1,4 +1,4 @@
-"""What the CAN adapter declares to the server: ``--can-share`` and its fault kinds.
+"""What the CAN adapter declares to the server: ``--can-channel``, ``--can-share`` and its fault kinds.
 
 Imports no python-can (``serve --help`` and fault checks stay cheap); see
 :mod:`io_adapters.declaration`.  The faults are checked against a running
@@ -33,6 +33,27 @@ def _share_arg(text: str) -> tuple[str, int]:
     return host.strip("[]"), v
 
 
+CHANNEL_MAX_CHARS = 200  # longer than any interface's channel name (a vbus channel: 64 characters, else hashed)
+
+
+def _channel_arg(text: str) -> str:
+    """A bus channel name from the command line: printable, without spaces, at most CHANNEL_MAX_CHARS characters.
+
+    ``*`` becomes a fresh vbus channel name here, once, so that every adapter given the channel (the CAN
+    adapter and a J1939 rest-bus) is on the same one.
+    """
+    if not text or len(text) > CHANNEL_MAX_CHARS or not text.isprintable() or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"must be a channel name of 1..{CHANNEL_MAX_CHARS} printable characters "
+                                         f"without spaces (vcan0, can0, PCAN_USBBUS1, a vbus channel, *), got "
+                                         f"{text[:CHANNEL_MAX_CHARS]!r}")
+    if text == "*":
+        import os
+        import secrets
+
+        return f"hil-{os.getpid()}-{secrets.token_hex(3)}"  # as the adapter makes one for channel = "*"
+    return text
+
+
 @dataclass(frozen=True)
 class CanFault(TransportFault):
     """A fault of one message (``what``): ``cycles`` of a ``delay``, ``signal`` and ``value`` of an ``out_of_range``
@@ -51,16 +72,24 @@ class CanFault(TransportFault):
 class CanDeclaration(AdapterDeclaration):
     type_name = "can"
     cli_options = (
+        CliOption("--can-channel", "NAME", "the CAN adapter's bus channel instead of the I/O config's, and a J1939 "
+                  "rest-bus's (vbus: a channel name, '*' a fresh one; socketcan: vcan0, can0; pcan: PCAN_USBBUS1, ...)",
+                  _channel_arg),
         CliOption("--can-share", "URL", "share the CAN adapter's virtual bus with other processes at "
                   "ws://HOST:PORT/ (or HOST:PORT, or PORT on 127.0.0.1; 0: a free port)", _share_arg),
     )
     fault_kinds = FAULT_KINDS
 
     def apply_cli(self, options: dict, given: dict[str, Any], source: str, key: str) -> dict:
-        """``--can-share``: a loopback share of the virtual bus (added if the table has none)."""
+        """``--can-channel``: the bus channel; ``--can-share``: a loopback share of the virtual bus (added if the
+        table has none)."""
         from plant_models.config import ConfigError
 
         options = dict(options)
+        if "--can-channel" in given:
+            options["channel"] = given["--can-channel"]
+        if "--can-share" not in given:
+            return options
         host, port = given["--can-share"]
         if options.get("interface", "virtual") not in ("virtual", "vbus"):
             raise ConfigError("--can-share", "", f"the can adapter of {source} uses interface "

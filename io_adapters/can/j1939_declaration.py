@@ -1,4 +1,5 @@
-"""What the J1939 rest-bus adapter declares to the server: its fault kinds (no command-line options).
+"""What the J1939 rest-bus adapter declares to the server: its fault kinds, and that ``--can-channel`` (the CAN
+adapter's option) moves it too.
 
 Imports no python-can; see :mod:`io_adapters.declaration`.  The faults are
 checked against the running adapter's nodes and messages by
@@ -36,6 +37,11 @@ class J1939Fault(TransportFault):
 class J1939Declaration(AdapterDeclaration):
     type_name = "j1939"
     fault_kinds = FAULT_KINDS
+    follows_cli = ("--can-channel",)  # the rest-bus is on the CAN adapter's bus
+
+    def apply_cli(self, options: dict, given: dict, source: str, key: str) -> dict:
+        """``--can-channel``: the rest-bus's channel, the CAN adapter's."""
+        return dict(options, channel=given["--can-channel"]) if "--can-channel" in given else options
 
     def parse_fault(self, d: dict, where: str) -> J1939Fault:
         kind = d["kind"]

@@ -28,6 +28,7 @@ import ipaddress
 import logging
 import socket
 import threading
+import time
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 54701
@@ -47,17 +48,100 @@ def is_loopback(host: str) -> bool:
     return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
 
 
-def _websocket_only(base):
-    """python-can-remote's request handler without its trace web page.
+class RelayMeter:
+    """What the share's relay threads did, for the adapter status: a stale command told apart from a late relay.
+
+    ``to_clients``: frames of the bus written to a client's websocket;
+    ``from_clients``: frames a client sent, put on the bus; ``delay_max_us``
+    / ``delay_last_us``: from the bus's send (the frame's timestamp, the
+    sender's ``time.time()``) to the websocket write, the relay's own
+    delay; ``late_1ms``: frames relayed more than 1 ms after they were sent;
+    ``relay_errors``: connections the relay closed on an error.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.to_clients = 0
+        self.from_clients = 0
+        self.delay_max_s = 0.0
+        self.delay_last_s = 0.0
+        self.late_1ms = 0
+        self.relay_errors = 0
+
+    def relayed_to_client(self, sent_at_s: float) -> None:
+        delay = time.time() - sent_at_s
+        with self._lock:
+            self.to_clients += 1
+            if 0.0 <= delay < 3600.0:  # one wall clock for the bus and the relay; else a forged timestamp
+                self.delay_last_s = delay
+                if delay > self.delay_max_s:
+                    self.delay_max_s = delay
+                if delay > 1e-3:
+                    self.late_1ms += 1
+
+    def relayed_from_client(self) -> None:
+        with self._lock:
+            self.from_clients += 1
+
+    def counts(self) -> dict:
+        with self._lock:
+            return {"to_clients": self.to_clients, "from_clients": self.from_clients,
+                    "delay_max_us": round(self.delay_max_s * 1e6, 1),
+                    "delay_last_us": round(self.delay_last_s * 1e6, 1), "late_1ms": self.late_1ms, "relay_errors": self.relay_errors}
+
+
+def _metered_protocol(base, meter: RelayMeter):
+    """python-can-remote's server protocol, counting what it relays each way into ``meter``."""
+    import can
+
+    class MeteredProtocol(base):
+        def send_msg(self, msg):
+            super().send_msg(msg)
+            meter.relayed_to_client(msg.timestamp)
+
+        def recv(self, timeout=None):
+            event = super().recv(timeout)
+            if isinstance(event, can.Message):
+                meter.relayed_from_client()
+            return event
+
+        def terminate(self, exc):
+            with meter._lock:
+                meter.relay_errors += 1
+            super().terminate(exc)
+
+    return MeteredProtocol
+
+
+def _websocket_only(base, protocol_class):
+    """python-can-remote's request handler without its trace web page, relaying through ``protocol_class``.
 
     The page handler joins the request path to its package folder unchecked,
     so ``GET /../../../etc/passwd`` would read any file the server can; the
     bridge serves CAN over websocket and nothing else (404 otherwise).
     """
+    from can_remote.websocket import WebSocket, get_accept_key
 
     class WebsocketOnlyHandler(base):
         def send_trace_webpage(self):
             self.send_error(404)
+
+        def start_websocket(self):
+            # python-can-remote's own, with the metered protocol (its class is a module global there)
+            self.send_response(101)
+            self.send_header("Upgrade", "WebSocket")
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Accept", get_accept_key(self.headers["Sec-WebSocket-Key"]))
+            offered = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "can.json.v1").split(",")]
+            chosen = "can.binary+json.v1" if "can.binary+json.v1" in offered else "can.json.v1"
+            self.send_header("Sec-WebSocket-Protocol", chosen)
+            self.end_headers()
+            protocol = protocol_class(self.server.config, WebSocket(None, chosen, sock=self.request))
+            self.server.clients.append(protocol)
+            try:
+                protocol.run()
+            finally:
+                self.server.clients.remove(protocol)
 
     return WebsocketOnlyHandler
 
@@ -91,7 +175,7 @@ class LoopbackShare:
             self.log.warning("CAN share listens on %s: any host that reaches it can drive the plant's CAN bus", host)
         try:
             from can_remote import RemoteServer
-            from can_remote.server import ClientRequestHandler
+            from can_remote.server import ClientRequestHandler, RemoteServerProtocol
         except ImportError:
             raise ShareError("the CAN share needs the python-can-remote package (pip install python-can-remote)") \
                 from None
@@ -108,7 +192,9 @@ class LoopbackShare:
             self._server = RemoteServer(host=host, port=port, **config)
         except OSError as exc:
             raise ShareError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-        self._server.RequestHandlerClass = _websocket_only(ClientRequestHandler)
+        self.meter = RelayMeter()
+        self._server.RequestHandlerClass = _websocket_only(ClientRequestHandler,
+                                                           _metered_protocol(RemoteServerProtocol, self.meter))
         self.host = host
         self.port = int(self._server.server_port)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs=dict(poll_interval=0.1),
@@ -139,5 +225,20 @@ class LoopbackShare:
         self._server.server_close()
         self._thread.join(timeout=2.0)
 
+    def queued(self) -> int:
+        """Frames of the bus waiting in the clients' queues for their relay threads now."""
+        total = 0
+        for proto in list(self._server.clients):
+            bus = getattr(proto, "bus", None)
+            try:
+                if hasattr(bus, "queued_frames"):  # the local virtual bus
+                    total += bus.queued_frames()
+                elif hasattr(bus, "queue"):  # python-can's virtual bus
+                    total += bus.queue.qsize()
+            except Exception:  # a client leaving meanwhile
+                pass
+        return total
+
     def status(self) -> dict:
-        return {"url": self.url, "clients": self.clients()}
+        """URL, clients, and the relay's counters (:class:`RelayMeter`) with ``queued`` (:meth:`queued`)."""
+        return {"url": self.url, "clients": self.clients(), "queued": self.queued(), **self.meter.counts()}

@@ -326,6 +326,15 @@ class ZmqAdapter(Adapter):
         if q[Q_PUT] != q[Q_GOT]:
             Adapter.read(self, tick, now_ns)
 
+    def compiled_read(self):
+        """The command rows' compiled stage (:meth:`~io_adapters.handover.CommandRows.compiled_stage`): the same
+        as :meth:`read`, in the compiled tick.  None before :meth:`open` or for a subclass that reads otherwise."""
+        cls = type(self)
+        if self._pull is None or cls.read is not ZmqAdapter.read or cls._read_internal is not ZmqAdapter._read_internal:
+            return None
+        plant = self.plant
+        return self.rows.compiled_stage(plant.u, plant.u_rate, self._tick_info, self.max_commands_per_tick)
+
     def _read_internal(self, tick: int, now_ns: int, drive: bool) -> int:
         """Copy the commands decoded since the last tick into the inputs (if ``drive``); return how many.
 
@@ -531,6 +540,9 @@ class ZmqAdapter(Adapter):
         if not reply.get("ok"):
             err = reply.get("error", {})
             self.control_rejects.reject(err.get("code", "internal"), f"{req.get('cmd')}: {err.get('message')}")
+        elif req.get("cmd") == "describe" and isinstance(reply.get("plant", {}).get("endpoints"), dict):
+            # the un-named state/command/control are this socket's own: a server may run several ZeroMQ adapters
+            reply["plant"]["endpoints"] = {**reply["plant"]["endpoints"], **self.endpoints}
         return reply
 
     def publish_events(self, events: list[dict]) -> None:

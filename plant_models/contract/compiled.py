@@ -143,6 +143,15 @@ class CompiledPlant(Plant):
         """
         return -1
 
+    def time_index(self) -> int:
+        """Index in ``df`` of the simulated time, s (what :attr:`~.plant.Plant.time` reads); -1: not in ``df``.
+
+        The real-time loop's compiled tick (:mod:`plant_models.run.compiled`)
+        reads the time there for the state ring's row; a plant that says -1
+        is ticked through the Python stepper.
+        """
+        return -1
+
     # -- the event log, for compiled readers ------------------------------------------------------------
     @abstractmethod
     def event_log(self) -> tuple[int, int, int, int, int]:

@@ -29,7 +29,7 @@ from numba import njit
 
 from . import actuator, dynamics, integrate, kinematic, linalg, modes, rowforces, step, stuckset, tree
 from . import layout as L
-from .entry import ForceLaw, compile_solve_entry, compile_start_entry
+from .entry import ForceLaw, compile_solve_entry, compile_start_entry, entry_points
 from .handle import Core, LawBlocks
 from .jit import BUFS, JIT, JIT_STAGE, PerTypeDispatcher, call_step_at, raw_f, raw_i
 from .layout import DF_Y, H_FN_STEP, H_G, H_N, H_S, W_ROW0
@@ -47,7 +47,7 @@ def kernel_count() -> int:
             if (isinstance(obj, PerTypeDispatcher) and obj.py_func.__module__ == module.__name__
                     and obj.targetoptions.get("inline") != "always"):
                 count += 1
-    return count + 2  # and the two C entry points (.entry)
+    return count + len(entry_points())  # and the C entry points (.entry: the step, the start, the mode solver)
 
 
 @njit(**JIT)

@@ -19,7 +19,12 @@ decides what must compile again:
   (:func:`.api.core_step`), so it is not inside them.  Each such module has
   a stamp of its own: a change in ``core/`` drops all of them, a change in
   ``powertrain/`` only those that import a component, and a change in one
-  plant module only that module's (numba's own check).
+  plant module that module's (numba's own check) and those of the modules
+  that import it, directly or through others (a kernel folds in the
+  constants and inlines the compiled helpers of the modules it imports:
+  ``BAR`` from ``clutch.py``, the status bits of ``friction_plant.py``, a
+  plant's kernels from its ``*_kernel.py``); importing only classes (a
+  plant's base, its ports) links nothing (:func:`module_dependencies`).
 
 So a comment added to ``powertrain/law.py`` recompiles the components and the
 three plants that link them, not the core and not the ``chain`` plant; an edit
@@ -29,12 +34,39 @@ of ``plants/dct.py`` recompiles the DCT alone (``bench/bench_cache_edit.py``).
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 
 STAMP_NAME = "core_sources.sha256"
 # the per-module stamps of a folder whose modules depend on different packages: core_sources.<module>.sha256
 MODULE_STAMP = "core_sources.{module}.sha256"
+
+
+@functools.lru_cache(maxsize=512)
+def _parse_cached(path: str, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(Path(path).read_text(encoding="utf-8"))
+
+
+def _parse(source: Path) -> ast.Module:
+    """``source`` parsed, once per process and version of the file (the rules read each file several times)."""
+    st = source.stat()
+    return _parse_cached(str(source), st.st_mtime_ns, st.st_size)
+
+
+def _import_nodes(tree: ast.Module):
+    """The import statements of a module, those inside functions and classes included (statements only are
+    walked: an import is never inside an expression)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field, None)
+            if block:
+                todo.extend(block)
 
 
 def sources_digest(package: Path) -> str:
@@ -75,11 +107,11 @@ def _imports(source: Path, package: str) -> set[str]:
     "core", "powertrain", "plants.<module>" or "<module>" (a top-level module), the imports inside
     functions included."""
     try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
+        tree = _parse(source)
     except (OSError, SyntaxError, ValueError):
         return {"core", "powertrain"}  # unreadable: assume it links everything, so nothing stale survives
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _import_nodes(tree):
         targets: list[list[str]] = []
         if isinstance(node, ast.ImportFrom):
             base = (node.module or "").split(".") if node.module else []
@@ -135,6 +167,153 @@ def links_components(models: Path) -> dict[tuple[str, str], bool]:
     return {(k.split(".")[0] if "." in k else "", k.split(".")[-1]): v for k, v in linked.items()}
 
 
+_COMPILED_DECORATORS = frozenset({"njit", "jit", "intrinsic", "generated_jit", "overload", "register_jitable",
+                                  "cfunc", "vectorize", "guvectorize"})
+
+
+def _module_file(models: Path, parts: list[str]) -> Path | None:
+    """The file of the ``plant_models`` module named by ``parts`` (a package: its ``__init__.py``)."""
+    if not parts:
+        return models / "__init__.py"
+    target = models.joinpath(*parts)
+    if target.is_dir():
+        return target / "__init__.py"
+    file = target.with_suffix(".py")
+    return file if file.exists() else None
+
+
+def _import_base(node: ast.ImportFrom, source: Path, models: Path) -> list[str] | None:
+    """The ``plant_models`` module an ``from ... import`` statement of ``source`` names, as its parts
+    (None: a module outside ``plant_models``)."""
+    base = (node.module or "").split(".") if node.module else []
+    if node.level:
+        here = list(source.parent.relative_to(models).parts)
+        if node.level - 1 > len(here):
+            return None
+        base = here[: len(here) - (node.level - 1)] + base
+    elif base[:1] == ["plant_models"]:
+        base = base[1:]
+    else:
+        return None
+    return [p for p in base if p]
+
+
+def _module_names(source: Path, models: Path) -> tuple[set[str], dict[str, tuple[list[str] | None, str]]]:
+    """What ``source`` offers a kernel: its compiled functions and upper-case constants (numba folds both
+    into the kernel), and the names it imports (name -> (module parts or None, name there)).  Unreadable:
+    every name counts as compiled."""
+    try:
+        tree = _parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return {"*"}, {}
+    defined: set[str] = set()
+    imported: dict[str, tuple[list[str] | None, str]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for dec in node.decorator_list:
+                fn = dec.func if isinstance(dec, ast.Call) else dec
+                name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+                if name in _COMPILED_DECORATORS:
+                    defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for leaf in ast.walk(target):
+                    if isinstance(leaf, ast.Name) and leaf.id.isupper():
+                        defined.add(leaf.id)
+        elif isinstance(node, ast.ImportFrom):
+            base = _import_base(node, source, models)
+            for alias in node.names:
+                imported[alias.asname or alias.name] = (base, alias.name)
+    return defined, imported
+
+
+def _name_source(models: Path, parts: list[str], name: str, cache: dict, depth: int = 0) -> set[Path]:
+    """The files of ``plant_models`` (``core/`` and ``powertrain/`` left out) that define ``name`` of the
+    module ``parts`` as a compiled function or a constant, following re-exports; a module imported by that
+    name counts whole."""
+    if parts[:1] in (["core"], ["powertrain"]) or depth > 8:
+        return set()
+    sub = _module_file(models, parts + [name])
+    target = _module_file(models, parts)
+    if sub is not None and sub != target:
+        return {sub}
+    if target is None:
+        return set()
+    if target not in cache:
+        cache[target] = _module_names(target, models)
+    defined, imported = cache[target]
+    if name in defined or "*" in defined or name == "*":
+        return {target}
+    if name in imported:
+        base, original = imported[name]
+        return _name_source(models, base, original, cache, depth + 1) if base is not None else set()
+    return set()
+
+
+def _kernel_imports(source: Path, models: Path, cache: dict) -> set[Path]:
+    """The files of ``plant_models`` whose compiled functions or constants ``source`` imports (a module
+    imported whole counts as such), ``core/`` and ``powertrain/`` left out."""
+    try:
+        tree = _parse(source)
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    found: set[Path] = set()
+    for node in _import_nodes(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _import_base(node, source, models)
+            if base is None:
+                continue
+            for alias in node.names:
+                found |= _name_source(models, base, alias.name, cache)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "plant_models" and parts[1:2] not in (["core"], ["powertrain"]):
+                    target = _module_file(models, parts[1:])
+                    if target is not None:
+                        found.add(target)
+    found.discard(source)
+    return found
+
+
+def module_dependencies(models: Path) -> dict[tuple[str, str], list[Path]]:
+    """For each module of ``plants/`` and of the top level of ``plant_models`` (as (package, name)): the
+    files of ``plant_models`` whose compiled functions or constants its kernels may contain, i.e. those it
+    takes such names from, directly or through those files' own such imports; itself, ``core/`` and
+    ``powertrain/`` left out (their own stamps cover them).  A module that imports only classes from a file
+    (``Plant``, ``Param``) does not depend on it: an edit there recompiles nothing."""
+    edges: dict[Path, set[Path]] = {}
+    names: dict = {}  # file -> _module_names(file), parsed once
+
+    def imports_of(path: Path) -> set[Path]:
+        if path not in edges:
+            edges[path] = _kernel_imports(path, models, names)
+        return edges[path]
+
+    deps: dict[tuple[str, str], list[Path]] = {}
+    for package in ("plants", ""):
+        for path in sorted((models / package).glob("*.py")):
+            seen: set[Path] = set()
+            todo = list(imports_of(path))
+            while todo:
+                dep = todo.pop()
+                if dep in seen or dep == path:
+                    continue
+                seen.add(dep)
+                todo.extend(imports_of(dep))
+            deps[(package, path.stem)] = sorted(seen)
+    return deps
+
+
+def _dependencies_digest(paths: list[Path]) -> str:
+    """SHA-256 over the names and contents of the files ``paths``, in the given order."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(str(path).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _drop(folder: Path, stamp_name: str, stamp: str, prefix: str = "") -> None:
     """Remove the folder's cached kernels (those of the module ``prefix`` names, or all) unless its stamp
     file holds ``stamp``; then write the stamp."""
@@ -174,12 +353,19 @@ def drop_stale_caches(models: Path | None = None) -> None:
         for folder in cache_folders(powertrain):
             _drop(folder, STAMP_NAME, components_stamp)
     links = links_components(models)
+    try:
+        deps = module_dependencies(models)
+    except OSError:
+        return
     for package in ("plants", ""):
         folders = cache_folders(models / package if package else models)
         for (pkg, name), linked in links.items():
             if pkg != package or name == "__init__":
                 continue
-            stamp = components_stamp if linked else core_stamp
+            try:
+                stamp = (components_stamp if linked else core_stamp) + _dependencies_digest(deps.get((pkg, name), []))
+            except OSError:
+                continue
             for folder in folders:
                 _drop(folder, MODULE_STAMP.format(module=name), stamp, prefix=f"{name}.")
         for folder in folders:  # the one stamp of the plants' folder kept before the per-module ones
@@ -189,4 +375,4 @@ def drop_stale_caches(models: Path | None = None) -> None:
                 pass
 
 
-__all__ = ["drop_stale_caches", "sources_digest", "cache_folders", "links_components"]
+__all__ = ["drop_stale_caches", "sources_digest", "cache_folders", "links_components", "module_dependencies"]

@@ -1,9 +1,11 @@
-"""The compiled core as two C entry points that every plant shares: compiled once, on first use.
+"""The compiled core as three C entry points that every plant shares: compiled once, on first use.
 
-The step (:func:`.step.step_entry`) and the start (:func:`.step.start_entry`)
-are compiled into two C-callable functions (numba ``cfunc``, cached on disk
-like every kernel).  A :class:`~plant_models.core.handle.Core` writes their
-addresses into its model header (``H_FN_STEP``, ``H_FN_START``) and every
+The step (:func:`.step.step_entry`), the start (:func:`.step.start_entry`)
+and the mode solver (:func:`.modes.solve_entry`, which the step and the
+start call by address) are compiled into three C-callable functions (numba
+``cfunc``, cached on disk like every kernel).  A
+:class:`~plant_models.core.handle.Core` writes their addresses into its
+model header (``H_FN_STEP``, ``H_FN_START``, ``H_FN_SOLVE``) and every
 caller calls the core through that address: the Python entry points below
 and the plants' own compiled steps (:func:`plant_models.core.api.core_step`).
 
@@ -67,6 +69,15 @@ _lock = threading.Lock()
 _compiled: list = []  # [step cfunc, start cfunc, solver cfunc] once built; kept for the life of the process
 
 
+def entry_points() -> tuple:
+    """``(py_func, signature)`` of each C entry point, in the order of :func:`entry_addresses`: the step, the
+    start and the mode solver (a compile-progress display counts them: :func:`.api.kernel_count`)."""
+    from . import modes, step
+
+    return ((step.step_entry, STEP_SIGNATURE), (step.start_entry, START_SIGNATURE),
+            (modes.solve_entry, SOLVE_SIGNATURE))
+
+
 def entry_addresses() -> tuple[int, int, int]:
     """Addresses ``(step, start, mode solver)`` of the compiled entry points, compiling or loading them on the
     first call (the step first: a warm-up's second process compiles the others meanwhile).
@@ -76,12 +87,8 @@ def entry_addresses() -> tuple[int, int, int]:
     """
     with _lock:
         if not _compiled:
-            from . import modes, step
-
             options = dict(error_model=JIT["error_model"])  # cached on disk: see _compile_entry
-            _compiled[:] = [_compile_entry(step.step_entry, STEP_SIGNATURE, options),
-                            _compile_entry(step.start_entry, START_SIGNATURE, options),
-                            _compile_entry(modes.solve_entry, SOLVE_SIGNATURE, options)]
+            _compiled[:] = [_compile_entry(func, signature, options) for func, signature in entry_points()]
         return _compiled[0].address, _compiled[1].address, _compiled[2].address
 
 

@@ -4,6 +4,9 @@
   description and the plant's ports (one-line errors, exit 2);
 * :mod:`.assembly`: ``FmuAssembly``, a :class:`~plant_models.contract.plant.Plant`
   that steps the FMUs, then the inner plant, once per tick;
+  :mod:`.compiled`: the same step as one compiled function calling the
+  FMUs' C entry points by address (FMI 2.0 co-simulation in process),
+  ``assemble`` picks it where it applies;
 * :mod:`.slots`: one loaded FMU, FMI 2.0 or 3.0 co-simulation;
   :mod:`.model_exchange`: FMI 2.0 or 3.0 model exchange, its states
   integrated by RK4 at the plant step with its events located;

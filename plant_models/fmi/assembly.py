@@ -60,6 +60,16 @@ def make_slot(fmu: CheckedFmu, in_process: bool = False) -> Slot:
     return Cs3Slot(fmu) if fmu.version == 3 else Cs2Slot(fmu)
 
 
+def failure_message(s: Slot, t: float, rc: int, call: str) -> str:
+    """What :attr:`FmuAssembly.fmu_errors` says of a failed FMU: the call and its status, or why its process ended."""
+    held = "its safe values are out, the others hold" if s.fmu.table.safe else "its outputs hold"
+    why = getattr(s, "why", "")
+    if why:
+        return f"fmu {s.name}: its process {why} at t = {t:.6f} s; {held} from now on"
+    what = {2: "discard", 3: "error", 4: "fatal"}.get(int(rc), str(rc))
+    return f"fmu {s.name}: {call} returned {what} at t = {t:.6f} s; {held} from now on"
+
+
 class FmuAssembly(Plant):
     """An inner plant and its FMUs stepped as one plant (the order in the module docstring)."""
 
@@ -128,11 +138,16 @@ class FmuAssembly(Plant):
     def _allocate_data(self):
         # df: time, ports, then room for the inner plant's df in a state copy; di: a word, the head of a state copy
         # (inner lengths, failed flag), the inner di and each FMU's serialized state, one byte per int64
-        n_df = DF_U + 2 * len(self._ins) + len(self._outs)
-        self._n_df, self._n_di = n_df, 1
+        extra_df, extra_di = self._extra_data()
+        n_df = DF_U + 2 * len(self._ins) + len(self._outs) + extra_df
+        self._n_df, self._n_di = n_df, 1 + extra_di
         idf, idi = self.inner.get_state()
-        n_di = 1 + 3 + len(idi) + sum(s.state_size for s in self.slots)
+        n_di = self._n_di + 3 + len(idi) + sum(s.state_size for s in self.slots)
         return np.zeros(0), np.zeros(n_df + len(idf)), np.zeros(n_di, dtype=np.int64)
+
+    def _extra_data(self) -> tuple[int, int]:
+        """Words of ``df`` and ``di`` after the ports and the first word, kept in a state (none here)."""
+        return 0, 0
 
     @property
     def input_offset(self) -> int:
@@ -212,13 +227,7 @@ class FmuAssembly(Plant):
         self.fmu_faults[s.name] += 1
         for name, value in s.fmu.table.safe.items():
             s.np_out[s.out_names.index(name)] = value
-        held = "its safe values are out, the others hold" if s.fmu.table.safe else "its outputs hold"
-        why = getattr(s, "why", "")
-        if why:
-            self.fmu_errors.append(f"fmu {s.name}: its process {why} at t = {t:.6f} s; {held} from now on")
-        else:
-            what = {2: "discard", 3: "error", 4: "fatal"}.get(int(rc), str(rc))
-            self.fmu_errors.append(f"fmu {s.name}: a call returned {what} at t = {t:.6f} s; {held} from now on")
+        self.fmu_errors.append(failure_message(s, t, rc, getattr(s, "failed_call", "a call")))
 
     def _gather(self, status: int) -> None:
         y = self.y
@@ -232,6 +241,22 @@ class FmuAssembly(Plant):
             y[self._status_at] = float(int(y[self._status_at]) | status)
 
     # -- reporting -----------------------------------------------------------------------------------
+    @property
+    def fmu_errors(self) -> list[str]:
+        """The FMU failures since the reset, one message each (an FMU in its own process lost in a tick before
+        its exit status was known: the status waited for here, between ticks, and put in its message)."""
+        for s in getattr(self, "slots", ()):
+            settle = getattr(s, "settle", None)
+            changed = settle() if settle is not None else None
+            if changed:
+                old, new = (f"fmu {s.name}: its process {why} at" for why in changed)
+                self._errors[:] = [m.replace(old, new, 1) if m.startswith(old) else m for m in self._errors]
+        return self._errors
+
+    @fmu_errors.setter
+    def fmu_errors(self, value: list[str]) -> None:
+        self._errors = value
+
     def fmu_status(self) -> list[dict]:
         """Per FMU, for the server's status object (``status`` -> ``fmus``): where it runs, whether it is
         stepped (not failed), its faults since the plant was built and the last message."""

@@ -53,7 +53,8 @@ RC_FATAL = 4  # fmi2Fatal: what a lost process is to the assembly
 LONG_CALL_S = 60.0  # s, the deadline of a start (reset, initialization) or a state save / restore
 SPAWN_S = 120.0  # s, to start the interpreter and load the FMU (a loaded machine takes seconds)
 QUIT_S = 2.0  # s, after a quit request the child is killed
-REAP_S = 0.002  # s, the most the tick that finds a child's socket ended polls for its exit status
+REAP_S = 0.002  # s, the most a read of the message (not the tick) waits for a lost child's exit status
+PENDING_END = "closed its socket (its end is logged when reaped)"  # a lost child's end, before its exit status
 ROOT = Path(__file__).resolve().parents[2]  # the directory holding plant_models, for the child's imports
 
 
@@ -85,6 +86,7 @@ class ProcessSlot:
         self.value = 0.0  # the value of the last reply (a parameter read)
         self.failed = False
         self.why = ""  # how the process was lost, for the assembly's message
+        self._exc_note = ""  # the exception that told of the loss, after the end in why
         self.tuned: dict[int, float] = {}
         self.proc: subprocess.Popen | None = None
         self._end_told = True  # whether the lost child's exit status was in the message (else logged when reaped)
@@ -119,6 +121,7 @@ class ProcessSlot:
             msg, fds, _, _ = socket.recv_fds(ours, MAX_HELLO, 1)
         except OSError as exc:
             self._lost(exc)
+            self.settle()  # not in a tick: its exit status is worth the wait
             raise FmuCallError(f"fmu {self.name}: its process {self.why}") from None
         if not msg:  # not in a tick: its exit status is worth the wait
             try:
@@ -161,9 +164,9 @@ class ProcessSlot:
         """The child gone (the socket's end) or past its deadline (killed); its end in :attr:`why`.
 
         Taken once per loss, in the tick that meets it, so it waits for nothing: a child past its deadline
-        gets SIGKILL and is reaped later (the next start, or close); one whose socket ended is polled for its
-        exit status for at most :data:`REAP_S` (its address space is torn down before its socket closes, so
-        it is a zombie in moments).
+        gets SIGKILL and is reaped later (the next start, or close); one whose socket ended is asked for its
+        exit status once, without waiting; if it has none yet (its address space is torn down before its
+        socket closes, so it is a zombie in moments), :meth:`settle` waits for it between ticks.
         """
         hang = isinstance(exc, (TimeoutError, BlockingIOError))  # BlockingIOError: the kernel's deadline passed
         if self.sock is not None:
@@ -176,15 +179,30 @@ class ProcessSlot:
             self.why = f"did not answer within {self.sock_timeout:g} s and " + (
                 "was killed (SIGKILL)" if end is None or end == -signal.SIGKILL else _end_reason(p))
         else:
-            deadline = time.perf_counter() + REAP_S
-            while p.poll() is None and time.perf_counter() < deadline:
-                pass
-            end = _end_reason(p) if p.returncode is not None else "closed its socket (its end is logged when reaped)"
-            self.why = end if exc is None else f"{end} ({exc.__class__.__name__})"
+            end = _end_reason(p) if p.poll() is not None else PENDING_END
+            self._exc_note = "" if exc is None else f" ({exc.__class__.__name__})"
+            self.why = end + self._exc_note
         self.failed = True
         self._end_told = p.returncode is not None
         log.error("fmu %s: its process %s", self.name, self.why)
         return RC_FATAL
+
+    def settle(self) -> tuple[str, str] | None:
+        """The end of a child lost in a tick before it had an exit status: waited for (at most :data:`REAP_S`),
+        then in :attr:`why`.  Returns ``(old why, new why)`` when it changed, else None.  Not for the real-time
+        tick: the assembly calls it when its messages are read."""
+        p = self.proc
+        if not self.why.startswith(PENDING_END) or p is None:
+            return None
+        deadline = time.perf_counter() + REAP_S
+        while p.poll() is None and time.perf_counter() < deadline:
+            time.sleep(0.0002)
+        if p.returncode is None:
+            return None
+        old, self.why = self.why, _end_reason(p) + self._exc_note
+        self._end_told = True
+        log.error("fmu %s: its process %s", self.name, self.why)
+        return old, self.why
 
     def _call(self, op: int, a: float = 0.0, b: float = 0.0, timeout: float | None = None) -> int:
         """One request and its reply; the FMI status, or :data:`RC_FATAL` when the child is lost."""

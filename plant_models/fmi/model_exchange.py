@@ -74,8 +74,25 @@ class Me2Slot(Slot):
         self.z_buf = np.ctypeslib.as_array(self._z_c)[:self.nz]
         self._flag_event, self._flag_stop = flag_type(), flag_type()
         self._completed_refs = (ctypes.byref(self._flag_event), ctypes.byref(self._flag_stop))
-        self.next_time_event = float("inf")  # s, the FMU's next time event (fmi2EventInfo.nextEventTime)
-        self.events = 0  # events handled since the last start (state, time and step events)
+        # the FMU's next time event (s, fmi2EventInfo.nextEventTime) and the events handled since the last start
+        # (state, time and step events), in an array the compiled step (.me_compiled) updates as well
+        self.ev_state = np.array([float("inf"), 0.0])
+
+    @property
+    def next_time_event(self) -> float:
+        return float(self.ev_state[0])
+
+    @next_time_event.setter
+    def next_time_event(self, value: float) -> None:
+        self.ev_state[0] = value
+
+    @property
+    def events(self) -> int:
+        return int(self.ev_state[1])
+
+    @events.setter
+    def events(self, value: int) -> None:
+        self.ev_state[1] = value
 
     def _new_discrete_states(self) -> tuple[int, bool, bool]:
         """One fmi2NewDiscreteStates: (status, more needed, terminate); the next time event kept."""
@@ -236,6 +253,22 @@ class Me3Slot(Me2Slot):
         if self._event_iteration(after_init=True) > 1:
             raise RuntimeError(f"fmu {self.name}: the event iteration after initialization did not settle")
         self.failed = False
+
+    @property
+    def next_time_event(self) -> float:
+        return float(self.ev_state[0])
+
+    @next_time_event.setter
+    def next_time_event(self, value: float) -> None:
+        self.ev_state[0] = value
+
+    @property
+    def events(self) -> int:
+        return int(self.ev_state[1])
+
+    @events.setter
+    def events(self, value: int) -> None:
+        self.ev_state[1] = value
 
     def _new_discrete_states(self) -> tuple[int, bool, bool]:
         rc = self.c_update(self.comp, *self._update_refs)

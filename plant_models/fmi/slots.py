@@ -80,6 +80,8 @@ class Slot:
 
     version = 2
     types = _TYPES_2
+    advance_call = "a call"  # the FMI function of advance(), named in the failure message
+    failed_call = "a call"  # the function whose status was above warning (set when one was)
 
     def __init__(self, fmu: CheckedFmu):
         import fmpy
@@ -132,6 +134,7 @@ class Slot:
         for g in self.in_groups:
             rc = g.put(self.comp, self.np_in)
             if rc > 1:
+                self.failed_call = g.fn.__name__
                 return rc
         return 0
 
@@ -139,14 +142,18 @@ class Slot:
         for g in self.out_groups:
             rc = g.take(self.comp, self.np_out)
             if rc > 1:
+                self.failed_call = g.fn.__name__
                 return rc
         return 0
 
     def step(self, t: float, dt: float) -> int:
-        """Inputs set, one step from t to t + dt, outputs read; the worst FMI status."""
+        """Inputs set, one step from t to t + dt, outputs read; the worst FMI status (the failed call's name in
+        :attr:`failed_call`)."""
         rc = self.set_inputs()
         if rc <= 1:
             rc = self.advance(t, dt)
+            if rc > 1:
+                self.failed_call = self.advance_call
         if rc <= 1:
             rc = self.get_outputs()
         return rc
@@ -201,6 +208,8 @@ class Slot:
 class Cs2Slot(Slot):
     """FMI 2.0 co-simulation: ``fmi2DoStep``."""
 
+    advance_call = "fmi2DoStep"
+
     def _instantiate(self):
         from fmpy.fmi2 import FMU2Slave
         md = self.fmu.md
@@ -231,6 +240,7 @@ class Cs3Slot(Slot):
 
     version = 3
     types = _TYPES_3
+    advance_call = "fmi3DoStep"
 
     def _instantiate(self):
         from fmpy.fmi3 import FMU3Slave

@@ -5,7 +5,9 @@ On the friction core (:class:`plant_models.friction_plant.FrictionPlant`):
 example ``two_shafts``; with a compiled integrator of its own
 (:class:`plant_models.contract.compiled.CompiledPlant`): ``servo``; with a
 step in plain Python (:class:`plant_models.contract.plant.Plant`): the
-example ``viscous_coupling``.  ``clutch`` is the wet
+example ``viscous_coupling``.  ``transmission_kernel`` and
+``servo_kernel`` hold the compiled steps (and the table layouts they read)
+of ``transmission`` and ``servo``.  ``clutch`` is the wet
 clutch the Powershift and the DCT share.  Their config readers are in
 :mod:`plant_models.readers`, their figures in ``server/plots``.
 """

@@ -19,8 +19,10 @@ kiss point, return spring; ``fill_c<i>`` outputs after the status word).
 
 Signs: with three direct gears, w_4 turns opposite to w_1 in every forward
 gear; ``w_out = -w_4`` is the output speed in the forward sense and
-``ratio = -w_4 / w_1`` the overall ratio as the paper plots it.  A positive
-``load_torque`` resists forward motion.
+``ratio = w_1 / w_out = -w_1 / w_4`` the overall ratio, input speed over
+output speed like every plant's (48 in gear 1; the paper's fig. 7 plots its
+inverse, ``-w_4 / w_1``, which :mod:`server.plots.papers` computes from the
+axle speeds).  A positive ``load_torque`` resists forward motion.
 """
 
 from __future__ import annotations
@@ -44,11 +46,13 @@ STAGES = ((0, 1), (2, 3, 4), (5, 6, 7))  # clutch indices of the three stages
 PAPER_R = ((1, 3, 0, 0), (1, 2, 0, 0), (0, 1, 4, 0), (0, 1, 3, 0), (0, 1, 2, 0), (0, 0, 1, 4), (0, 0, 1, 2),
            (0, 0, 1, 1))
 N_GEARS = 18
+RATIO_MIN_OUTPUT_SPEED = 1.0  # rad/s: below it the ratio output reads 0 (80 rad/s in gear 1 turns it at 1.67)
+RATIO_LIMIT = 100.0  # the ratio output is limited to +-RATIO_LIMIT (a launch slips through huge values)
 
 # plant float parameters (offsets inside the MF_PLANT block)
 PF_RC = 0  # [8] radius of the gear each clutch locks, m
 PF_LOAD_SIGN = 8  # torque on axle 4 per unit load torque (+1: resists forward motion)
-PF_GEAR_RATIO = 9  # [18] nominal overall ratio |w4/w1| of each gear
+PF_GEAR_RATIO = 9  # [18] nominal overall ratio w_1 / w_out of each gear
 PF_LEN = 27
 PF_HYD = PF_LEN  # the clutch hydraulics' parameter block (powertrain/hydraulics.py) follows, with hydraulics
 # plant int parameters (MI_PLANT block)
@@ -73,18 +77,19 @@ class PowershiftParams:
 
 
 def gear_table() -> list[tuple[tuple[int, int, int], float]]:
-    """The 18 forward gears: (clutch indices, |w4/w1|), lowest gear (largest reduction) first.
+    """The 18 forward gears: (clutch indices, ratio w_1 / w_out), lowest gear (largest ratio, 48) first.
 
-    Ties in ratio (the paper's R has some) are ordered by clutch indices.
+    Every stage ratio of the paper's R is an integer, so each gear's ratio is exact.  Ties in ratio (the
+    paper's R has some) are ordered by clutch indices.
     """
     gears = []
     for trip in itertools.product(*STAGES):
         ratio = 1.0
         for i in trip:
             a, b = [v for v in PAPER_R[i] if v != 0]
-            ratio *= a / b
+            ratio *= b / a
         gears.append((trip, ratio))
-    gears.sort(key=lambda g: (g[1], g[0]))
+    gears.sort(key=lambda g: (-g[1], g[0]))
     return gears
 
 
@@ -116,8 +121,9 @@ OUT_W0 = OUTPUTS.add_block(Signal(f"w_{j + 1}", "rad/s", -1000.0, 1000.0, 0.0, f
 OUT_WOUT = OUTPUTS.add("w_out", "rad/s", -1000.0, 1000.0, 0.0, "output speed, forward positive (-w_4)")
 OUT_GEAR = OUTPUTS.add("gear", "-", 0, 18, 0, "engaged forward gear 1..18 (all three clutches stuck), 0 = none",
                        integer=True)
-OUT_RATIO = OUTPUTS.add("ratio", "-", -10.0, 10.0, 0.0, "output over input speed -w_4/w_1 as the paper plots it "
-                        "(1/48 in gear 1: the inverse of the gear ratio)")
+OUT_RATIO = OUTPUTS.add("ratio", "-", -RATIO_LIMIT, RATIO_LIMIT, 0.0,
+                        "overall ratio w_1 / w_out = -w_1/w_4 (48 in gear 1); 0 below 1 rad/s output speed, "
+                        "limited to +-100")
 OUT_CL = OUTPUTS.add_block(s for c in range(1, N_CLUTCH + 1) for s in CLUTCH.formatted(c=c))
 OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0, "core status bits (see docs/method.md)", integer=True)
 OUT_FILL = len(OUTPUTS)  # with hydraulics: fill_c<i> of each element with hydraulics (hydraulics_plant.py)
@@ -164,8 +170,9 @@ def _outputs(mf, mi, df, di, st, h):
     for j in range(N_AXLES):
         df[oy + OUT_W0 + j] = df[ow + j]
     df[oy + OUT_WOUT] = -df[ow + 3]
-    w1 = df[ow]
-    df[oy + OUT_RATIO] = -df[ow + 3] / w1 if abs(w1) > 1e-9 else 0.0
+    w4 = df[ow + 3]
+    ratio = -df[ow] / w4 if abs(w4) > RATIO_MIN_OUTPUT_SPEED else 0.0
+    df[oy + OUT_RATIO] = min(max(ratio, -RATIO_LIMIT), RATIO_LIMIT)
     omode = mi[L.DI_MODE]
     gear = 0
     for k in range(N_GEARS):
@@ -283,14 +290,14 @@ class PowershiftPlant(HydraulicsPlant, FrictionPlant):
     def description_of(cls, params: PowershiftParams, source: str = "") -> dict:
         """The signals and the 18 forward gears: engaged clutches and ratio w_1 / w_out (input over output)."""
         out = super().description_of(params, source)
-        out["gears"] = [dict(name=str(g), number=g, engaged=[f"C{i + 1}" for i in trip], ratio=1.0 / r)
+        out["gears"] = [dict(name=str(g), number=g, engaged=[f"C{i + 1}" for i in trip], ratio=r)
                         for g, (trip, r) in enumerate(gear_table(), start=1)]
         if params.hydraulics is not None:
             out["components"] = {"hydraulics": hydraulics_description(params.hydraulics, CLUTCH_NAMES)}
         return out
 
     def gear_ratio(self, gear: int) -> float:
-        """Nominal overall ratio |w_4 / w_1| of forward gear 1..18."""
+        """Nominal overall ratio w_1 / w_out of forward gear 1..18 (48 in gear 1)."""
         return self.gears[gear - 1][1]
 
     def gear_clutches(self, gear: int) -> tuple[int, int, int]:

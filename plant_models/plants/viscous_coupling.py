@@ -202,6 +202,9 @@ class ViscousCouplingPlant(Plant):
     def time(self) -> float:
         return float(self.df[DF_TIME])
 
+    def time_index(self) -> int:
+        return DF_TIME
+
     @property
     def counters(self) -> np.ndarray:
         return self.di[DI_COUNTERS:DI_COUNTERS + N_COUNTERS]

@@ -55,6 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "realtime, simulated time in lockstep/afap); overrides [loop].duration_s")
     p.add_argument("--quiet", action="store_true", help="no live status line, no log lines below warnings, no "
                    "compile progress per function; the endpoints, warnings, errors and the final summary remain")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="a first start's compile progress a line per compiled function, by name")
     for decl in declarations():  # each adapter type's own options (light modules: no transport is imported)
         for opt in decl.cli_options:
             extra = {"nargs": "?", "const": opt.const} if opt.optional_value else {}
@@ -145,10 +147,13 @@ def _run(args: argparse.Namespace, stdout_writer, stderr_writer) -> int:
         overrides["status_line"] = False
     # The loop and its compiled kernels load here, not when this module is imported, so that
     # `gearbox-hil --help` and a mistyped argument load nothing compiled; a first start on a
-    # machine compiles them, with a line per function on stderr.
+    # machine compiles them, its stages and counts on stderr (-v: a line per function).
     from plant_models.compiling import CompileProgress
 
-    with CompileProgress(_quiet_progress_line if args.quiet else _progress_line):
+    from server.cli.warmup_progress import compile_progress
+
+    # a line every few seconds, not one rewritten in place: the server's log lines go to the same stderr
+    with (CompileProgress(_quiet_progress_line) if args.quiet else compile_progress(_progress_line, args.verbose)):
         from io_adapters.base import AdapterError
 
         from server.realtime import runtime

@@ -69,6 +69,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "parquet above (default auto)")
     p.add_argument("--plot", action="store_true", help="also write PNG figures (needs matplotlib)")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="a first start's compile progress a line per compiled function, by name")
 
 
 def _prepare_out(path: str) -> Path:
@@ -89,6 +91,11 @@ def _prepare_out(path: str) -> Path:
 def _progress_line(line: str) -> None:
     print(f"gearbox-hil: {line}", file=sys.stderr, flush=True)
 
+
+def _live(text: str) -> None:
+    """On a terminal: the compile's stage line rewritten in place."""
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
 def _no_progress(k: int, n: int) -> None:
@@ -132,10 +139,12 @@ def run(args: argparse.Namespace) -> int:
     from plant_models import offline
     from plant_models.compiling import CompileProgress, silent  # loads numba: not for --help
 
+    from server.cli.warmup_progress import compile_progress
     from server.offline.progress_bars import simulation_bar
 
-    # a first run on a machine compiles the plant's code: a line per function on stderr
-    with CompileProgress(_progress_line if not args.quiet else silent):
+    # a first run on a machine compiles the plant's code: its stages and counts on stderr (-v: each function)
+    live = _live if sys.stderr.isatty() and not args.verbose else None
+    with (CompileProgress(silent) if args.quiet else compile_progress(_progress_line, args.verbose, live)):
         plant = load_plant(args.config)
         offline.warm_up()
     scenario = load_scenario(args.scenario)

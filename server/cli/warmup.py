@@ -84,7 +84,8 @@ def _server_kernels(serve_only: bool) -> None:
     from plant_models.core.api import compile_solve_entry, compile_start_entry
 
     compile_solve_entry()
-    import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given)
+    import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given; with the compiled tick)
+    import io_adapters.can.tick_stage  # noqa: F401  (the CAN adapter's compiled tick stages, compiled at import)
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec
     from plant_models.offline import warm_up as warm_up_offline_run
@@ -213,7 +214,7 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
     if jobs is None:
         jobs = 2 if (os.cpu_count() or 1) >= 2 else 1
     beside = _Beside(serve_only) if jobs == 2 else None
-    from .warmup_progress import PIPE_EVERY_S, StageProgress, load_profile, profile_key
+    from .warmup_progress import PIPE_EVERY_S, StageProgress, load_profile, person_lines, profile_key
 
     # 1 s on an idle machine, 3 s beside the second process's at load 2; loading LLVM holds the interpreter's
     # lock, which can hold this line back too
@@ -225,7 +226,7 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
     failed = 0
     stages = None if verbose else StageProgress(say, load_profile(profile_key(configs, serve_only)),
                                                 core_kernel_count(), live=live)
-    with CompileProgress(say if verbose else _person_lines(stages),
+    with CompileProgress(say if verbose else person_lines(stages),
                          on_done=None if stages is None else stages.done) as progress:
         if beside is not None:
             beside.attach(progress, stages)
@@ -262,18 +263,6 @@ def _build_plants(configs, say, began: float) -> int:
             continue
         say(f"{Path(str(cfg)).stem}: {plant.kind} plant ready ({time.perf_counter() - began:.1f} s elapsed)")
     return failed
-
-
-def _person_lines(stages):
-    """CompileProgress's lines at the default verbosity: its first (no function names), the stages' line thread
-    started with it."""
-    def write(line: str) -> None:
-        if line.startswith((" ", "compiled ")):  # a function by name, a "still compiling NAME": -v only; how many
-            return  # functions in all: the stages' last line says it, and "ready in" how long
-        stages.note(line)
-        if line.startswith("first start"):
-            stages.start()
-    return write
 
 
 def _record(path: str, stages, end_s: float) -> None:

@@ -27,7 +27,10 @@ relative costs of the kernels (the shares) scaled by the pace observed on
 this machine now.  The estimate uses the furthest share reached so far.
 Without a profile for the set being compiled (another set of configs) no
 time left is shown, rather than a guess.  The benchmark measures the
-estimate against the actual end (``BENCHMARKS.md``).
+estimate against the actual end (``BENCHMARKS.md``).  Below
+:data:`SHORT_LEFT_S` the line says ``under 5 s left`` (then ``finishing``):
+a bound, not whole seconds that round badly near the end
+(:func:`time_left_words`).
 
 Liveness.  On a terminal the line is rewritten in place every
 :data:`TTY_EVERY_S`; into a pipe or a file (CI, ``./demo.sh | tee``) a
@@ -44,8 +47,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 PIPE_EVERY_S = 5.0  # into a pipe or file: a new line after this long without one, or PIPE_SHARE of the time so far
 PIPE_SHARE = 1 / 3  # (so a compile of T s writes about 3 + ln(T / 15 s) / ln(4 / 3) lines: 13 for 200 s, 16 for 600 s)
@@ -53,8 +57,26 @@ TTY_EVERY_S = 0.5  # on a terminal: the line rewritten in place this often
 PROFILE_PATH = Path(__file__).with_name("warmup_profile.json")
 
 STAGES = ("core", "server", "plant")
+SHORT_LEFT_S = 5.0  # below this the time left is shown as a bound ("under 5 s left"): see time_left_words
 LAST_SHARE = 0.995  # a process's function at this share of its compile or later: its last, the process is done
 STAGE_OF_GROUP = {"core": "core", "loop": "server", "codecs": "server", "plant": "plant", "other": "plant"}
+
+
+def time_left_words(left_s: float) -> str:
+    """The time left as a person reads it: ``about N s left`` (whole seconds), below :data:`SHORT_LEFT_S` the
+    bound ``under 5 s left``, and ``finishing`` at 0 s by the estimate (every process past its last
+    function, or the end it predicted passed): also a claim of under 5 s.
+
+    Why a bound: a few seconds before the end whole seconds round badly (``about 2 s left`` with 1.2 s left
+    is 65 % off, though a second early), and the estimate's error there is the pace of the last function or
+    two, not the profile.  bench/bench_warmup_eta.py counts a bound as right when the actual time left is
+    within it.
+    """
+    if left_s >= SHORT_LEFT_S:
+        return f"about {left_s:.0f} s left"
+    if left_s > 0.0:
+        return f"under {SHORT_LEFT_S:.0f} s left"
+    return "finishing"
 
 
 def profile_key(configs, serve_only: bool) -> str:
@@ -133,6 +155,10 @@ class StageProgress:
         self._line(text, final=True)
 
     # -- what is shown
+    def elapsed_s(self) -> float:
+        """Seconds since the stages began."""
+        return self._clock() - self.began
+
     def left_s(self, now: float | None = None) -> float | None:
         """Seconds left by the profile and the pace so far (None: no profile or no share reached yet)."""
         return self._left((self._clock() if now is None else now) - self.began)
@@ -156,12 +182,7 @@ class StageProgress:
         totals = [self.totals[s] for s in STAGES]
         of = f" of {sum(totals)}" if None not in totals else ""
         left = self.left_s(now)
-        if left is None:
-            when = ""
-        elif left >= 1.0:
-            when = f", about {left:.0f} s left"
-        else:
-            when = ", finishing"
+        when = "" if left is None else f", {time_left_words(left)}"
         return f"compiling {n}{of}: {', '.join(parts)} ({now - self.began:.0f} s so far{when})"
 
     def _line(self, text: str, final: bool = False) -> None:
@@ -204,3 +225,45 @@ class StageProgress:
             self._thread.join()
         if self._pending:
             self._line(self.summary(), final=True)
+
+
+def person_lines(stages: StageProgress) -> Callable[[str], None]:
+    """:class:`plant_models.compiling.CompileProgress`'s lines at the default verbosity: its first (no function
+    names), the stages' line thread started with it; a line per function, a "still compiling NAME" and its
+    count of every function numba compiled (its own helpers too) are for ``-v`` only."""
+    def write(line: str) -> None:
+        if line.startswith((" ", "compiled ")):
+            return
+        stages.note(line)
+        if line.startswith("first start"):
+            stages.start()
+    return write
+
+
+@contextmanager
+def compile_progress(say: Callable[[str], None], verbose: bool = False,
+                     live: Callable[[str], None] | None = None, prefix: str = "gearbox-hil: ") -> Iterator:
+    """``with compile_progress(say):`` around a command's set-up (``serve``, ``simulate``): what a first start
+    compiles, shown as the warm-up shows it, for a person: the stages with their counts and the time so far, a
+    line every few seconds into a pipe or one line rewritten in place on a terminal (``live``), and on leaving
+    one line with the counts and how long it took.  ``verbose``: a line per function by name instead (-v).
+
+    No time left is shown here: the recorded profile is of the warm-up's two processes, and a command
+    compiles everything in one, in another order (a wrong estimate is worse than none; ``gearbox-hil warmup``
+    compiles the same with its time left).  Yields the :class:`~plant_models.compiling.CompileProgress`.
+    """
+    from plant_models.compiling import CompileProgress, core_kernel_count  # loads numba: not for --help
+
+    if verbose:
+        with CompileProgress(say) as progress:
+            yield progress
+        return
+    stages = StageProgress(say, None, core_kernel_count(), live=live, prefix=prefix)
+    with CompileProgress(person_lines(stages), on_done=stages.done) as progress:
+        try:
+            yield progress
+        finally:
+            stages.finish()
+            if progress.compiled:
+                stages.note(stages.summary().replace("compiling", "compiled", 1).split(" (")[0]
+                            + f" in {stages.elapsed_s():.0f} s; later starts load them from the cache")

@@ -225,14 +225,19 @@ class CompiledScenario:
         self._arrays = self.table.arrays()
         self._U = np.empty((BLOCK, self.n_in))
         self._R = np.empty((BLOCK, self.n_in))
-        self._k0 = -BLOCK
+        # the first step of the table's block: an array the server's compiled tick reads (scenario_player.py)
+        self.k0_slot = np.array([-BLOCK], dtype=np.int64)
 
     def _fill(self, k0: int) -> None:
         from plant_models.offline import fill_inputs
 
         kind, times, values = self._arrays
         fill_inputs(kind, times, values, self.dt, k0, self._U, self._R)
-        self._k0 = k0
+        self.k0_slot[0] = k0
+
+    @property
+    def _k0(self) -> int:
+        return int(self.k0_slot[0])
 
     def inputs_at(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(values, rates) applied during step k (views into the current table)."""

@@ -3,7 +3,9 @@
 * Powershift (Morselli, Zanasi & Ferracin, "Modeling and simulation of
   static and Coulomb friction in a class of automotive systems", figs.
   5-10): axle speeds; the speed ratio of each stage and the overall ratio
-  (reverse sign, as the paper plots them, with the engaged gear); each
+  (output over input, reverse sign, as the paper plots them, computed from
+  the axle speeds: the plant's ``ratio`` output is input over output speed;
+  with the engaged gear); each
   clutch's friction torque (solid) against its bounds +-K (dashed).
 * DCT (Biagiotti & Zanasi, "Efficient simulation of static and dynamic
   friction for automotive applications", figs. 10-11): the speeds of the
@@ -94,7 +96,9 @@ def powershift(plant, trace, out: Path, title: str) -> list[Path]:
     files.append(_save(fig, out / "stage_ratios.png", f"{title}\nspeed ratios, reverse sign ({PS_PAPER}, fig. 6)"))
 
     fig, (ax,) = _figure(1, 3.2)
-    ax.plot(t, trace.column("ratio"), color="tab:blue", label="overall ratio $-\\omega_4/\\omega_1$")
+    # the paper's fig. 7 plots output over input speed, the inverse of the plant's `ratio` output
+    overall = _ratio(-trace.column("w_4"), trace.column("w_1"))
+    ax.plot(t, overall, color="tab:blue", label="overall ratio $-\\omega_4/\\omega_1$")
     ax.set_ylabel("overall ratio $-\\omega_4/\\omega_1$ [-]")
     _legend(ax, _gear_twin(ax, t, trace.column("gear")))
     files.append(_save(fig, out / "overall_ratio.png", f"{title}\noverall ratio, reverse sign ({PS_PAPER}, fig. 7)"))

@@ -48,6 +48,26 @@ class ControlError(Exception):
         self.message = message
 
 
+def describe_endpoints(adapters) -> dict[str, str]:
+    """Every adapter's endpoints named ``<adapter>.<key>`` (as in ``serve``'s ready file), and un-named the first
+    adapter's of each key (``state``, ``command``, ``control``, ``url``, ...: protocol.md 5.2).
+
+    The ZeroMQ adapter that answers a ``describe`` puts its own endpoints
+    under the un-named keys (:meth:`io_adapters.zmq.adapter.ZmqAdapter`), so
+    a client is sent to the state and command sockets beside the control
+    socket it asked, also when a server runs several.
+    """
+    named: dict[str, str] = {}
+    plain: dict[str, str] = {}
+    for a in adapters:
+        st = a.status()
+        if isinstance(st, dict) and isinstance(st.get("endpoints"), dict):
+            for k, v in st["endpoints"].items():
+                named[f"{a.name}.{k}"] = v
+                plain.setdefault(k, v)
+    return {**plain, **named}
+
+
 class ControlHandler:
     """Executes control requests against a loop and the parts around it.
 
@@ -162,11 +182,7 @@ class ControlHandler:
     def _describe(self, req):
         lp = self.loop
         d = lp.plant.describe()
-        endpoints = {}
-        for a in lp.adapters:
-            st = a.status()
-            if isinstance(st, dict) and isinstance(st.get("endpoints"), dict):
-                endpoints.update(st["endpoints"])
+        endpoints = describe_endpoints(lp.adapters)
         d.update({
             "server": SERVER_NAME, "protocol": PROTOCOL_VERSION, "revision": PROTOCOL_REVISION,
             "mode": lp.mode, "state": lp.state,
@@ -514,4 +530,4 @@ class _ListingRead(PendingReply):
                 "scenarios": entries, "truncated": cut}
 
 
-__all__ = ["ControlError", "ControlHandler", "SERVER_NAME"]
+__all__ = ["ControlError", "ControlHandler", "SERVER_NAME", "describe_endpoints"]

@@ -11,7 +11,10 @@ stepper every other mode uses too (:class:`~plant_models.run.stepper.Stepper`):
 the offline run writes them, or the command watchdog's safe action), the
 fault stages around ``step`` (one compiled call), ``state_row`` (the next
 row of the state ring, :mod:`plant_models.run.ring`, read between ticks by
-every consumer), ``hand_back`` and ``send`` (the adapters' ``write``).
+every consumer), ``hand_back`` and ``send`` (the adapters' ``write``).  When
+every stage in use has a compiled form the tick is one compiled call
+(:mod:`plant_models.run.compiled`, :attr:`Loop.tick_path`), with the same
+states bit for bit.
 
 Deadlines are absolute (``next += period`` on CLOCK_MONOTONIC in ns).  A tick
 that ends after the next deadline is an *overrun*: by default the deadlines
@@ -147,7 +150,9 @@ class Loop(TickStages):
         # inputs queued for the start of the next tick (lockstep "step" with "set"): index, value, count
         self._queued_idx = np.zeros(max(plant.n_in, 1), dtype=np.int64)
         self._queued_val = np.zeros(max(plant.n_in, 1))
-        self._queued_n = 0
+        self._queued = np.zeros(1, dtype=np.int64)  # the count, an array the compiled tick shares
+        self._queued_slots = memoryview(self._queued)
+        self.python_ticks = 0  # ticks the Python stepper took while the compiled tick was in use (see _tick)
         self._rt: rtsetup.RealtimeSettings | None = None
         self._opened: list[Adapter] = []
         # Slack needed before a deadline to serve between ticks: at most 60 % of a period, so that high
@@ -161,6 +166,8 @@ class Loop(TickStages):
         self._pump_failures = 0
         self._now_ns = 0  # the clock of the tick running now (the adapters' and the watchdog's)
         self._plant_step = plant.step
+        self.tick_path_wanted = "auto"  # or "python" (choose_tick_path)
+        player.on_change = lambda: self._restage()  # a scenario loaded or unloaded: its compiled stages change
         self._restage()  # the tick: the run pipeline's stages (plant_models/run/stages.py), made again by the
         self.faults.on_change = self._restage  # fault set whenever its tables change
         self.reset()
@@ -170,6 +177,8 @@ class Loop(TickStages):
         """Hand over what is assembled around the loop: the context shared with the adapters, the status reporter."""
         self.context = context
         self.reporter = reporter
+        context.restage = self._restage  # an adapter whose compiled forms change (a CAN bus log starts) asks
+        self._restage()
 
     def open(self) -> None:
         """Open every adapter (bind sockets, open buses); on failure close those already open."""
@@ -186,6 +195,8 @@ class Loop(TickStages):
         w.wake_fds = [fd for a in self.adapters for fd in a.wake_fds()]
         w.adapter_rehearsals = [a.rehearse for a in self.adapters if type(a).rehearse is not Adapter.rehearse]
         self.housekeeping.adapters_opened(self.adapters, w.wake_fds)
+        self._restage()  # the adapters' compiled forms exist once they are open
+        log.info("tick: %s (%s)", self.tick_path, self.tick_path_reason)
 
     def close(self) -> None:
         for a in reversed(self._opened):
@@ -306,6 +317,7 @@ class Loop(TickStages):
         self.telemetry.period_ns = self.period_ns
         if self.context is not None:
             self.context.period_s = self.dt
+        self._restage()  # adapters that count time in ticks re-time their compiled forms
 
     def step(self, n: int) -> int:
         """Take n ticks now (lockstep); returns the OR of their status words."""
@@ -382,9 +394,31 @@ class Loop(TickStages):
     # ------------------------------------------------------------------ the tick
     def _tick(self, now_ns: int) -> int:
         """One read -> step -> write (the run pipeline's stages); returns the plant's status word.  Called in the
-        real-time loop."""
+        real-time loop.
+
+        One compiled call when every stage in use has a compiled form (:attr:`tick_path`), else, and for a tick
+        the compiled call declines (a scenario's table swaps or refills, or it ends), the Python stepper: the
+        same states bit for bit (tests/test_compiled_tick.py).
+        """
         self._now_ns = now_ns
+        run = self._tick_run
+        if run is not None:
+            st = run(self.tick, now_ns, self.dt)
+            if st >= 0:
+                self._step_ns = self._tick_step_ns[0]
+                self.tick += 1
+                return st
+            self.python_ticks += 1
         return self._tick_step(self.tick)
+
+    @property
+    def _queued_n(self) -> int:
+        """Inputs queued for the next tick."""
+        return self._queued_slots[0]
+
+    @_queued_n.setter
+    def _queued_n(self, n: int) -> None:
+        self._queued_slots[0] = int(n)
 
     # ------------------------------------------------------------------ running
     def run(self) -> int:
@@ -466,6 +500,10 @@ class Loop(TickStages):
                 serve(now, deadline, force=True)
                 if self.state != RUNNING or self._shutdown:
                     break
+            elif self.tick:
+                # a late tick, too little slack to serve: what it queued (CAN frames, states) still goes out
+                # now, up to the deadline, not a period later (BENCHMARKS.md, "The local virtual CAN bus")
+                self._pump(deadline)
             wait(deadline)
             wake = mono()
             st = tick(wake)

@@ -318,6 +318,11 @@ def apply_adapter_options(io: IoConfig, given: dict[str, dict[str, Any]]) -> IoC
         k = _only_adapter(specs, typ, io.source, next(iter(flags)))
         options = declaration(typ).apply_cli(dict(specs[k].options), flags, io.source, specs[k].key)
         specs[k] = replace(specs[k], options=options)
+    for decl in declarations():  # options of another type that this type follows (AdapterDeclaration.follows_cli)
+        shared = {f: v for flags in given.values() for f, v in flags.items() if f in decl.follows_cli}
+        for k, spec in enumerate(specs):
+            if shared and spec.type == decl.type_name:
+                specs[k] = replace(spec, options=decl.apply_cli(dict(spec.options), shared, io.source, spec.key))
     return replace(io, adapters=tuple(specs))
 
 

@@ -29,12 +29,61 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from numba import carray, cfunc
 
 from io_adapters.base import TI_SCENARIO
 from plant_models.plant import Plant
+from plant_models.run.compiled import STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 
 from server.offline.scenario import BLOCK, CompiledScenario
 from server.realtime.watchdog import CommandWatchdog
+
+
+# the player's state for the compiled tick: an int64 array kept in step with the player (ScenarioPlayer._sync)
+S_ACTIVE = 0  # 0: no scenario drives the inputs; 1, 2: the first or second compiled copy does
+S_SWAP_AT = 1  # the player's swap_at
+S_N_STEPS = 2  # the scenario's steps
+N_S = 3
+
+
+@cfunc(STAGE_SIGNATURE, cache=True)
+def scenario_gate(ctx, k, now_ns, dt, carry):
+    """Whether tick k, while a scenario drives the inputs, needs the Python stepper (non-zero): no copy is
+    active, the prefetched block takes over (``swap_at``), the scenario ends in this tick (its release), the
+    active copy's table does not hold step k, or the loop's step is not the scenario's.
+
+    ``ctx``: [state (``S_*``), first copy's block start, second copy's block start, the scenario's step (a
+    float64)] (:meth:`ScenarioPlayer.compiled_stages`).  Called in the real-time loop.
+    """
+    state = i64_at(ctx[0])
+    active = state[S_ACTIVE]
+    if active == 0 or k == state[S_SWAP_AT] or k + 1 >= state[S_N_STEPS] or f64_at(ctx[3])[0] != dt:
+        return 1
+    k0 = i64_at(ctx[active])[0]
+    return 0 if k0 <= k < k0 + BLOCK else 1
+
+
+@cfunc(STAGE_SIGNATURE, cache=True)
+def scenario_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``inputs`` while a scenario drives them: row k of the active copy's table into the inputs and
+    their rates (what :meth:`CompiledScenario.apply` copies; :func:`scenario_gate` passed the tick).
+
+    ``ctx``: [state, first copy's block start, its values, its rates, the second copy's three, u, u_rate,
+    inputs, tick_info].  Called in the real-time loop.
+    """
+    active = i64_at(ctx[0])[S_ACTIVE]
+    if active == 0 or i64_at(ctx[10])[TI_SCENARIO] == 0:
+        return 0
+    at = 1 + 3 * (active - 1)
+    n = ctx[9]
+    j = k - i64_at(ctx[at])[0]
+    values = carray(f64_at(ctx[at + 1]), (BLOCK, n))
+    rates = carray(f64_at(ctx[at + 2]), (BLOCK, n))
+    u, u_rate = f64_at(ctx[7]), f64_at(ctx[8])
+    for i in range(n):
+        u[i] = values[j, i]
+        u_rate[i] = rates[j, i]
+    return 0
 
 
 class ScenarioPlayer:
@@ -68,6 +117,30 @@ class ScenarioPlayer:
         self._prefetch_ns = 0  # slack a prefetch needs, ns (refined by every measured prefetch)
         self._in_lo = np.array([s.lo for s in plant.inputs], dtype=float)
         self._in_hi = np.array([s.hi for s in plant.inputs], dtype=float)
+        self.state = np.zeros(N_S, dtype=np.int64)  # S_*: the player as the compiled tick reads it
+        self._dt = np.zeros(1)  # the loaded scenario's step, s
+        self.on_change = lambda: None  # the loaded pair changed: the loop builds its compiled tick again
+
+    def _sync(self) -> None:
+        """Keep :attr:`state` in step with the player (after every change of ``active`` or ``swap_at``)."""
+        a = self.active
+        st = self.state
+        st[S_ACTIVE] = 0 if a is None else (1 if a is self._pair[0] else 2)
+        st[S_SWAP_AT] = self.swap_at
+        st[S_N_STEPS] = a.n_steps if a is not None else 0
+
+    def compiled_stages(self, u: np.ndarray, u_rate: np.ndarray,
+                        tick_info: np.ndarray) -> tuple[CompiledStage, CompiledStage] | None:
+        """The compiled tick's gate and ``inputs`` stage for the loaded scenario (:func:`scenario_gate`,
+        :func:`scenario_stage`); None without one.  Between ticks."""
+        first, second = self._pair
+        if first is None or second is None:
+            return None
+        k0 = (first.k0_slot, second.k0_slot)
+        gate = CompiledStage.of("inputs", scenario_gate, (self.state, k0[0], k0[1], self._dt))
+        stage = CompiledStage.of("inputs", scenario_stage, (
+            self.state, k0[0], first._U, first._R, k0[1], second._U, second._R, u, u_rate, u.shape[0], tick_info))
+        return gate, stage
 
     # ------------------------------------------------------------------ between ticks
     def load(self, compiled: CompiledScenario, spare: CompiledScenario, period_ns: int) -> None:
@@ -80,6 +153,8 @@ class ScenarioPlayer:
         self.loaded = compiled
         self._pair = (compiled, spare)
         self._prefetch_ns = period_ns // 2
+        self._dt[0] = compiled.dt
+        self.on_change()
         self.info = {"source": sc.source, "description": sc.description, "n_steps": compiled.n_steps,
                      "dt_s": compiled.dt, "duration_s": sc.duration, "finished": False}
 
@@ -87,6 +162,7 @@ class ScenarioPlayer:
         """Back to t = 0 (part of the loop's reset): the plant's initial inputs by name, or None without a scenario."""
         self.swap_at = -1
         if self.loaded is None:
+            self._sync()
             return None
         self.active = self.loaded
         self._spare = self._pair[1]
@@ -94,7 +170,9 @@ class ScenarioPlayer:
         if self.info is not None:
             self.info["finished"] = False
             self.info.pop("finished_at_tick", None)
-        return self.active.initial_inputs()
+        initial = self.active.initial_inputs()
+        self._sync()
+        return initial
 
     def prefetch(self, tick: int, slack_ns: int) -> None:
         """Fill the spare's input table for the block after ``tick``'s, if one is due and ``slack_ns`` suffices."""
@@ -109,6 +187,7 @@ class ScenarioPlayer:
         self._prefetch_ns = max(self._prefetch_ns // 2, took + took // 2)
         self.swap_at = nxt
         self.prefetches += 1
+        self._sync()
 
     def unload(self) -> None:
         """Forget the scenario; commands drive the inputs from here, starting from where it left them."""
@@ -119,6 +198,8 @@ class ScenarioPlayer:
         self.swap_at = -1
         self.info = None
         self._hand_inputs_to_commands()
+        self._sync()
+        self.on_change()
 
     def snapshot_state(self) -> dict | None:
         """Which scenario is loaded and whether it still drives the inputs (None: none loaded); its position is
@@ -150,6 +231,7 @@ class ScenarioPlayer:
         an uninterrupted run.
         """
         self.swap_at = -1
+        self._sync()
         if self.loaded is None or position is None:
             return
         self._spare = self._pair[1]
@@ -164,12 +246,14 @@ class ScenarioPlayer:
             self.info.pop("finished_at_tick", None)
             if position.get("finished_at_tick") is not None:
                 self.info["finished_at_tick"] = position["finished_at_tick"]
+        self._sync()
 
     # ------------------------------------------------------------------ in the tick
     def swap(self) -> None:
         """The prefetched block is due: the spare becomes the active copy.  Called in the real-time loop."""
         self.active, self._spare = self._spare, self.active
         self.swap_at = -1
+        self._sync()
 
     def release(self, tick: int) -> None:
         """The last step is done: hold the final values (rate 0) and let commands take over.
@@ -184,6 +268,7 @@ class ScenarioPlayer:
             self.info["finished"] = True
             self.info["finished_at_tick"] = tick
         self._hand_inputs_to_commands()
+        self._sync()
 
     def _hand_inputs_to_commands(self) -> None:
         """Inputs held still inside their declared ranges, commands accepted again, the watchdog disarmed."""

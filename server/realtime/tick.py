@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 
 from io_adapters.base import TI_STATUS
+from plant_models.run import stages as _stages
+from plant_models.run.compiled import CompiledTick, queued_inputs_ctx, state_row_ctx
 from plant_models.run.stepper import Stepper
 
 
@@ -35,9 +37,78 @@ class TickStages:
                                                  send=self._send if self._writers else None), self.mode)
 
     def _restage(self) -> None:
-        """Make the tick's stepper again (between ticks: the fault set's tables changed)."""
+        """Make the tick's stepper and its compiled form again (between ticks: the fault set's tables changed,
+        the adapters opened)."""
         self.stepper = self._stages()
         self._tick_step = self.stepper.step
+        compiled, self.tick_path_reason = self._compiled_tick()
+        self.compiled_tick = compiled
+        self._tick_run = compiled.run if compiled is not None else None
+        self._tick_step_ns = compiled.step_ns if compiled is not None else None
+
+    def choose_tick_path(self, path: str) -> None:
+        """``"auto"``: the compiled tick whenever every stage in use has a compiled form (the default);
+        ``"python"``: always the Python stepper (for A/B comparisons and as a fallback).  Between ticks."""
+        if path not in ("auto", "python"):
+            raise ValueError(f"tick path {path!r}: 'auto' or 'python'")
+        self.tick_path_wanted = path
+        self._restage()
+
+    @property
+    def tick_path(self) -> str:
+        """``"compiled"``: a tick is one compiled call (:mod:`plant_models.run.compiled`); ``"python"``: the
+        Python stepper runs it (:attr:`tick_path_reason` says why)."""
+        return "compiled" if self.compiled_tick is not None else "python"
+
+    def _compiled_tick(self) -> tuple[CompiledTick | None, str]:
+        """The tick as one compiled call, when every stage in use has a compiled form; else (None, why not).
+
+        The stages of :meth:`_stages` in the same order: the adapters' reads and the queued inputs
+        (``commanded``), the loaded scenario's row and the command watchdog (``inputs``; the scenario's gate
+        sends the ticks that swap or refill its table or end it to the stepper), the plant's step, the state
+        ring's row (``state_row``) and the adapters' writes (``send``).  Between ticks.
+        """
+        from plant_models.offline import kernel_address  # the compiled plant step's address, as the offline run
+
+        plant = self.plant
+        if self.tick_path_wanted == "python":
+            return None, "the Python stepper was chosen (choose_tick_path)"
+        extra = _stages.python_only_stages()
+        if extra:
+            return None, f"stage {', '.join(extra)} has no compiled form"
+        if self.faults.n_signal > 0:
+            return None, "fault stages act (they have no compiled form)"
+        if (self._plant_step != plant.step or not getattr(plant, "rehearsable", False)
+                or "step" not in getattr(plant, "compiled", {})):
+            return None, "the plant's step is not one compiled call on its buffers (or not compiled yet)"
+        t_at = plant.time_index() if hasattr(plant, "time_index") else -1
+        if t_at < 0:
+            return None, "the plant does not say where its time is in its buffers"
+        ctx = self.context
+        if self._readers and (ctx is None or ctx.feed_watchdog != self.watchdog.feed):
+            return None, "the adapters feed another watchdog than the loop's"
+        stages = []
+        for a in self._readers:
+            s = a.compiled_read()
+            if s is None:
+                return None, f"adapter {a.name} ({type(a).__name__}) has no compiled read"
+            stages.append(s)
+        stages.append(queued_inputs_ctx(self._queued, self._queued_idx, self._queued_val, plant.u, plant.u_rate))
+        scenario = self.player.compiled_stages(plant.u, plant.u_rate, self.tick_info)
+        gate = None
+        if scenario is not None:
+            gate, inputs = scenario
+            stages.append(inputs)
+        stages.append(self.watchdog.compiled_stage(self._watchdog_in_mode, self.tick_info))
+        after = [state_row_ctx(self.ring, self.tick_info, plant.df, t_at)]
+        for a in self._writers:
+            s = a.compiled_write()
+            if s is None:
+                return None, f"adapter {a.name} ({type(a).__name__}) has no compiled write"
+            after.append(s)
+        step_at = kernel_address(plant.compiled["step"])
+        return CompiledTick(step_at, plant, self.tick_info, stages + after, len(after), gate), \
+            "every stage in use has a compiled form"
 
     def _commanded(self, k: int) -> None:
         """Stage ``commanded``: the adapters' commands, then the inputs queued by a request.  Called in the
@@ -45,13 +116,14 @@ class TickStages:
         now_ns = self._now_ns
         for a in self._readers:
             a.read(k, now_ns)
-        n = self._queued_n
+        queued = self._queued_slots
+        n = queued[0]
         if n:
             u, u_rate, idx, val = self.plant.u, self.plant.u_rate, self._queued_idx, self._queued_val
             for j in range(n):
                 u[idx[j]] = val[j]
                 u_rate[idx[j]] = 0.0
-            self._queued_n = 0
+            queued[0] = 0
 
     def _inputs(self, k: int) -> None:
         """Stage ``inputs``: a scenario's inputs of step k (exactly the offline run's, so lockstep equals

@@ -24,9 +24,11 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import cfunc, njit
 
 from plant_models.plant import Param, Plant
+from plant_models.run.compiled import FED, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
+from plant_models.run.ring import TI_SCENARIO
 
 JIT = dict(cache=True, nogil=True)
 
@@ -37,6 +39,19 @@ HOLD = 1
 RAMP = 2
 SAFE = 3
 PHASE_NAMES = {OK: "ok", HOLD: "hold", RAMP: "ramp", SAFE: "safe"}
+
+# the watchdog's state and settings: one int64 array, so the compiled tick runs the same state machine
+W_PHASE = 0
+W_ARMED = 1
+W_LAST_FEED_NS = 2
+W_TRIP_NS = 3
+W_TRIPS = 4
+W_RECOVERIES = 5
+W_TIMEOUT_NS = 6
+W_HOLD_NS = 7
+W_ENABLED = 8
+W_AUTO = 9  # 1: recovery "auto"
+N_W = 10
 
 
 @dataclass(frozen=True)
@@ -61,30 +76,29 @@ class WatchdogConfig:
     inputs: tuple[tuple[str, InputPolicy], ...] = ()  # per-input overrides
 
 
-@njit("void(float64[::1], float64[::1], float64[::1], float64[::1])", **JIT)
-def hold_inputs(u, u_rate, held, supervised):
+@njit(**JIT)
+def _hold(u, u_rate, held, supervised, n):
     """Keep supervised inputs at their values at the trip.  Called in the real-time loop."""
-    for i in range(u.shape[0]):
+    for i in range(n):
         if supervised[i] != 0.0:
             u[i] = held[i]
             u_rate[i] = 0.0
 
 
-@njit("void(float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1])", **JIT)
-def start_ramp(held, safe, ramp_s, cur, cur_rate, max_rate):
+@njit(**JIT)
+def _start_ramp(held, safe, ramp_s, cur, cur_rate, max_rate, n):
     """Start every ramp at its held value, with the rate that covers the distance in its ramp time.
 
     Called in the real-time loop.
     """
-    for i in range(held.shape[0]):
+    for i in range(n):
         cur[i] = held[i]
         cur_rate[i] = 0.0
         max_rate[i] = abs(safe[i] - held[i]) / ramp_s[i] if ramp_s[i] > 0.0 else 0.0
 
 
-@njit("int64(float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], float64[::1], "
-      "float64[::1], float64)", **JIT)
-def ramp_inputs(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, dt):
+@njit(**JIT)
+def _ramp(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, n, dt):
     """Advance the ramp of every supervised input by one step; returns how many are still moving.
 
     ``cur`` is the watchdog's own value of each input at the start of the
@@ -96,7 +110,7 @@ def ramp_inputs(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, dt):
     neutral.  Called in the real-time loop.
     """
     moving = 0
-    for i in range(u.shape[0]):
+    for i in range(n):
         if supervised[i] == 0.0 or last[i] != 0.0:
             continue
         s = safe[i]
@@ -122,7 +136,7 @@ def ramp_inputs(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, dt):
         cur_rate[i] = r
         u[i] = x
         u_rate[i] = r
-    for i in range(u.shape[0]):
+    for i in range(n):
         if supervised[i] == 0.0 or last[i] == 0.0:
             continue
         if moving == 0:
@@ -130,6 +144,72 @@ def ramp_inputs(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, dt):
         u[i] = cur[i]
         u_rate[i] = 0.0
     return moving
+
+
+@njit(**JIT)
+def _feed(w, tripped, now_ns):
+    """A valid command was applied at ``now_ns`` (``w``: the ``W_*`` slots).  Called in the real-time loop."""
+    w[W_LAST_FEED_NS] = now_ns
+    w[W_ARMED] = 1
+    if w[W_PHASE] != OK and w[W_AUTO] != 0:
+        w[W_PHASE] = OK
+        tripped[0] = 0
+        w[W_RECOVERIES] += 1
+
+
+@njit(**JIT)
+def _update(w, tripped, u, u_rate, held, cur, cur_rate, max_rate, safe, ramp_s, last, supervised, n, now_ns, dt):
+    """Check the command age and apply the safe action: the watchdog's state machine on its ``W_*`` slots, for
+    arrays and raw pointers alike.  Called in the real-time loop, before the step."""
+    if w[W_ARMED] == 0 or w[W_ENABLED] == 0:
+        return
+    phase = w[W_PHASE]
+    if phase == OK:
+        if now_ns - w[W_LAST_FEED_NS] <= w[W_TIMEOUT_NS]:
+            return
+        w[W_PHASE] = phase = HOLD
+        w[W_TRIP_NS] = now_ns
+        w[W_TRIPS] += 1
+        tripped[0] = 1
+        for i in range(n):
+            held[i] = u[i]
+    if phase == HOLD:
+        if now_ns - w[W_TRIP_NS] < w[W_HOLD_NS]:
+            _hold(u, u_rate, held, supervised, n)
+            return
+        w[W_PHASE] = RAMP
+        _start_ramp(held, safe, ramp_s, cur, cur_rate, max_rate, n)
+    # RAMP, and SAFE (keeps holding the safe values against manual-mode commands)
+    if _ramp(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, n, dt) == 0 and w[W_PHASE] == RAMP:
+        w[W_PHASE] = SAFE
+
+
+_F = "float64[::1], "
+
+
+@njit("void(int64[::1], int64[::1], " + _F * 10 + "int64, int64, float64)", **JIT)
+def update_inputs(w, tripped, u, u_rate, held, cur, cur_rate, max_rate, safe, ramp_s, last, supervised, n, now_ns,
+                  dt):
+    """:func:`_update` on arrays (the Python stepper's call).  Called in the real-time loop."""
+    _update(w, tripped, u, u_rate, held, cur, cur_rate, max_rate, safe, ramp_s, last, supervised, n, now_ns, dt)
+
+
+@cfunc(STAGE_SIGNATURE, cache=True)
+def watchdog_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``inputs`` with no scenario: fed when a reader applied commands (``carry & FED``, as
+    ``Adapter.read`` feeds it), then (in a mode it supervises, no scenario driving) :func:`_update`.
+
+    ``ctx``: [w, tripped, u, u_rate, held, cur, cur_rate, max_rate, safe, ramp_s, last, supervised, n, in_mode,
+    tick_info] (:meth:`CommandWatchdog.compiled_stage`).  Called in the real-time loop.
+    """
+    w, tripped = i64_at(ctx[0]), i64_at(ctx[1])
+    if carry & FED:
+        _feed(w, tripped, now_ns)
+    if ctx[13] != 0 and i64_at(ctx[14])[TI_SCENARIO] == 0:
+        _update(w, tripped, f64_at(ctx[2]), f64_at(ctx[3]), f64_at(ctx[4]), f64_at(ctx[5]), f64_at(ctx[6]),
+                f64_at(ctx[7]), f64_at(ctx[8]), f64_at(ctx[9]), f64_at(ctx[10]), f64_at(ctx[11]), ctx[12], now_ns,
+                dt)
+    return 0
 
 
 class CommandWatchdog:
@@ -164,20 +244,39 @@ class CommandWatchdog:
         self.cur = np.zeros(n)
         self.cur_rate = np.zeros(n)
         self.max_rate = np.zeros(n)
+        # the state and settings (W_*): an array the compiled tick shares; a memoryview for Python's plain ints
+        self.w = np.zeros(N_W, dtype=np.int64)
+        self._wv = memoryview(self.w)
         self.timeout_ns = int(round(cfg.timeout_s * 1e9))
         self.hold_ns = int(round(cfg.hold_s * 1e9))
         self.enabled = cfg.enabled
+        self.w[W_AUTO] = 1 if cfg.recovery == "auto" else 0
         self.default_ramp_s = cfg.ramp_s  # of the inputs without their own ramp_ms
-        self.phase = OK
-        self.armed = False
-        self.last_feed_ns = 0
-        self.trip_ns = 0
-        self.trips = 0
-        self.recoveries = 0
         self._logged_trips = self._logged_recoveries = 0
         # mirrors phase != OK for cheap reads
         self.tripped_flag = tripped_flag if tripped_flag is not None else np.zeros(1, dtype=np.int64)
         self.tripped_flag[0] = 0
+
+    phase = property(lambda self: self._wv[W_PHASE], lambda self, v: self._set(W_PHASE, v),
+                     doc="OK, HOLD, RAMP or SAFE")
+    last_feed_ns = property(lambda self: self._wv[W_LAST_FEED_NS], lambda self, v: self._set(W_LAST_FEED_NS, v),
+                            doc="the loop's clock at the last valid command, ns")
+    trip_ns = property(lambda self: self._wv[W_TRIP_NS], lambda self, v: self._set(W_TRIP_NS, v),
+                       doc="the loop's clock at the last trip, ns")
+    trips = property(lambda self: self._wv[W_TRIPS], lambda self, v: self._set(W_TRIPS, v), doc="trips counted")
+    recoveries = property(lambda self: self._wv[W_RECOVERIES], lambda self, v: self._set(W_RECOVERIES, v),
+                          doc="recoveries counted")
+    timeout_ns = property(lambda self: self._wv[W_TIMEOUT_NS], lambda self, v: self._set(W_TIMEOUT_NS, v),
+                          doc="the command age that trips it, ns")
+    hold_ns = property(lambda self: self._wv[W_HOLD_NS], lambda self, v: self._set(W_HOLD_NS, v),
+                       doc="the hold after a trip, ns")
+    armed = property(lambda self: bool(self._wv[W_ARMED]), lambda self, v: self._set(W_ARMED, 1 if v else 0),
+                     doc="whether a valid command arrived since the last reset")
+    enabled = property(lambda self: bool(self._wv[W_ENABLED]), lambda self, v: self._set(W_ENABLED, 1 if v else 0),
+                       doc="whether it supervises at all")
+
+    def _set(self, slot: int, value) -> None:
+        self._wv[slot] = int(value)
 
     @property
     def tripped(self) -> bool:
@@ -258,13 +357,14 @@ class CommandWatchdog:
 
     # -- real-time path ------------------------------------------------------------
     def feed(self, now_ns: int) -> None:
-        """A valid command was applied at ``now_ns``.  Called in the real-time loop."""
-        self.last_feed_ns = now_ns
-        self.armed = True
-        if self.phase != OK and self.cfg.recovery == "auto":
-            self.phase = OK
+        """A valid command was applied at ``now_ns`` (what :func:`_feed` does).  Called in the real-time loop."""
+        w = self._wv
+        w[W_LAST_FEED_NS] = now_ns
+        w[W_ARMED] = 1
+        if w[W_PHASE] != OK and w[W_AUTO]:
+            w[W_PHASE] = OK
             self.tripped_flag[0] = 0
-            self.recoveries += 1
+            w[W_RECOVERIES] += 1
 
     def clear(self, now_ns: int) -> bool:
         """Manual recovery: end a trip.  Returns whether it was tripped."""
@@ -277,28 +377,22 @@ class CommandWatchdog:
         return was
 
     def update(self, now_ns: int, dt: float) -> None:
-        """Check the command age and apply the safe action.  Called in the real-time loop, before the step."""
-        if not self.armed or not self.enabled:
-            return
-        phase = self.phase
-        if phase == OK:
-            if now_ns - self.last_feed_ns <= self.timeout_ns:
-                return
-            self.phase = phase = HOLD
-            self.trip_ns = now_ns
-            self.trips += 1
-            self.tripped_flag[0] = 1
-            np.copyto(self.held, self.plant.u)
-        if phase == HOLD:
-            if now_ns - self.trip_ns < self.hold_ns:
-                hold_inputs(self.plant.u, self.plant.u_rate, self.held, self.supervised)
-                return
-            self.phase = RAMP
-            start_ramp(self.held, self.safe, self.ramp_s, self.cur, self.cur_rate, self.max_rate)
-        # RAMP, and SAFE (keeps holding the safe values against manual-mode commands)
-        if ramp_inputs(self.plant.u, self.plant.u_rate, self.cur, self.cur_rate, self.safe, self.max_rate,
-                       self.supervised, self.last, dt) == 0 and self.phase == RAMP:
-            self.phase = SAFE
+        """Check the command age and apply the safe action (:func:`_update`; the compiled tick runs the same
+        function in :meth:`compiled_stage`).  Called in the real-time loop, before the step."""
+        w = self._wv
+        if not w[W_ARMED] or not w[W_ENABLED] or (w[W_PHASE] == OK and now_ns - w[W_LAST_FEED_NS] <= w[W_TIMEOUT_NS]):
+            return  # nothing to do: the common case, without a compiled call
+        u, u_rate = self.plant.u, self.plant.u_rate
+        update_inputs(self.w, self.tripped_flag, u, u_rate, self.held, self.cur, self.cur_rate, self.max_rate,
+                      self.safe, self.ramp_s, self.last, self.supervised, u.shape[0], now_ns, dt)
+
+    def compiled_stage(self, in_mode: bool, tick_info: np.ndarray) -> CompiledStage:
+        """The compiled form of the ``inputs`` stage without a scenario (:func:`watchdog_stage`): fed when the
+        stages before it applied commands, updated when ``in_mode`` (the loop's mode is one it supervises)."""
+        u, u_rate = self.plant.u, self.plant.u_rate
+        return CompiledStage.of("inputs", watchdog_stage, (
+            self.w, self.tripped_flag, u, u_rate, self.held, self.cur, self.cur_rate, self.max_rate, self.safe,
+            self.ramp_s, self.last, self.supervised, u.shape[0], int(in_mode), tick_info))
 
     # -- reporting -------------------------------------------------------------------
     def log_changes(self) -> None:

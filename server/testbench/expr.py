@@ -51,7 +51,7 @@ class Expr:
     Parameters
     ----------
     text
-        The expression, e.g. ``"abs(w_1 * ratio - w_out)"`` or ``"gear == 3"``.
+        The expression, e.g. ``"abs(w_out * ratio - w_1)"`` or ``"gear == 3"``.
     known
         The signal names it may use (``t`` is always allowed).
     """
