@@ -23,6 +23,7 @@ def serve_workspace(workdir: Path, mode: str = "realtime", args: tuple[str, ...]
                     web: str = "") -> LocalServer:
     """``gearbox-hil serve PLANT --mode MODE --web 0 ARGS`` with ZeroMQ on free ports, ready (``web``: the ``[web]``
     table's body, if any)."""
+    Path(workdir).mkdir(parents=True, exist_ok=True)
     io = write_io(Path(workdir) / f"io_{mode}.toml", extra=f"[web]\n{web}\n" if web else "", adapters=FREE_PORTS)
     return LocalServer(workdir, plant, io, mode, ("--web", "0", *args))
 
