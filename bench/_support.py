@@ -1,8 +1,9 @@
-"""What the benchmarks share: a server in a subprocess on free loopback ports, its I/O template, and the plant
-state and signal faults of the fault benchmarks.
+"""What the benchmarks share: a server in a subprocess on free loopback ports, its I/O template, a server with the
+web workspace and a headless Chromium showing its page, and the plant state and signal faults of the fault
+benchmarks.
 
 The server helpers are one implementation for the test bench, the tests and
-the benchmarks (:mod:`server.testbench.local_server`); the scripts import
+the benchmarks (:mod:`server.testbench.local_server`, :mod:`server.testbench.workspace_page`); the scripts import
 them as ``_support`` (they run as ``python bench/NAME.py``, with ``bench/``
 first on the path).  They are imported on first use (PEP 562 module
 ``__getattr__``): bench/bench_pipeline.py runs a child of this tree's bench
@@ -35,6 +36,7 @@ SIGNAL_FAULTS = (
 """Ten signal faults on the Powershift, every kind (bench_faults.py, bench_pipeline.py's ``faults`` blocks)."""
 
 _SERVER_NAMES = ("FREE_ENDPOINTS", "FREE_PORTS", "LocalServer", "write_io")
+_PAGE_NAMES = ("chromium", "cpu_s", "open_workspace", "serve_workspace", "web_process_pid")
 
 
 def __getattr__(name: str):
@@ -42,7 +44,11 @@ def __getattr__(name: str):
         from server.testbench import local_server
 
         return getattr(local_server, name)
+    if name in _PAGE_NAMES:
+        from server.testbench import workspace_page
+
+        return getattr(workspace_page, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ROOT", "FAULT_INITIAL", "SIGNAL_FAULTS", *_SERVER_NAMES]
+__all__ = ["ROOT", "FAULT_INITIAL", "SIGNAL_FAULTS", *_SERVER_NAMES, *_PAGE_NAMES]

@@ -28,30 +28,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree's server package, not an installed one
 from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
+from _support import cpu_s, serve_workspace, web_process_pid  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-IO = """[loop]
-status_line = false
-[[adapters]]
-type = "zmq"
-name = "zmq"
-state_endpoint = "tcp://127.0.0.1:*"
-command_endpoint = "tcp://127.0.0.1:*"
-control_endpoint = "tcp://127.0.0.1:*"
-"""
 SIGNALS = ["w_1", "w_2", "w_3", "w_4", "w_out", "gear", "ratio", *(f"slip_c{k}" for k in range(1, 9)),
            *(f"pressure_c{k}" for k in range(1, 6))]  # 20 outputs
-
-
-def cpu_s(pid: int) -> float | None:
-    """CPU time (user + system) a process has used so far, s (None once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 async def page(url: str, alive, web_pid: int) -> dict:
@@ -85,34 +67,11 @@ async def page(url: str, alive, web_pid: int) -> dict:
     return got
 
 
-def web_process(ready: Path) -> int:
-    """The pid of the server's workspace process (its only child running io_adapters.web.process)."""
-    server = json.loads(ready.read_text())["pid"]
-    for d in Path("/proc").iterdir():
-        try:
-            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == server \
-                    and b"io_adapters.web.process" in (d / "cmdline").read_bytes():
-                return int(d.name)
-        except (OSError, ValueError, IndexError):
-            continue
-    raise RuntimeError("no workspace process found")
-
-
 def run(tmp: Path, variant: str, rate: float, duration: float) -> dict:
-    io, ready, summary = tmp / "io.toml", tmp / f"ready_{variant}.json", tmp / f"summary_{variant}.json"
-    io.write_text(IO)
-    for p in (ready, summary):
-        p.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "powershift", "--io", str(io), "--mode",
-                             "realtime", "--rate", str(rate), "--duration", str(duration), "--web", "0", "--quiet",
-                             "--ready-file", str(ready), "--summary-json", str(summary)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    while not ready.exists():
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        time.sleep(0.02)
-    url = json.loads(ready.read_text())["endpoints"]["web.url"]
-    web_pid = web_process(ready)
+    srv = serve_workspace(tmp / variant, "realtime", ("--rate", str(rate), "--duration", str(duration)))
+    proc = srv.proc
+    url = srv.info["endpoints"]["web.url"]
+    web_pid = web_process_pid(srv.info["pid"])
     if variant == "page":
         got = asyncio.run(page(url, lambda: proc.poll() is None, web_pid))
     elif variant == "page_nice":  # the page client in a process of its own at nice 10, below the server
@@ -123,7 +82,8 @@ def run(tmp: Path, variant: str, rate: float, duration: float) -> dict:
     else:
         got = None
     proc.wait(timeout=duration + 120)
-    st = json.loads(summary.read_text())
+    srv.kill()  # gone already: closes its log
+    st = json.loads(srv.summary.read_text())
     t = st["timing"]
     return {"variant": variant, "tet_us": t["tet_us"], "lateness_us": t["lateness_us"], "ticks": t["ticks"],
             "missed_ticks": t["missed_ticks"], "rate_hz_actual": t["rate_hz_actual"], "page": got,

@@ -9,7 +9,9 @@ driven by chromedriver) alternate ``--rounds`` times, so every count sees
 the same machine load.  Each page shows ``--view``: ``default`` (the page
 as it opens: w_out, gear and two slips in one plot) or ``20x3`` (20 outputs
 in three stacked plots, the issue's reference view), with the page's ``draws/s`` (``--draws``; its
-default is 10).  In each phase, after
+default is 10) and its live plots' renderer (``--renderers canvas,plotly``: the page's own canvas, or
+Plotly at every redraw as before it, ``?renderer=plotly``; alternated in each round like the draws).
+In each phase, after
 ``--settle`` seconds for the pages to connect and draw, the CPU time
 (user + system, ``/proc/PID/stat``) of the workspace process, of the server
 process (the loop and its adapters) and of all Chromium processes of the
@@ -26,40 +28,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree's server package, not an installed one
 from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
+from _support import chromium, cpu_s, open_workspace, serve_workspace  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-IO = """[loop]
-status_line = false
-[[adapters]]
-type = "zmq"
-name = "zmq"
-state_endpoint = "tcp://127.0.0.1:*"
-command_endpoint = "tcp://127.0.0.1:*"
-control_endpoint = "tcp://127.0.0.1:*"
-"""
 VIEWS = {"default": None,  # the page's own choice when it opens
          "20x3": "w_1, w_2, w_3, w_4, w_out, gear, ratio; slip_c1, slip_c2, slip_c3, slip_c4, slip_c5, slip_c6, "
                  "slip_c7; slip_c8, pressure_c1, pressure_c2, pressure_c3, pressure_c4, pressure_c5"}
-
-
-def cpu_s(pid: int) -> float:
-    """CPU time (user + system) a process has used so far, s (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def tree_cpu_s(pid: int) -> float:
@@ -70,7 +51,7 @@ def tree_cpu_s(pid: int) -> float:
         procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
     except psutil.Error:
         return 0.0
-    return sum(cpu_s(p.pid) for p in procs)
+    return sum(cpu_s(p.pid) or 0.0 for p in procs)
 
 
 def set_draws(drv, draws: float | None) -> None:
@@ -79,58 +60,37 @@ def set_draws(drv, draws: float | None) -> None:
         drv.execute_script("document.getElementById('draws').value = arguments[0];", draws)
 
 
-def open_page(url: str, view: str):
+def open_page(url: str, view: str, renderer: str = "canvas"):
     """A headless Chromium showing the workspace at ``url`` with ``view``; (driver, chromedriver pid)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1600,1000"):
-        opts.add_argument(a)
-    opts.binary_location = shutil.which("chromium") or shutil.which("chromium-browser")
-    service = Service(shutil.which("chromedriver"))
-    drv = webdriver.Chrome(service=service, options=opts)
-    drv.set_page_load_timeout(60)
-    drv.get(url)
-    end = time.monotonic() + 60
-    while not drv.execute_script("return !!(window.workspace && workspace.connected && workspace.plant)"):
-        if time.monotonic() > end:
-            raise RuntimeError("the page did not connect within 60 s")
-        time.sleep(0.1)
+    drv, pid = chromium(1600, 1000)
+    open_workspace(drv, url + ("?renderer=plotly" if renderer == "plotly" else ""))
     if VIEWS[view]:
         drv.execute_script("document.getElementById('pattern').value = arguments[0]; pick();", VIEWS[view])
-    return drv, service.process.pid
+    return drv, pid
+
+
+def drawn(drv) -> int:
+    """The page's redraws of its plots so far."""
+    return int(drv.execute_script("return workspace.drawn || 0"))
 
 
 def phase(zc, pids: dict, drivers: list, seconds: float) -> dict:
     """CPU per cent of one core of the workspace, the server and the pages' Chromium over ``seconds``."""
     st0 = zc.status()["timing"]
     t0 = time.monotonic()
-    ws0, srv0 = cpu_s(pids["web"]), cpu_s(pids["server"])
+    ws0, srv0 = cpu_s(pids["web"]) or 0.0, cpu_s(pids["server"]) or 0.0
     br0 = sum(tree_cpu_s(p) for _, p in drivers)
+    drawn0 = sum(drawn(drv) for drv, _ in drivers)
     time.sleep(seconds)
     dt = time.monotonic() - t0
-    ws1, srv1 = cpu_s(pids["web"]), cpu_s(pids["server"])
+    ws1, srv1 = cpu_s(pids["web"]) or 0.0, cpu_s(pids["server"]) or 0.0
     br1 = sum(tree_cpu_s(p) for _, p in drivers)
+    draws_per_s = (sum(drawn(drv) for drv, _ in drivers) - drawn0) / max(1, len(drivers)) / dt
     st1 = zc.status()["timing"]
     return {"workspace_pct": 100 * (ws1 - ws0) / dt, "server_pct": 100 * (srv1 - srv0) / dt,
-            "chromium_pct": 100 * (br1 - br0) / dt, "seconds": dt,
+            "chromium_pct": 100 * (br1 - br0) / dt, "seconds": dt, "redraws_per_s": draws_per_s,
             "missed_ticks": st1["missed_ticks"] - st0["missed_ticks"], "ticks": st1["ticks"] - st0["ticks"],
             "load_avg": os.getloadavg()[0]}
-
-
-def serve(tmp: Path, rate: float):
-    io, ready = tmp / "io.toml", tmp / "ready.json"
-    io.write_text(IO)
-    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "powershift", "--io", str(io), "--mode",
-                             "realtime", "--rate", str(rate), "--web", "0", "--quiet", "--ready-file", str(ready)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    while not ready.exists():
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        time.sleep(0.05)
-    time.sleep(0.1)
-    return proc, json.loads(ready.read_text())
 
 
 def main() -> int:
@@ -143,6 +103,9 @@ def main() -> int:
     ap.add_argument("--draws", default="",
                     help="the pages' draws/s, comma-separated variants alternated in each round (default: the "
                          "page's own, 10; 0: every animation frame)")
+    ap.add_argument("--renderers", default="canvas",
+                    help="the live plots' renderers, comma-separated variants alternated in each round: canvas (the "
+                         "page's own) and plotly (?renderer=plotly: Plotly at every redraw, as before the canvas)")
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -150,27 +113,33 @@ def main() -> int:
 
     counts = [int(c) for c in args.pages.split(",")]
     draws = [float(d) for d in args.draws.split(",")] if args.draws else [None]
+    renderers = args.renderers.split(",")
     results = []
     with tempfile.TemporaryDirectory(prefix="gearbox-hil-pages-") as tmp:
-        proc, info = serve(Path(tmp), args.rate)
+        srv = serve_workspace(Path(tmp), "realtime", ("--rate", str(args.rate)))
+        info = srv.info
         zc = HilClient(info["endpoints"]["zmq.control"], timeout_s=30).connect()
         drivers: list = []
+        shown = None  # the renderer of the open pages
         try:
             zc.start()
             pids = {"server": info["pid"], "web": zc.status()["adapters"]["web"]["pid"]}
             for rnd in range(1, args.rounds + 1):
-                for n, d in [(n, d) for n in counts for d in (draws if n else [None])]:
-                    while len(drivers) > n:
+                for n, d, rr in [(n, d, rr) for n in counts for rr in (renderers if n else [None])
+                                 for d in (draws if n else [None])]:
+                    while drivers and (len(drivers) > n or (rr is not None and rr != shown)):
                         drivers.pop()[0].quit()
                     while len(drivers) < n:
-                        drivers.append(open_page(info["endpoints"]["web.url"], args.view))
+                        drivers.append(open_page(info["endpoints"]["web.url"], args.view, rr))
+                    shown = rr if n else shown
                     for drv, _ in drivers:
                         set_draws(drv, d)
                     time.sleep(args.settle)
-                    r = dict(phase(zc, pids, drivers, args.phase), round=rnd, pages=n, draws=d)
-                    print(f"round {rnd}, {n} page(s), draws/s {d}: workspace {r['workspace_pct']:.1f} %, server "
-                          f"{r['server_pct']:.1f} %, Chromium {r['chromium_pct']:.1f} %, load {r['load_avg']:.1f}",
-                          file=sys.stderr, flush=True)
+                    r = dict(phase(zc, pids, drivers, args.phase), round=rnd, pages=n, draws=d, renderer=rr)
+                    print(f"round {rnd}, {n} page(s), {rr}, draws/s {d} ({r['redraws_per_s']:.1f} done): "
+                          f"workspace {r['workspace_pct']:.1f} %, "
+                          f"server {r['server_pct']:.1f} %, Chromium {r['chromium_pct']:.1f} %, "
+                          f"load {r['load_avg']:.1f}", file=sys.stderr, flush=True)
                     results.append(r)
         finally:
             for drv, _ in drivers:
@@ -179,7 +148,7 @@ def main() -> int:
                 zc.shutdown()
             finally:
                 zc.close()
-                proc.wait(60)
+                srv.shutdown()
     if args.json:
         args.json.write_text(json.dumps(with_host({"args": vars(args) | {"json": str(args.json)},
                                                    "phases": results}), indent=2))
@@ -190,25 +159,39 @@ def main() -> int:
 def report(results: list[dict], counts: list[int], args) -> None:
     print(f"\npowershift, realtime {args.rate:g} Hz, workspace at its default 100 rows/s; view {args.view}; "
           f"{args.phase:g} s a phase\n")
-    print("| round | pages | draws/s | load | workspace % of a core | server % | Chromium % | missed ticks |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| round | pages | renderer | draws/s | redraws/s done | load | workspace % of a core | server % | Chromium % "
+          "| missed ticks |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         d = "-" if not r["pages"] else "10 (default)" if r["draws"] is None else f"{r['draws']:g}"
-        print(f"| {r['round']} | {r['pages']} | {d} | {r['load_avg']:.1f} | {r['workspace_pct']:.1f} | {r['server_pct']:.1f}"
-              f" | {r['chromium_pct']:.1f} | {r['missed_ticks']} of {r['ticks']} |")
+        print(f"| {r['round']} | {r['pages']} | {r.get('renderer') or '-'} | {d} | {r.get('redraws_per_s', 0):.1f} | "
+              f"{r['load_avg']:.1f} | "
+              f"{r['workspace_pct']:.1f} | {r['server_pct']:.1f} | {r['chromium_pct']:.1f} | "
+              f"{r['missed_ticks']} of {r['ticks']} |")
     print("\nper page, against the same round's phase with no page (median over rounds, [min, max]):\n")
-    print("| pages | draws/s | workspace % of a core per page | server % per page | Chromium % per page |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| pages | renderer | draws/s | workspace % of a core per page | server % per page | Chromium % per page |")
+    print("| --- | --- | --- | --- | --- | --- |")
     base = {r["round"]: r for r in results if r["pages"] == 0}
     cell = lambda v: f"{statistics.median(v):.1f} [{min(v):.1f}, {max(v):.1f}]"  # noqa: E731
-    for n, d in sorted({(r["pages"], r["draws"]) for r in results if r["pages"]}, key=lambda x: (x[0], -(x[1] or 10))):
-        mine = [r for r in results if r["pages"] == n and r["draws"] == d]
+    keys = sorted({(r["pages"], r["draws"], r.get("renderer")) for r in results if r["pages"]},
+                  key=lambda x: (x[0], x[2] or "", -(x[1] or 10)))
+    for n, d, rr in keys:
+        mine = [r for r in results if r["pages"] == n and r["draws"] == d and r.get("renderer") == rr]
         per = {k: [(r[k] - (base[r["round"]][k] if r["round"] in base else 0.0)) / n for r in mine]
                for k in ("workspace_pct", "server_pct")}
         per["chromium_pct"] = [r["chromium_pct"] / n for r in mine]
         label = "10 (default)" if d is None else f"{d:g}"
-        print(f"| {n} | {label} | {cell(per['workspace_pct'])} | {cell(per['server_pct'])} | "
+        print(f"| {n} | {rr} | {label} | {cell(per['workspace_pct'])} | {cell(per['server_pct'])} | "
               f"{cell(per['chromium_pct'])} |")
+    ratios = []  # same round, same pages and draws: canvas over plotly
+    for a in results:
+        for b in results:
+            if (a["round"], a["pages"], a["draws"]) == (b["round"], b["pages"], b["draws"]) and a["pages"] \
+                    and a.get("renderer") == "canvas" and b.get("renderer") == "plotly" and b["chromium_pct"] > 0:
+                ratios.append(a["chromium_pct"] / b["chromium_pct"])
+    if ratios:
+        print(f"\nChromium's CPU time, canvas / plotly in the same round: median {statistics.median(ratios):.2f} "
+              f"[{min(ratios):.2f}, {max(ratios):.2f}] over {len(ratios)} pairs")
 
 
 if __name__ == "__main__":

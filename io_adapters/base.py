@@ -88,6 +88,9 @@ class LoopContext:
         The CPUs the loop's thread is pinned to (``[realtime]
         cpu_affinity``; empty: not pinned).  A process an adapter starts
         keeps off them, so that it never takes the loop's core.
+    recording_folder
+        The I/O config's ``[recording] folder`` (None: no recording), for
+        adapters that offer its files (the web workspace lists them).
     restage
         ``restage()``: an adapter's compiled forms (:meth:`Adapter.compiled_read`,
         :meth:`Adapter.compiled_write`) changed; the loop builds its tick
@@ -103,6 +106,7 @@ class LoopContext:
     tick_info: np.ndarray = field(default_factory=new_tick_info)
     ring: Any = None
     loop_cpus: tuple[int, ...] = ()
+    recording_folder: str | None = None
     restage: Callable[[], None] = lambda: None
 
     def __post_init__(self) -> None:

@@ -16,25 +16,14 @@ in a taller window.  Run from the project folder::
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IO = """[loop]
-status_line = false
-[[adapters]]
-type = "zmq"
-name = "zmq"
-state_endpoint = "tcp://127.0.0.1:*"
-command_endpoint = "tcp://127.0.0.1:*"
-control_endpoint = "tcp://127.0.0.1:*"
-"""
+sys.path.insert(0, str(ROOT))
+from server.testbench.workspace_page import chromium, open_workspace, serve_workspace  # noqa: E402
 
 
 def wait(pred, timeout_s: float, what: str):
@@ -45,22 +34,6 @@ def wait(pred, timeout_s: float, what: str):
             return v
         time.sleep(0.05)
     raise TimeoutError(what)
-
-
-def browser(width: int, height: int):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver:
-        sys.exit("workspace_screenshot: needs Debian's chromium and chromium-driver (apt-get install chromium "
-                 "chromium-driver)")
-    opts = webdriver.ChromeOptions()
-    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-              f"--window-size={width},{height}", "--hide-scrollbars"):
-        opts.add_argument(a)
-    opts.binary_location = chromium
-    return webdriver.Chrome(service=Service(driver), options=opts)
 
 
 def page_step(drv, n: int) -> None:
@@ -110,20 +83,14 @@ def main(out: Path) -> None:
     from selenium.webdriver.common.by import By
 
     with tempfile.TemporaryDirectory() as tmp:
-        io, ready = Path(tmp) / "io.toml", Path(tmp) / "ready.json"
-        io.write_text(IO)
-        proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "powershift", "--io", str(io), "--mode",
-                                 "lockstep", "--web", "0", "--ready-file", str(ready), "--quiet"], cwd=ROOT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        srv = serve_workspace(Path(tmp), "lockstep")
         drv = None
         try:
-            wait(lambda: ready.exists() or proc.poll() is not None, 300, "the server did not start")
-            url = json.loads(ready.read_text())["endpoints"]["web.url"]
-            drv = browser(1600, 1250)
-            drv.set_script_timeout(60)
-            drv.get(url)
-            wait(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30,
-                 "the page did not connect")
+            try:
+                drv, _ = chromium(1600, 1250, ("--hide-scrollbars",))
+            except RuntimeError as exc:
+                sys.exit(f"workspace_screenshot: {exc}")
+            open_workspace(drv, srv.info["endpoints"]["web.url"])
             for el, text in (("pattern", "w_out, slip_c1, slip_c2, pressure_c1, pressure_c2"), ("window", "1")):
                 box = drv.find_element(By.ID, el)
                 box.clear()
@@ -145,8 +112,7 @@ def main(out: Path) -> None:
         finally:
             if drv is not None:
                 drv.quit()
-            proc.terminate()
-            proc.wait(30)
+            srv.shutdown()
 
 
 if __name__ == "__main__":

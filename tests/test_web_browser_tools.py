@@ -238,6 +238,7 @@ def test_a_parameter_set_saved_from_the_page_is_compared_and_applied_showing_old
         assert json.loads(path.read_text())["params"] == base
         changed = (p["value"] + p["max"]) / 2 if p["value"] != p["max"] else (p["value"] + p["min"]) / 2
         zc.set_params({name: changed})
+        assert wait_until(lambda: "base line" in drv.find_element(By.ID, "psetlist").text, 10)  # listed again
         Select(drv.find_element(By.ID, "psetlist")).select_by_visible_text("base line")
         drv.find_element(By.ID, "psetcompare").click()
         cmp_ = wait_until(lambda: drv.execute_script("return workspace.paramCompare"), 10)

@@ -161,3 +161,29 @@ def test_parameter_sets_are_saved_listed_and_loaded_inside_their_folder_only(tmp
 
     asyncio.run(run())
     assert sorted(p.name for p in folder.iterdir()) == [".last", "gear 1.json", "link.json"]
+
+
+def test_the_history_keeps_the_newest_rows_since_the_last_reset_across_its_wrap():
+    from io_adapters.web.archive import History
+
+    h = History(seconds=0.05, row_period_s=0.01, n_floats=3, t_col=0)  # 6 rows
+    assert h.capacity == 6
+
+    def rows(ticks):
+        ticks = np.asarray(ticks, np.int64)
+        return ticks, np.column_stack([ticks * 1e-3, ticks * 2.0, -ticks * 1.0])
+
+    h.add(*rows([10, 20, 30, 40]))
+    h.add(*rows([50, 60, 70, 80]))  # wraps: the two oldest go
+    ticks, t, v = h.last(1.0, [1, 2], 1)
+    assert ticks.tolist() == [30, 40, 50, 60, 70, 80] and t.tolist() == [k * 1e-3 for k in ticks]
+    assert v[:, 0].tolist() == [k * 2.0 for k in ticks] and v[:, 1].tolist() == [-k * 1.0 for k in ticks]
+    assert h.last(0.0205, [1], 1)[0].tolist() == [60, 70, 80]  # the last 20.5 ms of run time
+    assert h.last(1.0, [1], 20)[0].tolist() == [40, 60, 80]  # the page's own step
+    h.add(*rows([10, 20]))  # a reset: the ticks start again
+    assert h.last(1.0, [1], 1)[0].tolist() == [10, 20]
+    h.add(*rows(range(30, 200, 10)))  # more rows at once than it holds
+    assert h.last(1.0, [1], 1)[0].tolist() == [140, 150, 160, 170, 180, 190]
+    empty = History(0.0, 0.01, 3, 0)
+    assert empty.capacity == 0
+    empty.add(*rows([10]))

@@ -116,7 +116,11 @@ class WebAdapter(Adapter):
     the page's own), ``allowed_hosts`` (``Host`` names besides the loopback
     ones accepted without a token), ``layouts`` (the folder of the named
     layouts, created when the first is saved), ``parameter_sets`` (the
-    folder of the named parameter sets, likewise).  ``token_file``,
+    folder of the named parameter sets, likewise), ``history_s`` (seconds
+    of display rows the workspace process keeps for a page to load, default
+    120; 0: none), ``max_download_bytes`` (the largest recording the page
+    may download, default 1 GiB; the recordings are the I/O config's
+    ``[recording] folder``'s).  ``token_file``,
     ``layouts`` and ``parameter_sets`` are relative to the I/O config's
     folder (the declaration's ``path_options``; an adapter made without a
     config: the working directory).
@@ -157,6 +161,8 @@ class WebAdapter(Adapter):
         layouts, psets = cfg.string("layouts", ""), cfg.string("parameter_sets", "")
         self.layouts = str(Path(layouts).expanduser().resolve()) if layouts else None
         self.parameter_sets = str(Path(psets).expanduser().resolve()) if psets else None
+        self.history_s = cfg.number("history_s", 120.0, lo=0.0, hi=3600.0)
+        self.max_download_bytes = cfg.integer("max_download_bytes", 1 << 30, lo=1024, hi=1 << 40)
         cfg.reject_unknown()
         if not is_loopback_host(self.host) and not self.token:
             raise cfg.error("host", f"the workspace would listen on {self.host}, beyond loopback, without an access "
@@ -225,7 +231,8 @@ class WebAdapter(Adapter):
         options = {"host": self.host, "port": self.port, "token": self.token, "status_hz": self.status_hz,
                    "max_request_bytes": self.max_request_bytes, "max_clients": self.max_clients,
                    "allowed_origins": list(self.allowed_origins), "allowed_hosts": list(self.allowed_hosts),
-                   "layouts": self.layouts, "parameter_sets": self.parameter_sets}
+                   "layouts": self.layouts, "parameter_sets": self.parameter_sets, "history_s": self.history_s,
+                   "recordings": ctx.recording_folder, "max_download_bytes": self.max_download_bytes}
         job = {"op": "job", "shm": ring.shm_name, "every": self.every, "meta": meta, "options": options,
                "parent_pid": os.getpid(), "cpus": self._cpus(ctx.loop_cpus)}
         try:

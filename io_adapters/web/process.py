@@ -149,7 +149,8 @@ async def _run(sock: socket.socket, job: dict) -> bool:
                         max_clients=opts["max_clients"], allowed_origins=tuple(opts["allowed_origins"]),
                         status_hz=opts["status_hz"], log=log,
                         allowed_hosts=tuple(opts.get("allowed_hosts", ())), layouts=opts.get("layouts"),
-                        parameter_sets=opts.get("parameter_sets"))
+                        parameter_sets=opts.get("parameter_sets"), history_s=float(opts.get("history_s", 0.0)),
+                        recordings=opts.get("recordings"), max_download_bytes=int(opts.get("max_download_bytes", 1 << 30)))
     except (ImportError, OSError) as exc:  # plotly missing, or its package without plotly.min.js
         writer.write(dumps_line({"op": "failed", "error": f"the workspace's plotting library: {exc} "
                                  "(pip install 'gearbox-hil[web]')"}))

@@ -10,6 +10,7 @@ Routes (all behind the same checks):
 * ``GET /``: the page (``workspace.html``, one file of HTML and JS);
 * ``GET /plotly.min.js``: the plotting library, served from the installed
   ``plotly`` package (``plotly/package_data/plotly.min.js``);
+* ``GET /workspace_plot.js``: the live plots' canvas renderer;
 * ``GET /workspace_tools.js``: the page's cursors, XY plot, reference
   traces, gauges and lamps, parameter sets and layout files;
 * ``GET /api/meta``: the signals (name, unit, input or output), the display
@@ -62,13 +63,14 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 from plant_models.run.ring import C_EVERY, C_NEXT, C_READ, F_TIME, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG, Cursor
+from .archive import Archive, History
 from .capture import MAX_KEPT, Trigger, TriggerError
 from .exports import FORMATS, ExportError, capture_file
 from .guard import BadJSON, LingeringWebSocket, host_name, loopback_name, parse_json
 from .layouts import Layouts
 
 PAGE = Path(__file__).with_name("workspace.html")
-TOOLS = Path(__file__).with_name("workspace_tools.js")
+SCRIPTS = ("workspace_plot.js", "workspace_tools.js")  # the page's scripts besides plotly, served as they are
 FLUSH_S = 1.0 / 30.0  # rows, status and events go to the pages about 30 times a second
 CLIENT_QUEUE = 16  # updates (rows, status, events) waiting for one slow page; more are dropped (counted)
 MAX_PENDING = 64  # requests of one page read and not yet answered; beyond, its socket is not read until one is
@@ -166,7 +168,8 @@ class WebServer:
 
     def __init__(self, link, meta: dict, ring, every: int, *, host: str, port: int, token: str,
                  max_request_bytes: int, max_clients: int, allowed_origins: tuple[str, ...], status_hz: float, log,
-                 allowed_hosts: tuple[str, ...] = (), layouts: str | None = None, parameter_sets: str | None = None):
+                 allowed_hosts: tuple[str, ...] = (), layouts: str | None = None, parameter_sets: str | None = None,
+                 history_s: float = 0.0, recordings: str | None = None, max_download_bytes: int = 1 << 30):
         self.link = link
         self.meta = meta
         self.by_name = {s["name"]: s["col"] for s in meta["signals"]}
@@ -189,10 +192,12 @@ class WebServer:
         self.closed_dropped = [0, 0]  # messages and rows dropped for pages closed since
         self.url = ""
         self.cursor = Cursor(ring, every=every, batch=256)
+        self.archive = Archive(History(history_s, every * meta["period_s"], self.cursor.floats.shape[1], F_TIME),
+                               self.by_name, recordings, max_download_bytes, column, dumps)  # history, recordings
         self._start_seq = int(self.cursor.state[C_NEXT])
         self._stop = asyncio.Event()
         self._page = PAGE.read_bytes()
-        self._tools = TOOLS.read_bytes()
+        self._scripts = {n: Path(__file__).with_name(n).read_bytes() for n in SCRIPTS}
         self._plotly = plotly_js()
         self._status_sent = 0
         self._counters_soon = False
@@ -240,9 +245,11 @@ class WebServer:
         app.router.add_post("/api/control", self._control_handler)
         app.router.add_get("/ws", self._ws_handler)
         app.router.add_get("/favicon.ico", self._icon_handler)
-        app.router.add_get("/workspace_tools.js", self._tools_handler)
+        for name in SCRIPTS:
+            app.router.add_get("/" + name, self._script_handler)
         self.layouts.add_routes(app.router)
         self.paramsets.add_routes(app.router)
+        self.archive.add_routes(app.router)
         app.router.add_get("/api/capture/{id:[0-9]+}.{fmt:csv|parquet|mf4}", self._capture_handler)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
@@ -332,8 +339,8 @@ class WebServer:
         return web.Response(body=body, content_type=FORMATS[fmt], headers={
             "Content-Disposition": f'attachment; filename="capture-{cap.id}-tick{cap.at}.{fmt}"'})
 
-    async def _tools_handler(self, request: web.Request) -> web.Response:
-        return web.Response(body=self._tools, content_type="text/javascript", headers={"Cache-Control": "no-store"})
+    async def _script_handler(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._scripts[request.path.lstrip("/")], content_type="text/javascript", headers={"Cache-Control": "no-store"})
 
     async def _plotly_handler(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(self._plotly, headers={"Cache-Control": "max-age=3600"})
@@ -402,7 +409,7 @@ class WebServer:
             self.clients.remove(client)
             self.closed_dropped[0] += client.dropped
             self.closed_dropped[1] += client.dropped_rows
-            if not self.clients:  # what was read for the last page is counted before the count says none is open
+            if not self.clients and not self.archive.history.capacity:  # counted before the count says none is open
                 self.cursor.skip_to_now()
             self._send_counters()
             sender.cancel()
@@ -516,9 +523,11 @@ class WebServer:
                 self.log.exception("the workspace failed to send an update")
 
     def _take_rows(self):
-        """The display rows written since the last update as (ints, floats), or None (no page: skip them)."""
+        """The display rows written since the last update as (ints, floats), or None (no page: none sent).
+
+        Without a page they are only kept in the history (none kept: skipped)."""
         cur = self.cursor
-        if not self.clients:
+        if not self.clients and not self.archive.history.capacity:
             cur.skip_to_now()
             return None
         ints, floats, n_all = [], [], 0
@@ -531,7 +540,9 @@ class WebServer:
             n_all += n
         if not ints:
             return None
-        return np.concatenate(ints), np.concatenate(floats)
+        ints, floats = np.concatenate(ints), np.concatenate(floats)
+        self.archive.history.add(ints[:, 0], floats)
+        return (ints, floats) if self.clients else None
 
     def _captures(self) -> None:
         """Feed the armed triggers; a capture completed goes to its page as ``captured`` (never dropped)."""

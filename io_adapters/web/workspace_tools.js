@@ -5,9 +5,11 @@
 //   reference traces overlaid on the time plots, from a capture or a capture's CSV file;
 //   gauges and lamps with limits;
 //   parameter sets saved on the server (/api/paramsets), compared with the plant's and applied through set_params;
-//   a layout exported to and imported from a file.
+//   a layout exported to and imported from a file;
+//   the last N seconds of rows loaded from the server's history (/api/history), and the recordings listed and
+//   downloaded (/api/recordings).
 // What the tests read: workspace.cursorRows, workspace.gaugeStates, workspace.refs, workspace.paramCompare,
-// workspace.paramChange, workspace.exportedLayout.
+// workspace.paramChange, workspace.exportedLayout, workspace.history, workspace.recordings.
 "use strict";
 (function () {
 const T = W.tools = {};
@@ -31,6 +33,13 @@ function build() {
   row.innerHTML = `layout file <button id="layoutexport" title="download what the page shows as a JSON file">export</button>
     <label>import <input type="file" id="layoutimport" accept=".json,application/json"></label>`;
   $("layoutrow").after(row);
+  const hist = document.createElement("div");
+  hist.className = "row";
+  hist.innerHTML = `<label title="rows of the last N seconds of run time, from the server's history (also rows this page never received)">
+    from the server <input class="num" id="histsecs" value="60"> s</label><button id="histload">load history</button><span id="histnote"></span>`;
+  row.after(hist);
+  $("recfiles").insertAdjacentHTML("afterend", `<div class="row"><b>recordings</b> (the recording folder's MF4 files)
+    <button id="reclist">list</button></div><table id="recordings"><tbody></tbody></table>`);
   const xy = section(`<h2>XY plot</h2><div class="row"><label>x <select id="xyx"></select></label>
     <label>y <input type="text" id="xyy" placeholder="names or globs" style="width: 12em"></label>
     <button id="xyshow">show</button><button id="xyclear">clear</button></div>
@@ -68,7 +77,7 @@ function build() {
   for (const id of ["cura", "curb"]) $(id).addEventListener("change", () => { S.cursor[id.slice(3)] = num(id); replot(); });
 }
 T.init = function () {
-  if (!S.built) { build(); S.built = true; listParamSets(); }
+  if (!S.built) { build(); S.built = true; listParamSets(); listRecordings(); }
   const opts = Object.keys(W.signals).map((n) => `<option>${esc(n)}</option>`).join("");
   const keep = [$("xyx").value, $("gsignal").value];
   $("xyx").innerHTML = opts; $("gsignal").innerHTML = opts;
@@ -103,11 +112,13 @@ function cursorReadout() {
     return {name: n, a: pa, b: pb, delta: pa && pb ? pb.y - pa.y : null, dt: pa && pb ? pb.t - pa.t : null};
   });
   const first = W.cursorRows.find((r) => r.dt !== null);
-  $("curdt").textContent = first ? `B - A: ${fmt(first.dt, 6)} s, ${first.b.tick - first.a.tick} ticks` : "";
+  setText($("curdt"), first ? `B - A: ${fmt(first.dt, 6)} s, ${first.b.tick - first.a.tick} ticks` : "");
   const at = (p) => p ? `${fmt(p.y, 6)} @ ${fmt(p.t, 6)} s` : "-";
-  $("curtable").tBodies[0].innerHTML = a === null && b === null ? "" : W.cursorRows.map((r) =>
+  const html = a === null && b === null ? "" : W.cursorRows.map((r) =>
     `<tr data-signal="${esc(r.name)}"><td>${esc(r.name)}</td><td>${esc(W.signals[r.name].unit)}</td><td>${at(r.a)}</td>` +
     `<td>${at(r.b)}</td><td>${fmt(r.delta, 6)}</td></tr>`).join("");
+  const tb = $("curtable").tBodies[0];
+  if (tb.lastHTML !== html) { tb.lastHTML = html; tb.innerHTML = html; }  // no DOM write while the cursors' rows stand
 }
 
 // ---- the XY plot -------------------------------------------------------------------------------------
@@ -121,7 +132,7 @@ function xyNames() {
 }
 function drawXY() {
   const div = $("xyplot");
-  if (!S.xy.x || !W.signals[S.xy.x]) { div.style.display = "none"; return; }
+  if (!S.xy.x || !W.signals[S.xy.x]) { if (div.style.display !== "none") div.style.display = "none"; return; }
   div.style.display = "";
   const xd = W.data[S.xy.x] || {tick: [], y: []}, at = new Map();
   xd.tick.forEach((tk, i) => at.set(tk, xd.y[i]));
@@ -321,6 +332,39 @@ function importLayout(ev) {
   }).catch((e) => showError(`${f.name}: ${e.message}`));
 }
 
+// ---- history from the server, and the recordings ----------------------------------------------------
+// The server's rows go before the page's own (the page keeps its rows from the server's last tick on); hold grows to
+// the seconds loaded, so they are kept; pause, then pan or zoom back over them.
+async function loadHistory() {
+  const secs = num("histsecs"), names = [...new Set(W.picked.concat(T.signals()))];
+  if (!(secs > 0)) { showError("history: the seconds are a positive number"); return; }
+  const every = W.rate && W.rate.every > 0 ? W.rate.every : 1;
+  const rep = await api(`/api/history?seconds=${secs}&every=${every}&signals=${names.map(encodeURIComponent).join(",")}`);
+  if (!rep.ok) { showError("history: " + rep.error.message); return; }
+  const last = rep.tick.length ? rep.tick[rep.tick.length - 1] : -1;
+  for (const n of names) {
+    const d = W.data[n] || (W.data[n] = {t: [], y: [], tick: []}), v = rep.values[n];
+    let k = 0;
+    while (k < d.tick.length && d.tick[k] <= last) k++;
+    if (k < d.tick.length && d.tick[k] < last) k = d.tick.length;  // the page's rows are of an earlier run: the server's win
+    d.t = rep.t.concat(d.t.slice(k)); d.y = v.concat(d.y.slice(k)); d.tick = rep.tick.concat(d.tick.slice(k));
+  }
+  if ((parseFloat($("hold").value) || 0) < secs) $("hold").value = secs;
+  W.history = {seconds: secs, rows: rep.tick.length, first_tick: rep.tick[0], last_tick: last, held_s: rep.held_s};
+  $("histnote").textContent = rep.tick.length ? `${rep.tick.length} rows, ticks ${rep.tick[0]}..${last} (the server keeps ${rep.held_s} s)` : "no rows";
+  clearError(); replot();
+}
+T.listRecordings = () => listRecordings();
+async function listRecordings() {
+  const rep = await api("/api/recordings"), tb = $("recordings").tBodies[0];
+  if (!rep.ok) { showError("recordings: " + rep.error.message); return; }
+  W.recordings = rep.recordings;
+  const q = TOKEN ? "?token=" + encodeURIComponent(TOKEN) : "";
+  tb.innerHTML = !rep.folder ? `<tr><td>no [recording] folder in the I/O config</td></tr>` : rep.recordings.map((r) =>
+    `<tr data-recording="${esc(r.name)}"><td><a href="/api/recordings/${encodeURIComponent(r.name)}${q}" download="${esc(r.name)}">${esc(r.name)}</a></td>` +
+    `<td>${fmt(r.bytes / 1e6, 4)} MB</td><td>${esc(new Date(r.mtime * 1000).toLocaleString())}</td></tr>`).join("");
+}
+
 // ---- once a frame, and the buttons ---------------------------------------------------------------------
 T.frame = function () { cursorReadout(); drawXY(); gaugesNow(); };
 document.addEventListener("click", async (ev) => {
@@ -336,5 +380,7 @@ document.addEventListener("click", async (ev) => {
   else if (id === "psetcompare") await compareParamSet();
   else if (id === "psetapply") await applyParamSet();
   else if (id === "layoutexport") exportLayout();
+  else if (id === "histload") await loadHistory();
+  else if (id === "reclist") await listRecordings();
 });
 })();

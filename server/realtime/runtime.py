@@ -452,7 +452,8 @@ def assemble(plant: Plant, adapters: list[Adapter], cfg: LoopConfig, watchdog_cf
     control = ControlHandler(loop, player, params, report, scenarios)
     context = LoopContext(period_s=loop.dt, mode=loop.mode, feed_watchdog=watchdog.feed, status=report.status,
                           control=control.handle, log=logging.getLogger("gearbox_hil.io"), tick_info=tick_info,
-                          ring=ring, loop_cpus=tuple(cfg.realtime.cpu_affinity))
+                          ring=ring, loop_cpus=tuple(cfg.realtime.cpu_affinity),
+                          recording_folder=str(recording.folder) if recording is not None else None)
     loop.attach(context, report)
     if hasattr(plant, "fmu_status"):  # FMUs in the loop (docs/fmi.md): where each runs, its faults
         report.extra["fmus"] = plant.fmu_status

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Where an open workspace page's CPU goes: one headless Chromium page, profiled through the DevTools protocol.
+
+Starts ``gearbox-hil serve powershift --mode realtime --web 0``, opens the
+page in a headless Chromium (``bench/_support.py``), shows the ``20x3``
+view of ``bench/bench_workspace_pages.py`` (20 outputs in three plots) and,
+after ``--settle`` seconds, measures ``--seconds`` seconds: the CPU time of
+Chromium's processes by type (``/proc``), the page's main-thread totals
+(``Performance.getMetrics``: task, script, layout and style time), the
+time spent in the page's own functions (each wrapped with a
+``performance.now()`` counter: ``drawPlot``, ``clutchPlot``,
+``histograms``, ``onRows``, ...) and the functions the sampling profiler
+(``Profiler``) saw most.  ``--renderer plotly`` opens the page with
+``?renderer=plotly``; ``--js CODE`` runs CODE in the page first (an
+experiment: ``"window.clutchPlot = function () {}"``).
+
+    python bench/profile_workspace_page.py --seconds 8 [--renderer plotly] [--js CODE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this tree's server package, not an installed one
+from _host import host_line  # noqa: E402  (bench/ is first on the path)
+from _support import chromium, cpu_s, open_workspace, serve_workspace  # noqa: E402
+from bench_workspace_pages import VIEWS  # noqa: E402
+
+WRAP = """
+window.__spent = {};
+const wrap = (obj, name, label) => { const f = obj[name]; if (typeof f !== "function") return;
+  obj[name] = function () { const t0 = performance.now();
+    try { return f.apply(this, arguments); }
+    finally { const a = window.__spent[label] || (window.__spent[label] = [0, 0]); a[0] += performance.now() - t0; a[1]++; } }; };
+for (const n of ["drawPlot", "clutchPlot", "histograms", "glance", "texts", "onRows", "onStatus", "redraw"]) wrap(window, n, n);
+wrap(W.tools, "frame", "tools.frame");
+"""
+METRICS = ("TaskDuration", "ScriptDuration", "LayoutDuration", "RecalcStyleDuration", "LayoutCount")
+
+
+def by_type(pid: int) -> collections.Counter:
+    """CPU seconds of chromedriver's descendants by Chromium process type (browser, renderer, gpu-process, ...)."""
+    import psutil
+
+    out: collections.Counter = collections.Counter()
+    for p in psutil.Process(pid).children(recursive=True):
+        try:
+            line = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        out["browser" if "--type=" not in line else line.split("--type=")[1].split()[0]] += cpu_s(p.pid) or 0.0
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--settle", type=float, default=3.0)
+    ap.add_argument("--renderer", choices=("canvas", "plotly"), default="canvas")
+    ap.add_argument("--js", default="", help="JavaScript run in the page before the measurement")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gearbox-hil-profile-") as tmp:
+        srv = serve_workspace(Path(tmp), "realtime", ("--rate", "1000"))
+        drv = None
+        try:
+            with srv.client() as zc:
+                zc.start()
+            drv, pid = chromium(1600, 1000)
+            open_workspace(drv, srv.info["endpoints"]["web.url"] + ("?renderer=plotly" if args.renderer == "plotly"
+                                                                    else ""))
+            drv.execute_script("document.getElementById('pattern').value = arguments[0]; pick();", VIEWS["20x3"])
+            time.sleep(args.settle)
+            drv.execute_script(WRAP)
+            if args.js:
+                drv.execute_script(args.js)
+            drv.execute_cdp_cmd("Performance.enable", {})
+            m0 = {m["name"]: m["value"] for m in drv.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]}
+            drv.execute_cdp_cmd("Profiler.enable", {})
+            drv.execute_cdp_cmd("Profiler.setSamplingInterval", {"interval": 500})
+            drv.execute_cdp_cmd("Profiler.start", {})
+            c0, t0, drawn0 = by_type(pid), time.monotonic(), drv.execute_script("return workspace.drawn || 0")
+            time.sleep(args.seconds)
+            c1, dt, drawn1 = by_type(pid), time.monotonic() - t0, drv.execute_script("return workspace.drawn || 0")
+            prof = drv.execute_cdp_cmd("Profiler.stop", {})["profile"]
+            m1 = {m["name"]: m["value"] for m in drv.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]}
+            spent = drv.execute_script("return window.__spent")
+        finally:
+            if drv is not None:
+                drv.quit()
+            srv.shutdown()
+    report(args, dt, c0, c1, m0, m1, spent, prof, (drawn1 - drawn0) / dt)
+    return 0
+
+
+def report(args, dt, c0, c1, m0, m1, spent, prof, redraws_per_s) -> None:
+    cpu = {k: 100 * (c1[k] - c0[k]) / dt for k in c1}
+    print(f"\nrenderer {args.renderer}, {dt:.1f} s, {redraws_per_s:.1f} redraws/s; Chromium {sum(cpu.values()):.1f} % "
+          "of a core: " + ", ".join(f"{k} {v:.1f} %" for k, v in sorted(cpu.items(), key=lambda x: -x[1]) if v))
+    print("main thread: " + ", ".join(f"{k} {m1[k] - m0.get(k, 0):.3g}" + (" s" if "Duration" in k else "")
+                                      for k in METRICS))
+    print("the page's functions (ms in total, calls, ms a call): " + json.dumps(
+        {k: [round(v[0]), v[1], round(v[0] / max(1, v[1]), 2)] for k, v in sorted(spent.items(), key=lambda x: -x[1][0])}))
+    nodes = {n["id"]: n["callFrame"] for n in prof["nodes"]}
+    seen = collections.Counter(prof["samples"])
+    where: collections.Counter = collections.Counter()
+    for nid, c in seen.items():
+        f = nodes[nid]
+        where[f"{f['functionName'] or '(anonymous)'} {f['url'].rsplit('/', 1)[-1].split('?')[0]}"] += c
+    total = sum(seen.values())
+    print("sampled (self time): " + ", ".join(f"{k.strip()} {100 * c / total:.1f} %" for k, c in where.most_common(12)))
+
+
+if __name__ == "__main__":
+    print(host_line(), flush=True)
+    sys.exit(main())
