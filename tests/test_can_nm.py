@@ -161,3 +161,16 @@ def test_state_machine_alone_on_a_clock():
     assert nm.state == canm.READY_SLEEP
     nm.step(6600.0)
     assert nm.state == canm.PREPARE_BUS_SLEEP and list(nm.allow) == [False, False]
+
+
+def test_a_realtime_tick_with_nm_takes_the_python_write_so_the_state_machine_steps():
+    """The compiled ``send`` stage has no NM step: with ``[nm]`` the adapter offers none, and the loop's tick
+    takes the Python stepper (its reason names the adapter); without ``[nm]`` it offers one."""
+    with_nm = Harness(options={"message_set": MUX_SET}, mode="realtime")
+    without = Harness(mode="realtime")
+    try:
+        assert with_nm.adapter._nm is not None and with_nm.adapter.compiled_write() is None
+        assert without.adapter._nm is None and without.adapter.compiled_write() is not None
+    finally:
+        with_nm.close()
+        without.close()

@@ -486,8 +486,9 @@ class CanAdapter(Adapter):
 
     def compiled_write(self):
         """The compiled form of :meth:`write` in realtime, where the frames are queued for sending between
-        ticks (:func:`~io_adapters.can.tick_stage.can_write_stage`); None otherwise.  Between ticks."""
-        if (self._idle_reason or not self._opened or not self._queue_tx
+        ticks (:func:`~io_adapters.can.tick_stage.can_write_stage`); None otherwise, and with a network
+        management state machine (``[nm]``), whose step on the plant's clock is Python.  Between ticks."""
+        if (self._idle_reason or not self._opened or not self._queue_tx or self._nm is not None
                 or type(self).write is not CanAdapter.write):
             return None
         return write_stage(self.codec, self.plant.df, self._tick_info, self._txq_msg, self._txq_data,
