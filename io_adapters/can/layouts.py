@@ -283,7 +283,8 @@ def raw_range(length: int, signed: bool, scale: float, offset: float, lo: float 
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's cache) every kernel of :mod:`~io_adapters.can.frames` on a one-message codec.
+    """Compile (or load from numba's cache) every kernel of :mod:`~io_adapters.can.frames` on a one-message codec,
+    and the adapter's compiled tick stages (:mod:`~io_adapters.can.tick_stage`).
 
     For ``python -m server.cli.warmup`` and container builds, so a server's first
     start does not compile.  The adapter also calls its kernels once in
@@ -308,6 +309,7 @@ def warm_up() -> None:
     # the recording's bus-frame ring (bus_spool.py), 0 frames due
     tx_log(codec.ci, codec.cb, 0, 0, np.zeros((1, 2), dtype=np.int64), np.zeros((1, MAX_PAYLOAD), dtype=np.uint8),
            np.zeros(Q_COLS, dtype=np.int64))
+    from . import tick_stage  # noqa: F401  (the adapter's compiled tick stages: compiled, or loaded, at import)
 
 
 __all__ = ["SignalLayout", "MessageLayout", "CompiledLayout", "compile_layout", "signal_bit_positions",

@@ -85,9 +85,8 @@ def _server_kernels(serve_only: bool) -> None:
 
     compile_solve_entry()
     import io_adapters.handover  # noqa: F401  (compiled at import: its signature is given; with the compiled tick)
-    import io_adapters.can.tick_stage  # noqa: F401  (the CAN adapter's compiled tick stages, compiled at import)
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
-    from io_adapters.can.layouts import warm_up as warm_up_can_codec
+    from io_adapters.can.layouts import warm_up as warm_up_can_codec  # the codec and the CAN tick stages
     from plant_models.offline import warm_up as warm_up_offline_run
     from server.realtime import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
     from server.realtime.faults import warm_up as warm_up_faults
