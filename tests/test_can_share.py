@@ -154,6 +154,10 @@ def test_the_share_counts_what_it_relays_each_way_and_how_late():
             member.send(can.Message(arbitration_id=0x200 + i, is_extended_id=False, data=bytes([i])))
         back = [client.recv(10.0) for _ in range(3)]
         assert [m.arbitration_id for m in back] == [0x200, 0x201, 0x202]
+        # the relay thread counts a frame after its websocket write, so the client may hold it a moment before
+        from can_support import wait_until
+
+        wait_until(lambda: share.status()["to_clients"] >= 3, what="the relay's count of the frames it wrote")
         st = share.status()
         assert (st["clients"], st["from_clients"], st["to_clients"], st["relay_errors"]) == (1, 5, 3, 0)
         assert st["delay_max_us"] >= st["delay_last_us"] > 0.0 and 0 <= st["late_1ms"] <= 3
