@@ -44,7 +44,7 @@ def test_the_plants_command_rejected_bits_are_allocated_at_256():
 
 
 def test_the_servo_allocates_its_hard_stop_events_after_the_shared_friction_events():
-    from plant_models.plants import servo
+    from plant_models.plants import servo_kernel as servo  # the servo's kernels and the events they log
 
     assert (servo.EV_STOP_HIT, servo.EV_STOP_RELEASE) == (4, 5)
     assert servo.EVENTS.names() == {1: "stick", 2: "breakaway", 3: "reversal", 4: "stop_hit", 5: "stop_release"}

@@ -88,7 +88,7 @@ def _server_kernels(serve_only: bool) -> None:
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec  # the codec and the CAN tick stages
     from plant_models.offline import warm_up as warm_up_offline_run
-    from server.realtime import telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
+    from server.realtime import scenario_player, telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
     from server.realtime.faults import warm_up as warm_up_faults
 
     warm_up_can_codec()
