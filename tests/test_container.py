@@ -225,8 +225,9 @@ def test_the_server_starts_warm_on_the_image_defaults(image, keys):
     print(f"container start to ready {ready_s:.2f} s; a cached warm-up in the image {cached_s:.2f} s "
           f"(its own report: {report[1]} s)")
     assert "gearbox-hil serve: powershift plant" in log, log
-    # CompileProgress writes this line (and a "compiled N functions" line) whenever numba compiles anything
-    assert "compiling (cached for later starts)" not in log and "compiled " not in log, log
+    # CompileProgress writes this line (and a "gearbox-hil: compiled N ..." line) whenever numba compiles anything;
+    # the loop's "tick: compiled (...)" line names the tick's path, not a compile
+    assert "compiling (cached for later starts)" not in log and not re.search(r"gearbox-hil: compiled \d", log), log
     assert ready_s < READY_FACTOR * cached_s, (ready_s, cached_s, log)
 
 
