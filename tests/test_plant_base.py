@@ -45,7 +45,8 @@ def test_a_repeated_block_is_declared_once_and_formatted_per_instance():
 
 def test_the_plants_kernels_index_the_ports_they_declare():
     """A port constant of a plant module is the index of the signal of that name."""
-    from plant_models.plants import dct, powershift, servo
+    from plant_models.plants import dct, powershift
+    from plant_models.plants import servo_kernel as servo  # the servo's ports are declared beside its kernels
 
     ps = load_plant("powershift")
     assert ps.output_index("energy_c8") == powershift.OUT_CL + 7 * powershift.CL_LEN + powershift.CL_ENERGY
@@ -58,7 +59,7 @@ def test_the_plants_kernels_index_the_ports_they_declare():
 
 # -- compile only what is used, never on import ---------------------------------------------------------
 DESCRIBE_EVERYTHING = """
-import importlib, json
+import importlib, importlib.util, json
 from plant_models.config import repo_root
 from plant_models.registry import BUILTIN, describe_config, read_config
 for path in sorted((repo_root() / "configs").glob("*.toml")):
@@ -66,8 +67,10 @@ for path in sorted((repo_root() / "configs").glob("*.toml")):
         read_config(path)
         describe_config(path)
 compiled = []
-for kind, (plant_ref, _) in BUILTIN.items():
-    module = importlib.import_module(plant_ref.split(":")[0])
+modules = [importlib.import_module(plant_ref.split(":")[0]) for plant_ref, _ in BUILTIN.values()]
+modules += [importlib.import_module(m.__name__ + "_kernel") for m in modules
+            if importlib.util.find_spec(m.__name__ + "_kernel") is not None]  # a plant's kernels kept apart
+for module in modules:
     for name, obj in vars(module).items():
         py_func = getattr(obj, "py_func", None)
         if py_func is not None and py_func.__module__ == module.__name__ and obj.overloads:
