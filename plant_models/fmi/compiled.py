@@ -438,7 +438,7 @@ class CompiledFmuAssembly(FmuAssembly, CompiledPlant):
         return n + cap, 3 * n + 1 + 2 * cap + 1
 
     def _allocate(self):
-        raise NotImplementedError  # _allocate_data below (the assembly's buffers, the table besides)
+        raise NotImplementedError("the FMU assembly allocates its buffers in _allocate_data (the table besides)")
 
     def _allocate_data(self):
         mf, df, di = FmuAssembly._allocate_data(self)
