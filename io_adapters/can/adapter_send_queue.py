@@ -108,7 +108,7 @@ class CanSendQueue:
             self._txq_depth_max = head - tail
 
     def _wait_histogram(self) -> dict[str, int]:
-        """Pumps by how long their oldest frame waited since its tick, us: ``"<50"``, ``"50-100"``, ..., ``">=5000"``."""
+        """Pumps by how long their oldest frame waited since its tick, us: ``"<50"``, ``"50-100"``, .., ``">=5000"``."""
         e = TX_WAIT_EDGES_US
         names = [f"<{e[0]}"] + [f"{a}-{b}" for a, b in zip(e, e[1:])] + [f">={e[-1]}"]
         return {n: int(v) for n, v in zip(names, self._txq_wait_hist)}
