@@ -57,8 +57,6 @@ them, stay in this class, so that every use of that lock reads in one file.
 
 from __future__ import annotations
 
-import os
-import secrets
 import threading
 import time
 from pathlib import Path
@@ -75,7 +73,7 @@ from .adapter_report import RateLimitedLog
 from .adapter_send_queue import TX_MARKS, TX_QUEUE_FRAMES, TX_WAIT_EDGES_US, CanSendQueue  # noqa: F401 (re-exported)
 from .adapter_faults import TX_FAULTS, CanTransportFaults, check_target
 from .tick_stage import MailboxLock, read_stage, rx_apply_locked, write_stage
-from .declaration import DECLARATION, CanFault
+from .declaration import DECLARATION, CanFault, resolve_channel
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
 
 DEFAULT_CHANNEL = "gearbox-hil"
@@ -122,8 +120,7 @@ class CanAdapter(CanSendQueue, Adapter):
         channel = cfg.raw("channel", DEFAULT_CHANNEL)
         if isinstance(channel, bool) or not isinstance(channel, (str, int)):
             raise cfg.error("channel", f"must be a string or an integer, got {channel!r}")
-        if self.interface == VBUS_INTERFACE and channel == "*":  # a channel of its own, as port 0 is a free port
-            channel = f"hil-{os.getpid()}-{secrets.token_hex(3)}"
+        self.channel_option = channel  # vbus "*": a fresh channel, one per server, chosen at open (resolve_channel)
         self.channel = channel
         self.bitrate = cfg.integer("bitrate", 500000, lo=10000, hi=1000000)
         self.fd = cfg.boolean("fd", False)
@@ -158,7 +155,9 @@ class CanAdapter(CanSendQueue, Adapter):
             self._idle_reason = f"no CAN message set for the {plant.kind} plant (configs/{ms_name})"
             self.log.warning("CAN %s: idle: %s", self.name, self._idle_reason)
             return
-        channel, fd = self.channel, self.fd
+        # the vbus's "*": the channel every adapter of this server given "*" opens (the J1939 rest-bus too)
+        self.channel = channel = resolve_channel(self.interface, self.channel_option, ctx.fresh_channels)
+        fd = self.fd
         self.ms: MessageSet = load_message_set(ms_name, plant, ctx.period_s)
         for note in self.ms.notes:
             self.log.debug("CAN message set: %s", note)
