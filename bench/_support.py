@@ -1,6 +1,6 @@
 """What the benchmarks share: a server in a subprocess on free loopback ports, its I/O template, a server with the
-web workspace and a headless Chromium showing its page, and the plant state and signal faults of the fault
-benchmarks.
+web workspace and a headless Chromium showing its page, the plant state and signal faults of the fault
+benchmarks, and the CAN adapter's ``write`` timed per tick.
 
 The server helpers are one implementation for the test bench, the tests and
 the benchmarks (:mod:`server.testbench.local_server`, :mod:`server.testbench.workspace_page`); the scripts import
@@ -35,6 +35,45 @@ SIGNAL_FAULTS = (
 )
 """Ten signal faults on the Powershift, every kind (bench_faults.py, bench_pipeline.py's ``faults`` blocks)."""
 
+
+
+def can_write_us(message_set: str, ticks: int, opened=None):
+    """The CAN adapter's ``write`` per tick, us (wall clock around the call; numpy array of ``ticks``).
+
+    The Powershift plant and the CAN adapter with ``message_set`` on a fresh channel of python-can's virtual bus
+    (no receiver), ticked by hand in lockstep (read, step, write) at 1 ms; ``opened(adapter)`` runs once the
+    adapter is open (e.g. starts the recording's bus spool).  Imports this tree's packages when called.
+    """
+    import time
+    import uuid
+
+    import numpy as np
+
+    from io_adapters.base import LoopContext, create_adapter, new_tick_info
+    from plant_models.registry import load_plant
+
+    plant = load_plant("powershift")
+    ctx = LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=lambda: {}, tick_info=new_tick_info(),
+                      mode="lockstep")
+    a = create_adapter("can", "can", {"interface": "virtual", "channel": f"bench-{uuid.uuid4().hex[:8]}",
+                                      "message_set": message_set})
+    a.open(plant, ctx)
+    out = np.zeros(ticks)
+    clock = time.perf_counter_ns
+    try:
+        if opened is not None:
+            opened(a)
+        for k in range(ticks):
+            a.read(k, k * 1_000_000)
+            plant.step(0.001)
+            t0 = clock()
+            a.write(k + 1, k * 1_000_000)
+            out[k] = clock() - t0
+    finally:
+        a.close()
+    return out / 1e3
+
+
 _SERVER_NAMES = ("FREE_ENDPOINTS", "FREE_PORTS", "LocalServer", "write_io")
 _PAGE_NAMES = ("chromium", "cpu_s", "open_workspace", "serve_workspace", "web_process_pid")
 
@@ -51,4 +90,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ROOT", "FAULT_INITIAL", "SIGNAL_FAULTS", *_SERVER_NAMES, *_PAGE_NAMES]
+__all__ = ["ROOT", "FAULT_INITIAL", "SIGNAL_FAULTS", "can_write_us", *_SERVER_NAMES, *_PAGE_NAMES]

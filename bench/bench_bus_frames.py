@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -33,34 +32,16 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
 from _host import host_line  # noqa: E402
-from io_adapters.base import LoopContext, create_adapter, new_tick_info  # noqa: E402
-from plant_models.registry import load_plant  # noqa: E402
+from _support import can_write_us  # noqa: E402
 
 CASES = [("classic", "io_can_powershift.toml", False), ("classic+spool", "io_can_powershift.toml", True),
          ("mux", "io_can_powershift_mux.toml", False), ("mux+spool", "io_can_powershift_mux.toml", True)]
 
 
 def one_case(message_set: str, spool: bool, ticks: int, folder: Path) -> np.ndarray:
-    plant = load_plant("powershift")
-    ctx = LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=lambda: {}, tick_info=new_tick_info(),
-                      mode="lockstep")
-    a = create_adapter("can", "can", {"interface": "virtual", "channel": f"bench-{uuid.uuid4().hex[:8]}",
-                                      "message_set": message_set})
-    a.open(plant, ctx)
-    if spool:
-        a.start_bus_log(folder / f"{uuid.uuid4().hex[:8]}.frames")
-    out = np.zeros(ticks)
-    clock = time.perf_counter_ns
-    try:
-        for k in range(ticks):
-            a.read(k, k * 1_000_000)
-            plant.step(0.001)
-            t0 = clock()
-            a.write(k + 1, k * 1_000_000)
-            out[k] = clock() - t0
-    finally:
-        a.close()
-    return out / 1e3
+    """``write`` per tick, us, of ``message_set``, with the bus spool running into ``folder`` if ``spool``."""
+    start = (lambda a: a.start_bus_log(folder / f"{uuid.uuid4().hex[:8]}.frames")) if spool else None
+    return can_write_us(message_set, ticks, opened=start)
 
 
 def main() -> int:

@@ -18,7 +18,6 @@ import shutil
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -27,30 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from _host import host_line  # noqa: E402  (bench/ is first on the path)
-from io_adapters.base import LoopContext, create_adapter, new_tick_info  # noqa: E402
+from _support import can_write_us as write_us  # noqa: E402
 from io_adapters.can import j1939 as j  # noqa: E402
-from plant_models.registry import load_plant  # noqa: E402
-
-
-def write_us(message_set: str, ticks: int) -> np.ndarray:
-    plant = load_plant("powershift")
-    ctx = LoopContext(period_s=0.001, feed_watchdog=lambda ns: None, status=lambda: {}, tick_info=new_tick_info(),
-                      mode="lockstep")
-    a = create_adapter("can", "can", {"interface": "virtual", "channel": f"bench-{uuid.uuid4().hex[:8]}",
-                                      "message_set": message_set})
-    a.open(plant, ctx)
-    out = np.zeros(ticks)
-    clock = time.perf_counter_ns
-    try:
-        for k in range(ticks):
-            a.read(k, k * 1_000_000)
-            plant.step(0.001)
-            t0 = clock()
-            a.write(k + 1, k * 1_000_000)
-            out[k] = clock() - t0
-    finally:
-        a.close()
-    return out / 1e3
 
 
 class _Node(j.Node):

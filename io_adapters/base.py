@@ -95,6 +95,12 @@ class LoopContext:
         ``restage()``: an adapter's compiled forms (:meth:`Adapter.compiled_read`,
         :meth:`Adapter.compiled_write`) changed; the loop builds its tick
         again.  Between ticks.
+    fresh_channels
+        What a config's ``channel = "*"`` became, by interface, made by the
+        first adapter that opens with it: every adapter of one server given
+        ``*`` is on the same bus (the CAN adapter and a J1939 rest-bus),
+        as with ``--can-channel '*'``
+        (:func:`io_adapters.can.declaration.resolve_channel`).
     """
 
     period_s: float
@@ -108,6 +114,7 @@ class LoopContext:
     loop_cpus: tuple[int, ...] = ()
     recording_folder: str | None = None
     restage: Callable[[], None] = lambda: None
+    fresh_channels: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ti = self.tick_info

@@ -10,22 +10,15 @@ from __future__ import annotations
 import random
 
 import can
-import numpy as np
 import pytest
 
 from can_support import Rest
 from io_adapters.can import j1939 as j
 from io_adapters.can import j1939_etp as etp
+from j1939_support import PROP_A, TCU, claimed, feed, fuzzed_run, interleave, pgn3
 
-ENG_NAME = j.name_pack(1001, 0x123, function=0, industry_group=2)
 PEER_NAME = j.name_pack(1002, 0x123, function=3, industry_group=2)
-TCU = 0x03
-PROP_A = 0xEF00  # proprietary A (PDU1): a message of any length to one address
 LONG = bytes((k * 7 + k // 251) & 0xFF for k in range(3000))  # 3000 bytes: 429 packets, the last of 4 bytes
-
-
-def pgn3(pgn):
-    return bytes((pgn & 0xFF, pgn >> 8 & 0xFF, pgn >> 16))
 
 
 def cm(ctrl, *rest, pgn=PROP_A, to=0x00, sa=TCU):
@@ -50,30 +43,6 @@ def from_engine(ctrl, *rest, pgn=PROP_A, to=TCU):
     """What the engine (0x00) sends to ``to`` on ETP.CM."""
     body = bytes((ctrl,)) + bytes(rest)
     return 0x1CC80000 | to << 8 | 0x00, body + b"\xff" * (5 - len(body)) + pgn3(pgn)
-
-
-class Engine(j.Node):
-    """The engine node; it sends ``payload`` as PGN 0xEF00 and records every whole message handed to it."""
-
-    def __init__(self, payload=b"", name=ENG_NAME, address=0x00):
-        super().__init__("engine", name, address, {PROP_A: lambda: (6, self.payload)} if payload else {})
-        self.payload = payload
-        self.messages = []
-
-    def on_message(self, pgn, data, source, destination, now_ms):
-        self.messages.append((pgn, data, source, destination))
-        return []
-
-
-def claimed(**kw) -> Engine:
-    eng = Engine(**kw)
-    eng.start(0.0)
-    eng.poll(250.0)
-    return eng
-
-
-def feed(eng, frame, now):
-    return eng.on_frame(frame[0], frame[1], now)
 
 
 def send_window(eng, data, offset, n, now, sa=TCU):
@@ -263,39 +232,11 @@ def _fuzz_session(rng: random.Random) -> list[tuple[int, bytes]]:
     return out
 
 
-def _fuzz_frames(rng: random.Random, n: int) -> list[tuple[int, bytes]]:
-    out: list[tuple[int, bytes]] = []
-    running: list[list[tuple[int, bytes]]] = []
-    while len(out) < n:
-        while len(running) < 3:
-            running.append(_fuzz_session(rng))
-        k = rng.randrange(len(running))
-        out.append(running[k].pop(0))
-        if not running[k]:
-            running.pop(k)
-    return out
-
-
 def test_fuzzed_etp_frames_no_crash_counters_exact_plant_untouched():
     """10 000 ETP frames while the plant runs: every frame counted where it went, every answer counted by its
     kind and reason, every connection opened ended one way, the plant's state bit for bit a twin's."""
-    frames = _fuzz_frames(random.Random(3938), 10000)
-    fuzzed, twin = Rest(), Rest()
-    bus = can.Bus(interface="virtual", channel=fuzzed.channel)
-    sent_back = []
-    try:
-        fuzzed.run(300), twin.run(300)
-        for k in range(0, len(frames), 20):
-            for fid, data in frames[k:k + 20]:
-                bus.send(can.Message(arbitration_id=fid, is_extended_id=True, data=data))
-            fuzzed.run(4), twin.run(4)
-            while (m := bus.recv(0.0)) is not None:
-                sent_back.append((m.arbitration_id, bytes(m.data)))
-        fuzzed.run(3000), twin.run(3000)
-        while (m := bus.recv(0.0)) is not None:
-            sent_back.append((m.arbitration_id, bytes(m.data)))
-        assert np.array_equal(fuzzed.plant.y, twin.plant.y) and np.array_equal(fuzzed.plant.u, twin.plant.u)
-        assert fuzzed.j.status()["engine_torque_Nm"] == twin.j.status()["engine_torque_Nm"]
+    frames = interleave(_fuzz_session, random.Random(3938), 10000, senders=3)
+    with fuzzed_run(frames) as (fuzzed, sent_back):
         total_received = 0
         seen = dict.fromkeys(etp.ETP_ABORT_REASONS.values(), 0)
         for node in fuzzed.j.nodes:
@@ -325,10 +266,6 @@ def test_fuzzed_etp_frames_no_crash_counters_exact_plant_untouched():
         assert all(seen[r] > 0 for r in ("busy", "resources", "timeout", "unexpected_dt", "bad_sequence",
                                          "duplicate_sequence", "unexpected_dpo", "bad_dpo_pgn", "dpo_beyond_cts",
                                          "bad_dpo_offset", "other")), seen
-    finally:
-        bus.shutdown()
-        fuzzed.j.close()
-        twin.j.close()
 
 
 def test_etp_over_the_bus_to_the_rest_bus_and_its_status():

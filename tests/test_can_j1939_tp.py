@@ -11,10 +11,7 @@ import pytest
 
 from io_adapters.can import j1939 as j
 from io_adapters.can import j1939_tp as tp
-
-ENG_NAME = j.name_pack(1001, 0x123, function=0, industry_group=2)
-TCU = 0x03
-PROP_A = 0xEF00  # proprietary A (PDU1): a message of any length to one address
+from j1939_support import PROP_A, TCU, Engine, claimed, feed, pgn3
 
 
 def cm_to_tcu(*b):  # TP.CM from the engine (0x00) to the TCU, priority 7
@@ -28,33 +25,6 @@ def rts(size, packets, most, pgn, to=0x00, sa=TCU):
 
 def dt(seq, chunk, to=0x00, sa=TCU):
     return 0x1CEB0000 | to << 8 | sa, bytes((seq,)) + chunk + b"\xff" * (7 - len(chunk))
-
-
-def pgn3(pgn):
-    return bytes((pgn & 0xFF, pgn >> 8 & 0xFF, pgn >> 16))
-
-
-class Engine(j.Node):
-    """The engine node that records every whole message handed to it."""
-
-    def __init__(self, **kw):
-        super().__init__("engine", ENG_NAME, 0x00, {}, **kw)
-        self.messages = []
-
-    def on_message(self, pgn, data, source, destination, now_ms):
-        self.messages.append((pgn, data, source, destination))
-        return []
-
-
-def claimed(**kw) -> Engine:
-    eng = Engine(**kw)
-    eng.start(0.0)
-    eng.poll(250.0)
-    return eng
-
-
-def feed(eng, frame, now):
-    return eng.on_frame(frame[0], frame[1], now)
 
 
 MSG20 = bytes(range(1, 21))  # 20 bytes: 3 packets

@@ -488,3 +488,46 @@ def test_deliberate_silences_are_counted_exactly_on_the_local_virtual_bus(bus_di
     wd = st["watchdog"]
     assert (wd["trips"], wd["recoveries"]) == (2, 1), (wd, stalls_ms)
     assert r["rx_diag"]["Timeouts"] == 6  # as the plant reported it while the TCU was still commanding
+
+
+def _j1939_io_with_fresh_channels(tmp_path) -> str:
+    """configs/io_j1939_powershift.toml with ``channel = "*"`` for both bus adapters, ZeroMQ on free ports."""
+    text = (ROOT / "configs" / "io_j1939_powershift.toml").read_text()
+    assert text.count('channel = "gearbox-hil"') == 2  # the can adapter and the j1939 rest-bus
+    text = text.replace('channel = "gearbox-hil"', 'channel = "*"')
+    for port in (5555, 5556, 5557):
+        text = text.replace(f"tcp://127.0.0.1:{port}", "tcp://127.0.0.1:0")
+    path = tmp_path / "io_j1939_fresh.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_configs_fresh_channel_is_one_bus_per_server_for_the_can_adapter_and_the_j1939_rest_bus(bus_dir, tmp_path):
+    """``channel = "*"`` for the can adapter and the J1939 rest-bus of one server: one fresh vbus channel for both (as
+    ``--can-channel '*'`` gives), the rest-bus's frames heard there; a second server: another one."""
+    from server.realtime.runtime import build
+
+    io = _j1939_io_with_fresh_channels(tmp_path)
+    servers = [build("powershift", io, mode="lockstep") for _ in range(2)]
+    try:
+        channels = []
+        for srv in servers:
+            srv.loop.open()
+            ad = {a.type_name: a for a in srv.loop.adapters}
+            assert ad["can"].channel_option == ad["j1939"].channel_option == "*"
+            assert ad["can"].channel == ad["j1939"].channel and ad["can"].channel.startswith("hil-")
+            channels.append(ad["can"].channel)
+        assert channels[0] != channels[1]
+        listener = LocalBus(channels[0])
+        try:
+            ad = {a.type_name: a for a in servers[0].loop.adapters}
+            ad["j1939"].read(0, 0)
+            ad["j1939"].write(0, 0)
+            ad["j1939"].pump(0)  # the nodes' address claims go out at their start
+            msg = listener.recv(10.0)
+            assert msg is not None and msg.is_extended_id  # a J1939 frame on the can adapter's channel
+        finally:
+            listener.shutdown()
+    finally:
+        for srv in servers:
+            srv.loop.close()

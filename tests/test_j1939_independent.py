@@ -10,13 +10,13 @@ from __future__ import annotations
 import random
 
 import can
-import numpy as np
 import pytest
 
 from can_support import Rest, wait_until
 from io_adapters.can import j1939 as j
 from io_adapters.can import j1939_dm as dm
 from io_adapters.can import j1939_tp as tp
+from j1939_support import fuzzed_run, interleave
 
 outside = pytest.importorskip("j1939")  # the can-j1939 package (the test extra)
 DTCS = [[190, 2, 1], [100, 1, 3], [110, 0, 7], [97, 3, 2], [520000, 31, 127]]  # DM1 of 22 bytes: 4 packets
@@ -102,42 +102,12 @@ def _fuzz_session(rng: random.Random) -> list[tuple[int, bytes]]:
     return out
 
 
-def _fuzz_frames(rng: random.Random, n: int) -> list[tuple[int, bytes]]:
-    """Sessions of several senders interleaved frame by frame, each sender's frames in their order."""
-    out: list[tuple[int, bytes]] = []
-    running: list[list[tuple[int, bytes]]] = []
-    while len(out) < n:
-        while len(running) < 6:
-            running.append(_fuzz_session(rng))
-        k = rng.randrange(len(running))
-        out.append(running[k].pop(0))
-        if not running[k]:
-            running.pop(k)
-    return out
-
-
 def test_fuzzed_transport_frames_no_crash_counters_exact_plant_untouched():
     """10 000 transport frames while the plant runs: every frame is counted where it went, every frame the
     nodes answered with is counted by its kind, and the plant's state is bit for bit that of a twin run
     without them."""
-    rng = random.Random(38)
-    frames = _fuzz_frames(rng, 10000)
-    fuzzed, twin = Rest(engine_dtcs=DTCS[:2]), Rest(engine_dtcs=DTCS[:2])
-    bus = can.Bus(interface="virtual", channel=fuzzed.channel)
-    sent_back = []
-    try:
-        fuzzed.run(300), twin.run(300)
-        for k in range(0, len(frames), 20):  # 20 frames every 4 ticks: 2 s of plant time
-            for fid, data in frames[k:k + 20]:
-                bus.send(can.Message(arbitration_id=fid, is_extended_id=True, data=data))
-            fuzzed.run(4), twin.run(4)
-            while (m := bus.recv(0.0)) is not None:
-                sent_back.append((m.arbitration_id, bytes(m.data)))
-        fuzzed.run(3000), twin.run(3000)  # every session times out
-        while (m := bus.recv(0.0)) is not None:
-            sent_back.append((m.arbitration_id, bytes(m.data)))
-        assert np.array_equal(fuzzed.plant.y, twin.plant.y) and np.array_equal(fuzzed.plant.u, twin.plant.u)
-        assert fuzzed.j.status()["engine_torque_Nm"] == twin.j.status()["engine_torque_Nm"]
+    frames = interleave(_fuzz_session, random.Random(38), 10000, senders=6)  # 20 every 4 ticks: 2 s of plant time
+    with fuzzed_run(frames, engine_dtcs=DTCS[:2]) as (fuzzed, sent_back):
         for node in fuzzed.j.nodes:
             c, a = node.tp.counts, node.tp.aborts_sent
             mine = [(fid, d) for fid, d in frames
@@ -161,10 +131,6 @@ def test_fuzzed_transport_frames_no_crash_counters_exact_plant_untouched():
             assert min(c["cmdt_received"], c["bam_received"], a["busy"], a["bad_sequence"], a["timeout"]) > 0
         assert len(frames) == 10000
         assert fuzzed.j.status()["nodes"]["engine"]["state"] == "claimed"
-    finally:
-        bus.shutdown()
-        fuzzed.j.close()
-        twin.j.close()
 
 
 def test_the_outside_stack_gets_each_node_service_answered(tcu_stack):

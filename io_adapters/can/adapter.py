@@ -48,19 +48,17 @@ The compiled frame codec is :mod:`io_adapters.can.frames`, the tables it
 runs on come from :mod:`io_adapters.can.message_set` (DBC + mapping) through
 :mod:`io_adapters.can.layouts`.
 
-Why this file is longer than 600 lines: the adapter's receive thread, its send queue, the re-timing and the
-fault hooks share the bus and the mailbox lock, and are kept in one class so that every use of that lock reads in
-one file; the reject explanations and the fault hooks are the parts to move out first when it grows.
+The adapter's parts that do not share its bus and mailbox lock are modules of their own: the transport
+fault hooks (:mod:`io_adapters.can.adapter_faults`), the wiring of the network management
+(:mod:`io_adapters.can.adapter_nm`) and the reject explanations and status counters
+(:mod:`io_adapters.can.adapter_report`).  The receive thread, the send queue and the re-timing, which do share
+them, stay in this class, so that every use of that lock reads in one file.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import secrets
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,17 +67,16 @@ from plant_models.config import ConfigReader, resolve_config
 from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, CommandCounts, LoopContext, new_tick_info
-from . import frames, layouts
+from . import adapter_nm, adapter_report, frames, layouts
+from .adapter_bus import VBUS_INTERFACE, open_bus, tx_message_class
+from .adapter_report import RateLimitedLog
+from .adapter_send_queue import TX_MARKS, TX_QUEUE_FRAMES, TX_WAIT_EDGES_US, CanSendQueue  # noqa: F401 (re-exported)
+from .adapter_faults import TX_FAULTS, CanTransportFaults, check_target
 from .tick_stage import MailboxLock, read_stage, rx_apply_locked, write_stage
-from .declaration import DECLARATION, CanFault
+from .declaration import DECLARATION, CanFault, resolve_channel
 from .message_set import AUX_SOURCES, MessageSet, load_message_set
-from .nm import CanNm
 
 DEFAULT_CHANNEL = "gearbox-hil"
-VBUS_INTERFACE = "vbus"  # the local virtual bus between processes (io_adapters/vbus)
-TX_QUEUE_FRAMES = 4096  # realtime send queue: 50 ms of 80 frames a tick at 1 kHz (the loop serves at least every 50 ms)
-TX_MARKS = 256  # ticks whose queued frames are remembered with the tick's clock (the send queue's wait, status)
-TX_WAIT_EDGES_US = (50, 100, 200, 500, 1000, 2000, 5000)  # the histogram of that wait: below each edge, then above
 
 assert [n for n, _ in AUX_SOURCES] == [
     "hil.tick", "hil.overruns", "hil.watchdog", "can.commands_fresh", "can.crc_errors", "can.counter_errors",
@@ -88,54 +85,7 @@ assert [n for n, _ in AUX_SOURCES] == [
 ] and len(AUX_SOURCES) == frames.N_AUX  # the compiled code fills them in this order
 
 
-def _tx_message_class():
-    """A can.Message whose deep copy is cheap (python-can's virtual bus deep-copies every frame it sends).
-
-    ``Message.__deepcopy__`` rebuilds the message through its keyword
-    constructor and deep-copies channel and data, about 4x the cost of
-    filling the slots directly.  Receivers get plain ``can.Message`` objects.
-    """
-    import can
-
-    class TxMessage(can.Message):
-        __slots__ = ()
-
-        def __deepcopy__(self, memo):
-            m = can.Message.__new__(can.Message)
-            m.timestamp = self.timestamp
-            m.arbitration_id = self.arbitration_id
-            m.is_extended_id = self.is_extended_id
-            m.is_remote_frame = self.is_remote_frame
-            m.is_error_frame = self.is_error_frame
-            m.channel = self.channel
-            m.dlc = self.dlc
-            m.data = bytearray(self.data)
-            m.is_fd = self.is_fd
-            m.is_rx = self.is_rx
-            m.bitrate_switch = self.bitrate_switch
-            m.error_state_indicator = self.error_state_indicator
-            return m
-
-    return TxMessage
-
-
-class _RateLimitedLog:
-    """Logs the first few occurrences of each kind of problem, then every 1000th."""
-
-    def __init__(self, log: logging.Logger, first: int = 5, every: int = 1000):
-        self.log = log
-        self.first = first
-        self.every = every
-        self.seen: dict = {}
-
-    def __call__(self, key, text: str) -> None:
-        n = self.seen.get(key, 0) + 1
-        self.seen[key] = n
-        if n <= self.first or n % self.every == 0:
-            self.log.warning("%s%s", text, f" ({n} so far)" if n > self.first else "")
-
-
-class CanAdapter(Adapter):
+class CanAdapter(CanSendQueue, Adapter):
     """DBC message set <-> plant ports over a python-can bus (see the module docstring)."""
 
     type_name = "can"
@@ -153,6 +103,8 @@ class CanAdapter(Adapter):
         self._opened = False
         self._idle_reason = ""  # set when the plant has no message set: the adapter does nothing
         self._txq_state = None  # the realtime send queue's counters (frames.Q_*), allocated with the message set
+        self._nm = None  # the rest-bus's CanNm state machine, if the message set has [nm] (adapter_nm.py)
+        self._faults: CanTransportFaults | None = None  # the fault hooks, with the message set (adapter_faults.py)
         self._parse_options()
 
     # -- configuration ------------------------------------------------------------------
@@ -168,8 +120,7 @@ class CanAdapter(Adapter):
         channel = cfg.raw("channel", DEFAULT_CHANNEL)
         if isinstance(channel, bool) or not isinstance(channel, (str, int)):
             raise cfg.error("channel", f"must be a string or an integer, got {channel!r}")
-        if self.interface == VBUS_INTERFACE and channel == "*":  # a channel of its own, as port 0 is a free port
-            channel = f"hil-{os.getpid()}-{secrets.token_hex(3)}"
+        self.channel_option = channel  # vbus "*": a fresh channel, one per server, chosen at open (resolve_channel)
         self.channel = channel
         self.bitrate = cfg.integer("bitrate", 500000, lo=10000, hi=1000000)
         self.fd = cfg.boolean("fd", False)
@@ -204,7 +155,9 @@ class CanAdapter(Adapter):
             self._idle_reason = f"no CAN message set for the {plant.kind} plant (configs/{ms_name})"
             self.log.warning("CAN %s: idle: %s", self.name, self._idle_reason)
             return
-        channel, fd = self.channel, self.fd
+        # the vbus's "*": the channel every adapter of this server given "*" opens (the J1939 rest-bus too)
+        self.channel = channel = resolve_channel(self.interface, self.channel_option, ctx.fresh_channels)
+        fd = self.fd
         self.ms: MessageSet = load_message_set(ms_name, plant, ctx.period_s)
         for note in self.ms.notes:
             self.log.debug("CAN message set: %s", note)
@@ -222,7 +175,7 @@ class CanAdapter(Adapter):
             kwargs["can_filters"] = [dict(can_id=m.frame_id, can_mask=0x1FFFFFFF if m.extended else 0x7FF,
                                           extended=m.extended) for m in self.ms.rx.messages]
         try:
-            self._bus = self._open_bus(kwargs)
+            self._bus = open_bus(kwargs)
         except Exception as exc:  # python-can backends raise many types (CanError, OSError, ImportError, ...)
             raise AdapterError(f"{self.name}: cannot open CAN interface {self.interface!r} channel {channel!r}: "
                                f"{exc}") from None
@@ -257,17 +210,6 @@ class CanAdapter(Adapter):
         self.log.info("CAN %s: %s channel %r, %d command and %d sensor messages from %s", self.name, self.interface,
                       channel, self.ms.rx.n_msg, self.ms.tx.n_msg, Path(self.ms.dbc_path).name)
 
-    @staticmethod
-    def _open_bus(kwargs: dict):
-        """The python-can bus (the local virtual bus also from a checkout whose entry point is not installed)."""
-        import can
-
-        if kwargs["interface"] == VBUS_INTERFACE:
-            from ..vbus import register
-
-            register()
-        return can.Bus(**kwargs)
-
     def _allocate(self) -> None:
         rx, tx = self.ms.rx, self.ms.tx
         p = self.plant
@@ -282,35 +224,19 @@ class CanAdapter(Adapter):
         self.rx_handled = 0
         self.last_reject = ""
         self._tx_sent = np.zeros(max(tx.n_msg, 1), dtype=np.int64)
-        self._txq_msg = np.zeros(TX_QUEUE_FRAMES, dtype=np.int64)
-        self._txq_data = np.zeros((TX_QUEUE_FRAMES, frames.MAX_PAYLOAD), dtype=np.uint8)
-        self._txq_state = np.zeros(frames.Q_COLS, dtype=np.int64)
-        self._txq_bytes = memoryview(self._txq_data.reshape(-1))  # payload slices for bytearray assignment
-        # per tick that queued frames: the queue's head after it and the tick's clock (ring of TX_MARKS), so that
-        # a pump knows how long its oldest frame waited; written by the tick, read between ticks
-        self._txq_mark_head = np.zeros(TX_MARKS, dtype=np.int64)
-        self._txq_mark_ns = np.zeros(TX_MARKS, dtype=np.int64)
-        self._txq_marks = np.zeros(1, dtype=np.int64)  # marks written (an array: the compiled write stage counts too)
-        self._txq_mark_r = 0  # the first mark whose frames are not all sent
-        self._txq_wait_hist = np.zeros(len(TX_WAIT_EDGES_US) + 1, dtype=np.int64)  # oldest frame's wait per pump
-        self._txq_wait_max_ns = 0
-        self._txq_depth_max = 0
+        self._allocate_send_queue()
         self._tx_msgs = []
         self._tx_views = []
-        tx_message = _tx_message_class()
+        tx_message = tx_message_class()
         for k, m in enumerate(tx.messages):
             self._tx_msgs.append(tx_message(arbitration_id=m.frame_id, is_extended_id=m.extended, is_fd=m.fd,
                                             bitrate_switch=m.fd, data=bytearray(m.length), is_rx=False))
             self._tx_views.append(memoryview(self.codec.tx_buf[k, :m.length]))
-        self._rate_log = _RateLimitedLog(self.log)
-        self._tx_msgs_ok = list(self._tx_msgs)  # the frames as the DBC has them (a wrong-DLC fault swaps its own in)
-        self._tx_views_ok = list(self._tx_views)
-        self._rx_ignore = [False] * rx.n_msg  # injected: the receive thread drops this message's frames
+        self._rate_log = RateLimitedLog(self.log)
+        self._faults = CanTransportFaults(self.name, self.ms, self.codec, self._tx_msgs, self._tx_views, tx_message)
+        self._rx_ignore = self._faults.rx_ignore  # the list the fault hooks switch, read by the receive thread
         self.rx_ignored = 0
-        self._nm = None  # the rest-bus's CanNm state machine, if the message set has [nm]
-        if self.ms.nm is not None:
-            k = [m.name for m in tx.messages].index(self.ms.nm.pdu_name)
-            self._nm = CanNm(replace(self.ms.nm, pdu=k), tx.n_msg, tx.messages[k].frame_id)
+        self._nm = adapter_nm.nm_of(self.ms)
 
     def _warm_up(self) -> None:
         """Call every compiled function once on scratch copies, so the first tick loads no machine code."""
@@ -394,11 +320,8 @@ class CanAdapter(Adapter):
             self.error_frames += 1
             self._rate_log("error_frame", f"CAN {self.name}: error frame on the bus")
             return
-        nm = self._nm
-        if nm is not None:
-            nm.rx_any += 1  # any frame wakes the network from bus sleep
         m = self._lut.get((msg.arbitration_id, bool(msg.is_extended_id)), -1)
-        if m < 0 and nm is not None and nm.heard(msg.arbitration_id, bool(msg.is_extended_id), msg.data):
+        if self._nm is not None and adapter_nm.heard(self._nm, msg, m):
             return  # another node's NM PDU: it keeps the network awake
         if m >= 0 and self._rx_ignore[m]:  # an injected fault: the message seems never to arrive
             self.rx_ignored += 1
@@ -428,31 +351,7 @@ class CanAdapter(Adapter):
             self._reject(m, verdict, self._explain(m, verdict))
 
     def _explain(self, m: int, verdict: int) -> str:
-        lay = self.ms.rx.messages[m]
-        d0, d1 = int(self.codec.detail[0]), int(self.codec.detail[1])
-        head = f"{lay.name} (0x{lay.frame_id:X})"
-        if verdict == frames.RX_DLC:
-            return f"{head}: {d1} data bytes, the DBC says {d0}"
-        if verdict == frames.RX_CRC:
-            return f"{head}: wrong checksum 0x{d1:02X}, expected 0x{d0:02X}"
-        if verdict == frames.RX_COUNTER_FROZEN:
-            return f"{head}: alive counter frozen at {d1}"
-        if verdict == frames.RX_COUNTER_JUMP:
-            return f"{head}: alive counter jumped to {d1}, expected {d0}"
-        if verdict == frames.RX_RANGE:
-            s = int(self.codec.detail[2])
-            sig = lay.signals[s - int(self.ms.rx.M[m, frames.M_SIG0])]
-            phys = d1 * sig.scale + sig.offset
-            lo = sig.raw_lo * sig.scale + sig.offset
-            hi = sig.raw_hi * sig.scale + sig.offset
-            port = self.plant.inputs[sig.target].name
-            what = f"not an allowed value of {port}" if sig.allowed_raw and sig.raw_lo <= d1 <= sig.raw_hi \
-                else f"outside [{min(lo, hi):g}, {max(lo, hi):g}]"
-            return f"{head}: {sig.name} = {phys:g} is {what}"
-        if verdict == frames.RX_MUX:
-            sig = lay.signals[int(self.codec.detail[2]) - int(self.ms.rx.M[m, frames.M_SIG0])]
-            return f"{head}: multiplexer {sig.name} = {d1}, the DBC defines {list(sig.mux_values)}"
-        return f"{head}: rejected ({frames.RX_REASONS[verdict]})"
+        return adapter_report.explain_reject(self.ms, self.codec, self.plant.inputs, m, verdict)
 
     def _reject(self, m: int, verdict: int, text: str) -> None:
         self.last_reject = text
@@ -500,7 +399,7 @@ class CanAdapter(Adapter):
             return
         c = self.codec
         if self._nm is not None:  # on the plant's clock: which messages may go from this tick on
-            self._nm.step(tick * self._period_s * 1e3)
+            adapter_nm.step(self._nm, tick, self._period_s)
         n_due = frames.tx_pack(tick, c.ci, c.cf, c.cb, self.plant.df, self._tick_info)
         if n_due == 0:
             return
@@ -509,76 +408,17 @@ class CanAdapter(Adapter):
             spool.log_tx(c, tick, n_due)
         if self._queue_tx:
             frames.tx_enqueue(c.ci, c.cb, n_due, self._txq_msg, self._txq_data, self._txq_state)
-            m = int(self._txq_marks[0])
-            self._txq_mark_head[m % TX_MARKS] = self._txq_state[frames.Q_HEAD]
-            self._txq_mark_ns[m % TX_MARKS] = now_ns
-            self._txq_marks[0] = m + 1
+            self._mark_queued(now_ns)
             return
         due = c.due
         for i in range(n_due):
             k = due[i]
             self._send(k, self._tx_views[k])
 
-    def pump(self, until_ns: int = 0) -> None:
-        """Between ticks: send the frames the ticks queued, oldest first, until ``until_ns`` (0: all).
-
-        At least one frame goes out per call, and the clock is read every 8 frames.
-        """
-        q = self._txq_state
-        if q is None:
-            return
-        head = int(q[frames.Q_HEAD])
-        tail = int(q[frames.Q_TAIL])
-        if tail == head:
-            return
-        cap = TX_QUEUE_FRAMES
-        mono = time.monotonic_ns
-        self._note_wait(tail, head, mono())
-        q_msg, q_bytes, width = self._txq_msg, self._txq_bytes, frames.MAX_PAYLOAD
-        while tail < head:
-            slot = tail % cap
-            k = int(q_msg[slot])
-            self._send(k, q_bytes[slot * width:slot * width + len(self._tx_views[k])])
-            tail += 1
-            q[frames.Q_TAIL] = tail
-            if until_ns and tail % 8 == 0 and mono() >= until_ns:
-                return
-
-    def _note_wait(self, tail: int, head: int, now_ns: int) -> None:
-        """Count how long the oldest queued frame (queue index ``tail``) waited since its tick, and the queue's depth.
-
-        Its tick is the first mark whose head is beyond ``tail``; a tick
-        older than the last TX_MARKS is taken as the oldest one kept (the
-        wait is then under-counted; the loop serves at least every 50 ms).
-        """
-        r, w = self._txq_mark_r, int(self._txq_marks[0])
-        r = max(r, w - TX_MARKS)
-        while r < w - 1 and self._txq_mark_head[r % TX_MARKS] <= tail:
-            r += 1
-        self._txq_mark_r = r
-        if r >= w:
-            return
-        wait_ns = now_ns - int(self._txq_mark_ns[r % TX_MARKS])
-        if wait_ns > self._txq_wait_max_ns:
-            self._txq_wait_max_ns = wait_ns
-        b = 0
-        for edge in TX_WAIT_EDGES_US:
-            if wait_ns < edge * 1000:
-                break
-            b += 1
-        self._txq_wait_hist[b] += 1
-        if head - tail > self._txq_depth_max:
-            self._txq_depth_max = head - tail
-
     def _send(self, k: int, payload) -> None:
         """Send transmit message ``k`` with ``payload``; a failure is counted, never raised."""
-        nm = self._nm
-        if nm is not None:
-            if not nm.allow[k]:  # ready sleep holds the NM PDU, (prepare) bus sleep every frame
-                nm.held += 1
-                return
-            if k == nm.cfg.pdu:
-                nm.pdu_sent()
+        if self._nm is not None and not adapter_nm.may_send(self._nm, k):
+            return
         msg = self._tx_msgs[k]
         msg.data[:] = payload
         try:
@@ -638,125 +478,33 @@ class CanAdapter(Adapter):
             self._recorder.close()
         self.stop_bus_log()
 
-    # -- injected faults (kinds and keys: declaration.py; docs/faults.md), between ticks ----------------
-    TX_FAULTS = {"drop": frames.TF_DROP, "delay": frames.TF_DELAY, "freeze_alive": frames.TF_FREEZE,
-                 "corrupt_crc": frames.TF_BAD_CRC}
-
-    def _fault_message(self, spec) -> tuple[str, int]:
-        """("rx" or "tx", message index) of a fault, or FaultError saying why it does not fit."""
-        from plant_models.errors import FaultError
-
-        if self._idle_reason or not hasattr(self, "ms"):
-            raise FaultError(f"fault: the CAN adapter {self.name!r} is not running a message set")
-        side = self.ms.rx if spec.kind == "ignore_rx" else self.ms.tx
-        names = [m.name for m in side.messages]
-        what = "receive (command)" if spec.kind == "ignore_rx" else "transmit (sensor)"
-        if spec.message not in names:
-            raise FaultError(f"fault: {spec.kind}: no {what} message {spec.message!r}; they are {', '.join(names)}")
-        k = names.index(spec.message)
-        lay = side.messages[k]
-        if spec.kind == "freeze_alive" and lay.counter_signal < 0:
-            raise FaultError(f"fault: {spec.message} has no alive counter")
-        if spec.kind == "corrupt_crc" and lay.crc_signal < 0:
-            raise FaultError(f"fault: {spec.message} has no checksum")
-        if spec.kind == "delay" and not 1 <= spec.cycles <= frames.DELAY_MAX:
-            raise FaultError(f"fault: delay: 'cycles' must be 1..{frames.DELAY_MAX}, got {spec.cycles}")
-        return ("rx" if spec.kind == "ignore_rx" else "tx"), k
-
-    def _out_of_range_raw(self, spec, k: int) -> tuple[int, int]:
-        """(signal row, raw value outside the DBC range) of an out_of_range fault."""
-        from plant_models.errors import FaultError
-
-        lay = self.ms.tx.messages[k]
-        names = [sg.name for sg in lay.signals]
-        if spec.signal not in names:
-            raise FaultError(f"fault: out_of_range: {spec.message} has no signal {spec.signal!r}; it has "
-                            f"{', '.join(names)}")
-        j = names.index(spec.signal)
-        sg = lay.signals[j]
-        lo, hi = layouts.raw_bounds(sg.length, sg.signed)
-        if spec.value is not None:
-            raw = int(round((spec.value - sg.offset) / sg.scale))
-            if not lo <= raw <= hi:
-                raise FaultError(f"fault: out_of_range: {spec.value} does not fit the {sg.length} bits of "
-                                f"{spec.signal}")
-        elif sg.raw_hi < hi:
-            raw = sg.raw_hi + 1
-        elif sg.raw_lo > lo:
-            raw = sg.raw_lo - 1
-        else:
-            raise FaultError(f"fault: out_of_range: the DBC range of {spec.signal} covers all its raw values")
-        if sg.raw_lo <= raw <= sg.raw_hi:
-            raise FaultError(f"fault: out_of_range: {spec.value} is inside the DBC range of {spec.signal}")
-        return int(self.codec.tx.M[k, frames.M_SIG0]) + j, raw
+    # -- injected faults (kinds and keys: declaration.py; docs/faults.md; the hooks: adapter_faults.py) ----------
+    TX_FAULTS = TX_FAULTS  # the kinds that are one flag of the codec's fault table
 
     def check_fault(self, spec: CanFault) -> None:
         """A CAN fault must name a message of this message set (and a signal, counter or CRC it has)."""
-        from plant_models.errors import FaultError
-
-        if spec.target != "can":
-            raise FaultError(f"fault: the CAN adapter {self.name!r} injects no {spec.target} faults")
-        side, k = self._fault_message(spec)
-        if spec.kind == "out_of_range":
-            self._out_of_range_raw(spec, k)
+        check_target(self.name, spec, self._faults).check(spec)
 
     def set_fault(self, spec: CanFault) -> None:
         """Set the message's fault flag in the compiled codec (from the next tick on)."""
-        self.check_fault(spec)
-        side, k = self._fault_message(spec)
-        tf = self.codec.tx_faults
-        if spec.kind == "ignore_rx":
-            self._rx_ignore[k] = True
-        elif spec.kind == "wrong_dlc":
-            m = self.ms.tx.messages[k]
-            n = m.length - 1 if m.length > 1 else m.length + 1
-            if m.fd and m.length > 8:  # the next shorter length a CAN FD frame can have
-                n = max(x for x in (8, 12, 16, 20, 24, 32, 48) if x < m.length)
-            self._tx_msgs[k] = _tx_message_class()(arbitration_id=m.frame_id, is_extended_id=m.extended,
-                                                     is_fd=m.fd, bitrate_switch=m.fd, data=bytearray(n), is_rx=False)
-            self._tx_views[k] = memoryview(self.codec.tx_buf[k, :n])
-        elif spec.kind == "out_of_range":
-            tf[k, frames.TF_OOR_SIG], tf[k, frames.TF_OOR_RAW] = self._out_of_range_raw(spec, k)
-        elif spec.kind == "delay":
-            tf[k, frames.TF_WRITTEN] = 0
-            tf[k, frames.TF_DELAY] = spec.cycles
-        else:
-            tf[k, self.TX_FAULTS[spec.kind]] = 1
+        check_target(self.name, spec, self._faults).set(spec)
 
     def clear_fault(self, spec: CanFault) -> None:
         """Clear the message's fault flag."""
-        try:
-            side, k = self._fault_message(spec)
-        except Exception:
-            return
-        tf = self.codec.tx_faults
-        if spec.kind == "ignore_rx":
-            self._rx_ignore[k] = False
-        elif spec.kind == "wrong_dlc":
-            self._tx_msgs[k] = self._tx_msgs_ok[k]
-            self._tx_views[k] = self._tx_views_ok[k]
-        elif spec.kind == "out_of_range":
-            tf[k, frames.TF_OOR_SIG] = -1
-        else:
-            tf[k, self.TX_FAULTS[spec.kind]] = 0
+        if self._faults is not None:
+            self._faults.clear(spec)
 
     def settable(self) -> dict[str, tuple[int, int]]:
         """``nm_request`` (1 requests the network, 0 releases it) when the message set has a CanNm ([nm])."""
-        return {"nm_request": (0, 1)} if getattr(self, "_nm", None) is not None else {}
+        return adapter_nm.settable(self._nm)
 
     def set_values(self, values: dict[str, int]) -> None:
-        if "nm_request" in values and self._nm is not None:
-            self._nm.request(bool(values["nm_request"]))
+        adapter_nm.set_values(self._nm, values)
 
     # -- reporting ------------------------------------------------------------------------------
     def _rejected_by_reason(self) -> dict[str, int]:
         """Rejected command frames by reason (the status keys of docs/can.md)."""
-        cd = self.codec
-        c, n = cd.counts, self.ms.rx.n_msg
-        return {"crc": int(c[:n, frames.RX_CRC].sum()), "counter_frozen": int(c[:n, frames.RX_COUNTER_FROZEN].sum()),
-                "counter_jump": int(c[:n, frames.RX_COUNTER_JUMP].sum()), "dlc": int(c[:n, frames.RX_DLC].sum()),
-                "unknown_id": int(cd.adapter[frames.A_UNKNOWN]), "out_of_range": int(c[:n, frames.RX_RANGE].sum()),
-                "unknown_mux": int(c[:n, frames.RX_MUX].sum())}
+        return adapter_report.rejected_by_reason(self.codec, self.ms.rx.n_msg)
 
     def command_counts(self) -> CommandCounts | None:
         """Command frames accepted by the receive checks, and rejected by reason; None while idle or closed."""
@@ -772,41 +520,14 @@ class CanAdapter(Adapter):
         if not self._opened and self._bus is None:
             return {"type": "can", "open": False}
         cd = self.codec
-        c = cd.counts
-        rx_msgs = {}
-        for k, m in enumerate(self.ms.rx.messages):
-            rx_msgs[m.name] = {"accepted": int(c[k, frames.RX_OK]), "crc": int(c[k, frames.RX_CRC]),
-                               "counter_frozen": int(c[k, frames.RX_COUNTER_FROZEN]),
-                               "counter_jump": int(c[k, frames.RX_COUNTER_JUMP]), "dlc": int(c[k, frames.RX_DLC]),
-                               "out_of_range": int(c[k, frames.RX_RANGE]), "lost": int(c[k, frames.RX_LOST]),
-                               "unknown_mux": int(c[k, frames.RX_MUX]),
-                               "timeouts": int(cd.timeouts[k]), "stale": bool(cd.stale[k]),
-                               "required": m.required}
-        n = self.ms.rx.n_msg
-        rejected = self._rejected_by_reason()
-        tx_msgs = {m.name: {"sent": int(self._tx_sent[k]), "saturated": int(cd.saturated[k]),
-                            "dropped_by_fault": int(cd.tx_faults[k, frames.TF_DROPPED])}
-                   for k, m in enumerate(self.ms.tx.messages)}
         out = {
-            "type": "can",
-            "interface": self.interface,
-            "channel": self.channel,
-            "message_set": self.ms.source,
-            "dbc": self.ms.dbc_path,
-            "commands_fresh": bool(cd.adapter[frames.A_FRESH]),
-            "rx": {"frames": int(self.rx_frames), "accepted": int(c[:n, frames.RX_OK].sum()), "rejected": rejected,
-                   "rejected_total": sum(rejected.values()), "lost": int(c[:n, frames.RX_LOST].sum()),
-                   "timeouts": int(cd.timeouts[:n].sum()), "error_frames": int(self.error_frames),
-                   "bus_errors": int(self.bus_errors), "mailbox_busy": int(cd.adapter[frames.A_BUSY]),
-                   "ignored_scenario_active": int(cd.adapter[frames.A_IGNORED]),
-                   "ignored_by_fault": int(self.rx_ignored),
-                   "last_reject": self.last_reject, "messages": rx_msgs},
-            "tx": {"frames": int(self._tx_sent.sum()), "errors": int(cd.adapter[frames.A_TX_ERRORS]),
-                   "saturated": int(cd.saturated.sum()),
-                   "queued": int(self._txq_state[frames.Q_HEAD] - self._txq_state[frames.Q_TAIL]),
-                   "queue_dropped": int(self._txq_state[frames.Q_DROPPED]), "queue_max": int(self._txq_depth_max),
-                   "queue_wait_max_us": round(self._txq_wait_max_ns / 1000.0, 1),
-                   "queue_wait_us": self._wait_histogram(), "messages": tx_msgs},
+            "type": "can", "interface": self.interface, "channel": self.channel, "message_set": self.ms.source,
+            "dbc": self.ms.dbc_path, "commands_fresh": bool(cd.adapter[frames.A_FRESH]),
+            "rx": adapter_report.rx_status(self.ms, cd, frames_seen=self.rx_frames, error_frames=self.error_frames,
+                                           bus_errors=self.bus_errors, ignored_by_fault=self.rx_ignored,
+                                           last_reject=self.last_reject),
+            "tx": adapter_report.tx_status(self.ms, cd, self._tx_sent, self._txq_state, depth_max=self._txq_depth_max,
+                                           wait_max_ns=self._txq_wait_max_ns, wait_us=self._wait_histogram()),
         }
         if self._nm is not None:
             out["nm"] = self._nm.status()
@@ -823,16 +544,10 @@ class CanAdapter(Adapter):
             out["endpoints"] = {"share": self._share.url}  # listed by `gearbox-hil serve` and its ready file
         return out
 
-    def _wait_histogram(self) -> dict[str, int]:
-        """Pumps by how long their oldest frame waited since its tick, us: ``"<50"``, ``"50-100"``, ..., ``">=5000"``."""
-        e = TX_WAIT_EDGES_US
-        names = [f"<{e[0]}"] + [f"{a}-{b}" for a, b in zip(e, e[1:])] + [f">={e[-1]}"]
-        return {n: int(v) for n, v in zip(names, self._txq_wait_hist)}
-
     @property
     def share_url(self) -> str | None:
         """Where other processes connect (``can.Bus(interface="remote", channel=...)``), if shared."""
         return self._share.url if self._share is not None else None
 
 
-__all__ = ["CanAdapter"]
+__all__ = ["CanAdapter", "TX_MARKS", "TX_QUEUE_FRAMES", "TX_WAIT_EDGES_US", "VBUS_INTERFACE"]

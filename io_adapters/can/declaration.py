@@ -8,6 +8,8 @@ adapter's message set by :meth:`io_adapters.can.adapter.CanAdapter.check_fault`.
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,23 @@ def _share_arg(text: str) -> tuple[str, int]:
 
 
 CHANNEL_MAX_CHARS = 200  # longer than any interface's channel name (a vbus channel: 64 characters, else hashed)
+FRESH = "*"  # a channel on the command line or in an I/O config: a vbus channel no other server uses
+
+
+def fresh_channel() -> str:
+    """A vbus channel name of this process that no other server uses (as port 0 is a free port)."""
+    return f"hil-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def resolve_channel(interface: str, channel, fresh: dict[str, str]):
+    """The channel an adapter opens: a config's ``"*"`` on the vbus becomes a fresh channel, the same one for every
+    adapter of one server (``fresh``: the server's :attr:`~io_adapters.base.LoopContext.fresh_channels`); any
+    other channel as it is.  ``--can-channel '*'`` is resolved once already, by :func:`_channel_arg`."""
+    if interface != "vbus" or channel != FRESH:
+        return channel
+    if interface not in fresh:
+        fresh[interface] = fresh_channel()
+    return fresh[interface]
 
 
 def _channel_arg(text: str) -> str:
@@ -46,12 +65,7 @@ def _channel_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"must be a channel name of 1..{CHANNEL_MAX_CHARS} printable characters "
                                          f"without spaces (vcan0, can0, PCAN_USBBUS1, a vbus channel, *), got "
                                          f"{text[:CHANNEL_MAX_CHARS]!r}")
-    if text == "*":
-        import os
-        import secrets
-
-        return f"hil-{os.getpid()}-{secrets.token_hex(3)}"  # as the adapter makes one for channel = "*"
-    return text
+    return fresh_channel() if text == FRESH else text
 
 
 @dataclass(frozen=True)
@@ -119,4 +133,4 @@ class CanDeclaration(AdapterDeclaration):
 
 DECLARATION = CanDeclaration()
 
-__all__ = ["DECLARATION", "CanDeclaration", "CanFault", "FAULT_KINDS"]
+__all__ = ["DECLARATION", "FRESH", "CanDeclaration", "CanFault", "FAULT_KINDS", "fresh_channel", "resolve_channel"]

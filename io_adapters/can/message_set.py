@@ -166,6 +166,7 @@ def _ticks(ms: float, period_s: float, reader: ConfigReader, key: str, what: str
 def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, direction: str,
              timeout_cycles: float, max_delta_default: int, crc_default: str, notes: list[str],
              constants: list[float] | None = None) -> MessageLayout:
+    """Message ``name`` of the DBC ``db`` with its table of the message set, resolved against the plant."""
     mc = tab.sub(name)
     try:
         msg = db.get_message_by_name(name)
@@ -209,28 +210,54 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
         if i >= 0 and (layouts[i].mux_conditions or layouts[i].mux_values):
             raise mc.error(key, f"{msg.signals[i].name} is multiplexed; the checksum and the counter must be in "
                            "every frame of the message")
-    counter_mod = 16
-    if cnt_i >= 0:
-        cs = msg.signals[cnt_i]
-        if cs.is_signed or cs.scale != 1 or cs.offset != 0 or cs.is_float:
-            raise mc.error("counter", f"{cs.name} must be an unsigned raw integer (scale 1, offset 0)")
-        counter_mod = (int(cs.maximum) if cs.maximum is not None else (1 << cs.length) - 1) + 1
-        if counter_mod < 2:
-            raise mc.error("counter", f"{cs.name} must count at least 0..1")
+    counter_mod = _counter_modulus(mc, msg.signals[cnt_i]) if cnt_i >= 0 else 16
     if crc_i >= 0:
-        cs = msg.signals[crc_i]
-        if crc_bits == 16:
-            if cs.length != 16 or cs.is_signed or cs.start % 8 != 0 or cs.byte_order != "little_endian":
-                raise mc.error("checksum", f"{cs.name} must be an unsigned 16-bit Intel signal filling two bytes "
-                               f"(crc_variant {variant})")
-        elif cs.length != 8 or cs.is_signed or cs.start % 8 != (0 if cs.byte_order == "little_endian" else 7):
-            raise mc.error("checksum", f"{cs.name} must be an unsigned 8-bit signal filling one byte")
+        _check_checksum(mc, msg.signals[crc_i], crc_bits, variant)
+    _map_signals(mc, name, msg, layouts, (crc_i, cnt_i), direction, plant, notes, constants)
+    required = mc.boolean("required", True) if direction == "rx" else False
+    timing = _timing(mc, name, msg, direction, cycle_ms, period_s, timeout_cycles, len(pages))
+    mc.reject_unknown()
+    return MessageLayout(name=name, frame_id=msg.frame_id, extended=bool(msg.is_extended_frame), fd=bool(msg.is_fd),
+                         length=msg.length, signals=layouts, crc_signal=crc_i, counter_signal=cnt_i,
+                         counter_modulus=counter_mod, data_id=data_id, crc_init=crc_init, crc_xor=crc_xor,
+                         crc_bits=crc_bits,
+                         max_delta=max_delta,
+                         required=required, cycle_ms=float(cycle_ms or 0.0), pages=pages, **timing)
+
+
+def _counter_modulus(mc: ConfigReader, cs) -> int:
+    """The modulus of alive counter signal ``cs`` (DBC maximum + 1); ConfigError if it cannot count."""
+    if cs.is_signed or cs.scale != 1 or cs.offset != 0 or cs.is_float:
+        raise mc.error("counter", f"{cs.name} must be an unsigned raw integer (scale 1, offset 0)")
+    counter_mod = (int(cs.maximum) if cs.maximum is not None else (1 << cs.length) - 1) + 1
+    if counter_mod < 2:
+        raise mc.error("counter", f"{cs.name} must count at least 0..1")
+    return counter_mod
+
+
+def _check_checksum(mc: ConfigReader, cs, crc_bits: int, variant: str) -> None:
+    """Checksum signal ``cs`` must fill one byte (CRC-8) or two Intel bytes (CRC-16)."""
+    if crc_bits == 16:
+        if cs.length != 16 or cs.is_signed or cs.start % 8 != 0 or cs.byte_order != "little_endian":
+            raise mc.error("checksum", f"{cs.name} must be an unsigned 16-bit Intel signal filling two bytes "
+                           f"(crc_variant {variant})")
+    elif cs.length != 8 or cs.is_signed or cs.start % 8 != (0 if cs.byte_order == "little_endian" else 7):
+        raise mc.error("checksum", f"{cs.name} must be an unsigned 8-bit signal filling one byte")
+
+
+def _map_signals(mc: ConfigReader, name: str, msg, layouts: list[SignalLayout], protection: tuple[int, int],
+                 direction: str, plant: Plant, notes: list[str], constants: list[float] | None) -> None:
+    """The message's ``signals`` table into ``layouts``: each signal's port (or constant), factor and bias.
+
+    ``protection``: the indices of the checksum and the counter signal (-1: none), which the adapter fills.
+    """
+    sig_names = [s.name for s in msg.signals]
     sigs = mc.sub("signals", required=False)
     for sname in sigs.data:
         if sname not in sig_names:
             raise sigs.error(sname, f"message {name} has no signal {sname!r}; its signals are {', '.join(sig_names)}")
         j = sig_names.index(sname)
-        if j in (crc_i, cnt_i):
+        if j in protection:
             raise sigs.error(sname, "is the message's checksum or counter; the adapter fills and checks it")
         if layouts[j].mux_values:
             raise sigs.error(sname, "is a multiplexer; the adapter sends the message's pages in turn and reads "
@@ -252,7 +279,12 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
             _resolve_rx(sigs, sname, dbc_sig, lay, plant, port, factor, bias)
         else:
             _resolve_tx(sigs, sname, dbc_sig, lay, plant, port, factor, bias, notes, name)
-    required = mc.boolean("required", True) if direction == "rx" else False
+
+
+def _timing(mc: ConfigReader, name: str, msg, direction: str, cycle_ms: float, period_s: float,
+            timeout_cycles: float, n_pages: int) -> dict:
+    """The message's times in ticks of the loop's period (MessageLayout's fields): a sent message's cycle and
+    start delay, a received one's timeout."""
     period_ticks = offset_ticks = timeout_ticks = 0
     start_delay_ms = None
     timeout_ms = 0.0
@@ -271,20 +303,13 @@ def _message(tab: ConfigReader, name: str, db, plant: Plant, period_s: float, di
     else:
         if mc.has("timeout_ms"):
             timeout_ms = mc.number("timeout_ms", positive=True)
-        elif cycle_ms:  # a multiplexed message brings each page once in len(pages) frames
-            timeout_ms = timeout_cycles * cycle_ms * max(len(pages), 1)
+        elif cycle_ms:  # a multiplexed message brings each page once in n_pages frames
+            timeout_ms = timeout_cycles * cycle_ms * max(n_pages, 1)
         else:
             raise mc.error("timeout_ms", f"message {name} has no GenMsgCycleTime in the DBC; give timeout_ms here")
         timeout_ticks = max(1, math.ceil(timeout_ms * 1e-3 / period_s - 1e-9))
-    mc.reject_unknown()
-    return MessageLayout(name=name, frame_id=msg.frame_id, extended=bool(msg.is_extended_frame), fd=bool(msg.is_fd),
-                         length=msg.length, signals=layouts, crc_signal=crc_i, counter_signal=cnt_i,
-                         counter_modulus=counter_mod, data_id=data_id, crc_init=crc_init, crc_xor=crc_xor,
-                         crc_bits=crc_bits,
-                         max_delta=max_delta,
-                         period_ticks=period_ticks, offset_ticks=offset_ticks, timeout_ticks=timeout_ticks,
-                         required=required, cycle_ms=float(cycle_ms or 0.0), start_delay_ms=start_delay_ms,
-                         timeout_ms=timeout_ms, pages=pages)
+    return dict(period_ticks=period_ticks, offset_ticks=offset_ticks, timeout_ticks=timeout_ticks,
+                start_delay_ms=start_delay_ms, timeout_ms=timeout_ms)
 
 
 def _multiplexing(msg, layouts: list[SignalLayout]) -> list[tuple[tuple[int, int], ...]]:

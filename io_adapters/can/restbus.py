@@ -51,6 +51,7 @@ from plant_models.plant import Plant
 from ..base import Adapter, AdapterError, CommandCounts, LoopContext
 from . import j1939 as j
 from . import j1939_dm as dm
+from .declaration import resolve_channel
 from .j1939_declaration import DECLARATION, MESSAGE_KINDS, J1939Fault
 from .message_set import load_dbc
 from .restbus_diag import NodeDiagnostics
@@ -76,7 +77,8 @@ class J1939Adapter(NodeDiagnostics, Adapter):
         super().__init__(name, options)
         cfg = ConfigReader(dict(options), f"adapter {name!r}")
         self.interface = cfg.string("interface", "virtual")
-        self.channel = cfg.raw("channel", "gearbox-hil")
+        self.channel_option = cfg.raw("channel", "gearbox-hil")  # vbus "*": the server's fresh channel (open)
+        self.channel = self.channel_option
         self.bitrate = cfg.integer("bitrate", 250000, lo=10000, hi=1000000)
         self.dbc_name = cfg.string("dbc", "powershift_j1939.dbc")
         self._bus_log = None  # the recording's bus frames, while the server records
@@ -171,6 +173,8 @@ class J1939Adapter(NodeDiagnostics, Adapter):
                         "EBC1": [self.vehicle, self.m["EBC1"].frame_id, self._ebc1, 100.0, 0.0, ""]}
         self.dropped_by_fault = 0
         self._timeout_ms = {n: 3.0 * (self.m[n].cycle_time or 100) for n in TCU_PGNS.values()}
+        # the vbus's "*": the channel every adapter of this server given "*" opens (the CAN adapter too)
+        self.channel = resolve_channel(self.interface, self.channel_option, ctx.fresh_channels)
         try:
             if self.interface == "vbus":  # the local virtual bus, also from a checkout not installed
                 from ..vbus import register

@@ -57,11 +57,9 @@ base class's :meth:`~io_adapters.base.Adapter.read`, which calls
 from __future__ import annotations
 
 import collections
-import ipaddress
 import logging
 import select
 import time
-from urllib.parse import urlsplit
 
 import zmq
 
@@ -75,7 +73,8 @@ from ..protocol import (COMMAND_ERRORS, ERROR_CODES, PROTOCOL_VERSION, PendingRe
 from . import curve
 from plant_models.run.ring import F_TIME, I_AUX, I_FAULTS, I_STATUS, I_TICK, I_WATCHDOG
 from .codec import CommandDecoder, StateEncoder, acceptable_command, decode_request, encode
-from .declaration import DECLARATION, DEFAULTS, ZmqFault
+from .declaration import DECLARATION, DEFAULTS, ZmqFault  # noqa: F401 (DEFAULTS: re-exported)
+from .endpoints import bind, describe_with_endpoints, endpoint_options, is_loopback, remote_options, short_name
 from .hello import HelloResponder
 
 log = logging.getLogger("gearbox_hil.zmq")
@@ -85,20 +84,6 @@ TOPIC_STATUS = b"status"
 TOPIC_EVENT = b"event"
 
 MAX_ENVELOPE_FRAMES = 8  # routing frames before a control request's body (REQ sends 2, with REQ_CORRELATE 3)
-
-
-def is_loopback(endpoint: str) -> bool:
-    """The endpoint is reachable from this host only (``tcp://127.x``, ``[::1]``, ``localhost``, ``ipc://``)."""
-    u = urlsplit(endpoint)
-    if u.scheme in ("ipc", "inproc"):
-        return True
-    host = u.netloc.rsplit(":", 1)[0].strip("[]") if u.netloc else ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # "*", an interface or a host name: not provably loopback
-        return False
 
 
 def split_envelope(identity: bytes, rest: list) -> tuple[list, list]:
@@ -150,10 +135,7 @@ class ZmqAdapter(Adapter):
     def __init__(self, name: str, options: dict):
         super().__init__(name, options)
         cfg = ConfigReader(dict(options), "", "")
-        self.endpoints_cfg = {k: cfg.string(k, v) for k, v in DEFAULTS.items()}
-        for k, v in self.endpoints_cfg.items():
-            if "://" not in v:
-                raise cfg.error(k, f"must be a ZeroMQ endpoint such as tcp://127.0.0.1:5556, got {v!r}")
+        self.endpoints_cfg = endpoint_options(cfg)
         self.publish_every = cfg.integer("publish_every", 1, lo=1, hi=1_000_000)
         self.state_format = cfg.string("state_format", "map", choices=("map", "array"))
         # 0: as many states as about 1 ms of ticks gives (resolved in open(), where the period is known)
@@ -171,12 +153,7 @@ class ZmqAdapter(Adapter):
         self.curve = curve.server_config(cfg)
         self.insecure_remote = cfg.boolean("insecure_remote", False)
         cfg.reject_unknown()
-        self.remote = [k for k, v in self.endpoints_cfg.items() if not is_loopback(v)]
-        if self.remote and self.curve is None and not self.insecure_remote:
-            k = self.remote[0]
-            raise cfg.error(k, f"{self.endpoints_cfg[k]} listens beyond loopback without authentication; set "
-                            "curve_secret_key and curve_clients (keys from `gearbox-hil keys`), or "
-                            "insecure_remote = true on a network you trust")
+        self.remote = remote_options(cfg, self.endpoints_cfg, self.curve is not None, self.insecure_remote)
         self._auth = None
         self._pending: list = []  # (envelope, PendingReply) of requests whose work runs off the loop's thread
         self.endpoints: dict[str, str] = {}
@@ -268,19 +245,7 @@ class ZmqAdapter(Adapter):
                  self.endpoints["command"], self.endpoints["control"])
 
     def _socket(self, kind: int, key: str, options: dict):
-        endpoint = self.endpoints_cfg[key]
-        s = self._zctx.socket(kind)
-        s.setsockopt(zmq.LINGER, 0)
-        if self.curve is not None:
-            curve.make_server(s, self.curve)
-        for opt, value in options.items():
-            s.setsockopt(opt, value)
-        try:
-            s.bind(endpoint)
-        except zmq.ZMQError as exc:
-            s.close(0)
-            raise AdapterError(f"{key}: cannot bind {endpoint}: {exc.strerror}") from None
-        self.endpoints[key.replace("_endpoint", "")] = s.getsockopt_string(zmq.LAST_ENDPOINT)
+        s, self.endpoints[short_name(key)] = bind(self._zctx, kind, key, self.endpoints_cfg[key], self.curve, options)
         return s
 
     def close(self) -> None:
@@ -540,9 +505,8 @@ class ZmqAdapter(Adapter):
         if not reply.get("ok"):
             err = reply.get("error", {})
             self.control_rejects.reject(err.get("code", "internal"), f"{req.get('cmd')}: {err.get('message')}")
-        elif req.get("cmd") == "describe" and isinstance(reply.get("plant", {}).get("endpoints"), dict):
-            # the un-named state/command/control are this socket's own: a server may run several ZeroMQ adapters
-            reply["plant"]["endpoints"] = {**reply["plant"]["endpoints"], **self.endpoints}
+        elif req.get("cmd") == "describe":
+            describe_with_endpoints(reply, self.endpoints)
         return reply
 
     def publish_events(self, events: list[dict]) -> None:
@@ -606,4 +570,4 @@ class ZmqAdapter(Adapter):
         }
 
 
-__all__ = ["ZmqAdapter"]
+__all__ = ["ZmqAdapter", "is_loopback"]  # is_loopback: from endpoints.py, re-exported

@@ -86,6 +86,58 @@ def pack_state_row(buf, lay, scratch_f, scratch_i, seq, ints, floats, j, c_tick,
         _put_be64(buf, lay[LAY_Y + k], scratch_i[0])
 
 
+def _state_template(names: Sequence[str], fmt: str) -> tuple[bytes, dict[str, int], list[int]]:
+    """The state message's bytes with every variable field zero, the byte offset of each field (``slots``) and of
+    each output's float64 (``y_pos``, in declared order): :class:`StateEncoder` writes the values in place."""
+    pk = msgpack.Packer()
+    parts: list[bytes] = [pk.pack_map_header(10)]
+    slots: dict[str, int] = {}
+
+    def key(name: str) -> None:
+        parts.append(pk.pack(name))
+
+    def fixed(tag: int, width: int, field: str) -> None:
+        parts.append(bytes([tag]))
+        slots[field] = sum(len(p) for p in parts)
+        parts.append(bytes(width))
+
+    key("v")
+    parts.append(pk.pack(PROTOCOL_VERSION))
+    key("seq")
+    fixed(0xCF, 8, "seq")       # uint 64
+    key("tick")
+    fixed(0xCF, 8, "tick")
+    key("t")
+    fixed(0xCB, 8, "t")         # float 64
+    key("ack")
+    fixed(0xCF, 8, "ack")
+    key("wd")
+    slots["wd"] = sum(len(p) for p in parts)
+    parts.append(b"\xc2")       # false; true is 0xc3
+    key("st")
+    fixed(0xD3, 8, "st")        # int 64
+    key("faults")
+    fixed(0xCF, 8, "faults")    # uint 64: the number of active injected faults
+    key("schema")
+    fixed(0xCE, 4, "schema")    # uint 32
+    key("y")
+    y_pos: list[int] = []
+    if fmt == "map":
+        parts.append(pk.pack_map_header(len(names)))
+        for name in names:
+            key(name)
+            parts.append(b"\xcb")
+            y_pos.append(sum(len(p) for p in parts))
+            parts.append(bytes(8))
+    else:
+        parts.append(pk.pack_array_header(len(names)))
+        for _ in names:
+            parts.append(b"\xcb")
+            y_pos.append(sum(len(p) for p in parts))
+            parts.append(bytes(8))
+    return b"".join(parts), slots, y_pos
+
+
 class StateEncoder:
     """Fixed-layout msgpack encoder of the state message.
 
@@ -111,53 +163,7 @@ class StateEncoder:
         self.names = tuple(output_names)
         self.n = len(self.names)
         self.schema = schema_id(self.names)
-        pk = msgpack.Packer()
-        parts: list[bytes] = [pk.pack_map_header(10)]
-        slots: dict[str, int] = {}
-
-        def key(name: str) -> None:
-            parts.append(pk.pack(name))
-
-        def fixed(tag: int, width: int, field: str) -> None:
-            parts.append(bytes([tag]))
-            slots[field] = sum(len(p) for p in parts)
-            parts.append(bytes(width))
-
-        key("v")
-        parts.append(pk.pack(PROTOCOL_VERSION))
-        key("seq")
-        fixed(0xCF, 8, "seq")       # uint 64
-        key("tick")
-        fixed(0xCF, 8, "tick")
-        key("t")
-        fixed(0xCB, 8, "t")         # float 64
-        key("ack")
-        fixed(0xCF, 8, "ack")
-        key("wd")
-        slots["wd"] = sum(len(p) for p in parts)
-        parts.append(b"\xc2")       # false; true is 0xc3
-        key("st")
-        fixed(0xD3, 8, "st")        # int 64
-        key("faults")
-        fixed(0xCF, 8, "faults")    # uint 64: the number of active injected faults
-        key("schema")
-        fixed(0xCE, 4, "schema")    # uint 32
-        key("y")
-        y_pos: list[int] = []
-        if fmt == "map":
-            parts.append(pk.pack_map_header(self.n))
-            for name in self.names:
-                key(name)
-                parts.append(b"\xcb")
-                y_pos.append(sum(len(p) for p in parts))
-                parts.append(bytes(8))
-        else:
-            parts.append(pk.pack_array_header(self.n))
-            for _ in self.names:
-                parts.append(b"\xcb")
-                y_pos.append(sum(len(p) for p in parts))
-                parts.append(bytes(8))
-        template = b"".join(parts)
+        template, slots, y_pos = _state_template(self.names, fmt)
         self.buffer = np.frombuffer(bytearray(template), dtype=np.uint8)
         self.size = len(template)
         buf = self.buffer.data
