@@ -37,9 +37,7 @@ them in the buffers it is given (:meth:`CompiledPlant.event_log`).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import math
-from pathlib import Path
 
 import numpy as np
 from numba import carray, njit
@@ -53,10 +51,9 @@ from .me_compiled import me_advance, me_words
 from .slots import RC_FAILED
 
 STEP_SIGNATURE = "int64(float64[::1], int64[::1], float64[::1], int64[::1], float64)"
-# what the cached kernels of this module link besides it (numba checks a cached function against its own source
-# file only): the C calls, the model-exchange advance and its constants, the core's helpers and layout constants
-LINKED = ("cabi.py", "me_compiled.py", "model_exchange.py", "slots.py")
-STAMP = "fmi_compiled.sha256"
+# numba checks a cached kernel against its own source file only; what this module's kernels link besides it (the C
+# calls of .cabi, the model-exchange advance of .me_compiled and its constants, the core's helpers and layout
+# constants) is followed by plant_models/core/cache.py, which drops their cache when one of those files changes
 
 # -- the table mi: a header, then the lists and records its entries point at -----------------------------
 (MI_INNER_STEP, MI_INNER_MI, MI_INNER_MI_N, MI_INNER_DF, MI_INNER_DF_N, MI_INNER_DI, MI_INNER_DI_N,
@@ -79,36 +76,6 @@ G_FN, G_VR, G_N, G_VAL, G_KIND, G_V3, G_LEN = range(7)
 KIND_REAL, KIND_INT, KIND_BOOL, KIND_INT64, KIND_BOOL8 = 0, 1, 2, 3, 4
 RUN_MODEL_SAME, RUN_OUTPUTS_UNREAD, RUN_INPUTS_SAME = L.RUN_MODEL_SAME, L.RUN_OUTPUTS_UNREAD, L.RUN_INPUTS_SAME
 CALL_DO_STEP, CALL_SET, CALL_GET = 0, 1, 1000  # di[call]: doStep, 1 + input group, 1000 + output group
-
-
-def drop_stale_kernels(dispatcher) -> None:
-    """Remove this module's cached kernels when a module they link changed (``LINKED``, or the core's sources):
-    the rule of :mod:`plant_models.core.cache` for the plants' modules, for this package."""
-    here = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in [here / name for name in LINKED] + sorted((here.parent / "core").glob("*.py")):
-        try:
-            digest.update(path.name.encode() + path.read_bytes())
-        except OSError:
-            return
-    folder = Path(getattr(getattr(dispatcher, "_cache", None), "_cache_path", "") or here / "__pycache__")
-    marker = folder / STAMP
-    try:
-        if marker.read_text() == digest.hexdigest():
-            return
-    except OSError:
-        pass
-    for pattern in ("compiled.*.nbi", "compiled.*.nbc", "me_compiled.*.nbi", "me_compiled.*.nbc"):
-        for f in folder.glob(pattern):
-            try:
-                f.unlink()
-            except OSError:  # another process removed it, or a read-only cache
-                pass
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        marker.write_text(digest.hexdigest())
-    except OSError:
-        pass
 
 
 # -- the step ------------------------------------------------------------------------------------------
@@ -328,9 +295,6 @@ def assembly_step(mf, mi, df, di, dt):
         w = a_out + pm[MI_STATUS_AT]
         pdf[w] = float(np.int64(pdf[w]) | status)
     return status
-
-
-drop_stale_kernels(assembly_step)  # before the first compile or load of the kernels
 
 
 # -- the table, built once when the assembly is -----------------------------------------------------------

@@ -37,8 +37,8 @@ from .slots import RC_FAILED
  M_NX, M_NZ, M_X_C, M_DX_C, M_Z_C, M_INFO, M_INFO_NEEDED, M_INFO_STOP, M_INFO_DEFINED, M_INFO_TIME,
  M_FLAG_EVENT, M_FLAG_STOP, M_EVS, M_SCRATCH, M_V3, M_LEN) = range(25)
 INF = np.inf
-# not cached on their own: compiled into the assembly's step (plant_models.fmi.compiled), whose cache is dropped
-# when this module changes (compiled.LINKED)
+# not cached on their own: compiled into the assembly's step (plant_models.fmi.compiled), whose cache
+# plant_models/core/cache.py drops when this module or one it takes constants from changes
 JIT = dict(_JIT, cache=False)
 
 
