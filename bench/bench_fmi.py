@@ -19,7 +19,7 @@ at run time from tests/fmu_src/first_order.c with the machine's C compiler.
 co-simulation source (default), ``cs3`` its FMI 3.0 twin
 (``first_order3.c``), ``me`` the FMI 2.0 model-exchange lag
 (``me_model.c``, integrated by RK4 in the assembly: four derivative
-evaluations a tick).  ``--process``: where the FMU runs, ``server`` (in
+evaluations a tick), ``me3`` its FMI 3.0 twin (``me_model3.c``).  ``--process``: where the FMU runs, ``server`` (in
 this process, default), ``own`` (``process = "own"``: a child process, one
 round trip over a socket pair a tick) or ``both`` (the two interleaved with
 the bare plant in one run).  Each row also gives this process's CPU time
@@ -211,13 +211,20 @@ def exported(ticks: int, block: int) -> int:
     return 0
 
 
+def builders(kind: str):
+    """The FMU builder of ``--kind``: the co-simulation source (FMI 2.0, 3.0) or the model-exchange lag (2.0, 3.0)."""
+    from fmu_build import build_first_order, build_first_order3, build_me
+    return {"cs2": build_first_order, "cs3": build_first_order3, "me": lambda out: build_me(out, "lag"),
+            "me3": lambda out: build_me(out, "lag", version=3)}[kind]
+
+
 def offline_runs(n_steps: int, repeat: int, kind: str = "cs2") -> int:
     """An offline run of ``n_steps`` with the FMU as ``run_offline`` takes it (the plant's reset, ``make_run``, all
     steps): the Python assembly (a step at a time, StepwiseRun) against the compiled one (the compiled loop, Run);
     for the floor, the bare plant in the compiled loop with the torque the FMU gave, held over each step (the same
     physics without the FMU).  Interleaved, ``repeat`` runs each; wall and CPU time.  ``kind``: ``cs2`` the
-    co-simulation lag, ``me`` the model-exchange one."""
-    from fmu_build import build_first_order, build_me, python_assembly
+    co-simulation lag, ``me`` the model-exchange one (``cs3``, ``me3``: their FMI 3.0 twins)."""
+    from fmu_build import python_assembly
     from plant_models.offline import InputTable, make_run
     from plant_models.registry import load_plant
     from server.offline.run import run_offline
@@ -229,7 +236,7 @@ def offline_runs(n_steps: int, repeat: int, kind: str = "cs2") -> int:
                 "inputs": {"engine.torque_cmd": [[0.0, 100.0], [n_steps * dt, 400.0]], **fixed}}
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        (build_first_order if kind == "cs2" else lambda out: build_me(out, "lag"))(d / "engine.fmu")
+        builders(kind)(d / "engine.fmu")
         cfg = d / "ps.toml"
         cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
                        'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n')
@@ -383,7 +390,8 @@ def main() -> int:
     ap.add_argument("--ticks", type=int, default=20000)
     ap.add_argument("--block", type=int, default=1000)
     ap.add_argument("--export", action="store_true", help="time the exported FMU instead (module docstring)")
-    ap.add_argument("--kind", choices=("cs2", "cs3", "me"), default="cs2", help="the FMU's FMI version and kind")
+    ap.add_argument("--kind", choices=("cs2", "cs3", "me", "me3"), default="cs2",
+                    help="the FMU's FMI version and kind")
     ap.add_argument("--broken", action="store_true", help="the tick in which an FMU in its own process crashes or "
                                                           "hangs (a segfault and a hang at t = 0.1 s)")
     ap.add_argument("--process", choices=("server", "own", "both"), default="server",
@@ -404,15 +412,14 @@ def main() -> int:
         return exported(args.ticks, args.block)
     if args.broken:
         return broken(max(args.ticks, 200))
-    from fmu_build import build_first_order, build_first_order3, build_me, python_assembly
+    from fmu_build import python_assembly
     from plant_models.registry import load_plant
     if args.offline:
-        return offline_runs(args.offline, args.repeat, args.kind if args.kind != "cs3" else "cs2")
+        return offline_runs(args.offline, args.repeat, args.kind)
     dt = 1e-3
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        {"cs2": build_first_order, "cs3": build_first_order3,
-         "me": lambda out: build_me(out, "lag")}[args.kind](d / "engine.fmu")
+        builders(args.kind)(d / "engine.fmu")
         print(f"FMU: {args.kind}")
         gear = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}
         bare = load_plant("powershift")
