@@ -19,7 +19,7 @@ at run time from tests/fmu_src/first_order.c with the machine's C compiler.
 co-simulation source (default), ``cs3`` its FMI 3.0 twin
 (``first_order3.c``), ``me`` the FMI 2.0 model-exchange lag
 (``me_model.c``, integrated by RK4 in the assembly: four derivative
-evaluations a tick).  ``--process``: where the FMU runs, ``server`` (in
+evaluations a tick), ``me3`` its FMI 3.0 twin (``me_model3.c``).  ``--process``: where the FMU runs, ``server`` (in
 this process, default), ``own`` (``process = "own"``: a child process, one
 round trip over a socket pair a tick) or ``both`` (the two interleaved with
 the bare plant in one run).  Each row also gives this process's CPU time
@@ -53,6 +53,17 @@ loop fed the torque the FMU gave; wall and CPU time, ``--repeat`` runs
 each, interleaved, and whether the two runs' outputs are equal bit for bit.
 
     python bench/bench_fmi.py --offline 20000 --repeat 5
+
+``--offline N --base COMMIT``: the same offline run against the code of
+another commit (the issue's "today's stepwise run"), same run: the commit
+is exported (``git archive``, as ``bench/bench_ab.py`` does) with its own
+numba cache, and ``--rounds`` times a process of each tree runs the
+offline run ``--repeat`` times after a warm-up (the base: its assembly, a
+step at a time; this tree: the compiled assembly and the Python one,
+interleaved); CPU and wall time per step, and whether the outputs equal the
+base's bit for bit.
+
+    python bench/bench_fmi.py --offline 20000 --repeat 5 --base 2d6af9c --rounds 3
 """
 
 from __future__ import annotations
@@ -70,7 +81,9 @@ import numpy as np
 from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout first, then the tests' FMU builder
+# the tree whose code runs: this checkout, or (--offline-worker under --base) the base commit's export
+TREE = Path(os.environ.get("GEARBOX_HIL_BENCH_TREE", ROOT))
+sys.path[:0] = [str(TREE), str(TREE / "tests")]  # that tree first, then its tests' FMU builder
 
 
 def timed(plant, n: int, dt: float) -> np.ndarray:
@@ -198,13 +211,20 @@ def exported(ticks: int, block: int) -> int:
     return 0
 
 
+def builders(kind: str):
+    """The FMU builder of ``--kind``: the co-simulation source (FMI 2.0, 3.0) or the model-exchange lag (2.0, 3.0)."""
+    from fmu_build import build_first_order, build_first_order3, build_me
+    return {"cs2": build_first_order, "cs3": build_first_order3, "me": lambda out: build_me(out, "lag"),
+            "me3": lambda out: build_me(out, "lag", version=3)}[kind]
+
+
 def offline_runs(n_steps: int, repeat: int, kind: str = "cs2") -> int:
     """An offline run of ``n_steps`` with the FMU as ``run_offline`` takes it (the plant's reset, ``make_run``, all
     steps): the Python assembly (a step at a time, StepwiseRun) against the compiled one (the compiled loop, Run);
     for the floor, the bare plant in the compiled loop with the torque the FMU gave, held over each step (the same
     physics without the FMU).  Interleaved, ``repeat`` runs each; wall and CPU time.  ``kind``: ``cs2`` the
-    co-simulation lag, ``me`` the model-exchange one."""
-    from fmu_build import build_first_order, build_me, python_assembly
+    co-simulation lag, ``me`` the model-exchange one (``cs3``, ``me3``: their FMI 3.0 twins)."""
+    from fmu_build import python_assembly
     from plant_models.offline import InputTable, make_run
     from plant_models.registry import load_plant
     from server.offline.run import run_offline
@@ -216,7 +236,7 @@ def offline_runs(n_steps: int, repeat: int, kind: str = "cs2") -> int:
                 "inputs": {"engine.torque_cmd": [[0.0, 100.0], [n_steps * dt, 400.0]], **fixed}}
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        (build_first_order if kind == "cs2" else lambda out: build_me(out, "lag"))(d / "engine.fmu")
+        builders(kind)(d / "engine.fmu")
         cfg = d / "ps.toml"
         cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
                        'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n')
@@ -275,12 +295,103 @@ def offline_runs(n_steps: int, repeat: int, kind: str = "cs2") -> int:
     return 0 if same else 1
 
 
+AB_FIXED = {"load_torque": 3500.0, "p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}
+
+
+def offline_worker(n_steps: int, repeat: int, out: Path) -> int:
+    """In the tree on the path (``GEARBOX_HIL_BENCH_TREE``): the cs2 FMU's offline run as ``load_plant`` makes the
+    plant, and (where the tree has it) the Python assembly a step at a time; a warm-up, then ``repeat`` runs each
+    interleaved; CPU and wall seconds per run and a digest of the outputs into the JSON ``out``.  Uses only what
+    both trees have (``load_plant``, ``parse_scenario``, ``make_run``)."""
+    import hashlib
+    import json
+
+    import fmu_build
+    from plant_models.offline import make_run
+    from plant_models.registry import load_plant
+    from server.offline.scenario import parse_scenario
+    dt = 1e-3
+    scenario = {"duration_s": n_steps * dt, "dt_s": dt, "interpolation": "linear",
+                "leave_at_default": ["p_c2", "p_c4", "p_c5", "p_c7", "p_c8"],
+                "inputs": {"engine.torque_cmd": [[0.0, 100.0], [n_steps * dt, 400.0]], **AB_FIXED}}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        fmu_build.build_first_order(d / "engine.fmu")
+        cfg = d / "ps.toml"
+        cfg.write_text(f'extends = "{TREE / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
+                       'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n')
+        plants = {"load_plant": load_plant(cfg)}
+        if hasattr(fmu_build, "python_assembly") and type(plants["load_plant"]).__name__ != "FmuAssembly":
+            plants["Python step"] = fmu_build.python_assembly(cfg)
+
+        def one(p):
+            c = parse_scenario(scenario, "inline").compile(p)
+            p.reset(c.start_inputs())
+            run = make_run(p, c.table, dt, n_steps)
+            w0, c0 = time.perf_counter(), time.process_time()
+            run.advance()
+            return time.process_time() - c0, time.perf_counter() - w0, run
+        res = {k: dict(run=type(one(p)[2]).__name__, cpu_s=[], wall_s=[]) for k, p in plants.items()}  # warm-up
+        for _ in range(repeat):
+            for k, p in plants.items():
+                c, w, run = one(p)
+                res[k]["cpu_s"].append(c)
+                res[k]["wall_s"].append(w)
+                res[k]["outputs_sha256"] = hashlib.sha256(run.out.tobytes()).hexdigest()
+        for p in plants.values():
+            getattr(p, "close", lambda: None)()
+    out.write_text(json.dumps(dict(tree=str(TREE), load=os.getloadavg()[0], n_steps=n_steps, runs=res)))
+    return 0
+
+
+def offline_against(base: str, n_steps: int, repeat: int, rounds: int) -> int:
+    """``--offline N --base COMMIT``: :func:`offline_worker` in the base commit's export and in this tree, in
+    alternating processes, ``rounds`` times (module docstring)."""
+    import json
+    import subprocess
+
+    from bench_ab import export
+    tmp = Path(tempfile.mkdtemp(prefix="gearbox-hil-fmi-ab-"))
+    export(base, tmp / "base")
+    trees = {"base": (tmp / "base", {"NUMBA_CACHE_DIR": str(tmp / "numba-base")}), "this": (ROOT, {})}
+    rows = []
+    for rnd in range(1, rounds + 1):
+        for name, (tree, env) in trees.items():
+            print(f"round {rnd}: {name} ...", file=sys.stderr, flush=True)
+            out = tmp / f"{name}_{rnd}.json"
+            subprocess.run([sys.executable, str(Path(__file__).resolve()), "--offline-worker", str(n_steps), "--repeat",
+                            str(repeat), "--json", str(out)], check=True, stdout=subprocess.DEVNULL,
+                           env=dict(os.environ, PYTHONPATH=str(tree), GEARBOX_HIL_BENCH_TREE=str(tree), **env))
+            rows.append((rnd, name, json.loads(out.read_text())))
+    print(f"offline run of {n_steps} steps with the cs2 FMU (dt = 1 ms); base {base} against this tree; {repeat} runs "
+          f"per process after a warm-up, medians; JSON in {tmp}\n")
+    print("| round | load | base: stepwise CPU / wall per step | this: stepwise CPU / wall | this: compiled CPU / wall "
+          "| base stepwise / compiled: CPU, wall | this stepwise / compiled: CPU, wall | outputs = base's |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    by_round = {}
+    for rnd, name, res in rows:
+        by_round.setdefault(rnd, {})[name] = res
+    for rnd, r in by_round.items():
+        b, t = r["base"]["runs"]["load_plant"], r["this"]["runs"]
+        c, s = t["load_plant"], t["Python step"]
+
+        def med(x, key):
+            return float(np.median(x[key])) / n_steps * 1e6
+        cells = [f"{med(x, 'cpu_s'):.2f} / {med(x, 'wall_s'):.2f} us ({x['run']})" for x in (b, s, c)]
+        ratio = [f"{med(x, 'cpu_s') / med(c, 'cpu_s'):.1f}x, {med(x, 'wall_s') / med(c, 'wall_s'):.1f}x" for x in (b, s)]
+        same = b["outputs_sha256"] == c["outputs_sha256"]
+        print(f"| {rnd} | {r['base']['load']:.1f} / {r['this']['load']:.1f} | {' | '.join(cells)} | {' | '.join(ratio)} "
+              f"| {same} |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ticks", type=int, default=20000)
     ap.add_argument("--block", type=int, default=1000)
     ap.add_argument("--export", action="store_true", help="time the exported FMU instead (module docstring)")
-    ap.add_argument("--kind", choices=("cs2", "cs3", "me"), default="cs2", help="the FMU's FMI version and kind")
+    ap.add_argument("--kind", choices=("cs2", "cs3", "me", "me3"), default="cs2",
+                    help="the FMU's FMI version and kind")
     ap.add_argument("--broken", action="store_true", help="the tick in which an FMU in its own process crashes or "
                                                           "hangs (a segfault and a hang at t = 0.1 s)")
     ap.add_argument("--process", choices=("server", "own", "both"), default="server",
@@ -288,20 +399,27 @@ def main() -> int:
     ap.add_argument("--offline", type=int, default=0, metavar="N",
                     help="an offline run of N steps with the FMU: the Python assembly against the compiled one")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each for --offline")
+    ap.add_argument("--base", default=None, metavar="COMMIT", help="with --offline: against that commit's code")
+    ap.add_argument("--rounds", type=int, default=3, help="with --base: processes of each tree, alternating")
+    ap.add_argument("--offline-worker", type=int, default=0, metavar="N", help=argparse.SUPPRESS)
+    ap.add_argument("--json", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.offline_worker:
+        return offline_worker(args.offline_worker, args.repeat, args.json)
+    if args.offline and args.base:
+        return offline_against(args.base, args.offline, args.repeat, args.rounds)
     if args.export:
         return exported(args.ticks, args.block)
     if args.broken:
         return broken(max(args.ticks, 200))
-    from fmu_build import build_first_order, build_first_order3, build_me, python_assembly
+    from fmu_build import python_assembly
     from plant_models.registry import load_plant
     if args.offline:
-        return offline_runs(args.offline, args.repeat, args.kind if args.kind != "cs3" else "cs2")
+        return offline_runs(args.offline, args.repeat, args.kind)
     dt = 1e-3
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        {"cs2": build_first_order, "cs3": build_first_order3,
-         "me": lambda out: build_me(out, "lag")}[args.kind](d / "engine.fmu")
+        builders(args.kind)(d / "engine.fmu")
         print(f"FMU: {args.kind}")
         gear = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}
         bare = load_plant("powershift")
@@ -353,5 +471,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    print(host_line(), flush=True)
+    if "--offline-worker" not in sys.argv:
+        print(host_line(), flush=True)
     raise SystemExit(main())

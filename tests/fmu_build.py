@@ -5,7 +5,7 @@ headers FMPy ships (``fmpy/c-code``) with the machine's C compiler and zips
 it with a model description into an FMI 2.0 co-simulation FMU;
 :func:`build_first_order3` its FMI 3.0 twin (``first_order3.c``);
 :func:`build_me` the model-exchange lag and bouncing ball (``me_model.c``,
-FMI 2.0; the ball's FMI 3.0 twin ``me_model3.c``).
+FMI 2.0; their FMI 3.0 twins ``me_model3.c``).
 FMPy binds every FMI function of the FMU's version and kind when it loads
 a library, so each build links weak stubs (returning the status error) for
 the functions the model does not define, their names read from the headers.
@@ -215,6 +215,33 @@ ME_BALL3 = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
+ME_LAG3 = """<?xml version="1.0" encoding="UTF-8"?>
+<fmiModelDescription fmiVersion="3.0" modelName="lag"
+    instantiationToken="{8c4e810f-3df3-4a00-8276-176fa3c9f005}" generationTool="gearbox-hil tests">
+  <ModelExchange modelIdentifier="lag" canGetAndSetFMUState="true" canSerializeFMUState="true"/>
+  <UnitDefinitions>
+    <Unit name="N.m"/>
+    <Unit name="s"/>
+  </UnitDefinitions>
+  <ModelVariables>
+    <Float64 name="torque" valueReference="0" causality="output" variability="continuous" initial="calculated"
+        unit="N.m"/>
+    <Float64 name="torque_cmd" valueReference="1" causality="input" variability="continuous" start="0" unit="N.m"/>
+    <Float64 name="tau" valueReference="2" causality="parameter" variability="tunable" start="0.1" min="1e-6"
+        unit="s" description="time constant of the lag"/>
+    <Float64 name="torque_start" valueReference="3" causality="parameter" variability="fixed" start="0" unit="N.m"/>
+    <Float64 name="der(torque)" valueReference="4" causality="local" variability="continuous" derivative="0"/>
+    <Float64 name="boost_at" valueReference="5" causality="parameter" variability="fixed" start="-1" unit="s"
+        description="time event: the command doubles from here on (negative: never)"/>
+  </ModelVariables>
+  <ModelStructure>
+    <Output valueReference="0"/>
+    <ContinuousStateDerivative valueReference="4"/>
+  </ModelStructure>
+</fmiModelDescription>
+"""
+
+
 def _stubs(version: int) -> str:
     """Weak definitions of every FMI function of ``version`` (FMPy's header), each returning the status error."""
     import fmpy
@@ -267,9 +294,11 @@ def build_first_order3(out: Path) -> Path:
 
 
 def build_me(out: Path, model: str, version: int = 2) -> Path:
-    """``out``: the FMI 2.0 model-exchange ``"lag"`` or ``"ball"`` of ``me_model.c``; version 3: the ball's FMI
-    3.0 twin (``me_model3.c``)."""
+    """``out``: the FMI 2.0 model-exchange ``"lag"`` or ``"ball"`` of ``me_model.c``; version 3: their FMI 3.0
+    twins (``me_model3.c``)."""
     if version == 3:
+        if model == "lag":
+            return _build(out, ME_LAG3, "lag", "me_model3.c", 3)
         return _build(out, ME_BALL3, "ball", "me_model3.c", 3, defines=("BALL",))
     md = {"lag": ME_LAG, "ball": ME_BALL}[model].format()
     return _build(out, md, model, "me_model.c", 2, defines=("BALL",) if model == "ball" else ())

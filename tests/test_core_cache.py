@@ -7,7 +7,9 @@ that import a component (directly or through another module), and keeps the
 core's and the other plants'; a change in the core drops everything above it;
 a change in one plant module drops the caches of the modules that import it
 (numba's own check covers the module's own file), and so does a change in a
-top-level module whose constants a plant folds in.  ``bench/bench_cache_edit.py`` measures the same on
+top-level module whose constants a plant folds in; the ``fmi`` folder's
+compiled assembly follows the FMI modules whose compiled functions and
+constants it links (an intrinsic made by a call counts).  ``bench/bench_cache_edit.py`` measures the same on
 the real tree.
 """
 
@@ -35,6 +37,13 @@ SOURCES = {
     "__init__.py": "",
     "clutch.py": "BAR = 1e5\n",
     "offline.py": "from .core.api import call_step_at\n",
+    "fmi/__init__.py": "",
+    "fmi/cabi.py": "from numba.extending import intrinsic\n\nptr_f64 = intrinsic(_pointer_from(float))\n",
+    "fmi/model_exchange.py": "EVENT_TIME_TOL_S = 1e-12\n",
+    "fmi/me_compiled.py": "from .model_exchange import EVENT_TIME_TOL_S\n\n\n@njit\ndef me_advance():\n    return 1\n",
+    "fmi/assembly.py": "class FmuAssembly:\n    pass\n",
+    "fmi/compiled.py": ("from ..core.api import L\nfrom .assembly import FmuAssembly\nfrom .cabi import ptr_f64\n"
+                        "from .me_compiled import me_advance\n"),
 }
 KERNELS = {
     "core": ["step.step-1"],
@@ -42,6 +51,7 @@ KERNELS = {
     "plants": ["chain._step-1", "dct._step-1", "geared._step-1", "late.f-1", "pressure._step-1",
                "ported._step-1"],
     "": ["offline.run_steps-1"],
+    "fmi": ["compiled.assembly_step-1"],
 }
 
 
@@ -91,7 +101,7 @@ def test_a_comment_in_a_component_keeps_the_core_and_the_plants_without_componen
     law.write_text(law.read_text() + "# a comment\n")
     drop_stale_caches(models)
     assert cached(models) == {"step.step-1", "chain._step-1", "pressure._step-1", "ported._step-1",
-                              "offline.run_steps-1"}
+                              "offline.run_steps-1", "compiled.assembly_step-1"}
     fill_caches(models)
     drop_stale_caches(models)  # the new stamps hold: nothing goes a second time
     assert cached(models) == ALL
@@ -134,5 +144,31 @@ def test_each_module_depends_on_what_it_imports_through_others(tmp_path):
 def test_an_edit_of_a_module_of_classes_recompiles_nothing(models):
     plant = models / "plant.py"
     plant.write_text(plant.read_text() + "# a comment\n")
+    drop_stale_caches(models)
+    assert cached(models) == ALL
+
+
+@pytest.mark.parametrize("edited", ["fmi/cabi.py", "fmi/model_exchange.py", "fmi/me_compiled.py"])
+def test_an_fmi_module_the_compiled_assembly_links_drops_its_cache_alone(models, edited):
+    """``cabi.py``'s pointer intrinsic is made by a call (``ptr_f64 = intrinsic(...)``), not a decorator;
+    ``model_exchange.py``'s constant reaches the assembly through ``me_compiled.py``."""
+    path = models / edited
+    path.write_text(path.read_text() + "# a comment\n")
+    drop_stale_caches(models)
+    assert cached(models) == ALL - {"compiled.assembly_step-1"}
+    fill_caches(models)
+    drop_stale_caches(models)
+    assert cached(models) == ALL
+
+
+def test_the_fmi_modules_dependencies(tmp_path):
+    deps = module_dependencies(make_tree(tmp_path))
+    names = {key: sorted(p.name for p in paths) for key, paths in deps.items()}
+    assert names[("fmi", "compiled")] == ["cabi.py", "me_compiled.py", "model_exchange.py"]  # not assembly.py
+
+
+def test_an_edit_of_the_fmi_assembly_class_recompiles_nothing(models):
+    assembly = models / "fmi/assembly.py"
+    assembly.write_text(assembly.read_text() + "# a comment\n")
     drop_stale_caches(models)
     assert cached(models) == ALL

@@ -1,9 +1,11 @@
-"""The compiled assembly (plant_models/fmi/compiled.py): a plant with FMI 2.0 co-simulation FMUs stepped in one
-compiled call that calls the FMUs' C functions by address.  Its offline run (the compiled loop) and its tick equal
+"""The compiled assembly (plant_models/fmi/compiled.py): a plant with FMUs (FMI 2.0 and 3.0, co-simulation and model
+exchange) stepped in one compiled call that calls the FMUs' C functions by address.  Its offline run (the compiled loop) and its tick equal
 the Python assembly's (the stepwise run) bit for bit: outputs, status words, events, failures and their messages,
 snapshots."""
 
 from __future__ import annotations
+
+import math
 
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 
 pytest.importorskip("fmpy", reason="needs the fmi extra (pip install 'gearbox-hil[fmi]')")
 
-from fmu_build import build_first_order, build_me, compiler, python_assembly  # noqa: E402
+from fmu_build import build_first_order, build_first_order3, build_me, compiler, python_assembly  # noqa: E402
 from plant_models.fmi.assembly import FmuAssembly  # noqa: E402
 from plant_models.fmi.compiled import CompiledFmuAssembly  # noqa: E402
 from plant_models.offline import Run, StepwiseRun  # noqa: E402
@@ -39,6 +41,9 @@ def fmu_dir(tmp_path_factory):
     build_first_order(d / "typed2.fmu", typed=True)
     build_me(d / "lag.fmu", "lag")
     build_me(d / "ball.fmu", "ball")
+    build_first_order3(d / "typed3.fmu")
+    build_me(d / "ball3.fmu", "ball", version=3)
+    build_me(d / "lag3.fmu", "lag", version=3)
     return d
 
 
@@ -207,3 +212,91 @@ def test_signal_faults_on_the_compiled_assembly_equal_the_python_run_bit_for_bit
     clean = offline(compiled).values[:, j]
     faulted = traces[0].values[:, j]
     assert (faulted[:101] == clean[:101]).all() and faulted[250] < clean[250] - 20.0  # halved command, offset
+
+
+# -- FMI 3.0 from compiled code --------------------------------------------------------------------------------
+TYPED = dict(SCENARIO, inputs=dict(SCENARIO["inputs"], **{
+    "engine.divider": [[0.0, 1.0], [0.1, 3.0]],  # Int32 input: 1, 2, 3 (rounded)
+    "engine.enabled": [[0.0, 1.0], [0.4, 1.0], [0.41, 0.0]]}))  # Boolean input: false from 0.41 s
+
+
+def test_an_fmi3_fmu_in_compiled_code_equals_the_python_path_and_its_fmi2_twin_bit_for_bit(fmu_dir):
+    """fmi3SetFloat64 / SetInt32 / SetBoolean, fmi3DoStep, fmi3GetFloat64 / GetInt64 / GetBoolean by address: the
+    Python slot's numbers; and the FMI 2.0 twin's, whose compiled step calls the fmi2 functions."""
+    start = "tau = 0.05, divider = 1, enabled = true"
+    c3, p3 = both(config(fmu_dir, "typed3.toml", "typed3.fmu", start))
+    c2 = load_plant(config(fmu_dir, "typed2c.toml", "typed2.fmu", start))
+    assert type(c2) is CompiledFmuAssembly and c3.slots[0].fmu.version == 3 and c2.slots[0].fmu.version == 2
+    a, b, twin = offline(c3, TYPED), offline(p3, TYPED), offline(c2, TYPED)
+    same_trace(a, b)
+    assert a.values.tobytes() == twin.values.tobytes()
+    col = {n: a.values[:, c3.output_index(f"engine.{n}")] for n in ("torque", "step_count", "settled")}
+    assert np.array_equal(col["step_count"], np.arange(len(a.time), dtype=float))  # Int64: one a step
+    assert set(np.unique(col["settled"])) == {0.0, 1.0}  # the Boolean output both ways
+    # the closed form of the FMU's exact lag of the command held over each step: torque_cmd / divider (Int32,
+    # rounded) while enabled (Boolean), else 0
+    t = a.time[:-1]
+    cmd = np.interp(t, [0.0, 0.3], [100.0, 400.0]) / np.rint(np.interp(t, [0.0, 0.1], [1.0, 3.0]))
+    cmd = np.where(np.interp(t, [0.0, 0.4, 0.41], [1.0, 1.0, 0.0]) != 0.0, cmd, 0.0)
+    expected = np.zeros(len(a.time))
+    for i in range(len(t)):
+        expected[i + 1] = cmd[i] + (expected[i] - cmd[i]) * math.exp(-DT / 0.05)
+    assert np.allclose(col["torque"], expected, rtol=0.0, atol=1e-9)
+
+
+def test_an_fmi3_error_in_compiled_code_is_the_python_paths_failure(fmu_dir):
+    cfg = config(fmu_dir, "fail3.toml", "typed3.fmu", "tau = 0.05, fail_at = 0.1", extra="safe = { torque = 0.0 }\n")
+    compiled, python = both(cfg)
+    a, b = offline(compiled, TYPED), offline(python, TYPED)
+    same_trace(a, b)
+    message = ("fmu engine: fmi3DoStep returned error at t = 0.100000 s; its safe values are out, the others hold "
+               "from now on")
+    assert compiled.fmu_errors == python.fmu_errors == [message]
+    assert a.status_or & compiled.ST_FMU_ERROR
+
+
+@pytest.mark.parametrize("model, start, to_plant", [
+    ("lag", "tau = 0.05, boost_at = 0.0105", 'torque = "engine_torque"'),  # a time event (nextEventTime) in a step
+    ("ball", "", ""),  # state events located by bisection
+])
+def test_an_fmi3_model_exchange_fmu_in_compiled_code_equals_python_and_its_fmi2_twin_bit_for_bit(fmu_dir, model,
+                                                                                                   start, to_plant):
+    """fmi3UpdateDiscreteStates by address (its flags one byte each, the next time event), fmi3CompletedIntegratorStep:
+    the Python Me3Slot's numbers and the FMI 2.0 twin's."""
+    content = dict(SCENARIO, duration_s=2.0)
+    if model == "ball":
+        content = dict(content, inputs={k: v for k, v in SCENARIO["inputs"].items() if k != "engine.torque_cmd"})
+    c3, p3 = both(config(fmu_dir, f"{model}3.toml", f"{model}3.fmu", start, to_plant=to_plant))
+    c2 = load_plant(config(fmu_dir, f"{model}2c.toml", f"{model}.fmu", start, to_plant=to_plant))
+    assert type(c2) is CompiledFmuAssembly
+    a, b, twin = offline(c3, content), offline(p3, content), offline(c2, content)
+    same_trace(a, b)
+    assert a.values.tobytes() == twin.values.tobytes()
+    events = c3.slots[0].events
+    assert events == p3.slots[0].events == c2.slots[0].events and events >= (1 if model == "lag" else 3)
+
+
+@pytest.mark.parametrize("make", [python_assembly, load_plant], ids=["python", "compiled"])
+def test_a_snapshot_keeps_each_fmus_failed_flag(fmu_dir, make):
+    """Two FMUs, the first failed at 0.1 s: restored at 0.2 s, the second steps on (it was held as failed too when
+    the state kept one flag for all FMUs) and the rest repeats bit for bit."""
+    aux = '\n[[fmu]]\nname = "aux"\nfile = "engine.fmu"\nstart = { tau = 0.05 }\n'
+    plant = make(config(fmu_dir, "two.toml", start="tau = 0.05, fail_at = 0.1", extra=aux))
+    plant.reset({"engine.torque_cmd": 300.0, "aux.torque_cmd": 200.0, "load_torque": 1000.0, **GEAR_1})
+
+    def run(n):
+        rows = []
+        for _ in range(n):
+            plant.step(DT)
+            rows.append(plant.y.copy())
+        return np.array(rows)
+    run(200)
+    assert [st["stepped"] for st in plant.fmu_status()] == [False, True]
+    snap = plant.get_state()
+    first = run(100)
+    plant.set_state(snap)
+    assert [st["stepped"] for st in plant.fmu_status()] == [False, True]
+    again = run(100)
+    assert again.tobytes() == first.tobytes()
+    j = plant.output_index("aux.torque")
+    assert again[-1, j] > again[0, j]  # the healthy FMU stepped after the restore

@@ -7,9 +7,11 @@ interpreter exits 0.  A plant process that dies is an fmi2Error in the importer,
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ import pytest
 
 pytest.importorskip("fmpy", reason="needs the fmi extra (pip install 'gearbox-hil[fmi]')")
 
-from plant_models.fmi.export import compiler  # noqa: E402
+from plant_models.fmi.export import build_library, compiler, cross_compiler  # noqa: E402
 from plant_models.offline import fill_inputs  # noqa: E402
 from plant_models.registry import load_plant  # noqa: E402
 from server.offline.run import run_offline  # noqa: E402
@@ -100,7 +102,7 @@ def test_the_exported_fmu_passes_fmpy_validation_with_units_ranges_and_the_step(
     md = fmpy.read_model_description(str(exported))
     assert md.coSimulation.canGetAndSetFMUstate and md.coSimulation.canSerializeFMUstate
     assert not md.coSimulation.canBeInstantiatedOnlyOncePerProcess
-    assert fmpy.supported_platforms(str(exported)) == ["linux64"]
+    assert set(fmpy.supported_platforms(str(exported))) == {"linux64"} | ({"win64"} if cross_compiler() else set())
     plant = load_plant("powershift")
     v = {x.name: x for x in md.modelVariables}
     for s in plant.inputs:
@@ -153,6 +155,40 @@ def run_master(exported, tmp_path, runs: int):
 
 def test_fmpy_runs_instantiate_and_free_then_two_instances_all_equal_simulate_bit_for_bit(exported, tmp_path):
     run_master(exported, tmp_path, runs=3)
+
+
+def test_the_library_over_loopback_tcp_equals_simulate_bit_for_bit(exported, tmp_path):
+    """The channel of the win64 library (loopback TCP, the plant process's token first; proxy_channel.h), built
+    for this platform with PROXY_TCP so it runs here: the same master, the same results."""
+    lib = build_library(tmp_path / "tcp.so", defines=("PROXY_TCP",))
+    tcp = tmp_path / "tcp.fmu"
+    with zipfile.ZipFile(exported) as zin, zipfile.ZipFile(tcp, "w") as zout:
+        for item in zin.infolist():
+            swap = item.filename.startswith("binaries/linux64/")
+            zout.writestr(item, lib.read_bytes() if swap else zin.read(item))
+    run_master(tcp, tmp_path, runs=1)
+
+
+@pytest.mark.skipif(cross_compiler() is None, reason="needs MinGW-w64's cross compiler (apt-get install "
+                    "gcc-mingw-w64-x86-64) to build the win64 library; a compile-only check, it cannot run here")
+def test_the_exported_fmu_carries_a_cross_compiled_win64_library(exported):
+    with zipfile.ZipFile(exported) as z:
+        (name,) = [n for n in z.namelist() if n.startswith("binaries/win64/")]
+        dll = z.read(name)
+    assert name.endswith(".dll") and dll[:2] == b"MZ"
+    pe = int.from_bytes(dll[0x3C:0x40], "little")
+    assert dll[pe:pe + 4] == b"PE\0\0" and int.from_bytes(dll[pe + 4:pe + 6], "little") == 0x8664  # x86-64
+    objdump = shutil.which("x86_64-w64-mingw32-objdump")
+    if objdump is None:
+        return
+    path = exported.parent / "win64.dll"
+    path.write_bytes(dll)
+    table = subprocess.run([objdump, "-p", str(path)], capture_output=True, text=True, check=True).stdout
+    for fn in ("fmi2Instantiate", "fmi2DoStep", "fmi2FreeInstance", "fmi2SerializeFMUstate"):
+        assert fn in table
+    # it needs nothing a Windows machine lacks: the system's DLLs only (MinGW's runtime linked statically)
+    assert sorted(set(line.split(":")[1].strip().lower() for line in table.splitlines() if "DLL Name:" in line)) == [
+        "kernel32.dll", "msvcrt.dll", "ws2_32.dll"]
 
 
 @pytest.mark.slow

@@ -12,8 +12,10 @@ decides what must compile again:
 * a component's kernel (``powertrain/``) contains other components' code
   and the core's layout constants: a change in ``core/`` or ``powertrain/``
   drops the components' caches;
-* a plant module's kernels (``plants/``) and the compiled runs of
-  ``plant_models/`` (``offline.py``, ``closed_loop.py``) contain the core's
+* a plant module's kernels (``plants/``), the compiled runs of
+  ``plant_models/`` (``offline.py``, ``closed_loop.py``) and the compiled
+  FMU assembly (``fmi/compiled.py``, which links the FMI calls of
+  ``fmi/cabi.py`` and the model-exchange step of ``fmi/me_compiled.py``) contain the core's
   layout constants and helpers, and, if the module imports a component, that
   component's code; the core's step itself is called through an address
   (:func:`.api.core_step`), so it is not inside them.  Each such module has
@@ -23,8 +25,11 @@ decides what must compile again:
   that import it, directly or through others (a kernel folds in the
   constants and inlines the compiled helpers of the modules it imports:
   ``BAR`` from ``clutch.py``, the status bits of ``friction_plant.py``, a
-  plant's kernels from its ``*_kernel.py``); importing only classes (a
-  plant's base, its ports) links nothing (:func:`module_dependencies`).
+  plant's kernels from its ``*_kernel.py``, an intrinsic made by a call such
+  as ``ptr_f64 = intrinsic(...)``); importing only classes (a plant's base,
+  its ports, the FMU assembly's Python class) links nothing
+  (:func:`module_dependencies`).  The folders whose modules are stamped so
+  are ``FOLLOWED``.
 
 So a comment added to ``powertrain/law.py`` recompiles the components and the
 three plants that link them, not the core and not the ``chain`` plant; an edit
@@ -41,6 +46,10 @@ from pathlib import Path
 STAMP_NAME = "core_sources.sha256"
 # the per-module stamps of a folder whose modules depend on different packages: core_sources.<module>.sha256
 MODULE_STAMP = "core_sources.{module}.sha256"
+# the folders of plant_models (relative; "" the top level) whose modules get a stamp each, with what they link
+FOLLOWED = ("plants", "fmi", "")
+# stamps an older version kept in a followed folder, removed once (fmi/compiled.py stamped its own kernels)
+OLD_STAMPS = (STAMP_NAME, "fmi_compiled.sha256")
 
 
 @functools.lru_cache(maxsize=512)
@@ -103,9 +112,9 @@ def cache_folders(package: Path) -> list[Path]:
 
 
 def _imports(source: Path, package: str) -> set[str]:
-    """What a module of ``plant_models`` (``package`` "" for the top level, or "plants") imports from it, as
-    "core", "powertrain", "plants.<module>" or "<module>" (a top-level module), the imports inside
-    functions included."""
+    """What a module of ``plant_models`` (``package`` "" for the top level, or a folder of ``FOLLOWED``) imports
+    from it, as "core", "powertrain", "plants.<module>", "fmi.<module>" or "<module>" (a top-level module), the
+    imports inside functions included."""
     try:
         tree = _parse(source)
     except (OSError, SyntaxError, ValueError):
@@ -134,18 +143,18 @@ def _imports(source: Path, package: str) -> set[str]:
                 continue
             if parts[0] in ("core", "powertrain"):
                 found.add(parts[0])
-            elif parts[0] == "plants" and len(parts) > 1:
-                found.add(f"plants.{parts[1]}")
+            elif parts[0] in FOLLOWED and len(parts) > 1:
+                found.add(f"{parts[0]}.{parts[1]}")
             else:
                 found.add(parts[0])
     return found
 
 
 def links_components(models: Path) -> dict[tuple[str, str], bool]:
-    """For each module of ``plants/`` and of the top level of ``plant_models`` (as (package, name)): whether
-    it imports a component (``powertrain/``), directly or through other modules of those two folders."""
+    """For each module of the ``FOLLOWED`` folders (as (package, name); "" the top level of ``plant_models``):
+    whether it imports a component (``powertrain/``), directly or through other modules of those folders."""
     graph: dict[str, set[str]] = {}
-    for package in ("plants", ""):
+    for package in FOLLOWED:
         for path in sorted((models / package).glob("*.py")):
             key = f"{package}.{path.stem}" if package else path.stem
             graph[key] = _imports(path, package)
@@ -208,17 +217,22 @@ def _module_names(source: Path, models: Path) -> tuple[set[str], dict[str, tuple
         return {"*"}, {}
     defined: set[str] = set()
     imported: dict[str, tuple[list[str] | None, str]] = {}
+
+    def compiling(node) -> bool:  # a decorator, or a call of one (``intrinsic(typer)``, ``njit(cache=True)(f)``)
+        fn = node.func if isinstance(node, ast.Call) else node
+        if isinstance(fn, ast.Call):
+            return compiling(fn)
+        return (fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")) in _COMPILED_DECORATORS
+
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for dec in node.decorator_list:
-                fn = dec.func if isinstance(dec, ast.Call) else dec
-                name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-                if name in _COMPILED_DECORATORS:
-                    defined.add(node.name)
+            if any(compiling(dec) for dec in node.decorator_list):
+                defined.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            made = isinstance(node.value, ast.Call) and compiling(node.value)  # a compiled function made by a call
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
                 for leaf in ast.walk(target):
-                    if isinstance(leaf, ast.Name) and leaf.id.isupper():
+                    if isinstance(leaf, ast.Name) and (made or leaf.id.isupper()):
                         defined.add(leaf.id)
         elif isinstance(node, ast.ImportFrom):
             base = _import_base(node, source, models)
@@ -277,8 +291,8 @@ def _kernel_imports(source: Path, models: Path, cache: dict) -> set[Path]:
 
 
 def module_dependencies(models: Path) -> dict[tuple[str, str], list[Path]]:
-    """For each module of ``plants/`` and of the top level of ``plant_models`` (as (package, name)): the
-    files of ``plant_models`` whose compiled functions or constants its kernels may contain, i.e. those it
+    """For each module of the ``FOLLOWED`` folders (as (package, name); "" the top level of ``plant_models``):
+    the files of ``plant_models`` whose compiled functions or constants its kernels may contain, i.e. those it
     takes such names from, directly or through those files' own such imports; itself, ``core/`` and
     ``powertrain/`` left out (their own stamps cover them).  A module that imports only classes from a file
     (``Plant``, ``Param``) does not depend on it: an edit there recompiles nothing."""
@@ -291,7 +305,7 @@ def module_dependencies(models: Path) -> dict[tuple[str, str], list[Path]]:
         return edges[path]
 
     deps: dict[tuple[str, str], list[Path]] = {}
-    for package in ("plants", ""):
+    for package in FOLLOWED:
         for path in sorted((models / package).glob("*.py")):
             seen: set[Path] = set()
             todo = list(imports_of(path))
@@ -357,7 +371,9 @@ def drop_stale_caches(models: Path | None = None) -> None:
         deps = module_dependencies(models)
     except OSError:
         return
-    for package in ("plants", ""):
+    for package in FOLLOWED:
+        if package and not (models / package).is_dir():
+            continue
         folders = cache_folders(models / package if package else models)
         for (pkg, name), linked in links.items():
             if pkg != package or name == "__init__":
@@ -368,11 +384,12 @@ def drop_stale_caches(models: Path | None = None) -> None:
                 continue
             for folder in folders:
                 _drop(folder, MODULE_STAMP.format(module=name), stamp, prefix=f"{name}.")
-        for folder in folders:  # the one stamp of the plants' folder kept before the per-module ones
-            try:
-                (folder / STAMP_NAME).unlink()
-            except OSError:
-                pass
+        for folder in folders:  # the one stamp of a folder kept before the per-module ones
+            for old in OLD_STAMPS:
+                try:
+                    (folder / old).unlink()
+                except OSError:
+                    pass
 
 
 __all__ = ["drop_stale_caches", "sources_digest", "cache_folders", "links_components", "module_dependencies"]

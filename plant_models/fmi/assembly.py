@@ -137,12 +137,12 @@ class FmuAssembly(Plant):
 
     def _allocate_data(self):
         # df: time, ports, then room for the inner plant's df in a state copy; di: a word, the head of a state copy
-        # (inner lengths, failed flag), the inner di and each FMU's serialized state, one byte per int64
+        # (inner lengths, each FMU's failed flag), the inner di and each FMU's serialized state, one byte per int64
         extra_df, extra_di = self._extra_data()
         n_df = DF_U + 2 * len(self._ins) + len(self._outs) + extra_df
         self._n_df, self._n_di = n_df, 1 + extra_di
         idf, idi = self.inner.get_state()
-        n_di = self._n_di + 3 + len(idi) + sum(s.state_size for s in self.slots)
+        n_di = self._n_di + 2 + len(self.slots) + len(idi) + sum(s.state_size for s in self.slots)
         return np.zeros(0), np.zeros(n_df + len(idf)), np.zeros(n_di, dtype=np.int64)
 
     def _extra_data(self) -> tuple[int, int]:
@@ -344,7 +344,7 @@ class FmuAssembly(Plant):
         idf, idi = self.inner.get_state()
         df = self.df.copy()
         df[self._n_df:] = idf
-        head = np.array([len(idf), len(idi), int(any(s.failed for s in self.slots))], dtype=np.int64)
+        head = np.array([len(idf), len(idi)] + [int(s.failed) for s in self.slots], dtype=np.int64)
         di = np.concatenate([self.di[:self._n_di], head, idi, *blobs])
         return df, di
 
@@ -353,15 +353,16 @@ class FmuAssembly(Plant):
         if df.shape != self.df.shape or di.shape != self.di.shape:
             raise ValueError("state does not belong to this plant")
         n_di = self._n_di
-        n_idf, n_idi, failed = (int(x) for x in di[n_di:n_di + 3])
-        o = n_di + 3
+        n_idi = int(di[n_di + 1])
+        failed = di[n_di + 2:n_di + 2 + len(self.slots)]
+        o = n_di + 2 + len(self.slots)
         idf, idi = df[self._n_df:], di[o:o + n_idi]
         o += n_idi
-        for s in self.slots:
+        for k, s in enumerate(self.slots):
             blob = di[o:o + s.state_size].astype(np.uint8).tobytes()
             o += s.state_size
             s.set_state_bytes(blob)
-            s.failed = bool(failed)
+            s.failed = bool(failed[k])  # each FMU as it was: a healthy one steps on beside a failed one
             if not s.failed:  # the tuned values as the restored FMU holds them
                 s.tuned = {vr: s.get_real(vr) for vr in s.tuned}
         self.inner.set_state((idf.copy(), idi.copy()))

@@ -1,4 +1,5 @@
-"""The step of a plant with FMI 2.0 co-simulation FMUs as one compiled function: the FMUs' C entry points by address.
+"""The step of a plant with FMUs as one compiled function: the FMUs' C entry points (FMI 2.0 and 3.0, co-simulation
+and model exchange) by address.
 
 :class:`.assembly.FmuAssembly` steps its FMUs through ctypes, three calls
 a tick for a one-state FMU, each converting its arguments (about 5 us a
@@ -7,7 +8,8 @@ tick, ``BENCHMARKS.md``).  Here the whole assembly step of
 handling) is :func:`assembly_step`, a compiled function with a plant
 step's signature ``int64(mf, mi, df, di, dt)``: it calls ``fmi2SetReal`` /
 ``fmi2SetInteger`` / ``fmi2SetBoolean``, ``fmi2DoStep`` and the getters
-through their addresses, taken once from the loaded library, on the value
+(FMI 3.0: ``fmi3SetFloat64`` / ``Int32`` / ``Int64`` / ``Boolean``,
+``fmi3DoStep``, ...) through their addresses, taken once from the loaded library, on the value
 arrays the slots allocated at load time, and the inner plant's compiled
 step through its address (:func:`plant_models.offline.kernel_address`).
 So the tick is one compiled call, and the compiled offline run
@@ -35,9 +37,7 @@ them in the buffers it is given (:meth:`CompiledPlant.event_log`).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import math
-from pathlib import Path
 
 import numpy as np
 from numba import carray, njit
@@ -46,14 +46,14 @@ from ..contract.compiled import CompiledPlant, Kernel
 from ..contract.vocabulary import ST_BAD_INPUT
 from ..core.api import JIT, L, call_step_at, raw_f, raw_i
 from .assembly import FmuAssembly, failure_message
-from .cabi import fmi2_array_call, fmi2_do_step, ptr_f64, ptr_i32, ptr_i64
+from .cabi import fmi2_array_call, fmi2_do_step, fmi3_array_call, fmi3_do_step, ptr_f64, ptr_i32, ptr_i64, ptr_u8
 from .me_compiled import me_advance, me_words
+from .slots import RC_FAILED
 
 STEP_SIGNATURE = "int64(float64[::1], int64[::1], float64[::1], int64[::1], float64)"
-# what the cached kernels of this module link besides it (numba checks a cached function against its own source
-# file only): the C calls, the model-exchange advance and its constants, the core's helpers and layout constants
-LINKED = ("cabi.py", "me_compiled.py", "model_exchange.py", "slots.py")
-STAMP = "fmi_compiled.sha256"
+# numba checks a cached kernel against its own source file only; what this module's kernels link besides it (the C
+# calls of .cabi, the model-exchange advance of .me_compiled and its constants, the core's helpers and layout
+# constants) is followed by plant_models/core/cache.py, which drops their cache when one of those files changes
 
 # -- the table mi: a header, then the lists and records its entries point at -----------------------------
 (MI_INNER_STEP, MI_INNER_MI, MI_INNER_MI_N, MI_INNER_DF, MI_INNER_DF_N, MI_INNER_DI, MI_INNER_DI_N,
@@ -67,42 +67,15 @@ STAMP = "fmi_compiled.sha256"
  MI_LEN) = range(42)
 # a record per FMU: these words, then its lists (own inputs, fed inputs, safe outputs, groups)
 (S_NEXT, S_IN, S_OUT, S_N_OUT, S_COMP, S_DO_STEP, S_N_OWN, S_N_FED, S_N_SAFE, S_SAFE_VALUES, S_N_IN_GROUPS,
- S_N_OUT_GROUPS, S_ME, S_LEN) = range(14)  # S_ME: a model-exchange FMU's record (.me_compiled), from the record's start
-# a get or set group: these words, then its n port indices
-G_FN, G_VR, G_N, G_VAL, G_KIND, G_LEN = range(6)
-KIND_REAL, KIND_INT, KIND_BOOL = 0, 1, 2
+ S_N_OUT_GROUPS, S_ME, S_V3, S_STEP_FLAGS, S_LEN) = range(16)
+# S_ME: a model-exchange FMU's record (.me_compiled), from the record's start, or -1; S_V3: FMI 3.0 (1) or 2.0 (0);
+# S_STEP_FLAGS: FMI 3.0 co-simulation, the address of fmi3DoStep's four out-pointers (an int64 table)
+# a get or set group: these words, then its n port indices (G_V3: FMI 3.0's call, with nValues)
+G_FN, G_VR, G_N, G_VAL, G_KIND, G_V3, G_LEN = range(7)
+# the value array's C type: double; int32 (Integer, Int32); int32 (FMI 2.0 Boolean); int64 (Int64); bool (FMI 3.0)
+KIND_REAL, KIND_INT, KIND_BOOL, KIND_INT64, KIND_BOOL8 = 0, 1, 2, 3, 4
 RUN_MODEL_SAME, RUN_OUTPUTS_UNREAD, RUN_INPUTS_SAME = L.RUN_MODEL_SAME, L.RUN_OUTPUTS_UNREAD, L.RUN_INPUTS_SAME
 CALL_DO_STEP, CALL_SET, CALL_GET = 0, 1, 1000  # di[call]: doStep, 1 + input group, 1000 + output group
-
-
-def drop_stale_kernels(dispatcher) -> None:
-    """Remove this module's cached kernels when a module they link changed (``LINKED``, or the core's sources):
-    the rule of :mod:`plant_models.core.cache` for the plants' modules, for this package."""
-    here = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in [here / name for name in LINKED] + sorted((here.parent / "core").glob("*.py")):
-        try:
-            digest.update(path.name.encode() + path.read_bytes())
-        except OSError:
-            return
-    folder = Path(getattr(getattr(dispatcher, "_cache", None), "_cache_path", "") or here / "__pycache__")
-    marker = folder / STAMP
-    try:
-        if marker.read_text() == digest.hexdigest():
-            return
-    except OSError:
-        pass
-    for pattern in ("compiled.*.nbi", "compiled.*.nbc", "me_compiled.*.nbi", "me_compiled.*.nbc"):
-        for f in folder.glob(pattern):
-            try:
-                f.unlink()
-            except OSError:  # another process removed it, or a read-only cache
-                pass
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        marker.write_text(digest.hexdigest())
-    except OSError:
-        pass
 
 
 # -- the step ------------------------------------------------------------------------------------------
@@ -115,23 +88,45 @@ def _put(pm, g, comp, np_in):
         vf = ptr_f64(pm[g + G_VAL])
         for q in range(n):
             vf[q] = np_in[pm[g + G_LEN + q]]
+    elif kind == KIND_INT64:
+        vl = ptr_i64(pm[g + G_VAL])
+        for q in range(n):
+            vl[q] = np.int64(np.rint(np_in[pm[g + G_LEN + q]]))
+    elif kind == KIND_BOOL8:
+        vb = ptr_u8(pm[g + G_VAL])
+        for q in range(n):
+            vb[q] = np.uint8(1) if np_in[pm[g + G_LEN + q]] != 0.0 else np.uint8(0)
     else:
         vi = ptr_i32(pm[g + G_VAL])
         for q in range(n):
             x = np_in[pm[g + G_LEN + q]]
             vi[q] = np.int32(np.rint(x)) if kind == KIND_INT else (np.int32(1) if x != 0.0 else np.int32(0))
+    if pm[g + G_V3]:
+        return fmi3_array_call(pm[g + G_FN], comp, pm[g + G_VR], n, pm[g + G_VAL])
     return fmi2_array_call(pm[g + G_FN], comp, pm[g + G_VR], n, pm[g + G_VAL])
 
 
 @njit(**JIT)
 def _take(pm, g, comp, np_out):
     """Output group at ``pm[g]``: get, then its values into the FMU outputs (whatever the status, as the slots do)."""
-    rc = fmi2_array_call(pm[g + G_FN], comp, pm[g + G_VR], pm[g + G_N], pm[g + G_VAL])
     n = pm[g + G_N]
-    if pm[g + G_KIND] == KIND_REAL:
+    if pm[g + G_V3]:
+        rc = fmi3_array_call(pm[g + G_FN], comp, pm[g + G_VR], n, pm[g + G_VAL])
+    else:
+        rc = fmi2_array_call(pm[g + G_FN], comp, pm[g + G_VR], n, pm[g + G_VAL])
+    kind = pm[g + G_KIND]
+    if kind == KIND_REAL:
         vf = ptr_f64(pm[g + G_VAL])
         for q in range(n):
             np_out[pm[g + G_LEN + q]] = vf[q]
+    elif kind == KIND_INT64:
+        vl = ptr_i64(pm[g + G_VAL])
+        for q in range(n):
+            np_out[pm[g + G_LEN + q]] = float(vl[q])
+    elif kind == KIND_BOOL8:
+        vb = ptr_u8(pm[g + G_VAL])
+        for q in range(n):
+            np_out[pm[g + G_LEN + q]] = 1.0 if vb[q] != 0 else 0.0
     else:
         vi = ptr_i32(pm[g + G_VAL])
         for q in range(n):
@@ -164,6 +159,11 @@ def _fmu_step(pm, at, pdf, ipdf, t, dt):
         p += G_LEN + pm[p + G_N]
     if pm[at + S_ME] >= 0:
         rc = me_advance(pm, at + pm[at + S_ME], comp, t, dt)
+    elif pm[at + S_V3]:
+        rc = fmi3_do_step(pm[at + S_DO_STEP], comp, t, dt, pm[at + S_STEP_FLAGS])
+        flags = ptr_i64(pm[at + S_STEP_FLAGS])
+        if rc <= 1 and (ptr_u8(flags[1])[0] != 0 or ptr_u8(flags[2])[0] != 0):  # a stop or a step cut short
+            rc = np.int32(RC_FAILED)
     else:
         rc = fmi2_do_step(pm[at + S_DO_STEP], comp, t, dt)
     if rc > 1:
@@ -297,9 +297,6 @@ def assembly_step(mf, mi, df, di, dt):
     return status
 
 
-drop_stale_kernels(assembly_step)  # before the first compile or load of the kernels
-
-
 # -- the table, built once when the assembly is -----------------------------------------------------------
 def time_index(inner) -> int:
     """Index of the inner plant's time in its ``df``, or -1 (a plant whose ``time`` is not read from ``df``).
@@ -337,8 +334,10 @@ def _address(fn) -> int:
 
 def _group_words(g) -> list[int]:
     idx = list(range(g.idx.start, g.idx.stop)) if isinstance(g.idx, slice) else [int(i) for i in g.idx]
-    kind = {"real": KIND_REAL, "int": KIND_INT, "bool": KIND_BOOL}[g.kind]
-    return [_address(g.fn), ctypes.addressof(g.vr), g.n, ctypes.addressof(g.val), kind] + idx
+    ctype = g.val._type_
+    kind = (KIND_REAL if g.kind == "real" else KIND_INT64 if ctype is ctypes.c_int64 else
+            KIND_BOOL8 if ctype is ctypes.c_bool else KIND_INT if g.kind == "int" else KIND_BOOL)
+    return [_address(g.fn), ctypes.addressof(g.vr), g.n, ctypes.addressof(g.val), kind, int(bool(g.extra))] + idx
 
 
 def _slot_words(a, k: int, s, keep: list) -> list[int]:
@@ -347,10 +346,15 @@ def _slot_words(a, k: int, s, keep: list) -> list[int]:
     safe = [(s.out_names.index(name), float(v)) for name, v in s.fmu.table.safe.items()]
     safe_values = np.array([v for _, v in safe] + [0.0])
     keep.append(safe_values)
-    me = s.fmu.kind == "me"
+    me, v3 = s.fmu.kind == "me", s.version == 3
+    flags = 0
+    if v3 and not me:  # fmi3DoStep's out-pointers: eventHandlingNeeded, terminateSimulation, earlyReturn, last time
+        table = np.array([ctypes.addressof(f) for f in s._flags] + [ctypes.addressof(s._last_time)], dtype=np.int64)
+        keep.append(table)
+        flags = table.ctypes.data
     words = [0, s.np_in.ctypes.data, s.np_out.ctypes.data, s.n_out, int(s.comp.value),
              0 if me else _address(s.c_step), len(own), len(fed_a), len(safe), safe_values.ctypes.data,
-             len(s.in_groups), len(s.out_groups), -1]
+             len(s.in_groups), len(s.out_groups), -1, int(v3), flags]
     for j, e in zip(own.tolist(), ext.tolist()):
         words += [j, e]
     for j, b in zip(fed_a.tolist(), fed_b.tolist()):
@@ -406,10 +410,10 @@ def call_name(slot, call: int) -> str:
 
 
 def supports(inner, fmus) -> bool:
-    """Whether :class:`CompiledFmuAssembly` can step ``inner`` with ``fmus``: every FMU FMI 2.0 (co-simulation or
-    model exchange) in this process, the inner plant's step its compiled function (nothing in Python around it),
-    its time in ``df``."""
-    return (all(f.version == 2 and f.table.process != "own" for f in fmus)
+    """Whether :class:`CompiledFmuAssembly` can step ``inner`` with ``fmus``: every FMU (FMI 2.0 or 3.0,
+    co-simulation or model exchange) in this process, the inner plant's step its compiled function (nothing in
+    Python around it), its time in ``df``."""
+    return (all(f.version in (2, 3) and f.table.process != "own" for f in fmus)
             and isinstance(inner, CompiledPlant) and inner.rehearsable and time_index(inner) >= 0)
 
 

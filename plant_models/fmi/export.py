@@ -2,8 +2,11 @@
 
 :func:`build_fmu` writes the FMU: the model description (every input, output
 and tunable parameter with its unit, range, description and start value),
-the C library compiled here from ``proxy_fmu.c`` with the machine's C
-compiler against FMPy's FMI 2.0 headers (``fmpy/c-code``), and the
+the C library compiled here from ``proxy_fmu.c`` (and its platform side
+``proxy_channel.h``) with the machine's C compiler against FMPy's FMI 2.0
+headers (``fmpy/c-code``) for ``linux64``, and cross-compiled for
+``win64`` when MinGW-w64's compiler is installed
+(``x86_64-w64-mingw32-gcc``; loopback TCP instead of a socket pair), and the
 resources the library's plant process reads (``config.json``: the config,
 its name and the fixed step; ``python``: the interpreter to run it with).
 Start values are written with ``repr``, the shortest text that reads back
@@ -29,11 +32,36 @@ from ..errors import ConfigError
 from .proxy_server import variables
 
 SOURCE = Path(__file__).with_name("proxy_fmu.c")
-PLATFORM = "linux64"  # the one binary built here (the library spawns with posix_spawn)
+PLATFORM = "linux64"  # the binary built with the machine's compiler (the library spawns with posix_spawn)
+WIN64 = "win64"  # the binary cross-built with MinGW-w64 where it is installed (CreateProcess, loopback TCP)
+CROSS_WIN64 = "x86_64-w64-mingw32-gcc"
 
 
 def compiler() -> str | None:
     return shutil.which("cc") or shutil.which("gcc")
+
+
+def cross_compiler() -> str | None:
+    """MinGW-w64's C compiler for win64 (Debian: ``apt-get install gcc-mingw-w64-x86-64``), or None."""
+    return shutil.which(CROSS_WIN64)
+
+
+def build_library(lib: Path, platform: str = PLATFORM, defines: tuple[str, ...] = ()) -> Path:
+    """``proxy_fmu.c`` compiled into ``lib`` for ``platform`` (``linux64`` with the machine's compiler, ``win64``
+    with MinGW-w64's); ``defines``: ``PROXY_TCP`` builds the loopback-TCP channel on Linux (the tests run it)."""
+    import fmpy
+    cc = cross_compiler() if platform == WIN64 else compiler()
+    if cc is None:
+        raise ConfigError("fmu", "", f"needs a C compiler ({CROSS_WIN64 if platform == WIN64 else 'cc or gcc'}) "
+                          f"to build the FMU's {platform} library")
+    flags = ["-shared", "-O2", "-static-libgcc"] if platform == WIN64 else ["-shared", "-fPIC", "-O2"]
+    libs = ["-lws2_32"] if platform == WIN64 else []
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run([cc, *flags, *[f"-D{d}" for d in defines], "-I", str(Path(fmpy.__file__).parent / "c-code"),
+                        str(SOURCE), "-o", str(lib), *libs], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ConfigError("fmu", "", f"the FMU's {platform} library did not compile: {r.stderr.strip()[:2000]}")
+    return lib
 
 
 def _number(x: float) -> str:
@@ -86,22 +114,16 @@ def model_description(plant, model: str, guid: str, step: float) -> bytes:
 def build_fmu(data: dict, source: str, plant, model: str, out: Path, step: float) -> Path:
     """Write the FMU of ``plant`` (built from the config ``data`` named ``source``) to ``out``."""
     try:
-        import fmpy
+        import fmpy  # noqa: F401 -- its headers
     except ImportError:
         raise ConfigError("fmu", "", "needs FMPy's FMI headers (pip install 'gearbox-hil[fmi]')") from None
-    cc = compiler()
-    if cc is None:
-        raise ConfigError("fmu", "", "needs a C compiler (cc or gcc) to build the FMU's library")
     spec = json.dumps({"config": data, "source": source, "step": float(step)}, sort_keys=True)
     guid = "{" + str(uuid.UUID(hashlib.sha256(spec.encode()).hexdigest()[:32])) + "}"
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        lib = work / "binaries" / PLATFORM / f"{model}.so"
-        lib.parent.mkdir(parents=True)
-        r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-I", str(Path(fmpy.__file__).parent / "c-code"),
-                            str(SOURCE), "-o", str(lib)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ConfigError("fmu", "", f"the FMU's library did not compile: {r.stderr.strip()[:2000]}")
+        build_library(work / "binaries" / PLATFORM / f"{model}.so")
+        if cross_compiler() is not None:
+            build_library(work / "binaries" / WIN64 / f"{model}.dll", WIN64)
         res = work / "resources"
         res.mkdir()
         (res / "config.json").write_text(spec)
@@ -115,4 +137,4 @@ def build_fmu(data: dict, source: str, plant, model: str, out: Path, step: float
     return out
 
 
-__all__ = ["build_fmu", "compiler", "model_description"]
+__all__ = ["build_fmu", "build_library", "compiler", "cross_compiler", "model_description"]

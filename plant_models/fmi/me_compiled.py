@@ -1,5 +1,5 @@
-"""A model-exchange FMU (FMI 2.0) advanced over one step in compiled code: :meth:`.model_exchange.Me2Slot.advance`
-with the FMU's C functions called by address.
+"""A model-exchange FMU (FMI 2.0 or 3.0) advanced over one step in compiled code:
+:meth:`.model_exchange.Me2Slot.advance` with the FMU's C functions called by address.
 
 The same classical RK4 at the plant step, the same bisection of a sign
 change of the event indicators, the same event iteration, the same calls
@@ -7,8 +7,11 @@ in the same order on the same numbers as the Python slot, so the compiled
 assembly (:mod:`.compiled`) equals the Python one bit for bit.  Its
 record in the assembly's table (``M_*``) holds the functions' addresses,
 the FMU's state, derivative and indicator buffers (the slot's ctypes
-arrays), the event info's address and field offsets, the completed-step
-flags, the slot's ``next_time_event`` / ``events`` pair
+arrays), the addresses of what the event iteration's call writes
+(FMI 2.0: ``fmi2NewDiscreteStates``' event info and its fields; FMI 3.0:
+``fmi3UpdateDiscreteStates``' six out-pointers, in a table), the
+completed-step flags (``fmi2Boolean`` is an int32, ``fmi3Boolean`` a byte:
+``M_V3`` says which), the slot's ``next_time_event`` / ``events`` pair
 (:attr:`.model_exchange.Me2Slot.ev_state`) and a scratch array (x, the
 step's x, four RK4 slopes, three sets of indicators), all allocated when
 the FMU was loaded.  Its start (initialization and the event iteration
@@ -24,34 +27,57 @@ from numba import carray, njit
 
 from ..core.api import JIT as _JIT
 from .cabi import (fmi2_completed_call, fmi2_mode_call, fmi2_pointer_call, fmi2_time_call, fmi2_vector_call,
-                   ptr_f64, ptr_i32)
+                   fmi3_update_call, ptr_f64, ptr_i32, ptr_u8)
 from .model_exchange import EVENT_TIME_TOL_S, MAX_EVENT_ITERATIONS, MAX_EVENTS_PER_STEP
 from .slots import RC_FAILED
 
+# M_NEW_DISCRETE: fmi2NewDiscreteStates or fmi3UpdateDiscreteStates; M_INFO: its argument (the event info, or the
+# table of its six out-pointers); M_INFO_*: the addresses of the fields read (need, terminate, time defined, time)
 (M_SET_TIME, M_SET_X, M_GET_X, M_GET_DER, M_GET_Z, M_COMPLETED, M_ENTER_EVENT, M_NEW_DISCRETE, M_CONTINUOUS,
  M_NX, M_NZ, M_X_C, M_DX_C, M_Z_C, M_INFO, M_INFO_NEEDED, M_INFO_STOP, M_INFO_DEFINED, M_INFO_TIME,
- M_FLAG_EVENT, M_FLAG_STOP, M_EVS, M_SCRATCH, M_LEN) = range(24)
+ M_FLAG_EVENT, M_FLAG_STOP, M_EVS, M_SCRATCH, M_V3, M_LEN) = range(25)
 INF = np.inf
-# not cached on their own: compiled into the assembly's step (plant_models.fmi.compiled), whose cache is dropped
-# when this module changes (compiled.LINKED)
+# not cached on their own: compiled into the assembly's step (plant_models.fmi.compiled), whose cache
+# plant_models/core/cache.py drops when this module or one it takes constants from changes
 JIT = dict(_JIT, cache=False)
 
 
+def _event_words(s, keep: list) -> list[int]:
+    """M_NEW_DISCRETE .. M_INFO_TIME of the record: the event iteration's call, its argument, the fields read."""
+    if s.version == 3:  # fmi3UpdateDiscreteStates(instance, &need, &terminate, &nominals, &values, &defined, &time)
+        refs = [ctypes.addressof(f) for f in s._update_flags] + [ctypes.addressof(s._next_time)]
+        table = np.array(refs, dtype=np.int64)
+        keep.append(table)
+        return [_at(s.c_update), table.ctypes.data, refs[0], refs[1], refs[4], refs[5]]
+    info, base = type(s._info), ctypes.addressof(s._info)
+    return [_at(s.c_new_discrete), base, base + info.newDiscreteStatesNeeded.offset,
+            base + info.terminateSimulation.offset, base + info.nextEventTimeDefined.offset,
+            base + info.nextEventTime.offset]
+
+
+def _at(fn) -> int:
+    return int(ctypes.cast(fn, ctypes.c_void_p).value)
+
+
 def me_words(s, keep: list) -> list[int]:
-    """The record of a :class:`.model_exchange.Me2Slot` (its functions bound, its buffers allocated)."""
+    """The record of a :class:`.model_exchange.Me2Slot` or ``Me3Slot`` (its functions bound, its buffers
+    allocated)."""
     nx, nz = s.nx, s.nz
     scratch = np.zeros(6 * nx + 3 * nz + 1)
     keep.append(scratch)
-    info = type(s._info)
+    new_discrete, *info = _event_words(s, keep)
+    return [_at(s.c_set_time), _at(s.c_set_x), _at(s.c_get_x), _at(s.c_der), _at(s.c_z), _at(s.c_completed),
+            _at(s.c_enter_event), new_discrete, _at(s.c_continuous), nx, nz, ctypes.addressof(s._x_c),
+            ctypes.addressof(s._dx_c), ctypes.addressof(s._z_c), *info, ctypes.addressof(s._flag_event),
+            ctypes.addressof(s._flag_stop), s.ev_state.ctypes.data, scratch.ctypes.data, int(s.version == 3)]
 
-    def at(fn) -> int:
-        return int(ctypes.cast(fn, ctypes.c_void_p).value)
-    return [at(s.c_set_time), at(s.c_set_x), at(s.c_get_x), at(s.c_der), at(s.c_z), at(s.c_completed),
-            at(s.c_enter_event), at(s.c_new_discrete), at(s.c_continuous), nx, nz, ctypes.addressof(s._x_c),
-            ctypes.addressof(s._dx_c), ctypes.addressof(s._z_c), ctypes.addressof(s._info),
-            info.newDiscreteStatesNeeded.offset, info.terminateSimulation.offset, info.nextEventTimeDefined.offset,
-            info.nextEventTime.offset, ctypes.addressof(s._flag_event), ctypes.addressof(s._flag_stop),
-            s.ev_state.ctypes.data, scratch.ctypes.data]
+
+@njit(**JIT)
+def _flag(pm, m, address):
+    """A boolean the FMU wrote at ``address``: an ``fmi2Boolean`` (int32) or an ``fmi3Boolean`` (one byte)."""
+    if pm[m + M_V3]:
+        return ptr_u8(address)[0] != 0
+    return ptr_i32(address)[0] != 0
 
 
 @njit(**JIT)
@@ -146,7 +172,8 @@ def _locate(pm, m, comp, tc, x, z0, h, x1):
 
 @njit(**JIT)
 def _event_iteration(pm, m, comp):
-    """Event mode, fmi2NewDiscreteStates until settled (the next time event kept), continuous-time mode."""
+    """Event mode, fmi2NewDiscreteStates (fmi3UpdateDiscreteStates) until settled (the next time event kept),
+    continuous-time mode."""
     rc = fmi2_mode_call(pm[m + M_ENTER_EVENT], comp)
     info = pm[m + M_INFO]
     evs = ptr_f64(pm[m + M_EVS])
@@ -154,13 +181,15 @@ def _event_iteration(pm, m, comp):
     for _ in range(MAX_EVENT_ITERATIONS):
         if rc > 1:
             return rc
-        r = fmi2_pointer_call(pm[m + M_NEW_DISCRETE], comp, info)
-        defined = ptr_i32(info + pm[m + M_INFO_DEFINED])[0] != 0
-        evs[0] = ptr_f64(info + pm[m + M_INFO_TIME])[0] if defined else INF
+        if pm[m + M_V3]:
+            r = fmi3_update_call(pm[m + M_NEW_DISCRETE], comp, info)
+        else:
+            r = fmi2_pointer_call(pm[m + M_NEW_DISCRETE], comp, info)
+        evs[0] = ptr_f64(pm[m + M_INFO_TIME])[0] if _flag(pm, m, pm[m + M_INFO_DEFINED]) else INF
         rc = max(rc, r)
-        if ptr_i32(info + pm[m + M_INFO_STOP])[0] != 0:
+        if _flag(pm, m, pm[m + M_INFO_STOP]):
             return np.int32(RC_FAILED)
-        if ptr_i32(info + pm[m + M_INFO_NEEDED])[0] == 0:
+        if not _flag(pm, m, pm[m + M_INFO_NEEDED]):
             settled = True
             break
     if not settled:
@@ -212,9 +241,9 @@ def me_advance(pm, m, comp, t, dt):
             break
     if rc <= 1:
         rc = max(rc, fmi2_completed_call(pm[m + M_COMPLETED], comp, pm[m + M_FLAG_EVENT], pm[m + M_FLAG_STOP]))
-        if ptr_i32(pm[m + M_FLAG_STOP])[0] != 0:
+        if _flag(pm, m, pm[m + M_FLAG_STOP]):
             return np.int32(RC_FAILED)
-        if ptr_i32(pm[m + M_FLAG_EVENT])[0] != 0:
+        if _flag(pm, m, pm[m + M_FLAG_EVENT]):
             rc = max(rc, _event_iteration(pm, m, comp))
     return rc
 

@@ -1,10 +1,11 @@
 /* The binary of an exported plant FMU (gearbox-hil fmu): an FMI 2.0 co-simulation library that runs the
- * plant in a gearbox-hil process of its own and steps it over a Unix socket pair, in lockstep.
+ * plant in a gearbox-hil process of its own and steps it over a local channel, in lockstep (Linux: a Unix
+ * socket pair; Windows: loopback TCP with a token; proxy_channel.h, the platform side, included here).
  *
  * Why a separate process: an importer (FMPy, a master written in C, libcosim) loads this library into its
  * own process; embedding a Python interpreter there ties the importer's heap and threads to Python's (the
  * PythonFMU route corrupted the importer's heap at exit and failed a second instance).  Here the library
- * only spawns a child (posix_spawn), writes requests and reads replies; a crash or an exit of the child is
+ * only spawns a child (posix_spawn, CreateProcess), writes requests and reads replies; a crash or an exit of the child is
  * an fmi2Error of the calls that follow, never a signal in the importer (MSG_NOSIGNAL, no shared memory).
  * Each instance has its own child: many instances per process, fmi2FreeInstance ends and reaps it.
  *
@@ -17,30 +18,17 @@
  * (values, a state, or the error's text).  The protocol's other end is plant_models/fmi/proxy_server.py;
  * the operation numbers below must match it.
  *
- * The child is `PYTHON -m plant_models.fmi.proxy_server FD RESOURCES`: PYTHON is $GEARBOX_HIL_PYTHON, else
- * the first line of resources/python (the interpreter the FMU was exported with), else python3. */
+ * The child is `PYTHON -m plant_models.fmi.proxy_server CHANNEL RESOURCES` (CHANNEL: its descriptor, or
+ * tcp:PORT:TOKEN): PYTHON is $GEARBOX_HIL_PYTHON, else the first line of resources/python (the interpreter
+ * the FMU was exported with; not on Windows), else python3 (Windows: python). */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
+#include "proxy_channel.h"
 #include <stdarg.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 #include "fmi2Functions.h"
-
-extern char **environ;
 
 enum { OP_SET_REAL = 1, OP_GET_REAL = 2, OP_DO_STEP = 3, OP_EXIT_INIT = 4, OP_RESET = 5, OP_GET_STATE = 6,
        OP_SET_STATE = 7, OP_QUIT = 8 };
-enum { CHILD_FD = 3 };                      /* the socket's number in the child */
 enum { START_TIMEOUT_MS = 600000 };         /* the first start may compile the plant's kernels */
 enum { CALL_TIMEOUT_MS = 120000 };          /* a step that takes longer: the plant process hangs */
 #define MAX_REPLY_BYTES ((uint32_t)1 << 30) /* a reply's bound: larger is a broken child */
@@ -49,8 +37,8 @@ typedef struct { uint32_t op, n; double a, b; } Request;
 typedef struct { int32_t status; uint32_t bytes; } Reply;
 
 typedef struct {
-    int fd;                 /* our end of the socket pair; -1 once the child is gone */
-    pid_t pid;
+    sock_t fd;              /* our end of the channel; NO_SOCKET once the child is gone */
+    proc_t pid;
     char *name;
     const fmi2CallbackFunctions *cb;
     unsigned char *buf;     /* the last reply's payload */
@@ -75,40 +63,22 @@ static void say(Inst *c, fmi2Status st, const char *fmt, ...) {
         fprintf(stderr, "gearbox-hil fmu: %s\n", text);
 }
 
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
 /* The child gone: reap it (ending it if it still runs) and say why it is gone. */
 static void bury(Inst *c, const char *why) {
-    if (c->fd >= 0) close(c->fd);
-    c->fd = -1;
-    if (c->pid <= 0) return;
-    int status = 0;
-    pid_t r = 0;
-    for (int k = 0; k < 200 && (r = waitpid(c->pid, &status, WNOHANG)) == 0; k++) usleep(10000);
-    if (r == 0) {
-        kill(c->pid, SIGKILL);
-        r = waitpid(c->pid, &status, 0);
-    }
-    if (why) {
-        if (r > 0 && WIFSIGNALED(status))
-            say(c, fmi2Error, "%s: the plant process ended by signal %d", why, WTERMSIG(status));
-        else if (r > 0 && WIFEXITED(status))
-            say(c, fmi2Error, "%s: the plant process exited with code %d", why, WEXITSTATUS(status));
-        else
-            say(c, fmi2Error, "%s: the plant process is gone", why);
-    }
-    c->pid = -1;
+    if (c->fd != NO_SOCKET) channel_close(c->fd);
+    c->fd = NO_SOCKET;
+    if (c->pid == NO_PROC) return;
+    char text[128];
+    proc_reap(c->pid, text, sizeof text);
+    if (why) say(c, fmi2Error, "%s: %s", why, *text ? text : "the plant process is gone");
+    c->pid = NO_PROC;
 }
 
 static int write_all(Inst *c, const void *p, size_t n) {
     const char *s = (const char *)p;
     while (n > 0) {
-        ssize_t k = send(c->fd, s, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
+        ssize_t k = send(c->fd, s, (int)(n < (1u << 30) ? n : (1u << 30)), MSG_NOSIGNAL);
+        if (k < 0 && last_error_is_interrupt()) continue;
         if (k <= 0) return -1;
         s += k;
         n -= (size_t)k;
@@ -124,11 +94,11 @@ static int read_all(Inst *c, void *p, size_t n, int timeout_ms) {
         long left = end - now_ms();
         if (left <= 0) return -2;
         int r = poll(&pf, 1, (int)left);
-        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && last_error_is_interrupt()) continue;
         if (r == 0) return -2;
         if (r < 0) return -1;
-        ssize_t k = recv(c->fd, s, n, 0);
-        if (k < 0 && errno == EINTR) continue;
+        ssize_t k = recv(c->fd, s, (int)(n < (1u << 30) ? n : (1u << 30)), 0);
+        if (k < 0 && last_error_is_interrupt()) continue;
         if (k <= 0) return -1;
         s += k;
         n -= (size_t)k;
@@ -148,7 +118,7 @@ static fmi2Status receive(Inst *c, const char *what, int timeout_ms) {
     if (r == 0 && rep.bytes) r = read_all(c, c->buf, rep.bytes, timeout_ms);
     c->len = r == 0 ? rep.bytes : 0;
     if (r != 0) {
-        if (r == -2) kill(c->pid, SIGKILL);
+        if (r == -2) proc_kill(c->pid);
         bury(c, r == -2 ? "no answer in time (the plant process was ended)" : what);
         return fmi2Error;
     }
@@ -162,7 +132,7 @@ static fmi2Status receive(Inst *c, const char *what, int timeout_ms) {
 /* One request (header, then up to two payload parts) and its reply. */
 static fmi2Status call(Inst *c, const char *what, uint32_t op, uint32_t n, double a, double b, const void *p1,
                        size_t n1, const void *p2, size_t n2) {
-    if (!c || c->fd < 0) {
+    if (!c || c->fd == NO_SOCKET) {
         if (c) say(c, fmi2Error, "%s: the plant process is gone", what);
         return fmi2Error;
     }
@@ -187,6 +157,9 @@ static char *resource_path(const char *uri) {
         else *o++ = *s;
     }
     *o = 0;
+#ifdef _WIN32
+    if (out[0] == '/' && out[1] && out[2] == ':') memmove(out, out + 1, strlen(out));  /* /C:/x -> C:/x */
+#endif
     size_t len = strlen(out);
     while (len > 1 && out[len - 1] == '/') out[--len] = 0;
     return out;
@@ -195,41 +168,28 @@ static char *resource_path(const char *uri) {
 static void python_of(const char *res, char *py, size_t size) {
     const char *env = getenv("GEARBOX_HIL_PYTHON");
     if (env && *env) { snprintf(py, size, "%s", env); return; }
-    snprintf(py, size, "python3");
+    snprintf(py, size, DEFAULT_PYTHON);
+#ifdef _WIN32
+    return;  /* resources/python names the exporting (Linux) machine's interpreter */
+#endif
     char path[4096];
     snprintf(path, sizeof path, "%s/python", res);
     FILE *f = fopen(path, "r");
     if (!f) return;
     if (fgets(py, (int)size, f)) py[strcspn(py, "\r\n")] = 0;
-    if (!*py) snprintf(py, size, "python3");
+    if (!*py) snprintf(py, size, DEFAULT_PYTHON);
     fclose(f);
 }
 
 static int spawn(Inst *c, const char *res) {
-    char py[4096], fd_text[16];
+    char py[4096], err[4096 + 256];
     python_of(res, py, sizeof py);
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
-    snprintf(fd_text, sizeof fd_text, "%d", CHILD_FD);
-    char *argv[] = {py, "-m", "plant_models.fmi.proxy_server", fd_text, (char *)res, NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, 2, 1);  /* the child's prints go to stderr, never into the channel */
-    if (sv[1] == CHILD_FD) {  /* dup2 onto itself keeps close-on-exec: move it away first */
-        posix_spawn_file_actions_adddup2(&fa, sv[1], CHILD_FD + 1);
-        posix_spawn_file_actions_adddup2(&fa, CHILD_FD + 1, CHILD_FD);
-    } else {
-        posix_spawn_file_actions_adddup2(&fa, sv[1], CHILD_FD);
-    }
-    int r = posix_spawnp(&c->pid, py, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(sv[1]);
-    if (r != 0) {
-        close(sv[0]);
-        say(c, fmi2Error, "cannot start the plant process %s: %s", py, strerror(r));
+    c->fd = channel_start(&c->pid, py, res, START_TIMEOUT_MS, err, sizeof err);
+    if (c->fd == NO_SOCKET) {
+        say(c, fmi2Error, "%s", err);
+        bury(c, NULL);  /* a child that started but did not connect */
         return -1;
     }
-    c->fd = sv[0];
     return 0;
 }
 
@@ -279,8 +239,8 @@ fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid, f
                               const fmi2CallbackFunctions *cb, fmi2Boolean visible, fmi2Boolean logging) {
     Inst *c = (Inst *)calloc(1, sizeof(Inst));
     if (!c) return NULL;
-    c->fd = -1;
-    c->pid = -1;
+    c->fd = NO_SOCKET;
+    c->pid = NO_PROC;
     c->cb = cb;
     c->name = strdup(name ? name : "");
     if (type != fmi2CoSimulation) {
@@ -302,7 +262,7 @@ fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid, f
 void fmi2FreeInstance(fmi2Component comp) {
     Inst *c = (Inst *)comp;
     if (!c) return;
-    if (c->fd >= 0) {
+    if (c->fd != NO_SOCKET) {
         Request q = {OP_QUIT, 0, 0.0, 0.0};
         write_all(c, &q, sizeof q);
     }
@@ -323,9 +283,9 @@ fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean tol_defined, fmi2Rea
         say((Inst *)c, fmi2Error, "fmi2SetupExperiment: the plant starts at t = 0 (got %g)", t0);
         return fmi2Error;
     }
-    return c && ((Inst *)c)->fd >= 0 ? fmi2OK : fmi2Error;
+    return c && ((Inst *)c)->fd != NO_SOCKET ? fmi2OK : fmi2Error;
 }
-fmi2Status fmi2EnterInitializationMode(fmi2Component c) { return c && ((Inst *)c)->fd >= 0 ? fmi2OK : fmi2Error; }
+fmi2Status fmi2EnterInitializationMode(fmi2Component c) { return c && ((Inst *)c)->fd != NO_SOCKET ? fmi2OK : fmi2Error; }
 fmi2Status fmi2ExitInitializationMode(fmi2Component comp) {
     Inst *c = (Inst *)comp;
     if (!c) return fmi2Error;
@@ -334,7 +294,7 @@ fmi2Status fmi2ExitInitializationMode(fmi2Component comp) {
     if (st <= fmi2Warning) c->dirty = 0;
     return keep(c, st, 0);
 }
-fmi2Status fmi2Terminate(fmi2Component c) { return c && ((Inst *)c)->fd >= 0 ? fmi2OK : fmi2Error; }
+fmi2Status fmi2Terminate(fmi2Component c) { return c && ((Inst *)c)->fd != NO_SOCKET ? fmi2OK : fmi2Error; }
 fmi2Status fmi2Reset(fmi2Component comp) {
     Inst *c = (Inst *)comp;
     if (!c) return fmi2Error;
@@ -351,7 +311,7 @@ fmi2Status fmi2GetReal(fmi2Component comp, const fmi2ValueReference vr[], size_t
     Inst *c = (Inst *)comp;
     if (n == 0) return fmi2OK;
     if (!c) return fmi2Error;
-    if (c->fd >= 0 && all_below(vr, n, c->n_in + c->n_out)) {  /* inputs and outputs: kept here */
+    if (c->fd != NO_SOCKET && all_below(vr, n, c->n_in + c->n_out)) {  /* inputs and outputs: kept here */
         for (size_t k = 0; k < n; k++) value[k] = vr[k] < c->n_in ? c->u[vr[k]] : c->y[vr[k] - c->n_in];
         return fmi2OK;
     }
@@ -363,7 +323,7 @@ fmi2Status fmi2SetReal(fmi2Component comp, const fmi2ValueReference vr[], size_t
     Inst *c = (Inst *)comp;
     if (n == 0) return fmi2OK;
     if (!c) return fmi2Error;
-    if (c->fd >= 0 && all_below(vr, n, c->n_in)) {  /* inputs: kept here, sent with the next step */
+    if (c->fd != NO_SOCKET && all_below(vr, n, c->n_in)) {  /* inputs: kept here, sent with the next step */
         for (size_t k = 0; k < n; k++) c->u[vr[k]] = value[k];
         c->dirty = 1;
         return fmi2OK;

@@ -1,8 +1,11 @@
-"""The plant process of an exported FMU: ``python -m plant_models.fmi.proxy_server FD RESOURCES``.
+"""The plant process of an exported FMU: ``python -m plant_models.fmi.proxy_server CHANNEL RESOURCES``.
 
 Started by the FMU's C library (``proxy_fmu.c``), one process per FMU
 instance; it builds the plant from ``RESOURCES/config.json`` (written by
-``gearbox-hil fmu``) and answers the library's requests on the socket ``FD``
+``gearbox-hil fmu``) and answers the library's requests on its channel
+(``CHANNEL``: the number of an inherited socket, Linux; or ``tcp:PORT:TOKEN``,
+Windows and the library built with ``PROXY_TCP``: a connection to the
+library on 127.0.0.1 at PORT, the token sent first, ``proxy_channel.h``)
 until a quit request or the end of the socket (the importer gone), then
 exits.  The message layout is the C file's: a request is ``{uint32 op,
 uint32 n, double a, double b}`` and n items; a reply is ``{int32 status,
@@ -193,9 +196,20 @@ def _answer(proxy: ProxyPlant, op: int, n: int, h: float, payload: bytes) -> byt
     raise ValueError(f"unknown request {op}")
 
 
+def connect(channel: str) -> socket.socket:
+    """The channel to the library: an inherited socket (its number), or ``tcp:PORT:TOKEN`` (loopback only)."""
+    if not channel.startswith("tcp:"):
+        return socket.socket(fileno=int(channel))
+    _, port, token = channel.split(":")
+    sock = socket.create_connection(("127.0.0.1", int(port)), timeout=60.0)
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small messages, one round trip a step
+    sock.sendall(token.encode("ascii"))
+    return sock
+
+
 def main(argv: list[str]) -> int:
-    fd, resources = int(argv[0]), Path(argv[1])
-    sock = socket.socket(fileno=fd)
+    sock, resources = connect(argv[0]), Path(argv[1])
     try:
         proxy = ProxyPlant(resources)
     except Exception as exc:  # the config does not build here: the library's fmi2Instantiate logs why

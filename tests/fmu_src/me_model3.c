@@ -12,13 +12,13 @@
 #define NZ 1
 #define DER0 2  /* value reference of the first derivative */
 #else
-#define NR 5
+#define NR 6
 #define NX 1
 #define NZ 0
 #define DER0 4
 #endif
 
-typedef struct { fmi3Float64 r[NR]; fmi3Float64 time; fmi3Int32 bounces; } State;
+typedef struct { fmi3Float64 r[NR]; fmi3Float64 time; fmi3Int32 bounces, boosted; } State;
 typedef struct { State s; } Inst;
 
 static void defaults(State *s) {
@@ -26,7 +26,7 @@ static void defaults(State *s) {
 #ifdef BALL
     s->r[4] = 9.81; s->r[5] = 0.8; s->r[6] = 1.0;
 #else
-    s->r[2] = 0.1;
+    s->r[2] = 0.1; s->r[5] = -1.0;
 #endif
 }
 
@@ -34,7 +34,7 @@ static void derivatives(State *s) {
 #ifdef BALL
     s->r[2] = s->r[1]; s->r[3] = -s->r[4];
 #else
-    s->r[4] = (s->r[1] - s->r[0]) / s->r[2];
+    s->r[4] = ((s->boosted ? 2.0 : 1.0) * s->r[1] - s->r[0]) / s->r[2];
 #endif
 }
 
@@ -115,6 +115,9 @@ fmi3Status fmi3UpdateDiscreteStates(fmi3Instance c, fmi3Boolean *needUpdate, fmi
         s->r[0] = 0.0; s->r[1] = -s->r[5] * s->r[1]; s->bounces += 1; s->r[8] = s->time;
         *valuesChanged = fmi3True;
     }
+#else
+    if (s->r[5] >= 0.0 && !s->boosted && s->time >= s->r[5]) s->boosted = 1;
+    if (s->r[5] >= 0.0 && !s->boosted) { *nextTimeDefined = fmi3True; *nextTime = s->r[5]; }
 #endif
     return fmi3OK;
 }
