@@ -383,3 +383,31 @@ def test_a_scenario_with_faults_ends_through_the_stepper_bit_for_bit(pair):
     fast = pair[0].loop
     assert fast.player.active is None and fast.tick_path == "compiled"
     assert fast.python_ticks == (n - 1) // BLOCK + 1
+
+
+def test_the_rehearsal_before_a_deadline_changes_nothing_the_tick_reads(pair):
+    """The sleep_spin wait's rehearsal (the compiled tick's call on a scratch plan, with a fault row in use
+    and commands pending) between every tick of one server: both still agree bit for bit, and the rehearsal
+    steps the plant on its scratch copies (their time moves on)."""
+    fast = pair[0].loop
+    ct = fast.compiled_tick
+    assert ct is not None and ct.dry_plan[1] == 1 and ct.dry_plan[2] == 0  # one stage (the warm stage), none after
+    vals = {"p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0}
+    for tick in range(12):
+        for srv in pair:
+            if tick == 4:
+                srv.loop.set_fault(dict(SIGNAL_FAULTS[2]))  # the stages change: the rehearsal is made again
+            _command(srv, 70 + tick, dict(vals, engine_torque=300.0 + tick))
+        for _ in range(3):
+            fast.compiled_tick.rehearse(fast.tick, 0, fast.dt)
+            fast.waiter._rehearse(0)
+        for srv in pair:
+            srv.loop.step(2)
+        _same(*pair)
+    ct = fast.compiled_tick
+    t_at = fast.plant.time_index()
+    before = fast.plant.df.tobytes()
+    ct.rehearse(fast.tick, 0, fast.dt)
+    assert fast.plant.df.tobytes() == before
+    assert ct._dry_df[t_at] == fast.plant.df[t_at] + fast.dt  # the rehearsed step went one step further
+    assert "fault_inputs" in [s.stage for s in ct.stages] and fast.python_ticks == 0

@@ -113,7 +113,7 @@ class TickStages:
                 return None, f"adapter {a.name} ({type(a).__name__}) has no compiled write"
             after.append(s)
         step_at = kernel_address(plant.compiled["step"])
-        return CompiledTick(step_at, plant, self.tick_info, stages + after, len(after), gate), \
+        return CompiledTick(step_at, plant, self.tick_info, stages + after, len(after), gate, self.ring), \
             "every stage in use has a compiled form"
 
     def _commanded(self, k: int) -> None:
