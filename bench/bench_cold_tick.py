@@ -11,7 +11,7 @@ variant: TET, the step's own time inside the tick and the wake-up lateness
 
 A variant is ``sleep`` (sleep to the deadline, no spin, no rehearsal) or
 ``<rehearsal>[:<lead_us>]`` for the ``sleep_spin`` wait, with the rehearsal
-``none``, ``step`` (the plant's step and the ring row on scratch copies,
+``none`` (only the telemetry's rehearsal), ``step`` (the plant's step and the ring row on scratch copies,
 through Python) or ``tick`` (the compiled tick's own call on a scratch plan:
 its step on copies, its stages' memory and code read;
 ``CompiledTick.rehearse``), made ``lead_us`` before the deadline (0 or none:

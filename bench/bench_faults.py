@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from plant_models.registry import load_plant  # noqa: E402
 from server.realtime.loop_config import LoopConfig  # noqa: E402
 from server.realtime.runtime import assemble  # noqa: E402
-from _host import host_line  # noqa: E402  (bench/ is first on the path)
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 from _support import FAULT_INITIAL as INITIAL, SIGNAL_FAULTS as FAULTS  # noqa: E402
 
 
@@ -150,7 +150,7 @@ def main() -> int:
         "plain_ring_push_alone_us_per_tick": round(push_ns / 1000.0, 3),
         "signal_faults": len(FAULTS), "table_rows_used": rows_used,
     }
-    text = json.dumps(res, indent=2)
+    text = json.dumps(with_host(res), indent=2)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")

@@ -269,7 +269,8 @@ def warm_stage(ctx, k, now_ns, dt, carry):
 
 
 WARM_ARRAY_MAX_BYTES = 16384  # arrays larger than this (the ring, a scenario's tables) are not read whole
-WARM_CODE_BYTES = 256  # the first bytes of each stage's code read by the rehearsal
+WARM_CODE_BYTES = 256  # the first bytes of each stage's code read by the rehearsal (never past its page)
+PAGE_BYTES = 4096  # the smallest page: a read that stays inside the page of a function's first byte is mapped
 
 
 def warm_ctx(copies: Sequence[tuple[np.ndarray, np.ndarray]], regions: Sequence[tuple[int, int]],
@@ -420,7 +421,8 @@ class CompiledTick:
         regions = [(address(self.plan), self.plan.nbytes), (address(tick_info), tick_info.nbytes)]
         for s in self.stages + ((self.gate,) if self.gate is not None else ()):
             regions.append((address(s.ctx), s.ctx.nbytes))
-            regions.append((s.address, WARM_CODE_BYTES))
+            # the code's first bytes, within its page (the next page need not be mapped)
+            regions.append((s.address, min(WARM_CODE_BYTES, PAGE_BYTES - s.address % PAGE_BYTES)))
             regions += [(address(a), a.nbytes) for a in s.keep if a.nbytes <= WARM_ARRAY_MAX_BYTES]
         self._warm_ctx = warm_ctx(((plant.df, self._dry_df), (plant.di, self._dry_di)), regions, ring)
         dry = np.zeros_like(self.plan)
