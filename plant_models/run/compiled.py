@@ -237,8 +237,8 @@ def state_row_stage(ctx, k, now_ns, dt, carry):
 def warm_stage(ctx, k, now_ns, dt, carry):
     """The rehearsal's one stage (:attr:`CompiledTick.rehearse`): copies the plant's data buffers into the
     scratch ones the rehearsed step runs on, then reads a byte of every cache line of the tick's other memory
-    (the stages' contexts and small arrays, the first bytes of each stage's code), so the next tick finds them
-    in the caches.  Changes nothing the tick reads.
+    (the stages' contexts and small arrays, the first bytes of each stage's code, the state ring's next row), so
+    the next tick finds them in the caches.  Changes nothing the tick reads.
 
     ``ctx``: [copies, (source, target, bytes) per copy, regions, (address, bytes) per region, 1 or 0, the state
     ring's head, its ints, an int row's bytes, its floats, a float row's bytes, its rows; a sink slot]
@@ -410,10 +410,10 @@ class CompiledTick:
         Python, its code), the plant's step on scratch copies of ``df`` and
         ``di`` (the model buffers are only read) with a scratch ``tick_info``,
         and one stage, :func:`warm_stage`, that makes the copies and reads
-        the tick's stages' contexts, their small arrays, the start of
-        their code and the state ring's next row; no stage of the tick runs, nothing the tick reads
-        changes.  A loop that slept calls it a few microseconds before its
-        deadline (:mod:`server.realtime.waits`) so the tick after a sleep
+        the tick's stages' contexts, their small arrays, the start of their
+        code and the state ring's next row; no stage of the tick runs,
+        nothing the tick reads changes.  A loop that slept calls it 30 us
+        before its deadline (:mod:`server.realtime.waits`) so the tick after a sleep
         finds its code and data in the caches.
         """
         self._dry_df, self._dry_di = np.empty_like(plant.df), np.empty_like(plant.di)
