@@ -25,6 +25,7 @@ call, around the state-ring row), back to back in a tight loop, against the
 plain ring push alone.
 
     python bench/bench_faults.py --blocks 40 --block 2000
+    python bench/bench_faults.py --blocks 40 --block 2000 --tick-path python   # the Python stepper
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from plant_models.registry import load_plant  # noqa: E402
 from server.realtime.loop_config import LoopConfig  # noqa: E402
 from server.realtime.runtime import assemble  # noqa: E402
-from _host import host_line  # noqa: E402  (bench/ is first on the path)
+from _host import host_line, with_host  # noqa: E402  (bench/ is first on the path)
 from _support import FAULT_INITIAL as INITIAL, SIGNAL_FAULTS as FAULTS  # noqa: E402
 
 
@@ -62,12 +63,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--blocks", type=int, default=40, help="blocks of each kind (taken in turn)")
     ap.add_argument("--block", type=int, default=2000, help="ticks per block")
+    ap.add_argument("--tick-path", default="auto", choices=("auto", "python"),
+                    help="auto: the compiled tick (with the fault stages' compiled forms); python: the stepper")
     ap.add_argument("--json", type=Path, help="write the result here")
     args = ap.parse_args()
 
     plant = load_plant("powershift")
     srv = assemble(plant, [], LoopConfig(mode="lockstep"), initial_inputs=INITIAL)
     lp = srv.loop
+    lp.choose_tick_path(args.tick_path)
     lp.start()
     lp.step(2000)  # settle in gear 1
     tick = lp._tick
@@ -95,6 +99,7 @@ def main() -> int:
         samples[n].append(buf)
         if n > 0:
             assert len(lp.faults.active) == 10 and lp.status_word == 0
+            faulted_path = lp.tick_path
             lp.clear_fault()
     gc.enable()
     none = np.concatenate(samples[0])
@@ -126,6 +131,7 @@ def main() -> int:
     res = {
         "command": "python bench/bench_faults.py " + " ".join(sys.argv[1:]),
         "loadavg": list(os.getloadavg()),
+        "tick_path_with_faults": faulted_path,
         "tick_no_faults": pct(none),
         "tick_10_faults": pct(ten),
         "tick_no_faults_again": pct(again),
@@ -144,7 +150,7 @@ def main() -> int:
         "plain_ring_push_alone_us_per_tick": round(push_ns / 1000.0, 3),
         "signal_faults": len(FAULTS), "table_rows_used": rows_used,
     }
-    text = json.dumps(res, indent=2)
+    text = json.dumps(with_host(res), indent=2)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")

@@ -5,7 +5,9 @@ inputs, one as one compiled call per tick, the other through the Python
 stepper (``Loop.choose_tick_path("python")``): ZeroMQ command rows and
 queued inputs, a command watchdog that trips, holds, ramps and recovers, a
 scenario played to its end and handed back to commands, CAN frames in and
-out (with a watchdog trip on stale messages).  Their plant
+out (with a watchdog trip on stale messages), every signal fault kind on
+inputs and outputs and the clutch faults that take a table row, switched
+on and off between ticks (with commands, a scenario's end).  Their plant
 buffers, state rings, command queues and watchdog states are compared byte
 for byte.  The loop reports which path it takes and why.
 """
@@ -80,9 +82,12 @@ def test_the_loop_reports_its_path_and_why(pair):
     assert slow.loop.tick_path == "python" and "chosen" in slow.loop.tick_path_reason
     fast.loop.set_fault({"target": "signal", "signal": fast.loop.plant.outputs[0].name, "kind": "offset",
                          "value": 1.0})
-    assert fast.loop.tick_path == "python" and "fault" in fast.loop.tick_path_reason
+    assert fast.loop.tick_path == "compiled"  # signal faults have compiled stages
+    names = [s.stage for s in fast.loop.compiled_tick.stages]
+    order = [names.index(s) for s in ("inputs", "fault_inputs", "fault_outputs", "state_row", "fault_restore")]
+    assert order == sorted(order) and fast.loop.compiled_tick.plan[2] == 3  # the last three after the step
     fast.loop.clear_fault()
-    assert fast.loop.tick_path == "compiled"
+    assert fast.loop.tick_path == "compiled" and "fault_inputs" not in [s.stage for s in fast.loop.compiled_tick.stages]
 
 
 def test_commands_and_queued_inputs_give_the_python_states_bit_for_bit(pair):
@@ -282,3 +287,127 @@ def test_a_realtime_run_takes_the_compiled_tick():
     status = srv.report.status()
     assert status["tick_path"] == "compiled" and status["python_ticks"] == 0 and srv.loop.tick > 0
     assert srv.loop.ring.written == srv.loop.tick  # every compiled tick wrote its ring row
+
+
+# every kind of fault that takes a signal-table row, on an input and on an output (the clutch faults on outputs)
+SIGNAL_FAULTS = [
+    {"target": "signal", "signal": "p_c1", "kind": "force", "value": 12.5},
+    {"target": "signal", "signal": "p_c3", "kind": "freeze"},
+    {"target": "signal", "signal": "engine_torque", "kind": "offset", "value": 40.0},
+    {"target": "signal", "signal": "p_c6", "kind": "gain", "value": 0.7},
+    {"target": "signal", "signal": "engine_torque", "kind": "noise", "value": 25.0, "seed": 11},
+    {"target": "signal", "signal": "p_c2", "kind": "dropout"},
+    {"target": "signal", "signal": "p_c4", "kind": "dropout", "mode": "last"},
+    {"target": "signal", "signal": "p_c3", "kind": "offset", "value": 60.0},  # clamped to the input's range
+    {"target": "signal", "signal": "w_out", "kind": "force", "value": 3.0},
+    {"target": "signal", "signal": "w_1", "kind": "freeze"},
+    {"target": "signal", "signal": "w_out", "kind": "offset", "value": -2.5},
+    {"target": "signal", "signal": "torque_c3", "kind": "gain", "value": 1.5},
+    {"target": "signal", "signal": "w_2", "kind": "noise", "value": 0.5, "seed": 3},
+    {"target": "signal", "signal": "slip_c1", "kind": "dropout"},
+    {"target": "signal", "signal": "energy_c6", "kind": "dropout", "mode": "last"},
+    {"target": "clutch", "clutch": 2, "kind": "pressure_bias", "value": 1.5},
+    {"target": "clutch", "clutch": "C6", "kind": "stuck_closed"},
+]
+
+
+def _signal_fault_id(f: dict) -> str:
+    return f"{f['target']}-{f.get('signal', f.get('clutch'))}-{f['kind']}-{f.get('mode', '')}"
+
+
+@pytest.mark.parametrize("fault", SIGNAL_FAULTS, ids=_signal_fault_id)
+def test_each_signal_fault_kind_gives_the_python_states_bit_for_bit(pair, fault):
+    plant = pair[0].loop.plant
+    ins = _float_inputs(plant)
+    rng = np.random.default_rng(3)
+    for block in range(10):
+        vals = {s.name: float(rng.uniform(s.lo, s.lo + 0.4 * (s.hi - s.lo))) for s in ins[:3]}
+        vals["p_c3"], vals["p_c6"], vals["engine_torque"] = 16.0, 16.0, 200.0 + 10 * block
+        for srv in pair:
+            if block == 2:
+                srv.loop.set_fault(dict(fault))
+            if block == 7:
+                srv.loop.clear_fault()
+            _command(srv, 10 + block, vals)
+            srv.loop.step(3 + block % 4)
+        _same(*pair)
+        assert pair[0].loop.faults.ff.tobytes() == pair[1].loop.faults.ff.tobytes()
+        assert pair[0].loop.faults.fi.tobytes() == pair[1].loop.faults.fi.tobytes()
+        if 2 <= block < 7:
+            assert pair[0].loop.faults.n_signal == 1 and pair[0].loop.tick_path == "compiled"
+    assert pair[0].loop.python_ticks == 0
+
+
+def test_several_faults_switched_at_ticks_give_the_python_states_bit_for_bit(pair):
+    """Faults stacked on one signal, set and cleared one by one at different ticks, beside commands and
+    queued inputs; a clutch fault on the physics (no table row) among them."""
+    plant = pair[0].loop.plant
+    switches = {3: ("set", SIGNAL_FAULTS[2]), 5: ("set", SIGNAL_FAULTS[4]), 6: ("set", SIGNAL_FAULTS[10]),
+                8: ("set", SIGNAL_FAULTS[8]), 9: ("set", {"target": "clutch", "clutch": 3, "kind": "worn",
+                                                          "value": 0.5}),
+                11: ("clear", "signal:engine_torque:offset"), 12: ("set", SIGNAL_FAULTS[12]), 14: ("clear", None),
+                15: ("set", SIGNAL_FAULTS[1])}
+    vals = {"p_c3": 16.0, "p_c6": 16.0, "engine_torque": 250.0, "load_torque": 100.0}
+    for tick in range(18):
+        for srv in pair:
+            what = switches.get(tick)
+            if what and what[0] == "set":
+                srv.loop.set_fault(dict(what[1]))
+            elif what:
+                srv.loop.clear_fault(what[1])
+            if tick % 2 == 0:
+                _command(srv, 50 + tick, dict(vals, engine_torque=250.0 + 5 * tick))
+            if tick % 5 == 1:
+                srv.loop.queue_inputs(np.array([plant.input_index("p_c1")], dtype=np.int64), np.array([4.0]), 1)
+            srv.loop.step(2)
+        _same(*pair)
+        assert pair[0].loop.faults.ff.tobytes() == pair[1].loop.faults.ff.tobytes()
+    assert pair[0].loop.python_ticks == 0 and pair[0].loop.faults.n_signal == 1
+
+
+def test_a_scenario_with_faults_ends_through_the_stepper_bit_for_bit(pair):
+    """A scenario played under an input fault and an output fault: its last tick (the hand-back after the
+    commanded inputs are restored) goes through the stepper, every other through the compiled tick."""
+    sc = load_scenario("powershift_single_swap")
+    for srv in pair:
+        srv.control._install_scenario(sc, None)
+        srv.loop.set_fault(dict(SIGNAL_FAULTS[3]))  # gain on p_c6
+        srv.loop.set_fault(dict(SIGNAL_FAULTS[10]))  # offset on w_out
+    n = pair[0].loop.player.loaded.n_steps
+    for srv in pair:
+        srv.loop.step(n // 3)
+    _same(*pair)
+    for srv in pair:
+        srv.loop.step(n - n // 3 + 10)
+    _same(*pair)
+    fast = pair[0].loop
+    assert fast.player.active is None and fast.tick_path == "compiled"
+    assert fast.python_ticks == (n - 1) // BLOCK + 1
+
+
+def test_the_rehearsal_before_a_deadline_changes_nothing_the_tick_reads(pair):
+    """The sleep_spin wait's rehearsal (the compiled tick's call on a scratch plan, with a fault row in use
+    and commands pending) between every tick of one server: both still agree bit for bit, and the rehearsal
+    steps the plant on its scratch copies (their time moves on)."""
+    fast = pair[0].loop
+    ct = fast.compiled_tick
+    assert ct is not None and ct.dry_plan[1] == 1 and ct.dry_plan[2] == 0  # one stage (the warm stage), none after
+    vals = {"p_c3": 16.0, "p_c6": 16.0, "engine_torque": 300.0}
+    for tick in range(12):
+        for srv in pair:
+            if tick == 4:
+                srv.loop.set_fault(dict(SIGNAL_FAULTS[2]))  # the stages change: the rehearsal is made again
+            _command(srv, 70 + tick, dict(vals, engine_torque=300.0 + tick))
+        for _ in range(3):
+            fast.compiled_tick.rehearse(fast.tick, 0, fast.dt)
+            fast.waiter._rehearse(0)
+        for srv in pair:
+            srv.loop.step(2)
+        _same(*pair)
+    ct = fast.compiled_tick
+    t_at = fast.plant.time_index()
+    before = fast.plant.df.tobytes()
+    ct.rehearse(fast.tick, 0, fast.dt)
+    assert fast.plant.df.tobytes() == before
+    assert ct._dry_df[t_at] == fast.plant.df[t_at] + fast.dt  # the rehearsed step went one step further
+    assert "fault_inputs" in [s.stage for s in ct.stages] and fast.python_ticks == 0

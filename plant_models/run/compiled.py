@@ -42,7 +42,7 @@ from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
 from ..core.api import call_step_at, raw_i
-from .ring import N_INT, TI_SCENARIO, TI_STATUS, TICK_INFO_SLOTS, StateRing, ring_push
+from .ring import H_WRITTEN, N_INT, TI_SCENARIO, TI_STATUS, TICK_INFO_SLOTS, StateRing, ring_push
 
 # int64 stage(int64* ctx, int64 k, int64 now_ns, float64 dt, int64 carry)
 STAGE_SIGNATURE = types.int64(types.CPointer(types.int64), types.int64, types.int64, types.float64, types.int64)
@@ -233,6 +233,68 @@ def state_row_stage(ctx, k, now_ns, dt, carry):
     return 0
 
 
+@cfunc(STAGE_SIGNATURE, cache=True)
+def warm_stage(ctx, k, now_ns, dt, carry):
+    """The rehearsal's one stage (:attr:`CompiledTick.rehearse`): copies the plant's data buffers into the
+    scratch ones the rehearsed step runs on, then reads a byte of every cache line of the tick's other memory
+    (the stages' contexts and small arrays, the first bytes of each stage's code, the state ring's next row), so
+    the next tick finds them in the caches.  Changes nothing the tick reads.
+
+    ``ctx``: [copies, (source, target, bytes) per copy, regions, (address, bytes) per region, 1 or 0, the state
+    ring's head, its ints, an int row's bytes, its floats, a float row's bytes, its rows; a sink slot]
+    (:func:`warm_ctx`).  Called in the real-time loop, between ticks.
+    """
+    j = 1
+    for _ in range(ctx[0]):
+        src, dst = u8_at(ctx[j]), u8_at(ctx[j + 1])
+        for b in range(ctx[j + 2]):
+            dst[b] = src[b]
+        j += 3
+    n = ctx[j]
+    j += 1
+    acc = 0
+    for _ in range(n):
+        at = u8_at(ctx[j])
+        for b in range(0, ctx[j + 1], 64):
+            acc += at[b]
+        j += 2
+    if ctx[j]:  # the state ring's next row (the ring is too large to keep in the caches; its next row is not)
+        r = i64_at(ctx[j + 1])[H_WRITTEN] % ctx[j + 6]  # the row ring_push writes next
+        for at, nbytes in ((ctx[j + 2] + r * ctx[j + 3], ctx[j + 3]), (ctx[j + 4] + r * ctx[j + 5], ctx[j + 5])):
+            row = u8_at(at)
+            for b in range(0, nbytes, 64):
+                acc += row[b]
+    ctx[j + 7] = acc  # the reads are used: the compiler keeps them
+    return 0
+
+
+WARM_ARRAY_MAX_BYTES = 16384  # arrays larger than this (the ring, a scenario's tables) are not read whole
+WARM_CODE_BYTES = 256  # the first bytes of each stage's code read by the rehearsal (never past its page)
+PAGE_BYTES = 4096  # the smallest page: a read that stays inside the page of a function's first byte is mapped
+
+
+def warm_ctx(copies: Sequence[tuple[np.ndarray, np.ndarray]], regions: Sequence[tuple[int, int]],
+             ring: StateRing | None = None) -> np.ndarray:
+    """The context of :func:`warm_stage`: ``copies`` (source, target) of equal size, ``regions`` (address,
+    bytes), the state ring whose next row is read (None: none)."""
+    ctx = [len(copies)]
+    for src, dst in copies:
+        if src.nbytes != dst.nbytes:
+            raise ValueError("a rehearsal copy needs a target of the source's size")
+        ctx += [address(src), address(dst), src.nbytes]
+    ctx.append(len(regions))
+    for at, nbytes in regions:
+        ctx += [int(at), int(nbytes)]
+    if ring is None:
+        ctx += [0] * 7
+    else:
+        rows = ring.ints.shape[0]
+        ctx += [1, address(ring.head), address(ring.ints), ring.ints.nbytes // rows, address(ring.floats),
+                ring.floats.nbytes // rows, rows]
+    ctx.append(0)  # the sink
+    return np.array(ctx, dtype=np.int64)
+
+
 def address(a: np.ndarray) -> int:
     """The address of a contiguous array's data (the array must outlive every use of it)."""
     if not a.flags.c_contiguous:
@@ -301,6 +363,8 @@ class CompiledTick:
         None, or a stage called before the others while a scenario drives the inputs: non-zero sends the tick
         to the Python stepper, before anything changed (a tick that swaps or refills the scenario's table, or
         ends the scenario).
+    ring
+        The state ring the ``state_row`` stage writes, whose next row the rehearsal reads (None: none).
 
     Attributes
     ----------
@@ -309,10 +373,13 @@ class CompiledTick:
         real-time loop.
     step_ns
         ``step_ns[0]``: the duration of the last step, ns (a memoryview of the plan's slot).
+    rehearse
+        ``rehearse(k, now_ns, dt)``: the tick's call on scratch copies, changing nothing the tick reads
+        (:meth:`_rehearsal`).  Called in the real-time loop, before a deadline.
     """
 
     def __init__(self, step_at: int, plant, tick_info: np.ndarray, stages: Sequence[CompiledStage], after: int,
-                 gate: CompiledStage | None = None):
+                 gate: CompiledStage | None = None, ring: StateRing | None = None):
         if len(stages) > MAX_STAGES:
             raise ValueError(f"a compiled tick takes at most {MAX_STAGES} stages, not {len(stages)}")
         self.stages = tuple(stages)
@@ -334,8 +401,42 @@ class CompiledTick:
         self.buffers = (plant.mf, plant.mi, plant.df, plant.di, tick_info)  # alive while the plan has their addresses
         self.step_ns = memoryview(self.plan)[P_STEP_NS:P_STEP_NS + 1]  # a plain int per read
         self.run = functools.partial(tick_run, self.plan)
+        self.rehearse = self._rehearsal(plant, tick_info, ring)
+
+    def _rehearsal(self, plant, tick_info: np.ndarray, ring: StateRing | None):
+        """``rehearse(k, now_ns, dt)``: the tick's compiled call on a scratch plan, before a deadline.
+
+        The same :func:`tick_run` called the same way (its dispatch from
+        Python, its code), the plant's step on scratch copies of ``df`` and
+        ``di`` (the model buffers are only read) with a scratch ``tick_info``,
+        and one stage, :func:`warm_stage`, that makes the copies and reads
+        the tick's stages' contexts, their small arrays, the start of their
+        code and the state ring's next row; no stage of the tick runs,
+        nothing the tick reads changes.  A loop that slept calls it 30 us
+        before its deadline (:mod:`server.realtime.waits`) so the tick after a sleep
+        finds its code and data in the caches.
+        """
+        self._dry_df, self._dry_di = np.empty_like(plant.df), np.empty_like(plant.di)
+        self._dry_tick_info = np.zeros_like(tick_info)
+        regions = [(address(self.plan), self.plan.nbytes), (address(tick_info), tick_info.nbytes)]
+        for s in self.stages + ((self.gate,) if self.gate is not None else ()):
+            regions.append((address(s.ctx), s.ctx.nbytes))
+            # the code's first bytes, within its page (the next page need not be mapped)
+            regions.append((s.address, min(WARM_CODE_BYTES, PAGE_BYTES - s.address % PAGE_BYTES)))
+            regions += [(address(a), a.nbytes) for a in s.keep if a.nbytes <= WARM_ARRAY_MAX_BYTES]
+        self._warm_ctx = warm_ctx(((plant.df, self._dry_df), (plant.di, self._dry_di)), regions, ring)
+        dry = np.zeros_like(self.plan)
+        dry[P_STEP_AT] = self.plan[P_STEP_AT]
+        dry[P_N_BEFORE], dry[P_N_AFTER] = 1, 0
+        for j, buf in enumerate((plant.mf, plant.mi, self._dry_df, self._dry_di)):
+            dry[P_BUFFERS + 2 * j], dry[P_BUFFERS + 2 * j + 1] = address(buf), buf.shape[0]
+        dry[P_TICK_INFO] = address(self._dry_tick_info)
+        dry[P_STAGES], dry[P_STAGES + 1] = int(warm_stage.address), address(self._warm_ctx)
+        self.dry_plan = dry
+        return functools.partial(tick_run, dry)
 
 
 __all__ = ["FED", "NEED_PYTHON", "STAGE_SIGNATURE", "CompiledStage", "CompiledTick", "address", "call_stage_at",
            "f64_at", "i64_at", "monotonic_ns", "queued_inputs_ctx", "queued_inputs_stage", "state_row_ctx",
-           "state_row_stage", "tick_run", "try_lock", "try_lock_at", "u8_at", "unlock", "unlock_at"]
+           "state_row_stage", "tick_run", "try_lock", "try_lock_at", "u8_at", "unlock", "unlock_at", "warm_ctx",
+           "warm_stage"]

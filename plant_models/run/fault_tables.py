@@ -7,6 +7,10 @@ pipeline's fault stages walk them: :func:`fault_inputs` before the plant
 step, :func:`fault_outputs` after it (what the faulty sensors report, which
 the row shows) and :func:`fault_restore` after the row (the commanded inputs
 back).  No Python work per fault in a step; none at all with no signal fault.
+The three stages' compiled forms (:func:`compiled_fault_stages`) call the same
+functions from the real-time loop's compiled tick
+(:mod:`plant_models.run.compiled`), so a server with signal faults active
+keeps its tick one compiled call, with the Python stepper's states bit for bit.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import carray, cfunc, njit
+
+from .compiled import STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 
 MAX_FAULTS = 32  # signal faults active at once (the tables are preallocated)
 
@@ -135,6 +141,55 @@ def fault_restore(fi, ff, df, n):
         df[fi[f, FI_RATE]] = ff[f, FF_CLEAN_RATE]
 
 
+# -- the compiled forms of the three stages (plant_models/run/compiled.py's protocol) ---------------------------
+# ctx: [fi, ff, df, rows in use (an int64 array of one: the fault stage's live count), df's length]
+C_FI, C_FF, C_DF, C_ROWS, C_DF_LEN = range(5)
+
+
+@cfunc(STAGE_SIGNATURE, cache=True)
+def fault_inputs_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``fault_inputs`` in the compiled tick: :func:`fault_inputs` on the tables at ``ctx``'s addresses
+    (nothing while no row is in use).  Called in the real-time loop."""
+    n = i64_at(ctx[C_ROWS])[0]
+    if n:
+        fault_inputs(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)), carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),
+                     carray(f64_at(ctx[C_DF]), (ctx[C_DF_LEN],)), n)
+    return 0
+
+
+@cfunc(STAGE_SIGNATURE, cache=True)
+def fault_outputs_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``fault_outputs`` in the compiled tick (:func:`fault_outputs`).  Called in the real-time loop."""
+    n = i64_at(ctx[C_ROWS])[0]
+    if n:
+        fault_outputs(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)), carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),
+                      carray(f64_at(ctx[C_DF]), (ctx[C_DF_LEN],)), n)
+    return 0
+
+
+@cfunc(STAGE_SIGNATURE, cache=True)
+def fault_restore_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``fault_restore`` in the compiled tick (:func:`fault_restore`).  Called in the real-time loop."""
+    n = i64_at(ctx[C_ROWS])[0]
+    if n:
+        fault_restore(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)), carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),
+                      carray(f64_at(ctx[C_DF]), (ctx[C_DF_LEN],)), n)
+    return 0
+
+
+def compiled_fault_stages(fi: np.ndarray, ff: np.ndarray, df: np.ndarray,
+                          rows: np.ndarray) -> tuple[CompiledStage, CompiledStage, CompiledStage]:
+    """The compiled forms of ``fault_inputs``, ``fault_outputs`` and ``fault_restore`` on these tables, the
+    plant's ``df`` and ``rows`` (``rows[0]``: the table rows in use, read at every tick)."""
+    if fi.shape != (MAX_FAULTS, N_FI) or ff.shape != (MAX_FAULTS, N_FF) or fi.dtype != np.int64 \
+            or ff.dtype != np.float64 or rows.dtype != np.int64 or df.dtype != np.float64:
+        raise ValueError("the fault tables are not laid out as fault_tables.py declares")
+    values = (fi, ff, df, rows, df.shape[0])
+    return (CompiledStage.of("fault_inputs", fault_inputs_stage, values),
+            CompiledStage.of("fault_outputs", fault_outputs_stage, values),
+            CompiledStage.of("fault_restore", fault_restore_stage, values))
+
+
 def warm_up() -> None:
     """Compile (or load from numba's cache) the three fault kernels, with one fault of each side active."""
     fi = np.zeros((2, N_FI), dtype=np.int64)
@@ -161,4 +216,5 @@ def seed_state(seed: int) -> int:
     return z - (1 << 64) if z >= 1 << 63 else z  # the uint64 bits as an int64
 
 
-__all__ = ["MAX_FAULTS", "fault_inputs", "fault_outputs", "fault_restore", "warm_up", "seed_state"]
+__all__ = ["MAX_FAULTS", "compiled_fault_stages", "fault_inputs", "fault_inputs_stage", "fault_outputs",
+           "fault_outputs_stage", "fault_restore", "fault_restore_stage", "warm_up", "seed_state"]

@@ -18,7 +18,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..plant import Plant
-from .fault_tables import MAX_FAULTS, N_FF, N_FI, fault_inputs, fault_outputs, fault_restore
+from .compiled import CompiledStage
+from .fault_tables import MAX_FAULTS, N_FF, N_FI, compiled_fault_stages, fault_inputs, fault_outputs, fault_restore
 
 
 class FaultStage:
@@ -34,7 +35,11 @@ class FaultStage:
     fi, ff
         The tables (int64 [MAX_FAULTS, N_FI], float64 [MAX_FAULTS, N_FF]).
     n_signal
-        The table rows in use (0: the stages call nothing).
+        The table rows in use (0: the stages call nothing); kept in
+        :attr:`rows`, which the compiled forms of the stages read.
+    rows
+        ``rows[0]`` is :attr:`n_signal` (an int64 array of one, shared with
+        the compiled tick).
     active
         The faults set now (what :meth:`set` returned, in order).
     on_change
@@ -47,7 +52,8 @@ class FaultStage:
         self.plant = plant
         self.fi = np.zeros((MAX_FAULTS, N_FI), dtype=np.int64)
         self.ff = np.zeros((MAX_FAULTS, N_FF))
-        self.n_signal = 0
+        self.rows = np.zeros(1, dtype=np.int64)
+        self._rows_slot = memoryview(self.rows)  # a plain int per read
         self.active: list = []
         self.on_change: Callable[[], None] | None = None
         self._df = plant.df
@@ -55,6 +61,16 @@ class FaultStage:
         fault_inputs(self.fi, self.ff, self._df, 0)
         fault_outputs(self.fi, self.ff, self._df, 0)
         fault_restore(self.fi, self.ff, self._df, 0)
+
+    @property
+    def n_signal(self) -> int:
+        return self._rows_slot[0]
+
+    @n_signal.setter
+    def n_signal(self, n: int) -> None:
+        if not 0 <= n <= MAX_FAULTS:
+            raise ValueError(f"{n} signal-table rows: 0 to {MAX_FAULTS}")
+        self._rows_slot[0] = int(n)
 
     # ------------------------------------------------------------------ the stages (called in the real-time loop)
     def inputs(self, k: int) -> None:
@@ -79,6 +95,11 @@ class FaultStage:
     def stages(self) -> dict[str, Callable[[int], None]]:
         """This stage's implementations for a :class:`~plant_models.run.stepper.Stepper`, by stage name."""
         return {"fault_inputs": self.inputs, "fault_outputs": self.outputs, "fault_restore": self.restore}
+
+    def compiled_stages(self) -> tuple[CompiledStage, CompiledStage, CompiledStage]:
+        """The compiled forms of ``fault_inputs``, ``fault_outputs`` and ``fault_restore`` on these tables (for
+        the compiled tick, :mod:`plant_models.run.compiled`); they read :attr:`rows` at every tick."""
+        return compiled_fault_stages(self.fi, self.ff, self._df, self.rows)
 
     def changed(self) -> None:
         """Tell :attr:`on_change` that the tables changed (a fault set calls this between steps)."""

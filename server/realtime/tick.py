@@ -65,8 +65,10 @@ class TickStages:
 
         The stages of :meth:`_stages` in the same order: the adapters' reads and the queued inputs
         (``commanded``), the loaded scenario's row and the command watchdog (``inputs``; the scenario's gate
-        sends the ticks that swap or refill its table or end it to the stepper), the plant's step, the state
-        ring's row (``state_row``) and the adapters' writes (``send``).  Between ticks.
+        sends the ticks that swap or refill its table or end it to the stepper, so ``hand_back`` is the
+        stepper's), while fault rows are in use ``fault_inputs``, the plant's step, ``fault_outputs``, the
+        state ring's row (``state_row``), ``fault_restore``, and the adapters' writes (``send``).  Between
+        ticks.
         """
         from plant_models.offline import kernel_address  # the compiled plant step's address, as the offline run
 
@@ -76,8 +78,6 @@ class TickStages:
         extra = _stages.python_only_stages()
         if extra:
             return None, f"stage {', '.join(extra)} has no compiled form"
-        if self.faults.n_signal > 0:
-            return None, "fault stages act (they have no compiled form)"
         if (self._plant_step != plant.step or not getattr(plant, "rehearsable", False)
                 or "step" not in getattr(plant, "compiled", {})):
             return None, "the plant's step is not one compiled call on its buffers (or not compiled yet)"
@@ -100,14 +100,20 @@ class TickStages:
             gate, inputs = scenario
             stages.append(inputs)
         stages.append(self.watchdog.compiled_stage(self._watchdog_in_mode, self.tick_info))
-        after = [state_row_ctx(self.ring, self.tick_info, plant.df, t_at)]
+        row = state_row_ctx(self.ring, self.tick_info, plant.df, t_at)
+        if self.faults.n_signal > 0:  # the stages the Python stepper has while fault rows are in use
+            fault_in, fault_out, fault_restore = self.faults.compiled_stages()
+            stages.append(fault_in)
+            after = [fault_out, row, fault_restore]
+        else:
+            after = [row]
         for a in self._writers:
             s = a.compiled_write()
             if s is None:
                 return None, f"adapter {a.name} ({type(a).__name__}) has no compiled write"
             after.append(s)
         step_at = kernel_address(plant.compiled["step"])
-        return CompiledTick(step_at, plant, self.tick_info, stages + after, len(after), gate), \
+        return CompiledTick(step_at, plant, self.tick_info, stages + after, len(after), gate, self.ring), \
             "every stage in use has a compiled form"
 
     def _commanded(self, k: int) -> None:

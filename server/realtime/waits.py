@@ -3,10 +3,13 @@
 * ``sleep``: sleep until the deadline (on the adapters' wake descriptors, so
   input that arrives meanwhile is taken in at once);
 * ``sleep_spin``: sleep until a margin before it, then spin; the margin
-  adapts to the 99th percentile of this machine's sleep overshoot, and the
-  spin first rehearses the tick's compiled work on scratch copies, so that a
-  tick after a sleep finds its code and data in the caches (BENCHMARKS.md,
-  "The tick");
+  adapts to the 99th percentile of this machine's sleep overshoot, and
+  :data:`REHEARSE_LEAD_NS` before the deadline the spin rehearses the tick on
+  scratch copies (the compiled tick's own call on a scratch plan, which also
+  reads the tick's stages' memory and the state ring's next row; the
+  plant's step and the ring row for the Python stepper), so that a tick
+  after a sleep finds its code and data in the caches (BENCHMARKS.md, "The
+  tick", "The tick after a sleep");
 * ``spin``: spin (rates of several kHz), first rehearsing the adapters'
   decoding on scratch data when the slack allows.
 """
@@ -28,6 +31,10 @@ from server.realtime.telemetry import Telemetry, record_tick
 
 # The spin wait rehearses the adapters' decoding (about 10 us) only with at least this much time to the deadline.
 REHEARSAL_SLACK_NS = 30_000
+# The sleep_spin wait rehearses the tick this long before its deadline (after spinning to it): early enough that the
+# rehearsal (a few us, more on a loaded host) ends before the deadline, late enough that nothing else runs
+# between it and the tick (BENCHMARKS.md, "The tick after a sleep").
+REHEARSE_LEAD_NS = 30_000
 
 log = logging.getLogger("gearbox_hil.loop")
 
@@ -82,6 +89,11 @@ class Waiter:
         self._overshoot_q = self._spin_margin_ns
         self.wake_fds: list[int] = []
         self.adapter_rehearsals: list = []
+        # the sleep_spin wait's rehearsal: "tick" (the compiled tick's own call on scratch copies; the step's
+        # and the ring row's without it), "step" (the step's and the ring row's), "none"; made this long before
+        # the deadline (0: as soon as the sleep ends)
+        self.rehearsal = "tick"
+        self.rehearse_lead_ns = REHEARSE_LEAD_NS
 
     @property
     def spin_margin_us(self) -> float:
@@ -136,16 +148,27 @@ class Waiter:
             self._overshoot_q = q
             margin = q + 15_000
             self._spin_margin_ns = min(max(margin, self._margin_min_ns), self._margin_max_ns)
+        lead = self.rehearse_lead_ns
+        if lead:
+            at = deadline - lead
+            while mono() < at:
+                pass
         self._rehearse(deadline)
         while mono() < deadline:
             pass
 
     def _rehearse(self, now_ns: int) -> None:
-        """The tick's compiled work on scratch copies: plant step, ring row, telemetry (no state changes)."""
+        """The tick's work on scratch copies (no state changes): with the compiled tick, its own call on a scratch
+        plan (:attr:`plant_models.run.compiled.CompiledTick.rehearse`), else the plant's step and the ring row;
+        then the telemetry's."""
         loop = self._loop
-        if self._rehearse_step:
-            loop.plant.rehearse_step(self._dry_df, self._dry_di, loop.dt)
-        self._dry_ring_push(loop.tick + 1, now_ns, loop.plant.time)
+        how = self.rehearsal
+        if how == "tick" and loop.compiled_tick is not None:
+            loop.compiled_tick.rehearse(loop.tick, now_ns, loop.dt)
+        elif how != "none":
+            if self._rehearse_step:
+                loop.plant.rehearse_step(self._dry_df, self._dry_di, loop.dt)
+            self._dry_ring_push(loop.tick + 1, now_ns, loop.plant.time)
         self._dry_record_tick(0, 0, 0, 0, True)
 
     def _wait_spin(self, deadline: int) -> None:
@@ -170,4 +193,4 @@ class Waiter:
                 return
 
 
-__all__ = ["Waiter", "REHEARSAL_SLACK_NS"]
+__all__ = ["Waiter", "REHEARSAL_SLACK_NS", "REHEARSE_LEAD_NS"]
