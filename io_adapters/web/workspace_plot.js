@@ -15,6 +15,8 @@
 (function () {
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 const FONT = "11px system-ui, sans-serif", AXIS_W = 42;
+// ?scroll=0: every redraw draws the whole plot, as before the scrolling (bench/bench_workspace_pages.py's A/B)
+const SCROLL = new URLSearchParams(location.search).get("scroll") !== "0";
 
 // about n "nice" ticks (1, 2, 5 times a power of ten) from lo to hi
 function ticks(lo, hi, n) {
@@ -236,7 +238,7 @@ function draw(div) {
   g.xticks = ticks(g.x0, g.x1, Math.max(2, Math.floor(cols / 90)));
   g.key = keyOf(s, g, traces, layout);
   const shift = prev ? g.cR - prev.cR : -1;
-  if (prev && !s.stale && prev.key === g.key && shift >= 0 && shift < cols - 2 && !traces.some((t) => t.line && t.line.dash)) {
+  if (SCROLL && prev && !s.stale && prev.key === g.key && shift >= 0 && shift < cols - 2 && !traces.some((t) => t.line && t.line.dash)) {
     g.yticks = prev.yticks;
     scroll(s, g, traces, layout, prev, shift);
     s.scrolled = (s.scrolled || 0) + 1;
