@@ -49,12 +49,12 @@ def test_the_page_loads_and_plots_the_state_streams_values(served):
             st = zc.recv_state(5.0)
             assert st is not None
             states[st.tick] = st
-    plotted = wait_until(lambda: (p := plotted(drv)) and max(p.get("w_out") or {0: 0}) >= 300 and p, 20)
-    assert plotted, drv.get_log("browser")
-    assert set(plotted) == {"w_out", *(f"slip_c{k}" for k in range(1, 9))}
-    ticks = [t for t in plotted["w_out"] if t <= 300]
+    shown = wait_until(lambda: (p := plotted(drv)) and max(p.get("w_out") or {0: 0}) >= 300 and p, 20)
+    assert shown, drv.get_log("browser")
+    assert set(shown) == {"w_out", *(f"slip_c{k}" for k in range(1, 9))}
+    ticks = [t for t in shown["w_out"] if t <= 300]
     assert ticks == list(range(10, 301, 10))
-    for name, values in plotted.items():
+    for name, values in shown.items():
         for tick in ticks:
             assert values[tick] == states[tick].y[name], (name, tick)
     # the transmission at a glance: gear 1 with clutches 1, 3, 6 applied (the traces share the page's arrays, so
@@ -469,9 +469,9 @@ def test_the_server_decimates_to_the_rows_a_second_the_page_asks_for(served):
             time.sleep(0.3)
             zc.reset(GEAR1)
             states = stream(zc, 400)
-        plotted = wait_until(lambda: (p := plotted(drv).get("w_out")) and min(p) >= 50 and max(p) >= 400 and p, 10)
-        assert sorted(plotted) == list(range(50, 401, 50))  # only the rows drawn came over the socket
-        assert all(plotted[t] == states[t]["w_out"] for t in plotted)
+        got = wait_until(lambda: (p := plotted(drv).get("w_out")) and min(p) >= 50 and max(p) >= 400 and p, 10)
+        assert sorted(got) == list(range(50, 401, 50))  # only the rows drawn came over the socket
+        assert all(got[t] == states[t]["w_out"] for t in got)
     finally:
         rate.clear()
         drv.execute_script("workspace.ws.send(JSON.stringify({op: 'rate', rows_per_s: 1000}));")
