@@ -42,6 +42,17 @@ def burn(cpus: set[int]) -> None:
         x = (x * 1103515245 + 12345) & 0x7FFFFFFF
 
 
+def tree_cpus(pid: int) -> set[int]:
+    """The CPUs a process and its descendants may run on (the pages' Chromium: kept off the loop's CPU)."""
+    import psutil
+
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        return {c for p in procs for c in p.cpu_affinity()}
+    except psutil.Error:
+        return set()
+
+
 def hist(status: dict, name: str) -> dict[float, int]:
     h = status["timing_histograms"][name]
     return {up if up is not None else float("inf"): n for up, n in zip(h["upper_us"], h["count"])}
@@ -105,7 +116,8 @@ def main() -> int:
                         while len(drivers) < pages:
                             drivers.append(open_page(srv.info["endpoints"]["web.url"], "20x3"))
                         time.sleep(args.settle)
-                        r = dict(phase(zc, drivers, args.phase), round=rnd, pages=pages)
+                        r = dict(phase(zc, drivers, args.phase), round=rnd, pages=pages,
+                                 chromium_cpus=sorted({c for _, p in drivers for c in tree_cpus(p)}))
                         print(f"round {rnd}, {pages} page(s): missed {r['missed_ticks']} of "
                               f"{r['ticks'] + r['missed_ticks']}, TET p99 {r['tet_us']['p99']:g} us, lateness p99 "
                               f"{r['lateness_us']['p99']:g} us, Chromium {r['chromium_pct']:.1f} %, "
