@@ -10,7 +10,8 @@ the same machine load.  Each page shows ``--view``: ``default`` (the page
 as it opens: w_out, gear and two slips in one plot) or ``20x3`` (20 outputs
 in three stacked plots, the issue's reference view), with the page's ``draws/s`` (``--draws``; its
 default is 10) and its live plots' renderer (``--renderers canvas,plotly``: the page's own canvas, or
-Plotly at every redraw as before it, ``?renderer=plotly``; alternated in each round like the draws).
+Plotly at every redraw as before it, ``?renderer=plotly``, or the canvas drawn whole at every redraw,
+``canvas-full``, ``?scroll=0``; alternated in each round like the draws).
 In each phase, after
 ``--settle`` seconds for the pages to connect and draw, the CPU time
 (user + system, ``/proc/PID/stat``) of the workspace process, of the server
@@ -43,6 +44,11 @@ VIEWS = {"default": None,  # the page's own choice when it opens
                  "slip_c7; slip_c8, pressure_c1, pressure_c2, pressure_c3, pressure_c4, pressure_c5"}
 
 
+RENDERERS = {"canvas": "", "canvas-full": "?scroll=0", "plotly": "?renderer=plotly"}
+"""The live plots' renderers and the page's URL for each: the canvas scrolling (only new pixel columns drawn), the
+canvas drawn whole at every redraw (as before the scrolling), Plotly at every redraw (as before the canvas)."""
+
+
 def tree_cpu_s(pid: int) -> float:
     """CPU time of a process and all its descendants now alive (Chromium's browser, renderer, GPU processes)."""
     import psutil
@@ -63,7 +69,7 @@ def set_draws(drv, draws: float | None) -> None:
 def open_page(url: str, view: str, renderer: str = "canvas"):
     """A headless Chromium showing the workspace at ``url`` with ``view``; (driver, chromedriver pid)."""
     drv, pid = chromium(1600, 1000)
-    open_workspace(drv, url + ("?renderer=plotly" if renderer == "plotly" else ""))
+    open_workspace(drv, url + RENDERERS[renderer])
     if VIEWS[view]:
         drv.execute_script("document.getElementById('pattern').value = arguments[0]; pick();", VIEWS[view])
     return drv, pid
@@ -105,7 +111,8 @@ def main() -> int:
                          "page's own, 10; 0: every animation frame)")
     ap.add_argument("--renderers", default="canvas",
                     help="the live plots' renderers, comma-separated variants alternated in each round: canvas (the "
-                         "page's own) and plotly (?renderer=plotly: Plotly at every redraw, as before the canvas)")
+                         "page's own), canvas-full (?scroll=0: the whole canvas drawn at every redraw) and plotly "
+                         "(?renderer=plotly: Plotly at every redraw, as before the canvas)")
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -183,15 +190,13 @@ def report(results: list[dict], counts: list[int], args) -> None:
         label = "10 (default)" if d is None else f"{d:g}"
         print(f"| {n} | {rr} | {label} | {cell(per['workspace_pct'])} | {cell(per['server_pct'])} | "
               f"{cell(per['chromium_pct'])} |")
-    ratios = []  # same round, same pages and draws: canvas over plotly
-    for a in results:
-        for b in results:
-            if (a["round"], a["pages"], a["draws"]) == (b["round"], b["pages"], b["draws"]) and a["pages"] \
-                    and a.get("renderer") == "canvas" and b.get("renderer") == "plotly" and b["chromium_pct"] > 0:
-                ratios.append(a["chromium_pct"] / b["chromium_pct"])
-    if ratios:
-        print(f"\nChromium's CPU time, canvas / plotly in the same round: median {statistics.median(ratios):.2f} "
-              f"[{min(ratios):.2f}, {max(ratios):.2f}] over {len(ratios)} pairs")
+    for other in ("canvas-full", "plotly"):  # same round, same pages and draws: canvas over the other renderer
+        ratios = [a["chromium_pct"] / b["chromium_pct"] for a in results for b in results
+                  if (a["round"], a["pages"], a["draws"]) == (b["round"], b["pages"], b["draws"]) and a["pages"]
+                  and a.get("renderer") == "canvas" and b.get("renderer") == other and b["chromium_pct"] > 0]
+        if ratios:
+            print(f"\nChromium's CPU time, canvas / {other} in the same round: median {statistics.median(ratios):.2f} "
+                  f"[{min(ratios):.2f}, {max(ratios):.2f}] over {len(ratios)} pairs")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ Chromium's processes by type (``/proc``), the page's main-thread totals
 time spent in the page's own functions (each wrapped with a
 ``performance.now()`` counter: ``drawPlot``, ``clutchPlot``,
 ``histograms``, ``onRows``, ...) and the functions the sampling profiler
-(``Profiler``) saw most.  ``--renderer plotly`` opens the page with
+(``Profiler``) saw most, and the CPU of each thread of Chromium's processes
+(``/proc/PID/task``: the renderer's main thread, its compositor, the display compositor, the raster workers).  ``--renderer plotly`` opens the page with
 ``?renderer=plotly``; ``--js CODE`` runs CODE in the page first (an
 experiment: ``"window.clutchPlot = function () {}"``).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import sys
 import tempfile
 import time
@@ -58,6 +60,30 @@ def by_type(pid: int) -> collections.Counter:
     return out
 
 
+def by_thread(pid: int) -> collections.Counter:
+    """CPU seconds of chromedriver's descendants by process type and thread name (``renderer:chromium`` is the
+    renderer's main thread, ``renderer:Compositor`` its compositor, ``gpu-process:VizCompositorTh`` the display
+    compositor, ``*:ThreadPoolForeg`` raster and other workers)."""
+    import psutil
+
+    out: collections.Counter = collections.Counter()
+    tick = os.sysconf("SC_CLK_TCK")
+    for p in psutil.Process(pid).children(recursive=True):
+        try:
+            line = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        kind = "browser" if "--type=" not in line else line.split("--type=")[1].split()[0]
+        for task in Path(f"/proc/{p.pid}/task").glob("*"):
+            try:
+                name = (task / "comm").read_text().strip()
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[f"{kind}:{name}"] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=8.0)
@@ -84,9 +110,11 @@ def main() -> int:
             drv.execute_cdp_cmd("Profiler.enable", {})
             drv.execute_cdp_cmd("Profiler.setSamplingInterval", {"interval": 500})
             drv.execute_cdp_cmd("Profiler.start", {})
+            th0 = by_thread(pid)
             c0, t0, drawn0 = by_type(pid), time.monotonic(), drv.execute_script("return workspace.drawn || 0")
             time.sleep(args.seconds)
             c1, dt, drawn1 = by_type(pid), time.monotonic() - t0, drv.execute_script("return workspace.drawn || 0")
+            th1 = by_thread(pid)
             prof = drv.execute_cdp_cmd("Profiler.stop", {})["profile"]
             m1 = {m["name"]: m["value"] for m in drv.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]}
             spent = drv.execute_script("return window.__spent")
@@ -95,6 +123,9 @@ def main() -> int:
                 drv.quit()
             srv.shutdown()
     report(args, dt, c0, c1, m0, m1, spent, prof, (drawn1 - drawn0) / dt)
+    threads = {k: 100 * (th1[k] - th0.get(k, 0.0)) / dt for k in th1}
+    print("threads (% of a core): " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(threads.items(), key=lambda x: -x[1])
+                                                if v >= 0.2))
     return 0
 
 

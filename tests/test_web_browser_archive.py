@@ -19,11 +19,10 @@ pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
-from server_support import FREE_PORTS, ServerProcess, wait_until  # noqa: E402
-from test_web_browser import CHROMIUM, DRIVER, GEAR1, _stream, chrome  # noqa: E402
+from server_support import FREE_PORTS, wait_until  # noqa: E402
+from browser_support import GEAR1, READY_TOOLS, needs_browser, open_page, served_page, stream  # noqa: E402
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
-                                reason="no headless browser: install Debian's chromium and chromium-driver")
+pytestmark = needs_browser
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +30,8 @@ def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("archive")
     adapters = FREE_PORTS + '\n[web]\nport = 0\nlayouts = "layouts"\nmax_download_bytes = 65536\n'
     extra = '[recording]\nfolder = "rec"\nchunk_s = 0.1\n'
-    with ServerProcess(tmp, mode="lockstep", adapters=adapters, extra=extra) as s:
-        drv = chrome()
-        try:
-            drv.get(s.info["endpoints"]["web.url"])
-            assert wait_until(lambda: drv.execute_script(
-                "return window.workspace && workspace.connected && workspace.plant !== null && workspace.tools"), 30), \
-                drv.get_log("browser")
-            yield s, drv, tmp
-        finally:
-            drv.quit()
-            s.shutdown()
+    with served_page(tmp, adapters, extra, ready=READY_TOOLS) as (s, drv):
+        yield s, drv, tmp
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -70,10 +60,10 @@ def test_a_switch_toggles_an_input_between_its_two_values_and_the_plant_follows(
         button.click()
         assert wait_until(lambda: zc.get()["u"]["p_c2"] == 12.5, 10), drv.find_element(By.ID, "error").text
         assert wait_until(lambda: button.text == "on" and button.get_attribute("aria-pressed") == "true", 10)
-        by_page = _stream(zc, 200)
+        by_page = stream(zc, 200)
         zc.reset(GEAR1)
         zc.set_inputs_acked(p_c2=12.5)  # the same value from a ZeroMQ client
-        by_zmq = _stream(zc, 200)
+        by_zmq = stream(zc, 200)
         assert by_page == by_zmq  # bit for bit: one command path
         button.click()  # off again: the off value, 0 bar
         assert wait_until(lambda: zc.get()["u"]["p_c2"] == 0.0 and button.text == "off", 10)
@@ -102,11 +92,10 @@ def test_history_from_the_server_holds_rows_the_page_never_received(served):
         time.sleep(0.3)
         zc.reset(GEAR1)
         drv.execute_script("workspace.ws.onclose = null; workspace.ws.close();")  # the page receives nothing now
-        states = _stream(zc, 2000)
+        states = stream(zc, 2000)
     # the page has none of these rows; the server's history has every display row of them
     assert not any(t >= 1000 for t in drv.execute_script("return workspace.data.w_out.tick"))
-    drv.refresh()
-    assert wait_until(lambda: drv.execute_script("return workspace.connected && workspace.plant !== null"), 30)
+    open_page(drv, drv.current_url)  # a new page: loaded again
     box = drv.find_element(By.ID, "pattern")
     box.clear()
     box.send_keys("w_out, slip_c1")

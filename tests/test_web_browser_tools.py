@@ -22,11 +22,10 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
-from server_support import FREE_PORTS, ServerProcess, wait_until  # noqa: E402
-from test_web_browser import CHROMIUM, DRIVER, GEAR1, _plotted, _stream, chrome  # noqa: E402
+from server_support import FREE_PORTS, wait_until  # noqa: E402
+from browser_support import GEAR1, READY_TOOLS, needs_browser, plotted, served_page, stream  # noqa: E402
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
-                                reason="no headless browser: install Debian's chromium and chromium-driver")
+pytestmark = needs_browser
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +33,8 @@ def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tools")
     # relative folders: from the I/O config's folder (tmp), not the working directory
     adapters = FREE_PORTS + '\n[web]\nport = 0\nlayouts = "layouts"\nparameter_sets = "parameter sets"\n'
-    with ServerProcess(tmp, mode="lockstep", adapters=adapters) as s:
-        drv = chrome()
-        try:
-            drv.get(s.info["endpoints"]["web.url"])
-            assert wait_until(lambda: drv.execute_script(
-                "return window.workspace && workspace.connected && workspace.plant !== null && workspace.tools"), 30), \
-                drv.get_log("browser")
-            yield s, drv, tmp
-        finally:
-            drv.quit()
-            s.shutdown()
+    with served_page(tmp, adapters, ready=READY_TOOLS) as (s, drv):
+        yield s, drv, tmp
 
 
 def _plot(drv, pattern: str) -> None:
@@ -68,11 +58,11 @@ def _run(s, n: int = 300) -> dict[int, dict]:
         zc.subscribe(("state",))
         time.sleep(0.3)
         zc.reset(GEAR1)
-        return _stream(zc, n)
+        return stream(zc, n)
 
 
 def _shown_up_to(drv, tick: int):
-    return wait_until(lambda: (p := _plotted(drv).get("w_out")) and max(p) >= tick and p, 20)
+    return wait_until(lambda: (p := plotted(drv).get("w_out")) and max(p) >= tick and p, 20)
 
 
 def test_cursors_read_each_signal_at_a_and_b_and_their_difference(served):
@@ -147,7 +137,7 @@ def test_a_capture_downloads_as_parquet_and_mf4_equal_to_the_stream_and_overlays
         before = len(drv.execute_script("return workspace.captures"))
         drv.find_element(By.ID, "trigarm").click()
         assert wait_until(lambda: drv.execute_script("return workspace.armed"), 10)
-        states = _stream(zc, 400)
+        states = stream(zc, 400)
     cap = wait_until(lambda: (c := drv.execute_script("return workspace.captures")) and len(c) > before and c[-1], 20)
     assert cap and cap["first_tick"] == 1 and cap["last_tick"] == 201
     links = {a.text: a.get_attribute("href") for a in drv.find_elements(By.CSS_SELECTOR, "#captures .capture:first-child a")}
@@ -303,10 +293,10 @@ def test_paused_the_plot_shows_the_history_held_beyond_the_window_and_stands(ser
     _type(drv, "window", "2")  # the page holds 60 s (hold), draws 2 s live
     try:
         states = _run(s, 5000)
-        live = wait_until(lambda: (p := _plotted(drv).get("w_out")) and max(p) == 5000 and p, 20)
+        live = wait_until(lambda: (p := plotted(drv).get("w_out")) and max(p) == 5000 and p, 20)
         assert live and min(live) in (3000, 3010), min(live or {0: 0})
         drv.find_element(By.ID, "pause").click()
-        held = wait_until(lambda: (p := _plotted(drv).get("w_out")) and min(p) == 10 and p, 10)
+        held = wait_until(lambda: (p := plotted(drv).get("w_out")) and min(p) == 10 and p, 10)
         assert held and sorted(held) == list(range(10, 5001, 10))  # every row held since the reset
         assert all(held[t] == states[t]["w_out"] for t in held)
         end = states[5000]["t"]
@@ -317,12 +307,12 @@ def test_paused_the_plot_shows_the_history_held_beyond_the_window_and_stands(ser
         _type(drv, "cura", "1.0")  # a cursor placed while paused: drawn, and the plot still stands at the click
         assert wait_until(lambda: drv.execute_script(
             "return document.getElementById('plot').layout.shapes.length") == 1, 10)
-        assert max(_plotted(drv)["w_out"]) == 5000
+        assert max(plotted(drv)["w_out"]) == 5000
         assert drv.execute_script("return workspace.cursorRows[0].a.tick") == 1000
     finally:
         if drv.find_element(By.ID, "pause").is_selected():
             drv.find_element(By.ID, "pause").click()
         drv.find_element(By.ID, "curclear").click()
         _type(drv, "window", "5")
-    back = wait_until(lambda: (p := _plotted(drv).get("w_out")) and max(p) == 5100 and p, 10)
+    back = wait_until(lambda: (p := plotted(drv).get("w_out")) and max(p) == 5100 and p, 10)
     assert back and min(back) in (100, 110)  # live again, over the 5 s window

@@ -71,7 +71,7 @@ from .layouts import Layouts
 
 PAGE = Path(__file__).with_name("workspace.html")
 SCRIPTS = ("workspace_plot.js", "workspace_tools.js")  # the page's scripts besides plotly, served as they are
-FLUSH_S = 1.0 / 30.0  # rows, status and events go to the pages about 30 times a second
+FLUSH_S = 0.1  # rows, status and events go to the pages 10 times a second (each message wakes the browser)
 CLIENT_QUEUE = 16  # updates (rows, status, events) waiting for one slow page; more are dropped (counted)
 MAX_PENDING = 64  # requests of one page read and not yet answered; beyond, its socket is not read until one is
 MAX_SIGNALS = 256  # signals one page may subscribe to

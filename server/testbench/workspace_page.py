@@ -20,11 +20,12 @@ CHROMIUM_ARGS = ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "-
 
 
 def serve_workspace(workdir: Path, mode: str = "realtime", args: tuple[str, ...] = (), plant: str = "powershift",
-                    web: str = "") -> LocalServer:
+                    web: str = "", extra: str = "") -> LocalServer:
     """``gearbox-hil serve PLANT --mode MODE --web 0 ARGS`` with ZeroMQ on free ports, ready (``web``: the ``[web]``
-    table's body, if any)."""
+    table's body, if any; ``extra``: more tables of the I/O config, such as ``[realtime]``)."""
     Path(workdir).mkdir(parents=True, exist_ok=True)
-    io = write_io(Path(workdir) / f"io_{mode}.toml", extra=f"[web]\n{web}\n" if web else "", adapters=FREE_PORTS)
+    io = write_io(Path(workdir) / f"io_{mode}.toml", extra=(f"[web]\n{web}\n" if web else "") + extra,
+                  adapters=FREE_PORTS)
     return LocalServer(workdir, plant, io, mode, ("--web", "0", *args))
 
 
