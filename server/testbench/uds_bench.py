@@ -58,6 +58,7 @@ class InProcessServer:
     def close(self) -> None:
         from io_adapters.zmq.client import HilClient
 
+        self._thread.join(timeout=5)  # a shutdown already asked for (UdsBench.close) ends the loop by itself
         if self._thread.is_alive():
             try:
                 with HilClient(self.control, timeout_s=10.0).connect() as c:
