@@ -200,3 +200,40 @@ def test_the_held_session_survives_30_minutes_of_lockstep_plant_time(tmp_path):
         else:
             assert srv_st["session"] == 1 and srv_st["s3_timeouts"] == 1
             assert st["tester_present"] == 0 and st["unexpected"] == 1  # the answer to the other tester
+
+
+def test_realtime_a_waiting_request_is_answered_by_the_tcu_on_its_own_clock(tmp_path):
+    """Realtime: the TCU emulator runs its 10 ms task on the wall clock in a thread, the server ticks at 1 kHz; a
+    request with ``wait`` is replied when its answer is there (no time is asserted: bench/bench_uds.py measures)."""
+    import threading
+    import time
+
+    from server.testbench.uds_bench import InProcessServer
+    from io_adapters.zmq.client import HilClient
+    from ecu_diagnostics import DiagnosticTcu
+
+    io, ch = _io(tmp_path)
+    io.write_text(io.read_text() + "p2_ms = 1000\n")  # a loaded machine may hold the TCU's thread for a while
+    with InProcessServer("powershift", io, mode="realtime") as srv, HilClient(srv.control, timeout_s=30.0).connect() \
+            as hil:
+        bus = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
+        tcu = DiagnosticTcu(bus, shift_at_s=100.0)
+        task = threading.Thread(target=tcu.run, args=(6.0,), daemon=True)
+        try:
+            task.start()
+            vin = hil.request("uds_request", service="read_did", did=0xF190, wait=True)
+            assert vin["state"] == "answered" and vin["text"] == VIN.decode()
+            assert hil.request("uds_request", service="read_dtc", mask=us.TEST_FAILED, wait=True)["dtcs"] == []
+            hil.set_fault({"target": "can", "message": "HIL_SpeedsA", "kind": "drop"})
+            end = time.monotonic() + 4.0
+            while time.monotonic() < end:  # confirmed 100 ms after the loss, on the TCU's clock
+                dtcs = hil.request("uds_request", service="read_dtc", mask=us.CONFIRMED, wait=True)["dtcs"]
+                if dtcs:
+                    break
+                time.sleep(0.05)
+            assert [d["dtc"] for d in dtcs] == [DTC_SPEED_SENSOR]
+            assert hil.status()["adapters"]["uds"]["requests_rejected"] == {}
+        finally:
+            task.join(timeout=10)
+            bus.shutdown()
+            hil.shutdown()

@@ -37,15 +37,15 @@ def bus_channel(io_config: Path) -> str:
 
 
 class InProcessServer:
-    """``build(plant, io)`` with its loop in a thread of this process (lockstep); a context manager.
+    """``build(plant, io)`` with its loop in a thread of this process (lockstep, or ``mode``); a context manager.
 
     ``control`` is the ZeroMQ control endpoint; ``server`` the server (its adapters: ``server.loop.adapters``).
     """
 
-    def __init__(self, plant_config: str | Path, io_config: str | Path):
+    def __init__(self, plant_config: str | Path, io_config: str | Path, mode: str = "lockstep"):
         from server.realtime.runtime import build
 
-        self.server = build(plant_config, io_config, mode="lockstep")
+        self.server = build(plant_config, io_config, mode=mode)
         self.server.loop.open()
         zmq = [a for a in self.server.loop.adapters if getattr(a, "endpoints", None) and "control" in a.endpoints]
         if not zmq:
