@@ -237,3 +237,57 @@ def test_realtime_a_waiting_request_is_answered_by_the_tcu_on_its_own_clock(tmp_
             task.join(timeout=10)
             bus.shutdown()
             hil.shutdown()
+
+
+def test_fuzzed_answers_at_the_control_channels_tester_no_crash_exact_counters_plant_untouched(tmp_path):
+    """10 200 random frames on the tester's response ID (0x7E8) while the control channel keeps a DTC read in flight
+    every period: the uds adapter counts every frame, every ticket ends, the plant's run is the run without them."""
+    import random
+
+    from server.testbench.uds_bench import UdsBench
+
+    rng = random.Random(3838)
+    runs = []
+    for fuzz in (False, True):
+        io, ch = _io(tmp_path)
+        ctl = DiagnosticTcuController(channel=ch, shift_at_s=100.0)  # constant commands: gear 1 held
+        with UdsBench("powershift", io, ctl) as bench:
+            fuzzer = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
+            sent, tickets, rows, refused = 0, [], [], 0
+            try:
+                bench.advance()  # the TCU opens its bus in its first task
+                for k in range(200):
+                    try:  # a single-frame answer: answered in the TCU's next task, unless the fuzz upset it
+                        tickets.append(bench.hil.request("uds_request", service="read_dtc", mask=8)["ticket"])
+                    except ServerError as exc:  # eight still waiting (answers the fuzz garbled wait out P2)
+                        assert exc.code == "bad_state"
+                        refused += 1
+                    if fuzz:
+                        for _ in range(51):  # any frame kind and length: single, first, consecutive, flow control
+                            data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 9)))
+                            fuzzer.send(can.Message(arbitration_id=0x7E8, data=data, is_extended_id=False))
+                            sent += 1
+                    bench.advance()
+                    while fuzzer.recv(0.0) is not None:
+                        pass
+                    rows.append((tuple(bench.last.y.values()), tuple(sorted(bench.hil.get()["u"].items()))))
+                for _ in range(10):  # the last requests' answers
+                    bench.advance()
+                results = [bench.hil.request("uds_result", ticket=t)["state"] for t in tickets[-64:]]
+                u = bench.hil.status()["adapters"]["uds"]
+            finally:
+                fuzzer.shutdown()
+            runs.append((rows, u, sent, results, ctl.tcu.uds.status(), ctl.tcu.result.commands_sent, refused))
+    (rows0, u0, _, res0, _, cmds0, refused0), (rows1, u1, sent, res1, tcu1, cmds1, refused1) = runs
+    assert sent == 200 * 51
+    # every frame of the response ID counted: the fuzz and the TCU's own answers; none dropped by the bound
+    assert u1["frames_in"] == sent + tcu1["frames_out"] and u1["inbox_dropped"] == 0
+    # each request sent ended once, or waits; each ticket's request was sent or is queued
+    assert u1["requests"] == u1["answers"] + u1["timeouts"] + u1["waiting"]
+    assert u1["tickets"] == u1["requests"] + u1["queued"]
+    assert u1["unexpected"] > 0 and sum(u1["transport_errors"].values()) > 0
+    assert u1["requests_rejected"] == ({"bad_state": refused1} if refused1 else {}) and u1["tickets"] == 200 - refused1
+    assert set(res1) <= {"answered", "timeout", "pending"} and res1.count("pending") == u1["queued"] + u1["waiting"]
+    assert res0 == ["answered"] * 64 and u0["transport_errors"] == {}
+    assert refused0 == 0 and u0["requests"] == u0["answers"] == 200
+    assert cmds0 == cmds1 and rows0[5:] == rows1[5:]  # the plant untouched

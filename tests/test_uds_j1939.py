@@ -112,3 +112,64 @@ def test_a_udsoncan_client_on_normal_fixed_addressing_and_etc2_carries_the_plant
             assert sum(j["decode_errors_by_reason"].values()) == 0  # the rest-bus's nodes left the UDS frames alone
         finally:
             spy.shutdown()
+
+
+def _fuzz_frames(rng, n: int) -> list[tuple[bool, bytes]]:
+    """(functional, data): half well-formed single-frame requests of every service, half random bytes of any
+    frame kind and length (first, consecutive and flow-control frames, bad lengths)."""
+    valid = [bytes.fromhex(h) for h in ("3e00", "1003", "190208", "1901ff", "22f190", "220100", "14ffffff",
+                                          "31010201", "2e01200064", "3e80", "1101")]
+    out = []
+    for _ in range(n):
+        functional = rng.random() < 0.2
+        if rng.random() < 0.5:
+            body = rng.choice(valid)
+            out.append((functional, bytes((len(body),)) + body))
+        else:
+            out.append((functional, bytes(rng.randrange(256) for _ in range(rng.randrange(0, 9)))))
+    return out
+
+
+def test_fuzzed_frames_on_normal_fixed_addressing_no_crash_exact_counters_plant_untouched(tmp_path):
+    """10 149 frames on 0x18DA03F1 / 0x18DBFFF1 while the J1939 TCU holds gear 1: counted exactly, the plant's run
+    equal to the same run without them."""
+    import random
+
+    from server.testbench.uds_bench import UdsBench
+
+    rng = random.Random(38)
+    a = j1939_addressing(0x03)
+    runs = []
+    for fuzz in (False, True):
+        path, ch = _bench(tmp_path)
+        io = path.parent / "io_uds_j1939_lockstep.toml"
+        io.write_text(io.read_text().replace("requested_gear = 3", "requested_gear = 1"))  # no shift: gear 1 held
+        ctl = J1939TcuController(channel=ch)
+        with UdsBench("powershift", io, ctl) as bench:
+            fuzzer = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
+            sent = {"phys": 0, "func": 0, "func_sf": 0}
+            rows = []
+            try:
+                for k in range(200):
+                    if fuzz and k > 0:  # the TCU opens its bus in its first task
+                        for functional, data in _fuzz_frames(rng, 51):
+                            fuzzer.send(can.Message(arbitration_id=a.functional_id if functional else a.request_id,
+                                                    data=data, is_extended_id=True))
+                            sent["func" if functional else "phys"] += 1
+                            n = data[0] & 0x0F if data else 0
+                            sent["func_sf"] += functional and bool(data) and data[0] >> 4 == 0 and 0 < n <= len(data) - 1
+                    bench.advance()
+                    while fuzzer.recv(0.0) is not None:
+                        pass
+                    rows.append((tuple(bench.last.y.values()), tuple(sorted(bench.hil.get()["u"].items()))))
+            finally:
+                fuzzer.shutdown()
+            runs.append((rows, ctl.tcu.uds.status(), sent, ctl.tcu.result.commands_sent, ctl.tcu.node.state))
+    (rows0, st0, _, cmds0, _), (rows1, st1, sent, cmds1, state1) = runs
+    assert sent["phys"] + sent["func"] >= 10_000 and state1 == "claimed"
+    assert st1["frames_in"] == sent["phys"] and st1["inbox_dropped"] == 0
+    assert st1["functional_frames"] == sent["func"] and st1["functional_dropped"] == 0
+    assert st1["functional_ignored"] == sent["func"] - sent["func_sf"]
+    assert st1["requests"] == st1["positive"] + sum(st1["negative"].values()) + st1["suppressed"] + st1["busy"]
+    assert st1["positive"] > 0 and sum(st1["negative"].values()) > 0 and sum(st1["transport_errors"].values()) > 0
+    assert cmds0 == cmds1 and rows0[5:] == rows1[5:] and st0["requests"] == 0

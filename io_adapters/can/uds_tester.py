@@ -196,7 +196,8 @@ class DiagnosticTester:
                 "negative": {f"{s:02X}/{n:02X}": k for (s, n), k in c.negative.items()},
                 "response_pending": c.response_pending, "tester_present": c.tester_present,
                 "unexpected": c.unexpected, "polls_skipped": c.polls_skipped, "dropped": c.dropped,
-                "other_frames": c.other_frames, "session": self.session, "queued": self.pending(),
+                "other_frames": c.other_frames, "session": self.session, "queued": len(self._queue),
+                "waiting": int(self._waiting is not None),
                 "frames_in": self.tp.frames_in, "frames_out": self.tp.frames_out,
                 "inbox_dropped": self.tp.inbox_dropped, "transport_errors": dict(self.tp.errors)}
 
