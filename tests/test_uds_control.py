@@ -157,14 +157,17 @@ def test_the_held_session_survives_30_minutes_of_lockstep_plant_time(tmp_path):
     """The control channel opens the extended session; the adapter's tester keeps it with tester present for 30
     minutes of lockstep plant time (1 s steps; P2 2 s, so an answer read a step later is in time), the TCU's UDS
     server alone (no shift task: seconds, not minutes) answering once per plant second.  The same session opened
-    by another tester's raw frame, which the adapter does not hold, drops once after S3 (a minute suffices)."""
+    by another tester's raw frame, which the adapter does not hold, drops once after S3 (a minute suffices).
+    The plant is the single-clutch kinematic one: its steps are the cheapest, and the TCU needs none of them."""
     from server.testbench.uds_bench import InProcessServer
     from io_adapters.zmq.client import HilClient
 
     for through_adapter in (True, False):
         io, ch = _io(tmp_path, can_adapter=False)
-        io.write_text(io.read_text() + "p2_ms = 2000\n")
-        with InProcessServer("powershift", io) as srv, HilClient(srv.control, timeout_s=30.0).connect() as hil:
+        text = io.read_text().replace('control_endpoint = "tcp://127.0.0.1:*"\n',  # no state message per tick
+                                      'control_endpoint = "tcp://127.0.0.1:*"\npublish_every = 1000\n')
+        io.write_text(text + "p2_ms = 2000\n")
+        with InProcessServer("kinematic", io) as srv, HilClient(srv.control, timeout_s=30.0).connect() as hil:
             ecu = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
             t_ns = [0]
             uds = us.UdsServer(ecu, DTCS, clock_ns=lambda: t_ns[0])
