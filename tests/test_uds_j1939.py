@@ -157,7 +157,8 @@ def test_fuzzed_frames_on_normal_fixed_addressing_no_crash_exact_counters_plant_
                                                     data=data, is_extended_id=True))
                             sent["func" if functional else "phys"] += 1
                             n = data[0] & 0x0F if data else 0
-                            sent["func_sf"] += functional and bool(data) and data[0] >> 4 == 0 and 0 < n <= len(data) - 1
+                            single = bool(data) and data[0] >> 4 == 0 and 0 < n <= len(data) - 1
+                            sent["func_sf"] += functional and single
                     bench.advance()
                     while fuzzer.recv(0.0) is not None:
                         pass
