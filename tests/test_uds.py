@@ -331,6 +331,7 @@ def test_fuzzed_frames_no_crash_exact_counters_plant_untouched(tmp_path):
                                 if data and data[0] >> 4 == 0 and 0 < n <= len(data) - 1:
                                     sent["func_sf"] += 1
                     bench.advance()
+                    assert bench.wait_commands(ctl.tcu.result.commands_sent)  # as in every run
                     while fuzzer.recv(0.0) is not None:
                         pass
                     rows.append((tuple(bench.last.y.values()), tuple(sorted(bench.hil.get()["u"].items()))))

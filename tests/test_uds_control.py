@@ -259,6 +259,7 @@ def test_fuzzed_answers_at_the_control_channels_tester_no_crash_exact_counters_p
             sent, tickets, rows, refused = 0, [], [], 0
             try:
                 bench.advance()  # the TCU opens its bus in its first task
+                assert bench.wait_commands(ctl.tcu.result.commands_sent)
                 for k in range(200):
                     try:  # a single-frame answer: answered in the TCU's next task, unless the fuzz upset it
                         tickets.append(bench.hil.request("uds_request", service="read_dtc", mask=8)["ticket"])
@@ -271,6 +272,7 @@ def test_fuzzed_answers_at_the_control_channels_tester_no_crash_exact_counters_p
                             fuzzer.send(can.Message(arbitration_id=0x7E8, data=data, is_extended_id=False))
                             sent += 1
                     bench.advance()
+                    assert bench.wait_commands(ctl.tcu.result.commands_sent)  # as in every run
                     while fuzzer.recv(0.0) is not None:
                         pass
                     rows.append((tuple(bench.last.y.values()), tuple(sorted(bench.hil.get()["u"].items()))))
