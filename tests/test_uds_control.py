@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 
 from ecu_diagnostics import DTC_SPEED_SENSOR, DTCS, VIN, DiagnosticTcuController  # noqa: E402
+from uds_support import run_periods  # noqa: E402
 
 UDS_TABLE = '\n[[adapters]]\ntype = "uds"\nname = "uds"\ninterface = "virtual"\nchannel = "{ch}"\n'
 
@@ -254,35 +255,30 @@ def test_fuzzed_answers_at_the_control_channels_tester_no_crash_exact_counters_p
     for fuzz in (False, True):
         io, ch = _io(tmp_path)
         ctl = DiagnosticTcuController(channel=ch, shift_at_s=100.0)  # constant commands: gear 1 held
+        count = {"sent": 0, "refused": 0}
+        tickets: list[int] = []
         with UdsBench("powershift", io, ctl) as bench:
-            fuzzer = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
-            sent, tickets, rows, refused = 0, [], [], 0
-            try:
-                bench.advance()  # the TCU opens its bus in its first task
-                assert bench.wait_commands(ctl.tcu.result.commands_sent)
-                for k in range(200):
-                    try:  # a single-frame answer: answered in the TCU's next task, unless the fuzz upset it
-                        tickets.append(bench.hil.request("uds_request", service="read_dtc", mask=8)["ticket"])
-                    except ServerError as exc:  # eight still waiting (answers the fuzz garbled wait out P2)
-                        assert exc.code == "bad_state"
-                        refused += 1
-                    if fuzz:
-                        for _ in range(51):  # any frame kind and length: single, first, consecutive, flow control
-                            data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 9)))
-                            fuzzer.send(can.Message(arbitration_id=0x7E8, data=data, is_extended_id=False))
-                            sent += 1
-                    bench.advance()
-                    assert bench.wait_commands(ctl.tcu.result.commands_sent)  # as in every run
-                    while fuzzer.recv(0.0) is not None:
-                        pass
-                    rows.append((tuple(bench.last.y.values()), tuple(sorted(bench.hil.get()["u"].items()))))
-                for _ in range(10):  # the last requests' answers
-                    bench.advance()
-                results = [bench.hil.request("uds_result", ticket=t)["state"] for t in tickets[-64:]]
-                u = bench.hil.status()["adapters"]["uds"]
-            finally:
-                fuzzer.shutdown()
-            runs.append((rows, u, sent, results, ctl.tcu.uds.status(), ctl.tcu.result.commands_sent, refused))
+
+            def send(k: int, fuzzer: can.BusABC) -> None:
+                try:  # a single-frame answer: answered in the TCU's next task, unless the fuzz upset it
+                    tickets.append(bench.hil.request("uds_request", service="read_dtc", mask=8)["ticket"])
+                except ServerError as exc:  # eight still waiting (answers the fuzz garbled wait out P2)
+                    assert exc.code == "bad_state"
+                    count["refused"] += 1
+                for _ in range(51 if fuzz else 0):  # any frame kind and length: single, first, consecutive, FC
+                    data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 9)))
+                    fuzzer.send(can.Message(arbitration_id=0x7E8, data=data, is_extended_id=False))
+                    count["sent"] += 1
+
+            bench.advance()  # the TCU opens its bus in its first task
+            assert bench.wait_commands(ctl.tcu.result.commands_sent)
+            rows = run_periods(bench, ctl, 200, send)
+            for _ in range(10):  # the last requests' answers
+                bench.advance()
+            results = [bench.hil.request("uds_result", ticket=t)["state"] for t in tickets[-64:]]
+            u = bench.hil.status()["adapters"]["uds"]
+        runs.append((rows, u, count["sent"], results, ctl.tcu.uds.status(), ctl.tcu.result.commands_sent,
+                     count["refused"]))
     (rows0, u0, _, res0, _, cmds0, refused0), (rows1, u1, sent, res1, tcu1, cmds1, refused1) = runs
     assert sent == 200 * 51
     # every frame of the response ID counted: the fuzz and the TCU's own answers; none dropped by the bound

@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 from ecu_diagnostics import DTC_SPEED_SENSOR, VIN  # noqa: E402
 from ecu_emulator_j1939 import J1939TcuController, gear_ratio  # noqa: E402
+from uds_support import run_periods, single_frame  # noqa: E402
 
 CHANNEL = "gearbox-hil-j1939-uds"
 
@@ -145,28 +146,20 @@ def test_fuzzed_frames_on_normal_fixed_addressing_no_crash_exact_counters_plant_
         io = path.parent / "io_uds_j1939_lockstep.toml"
         io.write_text(io.read_text().replace("requested_gear = 3", "requested_gear = 1"))  # no shift: gear 1 held
         ctl = J1939TcuController(channel=ch)
+        sent = {"phys": 0, "func": 0, "func_sf": 0}
+
+        def send(k: int, fuzzer: can.BusABC) -> None:
+            if not fuzz or k == 0:  # the TCU opens its bus in its first task
+                return
+            for functional, data in _fuzz_frames(rng, 51):
+                fuzzer.send(can.Message(arbitration_id=a.functional_id if functional else a.request_id, data=data,
+                                        is_extended_id=True))
+                sent["func" if functional else "phys"] += 1
+                sent["func_sf"] += functional and single_frame(data)
+
         with UdsBench("powershift", io, ctl) as bench:
-            fuzzer = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
-            sent = {"phys": 0, "func": 0, "func_sf": 0}
-            rows = []
-            try:
-                for k in range(200):
-                    if fuzz and k > 0:  # the TCU opens its bus in its first task
-                        for functional, data in _fuzz_frames(rng, 51):
-                            fuzzer.send(can.Message(arbitration_id=a.functional_id if functional else a.request_id,
-                                                    data=data, is_extended_id=True))
-                            sent["func" if functional else "phys"] += 1
-                            n = data[0] & 0x0F if data else 0
-                            single = bool(data) and data[0] >> 4 == 0 and 0 < n <= len(data) - 1
-                            sent["func_sf"] += functional and single
-                    bench.advance()
-                    assert bench.wait_commands(ctl.tcu.result.commands_sent)  # as in every run
-                    while fuzzer.recv(0.0) is not None:
-                        pass
-                    rows.append((tuple(bench.last.y.values()), tuple(sorted(bench.hil.get()["u"].items()))))
-            finally:
-                fuzzer.shutdown()
-            runs.append((rows, ctl.tcu.uds.status(), sent, ctl.tcu.result.commands_sent, ctl.tcu.node.state))
+            rows = run_periods(bench, ctl, 200, send)
+        runs.append((rows, ctl.tcu.uds.status(), sent, ctl.tcu.result.commands_sent, ctl.tcu.node.state))
     (rows0, st0, _, cmds0, _), (rows1, st1, sent, cmds1, state1) = runs
     assert sent["phys"] + sent["func"] >= 10_000 and state1 == "claimed"
     assert st1["frames_in"] == sent["phys"] and st1["inbox_dropped"] == 0
