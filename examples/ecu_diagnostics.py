@@ -43,7 +43,8 @@ sys.path.insert(0, str(HERE))
 
 from ecu_emulator import PowershiftTcu  # noqa: E402
 
-from io_adapters.can.uds_server import DataIdentifier, Dtc, Nrc, NRC, Routine, UdsServer  # noqa: E402
+from io_adapters.can.uds_server import (DataIdentifier, Dtc, Nrc, NRC, Routine, UdsAddressing,  # noqa: E402
+                                        UdsServer)
 
 DTC_SPEED_SENSOR = 0x071531
 DTC_CLUTCH_ENGAGE = 0x073392
@@ -60,7 +61,8 @@ class DiagnosticTcu(PowershiftTcu):
     """The Powershift TCU with monitors and a UDS server (module docstring).  ``cycle(t, dt)`` is its task."""
 
     def __init__(self, bus: can.BusABC, shift_at_s: float = 0.5, engine_torque_Nm: float = 200.0,
-                 speed_timeout_ms: int = 100, engage_limit_s: float = 0.5):
+                 speed_timeout_ms: int = 100, engage_limit_s: float = 0.5,
+                 addressing: UdsAddressing = UdsAddressing()):
         super().__init__(bus, shift_at_s=shift_at_s, engine_torque_Nm=engine_torque_Nm)
         self.speed_timeout_ms = int(speed_timeout_ms)
         self.engage_limit_s = engage_limit_s
@@ -75,7 +77,7 @@ class DiagnosticTcu(PowershiftTcu):
                                lambda: self.speed_timeout_ms.to_bytes(2, "big"), self._set_timeout, 2))
         check = Routine(ROUTINE_SPEED_CHECK, "speed sensor check", lambda option: self._speeds_lost(),
                         self._speeds_lost)
-        self.uds = UdsServer(bus, DTCS, dids, (check,), clock_ns=lambda: self.now_ns)
+        self.uds = UdsServer(bus, DTCS, dids, (check,), addressing=addressing, clock_ns=lambda: self.now_ns)
 
     # -- data identifiers and the routine ------------------------------------------------------------
     def _gear(self) -> bytes:
@@ -140,6 +142,10 @@ class DiagnosticTcuController:
         self.channel, self.shift_at_s, self.engine_torque_Nm = channel, shift_at_s, engine_torque_Nm
         self.bus = self.tcu = None
 
+    def make_tcu(self, bus: can.BusABC) -> DiagnosticTcu:
+        """The TCU on the bus (a subclass makes another)."""
+        return DiagnosticTcu(bus, shift_at_s=self.shift_at_s, engine_torque_Nm=self.engine_torque_Nm)
+
     def bind(self, output_names, input_names) -> None:
         # the controller interface's hook to resolve signal names; this TCU talks to the plant over CAN only
         return None
@@ -150,7 +156,7 @@ class DiagnosticTcuController:
     def update(self, t_s: float, y, u) -> None:
         if self.tcu is None:  # the bus is opened by the first task, not when the test file is checked
             self.bus = can.Bus(interface="virtual", channel=self.channel, receive_own_messages=False)
-            self.tcu = DiagnosticTcu(self.bus, shift_at_s=self.shift_at_s, engine_torque_Nm=self.engine_torque_Nm)
+            self.tcu = self.make_tcu(self.bus)
         self.tcu.cycle(t_s, 0.01)
 
     def close(self) -> None:

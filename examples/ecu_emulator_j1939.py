@@ -13,8 +13,13 @@ The plant server plays the engine ECU and the vehicle ECU
   (override mode 3, speed/torque limit, ``--torque-limit`` percent of the
   engine's reference torque) and releases it (mode 0) when the shift is done;
 * sends ETC1 every 10 ms (shift in process, input and output shaft speeds)
-  and ETC2 every 100 ms (selected and current gear);
-* reads the engine speed from EEC1 and the wheel-based speed from CCVS1.
+  and ETC2 every 100 ms (selected and current gear, and the actual gear
+  ratio: input over output speed as received, the plant's ``ratio``);
+* reads the engine speed from EEC1 and the wheel-based speed from CCVS1;
+* answers UDS (the diagnostics of ``examples/ecu_diagnostics.py``: DTCs fed by
+  its own monitoring, e.g. the speed sensor's signal lost, DIDs, a routine)
+  over ISO-TP with normal fixed addressing, 0x18DA03F1 / 0x18DAF103 for the
+  tester at 0xF1 (:mod:`io_adapters.can.j1939_uds`).
 
 Run against the server on the local virtual bus (the default here:
 ``--interface vbus --channel gearbox-hil``)::
@@ -42,20 +47,34 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 
-from ecu_emulator import PowershiftTcu, open_bus  # noqa: E402
+from ecu_diagnostics import DiagnosticTcu, DiagnosticTcuController  # noqa: E402
+from ecu_emulator import open_bus  # noqa: E402
 from io_adapters.can import j1939 as j  # noqa: E402
+from io_adapters.can.j1939_uds import TESTER_ADDRESS, j1939_addressing  # noqa: E402
 
 DBC_J1939 = ROOT / "configs" / "powershift_j1939.dbc"
 TCU_NAME = j.name_pack(3, 0x2A, function=3, industry_group=2)  # agricultural group, transmission function
+RPM_PER_RAD_S = 60.0 / (2.0 * 3.141592653589793)
+RATIO_MIN_OUTPUT_RPM = 1.0 * RPM_PER_RAD_S  # below it the ratio is 0, as the plant's ``ratio`` output
+ETC2_RATIO_MAX = 64.255  # SPN 526's range
 
 
-class J1939Tcu(PowershiftTcu):
-    """The Powershift TCU of examples/ecu_emulator.py on a J1939 network (module docstring)."""
+def gear_ratio(input_rpm: float | None, output_rpm: float | None) -> float:
+    """ETC2's actual gear ratio (SPN 526): input over output speed, 0 below 1 rad/s output speed, in 0..64.255."""
+    if input_rpm is None or output_rpm is None or abs(output_rpm) <= RATIO_MIN_OUTPUT_RPM:
+        return 0.0
+    return min(max(input_rpm / output_rpm, 0.0), ETC2_RATIO_MAX)
+
+
+class J1939Tcu(DiagnosticTcu):
+    """The Powershift TCU of examples/ecu_emulator.py on a J1939 network, with the UDS server of
+    examples/ecu_diagnostics.py on normal fixed addressing (module docstring)."""
 
     ADDRESS = 0x03
 
-    def __init__(self, bus: can.BusABC, torque_limit_pct: float = 15.0, target_gear: int = 3):
-        super().__init__(bus, shift_at_s=float("inf"))
+    def __init__(self, bus: can.BusABC, torque_limit_pct: float = 15.0, target_gear: int = 3,
+                 tester_address: int = TESTER_ADDRESS):
+        super().__init__(bus, shift_at_s=float("inf"), addressing=j1939_addressing(self.ADDRESS, tester_address))
         self.j = cantools.database.load_file(str(DBC_J1939))
         self.node = j.Node("tcu", TCU_NAME, self.ADDRESS, {})
         self.torque_limit_pct = torque_limit_pct
@@ -68,7 +87,7 @@ class J1939Tcu(PowershiftTcu):
         self._k = 0
 
     def take(self, m: can.Message) -> None:
-        if not m.is_extended_id:
+        if not m.is_extended_id or self.uds.accepts(m):  # UDS (PGN 0xDA00 / 0xDB00) before J1939's own handling
             super().take(m)
             return
         self._send_all(self.node.on_frame(m.arbitration_id, bytes(m.data), self._now_ms))
@@ -120,7 +139,9 @@ class J1939Tcu(PowershiftTcu):
         if self._k % 10 == 0:
             gear = self.result.gear_actual or 0
             frames.append((msg("ETC2"), {"TransSelectedGear": self.requested_gear or gear,
-                                         "TransActualGearRatio": 0, "TransCurrentGear": gear,
+                                         "TransActualGearRatio": gear_ratio(self.result.engine_rpm,
+                                                                            self.result.output_rpm),
+                                         "TransCurrentGear": gear,
                                          "TransRequestedRange": 0xFFFF, "TransCurrentRange": 0xFFFF}))
         for m, values in frames:
             self.bus.send(can.Message(arbitration_id=m.frame_id, is_extended_id=True,
@@ -134,6 +155,18 @@ class J1939Tcu(PowershiftTcu):
         self._send_all(self.node.poll(self._now_ms))
         super().cycle(t, dt)
         self._k += 1
+
+
+class J1939TcuController(DiagnosticTcuController):
+    """:class:`J1939Tcu` as a controller class of a lockstep test file (its 10 ms task after every ten ticks on the
+    server's virtual bus ``channel``): ``examples/benches/uds_j1939_speed_sensor_dtc.toml``."""
+
+    def __init__(self, channel: str = "gearbox-hil-j1939-uds", torque_limit_pct: float = 15.0):
+        super().__init__(channel)
+        self.torque_limit_pct = torque_limit_pct
+
+    def make_tcu(self, bus: can.BusABC) -> J1939Tcu:
+        return J1939Tcu(bus, torque_limit_pct=self.torque_limit_pct)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -360,6 +360,18 @@ class Adapter(ABC):
     def set_values(self, values: dict[str, int]) -> None:
         """Set values checked by :meth:`check_values`, from the next tick on.  Between ticks."""
 
+    def control_requests(self) -> dict[str, tuple[str, ...]]:
+        """Control requests this transport serves itself: command -> its argument keys (besides ``v``, ``cmd``,
+        ``id``).  E.g. the ``uds`` adapter's ``uds_request``.  None by default."""
+        return {}
+
+    def handle_request(self, cmd: str, req: dict):
+        """Execute one of :meth:`control_requests` (its keys checked); the reply's result keys (a map) or an
+        :class:`~io_adapters.protocol.PendingReply`.  A refused request raises
+        :class:`~io_adapters.protocol.ProtocolError` with an error code of docs/protocol.md 5.3 and changes
+        nothing.  Between ticks, on the loop's thread."""
+        raise NotImplementedError(f"{type(self).__name__} declares control requests but serves none")
+
     def command_counts(self) -> CommandCounts | None:
         """Commands applied and rejected by reason since :meth:`open`; None before (or without) a transport."""
         return None
@@ -399,6 +411,7 @@ ADAPTERS: dict[str, tuple[str, str]] = {
     "web": ("io_adapters.web.adapter", "WebAdapter"),
     "xcp": ("io_adapters.xcp.adapter", "XcpAdapter"),
     "device": ("io_adapters.devices.adapter", "DeviceAdapter"),
+    "uds": ("io_adapters.can.uds_adapter", "UdsAdapter"),
 }
 """Built-in adapter types: type name -> (module, class), imported when a config asks for the type."""
 

@@ -115,6 +115,7 @@ DECLARATIONS: dict[str, str] = {
     "web": "io_adapters.web.declaration",
     "xcp": "io_adapters.xcp.declaration",
     "device": "io_adapters.devices.declaration",
+    "uds": "io_adapters.can.uds_declaration",
 }
 """Adapter type -> the module whose ``DECLARATION`` declares it (in the order ``serve --help`` lists options)."""
 

@@ -58,11 +58,13 @@ def test_the_table_names_every_built_in_type_and_an_unknown_type_lists_them_all(
                         "j1939": ("io_adapters.can.restbus", "J1939Adapter"),
                         "web": ("io_adapters.web.adapter", "WebAdapter"),
                         "xcp": ("io_adapters.xcp.adapter", "XcpAdapter"),
-                        "device": ("io_adapters.devices.adapter", "DeviceAdapter")}
+                        "device": ("io_adapters.devices.adapter", "DeviceAdapter"),
+                        "uds": ("io_adapters.can.uds_adapter", "UdsAdapter")}
     with pytest.raises(UnknownAdapterType) as ei:
         create_adapter("serial", "x", {})
-    assert str(ei.value) == "unknown adapter type 'serial'; known types: can, device, j1939, web, xcp, zmq"
-    assert isinstance(ei.value, AdapterError) and ei.value.known == ["can", "device", "j1939", "web", "xcp", "zmq"]
+    assert str(ei.value) == "unknown adapter type 'serial'; known types: can, device, j1939, uds, web, xcp, zmq"
+    assert isinstance(ei.value, AdapterError) and ei.value.known == ["can", "device", "j1939", "uds", "web", "xcp",
+                                                                     "zmq"]
 
 
 def test_a_built_in_type_is_imported_when_asked_for():
@@ -75,7 +77,7 @@ def test_a_built_in_type_is_imported_when_asked_for():
 def test_a_type_from_outside_is_registered_and_cannot_shadow_a_built_in(monkeypatch):
     monkeypatch.setattr(base, "_REGISTERED", {})
     register_adapter("scripted", Scripted)
-    assert adapter_types() == ["can", "device", "j1939", "scripted", "web", "xcp", "zmq"]
+    assert adapter_types() == ["can", "device", "j1939", "scripted", "uds", "web", "xcp", "zmq"]
     assert isinstance(create_adapter("scripted", "s1", {}), Scripted)
     with pytest.raises(ValueError, match="'can' is built in"):
         register_adapter("can", Scripted)

@@ -108,9 +108,9 @@ def _mistakes(tmp: Path, make: bool = True) -> dict[str, tuple[list[str], str]]:
                                                       f"gearbox-hil: error: {disabled}: adapters: no adapter "
                                                       "configured"),
         "unknown adapter type": (["serve", "powershift", "--io", str(serial)], f"gearbox-hil: error: {serial}: "
-                                 "adapters[0].type: unknown adapter type 'serial'; known types: can, device, j1939, web, xcp, zmq"),
+                                 "adapters[0].type: unknown adapter type 'serial'; known types: can, device, j1939, uds, web, xcp, zmq"),
         "misspelled adapter type": (["serve", "powershift", "--io", str(zqm)], f"gearbox-hil: error: {zqm}: "
-                                    "adapters[0].type: unknown adapter type 'zqm'; known types: can, device, j1939, web, xcp, zmq"),
+                                    "adapters[0].type: unknown adapter type 'zqm'; known types: can, device, j1939, uds, web, xcp, zmq"),
         "misspelled command": (["serv", "powershift"], "gearbox-hil: error: argument COMMAND: invalid choice: 'serv' "
                                "(choose from "),
         "bad port": (["serve", "powershift", "--zmq-port", "70000"], "gearbox-hil serve: error: argument --zmq-port: "

@@ -28,9 +28,9 @@ ALLOWED = {
     "testbench/runner.py": {"io_adapters.zmq.client"},  # the test bench is a ZeroMQ client of a server
     "testbench/pytest_plugin.py": {"io_adapters.zmq.client"},
     "testbench/local_server.py": {"io_adapters.zmq.client"},  # a server started for tests and benchmarks, and its client
-    # the test bench's UDS tester speaks ISO-TP on the CAN bus of a [uds] test file, beside the emulator's UDS server
-    # (its better home is a diagnostic-tester adapter in io_adapters/, which the control channel could use too)
-    "testbench/uds.py": {"can", "io_adapters.can.isotp_clock", "io_adapters.can.uds_server"},
+    # the test bench's UDS tester speaks ISO-TP on the CAN bus of a [uds] test file, beside the emulator's UDS server:
+    # the tester's transport side is io_adapters' (the uds adapter's too); the file adds polls and signals
+    "testbench/uds.py": {"can", "io_adapters.can.uds_tester", "io_adapters.can.uds_server"},
     "testbench/uds_bench.py": {"can", "io_adapters.zmq.client"},  # the UDS bench: a CAN bus and the server's client
 }
 

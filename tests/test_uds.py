@@ -20,6 +20,7 @@ BENCH = ROOT / "examples" / "benches" / "uds_speed_sensor_dtc.toml"
 sys.path.insert(0, str(ROOT / "examples"))
 
 from ecu_diagnostics import DTC_SPEED_SENSOR, DTCS, VIN, DiagnosticTcu, DiagnosticTcuController  # noqa: E402
+from uds_support import run_periods, single_frame  # noqa: E402
 
 
 # -- the DTC memory ------------------------------------------------------------------------------------------------
@@ -308,34 +309,22 @@ def test_fuzzed_frames_no_crash_exact_counters_plant_untouched(tmp_path):
     for fuzz in (False, True):
         io, ch = _io(tmp_path)
         ctl = DiagnosticTcuController(channel=ch, shift_at_s=100.0)  # constant commands: gear 1 held
+        sent = {"phys": 0, "func": 0, "func_sf": 0}
+
+        def send(k: int, fuzzer: can.BusABC) -> None:
+            if not fuzz or k == 0:  # the TCU opens its bus in its first task
+                return
+            frames = [(0x7E0 if rng.random() < 0.8 else 0x7DF, data)  # valid single frames: any service
+                      for data in _single_frames(rng, 26)]
+            frames += [(rng.choice((0x7E0, 0x7DF)), bytes(rng.randrange(256) for _ in range(rng.randrange(0, 9))))
+                       for _ in range(26)]  # anything: first/consecutive/flow-control frames, bad lengths
+            for can_id, data in frames:
+                fuzzer.send(can.Message(arbitration_id=can_id, data=data, is_extended_id=False))
+                sent["phys" if can_id == 0x7E0 else "func"] += 1
+                sent["func_sf"] += can_id == 0x7DF and single_frame(data)
+
         with UdsBench("powershift", io, ctl) as bench:
-            fuzzer = can.Bus(interface="virtual", channel=ch, receive_own_messages=False)
-            sent = {"phys": 0, "func": 0, "func_sf": 0, "valid_sf": 0}
-            rows = []
-            try:
-                for k in range(200):
-                    if fuzz and k > 0:  # the TCU opens its bus in its first task
-                        frames = []
-                        for data in _single_frames(rng, 26):  # valid single frames: requests of any service
-                            frames.append((0x7E0 if rng.random() < 0.8 else 0x7DF, data))
-                        for _ in range(26):  # anything: first/consecutive/flow-control frames, bad lengths
-                            frames.append((rng.choice((0x7E0, 0x7DF)),
-                                           bytes(rng.randrange(256) for _ in range(rng.randrange(0, 9)))))
-                        for can_id, data in frames:
-                            fuzzer.send(can.Message(arbitration_id=can_id, data=data, is_extended_id=False))
-                            if can_id == 0x7E0:
-                                sent["phys"] += 1
-                            else:
-                                sent["func"] += 1
-                                n = data[0] & 0x0F if data else 0
-                                if data and data[0] >> 4 == 0 and 0 < n <= len(data) - 1:
-                                    sent["func_sf"] += 1
-                    bench.advance()
-                    while fuzzer.recv(0.0) is not None:
-                        pass
-                    rows.append((tuple(bench.last.y.values()), tuple(sorted(bench.hil.get()["u"].items()))))
-            finally:
-                fuzzer.shutdown()
+            rows = run_periods(bench, ctl, 200, send)
             st = ctl.tcu.uds.status()
             runs.append((rows, st, sent, ctl.tcu.result.commands_sent))
     (rows0, st0, _, cmds0), (rows1, st1, sent, cmds1) = runs

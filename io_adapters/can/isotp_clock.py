@@ -65,24 +65,33 @@ class IsoTpTiming:
 class ClockedIsoTp(isotp.TransportLayerLogic):
     """A normal-addressed (11 or 29 bit) ISO-TP endpoint on ``bus`` timed by ``clock_ns``; see the module.
 
+    ``fixed``: normal fixed addressing (ISO 15765-2, 29-bit, can-isotp's ``NormalFixed_29bits``: the J1939 PGNs
+    0xDA00 physical / 0xDB00 functional), the addresses taken from the IDs: ``txid`` = 0x18DA<TA><SA> of this
+    side's frames, ``rxid`` the other way round.
+
     ``errors`` counts the transport's errors by name (unexpected frames, wrong sequence numbers, timeouts,
     overflows); ``frames_in`` the frames fed, ``inbox_dropped`` those dropped because the inbox was full.
     """
 
     def __init__(self, bus: can.BusABC, txid: int, rxid: int, clock_ns: Callable[[], int],
-                 timing: IsoTpTiming = IsoTpTiming(), extended_id: bool = False):
+                 timing: IsoTpTiming = IsoTpTiming(), extended_id: bool = False, fixed: bool = False):
         self._clock_ns = clock_ns
         self._bus = bus
         self._inbox: deque = deque()
         self.errors: dict[str, int] = {}
         self.frames_in = self.frames_out = self.inbox_dropped = 0
-        mode = isotp.AddressingMode.Normal_29bits if extended_id else isotp.AddressingMode.Normal_11bits
+        if fixed:  # the physical ID's bits 28..16 (priority and PGN), the target and the source address
+            address = isotp.Address(isotp.AddressingMode.NormalFixed_29bits, physical_id=txid & 0x1FFF0000,
+                                    target_address=(txid >> 8) & 0xFF, source_address=txid & 0xFF)
+        else:
+            mode = isotp.AddressingMode.Normal_29bits if extended_id else isotp.AddressingMode.Normal_11bits
+            address = isotp.Address(mode, txid=txid, rxid=rxid)
         params = {"stmin": int(timing.stmin_ms), "blocksize": int(timing.block_size),
                   "rx_flowcontrol_timeout": int(timing.flow_control_timeout_ms),
                   "rx_consecutive_frame_timeout": int(timing.consecutive_frame_timeout_ms),
                   "tx_padding": timing.padding, "tx_data_min_length": 8 if timing.padding is not None else None,
                   "max_frame_size": MAX_PAYLOAD, "wftmax": 0, "blocking_send": False, "logger_name": LOGGER}
-        super().__init__(rxfn=self._next_frame, txfn=self._send_frame, address=isotp.Address(mode, txid=txid, rxid=rxid),
+        super().__init__(rxfn=self._next_frame, txfn=self._send_frame, address=address,
                          error_handler=self._error, params=params)
         self.timer_tx_stmin = ClockTimer(0, clock_ns)
 

@@ -161,12 +161,17 @@ class Routine:
 
 @dataclass(frozen=True)
 class UdsAddressing:
-    """Physical request / response IDs and the functional request ID (11-bit by default: the OBD range)."""
+    """Physical request / response IDs and the functional request ID (11-bit by default: the OBD range).
+
+    ``fixed``: normal fixed addressing (29-bit IDs 0x18DA<TA><SA> / 0x18DB<TA><SA>, the J1939 TCU's:
+    :func:`io_adapters.can.j1939_uds.j1939_addressing`); the transport is can-isotp's ``NormalFixed_29bits``.
+    """
 
     request_id: int = 0x7E0
     response_id: int = 0x7E8
     functional_id: int = 0x7DF
     extended_id: bool = False
+    fixed: bool = False
 
 
 @dataclass
@@ -195,7 +200,7 @@ class UdsServer:
         self.dids = {d.did: d for d in dids}
         self.routines = {r.rid: r for r in routines}
         self.clock_ns = clock_ns
-        self.tp = ClockedIsoTp(bus, a.response_id, a.request_id, clock_ns, timing, a.extended_id)
+        self.tp = ClockedIsoTp(bus, a.response_id, a.request_id, clock_ns, timing, a.extended_id, a.fixed)
         self.session = DEFAULT_SESSION
         self.counters = UdsCounters()
         self._functional: list[bytes] = []

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from io_adapters.protocol import (COMMAND_ERRORS, PROTOCOL_REVISION, PROTOCOL_VERSION, InputValidator, PendingReply,
-                                  error_reply, schema_id)
+                                  ProtocolError, error_reply, schema_id)
 from plant_models.errors import ConfigError, FaultError, ParamError, SnapshotError
 
 from server.realtime.loop import RUNNING, Loop
@@ -135,18 +135,22 @@ class ControlHandler:
         self.handled += 1
         try:
             cmd = req.get("cmd")
-            if cmd not in self.KEYS:
+            served = self._adapter_requests()
+            keys = self.KEYS.get(cmd) if isinstance(cmd, str) else None
+            if keys is None and isinstance(cmd, str) and cmd in served:
+                keys = served[cmd][1]
+            if keys is None:
                 raise ControlError("unknown_command", f"unknown command {cmd!r}; commands are "
-                                   + ", ".join(self.KEYS))
+                                   + ", ".join([*self.KEYS, *served]))
             rid = req.get("id")
             if not (rid is None or isinstance(rid, (int, str)) and not isinstance(rid, bool)):
                 raise ControlError("bad_message", "'id' must be an integer or a string")
-            allowed = {"v", "cmd", "id", *self.KEYS[cmd]}
+            allowed = {"v", "cmd", "id", *keys}
             for k in req:
                 if k not in allowed:
                     raise ControlError("bad_request", f"{cmd}: unknown key {k!r}; allowed: "
-                                       + (", ".join(self.KEYS[cmd]) or "none besides v, cmd, id"))
-            result = getattr(self, "_" + cmd)(req)
+                                       + (", ".join(keys) or "none besides v, cmd, id"))
+            result = getattr(self, "_" + cmd)(req) if cmd in self.KEYS else self._adapter_request(served, cmd, req)
             if isinstance(result, PendingReply):
                 return result
             rep = {"v": PROTOCOL_VERSION, "id": rid, "cmd": cmd, "ok": True}
@@ -161,6 +165,28 @@ class ControlHandler:
             return error_reply("internal", f"internal error: {type(exc).__name__}: {exc}", req)
 
     # ------------------------------------------------------------------ helpers
+    def _adapter_requests(self) -> dict[str, tuple[Any, tuple[str, ...]]]:
+        """The requests adapters serve themselves (``Adapter.control_requests``): command -> (adapters, keys)."""
+        out: dict = {}
+        for a in self.loop.adapters:
+            for cmd, keys in a.control_requests().items():
+                if cmd not in self.KEYS:
+                    out.setdefault(cmd, ([], tuple(keys)))[0].append(a)
+        return out
+
+    def _adapter_request(self, served: dict, cmd: str, req: dict):
+        """An adapter's request: to the adapter ``req["adapter"]`` names (default: the first that serves it)."""
+        adapters = served[cmd][0]
+        name = req.get("adapter", adapters[0].name)
+        by_name = {a.name: a for a in adapters}
+        if name not in by_name:
+            raise ControlError("bad_request", f"{cmd}: no adapter {name!r} serves it; it is served by "
+                               + ", ".join(by_name))
+        try:
+            return by_name[name].handle_request(cmd, req)
+        except ProtocolError as exc:
+            raise ControlError(exc.reason, exc.message) from None
+
     def _parse_inputs(self, updates: Any) -> None:
         """Validate a ``{name: value}`` map whole into ``self.update``, or raise ControlError with the reason."""
         try:

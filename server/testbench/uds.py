@@ -19,7 +19,7 @@ the caller's clock, the plant's in lockstep):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import can
@@ -28,56 +28,55 @@ from udsoncan import Request, Response, services
 from udsoncan.connections import BaseConnection
 from udsoncan.exceptions import TimeoutException
 
-from io_adapters.can.isotp_clock import ClockedIsoTp, IsoTpTiming
 from io_adapters.can.uds_server import STATUS_BITS
+from io_adapters.can.uds_tester import S3_S, SESSIONS, DiagnosticTester, UdsLink, normal_fixed_ids
 
 MAX_PROBES = 64  # signals one tester makes (a poll reads each DID once: at most this many requests)
-MAX_QUEUED = 256  # requests waiting to be sent
-SESSIONS = {"default": 0x01, "extended": 0x03}
 
 
 @dataclass(frozen=True)
-class UdsTesterConfig:
-    """The ``[uds]`` table of a test file: addressing, transport settings, timing and what to keep up."""
+class UdsTesterConfig(UdsLink):
+    """The ``[uds]`` table of a test file: the tester's link (addressing, transport settings, timing, session), the
+    bus it joins and how often it reads what the file expects."""
 
     channel: str | None = None  # the server's virtual bus (None: the channel of the I/O config's can adapter)
-    request_id: int = 0x7E0
-    response_id: int = 0x7E8
-    functional_id: int = 0x7DF
-    extended_id: bool = False
-    stmin_ms: int = 0
-    block_size: int = 0
-    p2_ms: float = 50.0
-    p2_star_ms: float = 5000.0
-    tester_present_s: float = 2.0
-    session: str = "default"
     poll_s: float = 0.05
-
-    def timing(self) -> IsoTpTiming:
-        return IsoTpTiming(stmin_ms=self.stmin_ms, block_size=self.block_size)
 
 
 def parse_uds(cfg) -> UdsTesterConfig:
     """The ``[uds]`` table (a :class:`plant_models.config.ConfigReader`); a bad value is a one-line ConfigError."""
     d = UdsTesterConfig()
-    ids = {}
-    for key in ("request_id", "response_id", "functional_id"):
-        ids[key] = cfg.integer(key, getattr(d, key), lo=0)
-    ext = cfg.boolean("extended_id", False)
-    for key, v in ids.items():
-        if v > (0x1FFFFFFF if ext else 0x7FF):
-            raise cfg.error(key, f"0x{v:X} is not a {'29' if ext else '11'}-bit CAN ID")
-    if len(set(ids.values())) != 3:
-        raise cfg.error("response_id", "the request, response and functional IDs must differ")
+    addressing = cfg.string("addressing", "normal", choices=("normal", "normal_fixed"))
+    if addressing == "normal_fixed":  # J1939: 0x18DA<TA><SA>, the IDs follow from the two source addresses
+        for key in ("request_id", "response_id", "functional_id", "extended_id"):
+            if cfg.has(key):
+                raise cfg.error(key, "normal_fixed addressing takes ecu_address and tester_address, not IDs")
+        try:
+            ids = normal_fixed_ids(cfg.integer("ecu_address", 0x03, lo=0, hi=0xFD),
+                                   cfg.integer("tester_address", 0xF1, lo=0, hi=0xFD))
+        except ValueError as exc:
+            raise cfg.error("tester_address", str(exc)) from None
+        ext = True
+    else:
+        ids = {}
+        for key in ("request_id", "response_id", "functional_id"):
+            ids[key] = cfg.integer(key, getattr(d, key), lo=0)
+        ext = cfg.boolean("extended_id", False)
+        for key, v in ids.items():
+            if v > (0x1FFFFFFF if ext else 0x7FF):
+                raise cfg.error(key, f"0x{v:X} is not a {'29' if ext else '11'}-bit CAN ID")
+        if len(set(ids.values())) != 3:
+            raise cfg.error("response_id", "the request, response and functional IDs must differ")
+        ids["extended_id"] = ext
     channel = cfg.string("channel") if cfg.has("channel") else None
     out = UdsTesterConfig(
-        channel=channel, extended_id=ext, **ids,
+        channel=channel, **ids,
         stmin_ms=cfg.integer("stmin_ms", d.stmin_ms, lo=0, hi=127), block_size=cfg.integer("block_size", 0, lo=0, hi=255),
         p2_ms=cfg.number("p2_ms", d.p2_ms, positive=True), p2_star_ms=cfg.number("p2_star_ms", d.p2_star_ms, positive=True),
         tester_present_s=cfg.number("tester_present_s", d.tester_present_s, positive=True),
         session=cfg.string("session", d.session, choices=tuple(SESSIONS)),
         poll_s=cfg.number("poll_s", d.poll_s, positive=True))
-    if out.tester_present_s >= 5.0:
+    if out.tester_present_s >= S3_S:
         raise cfg.error("tester_present_s", f"{out.tester_present_s:g} s: tester present must come within S3 (5 s)")
     cfg.reject_unknown()
     return out
@@ -145,109 +144,27 @@ def uds_expectation(cfg, uds: UdsTesterConfig | None, k: int):
     return probe, probe.name, ConfigReader(rest, cfg.source, cfg.prefix)
 
 
-@dataclass
-class TesterCounters:
-    requests: int = 0
-    answers: int = 0
-    negative: dict = field(default_factory=dict)  # (service, NRC) -> count
-    timeouts: int = 0
-    response_pending: int = 0
-    tester_present: int = 0
-    unexpected: int = 0  # payloads with no request waiting for them
-    polls_skipped: int = 0  # polls not queued because the previous one's requests were still waiting
-    dropped: int = 0  # requests not queued: MAX_QUEUED were already waiting
-
-
-class UdsTester:
-    """The task-driven tester (module docstring).  ``clock_ns``: the caller's time in ns."""
+class UdsTester(DiagnosticTester):
+    """The test files' tester (module docstring): the task-driven tester of
+    :class:`~io_adapters.can.uds_tester.DiagnosticTester` with the polls of its probes.  ``clock_ns``: the
+    caller's time in ns."""
 
     def __init__(self, bus: can.BusABC, config: UdsTesterConfig, clock_ns: Callable[[], int],
                  probes: tuple[Probe, ...] = ()):
-        self.bus, self.config, self.clock_ns = bus, config, clock_ns
-        self.tp = ClockedIsoTp(bus, config.request_id, config.response_id, clock_ns, config.timing(),
-                               config.extended_id)
         if len(probes) > MAX_PROBES:
             raise ValueError(f"a UDS tester reads at most {MAX_PROBES} DTC bits and DIDs, got {len(probes)}")
+        super().__init__(bus, config, clock_ns)
+        self.config = config
         self.probes = tuple(probes)
         self.samples: dict[str, list[tuple[float, float]]] = {p.name: [] for p in self.probes}
-        self.counters = TesterCounters()
-        self.session = SESSIONS["default"]
-        self._queue: list[tuple[bytes, Callable | None]] = []
-        self._waiting: tuple[bytes, Callable | None, int] | None = None  # request, on_answer, deadline ns
-        self._last_sent_ns = -(1 << 62)
         self._next_poll_ns = 0
-        if config.session != "default":
-            self.request(bytes((0x10, SESSIONS[config.session])), self._session_answer)
 
-    # -- the caller's side --------------------------------------------------------------------------------
-    def request(self, payload: bytes, on_answer: Callable[[bytes | None], None] | None = None) -> None:
-        """Queue a request; ``on_answer(payload)`` gets its final answer (None after a timeout)."""
-        if len(self._queue) >= MAX_QUEUED:
-            self.counters.dropped += 1  # a caller queuing faster than the ECU answers: counted, not kept
-            return
-        self._queue.append((bytes(payload), on_answer))
-
-    def idle(self) -> bool:
-        return self._waiting is None and not self._queue
-
-    def pump(self) -> None:
-        """Take the frames of the response ID waiting on the bus (non-blocking)."""
-        c = self.config
-        while (m := self.bus.recv(0.0)) is not None:
-            if m.arbitration_id == c.response_id and bool(m.is_extended_id) == c.extended_id:
-                self.tp.feed(m)
-
-    def update(self) -> None:
-        """One task: answers in, timeouts, the polls due, tester present, at most one request out."""
-        self.pump()
-        now = self.clock_ns()
-        for payload in self.tp.step():
-            self._take(payload, now)
-        if self._waiting is not None and now > self._waiting[2]:
-            req, cb, _ = self._waiting
-            self._waiting = None
-            self.counters.timeouts += 1
-            if cb is not None:
-                cb(None)
+    # -- polls and probes --------------------------------------------------------------------------------
+    def _due(self, now: int) -> None:
         if now >= self._next_poll_ns and self.probes:
             self._next_poll_ns = now + int(self.config.poll_s * 1e9)
             self._queue_polls(now)
-        if self._waiting is None and self._queue:
-            req, cb = self._queue.pop(0)
-            self._send(req, now)
-            self._waiting = (req, cb, now + int(self.config.p2_ms * 1e6))
-        elif self.session != SESSIONS["default"] and now - self._last_sent_ns >= self.config.tester_present_s * 1e9:
-            self._send(b"\x3E\x80", now)  # no answer to wait for
-            self.counters.tester_present += 1
-        self.tp.process()
 
-    def _send(self, payload: bytes, now: int) -> None:
-        self.tp.send(payload)
-        self.counters.requests += 1
-        self._last_sent_ns = now
-
-    def _take(self, payload: bytes, now: int) -> None:
-        if self._waiting is None:
-            self.counters.unexpected += 1
-            return
-        req, cb, _ = self._waiting
-        if len(payload) == 3 and payload[0] == 0x7F and payload[1] == req[0] and payload[2] == 0x78:
-            self.counters.response_pending += 1
-            self._waiting = (req, cb, now + int(self.config.p2_star_ms * 1e6))
-            return
-        self._waiting = None
-        self.counters.answers += 1
-        if payload[:1] == b"\x7F" and len(payload) >= 3:
-            key = (payload[1], payload[2])
-            self.counters.negative[key] = self.counters.negative.get(key, 0) + 1
-        if cb is not None:
-            cb(payload)
-
-    def _session_answer(self, payload: bytes | None) -> None:
-        if payload is not None and payload[:1] == b"\x50":
-            self.session = payload[1]
-
-    # -- polls and probes --------------------------------------------------------------------------------
     def _queue_polls(self, now: int) -> None:
         if self._queue:  # the last poll's requests are still waiting: no queue growing behind a slow ECU
             self.counters.polls_skipped += 1
@@ -295,13 +212,6 @@ class UdsTester:
             out[p.name] = v
         return out
 
-    def status(self) -> dict:
-        c = self.counters
-        return {"requests": c.requests, "answers": c.answers, "timeouts": c.timeouts,
-                "negative": {f"{s:02X}/{n:02X}": k for (s, n), k in c.negative.items()},
-                "response_pending": c.response_pending, "tester_present": c.tester_present,
-                "unexpected": c.unexpected, "polls_skipped": c.polls_skipped, "dropped": c.dropped, "session": self.session, "transport_errors": dict(self.tp.errors)}
-
 
 class LockstepConnection(BaseConnection):
     """A udsoncan connection over :class:`ClockedIsoTp` whose wait advances the bench (plant time).
@@ -314,7 +224,7 @@ class LockstepConnection(BaseConnection):
                  clock_ns: Callable[[], int], max_tasks: int = 1_000_000):
         super().__init__("lockstep")
         self.config, self.advance, self.clock_ns, self.max_tasks = config, advance, clock_ns, max_tasks
-        self.tester = UdsTester(bus, UdsTesterConfig(**{**config.__dict__, "session": "default"}), clock_ns)
+        self.tester = DiagnosticTester(bus, replace(config, session="default"), clock_ns)
         self._rx: list[bytes] = []
         self._open = False
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 import can
@@ -37,15 +38,15 @@ def bus_channel(io_config: Path) -> str:
 
 
 class InProcessServer:
-    """``build(plant, io)`` with its loop in a thread of this process (lockstep); a context manager.
+    """``build(plant, io)`` with its loop in a thread of this process (lockstep, or ``mode``); a context manager.
 
     ``control`` is the ZeroMQ control endpoint; ``server`` the server (its adapters: ``server.loop.adapters``).
     """
 
-    def __init__(self, plant_config: str | Path, io_config: str | Path):
+    def __init__(self, plant_config: str | Path, io_config: str | Path, mode: str = "lockstep"):
         from server.realtime.runtime import build
 
-        self.server = build(plant_config, io_config, mode="lockstep")
+        self.server = build(plant_config, io_config, mode=mode)
         self.server.loop.open()
         zmq = [a for a in self.server.loop.adapters if getattr(a, "endpoints", None) and "control" in a.endpoints]
         if not zmq:
@@ -58,6 +59,7 @@ class InProcessServer:
     def close(self) -> None:
         from io_adapters.zmq.client import HilClient
 
+        self._thread.join(timeout=5)  # a shutdown already asked for (UdsBench.close) ends the loop by itself
         if self._thread.is_alive():
             try:
                 with HilClient(self.control, timeout_s=10.0).connect() as c:
@@ -150,6 +152,21 @@ class UdsBench:
         self.controller.update(self.t_s, y, None)
         if self.on_period is not None:
             self.on_period(self.t_s)
+
+    def wait_commands(self, frames: int, timeout_s: float = 10.0) -> bool:
+        """Wait until the server's CAN adapters have accepted ``frames`` command frames in all; False on timeout.
+
+        The ECU's commands reach the plant through a CAN adapter's receive thread, which a loaded machine may
+        hold back past the next ``step``; a script that compares runs tick for tick waits for them after each
+        :meth:`advance` (``frames``: what the ECU sent so far), so each run applies them at the same tick.
+        """
+        adapters = [a for a in self.srv.server.loop.adapters if a.type_name == "can"]
+        end = time.monotonic() + timeout_s
+        while sum(c.applied for c in (a.command_counts() for a in adapters) if c is not None) < frames:
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.0002)
+        return True
 
     def run_for(self, seconds: float) -> None:
         for _ in range(int(round(seconds / (self.period * self.dt)))):
