@@ -495,6 +495,7 @@ def _j1939_io_with_fresh_channels(tmp_path) -> str:
     text = (ROOT / "configs" / "io_j1939_powershift.toml").read_text()
     assert text.count('channel = "gearbox-hil"') == 2  # the can adapter and the j1939 rest-bus
     text = text.replace('channel = "gearbox-hil"', 'channel = "*"')
+    text += '\n[[adapters]]\ntype = "uds"\nname = "tester"\ninterface = "vbus"\nchannel = "*"\n'
     for port in (5555, 5556, 5557):
         text = text.replace(f"tcp://127.0.0.1:{port}", "tcp://127.0.0.1:0")
     path = tmp_path / "io_j1939_fresh.toml"
@@ -503,7 +504,7 @@ def _j1939_io_with_fresh_channels(tmp_path) -> str:
 
 
 def test_a_configs_fresh_channel_is_one_bus_per_server_for_the_can_adapter_and_the_j1939_rest_bus(bus_dir, tmp_path):
-    """``channel = "*"`` for the can adapter and the J1939 rest-bus of one server: one fresh vbus channel for both (as
+    """``channel = "*"`` for the can adapter, the J1939 rest-bus and a UDS tester of one server: one fresh vbus channel for both (as
     ``--can-channel '*'`` gives), the rest-bus's frames heard there; a second server: another one."""
     from server.realtime.runtime import build
 
@@ -516,6 +517,7 @@ def test_a_configs_fresh_channel_is_one_bus_per_server_for_the_can_adapter_and_t
             ad = {a.type_name: a for a in srv.loop.adapters}
             assert ad["can"].channel_option == ad["j1939"].channel_option == "*"
             assert ad["can"].channel == ad["j1939"].channel and ad["can"].channel.startswith("hil-")
+            assert ad["uds"].channel_option == "*" and ad["uds"].channel == ad["can"].channel  # the UDS tester too
             channels.append(ad["can"].channel)
         assert channels[0] != channels[1]
         listener = LocalBus(channels[0])

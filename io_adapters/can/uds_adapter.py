@@ -55,6 +55,7 @@ from plant_models.plant import Plant
 
 from ..base import Adapter, AdapterError, LoopContext
 from ..protocol import PROTOCOL_VERSION, PendingReply, ProtocolError
+from .declaration import resolve_channel
 from .uds_declaration import DECLARATION
 from .uds_server import NRC, STATUS_BITS
 from .uds_tester import S3_S, DiagnosticTester, UdsLink, normal_fixed_ids
@@ -205,7 +206,8 @@ class UdsAdapter(Adapter):
         cfg = ConfigReader({k: v for k, v in options.items() if k not in ("type", "name", "enabled")},
                            f"adapter {name!r}")
         self.interface = cfg.string("interface", "virtual")
-        self.channel = cfg.raw("channel", "gearbox-hil")
+        self.channel_option = cfg.raw("channel", "gearbox-hil")  # vbus "*": the server's fresh channel (open)
+        self.channel = self.channel_option
         self.bitrate = cfg.integer("bitrate", 500000, lo=10000, hi=1000000)
         self.link = _parse_link(cfg)
         cfg.reject_unknown()
@@ -220,6 +222,7 @@ class UdsAdapter(Adapter):
 
     def open(self, plant: Plant, ctx: LoopContext) -> None:
         super().open(plant, ctx)
+        self.channel = resolve_channel(self.interface, self.channel_option, ctx.fresh_channels)
         kwargs = dict(interface=self.interface, channel=self.channel, bitrate=self.bitrate)
         if self.interface == "socketcan":  # the kernel's filter: the tester's pump sees its answers only
             ln = self.link
