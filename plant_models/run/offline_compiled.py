@@ -137,7 +137,7 @@ class OfflinePlan:
     plant
         The plant (a :class:`~plant_models.contract.compiled.CompiledPlant`: its four buffers are bound).
     dt
-        The step, s (for the stages declared with ``make_compiled``).
+        The step, s (for the stages declared with ``make_compiled``, as :attr:`last`, the run's step count).
     implementations
         Stage name -> :class:`~plant_models.run.compiled.CompiledStage` (or None: left out), ordered here by
         the stage list, as :class:`~plant_models.run.stepper.Stepper` orders a mode's callables; a stage of
@@ -163,6 +163,7 @@ class OfflinePlan:
                  status_word: np.ndarray, every: int, last: int, period: int = 0, gate: CompiledStage | None = None,
                  mode: str = "offline"):
         self.plant, self.dt, self.mode = plant, float(dt), mode
+        self.every, self.last, self.period = int(every), int(last), int(period)  # for the stages made here
         declared = _stages.STAGES
         names = [s.name for s in declared]
         unknown = sorted(set(implementations) - set(names))
