@@ -136,7 +136,7 @@ class StagedRun(CompiledCounters):
         self._ev = [np.empty(n_ev), np.empty(n_ev, dtype=np.int64), np.empty(n_ev, dtype=np.int64)]
         self._next_row, self._next_call = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
         self._flags = np.zeros(2, dtype=np.int64)  # the closed-loop inputs stage's [rewrite, always]
-        ev_stage, gate = events(plant, self.acc, self._ev)
+        ev_stage, room = events(plant, self.acc, self._ev)
         stages = {"events": ev_stage, "row": rows(plant, self.acc, self.out, self.out_step, self.out_u, self.every,
                                                   self.n_steps, self._next_row)}
         self.period, self.held_only = 0, False
@@ -149,7 +149,7 @@ class StagedRun(CompiledCounters):
             self._fault_stages = FaultStages(faults.fi, faults.ff, plant.df)
             stages.update(self._fault_stages.stages)
         self.plan = OfflinePlan(kernel_address(plant.compiled["step"]), plant, self.dt, stages,
-                                self.acc[ACC_STATUS:ACC_STATUS + 1], self.every, self.n_steps, self.period, gate,
+                                self.acc[ACC_STATUS:ACC_STATUS + 1], self.every, self.n_steps, self.period, room,
                                 "offline" if controller is None else "closed_loop")
 
     def _closed_loop(self, controller: tuple) -> dict[str, CompiledStage]:

@@ -61,14 +61,15 @@ def kernel_address(dispatcher) -> int:
     """Address of the C wrapper numba built for a compiled function (its one signature).
 
     The wrapper takes the arguments by value (arrays as numba's array
-    structures) and returns the result, so :func:`run_steps` calls it like
-    the function itself.
+    structures) and returns the result, so the compiled run
+    (:func:`plant_models.run.offline_compiled.run_compiled`) and the tick
+    (:func:`plant_models.run.compiled.tick_run`) call it like the function itself.
     """
     signatures = dispatcher.signatures
     if len(signatures) != 1:
         raise ValueError(f"{dispatcher.__name__} must be compiled for exactly one signature, has {len(signatures)}")
     cres = dispatcher.overloads[signatures[0]]
-    # run_steps calls it with these types: anything else would be read as them
+    # the compiled loops call it with these types: anything else would be read as them
     if (tuple(signatures[0]) != STEP_ARGS or cres.signature.return_type != types.int64):
         raise TypeError(f"{dispatcher.__name__} is compiled as {cres.signature}; a plant step must be "
                         f"int64{STEP_ARGS}")
@@ -153,13 +154,13 @@ class Run(CompiledCounters):
         self._ev = [np.empty(max(64, 2 * cap)), np.empty(max(64, 2 * cap), dtype=np.int64),
                     np.empty(max(64, 2 * cap), dtype=np.int64)]
         self._next_row = np.zeros(1, dtype=np.int64)
-        ev_stage, gate = events(plant, self.acc, self._ev)
+        ev_stage, room = events(plant, self.acc, self._ev)
         implementations = {"inputs": table_inputs(self.kind, self.times, self.values, plant.df, plant.input_offset),
                            "events": ev_stage,
                            "row": rows(plant, self.acc, self.out, self.out_step, None, self.every, self.n_steps,
                                        self._next_row)}
         self.plan = OfflinePlan(kernel_address(plant.compiled["step"]), plant, self.dt, implementations,
-                                self.acc[ACC_STATUS:ACC_STATUS + 1], self.every, self.n_steps, gate=gate)
+                                self.acc[ACC_STATUS:ACC_STATUS + 1], self.every, self.n_steps, room=room)
 
     @property
     def done(self) -> bool:
@@ -210,7 +211,7 @@ class Run(CompiledCounters):
 
 def run_chunks(run, k1: int) -> int:
     """Steps ``run.k .. k1 - 1`` of a compiled run (``run.plan``, ``run.acc``, ``run._ev``,
-    ``run.begin_call(k)``); returns k1.  Where the gate stops a call (the event arrays nearly full) the arrays
+    ``run.begin_call(k)``); returns k1.  Where the room check stops a call (the event arrays nearly full) the arrays
     get twice the room and the run goes on."""
     k = run.k
     while k < k1:
@@ -223,11 +224,11 @@ def run_chunks(run, k1: int) -> int:
 
 def event_room(run, n: int) -> None:
     """Resize a compiled run's event arrays to ``n`` places (the events collected kept) and point its ``events``
-    stage and gate at them."""
+    stage and room check at them."""
     run._ev = [np.resize(a, n) for a in run._ev]
-    stage, gate = events(run.plant, run.acc, run._ev)
+    stage, room = events(run.plant, run.acc, run._ev)
     run.plan.replace(stage)
-    run.plan.set_gate(gate)
+    run.plan.set_room(*room)
 
 class StepwiseRun:
     """A whole run of a plant whose step is not compiled, after its reset: :class:`Run`'s results, a step at a time.

@@ -12,8 +12,8 @@ calls by address in the order of the stage list:
   :data:`~plant_models.run.offline_compiled.CHANGED` when an input differs
   from the last step's;
 * ``events``: the events the plant logged in the step into arrays
-  (:func:`events_stage`), and the gate that ends a call before a step when
-  the arrays could overflow (:func:`events_gate`);
+  (:func:`events_stage`), and the room check that ends a call before a step
+  when the arrays could overflow (:func:`events`);
 * ``row``: the outputs (and, for the closed loop, the commanded inputs)
   after every ``every``-th step and the last (:func:`row_stage`).
 
@@ -95,13 +95,6 @@ def closed_inputs_stage(ctx, k, now_ns, dt, carry):
 
 
 @cfunc(STAGE_SIGNATURE, cache=True)
-def events_gate(ctx, k, now_ns, dt, carry):
-    """The gate of a compiled run: non-zero (end the call before step k) when fewer places are left in the event
-    arrays than the plant's ring holds.  ``ctx``: [acc, ring capacity, event arrays' length]."""
-    return 1 if i64_at(ctx[0])[ACC_EVENTS] + ctx[1] > ctx[2] else 0
-
-
-@cfunc(STAGE_SIGNATURE, cache=True)
 def events_stage(ctx, k, now_ns, dt, carry):
     """Stage ``events``: the events the plant logged in the step, from its ring log into the event arrays.
 
@@ -167,12 +160,14 @@ def closed_inputs(kind, times, values, df, at_in, owned_mask, held, flags) -> Co
                                                             owned_mask, held, flags))
 
 
-def events(plant, acc: np.ndarray, ev: list[np.ndarray]) -> tuple[CompiledStage, CompiledStage]:
-    """The compiled ``events`` stage into the arrays ``ev`` (times, sources, kinds) and its gate."""
+def events(plant, acc: np.ndarray, ev: list[np.ndarray]) -> tuple[CompiledStage, tuple[np.ndarray, int]]:
+    """The compiled ``events`` stage into the arrays ``ev`` (times, sources, kinds), and the room check of the
+    run's plan (:meth:`~plant_models.run.offline_compiled.OfflinePlan.set_room`): a call ends before a step when
+    fewer places are left than the plant's ring holds."""
     t_at, src_at, kind_at, count_at, cap = plant.event_log()
     stage = CompiledStage.of("events", events_stage, (plant.df, plant.di, acc, *ev, t_at, src_at, kind_at, count_at,
                                                       cap))
-    return stage, CompiledStage.of("gate", events_gate, (acc, cap, ev[0].shape[0]))
+    return stage, (acc[ACC_EVENTS:ACC_EVENTS + 1], ev[0].shape[0] - cap)
 
 
 def rows(plant, acc: np.ndarray, out: np.ndarray, out_step: np.ndarray, out_u: np.ndarray | None, every: int,
@@ -187,5 +182,5 @@ def rows(plant, acc: np.ndarray, out: np.ndarray, out_step: np.ndarray, out_u: n
 
 
 __all__ = ["ACC_EVENTS", "ACC_EV_READ", "ACC_LEN", "ACC_LOST", "ACC_ROWS", "ACC_STATUS", "closed_inputs",
-           "closed_inputs_stage", "events", "events_gate", "events_stage", "row_stage", "rows", "table_inputs",
+           "closed_inputs_stage", "events", "events_stage", "row_stage", "rows", "table_inputs",
            "table_inputs_stage"]

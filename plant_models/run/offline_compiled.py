@@ -19,9 +19,11 @@ compiled offline run without an edit of any run.
 
 What the offline loop adds to the tick's:
 
-* the **gate** (the plan's ``P_GATE``) is asked before every step: non-zero
-  ends the call before step k, having changed nothing (the event arrays
-  would overflow: the caller grows them and calls again);
+* the **room** check before every step: the call ends before step k,
+  having changed nothing, when the int64 word at ``O_ROOM_AT`` is above
+  ``O_ROOM_LIMIT`` (the events collected, with less room left in the event
+  arrays than the plant's ring holds: the caller grows them and calls
+  again); a compare, not a call, at every step;
 * the plant's **run hints** (:attr:`CompiledPlant.run_hints_slot`) are
   written between the stages before the step and the step: the outputs of
   the step are unread unless a kept row, a controller call, the call's last
@@ -44,8 +46,8 @@ from numba import carray, njit
 
 from ..core.api import JIT, L, call_step_at
 from . import stages as _stages
-from .compiled import (MAX_STAGES, P_BUFFERS, P_GATE, P_GATE_CTX, P_N_AFTER, P_N_BEFORE, P_STAGES, P_STEP_AT,
-                       CompiledStage, address, call_stage_at, f64_at, i64_at)
+from .compiled import (MAX_STAGES, P_BUFFERS, P_N_AFTER, P_N_BEFORE, P_STAGES, P_STEP_AT, CompiledStage, address,
+                       call_stage_at, f64_at, i64_at)
 
 # bits a stage before the step returns (its carry), as the tick's FED
 CHANGED = 2  # the stage changed the step's inputs (or acts on them: a fault stage), so they are not the last step's
@@ -57,7 +59,9 @@ O_EVERY = O_HINTS + 1  # a row is kept after every N-th step (k + 1 a multiple o
 O_LAST = O_HINTS + 2  # ... and after this step count (the run's last)
 O_PERIOD = O_HINTS + 3  # a controller reads the outputs after every N-th step, 0: none
 O_STATUS_AT = O_HINTS + 4  # the address of the int64 word the steps' status words are OR-ed into
-PLAN_LEN = O_HINTS + 5
+O_ROOM_AT = O_HINTS + 5  # 0, or the address of an int64 word: a call ends before a step when it is ...
+O_ROOM_LIMIT = O_HINTS + 6  # ... above this
+PLAN_LEN = O_HINTS + 7
 
 
 @njit(**JIT)
@@ -87,16 +91,17 @@ def end_call(di, hints_at, k):
 @njit("int64(int64[::1], int64, int64, float64)", cache=True, nogil=True)
 def run_compiled(plan, k0, k1, dt):
     """Steps ``k0 .. k1 - 1``, each the plan's stages before the step, the plant's step, the stages after it;
-    returns the next step to take (k1, or earlier when the gate stopped the call).
+    returns the next step to take (k1, or earlier when the room check stopped the call).
 
     The same calls in the same order as :func:`~plant_models.run.compiled.tick_run` per step (no clock, no
-    tick-info slots), and the run hints and the gate of the module's docstring.
+    tick-info slots), and the run hints and the room check of the module's docstring.
     """
     b = P_BUFFERS
     mf, mi = carray(f64_at(plan[b]), (plan[b + 1],)), carray(i64_at(plan[b + 2]), (plan[b + 3],))
     df, di = carray(f64_at(plan[b + 4]), (plan[b + 5],)), carray(i64_at(plan[b + 6]), (plan[b + 7],))
     step_at, n_before, n_after = plan[P_STEP_AT], plan[P_N_BEFORE], plan[P_N_AFTER]
-    gate, gate_ctx = plan[P_GATE], i64_at(plan[P_GATE_CTX])
+    room_at, room_limit = plan[O_ROOM_AT], plan[O_ROOM_LIMIT]
+    room = i64_at(room_at)
     hints_at, every, last, period = plan[O_HINTS], plan[O_EVERY], plan[O_LAST], plan[O_PERIOD]
     status_word = i64_at(plan[O_STATUS_AT])
     status = status_word[0]
@@ -104,7 +109,7 @@ def run_compiled(plan, k0, k1, dt):
     next_row = (k0 // every + 1) * every
     next_call = (k0 // period + 1) * period if period > 0 else -1
     for k in range(k0, k1):
-        if gate != 0 and call_stage_at(gate, gate_ctx, k, 0, dt, 0) != 0:
+        if room_at != 0 and room[0] > room_limit:
             status_word[0] = status
             return end_call(di, hints_at, k)
         carry = 0
@@ -144,8 +149,9 @@ class OfflinePlan:
         the list declared with ``make_compiled`` is added from it.  A name not in the list raises
         ``ValueError``; so does a stage declared with a Python ``make`` and no compiled form
         (:func:`compiled_run_possible` says beforehand).
-    gate
-        None, or the stage asked before every step (non-zero: the call ends before it).
+    room
+        None, or ``(word, limit)``: an int64 array and a number; a call ends before a step when ``word[0]`` is
+        above ``limit`` (:meth:`set_room`).
     status_word
         An int64 array; its element 0 receives the OR of the steps' status words.
     every, last, period
@@ -160,7 +166,7 @@ class OfflinePlan:
     """
 
     def __init__(self, step_at: int, plant, dt: float, implementations: Mapping[str, CompiledStage | None],
-                 status_word: np.ndarray, every: int, last: int, period: int = 0, gate: CompiledStage | None = None,
+                 status_word: np.ndarray, every: int, last: int, period: int = 0, room: tuple | None = None,
                  mode: str = "offline"):
         self.plant, self.dt, self.mode = plant, float(dt), mode
         self.every, self.last, self.period = int(every), int(last), int(period)  # for the stages made here
@@ -203,13 +209,16 @@ class OfflinePlan:
             raise ValueError("the status word must be a contiguous int64 array")
         self.plan[O_STATUS_AT] = address(status_word)
         self._keep: list[Any] = [plant.mf, plant.mi, plant.df, plant.di, status_word]  # alive with their addresses
-        self.set_gate(gate)
+        self.set_room(*(room if room is not None else (None, 0)))
 
-    def set_gate(self, gate: CompiledStage | None) -> None:
-        """Ask ``gate`` before every step from now on (None: no gate)."""
-        self.gate = gate
-        self.plan[P_GATE] = 0 if gate is None else gate.address
-        self.plan[P_GATE_CTX] = 0 if gate is None else address(gate.ctx)
+    def set_room(self, word: np.ndarray | None, limit: int) -> None:
+        """From now on, end a call before a step when ``word[0]`` (an int64 array's) is above ``limit`` (None:
+        never)."""
+        if word is not None and (word.dtype != np.int64 or not word.flags.c_contiguous):
+            raise ValueError("the room word must be a contiguous int64 array")
+        self.room = word
+        self.plan[O_ROOM_AT] = 0 if word is None else address(word)
+        self.plan[O_ROOM_LIMIT] = int(limit)
 
     def replace(self, stage: CompiledStage) -> None:
         """Put ``stage`` in the place of the plan's stage of the same name (its arrays were reallocated)."""
