@@ -11,6 +11,8 @@ process's CPU time and the wall time of ``advance`` (the whole compiled loop; th
 outside), a short run repeated until a measurement takes ``--min-cpu`` seconds (the mean per run kept).  Cases:
 
 * open loop (``run_offline``, ``Run``): the Powershift's swaps, the DCT's upshift, the 4-mass chain, every step a row;
+* long open loops (``Run`` alone, ``--steps`` steps of the Powershift's and the chain's tables, held after their
+  end, a row every 1000 steps: the per-step cost of the loop, most steps' outputs unread);
 * with a fault schedule (``run_offline`` with faults, ``StagedRun``): the Powershift's single swap, a noisy speed
   sensor and an offset on the engine torque;
 * closed loop (``closed_loop``, ``StagedRun`` with a kernel): the 8HP car with the reference TCU's kernel over
@@ -123,7 +125,7 @@ def use(version: str) -> None:
     closed_loop_module.StagedRun.advance = _timed(staged_adv)
 
 
-def cases(wltc_s: float):
+def cases(wltc_s: float, long_steps: int):
     from reference_tcu import ZF8HP_CAR, ReferenceTcu
 
     from server.offline.controller import closed_loop
@@ -135,6 +137,17 @@ def cases(wltc_s: float):
         plant = load_plant(plant_name)
         compiled = load_scenario(scenario).compile(plant)
         return lambda: run_offline(plant, compiled).values
+
+    def long_run(plant_name, scenario, n_steps, every):
+        plant = load_plant(plant_name)
+        compiled = load_scenario(scenario).compile(plant)
+
+        def one():
+            plant.reset(compiled.start_inputs())
+            run = offline.Run(plant, compiled.table, compiled.dt, n_steps, every)
+            run.advance()
+            return run.out
+        return one
 
     def with_faults():
         plant = load_plant("powershift")
@@ -154,6 +167,10 @@ def cases(wltc_s: float):
     return {"powershift_swaps (open loop)": open_loop("powershift", "powershift_swaps"),
             "dct_upshift (open loop)": open_loop("dct", "dct_upshift"),
             "chain_4mass (open loop)": open_loop("chain", "chain_4mass"),
+            f"powershift_swaps' table, {long_steps} steps, a row every 1000": long_run(
+                "powershift", "powershift_swaps", long_steps, 1000),
+            f"chain_4mass' table, {long_steps} steps, a row every 1000": long_run("chain", "chain_4mass", long_steps,
+                                                                                 1000),
             "powershift_single_swap + 2 signal faults": with_faults(),
             f"8HP car + reference TCU kernel, WLTC first {wltc_s:.0f} s": wltc()}
 
@@ -162,12 +179,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--wltc", type=float, default=120.0, help="simulated seconds of the WLTC closed loop")
+    ap.add_argument("--steps", type=int, default=200_000, help="steps of the long open-loop runs")
     ap.add_argument("--min-cpu", type=float, default=0.3, help="CPU seconds a measurement takes at least (a short "
                     "run is repeated that many times and the mean of one run kept)")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
     results = {}
-    for name, fn in cases(a.wltc).items():
+    for name, fn in cases(a.wltc, a.steps).items():
         per: dict[str, list[tuple[float, float]]] = {v: [] for v in VERSIONS}
         rows = {}
         for version in VERSIONS:  # warm-up: compiles (the closed loop's kernel stage, the legacy loops)
