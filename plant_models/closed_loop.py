@@ -38,9 +38,9 @@ from numba import carray, cfunc
 from .contract.compiled import CompiledPlant
 from .core.api import L
 from .input_table import TAB_CONST, TI_KIND, InputTable
-from .offline import CompiledCounters, kernel_address, output_buffer, run_chunks
-from .offline_stages import ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_ROWS, ACC_STATUS, closed_inputs, events, rows, \
-    table_inputs
+from .offline import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_ROWS, ACC_STATUS, CompiledCounters, kernel_address,
+                      output_buffer, run_chunks)
+from .offline_stages import closed_inputs, events, rows, table_inputs
 from .run.compiled import STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 from .run.fault_stages import FaultStages
 from .run.offline_compiled import OfflinePlan, compiled_run_possible

@@ -47,12 +47,20 @@ from .contract.vocabulary import CNT_EVENTS
 from .input_table import (SINE_AMPLITUDE, SINE_OFFSET, SINE_OMEGA, SINE_PHASE, TAB_CONST, TAB_LINEAR, TAB_SINE,
                           TAB_STEPS, TI_COUNT, TI_FIRST, TI_KIND, TI_LEN, TI_RATE, InputTable, fill_inputs,
                           input_value, write_inputs)
-from .offline_stages import ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_STATUS, events, rows, table_inputs
 from .run import offline_compiled
 from .run.offline_compiled import OfflinePlan, compiled_run_possible, end_call, run_hints
 from .run.stepper import Stepper
 
 # -- the run ------------------------------------------------------------------------------------------
+# what a compiled run carries from one call to the next: an int64 array (its stages write it,
+# plant_models.offline_stages, which this module imports when a run is made: they compile when they load, and a
+# server that imports this module for kernel_address compiles none of them)
+ACC_ROWS = 0  # output rows written
+ACC_EV_READ = 1  # the plant's event count read so far
+ACC_EVENTS = 2  # events collected
+ACC_LOST = 3  # events overwritten in the ring before they were read
+ACC_STATUS = 4  # OR of every step's status word
+ACC_LEN = 5
 # the argument types of a plant step, (mf, mi, df, di, dt) (see plant_models.friction_plant.STEP_SIGNATURE)
 STEP_ARGS = (types.float64[::1], types.int64[::1], types.float64[::1], types.int64[::1], types.float64)
 
@@ -154,6 +162,8 @@ class Run(CompiledCounters):
         self._ev = [np.empty(max(64, 2 * cap)), np.empty(max(64, 2 * cap), dtype=np.int64),
                     np.empty(max(64, 2 * cap), dtype=np.int64)]
         self._next_row = np.zeros(1, dtype=np.int64)
+        from .offline_stages import events, rows, table_inputs  # compiled forms: loaded with the first run
+
         ev_stage, room = events(plant, self.acc, self._ev)
         implementations = {"inputs": table_inputs(self.kind, self.times, self.values, plant.df, plant.input_offset),
                            "events": ev_stage,
@@ -225,6 +235,8 @@ def run_chunks(run, k1: int) -> int:
 def event_room(run, n: int) -> None:
     """Resize a compiled run's event arrays to ``n`` places (the events collected kept) and point its ``events``
     stage and room check at them."""
+    from .offline_stages import events
+
     run._ev = [np.resize(a, n) for a in run._ev]
     stage, room = events(run.plant, run.acc, run._ev)
     run.plan.replace(stage)
@@ -361,7 +373,10 @@ def make_run(plant: Plant, table: InputTable, dt: float, n_steps: int, every: in
 
 def warm_up() -> None:
     """Compile (or load from numba's cache) this module's compiled functions, taking no step (the stages'
-    compiled forms are compiled when their modules load)."""
+    compiled forms are compiled when their module loads)."""
+    from . import offline_stages  # noqa: F401  (its cfuncs compile, or load from the cache, as it loads)
+    from .run import fault_stages  # noqa: F401  (the fault stages' compiled forms, for a run with faults)
+
     kind, times, values = InputTable(1).arrays()
     fill_inputs(kind, times, values, 1e-3, 0, np.empty((1, 1)), np.empty((1, 1)))
     offline_compiled.warm_up()

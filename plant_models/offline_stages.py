@@ -17,7 +17,8 @@ calls by address in the order of the stage list:
 * ``row``: the outputs (and, for the closed loop, the commanded inputs)
   after every ``every``-th step and the last (:func:`row_stage`).
 
-What a run carries between its calls is an int64 array ``acc`` (``ACC_*``).
+What a run carries between its calls is an int64 array ``acc`` (``ACC_*`` of
+:mod:`plant_models.offline`).
 Arrays are reached through raw pointers (``i64_at``/``f64_at``): a stage is
 called at every step, and array views with reference counts would cost
 more than the stage.
@@ -31,15 +32,8 @@ from numba import cfunc, njit
 from .core.api import JIT
 from .input_table import TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, input_value, write_inputs
 from .run.compiled import STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
+from .offline import ACC_EV_READ, ACC_EVENTS, ACC_LOST, ACC_ROWS
 from .run.offline_compiled import CHANGED
-
-# what a compiled run carries from one call to the next: an int64 array
-ACC_ROWS = 0  # output rows written
-ACC_EV_READ = 1  # the plant's event count read so far
-ACC_EVENTS = 2  # events collected
-ACC_LOST = 3  # events overwritten in the ring before they were read
-ACC_STATUS = 4  # OR of every step's status word
-ACC_LEN = 5
 
 
 @cfunc(STAGE_SIGNATURE, cache=True)
@@ -181,6 +175,6 @@ def rows(plant, acc: np.ndarray, out: np.ndarray, out_step: np.ndarray, out_u: n
                                                plant.input_offset, every, last, nxt))
 
 
-__all__ = ["ACC_EVENTS", "ACC_EV_READ", "ACC_LEN", "ACC_LOST", "ACC_ROWS", "ACC_STATUS", "closed_inputs",
+__all__ = ["closed_inputs",
            "closed_inputs_stage", "events", "events_stage", "row_stage", "rows", "table_inputs",
            "table_inputs_stage"]

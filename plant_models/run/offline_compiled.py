@@ -88,7 +88,7 @@ def end_call(di, hints_at, k):
     return k
 
 
-@njit("int64(int64[::1], int64, int64, float64)", cache=True, nogil=True)
+@njit(cache=True, nogil=True)  # compiled (or loaded from the cache) at its first call, not when the module loads
 def run_compiled(plan, k0, k1, dt):
     """Steps ``k0 .. k1 - 1``, each the plan's stages before the step, the plant's step, the stages after it;
     returns the next step to take (k1, or earlier when the room check stopped the call).
@@ -232,7 +232,7 @@ class OfflinePlan:
 
     def run(self, k0: int, k1: int) -> int:
         """Steps ``k0 .. k1 - 1`` (:func:`run_compiled`); returns the next step to take."""
-        return int(run_compiled(self.plan, k0, k1, self.dt))
+        return int(run_compiled(self.plan, int(k0), int(k1), self.dt))
 
 
 def compiled_run_possible() -> bool:
