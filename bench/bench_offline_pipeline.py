@@ -182,10 +182,13 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=200_000, help="steps of the long open-loop runs")
     ap.add_argument("--min-cpu", type=float, default=0.3, help="CPU seconds a measurement takes at least (a short "
                     "run is repeated that many times and the mean of one run kept)")
+    ap.add_argument("--only", default="", help="run only the cases whose name holds this text")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
     results = {}
     for name, fn in cases(a.wltc, a.steps).items():
+        if a.only and a.only not in name:
+            continue
         per: dict[str, list[tuple[float, float]]] = {v: [] for v in VERSIONS}
         rows = {}
         for version in VERSIONS:  # warm-up: compiles (the closed loop's kernel stage, the legacy loops)
