@@ -48,19 +48,13 @@ from .input_table import (SINE_AMPLITUDE, SINE_OFFSET, SINE_OMEGA, SINE_PHASE, T
                           TAB_STEPS, TI_COUNT, TI_FIRST, TI_KIND, TI_LEN, TI_RATE, InputTable, fill_inputs,
                           input_value, write_inputs)
 from .run import offline_compiled
-from .run.offline_compiled import OfflinePlan, compiled_run_possible, end_call, run_hints
+from .run.offline_compiled import (ACC_EV_READ, ACC_EVENTS, ACC_LEN, ACC_LOST, ACC_ROWS, ACC_STATUS, OfflinePlan,
+                                   compiled_run_possible, end_call, run_hints)
 from .run.stepper import Stepper
 
 # -- the run ------------------------------------------------------------------------------------------
-# what a compiled run carries from one call to the next: an int64 array (its stages write it,
-# plant_models.offline_stages, which this module imports when a run is made: they compile when they load, and a
-# server that imports this module for kernel_address compiles none of them)
-ACC_ROWS = 0  # output rows written
-ACC_EV_READ = 1  # the plant's event count read so far
-ACC_EVENTS = 2  # events collected
-ACC_LOST = 3  # events overwritten in the ring before they were read
-ACC_STATUS = 4  # OR of every step's status word
-ACC_LEN = 5
+# The stages' compiled forms (plant_models.offline_stages) are imported when a run is made: they compile when they
+# load, and a server that imports this module for kernel_address compiles none of them.
 # the argument types of a plant step, (mf, mi, df, di, dt) (see plant_models.friction_plant.STEP_SIGNATURE)
 STEP_ARGS = (types.float64[::1], types.int64[::1], types.float64[::1], types.int64[::1], types.float64)
 

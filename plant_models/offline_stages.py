@@ -18,7 +18,7 @@ calls by address in the order of the stage list:
   after every ``every``-th step and the last (:func:`row_stage`).
 
 What a run carries between its calls is an int64 array ``acc`` (``ACC_*`` of
-:mod:`plant_models.offline`).
+:mod:`plant_models.run.offline_compiled`).
 Arrays are reached through raw pointers (``i64_at``/``f64_at``): a stage is
 called at every step, and array views with reference counts would cost
 more than the stage.
@@ -32,8 +32,7 @@ from numba import cfunc, njit
 from .core.api import JIT
 from .input_table import TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, input_value, write_inputs
 from .run.compiled import STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
-from .offline import ACC_EV_READ, ACC_EVENTS, ACC_LOST, ACC_ROWS
-from .run.offline_compiled import CHANGED
+from .run.offline_compiled import ACC_EV_READ, ACC_EVENTS, ACC_LOST, ACC_ROWS, CHANGED
 
 
 @cfunc(STAGE_SIGNATURE, cache=True)

@@ -53,6 +53,15 @@ from .compiled import (MAX_STAGES, P_BUFFERS, P_N_AFTER, P_N_BEFORE, P_STAGES, P
 CHANGED = 2  # the stage changed the step's inputs (or acts on them: a fault stage), so they are not the last step's
 READS = 4  # the outputs of this step are read after it (a fault stage on the outputs)
 
+# what a compiled offline run carries from one call to the next: an int64 array ``acc`` (its stages write it,
+# plant_models.offline_stages; acc[ACC_STATUS] is the plan's status word, acc[ACC_EVENTS] its room word)
+ACC_ROWS = 0  # output rows written
+ACC_EV_READ = 1  # the plant's event count read so far
+ACC_EVENTS = 2  # events collected
+ACC_LOST = 3  # events overwritten in the ring before they were read
+ACC_STATUS = 4  # OR of every step's status word
+ACC_LEN = 5
+
 # the offline run's slots of the plan, after the tick's layout
 O_HINTS = P_STAGES + 2 * MAX_STAGES  # index in di of the plant's run-hints word, -1: none
 O_EVERY = O_HINTS + 1  # a row is kept after every N-th step (k + 1 a multiple of N) ...
@@ -248,5 +257,5 @@ def warm_up() -> None:
     run_compiled(plan, 0, 0, 1e-3)
 
 
-__all__ = ["CHANGED", "OfflinePlan", "READS", "compiled_run_possible", "end_call", "run_compiled", "run_hints",
+__all__ = ["ACC_EVENTS", "ACC_EV_READ", "ACC_LEN", "ACC_LOST", "ACC_ROWS", "ACC_STATUS", "CHANGED", "OfflinePlan", "READS", "compiled_run_possible", "end_call", "run_compiled", "run_hints",
            "warm_up"]

@@ -97,7 +97,9 @@ def stage_names() -> tuple[str, ...]:
 
 
 def python_only_stages() -> tuple[str, ...]:
-    """The stages every mode builds from their ``make``: a compiled run cannot take them in its loop."""
+    """The stages every mode builds from their ``make``: the compiled tick cannot take them in its call (the
+    compiled offline run takes those declared with a ``make_compiled`` too,
+    :func:`plant_models.run.offline_compiled.compiled_run_possible`)."""
     return tuple(s.name for s in STAGES if s.make is not None)
 
 
