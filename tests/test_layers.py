@@ -122,8 +122,8 @@ PLANT_FLOORS = (
     ("plant_models.powertrain", "plant_models.electrical"),  # components: ports, compiled force laws; the pins
     ("plant_models.plants", "plant_models.readers", "plant_models.fmi",
      "plant_models.run"),  # the plants, their readers, FMUs; the run pipeline's stages (what steps any plant)
-    ("plant_models.registry", "plant_models.offline", "plant_models.closed_loop",
-     "plant_models.fmi.export", "plant_models.fmi.proxy_server"),  # what finds, builds and runs plants by name (an exported FMU builds one)
+    ("plant_models.registry", "plant_models.offline", "plant_models.closed_loop", "plant_models.input_table",
+     "plant_models.offline_stages", "plant_models.fmi.export", "plant_models.fmi.proxy_server"),  # what finds, builds and runs plants by name (an exported FMU builds one)
 )
 UNPLACED = {"plant_models"}  # the package's __init__, which imports nothing
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from plant_models.config import repo_root
-from plant_models.offline import InputTable, Run, fill_inputs
+from plant_models.offline import InputTable, Run, event_room, fill_inputs
 from plant_models.registry import load_plant
 from server.offline.scenario import Profile, load_scenario, parse_scenario
 from server.offline.run import run_offline, run_stepwise
@@ -159,11 +159,11 @@ def test_event_arrays_grow_when_a_run_has_more_events_than_room():
     plant.reset(compiled.initial_inputs())
     plant.new_events()
     run = Run(plant, compiled.table, compiled.dt, compiled.n_steps)
-    cap = int(run.lay[9])
+    cap = plant.event_log()[4]
     # room for the ring's capacity plus two events: the run must stop, grow the arrays and go on
-    run._ev_time, run._ev_source, run._ev_kind = run._ev_time[:cap + 2], run._ev_source[:cap + 2], run._ev_kind[:cap + 2]
+    event_room(run, cap + 2)
     run.advance()
-    assert run._ev_time.shape[0] > cap + 2
+    assert run._ev[0].shape[0] > cap + 2
     assert run.events() == ref.events and len(ref.events) > 2
     assert np.array_equal(run.out, ref.values)
 

@@ -5,6 +5,13 @@ stage is added) shows up in the real-time loop (realtime and lockstep), the
 offline runs (open loop, with faults), the test bench, the closed loop and a
 campaign's runs, once per step, in step order, after the plant's step; and
 a run that takes it step by step gives the compiled run's rows bit for bit.
+
+Planted with a compiled form as well (``make_compiled``), the same stage is
+in the compiled offline loop (``plant_models/run/offline_compiled.py``):
+the compiled open-loop run, the compiled run with a fault schedule, the
+compiled closed loop and a campaign's runs take it at every step, with the
+rows of the runs without it bit for bit, while the real-time loop and the
+test bench run its Python form.
 """
 
 from __future__ import annotations
@@ -16,8 +23,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from numba import cfunc
+
 from plant_models.registry import load_plant
 from plant_models.run import stages
+from plant_models.run.compiled import STAGE_SIGNATURE, CompiledStage, f64_at
 from plant_models.run.stages import AFTER, Stage
 from plant_models.run.stepper import Stepper
 
@@ -25,19 +35,52 @@ ROOT = Path(__file__).resolve().parents[1]
 SWAP_TEST = ROOT / "tests" / "benches" / "swap_1_3.toml"
 
 
-def plant_probe(monkeypatch) -> list[tuple[str, int, float]]:
-    """Declare a stage ``probe`` right after the step (one ``Stage`` with a ``make``); returns the list each of its
-    calls appends (mode, step k, plant time after the step) to."""
+@cfunc(STAGE_SIGNATURE)
+def probe_stage(ctx, k, now_ns, dt, carry):
+    """The probe's compiled form: (k, the plant's time in df) appended to the log ``ctx[0]`` (its element 0 the
+    count; ``ctx[1]`` its length, ``ctx[2]`` df, ``ctx[3]`` the time's index in df)."""
+    log, df = f64_at(ctx[0]), f64_at(ctx[2])
+    n = int(log[0])
+    if 2 * n + 2 < ctx[1]:
+        log[2 * n + 1] = float(k)
+        log[2 * n + 2] = df[ctx[3]]
+    log[0] = n + 1.0
+    return 0
+
+
+def plant_probe(monkeypatch, compiled: bool = False) -> list[tuple[str, int, float]]:
+    """Declare a stage ``probe`` right after the step (one ``Stage`` with a ``make``, and with ``compiled`` a
+    ``make_compiled``); returns the list each of its calls appends (mode, step k, plant time after the step) to.
+    The compiled form's calls are appended as ``"<mode> compiled"`` when :func:`harvest` is called."""
     calls: list[tuple[str, int, float]] = []
 
     def make(stepper):
         plant, mode = stepper.plant, stepper.mode
         return lambda k: calls.append((mode, k, plant.time))
 
+    def make_compiled(plan):
+        log = np.zeros(2 * plan.last + 2)
+        LOGS.append((plan.mode, log))
+        return CompiledStage.of("probe", probe_stage, (log, log.shape[0], plan.plant.df, plan.plant.time_index()))
+
     at = stages.stage_names().index("step") + 1
-    probe = Stage("probe", AFTER, "records every step it sees", make=make)
+    probe = Stage("probe", AFTER, "records every step it sees", make=make,
+                  make_compiled=make_compiled if compiled else None)
     monkeypatch.setattr(stages, "STAGES", stages.STAGES[:at] + (probe,) + stages.STAGES[at:])
+    LOGS.clear()
     return calls
+
+
+LOGS: list[tuple[str, np.ndarray]] = []  # the compiled probes' logs, by the mode of the plan that made them
+
+
+def harvest(calls) -> None:
+    """The compiled probes' calls so far into ``calls`` (as ``"<mode> compiled"``), their logs emptied."""
+    for mode, log in LOGS:
+        n = int(log[0])
+        assert 2 * n + 2 <= log.shape[0]
+        calls += [(f"{mode} compiled", int(log[2 * j + 1]), float(log[2 * j + 2])) for j in range(n)]
+        log[:] = 0.0
 
 
 def _steps_of(calls, mode: str, dt: float) -> list[int]:
@@ -137,3 +180,64 @@ def test_a_planted_stage_runs_in_a_campaigns_runs(monkeypatch, tmp_path):
     ks = [k for m, k, _ in calls if m == "offline"]
     n = ks.index(0, 1)  # the next run starts at step 0 again (the campaign's warm-up takes a run too)
     assert n > 100 and len(ks) // n >= 2 and ks == list(range(n)) * (len(ks) // n)
+
+
+def test_a_planted_compiled_stage_runs_in_every_compiled_run_and_its_python_form_elsewhere(monkeypatch, tmp_path):
+    from server.campaign.engine import run_bare
+    from server.campaign.spec import load_campaign
+    from server.offline.controller import closed_loop
+    from server.offline.run import run_offline
+    from server.offline.scenario import load_scenario
+    from server.realtime.fault_schedule import FaultSchedule
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+    from server.testbench.runner import run_spec_offline
+    from server.testbench.spec import load_test
+
+    plant = load_plant("powershift")
+    scenario = load_scenario("powershift_single_swap").compile(plant)
+    fault = ({"target": "signal", "signal": "w_out", "kind": "offset", "value": 5.0}, 0.2, 0.4)
+    spec_path = ROOT / "examples" / "slip_pi_controller.py"
+    mod_spec = importlib.util.spec_from_file_location("slip_pi_pipeline_c", spec_path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    sys.modules[mod_spec.name] = mod
+    mod_spec.loader.exec_module(mod)
+    refs = (run_offline(plant, scenario), run_offline(plant, scenario, faults=FaultSchedule(plant, [fault],
+                                                                                          scenario.dt)),
+            closed_loop(load_plant("powershift"), None, mod.SlipPIController(), duration_s=0.3, dt=1e-3))
+    calls = plant_probe(monkeypatch, compiled=True)
+    n = scenario.n_steps
+    got = run_offline(plant, scenario)  # the compiled Run, with the probe in its loop
+    harvest(calls)
+    assert _steps_of(calls, "offline compiled", scenario.dt) == list(range(n)) and not _steps_of(calls, "offline",
+                                                                                                  scenario.dt)
+    assert got.values.tobytes() == refs[0].values.tobytes() and got.events == refs[0].events
+    calls.clear()
+    got = run_offline(plant, scenario, faults=FaultSchedule(plant, [fault], scenario.dt))  # StagedRun, faults
+    harvest(calls)
+    assert _steps_of(calls, "offline compiled", scenario.dt) == list(range(n))
+    assert got.values.tobytes() == refs[1].values.tobytes() != refs[0].values.tobytes()
+    calls.clear()
+    got = closed_loop(load_plant("powershift"), None, mod.SlipPIController(), duration_s=0.3, dt=1e-3)
+    harvest(calls)
+    assert _steps_of(calls, "closed_loop compiled", 1e-3) == list(range(300))
+    assert got.outputs.tobytes() == refs[2].outputs.tobytes() and got.inputs.tobytes() == refs[2].inputs.tobytes()
+    calls.clear()
+    # the real-time loop (lockstep) and the test bench take the stage's Python form
+    srv = assemble(load_plant("chain"), [], LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0))
+    srv.loop.step(40)
+    assert _steps_of(calls, "lockstep", 1e-3) == list(range(40))
+    rec = run_spec_offline(load_test(SWAP_TEST), [])
+    assert _steps_of(calls, "testbench", rec.dt) == list(range(len(rec.t) - 1))
+    calls.clear()
+    camp = tmp_path / "c.toml"
+    camp.write_text(f'test = "{SWAP_TEST}"\n[design]\nmethod = "lhs"\nruns = 2\nseed = 3\n'
+                    '[parameters.friction_scale]\npaths = ["config.clutch.friction_static"]\nmode = "scale"\n'
+                    'range = [0.9, 1.1]\n')
+    results = run_bare(load_campaign(camp), [0, 1])
+    assert [r.status for r in results] == ["ok", "ok"]
+    harvest(calls)
+    ks = [k for m, k, _ in calls if m == "offline compiled"]
+    n = ks.index(0, 1)
+    assert n > 100 and len(ks) // n >= 2 and ks == list(range(n)) * (len(ks) // n)
+    assert not [m for m, _, _ in calls if m == "offline"]  # no campaign run went step by step

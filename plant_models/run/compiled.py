@@ -47,6 +47,8 @@ from .ring import H_WRITTEN, N_INT, TI_SCENARIO, TI_STATUS, TICK_INFO_SLOTS, Sta
 # int64 stage(int64* ctx, int64 k, int64 now_ns, float64 dt, int64 carry)
 STAGE_SIGNATURE = types.int64(types.CPointer(types.int64), types.int64, types.int64, types.float64, types.int64)
 FED = 1  # a stage before the step applied commands: the command watchdog is fed (carry bit)
+CHANGED = 2  # carry bit: the stage changed the step's inputs (or acts on them: a fault stage), so they are not the last step's
+READS = 4  # carry bit: the outputs of this step are read after it (a fault stage on the outputs)
 NEED_PYTHON = -1  # tick_run took no step: this tick goes through the Python stepper
 
 # the plan: an int64 array

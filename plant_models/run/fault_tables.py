@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import carray, cfunc, njit
 
-from .compiled import STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
+from .compiled import CHANGED, READS, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 
 MAX_FAULTS = 32  # signal faults active at once (the tables are preallocated)
 
@@ -148,13 +148,16 @@ C_FI, C_FF, C_DF, C_ROWS, C_DF_LEN = range(5)
 
 @cfunc(STAGE_SIGNATURE, cache=True)
 def fault_inputs_stage(ctx, k, now_ns, dt, carry):
-    """Stage ``fault_inputs`` in the compiled tick: :func:`fault_inputs` on the tables at ``ctx``'s addresses
-    (nothing while no row is in use).  Called in the real-time loop."""
+    """Stage ``fault_inputs`` in the compiled tick and the compiled offline runs: :func:`fault_inputs` on the
+    tables at ``ctx``'s addresses (nothing while no row is in use).  While rows are in use it returns the carry
+    bits ``CHANGED | READS`` (it acts on the step's inputs, and the outputs it faults after the step are read: the
+    offline run's hints; the tick passes them on unused).  Called in the real-time loop."""
     n = i64_at(ctx[C_ROWS])[0]
-    if n:
-        fault_inputs(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)), carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),
-                     carray(f64_at(ctx[C_DF]), (ctx[C_DF_LEN],)), n)
-    return 0
+    if n == 0:
+        return 0
+    fault_inputs(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)), carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),
+                 carray(f64_at(ctx[C_DF]), (ctx[C_DF_LEN],)), n)
+    return CHANGED | READS
 
 
 @cfunc(STAGE_SIGNATURE, cache=True)

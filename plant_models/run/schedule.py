@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .fault_tables import fault_inputs, fault_outputs, fault_restore
 from .faults import FaultStage
 
 
@@ -95,10 +94,10 @@ class FaultSchedule:
         The signal-table rows in use now (0: the fault stages call nothing).
     switches
         The :class:`Switch` es in the order they are made (by time; at one time, clears before sets).
-    fi, ff, stage
-        The fault set's tables and ``(fault_inputs, fault_outputs,
-        fault_restore)``, for a compiled run that calls them in its loop
-        (:class:`plant_models.closed_loop.StagedRun`).
+    fi, ff
+        The fault set's tables, for a compiled run that calls the fault
+        stages' compiled forms on them in its loop
+        (:mod:`plant_models.run.fault_tables`, :class:`plant_models.closed_loop.StagedRun`).
     """
 
     def __init__(self, fault_set: FaultStage, specs: Sequence, faults: Sequence[tuple[dict, float, float | None]],
@@ -113,9 +112,8 @@ class FaultSchedule:
         self._pos = 0
         self._due = self._next_due()
         self._names: dict[int, str] = {}
-        # for a compiled run's loop (plant_models.closed_loop.StagedRun): the tables and the three functions
+        # for a compiled run's loop (plant_models.closed_loop.StagedRun): the tables its fault stages act on
         self.fi, self.ff = fault_set.fi, fault_set.ff
-        self.stage = (fault_inputs, fault_outputs, fault_restore)
 
     def stages(self) -> dict:
         """The pipeline's ``switch`` stage and the fault set's three stages, by stage name."""

@@ -54,13 +54,22 @@ class Stage:
         None, or ``make(stepper) -> callable(k) | None``: an implementation
         every mode gets (the :class:`~plant_models.run.stepper.Stepper`
         being built gives the plant, dt and mode).  A compiled run has no
-        Python per step: a run with such a stage is taken step by step.
+        Python per step: a run with such a stage and no ``make_compiled`` is
+        taken step by step.
+    make_compiled
+        None, or ``make_compiled(plan) -> CompiledStage | None``: the same
+        stage's compiled form (:class:`plant_models.run.compiled.CompiledStage`),
+        which every compiled offline run takes in its loop
+        (:class:`plant_models.run.offline_compiled.OfflinePlan` being built
+        gives the plant, dt and mode).  The real-time tick takes a stage
+        declared with a ``make`` through its Python stepper.
     """
 
     name: str
     side: str
     doc: str
     make: Callable[[Any], Callable[[int], None] | None] | None = None
+    make_compiled: Callable[[Any], Any] | None = None
 
 
 STAGES: tuple[Stage, ...] = (
@@ -88,7 +97,9 @@ def stage_names() -> tuple[str, ...]:
 
 
 def python_only_stages() -> tuple[str, ...]:
-    """The stages every mode builds from their ``make``: a compiled run cannot take them in its loop."""
+    """The stages every mode builds from their ``make``: the compiled tick cannot take them in its call (the
+    compiled offline run takes those declared with a ``make_compiled`` too,
+    :func:`plant_models.run.offline_compiled.compiled_run_possible`)."""
     return tuple(s.name for s in STAGES if s.make is not None)
 
 
