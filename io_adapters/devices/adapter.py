@@ -147,6 +147,7 @@ class DeviceAdapter(Adapter):
         self.device = None
         self.cmap: ChannelMap | None = None
         self._opened = False
+        self._read_tick = -1  # the tick last read: a tick not after it is the loop's reset
 
     # -- opening (name look-ups happen here, once) --------------------------------------------------------
     def open(self, plant: Plant, ctx: LoopContext) -> None:
@@ -222,6 +223,11 @@ class DeviceAdapter(Adapter):
     def read(self, tick: int, now_ns: int) -> None:
         """The base's template in one call less (the gate, the stage, the watchdog's feed).  Called in the
         real-time loop."""
+        if tick <= self._read_tick and self.tcu is not None:
+            # the loop's reset (a tick not after the last): the I/O config's TCU starts afresh before the reset's
+            # first tick reads what it drives (else that tick reads the duties it drove last, before the reset)
+            self.tcu.attach(self)
+        self._read_tick = tick
         if self._fused:  # the common case in one Python call: the stage straight away
             if read_stage(self._buf, self._off, self._df, tick, 0 if self._tick_slots[TI_SCENARIO] else READ_DRIVE):
                 self._feed_watchdog(now_ns)
