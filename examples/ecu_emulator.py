@@ -38,7 +38,7 @@ On the local virtual bus (``io_adapters/vbus``, the default: ``--interface vbus 
 or through a python-can-remote share (``--interface remote --channel ws://127.0.0.1:54701/``), on SocketCAN
 (``--interface socketcan --channel vcan0``) or a real interface.  It prints the shift's timeline and exits 0 if
 the shift closed.  ``--reset-control ENDPOINT`` (Powershift): the plant is reset through the server's control
-endpoint once its frames arrive, so the plant's clock starts with the task, however late this process started.
+endpoint once the bus is open, so the plant's clock starts with the task, however late this process started.
 """
 
 from __future__ import annotations
@@ -260,16 +260,15 @@ class PowershiftTcu:
         return True
 
     def run(self, duration_s: float, period_s: float = 0.01, reset_control: str | None = None) -> ShiftResult:
-        """Wait for the plant (then reset it through ``reset_control``, a server's control endpoint, if given),
+        """Reset the plant through ``reset_control`` (a server's control endpoint), if given, wait for the plant,
         then run the TCU task on absolute deadlines for ``duration_s``."""
-        if not self.wait_for_plant():
-            return self.result
-        if reset_control:  # the plant's time then starts with this task's, however late this process started
+        if reset_control:  # the plant's time then starts with this task's (and faults set before are cleared)
             from io_adapters.zmq.client import HilClient
 
             with HilClient(reset_control, timeout_s=30.0).connect() as client:
                 client.reset()
-            self.receive()  # drop the frames of the plant's run before its reset
+        if not self.wait_for_plant():
+            return self.result
         period_ns = int(period_s * 1e9)
         start = time.monotonic_ns()
         deadline = start
@@ -547,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="Powershift: send no commands for DURATION s from START s (repeatable)")
     ap.add_argument("--connect-timeout", type=float, default=30.0, help="keep trying to open the bus this long, s")
     ap.add_argument("--reset-control", metavar="ENDPOINT", help="Powershift: reset the plant through this control "
-                    "endpoint once its frames arrive (its time then starts with the task's)")
+                    "endpoint once the bus is open (its time then starts with the task's)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     end = time.monotonic() + args.connect_timeout
