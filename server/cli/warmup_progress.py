@@ -108,6 +108,27 @@ def load_profile(key: str, path: Path = PROFILE_PATH) -> dict | None:
         return None
 
 
+def profile_problem(profile: dict | None, compiled: list[str], key: str) -> str | None:
+    """Why the profile ``key`` no longer fits the compile set, or None.  ``compiled``: the function keys a cold
+    warm-up of that set finished (``process:stage:name:k``; the process is left out of the comparison, since a
+    kernel both processes need goes to whichever gets to it first).  It fits while it knows at least
+    :data:`PROFILE_COVERAGE` of the functions compiled and at least that share of its functions are still
+    compiled."""
+    if profile is None:
+        return f"no profile {key!r} in {PROFILE_PATH.name}; record it on a quiet machine: {RECORD_COMMAND}"
+    done = {k.split(":", 1)[1] for k in compiled}
+    listed = {k.split(":", 1)[1] for k in profile.get("shares", {})}
+    known = done & listed
+    if len(known) >= PROFILE_COVERAGE * len(done) and len(known) >= PROFILE_COVERAGE * len(listed):
+        return None
+    new, gone = sorted(done - listed), sorted(listed - done)
+    return (f"the warm-up's time-left profile {key!r} ({PROFILE_PATH.name}) is stale: it knows {len(known)} of the "
+            f"{len(done)} functions a cold warm-up compiles and {len(known)} of its {len(listed)} are still compiled "
+            f"(at least {PROFILE_COVERAGE:.0%} of each needed); not in it: {', '.join(new[:12]) or '-'}"
+            f"{' ...' if len(new) > 12 else ''}; no longer compiled: {', '.join(gone[:12]) or '-'}"
+            f"{' ...' if len(gone) > 12 else ''}.  Re-record it on a quiet machine: {RECORD_COMMAND}")
+
+
 def median_costs(shares: dict[str, float]) -> dict[tuple[str, str], float]:
     """``{(process, stage): cost}``: the median share of its process's compile that a function of that stage
     took in the profile (the step from the share before it in its process); ``(process, "")``: over every stage
