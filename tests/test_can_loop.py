@@ -51,42 +51,10 @@ def test_stale_command_message_trips_the_watchdog_and_recovers():
               0x110: {"EngineTorque": 100.0}}
     dec = {0x300: E2EDecoder(msg("HIL_Status"), "Status_CRC", "Status_Counter", 0x0300),
            0x210: E2EDecoder(msg("HIL_ClutchPressA"), "PressA_CRC", "PressA_Counter", 0x0210)}
-    seen = []  # (phase, frame ID, decoded values)
-    # The phases advance on what the plant reports on CAN (its own frames and their Tick, the plant's clock),
-    # not on this thread's wall clock: on a loaded machine a phase simply lasts longer.  Each has a generous
-    # wall-clock bound, only to fail rather than hang when the behaviour is broken.
-    phase, entered, steady = "all", {}, 0
-    bound_s = 60.0
-    last = {}  # the newest decoded status and pressure frames
     runner = threading.Thread(target=loop.run, daemon=True)
     runner.start()
     try:
-        started = deadline = time.monotonic()
-        while phase != "done":
-            assert time.monotonic() - started < bound_s, f"phase {phase!r} not over within {bound_s} s: {last}"
-            for fid, e in enc.items():
-                if fid == 0x101 and phase == "b_missing":
-                    continue
-                bus.send(can.Message(arbitration_id=fid, is_extended_id=False, data=e.encode(values[fid])))
-            while (m := bus.recv(0.0)) is not None:
-                if m.arbitration_id in dec:
-                    v = dec[m.arbitration_id].decode(bytes(m.data))
-                    assert v is not None, "E2E check of a plant frame failed"
-                    seen.append((phase, m.arbitration_id, v))
-                    last[m.arbitration_id] = v
-            status, press = last.get(0x300), last.get(0x210)
-            if status is not None and press is not None:
-                entered.setdefault(phase, status["Tick"])
-                quiet = status["WatchdogState"] == 0 and status["CommandsFresh"] == 1 and press["Pressure_C1"] == 16.0
-                steady = steady + 1 if quiet else 0
-                if phase == "all" and quiet and status["Tick"] - entered["all"] >= 300:  # 0.3 s of plant time
-                    phase = "b_missing"
-                elif phase == "b_missing" and status["WatchdogState"] == 1 and press["Pressure_C1"] < 0.5:
-                    phase = "back"
-                elif phase == "back" and steady >= 10:  # ten rounds in a row: commands drive the plant again
-                    phase = "done"
-            deadline += 0.01
-            time.sleep(max(0.0, deadline - time.monotonic()))
+        seen = _tcu_phases(bus, enc, values, dec)  # (phase, frame ID, decoded values)
     finally:
         loop.request_shutdown("test over")
         runner.join(timeout=10)
@@ -130,3 +98,42 @@ def test_stale_command_message_trips_the_watchdog_and_recovers():
     assert can_status["rx"]["messages"]["TCU_ClutchCmdB"]["timeouts"] >= 1
     assert can_status["rx"]["rejected_total"] == 0
     assert status["watchdog"]["trips"] >= 1 and status["watchdog"]["recoveries"] == status["watchdog"]["trips"]
+
+
+def _tcu_phases(bus, enc, values, dec, bound_s: float = 60.0) -> list:
+    """The TCU's 10 ms task through the phases "all" (every command), "b_missing" (ClutchCmdB left out), "back";
+    every plant frame received, with the phase it came in.
+
+    The phases advance on what the plant reports on CAN (its own frames and their Tick, the plant's clock), not
+    on this thread's wall clock: on a loaded machine a phase simply lasts longer.  Each has a generous wall-clock
+    bound, only to fail rather than hang when the behaviour is broken.
+    """
+    seen, last = [], {}  # last: the newest decoded status and pressure frames
+    phase, entered, steady = "all", {}, 0
+    started = deadline = time.monotonic()
+    while phase != "done":
+        assert time.monotonic() - started < bound_s, f"phase {phase!r} not over within {bound_s} s: {last}"
+        for fid, e in enc.items():
+            if fid == 0x101 and phase == "b_missing":
+                continue
+            bus.send(can.Message(arbitration_id=fid, is_extended_id=False, data=e.encode(values[fid])))
+        while (m := bus.recv(0.0)) is not None:
+            if m.arbitration_id in dec:
+                v = dec[m.arbitration_id].decode(bytes(m.data))
+                assert v is not None, "E2E check of a plant frame failed"
+                seen.append((phase, m.arbitration_id, v))
+                last[m.arbitration_id] = v
+        status, press = last.get(0x300), last.get(0x210)
+        if status is not None and press is not None:
+            entered.setdefault(phase, status["Tick"])
+            quiet = status["WatchdogState"] == 0 and status["CommandsFresh"] == 1 and press["Pressure_C1"] == 16.0
+            steady = steady + 1 if quiet else 0
+            if phase == "all" and quiet and status["Tick"] - entered["all"] >= 300:  # 0.3 s of plant time
+                phase = "b_missing"
+            elif phase == "b_missing" and status["WatchdogState"] == 1 and press["Pressure_C1"] < 0.5:
+                phase = "back"
+            elif phase == "back" and steady >= 10:  # ten rounds in a row: commands drive the plant again
+                phase = "done"
+        deadline += 0.01
+        time.sleep(max(0.0, deadline - time.monotonic()))
+    return seen
