@@ -104,9 +104,10 @@ class PowershiftTcu:
         Engine torque sent on ENG_Torque throughout.
     speed_timeout_s
         A TCU's sensor check (0: off): when no valid ``HIL_SpeedsA`` frame has
-        arrived for this long, the shift logic has no speeds to close on, so
-        the TCU enters its safe state and stops commanding; the plant server's
-        command watchdog then takes the clutches to their safe pressures.
+        arrived while the plant's clock (``HIL_Status`` Tick, ms) ran this long
+        (a starved process is no lost sensor), the shift logic has no speeds
+        to close on, so the TCU enters its safe state and stops commanding; the
+        server's command watchdog then takes the clutches to their safe pressures.
     silences_s
         Deliberate silences ``(start, duration)`` in s on the TCU's clock: the
         task keeps reading and deciding but sends no command frame, so a test
@@ -128,7 +129,7 @@ class PowershiftTcu:
         self.bus = bus
         self.silences_s = tuple((float(a), float(d)) for a, d in silences_s)
         self.speed_timeout_s = speed_timeout_s
-        self._speeds_at: float | None = None  # time.monotonic() of the last valid HIL_SpeedsA
+        self._speeds_at: int | None = None  # the plant's Tick (ms) when the last valid HIL_SpeedsA came
         self.speeds_valid = 0  # valid HIL_SpeedsA frames received (a monitor on the TCU's own clock counts them)
         self.db = cantools.database.load_file(str(dbc))
         msg = self.db.get_message_by_name
@@ -175,7 +176,7 @@ class PowershiftTcu:
             r.e2e_errors += 1
             return
         if name == "HIL_SpeedsA":
-            self._speeds_at = time.monotonic()
+            self._speeds_at = r.hil_tick or 0
             self.speeds_valid += 1
             r.engine_rpm = float(values["EngineSpeed"])
             r.shaft2_rpm = float(values["Shaft2Speed"])
@@ -238,7 +239,7 @@ class PowershiftTcu:
         self.receive()
         r = self.result
         if r.speeds_lost_at_s is None and self.speed_timeout_s > 0 and self._speeds_at is not None \
-                and time.monotonic() - self._speeds_at > self.speed_timeout_s:
+                and (r.hil_tick or 0) - self._speeds_at > 1000 * self.speed_timeout_s:
             r.speeds_lost_at_s = round(t, 4)
             r.phases.append((round(t, 4), "safe state: speed frames lost"))
         if r.speeds_lost_at_s is not None:
