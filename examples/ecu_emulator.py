@@ -1,15 +1,13 @@
 #!/usr/bin/env python3
 """A transmission control unit on CAN, closing a clutch-to-clutch shift against the plant server.
 
-It is what a TCU does on a HIL bench, reduced to one shift: every 10 ms it
-sends the clutch pressure commands and the engine torque, encoded from the
-DBC with cantools and E2E-protected (alive counter, CRC-8 SAE J1850), and it
-reads the shaft speeds, clutch states and the server status the plant sends
-back (checking their E2E protection too).
+It is what a TCU does on a HIL bench, reduced to one shift: every 10 ms it sends the clutch pressure commands
+and the engine torque, encoded from the DBC with cantools and E2E-protected (alive counter, CRC-8 SAE J1850),
+and it reads the shaft speeds, clutch states and the server status the plant sends back (checking their E2E
+protection too).
 
-Powershift (``--plant powershift``): gear 1 (clutches 1, 3, 6) to gear 3
-(clutches 2, 3, 6), a swap of the first stage from clutch 1 (gear pair 1:3)
-to clutch 2 (gear pair 1:2):
+Powershift (``--plant powershift``): gear 1 (clutches 1, 3, 6) to gear 3 (clutches 2, 3, 6), a swap of the
+first stage from clutch 1 (gear pair 1:3) to clutch 2 (gear pair 1:2):
 
 1. *hold*: gear 1 at full pressure until ``--shift-at``;
 2. *torque phase*: clutch 1 ramps down while clutch 2 fills and ramps up;
@@ -19,30 +17,28 @@ to clutch 2 (gear pair 1:2):
    threshold: the shift is closed on measured speeds, as a TCU closes it;
 4. *lock*: clutch 2 to full pressure.
 
-DCT (``--plant dct``): a launch in 1st gear as in the paper's scenario
-(scenarios/dct_upshift.toml): 1st gear preselected on the odd shaft; once
-the plant reports the synchronizer locked, engine torque to 200 N m and
-clutch 1 from the kiss point to 5 bar in 0.2 s; when the plant reports 1st
-gear engaged (clutch 1 stuck), 12 bar.  ``--plant dct --fd`` does the same over the CAN FD
-set (configs/dct_fd.dbc; the server runs ``--io io_canfd_dct``).
+DCT (``--plant dct``): a launch in 1st gear as in the paper's scenario (scenarios/dct_upshift.toml): 1st gear
+preselected on the odd shaft; once the plant reports the synchronizer locked, engine torque to 200 N m and
+clutch 1 from the kiss point to 5 bar in 0.2 s; when the plant reports 1st gear engaged (clutch 1 stuck),
+12 bar.  ``--plant dct --fd`` does the same over the CAN FD set (configs/dct_fd.dbc; the server runs
+``--io io_canfd_dct``).
 
-8-speed automatic (``--plant zf8hp``, ``--fd`` for the CAN FD set, the server running
-``--io io_zf8hp`` or ``--io io_canfd_zf8hp``): a clutch-to-clutch upshift 1 -> 2 under load,
-clutch C off and clutch E on (1st: A, B, C; 2nd: A, B, E).  With brakes A and B holding sun 1/2
-and ring 1, set 2 turns ring 2 / sun 3 at 1.5 x the input speed, so the slip of clutch E is
-``1.5 * InputSpeed - Sun4Speed`` from the received speeds: torque phase (C down, E filled to
-its torque pressure), inertia phase (E rising until that slip is below the sync threshold),
-then E locked at full pressure.
+8-speed automatic (``--plant zf8hp``, ``--fd`` for the CAN FD set, the server running ``--io io_zf8hp`` or ``--io
+io_canfd_zf8hp``): a clutch-to-clutch upshift 1 -> 2 under load, clutch C off and clutch E on (1st: A, B, C; 2nd:
+A, B, E).  With brakes A and B holding sun 1/2 and ring 1, set 2 turns ring 2 / sun 3 at 1.5 x the input speed, so
+the slip of clutch E is ``1.5 * InputSpeed - Sun4Speed`` from the received speeds: torque phase (C down, E filled
+to its torque pressure), inertia phase (E rising until that slip is below the sync threshold), then E locked at
+full pressure.
 
-Run against a server on the local virtual bus (``io_adapters/vbus``, the
-default here: ``--interface vbus --channel gearbox-hil``)::
+On the local virtual bus (``io_adapters/vbus``, the default: ``--interface vbus --channel gearbox-hil``)::
 
     gearbox-hil serve powershift --io io_can     # configs/io_can.toml: the local virtual bus (vbus)
     python examples/ecu_emulator.py
 
-or through a python-can-remote share (``--interface remote --channel
-ws://127.0.0.1:54701/``), on SocketCAN (``--interface socketcan --channel
-vcan0``) or a real interface.  It prints the shift's timeline and exits 0 if the shift closed.
+or through a python-can-remote share (``--interface remote --channel ws://127.0.0.1:54701/``), on SocketCAN
+(``--interface socketcan --channel vcan0``) or a real interface.  It prints the shift's timeline and exits 0 if
+the shift closed.  ``--reset-control ENDPOINT`` (Powershift): the plant is reset through the server's control
+endpoint once the bus is open, so the plant's clock starts with the task, however late this process started.
 """
 
 from __future__ import annotations
@@ -108,9 +104,10 @@ class PowershiftTcu:
         Engine torque sent on ENG_Torque throughout.
     speed_timeout_s
         A TCU's sensor check (0: off): when no valid ``HIL_SpeedsA`` frame has
-        arrived for this long, the shift logic has no speeds to close on, so
-        the TCU enters its safe state and stops commanding; the plant server's
-        command watchdog then takes the clutches to their safe pressures.
+        arrived while the plant's clock (``HIL_Status`` Tick, ms) ran this long
+        (a starved process is no lost sensor), the shift logic has no speeds
+        to close on, so the TCU enters its safe state and stops commanding; the
+        server's command watchdog then takes the clutches to their safe pressures.
     silences_s
         Deliberate silences ``(start, duration)`` in s on the TCU's clock: the
         task keeps reading and deciding but sends no command frame, so a test
@@ -132,7 +129,7 @@ class PowershiftTcu:
         self.bus = bus
         self.silences_s = tuple((float(a), float(d)) for a, d in silences_s)
         self.speed_timeout_s = speed_timeout_s
-        self._speeds_at: float | None = None  # time.monotonic() of the last valid HIL_SpeedsA
+        self._speeds_at: int | None = None  # the plant's Tick (ms) when the last valid HIL_SpeedsA came
         self.speeds_valid = 0  # valid HIL_SpeedsA frames received (a monitor on the TCU's own clock counts them)
         self.db = cantools.database.load_file(str(dbc))
         msg = self.db.get_message_by_name
@@ -179,7 +176,7 @@ class PowershiftTcu:
             r.e2e_errors += 1
             return
         if name == "HIL_SpeedsA":
-            self._speeds_at = time.monotonic()
+            self._speeds_at = r.hil_tick or 0
             self.speeds_valid += 1
             r.engine_rpm = float(values["EngineSpeed"])
             r.shaft2_rpm = float(values["Shaft2Speed"])
@@ -242,7 +239,7 @@ class PowershiftTcu:
         self.receive()
         r = self.result
         if r.speeds_lost_at_s is None and self.speed_timeout_s > 0 and self._speeds_at is not None \
-                and time.monotonic() - self._speeds_at > self.speed_timeout_s:
+                and (r.hil_tick or 0) - self._speeds_at > 1000 * self.speed_timeout_s:
             r.speeds_lost_at_s = round(t, 4)
             r.phases.append((round(t, 4), "safe state: speed frames lost"))
         if r.speeds_lost_at_s is not None:
@@ -263,8 +260,14 @@ class PowershiftTcu:
             self.receive()
         return True
 
-    def run(self, duration_s: float, period_s: float = 0.01) -> ShiftResult:
-        """Wait for the plant, then run the TCU task on absolute deadlines for ``duration_s``."""
+    def run(self, duration_s: float, period_s: float = 0.01, reset_control: str | None = None) -> ShiftResult:
+        """Reset the plant through ``reset_control`` (a server's control endpoint), if given, wait for the plant,
+        then run the TCU task on absolute deadlines for ``duration_s``."""
+        if reset_control:  # the plant's time then starts with this task's (and faults set before are cleared)
+            from io_adapters.zmq.client import HilClient
+
+            with HilClient(reset_control, timeout_s=30.0).connect() as client:
+                client.reset()
         if not self.wait_for_plant():
             return self.result
         period_ns = int(period_s * 1e9)
@@ -294,8 +297,7 @@ class PowershiftTcu:
 class _RestBusTask:
     """What the DCT's and the 8-speed automatic's emulated TCUs share: their frames out, and their task.
 
-    A subclass sets ``bus``, ``fd``, ``rx``, ``commands_sent`` and defines ``receive()`` and ``cycle(t, dt)``.
-    """
+    A subclass sets ``bus``, ``fd``, ``rx``, ``commands_sent`` and defines ``receive()`` and ``cycle(t, dt)``."""
 
     def _send(self, frames: list) -> int:
         """Encode and send ``(encoder, values)`` pairs (FD frames with bit-rate switch on an FD set); their number."""
@@ -544,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--silence", action="append", default=[], type=_silence, metavar="START:DURATION",
                     help="Powershift: send no commands for DURATION s from START s (repeatable)")
     ap.add_argument("--connect-timeout", type=float, default=30.0, help="keep trying to open the bus this long, s")
+    ap.add_argument("--reset-control", metavar="ENDPOINT", help="Powershift: reset the plant through this control "
+                    "endpoint once the bus is open (its time then starts with the task's)")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
     end = time.monotonic() + args.connect_timeout
@@ -565,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             tcu = PowershiftTcu(bus, shift_at_s=args.shift_at, engine_torque_Nm=args.engine_torque,
                                 speed_timeout_s=args.speed_timeout, silences_s=tuple(args.silence))
-            res = tcu.run(args.duration)
+            res = tcu.run(args.duration, reset_control=args.reset_control)
     finally:
         bus.shutdown()
     if args.plant == "zf8hp":

@@ -199,7 +199,8 @@ class ElectricalTcu:
         self.phase, self.timeline, self.trace = "hold", [(0.0, "hold")], []
         self.oil_C, self.kl30_V = 80.0, 13.5
         gb = self.gearbox
-        self._drive({e: self.plan.full_bar for e in (gb.off,) + gb.held})
+        held = (gb.off,) + gb.held  # at full pressure; every other solenoid off (after a reset too)
+        self._drive({e: self.plan.full_bar if e in held else 0.0 for e in self.sol})
         dev.tcu = self.step
 
     # -- the TCU's inputs ----------------------------------------------------------------------------
@@ -287,8 +288,9 @@ class ElectricalTcu:
         """One TCU task: the pins of hardware tick ``tick`` in, PWM duties out (the device calls it).
 
         A tick not after the last one is the loop's reset: the TCU starts
-        afresh (as :meth:`attach` left it; the reset's first tick has already
-        read the duties it drove last)."""
+        afresh (as :meth:`attach` left it; a device adapter whose I/O config
+        names this TCU has attached it again before the reset's first tick
+        was read, so that tick read the duties of the TCU's start)."""
         if tick <= self.last_tick:
             self.attach(self.adapter)
         self.last_tick = tick

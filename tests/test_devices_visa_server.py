@@ -108,3 +108,32 @@ def test_the_server_closes_the_instruments_outputs_when_it_stops(server):
     gen.handle.write = lambda cmd: (writes.append(cmd), real_write(cmd))[1]
     srv.close()  # the loop closes its adapters: every output off, then the instruments closed
     assert dev.device._thread is None and writes == ["OUTP 0"]
+
+
+def test_the_generator_follows_a_scenarios_own_step(server):
+    """A lockstep scenario with a dt_s of its own (0.5 ms) changes the loop's step between runs: the generator's
+    edge periods across ticks are timed with it (a 60-tooth wheel below 2000 rpm has at most one edge in most
+    0.5 ms ticks, so its frequency comes from the period since an earlier tick's edge), and it still plays the
+    wheel's frequency."""
+    srv = server
+    dev = next(a for a in srv.loop.adapters if a.type_name == "device")
+    slot = dev.layout.index("n_in", "pulse_out")
+    w_1 = srv.plant.output_index("w_1")
+    start = {"engine_torque": 300.0, "load_torque": 3500.0, "i_c1": 0.84, "i_c3": 0.84, "i_c6": 0.84}
+    scenario = {"duration_s": 0.4, "dt_s": 0.0005, "inputs": start}
+    rep = srv.control.handle_now({"cmd": "load_scenario", "scenario": scenario})
+    assert rep["ok"], rep
+    assert srv.loop.dt == 0.0005
+    _step(srv, 300)
+    singles = 0
+    for _ in range(60):  # tick by tick: those with one edge play the period from the last tick's edge
+        _step(srv, 1)
+        assert dev.device.flush()
+        if dev.targets.edge_count[slot] == 1:
+            singles += 1
+            freq = float(dev.device.instruments[0].handle.query("FREQ?"))
+            assert freq == pytest.approx(srv.plant.y[w_1] * 60 / (2 * math.pi), rel=0.01)
+    assert singles >= 10
+    from io_adapters.devices.stage import X_DT
+
+    assert dev.device._periods.tick_ns == 500_000 and dev.state.misc[X_DT] == 0.0005  # the wheel model's step too

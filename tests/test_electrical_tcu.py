@@ -110,3 +110,29 @@ def test_a_reset_starts_the_electrical_side_afresh(io_path):
     (a, ta, ea), (b, tb, eb) = runs
     assert np.array_equal(a, b) and ta == tb and np.array_equal(ea[0], eb[0])
     assert ta[-1][1] == "lock"
+
+
+def test_the_io_configs_tcu_starts_afresh_at_a_reset_before_its_first_tick_is_read(tmp_path):
+    """The TCU named in the I/O config (``tcu = ...``, made when the adapter opens) through a reset of the loop: the
+    reset's first tick reads the duties the TCU drives at its start, not those it drove last (at 0.9 s, in lock:
+    clutch 1 off, clutch 2 full), so the second run equals the first bit for bit from its first tick."""
+    io = tmp_path / "io_tcu.toml"
+    io.write_text(ex.IO_STEPPED + 'tcu = "examples/electrical_tcu.py:ElectricalTcu"\n')
+    srv, adapter = ex._server(io, "lockstep")
+    runs = []
+    try:
+        srv.loop.start()
+        for _ in range(2):
+            rows, inputs = [], []
+            for _ in range(900):
+                srv.loop.step(1)
+                rows.append(srv.plant.y.copy())
+                inputs.append(srv.plant.u.copy())
+            runs.append((np.array(rows), np.array(inputs), list(adapter.tcu.timeline)))
+            srv.loop.reset()
+    finally:
+        srv.loop.close()
+    (a, ua, ta), (b, ub, tb) = runs
+    assert ta[-1][1] == "lock" and tb == ta
+    assert np.array_equal(ua[0], ub[0]), "the reset's first tick read the duties of the run before"
+    assert np.array_equal(ua, ub) and np.array_equal(a, b)

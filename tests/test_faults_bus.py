@@ -48,21 +48,44 @@ def bench():
 
 
 def _frames(tcu, ident=SPEEDS_A):
-    """Every frame with this ID the TCU has received so far."""
+    """Every frame with this ID (None: any) the TCU has received so far."""
     out = []
     while True:
         m = tcu.recv(0.05)
         if m is None:
             return out
-        if m.arbitration_id == ident:
+        if ident is None or m.arbitration_id == ident:
             out.append(m)
 
 
+def _sent(srv, message="HIL_SpeedsA"):
+    return srv.loop.adapters[0].status()["tx"]["messages"][message]["sent"]
+
+
 def _run(srv, tcu, ticks, ident=SPEEDS_A):
+    """Step ``ticks``; the frames with this ID the TCU received from them: waited for until as many as the
+    adapter counts sent have arrived (within a generous bound, not a fixed pause a loaded machine can outlast),
+    and any more."""
     _frames(tcu, ident)
+    sent = _sent(srv)
     srv.loop.step(ticks)
-    time.sleep(0.05)
-    return _frames(tcu, ident)
+    want, out = _sent(srv) - sent, []
+    end = time.monotonic() + 30.0
+    while len(out) < want and time.monotonic() < end:
+        m = tcu.recv(0.1)
+        if m is not None and m.arbitration_id == ident:
+            out.append(m)
+    return out + _frames(tcu, ident)
+
+
+def _heard(adapter, tcu, message):
+    """The TCU sends ``message``; returns once the adapter's receive thread has handled it (a frame handled is
+    visible to the next tick)."""
+    from can_support import wait_until
+
+    handled = adapter.rx_handled
+    tcu.send(message)
+    wait_until(lambda: adapter.rx_handled > handled, 30.0, "the adapter's receive thread to handle the frame")
 
 
 def _decoder():
@@ -81,12 +104,15 @@ def test_a_dropped_message_is_not_sent_and_the_others_are(bench):
     assert len(before) == 10  # every 10 ms
     _set(srv, {"target": "can", "message": "HIL_SpeedsA", "kind": "drop"})
     _frames(tcu)
+    speeds_b = _sent(srv, "HIL_SpeedsB")
     srv.loop.step(100)
-    time.sleep(0.05)
-    seen = []
-    while (m := tcu.recv(0.05)) is not None:
-        seen.append(m.arbitration_id)
-    assert SPEEDS_A not in seen and 0x201 in seen  # HIL_SpeedsB still goes out
+    want, seen = _sent(srv, "HIL_SpeedsB") - speeds_b, []
+    end = time.monotonic() + 30.0
+    while seen.count(0x201) < want and time.monotonic() < end:  # every HIL_SpeedsB of the 100 ticks arrived
+        if (m := tcu.recv(0.1)) is not None:
+            seen.append(m.arbitration_id)
+    seen += [m.arbitration_id for m in _frames(tcu, None)]
+    assert want == 10 and SPEEDS_A not in seen and seen.count(0x201) == 10  # HIL_SpeedsB still goes out
     assert adapter.status()["tx"]["messages"]["HIL_SpeedsA"]["dropped_by_fault"] == 10
     srv.control.handle({"cmd": "fault_clear"})
     after = _run(srv, tcu, 100)
@@ -157,14 +183,12 @@ def test_an_ignored_command_message_never_reaches_the_plant(bench):
     values = {"PressureCmd_C1": 16.0, "PressureCmd_C2": 7.0, "PressureCmd_C3": 16.0, "PressureCmd_C4": 0.0}
     _set(srv, {"target": "can", "message": "TCU_ClutchCmdA", "kind": "ignore_rx"})
     for _ in range(5):
-        tcu.send(can.Message(arbitration_id=0x100, data=enc.encode(values), is_extended_id=False))
-        time.sleep(0.02)
+        _heard(adapter, tcu, can.Message(arbitration_id=0x100, data=enc.encode(values), is_extended_id=False))
         srv.loop.step(10)
     assert srv.plant.u[srv.plant.input_index("p_c2")] == 0.0
     assert adapter.status()["rx"]["ignored_by_fault"] == 5
     srv.control.handle({"cmd": "fault_clear"})
-    tcu.send(can.Message(arbitration_id=0x100, data=enc.encode(values), is_extended_id=False))
-    time.sleep(0.05)
+    _heard(adapter, tcu, can.Message(arbitration_id=0x100, data=enc.encode(values), is_extended_id=False))
     srv.loop.step(1)
     assert srv.plant.u[srv.plant.input_index("p_c2")] == 7.0
 

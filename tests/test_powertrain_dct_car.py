@@ -64,6 +64,31 @@ def test_engine_work_balances_losses_and_the_change_of_energy(drive):
     assert abs(balance) <= 1e-9 * engine
 
 
+def test_the_energy_balance_closes_from_the_outputs_alone_synchronizers_included(drive):
+    """Every term from the output table (what a state stream or an MF4 carries), at every row, to 1e-9 of the
+    engine work (docs/powertrain.md, section 5): engine work = the friction energy of both clutches, the brake,
+    the rolling resistance and both synchronizers + drags + impulses + aerodynamic drag + grade + drawbar +
+    change of kinetic energy.  The synchronizer of the odd shaft dissipates 640 J (4e-3 of the engine work) as
+    it locks 1st: without its ``energy_S_odd`` output a balance from the outputs missed exactly that."""
+    r = drive.res
+    names = list(r.names)
+    dissipated = [n for n in names if n.startswith("energy_")]
+    assert dissipated == ["energy_c1", "energy_c2", "energy_brake", "energy_rolling", "energy_S_odd",
+                          "energy_S_even"]
+    assert not {"work_converter", "work_pto", "work_motor", "work_motor_electrical"} & set(names)  # absent here
+    engine = _col(r, "work_engine")
+    sinks = (sum(_col(r, n) for n in dissipated) - _col(r, "work_drag") - _col(r, "work_impulse")
+             - _col(r, "work_aero") - _col(r, "work_grade") - _col(r, "work_drawbar")
+             + _col(r, "kinetic_energy") - drive.ke0)
+    residual = engine + _col(r, "work_input") - sinks
+    assert np.all(_col(r, "work_input") == 0.0) and engine[-1] > 1.0e5
+    assert _col(r, "energy_S_odd")[-1] > 1.0e-3 * engine[-1]  # the term is not negligible
+    assert np.abs(residual).max() <= 1e-9 * engine[-1]
+    # the outputs are the core's accounts: each synchronizer's energy is minus its row's friction work
+    rows = drive.plant.core.work[L.W_ROW0:]
+    assert _col(r, "energy_S_odd")[-1] == -rows[4] and _col(r, "energy_S_even")[-1] == max(-rows[5], 0.0)
+
+
 def test_describe_shows_the_components():
     comp = describe_config("dct_car")["components"]
     assert set(comp) == {"engine", "vehicle"}

@@ -147,6 +147,7 @@ class DeviceAdapter(Adapter):
         self.device = None
         self.cmap: ChannelMap | None = None
         self._opened = False
+        self._read_tick = -1  # the tick last read: a tick not after it is the loop's reset
 
     # -- opening (name look-ups happen here, once) --------------------------------------------------------
     def open(self, plant: Plant, ctx: LoopContext) -> None:
@@ -169,6 +170,9 @@ class DeviceAdapter(Adapter):
             options.setdefault("supply_V", cmap.supply_V)
         if self.backend == "visa":  # a generator's frequency from edge periods across ticks needs the tick's length
             options.setdefault("tick_s", ctx.period_s)
+        # the device follows the loop's tick length unless its options fix one (visa's tick_s)
+        self._device_follows = "tick_s" not in self.backend_options
+        self._period_s = ctx.period_s
         self.device = create_device(self.backend, self.name, layout, options)
         self._fused = self.backend == "sim" and self.fuse
         self._build_arena(plant, ctx.period_s)
@@ -222,6 +226,13 @@ class DeviceAdapter(Adapter):
     def read(self, tick: int, now_ns: int) -> None:
         """The base's template in one call less (the gate, the stage, the watchdog's feed).  Called in the
         real-time loop."""
+        if tick <= self._read_tick and self.tcu is not None:
+            # the loop's reset (a tick not after the last): the I/O config's TCU starts afresh before the reset's
+            # first tick reads what it drives (else that tick reads the duties it drove last, before the reset)
+            self.tcu.attach(self)
+        self._read_tick = tick
+        if self.ctx.period_s != self._period_s:  # a lockstep scenario's own dt_s changed the step between ticks
+            self._follow_step()
         if self._fused:  # the common case in one Python call: the stage straight away
             if read_stage(self._buf, self._off, self._df, tick, 0 if self._tick_slots[TI_SCENARIO] else READ_DRIVE):
                 self._feed_watchdog(now_ns)
@@ -248,11 +259,15 @@ class DeviceAdapter(Adapter):
         else:  # a sim device not fused calls its TCU itself
             self.device.write_targets(tick, self.targets)
 
-    def poll_control(self, now_ns: int) -> None:
-        """Between ticks: follow the loop's step (a lockstep scenario with a ``dt_s`` of its own changes it
-        between runs; the edges and the coil currents integrate over it)."""
-        if self._opened:
-            self.state.misc[X_DT] = self.ctx.period_s
+    def _follow_step(self) -> None:
+        """The loop's step changed (a lockstep scenario with a ``dt_s`` of its own, between runs): the edges and
+        the coil currents integrate over the new one, and a device that counts time in ticks follows it.  Called
+        by the first tick at the new step, before it reads (a control request may load the scenario and step it
+        without any housekeeping between)."""
+        self._period_s = dt = self.ctx.period_s
+        self.state.misc[X_DT] = dt
+        if self._device_follows:
+            self.device.set_tick_s(dt)
 
     def close(self) -> None:
         if self.device is not None and self._opened:

@@ -73,6 +73,10 @@ class Device(ABC):
     def read_measurements(self) -> Measurements:
         """The latest measurements (this device's own preallocated object).  Called in the real-time loop."""
 
+    def set_tick_s(self, tick_s: float) -> None:
+        """The loop's tick is now ``tick_s`` long (a lockstep scenario's own ``dt_s``; between ticks, before the
+        first tick at that length).  A device that counts time in ticks follows it; by default nothing does."""
+
     def status(self) -> dict[str, Any]:
         """The device's counters (ticks, errors, safe-state entries ...) and whether it is in its safe state."""
         return {"type": self.type_name, "name": self.name, "safe": self.measurements.safe, **self.counters}

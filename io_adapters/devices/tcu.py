@@ -14,7 +14,11 @@ The class is made once, when the adapter opens, with ``tcu_params`` as
 keyword arguments, and its ``attach(adapter)`` is called with the opened
 adapter: it resolves its channels there and sets the device's ``tcu``
 hook (:class:`~io_adapters.devices.sim.SimDevice`), which the device calls
-once a tick's targets are on its pins.  The same I/O config then closes
+once a tick's targets are on its pins.  At the loop's reset (a tick not
+after the last one read) the adapter calls ``attach`` again before the
+reset's first tick is read, so the TCU starts afresh and that tick reads
+the outputs it drives at its start, as the first run's first tick did.
+The same I/O config then closes
 the same loop in ``serve``, in a lockstep test file and in an offline run
 with the devices of an I/O config (:mod:`server.testbench.device_run`), so
 a pin fault acts alike in each.

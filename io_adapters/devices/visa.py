@@ -5,7 +5,8 @@ Options::
     visa_library = "@py"          # pyvisa's back end ("" for the system VISA, "file.yaml@sim" for pyvisa-sim)
     termination = "\n"            # of what is written and read (SCPI's usual line feed)
     timeout_ms = 1000
-    tick_s = 0.001                # the tick's length (the device adapter gives its loop's period)
+    tick_s = 0.001                # the tick's length (default: the device adapter gives its loop's period and
+                                  # follows it when it changes, a lockstep scenario's dt_s; given: kept)
     [[instruments]]
     role = "function_generator"   # FREQ <Hz>, OUTP 0|1: a tooth wheel's frequency per tick
     resource = "USB0::0x0957::0x2807::MY1::INSTR"
@@ -104,6 +105,13 @@ class EdgePeriods:
                 self.frequency_Hz[slot] = 0.0  # no edge for two periods: stopped (or not started)
             if n:
                 self._last_edge_ns[slot] = start + int(t.edge_ns[slot, n - 1])
+
+    def retime(self, tick_ns: int) -> None:
+        """The ticks are now ``tick_ns`` long: the edges seen before are forgotten (their times were counted in
+        ticks of the old length)."""
+        self.tick_ns = int(tick_ns)
+        self._last_edge_ns = [-1] * len(self._last_edge_ns)
+        self._period_ns = [0] * len(self._period_ns)
 
 
 class _Instrument:
@@ -228,6 +236,10 @@ class VisaDevice(Device):
         with self._lock:
             self.measurements.copy_from(self._latest)
         return self.measurements
+
+    def set_tick_s(self, tick_s: float) -> None:
+        """The edge periods across ticks follow the loop's new tick length (the tick's thread only)."""
+        self._periods.retime(int(round(tick_s * 1e9)))
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait until the worker has sent the last targets handed over (tests, sweeps; never the tick)."""

@@ -110,6 +110,10 @@ SE_SELECTED = SELECTOR.add("selected_{s}", "-", -100, 100, 0, "position in effec
 SE_LOCKED = SELECTOR.add("locked_{s}", "-", 0, 1, 0, "{s}: a gear engaged (synchronizer stuck, dog teeth in)",
                          integer=True)
 SE_TORQUE = SELECTOR.add("torque_{s}", "N m", -1.0e5, 1.0e5, 0.0, "torque {s} passes, at its member")
+# the synchronizer's cone friction dissipates energy as a clutch's plates do: without it as an output the energy
+# balance from the outputs alone (docs/powertrain.md, section 5) misses the synchronizers' term
+SE_ENERGY = SELECTOR.add("energy_{s}", "J", 0.0, 1.0e9, 0.0, "friction energy dissipated in {s}'s synchronizer "
+                         "since reset")
 SE_LEN = len(SELECTOR)
 
 
@@ -315,7 +319,8 @@ def _outputs(mf, mi, df, di, st, h):
 
 @njit(**JIT)
 def _element_outputs(mf, mi, df, di, oy):
-    """Per element: slip, torque, state, capacity, pressure, energy; per selector: position, state, torque.
+    """Per element: slip, torque, state, capacity, pressure, energy; per selector: position, state, torque,
+    energy.
 
     Called in the real-time loop.
     """
@@ -355,6 +360,8 @@ def _element_outputs(mf, mi, df, di, oy):
         df[base + SE_SELECTED] = float(sel)
         df[base + SE_LOCKED] = 1.0 if sel != 0 and di[omode + row] == L.MODE_STUCK else 0.0
         df[base + SE_TORQUE] = df[omu + row]
+        e_diss = 0.0 - df[owork + row]  # >= 0 but for rounding, as an element's
+        df[base + SE_ENERGY] = e_diss if e_diss > 0.0 else 0.0
 
 
 @njit(**JIT)
