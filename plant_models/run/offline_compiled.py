@@ -15,7 +15,9 @@ the stages follow the protocol of :mod:`plant_models.run.compiled`
 compiled form is one implementation for the real-time tick and the
 offline run, and a stage declared in the list with a compiled form
 (:attr:`~plant_models.run.stages.Stage.make_compiled`) is in every
-compiled offline run without an edit of any run.
+compiled offline run and in the real-time compiled tick without an edit of
+any run, in the order of :func:`plant_models.run.stages.compiled_order`
+(one rule for both).
 
 What the offline loop adds to the tick's:
 
