@@ -105,6 +105,31 @@ def test_the_stepper_runs_what_it_is_given_in_the_declared_order():
         Stepper(plant, 1e-3, {"probe": print}, "offline")
 
 
+def test_compiled_order_is_the_stage_lists_for_every_compiled_run(monkeypatch):
+    made = []
+    plan = object()
+
+    def make_compiled(given):
+        made.append(given)
+        return "probe form"
+
+    at = stages.stage_names().index("step") + 1
+    probe = Stage("probe", AFTER, "a compiled form only", make_compiled=make_compiled)
+    monkeypatch.setattr(stages, "STAGES", stages.STAGES[:at] + (probe,) + stages.STAGES[at:])
+    run, before, after = stages.compiled_order({"send": ("w1", "w2"), "state_row": "row", "commanded": ["r1", "q"],
+                                                "inputs": None, "fault_inputs": "fi"}, plan)
+    assert run == ("commanded", "fault_inputs", "step", "probe", "state_row", "send") and made == [plan]
+    assert before == ["r1", "q", "fi"] and after == ["probe form", "row", "w1", "w2"]
+    _, _, after = stages.compiled_order({"probe": "given"}, plan)  # what a run gives wins over the declaration
+    assert after == ["given"] and made == [plan]
+    with pytest.raises(ValueError, match="no stage called nope"):
+        stages.compiled_order({"nope": "x"}, plan)
+    monkeypatch.setattr(stages, "STAGES", stages.STAGES + (Stage("py", AFTER, "Python only", make=print),))
+    assert stages.python_only_stages() == ("py",)
+    with pytest.raises(ValueError, match="stage py has no compiled form"):
+        stages.compiled_order({}, plan)
+
+
 def test_a_planted_stage_runs_in_the_realtime_and_lockstep_ticks(monkeypatch):
     from server.realtime.loop_config import LoopConfig
     from server.realtime.runtime import assemble
