@@ -7,10 +7,13 @@ campaign's runs, once per step, in step order, after the plant's step; and
 a run that takes it step by step gives the compiled run's rows bit for bit.
 
 Planted with a compiled form as well (``make_compiled``), the same stage is
-in the compiled offline loop (``plant_models/run/offline_compiled.py``):
-the compiled open-loop run, the compiled run with a fault schedule, the
-compiled closed loop and a campaign's runs take it at every step, with the
-rows of the runs without it bit for bit, while the real-time loop and the
+in every compiled loop: the compiled offline loop
+(``plant_models/run/offline_compiled.py``: the compiled open-loop run, the
+compiled run with a fault schedule, the compiled closed loop and a
+campaign's runs take it at every step, with the rows of the runs without it
+bit for bit) and the real-time loop's compiled tick (realtime and lockstep
+stay on the compiled tick path and take it at every tick, the same calls as
+the offline run's), while a lockstep server on the Python tick path and the
 test bench run its Python form.
 """
 
@@ -59,7 +62,7 @@ def plant_probe(monkeypatch, compiled: bool = False) -> list[tuple[str, int, flo
         return lambda k: calls.append((mode, k, plant.time))
 
     def make_compiled(plan):
-        log = np.zeros(2 * plan.last + 2)
+        log = np.zeros(2 * max(plan.last, 1000) + 2)  # a lockstep server's plan has no last tick (0)
         LOGS.append((plan.mode, log))
         return CompiledStage.of("probe", probe_stage, (log, log.shape[0], plan.plant.df, plan.plant.time_index()))
 
@@ -102,6 +105,31 @@ def test_the_stepper_runs_what_it_is_given_in_the_declared_order():
         Stepper(plant, 1e-3, {"probe": print}, "offline")
 
 
+def test_compiled_order_is_the_stage_lists_for_every_compiled_run(monkeypatch):
+    made = []
+    plan = object()
+
+    def make_compiled(given):
+        made.append(given)
+        return "probe form"
+
+    at = stages.stage_names().index("step") + 1
+    probe = Stage("probe", AFTER, "a compiled form only", make_compiled=make_compiled)
+    monkeypatch.setattr(stages, "STAGES", stages.STAGES[:at] + (probe,) + stages.STAGES[at:])
+    run, before, after = stages.compiled_order({"send": ("w1", "w2"), "state_row": "row", "commanded": ["r1", "q"],
+                                                "inputs": None, "fault_inputs": "fi"}, plan)
+    assert run == ("commanded", "fault_inputs", "step", "probe", "state_row", "send") and made == [plan]
+    assert before == ["r1", "q", "fi"] and after == ["probe form", "row", "w1", "w2"]
+    _, _, after = stages.compiled_order({"probe": "given"}, plan)  # what a run gives wins over the declaration
+    assert after == ["given"] and made == [plan]
+    with pytest.raises(ValueError, match="no stage called nope"):
+        stages.compiled_order({"nope": "x"}, plan)
+    monkeypatch.setattr(stages, "STAGES", stages.STAGES + (Stage("py", AFTER, "Python only", make=print),))
+    assert stages.python_only_stages() == ("py",)
+    with pytest.raises(ValueError, match="stage py has no compiled form"):
+        stages.compiled_order({}, plan)
+
+
 def test_a_planted_stage_runs_in_the_realtime_and_lockstep_ticks(monkeypatch):
     from server.realtime.loop_config import LoopConfig
     from server.realtime.runtime import assemble
@@ -110,6 +138,7 @@ def test_a_planted_stage_runs_in_the_realtime_and_lockstep_ticks(monkeypatch):
     srv = assemble(load_plant("chain"), [], LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0))
     srv.loop.step(40)
     assert "probe" in srv.loop.stepper.stages
+    assert srv.loop.tick_path == "python" and "stage probe" in srv.loop.tick_path_reason
     assert _steps_of(calls, "lockstep", 1e-3) == list(range(40))
     srv = assemble(load_plant("chain"), [], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=0.05,
                                                        status_interval_s=0.0))
@@ -223,10 +252,40 @@ def test_a_planted_compiled_stage_runs_in_every_compiled_run_and_its_python_form
     assert _steps_of(calls, "closed_loop compiled", 1e-3) == list(range(300))
     assert got.outputs.tobytes() == refs[2].outputs.tobytes() and got.inputs.tobytes() == refs[2].inputs.tobytes()
     calls.clear()
-    # the real-time loop (lockstep) and the test bench take the stage's Python form
+    # the real-time loop's compiled tick takes the compiled form: at every tick of a realtime server, with the
+    # calls of the offline run of the same plant for the same steps
+    chain = load_plant("chain")
+    run_offline(chain, load_scenario("chain_4mass").compile(chain))
+    harvest(calls)
+    offline = [(k, t) for m, k, t in calls if m == "offline compiled"]
+    calls.clear()
+    srv = assemble(load_plant("chain"), [], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=0.05,
+                                                       status_interval_s=0.0))
+    srv.open()
+    try:
+        assert srv.loop.tick_path == "compiled", srv.loop.tick_path_reason
+        srv.run()
+    finally:
+        srv.close()
+    harvest(calls)
+    ks = _steps_of(calls, "realtime compiled", 1e-3)
+    assert ks and ks == list(range(srv.loop.tick)) and srv.loop.python_ticks == 0
+    assert not _steps_of(calls, "realtime", 1e-3)  # no tick ran the Python form
+    assert [(k, t) for m, k, t in calls if m == "realtime compiled"] == offline[:len(ks)]
+    calls.clear()
+    # lockstep: the compiled tick takes the compiled form; on the Python tick path, the Python form, the same calls
     srv = assemble(load_plant("chain"), [], LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0))
+    assert srv.loop.tick_path == "compiled" and any(s.stage == "probe" for s in srv.loop.compiled_tick.stages)
+    srv.loop.step(40)
+    harvest(calls)
+    assert _steps_of(calls, "lockstep compiled", 1e-3) == list(range(40)) and not _steps_of(calls, "lockstep", 1e-3)
+    srv = assemble(load_plant("chain"), [], LoopConfig(mode="lockstep", rate_hz=1000.0, status_interval_s=0.0))
+    srv.loop.choose_tick_path("python")
     srv.loop.step(40)
     assert _steps_of(calls, "lockstep", 1e-3) == list(range(40))
+    assert [(k, t) for m, k, t in calls if m == "lockstep"] == [(k, t) for m, k, t in calls
+                                                                if m == "lockstep compiled"] == offline[:40]
+    # the test bench takes the stage's Python form
     rec = run_spec_offline(load_test(SWAP_TEST), [])
     assert _steps_of(calls, "testbench", rec.dt) == list(range(len(rec.t) - 1))
     calls.clear()

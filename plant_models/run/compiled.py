@@ -347,6 +347,30 @@ def state_row_ctx(ring: StateRing, tick_info: np.ndarray, df: np.ndarray, time_i
         ring.head.shape[0], df.shape[0]))
 
 
+@dataclass(frozen=True)
+class TickPlan:
+    """What a stage's ``make_compiled`` (:attr:`plant_models.run.stages.Stage.make_compiled`) is given when the
+    real-time loop builds its compiled tick: the names :class:`~plant_models.run.offline_compiled.OfflinePlan`
+    gives an offline run's stages.
+
+    Attributes
+    ----------
+    plant
+        The plant (its four buffers are bound to the tick).
+    dt
+        The tick's step, s.
+    mode
+        ``"realtime"``, ``"lockstep"`` or ``"afap"``.
+    last
+        The tick count the run ends at (its ``duration_s``), 0: none (the tick count is not bounded).
+    """
+
+    plant: object
+    dt: float
+    mode: str
+    last: int
+
+
 class CompiledTick:
     """A tick as one compiled call: the plan of :func:`tick_run` for a plant and its compiled stages.
 
@@ -440,5 +464,5 @@ class CompiledTick:
 
 __all__ = ["FED", "NEED_PYTHON", "STAGE_SIGNATURE", "CompiledStage", "CompiledTick", "address", "call_stage_at",
            "f64_at", "i64_at", "monotonic_ns", "queued_inputs_ctx", "queued_inputs_stage", "state_row_ctx",
-           "state_row_stage", "tick_run", "try_lock", "try_lock_at", "u8_at", "unlock", "unlock_at", "warm_ctx",
+           "state_row_stage", "TickPlan", "tick_run", "try_lock", "try_lock_at", "u8_at", "unlock", "unlock_at", "warm_ctx",
            "warm_stage"]

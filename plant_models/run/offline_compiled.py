@@ -15,7 +15,9 @@ the stages follow the protocol of :mod:`plant_models.run.compiled`
 compiled form is one implementation for the real-time tick and the
 offline run, and a stage declared in the list with a compiled form
 (:attr:`~plant_models.run.stages.Stage.make_compiled`) is in every
-compiled offline run without an edit of any run.
+compiled offline run and in the real-time compiled tick without an edit of
+any run, in the order of :func:`plant_models.run.stages.compiled_order`
+(one rule for both).
 
 What the offline loop adds to the tick's:
 
@@ -176,26 +178,7 @@ class OfflinePlan:
                  mode: str = "offline"):
         self.plant, self.dt, self.mode = plant, float(dt), mode
         self.every, self.last, self.period = int(every), int(last), int(period)  # for the stages made here
-        declared = _stages.STAGES
-        names = [s.name for s in declared]
-        unknown = sorted(set(implementations) - set(names))
-        if unknown:
-            raise ValueError(f"no stage called {', '.join(unknown)}; the stages: {', '.join(names)}")
-        before: list[CompiledStage] = []
-        after: list[CompiledStage] = []
-        run: list[str] = []
-        for s in declared:
-            if s.side == _stages.STEP:
-                run.append(s.name)
-                continue
-            impl = implementations.get(s.name)
-            if impl is None and s.make_compiled is not None:
-                impl = s.make_compiled(self)
-            elif impl is None and s.make is not None:
-                raise ValueError(f"stage {s.name} has no compiled form: the run goes step by step")
-            if impl is not None:
-                (before if s.side == _stages.BEFORE else after).append(impl)
-                run.append(s.name)
+        run, before, after = _stages.compiled_order(implementations, self)  # the tick's order rule too
         if len(before) + len(after) > MAX_STAGES:
             raise ValueError(f"a compiled run takes at most {MAX_STAGES} stages, not {len(before) + len(after)}")
         self.stages = tuple(run)
@@ -244,7 +227,7 @@ class OfflinePlan:
 def compiled_run_possible() -> bool:
     """Whether every stage of the list declared for every mode has a compiled form (else a run goes step by
     step through :class:`~plant_models.run.stepper.Stepper`)."""
-    return all(s.make_compiled is not None for s in _stages.STAGES if s.make is not None)
+    return not _stages.python_only_stages()
 
 
 def warm_up() -> None:

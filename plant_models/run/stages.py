@@ -31,7 +31,7 @@ The order, and why:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 BEFORE = "before"  # runs before the plant's step, called with the step's index k
 STEP = "step"  # the plant's step itself, called with the step's length dt, returns the status word
@@ -59,10 +59,13 @@ class Stage:
     make_compiled
         None, or ``make_compiled(plan) -> CompiledStage | None``: the same
         stage's compiled form (:class:`plant_models.run.compiled.CompiledStage`),
-        which every compiled offline run takes in its loop
-        (:class:`plant_models.run.offline_compiled.OfflinePlan` being built
-        gives the plant, dt and mode).  The real-time tick takes a stage
-        declared with a ``make`` through its Python stepper.
+        which every compiled run takes in its loop: the compiled offline
+        runs (:class:`plant_models.run.offline_compiled.OfflinePlan` being
+        built gives the plant, dt, mode and ``last``) and the real-time
+        loop's compiled tick (a :class:`plant_models.run.compiled.TickPlan`
+        gives the same four), both in the order of :func:`compiled_order`.
+        A stage with a ``make`` and no ``make_compiled`` sends the real-time
+        tick to its Python stepper and an offline run step by step.
     """
 
     name: str
@@ -97,10 +100,43 @@ def stage_names() -> tuple[str, ...]:
 
 
 def python_only_stages() -> tuple[str, ...]:
-    """The stages every mode builds from their ``make``: the compiled tick cannot take them in its call (the
-    compiled offline run takes those declared with a ``make_compiled`` too,
-    :func:`plant_models.run.offline_compiled.compiled_run_possible`)."""
-    return tuple(s.name for s in STAGES if s.make is not None)
+    """The stages declared with a ``make`` and no ``make_compiled``: no compiled run (the real-time tick, the
+    compiled offline runs) can take them in its call."""
+    return tuple(s.name for s in STAGES if s.make is not None and s.make_compiled is None)
 
 
-__all__ = ["AFTER", "BEFORE", "STAGES", "STEP", "Stage", "python_only_stages", "stage_names"]
+def compiled_order(implementations: Mapping[str, Any], plan: Any) -> tuple[tuple[str, ...], list, list]:
+    """The compiled forms a compiled run calls, in the order of :data:`STAGES` (read at call time): one rule
+    for the compiled offline run and the real-time tick.
+
+    ``implementations`` maps a stage's name to what the run gives for it: a compiled form, a list or tuple of
+    them (called in that order: a tick's adapters' reads), or None (left out).  A stage of the list declared
+    with ``make_compiled`` that the run gives nothing for gets ``make_compiled(plan)`` (None: left out).
+    Returns the names of the stages called (the step included), the compiled forms before the step and those
+    after it.  Raises ``ValueError`` for a name not in the list and for a stage with a ``make`` and no
+    compiled form (:func:`python_only_stages`).
+    """
+    names = [s.name for s in STAGES]
+    unknown = sorted(set(implementations) - set(names))
+    if unknown:
+        raise ValueError(f"no stage called {', '.join(unknown)}; the stages: {', '.join(names)}")
+    run: list[str] = []
+    before: list = []
+    after: list = []
+    for s in STAGES:
+        if s.side == STEP:
+            run.append(s.name)
+            continue
+        impl = implementations.get(s.name)
+        if impl is None and s.make_compiled is not None:
+            impl = s.make_compiled(plan)
+        elif impl is None and s.make is not None:
+            raise ValueError(f"stage {s.name} has no compiled form")
+        forms = [] if impl is None else list(impl) if isinstance(impl, (list, tuple)) else [impl]
+        if forms:
+            (before if s.side == BEFORE else after).extend(forms)
+            run.append(s.name)
+    return tuple(run), before, after
+
+
+__all__ = ["AFTER", "BEFORE", "STAGES", "STEP", "Stage", "compiled_order", "python_only_stages", "stage_names"]

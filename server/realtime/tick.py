@@ -15,7 +15,7 @@ import time
 
 from io_adapters.base import TI_STATUS
 from plant_models.run import stages as _stages
-from plant_models.run.compiled import CompiledTick, queued_inputs_ctx, state_row_ctx
+from plant_models.run.compiled import CompiledTick, TickPlan, queued_inputs_ctx, state_row_ctx
 from plant_models.run.stepper import Stepper
 
 
@@ -67,8 +67,9 @@ class TickStages:
         (``commanded``), the loaded scenario's row and the command watchdog (``inputs``; the scenario's gate
         sends the ticks that swap or refill its table or end it to the stepper, so ``hand_back`` is the
         stepper's), while fault rows are in use ``fault_inputs``, the plant's step, ``fault_outputs``, the
-        state ring's row (``state_row``), ``fault_restore``, and the adapters' writes (``send``).  Between
-        ticks.
+        state ring's row (``state_row``), ``fault_restore``, and the adapters' writes (``send``); and every
+        stage of the list declared with a ``make_compiled``, in the list's order
+        (:func:`plant_models.run.stages.compiled_order`, the compiled offline run's rule).  Between ticks.
         """
         from plant_models.offline import kernel_address  # the compiled plant step's address, as the offline run
 
@@ -77,7 +78,7 @@ class TickStages:
             return None, "the Python stepper was chosen (choose_tick_path)"
         extra = _stages.python_only_stages()
         if extra:
-            return None, f"stage {', '.join(extra)} has no compiled form"
+            return None, f"stage {', '.join(extra)} has a Python form (make) and no compiled form (make_compiled)"
         if (self._plant_step != plant.step or not getattr(plant, "rehearsable", False)
                 or "step" not in getattr(plant, "compiled", {})):
             return None, "the plant's step is not one compiled call on its buffers (or not compiled yet)"
@@ -87,33 +88,30 @@ class TickStages:
         ctx = self.context
         if self._readers and (ctx is None or ctx.feed_watchdog != self.watchdog.feed):
             return None, "the adapters feed another watchdog than the loop's"
-        stages = []
+        reads = []
         for a in self._readers:
             s = a.compiled_read()
             if s is None:
                 return None, f"adapter {a.name} ({type(a).__name__}) has no compiled read"
-            stages.append(s)
-        stages.append(queued_inputs_ctx(self._queued, self._queued_idx, self._queued_val, plant.u, plant.u_rate))
-        scenario = self.player.compiled_stages(plant.u, plant.u_rate, self.tick_info)
-        gate = None
-        if scenario is not None:
-            gate, inputs = scenario
-            stages.append(inputs)
-        stages.append(self.watchdog.compiled_stage(self._watchdog_in_mode, self.tick_info))
-        row = state_row_ctx(self.ring, self.tick_info, plant.df, t_at)
-        if self.faults.n_signal > 0:  # the stages the Python stepper has while fault rows are in use
-            fault_in, fault_out, fault_restore = self.faults.compiled_stages()
-            stages.append(fault_in)
-            after = [fault_out, row, fault_restore]
-        else:
-            after = [row]
+            reads.append(s)
+        writes = []
         for a in self._writers:
             s = a.compiled_write()
             if s is None:
                 return None, f"adapter {a.name} ({type(a).__name__}) has no compiled write"
-            after.append(s)
+            writes.append(s)
+        queued = queued_inputs_ctx(self._queued, self._queued_idx, self._queued_val, plant.u, plant.u_rate)
+        scenario = self.player.compiled_stages(plant.u, plant.u_rate, self.tick_info)
+        gate, inputs = scenario if scenario is not None else (None, None)
+        watchdog = self.watchdog.compiled_stage(self._watchdog_in_mode, self.tick_info)
+        impl = dict(commanded=reads + [queued], inputs=[x for x in (inputs, watchdog) if x is not None],
+                    state_row=state_row_ctx(self.ring, self.tick_info, plant.df, t_at), send=writes)
+        if self.faults.n_signal > 0:  # the stages the Python stepper has while fault rows are in use
+            impl["fault_inputs"], impl["fault_outputs"], impl["fault_restore"] = self.faults.compiled_stages()
+        n_end = int(round(self.cfg.duration_s / self.dt)) if self.cfg.duration_s > 0 else 0
+        _, before, after = _stages.compiled_order(impl, TickPlan(plant, self.dt, self.mode, n_end))
         step_at = kernel_address(plant.compiled["step"])
-        return CompiledTick(step_at, plant, self.tick_info, stages + after, len(after), gate, self.ring), \
+        return CompiledTick(step_at, plant, self.tick_info, before + after, len(after), gate, self.ring), \
             "every stage in use has a compiled form"
 
     def _commanded(self, k: int) -> None:
