@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .core.api import BUFS, L, Core, CoreSpec
+from .contract.clutch_faults import CLUTCH_FAULTS, NEUTRAL_OVERLAY
 from .contract.vocabulary import SHARED_EVENTS, SHARED_STATUS
 from .plant import CompiledPlant, Kernel, Param, Ports  # noqa: F401  (Ports re-exported for the plant modules)
 
@@ -42,8 +43,7 @@ REFRESH_SIGNATURE = "int64(" + BUFS + ", int64)"  # refresh(mf, mi, df, di, stat
 _FAULTED_SLOTS = (L.MF_GAIN_STATIC, L.MF_GAIN_KINETIC, L.MF_ACT_PRELOAD, L.MF_ACT_LAG, L.MF_KIN_CAP)
 T_GAIN_STATIC, T_GAIN_KINETIC, T_PRELOAD, T_LAG, T_KIN_CAP = range(5)
 # columns of the fault overlay of a row (FrictionPlant.set_clutch_overlay)
-O_CAPACITY, O_STATIC, O_LAG, O_PRELOAD = range(4)
-NEUTRAL_OVERLAY = (1.0, 1.0, 1.0, 0.0)
+O_CAPACITY, O_STATIC, O_LAG, O_PRELOAD = range(4)  # (NEUTRAL_OVERLAY: no fault; contract/clutch_faults.py)
 PA_PER_BAR = 1.0e5  # the pressure inputs are in bar
 
 
@@ -110,6 +110,8 @@ class FrictionPlant(CompiledPlant):
 
     status_bits = CORE_STATUS
     event_kinds = SHARED_EVENTS  # the core logs stick, breakaway and reversal
+    # the faults of its clutches (docs/faults.md): kinds, checks and the overlay they put on set_clutch_overlay
+    fault_declarations = (CLUTCH_FAULTS,)
     plant_nf: ClassVar[int] = 0  # plant float parameters (MF_PLANT block)
     # its _outputs writes no port at a step with L.RUN_OUTPUTS_UNREAD in the run hints (CompiledPlant.run_hints_slot)
     skips_unread_outputs: ClassVar[bool] = False

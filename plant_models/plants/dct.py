@@ -72,6 +72,7 @@ from ..plant import Ports, Signal
 from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
 from ..powertrain.hydraulics import describe as hydraulics_description
 from ..powertrain.hydraulics_plant import HydraulicsPlant
+from .ratio import RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
 
 # -- state layout ------------------------------------------------------------
 # shafts
@@ -106,8 +107,6 @@ PD_SEL_ODD = 0  # gear in effect on the odd shaft (0 = neutral)
 PD_SEL_EVEN = 1  # gear in effect on the even shaft
 PD_LEN = 2
 
-RATIO_MIN_WHEEL_SPEED = 1.0  # rad/s (~1.1 km/h): below it the ratio output reads 0
-RATIO_LIMIT = 100.0  # the ratio output is limited to +-RATIO_LIMIT (a launch slips through huge values)
 
 # the status bits of a DCT step: the core's, and one of its own (allocated: 256)
 STATUS = CORE_STATUS.extend("the dct plant")
@@ -352,7 +351,7 @@ def _outputs(mf, mi, df, di, st, h):
         if locked and di[omode + ROW_C1 + side] == L.MODE_STUCK:
             gear = sel if gear == 0 else -1
     df[oy + OUT_GEAR] = float(gear) if gear > 0 else 0.0
-    ratio = w_e / w_v if abs(w_v) > RATIO_MIN_WHEEL_SPEED else 0.0
+    ratio = w_e / w_v if abs(w_v) > RATIO_MIN_OUTPUT_SPEED else 0.0  # the wheels: 1 rad/s is about 1.1 km/h
     df[oy + OUT_RATIO] = min(max(ratio, -RATIO_LIMIT), RATIO_LIMIT)
     df[oy + OUT_DRIVESHAFT] = df[mi[L.DF_SPRING_TQ]]
     df[oy + OUT_STATUS] = float(st)

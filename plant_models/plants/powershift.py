@@ -39,6 +39,7 @@ from ..plant import Ports, Signal
 from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
 from ..powertrain.hydraulics import describe as hydraulics_description
 from ..powertrain.hydraulics_plant import HydraulicsPlant
+from .ratio import RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
 
 N_AXLES = 4
 N_CLUTCH = 8
@@ -46,8 +47,6 @@ STAGES = ((0, 1), (2, 3, 4), (5, 6, 7))  # clutch indices of the three stages
 PAPER_R = ((1, 3, 0, 0), (1, 2, 0, 0), (0, 1, 4, 0), (0, 1, 3, 0), (0, 1, 2, 0), (0, 0, 1, 4), (0, 0, 1, 2),
            (0, 0, 1, 1))
 N_GEARS = 18
-RATIO_MIN_OUTPUT_SPEED = 1.0  # rad/s: below it the ratio output reads 0 (80 rad/s in gear 1 turns it at 1.67)
-RATIO_LIMIT = 100.0  # the ratio output is limited to +-RATIO_LIMIT (a launch slips through huge values)
 
 # plant float parameters (offsets inside the MF_PLANT block)
 PF_RC = 0  # [8] radius of the gear each clutch locks, m

@@ -32,6 +32,7 @@ from ..plant import Ports
 from ..powertrain.assembly import (before_step, commands_core_inputs, core_inputs, inputs_changed, inputs_finite,
                                    keep_law_inputs, write_outputs)
 from ..powertrain.hydraulics import hydraulics_after, hydraulics_before, write_fill_outputs
+from .ratio import RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
 # (in MI_PLANT) and of the float tables (in MF_PLANT), which follow
@@ -87,8 +88,6 @@ PI_LEN = 48
 # plant int data (DI_PLANT block)
 PD_SEL = 0  # [selectors] position in effect (its command value, 0 = neutral)
 
-RATIO_MIN_OUTPUT_SPEED = 1.0  # rad/s: below it the ratio output reads 0
-RATIO_LIMIT = 100.0
 # the status bits of a transmission step: the core's, and one of its own (allocated: 256)
 STATUS = CORE_STATUS.extend("the transmission plant")
 ST_GEAR_REJECTED = STATUS.allocate("selector_command_rejected",
