@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | --- |")
     for _, _, name in STEPS:
         b, a = before[name], after[name]
-        diff = sum(1 for d in difflib.unified_diff(b, a, lineterm="", n=0) if d[:1] in "+-" and d[:3] not in ("+++", "---"))
+        changed = difflib.unified_diff(b, a, lineterm="", n=0)
+        diff = sum(1 for d in changed if d[:1] in "+-" and d[:3] not in ("+++", "---"))
         print(f"| {name} | {len(b)} | {len(a)} | {diff} |")
     return 0
 

@@ -146,7 +146,7 @@ def plant_fault_declaration(plant: Any, target: str, kind: str) -> PlantFaults |
     return None
 
 
-# -- helpers of the clutch declarations (a friction plant's, its hydraulics') --------------------------------------
+# -- shared by the clutch declarations (a friction plant's, its hydraulics') ------------------------------------------
 def clutch_row(plant: Any, clutch: Any, where: str) -> int:
     """The friction row of ``clutch``: a row name in any case (``"C2"``, ``"c2"``) or a number n >= 1 (row
     ``C<n>``, else the n-th row)."""

@@ -49,7 +49,8 @@ def hydraulic_signals(h: Hydraulics | None, inputs: tuple[Signal, ...], outputs:
     return tuple(ins), tuple(outputs) + tuple(fill_signal(names[e]) for e in h.elements)
 
 
-NO_HYDRAULICS_FAULT = (1.0, 0.0, False)  # (fill flow factor, leak bar, valve stuck): what set_hydraulics_fault clears to
+# (fill flow factor, leak bar, valve stuck) with no fault: what set_hydraulics_fault clears a row to
+NO_HYDRAULICS_FAULT = (1.0, 0.0, False)
 
 
 class HydraulicFaults(PlantFaults):
