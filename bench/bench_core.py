@@ -180,14 +180,19 @@ def core_in_gear(repeat: int, npc: float) -> tuple[str, dict, str]:
 
 
 def compiled_loop(repeat: int, npc: float) -> list[tuple[str, dict, str]]:
+    from plant_models.plants.chain import chain_step
     from plant_models.plants.dct import dct_step
     from plant_models.plants.powershift import powershift_step
+    from plant_models.plants.transmission_kernel import transmission_step
     from plant_models.registry import load_plant
 
     rows = [core_in_gear(repeat, npc)]
-    # plant steps through scenarios
+    # plant steps through scenarios (a config of a plant kind that has one here as well: the label names it)
     for kind, scen, step_fn, steps in (("powershift", "powershift_swaps", powershift_step, 3500),
-                                       ("dct", "dct_upshift", dct_step, 4000)):
+                                       ("dct", "dct_upshift", dct_step, 4000),
+                                       ("zf8hp", "zf8hp_shifts", transmission_step, 15000),
+                                       ("zf8hp_car_hydraulics", "zf8hp_car_drive", transmission_step, 10000),
+                                       ("chain", "chain_4mass", chain_step, 4000)):
         samples = []
         events = 0
         for _ in range(repeat):
@@ -201,7 +206,8 @@ def compiled_loop(repeat: int, npc: float) -> list[tuple[str, dict, str]]:
             assert st & (L.ST_BAD_INPUT | L.ST_NONFINITE) == 0
             events = int(c.counters[L.CNT_EVENTS])
             samples.append(cyc * npc / 1000.0)
-        rows.append((f"{step_fn.__name__}, {scen} scenario (inputs, core, outputs)", stats(np.concatenate(samples)),
+        label = step_fn.__name__ if kind in ("powershift", "dct") else f"{step_fn.__name__} {kind}"
+        rows.append((f"{label}, {scen} scenario (inputs, core, outputs)", stats(np.concatenate(samples)),
                      f"{repeat} x {steps} steps, {events} events"))
     return rows
 

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
-from plant_models.errors import FaultError
+# the key checks of a fault map, shared with the plants' own fault declarations (which live on their floor)
+from plant_models.contract.faults import fault_error, fault_integer, fault_keys, fault_number
 
 
 @dataclass(frozen=True)
@@ -157,41 +157,6 @@ def declarations() -> list[AdapterDeclaration]:
 def fault_targets() -> tuple[str, ...]:
     """The adapter types that take faults (their type name is the fault target)."""
     return tuple(d.type_name for d in declarations() if d.fault_kinds)
-
-
-# -- checking the keys of a fault map (shared with server/realtime/faults.py) --------------------------------------
-def fault_error(where: str, msg: str) -> FaultError:
-    return FaultError(f"{where}: {msg}")
-
-
-def fault_number(d: dict, key: str, where: str, default: float | None = None, lo: float = -math.inf,
-                 hi: float = math.inf) -> float:
-    """``d[key]``, a finite number in [lo, hi] (``default`` when absent; None: required)."""
-    if key not in d:
-        if default is None:
-            raise fault_error(where, f"needs {key!r} (a number)")
-        return default
-    v = d[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise fault_error(where, f"{key!r} must be a finite number, got {v!r}")
-    if not lo <= v <= hi:
-        raise fault_error(where, f"{key!r} must be in [{lo:g}, {hi:g}], got {v!r}")
-    return float(v)
-
-
-def fault_integer(d: dict, key: str, where: str, default: int, lo: int, hi: int) -> int:
-    """``d.get(key, default)``, an integer in lo..hi."""
-    v = d.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise fault_error(where, f"{key!r} must be an integer in {lo}..{hi}, got {v!r}")
-    return v
-
-
-def fault_keys(d: dict, allowed: Sequence[str], where: str) -> None:
-    """Refuse a key other than ``target``, ``kind``, ``name`` and ``allowed``."""
-    for k in d:
-        if k not in ("target", "kind", "name", *allowed):
-            raise fault_error(where, f"unknown key {k!r}; allowed: target, kind, name, " + ", ".join(allowed))
 
 
 __all__ = ["port_arg", "CliOption", "TransportFault", "AdapterDeclaration", "DECLARATIONS", "register_declaration",

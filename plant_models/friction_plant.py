@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .core.api import BUFS, L, Core, CoreSpec
+from .contract.clutch_faults import CLUTCH_FAULTS, NEUTRAL_OVERLAY
 from .contract.vocabulary import SHARED_EVENTS, SHARED_STATUS
 from .plant import CompiledPlant, Kernel, Param, Ports  # noqa: F401  (Ports re-exported for the plant modules)
 
@@ -42,8 +43,7 @@ REFRESH_SIGNATURE = "int64(" + BUFS + ", int64)"  # refresh(mf, mi, df, di, stat
 _FAULTED_SLOTS = (L.MF_GAIN_STATIC, L.MF_GAIN_KINETIC, L.MF_ACT_PRELOAD, L.MF_ACT_LAG, L.MF_KIN_CAP)
 T_GAIN_STATIC, T_GAIN_KINETIC, T_PRELOAD, T_LAG, T_KIN_CAP = range(5)
 # columns of the fault overlay of a row (FrictionPlant.set_clutch_overlay)
-O_CAPACITY, O_STATIC, O_LAG, O_PRELOAD = range(4)
-NEUTRAL_OVERLAY = (1.0, 1.0, 1.0, 0.0)
+O_CAPACITY, O_STATIC, O_LAG, O_PRELOAD = range(4)  # (NEUTRAL_OVERLAY: no fault; contract/clutch_faults.py)
 PA_PER_BAR = 1.0e5  # the pressure inputs are in bar
 
 
@@ -74,35 +74,21 @@ class FrictionPlant(CompiledPlant):
       the core's state ``h`` s after the step start (``h = 0`` when
       refreshing).  The ports sit at ``mi[L.DF_PLANT]``: inputs, then their
       rates, then the outputs;
-    * the step and refresh kernels, in this pattern, word for word except the
-      names (numba caches a function per source file, so each plant writes
-      its own two; a shared generated wrapper would not cache)::
+    * the step and refresh kernels, made from the one sequence of
+      :mod:`plant_models.plants.friction_step` (inputs -> core step ->
+      outputs; a refused step reports only that) as the plant module's own
+      functions, after its ``_inputs`` and ``_outputs``::
 
-          @njit(**JIT)
-          def x_step(mf, mi, df, di, dt):
-              \"\"\"Inputs -> core step -> outputs.  Called in the real-time loop.\"\"\"
-              rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-              pst = _inputs(rmf, rmi, rdf, rdi)
-              st = core_step(rmf, rmi, rdf, rdi, dt)
-              if st != L.ST_BAD_INPUT:  # a refused step reports only that
-                  st |= pst
-              _outputs(rmf, rmi, rdf, rdi, st, dt)
-              return st
-
-          @njit(**JIT)
-          def x_refresh(mf, mi, df, di, st):
-              \"\"\"Inputs -> outputs without stepping (at the start).\"\"\"
-              rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-              pst = _inputs(rmf, rmi, rdf, rdi)
-              _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
-              return pst
+          x_step, x_refresh = friction_step.plant_kernels(globals(), "x")
 
     A plant whose clutches may carry hydraulics (the transmission, the
     Powershift, the DCT plant) mixes in
     :class:`plant_models.powertrain.hydraulics_plant.HydraulicsPlant` and
-    adds the compiled hydraulics stage to both kernels: ``hydraulics_before``
-    after ``_inputs``, ``hydraulics_after`` after an accepted core step, both
-    only when its hydraulics' data offset is >= 0.
+    defines the sequence's optional stages ``_before_core`` (the compiled
+    ``hydraulics_before``) and ``_after_core`` (``hydraulics_after``, after
+    an accepted core step), each acting only when its hydraulics' data offset
+    is >= 0; the transmission's ``_before_inputs`` lets its powertrain sample
+    once per step.
 
     ``@njit(**JIT)`` carries no signature: the kernels compile (or load from
     numba's cache) at the first reset, in :meth:`CompiledPlant.compile_kernels`.
@@ -110,6 +96,8 @@ class FrictionPlant(CompiledPlant):
 
     status_bits = CORE_STATUS
     event_kinds = SHARED_EVENTS  # the core logs stick, breakaway and reversal
+    # the faults of its clutches (docs/faults.md): kinds, checks and the overlay they put on set_clutch_overlay
+    fault_declarations = (CLUTCH_FAULTS,)
     plant_nf: ClassVar[int] = 0  # plant float parameters (MF_PLANT block)
     # its _outputs writes no port at a step with L.RUN_OUTPUTS_UNREAD in the run hints (CompiledPlant.run_hints_slot)
     skips_unread_outputs: ClassVar[bool] = False

@@ -120,6 +120,9 @@ class Plant(ABC):
     status_bits: ClassVar[StatusBits] = SHARED_STATUS
     event_kinds: ClassVar[EventKinds] = SHARED_EVENTS
     core: Any = None  # the friction core (plant_models.core.handle.Core) the plant's rows live in, if any
+    # the fault kinds of its own physics (clutch faults ...): .faults.PlantFaults, collected along the bases by
+    # .faults.plant_fault_declarations; signal faults fit every plant and need no declaration
+    fault_declarations: ClassVar[tuple] = ()
 
     def __init__(self, params: Any, source: str = ""):
         self.params = params

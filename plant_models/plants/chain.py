@@ -35,9 +35,10 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, Settings, core_step, raw_f, raw_i, y_omega, y_theta
+from ..core.api import JIT, L, CoreSpec, Row, Settings, y_omega, y_theta
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
+from . import friction_step
 
 MAX_BODIES = 64
 
@@ -162,25 +163,8 @@ def _outputs(mf, mi, df, di, st, h):
     df[oy + mi[opi + PI_OUT_STATUS]] = float(st)
 
 
-@njit(**JIT)
-def chain_step(mf, mi, df, di, dt):
-    """Inputs -> core step -> outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    st = core_step(rmf, rmi, rdf, rdi, dt)
-    if st != L.ST_BAD_INPUT:  # a refused step reports only that
-        st |= pst
-    _outputs(rmf, rmi, rdf, rdi, st, dt)
-    return st
-
-
-@njit(**JIT)
-def chain_refresh(mf, mi, df, di, st):
-    """Inputs -> outputs without stepping (at the start)."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
-    return pst
+# the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py
+chain_step, chain_refresh = friction_step.plant_kernels(globals(), "chain")
 
 
 class ChainPlant(FrictionPlant):

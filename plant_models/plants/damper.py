@@ -37,9 +37,10 @@ from dataclasses import dataclass
 
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i, y_omega, y_row_work, y_twist
+from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, y_omega, y_row_work, y_twist
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
+from . import friction_step
 
 DEG = math.pi / 180.0  # rad per degree
 
@@ -157,25 +158,8 @@ def _outputs(mf, mi, df, di, st, h):
     df[oy + OUT_STATUS] = float(st)
 
 
-@njit(**JIT)
-def damper_step(mf, mi, df, di, dt):
-    """Inputs -> core step -> outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    st = core_step(rmf, rmi, rdf, rdi, dt)
-    if st != L.ST_BAD_INPUT:  # a refused step reports only that
-        st |= pst
-    _outputs(rmf, rmi, rdf, rdi, st, dt)
-    return st
-
-
-@njit(**JIT)
-def damper_refresh(mf, mi, df, di, st):
-    """Inputs -> outputs without stepping (at the start)."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
-    return pst
+# the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py
+damper_step, damper_refresh = friction_step.plant_kernels(globals(), "damper")
 
 
 class DamperClutchPlant(FrictionPlant):

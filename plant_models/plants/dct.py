@@ -66,12 +66,14 @@ import numpy as np
 from numba import njit
 
 from ..clutch import BAR, WetClutch
-from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
+from ..core.api import JIT, JIT_STAGE, L, CoreSpec, Row, Settings, Spring, y_act, y_omega, y_row_work
 from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
 from ..powertrain.hydraulics import describe as hydraulics_description
 from ..powertrain.hydraulics_plant import HydraulicsPlant
+from .ratio import RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
+from . import friction_step
 
 # -- state layout ------------------------------------------------------------
 # shafts
@@ -106,8 +108,6 @@ PD_SEL_ODD = 0  # gear in effect on the odd shaft (0 = neutral)
 PD_SEL_EVEN = 1  # gear in effect on the even shaft
 PD_LEN = 2
 
-RATIO_MIN_WHEEL_SPEED = 1.0  # rad/s (~1.1 km/h): below it the ratio output reads 0
-RATIO_LIMIT = 100.0  # the ratio output is limited to +-RATIO_LIMIT (a launch slips through huge values)
 
 # the status bits of a DCT step: the core's, and one of its own (allocated: 256)
 STATUS = CORE_STATUS.extend("the dct plant")
@@ -352,7 +352,7 @@ def _outputs(mf, mi, df, di, st, h):
         if locked and di[omode + ROW_C1 + side] == L.MODE_STUCK:
             gear = sel if gear == 0 else -1
     df[oy + OUT_GEAR] = float(gear) if gear > 0 else 0.0
-    ratio = w_e / w_v if abs(w_v) > RATIO_MIN_WHEEL_SPEED else 0.0
+    ratio = w_e / w_v if abs(w_v) > RATIO_MIN_OUTPUT_SPEED else 0.0  # the wheels: 1 rad/s is about 1.1 km/h
     df[oy + OUT_RATIO] = min(max(ratio, -RATIO_LIMIT), RATIO_LIMIT)
     df[oy + OUT_DRIVESHAFT] = df[mi[L.DF_SPRING_TQ]]
     df[oy + OUT_STATUS] = float(st)
@@ -361,33 +361,25 @@ def _outputs(mf, mi, df, di, st, h):
         write_fill_outputs(mf, df, opf + PF_HYD, mi[L.DF_PLANT] + ohd, oy + OUT_FILL)
 
 
-@njit(**JIT)
-def dct_step(mf, mi, df, di, dt):
-    """Inputs -> core step -> outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
-    if ohd >= 0:  # clutch hydraulics: the command after dead time and valve, the stroke of this step
-        hydraulics_before(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, dt)
-    st = core_step(rmf, rmi, rdf, rdi, dt)
-    if st != L.ST_BAD_INPUT:  # a refused step reports only that
-        st |= pst
-        if ohd >= 0:
-            hydraulics_after(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, dt)
-    _outputs(rmf, rmi, rdf, rdi, st, dt)
-    return st
-
-
-@njit(**JIT)
-def dct_refresh(mf, mi, df, di, st):
-    """Inputs -> outputs without stepping (at the start)."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+@njit(**JIT_STAGE)
+def _before_core(mf, mi, df, dt):
+    """Stage before the core's step (plants/friction_step.py): the clutch hydraulics, if the plant has them, take
+    the command through dead time and valve and stroke the piston for this step.  Called in the real-time loop."""
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
     if ohd >= 0:
-        hydraulics_before(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, 0.0)
-    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
-    return pst
+        hydraulics_before(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
+
+
+@njit(**JIT_STAGE)
+def _after_core(mf, mi, df, dt):
+    """Stage after an accepted core step: the clutch hydraulics' piston, if any.  Called in the real-time loop."""
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        hydraulics_after(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
+
+
+# the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py
+dct_step, dct_refresh = friction_step.plant_kernels(globals(), "dct")
 
 
 class DctPlant(HydraulicsPlant, FrictionPlant):

@@ -33,12 +33,14 @@ from dataclasses import dataclass
 from numba import njit
 
 from ..clutch import BAR, WetClutch
-from ..core.api import JIT, L, CoreSpec, Settings, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
+from ..core.api import JIT, JIT_STAGE, L, CoreSpec, Settings, y_act, y_omega, y_row_work
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
 from ..powertrain.hydraulics import describe as hydraulics_description
 from ..powertrain.hydraulics_plant import HydraulicsPlant
+from .ratio import RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
+from . import friction_step
 
 N_AXLES = 4
 N_CLUTCH = 8
@@ -46,8 +48,6 @@ STAGES = ((0, 1), (2, 3, 4), (5, 6, 7))  # clutch indices of the three stages
 PAPER_R = ((1, 3, 0, 0), (1, 2, 0, 0), (0, 1, 4, 0), (0, 1, 3, 0), (0, 1, 2, 0), (0, 0, 1, 4), (0, 0, 1, 2),
            (0, 0, 1, 1))
 N_GEARS = 18
-RATIO_MIN_OUTPUT_SPEED = 1.0  # rad/s: below it the ratio output reads 0 (80 rad/s in gear 1 turns it at 1.67)
-RATIO_LIMIT = 100.0  # the ratio output is limited to +-RATIO_LIMIT (a launch slips through huge values)
 
 # plant float parameters (offsets inside the MF_PLANT block)
 PF_RC = 0  # [8] radius of the gear each clutch locks, m
@@ -203,33 +203,25 @@ def _outputs(mf, mi, df, di, st, h):
         write_fill_outputs(mf, df, opf + PF_HYD, mi[L.DF_PLANT] + mi[opi + PI_HYD_D], oy + OUT_FILL)
 
 
-@njit(**JIT)
-def powershift_step(mf, mi, df, di, dt):
-    """Inputs -> core step -> outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
-    if ohd >= 0:  # clutch hydraulics: the command after dead time and valve, the stroke of this step
-        hydraulics_before(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, dt)
-    st = core_step(rmf, rmi, rdf, rdi, dt)
-    if st != L.ST_BAD_INPUT:  # a refused step reports only that
-        st |= pst
-        if ohd >= 0:
-            hydraulics_after(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, dt)
-    _outputs(rmf, rmi, rdf, rdi, st, dt)
-    return st
-
-
-@njit(**JIT)
-def powershift_refresh(mf, mi, df, di, st):
-    """Inputs -> outputs without stepping (at the start)."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+@njit(**JIT_STAGE)
+def _before_core(mf, mi, df, dt):
+    """Stage before the core's step (plants/friction_step.py): the clutch hydraulics, if the plant has them, take
+    the command through dead time and valve and stroke the piston for this step.  Called in the real-time loop."""
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
     if ohd >= 0:
-        hydraulics_before(rmf, rmi, rdf, rmi[L.MF_PLANT] + PF_HYD, rmi[L.DF_PLANT] + ohd, 0.0)
-    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
-    return pst
+        hydraulics_before(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
+
+
+@njit(**JIT_STAGE)
+def _after_core(mf, mi, df, dt):
+    """Stage after an accepted core step: the clutch hydraulics' piston, if any.  Called in the real-time loop."""
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        hydraulics_after(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
+
+
+# the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py
+powershift_step, powershift_refresh = friction_step.plant_kernels(globals(), "powershift")
 
 
 class PowershiftPlant(HydraulicsPlant, FrictionPlant):

@@ -54,6 +54,7 @@ from ..powertrain.idle import settled_integral
 from ..powertrain.hydraulics import describe as hydraulics_description
 from ..powertrain.hydraulics_plant import HydraulicsPlant, current_signal, fill_signal
 from ..reduction import speed_constraints
+from .ratio import RATIO_LIMIT
 from .transmission_kernel import (ELEMENT, PD_SEL, PF_B, PF_EL_C, PF_EL_R, PF_G, PF_HYD, PF_J, PF_LAMBDA, PF_OUT_SIGN,
                                   PF_POS_COEF, PF_POS_SYNC, PF_SEL_DOG, PF_T, PF_TQ_SIGN, PI_EL_PORT, PI_GEAR, PI_HYD_D,
                                   PI_INPUT_MEMBER, PI_IN_TQ, PI_LEN, PI_MEM_COORD, PI_N_EL, PI_N_GEAR, PI_N_IN,
@@ -61,8 +62,7 @@ from .transmission_kernel import (ELEMENT, PD_SEL, PF_B, PF_EL_C, PF_EL_R, PF_G,
                                   PI_OUT_EL, PI_OUT_GEAR, PI_OUT_HYD, PI_OUT_PT, PI_OUT_RATIO, PI_OUT_REL, PI_OUT_SEL,
                                   PI_OUT_SPRING, PI_OUT_STATUS, PI_OUT_W, PI_OUT_WOUT, PI_POS_VALUE, PI_RELOUT,
                                   PI_SEL_NPOS, PI_SEL_PORT, PI_SEL_POS, PI_SPRING_A, PI_SPRING_B, PI_TQ_MEMBER,
-                                  RATIO_LIMIT, SELECTOR, STATUS, ST_GEAR_REJECTED, transmission_refresh,
-                                  transmission_step)
+                                  SELECTOR, STATUS, ST_GEAR_REJECTED, transmission_refresh, transmission_step)
 
 @dataclass(frozen=True)
 class TransmissionParams:

@@ -26,12 +26,14 @@ import math
 from numba import njit
 
 from ..clutch import BAR
-from ..core.api import JIT, L, core_step, raw_f, raw_i, y_act, y_omega, y_row_work
+from ..core.api import JIT, JIT_STAGE, L, y_act, y_omega, y_row_work
 from ..friction_plant import CORE_STATUS
 from ..plant import Ports
 from ..powertrain.assembly import (before_step, commands_core_inputs, core_inputs, inputs_changed, inputs_finite,
                                    keep_law_inputs, write_outputs)
 from ..powertrain.hydraulics import hydraulics_after, hydraulics_before, write_fill_outputs
+from .ratio import RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
+from . import friction_step
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
 # (in MI_PLANT) and of the float tables (in MF_PLANT), which follow
@@ -87,8 +89,6 @@ PI_LEN = 48
 # plant int data (DI_PLANT block)
 PD_SEL = 0  # [selectors] position in effect (its command value, 0 = neutral)
 
-RATIO_MIN_OUTPUT_SPEED = 1.0  # rad/s: below it the ratio output reads 0
-RATIO_LIMIT = 100.0
 # the status bits of a transmission step: the core's, and one of its own (allocated: 256)
 STATUS = CORE_STATUS.extend("the transmission plant")
 ST_GEAR_REJECTED = STATUS.allocate("selector_command_rejected",
@@ -478,32 +478,30 @@ def _selector_and_spring_torque(mi, df, m):
     return f
 
 
-@njit(**JIT)
-def transmission_step(mf, mi, df, di, dt):
-    """Inputs -> core step -> outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    if rmi[rmi[L.MI_PLANT] + PI_OUT_PT] >= 0:
-        before_step(rmf, rmi, rdf, dt)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
-    if ohd >= 0:  # clutch hydraulics: the command after dead time and valve, the stroke of this step
-        hydraulics_before(rmf, rmi, rdf, _ftab(rmi, PF_HYD), rmi[L.DF_PLANT] + ohd, dt)
-    st = core_step(rmf, rmi, rdf, rdi, dt)
-    if st != L.ST_BAD_INPUT:  # a refused step reports only that
-        st |= pst
-        if ohd >= 0:
-            hydraulics_after(rmf, rmi, rdf, _ftab(rmi, PF_HYD), rmi[L.DF_PLANT] + ohd, dt)
-    _outputs(rmf, rmi, rdf, rdi, st, dt)
-    return st
+@njit(**JIT_STAGE)
+def _before_inputs(mf, mi, df, dt):
+    """Stage before the inputs (plants/friction_step.py): what the powertrain's components sample once per step,
+    if the transmission has a powertrain.  Called in the real-time loop."""
+    if mi[mi[L.MI_PLANT] + PI_OUT_PT] >= 0:
+        before_step(mf, mi, df, dt)
 
 
-@njit(**JIT)
-def transmission_refresh(mf, mi, df, di, st):
-    """Inputs -> outputs without stepping (at the start)."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    ohd = rmi[rmi[L.MI_PLANT] + PI_HYD_D]
+@njit(**JIT_STAGE)
+def _before_core(mf, mi, df, dt):
+    """Stage before the core's step (plants/friction_step.py): the clutch hydraulics, if the plant has them, take
+    the command through dead time and valve and stroke the piston for this step.  Called in the real-time loop."""
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
     if ohd >= 0:
-        hydraulics_before(rmf, rmi, rdf, _ftab(rmi, PF_HYD), rmi[L.DF_PLANT] + ohd, 0.0)
-    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
-    return pst
+        hydraulics_before(mf, mi, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + ohd, dt)
+
+
+@njit(**JIT_STAGE)
+def _after_core(mf, mi, df, dt):
+    """Stage after an accepted core step: the clutch hydraulics' piston, if any.  Called in the real-time loop."""
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        hydraulics_after(mf, mi, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + ohd, dt)
+
+
+# the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py
+transmission_step, transmission_refresh = friction_step.plant_kernels(globals(), "transmission")

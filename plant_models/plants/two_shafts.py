@@ -3,8 +3,9 @@ from dataclasses import dataclass, field
 
 from numba import njit
 
-from ..core.api import JIT, L, CoreSpec, Row, core_step, raw_f, raw_i, y_omega
+from ..core.api import JIT, L, CoreSpec, Row, y_omega
 from ..friction_plant import FrictionPlant, Ports, friction_kernels
+from . import friction_step
 
 
 @dataclass(frozen=True)
@@ -44,25 +45,8 @@ def _outputs(mf, mi, df, di, st, h):
     df[y + OUT_TORQUE], df[y + OUT_STUCK] = 0.0 - df[mi[L.DF_MU]], (1.0 if di[mi[L.DI_MODE]] == L.MODE_STUCK else 0.0)
 
 
-@njit(**JIT)
-def two_shafts_step(mf, mi, df, di, dt):
-    """Inputs -> core step -> outputs.  Called in the real-time loop."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    st = core_step(rmf, rmi, rdf, rdi, dt)
-    if st != L.ST_BAD_INPUT:  # a refused step reports only that
-        st |= pst
-    _outputs(rmf, rmi, rdf, rdi, st, dt)
-    return st
-
-
-@njit(**JIT)
-def two_shafts_refresh(mf, mi, df, di, st):
-    """Inputs -> outputs without stepping (at the start)."""
-    rmf, rmi, rdf, rdi = raw_f(mf), raw_i(mi), raw_f(df), raw_i(di)
-    pst = _inputs(rmf, rmi, rdf, rdi)
-    _outputs(rmf, rmi, rdf, rdi, st | pst, 0.0)
-    return pst
+# the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py
+two_shafts_step, two_shafts_refresh = friction_step.plant_kernels(globals(), "two_shafts")
 
 
 class TwoShaftsPlant(FrictionPlant):

@@ -12,9 +12,10 @@ the core's rows) and says where its compiled step finds the hydraulics' blocks
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar, Sequence
 
 from ..clutch import BAR
+from ..contract.faults import PlantFault, PlantFaults, clutch_fault_row, fault_error, fault_number
 from ..core.api import L
 from ..plant import Signal
 from .hydraulics import (H_FIRST, HP_FLOW, HP_LEAK, HP_LEN, HP_STUCK, Hydraulics, data_length, initial_data,
@@ -48,6 +49,48 @@ def hydraulic_signals(h: Hydraulics | None, inputs: tuple[Signal, ...], outputs:
     return tuple(ins), tuple(outputs) + tuple(fill_signal(names[e]) for e in h.elements)
 
 
+# (fill flow factor, leak bar, valve stuck) with no fault: what set_hydraulics_fault clears a row to
+NO_HYDRAULICS_FAULT = (1.0, 0.0, False)
+
+
+class HydraulicFaults(PlantFaults):
+    """The faults of a clutch's hydraulics (docs/faults.md): ``slow_fill`` (the fill flow times ``value`` in
+    (0, 1]), ``leakage`` (``value`` bar lost at the piston), ``valve_stuck`` (the valve keeps its last output);
+    only on a clutch with hydraulics (a ``[hydraulics]`` table).  Put on the plant's hydraulics parameters
+    (:meth:`HydraulicsPlant.set_hydraulics_fault`) between steps."""
+
+    target = "clutch"
+    kinds = ("slow_fill", "leakage", "valve_stuck")
+
+    def parse_fault(self, d: dict, plant: Any, where: str) -> PlantFault:
+        kind = d["kind"]
+        row = clutch_fault_row(d, plant, where)
+        if not plant.has_hydraulics(row):
+            raise fault_error(where, f"{kind}: clutch {d['clutch']!r} has no hydraulics (a [hydraulics] table)")
+        value = 0.0
+        if kind == "slow_fill":
+            value = fault_number(d, "value", where, lo=1e-6, hi=1.0)
+        elif kind == "leakage":
+            value = fault_number(d, "value", where, lo=0.0, hi=1000.0)
+        elif "value" in d:
+            raise fault_error(where, f"a {kind} fault takes no 'value'")
+        return PlantFault("clutch", kind, plant.row_names()[row], value=value, row=row)
+
+    def apply(self, plant: Any, faults: Sequence[PlantFault], touched: frozenset[int]) -> frozenset[int]:
+        """Each row's faults stacked (flow factors multiply, leaks add) to the plant; other rows cleared."""
+        hyd = {}  # row -> (fill flow factor, leak bar, valve stuck)
+        for f in faults:
+            flow, leak, stuck = hyd.get(f.row, NO_HYDRAULICS_FAULT)
+            hyd[f.row] = (flow * f.value if f.kind == "slow_fill" else flow,
+                          leak + f.value if f.kind == "leakage" else leak, stuck or f.kind == "valve_stuck")
+        for r in sorted(set(touched) | set(hyd)):
+            plant.set_hydraulics_fault(r, *hyd.get(r, NO_HYDRAULICS_FAULT))
+        return frozenset(hyd)
+
+
+HYDRAULIC_FAULTS = HydraulicFaults()
+
+
 class HydraulicsPlant:
     """The Python side of clutch hydraulics for a :class:`~plant_models.friction_plant.FrictionPlant`.
 
@@ -61,6 +104,8 @@ class HydraulicsPlant:
     hydraulics_param_slot: ClassVar[int] = -1  # the parameter block's offset in the plant's float block (MF_PLANT)
     hydraulics_data_slot: ClassVar[int] = -1  # the plant's int parameter (MI_PLANT) holding the data block's offset
     first_command_input: ClassVar[int] = -1  # input index of row 0's command; row r's is this + r
+    # the faults of its clutches' hydraulics, after the friction plant's own clutch faults (docs/faults.md)
+    fault_declarations = (HYDRAULIC_FAULTS,)
 
     @classmethod
     def fixed_hydraulic_signals(cls, params, inputs: tuple[Signal, ...], outputs: tuple[Signal, ...],

@@ -216,7 +216,7 @@ class ControlHandler:
             "input_names": [s.name for s in lp.plant.inputs],
             "output_names": [s.name for s in lp.plant.outputs],
             "schema": schema_id(s.name for s in lp.plant.outputs),
-            "endpoints": endpoints, "params": self.params.names(), "fault_kinds": fault_catalogue(),
+            "endpoints": endpoints, "params": self.params.names(), "fault_kinds": fault_catalogue(lp.plant),
         })
         return {"plant": d}
 

@@ -32,25 +32,20 @@ How each target acts, and why there
   report them.  Setting or clearing a fault only writes table rows between
   ticks; the tick does no per-fault Python work, and with no signal fault
   active it calls no compiled fault function.
-* **clutch** faults go through the plant: the fault set turns the faults
-  active on a clutch into one overlay (a capacity factor, a static factor, a
-  lag factor, a preload offset) and hands it to
-  :meth:`~plant_models.friction_plant.FrictionPlant.set_clutch_overlay`,
-  which computes the model floats the step reads (static and Coulomb gains,
-  actuator preload and lag) from the tuned values and the overlay whenever
-  either changes, between ticks: nothing at all per tick.  So faults on one
-  clutch stack and clear in any order, and a parameter tuned with
-  ``set_params`` during a fault is neither lost when the fault clears nor
-  overwritten by it.  A clutch has one name however it is written (``6``,
-  ``"C6"``, ``"c6"``): a fault's default name uses the clutch's row name.
-  ``pressure_bias`` is a signal fault (an offset) on the clutch's pressure
-  output; ``stuck_closed`` also saturates the clutch's capacity output at the
-  top of its declared range (its real capacity is beyond any the drive line
-  can load, and an output stays inside its declared range).  The faults of
-  a clutch's hydraulics (``slow_fill``: the fill flow times ``value`` in
-  (0, 1]; ``leakage``: ``value`` bar lost at the piston; ``valve_stuck``:
-  the valve keeps its last output) go to the plant's
-  ``set_hydraulics_fault`` the same way, between ticks.
+* faults of the plant's own physics (the **clutch** target) are declared
+  by the plant, as transport faults are by the adapter types: each plant
+  class lists :class:`plant_models.contract.faults.PlantFaults` declarations
+  (a friction plant its clutches' overlay faults,
+  :mod:`plant_models.contract.clutch_faults`; a plant with clutch hydraulics
+  those of its hydraulics, :mod:`plant_models.powertrain.hydraulics_plant`).
+  A declaration checks a map of its kinds against the plant and puts the
+  active faults of its kinds on the plant between ticks (nothing per tick);
+  a fault that also acts on an output as a sensor (an offset, a saturation)
+  names the output, and takes a row of the signal table like a signal
+  fault.  This module names no plant fault kind: it dispatches by the
+  declared target and kind.  A clutch has one name however it is written
+  (``6``, ``"C6"``, ``"c6"``): a fault's default name uses the row name the
+  declaration reports.
 * transport faults (**can**, **zmq**, the target is the adapter type) are
   declared by the adapter type: its declaration
   (:mod:`io_adapters.declaration`) lists the kinds and checks the map's
@@ -74,8 +69,9 @@ import numpy as np
 from io_adapters.base import TI_FAULTS
 from io_adapters.declaration import (TransportFault, declaration, fault_error, fault_integer, fault_keys,
                                      fault_number, fault_targets)
+from plant_models.contract.faults import (PlantFault, PlantFaults, plant_fault_declaration, plant_fault_declarations,
+                                          plant_fault_kinds)
 from plant_models.errors import FaultError
-from plant_models.friction_plant import NEUTRAL_OVERLAY  # a clutch's overlay with no fault: (capacity, static, lag, preload)
 from plant_models.plant import Plant
 
 from plant_models.run.fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_VALUE, FI_ACTIVE, FI_INDEX, FI_KIND,
@@ -84,15 +80,8 @@ from plant_models.run.fault_tables import (FF_CLEAN, FF_HELD, FF_HI, FF_LO, FF_V
 from plant_models.run.faults import FaultStage
 
 SIGNAL_KINDS = ("force", "freeze", "offset", "gain", "noise", "dropout")
-CLUTCH_KINDS = ("stuck_closed", "no_torque", "worn", "slow_actuator", "pressure_bias", "slow_fill", "leakage",
-                "valve_stuck")
-HYDRAULIC_KINDS = CLUTCH_KINDS[5:]  # faults of a clutch's hydraulics (a plant with [hydraulics] on that clutch)
-PLANT_TARGETS = ("signal", "clutch")  # and every adapter type that declares fault kinds (fault_targets())
-
-# A stuck-closed clutch: its static capacity per unit normal force is multiplied by this, and its normal force
-# held at least at its largest commanded value, so it holds any torque the drive line can put on it and a
-# slipping one closes at its full Coulomb torque.
-STUCK_STATIC_FACTOR = 1.0e6
+# the targets: "signal", then those the plant declares (plant_fault_kinds), then every adapter type that declares
+# fault kinds (fault_targets())
 
 
 @dataclass(frozen=True)
@@ -102,10 +91,10 @@ class FaultSpec:
     ``raw`` is the map it was parsed from (what ``fault_list`` reports);
     ``name`` identifies it (``fault_clear`` takes it).  For a signal fault
     ``side`` is ``"input"`` or ``"output"`` and ``index`` the signal's index
-    among those; for a clutch fault ``row`` is the friction row (and
-    ``signal`` the output a ``pressure_bias`` offsets or a ``stuck_closed``
-    saturates, if the plant has it); for a transport fault ``transport`` is
-    what its adapter type parsed.
+    among those; for a fault the plant declares ``plant`` is what its
+    declaration parsed, ``row`` its friction row (and ``signal``, ``side``
+    and ``index`` the output it also acts on, if any); for a transport fault
+    ``transport`` is what its adapter type parsed.
     """
 
     name: str
@@ -119,27 +108,8 @@ class FaultSpec:
     hold_last: bool = False
     row: int = -1
     transport: TransportFault | None = None
+    plant: PlantFault | None = None
     raw: dict = field(default_factory=dict, compare=False)
-
-
-def clutch_row(plant: Plant, clutch: Any, where: str) -> int:
-    """The friction row of ``clutch``: a row name in any case (``"C2"``, ``"c2"``) or a number n >= 1 (row
-    ``C<n>``, else the n-th row)."""
-    names = plant.row_names()
-    if isinstance(clutch, str):
-        if clutch in names:
-            return names.index(clutch)
-        folded = [n for n in names if n.casefold() == clutch.casefold()]
-        if len(folded) == 1:
-            return names.index(folded[0])
-        raise fault_error(where, f"no clutch {clutch!r}; clutches are {', '.join(names) or 'none'}")
-    if isinstance(clutch, bool) or not isinstance(clutch, int):
-        raise fault_error(where, f"'clutch' must be a clutch name or a number, got {clutch!r}")
-    if f"C{clutch}" in names:
-        return names.index(f"C{clutch}")
-    if 1 <= clutch <= len(names):
-        return clutch - 1
-    raise fault_error(where, f"no clutch number {clutch}; clutches are {', '.join(names) or 'none'}")
 
 
 def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) -> FaultSpec:
@@ -152,11 +122,12 @@ def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) 
     if not isinstance(d, dict):
         raise fault_error(where, f"a fault must be a map, got {type(d).__name__}")
     target = d.get("target")
-    targets = PLANT_TARGETS + fault_targets()
+    declared = plant_fault_kinds(plant)
+    targets = ("signal", *declared, *fault_targets())
     if target not in targets:
         raise fault_error(where, f"'target' must be one of {', '.join(targets)}, got {target!r}")
     kind = d.get("kind")
-    kinds = {"signal": SIGNAL_KINDS, "clutch": CLUTCH_KINDS}.get(target) or declaration(target).fault_kinds
+    kinds = SIGNAL_KINDS if target == "signal" else declared.get(target) or declaration(target).fault_kinds
     if kind not in kinds:
         raise fault_error(where, f"'kind' of a {target} fault must be one of {', '.join(kinds)}, got {kind!r}")
     name = d.get("name")
@@ -165,8 +136,8 @@ def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) 
     raw = dict(d)
     if target == "signal":
         spec = _parse_signal(d, plant, kind, where)
-    elif target == "clutch":
-        spec = _parse_clutch(d, plant, kind, where)
+    elif target in declared:
+        spec = _plant_spec(plant_fault_declaration(plant, target, kind).parse_fault(d, plant, where), plant)
     else:
         tf = declaration(target).parse_fault(d, where)
         if adapter_check is not None:
@@ -175,21 +146,32 @@ def parse_fault(d: Any, plant: Plant, where: str = "fault", adapter_check=None) 
     return FaultSpec(**{**spec.__dict__, "name": name or _default_name(spec, plant), "raw": raw})
 
 
-def fault_catalogue() -> dict[str, list[str]]:
-    """Every fault target and its kinds: the plant's (``signal``, ``clutch``) and each fault-taking adapter type's.
+def fault_catalogue(plant: Plant | type | None = None) -> dict[str, list[str]]:
+    """Every fault target and its kinds: ``signal``, those ``plant`` (a plant or a plant class) declares
+    (``clutch``), and each fault-taking adapter type's.
 
     For a form that lists every fault (``describe`` -> ``plant.fault_kinds``, the web workspace).
     """
-    out = {"signal": list(SIGNAL_KINDS), "clutch": list(CLUTCH_KINDS)}
+    out = {"signal": list(SIGNAL_KINDS)}
+    if plant is not None:
+        out.update(plant_fault_kinds(plant))
     out.update({t: list(declaration(t).fault_kinds) for t in fault_targets()})
     return out
+
+
+def _plant_spec(pf: PlantFault, plant: Plant) -> FaultSpec:
+    """The spec of a fault the plant declared (with the output it also acts on as a sensor, if any)."""
+    if pf.output:
+        return FaultSpec("", pf.target, pf.kind, value=pf.value, signal=pf.output, side="output",
+                         index=plant.output_index(pf.output), row=pf.row, plant=pf)
+    return FaultSpec("", pf.target, pf.kind, value=pf.value, row=pf.row, plant=pf)
 
 
 def _default_name(s: FaultSpec, plant: Plant) -> str:
     """``target:what:kind``, e.g. ``signal:w_out:offset``, ``clutch:C2:stuck_closed`` (the clutch by its row name,
     however the map wrote it, so that one clutch has one name), ``can:HIL_Speeds:drop``."""
-    if s.target == "clutch":
-        what = plant.row_names()[s.row]
+    if s.plant is not None:
+        what = s.plant.what
     elif s.transport is not None:
         what = s.transport.what
     else:
@@ -245,67 +227,18 @@ def _parse_signal(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
                      hold_last=hold_last)
 
 
-def _parse_clutch(d: dict, plant: Plant, kind: str, where: str) -> FaultSpec:
-    if plant.core is None:  # the contract: the friction core the rows live in, or None
-        raise fault_error(where, f"clutch faults need a plant on the friction core; {plant.kind} has none")
-    fault_keys(d, ("clutch", "value"), where)
-    if "clutch" not in d:
-        raise fault_error(where, "a clutch fault needs 'clutch' (a clutch name or number)")
-    row = clutch_row(plant, d["clutch"], where)
-    kin = plant.is_kinematic_row(row)
-    value = 0.0
-    if kind == "worn":
-        value = fault_number(d, "value", where, lo=0.0, hi=1.0)
-    elif kind == "slow_actuator":
-        value = fault_number(d, "value", where, lo=1.0, hi=1000.0)
-        if kin:
-            raise fault_error(where, "slow_actuator: a kinematic clutch has no pressure lag")
-    elif kind == "pressure_bias":
-        value = fault_number(d, "value", where)
-        sig = _clutch_output(plant, row, "pressure")
-        if sig is None:
-            raise fault_error(where, f"pressure_bias: {plant.kind} has no pressure output for clutch {d['clutch']!r}")
-        return FaultSpec("", "clutch", kind, value=value, signal=sig, side="output", index=plant.output_index(sig),
-                         row=row)
-    elif kind in HYDRAULIC_KINDS and not (callable(getattr(plant, "has_hydraulics", None))
-                                          and plant.has_hydraulics(row)):
-        raise fault_error(where, f"{kind}: clutch {d['clutch']!r} has no hydraulics (a [hydraulics] table)")
-    elif kind == "slow_fill":
-        value = fault_number(d, "value", where, lo=1e-6, hi=1.0)
-    elif kind == "leakage":
-        value = fault_number(d, "value", where, lo=0.0, hi=1000.0)
-    elif "value" in d:
-        raise fault_error(where, f"a {kind} fault takes no 'value'")
-    if kind == "stuck_closed":
-        if kin:
-            raise fault_error(where, "stuck_closed: not for a kinematic clutch (its capacity follows its phase)")
-        sig = _clutch_output(plant, row, "capacity")
-        if sig is not None:  # saturated at the top of its declared range
-            return FaultSpec("", "clutch", kind, signal=sig, side="output", index=plant.output_index(sig), row=row)
-    return FaultSpec("", "clutch", kind, value=value, row=row)
-
-
-def _clutch_output(plant: Plant, row: int, what: str) -> str | None:
-    """The output ``<what>_<clutch>`` of friction row ``row`` (``pressure_c2``, ``capacity_c2``), if there is one."""
-    name = plant.row_names()[row]
-    outs = {s.name for s in plant.outputs}
-    for cand in (f"{what}_{name.lower()}", f"{what}_{name}", f"{what}_c{row + 1}"):
-        if cand in outs:
-            return cand
-    return None
-
-
 def _in_table(f: FaultSpec) -> bool:
-    """Whether a fault takes a row of the signal table (a signal fault, or a clutch fault on its outputs)."""
-    return f.target == "signal" or (f.target == "clutch" and f.side == "output")
+    """Whether a fault takes a row of the signal table (a signal fault, or a plant's fault on one of its outputs)."""
+    return f.target == "signal" or (f.plant is not None and f.side == "output")
 
 
 class FaultSet(FaultStage):
     """The active faults of one plant (and its adapters), with the tables the run pipeline's fault stages read.
 
     The tables and the stages are :class:`plant_models.run.faults.FaultStage`'s;
-    this class fills them from fault maps and hands clutch overlays to the
-    plant and transport faults to the adapters.
+    this class fills them from fault maps, hands the faults the plant
+    declares to their declarations (clutch overlays, hydraulics) and transport
+    faults to the adapters.
 
     Parameters
     ----------
@@ -325,8 +258,8 @@ class FaultSet(FaultStage):
         self.adapters = tuple(adapters)
         self.active: list[FaultSpec] = []
         self.set_total = 0
-        self._rows: set[int] = set()  # clutch rows with a fault overlay on them
-        self._hyd_rows: set[int] = set()  # clutch rows with a fault on their hydraulics
+        # per fault declaration of the plant: the rows its faults act on now (what its last apply returned)
+        self._touched: dict[PlantFaults, frozenset[int]] = {d: frozenset() for d in plant_fault_declarations(plant)}
         self._table_specs: list[FaultSpec] = []  # the fault of each signal-table row in use
         self._lo = np.array([s.lo for s in plant.inputs], dtype=float)
         self._hi = np.array([s.hi for s in plant.inputs], dtype=float)
@@ -407,8 +340,10 @@ class FaultSet(FaultStage):
             fi[n, FI_SIDE] = 0 if inp else 1
             fi[n, FI_INDEX] = base + f.index
             fi[n, FI_RATE] = plant.input_offset + plant.n_in + f.index if inp else -1
+            # a plant's fault on an output acts as its declaration says (an offset, a clamp to the declared range)
             kind = {"force": K_FORCE, "freeze": K_HOLD, "offset": K_OFFSET, "gain": K_GAIN, "noise": K_NOISE,
-                    "pressure_bias": K_OFFSET, "stuck_closed": K_CLAMP}.get(f.kind, K_HOLD if f.hold_last else K_FORCE)
+                    "clamp": K_CLAMP}.get(f.kind if f.plant is None else f.plant.output_action,
+                                          K_HOLD if f.hold_last else K_FORCE)
             fi[n, FI_KIND] = kind
             ff[n, FF_VALUE] = f.value
             if inp:
@@ -427,44 +362,16 @@ class FaultSet(FaultStage):
                 fi[n, FI_RNG] = seed_state(f.seed)
             n += 1
         self.n_signal = n
-        self._apply_clutches()
+        self._apply_plant_faults()
         self.tick_info[TI_FAULTS] = len(self.active)
         self.changed()
 
-    def _overlays(self) -> dict[int, tuple[float, float, float, float]]:
-        """The fault overlay of each clutch row with a fault on its physics (in the order the faults were set)."""
-        out = {}
-        for f in self.active:
-            if f.target != "clutch" or f.kind == "pressure_bias" or f.kind in HYDRAULIC_KINDS:
-                continue
-            cap, stat, lag, pre = out.get(f.row, NEUTRAL_OVERLAY)
-            if f.kind == "no_torque":
-                cap = 0.0
-            elif f.kind == "worn":
-                cap = cap * f.value
-            elif f.kind == "slow_actuator":
-                lag = lag * f.value
-            elif f.kind == "stuck_closed":
-                pre = pre - self.plant.full_normal_force(f.row)
-                stat = stat * STUCK_STATIC_FACTOR
-            out[f.row] = (cap, stat, lag, pre)
-        return out
-
-    def _apply_clutches(self) -> None:
-        """Hand each clutch row's overlay to the plant (rows no fault acts on any more: the neutral one)."""
-        ov = self._overlays()
-        for r in sorted(self._rows | set(ov)):
-            self.plant.set_clutch_overlay(r, *ov.get(r, NEUTRAL_OVERLAY))
-        self._rows = set(ov)
-        hyd = {}  # row -> (fill flow factor, leak bar, valve stuck)
-        for f in self.active:
-            if f.target == "clutch" and f.kind in HYDRAULIC_KINDS:
-                flow, leak, stuck = hyd.get(f.row, (1.0, 0.0, False))
-                hyd[f.row] = (flow * f.value if f.kind == "slow_fill" else flow,
-                              leak + f.value if f.kind == "leakage" else leak, stuck or f.kind == "valve_stuck")
-        for r in sorted(self._hyd_rows | set(hyd)):
-            self.plant.set_hydraulics_fault(r, *hyd.get(r, (1.0, 0.0, False)))
-        self._hyd_rows = set(hyd)
+    def _apply_plant_faults(self) -> None:
+        """Hand each of the plant's fault declarations the active faults of its kinds (between ticks)."""
+        for decl, touched in self._touched.items():
+            faults = [f.plant for f in self.active
+                      if f.plant is not None and plant_fault_declaration(self.plant, f.target, f.kind) is decl]
+            self._touched[decl] = decl.apply(self.plant, faults, touched)
 
     def _adapter_check(self, tf: TransportFault) -> None:
         self._adapter(tf).check_fault(tf)
@@ -486,11 +393,11 @@ class FaultSet(FaultStage):
                 "ff": self.ff.copy(), "n": self.n_signal, "rows": self._tuned_rows()}
 
     def _tuned_rows(self) -> dict[int, list[float]]:
-        """The tuned floats of the rows under an overlay (the plant's model floats carry the overlay)."""
-        if not self._rows:
-            return {}
-        tuned = self.plant.tuned_state()
-        return {int(r): [float(v) for v in tuned[:, r]] for r in sorted(self._rows)}
+        """The tuned floats of the rows under a fault of the plant's (its model floats carry the fault)."""
+        out: dict[int, list[float]] = {}
+        for decl, touched in self._touched.items():
+            out.update(decl.snapshot_rows(self.plant, touched))
+        return out
 
     def clear_for_restore(self) -> None:
         """Clear every fault (clutch rows back to their tuned floats) before a snapshot's model floats return."""
@@ -532,15 +439,16 @@ class FaultSet(FaultStage):
                     self._adapter(spec.transport).clear_fault(spec.transport)
             self.active = []
             raise
-        self._apply_clutches()
+        self._apply_plant_faults()
         self._table_specs = [f for f in self.active if _in_table(f)]
         self.fi[:] = st["fi"]
         self.ff[:] = st["ff"]
         self.n_signal = int(st["n"])
-        legacy = [f for f in self.active if f.target == "signal" or f.kind == "pressure_bias"]
+        legacy = [f for f in self.active
+                  if f.target == "signal" or (f.plant is not None and f.plant.output_action == "offset")]
         if self.n_signal != len(self._table_specs) and self.n_signal == len(legacy):
-            # a snapshot of before stuck_closed saturated the capacity output: its table lacks those rows; they
-            # are added, the rows it has keep their held values and noise streams
+            # a snapshot of before a plant's fault clamped an output (a stuck clutch's saturated capacity): its
+            # table lacks those rows; they are added, the rows it has keep their held values and noise streams
             self._table_specs = legacy
             self._rebuild()
         self.tick_info[TI_FAULTS] = len(self.active)
@@ -558,4 +466,4 @@ class FaultSet(FaultStage):
 
 __all__ = ["FaultSpec", "FaultSet", "parse_fault", "warm_up", "fault_inputs", "fault_outputs", "fault_restore",
            "MAX_FAULTS",
-           "SIGNAL_KINDS", "CLUTCH_KINDS", "PLANT_TARGETS", "fault_catalogue"]
+           "SIGNAL_KINDS", "fault_catalogue"]
