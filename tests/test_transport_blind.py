@@ -11,6 +11,7 @@ of io_adapters/base.py and io_adapters/declaration.py.
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from pathlib import Path
 
@@ -163,12 +164,17 @@ def test_faults_loop_and_snapshots_reach_the_core_only_through_the_plant():
                                                              "housekeeping.py")]
     files += sorted((ROOT / "plant_models" / "run").glob("*.py"))  # the fault stage, its tables, the ring
     # the compiled tick calls the plant's compiled step by its address, as the offline runs do: the call's
-    # intrinsic and the raw pointer view are the core's ABI, not its slots
-    abi = "from ..core.api import call_step_at, raw_i\n"
+    # intrinsic and the raw pointer view are the core's ABI, not its slots; the compiled offline run also writes the
+    # step's run hints (the core's RUN_* bits, at the index its plan gives) and compiles with the core's JIT options
+    abi = {"compiled.py": "from ..core.api import call_step_at, raw_i\n",
+           "offline_compiled.py": "from ..core.api import JIT, L, call_step_at\n"}
     for path in files:
         text = path.read_text()
-        if path.name == "compiled.py" and path.parent.name == "run":
-            assert text.count(abi) == 1, "compiled.py takes only the step call's ABI from the core"
-            text = text.replace(abi, "")
+        if path.name in abi and path.parent.name == "run":
+            assert text.count(abi[path.name]) == 1, f"{path.name} takes only the step call's ABI from the core"
+            text = text.replace(abi[path.name], "")
+            if path.name == "offline_compiled.py":
+                used = set(re.findall(r"\bL\.([A-Z_]+)", text))
+                assert used and all(u.startswith("RUN_") for u in used), f"offline_compiled.py: only run hints: {used}"
         found = {m for m in _imports(text) if m.startswith("plant_models.core")}
         assert found == set() and "from ..core" not in text, path.name
