@@ -71,7 +71,8 @@ from .layouts import Layouts
 
 PAGE = Path(__file__).with_name("workspace.html")
 SCRIPTS = ("workspace_plot.js", "workspace_tools.js")  # the page's scripts besides plotly, served as they are
-FLUSH_S = 0.1  # rows, status and events go to the pages 10 times a second (each message wakes the browser)
+FLUSH_S = 0.1  # rows, status and events go to the pages 10 times a second (each message wakes the browser) ...
+POLL_S = 0.01  # ... checked this often, so that a fast lockstep run's rows are taken before the ring overruns
 CLIENT_QUEUE = 16  # updates (rows, status, events) waiting for one slow page; more are dropped (counted)
 MAX_PENDING = 64  # requests of one page read and not yet answered; beyond, its socket is not read until one is
 MAX_SIGNALS = 256  # signals one page may subscribe to
@@ -515,17 +516,19 @@ class WebServer:
         client.answer(text)
 
     async def _flush_forever(self) -> None:
+        due = 0.0  # every FLUSH_S; sooner while an eighth of the ring waits (a fast lockstep run would overrun it)
         while True:
-            await asyncio.sleep(FLUSH_S)
+            await asyncio.sleep(POLL_S)
+            if time.monotonic() < due and self.cursor.pending() < self.cursor.ring.capacity // 8:
+                continue
+            due = time.monotonic() + FLUSH_S
             try:
                 self._flush()
             except Exception:  # one bad flush must not end the page's updates
                 self.log.exception("the workspace failed to send an update")
 
     def _take_rows(self):
-        """The display rows written since the last update as (ints, floats), or None (no page: none sent).
-
-        Without a page they are only kept in the history (none kept: skipped)."""
+        """The display rows written since the last update as (ints, floats); None: no page (kept in the history)."""
         cur = self.cursor
         if not self.clients and not self.archive.history.capacity:
             cur.skip_to_now()
