@@ -54,8 +54,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import hmac
-import json
-import math
 import time
 from pathlib import Path
 
@@ -68,6 +66,7 @@ from .capture import MAX_KEPT, Trigger, TriggerError
 from .exports import FORMATS, ExportError, capture_file
 from .guard import BadJSON, LingeringWebSocket, host_name, loopback_name, parse_json
 from .layouts import Layouts
+from .messages import clean, column, dumps, plotly_js
 
 PAGE = Path(__file__).with_name("workspace.html")
 SCRIPTS = ("workspace_plot.js", "workspace_tools.js")  # the page's scripts besides plotly, served as they are
@@ -80,43 +79,6 @@ CONTROL_TIMEOUT_S = 60.0
 REFUSALS = ("host", "token", "origin", "too_large", "bad_message", "too_many_clients")
 INT_COLUMNS = (I_TICK, I_STATUS, I_FAULTS, I_WATCHDOG)  # the int columns a page sees with each row
 MAX_FLUSH_ROWS = 4096  # display rows one update carries at most; the rest wait for the next one
-
-
-def plotly_js() -> Path:
-    """The path of ``plotly.min.js`` in the installed plotly package."""
-    import plotly
-
-    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing (plotly {plotly.__version__})")
-    return path
-
-
-def clean(obj):
-    """``obj`` with every non-finite float as None and tuples as lists (JSON that ``JSON.parse`` reads)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {str(k): clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [clean(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return clean(obj.item())
-    if isinstance(obj, (bytes, bytearray)):
-        return obj.hex()
-    return obj
-
-
-def column(a: np.ndarray) -> list:
-    """A float column as a JSON-ready list (non-finite values as None)."""
-    vals = a.tolist()
-    if not np.isfinite(a).all():
-        vals = [v if math.isfinite(v) else None for v in vals]
-    return vals
-
-
-def dumps(obj) -> str:
-    return json.dumps(obj, separators=(",", ":"))
 
 
 class Client:
