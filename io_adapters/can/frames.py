@@ -86,6 +86,8 @@ import math
 import numpy as np
 from numba import njit
 
+from plant_models.contract.columns import Columns
+
 # The loop's per-tick slots.  Compiled in as constants: they are a fixed contract of io_adapters.base.
 from ..base import TI_OVERRUNS, TI_WATCHDOG
 
@@ -98,25 +100,28 @@ JIT_TICK = dict(cache=True, nogil=False)
 
 MAX_PAYLOAD = 64  # bytes, CAN FD
 
-# -- per-message table (int64), one row per message ---------------------------
-M_LEN = 0  # payload length, bytes (the DLC the message must arrive with)
-M_SIG0 = 1  # index of the message's first signal in the signal tables
-M_NSIG = 2  # number of signals
-M_CRC_BYTE = 3  # byte holding the CRC-8 (CRC-16: its low byte, the high byte follows), -1 = no checksum
-M_CNT_SIG = 4  # signal index of the alive counter, -1 = no counter
-M_CNT_MOD = 5  # counter modulus (DBC maximum + 1)
-M_DATA_ID = 6  # 16-bit E2E data ID mixed into the checksum
-M_MAX_DELTA = 7  # largest accepted counter step (receive side)
-M_PERIOD = 8  # cycle time, ticks (transmit) / 0 = not cyclic
-M_OFFSET = 9  # first tick of the cycle (transmit)
-M_TIMEOUT = 10  # ticks without a valid frame before the message is stale (receive)
-M_REQUIRED = 11  # 1: the command watchdog needs this message fresh (receive)
-M_CRC_INIT = 12  # CRC initial value (0xFF: CRC-8 SAE J1850; 0x00: AUTOSAR E2E profile 1)
-M_CRC_XOR = 13  # CRC final XOR (0xFF; 0x00)
-M_CRC_BITS = 14  # 8: CRC-8 (poly 0x1D); 16: CRC-16/CCITT-FALSE (AUTOSAR E2E profile 5)
-M_PAGES = 15  # transmit, multiplexed: offset of the page list in the direction's MUX table; -1 = not multiplexed
-M_MUXED = 16  # 1: multiplexed (receive: freshness per mapped signal, each page must keep arriving)
-M_COLS = 17
+# -- the table layouts: generated from the tables below (plant_models.contract.columns), so no
+# column number is written by hand; plain ints in this module's globals, which numba compiles in.
+MESSAGE = Columns("a message's row of the int table M (both directions)", (
+    ("M_LEN", "payload length, bytes (the DLC the message must arrive with)"),
+    ("M_SIG0", "index of the message's first signal in the signal tables"),
+    ("M_NSIG", "number of signals"),
+    ("M_CRC_BYTE", "byte holding the CRC-8 (CRC-16: its low byte, the high byte follows), -1 = no checksum"),
+    ("M_CNT_SIG", "signal index of the alive counter, -1 = no counter"),
+    ("M_CNT_MOD", "counter modulus (DBC maximum + 1)"),
+    ("M_DATA_ID", "16-bit E2E data ID mixed into the checksum"),
+    ("M_MAX_DELTA", "largest accepted counter step (receive side)"),
+    ("M_PERIOD", "cycle time, ticks (transmit) / 0 = not cyclic"),
+    ("M_OFFSET", "first tick of the cycle (transmit)"),
+    ("M_TIMEOUT", "ticks without a valid frame before the message is stale (receive)"),
+    ("M_REQUIRED", "1: the command watchdog needs this message fresh (receive)"),
+    ("M_CRC_INIT", "CRC initial value (0xFF: CRC-8 SAE J1850; 0x00: AUTOSAR E2E profile 1)"),
+    ("M_CRC_XOR", "CRC final XOR (0xFF; 0x00)"),
+    ("M_CRC_BITS", "8: CRC-8 (poly 0x1D); 16: CRC-16/CCITT-FALSE (AUTOSAR E2E profile 5)"),
+    ("M_PAGES", "transmit, multiplexed: offset of the page list in the direction's MUX table; -1 = not multiplexed"),
+    ("M_MUXED", "1: multiplexed (receive: freshness per mapped signal, each page must keep arriving)"),
+), count="M_COLS")
+globals().update(MESSAGE.constants())  # M_LEN .. M_MUXED; M_COLS
 
 CRC_VARIANTS = {"sae_j1850": (0xFF, 0xFF), "autosar_p01": (0x00, 0x00), "autosar_p05": (0xFFFF, 0x0000)}
 """Initial value and final XOR of the CRC-8 (polynomial 0x1D) per variant name.
@@ -133,19 +138,21 @@ byte; the CRC is stored low byte first, the 8-bit counter follows it."""
 
 
 # -- per-signal tables ----------------------------------------------------------
-S_SEG0 = 0  # first segment
-S_NSEG = 1  # number of segments
-S_LEN = 2  # length, bits
-S_SIGNED = 3  # 1: two's complement
-S_RAW_LO = 4  # smallest accepted (receive) / transmitted (transmit) raw value
-S_RAW_HI = 5  # largest accepted / transmitted raw value
-S_TARGET = 6  # receive: plant input index; transmit: source index; -1 = not mapped
-S_SOURCE = 7  # transmit: 0 = plant output y, 1 = auxiliary value (loop/adapter status)
-S_ALLOW0 = 8  # first allowed raw value in the allowed-values table
-S_NALLOW = 9  # number of allowed raw values, 0 = any value in range
-S_MUXC = 10  # offset of the signal's presence conditions in the MUX table; -1 = in every frame (not multiplexed)
-S_MUXK = 11  # a multiplexer signal: offset of its known values in the MUX table; -1 = not a multiplexer
-S_COLS = 12
+SIGNAL = Columns("a signal's row of the int table S", (
+    ("S_SEG0", "first segment"),
+    ("S_NSEG", "number of segments"),
+    ("S_LEN", "length, bits"),
+    ("S_SIGNED", "1: two's complement"),
+    ("S_RAW_LO", "smallest accepted (receive) / transmitted (transmit) raw value"),
+    ("S_RAW_HI", "largest accepted / transmitted raw value"),
+    ("S_TARGET", "receive: plant input index; transmit: source index; -1 = not mapped"),
+    ("S_SOURCE", "transmit: SOURCE_PLANT (a plant output y) or SOURCE_AUX (an auxiliary value)"),
+    ("S_ALLOW0", "first allowed raw value in the allowed-values table"),
+    ("S_NALLOW", "number of allowed raw values, 0 = any value in range"),
+    ("S_MUXC", "offset of the signal's presence conditions in the MUX table; -1 = in every frame (not multiplexed)"),
+    ("S_MUXK", "a multiplexer signal: offset of its known values in the MUX table; -1 = not a multiplexer"),
+), count="S_COLS")
+globals().update(SIGNAL.constants())  # S_SEG0 .. S_MUXK; S_COLS
 
 # The MUX table of a direction (int64, offsets relative to its start), records of variable length:
 #   presence conditions of a signal: [n, then n times: multiplexer signal row, k, k accepted values]
@@ -153,117 +160,139 @@ S_COLS = 12
 #   known values of a multiplexer signal: [k, k values];
 #   pages of a transmit message: [n_pages, offset of page 0, ...]; a page: [n, then n times: multiplexer row, raw].
 
-SF_SCALE = 0  # DBC factor: physical = raw * scale + offset (DBC units)
-SF_OFFSET = 1  # DBC offset
-SF_GAIN = 2  # plant value = gain * DBC physical value + bias (unit conversion)
-SF_BIAS = 3
-SF_COLS = 4
+SCALING = Columns("a signal's row of the float table SF", (
+    ("SF_SCALE", "DBC factor: physical = raw * scale + offset (DBC units)"),
+    ("SF_OFFSET", "DBC offset"),
+    ("SF_GAIN", "plant value = gain * DBC physical value + bias (unit conversion)"),
+    ("SF_BIAS", "the bias of that conversion, plant units"),
+), count="SF_COLS")
+globals().update(SCALING.constants())  # SF_SCALE .. SF_BIAS; SF_COLS
 
-SEG_BYTE = 0
-SEG_SHIFT = 1
-SEG_NBITS = 2
-SEG_RAWSHIFT = 3
-SEG_COLS = 4
+SEGMENT = Columns("a segment's row of the SEG table (see 'Bit layout' above)", (
+    ("SEG_BYTE", "byte of the frame the segment lies in"),
+    ("SEG_SHIFT", "its first bit in that byte (0 = least significant)"),
+    ("SEG_NBITS", "number of bits"),
+    ("SEG_RAWSHIFT", "raw bit of the signal's value the segment starts at"),
+), count="SEG_COLS")
+globals().update(SEGMENT.constants())  # SEG_BYTE .. SEG_RAWSHIFT; SEG_COLS
 
 SOURCE_PLANT = 0
 SOURCE_AUX = 1
 
 # -- receive verdicts (also the columns of the per-message counter table) -------
-RX_OK = 0
-RX_CRC = 1  # wrong checksum
-RX_COUNTER_FROZEN = 2  # alive counter did not advance
-RX_COUNTER_JUMP = 3  # alive counter advanced by more than max_delta_counter
-RX_DLC = 4  # payload length differs from the DBC's
-RX_RANGE = 5  # a value outside the DBC range, the plant's range or its allowed values
-RX_LOST = 6  # frames missed inside the accepted counter step (counted, not rejected)
-RX_MUX = 7  # a multiplexer value the DBC does not define for that message
-RX_COLS = 8
+VERDICT = Columns("the receive verdicts; also the columns of a message's row of counters at ci[CI_COUNTS]", (
+    ("RX_OK", "accepted"),
+    ("RX_CRC", "wrong checksum"),
+    ("RX_COUNTER_FROZEN", "alive counter did not advance"),
+    ("RX_COUNTER_JUMP", "alive counter advanced by more than max_delta_counter"),
+    ("RX_DLC", "payload length differs from the DBC's"),
+    ("RX_RANGE", "a value outside the DBC range, the plant's range or its allowed values"),
+    ("RX_LOST", "frames missed inside the accepted counter step (counted, not rejected)"),
+    ("RX_MUX", "a multiplexer value the DBC does not define for that message"),
+), count="RX_COLS")
+globals().update(VERDICT.constants())  # RX_OK .. RX_MUX; RX_COLS
 RX_REASONS = ("ok", "crc", "counter_frozen", "counter_jump", "dlc", "out_of_range", "lost", "unknown_mux")
 
 # state of the counter check, per message
-CNT_LAST = 0
-CNT_VALID = 1
-CNT_COLS = 2
+COUNTER_CHECK = Columns("a receive message's counter-check memory, at ci[CI_CNT]", (
+    ("CNT_LAST", "the alive counter of the last frame that passed the end-to-end checks"),
+    ("CNT_VALID", "1 once CNT_LAST holds a received counter"),
+), count="CNT_COLS")
+globals().update(COUNTER_CHECK.constants())  # CNT_LAST, CNT_VALID; CNT_COLS
 
 # -- the flat buffers of a FrameCodec (MuJoCo style, as the friction core's layout) ------------
 # ci (int64): a header of sizes and offset slots, then the tables and the counters.
 # cf (float64): signal scalings, the receive mailbox, the auxiliary transmit values.
 # cb (uint8): the CRC table, the receive frame, one 64-byte row per transmit message.
-CI_NRX = 0  # receive messages
-CI_NTX = 1  # transmit messages
-CI_N_IN = 2  # plant inputs
-CI_P_U = 3  # offset of the plant inputs in the plant's df (their rates follow at + n_in)
-CI_P_Y = 4  # offset of the plant outputs in df
-CI_RX_M = 10  # offset slots (ci[slot] = offset of the field)
-CI_RX_S = 11
-CI_RX_SEG = 12
-CI_RX_ALLOW = 13
-CI_TX_M = 14
-CI_TX_S = 15
-CI_TX_SEG = 16
-CI_CNT = 17  # [n_rx * CNT_COLS] counter-check memory
-CI_COUNTS = 18  # [n_rx * RX_COLS] verdict counters
-CI_SEQ = 19  # [n_rx] mailbox sequence numbers (receive thread)
-CI_SEEN = 20  # [n_rx] last sequence number the tick took
-CI_LAST = 21  # [n_rx] tick of the last valid frame, -1 = none yet
-CI_STALE = 22  # [n_rx] 1 = stale
-CI_TIMEOUTS = 23  # [n_rx] fresh -> stale transitions
-CI_TXCNT = 24  # [n_tx] next alive counter
-CI_DUE = 25  # [n_tx] rows due this tick
-CI_SAT = 26  # [n_tx] clamped or non-finite values
-CI_DETAIL = 27  # [3] why the last frame was rejected
-CI_ADAPTER = 28  # [A_COLS] adapter counters
-CI_F_RX_SF = 29  # offsets into cf
-CI_F_VALUES = 30
-CI_F_TX_SF = 31
-CI_F_AUX = 32
-CI_TX_FLT = 33  # [n_tx * TF_COLS] injected transmit faults (server/realtime/faults.py, docs/faults.md)
-CI_RX_MUX = 34  # the receive direction's MUX table
-CI_TX_MUX = 35  # the transmit direction's MUX table
-CI_SPOST = 36  # [n_rx_sig] mailbox sequence number of the frame that last carried the signal (multiplexed pages)
-CI_SLAST = 37  # [n_rx_sig] tick that last took the signal, -1 = none yet (freshness of multiplexed messages)
-CI_TXPAGE = 38  # [n_tx] page a multiplexed transmit message sends next
-CI_HEADER = 40
+CI_SLOTS = Columns("the header of ci: sizes, and offset slots (ci[slot] = offset of the field)", (
+    ("CI_NRX", "receive messages"),
+    ("CI_NTX", "transmit messages"),
+    ("CI_N_IN", "plant inputs"),
+    ("CI_P_U", "offset of the plant inputs in the plant's df (their rates follow at + n_in)"),
+    ("CI_P_Y", "offset of the plant outputs in df"),
+    (None, "spare", 5),
+    ("CI_RX_M", "[n_rx * M_COLS] receive message table"),
+    ("CI_RX_S", "[n_rx_sig * S_COLS] receive signal table"),
+    ("CI_RX_SEG", "[* SEG_COLS] receive segment table"),
+    ("CI_RX_ALLOW", "receive allowed-values table"),
+    ("CI_TX_M", "[n_tx * M_COLS] transmit message table"),
+    ("CI_TX_S", "[n_tx_sig * S_COLS] transmit signal table"),
+    ("CI_TX_SEG", "[* SEG_COLS] transmit segment table"),
+    ("CI_CNT", "[n_rx * CNT_COLS] counter-check memory"),
+    ("CI_COUNTS", "[n_rx * RX_COLS] verdict counters"),
+    ("CI_SEQ", "[n_rx] mailbox sequence numbers (receive thread)"),
+    ("CI_SEEN", "[n_rx] last sequence number the tick took"),
+    ("CI_LAST", "[n_rx] tick of the last valid frame, -1 = none yet"),
+    ("CI_STALE", "[n_rx] 1 = stale"),
+    ("CI_TIMEOUTS", "[n_rx] fresh -> stale transitions"),
+    ("CI_TXCNT", "[n_tx] next alive counter"),
+    ("CI_DUE", "[n_tx] rows due this tick"),
+    ("CI_SAT", "[n_tx] clamped or non-finite values"),
+    ("CI_DETAIL", "[3] why the last frame was rejected"),
+    ("CI_ADAPTER", "[A_COLS] adapter counters"),
+    ("CI_F_RX_SF", "offset in cf: [n_rx_sig * SF_COLS] receive scalings"),
+    ("CI_F_VALUES", "offset in cf: [n_rx_sig] the receive mailbox, plant units"),
+    ("CI_F_TX_SF", "offset in cf: [n_tx_sig * SF_COLS] transmit scalings"),
+    ("CI_F_AUX", "offset in cf: [N_AUX + constants] auxiliary transmit values"),
+    ("CI_TX_FLT", "[n_tx * TF_COLS] injected transmit faults (server/realtime/faults.py, docs/faults.md)"),
+    ("CI_RX_MUX", "the receive direction's MUX table"),
+    ("CI_TX_MUX", "the transmit direction's MUX table"),
+    ("CI_SPOST", "[n_rx_sig] mailbox sequence number of the frame that last carried the signal (multiplexed pages)"),
+    ("CI_SLAST", "[n_rx_sig] tick that last took the signal, -1 = none yet (freshness of multiplexed messages)"),
+    ("CI_TXPAGE", "[n_tx] page a multiplexed transmit message sends next"),
+    (None, "spare", 1),
+), count="CI_HEADER")
+globals().update(CI_SLOTS.constants())  # CI_NRX .. CI_TXPAGE; CI_HEADER (the fields start there)
 
 # -- injected faults of a transmit message (TF_*), set between ticks by the adapter -----------
-TF_DROP = 0  # 1: the frame is packed (its counter advances) but not sent
-TF_DELAY = 1  # n > 0: each frame goes out n cycles late (a delay line of DELAY_MAX frames per message)
-TF_FREEZE = 2  # 1: the alive counter does not advance
-TF_BAD_CRC = 3  # 1: the checksum is sent inverted
-TF_OOR_SIG = 4  # signal index forced to TF_OOR_RAW (-1: none)
-TF_OOR_RAW = 5
-TF_WRITTEN = 6  # frames put into the delay line since the delay was set
-TF_DROPPED = 7  # frames not sent because of TF_DROP
-TF_COLS = 8
+TX_FAULT = Columns("a transmit message's row of injected faults, at ci[CI_TX_FLT]", (
+    ("TF_DROP", "1: the frame is packed (its counter advances) but not sent"),
+    ("TF_DELAY", "n > 0: each frame goes out n cycles late (a delay line of DELAY_MAX frames per message)"),
+    ("TF_FREEZE", "1: the alive counter does not advance"),
+    ("TF_BAD_CRC", "1: the checksum is sent inverted"),
+    ("TF_OOR_SIG", "signal index forced to TF_OOR_RAW (-1: none)"),
+    ("TF_OOR_RAW", "the raw value that signal is sent with"),
+    ("TF_WRITTEN", "frames put into the delay line since the delay was set"),
+    ("TF_DROPPED", "frames not sent because of TF_DROP"),
+), count="TF_COLS")
+globals().update(TX_FAULT.constants())  # TF_DROP .. TF_DROPPED; TF_COLS
 DELAY_MAX = 16
 
-A_UNKNOWN = 0  # frames with an ID outside the message set
-A_TX_ERRORS = 1  # frames the bus refused
-A_FRESH = 2  # 1 while every required command message is fresh (and applied)
-A_BUSY = 3  # ticks that found the mailbox lock taken
-A_IGNORED = 4  # valid command messages taken but not applied (a scenario drives the inputs)
-A_PREV_TICK = 5  # the tick number of the last read
-A_COLS = 8
+ADAPTER = Columns("the adapter counters, at ci[CI_ADAPTER]", (
+    ("A_UNKNOWN", "frames with an ID outside the message set"),
+    ("A_TX_ERRORS", "frames the bus refused"),
+    ("A_FRESH", "1 while every required command message is fresh (and applied)"),
+    ("A_BUSY", "ticks that found the mailbox lock taken"),
+    ("A_IGNORED", "valid command messages taken but not applied (a scenario drives the inputs)"),
+    ("A_PREV_TICK", "the tick number of the last read"),
+    (None, "spare", 2),
+), count="A_COLS")
+globals().update(ADAPTER.constants())  # A_UNKNOWN .. A_PREV_TICK; A_COLS
 
-CB_CRC = 0  # [256] CRC-8 SAE J1850 table
-CB_RX = 256  # [64] the frame being checked
-CB_TX = 320  # [n_tx * 64] transmit payloads
+CB_SLOTS = Columns("the byte buffer cb", (
+    ("CB_CRC", "[256] CRC-8 SAE J1850 table", 256),
+    ("CB_RX", "[MAX_PAYLOAD] the frame being checked", MAX_PAYLOAD),
+    ("CB_TX", "[n_tx * MAX_PAYLOAD] transmit payloads, then the delay lines (sized at run time)", 0),
+))
+globals().update(CB_SLOTS.constants())  # CB_CRC = 0, CB_RX = 256, CB_TX = 320
 
 # auxiliary transmit values (io_adapters/can/message_set.py AUX_SOURCES names them in this order)
-AUX_TICK = 0
-AUX_OVERRUNS = 1
-AUX_WATCHDOG = 2
-AUX_FRESH = 3
-AUX_CRC = 4
-AUX_COUNTER = 5
-AUX_DLC = 6
-AUX_UNKNOWN = 7
-AUX_RANGE = 8
-AUX_TIMEOUTS = 9
-AUX_RX_OK = 10
-AUX_TX_ERRORS = 11
-AUX_UNKNOWN_MUX = 12
-N_AUX = 13
+AUX = Columns("the auxiliary transmit values, in cf at ci[CI_F_AUX] (message_set.AUX_SOURCES names them)", (
+    ("AUX_TICK", "hil.tick: loop tick number since start"),
+    ("AUX_OVERRUNS", "hil.overruns: ticks that missed their deadline"),
+    ("AUX_WATCHDOG", "hil.watchdog: 0 = commands fresh, 1 = tripped"),
+    ("AUX_FRESH", "can.commands_fresh: 1 when every required command message is fresh"),
+    ("AUX_CRC", "can.crc_errors: frames rejected for a wrong checksum"),
+    ("AUX_COUNTER", "can.counter_errors: frames rejected for a frozen or jumping alive counter"),
+    ("AUX_DLC", "can.dlc_errors: frames rejected for a wrong length"),
+    ("AUX_UNKNOWN", "can.unknown_ids: frames with an ID outside the message set"),
+    ("AUX_RANGE", "can.range_errors: frames rejected for a value out of range"),
+    ("AUX_TIMEOUTS", "can.timeouts: command messages that went stale"),
+    ("AUX_RX_OK", "can.rx_ok: frames accepted"),
+    ("AUX_TX_ERRORS", "can.tx_errors: frames the bus refused to send"),
+    ("AUX_UNKNOWN_MUX", "can.unknown_mux: frames rejected for an undefined multiplexer value"),
+), count="N_AUX")
+globals().update(AUX.constants())  # AUX_TICK .. AUX_UNKNOWN_MUX; N_AUX
 
 
 def _crc8_table(poly: int) -> np.ndarray:
@@ -318,17 +347,18 @@ def _crc16(buf, d0, n, skip_byte, data_id, init, xorout):
 @njit(**JIT)
 def _frame_crc(cb, d0, n, ci, oM):
     """The checksum message row ``oM`` needs over ``cb[d0:d0 + n]`` (CRC-8 or CRC-16, by M_CRC_BITS)."""
-    if ci[oM + M_CRC_BITS] == 16:
-        return _crc16(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], ci[oM + M_CRC_INIT], ci[oM + M_CRC_XOR])
-    return _crc8(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT],
-                 ci[oM + M_CRC_XOR])
+    if ci[oM + M_CRC_BITS] == 16:  # noqa: F821
+        return _crc16(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID],  # noqa: F821
+                      ci[oM + M_CRC_INIT], ci[oM + M_CRC_XOR])  # noqa: F821
+    return _crc8(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT],  # noqa: F821
+                 ci[oM + M_CRC_XOR])  # noqa: F821
 
 
 @njit(**JIT)
 def _frame_crc_read(cb, d0, ci, oM):
     """The checksum the frame carries (CRC-16: low byte first)."""
-    b = d0 + ci[oM + M_CRC_BYTE]
-    if ci[oM + M_CRC_BITS] == 16:
+    b = d0 + ci[oM + M_CRC_BYTE]  # noqa: F821
+    if ci[oM + M_CRC_BITS] == 16:  # noqa: F821
         return np.int64(cb[b]) | (np.int64(cb[b + 1]) << 8)
     return np.int64(cb[b])
 
@@ -360,14 +390,15 @@ def _crc8(buf, d0, n, skip_byte, data_id, table, t0, init, xorout):
 def _unpack(buf, d0, ci, oS, oSEG, s):
     """Raw integer value of signal row ``s`` in the payload at ``buf[d0:]``.  Called in the real-time loop."""
     raw = 0
-    r = oS + s * S_COLS
-    g0 = ci[r + S_SEG0]
-    for g in range(g0, g0 + ci[r + S_NSEG]):
-        q = oSEG + g * SEG_COLS
-        nb = ci[q + SEG_NBITS]
-        raw |= ((buf[d0 + ci[q + SEG_BYTE]] >> ci[q + SEG_SHIFT]) & ((1 << nb) - 1)) << ci[q + SEG_RAWSHIFT]
-    if ci[r + S_SIGNED] == 1:
-        n = ci[r + S_LEN]
+    r = oS + s * S_COLS  # noqa: F821
+    g0 = ci[r + S_SEG0]  # noqa: F821
+    for g in range(g0, g0 + ci[r + S_NSEG]):  # noqa: F821
+        q = oSEG + g * SEG_COLS  # noqa: F821
+        nb = ci[q + SEG_NBITS]  # noqa: F821
+        bits = (buf[d0 + ci[q + SEG_BYTE]] >> ci[q + SEG_SHIFT]) & ((1 << nb) - 1)  # noqa: F821
+        raw |= bits << ci[q + SEG_RAWSHIFT]  # noqa: F821
+    if ci[r + S_SIGNED] == 1:  # noqa: F821
+        n = ci[r + S_LEN]  # noqa: F821
         if (raw >> (n - 1)) & 1:
             raw -= 1 << n
     return raw
@@ -379,15 +410,15 @@ def _pack(buf, d0, ci, oS, oSEG, s, raw):
 
     Called in the real-time loop.
     """
-    r = oS + s * S_COLS
-    raw &= (1 << ci[r + S_LEN]) - 1  # two's complement of negative values
-    g0 = ci[r + S_SEG0]
-    for g in range(g0, g0 + ci[r + S_NSEG]):
-        q = oSEG + g * SEG_COLS
-        nb = ci[q + SEG_NBITS]
-        part = (raw >> ci[q + SEG_RAWSHIFT]) & ((1 << nb) - 1)
-        b = d0 + ci[q + SEG_BYTE]
-        buf[b] = buf[b] | (part << ci[q + SEG_SHIFT])
+    r = oS + s * S_COLS  # noqa: F821
+    raw &= (1 << ci[r + S_LEN]) - 1  # noqa: F821  two's complement of negative values
+    g0 = ci[r + S_SEG0]  # noqa: F821
+    for g in range(g0, g0 + ci[r + S_NSEG]):  # noqa: F821
+        q = oSEG + g * SEG_COLS  # noqa: F821
+        nb = ci[q + SEG_NBITS]  # noqa: F821
+        part = (raw >> ci[q + SEG_RAWSHIFT]) & ((1 << nb) - 1)  # noqa: F821
+        b = d0 + ci[q + SEG_BYTE]  # noqa: F821
+        buf[b] = buf[b] | (part << ci[q + SEG_SHIFT])  # noqa: F821
 
 
 @njit(**JIT)
@@ -395,7 +426,7 @@ def _present(buf, d0, ci, oS, oSEG, oX, s):
     """Whether signal row ``s`` is in the frame at ``buf[d0:]``: every multiplexer of its chain holds one of
     the values that select it.  Always True for a signal that is not multiplexed.  Called in the real-time loop.
     """
-    c = ci[oS + s * S_COLS + S_MUXC]
+    c = ci[oS + s * S_COLS + S_MUXC]  # noqa: F821
     if c < 0:
         return True
     p = oX + c
@@ -418,7 +449,7 @@ def _known_mux(buf, d0, ci, oS, oSEG, oX, s0, s1, od):
     the signal row and its value).  Called in the real-time loop.
     """
     for s in range(s0, s1):
-        k = ci[oS + s * S_COLS + S_MUXK]
+        k = ci[oS + s * S_COLS + S_MUXK]  # noqa: F821
         if k < 0 or not _present(buf, d0, ci, oS, oSEG, oX, s):
             continue
         raw = _unpack(buf, d0, ci, oS, oSEG, s)
@@ -435,15 +466,117 @@ def _known_mux(buf, d0, ci, oS, oSEG, oX, s0, s1, od):
     return 0
 
 
+@njit(**JIT)
+def _rx_e2e(n, ci, cb, oM, oC, oK, od):
+    """The end-to-end checks of the frame in the receive buffer: length, CRC, alive counter.
+
+    Returns ``RX_OK`` or the reason of the rejection (``detail`` at ``od`` set: expected, received).
+    The counter reference moves as the module's docstring says; frames missed inside an accepted
+    counter step are counted here (``RX_LOST``), the rejection by :func:`rx_frame`.
+    """
+    d0 = CB_RX  # noqa: F821
+    if n != ci[oM + M_LEN]:  # noqa: F821
+        ci[od] = ci[oM + M_LEN]  # noqa: F821
+        ci[od + 1] = n
+        return RX_DLC  # noqa: F821
+    if ci[oM + M_CRC_BYTE] >= 0:  # noqa: F821
+        crc = _frame_crc(cb, d0, n, ci, oM)
+        got = _frame_crc_read(cb, d0, ci, oM)
+        if crc != got:
+            ci[od] = crc
+            ci[od + 1] = got
+            return RX_CRC  # noqa: F821
+    cs = ci[oM + M_CNT_SIG]  # noqa: F821
+    if cs >= 0:
+        c = _unpack(cb, d0, ci, ci[CI_RX_S], ci[CI_RX_SEG], cs)  # noqa: F821
+        mod = ci[oM + M_CNT_MOD]  # noqa: F821
+        if c >= mod:  # e.g. 15 where the counter runs 0..14 (E2E profile 1): invalid, never a valid step
+            ci[od] = (ci[oK + CNT_LAST] + 1) % mod  # noqa: F821
+            ci[od + 1] = c
+            return RX_COUNTER_JUMP  # noqa: F821
+        if ci[oK + CNT_VALID] == 1:  # noqa: F821
+            delta = (c - ci[oK + CNT_LAST]) % mod  # noqa: F821
+            ci[od] = (ci[oK + CNT_LAST] + 1) % mod  # noqa: F821
+            ci[od + 1] = c
+            if delta == 0:
+                return RX_COUNTER_FROZEN  # noqa: F821
+            ci[oK + CNT_LAST] = c  # noqa: F821
+            if delta > ci[oM + M_MAX_DELTA]:  # noqa: F821
+                return RX_COUNTER_JUMP  # noqa: F821
+            ci[oC + RX_LOST] += delta - 1  # noqa: F821
+        else:
+            ci[oK + CNT_LAST] = c  # noqa: F821
+            ci[oK + CNT_VALID] = 1  # noqa: F821
+    return RX_OK  # noqa: F821
+
+
+@njit(**JIT)
+def _rx_values(ci, cb, oM, od):
+    """The value checks of a frame that passed :func:`_rx_e2e`: its multiplexer values, then the range
+    (and allowed values) of every mapped signal it carries.  Returns ``RX_OK``, ``RX_MUX`` or ``RX_RANGE``
+    (``detail``: signal row, raw value, signal row)."""
+    d0 = CB_RX  # noqa: F821
+    oS = ci[CI_RX_S]  # noqa: F821
+    oSEG = ci[CI_RX_SEG]  # noqa: F821
+    s0 = ci[oM + M_SIG0]  # noqa: F821
+    s1 = s0 + ci[oM + M_NSIG]  # noqa: F821
+    oA = ci[CI_RX_ALLOW]  # noqa: F821
+    oX = ci[CI_RX_MUX]  # noqa: F821
+    if ci[oM + M_MUXED] == 1 and _known_mux(cb, d0, ci, oS, oSEG, oX, s0, s1, od) != 0:  # noqa: F821
+        return RX_MUX  # noqa: F821
+    for s in range(s0, s1):
+        r = oS + s * S_COLS  # noqa: F821
+        if ci[r + S_TARGET] < 0 or not _present(cb, d0, ci, oS, oSEG, oX, s):  # noqa: F821
+            continue
+        raw = _unpack(cb, d0, ci, oS, oSEG, s)
+        bad = raw < ci[r + S_RAW_LO] or raw > ci[r + S_RAW_HI]  # noqa: F821
+        na = ci[r + S_NALLOW]  # noqa: F821
+        if not bad and na > 0:
+            bad = True
+            a0 = oA + ci[r + S_ALLOW0]  # noqa: F821
+            for a in range(a0, a0 + na):
+                if ci[a] == raw:
+                    bad = False
+        if bad:
+            ci[od] = s
+            ci[od + 1] = raw
+            ci[od + 2] = s
+            return RX_RANGE  # noqa: F821
+    return RX_OK  # noqa: F821
+
+
+@njit(**JIT)
+def _rx_post(m, ci, cf, cb, oM):
+    """Post the values of a valid frame of receive message ``m``, in plant units, to the mailbox, and
+    advance its sequence number (and that of each signal it carried) so the tick takes them."""
+    d0 = CB_RX  # noqa: F821
+    oS = ci[CI_RX_S]  # noqa: F821
+    oSEG = ci[CI_RX_SEG]  # noqa: F821
+    oX = ci[CI_RX_MUX]  # noqa: F821
+    s0 = ci[oM + M_SIG0]  # noqa: F821
+    s1 = s0 + ci[oM + M_NSIG]  # noqa: F821
+    oSF = ci[CI_F_RX_SF]  # noqa: F821
+    oV = ci[CI_F_VALUES]  # noqa: F821
+    seq = ci[ci[CI_SEQ] + m] + 1  # noqa: F821
+    ospost = ci[CI_SPOST]  # noqa: F821
+    for s in range(s0, s1):
+        if ci[oS + s * S_COLS + S_TARGET] >= 0 and _present(cb, d0, ci, oS, oSEG, oX, s):  # noqa: F821
+            raw = _unpack(cb, d0, ci, oS, oSEG, s)
+            f = oSF + s * SF_COLS  # noqa: F821
+            cf[oV + s] = cf[f + SF_GAIN] * (raw * cf[f + SF_SCALE] + cf[f + SF_OFFSET]) + cf[f + SF_BIAS]  # noqa: F821
+            ci[ospost + s] = seq
+    ci[ci[CI_SEQ] + m] = seq  # noqa: F821
+
+
 @njit(**JIT_TICK)  # keeps the GIL too: the mailbox lock is then held for ~1 us, not for a GIL hand-over
 def rx_frame(m, n, ci, cf, cb):
     """Check the frame of receive message ``m`` in the receive buffer (``n`` bytes); post it if valid.
 
-    Checks, in this order: length, CRC-8, alive counter, the multiplexer
+    Checks, in this order: length, CRC-8, alive counter (:func:`_rx_e2e`), the multiplexer
     values (each must be one the DBC defines), the range (and allowed values)
-    of every mapped signal the frame carries (a multiplexed frame carries the
+    of every mapped signal the frame carries (:func:`_rx_values`; a multiplexed frame carries the
     signals of its page).  A valid frame's values, in plant units, go to the
-    mailbox and its sequence number advances, so the tick sees new data; a
+    mailbox and its sequence number advances (:func:`_rx_post`), so the tick sees new data; a
     rejected frame changes no mailbox value.  The counter of
     the verdict advances; ``detail`` says what was wrong (expected,
     received, signal row).
@@ -454,107 +587,34 @@ def rx_frame(m, n, ci, cf, cb):
         ``RX_OK`` or the reason of the rejection.  Runs in the receive thread,
         under the mailbox lock.
     """
-    oM = ci[CI_RX_M] + m * M_COLS
-    oS = ci[CI_RX_S]
-    oSEG = ci[CI_RX_SEG]
-    oC = ci[CI_COUNTS] + m * RX_COLS
-    oK = ci[CI_CNT] + m * CNT_COLS
-    od = ci[CI_DETAIL]
-    d0 = CB_RX
-    if n != ci[oM + M_LEN]:
-        ci[oC + RX_DLC] += 1
-        ci[od] = ci[oM + M_LEN]
-        ci[od + 1] = n
-        return RX_DLC
-    if ci[oM + M_CRC_BYTE] >= 0:
-        crc = _frame_crc(cb, d0, n, ci, oM)
-        got = _frame_crc_read(cb, d0, ci, oM)
-        if crc != got:
-            ci[oC + RX_CRC] += 1
-            ci[od] = crc
-            ci[od + 1] = got
-            return RX_CRC
-    cs = ci[oM + M_CNT_SIG]
-    if cs >= 0:
-        c = _unpack(cb, d0, ci, oS, oSEG, cs)
-        mod = ci[oM + M_CNT_MOD]
-        if c >= mod:  # e.g. 15 where the counter runs 0..14 (E2E profile 1): invalid, never a valid step
-            ci[oC + RX_COUNTER_JUMP] += 1
-            ci[od] = (ci[oK + CNT_LAST] + 1) % mod
-            ci[od + 1] = c
-            return RX_COUNTER_JUMP
-        if ci[oK + CNT_VALID] == 1:
-            delta = (c - ci[oK + CNT_LAST]) % mod
-            ci[od] = (ci[oK + CNT_LAST] + 1) % mod
-            ci[od + 1] = c
-            if delta == 0:
-                ci[oC + RX_COUNTER_FROZEN] += 1
-                return RX_COUNTER_FROZEN
-            ci[oK + CNT_LAST] = c
-            if delta > ci[oM + M_MAX_DELTA]:
-                ci[oC + RX_COUNTER_JUMP] += 1
-                return RX_COUNTER_JUMP
-            ci[oC + RX_LOST] += delta - 1
-        else:
-            ci[oK + CNT_LAST] = c
-            ci[oK + CNT_VALID] = 1
-    s0 = ci[oM + M_SIG0]
-    s1 = s0 + ci[oM + M_NSIG]
-    oA = ci[CI_RX_ALLOW]
-    oX = ci[CI_RX_MUX]
-    if ci[oM + M_MUXED] == 1 and _known_mux(cb, d0, ci, oS, oSEG, oX, s0, s1, od) != 0:
-        ci[oC + RX_MUX] += 1
-        return RX_MUX
-    for s in range(s0, s1):
-        r = oS + s * S_COLS
-        if ci[r + S_TARGET] < 0 or not _present(cb, d0, ci, oS, oSEG, oX, s):
-            continue
-        raw = _unpack(cb, d0, ci, oS, oSEG, s)
-        bad = raw < ci[r + S_RAW_LO] or raw > ci[r + S_RAW_HI]
-        na = ci[r + S_NALLOW]
-        if not bad and na > 0:
-            bad = True
-            a0 = oA + ci[r + S_ALLOW0]
-            for a in range(a0, a0 + na):
-                if ci[a] == raw:
-                    bad = False
-        if bad:
-            ci[oC + RX_RANGE] += 1
-            ci[od] = s
-            ci[od + 1] = raw
-            ci[od + 2] = s
-            return RX_RANGE
-    oSF = ci[CI_F_RX_SF]
-    oV = ci[CI_F_VALUES]
-    seq = ci[ci[CI_SEQ] + m] + 1
-    ospost = ci[CI_SPOST]
-    for s in range(s0, s1):
-        if ci[oS + s * S_COLS + S_TARGET] >= 0 and _present(cb, d0, ci, oS, oSEG, oX, s):
-            raw = _unpack(cb, d0, ci, oS, oSEG, s)
-            f = oSF + s * SF_COLS
-            cf[oV + s] = cf[f + SF_GAIN] * (raw * cf[f + SF_SCALE] + cf[f + SF_OFFSET]) + cf[f + SF_BIAS]
-            ci[ospost + s] = seq
-    ci[ci[CI_SEQ] + m] = seq
-    ci[oC + RX_OK] += 1
-    return RX_OK
+    oM = ci[CI_RX_M] + m * M_COLS  # noqa: F821
+    oC = ci[CI_COUNTS] + m * RX_COLS  # noqa: F821
+    od = ci[CI_DETAIL]  # noqa: F821
+    verdict = _rx_e2e(n, ci, cb, oM, oC, ci[CI_CNT] + m * CNT_COLS, od)  # noqa: F821
+    if verdict == RX_OK:  # noqa: F821
+        verdict = _rx_values(ci, cb, oM, od)
+    if verdict == RX_OK:  # noqa: F821
+        _rx_post(m, ci, cf, cb, oM)
+    ci[oC + verdict] += 1
+    return verdict
 
 
 @njit(**JIT)
 def _restart_ages(ci):
     """The plant was reset: every command message and signal is stale, as if never received.  Called in the loop."""
-    for m in range(ci[CI_NRX]):
-        ci[ci[CI_LAST] + m] = -1
-        ci[ci[CI_STALE] + m] = 1
-        oM = ci[CI_RX_M] + m * M_COLS
-        for s in range(ci[oM + M_SIG0], ci[oM + M_SIG0] + ci[oM + M_NSIG]):
-            ci[ci[CI_SLAST] + s] = -1
+    for m in range(ci[CI_NRX]):  # noqa: F821
+        ci[ci[CI_LAST] + m] = -1  # noqa: F821
+        ci[ci[CI_STALE] + m] = 1  # noqa: F821
+        oM = ci[CI_RX_M] + m * M_COLS  # noqa: F821
+        for s in range(ci[oM + M_SIG0], ci[oM + M_SIG0] + ci[oM + M_NSIG]):  # noqa: F821
+            ci[ci[CI_SLAST] + s] = -1  # noqa: F821
 
 
 @njit(**JIT)
 def _oldest_page(ci, oS, oslast, s0, s1, last):
     """The tick of the oldest mapped signal of a multiplexed message (-1: one never came).  Called in the loop."""
     for s in range(s0, s1):
-        if ci[oS + s * S_COLS + S_TARGET] >= 0:
+        if ci[oS + s * S_COLS + S_TARGET] >= 0:  # noqa: F821
             ls = ci[oslast + s]
             if ls < 0:
                 return -1
@@ -589,33 +649,33 @@ def rx_apply(tick, take, drive, ci, cf, df):
     applied = 0
     fresh = 1
     n_req = 0
-    oS = ci[CI_RX_S]
-    oV = ci[CI_F_VALUES]
-    oseq = ci[CI_SEQ]
-    oseen = ci[CI_SEEN]
-    olast = ci[CI_LAST]
-    ostale = ci[CI_STALE]
-    otmo = ci[CI_TIMEOUTS]
-    oad = ci[CI_ADAPTER]
-    ou = ci[CI_P_U]
-    our = ou + ci[CI_N_IN]
+    oS = ci[CI_RX_S]  # noqa: F821
+    oV = ci[CI_F_VALUES]  # noqa: F821
+    oseq = ci[CI_SEQ]  # noqa: F821
+    oseen = ci[CI_SEEN]  # noqa: F821
+    olast = ci[CI_LAST]  # noqa: F821
+    ostale = ci[CI_STALE]  # noqa: F821
+    otmo = ci[CI_TIMEOUTS]  # noqa: F821
+    oad = ci[CI_ADAPTER]  # noqa: F821
+    ou = ci[CI_P_U]  # noqa: F821
+    our = ou + ci[CI_N_IN]  # noqa: F821
     apply = drive
-    nrx = ci[CI_NRX]
-    ospost = ci[CI_SPOST]
-    oslast = ci[CI_SLAST]
-    if tick < ci[oad + A_PREV_TICK]:
+    nrx = ci[CI_NRX]  # noqa: F821
+    ospost = ci[CI_SPOST]  # noqa: F821
+    oslast = ci[CI_SLAST]  # noqa: F821
+    if tick < ci[oad + A_PREV_TICK]:  # noqa: F821
         _restart_ages(ci)
-    ci[oad + A_PREV_TICK] = tick
+    ci[oad + A_PREV_TICK] = tick  # noqa: F821
     for m in range(nrx):
-        oM = ci[CI_RX_M] + m * M_COLS
-        s0 = ci[oM + M_SIG0]
-        s1 = s0 + ci[oM + M_NSIG]
+        oM = ci[CI_RX_M] + m * M_COLS  # noqa: F821
+        s0 = ci[oM + M_SIG0]  # noqa: F821
+        s1 = s0 + ci[oM + M_NSIG]  # noqa: F821
         if take and ci[oseq + m] != ci[oseen + m]:
             prev = ci[oseen + m]
             ci[oseen + m] = ci[oseq + m]
             ci[olast + m] = tick
             for s in range(s0, s1):
-                t = ci[oS + s * S_COLS + S_TARGET]
+                t = ci[oS + s * S_COLS + S_TARGET]  # noqa: F821
                 if t >= 0 and ci[ospost + s] > prev:  # carried by a frame since the last take
                     ci[oslast + s] = tick
                     if apply:
@@ -623,26 +683,26 @@ def rx_apply(tick, take, drive, ci, cf, df):
                         df[our + t] = 0.0
             applied += 1
         last = ci[olast + m]
-        if ci[oM + M_MUXED] == 1:
+        if ci[oM + M_MUXED] == 1:  # noqa: F821
             last = _oldest_page(ci, oS, oslast, s0, s1, last)
-        if last < 0 or tick - last > ci[oM + M_TIMEOUT]:
+        if last < 0 or tick - last > ci[oM + M_TIMEOUT]:  # noqa: F821
             if ci[ostale + m] == 0:
                 ci[ostale + m] = 1
                 ci[otmo + m] += 1
         else:
             ci[ostale + m] = 0
-        if ci[oM + M_REQUIRED] == 1:
+        if ci[oM + M_REQUIRED] == 1:  # noqa: F821
             n_req += 1
             if ci[ostale + m] == 1:
                 fresh = 0
     if n_req == 0:
         fresh = 0
     if not take:
-        ci[oad + A_BUSY] += 1
+        ci[oad + A_BUSY] += 1  # noqa: F821
     if not apply:
-        ci[oad + A_IGNORED] += applied
+        ci[oad + A_IGNORED] += applied  # noqa: F821
         fresh = 0  # commands do not drive the plant now: nothing to feed the watchdog for
-    ci[oad + A_FRESH] = fresh
+    ci[oad + A_FRESH] = fresh  # noqa: F821
     return fresh
 
 
@@ -652,34 +712,138 @@ def _refresh_aux(ci, cf, tick, tick_info):
 
     Called in the real-time loop.
     """
-    oa = ci[CI_F_AUX]
-    oad = ci[CI_ADAPTER]
+    oa = ci[CI_F_AUX]  # noqa: F821
+    oad = ci[CI_ADAPTER]  # noqa: F821
     crc = cnt = dlc = rng = ok = mux = 0
-    oC = ci[CI_COUNTS]
-    for m in range(ci[CI_NRX]):
-        r = oC + m * RX_COLS
-        mux += ci[r + RX_MUX]
-        crc += ci[r + RX_CRC]
-        cnt += ci[r + RX_COUNTER_FROZEN] + ci[r + RX_COUNTER_JUMP]
-        dlc += ci[r + RX_DLC]
-        rng += ci[r + RX_RANGE]
-        ok += ci[r + RX_OK]
+    oC = ci[CI_COUNTS]  # noqa: F821
+    for m in range(ci[CI_NRX]):  # noqa: F821
+        r = oC + m * RX_COLS  # noqa: F821
+        mux += ci[r + RX_MUX]  # noqa: F821
+        crc += ci[r + RX_CRC]  # noqa: F821
+        cnt += ci[r + RX_COUNTER_FROZEN] + ci[r + RX_COUNTER_JUMP]  # noqa: F821
+        dlc += ci[r + RX_DLC]  # noqa: F821
+        rng += ci[r + RX_RANGE]  # noqa: F821
+        ok += ci[r + RX_OK]  # noqa: F821
     tmo = 0
-    for m in range(ci[CI_NRX]):
-        tmo += ci[ci[CI_TIMEOUTS] + m]
-    cf[oa + AUX_TICK] = tick
-    cf[oa + AUX_OVERRUNS] = tick_info[TI_OVERRUNS]
-    cf[oa + AUX_WATCHDOG] = tick_info[TI_WATCHDOG]
-    cf[oa + AUX_FRESH] = ci[oad + A_FRESH]
-    cf[oa + AUX_CRC] = crc
-    cf[oa + AUX_COUNTER] = cnt
-    cf[oa + AUX_DLC] = dlc
-    cf[oa + AUX_UNKNOWN] = ci[oad + A_UNKNOWN]
-    cf[oa + AUX_RANGE] = rng
-    cf[oa + AUX_TIMEOUTS] = tmo
-    cf[oa + AUX_RX_OK] = ok
-    cf[oa + AUX_TX_ERRORS] = ci[oad + A_TX_ERRORS]
-    cf[oa + AUX_UNKNOWN_MUX] = mux
+    for m in range(ci[CI_NRX]):  # noqa: F821
+        tmo += ci[ci[CI_TIMEOUTS] + m]  # noqa: F821
+    cf[oa + AUX_TICK] = tick  # noqa: F821
+    cf[oa + AUX_OVERRUNS] = tick_info[TI_OVERRUNS]  # noqa: F821
+    cf[oa + AUX_WATCHDOG] = tick_info[TI_WATCHDOG]  # noqa: F821
+    cf[oa + AUX_FRESH] = ci[oad + A_FRESH]  # noqa: F821
+    cf[oa + AUX_CRC] = crc  # noqa: F821
+    cf[oa + AUX_COUNTER] = cnt  # noqa: F821
+    cf[oa + AUX_DLC] = dlc  # noqa: F821
+    cf[oa + AUX_UNKNOWN] = ci[oad + A_UNKNOWN]  # noqa: F821
+    cf[oa + AUX_RANGE] = rng  # noqa: F821
+    cf[oa + AUX_TIMEOUTS] = tmo  # noqa: F821
+    cf[oa + AUX_RX_OK] = ok  # noqa: F821
+    cf[oa + AUX_TX_ERRORS] = ci[oad + A_TX_ERRORS]  # noqa: F821
+    cf[oa + AUX_UNKNOWN_MUX] = mux  # noqa: F821
+
+
+@njit(**JIT)
+def _tx_raw(x, lo, hi, wraps, ci, osat, m):
+    """The raw value of a transmit signal whose value is ``x`` raw units: rounded to the nearest, clamped
+    to [lo, hi]; clamped or non-finite values count at ``ci[osat + m]``; a counter that ``wraps`` (an
+    auxiliary count in a signal whose range starts at 0) wraps modulo hi + 1 instead of sticking at hi."""
+    if not math.isfinite(x):
+        raw = 0 if lo <= 0 <= hi else lo
+        ci[osat + m] += 1
+    elif x < lo:
+        raw = lo
+        ci[osat + m] += 1
+    elif x > hi:
+        if wraps:
+            raw = int(math.floor(x + 0.5)) % (hi + 1)  # counters wrap (docs/can.md), never stick at the top
+        else:
+            raw = hi
+            ci[osat + m] += 1
+    else:
+        raw = int(math.floor(x + 0.5))
+        if raw > hi:
+            raw = hi
+    return raw
+
+
+@njit(**JIT)
+def _tx_signals(m, ci, cf, cb, df, oM, d0, of):
+    """Pack the signals of transmit message ``m`` into its cleared row at ``d0``: a multiplexed message's
+    page of this cycle first (its multiplexer values, then the signals it carries), an injected
+    out-of-range raw value as is, every mapped signal from its plant output or auxiliary value."""
+    oS = ci[CI_TX_S]  # noqa: F821
+    oSEG = ci[CI_TX_SEG]  # noqa: F821
+    oSF = ci[CI_F_TX_SF]  # noqa: F821
+    oy = ci[CI_P_Y]  # noqa: F821
+    oa = ci[CI_F_AUX]  # noqa: F821
+    osat = ci[CI_SAT]  # noqa: F821
+    oX = ci[CI_TX_MUX]  # noqa: F821
+    otxpage = ci[CI_TXPAGE]  # noqa: F821
+    s0 = ci[oM + M_SIG0]  # noqa: F821
+    pg = ci[oM + M_PAGES]  # noqa: F821
+    if pg >= 0:  # the multiplexer values of this cycle's page first: the presence of the others follows
+        pl = oX + pg
+        page = ci[otxpage + m]
+        p = oX + ci[pl + 1 + page]
+        for a in range(ci[p]):
+            _pack(cb, d0, ci, oS, oSEG, ci[p + 1 + 2 * a], ci[p + 2 + 2 * a])
+        ci[otxpage + m] = (page + 1) % ci[pl]
+    for s in range(s0, s0 + ci[oM + M_NSIG]):  # noqa: F821
+        r = oS + s * S_COLS  # noqa: F821
+        if pg >= 0 and (ci[r + S_MUXK] >= 0 or not _present(cb, d0, ci, oS, oSEG, oX, s)):  # noqa: F821
+            continue  # a multiplexer (set above) or a signal of another page
+        if s == ci[of + TF_OOR_SIG]:  # noqa: F821
+            _pack(cb, d0, ci, oS, oSEG, s, ci[of + TF_OOR_RAW])  # noqa: F821
+            continue
+        t = ci[r + S_TARGET]  # noqa: F821
+        if t < 0:
+            continue
+        v = df[oy + t] if ci[r + S_SOURCE] == SOURCE_PLANT else cf[oa + t]  # noqa: F821
+        f = oSF + s * SF_COLS  # noqa: F821
+        x = ((v - cf[f + SF_BIAS]) / cf[f + SF_GAIN] - cf[f + SF_OFFSET]) / cf[f + SF_SCALE]  # noqa: F821
+        lo = ci[r + S_RAW_LO]  # noqa: F821
+        wraps = ci[r + S_SOURCE] == SOURCE_AUX and t != AUX_WATCHDOG and t != AUX_FRESH and lo == 0  # noqa: F821
+        _pack(cb, d0, ci, oS, oSEG, s, _tx_raw(x, lo, ci[r + S_RAW_HI], wraps, ci, osat, m))  # noqa: F821
+
+
+@njit(**JIT)
+def _tx_protect(m, n, ci, cb, oM, d0, of):
+    """The alive counter (advanced per frame unless frozen by a fault), then the CRC over the packed row."""
+    cs = ci[oM + M_CNT_SIG]  # noqa: F821
+    ocnt = ci[CI_TXCNT]  # noqa: F821
+    if cs >= 0:
+        _pack(cb, d0, ci, ci[CI_TX_S], ci[CI_TX_SEG], cs, ci[ocnt + m])  # noqa: F821
+        if ci[of + TF_FREEZE] == 0:  # noqa: F821
+            ci[ocnt + m] = (ci[ocnt + m] + 1) % ci[oM + M_CNT_MOD]  # noqa: F821
+    cbb = ci[oM + M_CRC_BYTE]  # noqa: F821
+    if cbb >= 0:
+        crc = _frame_crc(cb, d0, n, ci, oM)
+        if ci[of + TF_BAD_CRC] != 0:  # noqa: F821
+            crc = crc ^ 0xFFFF
+        cb[d0 + cbb] = crc & 0xFF
+        if ci[oM + M_CRC_BITS] == 16:  # noqa: F821
+            cb[d0 + cbb + 1] = (crc >> 8) & 0xFF
+
+
+@njit(**JIT)
+def _tx_delay(m, n, ci, cb, d0, of):
+    """An injected delay of ``dl`` cycles: the packed row goes into the message's delay line and the row
+    packed dl cycles ago comes out in its place.  Returns 0 while the line is still filling (nothing to
+    send), else 1."""
+    dl = ci[of + TF_DELAY]  # noqa: F821
+    if dl > 0:
+        line = CB_TX + ci[CI_NTX] * MAX_PAYLOAD + m * (DELAY_MAX + 1) * MAX_PAYLOAD  # noqa: F821
+        w = ci[of + TF_WRITTEN]  # noqa: F821
+        q = line + (w % (dl + 1)) * MAX_PAYLOAD
+        for i in range(n):
+            cb[q + i] = cb[d0 + i]
+        ci[of + TF_WRITTEN] = w + 1  # noqa: F821
+        if w < dl:
+            return 0
+        q = line + ((w - dl) % (dl + 1)) * MAX_PAYLOAD
+        for i in range(n):
+            cb[d0 + i] = cb[q + i]
+    return 1
 
 
 @njit(**JIT_TICK)
@@ -697,7 +861,8 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
     alive counter advances per frame;
     the CRC is computed last.  A multiplexed message sends its pages in
     turn, one per cycle: the page's multiplexer values, then the signals it
-    carries.
+    carries.  Steps: :func:`_tx_signals`, :func:`_tx_protect`, then the injected
+    faults (:func:`_tx_delay`, drop).
 
     Returns
     -------
@@ -707,96 +872,24 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
     """
     _refresh_aux(ci, cf, tick, tick_info)
     n_due = 0
-    oS = ci[CI_TX_S]
-    oSEG = ci[CI_TX_SEG]
-    oSF = ci[CI_F_TX_SF]
-    oy = ci[CI_P_Y]
-    oa = ci[CI_F_AUX]
-    odue = ci[CI_DUE]
-    osat = ci[CI_SAT]
-    ocnt = ci[CI_TXCNT]
-    oX = ci[CI_TX_MUX]
-    otxpage = ci[CI_TXPAGE]
-    for m in range(ci[CI_NTX]):
-        oM = ci[CI_TX_M] + m * M_COLS
-        period = ci[oM + M_PERIOD]
-        off = ci[oM + M_OFFSET]
+    odue = ci[CI_DUE]  # noqa: F821
+    for m in range(ci[CI_NTX]):  # noqa: F821
+        oM = ci[CI_TX_M] + m * M_COLS  # noqa: F821
+        period = ci[oM + M_PERIOD]  # noqa: F821
+        off = ci[oM + M_OFFSET]  # noqa: F821
         if period <= 0 or tick < off or (tick - off) % period != 0:
             continue
-        n = ci[oM + M_LEN]
-        d0 = CB_TX + m * MAX_PAYLOAD
+        n = ci[oM + M_LEN]  # noqa: F821
+        d0 = CB_TX + m * MAX_PAYLOAD  # noqa: F821
         for i in range(n):
             cb[d0 + i] = 0
-        s0 = ci[oM + M_SIG0]
-        of = ci[CI_TX_FLT] + m * TF_COLS
-        pg = ci[oM + M_PAGES]
-        if pg >= 0:  # the multiplexer values of this cycle's page first: the presence of the others follows
-            pl = oX + pg
-            page = ci[otxpage + m]
-            p = oX + ci[pl + 1 + page]
-            for a in range(ci[p]):
-                _pack(cb, d0, ci, oS, oSEG, ci[p + 1 + 2 * a], ci[p + 2 + 2 * a])
-            ci[otxpage + m] = (page + 1) % ci[pl]
-        for s in range(s0, s0 + ci[oM + M_NSIG]):
-            r = oS + s * S_COLS
-            if pg >= 0 and (ci[r + S_MUXK] >= 0 or not _present(cb, d0, ci, oS, oSEG, oX, s)):
-                continue  # a multiplexer (set above) or a signal of another page
-            if s == ci[of + TF_OOR_SIG]:
-                _pack(cb, d0, ci, oS, oSEG, s, ci[of + TF_OOR_RAW])
-                continue
-            t = ci[r + S_TARGET]
-            if t < 0:
-                continue
-            v = df[oy + t] if ci[r + S_SOURCE] == SOURCE_PLANT else cf[oa + t]
-            f = oSF + s * SF_COLS
-            x = ((v - cf[f + SF_BIAS]) / cf[f + SF_GAIN] - cf[f + SF_OFFSET]) / cf[f + SF_SCALE]
-            lo = ci[r + S_RAW_LO]
-            hi = ci[r + S_RAW_HI]
-            if not math.isfinite(x):
-                raw = 0 if lo <= 0 <= hi else lo
-                ci[osat + m] += 1
-            elif x < lo:
-                raw = lo
-                ci[osat + m] += 1
-            elif x > hi:
-                if ci[r + S_SOURCE] == SOURCE_AUX and t != AUX_WATCHDOG and t != AUX_FRESH and lo == 0:
-                    raw = int(math.floor(x + 0.5)) % (hi + 1)  # counters wrap (docs/can.md), never stick at the top
-                else:
-                    raw = hi
-                    ci[osat + m] += 1
-            else:
-                raw = int(math.floor(x + 0.5))
-                if raw > hi:
-                    raw = hi
-            _pack(cb, d0, ci, oS, oSEG, s, raw)
-        cs = ci[oM + M_CNT_SIG]
-        if cs >= 0:
-            _pack(cb, d0, ci, oS, oSEG, cs, ci[ocnt + m])
-            if ci[of + TF_FREEZE] == 0:
-                ci[ocnt + m] = (ci[ocnt + m] + 1) % ci[oM + M_CNT_MOD]
-        cbb = ci[oM + M_CRC_BYTE]
-        if cbb >= 0:
-            crc = _frame_crc(cb, d0, n, ci, oM)
-            if ci[of + TF_BAD_CRC] != 0:
-                crc = crc ^ 0xFFFF
-            cb[d0 + cbb] = crc & 0xFF
-            if ci[oM + M_CRC_BITS] == 16:
-                cb[d0 + cbb + 1] = (crc >> 8) & 0xFF
-        dl = ci[of + TF_DELAY]
-        if dl > 0:  # into the delay line; out comes the frame packed dl cycles ago, if there is one yet
-            line = CB_TX + ci[CI_NTX] * MAX_PAYLOAD + m * (DELAY_MAX + 1) * MAX_PAYLOAD
-            w = ci[of + TF_WRITTEN]
-            q = line + (w % (dl + 1)) * MAX_PAYLOAD
-            for i in range(n):
-                cb[q + i] = cb[d0 + i]
-            ci[of + TF_WRITTEN] = w + 1
-            if w < dl:
-                continue
-            q = line + ((w - dl) % (dl + 1)) * MAX_PAYLOAD
-            for i in range(n):
-                cb[d0 + i] = cb[q + i]
-        if ci[of + TF_DROP] != 0:
-            ci[of + TF_DROPPED] += 1
+        of = ci[CI_TX_FLT] + m * TF_COLS  # noqa: F821
+        _tx_signals(m, ci, cf, cb, df, oM, d0, of)
+        _tx_protect(m, n, ci, cb, oM, d0, of)
+        if _tx_delay(m, n, ci, cb, d0, of) == 0:
+            continue
+        if ci[of + TF_DROP] != 0:  # noqa: F821
+            ci[of + TF_DROPPED] += 1  # noqa: F821
             continue
         ci[odue + n_due] = m
         n_due += 1
@@ -804,10 +897,12 @@ def tx_pack(tick, ci, cf, cb, df, tick_info):
 
 
 # -- frames packed by the tick, sent between ticks (realtime) ---------------------------------
-Q_HEAD = 0  # frames queued since the adapter opened
-Q_TAIL = 1  # frames taken out to be sent
-Q_DROPPED = 2  # frames not queued because the queue was full (the sender was starved)
-Q_COLS = 3
+QUEUE = Columns("the counters of a send queue or bus-log ring (q_state, l_state)", (
+    ("Q_HEAD", "frames queued since the adapter opened"),
+    ("Q_TAIL", "frames taken out to be sent"),
+    ("Q_DROPPED", "frames not queued because the queue was full (the sender was starved)"),
+), count="Q_COLS")
+globals().update(QUEUE.constants())  # Q_HEAD, Q_TAIL, Q_DROPPED; Q_COLS
 
 
 @njit(**JIT_TICK)
@@ -818,19 +913,19 @@ def tx_enqueue(ci, cb, n_due, q_msg, q_data, q_state):
     the counters ``Q_*``.  A full queue drops the frame and counts it.  Called in the real-time loop.
     """
     cap = q_msg.shape[0]
-    odue = ci[CI_DUE]
+    odue = ci[CI_DUE]  # noqa: F821
     for i in range(n_due):
-        head = q_state[Q_HEAD]
-        if head - q_state[Q_TAIL] >= cap:
-            q_state[Q_DROPPED] += 1
+        head = q_state[Q_HEAD]  # noqa: F821
+        if head - q_state[Q_TAIL] >= cap:  # noqa: F821
+            q_state[Q_DROPPED] += 1  # noqa: F821
             continue
         m = ci[odue + i]
         slot = head % cap
         q_msg[slot] = m
-        d0 = CB_TX + m * MAX_PAYLOAD
+        d0 = CB_TX + m * MAX_PAYLOAD  # noqa: F821
         for j in range(MAX_PAYLOAD):
             q_data[slot, j] = cb[d0 + j]
-        q_state[Q_HEAD] = head + 1
+        q_state[Q_HEAD] = head + 1  # noqa: F821
 
 
 @njit(**JIT_TICK)
@@ -842,20 +937,20 @@ def tx_log(ci, cb, n_due, tick, l_meta, l_data, l_state):
     it.  Called in the real-time loop.
     """
     cap = l_meta.shape[0]
-    odue = ci[CI_DUE]
+    odue = ci[CI_DUE]  # noqa: F821
     for i in range(n_due):
-        head = l_state[Q_HEAD]
-        if head - l_state[Q_TAIL] >= cap:
-            l_state[Q_DROPPED] += 1
+        head = l_state[Q_HEAD]  # noqa: F821
+        if head - l_state[Q_TAIL] >= cap:  # noqa: F821
+            l_state[Q_DROPPED] += 1  # noqa: F821
             continue
         m = ci[odue + i]
         slot = head % cap
         l_meta[slot, 0] = tick
         l_meta[slot, 1] = m
-        d0 = CB_TX + m * MAX_PAYLOAD
-        for j in range(ci[ci[CI_TX_M] + m * M_COLS + M_LEN]):
+        d0 = CB_TX + m * MAX_PAYLOAD  # noqa: F821
+        for j in range(ci[ci[CI_TX_M] + m * M_COLS + M_LEN]):  # noqa: F821
             l_data[slot, j] = cb[d0 + j]
-        l_state[Q_HEAD] = head + 1
+        l_state[Q_HEAD] = head + 1  # noqa: F821
 
 
 # -- the buffers the kernels work on ----------------------------------------------------------
@@ -884,14 +979,17 @@ class FrameCodec:
         self.rx, self.tx = rx, tx
         nr, nt = rx.n_msg, tx.n_msg
         sizes = [
-            (CI_RX_M, rx.M.size), (CI_RX_S, rx.S.size), (CI_RX_SEG, rx.SEG.size), (CI_RX_ALLOW, rx.ALLOW.size),
-            (CI_TX_M, tx.M.size), (CI_TX_S, tx.S.size), (CI_TX_SEG, tx.SEG.size),
-            (CI_CNT, nr * CNT_COLS), (CI_COUNTS, nr * RX_COLS), (CI_SEQ, nr), (CI_SEEN, nr), (CI_LAST, nr),
-            (CI_STALE, nr), (CI_TIMEOUTS, nr), (CI_TXCNT, nt), (CI_DUE, nt), (CI_SAT, nt), (CI_DETAIL, 3),
-            (CI_ADAPTER, A_COLS), (CI_TX_FLT, nt * TF_COLS), (CI_RX_MUX, rx.MUX.size), (CI_TX_MUX, tx.MUX.size),
-            (CI_SPOST, rx.n_sig), (CI_SLAST, rx.n_sig), (CI_TXPAGE, nt),
+            (CI_RX_M, rx.M.size), (CI_RX_S, rx.S.size), (CI_RX_SEG, rx.SEG.size),  # noqa: F821
+            (CI_RX_ALLOW, rx.ALLOW.size),  # noqa: F821
+            (CI_TX_M, tx.M.size), (CI_TX_S, tx.S.size), (CI_TX_SEG, tx.SEG.size),  # noqa: F821
+            (CI_CNT, nr * CNT_COLS), (CI_COUNTS, nr * RX_COLS),  # noqa: F821
+            (CI_SEQ, nr), (CI_SEEN, nr), (CI_LAST, nr),  # noqa: F821
+            (CI_STALE, nr), (CI_TIMEOUTS, nr), (CI_TXCNT, nt), (CI_DUE, nt), (CI_SAT, nt),  # noqa: F821
+            (CI_DETAIL, 3), (CI_ADAPTER, A_COLS), (CI_TX_FLT, nt * TF_COLS),  # noqa: F821
+            (CI_RX_MUX, rx.MUX.size), (CI_TX_MUX, tx.MUX.size),  # noqa: F821
+            (CI_SPOST, rx.n_sig), (CI_SLAST, rx.n_sig), (CI_TXPAGE, nt),  # noqa: F821
         ]
-        off = CI_HEADER
+        off = CI_HEADER  # noqa: F821
         slots = {}
         for slot, size in sizes:
             slots[slot] = off
@@ -899,18 +997,18 @@ class FrameCodec:
         ci = np.zeros(off, dtype=np.int64)
         for slot, o in slots.items():
             ci[slot] = o
-        ci[CI_NRX], ci[CI_NTX], ci[CI_N_IN], ci[CI_P_U], ci[CI_P_Y] = nr, nt, n_in, u_offset, y_offset
+        ci[CI_NRX], ci[CI_NTX], ci[CI_N_IN], ci[CI_P_U], ci[CI_P_Y] = nr, nt, n_in, u_offset, y_offset  # noqa: F821
         consts = list(getattr(tx, "constants", None) or [])  # constant transmit values follow the status values
-        fsizes = [(CI_F_RX_SF, rx.SF.size), (CI_F_VALUES, rx.n_sig), (CI_F_TX_SF, tx.SF.size),
-                  (CI_F_AUX, N_AUX + len(consts))]
+        fsizes = [(CI_F_RX_SF, rx.SF.size), (CI_F_VALUES, rx.n_sig), (CI_F_TX_SF, tx.SF.size),  # noqa: F821
+                  (CI_F_AUX, N_AUX + len(consts))]  # noqa: F821
         foff = 0
         for slot, size in fsizes:
             ci[slot] = foff
             foff += max(size, 1)
         cf = np.zeros(foff, dtype=np.float64)
         # the transmit rows, then a delay line of DELAY_MAX + 1 frames per transmit message (injected delays)
-        cb = np.zeros(CB_TX + max(nt, 1) * MAX_PAYLOAD * (DELAY_MAX + 2), dtype=np.uint8)
-        cb[CB_CRC:CB_CRC + 256] = CRC8_J1850_TABLE
+        cb = np.zeros(CB_TX + max(nt, 1) * MAX_PAYLOAD * (DELAY_MAX + 2), dtype=np.uint8)  # noqa: F821
+        cb[CB_CRC:CB_CRC + 256] = CRC8_J1850_TABLE  # noqa: F821
         self.ci, self.cf, self.cb = ci, cf, cb
 
         def iv(slot, shape):
@@ -923,8 +1021,8 @@ class FrameCodec:
             n = int(np.prod(shape))
             return cf[o:o + n].reshape(shape)
 
-        for lay, sl in ((rx, (CI_RX_M, CI_RX_S, CI_RX_SEG, CI_RX_ALLOW, CI_F_RX_SF, CI_RX_MUX)),
-                        (tx, (CI_TX_M, CI_TX_S, CI_TX_SEG, None, CI_F_TX_SF, CI_TX_MUX))):
+        for lay, sl in ((rx, (CI_RX_M, CI_RX_S, CI_RX_SEG, CI_RX_ALLOW, CI_F_RX_SF, CI_RX_MUX)),  # noqa: F821
+                        (tx, (CI_TX_M, CI_TX_S, CI_TX_SEG, None, CI_F_TX_SF, CI_TX_MUX))):  # noqa: F821
             v = iv(sl[0], lay.M.shape)
             v[:] = lay.M
             lay.M = v
@@ -949,39 +1047,39 @@ class FrameCodec:
     def _name_views(self, iv, fv, nr: int, nt: int, consts: list) -> None:
         """Named views of the state in the buffers; the constants of the transmit values filled in."""
         rx, cb = self.rx, self.cb
-        self.cnt_state = iv(CI_CNT, (nr, CNT_COLS))
-        self.counts = iv(CI_COUNTS, (nr, RX_COLS))
-        self.seq = iv(CI_SEQ, (nr,))
-        self.seen = iv(CI_SEEN, (nr,))
-        self.last_tick = iv(CI_LAST, (nr,))
-        self.stale = iv(CI_STALE, (nr,))
-        self.timeouts = iv(CI_TIMEOUTS, (nr,))
-        self.tx_counter = iv(CI_TXCNT, (nt,))
-        self.due = iv(CI_DUE, (nt,))
-        self.saturated = iv(CI_SAT, (nt,))
-        self.detail = iv(CI_DETAIL, (3,))
-        self.adapter = iv(CI_ADAPTER, (A_COLS,))
-        self.tx_faults = iv(CI_TX_FLT, (nt, TF_COLS))
-        self.tx_faults[:, TF_OOR_SIG] = -1
-        self.values = fv(CI_F_VALUES, (rx.n_sig,))
-        self.aux = fv(CI_F_AUX, (N_AUX,))
-        fv(CI_F_AUX, (N_AUX + len(consts),))[N_AUX:] = consts
-        self.rx_buf = cb[CB_RX:CB_RX + MAX_PAYLOAD]
-        self.tx_buf = cb[CB_TX:CB_TX + nt * MAX_PAYLOAD].reshape(nt, MAX_PAYLOAD)
-        self.tx_page = iv(CI_TXPAGE, (nt,))
+        self.cnt_state = iv(CI_CNT, (nr, CNT_COLS))  # noqa: F821
+        self.counts = iv(CI_COUNTS, (nr, RX_COLS))  # noqa: F821
+        self.seq = iv(CI_SEQ, (nr,))  # noqa: F821
+        self.seen = iv(CI_SEEN, (nr,))  # noqa: F821
+        self.last_tick = iv(CI_LAST, (nr,))  # noqa: F821
+        self.stale = iv(CI_STALE, (nr,))  # noqa: F821
+        self.timeouts = iv(CI_TIMEOUTS, (nr,))  # noqa: F821
+        self.tx_counter = iv(CI_TXCNT, (nt,))  # noqa: F821
+        self.due = iv(CI_DUE, (nt,))  # noqa: F821
+        self.saturated = iv(CI_SAT, (nt,))  # noqa: F821
+        self.detail = iv(CI_DETAIL, (3,))  # noqa: F821
+        self.adapter = iv(CI_ADAPTER, (A_COLS,))  # noqa: F821
+        self.tx_faults = iv(CI_TX_FLT, (nt, TF_COLS))  # noqa: F821
+        self.tx_faults[:, TF_OOR_SIG] = -1  # noqa: F821
+        self.values = fv(CI_F_VALUES, (rx.n_sig,))  # noqa: F821
+        self.aux = fv(CI_F_AUX, (N_AUX,))  # noqa: F821
+        fv(CI_F_AUX, (N_AUX + len(consts),))[N_AUX:] = consts  # noqa: F821
+        self.rx_buf = cb[CB_RX:CB_RX + MAX_PAYLOAD]  # noqa: F821
+        self.tx_buf = cb[CB_TX:CB_TX + nt * MAX_PAYLOAD].reshape(nt, MAX_PAYLOAD)  # noqa: F821
+        self.tx_page = iv(CI_TXPAGE, (nt,))  # noqa: F821
         self.last_tick[:] = -1
-        iv(CI_SLAST, (rx.n_sig,))[:] = -1
+        iv(CI_SLAST, (rx.n_sig,))[:] = -1  # noqa: F821
         self.stale[:] = 1  # never received: stale, but not a timeout
 
     def receive(self, m: int, data) -> int:
         """Copy a payload into the receive buffer and check it (:func:`rx_frame`); returns the verdict."""
         n = len(data)
         if n > MAX_PAYLOAD:
-            return RX_DLC
+            return RX_DLC  # noqa: F821
         if n:
             self.rx_buf[:n] = np.frombuffer(bytes(data), dtype=np.uint8)
         return rx_frame(m, n, self.ci, self.cf, self.cb)
 
     def payload(self, m: int) -> bytes:
         """The packed payload of transmit message ``m`` (after :func:`tx_pack`)."""
-        return bytes(self.tx_buf[m, :self.tx.M[m, M_LEN]])
+        return bytes(self.tx_buf[m, :self.tx.M[m, M_LEN]])  # noqa: F821

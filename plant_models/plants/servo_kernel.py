@@ -28,9 +28,10 @@ import math
 
 from numba import njit
 
+from ..contract.columns import Columns
 from ..contract.vocabulary import (CNT_EVENTS, CNT_ROLLBACKS, CNT_STEPS, EV_BREAKAWAY, EV_STICK, N_COUNTERS,
                                    SHARED_EVENTS, ST_BAD_INPUT, ST_NONFINITE, ST_OK)
-from ..core.api import JIT, raw_f, raw_i
+from ..core.api import JIT, JIT_STAGE, raw_f, raw_i
 from ..plant import Ports
 
 DEG = math.pi / 180.0  # rad per degree
@@ -39,34 +40,36 @@ MPA = 1.0e6  # Pa per MPa
 # --------------------------------------------------------------------------
 # the model buffer mf: float parameters (the int model buffer mi is unused)
 # --------------------------------------------------------------------------
-# -- controller
-PF_AMP_GAIN = 0  # servo-amplifier gain G_amp, A per rad of position error
-PF_CURRENT_MAX = 1  # current saturation I_max, A
-# -- servovalve first stage
-PF_WF = 2  # first-stage natural frequency wF, rad/s
-PF_ZF = 3  # first-stage damping ratio zF, -
-PF_GF = 4  # flapper displacement per net current G_F, m/A
-PF_XF_MAX = 5  # flapper travel (hard stops at +-), m
-# -- second stage
-PF_GS = 6  # spool velocity per flapper displacement G_S, 1/s
-PF_KXS = 7  # steady-state spool position per current K_XS, m/A
-PF_XS_MAX = 8  # spool travel (hard stops at +-), m
-PF_GP = 9  # pressure gain G_P, Pa/m
-PF_RQ = 10  # pressure-flow coefficient R_Q = G_P/G_Q, Pa s/m^3
-PF_CLEAK = 11  # leakage coefficient C_L, m^3/(s Pa)
-# -- motor and transmission
-PF_DIS = 12  # motor displacement referred to the surface, m^3/rad
-PF_INERTIA = 13  # inertia of motor, transmission and surface J_M, kg m^2
-PF_VISCOUS = 14  # viscous coefficient C_M, N m s/rad
-PF_TFR0 = 15  # load-independent friction torque T_FR0, N m
-PF_ETO = 16  # efficiency with opposing load EtO, -
-PF_ETA = 17  # efficiency with aiding load EtA, -
-PF_FSD = 18  # static-to-dynamic friction ratio FSD, -
-PF_XJ_MIN = 19  # lower hard stop, rad
-PF_XJ_MAX = 20  # upper hard stop, rad
-# -- numerics
-PF_H_MAX = 21  # longest internal sub-step, s
-PF_LEN = 22
+PARAMS = Columns("the servo's float parameters in mf", (
+    # -- controller
+    ("PF_AMP_GAIN", "servo-amplifier gain G_amp, A per rad of position error"),
+    ("PF_CURRENT_MAX", "current saturation I_max, A"),
+    # -- servovalve first stage
+    ("PF_WF", "first-stage natural frequency wF, rad/s"),
+    ("PF_ZF", "first-stage damping ratio zF, -"),
+    ("PF_GF", "flapper displacement per net current G_F, m/A"),
+    ("PF_XF_MAX", "flapper travel (hard stops at +-), m"),
+    # -- second stage
+    ("PF_GS", "spool velocity per flapper displacement G_S, 1/s"),
+    ("PF_KXS", "steady-state spool position per current K_XS, m/A"),
+    ("PF_XS_MAX", "spool travel (hard stops at +-), m"),
+    ("PF_GP", "pressure gain G_P, Pa/m"),
+    ("PF_RQ", "pressure-flow coefficient R_Q = G_P/G_Q, Pa s/m^3"),
+    ("PF_CLEAK", "leakage coefficient C_L, m^3/(s Pa)"),
+    # -- motor and transmission
+    ("PF_DIS", "motor displacement referred to the surface, m^3/rad"),
+    ("PF_INERTIA", "inertia of motor, transmission and surface J_M, kg m^2"),
+    ("PF_VISCOUS", "viscous coefficient C_M, N m s/rad"),
+    ("PF_TFR0", "load-independent friction torque T_FR0, N m"),
+    ("PF_ETO", "efficiency with opposing load EtO, -"),
+    ("PF_ETA", "efficiency with aiding load EtA, -"),
+    ("PF_FSD", "static-to-dynamic friction ratio FSD, -"),
+    ("PF_XJ_MIN", "lower hard stop, rad"),
+    ("PF_XJ_MAX", "upper hard stop, rad"),
+    # -- numerics
+    ("PF_H_MAX", "longest internal sub-step, s"),
+), count="PF_LEN")
+globals().update(PARAMS.constants())  # PF_AMP_GAIN .. PF_H_MAX; PF_LEN
 
 # --------------------------------------------------------------------------
 # ports
@@ -133,31 +136,37 @@ N_OUT = len(OUTPUTS)
 # the data buffers: df (float) and di (int), laid out once, fixed
 # --------------------------------------------------------------------------
 EVENT_CAPACITY = 4096  # events kept in the ring log until read
-DF_TIME = 0  # simulated time, s
-DF_U = 1  # [N_IN] inputs, then [N_IN] their first-order-hold rates (per s)
-DF_Y = DF_U + 2 * N_IN  # [N_OUT] outputs
-DF_STATE = DF_Y + N_OUT  # [N_STATE] state, see S_*
-S_W = 0  # surface rate DXJ, rad/s
-S_X = 1  # surface position XJ, rad
-S_XF = 2  # flapper position, m
-S_DXF = 3  # flapper velocity, m/s
-S_XS = 4  # spool position, m
-S_COR = 5  # last current, A
-S_P12 = 6  # last load pressure, Pa
-S_TM = 7  # last motor torque, N m
-S_TFR = 8  # last friction torque, N m
-S_TSTOP = 9  # last hard-stop torque, N m
-N_STATE = 10
-DF_EV_TIME = DF_STATE + N_STATE  # [EVENT_CAPACITY] event times, s
-DF_LEN = DF_EV_TIME + EVENT_CAPACITY
-
-DI_COUNTERS = 0  # [N_COUNTERS] the contract's counters (contract.vocabulary.CNT_*): steps, events, ..., rollbacks
-DI_STATUS = DI_COUNTERS + N_COUNTERS  # status word of the last step
-DI_AT_STOP = DI_STATUS + 1  # -1 / 0 / +1
-DI_STUCK = DI_STATUS + 2  # 1 while at rest
-DI_EV_SOURCE = DI_STATUS + 3  # [EVENT_CAPACITY] event source, see EVENT_SOURCES
-DI_EV_KIND = DI_EV_SOURCE + EVENT_CAPACITY  # [EVENT_CAPACITY] event kind, see EVENT_NAMES
-DI_LEN = DI_EV_KIND + EVENT_CAPACITY
+STATE = Columns("the servo's state, in df at DF_STATE", (
+    ("S_W", "surface rate DXJ, rad/s"),
+    ("S_X", "surface position XJ, rad"),
+    ("S_XF", "flapper position, m"),
+    ("S_DXF", "flapper velocity, m/s"),
+    ("S_XS", "spool position, m"),
+    ("S_COR", "last current, A"),
+    ("S_P12", "last load pressure, Pa"),
+    ("S_TM", "last motor torque, N m"),
+    ("S_TFR", "last friction torque, N m"),
+    ("S_TSTOP", "last hard-stop torque, N m"),
+), count="N_STATE")
+globals().update(STATE.constants())  # S_W .. S_TSTOP; N_STATE
+DF_SLOTS = Columns("the float data buffer df", (
+    ("DF_TIME", "simulated time, s"),
+    ("DF_U", "[N_IN] inputs, then [N_IN] their first-order-hold rates (per s)", 2 * N_IN),
+    ("DF_Y", "[N_OUT] outputs", N_OUT),
+    ("DF_STATE", "[N_STATE] state, see S_*", N_STATE),  # noqa: F821
+    ("DF_EV_TIME", "[EVENT_CAPACITY] event times, s", EVENT_CAPACITY),
+), count="DF_LEN")
+globals().update(DF_SLOTS.constants())  # DF_TIME .. DF_EV_TIME; DF_LEN
+DI_SLOTS = Columns("the int data buffer di", (
+    ("DI_COUNTERS", "[N_COUNTERS] the contract's counters (contract.vocabulary.CNT_*): steps, events, ..., rollbacks",
+     N_COUNTERS),
+    ("DI_STATUS", "status word of the last step"),
+    ("DI_AT_STOP", "-1 / 0 / +1"),
+    ("DI_STUCK", "1 while at rest"),
+    ("DI_EV_SOURCE", "[EVENT_CAPACITY] event source, see EVENT_SOURCES", EVENT_CAPACITY),
+    ("DI_EV_KIND", "[EVENT_CAPACITY] event kind, see EVENT_NAMES", EVENT_CAPACITY),
+), count="DI_LEN")
+globals().update(DI_SLOTS.constants())  # DI_COUNTERS .. DI_EV_KIND; DI_LEN
 
 # event kinds (source: 0 = transmission friction, 1 = lower stop, 2 = upper stop)
 EVENTS = SHARED_EVENTS.extend("the servo plant")
@@ -174,36 +183,36 @@ EVENT_SOURCES = ("transmission", "lower_stop", "upper_stop")
 @njit(**JIT)
 def _log(df, di, t, source, kind):
     """Append an event to the ring log.  Called in the real-time loop."""
-    k = di[DI_COUNTERS + CNT_EVENTS] % EVENT_CAPACITY
-    df[DF_EV_TIME + k] = t
-    di[DI_EV_SOURCE + k] = source
-    di[DI_EV_KIND + k] = kind
-    di[DI_COUNTERS + CNT_EVENTS] += 1
+    k = di[DI_COUNTERS + CNT_EVENTS] % EVENT_CAPACITY  # noqa: F821
+    df[DF_EV_TIME + k] = t  # noqa: F821
+    di[DI_EV_SOURCE + k] = source  # noqa: F821
+    di[DI_EV_KIND + k] = kind  # noqa: F821
+    di[DI_COUNTERS + CNT_EVENTS] += 1  # noqa: F821
 
 
 @njit(**JIT)
 def _outputs(mf, mi, df, di, h, status):
     """Write the plant outputs from the state, h s after the step start.  Called in the real-time loop."""
-    oy = DF_Y
-    os_ = DF_STATE
-    w = df[os_ + S_W]
-    x = df[os_ + S_X]
-    com = df[DF_U + IN_COMMAND] + df[DF_U + N_IN + IN_COMMAND] * h
+    oy = DF_Y  # noqa: F821
+    os_ = DF_STATE  # noqa: F821
+    w = df[os_ + S_W]  # noqa: F821
+    x = df[os_ + S_X]  # noqa: F821
+    com = df[DF_U + IN_COMMAND] + df[DF_U + N_IN + IN_COMMAND] * h  # noqa: F821
     df[oy + OUT_COMMAND_IN] = com
-    df[oy + OUT_SUPPLY_IN] = max(df[DF_U + IN_SUPPLY] + df[DF_U + N_IN + IN_SUPPLY] * h, 0.0)
-    df[oy + OUT_LOAD_IN] = df[DF_U + IN_LOAD] + df[DF_U + N_IN + IN_LOAD] * h
+    df[oy + OUT_SUPPLY_IN] = max(df[DF_U + IN_SUPPLY] + df[DF_U + N_IN + IN_SUPPLY] * h, 0.0)  # noqa: F821
+    df[oy + OUT_LOAD_IN] = df[DF_U + IN_LOAD] + df[DF_U + N_IN + IN_LOAD] * h  # noqa: F821
     df[oy + OUT_POSITION] = x / DEG
     df[oy + OUT_RATE] = w / DEG
     df[oy + OUT_ERROR] = com - x / DEG
-    df[oy + OUT_CURRENT] = df[os_ + S_COR] * 1.0e3
-    df[oy + OUT_FLAPPER] = df[os_ + S_XF] * 1.0e6
-    df[oy + OUT_SPOOL] = df[os_ + S_XS] * 1.0e6
-    df[oy + OUT_PRESSURE] = df[os_ + S_P12] / MPA
-    df[oy + OUT_MOTOR_TQ] = df[os_ + S_TM]
-    df[oy + OUT_FRICTION_TQ] = df[os_ + S_TFR]
-    df[oy + OUT_STOP_TQ] = df[os_ + S_TSTOP]
-    df[oy + OUT_STUCK] = float(di[DI_STUCK])
-    df[oy + OUT_AT_STOP] = float(di[DI_AT_STOP])
+    df[oy + OUT_CURRENT] = df[os_ + S_COR] * 1.0e3  # noqa: F821
+    df[oy + OUT_FLAPPER] = df[os_ + S_XF] * 1.0e6  # noqa: F821
+    df[oy + OUT_SPOOL] = df[os_ + S_XS] * 1.0e6  # noqa: F821
+    df[oy + OUT_PRESSURE] = df[os_ + S_P12] / MPA  # noqa: F821
+    df[oy + OUT_MOTOR_TQ] = df[os_ + S_TM]  # noqa: F821
+    df[oy + OUT_FRICTION_TQ] = df[os_ + S_TFR]  # noqa: F821
+    df[oy + OUT_STOP_TQ] = df[os_ + S_TSTOP]  # noqa: F821
+    df[oy + OUT_STUCK] = float(di[DI_STUCK])  # noqa: F821
+    df[oy + OUT_AT_STOP] = float(di[DI_AT_STOP])  # noqa: F821
     df[oy + OUT_STATUS] = float(status)
 
 
@@ -213,44 +222,43 @@ def _log_changes(df, di, t_end, stuck_new, stop):
 
     Called in the real-time loop.
     """
-    stuck_old = di[DI_STUCK]
+    stuck_old = di[DI_STUCK]  # noqa: F821
     if stuck_new != stuck_old:
         _log(df, di, t_end, 0, EV_STICK if stuck_new == 1 else EV_BREAKAWAY)
-        di[DI_STUCK] = stuck_new
-    old_stop = di[DI_AT_STOP]
+        di[DI_STUCK] = stuck_new  # noqa: F821
+    old_stop = di[DI_AT_STOP]  # noqa: F821
     if stop != old_stop:
         if old_stop != 0:
             _log(df, di, t_end, 1 if old_stop < 0 else 2, EV_STOP_RELEASE)
         if stop != 0:
             _log(df, di, t_end, 1 if stop < 0 else 2, EV_STOP_HIT)
-        di[DI_AT_STOP] = stop
+        di[DI_AT_STOP] = stop  # noqa: F821
 
 
-@njit(**JIT)
-def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
-    """One fixed sub-step of the actuator (the paper's Table 1 plus the servovalve).  Called in the real-time loop.
+@njit(**JIT_STAGE)
+def _valve(mf, df, h, com, x, psr):
+    """Controller, servovalve's two stages and its saturated pressure, over one sub-step of h s.
 
-    com in rad, psr in Pa, tld in N m.  Logs stick / breakaway / stop events at t_end.
+    Updates the flapper, spool and current states; returns the pressure the spool opens for, Pa
+    (the pressure gain times the spool position, saturated at the supply pressure ``psr``).
     """
-    w = df[DF_STATE + S_W]  # DXJ, rad/s
-    x = df[DF_STATE + S_X]  # XJ, rad
     # -- controller
-    cor = mf[PF_AMP_GAIN] * (com - x)
-    imax = mf[PF_CURRENT_MAX]
+    cor = mf[PF_AMP_GAIN] * (com - x)  # noqa: F821
+    imax = mf[PF_CURRENT_MAX]  # noqa: F821
     if cor > imax:
         cor = imax
     elif cor < -imax:
         cor = -imax
     # -- first stage: semi-implicit Euler, flapper stops inelastic
-    xf = df[DF_STATE + S_XF]
-    vf = df[DF_STATE + S_DXF]
-    xs = df[DF_STATE + S_XS]
-    wf = mf[PF_WF]
-    inet = cor - xs / mf[PF_KXS]
-    af = wf * wf * (mf[PF_GF] * inet - xf) - 2.0 * mf[PF_ZF] * wf * vf
+    xf = df[DF_STATE + S_XF]  # noqa: F821
+    vf = df[DF_STATE + S_DXF]  # noqa: F821
+    xs = df[DF_STATE + S_XS]  # noqa: F821
+    wf = mf[PF_WF]  # noqa: F821
+    inet = cor - xs / mf[PF_KXS]  # noqa: F821
+    af = wf * wf * (mf[PF_GF] * inet - xf) - 2.0 * mf[PF_ZF] * wf * vf  # noqa: F821
     vf += h * af
     xf += h * vf
-    xfm = mf[PF_XF_MAX]
+    xfm = mf[PF_XF_MAX]  # noqa: F821
     if xf >= xfm:
         xf = xfm
         if vf > 0.0:
@@ -260,36 +268,39 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
         if vf < 0.0:
             vf = 0.0
     # -- second stage: spool integrates the flapper, spool stops
-    xs += h * mf[PF_GS] * xf
-    xsm = mf[PF_XS_MAX]
+    xs += h * mf[PF_GS] * xf  # noqa: F821
+    xsm = mf[PF_XS_MAX]  # noqa: F821
     if xs > xsm:
         xs = xsm
     elif xs < -xsm:
         xs = -xsm
-    df[DF_STATE + S_XF] = xf
-    df[DF_STATE + S_DXF] = vf
-    df[DF_STATE + S_XS] = xs
-    df[DF_STATE + S_COR] = cor
-    # -- pressure: saturated pressure gain minus the loss of the total flow
-    ps = mf[PF_GP] * xs
+    df[DF_STATE + S_XF] = xf  # noqa: F821
+    df[DF_STATE + S_DXF] = vf  # noqa: F821
+    df[DF_STATE + S_XS] = xs  # noqa: F821
+    df[DF_STATE + S_COR] = cor  # noqa: F821
+    # -- pressure: saturated pressure gain (the loss of the total flow is the caller's)
+    ps = mf[PF_GP] * xs  # noqa: F821
     if ps > psr:
         ps = psr
     elif ps < -psr:
         ps = -psr
-    rq = mf[PF_RQ]
-    dis = mf[PF_DIS]
-    den = 1.0 + rq * mf[PF_CLEAK]
-    d_valve = dis * dis * rq / den  # velocity-proportional torque of the valve loss, N m s/rad
-    d_tot = d_valve + mf[PF_VISCOUS]
-    t_drive = dis * ps / den - tld  # active torque without the velocity-proportional part
-    act = t_drive - d_tot * w  # Table 1, statement 1
-    # -- friction (statements 2-10)
+    return ps
+
+
+@njit(**JIT_STAGE)
+def _friction(mf, h, w, act, t_drive, d_tot, tld):
+    """Table 1, statements 2-13: the friction torque (N m) and the rate at the sub-step's end (rad/s).
+
+    Moving: the dynamic friction of an opposing or aiding load, and the rate with the
+    velocity-proportional torque implicit.  At rest: friction holds the active torque ``act`` up to
+    the static limits, the excess accelerates.
+    """
     a_tld = abs(tld)
-    tfr0 = mf[PF_TFR0]
-    fdo = tfr0 + (1.0 / mf[PF_ETO] - 1.0) * a_tld
-    fda = tfr0 + (1.0 - mf[PF_ETA]) * a_tld
-    fsd = mf[PF_FSD]
-    jm = mf[PF_INERTIA]
+    tfr0 = mf[PF_TFR0]  # noqa: F821
+    fdo = tfr0 + (1.0 / mf[PF_ETO] - 1.0) * a_tld  # noqa: F821
+    fda = tfr0 + (1.0 - mf[PF_ETA]) * a_tld  # noqa: F821
+    fsd = mf[PF_FSD]  # noqa: F821
+    jm = mf[PF_INERTIA]  # noqa: F821
     if w != 0.0:
         tfr = fdo if w > 0.0 else -fdo
         if w * tld < 0.0:
@@ -309,13 +320,22 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
         elif tfr > hi:
             tfr = hi
         w_new = h * (act - tfr) / (jm + h * d_tot)
-    # statement 14: a sign change inside the sub-step stops the element
+    return tfr, w_new
+
+
+@njit(**JIT_STAGE)
+def _stops(mf, h, x, w, w_new):
+    """Table 1, statements 14-17: a sign change inside the sub-step stops the element; trapezoidal
+    position; hard stops (inelastic), departure only away from a stop.
+
+    Returns the position (rad) and rate (rad/s) at the sub-step's end and the stop it is on
+    (-1 lower, +1 upper, 0 none).
+    """
     if w * w_new < 0.0:
         w_new = 0.0
-    # statements 15-17: trapezoidal position, hard stops (inelastic), departure only away from a stop
     x_new = x + 0.5 * (w + w_new) * h
-    x_lo = mf[PF_XJ_MIN]
-    x_hi = mf[PF_XJ_MAX]
+    x_lo = mf[PF_XJ_MIN]  # noqa: F821
+    x_hi = mf[PF_XJ_MAX]  # noqa: F821
     stop = 0
     if x_new <= x_lo:
         x_new = x_lo
@@ -327,18 +347,42 @@ def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
         stop = 1
         if w_new > 0.0:
             w_new = 0.0
+    return x_new, w_new, stop
+
+
+@njit(**JIT)
+def _substep(mf, mi, df, di, h, t_end, com, psr, tld):
+    """One fixed sub-step of the actuator (the paper's Table 1 plus the servovalve).  Called in the real-time loop.
+
+    com in rad, psr in Pa, tld in N m.  Logs stick / breakaway / stop events at t_end.  The paper's
+    order: :func:`_valve` (controller, servovalve), the motor's active torque, :func:`_friction`
+    (statements 2-13), :func:`_stops` (14-17), the torque a stop carries.
+    """
+    w = df[DF_STATE + S_W]  # noqa: F821  DXJ, rad/s
+    x = df[DF_STATE + S_X]  # noqa: F821  XJ, rad
+    ps = _valve(mf, df, h, com, x, psr)
+    # -- the motor: the valve's pressure less the loss of the total flow
+    rq = mf[PF_RQ]  # noqa: F821
+    dis = mf[PF_DIS]  # noqa: F821
+    den = 1.0 + rq * mf[PF_CLEAK]  # noqa: F821
+    d_valve = dis * dis * rq / den  # velocity-proportional torque of the valve loss, N m s/rad
+    d_tot = d_valve + mf[PF_VISCOUS]  # noqa: F821
+    t_drive = dis * ps / den - tld  # active torque without the velocity-proportional part
+    act = t_drive - d_tot * w  # Table 1, statement 1
+    tfr, w_new = _friction(mf, h, w, act, t_drive, d_tot, tld)
+    x_new, w_new, stop = _stops(mf, h, x, w, w_new)
     # torque the stop carries: the excess of the active torque over friction pushing into it
     t_stop = 0.0
     if stop != 0 and w_new == 0.0:
         net = act - tfr
         if stop * net > 0.0:
             t_stop = net
-    df[DF_STATE + S_W] = w_new
-    df[DF_STATE + S_X] = x_new
-    df[DF_STATE + S_P12] = (ps - rq * dis * w_new) / den
-    df[DF_STATE + S_TM] = dis * df[DF_STATE + S_P12]
-    df[DF_STATE + S_TFR] = tfr
-    df[DF_STATE + S_TSTOP] = t_stop
+    df[DF_STATE + S_W] = w_new  # noqa: F821
+    df[DF_STATE + S_X] = x_new  # noqa: F821
+    df[DF_STATE + S_P12] = (ps - rq * dis * w_new) / den  # noqa: F821
+    df[DF_STATE + S_TM] = dis * df[DF_STATE + S_P12]  # noqa: F821
+    df[DF_STATE + S_TFR] = tfr  # noqa: F821
+    df[DF_STATE + S_TSTOP] = t_stop  # noqa: F821
     _log_changes(df, di, t_end, 1 if w_new == 0.0 else 0, stop)
 
 
@@ -347,28 +391,28 @@ def _servo_step(mf, mi, df, di, dt):
     """Implementation of servo_step on raw pointers.  Called in the real-time loop."""
     ok = dt > 0.0 and math.isfinite(dt)
     for k in range(2 * N_IN):
-        ok = ok and math.isfinite(df[DF_U + k])
+        ok = ok and math.isfinite(df[DF_U + k])  # noqa: F821
     if not ok:
-        di[DI_STATUS] = ST_BAD_INPUT
-        df[DF_Y + OUT_STATUS] = float(ST_BAD_INPUT)
+        di[DI_STATUS] = ST_BAD_INPUT  # noqa: F821
+        df[DF_Y + OUT_STATUS] = float(ST_BAD_INPUT)  # noqa: F821
         return ST_BAD_INPUT
-    nsub = int(math.ceil(dt / mf[PF_H_MAX] - 1e-9))
+    nsub = int(math.ceil(dt / mf[PF_H_MAX] - 1e-9))  # noqa: F821
     if nsub < 1:
         nsub = 1
     h = dt / nsub
-    t0 = df[DF_TIME]
-    com0 = df[DF_U + IN_COMMAND]
-    com_r = df[DF_U + N_IN + IN_COMMAND]
-    psr0 = df[DF_U + IN_SUPPLY]
-    psr_r = df[DF_U + N_IN + IN_SUPPLY]
-    tld0 = df[DF_U + IN_LOAD]
-    tld_r = df[DF_U + N_IN + IN_LOAD]
+    t0 = df[DF_TIME]  # noqa: F821
+    com0 = df[DF_U + IN_COMMAND]  # noqa: F821
+    com_r = df[DF_U + N_IN + IN_COMMAND]  # noqa: F821
+    psr0 = df[DF_U + IN_SUPPLY]  # noqa: F821
+    psr_r = df[DF_U + N_IN + IN_SUPPLY]  # noqa: F821
+    tld0 = df[DF_U + IN_LOAD]  # noqa: F821
+    tld_r = df[DF_U + N_IN + IN_LOAD]  # noqa: F821
     # roll-back copy of the integrated state
-    w0 = df[DF_STATE + S_W]
-    x0 = df[DF_STATE + S_X]
-    xf0 = df[DF_STATE + S_XF]
-    vf0 = df[DF_STATE + S_DXF]
-    xs0 = df[DF_STATE + S_XS]
+    w0 = df[DF_STATE + S_W]  # noqa: F821
+    x0 = df[DF_STATE + S_X]  # noqa: F821
+    xf0 = df[DF_STATE + S_XF]  # noqa: F821
+    vf0 = df[DF_STATE + S_DXF]  # noqa: F821
+    xs0 = df[DF_STATE + S_XS]  # noqa: F821
     for k in range(nsub):
         s = k * h  # inputs are sampled at the sub-step start (explicit, as in Table 1)
         com = (com0 + com_r * s) * DEG
@@ -378,20 +422,20 @@ def _servo_step(mf, mi, df, di, dt):
         tld = tld0 + tld_r * s
         _substep(mf, mi, df, di, h, t0 + (k + 1) * h, com, psr, tld)
     st = ST_OK
-    if not (math.isfinite(df[DF_STATE + S_W]) and math.isfinite(df[DF_STATE + S_X])
-            and math.isfinite(df[DF_STATE + S_XS]) and math.isfinite(df[DF_STATE + S_XF])
-            and math.isfinite(df[DF_STATE + S_DXF])):
-        df[DF_STATE + S_W] = w0
-        df[DF_STATE + S_X] = x0
-        df[DF_STATE + S_XF] = xf0
-        df[DF_STATE + S_DXF] = vf0
-        df[DF_STATE + S_XS] = xs0
-        di[DI_COUNTERS + CNT_ROLLBACKS] += 1
+    if not (math.isfinite(df[DF_STATE + S_W]) and math.isfinite(df[DF_STATE + S_X])  # noqa: F821
+            and math.isfinite(df[DF_STATE + S_XS]) and math.isfinite(df[DF_STATE + S_XF])  # noqa: F821
+            and math.isfinite(df[DF_STATE + S_DXF])):  # noqa: F821
+        df[DF_STATE + S_W] = w0  # noqa: F821
+        df[DF_STATE + S_X] = x0  # noqa: F821
+        df[DF_STATE + S_XF] = xf0  # noqa: F821
+        df[DF_STATE + S_DXF] = vf0  # noqa: F821
+        df[DF_STATE + S_XS] = xs0  # noqa: F821
+        di[DI_COUNTERS + CNT_ROLLBACKS] += 1  # noqa: F821
         st = ST_NONFINITE
     else:
-        df[DF_TIME] = t0 + dt
-    di[DI_COUNTERS + CNT_STEPS] += 1
-    di[DI_STATUS] = st
+        df[DF_TIME] = t0 + dt  # noqa: F821
+    di[DI_COUNTERS + CNT_STEPS] += 1  # noqa: F821
+    di[DI_STATUS] = st  # noqa: F821
     _outputs(mf, mi, df, di, dt if st == ST_OK else 0.0, st)
     return st
 

@@ -26,6 +26,7 @@ import math
 from numba import njit
 
 from ..clutch import BAR
+from ..contract.columns import Columns
 from ..core.api import JIT, JIT_STAGE, L, y_act, y_omega, y_row_work
 from ..friction_plant import CORE_STATUS
 from ..plant import Ports
@@ -37,57 +38,62 @@ from . import friction_step
 
 # plant int parameters (MI_PLANT block): sizes, port blocks, then the offsets of the int tables
 # (in MI_PLANT) and of the float tables (in MF_PLANT), which follow
-PI_N_IN = 0  # number of inputs (their rates follow them)
-PI_N_MEM = 1  # members
-PI_N_EL = 2  # shift elements (core rows 0 .. n_el - 1)
-PI_N_SEL = 3  # selectors (core rows n_el .. n_el + n_sel - 1)
-PI_N_TQ = 4  # torque inputs
-PI_N_GEAR = 5  # gears of the shift table
-PI_N_REL = 6  # independent rigid relations
-PI_N_RELOUT = 7  # relation torque outputs
-PI_N_SPRING = 8  # springs
-PI_INPUT_MEMBER = 9
-PI_OUTPUT_MEMBER = 10
-PI_IN_TQ = 11  # input index of the first torque input
-PI_OUT_W = 12  # output index of w_<member 0>
-PI_OUT_WOUT = 13
-PI_OUT_GEAR = 14
-PI_OUT_RATIO = 15
-PI_OUT_EL = 16  # first element block
-PI_OUT_SEL = 17  # first selector block
-PI_OUT_SPRING = 18  # first spring torque
-PI_OUT_REL = 19  # first relation torque
-PI_OUT_STATUS = 20
-PI_EL_PORT = 21  # [elements] its pressure input (-1: none, a freewheel)
-PI_TQ_MEMBER = 22  # [torque inputs] the member it acts on
-PI_SEL_PORT = 23  # [selectors] its command input
-PI_SEL_NPOS = 24  # [selectors] number of positions
-PI_SEL_POS = 25  # [selectors] its first position in the position tables
-PI_POS_VALUE = 26  # [positions] command value
-PI_GEAR = 27  # [gears] number, n elements, elements..., n positions, (selector, value)...
-PI_RELOUT = 28  # [relation outputs] (relation, member)
-PI_SPRING_A = 29  # [springs] member a (twist rate w_a - w_b)
-PI_SPRING_B = 30  # [springs] member b
-PI_MEM_COORD = 31  # [members] the independent speed the member is, or -1 (geared to others)
-PF_T = 32  # [members x n] w_members = T q
-PF_J = 33  # [members] inertia, kg m^2
-PF_B = 34  # [members] drag, N m s/rad
-PF_EL_C = 35  # [elements x members] each element's row over the members
-PF_EL_R = 36  # [elements] radius its torque and slip are given at (1 for rows in torque units)
-PF_TQ_SIGN = 37  # [torque inputs] +1 drives, -1 resists
-PF_POS_COEF = 38  # [positions] selector row coefficient on the 'to' member: -ratio
-PF_POS_SYNC = 39  # [positions] synchronizer capacity, N m at the selector's member
-PF_SEL_DOG = 40  # [selectors] dog clutch capacity, N m
-PF_LAMBDA = 41  # [relations x members] relation forces from the members' torque balance
-PF_G = 42  # [relations x members] the relations' coefficients
-PF_OUT_SIGN = 43  # [1] w_out = sign * w_output_member
-PI_OUT_PT = 44  # output index of the powertrain components' first output, -1: no powertrain
-PF_HYD = 45  # the clutch hydraulics' parameter block (powertrain/hydraulics.py), empty without
-PI_HYD_D = 46  # offset in the plant data block of the hydraulics' data, -1: no hydraulics
-PI_OUT_HYD = 47  # output index of the first fill output
-PI_LEN = 48
+HEADER = Columns("the plant's int parameters (MI_PLANT): sizes, port blocks, offsets of the int and float tables", (
+    ("PI_N_IN", "number of inputs (their rates follow them)"),
+    ("PI_N_MEM", "members"),
+    ("PI_N_EL", "shift elements (core rows 0 .. n_el - 1)"),
+    ("PI_N_SEL", "selectors (core rows n_el .. n_el + n_sel - 1)"),
+    ("PI_N_TQ", "torque inputs"),
+    ("PI_N_GEAR", "gears of the shift table"),
+    ("PI_N_REL", "independent rigid relations"),
+    ("PI_N_RELOUT", "relation torque outputs"),
+    ("PI_N_SPRING", "springs"),
+    ("PI_INPUT_MEMBER", "the input member (its speed is the plant's input speed)"),
+    ("PI_OUTPUT_MEMBER", "the output member"),
+    ("PI_IN_TQ", "input index of the first torque input"),
+    ("PI_OUT_W", "output index of w_<member 0>"),
+    ("PI_OUT_WOUT", "output index of w_out"),
+    ("PI_OUT_GEAR", "output index of gear"),
+    ("PI_OUT_RATIO", "output index of ratio"),
+    ("PI_OUT_EL", "first element block"),
+    ("PI_OUT_SEL", "first selector block"),
+    ("PI_OUT_SPRING", "first spring torque"),
+    ("PI_OUT_REL", "first relation torque"),
+    ("PI_OUT_STATUS", "output index of status"),
+    ("PI_EL_PORT", "[elements] its pressure input (-1: none, a freewheel)"),
+    ("PI_TQ_MEMBER", "[torque inputs] the member it acts on"),
+    ("PI_SEL_PORT", "[selectors] its command input"),
+    ("PI_SEL_NPOS", "[selectors] number of positions"),
+    ("PI_SEL_POS", "[selectors] its first position in the position tables"),
+    ("PI_POS_VALUE", "[positions] command value"),
+    ("PI_GEAR", "[gears] number, n elements, elements..., n positions, (selector, value)..."),
+    ("PI_RELOUT", "[relation outputs] (relation, member)"),
+    ("PI_SPRING_A", "[springs] member a (twist rate w_a - w_b)"),
+    ("PI_SPRING_B", "[springs] member b"),
+    ("PI_MEM_COORD", "[members] the independent speed the member is, or -1 (geared to others)"),
+    ("PF_T", "[members x n] w_members = T q"),
+    ("PF_J", "[members] inertia, kg m^2"),
+    ("PF_B", "[members] drag, N m s/rad"),
+    ("PF_EL_C", "[elements x members] each element's row over the members"),
+    ("PF_EL_R", "[elements] radius its torque and slip are given at (1 for rows in torque units)"),
+    ("PF_TQ_SIGN", "[torque inputs] +1 drives, -1 resists"),
+    ("PF_POS_COEF", "[positions] selector row coefficient on the 'to' member: -ratio"),
+    ("PF_POS_SYNC", "[positions] synchronizer capacity, N m at the selector's member"),
+    ("PF_SEL_DOG", "[selectors] dog clutch capacity, N m"),
+    ("PF_LAMBDA", "[relations x members] relation forces from the members' torque balance"),
+    ("PF_G", "[relations x members] the relations' coefficients"),
+    ("PF_OUT_SIGN", "[1] w_out = sign * w_output_member"),
+    ("PI_OUT_PT", "output index of the powertrain components' first output, -1: no powertrain"),
+    ("PF_HYD", "the clutch hydraulics' parameter block (powertrain/hydraulics.py), empty without"),
+    ("PI_HYD_D", "offset in the plant data block of the hydraulics' data, -1: no hydraulics"),
+    ("PI_OUT_HYD", "output index of the first fill output"),
+), count="PI_LEN")
+globals().update(HEADER.constants())  # PI_N_IN .. PI_OUT_HYD (PI_* and PF_* share the numbering); PI_LEN
 # plant int data (DI_PLANT block)
-PD_SEL = 0  # [selectors] position in effect (its command value, 0 = neutral)
+PLANT_DATA = Columns("the plant's int data (DI_PLANT)", (
+    ("PD_SEL", "[selectors] position in effect (its command value, 0 = neutral); sized when packed", 0),
+))
+globals().update(PLANT_DATA.constants())  # PD_SEL
 
 # the status bits of a transmission step: the core's, and one of its own (allocated: 256)
 STATUS = CORE_STATUS.extend("the transmission plant")
@@ -138,11 +144,11 @@ def _selector_command(mi, df, di, s):
     A command that is not 0 or one of the selector's positions keeps the
     previous one.  Called in the real-time loop.
     """
-    u = df[mi[L.DF_PLANT] + mi[_itab(mi, PI_SEL_PORT) + s]]
-    prev = di[mi[L.DI_PLANT] + PD_SEL + s]
-    ov = _itab(mi, PI_POS_VALUE)
-    p0 = mi[_itab(mi, PI_SEL_POS) + s]
-    p1 = p0 + mi[_itab(mi, PI_SEL_NPOS) + s]
+    u = df[mi[L.DF_PLANT] + mi[_itab(mi, PI_SEL_PORT) + s]]  # noqa: F821
+    prev = di[mi[L.DI_PLANT] + PD_SEL + s]  # noqa: F821
+    ov = _itab(mi, PI_POS_VALUE)  # noqa: F821
+    p0 = mi[_itab(mi, PI_SEL_POS) + s]  # noqa: F821
+    p1 = p0 + mi[_itab(mi, PI_SEL_NPOS) + s]  # noqa: F821
     if u == 0.0:
         return 0, -1, False
     for p in range(p0, p1):
@@ -163,8 +169,8 @@ def _same_inputs(mi, df, di):
     ofl = mi[L.DI_FLAGS]
     opi = mi[L.MI_PLANT]
     return ((di[ofl + L.FLAG_RUN_HINTS] & L.RUN_INPUTS_SAME) != 0 and di[ofl + L.FLAG_STATUS] != L.ST_BAD_INPUT
-            and mi[opi + PI_N_SEL] == 0 and mi[opi + PI_HYD_D] < 0
-            and not (mi[opi + PI_OUT_PT] >= 0 and commands_core_inputs(mi, df)))
+            and mi[opi + PI_N_SEL] == 0 and mi[opi + PI_HYD_D] < 0  # noqa: F821
+            and not (mi[opi + PI_OUT_PT] >= 0 and commands_core_inputs(mi, df)))  # noqa: F821
 
 
 @njit(**JIT)
@@ -181,30 +187,30 @@ def _inputs(mf, mi, df, di):
     opi = mi[L.MI_PLANT]
     if _same_inputs(mi, df, di):
         di[mi[L.DI_FLAGS] + L.FLAG_RUN_HINTS] |= L.RUN_CORE_INPUTS_SAME
-        if mi[opi + PI_OUT_PT] >= 0 and inputs_changed(mi, df):
+        if mi[opi + PI_OUT_PT] >= 0 and inputs_changed(mi, df):  # noqa: F821
             di[mi[L.DI_FLAGS] + L.FLAG_REUSE] = 0
         return 0  # no selector: no status bits
-    n_in = mi[opi + PI_N_IN]
+    n_in = mi[opi + PI_N_IN]  # noqa: F821
     oua = mi[L.DF_U_ACT]
     ouar = mi[L.DF_U_ACT_RATE]
     out = mi[L.DF_U_TAU]
     outr = mi[L.DF_U_TAU_RATE]
-    oport = _itab(mi, PI_EL_PORT)
+    oport = _itab(mi, PI_EL_PORT)  # noqa: F821
     finite = True
-    for i in range(mi[opi + PI_N_EL]):
+    for i in range(mi[opi + PI_N_EL]):  # noqa: F821
         k = mi[oport + i]
         if k >= 0:
             df[oua + i] = df[op + k] * BAR
             df[ouar + i] = df[op + n_in + k] * BAR
             finite = finite and math.isfinite(df[op + k]) and math.isfinite(df[op + n_in + k])
-    ot = _ftab(mi, PF_T)
-    ots = _ftab(mi, PF_TQ_SIGN)
-    otm = _itab(mi, PI_TQ_MEMBER)
-    itq = op + mi[opi + PI_IN_TQ]
+    ot = _ftab(mi, PF_T)  # noqa: F821
+    ots = _ftab(mi, PF_TQ_SIGN)  # noqa: F821
+    otm = _itab(mi, PI_TQ_MEMBER)  # noqa: F821
+    itq = op + mi[opi + PI_IN_TQ]  # noqa: F821
     for j in range(n):
         df[out + j] = 0.0
         df[outr + j] = 0.0
-    for k in range(mi[opi + PI_N_TQ]):
+    for k in range(mi[opi + PI_N_TQ]):  # noqa: F821
         m = mi[otm + k]
         v = mf[ots + k] * df[itq + k]
         r = mf[ots + k] * df[itq + n_in + k]
@@ -217,12 +223,12 @@ def _inputs(mf, mi, df, di):
             elif t != 0.0:
                 df[out + j] += t * v
                 df[outr + j] += t * r
-    if mi[opi + PI_OUT_PT] >= 0 and not inputs_finite(mi, df):
+    if mi[opi + PI_OUT_PT] >= 0 and not inputs_finite(mi, df):  # noqa: F821
         df[out] = math.nan  # a force-law input is not finite: the core refuses the step like any other
         finite = False
     if not finite:
         return 0  # the core rejects the step (ST_BAD_INPUT); leave the selections untouched too
-    if mi[opi + PI_OUT_PT] >= 0:
+    if mi[opi + PI_OUT_PT] >= 0:  # noqa: F821
         _powertrain_inputs(mi, df, di)
     return _selectors_in(mf, mi, df, di)
 
@@ -243,21 +249,21 @@ def _selectors_in(mf, mi, df, di):
     Returns plant status bits.  Called in the real-time loop.
     """
     opd = mi[L.DI_PLANT]
-    nel = mi[mi[L.MI_PLANT] + PI_N_EL]
+    nel = mi[mi[L.MI_PLANT] + PI_N_EL]  # noqa: F821
     oua = mi[L.DF_U_ACT]
     ouar = mi[L.DF_U_ACT_RATE]
     ocb = mi[L.DF_COEF_B]
     omode = mi[L.DI_MODE]
     st = 0
-    for s in range(mi[mi[L.MI_PLANT] + PI_N_SEL]):
+    for s in range(mi[mi[L.MI_PLANT] + PI_N_SEL]):  # noqa: F821
         row = nel + s
         g, p, rejected = _selector_command(mi, df, di, s)
         if rejected:
             st |= ST_GEAR_REJECTED
-        changed = g != di[opd + PD_SEL + s]
-        di[opd + PD_SEL + s] = g
+        changed = g != di[opd + PD_SEL + s]  # noqa: F821
+        di[opd + PD_SEL + s] = g  # noqa: F821
         if changed and g != 0:
-            coef = mf[_ftab(mi, PF_POS_COEF) + p]
+            coef = mf[_ftab(mi, PF_POS_COEF) + p]  # noqa: F821
             if df[ocb + row] != coef:
                 df[ocb + row] = coef
                 di[mi[L.DI_FLAGS] + L.FLAG_COEF_DIRTY] = 1
@@ -266,9 +272,9 @@ def _selectors_in(mf, mi, df, di):
         if g == 0:
             cap = 0.0
         elif di[omode + row] == L.MODE_STUCK and not changed:
-            cap = mf[_ftab(mi, PF_SEL_DOG) + s]
+            cap = mf[_ftab(mi, PF_SEL_DOG) + s]  # noqa: F821
         else:
-            cap = mf[_ftab(mi, PF_POS_SYNC) + p]
+            cap = mf[_ftab(mi, PF_POS_SYNC) + p]  # noqa: F821
         df[oua + row] = cap
         df[ouar + row] = 0.0
     return st
@@ -281,15 +287,15 @@ def _outputs(mf, mi, df, di, st, h):
     n = mi[L.H_N]
     opi = mi[L.MI_PLANT]
     if di[mi[L.DI_FLAGS] + L.FLAG_RUN_HINTS] & L.RUN_OUTPUTS_UNREAD:
-        if mi[opi + PI_OUT_PT] >= 0:
+        if mi[opi + PI_OUT_PT] >= 0:  # noqa: F821
             keep_law_inputs(mi, df, h)
         return
-    oy = mi[L.DF_PLANT] + 2 * mi[opi + PI_N_IN]
+    oy = mi[L.DF_PLANT] + 2 * mi[opi + PI_N_IN]  # noqa: F821
     ow = y_omega(mi)
-    ot = _ftab(mi, PF_T)
-    ocoord = _itab(mi, PI_MEM_COORD)
-    ooutw = oy + mi[opi + PI_OUT_W]
-    for m in range(mi[opi + PI_N_MEM]):
+    ot = _ftab(mi, PF_T)  # noqa: F821
+    ocoord = _itab(mi, PI_MEM_COORD)  # noqa: F821
+    ooutw = oy + mi[opi + PI_OUT_W]  # noqa: F821
+    for m in range(mi[opi + PI_N_MEM]):  # noqa: F821
         c = mi[ocoord + m]
         if c >= 0:
             df[ooutw + m] = df[ow + c]
@@ -298,23 +304,24 @@ def _outputs(mf, mi, df, di, st, h):
             for j in range(n):
                 acc += mf[ot + m * n + j] * df[ow + j]
             df[ooutw + m] = acc
-    w_in = df[ooutw + mi[opi + PI_INPUT_MEMBER]]
-    w_out = mf[_ftab(mi, PF_OUT_SIGN)] * df[ooutw + mi[opi + PI_OUTPUT_MEMBER]]
-    df[oy + mi[opi + PI_OUT_WOUT]] = w_out
+    w_in = df[ooutw + mi[opi + PI_INPUT_MEMBER]]  # noqa: F821
+    w_out = mf[_ftab(mi, PF_OUT_SIGN)] * df[ooutw + mi[opi + PI_OUTPUT_MEMBER]]  # noqa: F821
+    df[oy + mi[opi + PI_OUT_WOUT]] = w_out  # noqa: F821
     ratio = w_in / w_out if abs(w_out) > RATIO_MIN_OUTPUT_SPEED else 0.0
-    df[oy + mi[opi + PI_OUT_RATIO]] = min(max(ratio, -RATIO_LIMIT), RATIO_LIMIT)
+    df[oy + mi[opi + PI_OUT_RATIO]] = min(max(ratio, -RATIO_LIMIT), RATIO_LIMIT)  # noqa: F821
     _element_outputs(mf, mi, df, di, oy)
-    df[oy + mi[opi + PI_OUT_GEAR]] = float(_engaged_gear(mi, di))
-    osp = oy + mi[opi + PI_OUT_SPRING]
+    df[oy + mi[opi + PI_OUT_GEAR]] = float(_engaged_gear(mi, di))  # noqa: F821
+    osp = oy + mi[opi + PI_OUT_SPRING]  # noqa: F821
     for j in range(mi[L.H_S]):
         df[osp + j] = df[mi[L.DF_SPRING_TQ] + j]
-    if mi[opi + PI_N_RELOUT] > 0:
+    if mi[opi + PI_N_RELOUT] > 0:  # noqa: F821
         _relation_outputs(mf, mi, df, di, oy, h)
-    if mi[opi + PI_OUT_PT] >= 0:
-        write_outputs(mf, mi, df, di, h, oy + mi[opi + PI_OUT_PT])
-    if mi[opi + PI_HYD_D] >= 0:
-        write_fill_outputs(mf, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + mi[opi + PI_HYD_D], oy + mi[opi + PI_OUT_HYD])
-    df[oy + mi[opi + PI_OUT_STATUS]] = float(st)
+    if mi[opi + PI_OUT_PT] >= 0:  # noqa: F821
+        write_outputs(mf, mi, df, di, h, oy + mi[opi + PI_OUT_PT])  # noqa: F821
+    if mi[opi + PI_HYD_D] >= 0:  # noqa: F821
+        write_fill_outputs(mf, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + mi[opi + PI_HYD_D],  # noqa: F821
+                           oy + mi[opi + PI_OUT_HYD])  # noqa: F821
+    df[oy + mi[opi + PI_OUT_STATUS]] = float(st)  # noqa: F821
 
 
 @njit(**JIT)
@@ -325,16 +332,16 @@ def _element_outputs(mf, mi, df, di, oy):
     Called in the real-time loop.
     """
     opi = mi[L.MI_PLANT]
-    nel = mi[opi + PI_N_EL]
+    nel = mi[opi + PI_N_EL]  # noqa: F821
     odelta = mi[L.DF_DELTA]
     omu = mi[L.DF_MU]
     ocap = mi[L.DF_CAP_S]
     omode = mi[L.DI_MODE]
     oact = y_act(mi)
     owork = y_row_work(mi)
-    orad = _ftab(mi, PF_EL_R)
-    oport = _itab(mi, PI_EL_PORT)
-    oel = oy + mi[opi + PI_OUT_EL]
+    orad = _ftab(mi, PF_EL_R)  # noqa: F821
+    oport = _itab(mi, PI_EL_PORT)  # noqa: F821
+    oel = oy + mi[opi + PI_OUT_EL]  # noqa: F821
     for i in range(nel):
         rc = mf[orad + i]
         base = oel + EL_LEN * i
@@ -352,10 +359,10 @@ def _element_outputs(mf, mi, df, di, oy):
         # locked, redundant set (a parked car's brake and rolling resistance) books rounding of either sign
         e_diss = 0.0 - df[owork + i]
         df[base + EL_ENERGY] = e_diss if e_diss > 0.0 else 0.0
-    osel = oy + mi[opi + PI_OUT_SEL]
-    for k in range(mi[opi + PI_N_SEL]):
+    osel = oy + mi[opi + PI_OUT_SEL]  # noqa: F821
+    for k in range(mi[opi + PI_N_SEL]):  # noqa: F821
         row = nel + k
-        sel = di[mi[L.DI_PLANT] + PD_SEL + k]
+        sel = di[mi[L.DI_PLANT] + PD_SEL + k]  # noqa: F821
         base = osel + SE_LEN * k
         df[base + SE_SELECTED] = float(sel)
         df[base + SE_LOCKED] = 1.0 if sel != 0 and di[omode + row] == L.MODE_STUCK else 0.0
@@ -370,12 +377,12 @@ def _engaged_gear(mi, di):
     or more than one.  Called in the real-time loop."""
     opi = mi[L.MI_PLANT]
     omode = mi[L.DI_MODE]
-    osel = mi[L.DI_PLANT] + PD_SEL
-    nel = mi[opi + PI_N_EL]
-    q = _itab(mi, PI_GEAR)
+    osel = mi[L.DI_PLANT] + PD_SEL  # noqa: F821
+    nel = mi[opi + PI_N_EL]  # noqa: F821
+    q = _itab(mi, PI_GEAR)  # noqa: F821
     found = 0
     count = 0
-    for _ in range(mi[opi + PI_N_GEAR]):
+    for _ in range(mi[opi + PI_N_GEAR]):  # noqa: F821
         number = mi[q]
         ne = mi[q + 1]
         ok = True
@@ -406,23 +413,23 @@ def _relation_outputs(mf, mi, df, di, oy, h):
     """
     n = mi[L.H_N]
     opi = mi[L.MI_PLANT]
-    nmem = mi[opi + PI_N_MEM]
-    nel = mi[opi + PI_N_EL]
-    nrel = mi[opi + PI_N_REL]
-    n_in = mi[opi + PI_N_IN]
-    ot = _ftab(mi, PF_T)
-    oj = _ftab(mi, PF_J)
-    ob = _ftab(mi, PF_B)
-    oc = _ftab(mi, PF_EL_C)
-    olam = _ftab(mi, PF_LAMBDA)
-    og = _ftab(mi, PF_G)
-    ots = _ftab(mi, PF_TQ_SIGN)
-    otm = _itab(mi, PI_TQ_MEMBER)
-    itq = mi[L.DF_PLANT] + mi[opi + PI_IN_TQ]
+    nmem = mi[opi + PI_N_MEM]  # noqa: F821
+    nel = mi[opi + PI_N_EL]  # noqa: F821
+    nrel = mi[opi + PI_N_REL]  # noqa: F821
+    n_in = mi[opi + PI_N_IN]  # noqa: F821
+    ot = _ftab(mi, PF_T)  # noqa: F821
+    oj = _ftab(mi, PF_J)  # noqa: F821
+    ob = _ftab(mi, PF_B)  # noqa: F821
+    oc = _ftab(mi, PF_EL_C)  # noqa: F821
+    olam = _ftab(mi, PF_LAMBDA)  # noqa: F821
+    og = _ftab(mi, PF_G)  # noqa: F821
+    ots = _ftab(mi, PF_TQ_SIGN)  # noqa: F821
+    otm = _itab(mi, PI_TQ_MEMBER)  # noqa: F821
+    itq = mi[L.DF_PLANT] + mi[opi + PI_IN_TQ]  # noqa: F821
     ow = y_omega(mi)
     oacc = mi[L.DF_ACCEL]
     omu = mi[L.DF_MU]
-    olamv = oy + mi[opi + PI_OUT_STATUS] + 1  # [relations] scratch after the outputs (see _allocate)
+    olamv = oy + mi[opi + PI_OUT_STATUS] + 1  # noqa: F821  [relations] scratch after the outputs (see _allocate)
     for k in range(nrel):
         df[olamv + k] = 0.0
     for m in range(nmem):
@@ -433,7 +440,7 @@ def _relation_outputs(mf, mi, df, di, oy, h):
             w += t * df[ow + j]
             a += t * df[oacc + j]
         f = -mf[ob + m] * w
-        for k in range(mi[opi + PI_N_TQ]):
+        for k in range(mi[opi + PI_N_TQ]):  # noqa: F821
             if mi[otm + k] == m:
                 f += mf[ots + k] * (df[itq + k] + df[itq + n_in + k] * h)
         for i in range(nel):
@@ -442,9 +449,9 @@ def _relation_outputs(mf, mi, df, di, oy, h):
         r = mf[oj + m] * a - f
         for k in range(nrel):
             df[olamv + k] += mf[olam + k * nmem + m] * r
-    o = oy + mi[opi + PI_OUT_REL]
-    orel = _itab(mi, PI_RELOUT)
-    for q in range(mi[opi + PI_N_RELOUT]):
+    o = oy + mi[opi + PI_OUT_REL]  # noqa: F821
+    orel = _itab(mi, PI_RELOUT)  # noqa: F821
+    for q in range(mi[opi + PI_N_RELOUT]):  # noqa: F821
         k = mi[orel + 2 * q]
         m = mi[orel + 2 * q + 1]
         df[o + q] = mf[og + k * nmem + m] * df[olamv + k]
@@ -457,19 +464,19 @@ def _selector_and_spring_torque(mi, df, m):
     Called in the real-time loop.
     """
     opi = mi[L.MI_PLANT]
-    nel = mi[opi + PI_N_EL]
-    c = mi[_itab(mi, PI_MEM_COORD) + m]
+    nel = mi[opi + PI_N_EL]  # noqa: F821
+    c = mi[_itab(mi, PI_MEM_COORD) + m]  # noqa: F821
     f = 0.0
     if c >= 0:
-        for s in range(mi[opi + PI_N_SEL]):
+        for s in range(mi[opi + PI_N_SEL]):  # noqa: F821
             row = nel + s
             if mi[mi[L.MI_ROW_A] + row] == c:
                 f += df[mi[L.DF_COEF_A] + row] * df[mi[L.DF_MU] + row]
             if mi[mi[L.MI_ROW_B] + row] == c:
                 f += df[mi[L.DF_COEF_B] + row] * df[mi[L.DF_MU] + row]
-    osa = _itab(mi, PI_SPRING_A)
-    osb = _itab(mi, PI_SPRING_B)
-    for j in range(mi[opi + PI_N_SPRING]):
+    osa = _itab(mi, PI_SPRING_A)  # noqa: F821
+    osb = _itab(mi, PI_SPRING_B)  # noqa: F821
+    for j in range(mi[opi + PI_N_SPRING]):  # noqa: F821
         tq = df[mi[L.DF_SPRING_TQ] + j]
         if mi[osa + j] == m:
             f -= tq
@@ -482,7 +489,7 @@ def _selector_and_spring_torque(mi, df, m):
 def _before_inputs(mf, mi, df, dt):
     """Stage before the inputs (plants/friction_step.py): what the powertrain's components sample once per step,
     if the transmission has a powertrain.  Called in the real-time loop."""
-    if mi[mi[L.MI_PLANT] + PI_OUT_PT] >= 0:
+    if mi[mi[L.MI_PLANT] + PI_OUT_PT] >= 0:  # noqa: F821
         before_step(mf, mi, df, dt)
 
 
@@ -490,17 +497,17 @@ def _before_inputs(mf, mi, df, dt):
 def _before_core(mf, mi, df, dt):
     """Stage before the core's step (plants/friction_step.py): the clutch hydraulics, if the plant has them, take
     the command through dead time and valve and stroke the piston for this step.  Called in the real-time loop."""
-    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]  # noqa: F821
     if ohd >= 0:
-        hydraulics_before(mf, mi, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + ohd, dt)
+        hydraulics_before(mf, mi, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + ohd, dt)  # noqa: F821
 
 
 @njit(**JIT_STAGE)
 def _after_core(mf, mi, df, dt):
     """Stage after an accepted core step: the clutch hydraulics' piston, if any.  Called in the real-time loop."""
-    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]  # noqa: F821
     if ohd >= 0:
-        hydraulics_after(mf, mi, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + ohd, dt)
+        hydraulics_after(mf, mi, df, _ftab(mi, PF_HYD), mi[L.DF_PLANT] + ohd, dt)  # noqa: F821
 
 
 # the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py
