@@ -17,8 +17,9 @@ and the count are generated, and the module takes them as its constants::
 
 Each entry is ``(name, doc)`` or ``(name, doc, width)``: a slot ``width``
 wide (an array of ``width`` values starting at the constant; the next slot
-follows it; 0 for a last block whose size is only known at run time); a name of ``None`` reserves ``width`` slots that no constant
-names (room kept so later offsets stay as they were).  ``count`` names the
+follows it; 0 for a last block whose size is only known at run time); a
+name of ``None`` reserves ``width`` slots that no constant names (room kept
+so later offsets stay as they were).  ``count`` names the
 constant holding the table's total width (``None``: none, e.g. a table
 whose last block has a size only known at run time).
 

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .columns import Columns
+
 # -- status bits shared by every plant ------------------------------------------------------------------
 ST_OK = 0  # a normal step
 ST_NONFINITE = 16  # non-finite result: the step was rolled back (the state is that before the step)
@@ -55,17 +57,19 @@ EV_REVERSAL = 3  # a slipping contact crossed zero relative speed and kept slipp
 PLANT_EVENTS_FROM = 4  # a plant's own event kinds: 4, 5, ...
 
 # -- step counters, in this order in every plant's counters array ------------------------------------------
-CNT_STEPS = 0  # steps taken
-CNT_EVENTS = 1  # events logged since the reset (monotonic; a ring log's write index = count % capacity)
-CNT_SOLVER_ITER_MAX = 2  # friction core: most solver iterations seen in one solve
-CNT_SOLVER_ITER_LAST = 3  # friction core: iterations of the last full solve
-CNT_SUBSTEPS_MAX = 4  # friction core: most event sub-steps seen in one step
-CNT_BUDGET_HITS = 5  # friction core: steps that ran out of event sub-steps
-CNT_ROLLBACKS = 6  # steps rolled back for non-finite results
-CNT_LOCATE_ITER_MAX = 7  # friction core: most iterations of one event-time search
-N_COUNTERS = 8
-COUNTER_NAMES = ("steps", "events", "solver_iter_max", "solver_iter_last", "substeps_max", "budget_hits",
-                 "rollbacks", "locate_iter_max")
+COUNTERS = Columns("the step counters of every plant", (
+    ("CNT_STEPS", "steps taken"),
+    ("CNT_EVENTS", "events logged since the reset (monotonic; a ring log's write index = count % capacity)"),
+    ("CNT_SOLVER_ITER_MAX", "friction core: most solver iterations seen in one solve"),
+    ("CNT_SOLVER_ITER_LAST", "friction core: iterations of the last full solve"),
+    ("CNT_SUBSTEPS_MAX", "friction core: most event sub-steps seen in one step"),
+    ("CNT_BUDGET_HITS", "friction core: steps that ran out of event sub-steps"),
+    ("CNT_ROLLBACKS", "steps rolled back for non-finite results"),
+    ("CNT_LOCATE_ITER_MAX", "friction core: most iterations of one event-time search"),
+), count="N_COUNTERS")
+globals().update(COUNTERS.constants())  # CNT_STEPS .. CNT_LOCATE_ITER_MAX; N_COUNTERS
+# their names in events.json: "steps", "events", "solver_iter_max", ...
+COUNTER_NAMES = tuple(name[len("CNT_"):].lower() for name, _offset, _width, _doc in COUNTERS.rows())
 
 
 class _Codes:

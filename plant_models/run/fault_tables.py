@@ -20,6 +20,8 @@ import math
 import numpy as np
 from numba import carray, cfunc, njit
 
+from ..contract.columns import Columns
+
 from .compiled import CHANGED, READS, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 
 MAX_FAULTS = 32  # signal faults active at once (the tables are preallocated)
@@ -33,31 +35,35 @@ K_NOISE = 5  # value = standard deviation; seeded Gaussian noise added
 K_CLAMP = 6  # clamped to [FF_LO, FF_HI] (the capacity output of a stuck-closed clutch)
 
 # -- table columns (fi: int64, ff: float64) -----------------------------------------------------------------
-FI_ACTIVE = 0
-FI_SIDE = 1  # 0: input, 1: output
-FI_INDEX = 2  # the signal's value in the plant's df
-FI_RATE = 3  # an input's rate in df (-1 for an output)
-FI_KIND = 4
-FI_RNG = 5  # a noise fault's xorshift64* state (uint64 bits)
-N_FI = 6
-FF_VALUE = 0
-FF_HELD = 1
-FF_CLEAN = 2  # an input's clean value and rate during the step; the value an output fault got
-FF_CLEAN_RATE = 3
-FF_LO = 4  # an input's declared range: faulted values are clamped to it
-FF_HI = 5
-N_FF = 6
+FAULT_INTS = Columns("an active fault's int row", (
+    ("FI_ACTIVE", "1 while the row holds an active fault"),
+    ("FI_SIDE", "0: input, 1: output"),
+    ("FI_INDEX", "the signal's value in the plant's df"),
+    ("FI_RATE", "an input's rate in df (-1 for an output)"),
+    ("FI_KIND", "K_*"),
+    ("FI_RNG", "a noise fault's xorshift64* state (uint64 bits)"),
+), count="N_FI")
+globals().update(FAULT_INTS.constants())  # FI_ACTIVE .. FI_RNG; N_FI
+FAULT_FLOATS = Columns("an active fault's float row", (
+    ("FF_VALUE", "the kind's value (forced value, offset, factor, noise standard deviation)"),
+    ("FF_HELD", "the held value (captured when the fault is set)"),
+    ("FF_CLEAN", "an input's clean value during the step; the value an output fault got"),
+    ("FF_CLEAN_RATE", "an input's clean rate during the step"),
+    ("FF_LO", "an input's declared range: faulted values are clamped to it"),
+    ("FF_HI", "its upper end"),
+), count="N_FF")
+globals().update(FAULT_FLOATS.constants())  # FF_VALUE .. FF_HI; N_FF
 JIT = dict(cache=True)  # not nogil: called from the tick, which keeps the GIL (see ring.py)
 
 
 @njit(**JIT)
 def _uniform(fi, f):
     """The next number in (0, 1) of fault f's xorshift64* stream (53 bits).  Called in the real-time loop."""
-    x = np.uint64(fi[f, FI_RNG])  # the same 64 bits, read as unsigned
+    x = np.uint64(fi[f, FI_RNG])  # noqa: F821  the same 64 bits, read as unsigned
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
     x ^= x >> np.uint64(27)
-    fi[f, FI_RNG] = np.int64(x)
+    fi[f, FI_RNG] = np.int64(x)  # noqa: F821
     m = x * np.uint64(2685821657736338717)
     return (float(m >> np.uint64(11)) + 0.5) * (1.0 / 9007199254740992.0)
 
@@ -72,18 +78,18 @@ def _normal(fi, f):
 
 @njit(**JIT)
 def _faulted(fi, ff, f, x):
-    k = fi[f, FI_KIND]
-    v = ff[f, FF_VALUE]
+    k = fi[f, FI_KIND]  # noqa: F821
+    v = ff[f, FF_VALUE]  # noqa: F821
     if k == K_FORCE:
         return v
     if k == K_HOLD:
-        return ff[f, FF_HELD]
+        return ff[f, FF_HELD]  # noqa: F821
     if k == K_OFFSET:
         return x + v
     if k == K_GAIN:
         return x * v
     if k == K_CLAMP:
-        return min(max(x, ff[f, FF_LO]), ff[f, FF_HI])
+        return min(max(x, ff[f, FF_LO]), ff[f, FF_HI])  # noqa: F821
     return x + v * _normal(fi, f)
 
 
@@ -95,16 +101,16 @@ def fault_inputs(fi, ff, df, n):
     0 for a forced or held input, scaled by a gain, unchanged otherwise.
     """
     for f in range(n):
-        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 0:
+        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 0:  # noqa: F821
             continue
-        i = fi[f, FI_INDEX]
-        r = fi[f, FI_RATE]
+        i = fi[f, FI_INDEX]  # noqa: F821
+        r = fi[f, FI_RATE]  # noqa: F821
         x = df[i]
-        ff[f, FF_CLEAN] = x
-        ff[f, FF_CLEAN_RATE] = df[r]
+        ff[f, FF_CLEAN] = x  # noqa: F821
+        ff[f, FF_CLEAN_RATE] = df[r]  # noqa: F821
         y = _faulted(fi, ff, f, x)
-        lo = ff[f, FF_LO]
-        hi = ff[f, FF_HI]
+        lo = ff[f, FF_LO]  # noqa: F821
+        hi = ff[f, FF_HI]  # noqa: F821
         if y < lo:
             y = lo
         elif y > hi:
@@ -112,22 +118,22 @@ def fault_inputs(fi, ff, df, n):
         elif y != y:
             y = x
         df[i] = y
-        k = fi[f, FI_KIND]
+        k = fi[f, FI_KIND]  # noqa: F821
         if k == K_FORCE or k == K_HOLD:
             df[r] = 0.0
         elif k == K_GAIN:
-            df[r] = df[r] * ff[f, FF_VALUE]
+            df[r] = df[r] * ff[f, FF_VALUE]  # noqa: F821
 
 
 @njit(**JIT)
 def fault_outputs(fi, ff, df, n):
     """Replace the faulted outputs by what the faulty sensors report.  Called in the real-time loop."""
     for f in range(n):
-        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 1:
+        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 1:  # noqa: F821
             continue
-        i = fi[f, FI_INDEX]
+        i = fi[f, FI_INDEX]  # noqa: F821
         x = df[i]
-        ff[f, FF_CLEAN] = x  # what this fault saw: for the first fault on a signal, the true value
+        ff[f, FF_CLEAN] = x  # noqa: F821  what this fault saw: for the first fault on a signal, the true value
         df[i] = _faulted(fi, ff, f, x)
 
 
@@ -135,10 +141,10 @@ def fault_outputs(fi, ff, df, n):
 def fault_restore(fi, ff, df, n):
     """Put the clean inputs back after the step (last fault first).  Called in the real-time loop."""
     for f in range(n - 1, -1, -1):
-        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 0:
+        if fi[f, FI_ACTIVE] == 0 or fi[f, FI_SIDE] != 0:  # noqa: F821
             continue
-        df[fi[f, FI_INDEX]] = ff[f, FF_CLEAN]
-        df[fi[f, FI_RATE]] = ff[f, FF_CLEAN_RATE]
+        df[fi[f, FI_INDEX]] = ff[f, FF_CLEAN]  # noqa: F821
+        df[fi[f, FI_RATE]] = ff[f, FF_CLEAN_RATE]  # noqa: F821
 
 
 # -- the compiled forms of the three stages (plant_models/run/compiled.py's protocol) ---------------------------
@@ -155,7 +161,8 @@ def fault_inputs_stage(ctx, k, now_ns, dt, carry):
     n = i64_at(ctx[C_ROWS])[0]
     if n == 0:
         return 0
-    fault_inputs(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)), carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),
+    fault_inputs(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)),  # noqa: F821
+                 carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),  # noqa: F821
                  carray(f64_at(ctx[C_DF]), (ctx[C_DF_LEN],)), n)
     return CHANGED | READS
 
@@ -165,7 +172,8 @@ def fault_outputs_stage(ctx, k, now_ns, dt, carry):
     """Stage ``fault_outputs`` in the compiled tick (:func:`fault_outputs`).  Called in the real-time loop."""
     n = i64_at(ctx[C_ROWS])[0]
     if n:
-        fault_outputs(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)), carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),
+        fault_outputs(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)),  # noqa: F821
+                      carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),  # noqa: F821
                       carray(f64_at(ctx[C_DF]), (ctx[C_DF_LEN],)), n)
     return 0
 
@@ -175,7 +183,8 @@ def fault_restore_stage(ctx, k, now_ns, dt, carry):
     """Stage ``fault_restore`` in the compiled tick (:func:`fault_restore`).  Called in the real-time loop."""
     n = i64_at(ctx[C_ROWS])[0]
     if n:
-        fault_restore(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)), carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),
+        fault_restore(carray(i64_at(ctx[C_FI]), (MAX_FAULTS, N_FI)),  # noqa: F821
+                      carray(f64_at(ctx[C_FF]), (MAX_FAULTS, N_FF)),  # noqa: F821
                       carray(f64_at(ctx[C_DF]), (ctx[C_DF_LEN],)), n)
     return 0
 
@@ -184,7 +193,8 @@ def compiled_fault_stages(fi: np.ndarray, ff: np.ndarray, df: np.ndarray,
                           rows: np.ndarray) -> tuple[CompiledStage, CompiledStage, CompiledStage]:
     """The compiled forms of ``fault_inputs``, ``fault_outputs`` and ``fault_restore`` on these tables, the
     plant's ``df`` and ``rows`` (``rows[0]``: the table rows in use, read at every tick)."""
-    if fi.shape != (MAX_FAULTS, N_FI) or ff.shape != (MAX_FAULTS, N_FF) or fi.dtype != np.int64 \
+    shapes_ok = fi.shape == (MAX_FAULTS, N_FI) and ff.shape == (MAX_FAULTS, N_FF)  # noqa: F821
+    if not shapes_ok or fi.dtype != np.int64 \
             or ff.dtype != np.float64 or rows.dtype != np.int64 or df.dtype != np.float64:
         raise ValueError("the fault tables are not laid out as fault_tables.py declares")
     values = (fi, ff, df, rows, df.shape[0])
@@ -195,15 +205,15 @@ def compiled_fault_stages(fi: np.ndarray, ff: np.ndarray, df: np.ndarray,
 
 def warm_up() -> None:
     """Compile (or load from numba's cache) the three fault kernels, with one fault of each side active."""
-    fi = np.zeros((2, N_FI), dtype=np.int64)
-    ff = np.zeros((2, N_FF))
+    fi = np.zeros((2, N_FI), dtype=np.int64)  # noqa: F821
+    ff = np.zeros((2, N_FF))  # noqa: F821
     df = np.zeros(4)
-    fi[:, FI_ACTIVE] = 1
-    fi[1, FI_SIDE] = 1
-    fi[:, FI_KIND] = K_NOISE
-    fi[0, FI_RATE] = 1
-    ff[:, FF_HI] = 1.0
-    fi[:, FI_RNG] = 1
+    fi[:, FI_ACTIVE] = 1  # noqa: F821
+    fi[1, FI_SIDE] = 1  # noqa: F821
+    fi[:, FI_KIND] = K_NOISE  # noqa: F821
+    fi[0, FI_RATE] = 1  # noqa: F821
+    ff[:, FF_HI] = 1.0  # noqa: F821
+    fi[:, FI_RNG] = 1  # noqa: F821
     fault_inputs(fi, ff, df, 2)
     fault_outputs(fi, ff, df, 2)
     fault_restore(fi, ff, df, 2)

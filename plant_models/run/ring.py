@@ -76,22 +76,26 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 from numba import njit
 
+from ..contract.columns import Columns
+
 if TYPE_CHECKING:  # pragma: no cover
     from plant_models.plant import Plant
 
 # -- the tick-info slots (int64), written by the loop, read by adapters each tick and copied into every row ------
 # (here, in the ring's own file, because the compiled ring_push inlines them and numba keys its cache to this file)
-TI_WATCHDOG = 0  # 1 while the command watchdog is tripped
-TI_STATUS = 1  # status word of the last plant step
-TI_SCENARIO = 2  # 1 while a loaded scenario drives the inputs (commands are not applied)
-TI_OVERRUNS = 3  # the loop's overrun count, copied there whenever the loop counts an overrun
-TI_FAULTS = 4  # number of active injected faults (server/realtime/faults.py), written when one is set or cleared
-TICK_INFO_SLOTS = 5
+TICK_INFO = Columns("the tick-info slots", (
+    ("TI_WATCHDOG", "1 while the command watchdog is tripped"),
+    ("TI_STATUS", "status word of the last plant step"),
+    ("TI_SCENARIO", "1 while a loaded scenario drives the inputs (commands are not applied)"),
+    ("TI_OVERRUNS", "the loop's overrun count, copied there whenever the loop counts an overrun"),
+    ("TI_FAULTS", "number of active injected faults (server/realtime/faults.py), written when one is set or cleared"),
+), count="TICK_INFO_SLOTS")
+globals().update(TICK_INFO.constants())  # TI_WATCHDOG .. TI_FAULTS; TICK_INFO_SLOTS
 
 
 def new_tick_info() -> np.ndarray:
     """A zeroed ``tick_info`` array (int64, :data:`TICK_INFO_SLOTS` slots)."""
-    return np.zeros(TICK_INFO_SLOTS, dtype=np.int64)
+    return np.zeros(TICK_INFO_SLOTS, dtype=np.int64)  # noqa: F821
 
 
 # Compiled without nogil on purpose: called from the tick, a nogil function releases the GIL and any other
@@ -99,71 +103,80 @@ def new_tick_info() -> np.ndarray:
 JIT = dict(cache=True)
 
 # -- header slots (int64) ------------------------------------------------------------------------------------
-H_WRITTEN = 0  # rows written so far (= I_SEQ of the newest row)
-H_CAPACITY = 1
-H_N_INT = 2  # int columns per row
-H_N_FLOAT = 3  # float columns per row
-H_N_OUT = 4
-H_N_IN = 5
-H_Y_OFF = 6  # index of output 0 in the plant's df
-H_U_OFF = 7  # index of input 0 in the plant's df
-H_N_AUX = 8  # aux columns per row
-H_AUX = 16  # aux values: the current value of every claimed aux column
-N_AUX = 8
-N_HEADER = H_AUX + N_AUX
+N_AUX = 8  # aux columns a ring has room for
+HEADER = Columns("the ring's header (int64)", (
+    ("H_WRITTEN", "rows written so far (= I_SEQ of the newest row)"),
+    ("H_CAPACITY", "rows the ring holds"),
+    ("H_N_INT", "int columns per row"),
+    ("H_N_FLOAT", "float columns per row"),
+    ("H_N_OUT", "plant outputs per row"),
+    ("H_N_IN", "plant inputs per row"),
+    ("H_Y_OFF", "index of output 0 in the plant's df"),
+    ("H_U_OFF", "index of input 0 in the plant's df"),
+    ("H_N_AUX", "aux columns per row"),
+    (None, "spare", 7),
+    ("H_AUX", "[N_AUX] aux values: the current value of every claimed aux column", N_AUX),
+), count="N_HEADER")
+globals().update(HEADER.constants())  # H_WRITTEN .. H_AUX; N_HEADER
 
 # -- int columns ---------------------------------------------------------------------------------------------
-I_SEQ = 0  # row number since the ring was made (1, 2, ...)
-I_TICK = 1  # plant steps since the last reset, after this tick
-I_WALL_NS = 2  # the tick's now_ns: monotonic ns (realtime) or simulated ns (lockstep, afap)
-I_TI = 3  # the loop's tick_info slots follow, in their order
-I_WATCHDOG = I_TI + TI_WATCHDOG  # 1 while the command watchdog is tripped
-I_STATUS = I_TI + TI_STATUS  # status word of this tick's step
-I_SCENARIO = I_TI + TI_SCENARIO  # 1 while a scenario drives the inputs
-I_OVERRUNS = I_TI + TI_OVERRUNS  # the loop's overrun count
-I_FAULTS = I_TI + TI_FAULTS  # number of active injected faults
-I_AUX = I_TI + TICK_INFO_SLOTS  # aux column k is I_AUX + k
-N_INT = I_AUX + N_AUX
+INT_COLUMNS = Columns("a row's int columns", (
+    ("I_SEQ", "row number since the ring was made (1, 2, ...)"),
+    ("I_TICK", "plant steps since the last reset, after this tick"),
+    ("I_WALL_NS", "the tick's now_ns: monotonic ns (realtime) or simulated ns (lockstep, afap)"),
+    ("I_TI", "[TICK_INFO_SLOTS] the loop's tick_info slots, in their order (I_WATCHDOG, ... below)",
+     TICK_INFO_SLOTS),  # noqa: F821
+    ("I_AUX", "[N_AUX] aux column k is I_AUX + k", N_AUX),
+), count="N_INT")
+globals().update(INT_COLUMNS.constants())  # I_SEQ .. I_AUX; N_INT
+# the tick-info slots within the row: I_WATCHDOG = I_TI + TI_WATCHDOG, I_STATUS, I_SCENARIO, I_OVERRUNS, I_FAULTS
+globals().update(TICK_INFO.shifted(I_TI, "TI_", "I_"))  # noqa: F821
 
 # -- float columns -------------------------------------------------------------------------------------------
-F_TIME = 0  # simulated time after this tick, s
-F_Y = 1  # outputs follow, then inputs (StateRing.f_y, StateRing.f_u)
+FLOAT_COLUMNS = Columns("a row's float columns", (
+    ("F_TIME", "simulated time after this tick, s"),
+    ("F_Y", "outputs follow, then inputs (StateRing.f_y, StateRing.f_u); sized by the plant", 0),
+))
+globals().update(FLOAT_COLUMNS.constants())  # F_TIME, F_Y
 
 # -- cursor slots (int64) ------------------------------------------------------------------------------------
-C_NEXT = 0  # I_SEQ of the next row to read
-C_LOST = 1  # rows of this decimation overwritten before they were read
-C_SELECTED = 2  # rows of this decimation consumed or lost
-C_LAST_TICK = 3  # I_TICK of the last row read (-1: none yet)
-C_EVERY = 4  # decimation: rows whose tick is a multiple of this
-C_READ = 5  # rows copied out
-N_CURSOR = 8
+CURSOR = Columns("a reader's cursor (int64)", (
+    ("C_NEXT", "I_SEQ of the next row to read"),
+    ("C_LOST", "rows of this decimation overwritten before they were read"),
+    ("C_SELECTED", "rows of this decimation consumed or lost"),
+    ("C_LAST_TICK", "I_TICK of the last row read (-1: none yet)"),
+    ("C_EVERY", "decimation: rows whose tick is a multiple of this"),
+    ("C_READ", "rows copied out"),
+    (None, "spare", 2),
+), count="N_CURSOR")
+globals().update(CURSOR.constants())  # C_NEXT .. C_READ; N_CURSOR
 
 
 @njit("void(int64[::1], int64[:, ::1], float64[:, ::1], int64[::1], float64[::1], int64, int64, float64)", **JIT)
 def ring_push(head, ints, floats, tick_info, df, tick, now_ns, t):
     """Write the next row: tick, time, ``tick_info``, aux values, outputs and inputs.  Called in the real-time loop."""
-    s = head[H_WRITTEN] + 1
+    s = head[H_WRITTEN] + 1  # noqa: F821
     cap = ints.shape[0]
     r = (s - 1) % cap
     row = ints[r]
-    row[I_SEQ] = -1  # a reader in another process that copies this row now sees it as incomplete
-    row[I_TICK] = tick
-    row[I_WALL_NS] = now_ns
-    for j in range(TICK_INFO_SLOTS):
-        row[I_TI + j] = tick_info[j]
-    for k in range(head[H_N_AUX]):
-        row[I_AUX + k] = head[H_AUX + k]
+    row[I_SEQ] = -1  # noqa: F821  a reader in another process that copies this row now sees it as incomplete
+    row[I_TICK] = tick  # noqa: F821
+    row[I_WALL_NS] = now_ns  # noqa: F821
+    for j in range(TICK_INFO_SLOTS):  # noqa: F821
+        row[I_TI + j] = tick_info[j]  # noqa: F821
+    for k in range(head[H_N_AUX]):  # noqa: F821
+        row[I_AUX + k] = head[H_AUX + k]  # noqa: F821
     f = floats[r]
-    f[F_TIME] = t
-    n_out = head[H_N_OUT]
-    y0 = head[H_Y_OFF]
+    f[F_TIME] = t  # noqa: F821
+    n_out = head[H_N_OUT]  # noqa: F821
+    y0 = head[H_Y_OFF]  # noqa: F821
     for j in range(n_out):
-        f[F_Y + j] = df[y0 + j]
-    u0 = head[H_U_OFF]
-    for i in range(head[H_N_IN]):
-        f[F_Y + n_out + i] = df[u0 + i]
-    row[I_SEQ] = s
-    head[H_WRITTEN] = s
+        f[F_Y + j] = df[y0 + j]  # noqa: F821
+    u0 = head[H_U_OFF]  # noqa: F821
+    for i in range(head[H_N_IN]):  # noqa: F821
+        f[F_Y + n_out + i] = df[u0 + i]  # noqa: F821
+    row[I_SEQ] = s  # noqa: F821
+    head[H_WRITTEN] = s  # noqa: F821
 
 
 @njit("int64(int64[::1], int64[:, ::1], float64[:, ::1], int64[::1], int64[:, ::1], float64[:, ::1], int64)", **JIT)
@@ -174,25 +187,25 @@ def ring_take(head, ints, floats, cur, out_i, out_f, max_rows):
     ``cur[C_LOST]`` (in rows of the decimation: exact unless the plant was
     reset within the lost rows, then rounded up).
     """
-    w = head[H_WRITTEN]
+    w = head[H_WRITTEN]  # noqa: F821
     cap = ints.shape[0]
-    every = cur[C_EVERY]
-    nxt = cur[C_NEXT]
+    every = cur[C_EVERY]  # noqa: F821
+    nxt = cur[C_NEXT]  # noqa: F821
     oldest = w - cap + 2  # one slot is kept free: the writer may be filling the slot of w + 1 - cap
     if oldest < 1:
         oldest = 1
     if nxt < oldest:
         lost_rows = oldest - nxt
-        last_tick = cur[C_LAST_TICK]
-        first_tick = ints[(oldest - 1) % cap, I_TICK]
+        last_tick = cur[C_LAST_TICK]  # noqa: F821
+        first_tick = ints[(oldest - 1) % cap, I_TICK]  # noqa: F821
         if every == 1:
             lost = lost_rows
         elif last_tick >= 0 and first_tick - last_tick == lost_rows + 1:
             lost = (first_tick - 1) // every - last_tick // every  # ticks strictly between: no reset among them
         else:
             lost = (lost_rows + every - 1) // every
-        cur[C_LOST] += lost
-        cur[C_SELECTED] += lost
+        cur[C_LOST] += lost  # noqa: F821
+        cur[C_SELECTED] += lost  # noqa: F821
         nxt = oldest
     n = 0
     limit = min(max_rows, out_i.shape[0])
@@ -201,7 +214,7 @@ def ring_take(head, ints, floats, cur, out_i, out_f, max_rows):
         raise ValueError("ring_take: the output rows are not as wide as the ring's")
     while nxt <= w and n < limit:
         r = (nxt - 1) % cap
-        tick = ints[r, I_TICK]
+        tick = ints[r, I_TICK]  # noqa: F821
         if tick % every == 0:
             # element by element: a row assignment (out_i[n] = ints[r]) makes numba compile some 40 helpers
             # of its own (for its shape-mismatch message), seconds of a first start
@@ -210,11 +223,11 @@ def ring_take(head, ints, floats, cur, out_i, out_f, max_rows):
             for c in range(n_f):
                 out_f[n, c] = floats[r, c]
             n += 1
-        cur[C_LAST_TICK] = tick
+        cur[C_LAST_TICK] = tick  # noqa: F821
         nxt += 1
-    cur[C_NEXT] = nxt
-    cur[C_READ] += n
-    cur[C_SELECTED] += n
+    cur[C_NEXT] = nxt  # noqa: F821
+    cur[C_READ] += n  # noqa: F821
+    cur[C_SELECTED] += n  # noqa: F821
     return n
 
 
@@ -225,16 +238,16 @@ def ring_check(head, cur, out_i, n):
     Returns how many of the ``n`` copied rows are whole; the dropped ones
     (always the first ones) are counted as lost.
     """
-    w = head[H_WRITTEN]
-    cap = head[H_CAPACITY]
+    w = head[H_WRITTEN]  # noqa: F821
+    cap = head[H_CAPACITY]  # noqa: F821
     bad = 0
     for j in range(n):
-        s = out_i[j, I_SEQ]
+        s = out_i[j, I_SEQ]  # noqa: F821
         if s < 0 or s <= w - cap + 1:
             bad = j + 1
     if bad:
-        cur[C_LOST] += bad
-        cur[C_READ] -= bad
+        cur[C_LOST] += bad  # noqa: F821
+        cur[C_READ] -= bad  # noqa: F821
         for j in range(n - bad):  # element by element: a row assignment makes numba compile some 40 helpers of
             for c in range(out_i.shape[1]):  # its own (for its shape-mismatch message), seconds of a first start
                 out_i[j, c] = out_i[j + bad, c]
@@ -275,30 +288,30 @@ class StateRing:
                 resource_tracker.unregister(self._shm._name, "shared_memory")
             except Exception:  # the tracker's interface is private; a failure only means the old behaviour
                 pass
-            head = np.ndarray((N_HEADER,), dtype=np.int64, buffer=self._shm.buf)
-            capacity, n_out, n_in = int(head[H_CAPACITY]), int(head[H_N_OUT]), int(head[H_N_IN])
-            y_off, u_off = int(head[H_Y_OFF]), int(head[H_U_OFF])
+            head = np.ndarray((N_HEADER,), dtype=np.int64, buffer=self._shm.buf)  # noqa: F821
+            capacity, n_out, n_in = int(head[H_CAPACITY]), int(head[H_N_OUT]), int(head[H_N_IN])  # noqa: F821
+            y_off, u_off = int(head[H_Y_OFF]), int(head[H_U_OFF])  # noqa: F821
         if capacity < 4:
             raise ValueError(f"a state ring needs at least 4 rows, got {capacity}")
         self.capacity = int(capacity)
         self.n_out = int(n_out)
         self.n_in = int(n_in)
-        self.f_y = F_Y
-        self.f_u = F_Y + self.n_out
-        self.n_float = F_Y + self.n_out + self.n_in
+        self.f_y = F_Y  # noqa: F821
+        self.f_u = F_Y + self.n_out  # noqa: F821
+        self.n_float = F_Y + self.n_out + self.n_in  # noqa: F821
         self.output_names = tuple(output_names)
         self.input_names = tuple(input_names)
-        n_bytes = 8 * (N_HEADER + self.capacity * (N_INT + self.n_float))
+        n_bytes = 8 * (N_HEADER + self.capacity * (N_INT + self.n_float))  # noqa: F821
         if shared and _attach is None:
             from multiprocessing import shared_memory
 
             self._shm = shared_memory.SharedMemory(create=True, size=n_bytes)
         buf = self._shm.buf if self._shm is not None else bytearray(n_bytes)
-        self.head = np.ndarray((N_HEADER,), dtype=np.int64, buffer=buf)
-        self.ints = np.ndarray((self.capacity, N_INT), dtype=np.int64, buffer=buf, offset=8 * N_HEADER)
+        self.head = np.ndarray((N_HEADER,), dtype=np.int64, buffer=buf)  # noqa: F821
+        self.ints = np.ndarray((self.capacity, N_INT), dtype=np.int64, buffer=buf, offset=8 * N_HEADER)  # noqa: F821
         self.floats = np.ndarray((self.capacity, self.n_float), dtype=np.float64, buffer=buf,
-                                 offset=8 * (N_HEADER + self.capacity * N_INT))
-        self.aux = self.head[H_AUX:H_AUX + N_AUX]
+                                 offset=8 * (N_HEADER + self.capacity * N_INT))  # noqa: F821
+        self.aux = self.head[H_AUX:H_AUX + N_AUX]  # noqa: F821
         self.aux_names: list[str] = []
         if _attach is None:
             # every page touched now, so the ring's memory is resident from the start, not as it fills
@@ -306,10 +319,10 @@ class StateRing:
             self.ints[:] = 0
             self.floats[:] = 0.0
             h = self.head
-            h[H_CAPACITY], h[H_N_INT], h[H_N_FLOAT] = self.capacity, N_INT, self.n_float
-            h[H_N_OUT], h[H_N_IN], h[H_Y_OFF], h[H_U_OFF] = self.n_out, self.n_in, y_off, u_off
+            h[H_CAPACITY], h[H_N_INT], h[H_N_FLOAT] = self.capacity, N_INT, self.n_float  # noqa: F821
+            h[H_N_OUT], h[H_N_IN], h[H_Y_OFF], h[H_U_OFF] = self.n_out, self.n_in, y_off, u_off  # noqa: F821
         else:
-            self.aux_names = [f"aux{k}" for k in range(int(self.head[H_N_AUX]))]
+            self.aux_names = [f"aux{k}" for k in range(int(self.head[H_N_AUX]))]  # noqa: F821
 
     @classmethod
     def for_plant(cls, plant: "Plant", capacity: int = 4096, shared: bool = False) -> "StateRing":
@@ -330,7 +343,7 @@ class StateRing:
     @property
     def written(self) -> int:
         """Rows written so far (the ``I_SEQ`` of the newest row)."""
-        return int(self.head[H_WRITTEN])
+        return int(self.head[H_WRITTEN])  # noqa: F821
 
     def claim_aux(self, name: str) -> int:
         """Reserve an aux column for ``name`` (at start-up, before the first tick); returns its index k.
@@ -343,12 +356,12 @@ class StateRing:
         if len(self.aux_names) >= N_AUX:
             raise ValueError(f"the state ring has {N_AUX} aux columns, all claimed: {', '.join(self.aux_names)}")
         self.aux_names.append(name)
-        self.head[H_N_AUX] = len(self.aux_names)
+        self.head[H_N_AUX] = len(self.aux_names)  # noqa: F821
         return len(self.aux_names) - 1
 
     def aux_slot(self, k: int) -> int:
         """Index of aux value k in :attr:`head` (for compiled code that writes it through the head array)."""
-        return H_AUX + int(k)
+        return H_AUX + int(k)  # noqa: F821
 
     def push(self, tick_info: np.ndarray, df: np.ndarray, tick: int, now_ns: int, t: float) -> None:
         """Write the state after this tick's step (see :func:`ring_push`).  Called in the real-time loop."""
@@ -388,12 +401,12 @@ class Cursor:
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.ring = ring
-        self.state = np.zeros(N_CURSOR, dtype=np.int64)
-        self.state[C_EVERY] = every
-        self.state[C_LAST_TICK] = -1
+        self.state = np.zeros(N_CURSOR, dtype=np.int64)  # noqa: F821
+        self.state[C_EVERY] = every  # noqa: F821
+        self.state[C_LAST_TICK] = -1  # noqa: F821
         w = ring.written
-        self.state[C_NEXT] = w + 1 if from_now else max(1, w - ring.capacity + 2)
-        self.ints = np.zeros((max(int(batch), 1), N_INT), dtype=np.int64)
+        self.state[C_NEXT] = w + 1 if from_now else max(1, w - ring.capacity + 2)  # noqa: F821
+        self.ints = np.zeros((max(int(batch), 1), N_INT), dtype=np.int64)  # noqa: F821
         self.floats = np.zeros((max(int(batch), 1), ring.n_float), dtype=np.float64)
         self._remote = ring.shm_name is not None
 
@@ -412,26 +425,26 @@ class Cursor:
 
     def pending(self) -> int:
         """Rows written and not yet read or skipped (of every tick, before decimation)."""
-        return max(0, self.ring.written - int(self.state[C_NEXT]) + 1)
+        return max(0, self.ring.written - int(self.state[C_NEXT]) + 1)  # noqa: F821
 
     def skip_to_now(self) -> None:
         """Forget the unread rows without counting them as lost (e.g. nobody was listening)."""
-        self.state[C_NEXT] = self.ring.written + 1
+        self.state[C_NEXT] = self.ring.written + 1  # noqa: F821
 
     @property
     def lost(self) -> int:
         """Rows of this decimation overwritten before this consumer read them."""
-        return int(self.state[C_LOST])
+        return int(self.state[C_LOST])  # noqa: F821
 
     @property
     def selected(self) -> int:
         """Rows of this decimation consumed or lost so far."""
-        return int(self.state[C_SELECTED])
+        return int(self.state[C_SELECTED])  # noqa: F821
 
     @property
     def read(self) -> int:
         """Rows copied out so far."""
-        return int(self.state[C_READ])
+        return int(self.state[C_READ])  # noqa: F821
 
 
 __all__ = ["TI_WATCHDOG", "TI_STATUS", "TI_SCENARIO", "TI_OVERRUNS", "TI_FAULTS", "TICK_INFO_SLOTS", "new_tick_info",
