@@ -21,11 +21,15 @@ Per frame and per tick:
   queue that the adapter empties between ticks.
 
 The table columns (``M_*``, ``S_*``, ...) and buffer slots (``CI_*``, ...)
-are defined here, beside the kernels that read them, because numba's cache
-keys a kernel on its own source file only: a constant changed in another
-file would leave stale machine code behind.  That is also why the codec
-stays one file of over 600 lines: the kernels, the CRCs and the table
-layout they index must change together.
+are declared here as column tables (:class:`plant_models.contract.columns.Columns`:
+one row per column, name and doc; the numbers and counts are generated,
+``MESSAGE.describe()`` lists them), beside the kernels that read them,
+because numba's cache keys a kernel on its own source file only: a constant
+changed in another file would leave stale machine code behind.  The names
+come from ``globals().update(...)``, so a line that uses one says
+``# noqa: F821`` to static checkers.  That is also why the codec stays one
+file of over 600 lines: the kernels, the CRCs and the table layout they
+index must change together.
 
 Bit layout
     Every signal is split once into *segments*: runs of its raw bits that lie
@@ -70,14 +74,15 @@ Long frames (AUTOSAR E2E profile 5 style, ``crc_variant = "autosar_p05"``)
     CRC-8 detects every error of up to 3 bits only in short frames; over a
     64-byte payload profile 5's CRC-16 is the AUTOSAR choice.
 
-Why this file is longer than 600 lines and ``rx_frame`` and ``tx_pack``
-longer than 80: they are the compiled frame codec, one receive path and one
-transmit path over the preallocated layout tables, with the E2E checks
-(CRC-8 and profile 5's CRC-16, alive counters) inline so a frame is decoded
-or packed in one compiled call without allocations; split into helpers, each
-helper would take the same dozen table arrays as arguments, and the order of
-the checks (which decides which rejection is counted) would be spread over
-several functions.
+The receive path is :func:`rx_frame` over three compiled stages in the
+order of the checks (:func:`_rx_e2e`: length, CRC, counter;
+:func:`_rx_values`: multiplexer and ranges; :func:`_rx_post`: the mailbox);
+a stage returns its verdict and :func:`rx_frame` alone counts it, so the
+order that decides which rejection is counted stays in one place.  The
+transmit path is :func:`tx_pack` over :func:`_tx_signals` (:func:`_tx_raw`
+per value), :func:`_tx_protect` (counter, CRC) and :func:`_tx_delay`.  The
+stages take the flat buffers ``(ci, cf, cb)`` and a few offsets, no table
+arrays, and allocate nothing.
 """
 
 from __future__ import annotations
@@ -97,6 +102,8 @@ JIT = dict(cache=True, nogil=True)
 # tick then waits up to a switch interval for a few microseconds of work (bench/bench_can.py measured
 # it).  Holding the GIL for their ~1-3 us also keeps the mailbox copy atomic w.r.t. those threads.
 JIT_TICK = dict(cache=True, nogil=False)
+# The stages of rx_frame and tx_pack: inlined into them (numba's IR), so the split costs no call per frame.
+JIT_STAGE = dict(JIT, inline="always")
 
 MAX_PAYLOAD = 64  # bytes, CAN FD
 
@@ -466,7 +473,7 @@ def _known_mux(buf, d0, ci, oS, oSEG, oX, s0, s1, od):
     return 0
 
 
-@njit(**JIT)
+@njit(**JIT_STAGE)
 def _rx_e2e(n, ci, cb, oM, oC, oK, od):
     """The end-to-end checks of the frame in the receive buffer: length, CRC, alive counter.
 
@@ -510,7 +517,7 @@ def _rx_e2e(n, ci, cb, oM, oC, oK, od):
     return RX_OK  # noqa: F821
 
 
-@njit(**JIT)
+@njit(**JIT_STAGE)
 def _rx_values(ci, cb, oM, od):
     """The value checks of a frame that passed :func:`_rx_e2e`: its multiplexer values, then the range
     (and allowed values) of every mapped signal it carries.  Returns ``RX_OK``, ``RX_MUX`` or ``RX_RANGE``
@@ -545,7 +552,7 @@ def _rx_values(ci, cb, oM, od):
     return RX_OK  # noqa: F821
 
 
-@njit(**JIT)
+@njit(**JIT_STAGE)
 def _rx_post(m, ci, cf, cb, oM):
     """Post the values of a valid frame of receive message ``m``, in plant units, to the mailbox, and
     advance its sequence number (and that of each signal it carried) so the tick takes them."""
@@ -742,7 +749,7 @@ def _refresh_aux(ci, cf, tick, tick_info):
     cf[oa + AUX_UNKNOWN_MUX] = mux  # noqa: F821
 
 
-@njit(**JIT)
+@njit(**JIT_STAGE)
 def _tx_raw(x, lo, hi, wraps, ci, osat, m):
     """The raw value of a transmit signal whose value is ``x`` raw units: rounded to the nearest, clamped
     to [lo, hi]; clamped or non-finite values count at ``ci[osat + m]``; a counter that ``wraps`` (an
@@ -766,7 +773,7 @@ def _tx_raw(x, lo, hi, wraps, ci, osat, m):
     return raw
 
 
-@njit(**JIT)
+@njit(**JIT_STAGE)
 def _tx_signals(m, ci, cf, cb, df, oM, d0, of):
     """Pack the signals of transmit message ``m`` into its cleared row at ``d0``: a multiplexed message's
     page of this cycle first (its multiplexer values, then the signals it carries), an injected
@@ -806,7 +813,7 @@ def _tx_signals(m, ci, cf, cb, df, oM, d0, of):
         _pack(cb, d0, ci, oS, oSEG, s, _tx_raw(x, lo, ci[r + S_RAW_HI], wraps, ci, osat, m))  # noqa: F821
 
 
-@njit(**JIT)
+@njit(**JIT_STAGE)
 def _tx_protect(m, n, ci, cb, oM, d0, of):
     """The alive counter (advanced per frame unless frozen by a fault), then the CRC over the packed row."""
     cs = ci[oM + M_CNT_SIG]  # noqa: F821
@@ -825,7 +832,7 @@ def _tx_protect(m, n, ci, cb, oM, d0, of):
             cb[d0 + cbb + 1] = (crc >> 8) & 0xFF
 
 
-@njit(**JIT)
+@njit(**JIT_STAGE)
 def _tx_delay(m, n, ci, cb, d0, of):
     """An injected delay of ``dl`` cycles: the packed row goes into the message's delay line and the row
     packed dl cycles ago comes out in its place.  Returns 0 while the line is still filling (nothing to

@@ -14,12 +14,12 @@ modules'.  So every kernel of the plant and every constant one folds in
 live here: an edit of this file recompiles them (numba's own check), an
 edit of :mod:`.servo` (Python only) recompiles nothing.
 
-Why ``_substep`` is longer than 80 lines: the servo is the one plant with
-its own compiled integrator (the paper's Table 1 fixed step with its
-dry-friction cases and hard stops), and ``_substep`` is that algorithm's one
-sub-step, case by case in the paper's order; cut into pieces it would no
-longer read against the paper, and each piece would be a numba call with a
-dozen scalar arguments.
+``_substep`` is the algorithm's one sub-step in the paper's order, over
+three inlined stages named for the paper's statements (``_valve``: the
+controller and the servovalve; ``_friction``: statements 2-13; ``_stops``:
+14-17).  The layouts (``PF_*``, ``S_*``, ``DF_*``, ``DI_*``) are column
+tables (:class:`~plant_models.contract.columns.Columns`) declared here, so
+their numbers are generated and their cache follows this file.
 """
 
 from __future__ import annotations
