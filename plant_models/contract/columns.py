@@ -112,7 +112,7 @@ class Columns:
         """One line per slot for docs: offset, width when not 1, name, doc; the count last."""
         lines = []
         for name, off, w, doc in self.rows():
-            span = f"{off}" if w == 1 else f"{off}..{off + w - 1}" if w else f"{off}.. (sized at run time)"
+            span = f"{off}" if w == 1 else f"{off}..{off + w - 1}" if w else f"{off}.."
             lines.append(f"{span:>9}  {name or '(reserved)':<20} {doc}")
         if self.count is not None:
             lines.append(f"{'':>9}  {self.count:<20} = {self.size()}, the count")
