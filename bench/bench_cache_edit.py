@@ -11,7 +11,11 @@ measurement uses is stepped once (warm), and then, in turn:
   system) and the kernels it compiled are reported;
 * the file is put back, everything stepped warm again, a comment line is
   appended to ``plant_models/plants/dct.py`` and a fresh process steps
-  ``chain``, ``powershift`` and ``dct``: which modules' kernels compiled.
+  ``chain``, ``powershift`` and ``dct``: which modules' kernels compiled;
+* the file is put back, everything stepped warm again, and the whole scratch
+  tree is copied (file times kept) to another folder, as a second clone or a
+  container image would hold it: a fresh process there steps every plant,
+  which should compile nothing.
 
 Kernels compiled are counted as the numba index files (``*.nbi``) written
 during the process.  Run from the project root::
@@ -97,8 +101,14 @@ def measure_variant(cache_source: str, label: str) -> dict:
         law.write_bytes(original)
         result["warm_again"] = step_process(tree, everything)
         dct = tree / "plant_models/plants/dct.py"
-        edit(dct)
+        original = edit(dct)
         result["dct_comment_then_chain_powershift_dct"] = step_process(tree, ["chain", "powershift", "dct"])
+        dct.write_bytes(original)
+        step_process(tree, everything)  # warm again
+        with tempfile.TemporaryDirectory(prefix="cache-copy-") as elsewhere:
+            copy = Path(elsewhere) / "clone"
+            shutil.copytree(tree, copy, copy_function=shutil.copy2, symlinks=True)
+            result["copied_tree_then_all"] = step_process(copy, everything)
         return result
 
 

@@ -59,40 +59,22 @@ def pct(x) -> dict:
             "mean_below_p999_us": round(float(x[x <= p999].mean()), 3), "n": int(x.size)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--blocks", type=int, default=40, help="blocks of each kind (taken in turn)")
-    ap.add_argument("--block", type=int, default=2000, help="ticks per block")
-    ap.add_argument("--tick-path", default="auto", choices=("auto", "python"),
-                    help="auto: the compiled tick (with the fault stages' compiled forms); python: the stepper")
-    ap.add_argument("--json", type=Path, help="write the result here")
-    args = ap.parse_args()
-
-    plant = load_plant("powershift")
-    srv = assemble(plant, [], LoopConfig(mode="lockstep"), initial_inputs=INITIAL)
-    lp = srv.loop
-    lp.choose_tick_path(args.tick_path)
-    lp.start()
-    lp.step(2000)  # settle in gear 1
+def time_blocks(lp, blocks: int, block: int) -> tuple[dict, str]:
+    """Three kinds of block in turn: no faults (A), 10 faults, no faults again (A'): A against A' is the
+    same-run noise floor of every difference (the same code measured twice).  Tick times per kind, ns, and the
+    tick path taken with the faults."""
     tick = lp._tick
     mono = time.perf_counter_ns
-    for f in FAULTS:
-        lp.set_fault(f)
-    lp.step(500)  # warm the fault path
-    lp.clear_fault()
-    lp.step(500)
-    # three kinds of block in turn: no faults (A), 10 faults, no faults again (A'): A against A' is the
-    # same-run noise floor of every difference (the same code measured twice)
     samples = {0: [], 10: [], -1: []}
     gc.collect()
     gc.disable()  # as the loop does while it runs
-    for b in range(3 * args.blocks):
+    for b in range(3 * blocks):
         n = (0, 10, -1)[b % 3]
         if n > 0:
             for f in FAULTS:
                 lp.set_fault(f)
-        buf = np.empty(args.block, dtype=np.int64)
-        for j in range(args.block):
+        buf = np.empty(block, dtype=np.int64)
+        for j in range(block):
             t0 = mono()
             tick(lp.sim_ns())
             buf[j] = mono() - t0
@@ -102,19 +84,18 @@ def main() -> int:
             faulted_path = lp.tick_path
             lp.clear_fault()
     gc.enable()
-    none = np.concatenate(samples[0])
-    ten = np.concatenate(samples[10])
-    again = np.concatenate(samples[-1])
-    # per block pair: the difference of medians (robust against slow drift of the machine's load)
-    pair_diff = [float(np.median(a) - np.median(b)) / 1000.0 for a, b in zip(samples[10], samples[0])]
-    aa_diff = [float(np.median(a) - np.median(b)) / 1000.0 for a, b in zip(samples[-1], samples[0])]
+    return samples, faulted_path
 
+
+def time_fault_calls(lp, reps: int = 200_000) -> tuple[int, float, float]:
+    """The fault stages' calls alone and a plain ring push alone, ns per tick, with the 10 faults set; and the
+    fault table's rows used."""
+    mono = time.perf_counter_ns
     fs = lp.faults
     for f in FAULTS:
         lp.set_fault(f)
     rows_used = fs.n_signal
     fin, fout, frestore, push = fs.inputs, fs.outputs, fs.restore, lp._ring_push
-    reps = 200_000
     t0 = mono()
     for k in range(reps):
         fin(k)
@@ -127,8 +108,18 @@ def main() -> int:
         push(k, 0, 0.0)
     push_ns = (mono() - t0) / reps
     lp.clear_fault()
+    return rows_used, stage_ns, push_ns
 
-    res = {
+
+def report(samples: dict, faulted_path: str, rows_used: int, stage_ns: float, push_ns: float) -> dict:
+    """The result: percentiles per kind of block, their differences and the same-run noise floor, us."""
+    none = np.concatenate(samples[0])
+    ten = np.concatenate(samples[10])
+    again = np.concatenate(samples[-1])
+    # per block pair: the difference of medians (robust against slow drift of the machine's load)
+    pair_diff = [float(np.median(a) - np.median(b)) / 1000.0 for a, b in zip(samples[10], samples[0])]
+    aa_diff = [float(np.median(a) - np.median(b)) / 1000.0 for a, b in zip(samples[-1], samples[0])]
+    return {
         "command": "python bench/bench_faults.py " + " ".join(sys.argv[1:]),
         "loadavg": list(os.getloadavg()),
         "tick_path_with_faults": faulted_path,
@@ -150,12 +141,35 @@ def main() -> int:
         "plain_ring_push_alone_us_per_tick": round(push_ns / 1000.0, 3),
         "signal_faults": len(FAULTS), "table_rows_used": rows_used,
     }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--blocks", type=int, default=40, help="blocks of each kind (taken in turn)")
+    ap.add_argument("--block", type=int, default=2000, help="ticks per block")
+    ap.add_argument("--tick-path", default="auto", choices=("auto", "python"),
+                    help="auto: the compiled tick (with the fault stages' compiled forms); python: the stepper")
+    ap.add_argument("--json", type=Path, help="write the result here")
+    args = ap.parse_args()
+
+    plant = load_plant("powershift")
+    srv = assemble(plant, [], LoopConfig(mode="lockstep"), initial_inputs=INITIAL)
+    lp = srv.loop
+    lp.choose_tick_path(args.tick_path)
+    lp.start()
+    lp.step(2000)  # settle in gear 1
+    for f in FAULTS:
+        lp.set_fault(f)
+    lp.step(500)  # warm the fault path
+    lp.clear_fault()
+    lp.step(500)
+    samples, faulted_path = time_blocks(lp, args.blocks, args.block)
+    res = report(samples, faulted_path, *time_fault_calls(lp))
     text = json.dumps(with_host(res), indent=2)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
     return 0
-
 
 if __name__ == "__main__":
     print(host_line(), flush=True)

@@ -412,20 +412,26 @@ def main() -> int:
         return exported(args.ticks, args.block)
     if args.broken:
         return broken(max(args.ticks, 200))
-    from fmu_build import python_assembly
-    from plant_models.registry import load_plant
     if args.offline:
         return offline_runs(args.offline, args.repeat, args.kind)
+    return step_times(args.kind, args.process, args.ticks, args.block)
+
+
+def step_times(kind: str, process: str, ticks: int, block: int) -> int:
+    """The bare plant's step against the plant with the FMU (in the server's process: the Python assembly's
+    step and the compiled one; in its own process), in interleaved blocks: wall and CPU times, allocations."""
+    from fmu_build import python_assembly
+    from plant_models.registry import load_plant
     dt = 1e-3
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        builders(args.kind)(d / "engine.fmu")
-        print(f"FMU: {args.kind}")
+        builders(kind)(d / "engine.fmu")
+        print(f"FMU: {kind}")
         gear = {"p_c1": 16.0, "p_c3": 16.0, "p_c6": 16.0}
         bare = load_plant("powershift")
         bare.reset({"engine_torque": 300.0, **gear})
         plants = {"bare plant step": bare}
-        for where in ("server", "own") if args.process == "both" else (args.process,):
+        for where in ("server", "own") if process == "both" else (process,):
             cfg = d / f"ps_{where}.toml"
             cfg.write_text(f'extends = "{ROOT / "configs" / "powershift.toml"}"\n\n[[fmu]]\nname = "engine"\n'
                            'file = "engine.fmu"\nstart = { tau = 0.05 }\nto_plant = { torque = "engine_torque" }\n'
@@ -444,10 +450,10 @@ def main() -> int:
         wall = {k: [] for k in plants}
         cpu = dict.fromkeys(plants, 0)
         child_cpu = 0.0
-        for _ in range(args.ticks // args.block):
+        for _ in range(ticks // block):
             for k, p in plants.items():
                 c0, h0 = time.process_time_ns(), _children_cpu_s(p)
-                wall[k].append(timed(p, args.block, dt))
+                wall[k].append(timed(p, block, dt))
                 cpu[k] += time.process_time_ns() - c0
                 if "own" in k:
                     child_cpu += _children_cpu_s(p) - h0
@@ -457,7 +463,7 @@ def main() -> int:
                 p.close()
     n = len(np.concatenate(wall["bare plant step"]))
     print(f"ticks {n} each, dt = 1 ms (stepped back to back, not on the wall clock), interleaved blocks of "
-          f"{args.block}; load average {os.getloadavg()[0]:.1f}")
+          f"{block}; load average {os.getloadavg()[0]:.1f}")
     base = np.percentile(np.concatenate(wall["bare plant step"]) / 1e3, [50, 99])
     for k in plants:
         w = np.percentile(np.concatenate(wall[k]) / 1e3, [50, 99])
@@ -465,7 +471,7 @@ def main() -> int:
                                                    f"{w[1] - base[1]:6.2f} us")
         print(f"{k:28s} p50 {w[0]:6.2f} us   p99 {w[1]:6.2f} us   server CPU {cpu[k] / n / 1e3:6.2f} us/tick{extra}")
         print(f"{'':28s} allocations over 1000 ticks (tracemalloc, blocks kept): {allocs[k][0]} ({allocs[k][1]} B)")
-    if args.process in ("own", "both"):
+    if process in ("own", "both"):
         print(f"{'':28s} the FMU's process: CPU {1e6 * child_cpu / n:6.2f} us/tick (/proc, 10 ms resolution)")
     return 0
 

@@ -73,6 +73,53 @@ def threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
+def sample_memory(srv, client, args, res: dict) -> None:
+    """Sample the server's RSS every ``args.interval`` s until the duration ends (stalling the client once if
+    asked); each step over ``args.step_kb`` is kept in ``res["steps"]`` with the mappings that grew."""
+    t0 = time.monotonic()
+    prev_maps = mappings(srv.pid)
+    prev = rss_kb(srv.pid)
+    stalled = False
+    stall_done = args.stall_at <= 0
+    print(f"t=0 RSS {prev} kB, {threads(srv.pid)} threads", flush=True)
+    while True:
+        time.sleep(args.interval)
+        t = time.monotonic() - t0
+        if t >= args.duration or srv.poll() is not None:
+            break
+        if not stall_done and not stalled and t >= args.stall_at:
+            client.send_signal(signal.SIGSTOP)
+            stalled = True
+        if stalled and t >= args.stall_at + args.stall_s:
+            client.send_signal(signal.SIGCONT)
+            stalled, stall_done = False, True
+        rss = rss_kb(srv.pid)
+        res["samples"].append([round(t, 1), rss])
+        if rss - prev > args.step_kb:
+            maps = mappings(srv.pid)
+            grew = {k: v - prev_maps.get(k, 0) for k, v in maps.items() if v - prev_maps.get(k, 0) > 16}
+            step = {"t": round(t, 1), "from_kb": prev, "to_kb": rss, "grew_kb": grew}
+            res["steps"].append(step)
+            print(f"t={t:.0f} RSS {prev} -> {rss} kB: {grew}", flush=True)
+        prev = rss
+        prev_maps = mappings(srv.pid)
+
+
+def summarize(server, res: dict) -> None:
+    """The server's own timing and ZeroMQ counters, the load, and the RSS figures, into ``res``."""
+    summary = server.summary
+    if summary.exists():
+        st = json.loads(summary.read_text())
+        res["server_timing"] = st.get("timing")
+        res["server_zmq"] = st.get("adapters", {}).get("zmq")
+    res["load_avg_after"] = os.getloadavg()
+    s = res["samples"]
+    if s:
+        after = [r for t, r in s if t >= 60.0] or [s[-1][1]]
+        res["rss_kb"] = {"first": s[0][1], "at_60s": after[0], "last": s[-1][1], "max": max(r for _, r in s),
+                         "growth_after_60s_kb": s[-1][1] - after[0]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=600.0)
@@ -102,33 +149,7 @@ def main() -> int:
         client = subprocess.Popen([sys.executable, str(ROOT / "bench" / "load_client.py"), "--control", control,
                                    "--subscribe", "--command-hz", str(args.command_hz), "--status-hz",
                                    str(args.status_hz)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        t0 = time.monotonic()
-        prev_maps = mappings(srv.pid)
-        prev = rss_kb(srv.pid)
-        stalled = False
-        stall_done = args.stall_at <= 0
-        print(f"t=0 RSS {prev} kB, {threads(srv.pid)} threads", flush=True)
-        while True:
-            time.sleep(args.interval)
-            t = time.monotonic() - t0
-            if t >= args.duration or srv.poll() is not None:
-                break
-            if not stall_done and not stalled and t >= args.stall_at:
-                client.send_signal(signal.SIGSTOP)
-                stalled = True
-            if stalled and t >= args.stall_at + args.stall_s:
-                client.send_signal(signal.SIGCONT)
-                stalled, stall_done = False, True
-            rss = rss_kb(srv.pid)
-            res["samples"].append([round(t, 1), rss])
-            if rss - prev > args.step_kb:
-                maps = mappings(srv.pid)
-                grew = {k: v - prev_maps.get(k, 0) for k, v in maps.items() if v - prev_maps.get(k, 0) > 16}
-                step = {"t": round(t, 1), "from_kb": prev, "to_kb": rss, "grew_kb": grew}
-                res["steps"].append(step)
-                print(f"t={t:.0f} RSS {prev} -> {rss} kB: {grew}", flush=True)
-            prev = rss
-            prev_maps = mappings(srv.pid)
+        sample_memory(srv, client, args, res)
         res["threads_end"] = threads(srv.pid)
     finally:
         if client is not None:
@@ -144,17 +165,7 @@ def main() -> int:
             srv.send_signal(signal.SIGTERM)
             srv.wait(timeout=30)
         server.kill()
-    summary = server.summary
-    if summary.exists():
-        st = json.loads(summary.read_text())
-        res["server_timing"] = st.get("timing")
-        res["server_zmq"] = st.get("adapters", {}).get("zmq")
-    res["load_avg_after"] = os.getloadavg()
-    s = res["samples"]
-    if s:
-        after = [r for t, r in s if t >= 60.0] or [s[-1][1]]
-        res["rss_kb"] = {"first": s[0][1], "at_60s": after[0], "last": s[-1][1], "max": max(r for _, r in s),
-                         "growth_after_60s_kb": s[-1][1] - after[0]}
+    summarize(server, res)
     print(json.dumps({k: v for k, v in res.items() if k != "samples"}, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -392,6 +392,39 @@ CAN_PROFILES = {
 }
 
 
+def send_invalid_frames(rng: random.Random, n: int, bus, frame, frame_id: int, enc, pr: dict, fd: bool) -> dict:
+    """Send ``n`` invalid command frames, the five kinds in turn (a bad CRC, a bad length, an unknown id, a
+    frozen alive counter, a value out of its DBC range): how many of each kind were sent."""
+    ok, mod = pr["ok"], enc.modulus
+    expect = {"crc": 0, "dlc": 0, "unknown_id": 0, "counter_frozen": 0, "out_of_range": 0}
+    ref = 0  # the alive-counter reference (docs/can.md: moved by every frame that passes the E2E checks)
+    for i in range(n):
+        kind = ("crc", "dlc", "unknown_id", "counter_frozen", "out_of_range")[i % 5]
+        vals = dict(ok, **{k: rng.uniform(0.0, pr["p_max"]) for k in pr["pressures"]})
+        fd_frame = fd
+        if kind == "crc":
+            data = enc.encode(vals, counter=rng.randrange(mod), corrupt_crc=True)
+        elif kind == "dlc":
+            data = rng.randbytes(rng.choice(pr["bad_lengths"]))
+            if fd and rng.random() < 0.25:  # a classic frame where the DBC has a CAN FD frame
+                data, fd_frame = rng.randbytes(8), False
+        elif kind == "unknown_id":
+            fid = rng.choice([0x7FF, 0x123, 0x555, 0x000])
+            bus.send(frame(fid, rng.randbytes(64 if fd else 8)))
+            expect[kind] += 1
+            continue
+        elif kind == "counter_frozen":
+            data = enc.encode(vals, counter=ref)  # the counter of the last frame that passed the E2E checks
+        else:
+            sig, bad = pr["out_of_range"]
+            vals[sig] = bad  # fits the signal's bits, not its DBC range
+            ref = (ref + 1) % mod  # a valid counter step: it passes the E2E checks and becomes the reference
+            data = enc.encode(vals, counter=ref)
+        bus.send(frame(frame_id, data, fd_frame))
+        expect[kind] += 1
+    return expect
+
+
 def fuzz_can(rng: random.Random, n: int, profile: str = "can") -> dict:
     """Invalid command frames of every kind into a CAN adapter on a virtual bus; all rejected, inputs unchanged."""
     import can
@@ -415,7 +448,6 @@ def fuzz_can(rng: random.Random, n: int, profile: str = "can") -> dict:
     fd = bool(pr["options"].get("fd"))
     bus = can.Bus(interface="virtual", channel=opts["channel"], fd=fd)
     enc = E2EEncoder(msg, pr["crc"], pr["counter"], pr["data_id"], pr["variant"])
-    mod = enc.modulus
     ok = pr["ok"]
 
     def frame(fid, data, fd_frame=fd):
@@ -430,33 +462,8 @@ def fuzz_can(rng: random.Random, n: int, profile: str = "can") -> dict:
         ad.read(0, 0)
         u0 = plant.u.copy()
         st0 = ad.status()["rx"]
-        expect = {"crc": 0, "dlc": 0, "unknown_id": 0, "counter_frozen": 0, "out_of_range": 0}
-        ref = 0  # the alive-counter reference (docs/can.md: moved by every frame that passes the E2E checks)
         t0 = time.monotonic()
-        for i in range(n):
-            kind = ("crc", "dlc", "unknown_id", "counter_frozen", "out_of_range")[i % 5]
-            vals = dict(ok, **{k: rng.uniform(0.0, pr["p_max"]) for k in pr["pressures"]})
-            fd_frame = fd
-            if kind == "crc":
-                data = enc.encode(vals, counter=rng.randrange(mod), corrupt_crc=True)
-            elif kind == "dlc":
-                data = rng.randbytes(rng.choice(pr["bad_lengths"]))
-                if fd and rng.random() < 0.25:  # a classic frame where the DBC has a CAN FD frame
-                    data, fd_frame = rng.randbytes(8), False
-            elif kind == "unknown_id":
-                fid = rng.choice([0x7FF, 0x123, 0x555, 0x000])
-                bus.send(frame(fid, rng.randbytes(64 if fd else 8)))
-                expect[kind] += 1
-                continue
-            elif kind == "counter_frozen":
-                data = enc.encode(vals, counter=ref)  # the counter of the last frame that passed the E2E checks
-            else:
-                sig, bad = pr["out_of_range"]
-                vals[sig] = bad  # fits the signal's bits, not its DBC range
-                ref = (ref + 1) % mod  # a valid counter step: it passes the E2E checks and becomes the reference
-                data = enc.encode(vals, counter=ref)
-            bus.send(frame(msg.frame_id, data, fd_frame))
-            expect[kind] += 1
+        expect = send_invalid_frames(rng, n, bus, frame, msg.frame_id, enc, pr, fd)
         deadline = time.monotonic() + 60
         while ad.rx_handled < n + 1 and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -38,6 +38,42 @@ from io_adapters.zmq.client import HilClient  # noqa: E402
 from _host import host_line  # noqa: E402  (bench/ is first on the path)
 
 
+def drain_states(sub, res: dict, last_seq, last_tick, tick_step: int):
+    """Read every state message waiting on ``sub``, counting lost, reordered and broken ones in ``res``: the last
+    sequence number and tick seen."""
+    while True:
+        try:
+            _, body = sub.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return last_seq, last_tick
+        msg = msgpack.unpackb(body)
+        seq, tick = msg["seq"], msg["tick"]
+        res["states"] += 1
+        if last_seq is None:
+            res["first_seq"] = seq
+        elif seq > last_seq + 1:
+            res["lost"] += seq - last_seq - 1
+        elif seq <= last_seq:
+            res["out_of_order"] += 1
+        if last_tick is not None and seq == last_seq + 1 and tick != last_tick + tick_step and tick > tick_step:
+            res["tick_breaks"] += 1  # the first message after a reset; anything else is a bug
+        last_seq, last_tick = seq, tick
+        res["last_seq"] = seq
+
+
+def request_status(hil, res: dict, elapsed_s: float) -> None:
+    """One status request: the server's ZeroMQ counters into ``res``, or a failure counted (with when)."""
+    try:
+        st = hil.status()
+        res["status_requests"] += 1
+        res["server_zmq"] = {key: st["adapters"]["zmq"].get(key) for key in
+                             ("state_sent", "send_errors", "state_dropped", "received", "applied")}
+    except Exception:  # a timeout under load is counted, not fatal
+        res["status_failures"] += 1
+        if len(res["status_failures_at_s"]) < 20:  # when: a request left as the server stops times out
+            res["status_failures_at_s"].append(round(elapsed_s, 3))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--control", required=True, help="the server's control endpoint")
@@ -80,25 +116,7 @@ def main() -> int:
             timeout_ms = max(0, int(1000 * (min(next_cmd, next_status, end) - now)))
             if sub is not None:
                 if sub.poll(min(timeout_ms, 100)):
-                    while True:
-                        try:
-                            _, body = sub.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        msg = msgpack.unpackb(body)
-                        seq, tick = msg["seq"], msg["tick"]
-                        res["states"] += 1
-                        if last_seq is None:
-                            res["first_seq"] = seq
-                        elif seq > last_seq + 1:
-                            res["lost"] += seq - last_seq - 1
-                        elif seq <= last_seq:
-                            res["out_of_order"] += 1
-                        step = args.tick_step
-                        if last_tick is not None and seq == last_seq + 1 and tick != last_tick + step and tick > step:
-                            res["tick_breaks"] += 1  # the first message after a reset; anything else is a bug
-                        last_seq, last_tick = seq, tick
-                        res["last_seq"] = seq
+                    last_seq, last_tick = drain_states(sub, res, last_seq, last_tick, args.tick_step)
             else:
                 time.sleep(min(timeout_ms, 100) / 1000.0)
             now = time.monotonic()
@@ -110,15 +128,7 @@ def main() -> int:
                 if next_cmd < now:  # this process was stalled: do not send a burst
                     next_cmd = now + cmd_period
             if now >= next_status:
-                try:
-                    st = hil.status()
-                    res["status_requests"] += 1
-                    res["server_zmq"] = {key: st["adapters"]["zmq"].get(key) for key in
-                                         ("state_sent", "send_errors", "state_dropped", "received", "applied")}
-                except Exception:  # a timeout under load is counted, not fatal
-                    res["status_failures"] += 1
-                    if len(res["status_failures_at_s"]) < 20:  # when: a request left as the server stops times out
-                        res["status_failures_at_s"].append(round(now - t_start, 3))
+                request_status(hil, res, now - t_start)
                 next_status += status_period
                 if next_status < now:
                     next_status = now + status_period

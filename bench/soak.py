@@ -119,6 +119,63 @@ def markdown(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sample_server(control: str, srv, args, res: dict, samples: list[dict]) -> None:
+    """Sample the server every ``args.interval`` s for ``args.duration`` s (its RSS, descriptors, threads, ticks
+    and missed ticks, the load) into ``samples``; a probe that fails or a server that exits is kept in ``res``."""
+    with HilClient(control, timeout_s=10.0) as probe:
+        t0 = time.monotonic()
+        next_t = t0
+        while True:
+            t = time.monotonic() - t0
+            if srv.poll() is not None:
+                res["server_exit"] = srv.returncode
+                break
+            try:
+                timing = probe.status()["timing"]
+                ticks, missed = timing["ticks"], timing["missed_ticks"]
+            except Exception as exc:  # a late reply is a finding, not the end of the soak
+                res.setdefault("probe_failures", []).append([round(t, 1), repr(exc)[:200]])
+                ticks = samples[-1]["ticks"] if samples else 0
+                missed = samples[-1]["missed"] if samples else 0
+            samples.append({"t": round(t, 2), "rss_kb": proc_status(srv.pid, "VmRSS"),
+                            "fds": open_fds(srv.pid), "threads": proc_status(srv.pid, "Threads"),
+                            "ticks": ticks, "missed": missed, "load1": round(os.getloadavg()[0], 2)})
+            if t >= args.duration:
+                break
+            if len(samples) % max(1, int(60 / args.interval)) == 0:
+                s = samples[-1]
+                print(f"t={t:6.0f} s  RSS {s['rss_kb']} kB  fds {s['fds']}  threads {s['threads']}  "
+                      f"ticks {s['ticks']}  missed {s['missed']}  load {s['load1']}", flush=True)
+            next_t += args.interval
+            time.sleep(max(0.0, next_t - time.monotonic()))
+
+
+def summarize(server, samples: list[dict], args, res: dict) -> None:
+    """The server's own timing, the load and the soak's result (after the warm-up, and per window) into ``res``."""
+    summary = server.summary
+    if summary.exists():
+        res["server_timing"] = json.loads(summary.read_text()).get("timing")
+    res["load_avg_after"] = os.getloadavg()
+    after = [s for s in samples if s["t"] >= args.warmup]
+    if after:
+        rows = windows(samples, args.window, args.warmup)
+        missed_per_min = [60.0 * w["missed"] / (w["to_s"] - w["from_s"]) for w in rows if w["to_s"] > w["from_s"]]
+        res["result"] = {
+            "duration_s": samples[-1]["t"],
+            "rss_kb_at_warmup": after[0]["rss_kb"], "rss_kb_last": after[-1]["rss_kb"],
+            "rss_kb_max": max(s["rss_kb"] for s in samples),
+            "rss_growth_after_warmup_kb": after[-1]["rss_kb"] - after[0]["rss_kb"],
+            "rss_max_growth_after_warmup_kb": max(s["rss_kb"] for s in after) - after[0]["rss_kb"],
+            "fds": sorted({s["fds"] for s in after}), "threads": sorted({s["threads"] for s in after}),
+            "missed_ticks_after_warmup": after[-1]["missed"] - after[0]["missed"],
+            "ticks_after_warmup": after[-1]["ticks"] - after[0]["ticks"],
+            "missed_per_min_by_window": [round(m, 2) for m in missed_per_min],
+            "missed_per_min_median": round(statistics.median(missed_per_min), 2) if missed_per_min else None,
+            "load1_median": statistics.median(s["load1"] for s in after),
+        }
+        res["windows"] = rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=3600.0, help="seconds of the soak (default 1 h)")
@@ -151,32 +208,7 @@ def main() -> int:
         client = subprocess.Popen([sys.executable, str(ROOT / "bench" / "load_client.py"), "--control", control,
                                    "--subscribe", "--command-hz", str(args.command_hz), "--status-hz", "1"],
                                   cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        with HilClient(control, timeout_s=10.0) as probe:
-            t0 = time.monotonic()
-            next_t = t0
-            while True:
-                t = time.monotonic() - t0
-                if srv.poll() is not None:
-                    res["server_exit"] = srv.returncode
-                    break
-                try:
-                    timing = probe.status()["timing"]
-                    ticks, missed = timing["ticks"], timing["missed_ticks"]
-                except Exception as exc:  # a late reply is a finding, not the end of the soak
-                    res.setdefault("probe_failures", []).append([round(t, 1), repr(exc)[:200]])
-                    ticks = samples[-1]["ticks"] if samples else 0
-                    missed = samples[-1]["missed"] if samples else 0
-                samples.append({"t": round(t, 2), "rss_kb": proc_status(srv.pid, "VmRSS"),
-                                "fds": open_fds(srv.pid), "threads": proc_status(srv.pid, "Threads"),
-                                "ticks": ticks, "missed": missed, "load1": round(os.getloadavg()[0], 2)})
-                if t >= args.duration:
-                    break
-                if len(samples) % max(1, int(60 / args.interval)) == 0:
-                    s = samples[-1]
-                    print(f"t={t:6.0f} s  RSS {s['rss_kb']} kB  fds {s['fds']}  threads {s['threads']}  "
-                          f"ticks {s['ticks']}  missed {s['missed']}  load {s['load1']}", flush=True)
-                next_t += args.interval
-                time.sleep(max(0.0, next_t - time.monotonic()))
+        sample_server(control, srv, args, res, samples)
     finally:
         if client is not None:
             if client.poll() is None:
@@ -190,28 +222,7 @@ def main() -> int:
             srv.send_signal(signal.SIGTERM)
             srv.wait(timeout=60)
         server.kill()
-    summary = server.summary
-    if summary.exists():
-        res["server_timing"] = json.loads(summary.read_text()).get("timing")
-    res["load_avg_after"] = os.getloadavg()
-    after = [s for s in samples if s["t"] >= args.warmup]
-    if after:
-        rows = windows(samples, args.window, args.warmup)
-        missed_per_min = [60.0 * w["missed"] / (w["to_s"] - w["from_s"]) for w in rows if w["to_s"] > w["from_s"]]
-        res["result"] = {
-            "duration_s": samples[-1]["t"],
-            "rss_kb_at_warmup": after[0]["rss_kb"], "rss_kb_last": after[-1]["rss_kb"],
-            "rss_kb_max": max(s["rss_kb"] for s in samples),
-            "rss_growth_after_warmup_kb": after[-1]["rss_kb"] - after[0]["rss_kb"],
-            "rss_max_growth_after_warmup_kb": max(s["rss_kb"] for s in after) - after[0]["rss_kb"],
-            "fds": sorted({s["fds"] for s in after}), "threads": sorted({s["threads"] for s in after}),
-            "missed_ticks_after_warmup": after[-1]["missed"] - after[0]["missed"],
-            "ticks_after_warmup": after[-1]["ticks"] - after[0]["ticks"],
-            "missed_per_min_by_window": [round(m, 2) for m in missed_per_min],
-            "missed_per_min_median": round(statistics.median(missed_per_min), 2) if missed_per_min else None,
-            "load1_median": statistics.median(s["load1"] for s in after),
-        }
-        res["windows"] = rows
+    summarize(server, samples, args, res)
     print(json.dumps({k: v for k, v in res.items() if k != "windows"}, indent=2))
     for w in res.get("windows", []):
         print(json.dumps(w))

@@ -87,8 +87,10 @@ class FrictionPlant(CompiledPlant):
     defines the sequence's optional stages ``_before_core`` (the compiled
     ``hydraulics_before``) and ``_after_core`` (``hydraulics_after``, after
     an accepted core step), each acting only when its hydraulics' data offset
-    is >= 0; the transmission's ``_before_inputs`` lets its powertrain sample
-    once per step.
+    is >= 0 -- the Powershift and the DCT take the two written once in
+    :func:`plant_models.plants.friction_step.hydraulics_stages`; the
+    transmission's ``_before_inputs`` lets its powertrain sample once per
+    step.
 
     ``@njit(**JIT)`` carries no signature: the kernels compile (or load from
     numba's cache) at the first reset, in :meth:`CompiledPlant.compile_kernels`.

@@ -15,6 +15,7 @@ the real tree.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,27 @@ def test_an_edit_of_the_fmi_assembly_class_recompiles_nothing(models):
     assembly.write_text(assembly.read_text() + "# a comment\n")
     drop_stale_caches(models)
     assert cached(models) == ALL
+
+
+def test_a_copy_of_the_tree_elsewhere_keeps_its_caches(models, tmp_path):
+    """The stamps name files relative to ``plant_models``: a second clone or a container image with the same
+    sources (its caches copied along) compiles nothing again, and an edit there still drops what it touches."""
+    copy = tmp_path / "elsewhere" / "clone" / "plant_models"
+    shutil.copytree(models, copy)
+    drop_stale_caches(copy)
+    assert cached(copy) == ALL
+    dct = copy / "plants/dct.py"
+    dct.write_text(dct.read_text() + "# a comment\n")
+    drop_stale_caches(copy)
+    assert cached(copy) == ALL - {"geared._step-1"}
+    assert cached(models) == ALL  # the original tree is its own
+
+
+def test_a_copy_with_different_sources_drops_what_differs(models, tmp_path):
+    """Equal names are not enough: the contents decide (a copy whose ``clutch.py`` differs drops the plant that
+    folds its constant in, as an edit in place would)."""
+    copy = tmp_path / "other" / "plant_models"
+    shutil.copytree(models, copy)
+    (copy / "clutch.py").write_text("BAR = 100000.0\n")
+    drop_stale_caches(copy)
+    assert cached(copy) == ALL - {"pressure._step-1"}

@@ -90,3 +90,36 @@ def test_the_sequence_is_cached_beside_the_plant_module_and_loads_from_there():
 
     index = Path(chain.chain_step.stats.cache_path)
     assert any(p.name.startswith("chain.chain_step-") and p.suffix == ".nbi" for p in index.iterdir())
+
+
+def test_the_hydraulics_stages_are_written_once_and_compiled_as_each_plants_own():
+    """The Powershift's and the DCT's ``_before_core`` / ``_after_core`` are the one pair of
+    ``friction_step.hydraulics_stages``: the same code, each plant's file (so numba caches them beside the plant),
+    each with its own hydraulics slots."""
+    for kind in ("powershift", "dct"):
+        module = _kernel_module(kind)
+        for name, template in zip(("_before_core", "_after_core"), friction_step.HYDRAULICS_TEMPLATES):
+            fn = getattr(module, name).py_func
+            assert fn.__code__.co_code == template.__code__.co_code, (kind, name)
+            assert fn.__code__.co_filename == module.__file__ and fn.__module__ == module.__name__, (kind, name)
+            assert (fn.__globals__["PI_HYD_D"], fn.__globals__["PF_HYD"]) == (module.PI_HYD_D, module.PF_HYD)
+            assert f"def {name}(" not in Path(module.__file__).read_text(encoding="utf-8"), (kind, name)
+    assert friction_step.HYDRAULICS_TEMPLATES[0].__code__.co_filename == friction_step.__file__
+
+
+@pytest.mark.parametrize("kind, tables", [
+    ("dct", {"SH": "SHAFTS", "ROW": "ROWS", "PF": "PLANT_FLOATS", "PI": "PLANT_INTS", "PD": "PLANT_INT_DATA"}),
+    ("powershift", {"PF": "PLANT_FLOATS", "PI": "PLANT_INTS"}),
+])
+def test_the_slot_numbers_of_a_plant_module_are_its_tables_in_order(kind, tables):
+    """Each slot constant is its table entry's place (a block's: the widths before it summed), the block's
+    length the widths summed: a new slot is one line of a table and no number is written by hand."""
+    module = _kernel_module(kind)
+    for prefix, table_name in tables.items():
+        offset = 0
+        for entry in getattr(module, table_name):
+            width = entry[1] if len(entry) == 3 else 1
+            assert getattr(module, f"{prefix}_{entry[0].upper()}") == offset, (prefix, entry[0])
+            offset += width
+        length = getattr(module, f"{prefix}_LEN", None) or getattr(module, f"N_{table_name}", None)
+        assert length == offset, (prefix, table_name)

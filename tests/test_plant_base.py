@@ -260,3 +260,28 @@ def test_a_rehearsed_step_changes_nothing_of_the_plant(config):
     assert np.array_equal(mf, rehearsed.mf) and np.array_equal(mi, rehearsed.mi)
     if config not in ("servo",):
         assert events > 0, "the inputs should have made rows stick or break away"
+
+
+def test_a_compiled_plant_that_allocates_in_allocate_data_owes_no_allocate():
+    """``CompiledPlant._allocate`` is abstract for a plant that uses the base's ``_allocate_data``; one that
+    overrides ``_allocate_data`` (the compiled FMU assembly) is concrete without a stub of its own."""
+    import inspect
+
+    from plant_models.contract.compiled import CompiledPlant
+    from plant_models.fmi.compiled import CompiledFmuAssembly
+
+    class Incomplete(CompiledPlant):  # neither _allocate nor _allocate_data
+        pass
+
+    class OwnData(CompiledPlant):  # allocates in _allocate_data
+        def _allocate_data(self):
+            return np.zeros(1), np.zeros(1), np.zeros(1, dtype=np.int64)
+
+    assert "_allocate" in Incomplete.__abstractmethods__
+    assert "_allocate" not in OwnData.__abstractmethods__
+    assert OwnData._allocate is CompiledPlant._allocated_in_data
+    with pytest.raises(TypeError, match="allocates its buffers in _allocate_data"):
+        CompiledPlant._allocated_in_data(object())
+    assert CompiledFmuAssembly._allocate is CompiledPlant._allocated_in_data  # no stub of its own
+    assert not inspect.isabstract(CompiledFmuAssembly)
+    assert "_allocate" in FrictionPlant.__dict__  # the friction plants still give the four buffers

@@ -46,6 +46,74 @@ SETS = {
 }
 
 
+def _send_cycle(tcu, db, encoders: dict, eng, commands, kind: str, cycle: int) -> int:
+    """One 5 ms cycle of the TCU's command frames (values changing with ``cycle``) and, every other cycle, the
+    engine's torque frame: the frames sent."""
+    sent = 0
+    for k, (msg_name, _, mapping) in enumerate(commands):
+        vals = {sig: round(0.37 * cycle + 2.0 * j + k, 2) for j, sig in enumerate(mapping)}
+        if kind == "multiplexed":
+            vals["ClutchGroup"] = k
+        else:
+            other = {"TCU_ClutchCmdA": ["PressureCmd_C2", "PressureCmd_C4"],
+                     "TCU_ClutchCmdB": ["PressureCmd_C5", "PressureCmd_C7", "PressureCmd_C8"]}[msg_name]
+            vals.update({s: 0.0 for s in other})
+        if kind == "multiplexed":
+            first = 1 + 4 * k
+            vals.update({f"PressureCmd_C{first + i}": vals.get(f"PressureCmd_C{first + i}", 0.0)
+                         for i in range(4)})
+        tcu.send(can.Message(arbitration_id=db.get_message_by_name(msg_name).frame_id,
+                             is_extended_id=False, data=encoders[msg_name].encode(vals)))
+        sent += 1
+    if cycle % 2 == 0:
+        tcu.send(can.Message(arbitration_id=0x110, is_extended_id=False,
+                             data=eng.encode({"EngineTorque": 150.0 + 4.25 * cycle})))
+        sent += 1
+    return sent
+
+
+def _check_file(f, dbc_copy, dbc_name: str, row_of: dict, rows: dict, commands, total: dict, checked: dict) -> int:
+    """One recorded file: its attached DBC is the config's, its frames (counted per direction in ``total``) decode
+    through that DBC into the recorded rows' values at the same times (checked values counted in ``checked``):
+    the values that did not match."""
+    unmatched = 0
+    with asammdf.MDF(f) as mdf:
+        (att,) = [a for a in mdf.attachments]
+        assert att.file_name == dbc_name
+        data, _, _ = mdf.extract_attachment(0)
+        assert data == (ROOT / "configs" / dbc_name).read_bytes()
+        dbc_copy.write_bytes(data)
+        direction = mdf.get("CAN_DataFrame.Dir").samples
+        for d in (0, 1):
+            total[d] += int(np.count_nonzero(direction == d))
+        decoded = mdf.extract_bus_logging({"CAN": [(str(dbc_copy), 0)]})
+        info = mdf.last_call_info["CAN"]
+        assert info["unknown_id_count"] == 0
+        for name, port, scale, conv in (("EngineSpeed", "w_1", 0.5, RPM), ("OutputSpeed", "w_out", 0.5, RPM),
+                                        ("Pressure_C1", "pressure_c1", 0.02, 1.0)):
+            sig = decoded.get(name)
+            assert len(sig.samples) > 0
+            for t, v in zip(sig.timestamps, sig.samples):
+                i = row_of.get(round(float(t), 9))
+                if i is None or v != _sent_value(rows[port][i] * conv, scale):
+                    unmatched += 1
+                checked["tx"] += 1
+        for _, _, mapping in commands:
+            for name, port in mapping.items():
+                sig = decoded.get(name)
+                for t, v in zip(sig.timestamps, sig.samples):
+                    i = row_of.get(round(float(t), 9))
+                    if i is None or v != pytest.approx(rows[port][i], abs=1e-12):
+                        unmatched += 1
+                    checked["rx"] += 1
+        sig = decoded.get("EngineTorque")
+        for t, v in zip(sig.timestamps, sig.samples):
+            i = row_of.get(round(float(t), 9))
+            if i is None or v != rows["engine_torque"][i]:
+                unmatched += 1
+    return unmatched
+
+
 @pytest.mark.parametrize("kind", sorted(SETS))
 def test_bus_frames_decode_into_the_recorded_signals_tick_for_tick(tmp_path, kind):
     ms, dbc_name, commands = SETS[kind]
@@ -71,25 +139,7 @@ def test_bus_frames_decode_into_the_recorded_signals_tick_for_tick(tmp_path, kin
         job = server.recorder.start(signals=["w_1", "w_out", "pressure_c1", "p_c1", "p_c3", "p_c6", "engine_torque"])
         assert job["bus"] == ["can"]
         for cycle in range(30):  # 150 ms: three files of 50 ms, commands changing every 5 ms
-            for k, (msg_name, _, mapping) in enumerate(commands):
-                vals = {sig: round(0.37 * cycle + 2.0 * j + k, 2) for j, sig in enumerate(mapping)}
-                if kind == "multiplexed":
-                    vals["ClutchGroup"] = k
-                else:
-                    other = {"TCU_ClutchCmdA": ["PressureCmd_C2", "PressureCmd_C4"],
-                             "TCU_ClutchCmdB": ["PressureCmd_C5", "PressureCmd_C7", "PressureCmd_C8"]}[msg_name]
-                    vals.update({s: 0.0 for s in other})
-                if kind == "multiplexed":
-                    first = 1 + 4 * k
-                    vals.update({f"PressureCmd_C{first + i}": vals.get(f"PressureCmd_C{first + i}", 0.0)
-                                 for i in range(4)})
-                tcu.send(can.Message(arbitration_id=db.get_message_by_name(msg_name).frame_id,
-                                     is_extended_id=False, data=encoders[msg_name].encode(vals)))
-                sent += 1
-            if cycle % 2 == 0:
-                tcu.send(can.Message(arbitration_id=0x110, is_extended_id=False,
-                                     data=eng.encode({"EngineTorque": 150.0 + 4.25 * cycle})))
-                sent += 1
+            sent += _send_cycle(tcu, db, encoders, eng, commands, kind, cycle)
             wait_until(lambda: adapter.rx_handled >= sent, what=f"{sent} frames")
             loop.step(5)
         n_tx = adapter.status()["tx"]["frames"]
@@ -109,41 +159,8 @@ def test_bus_frames_decode_into_the_recorded_signals_tick_for_tick(tmp_path, kin
     unmatched = 0
     checked = {"tx": 0, "rx": 0}
     for f in files:
-        with asammdf.MDF(f) as mdf:
-            (att,) = [a for a in mdf.attachments]
-            assert att.file_name == dbc_name
-            dbc_copy = tmp_path / f"attached_{dbc_name}"
-            data, _, _ = mdf.extract_attachment(0)
-            assert data == (ROOT / "configs" / dbc_name).read_bytes()
-            dbc_copy.write_bytes(data)
-            direction = mdf.get("CAN_DataFrame.Dir").samples
-            for d in (0, 1):
-                total[d] += int(np.count_nonzero(direction == d))
-            decoded = mdf.extract_bus_logging({"CAN": [(str(dbc_copy), 0)]})
-            info = mdf.last_call_info["CAN"]
-            assert info["unknown_id_count"] == 0
-            for name, port, scale, conv in (("EngineSpeed", "w_1", 0.5, RPM), ("OutputSpeed", "w_out", 0.5, RPM),
-                                            ("Pressure_C1", "pressure_c1", 0.02, 1.0)):
-                sig = decoded.get(name)
-                assert len(sig.samples) > 0
-                for t, v in zip(sig.timestamps, sig.samples):
-                    i = row_of.get(round(float(t), 9))
-                    if i is None or v != _sent_value(rows[port][i] * conv, scale):
-                        unmatched += 1
-                    checked["tx"] += 1
-            for _, _, mapping in commands:
-                for name, port in mapping.items():
-                    sig = decoded.get(name)
-                    for t, v in zip(sig.timestamps, sig.samples):
-                        i = row_of.get(round(float(t), 9))
-                        if i is None or v != pytest.approx(rows[port][i], abs=1e-12):
-                            unmatched += 1
-                        checked["rx"] += 1
-            sig = decoded.get("EngineTorque")
-            for t, v in zip(sig.timestamps, sig.samples):
-                i = row_of.get(round(float(t), 9))
-                if i is None or v != rows["engine_torque"][i]:
-                    unmatched += 1
+        unmatched += _check_file(f, tmp_path / f"attached_{dbc_name}", dbc_name, row_of, rows, commands, total,
+                                 checked)
     assert unmatched == 0
     assert checked == {"tx": 3 * 15, "rx": 3 * 30}  # 150 ticks: 15 frames of each 10 ms message; 30 commands each
     assert total[0] == sent  # every command frame received while recording, the last ones included

@@ -211,17 +211,14 @@ def test_a_planted_stage_runs_in_a_campaigns_runs(monkeypatch, tmp_path):
     assert n > 100 and len(ks) // n >= 2 and ks == list(range(n)) * (len(ks) // n)
 
 
-def test_a_planted_compiled_stage_runs_in_every_compiled_run_and_its_python_form_elsewhere(monkeypatch, tmp_path):
-    from server.campaign.engine import run_bare
-    from server.campaign.spec import load_campaign
+def _offline_runs_and_the_closed_loop_take_the_compiled_form(monkeypatch) -> list:
+    """The compiled offline run (plain and with faults) and the compiled closed loop call the planted stage's
+    compiled form at every step, with the results of the runs without the probe bit for bit: the probe's calls
+    (cleared)."""
     from server.offline.controller import closed_loop
     from server.offline.run import run_offline
     from server.offline.scenario import load_scenario
     from server.realtime.fault_schedule import FaultSchedule
-    from server.realtime.loop_config import LoopConfig
-    from server.realtime.runtime import assemble
-    from server.testbench.runner import run_spec_offline
-    from server.testbench.spec import load_test
 
     plant = load_plant("powershift")
     scenario = load_scenario("powershift_single_swap").compile(plant)
@@ -252,6 +249,17 @@ def test_a_planted_compiled_stage_runs_in_every_compiled_run_and_its_python_form
     assert _steps_of(calls, "closed_loop compiled", 1e-3) == list(range(300))
     assert got.outputs.tobytes() == refs[2].outputs.tobytes() and got.inputs.tobytes() == refs[2].inputs.tobytes()
     calls.clear()
+    return calls
+
+
+def _the_realtime_and_lockstep_ticks_take_the_compiled_form(calls: list) -> None:
+    """The real-time loop's and the lockstep loop's compiled ticks call the compiled form at every tick, the
+    lockstep loop's Python tick path the Python form, each with the offline run's calls for the same steps."""
+    from server.offline.run import run_offline
+    from server.offline.scenario import load_scenario
+    from server.realtime.loop_config import LoopConfig
+    from server.realtime.runtime import assemble
+
     # the real-time loop's compiled tick takes the compiled form: at every tick of a realtime server, with the
     # calls of the offline run of the same plant for the same steps
     chain = load_plant("chain")
@@ -285,6 +293,16 @@ def test_a_planted_compiled_stage_runs_in_every_compiled_run_and_its_python_form
     assert _steps_of(calls, "lockstep", 1e-3) == list(range(40))
     assert [(k, t) for m, k, t in calls if m == "lockstep"] == [(k, t) for m, k, t in calls
                                                                 if m == "lockstep compiled"] == offline[:40]
+
+
+def test_a_planted_compiled_stage_runs_in_every_compiled_run_and_its_python_form_elsewhere(monkeypatch, tmp_path):
+    from server.campaign.engine import run_bare
+    from server.campaign.spec import load_campaign
+    from server.testbench.runner import run_spec_offline
+    from server.testbench.spec import load_test
+
+    calls = _offline_runs_and_the_closed_loop_take_the_compiled_form(monkeypatch)
+    _the_realtime_and_lockstep_ticks_take_the_compiled_form(calls)
     # the test bench takes the stage's Python form
     rec = run_spec_offline(load_test(SWAP_TEST), [])
     assert _steps_of(calls, "testbench", rec.dt) == list(range(len(rec.t) - 1))

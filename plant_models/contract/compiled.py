@@ -73,11 +73,26 @@ class CompiledPlant(Plant):
     (one :class:`Kernel` named ``"step"`` with the signature
     ``int64(mf, mi, df, di, float64 dt)``, and any others it calls), and
     implements :meth:`_allocate` (the four buffers) instead of
-    ``_allocate_data``, and :meth:`event_log` / :meth:`mark_events_read`
-    (for the compiled offline run, which reads the event log itself).
+    ``_allocate_data`` -- or, if it allocates its own way (the compiled FMU
+    assembly builds its table besides), overrides ``_allocate_data`` and
+    need not give ``_allocate`` -- and :meth:`event_log` /
+    :meth:`mark_events_read` (for the compiled offline run, which reads the
+    event log itself).
     """
 
     kernels: ClassVar[tuple[Kernel, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        """A class that overrides ``_allocate_data`` (and not ``_allocate``) no longer owes ``_allocate``: its
+        abstract slot is filled with :meth:`_allocated_in_data`.  This runs before ``ABCMeta`` counts the class's
+        abstract methods, so such a plant can be instantiated without a stub of its own."""
+        super().__init_subclass__(**kwargs)
+        if "_allocate_data" in cls.__dict__ and "_allocate" not in cls.__dict__:
+            cls._allocate = CompiledPlant._allocated_in_data
+
+    def _allocated_in_data(self):
+        """``_allocate`` of a plant whose ``_allocate_data`` allocates everything: never called by the base."""
+        raise TypeError(f"{type(self).__name__} allocates its buffers in _allocate_data")
 
     def __init__(self, params: Any, source: str = ""):
         self._step_fn: Callable | None = None

@@ -31,6 +31,11 @@ decides what must compile again:
   (:func:`module_dependencies`).  The folders whose modules are stamped so
   are ``FOLLOWED``.
 
+Every stamp is computed from file names relative to ``plant_models`` and
+the files' contents, never from where the tree lies, so a copy of the tree
+(a second clone, a container image) with the same sources keeps every cache
+numba itself still accepts.
+
 So a comment added to ``powertrain/law.py`` recompiles the components and the
 three plants that link them, not the core and not the ``chain`` plant; an edit
 of ``plants/dct.py`` recompiles the DCT alone (``bench/bench_cache_edit.py``).
@@ -319,11 +324,17 @@ def module_dependencies(models: Path) -> dict[tuple[str, str], list[Path]]:
     return deps
 
 
-def _dependencies_digest(paths: list[Path]) -> str:
-    """SHA-256 over the names and contents of the files ``paths``, in the given order."""
+def _dependencies_digest(paths: list[Path], models: Path) -> str:
+    """SHA-256 over the names and contents of the files ``paths``, in the given order; each name relative to
+    ``models`` (the ``plant_models`` folder), so a copy of the tree elsewhere (a second clone, a container)
+    with the same sources keeps its caches."""
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(str(path).encode())
+        try:
+            name = path.relative_to(models).as_posix()
+        except ValueError:  # not under the package: its full name is all there is
+            name = str(path)
+        digest.update(name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
@@ -379,7 +390,7 @@ def drop_stale_caches(models: Path | None = None) -> None:
             if pkg != package or name == "__init__":
                 continue
             try:
-                stamp = (components_stamp if linked else core_stamp) + _dependencies_digest(deps.get((pkg, name), []))
+                stamp = (components_stamp if linked else core_stamp) + _dependencies_digest(deps.get((pkg, name), []), models)
             except OSError:
                 continue
             for folder in folders:

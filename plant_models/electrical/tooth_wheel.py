@@ -145,7 +145,14 @@ def wheel_edges(theta0_rad, omega0_rad_s, omega1_rad_s, dt_s, teeth, phase_rad, 
                 edge_direction[n] = 1 if omega0_rad_s + alpha * t >= 0.0 else -1
                 n += 1
         k += 1
-    # insertion sort by time: a tick holds a few edges, and a reversing shaft interleaves two runs
+    _sort_edges_by_time(edge_time_s, edge_tooth, edge_direction, n)
+    return -1 - n if overflow else n
+
+
+@njit(**JIT)
+def _sort_edges_by_time(edge_time_s, edge_tooth, edge_direction, n):
+    """The first ``n`` edges put in time order, in place: an insertion sort, as a tick holds a few edges and a
+    reversing shaft interleaves two runs.  Called in the real-time loop."""
     for i in range(1, n):
         t = edge_time_s[i]
         tooth = edge_tooth[i]
@@ -159,7 +166,6 @@ def wheel_edges(theta0_rad, omega0_rad_s, omega1_rad_s, dt_s, teeth, phase_rad, 
         edge_time_s[j + 1] = t
         edge_tooth[j + 1] = tooth
         edge_direction[j + 1] = d
-    return -1 - n if overflow else n
 
 
 @njit(**JIT)

@@ -441,9 +441,6 @@ class CompiledFmuAssembly(FmuAssembly, CompiledPlant):
         n, cap = len(self.slots), self.inner.event_log()[4]
         return n + cap, 3 * n + 1 + 2 * cap + 1
 
-    def _allocate(self):
-        raise NotImplementedError("the FMU assembly allocates its buffers in _allocate_data (the table besides)")
-
     def _allocate_data(self):
         mf, df, di = FmuAssembly._allocate_data(self)
         n, cap = len(self.slots), self.inner.event_log()[4]

@@ -59,6 +59,7 @@ forward motion; ``driveshaft_torque`` positive drives the vehicle forward.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -66,7 +67,7 @@ import numpy as np
 from numba import njit
 
 from ..clutch import BAR, WetClutch
-from ..core.api import JIT, JIT_STAGE, L, CoreSpec, Row, Settings, Spring, y_act, y_omega, y_row_work
+from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, y_act, y_omega, y_row_work
 from ..friction_plant import CORE_STATUS, FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
@@ -76,37 +77,49 @@ from .ratio import RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
 from . import friction_step
 
 # -- state layout ------------------------------------------------------------
-# shafts
-SH_ENGINE = 0  # engine, rad/s
-SH_ODD = 1  # odd input shaft, rad/s
-SH_EVEN = 2  # even input shaft, rad/s
-SH_OUT = 3  # transmission output at wheel speed, rad/s
-SH_VEH = 4  # vehicle (wheels), rad/s
-N_SHAFTS = 5
-# rows
-ROW_C1 = 0  # clutch 1 [engine, odd], N m
-ROW_C2 = 1  # clutch 2 [engine, even], N m
-ROW_S_ODD = 2  # synchronizer/dog of the odd shaft [odd, output], N m at the input shaft
-ROW_S_EVEN = 3  # synchronizer/dog of the even shaft [even, output], N m at the input shaft
-N_ROWS = 4
-MAX_GEARS = 9
+# Every slot number below comes from its table's order (a table's entry: name, doc; a block's: name, width, doc),
+# so a new slot is one line of a table.
+SHAFTS = (  # the core's shafts, rad/s
+    ("engine", "engine"),
+    ("odd", "odd input shaft"),
+    ("even", "even input shaft"),
+    ("out", "transmission output at wheel speed"),
+    ("veh", "vehicle (wheels)"),
+)
+SH_ENGINE, SH_ODD, SH_EVEN, SH_OUT, SH_VEH = range(len(SHAFTS))
+N_SHAFTS = len(SHAFTS)
+ROWS = (  # the core's friction rows, N m
+    ("c1", "clutch 1 [engine, odd]"),
+    ("c2", "clutch 2 [engine, even]"),
+    ("s_odd", "synchronizer/dog of the odd shaft [odd, output], N m at the input shaft"),
+    ("s_even", "synchronizer/dog of the even shaft [even, output], N m at the input shaft"),
+)
+ROW_C1, ROW_C2, ROW_S_ODD, ROW_S_EVEN = range(len(ROWS))
+N_ROWS = len(ROWS)
+MAX_GEARS = 9  # a size: the gears a DCT may have, not a slot
 
-# plant float parameters (offsets inside the MF_PLANT block)
-PF_RATIO = 0  # [MAX_GEARS + 1] ratio of gear 0..MAX_GEARS (index 0 unused), w_in / w_layshaft
-PF_FINAL = PF_RATIO + MAX_GEARS + 1  # final drive ratio
-PF_WHEEL_RADIUS = PF_FINAL + 1  # dynamic wheel radius, m
-PF_SYNC_CAP = PF_WHEEL_RADIUS + 1  # [MAX_GEARS + 1] synchronizer capacity per gear, N m at the input shaft
-PF_DOG_CAP = PF_SYNC_CAP + MAX_GEARS + 1  # dog clutch capacity, N m at the input shaft
-PF_N_GEARS = PF_DOG_CAP + 1  # number of forward gears
-PF_LEN = PF_N_GEARS + 1
+PLANT_FLOATS = (  # the plant's float parameters: offsets inside the MF_PLANT block
+    ("ratio", MAX_GEARS + 1, "ratio of gear 0..MAX_GEARS (index 0 unused), w_in / w_layshaft"),
+    ("final", 1, "final drive ratio"),
+    ("wheel_radius", 1, "dynamic wheel radius, m"),
+    ("sync_cap", MAX_GEARS + 1, "synchronizer capacity per gear, N m at the input shaft"),
+    ("dog_cap", 1, "dog clutch capacity, N m at the input shaft"),
+    ("n_gears", 1, "number of forward gears"),
+)
+PF_RATIO, PF_FINAL, PF_WHEEL_RADIUS, PF_SYNC_CAP, PF_DOG_CAP, PF_N_GEARS, PF_LEN = \
+    itertools.accumulate((width for _, width, _ in PLANT_FLOATS), initial=0)
 PF_HYD = PF_LEN  # the clutch hydraulics' parameter block (powertrain/hydraulics.py) follows, with hydraulics
-# plant int parameters (MI_PLANT block)
-PI_HYD_D = 0  # offset in the plant data block of the hydraulics' data, -1: no hydraulics
-PI_LEN = 1
-# plant int data (DI_PLANT block)
-PD_SEL_ODD = 0  # gear in effect on the odd shaft (0 = neutral)
-PD_SEL_EVEN = 1  # gear in effect on the even shaft
-PD_LEN = 2
+PLANT_INTS = (  # the plant's int parameters (MI_PLANT block)
+    ("hyd_d", "offset in the plant data block of the hydraulics' data, -1: no hydraulics"),
+)
+PI_HYD_D, = range(len(PLANT_INTS))
+PI_LEN = len(PLANT_INTS)
+PLANT_INT_DATA = (  # the plant's int data (DI_PLANT block)
+    ("sel_odd", "gear in effect on the odd shaft (0 = neutral)"),
+    ("sel_even", "gear in effect on the even shaft"),
+)
+PD_SEL_ODD, PD_SEL_EVEN = range(len(PLANT_INT_DATA))
+PD_LEN = len(PLANT_INT_DATA)
 
 
 # the status bits of a DCT step: the core's, and one of its own (allocated: 256)
@@ -361,21 +374,8 @@ def _outputs(mf, mi, df, di, st, h):
         write_fill_outputs(mf, df, opf + PF_HYD, mi[L.DF_PLANT] + ohd, oy + OUT_FILL)
 
 
-@njit(**JIT_STAGE)
-def _before_core(mf, mi, df, dt):
-    """Stage before the core's step (plants/friction_step.py): the clutch hydraulics, if the plant has them, take
-    the command through dead time and valve and stroke the piston for this step.  Called in the real-time loop."""
-    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
-    if ohd >= 0:
-        hydraulics_before(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
-
-
-@njit(**JIT_STAGE)
-def _after_core(mf, mi, df, dt):
-    """Stage after an accepted core step: the clutch hydraulics' piston, if any.  Called in the real-time loop."""
-    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
-    if ohd >= 0:
-        hydraulics_after(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
+# the clutch hydraulics' stages around the core's step (plants/friction_step.py), each acting only with hydraulics
+_before_core, _after_core = friction_step.hydraulics_stages(globals(), hydraulics_before, hydraulics_after)
 
 
 # the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py

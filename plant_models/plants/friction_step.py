@@ -11,6 +11,10 @@ the transmission run their command path before the core's step and their
 piston after an accepted one (``_before_core``, ``_after_core``).  The
 sequence is written once, here (:func:`_step`, :func:`_refresh`), and a
 stage a plant does not define is :func:`no_stage`, which compiles to nothing.
+The hydraulics' two stages are written once too
+(:func:`hydraulics_stages`: the Powershift and the DCT take them; the
+transmission finds its hydraulics' parameters through its own table and
+keeps its own).
 
 Why it is compiled *as the plant module's own*: numba keeps a compiled
 function's cache beside the source file of its code and checks the cache
@@ -69,6 +73,27 @@ def _refresh(mf, mi, df, di, st):
     return pst
 
 
+# The clutch hydraulics' two stages, the same for every plant whose hydraulics' blocks sit at its own PF_HYD (float
+# parameters, after the plant's) and at the data offset its int parameter PI_HYD_D holds (-1: no hydraulics).  The
+# names PI_HYD_D, PF_HYD, hydraulics_before and hydraulics_after are the plant's: hydraulics_stages gives them.
+def _hydraulics_before_core(mf, mi, df, dt):
+    """Stage before the core's step: the clutch hydraulics, if the plant has them, take the command through dead
+    time and valve and stroke the piston for this step.  Called in the real-time loop."""
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        hydraulics_before(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
+
+
+def _hydraulics_after_core(mf, mi, df, dt):
+    """Stage after an accepted core step: the clutch hydraulics' piston, if any.  Called in the real-time loop."""
+    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
+    if ohd >= 0:
+        hydraulics_after(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
+
+
+HYDRAULICS_TEMPLATES = (_hydraulics_before_core, _hydraulics_after_core)  # compiled once per plant module
+
+
 # the stages a plant module defines by these names (the first two it must); the others default to no_stage
 FRICTION_STAGES = ("_inputs", "_outputs", "_before_inputs", "_before_core", "_after_core")
 TEMPLATES = (_step, _refresh)  # the sequence: compiled once per plant module, never on its own
@@ -101,4 +126,25 @@ def plant_kernels(plant_globals: dict, prefix: str):
     return tuple(njit(**JIT)(_as_plant_function(t, plant_globals, f"{prefix}{t.__name__}", line)) for t in TEMPLATES)
 
 
-__all__ = ["FRICTION_STAGES", "plant_kernels", "no_stage"]
+def hydraulics_stages(plant_globals: dict, hydraulics_before, hydraulics_after):
+    """The clutch hydraulics' ``_before_core`` and ``_after_core`` of the plant module whose ``globals()`` these
+    are, as its own functions (``@njit(**JIT_STAGE)``, cached beside the plant's module, as the step is): they read
+    the plant's ``PI_HYD_D`` and ``PF_HYD`` and call the compiled ``hydraulics_before`` / ``hydraulics_after`` of
+    ``powertrain/hydraulics.py``, which the plant passes (this module imports no component, so a plant without
+    hydraulics links none).  Call it at the module's top level, after those constants, before
+    :func:`plant_kernels`."""
+    line = sys._getframe(1).f_lineno
+    namespace = dict(globals(), PI_HYD_D=plant_globals["PI_HYD_D"], PF_HYD=plant_globals["PF_HYD"],
+                     hydraulics_before=hydraulics_before, hydraulics_after=hydraulics_after,
+                     __name__=plant_globals["__name__"])
+    stages = []
+    for template, name in zip(HYDRAULICS_TEMPLATES, ("_before_core", "_after_core")):
+        code = template.__code__.replace(co_filename=plant_globals["__file__"], co_name=name, co_qualname=name,
+                                         co_firstlineno=line)
+        function = types.FunctionType(code, namespace, name)
+        function.__doc__ = template.__doc__
+        stages.append(njit(**JIT_STAGE)(function))
+    return tuple(stages)
+
+
+__all__ = ["FRICTION_STAGES", "plant_kernels", "hydraulics_stages", "no_stage"]

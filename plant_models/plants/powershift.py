@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from numba import njit
 
 from ..clutch import BAR, WetClutch
-from ..core.api import JIT, JIT_STAGE, L, CoreSpec, Settings, y_act, y_omega, y_row_work
+from ..core.api import JIT, L, CoreSpec, Settings, y_act, y_omega, y_row_work
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 from ..powertrain.hydraulics import Hydraulics, hydraulics_after, hydraulics_before, param_block, write_fill_outputs
@@ -42,23 +42,26 @@ from ..powertrain.hydraulics_plant import HydraulicsPlant
 from .ratio import RATIO_LIMIT, RATIO_MIN_OUTPUT_SPEED
 from . import friction_step
 
-N_AXLES = 4
+N_AXLES = 4  # sizes (the paper's gearbox), not slots
 N_CLUTCH = 8
 STAGES = ((0, 1), (2, 3, 4), (5, 6, 7))  # clutch indices of the three stages
 PAPER_R = ((1, 3, 0, 0), (1, 2, 0, 0), (0, 1, 4, 0), (0, 1, 3, 0), (0, 1, 2, 0), (0, 0, 1, 4), (0, 0, 1, 2),
            (0, 0, 1, 1))
 N_GEARS = 18
 
-# plant float parameters (offsets inside the MF_PLANT block)
-PF_RC = 0  # [8] radius of the gear each clutch locks, m
-PF_LOAD_SIGN = 8  # torque on axle 4 per unit load torque (+1: resists forward motion)
-PF_GEAR_RATIO = 9  # [18] nominal overall ratio w_1 / w_out of each gear
-PF_LEN = 27
+# The slot numbers below come from their table's order (an entry: name, width, doc), so a new slot is one line.
+PLANT_FLOATS = (  # the plant's float parameters: offsets inside the MF_PLANT block
+    ("rc", N_CLUTCH, "radius of the gear each clutch locks, m"),
+    ("load_sign", 1, "torque on axle 4 per unit load torque (+1: resists forward motion)"),
+    ("gear_ratio", N_GEARS, "nominal overall ratio w_1 / w_out of each gear"),
+)
+PF_RC, PF_LOAD_SIGN, PF_GEAR_RATIO, PF_LEN = itertools.accumulate((w for _, w, _ in PLANT_FLOATS), initial=0)
 PF_HYD = PF_LEN  # the clutch hydraulics' parameter block (powertrain/hydraulics.py) follows, with hydraulics
-# plant int parameters (MI_PLANT block)
-PI_GEARS = 0  # [18*3] clutch indices of each gear
-PI_HYD_D = 54  # offset in the plant data block of the hydraulics' data, -1: no hydraulics
-PI_LEN = 55
+PLANT_INTS = (  # the plant's int parameters (MI_PLANT block)
+    ("gears", N_GEARS * 3, "clutch indices of each gear"),
+    ("hyd_d", 1, "offset in the plant data block of the hydraulics' data, -1: no hydraulics"),
+)
+PI_GEARS, PI_HYD_D, PI_LEN = itertools.accumulate((w for _, w, _ in PLANT_INTS), initial=0)
 
 
 @dataclass(frozen=True)
@@ -203,21 +206,8 @@ def _outputs(mf, mi, df, di, st, h):
         write_fill_outputs(mf, df, opf + PF_HYD, mi[L.DF_PLANT] + mi[opi + PI_HYD_D], oy + OUT_FILL)
 
 
-@njit(**JIT_STAGE)
-def _before_core(mf, mi, df, dt):
-    """Stage before the core's step (plants/friction_step.py): the clutch hydraulics, if the plant has them, take
-    the command through dead time and valve and stroke the piston for this step.  Called in the real-time loop."""
-    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
-    if ohd >= 0:
-        hydraulics_before(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
-
-
-@njit(**JIT_STAGE)
-def _after_core(mf, mi, df, dt):
-    """Stage after an accepted core step: the clutch hydraulics' piston, if any.  Called in the real-time loop."""
-    ohd = mi[mi[L.MI_PLANT] + PI_HYD_D]
-    if ohd >= 0:
-        hydraulics_after(mf, mi, df, mi[L.MF_PLANT] + PF_HYD, mi[L.DF_PLANT] + ohd, dt)
+# the clutch hydraulics' stages around the core's step (plants/friction_step.py), each acting only with hydraulics
+_before_core, _after_core = friction_step.hydraulics_stages(globals(), hydraulics_before, hydraulics_after)
 
 
 # the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py

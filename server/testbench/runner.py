@@ -447,6 +447,23 @@ def run_lockstep(spec: TestSpec, client, log: list[str]) -> Recording:
     return Recording(ticks * dt, sig, dt)
 
 
+def _controller_verdicts(proc, spec: TestSpec, wall_limit: float, out_path: Path) -> list[Verdict]:
+    """Wait for the controller process to exit (killed past ``wall_limit``): its failures as verdicts."""
+    problems: list[Verdict] = []
+    try:
+        proc.wait(timeout=max(0.0, wall_limit - time.monotonic()) + 1.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
+        problems.append(Verdict("controller", "controller", False, f"the controller did not exit within "
+                                f"{spec.controller.timeout_s:g} s (killed)", error=True))
+    if proc.returncode is not None and proc.returncode != spec.controller.exit_code and not problems:
+        tail = out_path.read_text()[-1500:].strip().replace("\n", " | ")
+        problems.append(Verdict("controller", "controller", False, f"the controller exited with code "
+                                f"{proc.returncode} (expected {spec.controller.exit_code}): {tail}", error=True))
+    return problems
+
+
 def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list[str]) -> tuple[Recording, list]:
     """Record the state stream while a stimulus plays (realtime) or a controller drives the server."""
     plant = compiled = None
@@ -463,7 +480,6 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
     if client.status()["state"] != "running":
         client.start()
     proc = None
-    problems: list[Verdict] = []
     out_path = server.workdir / "controller.log"
     if spec.controller is not None:
         c = spec.controller
@@ -511,18 +527,7 @@ def run_observed(spec: TestSpec, client, server: ServerRun, mode: str, log: list
             break
         if now > wall_limit:
             break
-    if proc is not None:
-        try:
-            proc.wait(timeout=max(0.0, wall_limit - time.monotonic()) + 1.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-            problems.append(Verdict("controller", "controller", False, f"the controller did not exit within "
-                                    f"{spec.controller.timeout_s:g} s (killed)", error=True))
-        if proc.returncode is not None and proc.returncode != spec.controller.exit_code and not problems:
-            tail = out_path.read_text()[-1500:].strip().replace("\n", " | ")
-            problems.append(Verdict("controller", "controller", False, f"the controller exited with code "
-                                    f"{proc.returncode} (expected {spec.controller.exit_code}): {tail}", error=True))
+    problems = _controller_verdicts(proc, spec, wall_limit, out_path) if proc is not None else []
     if not rows:
         raise RunError("no state message received from the server")
     ticks = np.array([r[0] for r in rows])

@@ -43,12 +43,6 @@ time order (an adapter set needs a server: offline refuses it).  An
 run's closed loop instead of a stimulus (no scenario, no controller), and
 its pin faults (target ``device``) are scheduled offline too
 (:mod:`server.testbench.device_bench`).
-
-Why ``load_test`` is longer than 80 lines: it reads a test file's tables in
-their documented order, each a short block that ends in a one-line
-``ConfigError``; the blocks share the reader and the plant, and reading them
-in one function keeps that order (which error a file with two mistakes
-reports first) in one place.
 """
 
 from __future__ import annotations
@@ -450,8 +444,7 @@ def load_test(path: str | Path) -> TestSpec:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(str(p), "", "no such test file")
-    source = str(p)
-    here = p.resolve().parent
+    source, here = str(p), p.resolve().parent
     cfg = ConfigReader(load_toml(p), source)
     name = cfg.string("name", p.stem)
     desc = cfg.string("description", "")
@@ -464,7 +457,6 @@ def load_test(path: str | Path) -> TestSpec:
     known = [s.name for s in plant.outputs] + [nm for nm in inputs if nm not in {s.name for s in plant.outputs}]
     if WATCHDOG not in known:
         known.append(WATCHDOG)
-
     if cfg.has("scenario") and cfg.has("stimulus"):
         raise cfg.error("stimulus", "give either scenario (a file) or [stimulus] (inline), not both")
     scenario = data = None
@@ -511,8 +503,21 @@ def load_test(path: str | Path) -> TestSpec:
     if scenario is not None:
         scenario.compile(plant, None, warn=False)  # every input name, range and value checked now
     settle = cfg.number("settle_s", 0.3, nonnegative=True)
+    faults = _faults(cfg, plant, mode, devices, duration)
+    sets = _adapter_sets(cfg, mode, io_config, duration)
+    uds = _uds(cfg, mode, io_config, in_process) if cfg.has("uds") else None
+    exps, probes = _expectations(cfg, plant, known, inputs, controller is None or scenario is not None, faults, uds,
+                                 duration)
+    cfg.reject_unknown()
+    return TestSpec(source=source, name=name, description=desc, plant_config=plant_path, mode=mode,
+                    scenario=scenario, scenario_data=data, duration_s=duration, dt_s=dt, controller=controller,
+                    faults=tuple(faults), expectations=tuple(exps), io_config=io_config, settle_s=settle,
+                    controller_class=in_process, adapter_sets=sets, uds=uds, uds_probes=tuple(probes), devices=devices)
 
-    raw_faults = cfg.raw("faults", [])
+
+def _faults(cfg: ConfigReader, plant: Plant, mode: str, devices: bool, duration: float) -> list[ScheduledFault]:
+    """The ``[[faults]]`` schedule, each checked by the fault API and against the mode and the run's end."""
+    raw_faults, source = cfg.raw("faults", []), cfg.source
     if not isinstance(raw_faults, list) or len(raw_faults) > MAX_FAULTS:
         raise cfg.error("faults", f"must be an array of tables ([[faults]]), at most {MAX_FAULTS}")
     faults = []
@@ -526,17 +531,21 @@ def load_test(path: str | Path) -> TestSpec:
             raise ConfigError(source, f"faults[{k}].at", f"{sched.at:g} s is after the end of the run "
                               f"({duration:g} s)")
         faults.append(sched)
-    sets = _adapter_sets(cfg, mode, io_config, duration)
-    uds = _uds(cfg, mode, io_config, in_process) if cfg.has("uds") else None
-    probes: list = []
-    raw_exp = cfg.raw("expect")
+    return faults
+
+
+def _expectations(cfg: ConfigReader, plant: Plant, known: list[str], inputs: list[str], inputs_known: bool,
+                  faults: list, uds: Any, duration: float) -> tuple[list[Expectation], list]:
+    """The ``[[expect]]`` tables and the DTC bits and DIDs they read; ``inputs_known``: a stimulus sets the inputs
+    (a controller does not record them: an expectation may not read them then)."""
+    raw_exp, source, probes = cfg.raw("expect"), cfg.source, []
     if not isinstance(raw_exp, list) or not raw_exp or len(raw_exp) > MAX_EXPECTATIONS:
         raise cfg.error("expect", f"must be an array of 1..{MAX_EXPECTATIONS} tables ([[expect]])")
     exps = []
     for k, e in enumerate(raw_exp):
         exp = _expectation(ConfigReader(e, source, f"expect[{k}]"), k, known, inputs, faults, uds, probes)
         _check_times(exp, duration, source)
-        if controller is not None and scenario is None:
+        if not inputs_known:
             used_inputs = exp.expr.names & set(inputs) - {s.name for s in plant.outputs}
             if used_inputs or (exp.after is not None and exp.after.command):
                 raise ConfigError(source, f"{exp.key}", "inputs are known only from a stimulus, not from a "
@@ -544,15 +553,10 @@ def load_test(path: str | Path) -> TestSpec:
         exps.append(exp)
     if probes:
         from .uds import MAX_PROBES
-
         if len(probes) > MAX_PROBES:
             raise cfg.error("expect", f"the dtc and did expectations read {len(probes)} DTC bits and DIDs; a UDS "
                             f"tester reads at most {MAX_PROBES}")
-    cfg.reject_unknown()
-    return TestSpec(source=source, name=name, description=desc, plant_config=plant_path, mode=mode,
-                    scenario=scenario, scenario_data=data, duration_s=duration, dt_s=dt, controller=controller,
-                    faults=tuple(faults), expectations=tuple(exps), io_config=io_config, settle_s=settle,
-                    controller_class=in_process, adapter_sets=sets, uds=uds, uds_probes=tuple(probes), devices=devices)
+    return exps, probes
 
 
 def device_tcu(cfg: ConfigReader, io_config: Path | None, mode: str) -> bool:
