@@ -106,8 +106,16 @@ def input_value(kind, times, values, i, t, right):
     if k == TAB_SINE:
         return values[first + SINE_OFFSET] + values[first + SINE_AMPLITUDE] * math.sin(
             values[first + SINE_OMEGA] * t + values[first + SINE_PHASE])
+    return _point_value(kind, times, values, i, t, _search(times, first, kind[i * TI_LEN + TI_COUNT], t, right))
+
+
+@njit(**JIT)
+def _point_value(kind, times, values, i, t, j):
+    """Input i (a table of points) at time t, ``j`` the index :func:`_search` gave for t (the same rule for u(t+)
+    and u(t-): only ``j`` differs)."""
+    k = kind[i * TI_LEN + TI_KIND]
+    first = kind[i * TI_LEN + TI_FIRST]
     n = kind[i * TI_LEN + TI_COUNT]
-    j = _search(times, first, n, t, right)
     if k == TAB_STEPS:  # the last point at or before t (strictly before for u(t-))
         j -= 1
         if j < 0:
@@ -149,6 +157,57 @@ def write_inputs(kind, n_in, times, values, dt, k, df, at):
 
 
 @njit(**JIT)
+def _kept_end(kind, times, values, i, t):
+    """Input i's u(t-), and whether u(t+) is the same number (a sine: always; points: when no point lies at t,
+    where u(t-) and u(t+) take the same segment)."""
+    if kind[i * TI_LEN + TI_KIND] == TAB_SINE:
+        return input_value(kind, times, values, i, t, False), True
+    first = kind[i * TI_LEN + TI_FIRST]
+    n = kind[i * TI_LEN + TI_COUNT]
+    j = _search(times, first, n, t, False)  # the first point at or after t
+    return _point_value(kind, times, values, i, t, j), j >= n or times[first + j] != t
+
+
+@njit(**JIT)
+def write_inputs_kept(kind, n_in, times, values, dt, k, df, at, kept, kept_k):
+    """:func:`write_inputs`, each first-order-hold input's u(t_k+1) kept for step k + 1 when it equals u(t_k+1 +).
+
+    A first-order-hold input is evaluated at t_k (from the right) and at
+    t_k+1 (from the left); step k + 1 evaluates it at t_k+1 from the right
+    again, the same number unless a point of the table lies at t_k+1
+    (:func:`_kept_end`; ``float(k) + 1.0 == float(k + 1)``, so the times are
+    the same number).  ``kept[i]``, ``kept_k[i]`` (raw pointers, n_in each):
+    the value kept and the step it is for; a value is a function of the table
+    and the step alone, so any step may use one kept for it, in any call (the
+    table's arrays never change under a stage).  Half the evaluations of a
+    first-order-hold input; the same values and rates as :func:`write_inputs`
+    bit for bit (tests/test_offline_fused.py).  Called in the compiled run.
+    """
+    t0 = float(k) * dt
+    t1 = (float(k) + 1.0) * dt
+    changed = False
+    for i in range(n_in):
+        rate = kind[i * TI_LEN + TI_RATE] != 0
+        if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # what input_value gives, without the call
+            v0 = values[kind[i * TI_LEN + TI_FIRST]]
+            r = (v0 - v0) / dt if rate else 0.0
+        else:
+            v0 = kept[i] if kept_k[i] == k else input_value(kind, times, values, i, t0, True)
+            if rate:
+                v1, same = _kept_end(kind, times, values, i, t1)
+                r = (v1 - v0) / dt
+                if same:
+                    kept[i] = v1
+                    kept_k[i] = k + 1
+            else:
+                r = 0.0
+        changed = changed or not (df[at + i] == v0 and df[at + n_in + i] == r)
+        df[at + i] = v0
+        df[at + n_in + i] = r
+    return changed
+
+
+@njit(**JIT)
 def fill_inputs(kind, times, values, dt, k0, U, R):
     """Rows ``k0 .. k0 + len(U) - 1`` of the input values ``U`` and rates ``R`` [steps, n_in].
 
@@ -165,4 +224,4 @@ def fill_inputs(kind, times, values, dt, k0, U, R):
             R[j, i] = row[n_in + i]
 
 
-__all__ = ["InputTable", "fill_inputs", "input_value", "write_inputs"]
+__all__ = ["InputTable", "fill_inputs", "input_value", "write_inputs", "write_inputs_kept"]

@@ -30,7 +30,7 @@ import numpy as np
 from numba import carray, cfunc, njit
 
 from .core.api import JIT, JIT_STAGE, call_step_at
-from .input_table import TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, input_value, write_inputs
+from .input_table import TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, input_value, write_inputs_kept
 from .run.compiled import P_BUFFERS, P_STAGES, P_STEP_AT, READS, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 from .run.offline_compiled import (ACC_EV_READ, ACC_EVENTS, ACC_LOST, ACC_ROWS, CHANGED, O_EVERY, O_HINTS, O_LAST,
                                    O_PERIOD, O_ROOM_AT, O_ROOM_LIMIT, O_STATUS_AT, end_call, register_fused,
@@ -40,7 +40,8 @@ from .run.offline_compiled import (ACC_EV_READ, ACC_EVENTS, ACC_LOST, ACC_ROWS, 
 @njit(**JIT_STAGE)
 def table_inputs_at(ctx, k, dt):
     """The body of :func:`table_inputs_stage` (``ctx`` a typed pointer), for it and the fused loop."""
-    changed = write_inputs(i64_at(ctx[0]), ctx[1], f64_at(ctx[2]), f64_at(ctx[3]), dt, k, f64_at(ctx[4]), ctx[5])
+    changed = write_inputs_kept(i64_at(ctx[0]), ctx[1], f64_at(ctx[2]), f64_at(ctx[3]), dt, k, f64_at(ctx[4]), ctx[5],
+                                f64_at(ctx[6]), i64_at(ctx[7]))
     return CHANGED if changed else 0
 
 
@@ -48,7 +49,8 @@ def table_inputs_at(ctx, k, dt):
 def table_inputs_stage(ctx, k, now_ns, dt, carry):
     """Stage ``inputs``: the table's inputs of step k (values, first-order-hold rates) into ``df``.
 
-    ``ctx``: [kind, n_in, times, values, df, index in df of input 0] (:func:`table_inputs`).  Returns
+    ``ctx``: [kind, n_in, times, values, df, index in df of input 0, kept, kept_k] (:func:`table_inputs`; ``kept``,
+    ``kept_k``: the values :func:`~plant_models.input_table.write_inputs_kept` keeps for the next step).  Returns
     :data:`CHANGED` when a value or rate differs from what ``df`` held.
     """
     return table_inputs_at(ctx, k, dt)
@@ -209,8 +211,11 @@ register_fused((table_inputs_stage,), (events_stage, row_stage), run_table_event
 
 def table_inputs(kind: np.ndarray, times: np.ndarray, values: np.ndarray, df: np.ndarray,
                  at_in: int) -> CompiledStage:
-    """The compiled ``inputs`` stage of an input table's arrays (:meth:`InputTable.arrays`)."""
-    return CompiledStage.of("inputs", table_inputs_stage, (kind, kind.shape[0], times, values, df, at_in))
+    """The compiled ``inputs`` stage of an input table's arrays (:meth:`InputTable.arrays`), which must not change
+    while the stage is used (it keeps values for the next step: :func:`~plant_models.input_table.write_inputs_kept`)."""
+    n_in = kind.shape[0]
+    kept, kept_k = np.zeros(n_in), np.full(n_in, -1, dtype=np.int64)  # -1: no step
+    return CompiledStage.of("inputs", table_inputs_stage, (kind, n_in, times, values, df, at_in, kept, kept_k))
 
 
 def closed_inputs(kind, times, values, df, at_in, owned_mask, held, flags) -> CompiledStage:

@@ -1,6 +1,6 @@
 """The open loop's fused loop (plant_models/offline_stages.py ``run_table_events_row``): chosen from the stage list
 for exactly its stage sequence, equal to the generic loop over the stages' addresses bit for bit, kept in numba's
-cache."""
+cache; and the input table's values kept for the next step (``write_inputs_kept``), equal to ``write_inputs``'s."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import sys
 
 import numpy as np
 import pytest
+from numba import njit
 
 from plant_models.config import repo_root
+from plant_models.core.api import raw_f, raw_i
+from plant_models.input_table import InputTable, write_inputs, write_inputs_kept
 from plant_models.offline import Run, event_room
 from plant_models.offline_stages import run_table_events_row
 from plant_models.registry import load_plant
@@ -136,3 +139,53 @@ def test_the_fused_loop_loads_from_numbas_cache_in_a_new_process():
         out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, check=True)
         stats = json.loads(out.stdout.strip().splitlines()[-1])
     assert stats == {"run_compiled": [1, 0], "run_table_events_row": [1, 0]}, stats
+
+
+@njit
+def _both(kind, times, values, dt, ks, kept, kept_k):
+    """Rows of (values, rates, changed) of ``write_inputs`` and of ``write_inputs_kept`` at the steps ``ks`` in turn,
+    each on its own df (the kept values carried along ``ks``)."""
+    n_in = kind.shape[0]
+    a, b = np.zeros(2 * n_in), np.zeros(2 * n_in)
+    ra, rb = np.empty((ks.shape[0], 2 * n_in + 1)), np.empty((ks.shape[0], 2 * n_in + 1))
+    pk, pt, pv = raw_i(kind), raw_f(times), raw_f(values)
+    for q in range(ks.shape[0]):
+        ca = write_inputs(pk, n_in, pt, pv, dt, ks[q], raw_f(a), 0)
+        cb = write_inputs_kept(pk, n_in, pt, pv, dt, ks[q], raw_f(b), 0, raw_f(kept), raw_i(kept_k))
+        ra[q, :2 * n_in], rb[q, :2 * n_in] = a, b
+        ra[q, 2 * n_in], rb[q, 2 * n_in] = 1.0 if ca else 0.0, 1.0 if cb else 0.0
+    return ra, rb
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_kept_input_values_are_write_inputs_values_bit_for_bit(seed):
+    """Points on the step grid (a point at t_k+1: no value kept), jumps (two points at one time), points between
+    grid times, sines, constants, integer steps; steps in order, then again from earlier steps (a restored
+    snapshot) and skipping ahead."""
+    rng = np.random.default_rng(seed)
+    dt = 1e-3
+    table = InputTable(10)
+    for i in range(10):
+        kind = i % 5
+        if kind == 0:
+            table.set_const(i, float(rng.normal()))
+        elif kind == 1:
+            table.set_sine(i, float(rng.normal()), float(rng.normal()), float(rng.uniform(0, 20)),
+                           float(rng.uniform(-3, 3)), bool(rng.integers(2)))
+        elif kind == 2:  # on the grid, with jumps
+            ts = np.sort(rng.integers(0, 300, 6) * dt)
+            ts = np.sort(np.concatenate([ts, ts[:2]]))
+            table.set_points(i, ts, rng.normal(size=ts.shape[0]), integer=False, first_order_hold=True)
+        elif kind == 3:
+            ts = np.sort(rng.uniform(0, 0.3, 7))
+            table.set_points(i, ts, rng.normal(size=7), integer=False, first_order_hold=bool(rng.integers(2)))
+        else:
+            ts = np.sort(rng.integers(0, 300, 5) * dt)
+            table.set_points(i, ts, rng.integers(0, 5, 5).astype(float), integer=True, first_order_hold=True)
+    kind, times, values = table.arrays()
+    ks = np.concatenate([np.arange(0, 320), np.arange(100, 200), np.arange(150, 160), np.arange(400, 410),
+                         np.arange(5, 8)]).astype(np.int64)
+    kept, kept_k = np.zeros(10), np.full(10, -1, dtype=np.int64)
+    ref, got = _both(kind, times, values, dt, ks, kept, kept_k)
+    assert ref.tobytes() == got.tobytes()
+    assert (kept_k >= 0).sum() >= 3  # values were kept (and used: the steps run in order)
