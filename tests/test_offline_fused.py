@@ -188,4 +188,12 @@ def test_the_kept_input_values_are_write_inputs_values_bit_for_bit(seed):
     kept, kept_k = np.zeros(10), np.full(10, -1, dtype=np.int64)
     ref, got = _both(kind, times, values, dt, ks, kept, kept_k)
     assert ref.tobytes() == got.tobytes()
-    assert (kept_k >= 0).sum() >= 3  # values were kept (and used: the steps run in order)
+    kept, kept_k = np.zeros(10), np.full(10, -1, dtype=np.int64)
+    ref, got = _both(kind, times, values, dt, np.arange(0, 500), kept, kept_k)
+    assert ref.tobytes() == got.tobytes()
+    assert (kept_k <= -2).sum() >= 4  # the tables of points past their last point: their last value kept
+    ref, got = _both(kind, times, values, dt, np.arange(499, -1, -1), kept, kept_k)  # back, a step at a time
+    assert ref.tobytes() == got.tobytes()
+    kept, kept_k = np.zeros(10), np.full(10, -1, dtype=np.int64)
+    ref, got = _both(kind, times, values, dt, np.arange(0, 150), kept, kept_k)
+    assert (kept_k >= 0).sum() >= 2  # values kept for the next step (sines, points between grid times)
