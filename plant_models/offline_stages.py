@@ -17,6 +17,12 @@ calls by address in the order of the stage list:
 * ``row``: the outputs (and, for the closed loop, the commanded inputs)
   after every ``every``-th step and the last (:func:`row_stage`).
 
+and the open loop's fused loop (:func:`run_table_events_row`): those three
+stages' bodies (:func:`table_inputs_at`, :func:`events_at`, :func:`row_at`,
+the ones their cfuncs call) in :func:`~plant_models.run.offline_compiled.run_compiled`'s
+loop, called directly, registered for exactly that stage sequence
+(:func:`~plant_models.run.offline_compiled.register_fused`).
+
 What a run carries between its calls is an int64 array ``acc`` (``ACC_*`` of
 :mod:`plant_models.run.offline_compiled`).
 Arrays are reached through raw pointers (``i64_at``/``f64_at``): a stage is
