@@ -106,8 +106,16 @@ def input_value(kind, times, values, i, t, right):
     if k == TAB_SINE:
         return values[first + SINE_OFFSET] + values[first + SINE_AMPLITUDE] * math.sin(
             values[first + SINE_OMEGA] * t + values[first + SINE_PHASE])
+    return _point_value(kind, times, values, i, t, _search(times, first, kind[i * TI_LEN + TI_COUNT], t, right))
+
+
+@njit(**JIT)
+def _point_value(kind, times, values, i, t, j):
+    """Input i (a table of points) at time t, ``j`` the index :func:`_search` gave for t (the same rule for u(t+)
+    and u(t-): only ``j`` differs)."""
+    k = kind[i * TI_LEN + TI_KIND]
+    first = kind[i * TI_LEN + TI_FIRST]
     n = kind[i * TI_LEN + TI_COUNT]
-    j = _search(times, first, n, t, right)
     if k == TAB_STEPS:  # the last point at or before t (strictly before for u(t-))
         j -= 1
         if j < 0:
@@ -149,6 +157,82 @@ def write_inputs(kind, n_in, times, values, dt, k, df, at):
 
 
 @njit(**JIT)
+def _kept_start(kind, times, values, i, t):
+    """Input i's u(t+), and whether it is a table of points with no point after t (then u is that value from t
+    on, from either side)."""
+    if kind[i * TI_LEN + TI_KIND] == TAB_SINE:
+        return input_value(kind, times, values, i, t, True), False
+    first = kind[i * TI_LEN + TI_FIRST]
+    n = kind[i * TI_LEN + TI_COUNT]
+    j = _search(times, first, n, t, True)  # the first point after t
+    return _point_value(kind, times, values, i, t, j), j >= n
+
+
+@njit(**JIT)
+def _kept_end(kind, times, values, i, t):
+    """Input i's u(t-); whether u(t+) is the same number (a sine: always; points: when no point lies at t, where
+    u(t-) and u(t+) take the same segment); whether it is a table of points with every point before t (then u
+    is that value from t on, from either side)."""
+    if kind[i * TI_LEN + TI_KIND] == TAB_SINE:
+        return input_value(kind, times, values, i, t, False), True, False
+    first = kind[i * TI_LEN + TI_FIRST]
+    n = kind[i * TI_LEN + TI_COUNT]
+    j = _search(times, first, n, t, False)  # the first point at or after t
+    return _point_value(kind, times, values, i, t, j), j >= n or times[first + j] != t, j >= n
+
+
+@njit(**JIT)
+def write_inputs_kept(kind, n_in, times, values, dt, k, df, at, kept, kept_k):
+    """:func:`write_inputs`, with values kept from one step for the next ones.
+
+    A first-order-hold input is evaluated at t_k (from the right) and at
+    t_k+1 (from the left); step k + 1 evaluates it at t_k+1 from the right
+    again: the same number unless a point of the table lies at t_k+1
+    (:func:`_kept_end`; ``float(k) + 1.0 == float(k + 1)``, so the times are
+    the same number), so it is kept for step k + 1.  A table of points past
+    its last point holds its last value from both sides: it is kept for
+    every step from there on, and not evaluated again.  ``kept[i]``,
+    ``kept_k[i]`` (raw pointers, n_in each): the value kept, and the step it
+    is for (>= 0), or -2 - s: every step from s on, or -1: none.  A value is
+    a function of the table and the step alone, so any step may use one kept
+    for it, in any call (the table's arrays never change under a stage).
+    The same values, rates and return as :func:`write_inputs` bit for bit
+    (tests/test_offline_fused.py).  Called in the compiled run.
+    """
+    t0 = float(k) * dt
+    t1 = (float(k) + 1.0) * dt
+    changed = False
+    for i in range(n_in):
+        rate = kind[i * TI_LEN + TI_RATE] != 0
+        held = kept_k[i]
+        if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # what input_value gives, without the call
+            v0 = values[kind[i * TI_LEN + TI_FIRST]]
+            r = (v0 - v0) / dt if rate else 0.0
+        elif held <= -2 and k >= -2 - held:  # past the last point: u(t_k+) = u(t_k+1 -) = the last value
+            v0 = kept[i]
+            r = (v0 - v0) / dt if rate else 0.0
+        else:
+            if held == k:
+                v0 = kept[i]
+            else:
+                v0, past = _kept_start(kind, times, values, i, t0)
+                if past:
+                    kept[i], kept_k[i] = v0, -2 - k
+            r = 0.0
+            if rate:
+                v1, same, past = _kept_end(kind, times, values, i, t1)
+                r = (v1 - v0) / dt
+                if past:
+                    kept[i], kept_k[i] = v1, -2 - (k + 1)
+                elif same:
+                    kept[i], kept_k[i] = v1, k + 1
+        changed = changed or not (df[at + i] == v0 and df[at + n_in + i] == r)
+        df[at + i] = v0
+        df[at + n_in + i] = r
+    return changed
+
+
+@njit(**JIT)
 def fill_inputs(kind, times, values, dt, k0, U, R):
     """Rows ``k0 .. k0 + len(U) - 1`` of the input values ``U`` and rates ``R`` [steps, n_in].
 
@@ -165,4 +249,4 @@ def fill_inputs(kind, times, values, dt, k0, U, R):
             R[j, i] = row[n_in + i]
 
 
-__all__ = ["InputTable", "fill_inputs", "input_value", "write_inputs"]
+__all__ = ["InputTable", "fill_inputs", "input_value", "write_inputs", "write_inputs_kept"]

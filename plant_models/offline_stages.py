@@ -17,6 +17,12 @@ calls by address in the order of the stage list:
 * ``row``: the outputs (and, for the closed loop, the commanded inputs)
   after every ``every``-th step and the last (:func:`row_stage`).
 
+and the open loop's fused loop (:func:`run_table_events_row`): those three
+stages' bodies (:func:`table_inputs_at`, :func:`events_at`, :func:`row_at`,
+the ones their cfuncs call) in :func:`~plant_models.run.offline_compiled.run_compiled`'s
+loop, called directly, registered for exactly that stage sequence
+(:func:`~plant_models.run.offline_compiled.register_fused`).
+
 What a run carries between its calls is an int64 array ``acc`` (``ACC_*`` of
 :mod:`plant_models.run.offline_compiled`).
 Arrays are reached through raw pointers (``i64_at``/``f64_at``): a stage is
@@ -27,23 +33,33 @@ more than the stage.
 from __future__ import annotations
 
 import numpy as np
-from numba import cfunc, njit
+from numba import carray, cfunc, njit
 
-from .core.api import JIT
-from .input_table import TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, input_value, write_inputs
-from .run.compiled import STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
-from .run.offline_compiled import ACC_EV_READ, ACC_EVENTS, ACC_LOST, ACC_ROWS, CHANGED
+from .core.api import JIT, JIT_STAGE, call_step_at
+from .input_table import TAB_CONST, TI_FIRST, TI_KIND, TI_LEN, input_value, write_inputs_kept
+from .run.compiled import P_BUFFERS, P_STAGES, P_STEP_AT, READS, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
+from .run.offline_compiled import (ACC_EV_READ, ACC_EVENTS, ACC_LOST, ACC_ROWS, CHANGED, O_EVERY, O_HINTS, O_LAST,
+                                   O_PERIOD, O_ROOM_AT, O_ROOM_LIMIT, O_STATUS_AT, end_call, register_fused,
+                                   run_hints)
+
+
+@njit(**JIT_STAGE)
+def table_inputs_at(ctx, k, dt):
+    """The body of :func:`table_inputs_stage` (``ctx`` a typed pointer), for it and the fused loop."""
+    changed = write_inputs_kept(i64_at(ctx[0]), ctx[1], f64_at(ctx[2]), f64_at(ctx[3]), dt, k, f64_at(ctx[4]), ctx[5],
+                                f64_at(ctx[6]), i64_at(ctx[7]))
+    return CHANGED if changed else 0
 
 
 @cfunc(STAGE_SIGNATURE, cache=True)
 def table_inputs_stage(ctx, k, now_ns, dt, carry):
     """Stage ``inputs``: the table's inputs of step k (values, first-order-hold rates) into ``df``.
 
-    ``ctx``: [kind, n_in, times, values, df, index in df of input 0] (:func:`table_inputs`).  Returns
+    ``ctx``: [kind, n_in, times, values, df, index in df of input 0, kept, kept_k] (:func:`table_inputs`; ``kept``,
+    ``kept_k``: the values :func:`~plant_models.input_table.write_inputs_kept` keeps for the next step).  Returns
     :data:`CHANGED` when a value or rate differs from what ``df`` held.
     """
-    changed = write_inputs(i64_at(ctx[0]), ctx[1], f64_at(ctx[2]), f64_at(ctx[3]), dt, k, f64_at(ctx[4]), ctx[5])
-    return CHANGED if changed else 0
+    return table_inputs_at(ctx, k, dt)
 
 
 @njit(**JIT)
@@ -87,13 +103,9 @@ def closed_inputs_stage(ctx, k, now_ns, dt, carry):
     return CHANGED if changed else 0
 
 
-@cfunc(STAGE_SIGNATURE, cache=True)
-def events_stage(ctx, k, now_ns, dt, carry):
-    """Stage ``events``: the events the plant logged in the step, from its ring log into the event arrays.
-
-    ``ctx``: [df, di, acc, ev_time, ev_source, ev_kind, index in df of the ring's times, in di of its sources,
-    of its kinds, of the count logged, the ring's capacity] (:func:`events`).
-    """
+@njit(**JIT_STAGE)
+def events_at(ctx):
+    """The body of :func:`events_stage` (``ctx`` a typed pointer), for it and the fused loop."""
     di, acc = i64_at(ctx[1]), i64_at(ctx[2])
     total = di[ctx[9]]
     if total != acc[ACC_EV_READ]:
@@ -114,13 +126,18 @@ def events_stage(ctx, k, now_ns, dt, carry):
 
 
 @cfunc(STAGE_SIGNATURE, cache=True)
-def row_stage(ctx, k, now_ns, dt, carry):
-    """Stage ``row``: after step k, when k + 1 is the next row's step count or the run's last, the outputs (and
-    ``n_u`` inputs) into the next row of ``out`` (``out_u``) and k + 1 into ``out_step``.
+def events_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``events``: the events the plant logged in the step, from its ring log into the event arrays.
 
-    ``ctx``: [df, acc, out, out_step, out_u, n_out, n_u, index of output 0, of input 0, every, last, next]
-    (:func:`rows`); ``next[0]``: the next multiple of ``every``, which the run sets before each call.
+    ``ctx``: [df, di, acc, ev_time, ev_source, ev_kind, index in df of the ring's times, in di of its sources,
+    of its kinds, of the count logged, the ring's capacity] (:func:`events`).
     """
+    return events_at(ctx)
+
+
+@njit(**JIT_STAGE)
+def row_at(ctx, k):
+    """The body of :func:`row_stage` (``ctx`` a typed pointer), for it and the fused loop."""
     nxt = i64_at(ctx[11])
     row = k + 1 == nxt[0] or k + 1 == ctx[10]
     if k + 1 == nxt[0]:
@@ -141,10 +158,70 @@ def row_stage(ctx, k, now_ns, dt, carry):
     return 0
 
 
+@cfunc(STAGE_SIGNATURE, cache=True)
+def row_stage(ctx, k, now_ns, dt, carry):
+    """Stage ``row``: after step k, when k + 1 is the next row's step count or the run's last, the outputs (and
+    ``n_u`` inputs) into the next row of ``out`` (``out_u``) and k + 1 into ``out_step``.
+
+    ``ctx``: [df, acc, out, out_step, out_u, n_out, n_u, index of output 0, of input 0, every, last, next]
+    (:func:`rows`); ``next[0]``: the next multiple of ``every``, which the run sets before each call.
+    """
+    return row_at(ctx, k)
+
+
+@njit(cache=True, nogil=True)  # compiled (or loaded from the cache) at its first call
+def run_table_events_row(plan, k0, k1, dt):
+    """:func:`~plant_models.run.offline_compiled.run_compiled` for a plan whose stages are ``inputs``
+    (:func:`table_inputs_stage`) before the step, ``events`` (:func:`events_stage`) and ``row``
+    (:func:`row_stage`) after it, and no other: the same plan, the same order, the stages' bodies called
+    directly (inlined: no indirect call, the contexts' addresses read once a call, not once a step).
+
+    Registered for that sequence (:func:`~plant_models.run.offline_compiled.register_fused`); what
+    :func:`~plant_models.run.offline_compiled.run_compiled` does is done here line for line, so the two give the
+    same results bit for bit (tests/test_offline_fused.py).
+    """
+    b = P_BUFFERS
+    mf, mi = carray(f64_at(plan[b]), (plan[b + 1],)), carray(i64_at(plan[b + 2]), (plan[b + 3],))
+    df, di = carray(f64_at(plan[b + 4]), (plan[b + 5],)), carray(i64_at(plan[b + 6]), (plan[b + 7],))
+    step_at = plan[P_STEP_AT]
+    room_at, room_limit = plan[O_ROOM_AT], plan[O_ROOM_LIMIT]
+    room = i64_at(room_at)
+    hints_at, every, last, period = plan[O_HINTS], plan[O_EVERY], plan[O_LAST], plan[O_PERIOD]
+    status_word = i64_at(plan[O_STATUS_AT])
+    status = status_word[0]
+    c_inputs, c_events, c_row = i64_at(plan[P_STAGES + 1]), i64_at(plan[P_STAGES + 3]), i64_at(plan[P_STAGES + 5])
+    next_row = (k0 // every + 1) * every
+    next_call = (k0 // period + 1) * period if period > 0 else -1
+    for k in range(k0, k1):
+        if room_at != 0 and room[0] > room_limit:
+            status_word[0] = status
+            return end_call(di, hints_at, k)
+        carry = table_inputs_at(c_inputs, k, dt)
+        read = (carry & READS) != 0 or k + 1 == next_row or k + 1 == last or k + 1 == next_call or k + 1 == k1
+        if k + 1 == next_row:
+            next_row += every
+        if k + 1 == next_call:
+            next_call += period
+        if hints_at >= 0:
+            di[hints_at] = run_hints(k, k0, read, (carry & CHANGED) == 0)
+        st = call_step_at(step_at, mf, mi, df, di, dt)
+        status |= st
+        events_at(c_events)
+        row_at(c_row, k)
+    status_word[0] = status
+    return end_call(di, hints_at, k1)
+
+
+register_fused((table_inputs_stage,), (events_stage, row_stage), run_table_events_row)
+
+
 def table_inputs(kind: np.ndarray, times: np.ndarray, values: np.ndarray, df: np.ndarray,
                  at_in: int) -> CompiledStage:
-    """The compiled ``inputs`` stage of an input table's arrays (:meth:`InputTable.arrays`)."""
-    return CompiledStage.of("inputs", table_inputs_stage, (kind, kind.shape[0], times, values, df, at_in))
+    """The compiled ``inputs`` stage of an input table's arrays (:meth:`InputTable.arrays`), which must not change
+    while the stage is used (it keeps values for the next step: :func:`~plant_models.input_table.write_inputs_kept`)."""
+    n_in = kind.shape[0]
+    kept, kept_k = np.zeros(n_in), np.full(n_in, -1, dtype=np.int64)  # -1: no step
+    return CompiledStage.of("inputs", table_inputs_stage, (kind, n_in, times, values, df, at_in, kept, kept_k))
 
 
 def closed_inputs(kind, times, values, df, at_in, owned_mask, held, flags) -> CompiledStage:
@@ -174,6 +251,5 @@ def rows(plant, acc: np.ndarray, out: np.ndarray, out_step: np.ndarray, out_u: n
                                                plant.input_offset, every, last, nxt))
 
 
-__all__ = ["closed_inputs",
-           "closed_inputs_stage", "events", "events_stage", "row_stage", "rows", "table_inputs",
-           "table_inputs_stage"]
+__all__ = ["closed_inputs", "closed_inputs_stage", "events", "events_at", "events_stage", "row_at", "row_stage", "rows",
+           "run_table_events_row", "table_inputs", "table_inputs_at", "table_inputs_stage"]

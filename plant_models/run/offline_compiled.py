@@ -37,6 +37,19 @@ What the offline loop adds to the tick's:
 * the steps' status words are OR-ed into the int64 word at ``O_STATUS_AT``.
 
 ``now_ns`` is 0 for every stage of an offline run (it has no clock).
+
+**Fused loops.**  The stage sequence most runs have (the open loop's: the
+input table's ``inputs`` before the step, ``events`` and ``row`` after
+it) also has a loop of its own, registered by the module of those stages
+(:func:`register_fused`, :func:`plant_models.offline_stages.run_table_events_row`):
+the same plan, the same stage bodies called directly (inlined) instead of
+through their addresses, the same order.  :class:`OfflinePlan` picks it
+when the stages :func:`~plant_models.run.stages.compiled_order` gives are
+exactly that sequence (so a stage planted in the list, or a fault stage,
+sends the run through :func:`run_compiled`); tests/test_offline_fused.py
+shows both loops give the same rows, events, counters and plant state bit
+for bit.  Both are fixed functions in numba's cache: nothing is generated
+per configuration.
 """
 
 from __future__ import annotations
@@ -140,6 +153,21 @@ def run_compiled(plan, k0, k1, dt):
     return end_call(di, hints_at, k1)
 
 
+# the fused loops: ((addresses of the stages before the step), (after it)) -> a loop of run_compiled's signature
+_FUSED: dict[tuple[tuple[int, ...], tuple[int, ...]], Any] = {}
+
+
+def register_fused(before: tuple, after: tuple, loop) -> None:
+    """Declare ``loop`` (``loop(plan, k0, k1, dt) -> k``, :func:`run_compiled`'s contract) as the loop of the plans
+    whose stages are the cfuncs ``before`` the step and ``after`` it, in that order, exactly."""
+    _FUSED[(tuple(int(f.address) for f in before), tuple(int(f.address) for f in after))] = loop
+
+
+def fused_loop(before: list, after: list):
+    """The loop registered for these compiled stages (:class:`~plant_models.run.compiled.CompiledStage`), or None."""
+    return _FUSED.get((tuple(s.address for s in before), tuple(s.address for s in after)))
+
+
 class OfflinePlan:
     """The plan of :func:`run_compiled` for a plant and the compiled forms of the stages a run gives.
 
@@ -171,6 +199,9 @@ class OfflinePlan:
     ----------
     stages
         The names of the stages the plan calls, in order (the step included).
+    loop
+        The compiled loop :meth:`run` calls: a fused loop registered for exactly these stages
+        (:func:`register_fused`), else :func:`run_compiled`.
     """
 
     def __init__(self, step_at: int, plant, dt: float, implementations: Mapping[str, CompiledStage | None],
@@ -183,6 +214,7 @@ class OfflinePlan:
             raise ValueError(f"a compiled run takes at most {MAX_STAGES} stages, not {len(before) + len(after)}")
         self.stages = tuple(run)
         self.compiled = tuple(before + after)
+        self.loop = fused_loop(before, after) or run_compiled
         self.plan = np.zeros(PLAN_LEN, dtype=np.int64)
         self.plan[P_STEP_AT] = step_at
         self.plan[P_N_BEFORE], self.plan[P_N_AFTER] = len(before), len(after)
@@ -216,12 +248,14 @@ class OfflinePlan:
                 self.compiled = self.compiled[:j] + (stage,) + self.compiled[j + 1:]
                 self.plan[P_STAGES + 2 * j] = stage.address
                 self.plan[P_STAGES + 2 * j + 1] = address(stage.ctx)
+                n_before = int(self.plan[P_N_BEFORE])
+                self.loop = fused_loop(list(self.compiled[:n_before]), list(self.compiled[n_before:])) or run_compiled
                 return
         raise ValueError(f"the plan has no stage {stage.stage}")
 
     def run(self, k0: int, k1: int) -> int:
         """Steps ``k0 .. k1 - 1`` (:func:`run_compiled`); returns the next step to take."""
-        return int(run_compiled(self.plan, int(k0), int(k1), self.dt))
+        return int(self.loop(self.plan, int(k0), int(k1), self.dt))
 
 
 def compiled_run_possible() -> bool:
@@ -231,11 +265,14 @@ def compiled_run_possible() -> bool:
 
 
 def warm_up() -> None:
-    """Compile (or load from numba's cache) :func:`run_compiled`, taking no step."""
+    """Compile (or load from numba's cache) :func:`run_compiled` and the fused loops registered so far, taking no
+    step."""
     plan, status = np.zeros(PLAN_LEN, dtype=np.int64), np.zeros(1, dtype=np.int64)
     plan[O_EVERY], plan[O_HINTS], plan[O_STATUS_AT] = 1, -1, address(status)
-    run_compiled(plan, 0, 0, 1e-3)
+    for loop in (run_compiled, *dict.fromkeys(_FUSED.values())):
+        loop(plan, 0, 0, 1e-3)
 
 
-__all__ = ["ACC_EVENTS", "ACC_EV_READ", "ACC_LEN", "ACC_LOST", "ACC_ROWS", "ACC_STATUS", "CHANGED", "OfflinePlan", "READS", "compiled_run_possible", "end_call", "run_compiled", "run_hints",
+__all__ = ["ACC_EVENTS", "ACC_EV_READ", "ACC_LEN", "ACC_LOST", "ACC_ROWS", "ACC_STATUS", "CHANGED", "OfflinePlan",
+           "READS", "compiled_run_possible", "end_call", "fused_loop", "register_fused", "run_compiled", "run_hints",
            "warm_up"]
