@@ -19,7 +19,9 @@
 # pip is then installed into it with the rest.  Byte-code is compiled when a
 # module is first imported, not for every file of every package at install time
 # (--no-compile: about 7 s less on a first set-up).  pip's output is shortened to
-# a line per package, with a line every few seconds while it works (SETUP_BEAT_S).
+# a line per package, with a line every few seconds while it works (SETUP_BEAT_S).  The installs are made by
+# uv (`uv pip install`, pip's settings passed on: _setup_uv in scripts/setup_lib.sh) when pip can install uv
+# into the new environment, else by pip.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${GEARBOX_HIL_VENV:-$ROOT/.venv}"
@@ -68,11 +70,16 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
     "$VENV/bin/python" -m ensurepip --default-pip >/dev/null
     PIP=("$VENV/bin/python" -m pip)
   fi
-  PIP+=(install --no-compile --disable-pip-version-check --progress-bar off)
+  # uv installs the same requirements from the same indexes several times faster than pip (parallel downloads,
+  # its own cache: BENCHMARKS.md, cold start); it is itself a package from PyPI, installed by pip into the
+  # virtual environment first.  Where it cannot be installed (offline, GEARBOX_HIL_SETUP_PIP=1), pip installs.
+  if ! _setup_uv "$VENV" "${PIP[@]}"; then
+    PIP+=(install --no-compile --disable-pip-version-check --progress-bar off)
+  fi
   mapfile -t FIRST < <(_setup_early "$ROOT/pyproject.toml" $EARLY)
   if [ "$SETUP_MODE" = "--background" ] && [ "${#FIRST[@]}" -gt 0 ]; then
     echo "[set-up] installing what compiling needs first: ${FIRST[*]%%[<>=;]*}"
-    PYTHONUNBUFFERED=1 "${PIP[@]}" "${FIRST[@]}" | _setup_show
+    PYTHONUNBUFFERED=1 "${PIP[@]}" "${FIRST[@]}" 2>&1 | _setup_show
     SETUP_DIR="$VENV/.gearbox-hil-setup"
     rm -rf "$SETUP_DIR" && mkdir -p "$SETUP_DIR"
     echo "[set-up] installing the rest of gearbox-hil[$EXTRAS] in the background (pip's messages:" \
@@ -110,7 +117,7 @@ PYEOF
     GEARBOX_HIL_SETUP_PID=$!
   else
     echo "[set-up] installing gearbox-hil[$EXTRAS] and its dependencies"
-    PYTHONUNBUFFERED=1 "${PIP[@]}" -e "$ROOT[$EXTRAS]" pip | _setup_show
+    PYTHONUNBUFFERED=1 "${PIP[@]}" -e "$ROOT[$EXTRAS]" pip 2>&1 | _setup_show
     echo "$HASH" > "$STAMP"
   fi
 fi

@@ -15,7 +15,8 @@ _setup_due() {
   echo $((third > beat ? third : beat))
 }
 
-# pip's output (stdin) as a line per package it resolves or unpacks, and a line when one is due (_setup_due)
+# pip's or uv's output (stdin) as a line per package it resolves or unpacks, its errors as they are, and a line when
+# one is due (_setup_due)
 _setup_show() {
   local began last now line="" part n
   began="$(_setup_us)"
@@ -33,6 +34,13 @@ _setup_show() {
           echo "[set-up]   unpacking $((${#part} + 1)) packages" ;;
         "Building editable for "*"started") echo "[set-up]   building the editable install of gearbox-hil" ;;
         "Successfully installed "*) echo "[set-up]   installed" ;;
+        # uv's (`uv pip install`): a summary line per phase, then a line per package installed
+        "Resolved "*" in "*) part="${line#Resolved }"; echo "[set-up]   resolved ${part%% in *}" ;;
+        "Prepared "*" in "*) part="${line#Prepared }"; echo "[set-up]   unpacking ${part%% in *}" ;;
+        "Building "*" @ file://"*) echo "[set-up]   building the editable install of gearbox-hil" ;;
+        "Installed "*" in "*) echo "[set-up]   installed" ;;
+        " + "*) part="${line# + }"; echo "[set-up]   installed ${part%%==*} (${part#*==})" ;;
+        "ERROR"* | "error:"* | "  × "* | "  ╰─▶ "* | "  help: "*) echo "$line" ;;
         *) line=""; continue ;;
       esac
       line=""
@@ -58,4 +66,38 @@ _setup_early() {
   for name in "$@"; do
     sed -n "/^dependencies = \[/,/^\]/s/^ *\"\($name[<>=~!; ][^\"]*\)\",\$/\1/p" "$toml"
   done
+}
+
+# uv in place of pip: `_setup_uv VENV PIP...` (PIP: the pip command that installs into VENV, without `install`)
+# installs uv into the virtual environment with that pip unless it is there, and sets PIP (the caller's array) to
+# `uv pip install` with pip's own settings, which uv does not read (index URLs, find-links, constraints, the
+# certificate), and pip's choice among several indexes (the best version of all); returns 1, PIP untouched, when
+# uv cannot be installed (offline, no wheel for this platform) or GEARBOX_HIL_SETUP_PIP=1 asks for pip.
+_setup_uv() {
+  local venv="$1" key value v
+  local uv="$venv/bin/uv"
+  shift
+  [ "${GEARBOX_HIL_SETUP_PIP:-}" != 1 ] || return 1
+  if [ ! -x "$uv" ]; then
+    echo "[set-up] installing uv (with pip), which installs the rest"
+    if ! "$@" install --disable-pip-version-check --progress-bar off -q uv >/dev/null 2>&1 || [ ! -x "$uv" ]; then
+      echo "[set-up] uv could not be installed: pip installs"
+      return 1
+    fi
+  fi
+  local cmd=("$uv" pip install --python "$venv/bin/python" --index-strategy unsafe-best-match)
+  while IFS= read -r line; do  # key='value' a line, as `pip config list` writes them
+    key="${line%%=*}"
+    value="${line#*=}"
+    value="${value#\'}"
+    value="${value%\'}"
+    case "${key##*.}" in
+      index-url) cmd+=(--index-url "$value") ;;
+      extra-index-url) for v in $value; do cmd+=(--extra-index-url "$v"); done ;;
+      find-links) for v in $value; do cmd+=(--find-links "$v"); done ;;
+      constraint) for v in $value; do cmd+=(--constraint "$v"); done ;;
+      cert) cmd=(env SSL_CERT_FILE="$value" "${cmd[@]}") ;;
+    esac
+  done < <("$@" config list 2>/dev/null || true)
+  PIP=("${cmd[@]}")
 }
