@@ -320,7 +320,7 @@ def _frame_crc(cb, d0, n, ci, oM):
     """The checksum message row ``oM`` needs over ``cb[d0:d0 + n]`` (CRC-8 or CRC-16, by M_CRC_BITS)."""
     if ci[oM + M_CRC_BITS] == 16:
         return _crc16(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], ci[oM + M_CRC_INIT], ci[oM + M_CRC_XOR])
-    return _crc8(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT],
+    return _crc8(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], cb, np.int64(CB_CRC), ci[oM + M_CRC_INIT],
                  ci[oM + M_CRC_XOR])
 
 
@@ -340,7 +340,8 @@ def crc8_j1850(data, n, skip_byte, data_id, table, init=0xFF, xorout=0xFF):
     Init 0xFF, final XOR 0xFF: CRC-8 SAE J1850 (see :data:`CRC_VARIANTS`).
     ``data_id < 0`` leaves the data ID out (used by the check-value tests).
     """
-    return _crc8(data, 0, n, skip_byte, data_id, table, 0, init, xorout)
+    # int64 arguments, not literal constants: numba compiles a function again for every literal it is called with
+    return _crc8(data, np.int64(0), n, skip_byte, data_id, table, np.int64(0), np.int64(init), np.int64(xorout))
 
 
 @njit(**JIT)
@@ -460,7 +461,7 @@ def rx_frame(m, n, ci, cf, cb):
     oC = ci[CI_COUNTS] + m * RX_COLS
     oK = ci[CI_CNT] + m * CNT_COLS
     od = ci[CI_DETAIL]
-    d0 = CB_RX
+    d0 = np.int64(CB_RX)  # not the literal constant: the helpers below then compile once for rx and tx (int64)
     if n != ci[oM + M_LEN]:
         ci[oC + RX_DLC] += 1
         ci[od] = ci[oM + M_LEN]
