@@ -8,7 +8,8 @@ about a second (``--serve-only``: not the offline run, which the
 real-time server never calls; ``./demo.sh`` uses it).  On a machine with two
 or more cores it compiles in two processes (``--jobs``): the core's step
 entry point and the plants in this one, the core's mode solver and start
-entry point and the server's own kernels in a second one.  Its progress is
+entry point and the server's own kernels in a second one (the loop's
+telemetry kernels in the first, after the plants: balance).  Its progress is
 written for a person (:mod:`server.cli.warmup_progress`): three stages
 (core, server, plant) with a count each and the time left; ``-v`` adds a
 line per compiled function, by name.  With everything cached already,
