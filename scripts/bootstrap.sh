@@ -82,7 +82,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
     PYTHONUNBUFFERED=1 "${PIP[@]}" "${FIRST[@]}" 2>&1 | _setup_show
     SETUP_DIR="$VENV/.gearbox-hil-setup"
     rm -rf "$SETUP_DIR" && mkdir -p "$SETUP_DIR"
-    echo "[set-up] installing the rest of gearbox-hil[$EXTRAS] in the background (pip's messages:" \
+    echo "[set-up] installing the rest of gearbox-hil[$EXTRAS] in the background (the installer's messages:" \
       "$SETUP_DIR/pip.log)"
     (
       echo "$BASHPID" > "$SETUP_DIR/pid"

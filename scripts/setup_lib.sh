@@ -80,8 +80,9 @@ _setup_uv() {
   [ "${GEARBOX_HIL_SETUP_PIP:-}" != 1 ] || return 1
   if [ ! -x "$uv" ]; then
     echo "[set-up] installing uv (with pip), which installs the rest"
-    if ! "$@" install --disable-pip-version-check --progress-bar off -q uv >/dev/null 2>&1 || [ ! -x "$uv" ]; then
-      echo "[set-up] uv could not be installed: pip installs"
+    if ! "$@" install --no-compile --disable-pip-version-check --progress-bar off uv 2>&1 | _setup_show ||
+      [ ! -x "$uv" ]; then
+      echo "[set-up] uv could not be installed (pip's messages above): pip installs"
       return 1
     fi
   fi
