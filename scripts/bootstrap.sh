@@ -20,8 +20,8 @@
 # module is first imported, not for every file of every package at install time
 # (--no-compile: about 7 s less on a first set-up).  pip's output is shortened to
 # a line per package, with a line every few seconds while it works (SETUP_BEAT_S).  The installs are made by
-# uv (`uv pip install`, pip's settings passed on: _setup_uv in scripts/setup_lib.sh) when pip can install uv
-# into the new environment, else by pip.
+# uv (`uv pip install`, pip's settings passed on: _setup_uv in scripts/setup_lib.sh) when uv is on PATH (or
+# GEARBOX_HIL_SETUP_UV=1: pip installs uv into the new environment first), else by pip.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${GEARBOX_HIL_VENV:-$ROOT/.venv}"
@@ -70,9 +70,8 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
     "$VENV/bin/python" -m ensurepip --default-pip >/dev/null
     PIP=("$VENV/bin/python" -m pip)
   fi
-  # uv installs the same requirements from the same indexes several times faster than pip (parallel downloads,
-  # its own cache: BENCHMARKS.md, cold start); it is itself a package from PyPI, installed by pip into the
-  # virtual environment first.  Where it cannot be installed (offline, GEARBOX_HIL_SETUP_PIP=1), pip installs.
+  # uv, where it is at hand, installs the same requirements from the same indexes several times faster than pip
+  # (parallel downloads, its own cache: BENCHMARKS.md, cold start); else pip (_setup_uv in scripts/setup_lib.sh)
   if ! _setup_uv "$VENV" "${PIP[@]}"; then
     PIP+=(install --no-compile --disable-pip-version-check --progress-bar off)
   fi

@@ -69,30 +69,36 @@ _setup_early() {
 }
 
 # uv in place of pip: `_setup_uv VENV PIP...` (PIP: the pip command that installs into VENV, without `install`)
-# installs uv into the virtual environment with that pip unless it is there, and sets PIP (the caller's array) to
-# `uv pip install` with pip's own settings, which uv does not read (index URLs, find-links, constraints, the
-# certificate), and pip's choice among several indexes (the best version of all); returns 1, PIP untouched, when
-# uv cannot be installed (offline, no wheel for this platform) or GEARBOX_HIL_SETUP_PIP=1 asks for pip.
+# sets PIP (the caller's array) to `uv pip install` when uv is at hand (on PATH, or in VENV from an earlier set-up),
+# with pip's own settings, which uv does not read (index URLs, find-links, constraints, the certificate), and pip's
+# choice among several indexes (the best version of all).  uv is not installed for the set-up by default: pip took
+# 36-55 s to install it on a loaded host (PyPI's index page of uv lists thousands of files), more than uv saved
+# on numpy, numba and llvmlite (BENCHMARKS.md, cold start); GEARBOX_HIL_SETUP_UV=1 installs it with PIP first.
+# Returns 1, PIP untouched, when there is no uv (or it cannot be installed), or GEARBOX_HIL_SETUP_PIP=1 asks for pip.
 _setup_uv() {
-  local venv="$1" key value v
-  local uv="$venv/bin/uv"
+  local venv="$1" key value v uv line
   shift
   [ "${GEARBOX_HIL_SETUP_PIP:-}" != 1 ] || return 1
-  if [ ! -x "$uv" ]; then
+  if [ -x "$venv/bin/uv" ]; then
+    uv="$venv/bin/uv"
+  elif uv="$(command -v uv)"; then
+    :
+  elif [ "${GEARBOX_HIL_SETUP_UV:-}" = 1 ]; then
+    uv="$venv/bin/uv"
     echo "[set-up] installing uv (with pip), which installs the rest"
     if ! "$@" install --no-compile --disable-pip-version-check --progress-bar off uv 2>&1 | _setup_show ||
       [ ! -x "$uv" ]; then
       echo "[set-up] uv could not be installed (pip's messages above): pip installs"
       return 1
     fi
+  else
+    return 1
   fi
   local cmd=("$uv" pip install --python "$venv/bin/python" --index-strategy unsafe-best-match)
-  while IFS= read -r line; do  # key='value' a line, as `pip config list` writes them
+  while IFS= read -r line; do  # key=value a line (_setup_pip_settings)
     key="${line%%=*}"
     value="${line#*=}"
-    value="${value#\'}"
-    value="${value%\'}"
-    case "${key##*.}" in
+    case "$key" in
       index-url) cmd+=(--index-url "$value") ;;
       extra-index-url) for v in $value; do cmd+=(--extra-index-url "$v"); done ;;
       find-links) for v in $value; do cmd+=(--find-links "$v"); done ;;
