@@ -19,7 +19,9 @@
 # pip is then installed into it with the rest.  Byte-code is compiled when a
 # module is first imported, not for every file of every package at install time
 # (--no-compile: about 7 s less on a first set-up).  pip's output is shortened to
-# a line per package, with a line every few seconds while it works (SETUP_BEAT_S).
+# a line per package, with a line every few seconds while it works (SETUP_BEAT_S).  The installs are made by
+# uv (`uv pip install`, pip's settings passed on: _setup_uv in scripts/setup_lib.sh) when uv is on PATH (or
+# GEARBOX_HIL_SETUP_UV=1: pip installs uv into the new environment first), else by pip.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${GEARBOX_HIL_VENV:-$ROOT/.venv}"
@@ -68,14 +70,18 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$HASH" ]; then
     "$VENV/bin/python" -m ensurepip --default-pip >/dev/null
     PIP=("$VENV/bin/python" -m pip)
   fi
-  PIP+=(install --no-compile --disable-pip-version-check --progress-bar off)
+  # uv, where it is at hand, installs the same requirements from the same indexes several times faster than pip
+  # (parallel downloads, its own cache: BENCHMARKS.md, cold start); else pip (_setup_uv in scripts/setup_lib.sh)
+  if ! _setup_uv "$VENV" "${PIP[@]}"; then
+    PIP+=(install --no-compile --disable-pip-version-check --progress-bar off)
+  fi
   mapfile -t FIRST < <(_setup_early "$ROOT/pyproject.toml" $EARLY)
   if [ "$SETUP_MODE" = "--background" ] && [ "${#FIRST[@]}" -gt 0 ]; then
     echo "[set-up] installing what compiling needs first: ${FIRST[*]%%[<>=;]*}"
-    PYTHONUNBUFFERED=1 "${PIP[@]}" "${FIRST[@]}" | _setup_show
+    PYTHONUNBUFFERED=1 "${PIP[@]}" "${FIRST[@]}" 2>&1 | _setup_show
     SETUP_DIR="$VENV/.gearbox-hil-setup"
     rm -rf "$SETUP_DIR" && mkdir -p "$SETUP_DIR"
-    echo "[set-up] installing the rest of gearbox-hil[$EXTRAS] in the background (pip's messages:" \
+    echo "[set-up] installing the rest of gearbox-hil[$EXTRAS] in the background (the installer's messages:" \
       "$SETUP_DIR/pip.log)"
     (
       echo "$BASHPID" > "$SETUP_DIR/pid"
@@ -110,7 +116,7 @@ PYEOF
     GEARBOX_HIL_SETUP_PID=$!
   else
     echo "[set-up] installing gearbox-hil[$EXTRAS] and its dependencies"
-    PYTHONUNBUFFERED=1 "${PIP[@]}" -e "$ROOT[$EXTRAS]" pip | _setup_show
+    PYTHONUNBUFFERED=1 "${PIP[@]}" -e "$ROOT[$EXTRAS]" pip 2>&1 | _setup_show
     echo "$HASH" > "$STAMP"
   fi
 fi

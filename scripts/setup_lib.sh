@@ -15,7 +15,8 @@ _setup_due() {
   echo $((third > beat ? third : beat))
 }
 
-# pip's output (stdin) as a line per package it resolves or unpacks, and a line when one is due (_setup_due)
+# pip's or uv's output (stdin) as a line per package it resolves or unpacks, its errors as they are, and a line when
+# one is due (_setup_due)
 _setup_show() {
   local began last now line="" part n
   began="$(_setup_us)"
@@ -33,6 +34,13 @@ _setup_show() {
           echo "[set-up]   unpacking $((${#part} + 1)) packages" ;;
         "Building editable for "*"started") echo "[set-up]   building the editable install of gearbox-hil" ;;
         "Successfully installed "*) echo "[set-up]   installed" ;;
+        # uv's (`uv pip install`): a summary line per phase, then a line per package installed
+        "Resolved "*" in "*) part="${line#Resolved }"; echo "[set-up]   resolved ${part%% in *}" ;;
+        "Prepared "*" in "*) part="${line#Prepared }"; echo "[set-up]   unpacking ${part%% in *}" ;;
+        "Building "*" @ file://"*) echo "[set-up]   building the editable install of gearbox-hil" ;;
+        "Installed "*" in "*) echo "[set-up]   installed" ;;
+        " + "*) part="${line# + }"; echo "[set-up]   installed ${part%%==*} (${part#*==})" ;;
+        "ERROR"* | "error:"* | "  × "* | "  ╰─▶ "* | "  help: "*) echo "$line" ;;
         *) line=""; continue ;;
       esac
       line=""
@@ -58,4 +66,73 @@ _setup_early() {
   for name in "$@"; do
     sed -n "/^dependencies = \[/,/^\]/s/^ *\"\($name[<>=~!; ][^\"]*\)\",\$/\1/p" "$toml"
   done
+}
+
+# uv in place of pip: `_setup_uv VENV PIP...` (PIP: the pip command that installs into VENV, without `install`)
+# sets PIP (the caller's array) to `uv pip install` when uv is at hand (on PATH, or in VENV from an earlier set-up),
+# with pip's own settings, which uv does not read (index URLs, find-links, constraints, the certificate), and pip's
+# choice among several indexes (the best version of all).  uv is not installed for the set-up by default: pip took
+# 36-55 s to install it on a loaded host (PyPI's index page of uv lists thousands of files), more than uv saved
+# on numpy, numba and llvmlite (BENCHMARKS.md, cold start); GEARBOX_HIL_SETUP_UV=1 installs it with PIP first.
+# Returns 1, PIP untouched, when there is no uv (or it cannot be installed), or GEARBOX_HIL_SETUP_PIP=1 asks for pip.
+_setup_uv() {
+  local venv="$1" key value v uv line
+  shift
+  [ "${GEARBOX_HIL_SETUP_PIP:-}" != 1 ] || return 1
+  if [ -x "$venv/bin/uv" ]; then
+    uv="$venv/bin/uv"
+  elif uv="$(command -v uv)"; then
+    :
+  elif [ "${GEARBOX_HIL_SETUP_UV:-}" = 1 ]; then
+    uv="$venv/bin/uv"
+    echo "[set-up] installing uv (with pip), which installs the rest"
+    if ! "$@" install --no-compile --disable-pip-version-check --progress-bar off uv 2>&1 | _setup_show ||
+      [ ! -x "$uv" ]; then
+      echo "[set-up] uv could not be installed (pip's messages above): pip installs"
+      return 1
+    fi
+  else
+    return 1
+  fi
+  local cmd=("$uv" pip install --python "$venv/bin/python" --index-strategy unsafe-best-match)
+  while IFS= read -r line; do  # key=value a line (_setup_pip_settings)
+    key="${line%%=*}"
+    value="${line#*=}"
+    case "$key" in
+      index-url) cmd+=(--index-url "$value") ;;
+      extra-index-url) for v in $value; do cmd+=(--extra-index-url "$v"); done ;;
+      find-links) for v in $value; do cmd+=(--find-links "$v"); done ;;
+      constraint) for v in $value; do cmd+=(--constraint "$v"); done ;;
+      cert) cmd=(env SSL_CERT_FILE="$value" "${cmd[@]}") ;;
+    esac
+  done < <(_setup_pip_settings)
+  PIP=("${cmd[@]}")
+}
+
+# pip's install settings that uv needs passed on, a line `key=value` each: pip's configuration files in pip's
+# order (a later one wins), then its PIP_* variables; read here, not with `pip config list`, which costs pip's
+# start twice (16 s at load 21)
+_setup_pip_settings() {
+  "${PY:-python3}" - <<'PYEOF' 2>/dev/null || true
+import configparser, os
+home = os.path.expanduser("~")
+files = [os.path.join(d, "pip", "pip.conf") for d in reversed(os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(":"))]
+files += ["/etc/pip.conf", os.path.join(home, ".pip", "pip.conf"),
+          os.path.join(os.environ.get("XDG_CONFIG_HOME", os.path.join(home, ".config")), "pip", "pip.conf")]
+files += [os.environ["PIP_CONFIG_FILE"]] if os.environ.get("PIP_CONFIG_FILE") else []
+keys = ("index-url", "extra-index-url", "find-links", "constraint", "cert")
+got = {}
+for path in files:
+    conf = configparser.RawConfigParser()
+    try:
+        conf.read(path)
+    except (configparser.Error, OSError):
+        continue
+    for section in ("global", "install"):
+        got.update({k: conf.get(section, k) for k in keys if conf.has_option(section, k)})
+got.update({k: os.environ["PIP_" + k.upper().replace("-", "_")] for k in keys
+            if os.environ.get("PIP_" + k.upper().replace("-", "_"))})
+for k, v in got.items():
+    print(f"{k}={' '.join(v.split())}")
+PYEOF
 }

@@ -357,8 +357,8 @@ def _frame_crc(cb, d0, n, ci, oM):
     if ci[oM + M_CRC_BITS] == 16:  # noqa: F821
         return _crc16(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID],  # noqa: F821
                       ci[oM + M_CRC_INIT], ci[oM + M_CRC_XOR])  # noqa: F821
-    return _crc8(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], cb, CB_CRC, ci[oM + M_CRC_INIT],  # noqa: F821
-                 ci[oM + M_CRC_XOR])  # noqa: F821
+    return _crc8(cb, d0, n, ci[oM + M_CRC_BYTE], ci[oM + M_DATA_ID], cb, np.int64(CB_CRC),  # noqa: F821
+                 ci[oM + M_CRC_INIT], ci[oM + M_CRC_XOR])  # noqa: F821
 
 
 @njit(**JIT)
@@ -377,7 +377,8 @@ def crc8_j1850(data, n, skip_byte, data_id, table, init=0xFF, xorout=0xFF):
     Init 0xFF, final XOR 0xFF: CRC-8 SAE J1850 (see :data:`CRC_VARIANTS`).
     ``data_id < 0`` leaves the data ID out (used by the check-value tests).
     """
-    return _crc8(data, 0, n, skip_byte, data_id, table, 0, init, xorout)
+    # int64 arguments, not literal constants: numba compiles a function again for every literal it is called with
+    return _crc8(data, np.int64(0), n, skip_byte, data_id, table, np.int64(0), np.int64(init), np.int64(xorout))
 
 
 @njit(**JIT)
@@ -481,7 +482,7 @@ def _rx_e2e(n, ci, cb, oM, oC, oK, od):
     The counter reference moves as the module's docstring says; frames missed inside an accepted
     counter step are counted here (``RX_LOST``), the rejection by :func:`rx_frame`.
     """
-    d0 = CB_RX  # noqa: F821
+    d0 = np.int64(CB_RX)  # noqa: F821  an int64, not the literal: the helpers compile once for rx and tx
     if n != ci[oM + M_LEN]:  # noqa: F821
         ci[od] = ci[oM + M_LEN]  # noqa: F821
         ci[od + 1] = n
@@ -522,7 +523,7 @@ def _rx_values(ci, cb, oM, od):
     """The value checks of a frame that passed :func:`_rx_e2e`: its multiplexer values, then the range
     (and allowed values) of every mapped signal it carries.  Returns ``RX_OK``, ``RX_MUX`` or ``RX_RANGE``
     (``detail``: signal row, raw value, signal row)."""
-    d0 = CB_RX  # noqa: F821
+    d0 = np.int64(CB_RX)  # noqa: F821  an int64, not the literal: the helpers compile once for rx and tx
     oS = ci[CI_RX_S]  # noqa: F821
     oSEG = ci[CI_RX_SEG]  # noqa: F821
     s0 = ci[oM + M_SIG0]  # noqa: F821
@@ -556,7 +557,7 @@ def _rx_values(ci, cb, oM, od):
 def _rx_post(m, ci, cf, cb, oM):
     """Post the values of a valid frame of receive message ``m``, in plant units, to the mailbox, and
     advance its sequence number (and that of each signal it carried) so the tick takes them."""
-    d0 = CB_RX  # noqa: F821
+    d0 = np.int64(CB_RX)  # noqa: F821  an int64, not the literal: the helpers compile once for rx and tx
     oS = ci[CI_RX_S]  # noqa: F821
     oSEG = ci[CI_RX_SEG]  # noqa: F821
     oX = ci[CI_RX_MUX]  # noqa: F821

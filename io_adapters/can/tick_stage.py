@@ -55,11 +55,13 @@ def rx_apply_locked(word, tick, drive, ci, cf, df):
     """:func:`~io_adapters.can.frames.rx_apply`, taking the mailbox's new values only if the lock word is free
     now (else the values wait for the next tick).  Called in the real-time loop."""
     p = raw_i(word)
-    if try_lock_at(p):
-        r = rx_apply(tick, True, drive, ci, cf, df)
+    # one call with the lock's outcome (a bool), not one call each with the constant True and False: numba compiled
+    # rx_apply for each constant, twice more than the Python caller's (bool) specialisation
+    took = try_lock_at(p)
+    r = rx_apply(tick, took, drive, ci, cf, df)
+    if took:
         unlock_at(p)
-        return r
-    return rx_apply(tick, False, drive, ci, cf, df)
+    return r
 
 
 @cfunc(STAGE_SIGNATURE, cache=True)

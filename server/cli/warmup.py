@@ -8,7 +8,8 @@ about a second (``--serve-only``: not the offline run, which the
 real-time server never calls; ``./demo.sh`` uses it).  On a machine with two
 or more cores it compiles in two processes (``--jobs``): the core's step
 entry point and the plants in this one, the core's mode solver and start
-entry point and the server's own kernels in a second one.  Its progress is
+entry point and the server's own kernels in a second one (the loop's
+telemetry kernels in the first, after the plants: balance).  Its progress is
 written for a person (:mod:`server.cli.warmup_progress`): three stages
 (core, server, plant) with a count each and the time left; ``-v`` adds a
 line per compiled function, by name.  With everything cached already,
@@ -67,7 +68,7 @@ def _say(line: str) -> None:
     print(f"warmup: {line}", flush=True)
 
 
-def _server_kernels(serve_only: bool) -> None:
+def _server_kernels(serve_only: bool, second_process: bool = False) -> None:
     """Compile (or load) the core's mode solver and start entry point and the kernels of the server.
 
     The mode solver is a C entry point of its own, which the step calls
@@ -79,7 +80,9 @@ def _server_kernels(serve_only: bool) -> None:
     of their own while the core's step entry point compiles (numba's cache
     files are one per function, written whole under a temporary name and
     renamed); the first process then loads the solver's and the start's
-    entry points and compiles the plants' own kernels.
+    entry points and compiles the plants' own kernels.  In the second
+    process (``second_process``) the loop's telemetry kernels are left to
+    the first (:func:`_first_process_share`).
     """
     from plant_models.core.api import compile_solve_entry, compile_start_entry
 
@@ -88,8 +91,11 @@ def _server_kernels(serve_only: bool) -> None:
     import io_adapters.zmq.codec  # noqa: F401  (the state publisher's row packing, as above)
     from io_adapters.can.layouts import warm_up as warm_up_can_codec  # the codec and the CAN tick stages
     from plant_models.offline import warm_up as warm_up_offline_run
-    from server.realtime import scenario_player, telemetry, watchdog  # noqa: F401  (their kernels compile or load at import)
+    from server.realtime import scenario_player, watchdog  # noqa: F401  (their kernels compile or load at import)
     from server.realtime.faults import warm_up as warm_up_faults
+
+    if not second_process:
+        _first_process_share()
 
     warm_up_can_codec()
     if not serve_only:
@@ -98,6 +104,19 @@ def _server_kernels(serve_only: bool) -> None:
     # last: most of its kernels are the step's, which the first process has compiled by now (compiled earlier,
     # this process waited for them at their locks while its own kernels waited)
     compile_start_entry()
+
+
+def _first_process_share() -> None:
+    """The server's kernels the first process compiles after the plants' when two processes compile: the loop's
+    telemetry (its four kernels, compiled or loaded at import).
+
+    The second process's part is the longer one (a cold compile of the first
+    demo's set at load 20, two processes: the first finished 72 s before
+    the second, of 468 s; the telemetry took the second 43 s; BENCHMARKS.md,
+    cold start), and the telemetry shares no kernel with either part: moved,
+    nothing compiles twice.
+    """
+    from server.realtime import telemetry  # noqa: F401  (its kernels compile or load at import)
 
 
 _CORE_LINE = re.compile(r"^  core \d+(/\d+)?: (?P<name>\S+) \((?P<took>[0-9.]+) s;")
@@ -233,6 +252,7 @@ def warm(configs: list[str | Path], say=_say, serve_only: bool = False, jobs: in
         if beside is None:
             _server_kernels(serve_only)
         else:
+            _first_process_share()
             failed += 1 if beside.wait() else 0
             progress.add_compiled(beside.compiled)
         if stages is not None:
@@ -294,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
 
         with CompileProgress(line_out, on_done=lambda group, name: line_out(f"{_DONE}{group} {name}")):
-            _server_kernels(args.serve_only)
+            _server_kernels(args.serve_only, second_process=True)
         return 0
     configs = args.configs or plant_configs()
     # on a terminal the stages' line is rewritten in place; into a pipe or a file, a line every few seconds
