@@ -10,6 +10,9 @@ load.  Each run writes its JSON; the summary table lists TET, lateness and
 missed ticks of every plain run with the load average, side by side.
 
     python bench/bench_ab.py --base 887d220 --rounds 2 -- --duration 20 --rate 1000
+
+``--work`` reuses the work directory of an earlier run (its export and warm
+caches: a second comparison starts in seconds, not after a cold compile).
 """
 
 from __future__ import annotations
@@ -45,14 +48,23 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--script", default="bench/bench_tick_stages.py")
     ap.add_argument("--out", type=Path, default=None, help="directory for the JSON of every run")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="work directory of an earlier run to reuse (its export of --base and its warm numba caches)")
     ap.add_argument("rest", nargs=argparse.REMAINDER, help="-- then the benchmark's arguments")
     args = ap.parse_args()
     bench_args = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
-    tmp = Path(tempfile.mkdtemp(prefix="gearbox-hil-ab-"))
+    tmp = args.work or Path(tempfile.mkdtemp(prefix="gearbox-hil-ab-"))
     out = args.out or tmp / "results"
     out.mkdir(parents=True, exist_ok=True)
     base_tree = tmp / "base"
-    export(args.base, base_tree)
+    marker = tmp / "base_commit"
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", args.base], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    if not base_tree.is_dir() or (marker.exists() and marker.read_text().strip() != commit):
+        if base_tree.is_dir():
+            raise SystemExit(f"{tmp} holds an export of {marker.read_text().strip()}, not of {commit}")
+        export(args.base, base_tree)
+    marker.write_text(commit)
     caches = {"base": tmp / "numba-base", "this": Path(os.environ.get("NUMBA_CACHE_DIR", tmp / "numba-this"))}
     trees = {"base": base_tree, "this": ROOT}
     for name, tree in trees.items():

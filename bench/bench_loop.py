@@ -126,10 +126,11 @@ def python_sleeper_baseline(period_us: int, loops: int) -> dict:
     return {"tool": "python sleeper (time.sleep to absolute deadlines)", "over_us": over, **pct(lat)}
 
 
-def start_python_sleeper(period_us: int, loops: int) -> tuple[subprocess.Popen, Path]:
-    """The Python sleeper in another process, during the loop (the baseline without rt-tests)."""
+def start_python_sleeper(period_us: int, loops: int, fifo: int = 0) -> tuple[subprocess.Popen, Path]:
+    """The Python sleeper in another process, during the loop (the baseline without rt-tests), at the loop's
+    scheduling policy (SCHED_FIFO ``fifo`` when > 0, as cyclictest's ``-p``)."""
     out = Path(tempfile.mkdtemp()) / "sleeper.json"
-    proc = subprocess.Popen([sys.executable, __file__, "--sleeper", str(period_us), str(loops), str(out)],
+    proc = subprocess.Popen([sys.executable, __file__, "--sleeper", str(period_us), str(loops), str(out), str(fifo)],
                             cwd=ROOT)
     return proc, out
 
@@ -206,7 +207,15 @@ def run_loop(args) -> dict:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--sleeper":
         period_us, loops, out = int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
-        out.write_text(json.dumps(python_sleeper_baseline(period_us, loops)))
+        fifo = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+        if fifo > 0:  # the loop's policy; without the privilege the sleeper says so in its tool name
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo))
+            except OSError:
+                fifo = 0
+        res = python_sleeper_baseline(period_us, loops)
+        res["tool"] += f", SCHED_FIFO {fifo}" if fifo else ", SCHED_OTHER"
+        out.write_text(json.dumps(res))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of each run")
@@ -243,7 +252,7 @@ def main() -> int:
         hist = Path(tempfile.mkdtemp()) / "hist.txt"
         proc = start_cyclictest(period_us, loops, args.fifo, hist)
         if proc is None:
-            sleeper = start_python_sleeper(period_us, loops)
+            sleeper = start_python_sleeper(period_us, loops, args.fifo)
     print(f"loop: {args.duration:g} s at {args.rate:g} Hz, wait {args.wait}, fifo {args.fifo} ...", flush=True)
     res["loop"] = run_loop(args)
     if args.baseline == "concurrent":

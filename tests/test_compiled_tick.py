@@ -289,6 +289,42 @@ def test_a_realtime_run_takes_the_compiled_tick():
     assert srv.loop.ring.written == srv.loop.tick  # every compiled tick wrote its ring row
 
 
+def test_a_realtime_run_of_a_scenario_gives_the_lockstep_states_bit_for_bit():
+    """The realtime loop's own tick path: the compiled call, the tick it declines (the scenario's release, its
+    last tick) taken by the Python stepper, the tick count kept after the call; the run stops when the scenario
+    has ended (no watchdog: the inputs hold after it, as in lockstep)."""
+    sc = load_scenario("powershift_single_swap")
+    rt = assemble(load_plant("powershift"), [], LoopConfig(mode="realtime", rate_hz=1000.0, duration_s=60.0,
+                                                           status_interval_s=0.0), WatchdogConfig(enabled=False))
+    loop, release = rt.loop, rt.loop.player.release
+
+    def release_and_stop(tick: int) -> None:
+        release(tick)
+        loop.request_shutdown("the scenario ended")
+
+    loop.player.release = release_and_stop
+    rt.open()
+    try:
+        rt.control._install_scenario(sc, None)
+        rt.run()
+    finally:
+        rt.close()
+    ticks = loop.tick
+    assert loop.stop_reason == "the scenario ended" and ticks >= loop.player.loaded.n_steps
+    assert loop.ring.written == ticks and loop.tick_path == "compiled" and loop.python_ticks == 1
+    ls = _server("python", zmq=False)
+    try:
+        ls.control._install_scenario(sc, None)
+        ls.loop.step(ticks)
+        assert ls.loop.tick == ticks and ls.loop.player.active is None
+        assert loop.plant.df.tobytes() == ls.loop.plant.df.tobytes()
+        assert loop.plant.di.tobytes() == ls.loop.plant.di.tobytes()
+        assert loop.ring.floats.tobytes() == ls.loop.ring.floats.tobytes()
+        assert loop.ring.ints[:, 0:2].tobytes() == ls.loop.ring.ints[:, 0:2].tobytes()
+    finally:
+        ls.close()
+
+
 # every kind of fault that takes a signal-table row, on an input and on an output (the clutch faults on outputs)
 SIGNAL_FAULTS = [
     {"target": "signal", "signal": "p_c1", "kind": "force", "value": 12.5},

@@ -143,6 +143,7 @@ class Loop(TickStages):
         self.first_tick_ns = 0
         self.next_deadline_ns = 0  # realtime: the first deadline not yet run (or skipped) when ticking stopped
         self.started_ns = time.monotonic_ns()
+        self._grace_end_ns = 0  # realtime: overruns before this are the start-up's (counted apart)
         self._step_ns = 0
         self._watchdog_in_mode = self.mode in watchdog.cfg.modes
         self._shutdown = False
@@ -474,20 +475,15 @@ class Loop(TickStages):
             self._restart_pending = False
 
     def _run_realtime(self) -> None:
+        """Tick on absolute deadlines until stopped.  The TET runs from the wake-up's clock read to the one after
+        the tick's work: the compiled call (its arguments read before; the tick count, the step's duration and
+        the counters after), else :meth:`_tick` (BENCHMARKS.md, "The last 0.2 us of the tick")."""
         self._begin_running()
         period = self.period_ns
-        c = self.telemetry.counters
-        hist = self.telemetry.hist
-        samples = self.telemetry.samples
-        tick_info = self.tick_info
-        mono = time.monotonic_ns
-        wait = self.waiter.wait
-        serve = self.housekeeping.serve
-        tick = self._tick
-        stop_policy = self.cfg.overrun_policy == "stop"
-        max_overruns = self.cfg.max_overruns
+        c, hist, samples = self.telemetry.counters, self.telemetry.hist, self.telemetry.samples
+        mono, wait, serve = time.monotonic_ns, self.waiter.wait, self.housekeeping.serve
         t_start = mono()
-        grace_end = t_start + int(self.cfg.startup_grace_s * 1e9)
+        self._grace_end_ns = t_start + int(self.cfg.startup_grace_s * 1e9)
         end_ns = t_start + int(self.cfg.duration_s * 1e9) - self.telemetry.run_ns if self.cfg.duration_s > 0 else 0
         deadline = t_start + period
         last_end = t_start
@@ -505,35 +501,52 @@ class Loop(TickStages):
                 # now, up to the deadline, not a period later (BENCHMARKS.md, "The local virtual CAN bus")
                 self._pump(deadline)
             wait(deadline)
+            run, k, dt = self._tick_run, self.tick, self.dt  # (a pump in the wait may have restaged the tick)
             wake = mono()
-            st = tick(wake)
-            end = mono()
+            st = run(k, wake, dt) if run is not None else -1
+            if st >= 0:  # the compiled call took the tick: its bookkeeping after the end mark
+                end = mono()
+                self.tick = k + 1
+                self._step_ns = self._tick_step_ns[0]
+            else:  # no compiled tick, or it declined having changed nothing (a scenario's table swap)
+                self._now_ns = wake
+                self.python_ticks += run is not None
+                st = self._tick_step(k)
+                end = mono()
             if self.first_tick_ns == 0:
                 self.first_tick_ns = wake
             record_tick(c, hist, samples, wake - deadline, end - wake, self._step_ns, st, True)
             deadline += period
             if end > deadline:
-                missed = (end - deadline) // period + 1
-                deadline += missed * period
-                c[C_MISSED] += missed
-                if end < grace_end:
-                    c[C_OVERRUNS_GRACE] += 1
-                    c[C_MISSED_GRACE] += missed
-                else:
-                    c[C_OVERRUNS] += 1
-                    c[C_WIN_OVERRUNS] += 1
-                    tick_info[TI_OVERRUNS] = c[C_OVERRUNS]
-                    if stop_policy and c[C_OVERRUNS] >= max_overruns:
-                        self.telemetry.add_run_time(end - last_end)
-                        last_end = end
-                        self._overrun_stop()
-                        break
+                deadline = self._overrun(end, deadline, last_end)
+                if self.state != RUNNING:  # overrun_policy "stop" ended the run
+                    break
             if end_ns and end >= end_ns:
                 self.request_shutdown("duration reached")
             self.telemetry.add_run_time(end - last_end)
             last_end = end
         self.next_deadline_ns = deadline
         self._pump(0)  # the states of the last ticks (a publisher's unfinished burst) go out now
+
+    def _overrun(self, end: int, deadline: int, last_end: int) -> int:
+        """A tick that ended after the next deadline: the deadlines it covered are skipped and counted as missed;
+        returns the next deadline not yet passed.  With ``overrun_policy = "stop"``, the run stops after
+        ``max_overruns`` overruns outside the start-up grace period.  Called in the real-time loop."""
+        c, period = self.telemetry.counters, self.period_ns
+        missed = (end - deadline) // period + 1
+        deadline += missed * period
+        c[C_MISSED] += missed
+        if end < self._grace_end_ns:
+            c[C_OVERRUNS_GRACE] += 1
+            c[C_MISSED_GRACE] += missed
+            return deadline
+        c[C_OVERRUNS] += 1
+        c[C_WIN_OVERRUNS] += 1
+        self.tick_info[TI_OVERRUNS] = c[C_OVERRUNS]
+        if self.cfg.overrun_policy == "stop" and c[C_OVERRUNS] >= self.cfg.max_overruns:
+            self.telemetry.add_run_time(end - last_end)
+            self._overrun_stop()
+        return deadline
 
     def _overrun_stop(self) -> None:
         msg = (f"stopped after {self.telemetry.counters[C_OVERRUNS]} overruns "
@@ -544,11 +557,8 @@ class Loop(TickStages):
 
     def _run_afap(self) -> None:
         self._begin_running()
-        c = self.telemetry.counters
-        hist = self.telemetry.hist
-        samples = self.telemetry.samples
-        mono = time.monotonic_ns
-        tick = self._tick
+        c, hist, samples = self.telemetry.counters, self.telemetry.hist, self.telemetry.samples
+        mono, tick = time.monotonic_ns, self._tick
         n_end = int(round(self.cfg.duration_s / self.dt)) if self.cfg.duration_s > 0 else 0
         last = mono()
         next_service = last + 1_000_000
