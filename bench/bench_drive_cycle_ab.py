@@ -61,6 +61,7 @@ def main() -> int:
     ap.add_argument("--base", help="a commit to compare against (exported with its own numba cache)")
     ap.add_argument("--base-env", action="append", default=[], help="NAME=VALUE for the base's processes")
     ap.add_argument("--this-env", action="append", default=[], help="NAME=VALUE for this tree's processes")
+    ap.add_argument("--base-cache", type=Path, help="the base's numba cache folder (default: one under --work)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=1800.0)
     ap.add_argument("--work", type=Path, help="folder for the exported base and its cache (kept between calls)")
@@ -79,6 +80,8 @@ def main() -> int:
     elif args.base_env:
         tag = "-".join(e.replace("=", "_") for e in args.base_env)
         base_env["NUMBA_CACHE_DIR"] = str(work / f"cache-{tag}")
+    if args.base_cache:
+        base_env["NUMBA_CACHE_DIR"] = str(args.base_cache)
     base_env.update(e.split("=", 1) for e in args.base_env)
     this_env = dict(os.environ, PYTHONPATH=str(ROOT))
     this_env.update(e.split("=", 1) for e in args.this_env)
