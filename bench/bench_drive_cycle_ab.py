@@ -62,6 +62,7 @@ def main() -> int:
     ap.add_argument("--base-env", action="append", default=[], help="NAME=VALUE for the base's processes")
     ap.add_argument("--this-env", action="append", default=[], help="NAME=VALUE for this tree's processes")
     ap.add_argument("--base-cache", type=Path, help="the base's numba cache folder (default: one under --work)")
+    ap.add_argument("--base-tree", type=Path, help="the base's exported tree, if it exists (default: under --work)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=float, default=1800.0)
     ap.add_argument("--work", type=Path, help="folder for the exported base and its cache (kept between calls)")
@@ -70,7 +71,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     base_tree, base_env = ROOT, dict(os.environ, PYTHONPATH=str(ROOT))
     if args.base:
-        base_tree = work / f"base-{args.base}"
+        base_tree = args.base_tree or work / f"base-{args.base}"
         if not base_tree.exists():
             base_tree.mkdir(parents=True)
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.base], check=True,
