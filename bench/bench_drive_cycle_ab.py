@@ -97,7 +97,7 @@ def main() -> int:
         print(f"warming {name} ...", file=sys.stderr, flush=True)
         one(tree, env, 1.0)
     res: dict[str, list[dict]] = {"base": [], "this": []}
-    print(f"{host_line()}\nbase {args.base or 'this tree'} {' '.join(args.base_env)}; this "
+    print(f"base {args.base or 'this tree'} {' '.join(args.base_env)}; this "
           f"{' '.join(args.this_env)}; {args.duration:g} s of the WLTC, {args.rounds} rounds alternating, "
           f"least CPU time of {args.repeat} runs a process\n")
     print("| round | side | load | CPU s (loop) | us of CPU a step | wall s | shifts | rows (sha256) |")
@@ -118,4 +118,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    print(host_line(), flush=True)
     sys.exit(main())
