@@ -6,11 +6,12 @@ Each run is a fresh process in one tree: the closed loop of
 TCU's kernel in the compiled loop) compiled or loaded and warmed on 2 s of
 the cycle, then ``--duration`` seconds of the cycle, timed by the process's
 CPU time (``time.process_time``) less the CPU time of the same call on 10 ms
-(the plant's loading and the loop's set-up), and by the loop's wall time
-(``--repeat``: that many runs in each process, the least counted: a run
-another process's burst slowed is dropped);
-the rows (every 1000 steps: outputs and inputs) are hashed, so a change that
-moves a result shows.
+(the plant's loading and the loop's set-up, about 0.3 s, the least of three:
+it varies by hundredths of a second or more under load, so compare runs of
+several minutes of the cycle), and by the loop's wall time.  ``--repeat``:
+that many runs in each process, the least counted (a run another process's
+burst slowed is dropped).  The rows (every 1000 steps: outputs and inputs)
+are hashed, so a change that moves a result shows.
 The two sides alternate ``--rounds`` times, so both see the same machine
 load; on a shared machine the CPU time is the figure to compare (the wall
 time counts the time other processes held the core).
@@ -43,7 +44,10 @@ import hashlib, json, sys, time
 sys.path.insert(0, "bench")
 from bench_drive_cycle import closed
 closed(2.0)
-c0 = time.process_time(); closed(0.01); setup = time.process_time() - c0
+setups = []
+for _ in range(3):
+    c0 = time.process_time(); closed(0.01); setups.append(time.process_time() - c0)
+setup = min(setups)
 cpus, walls = [], []
 for _ in range(int(sys.argv[2])):
     c0 = time.process_time(); wall, r, tcu = closed(float(sys.argv[1])); cpus.append(time.process_time() - c0 - setup)
