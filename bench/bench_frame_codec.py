@@ -120,9 +120,6 @@ def main() -> int:
     if args.worker:
         worker(args.worker, args.message_set)
         return 0
-    sys.path.insert(0, str(ROOT / "bench"))
-    from _host import host_line
-    print(host_line())
     trees = {"this": ROOT} | ({"base": Path(args.base).resolve()} if args.base else {})
     procs = {name: start(tree, args.message_set) for name, tree in trees.items()}
     for p in procs.values():
@@ -161,4 +158,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if "--worker" not in sys.argv:  # a worker's stdout carries its JSON lines only
+        sys.path.insert(0, str(ROOT / "bench"))
+        from _host import host_line
+        print(host_line(), flush=True)
     raise SystemExit(main())

@@ -204,19 +204,22 @@ def run_loop(args) -> dict:
     }
 
 
-def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "--sleeper":
-        period_us, loops, out = int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
-        fifo = int(sys.argv[5]) if len(sys.argv) > 5 else 0
-        if fifo > 0:  # the loop's policy; without the privilege the sleeper says so in its tool name
-            try:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo))
-            except OSError:
-                fifo = 0
-        res = python_sleeper_baseline(period_us, loops)
-        res["tool"] += f", SCHED_FIFO {fifo}" if fifo else ", SCHED_OTHER"
-        out.write_text(json.dumps(res))
-        return 0
+def _sleeper_mode(argv: list[str]) -> int:
+    """``--sleeper PERIOD_US LOOPS OUT [FIFO]``: the concurrent Python sleeper, at the loop's policy."""
+    period_us, loops, out = int(argv[2]), int(argv[3]), Path(argv[4])
+    fifo = int(argv[5]) if len(argv) > 5 else 0
+    if fifo > 0:  # the loop's policy; without the privilege the sleeper says so in its tool name
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo))
+        except OSError:
+            fifo = 0
+    res = python_sleeper_baseline(period_us, loops)
+    res["tool"] += f", SCHED_FIFO {fifo}" if fifo else ", SCHED_OTHER"
+    out.write_text(json.dumps(res))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of each run")
     ap.add_argument("--rate", type=float, default=1000.0)
@@ -237,7 +240,38 @@ def main() -> int:
     ap.add_argument("--tick-path", default="auto", choices=("auto", "python"),
                     help="auto: the tick as one compiled call (the default); python: the Python stepper")
     ap.add_argument("--json", type=Path, help="write the results here")
-    args = ap.parse_args()
+    return ap
+
+
+def _print_report(res: dict) -> None:
+    L = res["loop"]
+    print(json.dumps(res, indent=2))
+    print("\n| quantity | p50 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- |")
+    if "baseline" in res:
+        b = res["baseline"]
+        print(f"| baseline lateness ({b['tool']}) | {b['p50']:.0f} | {b['p99']:.0f} | {b['p999']:.0f} | {b['max']:.0f} |")
+    for k in ("lateness_us", "tet_us", "step_us"):
+        v = L[k]
+        print(f"| loop {k} | {v['p50']:.1f} | {v['p99']:.1f} | {v['p999']:.1f} | {v['max']:.1f} |")
+    print(f"\nticks woken late by more than 50/100/500/1000/5000 us: loop {list(L['late_ticks_over_us'].values())}"
+          + (f", baseline {list(res['baseline'].get('over_us', {}).values())}" if "baseline" in res else "")
+          + f"; loop episodes over 500 us: {L['late_episodes_over_500us']}; hypervisor steal "
+          f"{L['hypervisor_steal_pct']:.2f} % of the CPUs")
+    print(f"tick path: {L['tick_path']} ({L['tick_path_reason']})")
+    print(f"ticks {L['ticks']}, missed {L['missed_ticks']} ({L['missed_pct']:.3f} %), overruns {L['overruns']} "
+          f"(+{L['overruns_in_grace']} in grace), CPU {L['cpu_pct_of_one_core']:.1f} % of one core, "
+          f"load avg {res['load_avg_before'][0]:.2f} -> {res['load_avg_after'][0]:.2f}")
+    c = L["client"]
+    if c is not None:
+        print(f"subscriber: {c['states']} states, {c['lost']} lost (sequence gaps), {c['out_of_order']} out of order; "
+              f"{c['commands_sent']} commands sent, {L['zmq']['applied']} applied; state_dropped "
+              f"{L['zmq']['state_dropped']}")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--sleeper":
+        return _sleeper_mode(sys.argv)
+    args = _parser().parse_args()
 
     res = {"args": vars(args) | {"json": str(args.json) if args.json else None},
            "load_avg_before": os.getloadavg(), "cpus": os.cpu_count()}
@@ -263,28 +297,7 @@ def main() -> int:
             res["baseline"] = json.loads(sleeper[1].read_text())
         res["baseline"]["tool"] += ", concurrent with the loop"
     res["load_avg_after"] = os.getloadavg()
-    L = res["loop"]
-    print(json.dumps(res, indent=2))
-    print("\n| quantity | p50 | p99 | p99.9 | max |\n| --- | --- | --- | --- | --- |")
-    if "baseline" in res:
-        b = res["baseline"]
-        print(f"| baseline lateness ({b['tool']}) | {b['p50']:.0f} | {b['p99']:.0f} | {b['p999']:.0f} | {b['max']:.0f} |")
-    for k in ("lateness_us", "tet_us", "step_us"):
-        v = L[k]
-        print(f"| loop {k} | {v['p50']:.1f} | {v['p99']:.1f} | {v['p999']:.1f} | {v['max']:.1f} |")
-    print(f"\nticks woken late by more than 50/100/500/1000/5000 us: loop {list(L['late_ticks_over_us'].values())}"
-          + (f", baseline {list(res['baseline'].get('over_us', {}).values())}" if "baseline" in res else "")
-          + f"; loop episodes over 500 us: {L['late_episodes_over_500us']}; hypervisor steal "
-          f"{L['hypervisor_steal_pct']:.2f} % of the CPUs")
-    print(f"tick path: {L['tick_path']} ({L['tick_path_reason']})")
-    print(f"ticks {L['ticks']}, missed {L['missed_ticks']} ({L['missed_pct']:.3f} %), overruns {L['overruns']} "
-          f"(+{L['overruns_in_grace']} in grace), CPU {L['cpu_pct_of_one_core']:.1f} % of one core, "
-          f"load avg {res['load_avg_before'][0]:.2f} -> {res['load_avg_after'][0]:.2f}")
-    c = L["client"]
-    if c is not None:
-        print(f"subscriber: {c['states']} states, {c['lost']} lost (sequence gaps), {c['out_of_order']} out of order; "
-              f"{c['commands_sent']} commands sent, {L['zmq']['applied']} applied; state_dropped "
-              f"{L['zmq']['state_dropped']}")
+    _print_report(res)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(with_host(res), indent=2))
