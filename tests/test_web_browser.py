@@ -491,8 +491,7 @@ const traces = (n) => [{x: t.slice(0, n), y: y1.slice(0, n), name: 'one', yaxis:
 for (let n = 1000; n <= 4000; n += 37) stripChart(a, traces(n), layout(n));
 stripChart(a, traces(4000), layout(4000));
 stripChart(b, traces(4000), layout(4000));
-const pixels = (d) => { const c = stripChart.image(d); return c.getContext('2d').getImageData(0, 0, c.width, c.height).data; };
-const pa = pixels(a), pb = pixels(b);  // the canvas with its tiles, as seen
+const pa = a._strip.ctx.getImageData(0, 0, a._strip.w, a._strip.h).data, pb = b._strip.ctx.getImageData(0, 0, b._strip.w, b._strip.h).data;
 let differ = 0, most = 0;  // pixels differing by 8 levels or more; the largest difference
 for (let i = 0; i < pa.length; i += 4) {
   const m = Math.max(Math.abs(pa[i] - pb[i]), Math.abs(pa[i + 1] - pb[i + 1]), Math.abs(pa[i + 2] - pb[i + 2]));

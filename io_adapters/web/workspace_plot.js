@@ -8,18 +8,13 @@
 // plotly_hover (with {points: [{x}]}, x the run time at the mouse).  The paused plots (pan, zoom, hover over the
 // history held) and the XY plot stay Plotly's.  A plot off the screen is not drawn until it is back on it.
 // A live plot scrolls: a pixel column is a fixed slice of run time, so while the window, the size, the signals and
-// the y axes stay, a redraw moves the image left by whole columns and draws only the new ones; a y axis stays while
-// its signals fit in it and a fit would not be under half as tall.  Anything else draws the whole plot.
-// div._strip.full and .scrolled count the two kinds of redraw.  The plot area (and the x labels under it) is not
-// drawn on the plot's canvas but on tiles, narrow canvases of TILE pixel columns each, side by side on a strip that
-// a CSS transform moves: a scroll moves the strip and draws the one or two newest tiles.  Without a GPU Chromium
-// copies every canvas changed in a frame whole to its compositor; a scrolled 919 x 260 canvas cost that copy at
-// every frame, a tile costs a seventh of it (BENCHMARKS.md).  stripChart.image(div) puts canvas and tiles together.
+// the y axes stay, a redraw moves the image left by whole columns and draws only the new ones (and the x labels);
+// a y axis stays while its signals fit in it and a fit would not be under half as tall.  Anything else draws the
+// whole plot.  div._strip.full and .scrolled count the two kinds of redraw.
 "use strict";
 (function () {
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 const FONT = "11px system-ui, sans-serif", AXIS_W = 42;
-const TILE = 128, LABELS_H = 15;  // a tile's pixel columns; the x labels' band under the area, on the tiles
 // ?scroll=0: every redraw draws the whole plot, as before the scrolling (bench/bench_workspace_pages.py's A/B)
 const SCROLL = new URLSearchParams(location.search).get("scroll") !== "0";
 
@@ -41,16 +36,7 @@ function canvasOf(div) {
   div.textContent = "";
   const c = document.createElement("canvas"), s = {canvas: c, ctx: c.getContext("2d", {alpha: false}), w: 0, h: 0, area: null, listeners: {}};
   c.style.display = "block";
-  div.style.position = "relative";
   div.appendChild(c);
-  // the tiles' window over the plot area (inside its border) and the strip that moves in it; the mouse goes through
-  s.film = document.createElement("div");
-  s.film.style.cssText = "position: absolute; overflow: hidden; pointer-events: none";
-  s.reel = document.createElement("div");
-  s.reel.style.cssText = "position: absolute; left: 0; top: 0; will-change: transform";
-  s.film.appendChild(s.reel);
-  div.appendChild(s.film);
-  s.tiles = new Map();  // tile number k (pixel columns k * TILE ...) -> its canvas
   div._strip = s;
   const fit = () => { s.w = Math.max(50, div.clientWidth); s.h = Math.max(50, div.clientHeight); c.width = s.w; c.height = s.h; s.stale = true; };
   fit();
@@ -102,17 +88,15 @@ function firstAt(xs, x) { let lo = 0, hi = xs.length; while (lo < hi) { const m 
 // column.  A column is a fixed slice of run time (g.colOf: floor(t / seconds per pixel)), so a column drawn once
 // holds the same rows when the plot has scrolled on: the scroll moves the image by whole columns and draws only
 // the columns that are new (and the one that was the newest, which may have got more rows since).
-function line(ctx, xs, ys, g, fy, xFrom, xTo) {
+function line(ctx, xs, ys, g, fy, xFrom) {
   let col = null, first = 0, mn = 0, mx = 0, lastY = 0, open = false;
   const flush = () => { if (col === null) return;
     if (!open) { ctx.moveTo(col, fy(first)); open = true; } else ctx.lineTo(col, fy(first));
     if (mn !== mx) { ctx.lineTo(col, fy(mn)); ctx.lineTo(col, fy(mx)); }
     ctx.lineTo(col, fy(lastY)); };
-  // from the row before xFrom to the row after xTo: a tile's strokes reach its edges also where rows are sparser than
-  // the pixel columns
-  for (let i = Math.max(0, firstAt(xs, xFrom) - 1), past = false; i < xs.length && !past; i++) {
+  for (let i = firstAt(xs, xFrom); i < xs.length; i++) {
     const x = xs[i];
-    past = x > xTo;
+    if (x > g.x1) break;
     const y = ys[i];
     if (y === null) { flush(); col = null; open = false; continue; }  // a non-finite value breaks the line
     const c = g.px(x);
@@ -163,7 +147,7 @@ const yOf = (g, ax) => { const [lo, hi] = g.ranges[ax], a = g.a; return (y) => a
 
 // the grid, the traces and the cursors in the plot area from pixel column xL on (the caller clips); the traces from
 // the rows at run time xFrom on
-function area(ctx, g, traces, layout, xL, xFrom, xTo = g.x1) {
+function area(ctx, g, traces, layout, xL, xFrom) {
   const a = g.a;
   ctx.fillStyle = "#fff"; ctx.fillRect(xL, a.t, a.r - xL, a.b - a.t);
   ctx.lineWidth = 1; ctx.strokeStyle = "#eee"; ctx.setLineDash([]);
@@ -177,7 +161,7 @@ function area(ctx, g, traces, layout, xL, xFrom, xTo = g.x1) {
     ctx.lineWidth = (t.line && t.line.width) || 1.5;
     ctx.setLineDash(t.line && t.line.dash === "dash" ? [6, 4] : []);
     ctx.globalAlpha = t.opacity || 1;
-    ctx.beginPath(); line(ctx, t.x, t.y, g, yOf(g, t.yaxis || "y"), xFrom, Math.min(xTo, g.x1)); ctx.stroke();
+    ctx.beginPath(); line(ctx, t.x, t.y, g, yOf(g, t.yaxis || "y"), xFrom); ctx.stroke();
   });
   ctx.globalAlpha = 1;
   for (const sh of layout.shapes || []) {  // the cursors
@@ -222,7 +206,10 @@ function full(s, g, traces, layout) {
     ctx.save(); ctx.translate(j === 0 ? 9 : Math.min(W - 4, xAxis + AXIS_W - 4), (a.t + a.b) / 2); ctx.rotate(-Math.PI / 2);
     ctx.textAlign = "center"; ctx.textBaseline = "middle"; ctx.fillText((spec.title && spec.title.text) || "", 0, 0); ctx.restore();
   });
-  border(ctx, a);  // the area inside it is on the tiles
+  ctx.save(); ctx.beginPath(); ctx.rect(a.l, a.t, a.r - a.l, a.b - a.t); ctx.clip();
+  area(ctx, g, traces, layout, a.l, g.x0 - g.dt);
+  ctx.restore();
+  border(ctx, a);
   xLabels(ctx, g, layout);
   if (layout.showlegend !== false) {  // the legend, one line above the plot
     let px = a.l;
@@ -237,58 +224,17 @@ function full(s, g, traces, layout) {
     });
   }
 }
-// Tile k holds pixel columns k * TILE ... k * TILE + TILE - 1 of the area, its top border to the x labels' band.  On
-// it the screen's coordinates hold (a transform), so area() draws there as on the plot's canvas; each tile draws the
-// rows from the column before it on (the stroke into it) to the column after it.
-function drawTile(s, g, traces, layout, k, c) {
-  const a = g.a, ctx = c.getContext("2d", {alpha: false}), left = a.l + k * TILE - g.cBase;  // its left on the screen
-  ctx.setTransform(1, 0, 0, 1, -left, -a.t);
-  area(ctx, g, traces, layout, left - 1, (k * TILE - 2) * g.dt, (k * TILE + TILE + 1) * g.dt);
-  ctx.lineWidth = 1; ctx.setLineDash([]); ctx.strokeStyle = "#999";  // the border's top and bottom over the tile
-  ctx.beginPath(); ctx.moveTo(left, a.t + 0.5); ctx.lineTo(left + TILE, a.t + 0.5);
-  ctx.moveTo(left, a.b + 0.5); ctx.lineTo(left + TILE, a.b + 0.5); ctx.stroke();
-  ctx.fillStyle = "#fff"; ctx.fillRect(left, a.b + 1, TILE, LABELS_H);  // the x labels under the tile's columns
-  ctx.fillStyle = "#444"; ctx.textAlign = "center"; ctx.textBaseline = "top"; ctx.font = FONT;
-  // the labels of the ticks near the tile, also of those not yet in the window (a label reaches into the tile before)
-  const step = g.xticks.length > 1 ? g.xticks[1] - g.xticks[0] : 0, tL = (k * TILE - 60) * g.dt;
-  for (let j = Math.ceil(tL / step); step > 0 && j * step <= (k * TILE + TILE + 60) * g.dt; j++) {
-    const v = Math.abs(j * step) < step * 1e-9 ? 0 : j * step;
-    ctx.fillText(label(v), Math.round(g.fx(v)) + 0.5, a.b + 4);
-  }
-}
-// the tiles of columns fromCol on drawn again (all of them: fromCol -Infinity), those scrolled out reused, the strip
-// moved so that column c is at a.l + c - cBase on the screen
-function tiles(s, g, traces, layout, fromCol) {
-  const a = g.a, kFirst = Math.floor((g.cBase + 1) / TILE), kLast = Math.floor((g.cBase + a.r - a.l - 1) / TILE);
-  const H = a.b - a.t + 1 + LABELS_H, spare = [];
-  if (fromCol === -Infinity || s.origin === undefined || Math.abs(g.cBase - s.origin) > 1e6) {
-    s.origin = g.cBase + 1;  // the strip's own 0: its transform stays small
-    s.film.style.left = a.l + 1 + "px"; s.film.style.top = a.t + "px";
-    s.film.style.width = Math.max(0, a.r - a.l - 1) + "px"; s.film.style.height = H + "px";
-    fromCol = -Infinity;
-  }
-  for (const [k, c] of s.tiles) if (k < kFirst || k > kLast) { s.tiles.delete(k); spare.push(c); }
-  for (let k = kFirst; k <= kLast; k++) {
-    let c = s.tiles.get(k);
-    const fresh = !c;
-    if (fresh) {
-      c = spare.pop();
-      if (!c) { c = document.createElement("canvas"); c.style.cssText = "position: absolute; left: 0; top: 0"; s.reel.appendChild(c); }
-      s.tiles.set(k, c);
-    }
-    if (c.width !== TILE || c.height !== H) { c.width = TILE; c.height = H; }
-    if (fresh || fromCol === -Infinity || c._at !== k * TILE - s.origin) {
-      c._at = k * TILE - s.origin; c.style.transform = "translateX(" + c._at + "px)";
-    }
-    if (fresh || (k + 1) * TILE > fromCol) drawTile(s, g, traces, layout, k, c);
-  }
-  for (const c of spare) c.remove();
-  s.reel.style.transform = "translateX(" + (s.origin - g.cBase - 1) + "px)";
-}
-// the plot scrolled on: the strip moved, the tile of the column that was the newest (it may have got rows since;
-// its stroke reaches into the one before) and the new ones drawn
-function scroll(s, g, traces, layout, prev) {
-  tiles(s, g, traces, layout, prev.cR - 1);
+// the plot scrolled on by `shift` columns: the image moved left, then the two newest columns before it (the newest
+// may have got rows since; its stroke reaches into the one before) and the new ones drawn, and the x labels
+function scroll(s, g, traces, layout, prev, shift) {
+  const ctx = s.ctx, a = g.a, cols = a.r - a.l, h = a.b - a.t;
+  if (shift) ctx.drawImage(s.canvas, a.l + shift, a.t, cols - shift, h, a.l, a.t, cols - shift, h);
+  const xL = Math.max(a.l, a.l + (prev.cR - 1 - g.cBase));
+  ctx.save(); ctx.beginPath(); ctx.rect(xL, a.t, a.r - xL, h); ctx.clip();
+  area(ctx, g, traces, layout, xL, (prev.cR - 2) * g.dt);
+  ctx.restore();
+  border(ctx, a);
+  xLabels(ctx, g, layout);
 }
 
 function draw(div) {
@@ -302,11 +248,10 @@ function draw(div) {
   const shift = prev ? g.cR - prev.cR : -1;
   if (SCROLL && prev && !s.stale && prev.key === g.key && shift >= 0 && shift < cols - 2 && !traces.some((t) => t.line && t.line.dash)) {
     g.yticks = prev.yticks;
-    scroll(s, g, traces, layout, prev);
+    scroll(s, g, traces, layout, prev, shift);
     s.scrolled = (s.scrolled || 0) + 1;
   } else {
     full(s, g, traces, layout);
-    tiles(s, g, traces, layout, -Infinity);
     s.full = (s.full || 0) + 1;
   }
   s.prev = g; s.stale = false;
@@ -321,17 +266,6 @@ window.stripChart = function (div, traces, layout) {
   draw(div);
 };
 window.stripChart.release = release;
-// the plot as seen: its canvas with the tiles drawn on it where they are on the screen (a new canvas)
-window.stripChart.image = function (div) {
-  const s = div._strip, out = document.createElement("canvas"), ctx = out.getContext("2d", {alpha: false});
-  out.width = s.w; out.height = s.h;
-  ctx.drawImage(s.canvas, 0, 0);
-  const g = s.prev, a = g.a, H = a.b - a.t + 1 + LABELS_H;
-  ctx.save(); ctx.beginPath(); ctx.rect(a.l + 1, a.t, a.r - a.l - 1, H); ctx.clip();
-  for (const [k, c] of s.tiles) ctx.drawImage(c, a.l + k * TILE - g.cBase, a.t);
-  ctx.restore();
-  return out;
-};
 // false while the div's canvas is off the screen (the page then need not even make its traces)
 window.stripChart.shown = (div) => !div._strip || div._strip.onScreen;
 })();
