@@ -40,9 +40,14 @@ function canvasOf(div) {
   div._strip = s;
   const fit = () => { s.w = Math.max(50, div.clientWidth); s.h = Math.max(50, div.clientHeight); c.width = s.w; c.height = s.h; s.stale = true; };
   fit();
-  new ResizeObserver(() => { if (div._strip === s) { fit(); if (div.data && s.onScreen) draw(div); } }).observe(div);
-  // a plot off the screen is not drawn (its canvas would still cost a copy to the compositor at every frame); back
-  // on the screen it is drawn whole at once, and stripChart.onShow (the page's replot) asks for the newest rows
+  new ResizeObserver(() => {
+    if (div._strip !== s) return;
+    fit();
+    if (div.data) { if (s.onScreen) draw(div); else s.skipped = true; }
+  }).observe(div);
+  // a plot off the screen is not drawn (its drawing and its changed canvas would still cost the browser at every
+  // frame); back on the screen it is drawn whole at once, and stripChart.onShow (the page's replot) asks for the
+  // newest rows
   s.onScreen = true;  // until the observer says otherwise (its first report comes after the first frame)
   new IntersectionObserver((es) => {
     if (div._strip !== s) return;
