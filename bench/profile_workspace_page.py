@@ -15,7 +15,16 @@ time spent in the page's own functions (each wrapped with a
 ``?renderer=plotly``; ``--js CODE`` runs CODE in the page first (an
 experiment: ``"window.clutchPlot = function () {}"``).
 
-    python bench/profile_workspace_page.py --seconds 8 [--renderer plotly] [--js CODE]
+``--trace`` instead records a Chromium trace (``--trace-startup``: the
+timeline, cc, viz, blink and v8 categories, as DevTools' Performance panel
+records them) and prints, for each busy thread of the last ``--seconds``,
+its top events' self time and the inclusive time of the events that say
+where a frame's time goes (``FunctionCall``, ``Layout``, ``Paint``,
+``Commit``, ``Canvas2DResourceProvider::ProduceCanvasResource``,
+``Display::DrawAndSwap``, ``RasterTask`` ...), in per cent of the wall
+time.  Tracing itself costs Chromium time: read the split, not the sum.
+
+    python bench/profile_workspace_page.py --seconds 8 [--renderer plotly] [--js CODE] [--trace]
 """
 
 from __future__ import annotations
@@ -84,13 +93,92 @@ def by_thread(pid: int) -> collections.Counter:
     return out
 
 
+TRACE_CATEGORIES = "devtools.timeline,disabled-by-default-devtools.timeline,v8,blink,cc,viz,gpu,toplevel,benchmark"
+FRAME_EVENTS = ("FunctionCall", "V8.GC", "MinorGC", "MajorGC", "Layout", "UpdateLayoutTree", "Paint", "Commit",
+                "CanvasRenderingContext2D::FinalizeFrame", "Canvas2DResourceProvider::ProduceCanvasResource",
+                "Canvas2DResourceProvider::Snapshot", "LayerTreeHost::DoUpdateLayers", "ProxyMain::BeginMainFrame",
+                "FireAnimationFrame", "TimerFire", "EventDispatch", "Display::DrawAndSwap", "RasterTask",
+                "ProxyImpl::ScheduledActionDraw")
+
+
+def trace_split(path: Path, seconds: float) -> None:
+    """Per thread of a Chromium JSON trace, over its last ``seconds``: the busiest events by self time and the
+    inclusive time of FRAME_EVENTS, in per cent of the wall time (complete events, 'X', nested by time)."""
+    data = json.loads(path.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    names = {(e["pid"], e.get("tid") if e["name"] == "thread_name" else None): e["args"]["name"]
+             for e in events if e.get("ph") == "M" and e.get("name") in ("thread_name", "process_name")}
+    t1 = max(e["ts"] for e in events if e.get("ph") == "X")
+    span = seconds * 1e6
+    per_thread: dict = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and "dur" in e and e["ts"] >= t1 - span:
+            per_thread[(e["pid"], e["tid"])].append(e)
+    for key, evs in per_thread.items():
+        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        own, incl, calls, stack, busy = collections.Counter(), collections.Counter(), collections.Counter(), [], 0
+        for e in evs:
+            while stack and e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]:
+                stack.pop()
+            if stack:
+                own[stack[-1]["name"]] -= e["dur"]
+            else:
+                busy += e["dur"]
+            own[e["name"]] += e["dur"]
+            if not any(s["name"] == e["name"] for s in stack):  # a recursion counted once
+                incl[e["name"]] += e["dur"]
+                calls[e["name"]] += 1
+            stack.append(e)
+        if busy < 0.005 * span:
+            continue
+        pct = lambda us: 100 * us / span  # noqa: E731
+        print(f"\n{names.get((key[0], None), '?')} / {names.get(key, '?')}: busy {pct(busy):.1f} % of the wall time")
+        print("  self: " + ", ".join(f"{k} {pct(v):.2f}" for k, v in own.most_common(10)))
+        print("  inclusive (calls): " + ", ".join(f"{k} {pct(incl[k]):.2f} ({calls[k]})" for k in FRAME_EVENTS
+                                                  if incl[k]))
+
+
+def traced(args) -> int:
+    """The page at its defaults under ``--trace-startup``; the trace's split over its last ``args.seconds``."""
+    with tempfile.TemporaryDirectory(prefix="gearbox-hil-trace-") as tmp:
+        out = Path(tmp) / "trace.json"
+        srv = serve_workspace(Path(tmp), "realtime", ("--rate", "1000"))
+        drv = None
+        try:
+            with srv.client() as zc:
+                zc.start()
+            # the trace runs from the browser's start: the page's start-up, the settle time and the measured seconds
+            lasts = args.settle + args.seconds + 15
+            drv, _ = chromium(1600, 1000, (f"--trace-startup={TRACE_CATEGORIES}", f"--trace-startup-file={out}",
+                                           f"--trace-startup-duration={lasts:g}", "--trace-startup-format=json"))
+            t0 = time.monotonic()
+            open_workspace(drv, srv.info["endpoints"]["web.url"] + ("?renderer=plotly" if args.renderer == "plotly"
+                                                                    else ""))
+            drv.execute_script("document.getElementById('pattern').value = arguments[0]; pick();", VIEWS["20x3"])
+            if args.js:
+                drv.execute_script(args.js)
+            while time.monotonic() - t0 < lasts + 60 and not (out.exists() and out.stat().st_size):
+                time.sleep(1)
+            time.sleep(5)  # the file is written at the trace's end
+        finally:
+            if drv is not None:
+                drv.quit()
+            srv.shutdown()
+        print(f"\nrenderer {args.renderer}, trace of the last {args.seconds:g} s")
+        trace_split(out, args.seconds)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--renderer", choices=("canvas", "plotly"), default="canvas")
     ap.add_argument("--js", default="", help="JavaScript run in the page before the measurement")
+    ap.add_argument("--trace", action="store_true", help="a Chromium trace's split per thread instead")
     args = ap.parse_args()
+    if args.trace:
+        return traced(args)
     with tempfile.TemporaryDirectory(prefix="gearbox-hil-profile-") as tmp:
         srv = serve_workspace(Path(tmp), "realtime", ("--rate", "1000"))
         drv = None

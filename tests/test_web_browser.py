@@ -512,3 +512,42 @@ def test_a_scrolled_live_plot_looks_as_the_plot_drawn_whole(served):
     got = drv.execute_script(SCROLL_JS)
     assert got["scrolled"] >= 70 and got["full"] <= 2, got  # the scroll path ran: 82 redraws, the first one whole
     assert got["most"] < 64 and got["differ"] <= 0.001 * got["pixels"], got
+
+
+OFF_SCREEN_JS = """
+const done = arguments[arguments.length - 1], frames = (n) => new Promise((ok) => {
+  const f = () => (n-- > 0 ? requestAnimationFrame(f) : setTimeout(ok, 50)); f(); });
+const pad = document.createElement('div'); pad.style.height = '3000px'; document.body.appendChild(pad);
+const d = document.createElement('div'); d.style.cssText = 'width: 600px; height: 200px'; document.body.appendChild(d);
+const shown = [], was = stripChart.onShow; stripChart.onShow = (div) => shown.push(div === d);
+const traces = (n) => [{x: [0, 0.5, n], y: [0, 1, n], name: 'one', yaxis: 'y'}];
+const layout = (n) => ({xaxis: {range: [n - 1, n]}, yaxis: {title: {text: 'u'}, range: [-1, 10]}});
+(async () => {
+  try {
+    window.scrollTo(0, 0);
+    stripChart(d, traces(1), layout(1));  // the first draw, before the observer's first report
+    await frames(3);
+    const before = {full: d._strip.full || 0, scrolled: d._strip.scrolled || 0};
+    for (let n = 2; n <= 5; n++) stripChart(d, traces(n), layout(n));  // off the screen: not drawn
+    const off = {full: d._strip.full || 0, scrolled: d._strip.scrolled || 0, skipped: d._strip.offScreen || 0,
+                 data: d.data[0].x[2], shownYet: stripChart.shown(d)};
+    d.scrollIntoView();
+    await frames(3);
+    const back = {full: d._strip.full || 0, scrolled: d._strip.scrolled || 0, shownNow: stripChart.shown(d), shown: shown};
+    done({before: before, off: off, back: back});
+  } finally { stripChart.onShow = was; d.remove(); pad.remove(); window.scrollTo(0, 0); }
+})();
+"""
+
+
+def test_a_live_plot_off_the_screen_is_not_drawn_and_is_drawn_whole_when_back(served):
+    """A canvas scrolled out of the window costs the compositor a copy at every frame it changes: the page keeps the
+    newest traces (the plot's data) but draws nothing until the plot is back on the screen, then draws it whole at
+    once and asks the page for its newest rows (stripChart.onShow)."""
+    _, drv = served
+    got = drv.execute_async_script(OFF_SCREEN_JS)
+    full = got["before"]["full"]  # the first draw, and the one after the ResizeObserver's first report
+    assert 1 <= full <= 2 and got["before"]["scrolled"] == 0, got
+    assert got["off"] == {"full": full, "scrolled": 0, "skipped": 4, "data": 5, "shownYet": False}, got
+    assert got["back"]["full"] == full + 1 and got["back"]["scrolled"] == 0 and got["back"]["shownNow"] is True, got
+    assert got["back"]["shown"] == [True], got

@@ -6,7 +6,7 @@
 // the axes with their ticks, the legend and the cursors' lines.  It keeps Plotly's face for the rest of the page:
 // div.data and div.layout are what it drew, div.on(event, fn) and div.emit(event, data) carry plotly_click and
 // plotly_hover (with {points: [{x}]}, x the run time at the mouse).  The paused plots (pan, zoom, hover over the
-// history held) and the XY plot stay Plotly's.
+// history held) and the XY plot stay Plotly's.  A plot off the screen is not drawn until it is back on it.
 // A live plot scrolls: a pixel column is a fixed slice of run time, so while the window, the size, the signals and
 // the y axes stay, a redraw moves the image left by whole columns and draws only the new ones (and the x labels);
 // a y axis stays while its signals fit in it and a fit would not be under half as tall.  Anything else draws the
@@ -40,7 +40,20 @@ function canvasOf(div) {
   div._strip = s;
   const fit = () => { s.w = Math.max(50, div.clientWidth); s.h = Math.max(50, div.clientHeight); c.width = s.w; c.height = s.h; s.stale = true; };
   fit();
-  new ResizeObserver(() => { if (div._strip === s) { fit(); if (div.data) draw(div); } }).observe(div);
+  new ResizeObserver(() => {
+    if (div._strip !== s) return;
+    fit();
+    if (div.data) { if (s.onScreen) draw(div); else s.skipped = true; }
+  }).observe(div);
+  // a plot off the screen is not drawn (its drawing and its changed canvas would still cost the browser at every
+  // frame); back on the screen it is drawn whole at once, and stripChart.onShow (the page's replot) asks for the
+  // newest rows
+  s.onScreen = true;  // until the observer says otherwise (its first report comes after the first frame)
+  new IntersectionObserver((es) => {
+    if (div._strip !== s) return;
+    s.onScreen = es[es.length - 1].isIntersecting;
+    if (s.onScreen && s.skipped) { s.skipped = false; if (div.data) draw(div); if (window.stripChart.onShow) window.stripChart.onShow(div); }
+  }).observe(div);
   div.on = (ev, fn) => { (s.listeners[ev] = s.listeners[ev] || []).push(fn); };
   div.emit = (ev, data) => { for (const fn of s.listeners[ev] || []) fn(data); };
   const xAt = (ev) => { const a = s.area; if (!a) return null; const px = ev.offsetX;
@@ -252,9 +265,12 @@ function draw(div) {
 
 // the page's entry: draw traces and layout (Plotly's shapes) on the div's canvas
 window.stripChart = function (div, traces, layout) {
-  canvasOf(div);
+  const s = canvasOf(div);
   div.data = traces; div.layout = layout;
+  if (!s.onScreen) { s.skipped = true; s.stale = true; s.offScreen = (s.offScreen || 0) + 1; return; }
   draw(div);
 };
 window.stripChart.release = release;
+// false while the div's canvas is off the screen (the page then need not even make its traces)
+window.stripChart.shown = (div) => !div._strip || div._strip.onScreen;
 })();
