@@ -282,7 +282,7 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     """One pass of the friction solve over the m candidates; the rows that break away leave the list.
 
     The steps of eq. (18) of Morselli, Zanasi & Ferracin: the free forces
-    f (:func:`._forces`, stuck rows excluded), the candidates' rows A and
+    f (:func:`.dynamics._forces`, stuck rows excluded), the candidates' rows A and
     W = A M^-1 A^T, the box (:func:`_candidate_box`), a regularisation of
     redundant candidates (:func:`_regularise_redundant`), the box QP
     (:func:`.linalg._box_qp`) and the breakaway test (:func:`_break_away`).
