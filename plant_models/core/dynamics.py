@@ -21,14 +21,10 @@ The forces of rows with further entries and of driven rows are in
 engage command into the capacity the rows above see, in :mod:`.kinematic`.
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
-and is called in the real-time loop.
-
-Length: :func:`_forces` collects every force on the shafts at one stage
-point in one pass (inputs, drag, springs, slipping rows, then the driven
-rows of :mod:`.rowforces`) together with the input, drag and damping
-powers; it is kept whole and in this module because it is the place where
-force laws are added, and a reader of one force law sees all the others
-with it.
+and is called in the real-time loop.  :func:`_forces` collects every force
+on the shafts at one stage point, in the order its stages (inlined into it)
+add them: inputs and drag, the plant's force law, springs, slipping rows,
+then the driven rows of :mod:`.rowforces`.
 """
 
 from __future__ import annotations
@@ -55,15 +51,7 @@ from .rowforces import _drive_forces, _extra_force
 
 ORIENT_HYPER = 3  # DI_ORIENT of a stuck tree row with other than two entries (its child: DI_CHILD)
 
-# Every field is addressed as buffer[mi[SLOT] + index]: the compiled code
-# creates no array views, and the public entry points hand the internal
-# functions raw typed pointers to the four buffers (_raw_f/_raw_i).  An array
-# argument costs a reference-count update (an atomic operation) at every call
-# and every array index a negative-index fix-up (a shift, a mask and an add);
-# together they cost more than the arithmetic of a step.  A pointer has
-# neither.  The entry points' own array arguments keep the buffers alive for
-# the duration of the call.  State vectors (y, y0, trial, stage) all live in
-# df and are passed around by their offset.
+# Every field is addressed as buffer[mi[SLOT] + index] on raw pointers; why: see .jit.
 
 
 @kernel(**JIT)
@@ -412,25 +400,45 @@ def _spring_forces(mf, mi, df, oy, of, n, s):
 def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
     """Generalised force on the shafts without the stuck rows' constraint forces.
 
-    Uses the capacities of the given stage point (computed by _caps).  Fills
-    DF_F, DF_MU (friction force of every non-stuck row), DF_PROW (its power),
-    DF_DT (its relative speed) and DF_POW (input, drag, damping power).
-    Called in the real-time loop.
+    tau + R^T mu of eq. (13) of Morselli, Zanasi & Ferracin, mu the slipping rows' (eq. 15) and driven rows'
+    forces, with the capacities of the given stage point (from _caps).  Fills DF_F, DF_MU (friction force of
+    every non-stuck row), DF_PROW (its power), DF_DT (its relative speed) and DF_POW (input, drag, damping
+    power).  Called in the real-time loop.
     """
     n, g, s = _sizes(mi)
     tau = 0.0 if stage == 0 else (0.5 * h if stage == 1 else h)
     of = mi[DF_F]
-    odrag = mi[MF_DRAG]
+    p_in, p_drag = _input_drag_forces(mf, mi, df, oy, of, n, s_abs + tau)
+    if mi[H_FN_LAW] != 0:
+        # the plant's force law adds its torques here, before the rows: the mode solve, the events and
+        # the driven rows see them as they see the inputs (s_abs + tau: time into the step, as for the inputs)
+        df[mi[DF_LAW_POW]] = call_law_at(mi[H_FN_LAW], mf, mi, df, di, s_abs + tau, oy, of)
+    p_damp = _spring_forces(mf, mi, df, oy, of, n, s) if s > 0 else 0.0
+    nd = _slip_row_forces(mf, mi, df, di, oy, of, g, stage)
+    if nd > 0:
+        _drive_forces(mf, mi, df, di, nd)
+    op = mi[DF_POW]
+    df[op] = p_in
+    df[op + 1] = p_drag
+    df[op + 2] = p_damp
+
+
+@kernel(**JIT_STAGE)
+def _input_drag_forces(mf, mi, df, oy, of, n, t):
+    """DF_F = inputs - drag (N m); returns (input power, drag power), W.
+
+    Inputs ramp over the step (DF_U_TAU + DF_U_TAU_RATE t, t the time into the step, s); drag is b w (MF_DRAG,
+    N m s/rad), or a reduced system's matrix T^T diag(b) T over its independent speeds.
+    """
     out = mi[DF_U_TAU]
     outr = mi[DF_U_TAU_RATE]
     p_in = 0.0
     p_drag = 0.0
     if mi[H_DENSE] == 1:
-        # a reduced system: the members' drag is the matrix T^T diag(b) T over the independent speeds
         odm = mi[MF_DRAGM]
         for j in range(n):
             w = df[oy + j]
-            tq = df[out + j] + df[outr + j] * (s_abs + tau)
+            tq = df[out + j] + df[outr + j] * t
             bw = 0.0
             for k in range(n):
                 bw += mf[odm + j * n + k] * df[oy + k]
@@ -438,18 +446,26 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
             p_in += tq * w
             p_drag -= bw * w
     else:
+        odrag = mi[MF_DRAG]
         for j in range(n):
             w = df[oy + j]
-            tq = df[out + j] + df[outr + j] * (s_abs + tau)
+            tq = df[out + j] + df[outr + j] * t
             b = mf[odrag + j]
             df[of + j] = tq - b * w
             p_in += tq * w
             p_drag -= b * w * w
-    if mi[H_FN_LAW] != 0:
-        # the plant's force law adds its torques here, before the rows: the mode solve, the events and
-        # the driven rows see them as they see the inputs (s_abs + tau: time into the step, as for the inputs)
-        df[mi[DF_LAW_POW]] = call_law_at(mi[H_FN_LAW], mf, mi, df, di, s_abs + tau, oy, of)
-    p_damp = _spring_forces(mf, mi, df, oy, of, n, s) if s > 0 else 0.0
+    return p_in, p_drag
+
+
+@kernel(**JIT_STAGE)
+def _slip_row_forces(mf, mi, df, di, oy, of, g, stage):
+    """Friction forces of the slipping rows onto DF_F; lists the driven rows in DI_DRV_LIST, returns their number.
+
+    Each row not stuck gets its relative speed delta (DF_DT, rad/s) and, unless driven, the force
+    mu = -k sign(delta) - c delta (N m; eq. 15 of Morselli, Zanasi & Ferracin: k the stage point's Coulomb
+    amplitude, raised towards the static capacity K by the Stribeck law, Biagiotti & Zanasi eq. 2; c viscous,
+    MF_ROW_VISC) into DF_MU, its power mu delta (W) into DF_PROW; a stuck row's are 0.0.
+    """
     omode = mi[DI_MODE]
     odir = mi[DF_DIR]
     omu = mi[DF_MU]
@@ -512,12 +528,7 @@ def _forces(mf, mi, df, di, s_abs, h, stage, oy, ox0):
         df[of + mi[orb + i]] += cb * m_i
         if nx > 0:
             _extra_force(mi, df, i, m_i)
-    if nd > 0:
-        _drive_forces(mf, mi, df, di, nd)
-    op = mi[DF_POW]
-    df[op] = p_in
-    df[op + 1] = p_drag
-    df[op + 2] = p_damp
+    return nd
 
 
 @kernel(**JIT)

@@ -5,20 +5,15 @@ Cholesky factor of a principal submatrix and its solve, and the exact
 solution of the box-constrained QP of the partition problem (Morselli,
 Zanasi & Ferracin, eq. 18) by a primal active-set method with a fixed
 iteration cap.  Nothing here allocates; every function is called in the
-real-time loop.
-
-Length: :func:`_box_qp` is one primal active-set iteration (solve the free
-rows, block at a bound or release the most violated one) inside its
-iteration cap; its length is the algorithm's, and its pieces share the
-working set, the factor and the iterate, so splitting it would pass a dozen
-offsets between pieces that are never called alone.
+real-time loop.  The steps of one active-set iteration of :func:`_box_qp`
+are stages inlined into it (``JIT_STAGE``).
 """
 
 from __future__ import annotations
 
 import math
 
-from .jit import JIT, kernel
+from .jit import JIT, JIT_STAGE, kernel
 from .layout import (
     DF_AM, DF_COEF_A, DF_COEF_B, DF_COEF_X, H_DENSE, H_HYPER, H_N, MF_INV_INERTIA, MF_MINV, MI_ROW_A, MI_ROW_B,
     MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
@@ -143,6 +138,32 @@ def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, o
     df[ograd] = W l + b.  Returns the iteration count, or -1 when max_iter
     was reached (the iterate is then feasible but not proven optimal).  Called in the real-time loop.
     """
+    _clamp_to_bounds(df, di, olo, ohi, m, olam, obnd)
+    it = 0
+    while it < max_iter:
+        it += 1
+        nf = 0
+        for k in range(m):
+            if di[obnd + k] == 0:
+                di[oidx + nf] = k
+                nf += 1
+        if nf > 0:
+            _solve_free_rows(df, di, oW, ob, m, olam, obnd, oLc, oidx, ox, nf)
+            if _step_to_bound(df, di, olo, ohi, olam, obnd, oidx, ox, nf):
+                continue
+        # optimal on this working set: check the multipliers of the bound rows
+        _qp_gradient(df, oW, ob, m, olam, ograd)
+        worst = _most_violated(df, di, oW, ob, ohi, m, obnd, tol, ograd)
+        if worst < 0:
+            return it
+        di[obnd + worst] = 0
+    _qp_gradient(df, oW, ob, m, olam, ograd)
+    return -1
+
+
+@kernel(**JIT_STAGE)
+def _clamp_to_bounds(df, di, olo, ohi, m, olam, obnd):
+    """The warm start: each row at its bound state's bound (-1 lower, +1 upper), a free row clamped into [lo, hi]."""
     for k in range(m):
         bk = di[obnd + k]
         if bk == 1:
@@ -154,89 +175,104 @@ def _box_qp(df, di, oW, ob, olo, ohi, m, olam, obnd, max_iter, tol, oLc, oidx, o
                 df[olam + k] = df[ohi + k]
             if df[olam + k] < df[olo + k]:
                 df[olam + k] = df[olo + k]
-    it = 0
-    while it < max_iter:
-        it += 1
-        nf = 0
+
+
+@kernel(**JIT_STAGE)
+def _solve_free_rows(df, di, oW, ob, m, olam, obnd, oLc, oidx, ox, nf):
+    """Minimiser of the QP on the working set: W_FF x = -b_F - W_FB l_B for the nf free rows listed at di[oidx].
+
+    Into df[ox]; the bound rows keep their multipliers l_B.  W_FF is
+    factored by :func:`_cholesky`; a pivot that is not positive (free rows
+    dependent to rounding) is retried with 1e-10 max W_kk on the diagonal.
+    """
+    if not _cholesky(df, di, oW, m, oidx, nf, oLc, 0.0):
+        wmax = 0.0
         for k in range(m):
-            if di[obnd + k] == 0:
-                di[oidx + nf] = k
-                nf += 1
-        if nf > 0:
-            if not _cholesky(df, di, oW, m, oidx, nf, oLc, 0.0):
-                wmax = 0.0
-                for k in range(m):
-                    wmax = max(wmax, df[oW + k * m + k])
-                _cholesky(df, di, oW, m, oidx, nf, oLc, 1e-10 * wmax + 1e-300)
-            for q in range(nf):
-                kq = di[oidx + q]
-                acc = -df[ob + kq]
-                for k in range(m):
-                    if di[obnd + k] != 0:
-                        acc -= df[oW + kq * m + k] * df[olam + k]
-                df[ox + q] = acc
-            _chol_solve(df, oLc, nf, nf, ox)
-            # ratio test on the segment from lam to the subspace minimiser
-            alpha = 1.0
-            block = -1
-            side = 0
-            for q in range(nf):
-                kq = di[oidx + q]
-                xq = df[ox + q]
-                lq = df[olam + kq]
-                step = xq - lq
-                if xq > df[ohi + kq] and step > 0.0:
-                    a = (df[ohi + kq] - lq) / step
-                    if a < alpha:
-                        alpha = a
-                        block = kq
-                        side = 1
-                elif xq < df[olo + kq] and step < 0.0:
-                    a = (df[olo + kq] - lq) / step
-                    if a < alpha:
-                        alpha = a
-                        block = kq
-                        side = -1
-            if alpha < 0.0:
-                alpha = 0.0
-            for q in range(nf):
-                kq = di[oidx + q]
-                df[olam + kq] = df[olam + kq] + alpha * (df[ox + q] - df[olam + kq])
-            if block >= 0:
-                di[obnd + block] = side
-                df[olam + block] = df[ohi + block] if side == 1 else df[olo + block]
-                continue
-        # optimal on this working set: check the multipliers of the bound rows
+            wmax = max(wmax, df[oW + k * m + k])
+        _cholesky(df, di, oW, m, oidx, nf, oLc, 1e-10 * wmax + 1e-300)
+    for q in range(nf):
+        kq = di[oidx + q]
+        acc = -df[ob + kq]
         for k in range(m):
-            acc = df[ob + k]
-            for c in range(m):
-                acc += df[oW + k * m + c] * df[olam + c]
-            df[ograd + k] = acc
-        worst = -1
-        wval = 0.0
-        for k in range(m):
-            bk = di[obnd + k]
-            if bk == 0:
-                continue
-            thr = tol * (abs(df[ob + k]) + df[oW + k * m + k] * df[ohi + k]) + 1e-300
-            gk = df[ograd + k]
-            viol = 0.0
-            if bk == 1 and gk > thr:
-                viol = gk
-            elif bk == -1 and gk < -thr:
-                viol = -gk
-            if viol > wval:
-                wval = viol
-                worst = k
-        if worst < 0:
-            return it
-        di[obnd + worst] = 0
+            if di[obnd + k] != 0:
+                acc -= df[oW + kq * m + k] * df[olam + k]
+        df[ox + q] = acc
+    _chol_solve(df, oLc, nf, nf, ox)
+
+
+@kernel(**JIT_STAGE)
+def _step_to_bound(df, di, olo, ohi, olam, obnd, oidx, ox, nf):
+    """Move the free rows from l towards the minimiser x, as far as the box allows (the ratio test).
+
+    Returns True when a row reached its bound on the way: it joins the
+    bound rows (the working set grows), False when l reached x.
+    """
+    alpha = 1.0
+    block = -1
+    side = 0
+    for q in range(nf):
+        kq = di[oidx + q]
+        xq = df[ox + q]
+        lq = df[olam + kq]
+        step = xq - lq
+        if xq > df[ohi + kq] and step > 0.0:
+            a = (df[ohi + kq] - lq) / step
+            if a < alpha:
+                alpha = a
+                block = kq
+                side = 1
+        elif xq < df[olo + kq] and step < 0.0:
+            a = (df[olo + kq] - lq) / step
+            if a < alpha:
+                alpha = a
+                block = kq
+                side = -1
+    if alpha < 0.0:
+        alpha = 0.0
+    for q in range(nf):
+        kq = di[oidx + q]
+        df[olam + kq] = df[olam + kq] + alpha * (df[ox + q] - df[olam + kq])
+    if block >= 0:
+        di[obnd + block] = side
+        df[olam + block] = df[ohi + block] if side == 1 else df[olo + block]
+        return True
+    return False
+
+
+@kernel(**JIT_STAGE)
+def _qp_gradient(df, oW, ob, m, olam, ograd):
+    """df[ograd] = W l + b: the rows' relative accelerations at the multipliers l."""
     for k in range(m):
         acc = df[ob + k]
         for c in range(m):
             acc += df[oW + k * m + c] * df[olam + c]
         df[ograd + k] = acc
-    return -1
+
+
+@kernel(**JIT_STAGE)
+def _most_violated(df, di, oW, ob, ohi, m, obnd, tol, ograd):
+    """The bound row whose multiplier is most violated (its relative acceleration points into the box), or -1.
+
+    A row at +K must not accelerate positively (nor one at -K negatively)
+    by more than ``tol`` (|b_k| + W_kk K_k): else it is released.
+    """
+    worst = -1
+    wval = 0.0
+    for k in range(m):
+        bk = di[obnd + k]
+        if bk == 0:
+            continue
+        thr = tol * (abs(df[ob + k]) + df[oW + k * m + k] * df[ohi + k]) + 1e-300
+        gk = df[ograd + k]
+        viol = 0.0
+        if bk == 1 and gk > thr:
+            viol = gk
+        elif bk == -1 and gk < -thr:
+            viol = -gk
+        if viol > wval:
+            wval = viol
+            worst = k
+    return worst
 
 
 # ==========================================================================

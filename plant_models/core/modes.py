@@ -17,11 +17,6 @@ their shafts.  Transitions are logged in the event ring.
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
 and is called in the real-time loop.
-
-Length: :func:`_solve_candidates` is one pass of the friction solve (rows
-and Delassus matrix of the candidates, the box QP, the breakaway test on
-each multiplier) over buffers it shares throughout; its steps are already
-the calls into :mod:`.linalg`, and what remains is their bookkeeping.
 """
 
 from __future__ import annotations
@@ -286,42 +281,64 @@ def _cascade_one(mf, mi, df, di, m, reg, tol):
 def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
     """One pass of the friction solve over the m candidates; the rows that break away leave the list.
 
+    The steps of eq. (18) of Morselli, Zanasi & Ferracin: the free forces
+    f (:func:`.dynamics._forces`, stuck rows excluded), the candidates' rows A and
+    W = A M^-1 A^T, the box (:func:`_candidate_box`), a regularisation of
+    redundant candidates (:func:`_regularise_redundant`), the box QP
+    (:func:`.linalg._box_qp`) and the breakaway test (:func:`_break_away`).
     Returns (candidates kept, rows that broke away, whether one of them
     dropped from static to a lower Coulomb force, status bits).  Called in
     the real-time loop.
     """
     n, g, s = _sizes(mi)
     st = 0
-    omode = mi[DI_MODE]
-    odir = mi[DF_DIR]
-    ocs = mi[DF_CAPS_T]
-    ock = mi[DF_CAPK_T]
-    ovs = mi[MF_STRIBECK_VS]
-    of = mi[DF_F]
-    olreq = mi[DF_LAMBDA_REQ]
-    olam = mi[DF_LAMW]
-    ocand = mi[DI_CAND]
-    ocb = mi[DI_CBND]
     oidx = mi[DI_IDX]
     oA = mi[DF_A]
     oW = mi[DF_W]
-    oLc = mi[DF_CH]
+    max_iter = mi[H_MAX_ITER]
+    tol = mf[mi[MF_SETTINGS] + SET_SOLVER_TOL]
+    ox0 = oy + 2 * n + s
+    _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
+    _fill_rows(mi, df, di, mi[DI_CAND], m, oA)
+    _delassus(mf, mi, df, oA, m, oW)
+    _candidate_box(mf, mi, df, di, m)
+    redundant, reg = _regularise_redundant(mf, mi, df, di, m)
+    if redundant:
+        st |= ST_OVERCONSTRAINED
+    it = _box_qp(df, di, oW, mi[DF_BV], mi[DF_LO], mi[DF_HI], m, mi[DF_LAMW], mi[DI_CBND], max_iter, tol,
+                 mi[DF_CH], oidx, mi[DF_XV], mi[DF_GRAD])
+    if it < 0:
+        st |= ST_SOLVER_LIMIT
+        it = max_iter
+    ocnt = mi[DI_COUNTERS]
+    di[ocnt + CNT_SOLVER_ITER_LAST] = it
+    if it > di[ocnt + CNT_SOLVER_ITER_MAX]:
+        di[ocnt + CNT_SOLVER_ITER_MAX] = it
+    keep, nleave, drop = _break_away(mf, mi, df, di, m, reg, tol)
+    return keep, nleave, drop, st
+
+
+@kernel(**JIT_STAGE)
+def _candidate_box(mf, mi, df, di, m):
+    """The QP's linear term and box for the m candidates: b = A M^-1 f (rad/s^2) and lo <= l <= hi (N m).
+
+    b (DF_BV) is the candidates' relative acceleration under the free
+    forces f (DF_F); a driven candidate's prescribed acceleration is
+    subtracted and its force unbounded.  Box: +-K (static capacity,
+    DF_CAPS_T), 0 <= l <= K for a freewheel (one-way row).  DI_IDX: 0..m-1.
+    """
+    n = mi[H_N]
+    ocs = mi[DF_CAPS_T]
+    of = mi[DF_F]
+    ocand = mi[DI_CAND]
+    oidx = mi[DI_IDX]
+    oA = mi[DF_A]
     obv = mi[DF_BV]
-    oxv = mi[DF_XV]
-    ograd = mi[DF_GRAD]
     olo = mi[DF_LO]
     ohi = mi[DF_HI]
     oinv = mi[MF_INV_INERTIA]
-    oset = mi[MF_SETTINGS]
-    ocnt = mi[DI_COUNTERS]
-    max_iter = mi[H_MAX_ITER]
-    tol = mf[oset + SET_SOLVER_TOL]
-    ox0 = oy + 2 * n + s
     omk = mi[DI_DRV_LIST]
     oacc_t = mi[DF_DRIVE_ACC]
-    _forces(mf, mi, df, di, s_abs, 0.0, 0, oy, ox0)
-    _fill_rows(mi, df, di, ocand, m, oA)
-    _delassus(mf, mi, df, oA, m, oW)
     dense = mi[H_DENSE] == 1
     oam = mi[DF_AM]
     oow = mi[MI_ONEWAY]
@@ -342,11 +359,23 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
         df[olo + k] = 0.0 if mi[oow + di[ocand + k]] == 1 else -cap
         df[ohi + k] = cap
         di[oidx + k] = k
-    # redundant candidates: minimum-norm split through a small regularisation
+
+
+@kernel(**JIT_STAGE)
+def _regularise_redundant(mf, mi, df, di, m):
+    """Whether the candidates are redundant (W singular to SET_RANK_TOL), and the regularisation added to W's diagonal.
+
+    Redundant candidates get the minimum-norm split of their forces through
+    a small regularisation SET_REG * max W_kk (1/(kg m^2)); returns
+    (redundant, reg), reg 0.0 when they are independent.
+    """
+    oW = mi[DF_W]
+    oLc = mi[DF_CH]
+    oset = mi[MF_SETTINGS]
     wmax = 0.0
     for k in range(m):
         wmax = max(wmax, df[oW + k * m + k])
-    redundant = not _cholesky(df, di, oW, m, oidx, m, oLc, 0.0)
+    redundant = not _cholesky(df, di, oW, m, mi[DI_IDX], m, oLc, 0.0)
     if not redundant:
         for k in range(m):
             piv = df[oLc + k * m + k]
@@ -357,15 +386,34 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
         reg = mf[oset + SET_REG] * wmax
         for k in range(m):
             df[oW + k * m + k] += reg
-        st |= ST_OVERCONSTRAINED
-    it = _box_qp(df, di, oW, obv, olo, ohi, m, olam, ocb, max_iter, tol, oLc, oidx, oxv, ograd)
-    if it < 0:
-        st |= ST_SOLVER_LIMIT
-        it = max_iter
-    di[ocnt + CNT_SOLVER_ITER_LAST] = it
-    if it > di[ocnt + CNT_SOLVER_ITER_MAX]:
-        di[ocnt + CNT_SOLVER_ITER_MAX] = it
-    # a row at a bound whose relative acceleration points away from zero breaks away
+    return redundant, reg
+
+
+@kernel(**JIT_STAGE)
+def _break_away(mf, mi, df, di, m, reg, tol):
+    """The rows at a bound whose relative acceleration points away from zero break away (slip); the rest stay.
+
+    A row at +K (-K) with W l + b < 0 (> 0) beyond ``tol`` slips in that
+    direction (eq. 18's KKT conditions violated: its static capacity
+    cannot hold it); only one at a time when :func:`_cascade_one` says so.
+    The candidates that stay are compacted to the front of DI_CAND with
+    their bound states and multipliers.  Returns (kept, broke away,
+    whether one dropped from static to a lower Coulomb force).
+    """
+    omode = mi[DI_MODE]
+    odir = mi[DF_DIR]
+    ocs = mi[DF_CAPS_T]
+    ock = mi[DF_CAPK_T]
+    ovs = mi[MF_STRIBECK_VS]
+    olreq = mi[DF_LAMBDA_REQ]
+    olam = mi[DF_LAMW]
+    ocand = mi[DI_CAND]
+    ocb = mi[DI_CBND]
+    oW = mi[DF_W]
+    obv = mi[DF_BV]
+    ograd = mi[DF_GRAD]
+    ohi = mi[DF_HI]
+    omk = mi[DI_DRV_LIST]
     nleave = 0
     drop = False
     one, first = _cascade_one(mf, mi, df, di, m, reg, tol)
@@ -393,7 +441,7 @@ def _solve_candidates(mf, mi, df, di, s_abs, oy, m):
             df[olam + keep] = df[olam + k]
             df[olreq + i] = df[olam + k]
             keep += 1
-    return keep, nleave, drop, st
+    return keep, nleave, drop
 
 
 @kernel(**JIT_STAGE)

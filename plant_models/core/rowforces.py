@@ -7,17 +7,14 @@ the forces of the driven rows, whose relative accelerations are prescribed
 generalised force ``DF_F`` that :func:`.dynamics._forces` collects.
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
-and is called in the real-time loop.
-
-Length: :func:`_drive_forces` assembles and solves one small dense system
-(Gaussian elimination with partial pivoting, in place in ``DF_DRV_WS``) and
-writes the forces back; its length is that of the elimination written out
-on raw pointers, and nothing in it is called alone.
+and is called in the real-time loop.  The steps of :func:`_drive_forces`
+(assemble, eliminate, substitute back, apply) are stages inlined into it
+(``JIT_STAGE``) over its work space ``DF_DRV_WS``.
 """
 
 from __future__ import annotations
 
-from .jit import JIT, kernel
+from .jit import JIT, JIT_STAGE, kernel
 from .layout import (
     DF_COEF_A, DF_COEF_B, DF_COEF_X, DF_DRIVE_ACC, DF_DRV_WS, DF_DT, DF_F, DF_MU, DF_P, DF_PROW, DI_DRV_LIST,
     DI_FLAGS, DI_NSTUCK, FLAG_DRIVE_REDUNDANT, H_DENSE, H_G, H_HYPER, H_N, MF_INV_INERTIA, MF_MINV, MI_ROW_A,
@@ -54,12 +51,38 @@ def _drive_forces(mf, mi, df, di, nd):
     """
     n = mi[H_N]
     g = mi[H_G]
-    of = mi[DF_F]
-    odl = mi[DI_DRV_LIST]
     ows = mi[DF_DRV_WS]
     opv = ows  # [nd*n] P r_k^T
     oD = ows + g * n  # [nd*nd]
     ob = oD + g * g  # [nd]
+    _drive_projections(mf, mi, df, di, nd, opv, ob)
+    scale = _drive_matrix(mi, df, di, nd, opv, oD)
+    if not (scale > 0.0 and _eliminate(df, oD, ob, nd, scale)):
+        di[mi[DI_FLAGS] + FLAG_DRIVE_REDUNDANT] = 1
+        odl = mi[DI_DRV_LIST]
+        omu = mi[DF_MU]
+        oprow = mi[DF_PROW]
+        for k in range(nd):
+            i = di[odl + k]
+            df[omu + i] = 0.0
+            df[oprow + i] = 0.0
+        return
+    _back_substitute(df, oD, ob, nd)
+    _apply_drive_forces(mi, df, di, nd, ob)
+
+
+@kernel(**JIT_STAGE)
+def _drive_projections(mf, mi, df, di, nd, opv, ob):
+    """For each driven row k: P r_k^T into df[opv + k n] and the right-hand side a_k - r_k P f into df[ob + k].
+
+    P is the stuck set's constrained inverse inertia (DF_P), or M^-1 with
+    nothing stuck (MF_MINV for a reduced system, the diagonal MF_INV_INERTIA
+    otherwise), in 1/(kg m^2); f the other forces (DF_F, N m); a_k the
+    prescribed relative acceleration (DF_DRIVE_ACC, rad/s^2).
+    """
+    n = mi[H_N]
+    of = mi[DF_F]
+    odl = mi[DI_DRV_LIST]
     ora = mi[MI_ROW_A]
     orb = mi[MI_ROW_B]
     oca = mi[DF_COEF_A]
@@ -105,6 +128,25 @@ def _drive_forces(mf, mi, df, di, nd):
             df[opv + k * n + r] = v
             acc += v * df[of + r]
         df[ob + k] = df[oacc + i] - acc
+
+
+@kernel(**JIT_STAGE)
+def _drive_matrix(mi, df, di, nd, opv, oD):
+    """The driven rows' system matrix D = R_D P R_D^T (nd x nd, 1/(kg m^2)) into df[oD]; returns max |D_kk|.
+
+    Column k of D is R_D (P r_k^T), from the projections of :func:`_drive_projections`.
+    """
+    n = mi[H_N]
+    odl = mi[DI_DRV_LIST]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    hyper = mi[H_HYPER] > 0
+    onx = mi[MI_ROW_NX]
+    oxo = mi[MI_ROW_XOFF]
+    oxs = mi[MI_ROW_XSHAFT]
+    ocx = mi[DF_COEF_X]
     scale = 0.0
     for k in range(nd):
         for q in range(nd):
@@ -115,17 +157,23 @@ def _drive_forces(mf, mi, df, di, nd):
                 v += df[ocx + qq] * df[opv + k * n + mi[oxs + qq]]
             df[oD + q * nd + k] = v
         scale = max(scale, abs(df[oD + k * nd + k]))
-    ok = scale > 0.0
+    return scale
+
+
+@kernel(**JIT_STAGE)
+def _eliminate(df, oD, ob, nd, scale):
+    """Gaussian elimination with partial pivoting of D x = b in place (D upper triangular after it).
+
+    Returns False at a pivot at most 1e-12 ``scale`` (a driven row the
+    stuck rows already fix), True otherwise.
+    """
     for c in range(nd):
-        if not ok:
-            break
         piv = c
         for r in range(c + 1, nd):
             if abs(df[oD + r * nd + c]) > abs(df[oD + piv * nd + c]):
                 piv = r
         if abs(df[oD + piv * nd + c]) <= 1e-12 * scale:
-            ok = False
-            break
+            return False
         if piv != c:
             for q in range(nd):
                 df[oD + c * nd + q], df[oD + piv * nd + q] = df[oD + piv * nd + q], df[oD + c * nd + q]
@@ -135,21 +183,33 @@ def _drive_forces(mf, mi, df, di, nd):
             for q in range(c, nd):
                 df[oD + r * nd + q] -= fac * df[oD + c * nd + q]
             df[ob + r] -= fac * df[ob + c]
-    omu = mi[DF_MU]
-    oprow = mi[DF_PROW]
-    odt = mi[DF_DT]
-    if not ok:
-        di[mi[DI_FLAGS] + FLAG_DRIVE_REDUNDANT] = 1
-        for k in range(nd):
-            i = di[odl + k]
-            df[omu + i] = 0.0
-            df[oprow + i] = 0.0
-        return
+    return True
+
+
+@kernel(**JIT_STAGE)
+def _back_substitute(df, oD, ob, nd):
+    """Solve the upper triangular system of :func:`_eliminate` in place: df[ob + k] becomes force k, N m."""
     for c in range(nd - 1, -1, -1):
         v = df[ob + c]
         for q in range(c + 1, nd):
             v -= df[oD + c * nd + q] * df[ob + q]
         df[ob + c] = v / df[oD + c * nd + c]
+
+
+@kernel(**JIT_STAGE)
+def _apply_drive_forces(mi, df, di, nd, ob):
+    """Each driven row's force mu (N m) into DF_MU, its power mu * delta (W) into DF_PROW, R_D^T mu onto DF_F."""
+    of = mi[DF_F]
+    odl = mi[DI_DRV_LIST]
+    ora = mi[MI_ROW_A]
+    orb = mi[MI_ROW_B]
+    oca = mi[DF_COEF_A]
+    ocb = mi[DF_COEF_B]
+    hyper = mi[H_HYPER] > 0
+    onx = mi[MI_ROW_NX]
+    omu = mi[DF_MU]
+    oprow = mi[DF_PROW]
+    odt = mi[DF_DT]
     for k in range(nd):
         i = di[odl + k]
         m_i = df[ob + k]

@@ -11,12 +11,9 @@ Redundant stuck rows get the minimum-norm split of their force
 (:func:`_split_redundant`).
 
 Everything works on raw pointers into the flat buffers of :mod:`.layout`
-and is called in the real-time loop.
-
-Length: :func:`_build_cache` runs the incremental Cholesky factorisation
-with its rank test and then builds P and L from the same factor; the two
-halves share the independent subset and its factor, which is why they stay
-one function.
+and is called in the real-time loop.  The steps of :func:`_build_cache`
+(independent subset and its factor, P, L) are stages inlined into it
+(``JIT_STAGE``); they share the subset (DI_IDX) and its factor (DF_CH).
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from .dynamics import ORIENT_HYPER, _hyper_parent_sum, _sizes
 from .layout import (
     DF_A, DF_AM, DF_CH, DF_F, DF_L, DF_LAMW, DF_P, DF_RHO, DF_SPLIT_C, DF_SPLIT_G, DF_TMPN3, DF_W, DF_XV, DI_FLAGS,
     DI_IDX, DI_LOCKED, DI_NSTUCK, DI_NTREE, DI_ORIENT, DI_STUCK, DI_TREE_C, DI_TREE_P, DI_TREE_R, FLAG_CACHE_VALID,
-    FLAG_HELD, FLAG_LOCKED, FLAG_OVERCONSTRAINED, FLAG_TREE_PARTIAL, H_DENSE, H_N, MF_INERTIA, MF_INV_INERTIA,
+    FLAG_HELD, FLAG_LOCKED, FLAG_OVERCONSTRAINED, FLAG_TREE_PARTIAL, H_DENSE, H_G, H_N, MF_INERTIA, MF_INV_INERTIA,
     MF_MASS, MF_MINV, MF_SETTINGS, SET_RANK_TOL, ST_LOCKED, ST_OVERCONSTRAINED,
     DF_COEF_A, DF_COEF_B, DF_COEF_X, H_HYPER, MI_ROW_A, MI_ROW_B, MI_ROW_NX, MI_ROW_XOFF, MI_ROW_XSHAFT,
 )
@@ -188,20 +185,49 @@ def _build_cache(mf, mi, df, di):
     if m == 0:
         _build_tree(mf, mi, df, di, 0)
         return 0
-    oset = mi[MF_SETTINGS]
-    oinv = mi[MF_INV_INERTIA]
     oA = mi[DF_A]
     oW = mi[DF_W]
-    oLc = mi[DF_CH]
-    oP = mi[DF_P]
-    oL = mi[DF_L]
-    oidx = mi[DI_IDX]
-    ox = mi[DF_XV]
     _fill_rows(mi, df, di, mi[DI_STUCK], m, oA)
     _delassus(mf, mi, df, oA, m, oW)
-    # greedy independent subset: extend a factor (stride g) row by row
+    r = _independent_subset(mf, mi, df, di, m)
+    # P = M^-1 - Z^T (A_I M^-1 A_I^T)^-1 Z,  Z = A_I M^-1
+    if mi[H_DENSE] == 1:
+        _build_p_dense(mf, mi, df, di, r)
+    else:
+        _build_p_diagonal(mf, mi, df, di, r)
+    if r == n:
+        oP = mi[DF_P]
+        for a in range(n * n):
+            df[oP + a] = 0.0
+    if r == m:
+        _force_map_independent(mf, mi, df, di, m)
+    else:
+        di[ofl + FLAG_OVERCONSTRAINED] = 1
+        st |= ST_OVERCONSTRAINED
+        _split_redundant(mf, mi, df, di, m, r)
+    held = _build_tree(mf, mi, df, di, r)
+    if held == 2:
+        st |= ST_LOCKED
+        di[ofl + FLAG_LOCKED] = 1
+    elif held == 1:
+        di[ofl + FLAG_HELD] = 1
+    return st
+
+
+@kernel(**JIT_STAGE)
+def _independent_subset(mf, mi, df, di, m):
+    """Greedy independent subset of the m stuck rows and the Cholesky factor of its W_II; returns its size r.
+
+    Row k joins the subset (DI_IDX) when its pivot after the rows already
+    in it exceeds SET_RANK_TOL times W_kk (W = A M^-1 A^T in DF_W,
+    1/(kg m^2)); the factor grows row by row in DF_CH (stride g).
+    """
+    g = mi[H_G]
+    oW = mi[DF_W]
+    oLc = mi[DF_CH]
+    oidx = mi[DI_IDX]
+    rtol = mf[mi[MF_SETTINGS] + SET_RANK_TOL]
     r = 0
-    rtol = mf[oset + SET_RANK_TOL]
     for k in range(m):
         di[oidx + r] = k
         for c in range(r):
@@ -215,49 +241,63 @@ def _build_cache(mf, mi, df, di):
         if d > rtol * df[oW + k * m + k]:
             df[oLc + r * g + r] = math.sqrt(d)
             r += 1
-    # P = M^-1 - Z^T (A_I M^-1 A_I^T)^-1 Z,  Z = A_I M^-1
-    dense = mi[H_DENSE] == 1
-    if dense:
-        _build_p_dense(mf, mi, df, di, r)
-    else:
+    return r
+
+
+@kernel(**JIT_STAGE)
+def _build_p_diagonal(mf, mi, df, di, r):
+    """P = M^-1 - Z^T W_II^-1 Z, Z = A_I M^-1, for a diagonal M (1/(kg m^2)); the factor of W_II in DF_CH.
+
+    The constrained inverse inertia of the stuck set: the accelerations
+    are P f for the other forces f (the stuck rows' constraint forces of
+    eq. 16-17 of Morselli, Zanasi & Ferracin eliminated).
+    """
+    n = mi[H_N]
+    g = mi[H_G]
+    oinv = mi[MF_INV_INERTIA]
+    oA = mi[DF_A]
+    oLc = mi[DF_CH]
+    oP = mi[DF_P]
+    oidx = mi[DI_IDX]
+    ox = mi[DF_XV]
+    for a in range(n):
+        for b in range(n):
+            df[oP + a * n + b] = mf[oinv + a] if a == b else 0.0
+    for col in range(n):
+        for q in range(r):
+            df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
+        _chol_solve(df, oLc, r, g, ox)
         for a in range(n):
-            for b in range(n):
-                df[oP + a * n + b] = mf[oinv + a] if a == b else 0.0
-        for col in range(n):
+            acc = 0.0
             for q in range(r):
-                df[ox + q] = df[oA + di[oidx + q] * n + col] * mf[oinv + col]
-            _chol_solve(df, oLc, r, g, ox)
-            for a in range(n):
-                acc = 0.0
-                for q in range(r):
-                    acc += df[oA + di[oidx + q] * n + a] * df[ox + q]
-                df[oP + a * n + col] -= acc * mf[oinv + a]
-    if r == n:
-        for a in range(n * n):
-            df[oP + a] = 0.0
+                acc += df[oA + di[oidx + q] * n + a] * df[ox + q]
+            df[oP + a * n + col] -= acc * mf[oinv + a]
+
+
+@kernel(**JIT_STAGE)
+def _force_map_independent(mf, mi, df, di, m):
+    """Force map of m independent stuck rows: L = -W^-1 A M^-1 into DF_L (lambda = L f, dimensionless).
+
+    The factor of W is the one :func:`_independent_subset` built (all m rows in the subset).
+    """
+    n = mi[H_N]
+    g = mi[H_G]
+    dense = mi[H_DENSE] == 1
+    oinv = mi[MF_INV_INERTIA]
+    oA = mi[DF_A]
     oam = mi[DF_AM]
-    if r == m:
-        # independent rows: L = -W^-1 A M^-1 (the factor of W is the one just built)
-        for col in range(n):
-            for k in range(m):
-                if dense:
-                    df[ox + k] = df[oam + k * n + col]
-                else:
-                    df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
-            _chol_solve(df, oLc, m, g, ox)
-            for k in range(m):
-                df[oL + k * n + col] = -df[ox + k]
-    else:
-        di[ofl + FLAG_OVERCONSTRAINED] = 1
-        st |= ST_OVERCONSTRAINED
-        _split_redundant(mf, mi, df, di, m, r)
-    held = _build_tree(mf, mi, df, di, r)
-    if held == 2:
-        st |= ST_LOCKED
-        di[ofl + FLAG_LOCKED] = 1
-    elif held == 1:
-        di[ofl + FLAG_HELD] = 1
-    return st
+    oLc = mi[DF_CH]
+    oL = mi[DF_L]
+    ox = mi[DF_XV]
+    for col in range(n):
+        for k in range(m):
+            if dense:
+                df[ox + k] = df[oam + k * n + col]
+            else:
+                df[ox + k] = df[oA + k * n + col] * mf[oinv + col]
+        _chol_solve(df, oLc, m, g, ox)
+        for k in range(m):
+            df[oL + k * n + col] = -df[ox + k]
 
 
 @kernel(**JIT)
