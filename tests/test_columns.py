@@ -29,6 +29,11 @@ CONVERTED = {
                                       "K_CLAMP"},
     "plant_models.contract.vocabulary": {"ST_OK", "ST_NONFINITE", "ST_BAD_INPUT", "SOLVER_BITS_BELOW", "PLANT_BITS_BELOW",
                                          "EV_STICK", "EV_BREAKAWAY", "EV_REVERSAL", "PLANT_EVENTS_FROM"},
+    # carry bits and sizes
+    "plant_models.run.compiled": {"FED", "CHANGED", "READS", "MAX_STAGES", "WARM_ARRAY_MAX_BYTES", "WARM_CODE_BYTES",
+                                  "PAGE_BYTES"},
+    "server.realtime.telemetry": {"N_BINS"},  # the histogram's bins: a size
+    "server.realtime.watchdog": {"OK", "HOLD", "RAMP", "SAFE"},  # the phases, a kind
 }
 HAND_NUMBERED = re.compile(r"^([A-Z][A-Z0-9_]*) = [0-9]+", re.M)
 

@@ -41,6 +41,7 @@ from llvmlite import ir
 from numba import carray, cfunc, njit, types
 from numba.extending import intrinsic
 
+from ..contract.columns import Columns
 from ..core.api import call_step_at, raw_i
 from .ring import H_WRITTEN, N_INT, TI_SCENARIO, TI_STATUS, TICK_INFO_SLOTS, StateRing, ring_push
 
@@ -52,15 +53,19 @@ READS = 4  # carry bit: the outputs of this step are read after it (a fault stag
 NEED_PYTHON = -1  # tick_run took no step: this tick goes through the Python stepper
 
 # the plan: an int64 array
-P_STEP_AT = 0  # address of the plant's compiled step (its C wrapper)
-P_N_BEFORE = 1  # stages before the step
-P_N_AFTER = 2  # stages after the step
-P_STEP_NS = 4  # written by the tick: the duration of its step, ns
-P_BUFFERS = 5  # the plant's mf, mi, df, di: (address, length) pairs, then tick_info's address
-P_TICK_INFO = 13
-P_GATE = 14  # 0, or the address of a stage that says whether a tick a scenario drives may run compiled (0: yes)
-P_GATE_CTX = 15  # its ctx's address
-P_STAGES = 16  # (address, ctx address) pairs follow: the stages before the step, then after it
+PLAN = Columns("the compiled tick's plan (int64)", (
+    ("P_STEP_AT", "address of the plant's compiled step (its C wrapper)"),
+    ("P_N_BEFORE", "stages before the step"),
+    ("P_N_AFTER", "stages after the step"),
+    (None, "spare", 1),
+    ("P_STEP_NS", "written by the tick: the duration of its step, ns"),
+    ("P_BUFFERS", "the plant's mf, mi, df, di: (address, length) pairs", 8),
+    ("P_TICK_INFO", "tick_info's address"),
+    ("P_GATE", "0, or the address of a stage that says whether a tick a scenario drives may run compiled (0: yes)"),
+    ("P_GATE_CTX", "its ctx's address"),
+    ("P_STAGES", "(address, ctx address) pairs: the stages before the step, then after it (2 * MAX_STAGES)", 0),
+))
+globals().update(PLAN.constants())  # P_STEP_AT = 0 .. P_STAGES = 16
 MAX_STAGES = 24
 
 
@@ -180,24 +185,24 @@ def tick_run(plan, k, now_ns, dt):
     changed nothing, when a scenario drives the inputs and the plan's gate (a stage of the scenario player)
     does not pass this tick, or the plan has none.  Called in the real-time loop.
     """
-    tick_info = i64_at(plan[P_TICK_INFO])
-    if tick_info[TI_SCENARIO] != 0 and (plan[P_GATE] == 0 or call_stage_at(
-            plan[P_GATE], i64_at(plan[P_GATE_CTX]), k, now_ns, dt, 0) != 0):
+    tick_info = i64_at(plan[P_TICK_INFO])  # noqa: F821
+    if tick_info[TI_SCENARIO] != 0 and (plan[P_GATE] == 0 or call_stage_at(  # noqa: F821
+            plan[P_GATE], i64_at(plan[P_GATE_CTX]), k, now_ns, dt, 0) != 0):  # noqa: F821
         return NEED_PYTHON
-    n_before = plan[P_N_BEFORE]
+    n_before = plan[P_N_BEFORE]  # noqa: F821
     carry = 0
     for j in range(n_before):
-        at = P_STAGES + 2 * j
+        at = P_STAGES + 2 * j  # noqa: F821
         carry |= call_stage_at(plan[at], i64_at(plan[at + 1]), k, now_ns, dt, carry)
-    b = P_BUFFERS
+    b = P_BUFFERS  # noqa: F821
     mf, mi = carray(f64_at(plan[b]), (plan[b + 1],)), carray(i64_at(plan[b + 2]), (plan[b + 3],))
     df, di = carray(f64_at(plan[b + 4]), (plan[b + 5],)), carray(i64_at(plan[b + 6]), (plan[b + 7],))
     t0 = monotonic_ns()
-    st = call_step_at(plan[P_STEP_AT], mf, mi, df, di, dt)
-    plan[P_STEP_NS] = monotonic_ns() - t0
+    st = call_step_at(plan[P_STEP_AT], mf, mi, df, di, dt)  # noqa: F821
+    plan[P_STEP_NS] = monotonic_ns() - t0  # noqa: F821
     tick_info[TI_STATUS] = st
-    for j in range(n_before, n_before + plan[P_N_AFTER]):
-        at = P_STAGES + 2 * j
+    for j in range(n_before, n_before + plan[P_N_AFTER]):  # noqa: F821
+        at = P_STAGES + 2 * j  # noqa: F821
         call_stage_at(plan[at], i64_at(plan[at + 1]), k, now_ns, dt, st)
     return st
 
@@ -410,22 +415,22 @@ class CompiledTick:
             raise ValueError(f"a compiled tick takes at most {MAX_STAGES} stages, not {len(stages)}")
         self.stages = tuple(stages)
         self.gate = gate
-        self.plan = np.zeros(P_STAGES + 2 * MAX_STAGES, dtype=np.int64)
-        self.plan[P_STEP_AT] = step_at
-        self.plan[P_N_BEFORE] = len(stages) - after
-        self.plan[P_N_AFTER] = after
+        self.plan = np.zeros(P_STAGES + 2 * MAX_STAGES, dtype=np.int64)  # noqa: F821
+        self.plan[P_STEP_AT] = step_at  # noqa: F821
+        self.plan[P_N_BEFORE] = len(stages) - after  # noqa: F821
+        self.plan[P_N_AFTER] = after  # noqa: F821
         if gate is not None:
-            self.plan[P_GATE] = gate.address
-            self.plan[P_GATE_CTX] = address(gate.ctx)
+            self.plan[P_GATE] = gate.address  # noqa: F821
+            self.plan[P_GATE_CTX] = address(gate.ctx)  # noqa: F821
         for j, s in enumerate(stages):
-            self.plan[P_STAGES + 2 * j] = s.address
-            self.plan[P_STAGES + 2 * j + 1] = address(s.ctx)
+            self.plan[P_STAGES + 2 * j] = s.address  # noqa: F821
+            self.plan[P_STAGES + 2 * j + 1] = address(s.ctx)  # noqa: F821
         for j, buf in enumerate((plant.mf, plant.mi, plant.df, plant.di)):
-            self.plan[P_BUFFERS + 2 * j] = address(buf)
-            self.plan[P_BUFFERS + 2 * j + 1] = buf.shape[0]
-        self.plan[P_TICK_INFO] = address(tick_info)
+            self.plan[P_BUFFERS + 2 * j] = address(buf)  # noqa: F821
+            self.plan[P_BUFFERS + 2 * j + 1] = buf.shape[0]  # noqa: F821
+        self.plan[P_TICK_INFO] = address(tick_info)  # noqa: F821
         self.buffers = (plant.mf, plant.mi, plant.df, plant.di, tick_info)  # alive while the plan has their addresses
-        self.step_ns = memoryview(self.plan)[P_STEP_NS:P_STEP_NS + 1]  # a plain int per read
+        self.step_ns = memoryview(self.plan)[P_STEP_NS:P_STEP_NS + 1]  # noqa: F821 a plain int per read
         self.run = functools.partial(tick_run, self.plan)
         self.rehearse = self._rehearsal(plant, tick_info, ring)
 
@@ -452,12 +457,12 @@ class CompiledTick:
             regions += [(address(a), a.nbytes) for a in s.keep if a.nbytes <= WARM_ARRAY_MAX_BYTES]
         self._warm_ctx = warm_ctx(((plant.df, self._dry_df), (plant.di, self._dry_di)), regions, ring)
         dry = np.zeros_like(self.plan)
-        dry[P_STEP_AT] = self.plan[P_STEP_AT]
-        dry[P_N_BEFORE], dry[P_N_AFTER] = 1, 0
+        dry[P_STEP_AT] = self.plan[P_STEP_AT]  # noqa: F821
+        dry[P_N_BEFORE], dry[P_N_AFTER] = 1, 0  # noqa: F821
         for j, buf in enumerate((plant.mf, plant.mi, self._dry_df, self._dry_di)):
-            dry[P_BUFFERS + 2 * j], dry[P_BUFFERS + 2 * j + 1] = address(buf), buf.shape[0]
-        dry[P_TICK_INFO] = address(self._dry_tick_info)
-        dry[P_STAGES], dry[P_STAGES + 1] = int(warm_stage.address), address(self._warm_ctx)
+            dry[P_BUFFERS + 2 * j], dry[P_BUFFERS + 2 * j + 1] = address(buf), buf.shape[0]  # noqa: F821
+        dry[P_TICK_INFO] = address(self._dry_tick_info)  # noqa: F821
+        dry[P_STAGES], dry[P_STAGES + 1] = int(warm_stage.address), address(self._warm_ctx)  # noqa: F821
         self.dry_plan = dry
         return functools.partial(tick_run, dry)
 

@@ -25,16 +25,19 @@ import math
 import numpy as np
 from numba import njit
 
+from plant_models.contract.columns import Columns
+
 JIT = dict(cache=True, nogil=True)
 
-# histogram rows
-H_LAT = 0  # lateness since the run started
-H_LAT_WIN = 1  # lateness in the current window
-H_TET = 2
-H_TET_WIN = 3
-H_STEP = 4  # plant step alone
-H_STEP_WIN = 5
-N_HIST = 6
+HISTOGRAMS = Columns("the histograms' rows", (
+    ("H_LAT", "lateness since the run started"),
+    ("H_LAT_WIN", "lateness in the current window"),
+    ("H_TET", "TET since the run started"),
+    ("H_TET_WIN", "TET in the current window"),
+    ("H_STEP", "plant step alone, since the run started"),
+    ("H_STEP_WIN", "plant step alone, in the current window"),
+), count="N_HIST")
+globals().update(HISTOGRAMS.constants())  # H_LAT .. H_STEP_WIN; N_HIST
 
 # bins: (upper bound ns, width ns) of each decade, then one overflow bin
 _DECADES = ((100_000, 100), (1_000_000, 1_000), (10_000_000, 10_000), (100_000_000, 100_000),
@@ -42,31 +45,33 @@ _DECADES = ((100_000, 100), (1_000_000, 1_000), (10_000_000, 10_000), (100_000_0
 N_BINS = 1000 + 900 * 4 + 1
 OVERFLOW_BIN = N_BINS - 1
 
-# counters (int64)
-C_TICKS = 0
-C_LAT_SUM = 1  # ns
-C_LAT_MAX = 2
-C_TET_SUM = 3
-C_TET_MAX = 4
-C_STEP_SUM = 5
-C_STEP_MAX = 6
-C_WIN_TICKS = 7
-C_WIN_LAT_MAX = 8
-C_WIN_TET_MAX = 9
-C_WIN_STEP_MAX = 10
-C_OVERRUNS = 11
-C_MISSED = 12
-C_OVERRUNS_GRACE = 13  # overruns during the start-up grace period (not counted against the stop policy)
-C_WIN_OVERRUNS = 14
-C_STATUS_NONZERO = 15  # ticks whose plant status word was not 0
-C_STATUS_BITS = 16  # [8] ticks with status bit b set
-C_SAMPLES = 24  # number of samples written into the sample ring so far
-C_LAT_TIMED = 25  # ticks whose lateness is meaningful (wall-clock mode)
-C_WIN_LAT_TIMED = 26
-C_MISSED_GRACE = 27  # missed ticks of the overruns in the start-up grace period (counted in C_MISSED too)
-C_LAT_MAX_AT = 28  # deadlines since the start (ticks + missed ticks) at the tick of the largest lateness
-C_TET_MAX_AT = 29  # the same for the largest TET
-N_COUNTERS = 32
+COUNTERS = Columns("the counters (int64)", (
+    ("C_TICKS", "ticks since the run started"),
+    ("C_LAT_SUM", "lateness summed, ns"),
+    ("C_LAT_MAX", "largest lateness, ns"),
+    ("C_TET_SUM", "TET summed, ns"),
+    ("C_TET_MAX", "largest TET, ns"),
+    ("C_STEP_SUM", "plant step summed, ns"),
+    ("C_STEP_MAX", "largest plant step, ns"),
+    ("C_WIN_TICKS", "ticks in the current window"),
+    ("C_WIN_LAT_MAX", "largest lateness in the window, ns"),
+    ("C_WIN_TET_MAX", "largest TET in the window, ns"),
+    ("C_WIN_STEP_MAX", "largest plant step in the window, ns"),
+    ("C_OVERRUNS", "overruns"),
+    ("C_MISSED", "missed ticks"),
+    ("C_OVERRUNS_GRACE", "overruns during the start-up grace period (not counted against the stop policy)"),
+    ("C_WIN_OVERRUNS", "overruns in the window"),
+    ("C_STATUS_NONZERO", "ticks whose plant status word was not 0"),
+    ("C_STATUS_BITS", "[8] ticks with status bit b set", 8),
+    ("C_SAMPLES", "number of samples written into the sample ring so far"),
+    ("C_LAT_TIMED", "ticks whose lateness is meaningful (wall-clock mode)"),
+    ("C_WIN_LAT_TIMED", "the same in the window"),
+    ("C_MISSED_GRACE", "missed ticks of the overruns in the start-up grace period (counted in C_MISSED too)"),
+    ("C_LAT_MAX_AT", "deadlines since the start (ticks + missed ticks) at the tick of the largest lateness"),
+    ("C_TET_MAX_AT", "the same for the largest TET"),
+    (None, "spare", 2),
+), count="N_COUNTERS")
+globals().update(COUNTERS.constants())  # C_TICKS .. C_TET_MAX_AT; N_COUNTERS = 32
 
 
 @njit("int64(int64)", **JIT)
@@ -111,49 +116,49 @@ def record_tick(c, hist, samples, lateness_ns, tet_ns, step_ns, status, timed):
     ``timed`` is False in lockstep and as-fast-as-possible modes, where a tick
     has no deadline and lateness is not recorded.
     """
-    c[C_TICKS] += 1
-    c[C_WIN_TICKS] += 1
+    c[C_TICKS] += 1  # noqa: F821
+    c[C_WIN_TICKS] += 1  # noqa: F821
     if timed:
         b = bin_of(lateness_ns)
-        hist[H_LAT, b] += 1
-        hist[H_LAT_WIN, b] += 1
-        c[C_LAT_SUM] += lateness_ns
-        c[C_LAT_TIMED] += 1
-        c[C_WIN_LAT_TIMED] += 1
-        if lateness_ns > c[C_LAT_MAX]:
-            c[C_LAT_MAX] = lateness_ns
-            c[C_LAT_MAX_AT] = c[C_TICKS] + c[C_MISSED]  # this tick's deadline is that many periods after the start
-        if lateness_ns > c[C_WIN_LAT_MAX]:
-            c[C_WIN_LAT_MAX] = lateness_ns
+        hist[H_LAT, b] += 1  # noqa: F821
+        hist[H_LAT_WIN, b] += 1  # noqa: F821
+        c[C_LAT_SUM] += lateness_ns  # noqa: F821
+        c[C_LAT_TIMED] += 1  # noqa: F821
+        c[C_WIN_LAT_TIMED] += 1  # noqa: F821
+        if lateness_ns > c[C_LAT_MAX]:  # noqa: F821
+            c[C_LAT_MAX] = lateness_ns  # noqa: F821
+            c[C_LAT_MAX_AT] = c[C_TICKS] + c[C_MISSED]  # noqa: F821 this tick's deadline is that many periods after the start
+        if lateness_ns > c[C_WIN_LAT_MAX]:  # noqa: F821
+            c[C_WIN_LAT_MAX] = lateness_ns  # noqa: F821
     b = bin_of(tet_ns)
-    hist[H_TET, b] += 1
-    hist[H_TET_WIN, b] += 1
-    c[C_TET_SUM] += tet_ns
-    if tet_ns > c[C_TET_MAX]:
-        c[C_TET_MAX] = tet_ns
-        c[C_TET_MAX_AT] = c[C_TICKS] + c[C_MISSED]
-    if tet_ns > c[C_WIN_TET_MAX]:
-        c[C_WIN_TET_MAX] = tet_ns
+    hist[H_TET, b] += 1  # noqa: F821
+    hist[H_TET_WIN, b] += 1  # noqa: F821
+    c[C_TET_SUM] += tet_ns  # noqa: F821
+    if tet_ns > c[C_TET_MAX]:  # noqa: F821
+        c[C_TET_MAX] = tet_ns  # noqa: F821
+        c[C_TET_MAX_AT] = c[C_TICKS] + c[C_MISSED]  # noqa: F821
+    if tet_ns > c[C_WIN_TET_MAX]:  # noqa: F821
+        c[C_WIN_TET_MAX] = tet_ns  # noqa: F821
     b = bin_of(step_ns)
-    hist[H_STEP, b] += 1
-    hist[H_STEP_WIN, b] += 1
-    c[C_STEP_SUM] += step_ns
-    if step_ns > c[C_STEP_MAX]:
-        c[C_STEP_MAX] = step_ns
-    if step_ns > c[C_WIN_STEP_MAX]:
-        c[C_WIN_STEP_MAX] = step_ns
+    hist[H_STEP, b] += 1  # noqa: F821
+    hist[H_STEP_WIN, b] += 1  # noqa: F821
+    c[C_STEP_SUM] += step_ns  # noqa: F821
+    if step_ns > c[C_STEP_MAX]:  # noqa: F821
+        c[C_STEP_MAX] = step_ns  # noqa: F821
+    if step_ns > c[C_WIN_STEP_MAX]:  # noqa: F821
+        c[C_WIN_STEP_MAX] = step_ns  # noqa: F821
     if status != 0:
-        c[C_STATUS_NONZERO] += 1
+        c[C_STATUS_NONZERO] += 1  # noqa: F821
         for bit in range(8):
             if status & (1 << bit):
-                c[C_STATUS_BITS + bit] += 1
+                c[C_STATUS_BITS + bit] += 1  # noqa: F821
     n = samples.shape[0]
     if n > 0:
-        j = c[C_SAMPLES] % n
+        j = c[C_SAMPLES] % n  # noqa: F821
         samples[j, 0] = lateness_ns
         samples[j, 1] = tet_ns
         samples[j, 2] = step_ns
-        c[C_SAMPLES] += 1
+        c[C_SAMPLES] += 1  # noqa: F821
 
 
 @njit("int64(int64[::1], float64)", **JIT)
@@ -246,8 +251,8 @@ class Telemetry:
 
     def __init__(self, period_ns: int, sample_capacity: int = 0):
         self.period_ns = int(period_ns)
-        self.counters = np.zeros(N_COUNTERS, dtype=np.int64)
-        self.hist = np.zeros((N_HIST, N_BINS), dtype=np.int64)
+        self.counters = np.zeros(N_COUNTERS, dtype=np.int64)  # noqa: F821
+        self.hist = np.zeros((N_HIST, N_BINS), dtype=np.int64)  # noqa: F821
         self.samples = np.zeros((max(int(sample_capacity), 0), 3), dtype=np.int64)
         self.run_ns = 0  # wall time spent running (paused time excluded), ns
         self.run_ticks_at_window = 0
@@ -266,7 +271,7 @@ class Telemetry:
     def sample_array(self) -> np.ndarray:
         """The recorded raw samples in tick order, shape (n, 3): lateness, TET, step time (ns)."""
         n = self.samples.shape[0]
-        k = int(self.counters[C_SAMPLES])
+        k = int(self.counters[C_SAMPLES])  # noqa: F821
         if n == 0 or k == 0:
             return np.zeros((0, 3), dtype=np.int64)
         if k <= n:
@@ -282,52 +287,52 @@ class Telemetry:
     def summary(self) -> dict:
         """Timing since the run started (plain data for the status channel)."""
         c = self.counters
-        ticks = int(c[C_TICKS])
-        timed = int(c[C_LAT_TIMED])
+        ticks = int(c[C_TICKS])  # noqa: F821
+        timed = int(c[C_LAT_TIMED])  # noqa: F821
         run_s = self.run_ns / 1e9
         return {
             "ticks": ticks,
             "run_time_s": round(run_s, 6),
             "rate_hz_target": round(1e9 / self.period_ns, 3),
             "rate_hz_actual": round(ticks / run_s, 3) if run_s > 0 else None,
-            "lateness_us": _stats_us(self.hist[H_LAT], timed, int(c[C_LAT_SUM]), int(c[C_LAT_MAX])),
-            "tet_us": _stats_us(self.hist[H_TET], ticks, int(c[C_TET_SUM]), int(c[C_TET_MAX])),
-            "step_us": _stats_us(self.hist[H_STEP], ticks, int(c[C_STEP_SUM]), int(c[C_STEP_MAX])),
-            "overruns": int(c[C_OVERRUNS]),
-            "overruns_in_grace": int(c[C_OVERRUNS_GRACE]),
-            "missed_ticks": int(c[C_MISSED]),
-            "missed_ticks_in_grace": int(c[C_MISSED_GRACE]),
+            "lateness_us": _stats_us(self.hist[H_LAT], timed, int(c[C_LAT_SUM]), int(c[C_LAT_MAX])),  # noqa: F821
+            "tet_us": _stats_us(self.hist[H_TET], ticks, int(c[C_TET_SUM]), int(c[C_TET_MAX])),  # noqa: F821
+            "step_us": _stats_us(self.hist[H_STEP], ticks, int(c[C_STEP_SUM]), int(c[C_STEP_MAX])),  # noqa: F821
+            "overruns": int(c[C_OVERRUNS]),  # noqa: F821
+            "overruns_in_grace": int(c[C_OVERRUNS_GRACE]),  # noqa: F821
+            "missed_ticks": int(c[C_MISSED]),  # noqa: F821
+            "missed_ticks_in_grace": int(c[C_MISSED_GRACE]),  # noqa: F821
             # when the extremes happened: the deadline of their tick, s after the start (realtime mode)
-            "lateness_max_at_s": round(int(c[C_LAT_MAX_AT]) * self.period_ns / 1e9, 6) if timed else None,
-            "tet_max_at_s": round(int(c[C_TET_MAX_AT]) * self.period_ns / 1e9, 6) if timed else None,
-            "missed_fraction": round(int(c[C_MISSED]) / (ticks + int(c[C_MISSED])), 6) if ticks else 0.0,
-            "plant_status_nonzero_ticks": int(c[C_STATUS_NONZERO]),
-            "plant_status_bit_ticks": {str(1 << b): int(c[C_STATUS_BITS + b]) for b in range(8)
-                                       if c[C_STATUS_BITS + b]},
+            "lateness_max_at_s": round(int(c[C_LAT_MAX_AT]) * self.period_ns / 1e9, 6) if timed else None,  # noqa: F821
+            "tet_max_at_s": round(int(c[C_TET_MAX_AT]) * self.period_ns / 1e9, 6) if timed else None,  # noqa: F821
+            "missed_fraction": round(int(c[C_MISSED]) / (ticks + int(c[C_MISSED])), 6) if ticks else 0.0,  # noqa: F821
+            "plant_status_nonzero_ticks": int(c[C_STATUS_NONZERO]),  # noqa: F821
+            "plant_status_bit_ticks": {str(1 << b): int(c[C_STATUS_BITS + b]) for b in range(8)  # noqa: F821
+                                       if c[C_STATUS_BITS + b]},  # noqa: F821
         }
 
     def histograms(self) -> dict:
         """The run's TET and lateness histograms (:func:`histogram_bins`; lateness is empty unless realtime)."""
-        return {"tet_us": histogram_bins(self.hist[H_TET]), "lateness_us": histogram_bins(self.hist[H_LAT])}
+        return {"tet_us": histogram_bins(self.hist[H_TET]), "lateness_us": histogram_bins(self.hist[H_LAT])}  # noqa: F821
 
     def window(self) -> dict:
         """Timing of the window since the last call, then start a new window."""
         c = self.counters
-        ticks = int(c[C_WIN_TICKS])
+        ticks = int(c[C_WIN_TICKS])  # noqa: F821
         run_s = self.window_run_ns / 1e9
         out = {
             "ticks": ticks,
             "duration_s": round(run_s, 6),
             "rate_hz": round(ticks / run_s, 3) if run_s > 0 else None,
-            "lateness_us": _stats_us(self.hist[H_LAT_WIN], int(c[C_WIN_LAT_TIMED]), None, int(c[C_WIN_LAT_MAX])),
-            "tet_us": _stats_us(self.hist[H_TET_WIN], ticks, None, int(c[C_WIN_TET_MAX])),
-            "overruns": int(c[C_WIN_OVERRUNS]),
+            "lateness_us": _stats_us(self.hist[H_LAT_WIN], int(c[C_WIN_LAT_TIMED]), None, int(c[C_WIN_LAT_MAX])),  # noqa: F821
+            "tet_us": _stats_us(self.hist[H_TET_WIN], ticks, None, int(c[C_WIN_TET_MAX])),  # noqa: F821
+            "overruns": int(c[C_WIN_OVERRUNS]),  # noqa: F821
         }
-        for k in (C_WIN_TICKS, C_WIN_LAT_MAX, C_WIN_TET_MAX, C_WIN_STEP_MAX, C_WIN_OVERRUNS, C_WIN_LAT_TIMED):
+        for k in (C_WIN_TICKS, C_WIN_LAT_MAX, C_WIN_TET_MAX, C_WIN_STEP_MAX, C_WIN_OVERRUNS, C_WIN_LAT_TIMED):  # noqa: F821
             c[k] = 0
-        self.hist[H_LAT_WIN] = 0
-        self.hist[H_TET_WIN] = 0
-        self.hist[H_STEP_WIN] = 0
+        self.hist[H_LAT_WIN] = 0  # noqa: F821
+        self.hist[H_TET_WIN] = 0  # noqa: F821
+        self.hist[H_STEP_WIN] = 0  # noqa: F821
         self.window_run_ns = 0
         self.last_window = out
         return out

@@ -27,6 +27,7 @@ import numpy as np
 from numba import carray, cfunc, njit
 
 from plant_models.plant import Param, Plant
+from plant_models.contract.columns import Columns
 from plant_models.run.compiled import FED, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 from plant_models.run.ring import TI_SCENARIO
 
@@ -41,17 +42,19 @@ SAFE = 3
 PHASE_NAMES = {OK: "ok", HOLD: "hold", RAMP: "ramp", SAFE: "safe"}
 
 # the watchdog's state and settings: one int64 array, so the compiled tick runs the same state machine
-W_PHASE = 0
-W_ARMED = 1
-W_LAST_FEED_NS = 2
-W_TRIP_NS = 3
-W_TRIPS = 4
-W_RECOVERIES = 5
-W_TIMEOUT_NS = 6
-W_HOLD_NS = 7
-W_ENABLED = 8
-W_AUTO = 9  # 1: recovery "auto"
-N_W = 10
+WATCHDOG_SLOTS = Columns("the watchdog's state and settings (int64)", (
+    ("W_PHASE", "OK, HOLD, RAMP or SAFE"),
+    ("W_ARMED", "1 once a command has fed it"),
+    ("W_LAST_FEED_NS", "when a command last fed it, ns"),
+    ("W_TRIP_NS", "when it last tripped, ns"),
+    ("W_TRIPS", "trips so far"),
+    ("W_RECOVERIES", "recoveries so far"),
+    ("W_TIMEOUT_NS", "setting: the command timeout, ns"),
+    ("W_HOLD_NS", "setting: how long the last command is held before the ramp, ns"),
+    ("W_ENABLED", "setting: 1 when the watchdog is on"),
+    ("W_AUTO", "setting: 1 when recovery is \"auto\""),
+), count="N_W")
+globals().update(WATCHDOG_SLOTS.constants())  # W_PHASE .. W_AUTO; N_W
 
 
 @dataclass(frozen=True)
@@ -149,39 +152,39 @@ def _ramp(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, n, dt):
 @njit(**JIT)
 def _feed(w, tripped, now_ns):
     """A valid command was applied at ``now_ns`` (``w``: the ``W_*`` slots).  Called in the real-time loop."""
-    w[W_LAST_FEED_NS] = now_ns
-    w[W_ARMED] = 1
-    if w[W_PHASE] != OK and w[W_AUTO] != 0:
-        w[W_PHASE] = OK
+    w[W_LAST_FEED_NS] = now_ns  # noqa: F821
+    w[W_ARMED] = 1  # noqa: F821
+    if w[W_PHASE] != OK and w[W_AUTO] != 0:  # noqa: F821
+        w[W_PHASE] = OK  # noqa: F821
         tripped[0] = 0
-        w[W_RECOVERIES] += 1
+        w[W_RECOVERIES] += 1  # noqa: F821
 
 
 @njit(**JIT)
 def _update(w, tripped, u, u_rate, held, cur, cur_rate, max_rate, safe, ramp_s, last, supervised, n, now_ns, dt):
     """Check the command age and apply the safe action: the watchdog's state machine on its ``W_*`` slots, for
     arrays and raw pointers alike.  Called in the real-time loop, before the step."""
-    if w[W_ARMED] == 0 or w[W_ENABLED] == 0:
+    if w[W_ARMED] == 0 or w[W_ENABLED] == 0:  # noqa: F821
         return
-    phase = w[W_PHASE]
+    phase = w[W_PHASE]  # noqa: F821
     if phase == OK:
-        if now_ns - w[W_LAST_FEED_NS] <= w[W_TIMEOUT_NS]:
+        if now_ns - w[W_LAST_FEED_NS] <= w[W_TIMEOUT_NS]:  # noqa: F821
             return
-        w[W_PHASE] = phase = HOLD
-        w[W_TRIP_NS] = now_ns
-        w[W_TRIPS] += 1
+        w[W_PHASE] = phase = HOLD  # noqa: F821
+        w[W_TRIP_NS] = now_ns  # noqa: F821
+        w[W_TRIPS] += 1  # noqa: F821
         tripped[0] = 1
         for i in range(n):
             held[i] = u[i]
     if phase == HOLD:
-        if now_ns - w[W_TRIP_NS] < w[W_HOLD_NS]:
+        if now_ns - w[W_TRIP_NS] < w[W_HOLD_NS]:  # noqa: F821
             _hold(u, u_rate, held, supervised, n)
             return
-        w[W_PHASE] = RAMP
+        w[W_PHASE] = RAMP  # noqa: F821
         _start_ramp(held, safe, ramp_s, cur, cur_rate, max_rate, n)
     # RAMP, and SAFE (keeps holding the safe values against manual-mode commands)
-    if _ramp(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, n, dt) == 0 and w[W_PHASE] == RAMP:
-        w[W_PHASE] = SAFE
+    if _ramp(u, u_rate, cur, cur_rate, safe, max_rate, supervised, last, n, dt) == 0 and w[W_PHASE] == RAMP:  # noqa: F821
+        w[W_PHASE] = SAFE  # noqa: F821
 
 
 _F = "float64[::1], "
@@ -204,7 +207,7 @@ def watchdog_stage(ctx, k, now_ns, dt, carry):
     """
     # the context's addresses as arrays of their lengths: _update and its helpers then take the array types that
     # update_inputs gives them, and compile once for both (as pointers they compiled a second time, 1.8 s of CPU)
-    w, tripped, n = carray(i64_at(ctx[0]), (N_W,)), carray(i64_at(ctx[1]), (1,)), ctx[12]
+    w, tripped, n = carray(i64_at(ctx[0]), (N_W,)), carray(i64_at(ctx[1]), (1,)), ctx[12]  # noqa: F821
     if carry & FED:
         _feed(w, tripped, now_ns)
     if ctx[13] != 0 and i64_at(ctx[14])[TI_SCENARIO] == 0:
@@ -248,34 +251,34 @@ class CommandWatchdog:
         self.cur_rate = np.zeros(n)
         self.max_rate = np.zeros(n)
         # the state and settings (W_*): an array the compiled tick shares; a memoryview for Python's plain ints
-        self.w = np.zeros(N_W, dtype=np.int64)
+        self.w = np.zeros(N_W, dtype=np.int64)  # noqa: F821
         self._wv = memoryview(self.w)
         self.timeout_ns = int(round(cfg.timeout_s * 1e9))
         self.hold_ns = int(round(cfg.hold_s * 1e9))
         self.enabled = cfg.enabled
-        self.w[W_AUTO] = 1 if cfg.recovery == "auto" else 0
+        self.w[W_AUTO] = 1 if cfg.recovery == "auto" else 0  # noqa: F821
         self.default_ramp_s = cfg.ramp_s  # of the inputs without their own ramp_ms
         self._logged_trips = self._logged_recoveries = 0
         # mirrors phase != OK for cheap reads
         self.tripped_flag = tripped_flag if tripped_flag is not None else np.zeros(1, dtype=np.int64)
         self.tripped_flag[0] = 0
 
-    phase = property(lambda self: self._wv[W_PHASE], lambda self, v: self._set(W_PHASE, v),
+    phase = property(lambda self: self._wv[W_PHASE], lambda self, v: self._set(W_PHASE, v),  # noqa: F821
                      doc="OK, HOLD, RAMP or SAFE")
-    last_feed_ns = property(lambda self: self._wv[W_LAST_FEED_NS], lambda self, v: self._set(W_LAST_FEED_NS, v),
+    last_feed_ns = property(lambda self: self._wv[W_LAST_FEED_NS], lambda self, v: self._set(W_LAST_FEED_NS, v),  # noqa: F821
                             doc="the loop's clock at the last valid command, ns")
-    trip_ns = property(lambda self: self._wv[W_TRIP_NS], lambda self, v: self._set(W_TRIP_NS, v),
+    trip_ns = property(lambda self: self._wv[W_TRIP_NS], lambda self, v: self._set(W_TRIP_NS, v),  # noqa: F821
                        doc="the loop's clock at the last trip, ns")
-    trips = property(lambda self: self._wv[W_TRIPS], lambda self, v: self._set(W_TRIPS, v), doc="trips counted")
-    recoveries = property(lambda self: self._wv[W_RECOVERIES], lambda self, v: self._set(W_RECOVERIES, v),
+    trips = property(lambda self: self._wv[W_TRIPS], lambda self, v: self._set(W_TRIPS, v), doc="trips counted")  # noqa: F821
+    recoveries = property(lambda self: self._wv[W_RECOVERIES], lambda self, v: self._set(W_RECOVERIES, v),  # noqa: F821
                           doc="recoveries counted")
-    timeout_ns = property(lambda self: self._wv[W_TIMEOUT_NS], lambda self, v: self._set(W_TIMEOUT_NS, v),
+    timeout_ns = property(lambda self: self._wv[W_TIMEOUT_NS], lambda self, v: self._set(W_TIMEOUT_NS, v),  # noqa: F821
                           doc="the command age that trips it, ns")
-    hold_ns = property(lambda self: self._wv[W_HOLD_NS], lambda self, v: self._set(W_HOLD_NS, v),
+    hold_ns = property(lambda self: self._wv[W_HOLD_NS], lambda self, v: self._set(W_HOLD_NS, v),  # noqa: F821
                        doc="the hold after a trip, ns")
-    armed = property(lambda self: bool(self._wv[W_ARMED]), lambda self, v: self._set(W_ARMED, 1 if v else 0),
+    armed = property(lambda self: bool(self._wv[W_ARMED]), lambda self, v: self._set(W_ARMED, 1 if v else 0),  # noqa: F821
                      doc="whether a valid command arrived since the last reset")
-    enabled = property(lambda self: bool(self._wv[W_ENABLED]), lambda self, v: self._set(W_ENABLED, 1 if v else 0),
+    enabled = property(lambda self: bool(self._wv[W_ENABLED]), lambda self, v: self._set(W_ENABLED, 1 if v else 0),  # noqa: F821
                        doc="whether it supervises at all")
 
     def _set(self, slot: int, value) -> None:
@@ -362,12 +365,12 @@ class CommandWatchdog:
     def feed(self, now_ns: int) -> None:
         """A valid command was applied at ``now_ns`` (what :func:`_feed` does).  Called in the real-time loop."""
         w = self._wv
-        w[W_LAST_FEED_NS] = now_ns
-        w[W_ARMED] = 1
-        if w[W_PHASE] != OK and w[W_AUTO]:
-            w[W_PHASE] = OK
+        w[W_LAST_FEED_NS] = now_ns  # noqa: F821
+        w[W_ARMED] = 1  # noqa: F821
+        if w[W_PHASE] != OK and w[W_AUTO]:  # noqa: F821
+            w[W_PHASE] = OK  # noqa: F821
             self.tripped_flag[0] = 0
-            w[W_RECOVERIES] += 1
+            w[W_RECOVERIES] += 1  # noqa: F821
 
     def clear(self, now_ns: int) -> bool:
         """Manual recovery: end a trip.  Returns whether it was tripped."""
@@ -383,7 +386,7 @@ class CommandWatchdog:
         """Check the command age and apply the safe action (:func:`_update`; the compiled tick runs the same
         function in :meth:`compiled_stage`).  Called in the real-time loop, before the step."""
         w = self._wv
-        if not w[W_ARMED] or not w[W_ENABLED] or (w[W_PHASE] == OK and now_ns - w[W_LAST_FEED_NS] <= w[W_TIMEOUT_NS]):
+        if not w[W_ARMED] or not w[W_ENABLED] or (w[W_PHASE] == OK and now_ns - w[W_LAST_FEED_NS] <= w[W_TIMEOUT_NS]):  # noqa: F821
             return  # nothing to do: the common case, without a compiled call
         u, u_rate = self.plant.u, self.plant.u_rate
         update_inputs(self.w, self.tripped_flag, u, u_rate, self.held, self.cur, self.cur_rate, self.max_rate,
