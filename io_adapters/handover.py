@@ -26,23 +26,29 @@ from __future__ import annotations
 import numpy as np
 from numba import carray, cfunc, njit
 
+from plant_models.contract.columns import Columns
+
 from plant_models.run.compiled import FED, STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 from plant_models.run.ring import TI_SCENARIO
 
 # Without nogil, like the state ring's writer: the tick keeps the GIL (see plant_models.run.ring).
 JIT = dict(cache=True)
 
-# header slots (int64)
-Q_PUT = 0  # rows filled by the producer so far
-Q_GOT = 1  # rows taken by the tick so far
-Q_SCENARIO = 2  # rows taken but not applied because a scenario drove the inputs
-Q_APPLIED = 3  # rows applied
-Q_ACK_AT = 4  # index in the ack array where the seq of the last applied command goes (-1: nowhere)
-N_Q = 8
+QUEUE_HEADER = Columns("the hand-over queue's header slots (int64)", (
+    ("Q_PUT", "rows filled by the producer so far"),
+    ("Q_GOT", "rows taken by the tick so far"),
+    ("Q_SCENARIO", "rows taken but not applied because a scenario drove the inputs"),
+    ("Q_APPLIED", "rows applied"),
+    ("Q_ACK_AT", "index in the ack array where the seq of the last applied command goes (-1: nowhere)"),
+    (None, "spare", 3),
+), count="N_Q")
+globals().update(QUEUE_HEADER.constants())  # Q_PUT .. Q_ACK_AT; N_Q = 8
 
-# row metadata columns (int64)
-M_SEQ = 0  # the command's seq (0: none given)
-M_COUNT = 1  # inputs set by this row
+ROW_META = Columns("a queued row's metadata columns (int64)", (
+    ("M_SEQ", "the command's seq (0: none given)"),
+    ("M_COUNT", "inputs set by this row"),
+))
+globals().update(ROW_META.constants())  # M_SEQ, M_COUNT
 
 
 @njit("int64(int64[::1], int64[:, ::1], int64[:, ::1], float64[:, ::1], float64[::1], float64[::1], int64[::1], "
@@ -55,25 +61,25 @@ def apply_rows(q, meta, idx, val, u, u_rate, ack, drive, max_rows):
     Called in the real-time loop.
     """
     cap = meta.shape[0]
-    got = q[Q_GOT]
-    end = min(q[Q_PUT], got + max_rows)
+    got = q[Q_GOT]  # noqa: F821
+    end = min(q[Q_PUT], got + max_rows)  # noqa: F821
     applied = 0
     while got < end:
         r = got % cap
         if drive:
-            for j in range(meta[r, M_COUNT]):
+            for j in range(meta[r, M_COUNT]):  # noqa: F821
                 k = idx[r, j]
                 u[k] = val[r, j]
                 u_rate[k] = 0.0
-            s = meta[r, M_SEQ]
-            if s != 0 and q[Q_ACK_AT] >= 0:
-                ack[q[Q_ACK_AT]] = s
+            s = meta[r, M_SEQ]  # noqa: F821
+            if s != 0 and q[Q_ACK_AT] >= 0:  # noqa: F821
+                ack[q[Q_ACK_AT]] = s  # noqa: F821
             applied += 1
         else:
-            q[Q_SCENARIO] += 1
+            q[Q_SCENARIO] += 1  # noqa: F821
         got += 1
-    q[Q_GOT] = got
-    q[Q_APPLIED] += applied
+    q[Q_GOT] = got  # noqa: F821
+    q[Q_APPLIED] += applied  # noqa: F821
     return applied
 
 
@@ -86,8 +92,8 @@ def apply_rows_stage(ctx, k, now_ns, dt, carry):
     ``ctx``: [q, meta, idx, val, u, u_rate, ack, tick_info, rows, row width, max rows per tick, inputs, ack
     length] (:meth:`CommandRows.compiled_stage`).  Called in the real-time loop.
     """
-    q = carray(i64_at(ctx[0]), (N_Q,))
-    if q[Q_PUT] == q[Q_GOT]:
+    q = carray(i64_at(ctx[0]), (N_Q,))  # noqa: F821
+    if q[Q_PUT] == q[Q_GOT]:  # noqa: F821
         return 0
     cap, width, n_in = ctx[8], ctx[9], ctx[11]
     applied = apply_rows(q, carray(i64_at(ctx[1]), (cap, 2)), carray(i64_at(ctx[2]), (cap, width)),
@@ -116,44 +122,44 @@ class CommandRows:
 
     def __init__(self, n_in: int, capacity: int = 64, ack: np.ndarray | None = None, ack_at: int = -1):
         self.capacity = int(capacity)
-        self.q = np.zeros(N_Q, dtype=np.int64)
+        self.q = np.zeros(N_Q, dtype=np.int64)  # noqa: F821
         self.meta = np.zeros((self.capacity, 2), dtype=np.int64)
         self.idx = np.zeros((self.capacity, max(n_in, 1)), dtype=np.int64)
         self.val = np.zeros((self.capacity, max(n_in, 1)), dtype=np.float64)
         self.ack = ack if ack is not None else np.zeros(1, dtype=np.int64)
-        self.q[Q_ACK_AT] = ack_at if ack is not None else -1
+        self.q[Q_ACK_AT] = ack_at if ack is not None else -1  # noqa: F821
 
     # -- the producer (between ticks) ----------------------------------------------------------------
     def free(self) -> int:
         """Rows the producer may still fill."""
-        return self.capacity - (int(self.q[Q_PUT]) - int(self.q[Q_GOT]))
+        return self.capacity - (int(self.q[Q_PUT]) - int(self.q[Q_GOT]))  # noqa: F821
 
     def put(self, seq: int, idx: np.ndarray, val: np.ndarray, count: int) -> bool:
         """Hand over one validated update; False (nothing done) if every row is taken.  Not for the tick."""
-        p = int(self.q[Q_PUT])
-        if p - int(self.q[Q_GOT]) >= self.capacity:
+        p = int(self.q[Q_PUT])  # noqa: F821
+        if p - int(self.q[Q_GOT]) >= self.capacity:  # noqa: F821
             return False
         r = p % self.capacity
         self.meta[r, 0] = seq
         self.meta[r, 1] = count
         self.idx[r, :count] = idx[:count]
         self.val[r, :count] = val[:count]
-        self.q[Q_PUT] = p + 1  # last: the row is complete before the tick can see it
+        self.q[Q_PUT] = p + 1  # noqa: F821 last: the row is complete before the tick can see it
         return True
 
     def scenario_rejected(self) -> int:
         """Rows the tick dropped because a scenario drove the inputs (since the queue was made)."""
-        return int(self.q[Q_SCENARIO])
+        return int(self.q[Q_SCENARIO])  # noqa: F821
 
     @property
     def applied(self) -> int:
         """Rows the tick applied (since the queue was made)."""
-        return int(self.q[Q_APPLIED])
+        return int(self.q[Q_APPLIED])  # noqa: F821
 
     # -- the consumer (the tick) ---------------------------------------------------------------------
     def waiting(self) -> bool:
         """Whether rows wait for the tick (the tick itself compares ``q[Q_PUT]`` and ``q[Q_GOT]``)."""
-        return int(self.q[Q_PUT]) != int(self.q[Q_GOT])
+        return int(self.q[Q_PUT]) != int(self.q[Q_GOT])  # noqa: F821
 
     def compiled_stage(self, u: np.ndarray, u_rate: np.ndarray, tick_info: np.ndarray, max_rows: int) -> CompiledStage:
         """The compiled form of the ``commanded`` stage for this queue: what :meth:`apply` does, gated by

@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit
 
 from .core.api import JIT, raw_f, raw_i
+from .contract.columns import Columns
 
 # -- input tables -------------------------------------------------------------------------------------
 TAB_CONST = 0  # one value
@@ -27,11 +28,13 @@ TAB_LINEAR = 1  # piecewise linear through [time, value] points, last value held
 TAB_STEPS = 2  # piecewise constant: a point holds until the next (integer inputs)
 TAB_SINE = 3  # offset + amplitude sin(omega t + phase)
 # columns of the int table, one row per plant input
-TI_KIND = 0  # TAB_*
-TI_FIRST = 1  # first entry of this input in the float tables
-TI_COUNT = 2  # number of points (TAB_LINEAR / TAB_STEPS)
-TI_RATE = 3  # 1: the step's rate is the first-order hold's slope; 0: rate 0 (hold, constants, integers)
-TI_LEN = 4
+INPUT_COLUMNS = Columns("an input's row of the kind table (int64)", (
+    ("TI_KIND", "TAB_*"),
+    ("TI_FIRST", "first entry of this input in the float tables"),
+    ("TI_COUNT", "number of points (TAB_LINEAR / TAB_STEPS)"),
+    ("TI_RATE", "1: the step's rate is the first-order hold's slope; 0: rate 0 (hold, constants, integers)"),
+), count="TI_LEN")
+globals().update(INPUT_COLUMNS.constants())  # TI_KIND .. TI_RATE; TI_LEN
 # a sine's four numbers in the value table, from TI_FIRST
 SINE_OFFSET, SINE_AMPLITUDE, SINE_OMEGA, SINE_PHASE = 0, 1, 2, 3
 
@@ -67,7 +70,7 @@ class InputTable:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(kind, times, values)`` for :func:`fill_inputs` and the compiled run's inputs stage."""
-        kind = np.zeros((self.n_in, TI_LEN), dtype=np.int64)
+        kind = np.zeros((self.n_in, TI_LEN), dtype=np.int64)  # noqa: F821
         times: list[float] = []
         values: list[float] = []
         for i, (k, ts, vs, rate) in enumerate(self._rows):
@@ -99,23 +102,23 @@ def _search(times, first, count, t, right):
 @njit(**JIT)
 def input_value(kind, times, values, i, t, right):
     """Input i at time t: u(t+) when ``right``, else u(t-).  Called in the compiled run."""
-    k = kind[i * TI_LEN + TI_KIND]
-    first = kind[i * TI_LEN + TI_FIRST]
+    k = kind[i * TI_LEN + TI_KIND]  # noqa: F821
+    first = kind[i * TI_LEN + TI_FIRST]  # noqa: F821
     if k == TAB_CONST:
         return values[first]
     if k == TAB_SINE:
         return values[first + SINE_OFFSET] + values[first + SINE_AMPLITUDE] * math.sin(
             values[first + SINE_OMEGA] * t + values[first + SINE_PHASE])
-    return _point_value(kind, times, values, i, t, _search(times, first, kind[i * TI_LEN + TI_COUNT], t, right))
+    return _point_value(kind, times, values, i, t, _search(times, first, kind[i * TI_LEN + TI_COUNT], t, right))  # noqa: F821
 
 
 @njit(**JIT)
 def _point_value(kind, times, values, i, t, j):
     """Input i (a table of points) at time t, ``j`` the index :func:`_search` gave for t (the same rule for u(t+)
     and u(t-): only ``j`` differs)."""
-    k = kind[i * TI_LEN + TI_KIND]
-    first = kind[i * TI_LEN + TI_FIRST]
-    n = kind[i * TI_LEN + TI_COUNT]
+    k = kind[i * TI_LEN + TI_KIND]  # noqa: F821
+    first = kind[i * TI_LEN + TI_FIRST]  # noqa: F821
+    n = kind[i * TI_LEN + TI_COUNT]  # noqa: F821
     if k == TAB_STEPS:  # the last point at or before t (strictly before for u(t-))
         j -= 1
         if j < 0:
@@ -143,9 +146,9 @@ def write_inputs(kind, n_in, times, values, dt, k, df, at):
     t1 = (float(k) + 1.0) * dt
     changed = False
     for i in range(n_in):
-        rate = kind[i * TI_LEN + TI_RATE] != 0
-        if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # what input_value gives, without the call
-            v0 = values[kind[i * TI_LEN + TI_FIRST]]
+        rate = kind[i * TI_LEN + TI_RATE] != 0  # noqa: F821
+        if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # noqa: F821 what input_value gives, without the call
+            v0 = values[kind[i * TI_LEN + TI_FIRST]]  # noqa: F821
             r = (v0 - v0) / dt if rate else 0.0
         else:
             v0 = input_value(kind, times, values, i, t0, True)
@@ -160,10 +163,10 @@ def write_inputs(kind, n_in, times, values, dt, k, df, at):
 def _kept_start(kind, times, values, i, t):
     """Input i's u(t+), and whether it is a table of points with no point after t (then u is that value from t
     on, from either side)."""
-    if kind[i * TI_LEN + TI_KIND] == TAB_SINE:
+    if kind[i * TI_LEN + TI_KIND] == TAB_SINE:  # noqa: F821
         return input_value(kind, times, values, i, t, True), False
-    first = kind[i * TI_LEN + TI_FIRST]
-    n = kind[i * TI_LEN + TI_COUNT]
+    first = kind[i * TI_LEN + TI_FIRST]  # noqa: F821
+    n = kind[i * TI_LEN + TI_COUNT]  # noqa: F821
     j = _search(times, first, n, t, True)  # the first point after t
     return _point_value(kind, times, values, i, t, j), j >= n
 
@@ -173,10 +176,10 @@ def _kept_end(kind, times, values, i, t):
     """Input i's u(t-); whether u(t+) is the same number (a sine: always; points: when no point lies at t, where
     u(t-) and u(t+) take the same segment); whether it is a table of points with every point before t (then u
     is that value from t on, from either side)."""
-    if kind[i * TI_LEN + TI_KIND] == TAB_SINE:
+    if kind[i * TI_LEN + TI_KIND] == TAB_SINE:  # noqa: F821
         return input_value(kind, times, values, i, t, False), True, False
-    first = kind[i * TI_LEN + TI_FIRST]
-    n = kind[i * TI_LEN + TI_COUNT]
+    first = kind[i * TI_LEN + TI_FIRST]  # noqa: F821
+    n = kind[i * TI_LEN + TI_COUNT]  # noqa: F821
     j = _search(times, first, n, t, False)  # the first point at or after t
     return _point_value(kind, times, values, i, t, j), j >= n or times[first + j] != t, j >= n
 
@@ -203,10 +206,10 @@ def write_inputs_kept(kind, n_in, times, values, dt, k, df, at, kept, kept_k):
     t1 = (float(k) + 1.0) * dt
     changed = False
     for i in range(n_in):
-        rate = kind[i * TI_LEN + TI_RATE] != 0
+        rate = kind[i * TI_LEN + TI_RATE] != 0  # noqa: F821
         held = kept_k[i]
-        if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # what input_value gives, without the call
-            v0 = values[kind[i * TI_LEN + TI_FIRST]]
+        if kind[i * TI_LEN + TI_KIND] == TAB_CONST:  # noqa: F821 what input_value gives, without the call
+            v0 = values[kind[i * TI_LEN + TI_FIRST]]  # noqa: F821
             r = (v0 - v0) / dt if rate else 0.0
         elif held <= -2 and k >= -2 - held:  # past the last point: u(t_k+) = u(t_k+1 -) = the last value
             v0 = kept[i]

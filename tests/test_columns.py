@@ -34,6 +34,11 @@ CONVERTED = {
                                   "PAGE_BYTES"},
     "server.realtime.telemetry": {"N_BINS"},  # the histogram's bins: a size
     "server.realtime.watchdog": {"OK", "HOLD", "RAMP", "SAFE"},  # the phases, a kind
+    "io_adapters.zmq.codec": set(),
+    "io_adapters.handover": set(),
+    "plant_models.plants.chain": {"MAX_BODIES"},  # a size
+    "plant_models.input_table": {"TAB_CONST", "TAB_LINEAR", "TAB_STEPS", "TAB_SINE"},  # the table kinds
+    "plant_models.run.offline_compiled": set(),
 }
 HAND_NUMBERED = re.compile(r"^([A-Z][A-Z0-9_]*) = [0-9]+", re.M)
 

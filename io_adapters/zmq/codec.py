@@ -37,6 +37,8 @@ import msgpack
 import numpy as np
 from numba import njit
 
+from plant_models.contract.columns import Columns
+
 from ..protocol import (COMMAND_ERRORS, MAX_SIGNALS_PER_COMMAND, PROTOCOL_VERSION, InputValidator, ProtocolError,
                         schema_id, wire_type_name)
 
@@ -48,15 +50,18 @@ if TYPE_CHECKING:  # pragma: no cover
 # state messages
 # ---------------------------------------------------------------------------
 # slots of StateEncoder.layout (int64): byte offsets of the fixed fields in the template, then the outputs
-LAY_SEQ = 0
-LAY_TICK = 1
-LAY_T = 2
-LAY_ACK = 3
-LAY_ST = 4
-LAY_WD = 5
-LAY_N = 6  # number of outputs
-LAY_FLT = 7
-LAY_Y = 8  # byte offset of output j's 8 bytes at LAY_Y + j
+STATE_LAYOUT = Columns("StateEncoder.layout's slots (int64)", (
+    ("LAY_SEQ", "byte offset of seq"),
+    ("LAY_TICK", "byte offset of tick"),
+    ("LAY_T", "byte offset of t"),
+    ("LAY_ACK", "byte offset of ack"),
+    ("LAY_ST", "byte offset of the status word"),
+    ("LAY_WD", "byte offset of the watchdog flag"),
+    ("LAY_N", "number of outputs"),
+    ("LAY_FLT", "byte offset of the active fault count"),
+    ("LAY_Y", "byte offset of output j's 8 bytes at LAY_Y + j", 0),
+))
+globals().update(STATE_LAYOUT.constants())  # LAY_SEQ = 0 .. LAY_Y = 8
 
 
 @njit(cache=True)
@@ -73,17 +78,17 @@ def pack_state_row(buf, lay, scratch_f, scratch_i, seq, ints, floats, j, c_tick,
 
     Not called in the tick: the publisher calls it between ticks.
     """
-    _put_be64(buf, lay[LAY_SEQ], seq)
-    _put_be64(buf, lay[LAY_TICK], ints[j, c_tick])
+    _put_be64(buf, lay[LAY_SEQ], seq)  # noqa: F821
+    _put_be64(buf, lay[LAY_TICK], ints[j, c_tick])  # noqa: F821
     scratch_f[0] = floats[j, f_t]
-    _put_be64(buf, lay[LAY_T], scratch_i[0])
-    _put_be64(buf, lay[LAY_ACK], ints[j, c_ack] if c_ack >= 0 else 0)
-    _put_be64(buf, lay[LAY_ST], ints[j, c_st])
-    buf[lay[LAY_WD]] = 0xC3 if ints[j, c_wd] != 0 else 0xC2
-    _put_be64(buf, lay[LAY_FLT], ints[j, c_flt] if c_flt >= 0 else 0)
-    for k in range(lay[LAY_N]):
+    _put_be64(buf, lay[LAY_T], scratch_i[0])  # noqa: F821
+    _put_be64(buf, lay[LAY_ACK], ints[j, c_ack] if c_ack >= 0 else 0)  # noqa: F821
+    _put_be64(buf, lay[LAY_ST], ints[j, c_st])  # noqa: F821
+    buf[lay[LAY_WD]] = 0xC3 if ints[j, c_wd] != 0 else 0xC2  # noqa: F821
+    _put_be64(buf, lay[LAY_FLT], ints[j, c_flt] if c_flt >= 0 else 0)  # noqa: F821
+    for k in range(lay[LAY_N]):  # noqa: F821
         scratch_f[0] = floats[j, f_y + k]
-        _put_be64(buf, lay[LAY_Y + k], scratch_i[0])
+        _put_be64(buf, lay[LAY_Y + k], scratch_i[0])  # noqa: F821
 
 
 def _state_template(names: Sequence[str], fmt: str) -> tuple[bytes, dict[str, int], list[int]]:
@@ -189,12 +194,12 @@ class StateEncoder:
             self._y_strided = np.ndarray((self.n,), dtype=">f8", buffer=buf, offset=y_pos[0], strides=(stride,))
         self._y_index = (np.asarray(y_pos, dtype=np.intp)[:, None] + np.arange(8, dtype=np.intp)).ravel()
         self.view = memoryview(self.buffer)
-        self.layout = np.zeros(LAY_Y + self.n, dtype=np.int64)
-        for slot, field in ((LAY_SEQ, "seq"), (LAY_TICK, "tick"), (LAY_T, "t"), (LAY_ACK, "ack"), (LAY_ST, "st"),
-                            (LAY_WD, "wd"), (LAY_FLT, "faults")):
+        self.layout = np.zeros(LAY_Y + self.n, dtype=np.int64)  # noqa: F821
+        for slot, field in ((LAY_SEQ, "seq"), (LAY_TICK, "tick"), (LAY_T, "t"), (LAY_ACK, "ack"), (LAY_ST, "st"),  # noqa: F821
+                            (LAY_WD, "wd"), (LAY_FLT, "faults")):  # noqa: F821
             self.layout[slot] = slots[field]
-        self.layout[LAY_N] = self.n
-        self.layout[LAY_Y:] = y_pos
+        self.layout[LAY_N] = self.n  # noqa: F821
+        self.layout[LAY_Y:] = y_pos  # noqa: F821
         self._scratch_f = np.zeros(1)
         self._scratch_i = self._scratch_f.view(np.int64)
         self._columns = (0, 0, 0, -1, 0, 0, -1)

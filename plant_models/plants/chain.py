@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from numba import njit
 
 from ..core.api import JIT, L, CoreSpec, Row, Settings, y_omega, y_theta
+from ..contract.columns import Columns
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Ports, Signal
 from . import friction_step
@@ -43,13 +44,15 @@ from . import friction_step
 MAX_BODIES = 64
 
 # plant int parameters (MI_PLANT block): where the port blocks start
-PI_N_IN = 0  # number of inputs (the rates follow the inputs)
-PI_IN_CAPACITY = 1  # input index of capacity_1_2
-PI_OUT_V = 2  # output index of v_1
-PI_OUT_X = 3  # output index of x_1
-PI_OUT_CONTACTS = 4  # output index of the first contact's block
-PI_OUT_STATUS = 5  # output index of status
-PI_LEN = 6
+PLANT_INTS = Columns("the chain's int parameters (MI_PLANT block)", (
+    ("PI_N_IN", "number of inputs (the rates follow the inputs)"),
+    ("PI_IN_CAPACITY", "input index of capacity_1_2"),
+    ("PI_OUT_V", "output index of v_1"),
+    ("PI_OUT_X", "output index of x_1"),
+    ("PI_OUT_CONTACTS", "output index of the first contact's block"),
+    ("PI_OUT_STATUS", "output index of status"),
+), count="PI_LEN")
+globals().update(PLANT_INTS.constants())  # PI_N_IN .. PI_OUT_STATUS; PI_LEN
 
 CONTACT = Ports()  # the outputs of contact {a}-{b} ({v}, {f}: velocity and force units), one block per contact
 CT_SLIP = CONTACT.add("slip_{c}", "{v}", -2.0e4, 2.0e4, 0.0, "relative velocity v_{a} - v_{b}")
@@ -111,8 +114,8 @@ def chain_ports(p: ChainParams) -> tuple[Ports, Ports, dict[int, int]]:
     contacts = outputs.add_block(s for i in range(n - 1)
                                  for s in CONTACT.formatted(c=contact_name(i), a=i + 1, b=i + 2, v=u["v"], f=u["f"]))
     status = outputs.add("status", "-", 0, 2 ** 16, 0, "core status bits", integer=True)
-    blocks = {PI_N_IN: len(inputs), PI_IN_CAPACITY: capacity, PI_OUT_V: v, PI_OUT_X: x, PI_OUT_CONTACTS: contacts,
-              PI_OUT_STATUS: status}
+    blocks = {PI_N_IN: len(inputs), PI_IN_CAPACITY: capacity, PI_OUT_V: v, PI_OUT_X: x, PI_OUT_CONTACTS: contacts,  # noqa: F821
+              PI_OUT_STATUS: status}  # noqa: F821
     return inputs, outputs, blocks
 
 
@@ -123,8 +126,8 @@ def _inputs(mf, mi, df, di):
     g = mi[L.H_G]
     op = mi[L.DF_PLANT]
     opi = mi[L.MI_PLANT]
-    n_in = mi[opi + PI_N_IN]
-    ocap = mi[opi + PI_IN_CAPACITY]
+    n_in = mi[opi + PI_N_IN]  # noqa: F821
+    ocap = mi[opi + PI_IN_CAPACITY]  # noqa: F821
     out = mi[L.DF_U_TAU]
     outr = mi[L.DF_U_TAU_RATE]
     oua = mi[L.DF_U_ACT]
@@ -144,23 +147,23 @@ def _outputs(mf, mi, df, di, st, h):
     n = mi[L.H_N]
     g = mi[L.H_G]
     opi = mi[L.MI_PLANT]
-    oy = mi[L.DF_PLANT] + 2 * mi[opi + PI_N_IN]
+    oy = mi[L.DF_PLANT] + 2 * mi[opi + PI_N_IN]  # noqa: F821
     ow = y_omega(mi)
     ox = y_theta(mi)
     for j in range(n):
-        df[oy + mi[opi + PI_OUT_V] + j] = df[ow + j]
-        df[oy + mi[opi + PI_OUT_X] + j] = df[ox + j]
+        df[oy + mi[opi + PI_OUT_V] + j] = df[ow + j]  # noqa: F821
+        df[oy + mi[opi + PI_OUT_X] + j] = df[ox + j]  # noqa: F821
     odelta = mi[L.DF_DELTA]
     omu = mi[L.DF_MU]
     ocap = mi[L.DF_CAP_S]
     omode = mi[L.DI_MODE]
-    oc = oy + mi[opi + PI_OUT_CONTACTS]
+    oc = oy + mi[opi + PI_OUT_CONTACTS]  # noqa: F821
     for i in range(g):
         df[oc + CT_LEN * i + CT_SLIP] = df[odelta + i]
         df[oc + CT_LEN * i + CT_FRICTION] = 0.0 - df[omu + i]  # core row force acts +mu on body i; tau = -mu
         df[oc + CT_LEN * i + CT_STUCK] = 1.0 if di[omode + i] == L.MODE_STUCK else 0.0
         df[oc + CT_LEN * i + CT_LIMIT] = df[ocap + i]
-    df[oy + mi[opi + PI_OUT_STATUS]] = float(st)
+    df[oy + mi[opi + PI_OUT_STATUS]] = float(st)  # noqa: F821
 
 
 # the step (inputs -> core step -> outputs) and the refresh: the one sequence of plants/friction_step.py
@@ -175,7 +178,7 @@ class ChainPlant(FrictionPlant):
                   "(Zanasi, Sandoni & Morselli; Biagiotti & Zanasi)"
     params_type = ChainParams
     kernels = friction_kernels(chain_step, chain_refresh)
-    plant_ni = PI_LEN
+    plant_ni = PI_LEN  # noqa: F821
 
     @classmethod
     def signals(cls, params: ChainParams):

@@ -60,6 +60,7 @@ import numpy as np
 from numba import carray, njit
 
 from ..core.api import JIT, L, call_step_at
+from ..contract.columns import Columns
 from . import stages as _stages
 from .compiled import (CHANGED, MAX_STAGES, P_BUFFERS, P_N_AFTER, P_N_BEFORE, P_STAGES, P_STEP_AT, READS,
                        CompiledStage, address, call_stage_at, f64_at, i64_at)
@@ -67,22 +68,26 @@ from .compiled import (CHANGED, MAX_STAGES, P_BUFFERS, P_N_AFTER, P_N_BEFORE, P_
 
 # what a compiled offline run carries from one call to the next: an int64 array ``acc`` (its stages write it,
 # plant_models.offline_stages; acc[ACC_STATUS] is the plan's status word, acc[ACC_EVENTS] its room word)
-ACC_ROWS = 0  # output rows written
-ACC_EV_READ = 1  # the plant's event count read so far
-ACC_EVENTS = 2  # events collected
-ACC_LOST = 3  # events overwritten in the ring before they were read
-ACC_STATUS = 4  # OR of every step's status word
-ACC_LEN = 5
+ACCOUNTS = Columns("what a compiled offline run carries from one call to the next (int64)", (
+    ("ACC_ROWS", "output rows written"),
+    ("ACC_EV_READ", "the plant's event count read so far"),
+    ("ACC_EVENTS", "events collected"),
+    ("ACC_LOST", "events overwritten in the ring before they were read"),
+    ("ACC_STATUS", "OR of every step's status word"),
+), count="ACC_LEN")
+globals().update(ACCOUNTS.constants())  # ACC_ROWS .. ACC_STATUS; ACC_LEN
 
 # the offline run's slots of the plan, after the tick's layout
-O_HINTS = P_STAGES + 2 * MAX_STAGES  # index in di of the plant's run-hints word, -1: none
-O_EVERY = O_HINTS + 1  # a row is kept after every N-th step (k + 1 a multiple of N) ...
-O_LAST = O_HINTS + 2  # ... and after this step count (the run's last)
-O_PERIOD = O_HINTS + 3  # a controller reads the outputs after every N-th step, 0: none
-O_STATUS_AT = O_HINTS + 4  # the address of the int64 word the steps' status words are OR-ed into
-O_ROOM_AT = O_HINTS + 5  # 0, or the address of an int64 word: a call ends before a step when it is ...
-O_ROOM_LIMIT = O_HINTS + 6  # ... above this
-PLAN_LEN = O_HINTS + 7
+OFFLINE_PLAN = Columns("the offline run's slots of the plan (int64), after the tick's", (
+    ("O_HINTS", "index in di of the plant's run-hints word, -1: none"),
+    ("O_EVERY", "a row is kept after every N-th step (k + 1 a multiple of N) ..."),
+    ("O_LAST", "... and after this step count (the run's last)"),
+    ("O_PERIOD", "a controller reads the outputs after every N-th step, 0: none"),
+    ("O_STATUS_AT", "the address of the int64 word the steps' status words are OR-ed into"),
+    ("O_ROOM_AT", "0, or the address of an int64 word: a call ends before a step when it is ..."),
+    ("O_ROOM_LIMIT", "... above this"),
+), count="PLAN_LEN", start=P_STAGES + 2 * MAX_STAGES)  # noqa: F821
+globals().update(OFFLINE_PLAN.constants())  # O_HINTS .. O_ROOM_LIMIT; PLAN_LEN
 
 
 @njit(**JIT)
@@ -121,10 +126,10 @@ def run_compiled(plan, k0, k1, dt):
     mf, mi = carray(f64_at(plan[b]), (plan[b + 1],)), carray(i64_at(plan[b + 2]), (plan[b + 3],))
     df, di = carray(f64_at(plan[b + 4]), (plan[b + 5],)), carray(i64_at(plan[b + 6]), (plan[b + 7],))
     step_at, n_before, n_after = plan[P_STEP_AT], plan[P_N_BEFORE], plan[P_N_AFTER]
-    room_at, room_limit = plan[O_ROOM_AT], plan[O_ROOM_LIMIT]
+    room_at, room_limit = plan[O_ROOM_AT], plan[O_ROOM_LIMIT]  # noqa: F821
     room = i64_at(room_at)
-    hints_at, every, last, period = plan[O_HINTS], plan[O_EVERY], plan[O_LAST], plan[O_PERIOD]
-    status_word = i64_at(plan[O_STATUS_AT])
+    hints_at, every, last, period = plan[O_HINTS], plan[O_EVERY], plan[O_LAST], plan[O_PERIOD]  # noqa: F821
+    status_word = i64_at(plan[O_STATUS_AT])  # noqa: F821
     status = status_word[0]
     # the next step counts (k + 1) a row and a controller read: counted, not divided at every step
     next_row = (k0 // every + 1) * every
@@ -215,7 +220,7 @@ class OfflinePlan:
         self.stages = tuple(run)
         self.compiled = tuple(before + after)
         self.loop = fused_loop(before, after) or run_compiled
-        self.plan = np.zeros(PLAN_LEN, dtype=np.int64)
+        self.plan = np.zeros(PLAN_LEN, dtype=np.int64)  # noqa: F821
         self.plan[P_STEP_AT] = step_at
         self.plan[P_N_BEFORE], self.plan[P_N_AFTER] = len(before), len(after)
         for j, s in enumerate(self.compiled):
@@ -224,11 +229,11 @@ class OfflinePlan:
         for j, buf in enumerate((plant.mf, plant.mi, plant.df, plant.di)):
             self.plan[P_BUFFERS + 2 * j] = address(buf)
             self.plan[P_BUFFERS + 2 * j + 1] = buf.shape[0]
-        self.plan[O_HINTS] = plant.run_hints_slot()
-        self.plan[O_EVERY], self.plan[O_LAST], self.plan[O_PERIOD] = int(every), int(last), int(period)
+        self.plan[O_HINTS] = plant.run_hints_slot()  # noqa: F821
+        self.plan[O_EVERY], self.plan[O_LAST], self.plan[O_PERIOD] = int(every), int(last), int(period)  # noqa: F821
         if status_word.dtype != np.int64 or not status_word.flags.c_contiguous:
             raise ValueError("the status word must be a contiguous int64 array")
-        self.plan[O_STATUS_AT] = address(status_word)
+        self.plan[O_STATUS_AT] = address(status_word)  # noqa: F821
         self._keep: list[Any] = [plant.mf, plant.mi, plant.df, plant.di, status_word]  # alive with their addresses
         self.set_room(*(room if room is not None else (None, 0)))
 
@@ -238,8 +243,8 @@ class OfflinePlan:
         if word is not None and (word.dtype != np.int64 or not word.flags.c_contiguous):
             raise ValueError("the room word must be a contiguous int64 array")
         self.room = word
-        self.plan[O_ROOM_AT] = 0 if word is None else address(word)
-        self.plan[O_ROOM_LIMIT] = int(limit)
+        self.plan[O_ROOM_AT] = 0 if word is None else address(word)  # noqa: F821
+        self.plan[O_ROOM_LIMIT] = int(limit)  # noqa: F821
 
     def replace(self, stage: CompiledStage) -> None:
         """Put ``stage`` in the place of the plan's stage of the same name (its arrays were reallocated)."""
@@ -267,8 +272,8 @@ def compiled_run_possible() -> bool:
 def warm_up() -> None:
     """Compile (or load from numba's cache) :func:`run_compiled` and the fused loops registered so far, taking no
     step."""
-    plan, status = np.zeros(PLAN_LEN, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    plan[O_EVERY], plan[O_HINTS], plan[O_STATUS_AT] = 1, -1, address(status)
+    plan, status = np.zeros(PLAN_LEN, dtype=np.int64), np.zeros(1, dtype=np.int64)  # noqa: F821
+    plan[O_EVERY], plan[O_HINTS], plan[O_STATUS_AT] = 1, -1, address(status)  # noqa: F821
     for loop in (run_compiled, *dict.fromkeys(_FUSED.values())):
         loop(plan, 0, 0, 1e-3)
 
