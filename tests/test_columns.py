@@ -39,6 +39,9 @@ CONVERTED = {
     "plant_models.plants.chain": {"MAX_BODIES"},  # a size
     "plant_models.input_table": {"TAB_CONST", "TAB_LINEAR", "TAB_STEPS", "TAB_SINE"},  # the table kinds
     "plant_models.run.offline_compiled": set(),
+    "server.realtime.scenario_player": set(),
+    "plant_models.plants.damper": set(),
+    "plant_models.plants.viscous_coupling": set(),
 }
 HAND_NUMBERED = re.compile(r"^([A-Z][A-Z0-9_]*) = [0-9]+", re.M)
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from numba import njit
 
 from ..core.api import JIT, L, CoreSpec, Row, Settings, Spring, y_omega, y_row_work, y_twist
+from ..contract.columns import Columns
 from ..friction_plant import FrictionPlant, friction_kernels
 from ..plant import Param, Ports, Signal
 from . import friction_step
@@ -45,11 +46,16 @@ from . import friction_step
 DEG = math.pi / 180.0  # rad per degree
 
 # plant float parameters (MF_PLANT block)
-PF_K23 = 0  # Coulomb amplitude of the damper friction k23, N m
-PF_LEN = 1
+PLANT_FLOATS = Columns("the damper's float parameters (MF_PLANT block)", (
+    ("PF_K23", "Coulomb amplitude of the damper friction k23, N m"),
+), count="PF_LEN")
+globals().update(PLANT_FLOATS.constants())  # PF_K23; PF_LEN
 
-ROW_CLUTCH = 0
-ROW_DAMPER_FRICTION = 1
+ROWS = Columns("the core's friction rows", (
+    ("ROW_CLUTCH", "the clutch between shafts 1 and 2"),
+    ("ROW_DAMPER_FRICTION", "the damper's Coulomb friction between shafts 2 and 3"),
+))
+globals().update(ROWS.constants())  # ROW_CLUTCH, ROW_DAMPER_FRICTION
 
 
 @dataclass(frozen=True)
@@ -117,10 +123,10 @@ def _inputs(mf, mi, df, di):
     df[outr + 1] = 0.0
     df[out + 2] = -df[op + IN_LOAD]
     df[outr + 2] = -df[op + N_IN + IN_LOAD]
-    df[oua + ROW_CLUTCH] = df[op + IN_CLUTCH]
-    df[ouar + ROW_CLUTCH] = df[op + N_IN + IN_CLUTCH]
-    df[oua + ROW_DAMPER_FRICTION] = mf[mi[L.MF_PLANT] + PF_K23]
-    df[ouar + ROW_DAMPER_FRICTION] = 0.0
+    df[oua + ROW_CLUTCH] = df[op + IN_CLUTCH]  # noqa: F821
+    df[ouar + ROW_CLUTCH] = df[op + N_IN + IN_CLUTCH]  # noqa: F821
+    df[oua + ROW_DAMPER_FRICTION] = mf[mi[L.MF_PLANT] + PF_K23]  # noqa: F821
+    df[ouar + ROW_DAMPER_FRICTION] = 0.0  # noqa: F821
     return 0
 
 
@@ -136,15 +142,15 @@ def _outputs(mf, mi, df, di, st, h):
     omu = mi[L.DF_MU]
     odelta = mi[L.DF_DELTA]
     omode = mi[L.DI_MODE]
-    df[oy + OUT_CLUTCH_TQ] = -df[omu + ROW_CLUTCH]
-    df[oy + OUT_CLUTCH_SLIP] = df[odelta + ROW_CLUTCH]
-    c_stuck = di[omode + ROW_CLUTCH] == L.MODE_STUCK
-    d_stuck = di[omode + ROW_DAMPER_FRICTION] == L.MODE_STUCK
+    df[oy + OUT_CLUTCH_TQ] = -df[omu + ROW_CLUTCH]  # noqa: F821
+    df[oy + OUT_CLUTCH_SLIP] = df[odelta + ROW_CLUTCH]  # noqa: F821
+    c_stuck = di[omode + ROW_CLUTCH] == L.MODE_STUCK  # noqa: F821
+    d_stuck = di[omode + ROW_DAMPER_FRICTION] == L.MODE_STUCK  # noqa: F821
     df[oy + OUT_CLUTCH_STUCK] = 1.0 if c_stuck else 0.0
-    df[oy + OUT_CLUTCH_CAP] = df[mi[L.DF_CAP_S] + ROW_CLUTCH]
-    df[oy + OUT_CLUTCH_ENERGY] = df[y_row_work(mi) + ROW_CLUTCH]
-    df[oy + OUT_DF_TQ] = -df[omu + ROW_DAMPER_FRICTION]
-    df[oy + OUT_DF_SLIP] = df[odelta + ROW_DAMPER_FRICTION]
+    df[oy + OUT_CLUTCH_CAP] = df[mi[L.DF_CAP_S] + ROW_CLUTCH]  # noqa: F821
+    df[oy + OUT_CLUTCH_ENERGY] = df[y_row_work(mi) + ROW_CLUTCH]  # noqa: F821
+    df[oy + OUT_DF_TQ] = -df[omu + ROW_DAMPER_FRICTION]  # noqa: F821
+    df[oy + OUT_DF_SLIP] = df[odelta + ROW_DAMPER_FRICTION]  # noqa: F821
     df[oy + OUT_DF_STUCK] = 1.0 if d_stuck else 0.0
     df[oy + OUT_SYNC] = 1.0 if (c_stuck and d_stuck) else 0.0
     # the inputs as the core applied them at the end of the step (value + rate * dt of the hold)
@@ -153,7 +159,7 @@ def _outputs(mf, mi, df, di, st, h):
     oua = mi[L.DF_U_ACT]
     ouar = mi[L.DF_U_ACT_RATE]
     df[oy + OUT_ENGINE_IN] = df[out] + df[outr] * h
-    df[oy + OUT_CLUTCH_IN] = df[oua + ROW_CLUTCH] + df[ouar + ROW_CLUTCH] * h
+    df[oy + OUT_CLUTCH_IN] = df[oua + ROW_CLUTCH] + df[ouar + ROW_CLUTCH] * h  # noqa: F821
     df[oy + OUT_LOAD_IN] = -(df[out + 2] + df[outr + 2] * h)
     df[oy + OUT_STATUS] = float(st)
 
@@ -171,7 +177,7 @@ class DamperClutchPlant(FrictionPlant):
     input_ports = INPUTS
     output_ports = OUTPUTS
     kernels = friction_kernels(damper_step, damper_refresh)
-    plant_nf = PF_LEN
+    plant_nf = PF_LEN  # noqa: F821
 
     def __init__(self, params: DamperParams | None = None, source: str = ""):
         super().__init__(params or DamperParams(), source)
@@ -188,18 +194,18 @@ class DamperClutchPlant(FrictionPlant):
                         rows=rows, springs=(spring,), settings=p.settings)
 
     def _fill_model(self) -> None:
-        self.core.plant_f[PF_K23] = self.params.damper_friction_N_m
+        self.core.plant_f[PF_K23] = self.params.damper_friction_N_m  # noqa: F821
 
     def tunable_parameters(self) -> list[Param]:
         """The core's parameters and the damper friction k23 (read afresh at every step)."""
         pf = self.core.plant_f
         return super().tunable_parameters() + [
             Param("damper.friction_torque", "N m", 0.0, 1.0e5, "k23, Coulomb amplitude of the damper friction",
-                  lambda: float(pf[PF_K23]), lambda v: pf.__setitem__(PF_K23, v))]
+                  lambda: float(pf[PF_K23]), lambda v: pf.__setitem__(PF_K23, v))]  # noqa: F821
 
     def _initial_state(self) -> None:
         c = self.core
         c.omega[:] = self.params.initial_speeds
         c.twist[0] = self.params.initial_twist_rad
-        c.act[ROW_CLUTCH] = self.u[IN_CLUTCH]
-        c.act[ROW_DAMPER_FRICTION] = self.params.damper_friction_N_m
+        c.act[ROW_CLUTCH] = self.u[IN_CLUTCH]  # noqa: F821
+        c.act[ROW_DAMPER_FRICTION] = self.params.damper_friction_N_m  # noqa: F821

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..contract.columns import Columns
 from ..contract.plant import EventRing, Plant
 from ..contract.ports import Param, Ports
 from ..contract.vocabulary import (CNT_EVENTS, CNT_ROLLBACKS, CNT_STEPS, EV_REVERSAL, N_COUNTERS, SHARED_EVENTS,
@@ -80,16 +81,23 @@ OUT_STATUS = OUTPUTS.add("status", "-", 0, 2 ** 16, 0, "step status bits (bad_in
 N_OUT = len(OUTPUTS)
 
 # -- the buffers (numpy arrays; nothing is compiled) ----------------------------------------------------------
-MF_COUPLING = 0  # c, N m s/rad (tunable: the step reads it afresh)
-MF_LEN = 1
-DF_TIME = 0  # simulated time, s
-DF_U = 1  # [N_IN] inputs, then [N_IN] their rates (per s), then [N_OUT] outputs
-DF_P = DF_U + 2 * N_IN + N_OUT  # momentum J1 w1 + J2 w2, N m s
-DF_D = DF_P + 1  # slip w1 - w2, rad/s
-DF_EV_TIME = DF_D + 1  # [event_capacity] event times, s
-DI_COUNTERS = 0  # [N_COUNTERS] steps, events, ..., rollbacks (contract.vocabulary.CNT_*)
-DI_EV_SOURCE = DI_COUNTERS + N_COUNTERS  # [event_capacity] event source (0: the coupling)
-# DI_EV_KIND follows the sources: [event_capacity] event kind
+MODEL_FLOATS = Columns("the model floats", (
+    ("MF_COUPLING", "c, N m s/rad (tunable: the step reads it afresh)"),
+), count="MF_LEN")
+DATA_FLOATS = Columns("the data floats", (
+    ("DF_TIME", "simulated time, s"),
+    ("DF_U", "[N_IN] inputs, then [N_IN] their rates (per s), then [N_OUT] outputs", 2 * N_IN + N_OUT),
+    ("DF_P", "momentum J1 w1 + J2 w2, N m s"),
+    ("DF_D", "slip w1 - w2, rad/s"),
+    ("DF_EV_TIME", "[event_capacity] event times, s", 0),
+))
+DATA_INTS = Columns("the data ints", (
+    ("DI_COUNTERS", "[N_COUNTERS] steps, events, ..., rollbacks (contract.vocabulary.CNT_*)", N_COUNTERS),
+    ("DI_EV_SOURCE", "[event_capacity] event source (0: the coupling); the event kinds follow the sources", 0),
+))
+globals().update(MODEL_FLOATS.constants())  # MF_COUPLING; MF_LEN
+globals().update(DATA_FLOATS.constants())  # DF_TIME .. DF_EV_TIME
+globals().update(DATA_INTS.constants())  # DI_COUNTERS, DI_EV_SOURCE
 
 
 def _phi(a: float, h: float) -> tuple[float, float, float]:
@@ -122,10 +130,10 @@ class ViscousCouplingPlant(Plant):
     def __init__(self, params: ViscousCouplingParams, source: str = ""):
         self._cap = params.event_capacity
         super().__init__(params, source)
-        self.mf[MF_COUPLING] = params.coupling_N_m_s_per_rad
+        self.mf[MF_COUPLING] = params.coupling_N_m_s_per_rad  # noqa: F821
         self._j1, self._j2 = params.inertia_1_kg_m2, params.inertia_2_kg_m2
-        self._events = EventRing(self.df, self.di, DF_EV_TIME, DI_EV_SOURCE, DI_EV_SOURCE + self._cap,
-                                 DI_COUNTERS + CNT_EVENTS, self._cap)
+        self._events = EventRing(self.df, self.di, DF_EV_TIME, DI_EV_SOURCE, DI_EV_SOURCE + self._cap,  # noqa: F821
+                                 DI_COUNTERS + CNT_EVENTS, self._cap)  # noqa: F821
         self.reset()
 
     @classmethod
@@ -134,12 +142,12 @@ class ViscousCouplingPlant(Plant):
 
     # -- buffers -------------------------------------------------------------------------------------
     def _allocate_data(self):
-        return (np.zeros(MF_LEN), np.zeros(DF_EV_TIME + self._cap),
-                np.zeros(DI_EV_SOURCE + 2 * self._cap, dtype=np.int64))
+        return (np.zeros(MF_LEN), np.zeros(DF_EV_TIME + self._cap),  # noqa: F821
+                np.zeros(DI_EV_SOURCE + 2 * self._cap, dtype=np.int64))  # noqa: F821
 
     @property
     def input_offset(self) -> int:
-        return DF_U
+        return DF_U  # noqa: F821
 
     # -- life cycle ----------------------------------------------------------------------------------
     def _clear(self) -> None:
@@ -149,8 +157,8 @@ class ViscousCouplingPlant(Plant):
 
     def _initial_state(self) -> None:
         p = self.params
-        self.df[DF_P] = self._j1 * p.speed_1_rad_s + self._j2 * p.speed_2_rad_s
-        self.df[DF_D] = p.speed_1_rad_s - p.speed_2_rad_s
+        self.df[DF_P] = self._j1 * p.speed_1_rad_s + self._j2 * p.speed_2_rad_s  # noqa: F821
+        self.df[DF_D] = p.speed_1_rad_s - p.speed_2_rad_s  # noqa: F821
 
     def start(self) -> int:
         self._outputs(ST_OK)
@@ -159,55 +167,55 @@ class ViscousCouplingPlant(Plant):
     def step(self, dt: float) -> int:
         """Inputs -> one exact step of momentum and slip -> outputs.  Called in the real-time loop."""
         df = self.df
-        t1, t2 = df[DF_U + IN_T1], df[DF_U + IN_T2]
-        r1, r2 = df[DF_U + N_IN + IN_T1], df[DF_U + N_IN + IN_T2]
+        t1, t2 = df[DF_U + IN_T1], df[DF_U + IN_T2]  # noqa: F821
+        r1, r2 = df[DF_U + N_IN + IN_T1], df[DF_U + N_IN + IN_T2]  # noqa: F821
         if not (dt > 0.0 and math.isfinite(dt) and math.isfinite(t1) and math.isfinite(t2)
                 and math.isfinite(r1) and math.isfinite(r2)):
-            df[DF_U + 2 * N_IN + OUT_STATUS] = float(ST_BAD_INPUT)  # the state is untouched
+            df[DF_U + 2 * N_IN + OUT_STATUS] = float(ST_BAD_INPUT)  # noqa: F821 the state is untouched
             return ST_BAD_INPUT
         j1, j2 = self._j1, self._j2
-        a = self.mf[MF_COUPLING] * (1.0 / j1 + 1.0 / j2)
+        a = self.mf[MF_COUPLING] * (1.0 / j1 + 1.0 / j2)  # noqa: F821
         decay, phi1, phi2 = _phi(a, dt)
-        d0 = df[DF_D]
-        p = df[DF_P] + (t1 + t2) * dt + (r1 + r2) * (0.5 * dt * dt)
+        d0 = df[DF_D]  # noqa: F821
+        p = df[DF_P] + (t1 + t2) * dt + (r1 + r2) * (0.5 * dt * dt)  # noqa: F821
         d = d0 * decay + (t1 / j1 - t2 / j2) * phi1 + (r1 / j1 - r2 / j2) * phi2
         di = self.di
-        di[DI_COUNTERS + CNT_STEPS] += 1
+        di[DI_COUNTERS + CNT_STEPS] += 1  # noqa: F821
         if not (math.isfinite(p) and math.isfinite(d)):  # roll back: the state stays that before the step
-            di[DI_COUNTERS + CNT_ROLLBACKS] += 1
+            di[DI_COUNTERS + CNT_ROLLBACKS] += 1  # noqa: F821
             self._outputs(ST_NONFINITE)
             return ST_NONFINITE
-        t0 = df[DF_TIME]
+        t0 = df[DF_TIME]  # noqa: F821
         if d0 * d < 0.0:
             self._events.log(t0 + dt * d0 / (d0 - d), 0, EV_REVERSAL)
-        df[DF_P] = p
-        df[DF_D] = d
-        df[DF_TIME] = t0 + dt
+        df[DF_P] = p  # noqa: F821
+        df[DF_D] = d  # noqa: F821
+        df[DF_TIME] = t0 + dt  # noqa: F821
         self._outputs(ST_OK)
         return ST_OK
 
     def _outputs(self, status: int) -> None:
         df = self.df
-        p, d = df[DF_P], df[DF_D]
+        p, d = df[DF_P], df[DF_D]  # noqa: F821
         j1, j2 = self._j1, self._j2
-        y = DF_U + 2 * N_IN
+        y = DF_U + 2 * N_IN  # noqa: F821
         df[y + OUT_W1] = (p + j2 * d) / (j1 + j2)
         df[y + OUT_W2] = (p - j1 * d) / (j1 + j2)
         df[y + OUT_SLIP] = d
-        df[y + OUT_TORQUE] = self.mf[MF_COUPLING] * d
+        df[y + OUT_TORQUE] = self.mf[MF_COUPLING] * d  # noqa: F821
         df[y + OUT_STATUS] = float(status)
 
     # -- reporting -----------------------------------------------------------------------------------
     @property
     def time(self) -> float:
-        return float(self.df[DF_TIME])
+        return float(self.df[DF_TIME])  # noqa: F821
 
     def time_index(self) -> int:
-        return DF_TIME
+        return DF_TIME  # noqa: F821
 
     @property
     def counters(self) -> np.ndarray:
-        return self.di[DI_COUNTERS:DI_COUNTERS + N_COUNTERS]
+        return self.di[DI_COUNTERS:DI_COUNTERS + N_COUNTERS]  # noqa: F821
 
     def _drain_events(self) -> list[tuple[float, int, int]]:
         return self._events.drain()
@@ -223,7 +231,7 @@ class ViscousCouplingPlant(Plant):
         """The coupling (read afresh at every step); the inertias are not offered (they would change momentum)."""
         mf = self.mf
         return [Param("coupling.viscous", "N m s/rad", 0.0, 1.0e6, "viscous coupling c between the shafts",
-                      lambda: float(mf[MF_COUPLING]), lambda v: mf.__setitem__(MF_COUPLING, v))]
+                      lambda: float(mf[MF_COUPLING]), lambda v: mf.__setitem__(MF_COUPLING, v))]  # noqa: F821
 
 
 __all__ = ["ViscousCouplingParams", "ViscousCouplingPlant"]

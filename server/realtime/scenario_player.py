@@ -32,6 +32,7 @@ import numpy as np
 from numba import carray, cfunc
 
 from io_adapters.base import TI_SCENARIO
+from plant_models.contract.columns import Columns
 from plant_models.plant import Plant
 from plant_models.run.compiled import STAGE_SIGNATURE, CompiledStage, f64_at, i64_at
 
@@ -40,10 +41,12 @@ from server.realtime.watchdog import CommandWatchdog
 
 
 # the player's state for the compiled tick: an int64 array kept in step with the player (ScenarioPlayer._sync)
-S_ACTIVE = 0  # 0: no scenario drives the inputs; 1, 2: the first or second compiled copy does
-S_SWAP_AT = 1  # the player's swap_at
-S_N_STEPS = 2  # the scenario's steps
-N_S = 3
+PLAYER_SLOTS = Columns("the scenario player's state for the compiled tick (int64)", (
+    ("S_ACTIVE", "0: no scenario drives the inputs; 1, 2: the first or second compiled copy does"),
+    ("S_SWAP_AT", "the player's swap_at"),
+    ("S_N_STEPS", "the scenario's steps"),
+), count="N_S")
+globals().update(PLAYER_SLOTS.constants())  # S_ACTIVE, S_SWAP_AT, S_N_STEPS; N_S
 
 
 @cfunc(STAGE_SIGNATURE, cache=True)
@@ -56,8 +59,8 @@ def scenario_gate(ctx, k, now_ns, dt, carry):
     float64)] (:meth:`ScenarioPlayer.compiled_stages`).  Called in the real-time loop.
     """
     state = i64_at(ctx[0])
-    active = state[S_ACTIVE]
-    if active == 0 or k == state[S_SWAP_AT] or k + 1 >= state[S_N_STEPS] or f64_at(ctx[3])[0] != dt:
+    active = state[S_ACTIVE]  # noqa: F821
+    if active == 0 or k == state[S_SWAP_AT] or k + 1 >= state[S_N_STEPS] or f64_at(ctx[3])[0] != dt:  # noqa: F821
         return 1
     k0 = i64_at(ctx[active])[0]
     return 0 if k0 <= k < k0 + BLOCK else 1
@@ -71,7 +74,7 @@ def scenario_stage(ctx, k, now_ns, dt, carry):
     ``ctx``: [state, first copy's block start, its values, its rates, the second copy's three, u, u_rate,
     inputs, tick_info].  Called in the real-time loop.
     """
-    active = i64_at(ctx[0])[S_ACTIVE]
+    active = i64_at(ctx[0])[S_ACTIVE]  # noqa: F821
     if active == 0 or i64_at(ctx[10])[TI_SCENARIO] == 0:
         return 0
     at = 1 + 3 * (active - 1)
@@ -117,7 +120,7 @@ class ScenarioPlayer:
         self._prefetch_ns = 0  # slack a prefetch needs, ns (refined by every measured prefetch)
         self._in_lo = np.array([s.lo for s in plant.inputs], dtype=float)
         self._in_hi = np.array([s.hi for s in plant.inputs], dtype=float)
-        self.state = np.zeros(N_S, dtype=np.int64)  # S_*: the player as the compiled tick reads it
+        self.state = np.zeros(N_S, dtype=np.int64)  # noqa: F821 S_*: the player as the compiled tick reads it
         self._dt = np.zeros(1)  # the loaded scenario's step, s
         self.on_change = lambda: None  # the loaded pair changed: the loop builds its compiled tick again
 
@@ -125,9 +128,9 @@ class ScenarioPlayer:
         """Keep :attr:`state` in step with the player (after every change of ``active`` or ``swap_at``)."""
         a = self.active
         st = self.state
-        st[S_ACTIVE] = 0 if a is None else (1 if a is self._pair[0] else 2)
-        st[S_SWAP_AT] = self.swap_at
-        st[S_N_STEPS] = a.n_steps if a is not None else 0
+        st[S_ACTIVE] = 0 if a is None else (1 if a is self._pair[0] else 2)  # noqa: F821
+        st[S_SWAP_AT] = self.swap_at  # noqa: F821
+        st[S_N_STEPS] = a.n_steps if a is not None else 0  # noqa: F821
 
     def compiled_stages(self, u: np.ndarray, u_rate: np.ndarray,
                         tick_info: np.ndarray) -> tuple[CompiledStage, CompiledStage] | None:
