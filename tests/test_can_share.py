@@ -193,3 +193,20 @@ def test_frames_a_full_queue_refused_are_the_shares_dropped_count():
     finally:
         stalled.shutdown()
         h.adapter.close()
+
+
+def test_a_client_that_drops_its_connection_is_a_reset_not_a_relay_error():
+    from io_adapters.can.share import RelayMeter, _metered_protocol
+
+    class Base:
+        def terminate(self, exc):
+            self.closed_with = exc
+
+    meter = RelayMeter()
+    protocol = _metered_protocol(Base, meter)()
+    protocol.terminate(ConnectionResetError(104, "Connection reset by peer"))
+    protocol.terminate(BrokenPipeError(32, "Broken pipe"))
+    assert (meter.counts()["client_resets"], meter.counts()["relay_errors"]) == (2, 0)
+    protocol.terminate(ValueError("a malformed event"))
+    assert (meter.counts()["client_resets"], meter.counts()["relay_errors"]) == (2, 1)
+    assert isinstance(protocol.closed_with, ValueError)

@@ -56,7 +56,9 @@ class RelayMeter:
     / ``delay_last_us``: from the bus's send (the frame's timestamp, the
     sender's ``time.time()``) to the websocket write, the relay's own
     delay; ``late_1ms``: frames relayed more than 1 ms after they were sent;
-    ``relay_errors``: connections the relay closed on an error.
+    ``relay_errors``: connections the relay closed on an error; ``client_resets``:
+    connections a client dropped without a websocket close (its process ended
+    while a frame was on its way: a disconnect, not a relay error).
     """
 
     def __init__(self):
@@ -67,6 +69,7 @@ class RelayMeter:
         self.delay_last_s = 0.0
         self.late_1ms = 0
         self.relay_errors = 0
+        self.client_resets = 0
 
     def relayed_to_client(self, sent_at_s: float) -> None:
         delay = time.time() - sent_at_s
@@ -87,7 +90,8 @@ class RelayMeter:
         with self._lock:
             return {"to_clients": self.to_clients, "from_clients": self.from_clients,
                     "delay_max_us": round(self.delay_max_s * 1e6, 1),
-                    "delay_last_us": round(self.delay_last_s * 1e6, 1), "late_1ms": self.late_1ms, "relay_errors": self.relay_errors}
+                    "delay_last_us": round(self.delay_last_s * 1e6, 1), "late_1ms": self.late_1ms, "relay_errors": self.relay_errors,
+                    "client_resets": self.client_resets}
 
 
 def _metered_protocol(base, meter: RelayMeter):
@@ -107,7 +111,10 @@ def _metered_protocol(base, meter: RelayMeter):
 
         def terminate(self, exc):
             with meter._lock:
-                meter.relay_errors += 1
+                if isinstance(exc, ConnectionError):  # reset, broken pipe, aborted: the client went away
+                    meter.client_resets += 1
+                else:
+                    meter.relay_errors += 1
             super().terminate(exc)
 
     return MeteredProtocol
