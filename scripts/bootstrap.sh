@@ -20,8 +20,8 @@
 # module is first imported, not for every file of every package at install time
 # (--no-compile: about 7 s less on a first set-up).  pip's output is shortened to
 # a line per package, with a line every few seconds while it works (SETUP_BEAT_S).  The installs are made by
-# uv (`uv pip install`, pip's settings passed on: _setup_uv in scripts/setup_lib.sh) when uv is on PATH (or
-# GEARBOX_HIL_SETUP_UV=1: pip installs uv into the new environment first), else by pip.
+# uv (`uv pip install`, pip's settings passed on: _setup_uv in scripts/setup_lib.sh), from PATH or installed by
+# pip into the new environment first; by pip when uv cannot be installed or GEARBOX_HIL_SETUP_UV=0 says so.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${GEARBOX_HIL_VENV:-$ROOT/.venv}"

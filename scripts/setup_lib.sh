@@ -71,10 +71,11 @@ _setup_early() {
 # uv in place of pip: `_setup_uv VENV PIP...` (PIP: the pip command that installs into VENV, without `install`)
 # sets PIP (the caller's array) to `uv pip install` when uv is at hand (on PATH, or in VENV from an earlier set-up),
 # with pip's own settings, which uv does not read (index URLs, find-links, constraints, the certificate), and pip's
-# choice among several indexes (the best version of all).  uv is not installed for the set-up by default: pip took
-# 36-55 s to install it on a loaded host (PyPI's index page of uv lists thousands of files), more than uv saved
-# on numpy, numba and llvmlite (BENCHMARKS.md, cold start); GEARBOX_HIL_SETUP_UV=1 installs it with PIP first.
-# Returns 1, PIP untouched, when there is no uv (or it cannot be installed), or GEARBOX_HIL_SETUP_PIP=1 asks for pip.
+# choice among several indexes (the best version of all).  Where there is no uv, PIP installs it into VENV first
+# (1.7 s on a quiet host; the first demo on a fresh clone reached its first tick 4-5 s sooner with it, the rest
+# installing with half the CPU beside the compile; on a host at load 17-23 pip needed 36-55 s to install uv, as
+# much as uv then saved: BENCHMARKS.md, cold start).  GEARBOX_HIL_SETUP_UV=0 (or GEARBOX_HIL_SETUP_PIP=1) keeps pip.
+# Returns 1, PIP untouched, when uv is not wanted or cannot be installed (pip then installs).
 _setup_uv() {
   local venv="$1" key value v uv line
   shift
@@ -83,7 +84,7 @@ _setup_uv() {
     uv="$venv/bin/uv"
   elif uv="$(command -v uv)"; then
     :
-  elif [ "${GEARBOX_HIL_SETUP_UV:-}" = 1 ]; then
+  elif [ "${GEARBOX_HIL_SETUP_UV:-1}" != 0 ]; then
     uv="$venv/bin/uv"
     echo "[set-up] installing uv (with pip), which installs the rest"
     if ! "$@" install --no-compile --disable-pip-version-check --progress-bar off uv 2>&1 | _setup_show ||
