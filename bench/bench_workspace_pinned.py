@@ -87,6 +87,8 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--loop-cpu", type=int, default=None, help="the loop's CPU (default: the last one)")
     ap.add_argument("--busy", type=int, default=1, help="processes burning the other CPUs the whole run")
+    ap.add_argument("--fifo", type=int, default=0,
+                    help="the loop's SCHED_FIFO priority (realtime.sched_fifo_priority; 0: normal scheduling)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
@@ -97,7 +99,7 @@ def main() -> int:
     results, burners, drivers = [], [], []
     with tempfile.TemporaryDirectory(prefix="gearbox-hil-pinned-") as tmp:
         srv = serve_workspace(Path(tmp), "realtime", ("--rate", str(args.rate)),
-                              extra=f"[realtime]\ncpu_affinity = [{loop_cpu}]\n")
+                              extra=f"[realtime]\ncpu_affinity = [{loop_cpu}]\nsched_fifo_priority = {args.fifo}\n")
         try:
             os.sched_setaffinity(0, others)  # what this script starts from now on runs beside the loop's CPU
             ctx = multiprocessing.get_context("spawn")
