@@ -70,9 +70,9 @@ say "[2/4] compiling the plant code (once per machine: about 25 s on 2 idle core
   "with other work; later runs load it from the cache)"
 python -m server.cli.warmup powershift --serve-only ${VERBOSE[@]+"${VERBOSE[@]}"}
 STAGE="set-up"
-setup_wait server || fail "the set-up could not install what the server needs (pip's messages are above)"
+setup_wait server || fail "the set-up could not install what the server needs (the installer's messages are above)"
 # the rest too (the plot's matplotlib) before the real-time run: an install beside it would decide its timing
-setup_wait || fail "the set-up could not install gearbox-hil[plot] (pip's messages are above)"
+setup_wait || fail "the set-up could not install gearbox-hil[plot] (the installer's messages are above)"
 
 STAGE="starting the server"
 OUT=out/demo

@@ -28,6 +28,7 @@ VENV="${GEARBOX_HIL_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
 EXTRAS="${1:-plot}"
 SETUP_MODE="${2:-}"
+SETUP_INSTALLER=pip  # uv when _setup_uv chooses it
 EARLY="numpy numba msgpack tomli"  # what `python -m server.cli.warmup` imports (tests/test_bootstrap.py checks it)
 GEARBOX_HIL_SETUP_PID=""
 if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
@@ -123,7 +124,7 @@ fi
 export PATH="$VENV/bin:$PATH"
 
 # Wait for the background install of "--background" (nothing to do otherwise): `setup_wait server` until
-# what `gearbox-hil serve` needs is in, `setup_wait` until everything is.  Returns 1, after pip's messages, if
+# what `gearbox-hil serve` needs is in, `setup_wait` until everything is.  Returns 1, after the installer's messages, if
 # the install failed.  A line when one is due (_setup_due in scripts/setup_lib.sh: every few seconds, then a third
 # of the time so far) while it waits.
 setup_wait() {
@@ -143,7 +144,7 @@ setup_wait() {
   done
   GEARBOX_HIL_SETUP_PID=""
   if ! wait "$pid"; then
-    echo "[set-up] installing $what failed; pip said:" >&2
+    echo "[set-up] installing $what failed; ${SETUP_INSTALLER:-pip} said:" >&2
     cat "$VENV/.gearbox-hil-setup/pip.log" >&2 || true
     return 1
   fi

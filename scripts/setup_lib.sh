@@ -108,6 +108,7 @@ _setup_uv() {
     esac
   done < <(_setup_pip_settings)
   PIP=("${cmd[@]}")
+  SETUP_INSTALLER=uv  # the installer's name in the set-up's messages
 }
 
 # pip's install settings that uv needs passed on, a line `key=value` each: pip's configuration files in pip's
