@@ -79,12 +79,12 @@ _setup_early() {
 _setup_uv() {
   local venv="$1" key value v uv line
   shift
-  [ "${GEARBOX_HIL_SETUP_PIP:-}" != 1 ] || return 1
+  [ "${GEARBOX_HIL_SETUP_PIP:-}" != 1 ] && [ "${GEARBOX_HIL_SETUP_UV:-1}" != 0 ] || return 1
   if [ -x "$venv/bin/uv" ]; then
     uv="$venv/bin/uv"
   elif uv="$(command -v uv)"; then
     :
-  elif [ "${GEARBOX_HIL_SETUP_UV:-1}" != 0 ]; then
+  else
     uv="$venv/bin/uv"
     echo "[set-up] installing uv (with pip), which installs the rest"
     if ! "$@" install --no-compile --disable-pip-version-check --progress-bar off uv 2>&1 | _setup_show ||
@@ -92,8 +92,6 @@ _setup_uv() {
       echo "[set-up] uv could not be installed (pip's messages above): pip installs"
       return 1
     fi
-  else
-    return 1
   fi
   local cmd=("$uv" pip install --python "$venv/bin/python" --index-strategy unsafe-best-match)
   while IFS= read -r line; do  # key=value a line (_setup_pip_settings)
